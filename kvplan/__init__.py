@@ -1,0 +1,32 @@
+"""kvplan: exact KV-cache, weight and memory estimates for transformer LLMs.
+
+    >>> import kvplan
+    >>> kvplan.estimate("llama-2-70b", batch=16, seq_len=4096).kv_cache.bytes_per_token
+    327680
+
+Public API: ``estimate`` (returns a typed ``Estimate``), ``load_card`` (bundled name or path), ``ModelCard``,
+``count_params``. Attributes load lazily so ``import kvplan`` stays cheap.
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+_EXPORTS = {
+    "estimate": "kvplan.memory",
+    "Estimate": "kvplan.memory",
+    "load_card": "kvplan.catalog",
+    "bundled_names": "kvplan.catalog",
+    "ModelCard": "kvplan.cards",
+    "count_params": "kvplan.params",
+    "KvplanError": "kvplan.errors",
+}
+__all__ = [*_EXPORTS, "__version__"]
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        import importlib
+
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'kvplan' has no attribute {name!r}")

@@ -1,0 +1,203 @@
+r"""The model card: one frozen pydantic model describing a transformer's architecture.
+
+``None`` means "derive": ``num_kv_heads`` defaults to ``num_heads`` and ``head_dim`` to
+``hidden_size // num_heads``. An explicit value always wins; Gemma-2/3 and Qwen3 set a ``head_dim`` that is not
+``hidden_size / num_heads``, and T5-11B one whose heads x head_dim (16384) is far wider than its hidden size (1024).
+
+How query heads share K/V heads (``num_heads`` query heads, ``num_kv_heads`` K/V heads)::
+
+    MHA  num_kv_heads == num_heads       MQA  num_kv_heads == 1          GQA  1 < num_kv_heads < num_heads
+    q: | | | | | | | |                   q: | | | | | | | |              q: | | | | | | | |
+       | | | | | | | |                       \ \ \ \ / / / /                 \ /  \ /  \ /  \ /
+    k: | | | | | | | |                   k:         |                    k:  |    |    |    |
+    v: | | | | | | | |                   v:         |                    v:  |    |    |    |
+
+MLA (DeepSeek-V2/V3) caches neither per-head K nor V: each token stores one compressed latent of
+``kv_lora_rank`` values plus one shared RoPE key of ``qk_rope_head_dim`` values per layer, and the per-head K/V are
+re-expanded from it (DeepSeek-V2 paper, arXiv:2405.04434, section 2.1).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
+
+Architecture = Literal["decoder-only", "encoder-only", "encoder-decoder"]
+LayerType = Literal["global", "sliding"]
+_STRICT = ConfigDict(frozen=True, extra="forbid")
+_DERIVABLE = frozenset({"num_kv_heads", "head_dim"})
+
+
+class MLA(BaseModel):
+    """Multi-head latent attention ranks, as DeepSeek's config.json names them."""
+
+    model_config = _STRICT
+    kv_lora_rank: PositiveInt = Field(description="Width of the cached compressed KV latent.")
+    qk_rope_head_dim: PositiveInt = Field(description="Width of the decoupled RoPE key, cached once per token.")
+    qk_nope_head_dim: PositiveInt = Field(description="Per-head query/key width without RoPE.")
+    v_head_dim: PositiveInt = Field(description="Per-head value width.")
+    q_lora_rank: PositiveInt | None = Field(None, description="Query compression rank; null: no compression.")
+
+
+class MoE(BaseModel):
+    """Mixture-of-experts feed-forward layers (Mixtral, Qwen-MoE, DeepSeek)."""
+
+    model_config = _STRICT
+    num_experts: PositiveInt = Field(description="Routed experts per MoE layer.")
+    experts_per_token: PositiveInt = Field(description="Routed experts each token uses (top-k).")
+    expert_ffn_size: PositiveInt = Field(description="Intermediate size of one routed expert.")
+    num_shared_experts: int = Field(0, ge=0, description="Always-active shared experts per MoE layer.")
+    shared_expert_ffn_size: PositiveInt | None = Field(
+        None, description="Intermediate size of one shared expert; null: expert_ffn_size.")
+    shared_expert_gate: bool = Field(False, description="A sigmoid gate (hidden x 1) on the shared expert (Qwen2-MoE).")
+    first_dense_layers: int = Field(0, ge=0, description="Leading layers with a dense FFN (DeepSeek first_k_dense_replace).")
+
+    @model_validator(mode="after")
+    def _check(self) -> MoE:
+        if self.experts_per_token > self.num_experts:
+            raise ValueError(f"experts_per_token: {self.experts_per_token} exceeds num_experts "
+                             f"({self.num_experts}); allowed: 1..{self.num_experts}")
+        return self
+
+    @property
+    def shared_ffn(self) -> int:
+        return self.shared_expert_ffn_size or self.expert_ffn_size
+
+
+class PublishedParams(BaseModel):
+    """A parameter total published by the model's authors, to check the derived count against."""
+
+    model_config = _STRICT
+    value: PositiveInt
+    source: str
+
+
+class ModelCard(BaseModel):
+    """A transformer architecture, enough to size its weights, KV cache and compute exactly."""
+
+    model_config = _STRICT
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", description="Card name, e.g. llama-2-7b.")
+    source: str = Field(min_length=1, description="Where the facts come from (config.json URL, paper).")
+    architecture: Architecture = "decoder-only"
+    num_layers: PositiveInt = Field(description="Blocks in the decoder (the encoder for encoder-only models).")
+    num_encoder_layers: PositiveInt | None = Field(None, description="Encoder blocks; encoder-decoder only.")
+    hidden_size: PositiveInt
+    num_heads: PositiveInt = Field(description="Query heads per attention layer.")
+    num_kv_heads: PositiveInt | None = Field(None, description="K/V heads; null: num_heads (MHA).")
+    head_dim: PositiveInt | None = Field(None, description="Per-head width; null: hidden_size / num_heads.")
+    ffn_size: PositiveInt = Field(description="Dense feed-forward intermediate size.")
+    gated_ffn: bool = Field(description="Gated FFN (SwiGLU/GeGLU: gate, up, down) or plain (up, down).")
+    activation: Literal["silu", "gelu", "gelu_tanh", "relu"]
+    vocab_size: PositiveInt
+    tie_embeddings: bool = Field(description="LM head shares the input embedding matrix.")
+    lm_head_bias: bool = False
+    norm: Literal["rmsnorm", "layernorm"] = Field(description="rmsnorm: weight only; layernorm: weight and bias.")
+    norms_per_layer: int = Field(2, ge=1, le=4, description="Norms per block (Gemma-2: 4, parallel Falcon-7B: 1).")
+    final_norm: bool = Field(True, description="A norm after the last block (BERT has none).")
+    qk_norm: bool = Field(False, description="Per-head RMSNorm on queries and keys (Qwen3, Gemma-3).")
+    qkv_bias: bool = False
+    out_bias: bool = False
+    mlp_bias: bool = False
+    position: Literal["rope", "learned", "alibi", "relative"]
+    max_position_embeddings: PositiveInt
+    relative_attention_num_buckets: PositiveInt | None = Field(None, description="T5 relative-position buckets.")
+    type_vocab_size: int = Field(0, ge=0, description="BERT token-type embeddings.")
+    embedding_norm: bool = Field(False, description="A norm right after the embeddings (BERT, BLOOM).")
+    pooler: bool = Field(False, description="BERT's pooler (hidden x hidden dense with bias).")
+    sliding_window: PositiveInt | None = Field(None, description="Window W of sliding layers, in tokens.")
+    layer_pattern: tuple[LayerType, ...] | None = Field(
+        None, description="Layer types, repeated over the layers; null: all sliding if sliding_window is set, "
+                          "else all global. Gemma-2: [sliding, global].")
+    mla: MLA | None = None
+    moe: MoE | None = None
+    dtype: Literal["float32", "float16", "bfloat16"] = Field(description="The checkpoint's dtype.")
+    published_params: PublishedParams | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_nulls(cls, data: object) -> object:
+        """An explicit ``null`` means "derive", exactly as an absent key does."""
+        if isinstance(data, dict):
+            return {k: v for k, v in data.items() if not (k in _DERIVABLE and v is None)}
+        return data
+
+    @model_validator(mode="after")
+    def _derive_and_check(self) -> ModelCard:
+        self._check_stacks()
+        _fill(self, "num_kv_heads", self.num_heads)
+        if self.num_heads % self.num_kv_heads:
+            raise ValueError(f"num_kv_heads: {self.num_heads} heads are not divisible by {self.num_kv_heads} KV heads; "
+                             f"allowed: a divisor of num_heads ({_divisors(self.num_heads)})")
+        if self.head_dim is None:
+            if self.hidden_size % self.num_heads:
+                raise ValueError(f"head_dim: hidden_size {self.hidden_size} is not divisible by num_heads "
+                                 f"{self.num_heads}; set head_dim explicitly")
+            _fill(self, "head_dim", self.hidden_size // self.num_heads)
+        self._check_layers()
+        return self
+
+    def _check_stacks(self) -> None:
+        if (self.architecture == "encoder-decoder") != (self.num_encoder_layers is not None):
+            raise ValueError("num_encoder_layers: required for (and allowed only with) architecture encoder-decoder")
+        if self.position == "relative" and self.relative_attention_num_buckets is None:
+            raise ValueError("relative_attention_num_buckets: required when position is relative")
+        if self.moe and self.moe.first_dense_layers > self.num_layers:
+            raise ValueError(f"moe.first_dense_layers: {self.moe.first_dense_layers} exceeds num_layers "
+                             f"({self.num_layers})")
+
+    def _check_layers(self) -> None:
+        pattern = self.layer_pattern
+        if pattern is not None and not 1 <= len(pattern) <= self.num_layers:
+            raise ValueError(f"layer_pattern: needs 1..{self.num_layers} entries (num_layers), got {len(pattern)}")
+        if "sliding" in (pattern or ()) and self.sliding_window is None:
+            raise ValueError("sliding_window: required when layer_pattern has sliding layers; allowed: a window > 0")
+        if self.mla and self.sliding_window:
+            raise ValueError("sliding_window: not supported together with mla")
+
+    # ---- derived, never stored --------------------------------------------------------------------------------
+
+    @property
+    def layer_types(self) -> tuple[LayerType, ...]:
+        """The attention type of each decoder layer (the pattern repeated over ``num_layers``)."""
+        pattern = self.layer_pattern or (("sliding",) if self.sliding_window else ("global",))
+        return tuple(pattern[i % len(pattern)] for i in range(self.num_layers))
+
+    @property
+    def attention_kind(self) -> str:
+        """MHA, MQA, GQA or MLA: derived from the head counts, never stored."""
+        if self.mla:
+            return "MLA"
+        if self.num_kv_heads == self.num_heads:
+            return "MHA"
+        return "MQA" if self.num_kv_heads == 1 else "GQA"
+
+    @property
+    def attention_label(self) -> str:
+        """e.g. 'GQA (8 KV heads, 8 query heads per KV head)'."""
+        kind = self.attention_kind
+        if kind == "MLA":
+            return f"MLA (latent {self.mla.kv_lora_rank} + rope key {self.mla.qk_rope_head_dim} per token and layer)"
+        if kind == "GQA":
+            return f"GQA ({self.num_kv_heads} KV heads, {self.num_heads // self.num_kv_heads} query heads per KV head)"
+        return f"{kind} ({self.num_kv_heads} KV head{'s' if self.num_kv_heads > 1 else ''})"
+
+    @property
+    def has_kv_cache(self) -> bool:
+        """Encoder-only models run one bidirectional pass: nothing is cached between steps."""
+        return self.architecture != "encoder-only"
+
+    def derived_fields(self) -> frozenset[str]:
+        """Fields whose value was derived rather than written in the card."""
+        return frozenset(_DERIVABLE - self.model_fields_set)
+
+
+def _fill(card: ModelCard, field: str, value: int) -> None:
+    """Fill a derived field of a frozen card in place, only where the card left it None."""
+    if getattr(card, field) is None:
+        object.__setattr__(card, field, value)
+
+
+def _divisors(n: int) -> str:
+    return ", ".join(str(d) for d in range(1, n + 1) if n % d == 0)

@@ -1,0 +1,120 @@
+"""The CLI, driven through typer's CliRunner: JSON contract and one-line errors with exit code 2."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+
+def test_estimate_json_contract(cli_json):
+    r = cli_json("estimate", "--model", "llama-2-7b", "--batch", "16", "--seq-len", "4096")
+    assert r["schema_version"] == 1
+    assert r["inputs"]["batch"] == 16 and r["inputs"]["kv_dtype"] == "fp16"
+    assert r["kv_cache"]["bytes_per_token"] == 524_288
+    assert r["kv_cache"]["total_bytes"] == 34_359_738_368
+    assert r["weights"]["params"] == 6_738_415_616 and r["weights"]["bytes"] == 2 * 6_738_415_616
+    assert r["total_bytes"] == r["kv_cache"]["total_bytes"] + r["weights"]["bytes"]
+    assert r["model"]["attention"] == "MHA"
+
+
+def test_estimate_table_shows_formula(cli):
+    code, out, _ = cli("estimate", "--model", "llama-2-70b", "--batch", "16", "--seq-len", "4096", "--kv-heads", "64")
+    assert code == 0
+    assert "16 seq x 80 layers x 64 kv_heads x 128 head_dim x 4096 tokens x 2 (K,V) x 2 B = 160.0 GiB" in out
+    assert "what-if layout" in out
+
+
+def test_user_card_by_path(cli_json, tmp_path):
+    from kvplan import load_card
+
+    text = load_card("llama-2-7b").model_dump_json(exclude_none=True)
+    path = tmp_path / "mine.yaml"
+    path.write_text(text.replace('"llama-2-7b"', '"mine"'))  # JSON is valid YAML
+    assert cli_json("estimate", "--model", str(path), "--seq-len", "1")["model"]["name"] == "mine"
+
+
+def _error(cli, *args):
+    code, out, err = cli(*args)
+    assert code == 2, (code, out, err)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    assert "Traceback" not in out + err
+    return lines[0]
+
+
+def test_unknown_model_suggests(cli):
+    line = _error(cli, "estimate", "--model", "llama-2-7", "--seq-len", "10")
+    assert "llama-2-7b" in line
+
+
+def test_invalid_yaml_names_line(cli, tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("name: x\nnum_layers: [1, 2\nhidden_size: 3\n")
+    line = _error(cli, "estimate", "--model", str(path), "--seq-len", "10")
+    assert str(path) in line and "line 3" in line
+
+
+def test_schema_violation_names_file_and_field(cli, tmp_path):
+    from kvplan import load_card
+
+    data = load_card("llama-2-7b").model_dump(exclude_none=True)
+    data["num_kv_heads"] = 5
+    path = tmp_path / "five.yaml"
+    path.write_text(json.dumps(data))
+    line = _error(cli, "estimate", "--model", str(path), "--seq-len", "10")
+    assert str(path) in line and "num_kv_heads" in line and "1, 2, 4, 8, 16, 32" in line
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (("--batch", "0"), "--batch"),
+        (("--seq-len", "-5"), "--seq-len"),
+        (("--kv-dtype", "fp7"), "allowed: fp32"),
+        (("--engine", "tgi"), "allowed: ideal"),
+        (("--attention", "gqa:5"), "gqa:5"),
+        (("--kv-heads", "3"), "allowed: 1, 2, 4"),
+        (("--engine", "hf-dynamic", "--kv-dtype", "int4"), "--kv-dtype"),
+        (("--engine", "hf-static", "--max-cache-len", "10"), "--max-cache-len"),
+        (("--encoder-len", "10"), "--encoder-len"),
+    ],
+)
+def test_bad_flags(cli, args, needle):
+    base = ("estimate", "--model", "llama-2-7b", "--seq-len", "100")
+    assert needle in _error(cli, *base, *args)
+
+
+def test_encoder_decoder_needs_encoder_len(cli):
+    assert "--encoder-len" in _error(cli, "estimate", "--model", "t5-base", "--seq-len", "10")
+
+
+def test_cards_list_show_schema(cli, cli_json):
+    rows = cli_json("cards", "list")
+    names = {r["name"] for r in rows}
+    assert {"llama-2-7b", "deepseek-v3", "t5-11b", "bert-base-uncased"} <= names and len(rows) == 25
+    assert next(r for r in rows if r["name"] == "falcon-7b")["kv_bytes_per_token"] == 8192
+    shown = cli_json("cards", "show", "gemma-2-9b")
+    assert shown["card"]["head_dim"] == 256 and "GQA" in shown["derived"]["attention"]
+    code, out, _ = cli("cards", "show", "llama-2-7b")
+    assert code == 0 and "head_dim: 128 (derived)" in out
+    code, out, _ = cli("cards", "schema")
+    schema = json.loads(out)
+    assert schema["additionalProperties"] is False and "num_kv_heads" in schema["properties"]
+    assert "llama-2-7b" in _error(cli, "cards", "show", "llama2-7b")
+
+
+def test_estimate_never_imports_torch():
+    code = ("import sys; from typer.testing import CliRunner; from kvplan.cli import app; "
+            "r = CliRunner().invoke(app, ['estimate', '--model', 'deepseek-v3', '--seq-len', '4096', '--json']); "
+            "assert r.exit_code == 0, r.output; "
+            "heavy = [m for m in ('torch', 'numpy', 'transformers', 'matplotlib') if m in sys.modules]; "
+            "print(','.join(heavy))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == ""
+
+
+def test_python_m_kvplan():
+    out = subprocess.run([sys.executable, "-m", "kvplan", "estimate", "--model", "falcon-7b", "--seq-len", "1",
+                          "--json"], capture_output=True, text=True, check=True).stdout
+    assert json.loads(out)["kv_cache"]["bytes_per_token"] == 8192
