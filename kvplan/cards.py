@@ -93,7 +93,8 @@ class ModelCard(BaseModel):
     vocab_size: PositiveInt
     tie_embeddings: bool = Field(description="LM head shares the input embedding matrix.")
     lm_head_bias: bool = False
-    norm: Literal["rmsnorm", "layernorm"] = Field(description="rmsnorm: weight only; layernorm: weight and bias.")
+    norm: Literal["rmsnorm", "layernorm", "layernorm_nobias"] = Field(
+        description="rmsnorm and layernorm_nobias (MPT): a weight; layernorm: a weight and a bias.")
     norms_per_layer: int = Field(2, ge=1, le=4, description="Norms per block (Gemma-2: 4, parallel Falcon-7B: 1).")
     final_norm: bool = Field(True, description="A norm after the last block (BERT has none).")
     qk_norm: bool = Field(False, description="Per-head RMSNorm on queries and keys (Qwen3, Gemma-3).")
@@ -102,6 +103,7 @@ class ModelCard(BaseModel):
     mlp_bias: bool = False
     position: Literal["rope", "learned", "alibi", "relative"]
     max_position_embeddings: PositiveInt
+    learned_position_offset: int = Field(0, ge=0, description="Extra learned position rows (OPT: 2).")
     relative_attention_num_buckets: PositiveInt | None = Field(None, description="T5 relative-position buckets.")
     type_vocab_size: int = Field(0, ge=0, description="BERT token-type embeddings.")
     embedding_norm: bool = Field(False, description="A norm right after the embeddings (BERT, BLOOM).")
@@ -110,6 +112,9 @@ class ModelCard(BaseModel):
     layer_pattern: tuple[LayerType, ...] | None = Field(
         None, description="Layer types, repeated over the layers; null: all sliding if sliding_window is set, "
                           "else all global. Gemma-2: [sliding, global].")
+    hf_kv_heads: PositiveInt | None = Field(
+        None, description="K/V heads transformers' cache holds when not num_kv_heads: its Falcon "
+                          "new_decoder_architecture broadcasts K/V to every query head before caching.")
     mla: MLA | None = None
     moe: MoE | None = None
     dtype: Literal["float32", "float16", "bfloat16"] = Field(description="The checkpoint's dtype.")

@@ -39,6 +39,32 @@ def load_card(name_or_path: str | Path) -> ModelCard:
     raise KvplanError(f"unknown model {text!r}{hint} (`kvplan cards list` shows all; or pass a path to a .yaml card)")
 
 
+def resolve_card(model: str | None, hf_config: str | None) -> ModelCard:
+    """The card a command runs on: ``--model NAME|PATH`` or ``--hf-config PATH`` (exactly one of them)."""
+    if (model is None) == (hf_config is None):
+        raise KvplanError("give exactly one of --model NAME|PATH and --hf-config PATH")
+    if hf_config is not None:
+        from kvplan.hf import card_from_hf_config
+
+        return card_from_hf_config(hf_config)
+    return load_card(model)
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write via a temporary file in the same folder and rename it: never a half-written file."""
+    import os
+    import tempfile
+
+    fd, tmp = tempfile.mkstemp(dir=path.parent or ".", prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
 def load_card_file(path: Path) -> ModelCard:
     try:
         raw = path.read_text(encoding="utf-8")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Optional
 
 import typer
@@ -26,7 +27,8 @@ def _fail(exc: KvplanError) -> None:
 
 @app.command()
 def estimate(
-    model: str = typer.Option(..., "--model", "-m", help="Bundled card name (llama-2-7b) or path to a card .yaml."),
+    model: Optional[str] = typer.Option(None, "--model", "-m", help="Bundled card name (llama-2-7b) or a card .yaml."),
+    hf_config: Optional[str] = typer.Option(None, "--hf-config", help="A Hugging Face config.json, or its folder."),
     batch: int = typer.Option(1, help="Sequences held at once."),
     seq_len: int = typer.Option(..., "--seq-len", help="Tokens each sequence holds (prompt + generated)."),
     encoder_len: Optional[int] = typer.Option(None, "--encoder-len", help="Encoder tokens (encoder-decoder models)."),
@@ -40,11 +42,12 @@ def estimate(
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON (exact bytes)."),
 ) -> None:
     """KV cache bytes (per token, per sequence, whole batch), weights, and the formula with numbers filled in."""
-    from kvplan.memory import estimate as run
     from kvplan import report
+    from kvplan.catalog import resolve_card
+    from kvplan.memory import estimate as run
 
     try:
-        result = run(model, batch=batch, seq_len=seq_len, encoder_len=encoder_len, kv_dtype=kv_dtype,
+        result = run(resolve_card(model, hf_config), batch=batch, seq_len=seq_len, encoder_len=encoder_len, kv_dtype=kv_dtype,
                      weight_dtype=weight_dtype, engine=engine, max_cache_len=max_cache_len, block_size=block_size,
                      kv_heads=kv_heads, attention=attention)
     except KvplanError as exc:
@@ -86,6 +89,31 @@ def cards_show(name: str = typer.Argument(..., help="Card name or path."),
         report.render_card(card, derived, console)
 
 
+@cards_app.command("import")
+def cards_import(
+    path: str = typer.Argument(..., help="A config.json, or a folder holding one (a hub snapshot)."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the card here instead of printing it."),
+    name: Optional[str] = typer.Option(None, "--name", help="Card name; default: from the config's _name_or_path."),
+    force: bool = typer.Option(False, "--force", help="Overwrite an existing --output file."),
+) -> None:
+    """Turn a Hugging Face config.json into a validated kvplan card (defaults it assumed are named in comments)."""
+    from kvplan.catalog import write_atomic
+    from kvplan.hf import card_yaml, import_hf_config
+
+    try:
+        if output is not None and output.exists() and not force:
+            raise KvplanError(f"{output}: exists; pass --force to overwrite it")
+        card, assumed = import_hf_config(path, name=name)
+    except KvplanError as exc:
+        _fail(exc)
+    text = card_yaml(card, assumed)
+    if output is None:
+        sys.stdout.write(text)
+        return
+    write_atomic(output, text)
+    Console(stderr=True).print(f"wrote {output} ({card.name}, {card.attention_label})", highlight=False)
+
+
 @cards_app.command("schema")
 def cards_schema() -> None:
     """The JSON Schema of a model card, for editors and validators."""
@@ -93,6 +121,32 @@ def cards_schema() -> None:
     from kvplan.cards import ModelCard
 
     report.print_json(ModelCard.model_json_schema())
+
+
+@app.command()
+def compare(
+    model: str = typer.Option(..., "--model", "-m", help="Bundled card name or path to a card .yaml."),
+    attention: str = typer.Option(..., "--attention", help="Layouts to compare, e.g. mha,gqa:8,mqa."),
+    gpu: Optional[str] = typer.Option(None, "--gpu", help="GPU for max batch and time per token (e.g. H100-SXM)."),
+    gpu_file: Optional[str] = typer.Option(None, "--gpu-file", help="YAML of extra/overriding GPU entries."),
+    seq_len: int = typer.Option(4096, "--seq-len", help="Tokens each sequence holds."),
+    batch: int = typer.Option(1, help="Sequences decoded together."),
+    engine: str = typer.Option("ideal", help="ideal, hf-dynamic or vllm."),
+    kv_dtype: Optional[str] = typer.Option(None, "--kv-dtype", help="KV cache dtype; default: the card's."),
+    weight_dtype: Optional[str] = typer.Option(None, "--weight-dtype", help="Weight dtype; default: the card's."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON (exact bytes)."),
+) -> None:
+    """The model under several K/V-head layouts: KV bytes, decode traffic, parameters, max batch, time per token."""
+    from kvplan import report
+    from kvplan.compare import compare as run
+    from kvplan.report_compare import render_compare
+
+    try:
+        result = run(model, attention=attention, seq_len=seq_len, batch=batch, gpu=gpu, engine=engine,
+                     kv_dtype=kv_dtype, weight_dtype=weight_dtype, gpu_file=gpu_file)
+    except KvplanError as exc:
+        _fail(exc)
+    report.print_json(result) if as_json else render_compare(result, console)
 
 
 def main() -> None:

@@ -24,7 +24,7 @@ ENGINES: tuple[str, ...] = ("ideal", "hf-dynamic", "hf-static", "vllm")
 
 ENGINE_DESCRIPTIONS = {
     "ideal": "exactly the tokens attention needs: all tokens, or the last W of a sliding-window layer",
-    "hf-dynamic": "transformers DynamicCache: grows per token; sliding layers keep the last W-1 positions",
+    "hf-dynamic": "transformers DynamicCache: grows per token; sliding layers keep the last W-1 positions",  # 5.x
     "hf-static": "transformers StaticCache: preallocated to max_cache_len positions (sliding layers min(max_cache_len, W))",
     "vllm": "vLLM v1 paged cache: whole blocks of block_size tokens; sliding layers free blocks that left the window",
 }
@@ -115,24 +115,24 @@ def layer_specs(card: ModelCard, kv_dtype: DType, engine: str) -> list[KVLayerSp
 def _self_attention_spec(card: ModelCard, kv_dtype: DType, engine: str, layer_type: str) -> KVLayerSpec:
     if card.mla is None:
         window = card.sliding_window if layer_type == "sliding" else None
-        return _standard_spec(card, kv_dtype, "sliding" if window else "full", window)
+        kv_heads = card.hf_kv_heads if engine.startswith("hf-") and card.hf_kv_heads else card.num_kv_heads
+        return _standard_spec(card, kv_dtype, "sliding" if window else "full", window, kv_heads)
     m = card.mla
-    if engine.startswith("hf-"):
-        # transformers' DeepseekV2/V3 attention expands the latent with kv_b_proj and caches per-head K
-        # (qk_nope_head_dim + qk_rope_head_dim wide) and V (v_head_dim wide), not the latent.
-        k_dim, v_dim = m.qk_nope_head_dim + m.qk_rope_head_dim, m.v_head_dim
-        shape = f"{card.num_heads} heads x ({k_dim} K + {v_dim} V, expanded from the latent)"
-        return KVLayerSpec("full", ((card.num_heads, k_dim), (card.num_heads, v_dim)), kv_dtype, shape)
     # DeepSeek-V2 paper section 2.1.3 and vLLM MLAAttentionSpec: one vector of kv_lora_rank + qk_rope_head_dim per
-    # token and layer, shared by all heads; no separate V, so no factor 2.
+    # token and layer, shared by all heads; no separate V, so no factor 2. transformers 5.x caches the same: the
+    # normed latent as a 1-head "key" and the rope key as a 1-head "value" (modeling_deepseek_v3.py,
+    # past_key_values.update(kv_nope, k_rot)), and expands per-head K/V after the cache read. (transformers 4.x
+    # cached the expanded per-head K and V instead.)
     elems = m.kv_lora_rank + m.qk_rope_head_dim
     shape = f"({m.kv_lora_rank} latent + {m.qk_rope_head_dim} rope key)"
     return KVLayerSpec("mla", ((1, elems),), kv_dtype, shape)
 
 
-def _standard_spec(card: ModelCard, kv_dtype: DType, kind: LayerKind, window: int | None) -> KVLayerSpec:
-    shape = f"{card.num_kv_heads} kv_heads x {card.head_dim} head_dim"
-    group = (card.num_kv_heads, card.head_dim)
+def _standard_spec(card: ModelCard, kv_dtype: DType, kind: LayerKind, window: int | None,
+                   kv_heads: int | None = None) -> KVLayerSpec:
+    kv_heads = kv_heads or card.num_kv_heads
+    shape = f"{kv_heads} kv_heads x {card.head_dim} head_dim"
+    group = (kv_heads, card.head_dim)
     return KVLayerSpec(kind, (group, group), kv_dtype, shape, "2 (K,V)", window)
 
 

@@ -130,8 +130,9 @@ def estimate(model: ModelCard | str | Path, *, batch: int = 1, seq_len: int, enc
                             block_size=block_size, kv_heads=kv_heads, attention=attention)
     kv = kv_cache(card, kv_t, params, batch)
     weights = weights_result(card, w_t)
+    notes = _notes(card, kv_t, w_t, seq_len) + _engine_notes(kv, batch)
     return Estimate(inputs=inputs, model=summarize(card, base), kv_cache=kv, weights=weights,
-                    total_bytes=kv.total_bytes + weights.bytes, notes=_notes(card, kv_t, w_t, seq_len))
+                    total_bytes=kv.total_bytes + weights.bytes, notes=notes)
 
 
 def _check_sizes(card: ModelCard, *, batch: int, seq_len: int, encoder_len: int | None, block_size: int) -> None:
@@ -189,6 +190,19 @@ def summarize(card: ModelCard, base: ModelCard) -> ModelSummary:
                         attention=card.attention_kind, attention_detail=card.attention_label,
                         num_layers=card.num_layers, num_kv_heads=card.num_kv_heads, head_dim=card.head_dim,
                         layout_changed=card.num_kv_heads != base.num_kv_heads)
+
+
+def _engine_notes(kv: KVCacheResult, batch: int) -> list[str]:
+    """What the engine's memory holds beyond its tensors' own sizes."""
+    notes = []
+    for g in kv.groups:
+        if kv.engine == "hf-dynamic" and g.kind == "sliding" and g.positions_held == g.window - 1:
+            # transformers slices [-W+1:] as a view of the step's cat() result: the storage of W positions stays
+            extra = batch * g.layers * g.bytes_per_token
+            notes.append(f"hf-dynamic: each sliding layer's {g.positions_held} positions are a view of a "
+                         f"{g.window}-position tensor, so the allocator holds {fmt_bytes(extra)} ({extra} B) more "
+                         "than the cache tensors (and a whole prompt's worth right after a long prefill).")
+    return notes
 
 
 def _notes(card: ModelCard, kv_t: DType, w_t: DType, seq_len: int) -> list[str]:

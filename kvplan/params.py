@@ -40,7 +40,7 @@ def linear(n_in: int, n_out: int, bias: bool) -> int:
 
 
 def norm_params(card: ModelCard, width: int) -> int:
-    """RMSNorm has a weight; LayerNorm a weight and a bias."""
+    """RMSNorm (and MPT's bias-free LayerNorm) has a weight; LayerNorm a weight and a bias."""
     return width * (2 if card.norm == "layernorm" else 1)
 
 
@@ -104,7 +104,7 @@ def count_params(card: ModelCard) -> ParamBreakdown:
     lm_head = (0 if card.tie_embeddings else card.vocab_size * h) + (card.vocab_size if card.lm_head_bias else 0)
     return ParamBreakdown(
         embedding=card.vocab_size * h,
-        positions=card.max_position_embeddings * h if card.position == "learned" else 0,
+        positions=(card.max_position_embeddings + card.learned_position_offset) * h if card.position == "learned" else 0,
         attention=(blocks + cross) * attention_params(card),
         mlp=sum(m[0] for m in mlp),
         norms=norms * norm_params(card, h),

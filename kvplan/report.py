@@ -83,7 +83,7 @@ def render_cards(rows: list[dict], console: Console) -> None:
 def render_card(card: ModelCard, derived: dict, console: Console) -> None:
     import yaml
 
-    text = yaml.safe_dump(card.model_dump(mode="json", exclude_none=True, exclude=set(card.derived_fields())),
+    text = yaml.safe_dump(card.model_dump(mode="json", exclude_defaults=True, exclude=set(card.derived_fields())),
                           sort_keys=False)
     console.print(text.rstrip(), highlight=False, markup=False)
     console.print("\n[bold]# derived[/bold]")

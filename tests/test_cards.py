@@ -50,7 +50,7 @@ def test_layer_patterns():
         ({"hidden_size": 0}, "hidden_size", "greater than 0"),
         ({"sliding_window": 0}, "sliding_window", "greater than 0"),
         ({"colour": "red"}, "colour", "allowed fields: name, source"),
-        ({"norm": "batchnorm"}, "norm", "'rmsnorm' or 'layernorm'"),
+        ({"norm": "batchnorm"}, "norm", "'rmsnorm', 'layernorm' or 'layernorm_nobias'"),
         ({"layer_pattern": ["sliding"]}, "sliding_window", "required"),
         ({"architecture": "encoder-decoder"}, "num_encoder_layers", "required"),
         ({"moe": {"num_experts": 2, "experts_per_token": 3, "expert_ffn_size": 8}}, "moe.experts_per_token", "1..2"),

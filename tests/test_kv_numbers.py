@@ -84,10 +84,10 @@ def test_gemma3_five_local_one_global():
     assert kinds["sliding"].positions_held == 1024
 
 
-def test_mla_hf_engine_caches_expanded_heads():
-    # transformers caches per-head K (128 nope + 64 rope) and V (128) for each of 128 heads
-    r = estimate("deepseek-v3", seq_len=1, engine="hf-dynamic")
-    assert r.kv_cache.bytes_per_token == 61 * 128 * (192 + 128) * 2
+def test_mla_latent_in_every_engine():
+    # transformers 5.x, vLLM and the ideal cache all hold the latent + rope key, never per-head K/V
+    for engine in ("ideal", "hf-dynamic", "vllm"):
+        assert estimate("deepseek-v3", seq_len=1, engine=engine, block_size=1).kv_cache.bytes_per_token == 70_272
 
 
 def test_t5_cross_attention():

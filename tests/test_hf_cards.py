@@ -1,0 +1,91 @@
+"""The importer without transformers: full-size configs from ../shared become the bundled cards; bad input fails."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kvplan import load_card
+from kvplan.errors import KvplanError
+from kvplan.hf import card_from_hf_config
+
+FACTS = Path(__file__).resolve().parents[2] / "shared" / "reference" / "model_facts.yaml"
+BUNDLED = {
+    "meta-llama/Llama-2-7b-hf": "llama-2-7b", "meta-llama/Llama-2-13b-hf": "llama-2-13b",
+    "meta-llama/Llama-2-70b-hf": "llama-2-70b", "meta-llama/Meta-Llama-3-8B": "llama-3-8b",
+    "meta-llama/Llama-3.1-70B": "llama-3.1-70b", "meta-llama/Llama-3.1-405B": "llama-3.1-405b",
+    "mistralai/Mistral-7B-v0.1": "mistral-7b-v0.1", "mistralai/Mixtral-8x7B-v0.1": "mixtral-8x7b",
+    "tiiuae/falcon-7b": "falcon-7b", "tiiuae/falcon-40b": "falcon-40b", "google/gemma-2-9b": "gemma-2-9b",
+    "google/gemma-2-27b": "gemma-2-27b", "google/gemma-3-27b-it": "gemma-3-27b", "Qwen/Qwen2.5-7B": "qwen2.5-7b",
+    "Qwen/Qwen2.5-72B": "qwen2.5-72b", "Qwen/Qwen3-8B": "qwen3-8b", "Qwen/Qwen3-30B-A3B": "qwen3-30b-a3b",
+    "microsoft/Phi-3-mini-4k-instruct": "phi-3-mini-4k", "deepseek-ai/DeepSeek-V2-Lite": "deepseek-v2-lite",
+    "deepseek-ai/DeepSeek-V3": "deepseek-v3", "gpt2": "gpt2", "gpt2-xl": "gpt2-xl",
+    "bert-base-uncased": "bert-base-uncased", "t5-base": "t5-base", "t5-11b": "t5-11b",
+}
+
+
+def config_from_facts(facts: dict) -> dict:
+    """The config.json the facts were read from: config keys as they are, head_dim from head_dim_explicit."""
+    cfg = {k: v for k, v in facts.items() if not isinstance(v, (list,)) or k == "mlp_only_layers"}
+    if facts.get("head_dim_explicit"):
+        cfg["head_dim"] = facts["head_dim_explicit"]
+    if cfg["model_type"] == "falcon" and cfg.get("new_decoder_architecture"):
+        cfg["num_kv_heads"] = cfg.pop("num_key_value_heads")  # FalconConfig's name for it
+    if cfg["model_type"] == "gemma3":  # the multimodal config nests the text decoder
+        cfg = {"model_type": "gemma3", "torch_dtype": cfg["torch_dtype"],
+               "text_config": {**cfg, "model_type": "gemma3_text"}}
+    return cfg
+
+
+@pytest.mark.skipif(not FACTS.exists(), reason="../shared/reference/model_facts.yaml not beside the checkout")
+@pytest.mark.parametrize(("repo", "card_name"), sorted(BUNDLED.items()))
+def test_full_size_configs_import_to_bundled_cards(repo, card_name):
+    facts = yaml.safe_load(FACTS.read_text())["models"][repo]
+    imported = card_from_hf_config(config_from_facts(facts), name=card_name)
+    bundled = load_card(card_name)
+    skip = {"name", "source", "published_params"}
+    assert imported.model_dump(exclude=skip) == bundled.model_dump(exclude=skip)
+
+
+def test_unknown_model_type_lists_supported():
+    with pytest.raises(KvplanError, match=r"unsupported model_type 'mamba'; supported: .*llama.*t5"):
+        card_from_hf_config({"model_type": "mamba"})
+
+
+def test_missing_size_key_is_named():
+    with pytest.raises(KvplanError, match="missing key 'hidden_size'"):
+        card_from_hf_config({"model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 4})
+
+
+def test_qwen2_window_off_is_respected():
+    base = dict(model_type="qwen2", hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                num_attention_heads=4, num_key_value_heads=2, vocab_size=128, sliding_window=8)
+    assert card_from_hf_config({**base, "use_sliding_window": False}).sliding_window is None
+    on = card_from_hf_config({**base, "use_sliding_window": True, "max_window_layers": 1})
+    assert on.layer_types == ("global", "sliding")
+
+
+def test_cli_import_and_hf_config(cli, cli_json, tmp_path):
+    cfg = dict(model_type="llama", hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+               num_key_value_heads=1, vocab_size=128, _name_or_path="org/Tiny-Llama", torch_dtype="bfloat16")
+    folder = tmp_path / "snapshot"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(cfg))
+    code, out, _ = cli("cards", "import", str(folder))
+    assert code == 0 and "name: tiny-llama" in out and "assumed tie_word_embeddings=False" in out
+    target = tmp_path / "card.yaml"
+    assert cli("cards", "import", str(folder), "-o", str(target), "--name", "mine")[0] == 0
+    assert load_card(target).name == "mine" and load_card(target).attention_kind == "MQA"
+    code, _, err = cli("cards", "import", str(folder), "-o", str(target))
+    assert code == 2 and "--force" in err
+    assert cli("cards", "import", str(folder), "-o", str(target), "--force")[0] == 0
+    r = cli_json("estimate", "--hf-config", str(folder / "config.json"), "--seq-len", "10")
+    assert r["kv_cache"]["bytes_per_token"] == 2 * 1 * 16 * 2 * 2  # 2 layers x 1 KV head x 16 x (K,V) x bf16
+    code, _, err = cli("estimate", "--hf-config", str(tmp_path / "nope.json"), "--seq-len", "10")
+    assert code == 2 and "no such file" in err
+    (tmp_path / "bad.json").write_text("{not json")
+    code, _, err = cli("estimate", "--hf-config", str(tmp_path / "bad.json"), "--seq-len", "10")
+    assert code == 2 and "not valid JSON" in err and "line 1" in err
