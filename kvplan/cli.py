@@ -39,6 +39,11 @@ def estimate(
     engine: str = typer.Option("ideal", help="ideal, hf-dynamic, hf-static or vllm."),
     max_cache_len: Optional[int] = typer.Option(None, "--max-cache-len", help="hf-static: preallocated positions."),
     block_size: int = typer.Option(16, "--block-size", help="vllm: tokens per KV block."),
+    prompt_len: Optional[int] = typer.Option(None, "--prompt-len", help="Prefill length for FLOPs; default --seq-len."),
+    gpu: Optional[str] = typer.Option(None, "--gpu", help="Roofline bounds on this GPU (e.g. H100-SXM)."),
+    gpu_file: Optional[str] = typer.Option(None, "--gpu-file", help="A YAML file of extra GPUs."),
+    mfu: float = typer.Option(1.0, "--mfu", help="Efficiency factor on peak FLOP/s (0..1]."),
+    mbu: float = typer.Option(1.0, "--mbu", help="Efficiency factor on memory bandwidth (0..1]."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON (exact bytes)."),
 ) -> None:
     """KV cache bytes (per token, per sequence, whole batch), weights, and the formula with numbers filled in."""
@@ -49,7 +54,8 @@ def estimate(
     try:
         result = run(resolve_card(model, hf_config), batch=batch, seq_len=seq_len, encoder_len=encoder_len, kv_dtype=kv_dtype,
                      weight_dtype=weight_dtype, engine=engine, max_cache_len=max_cache_len, block_size=block_size,
-                     kv_heads=kv_heads, attention=attention)
+                     kv_heads=kv_heads, attention=attention, prompt_len=prompt_len, gpu=gpu, gpu_file=gpu_file,
+                     mfu=mfu, mbu=mbu)
     except KvplanError as exc:
         _fail(exc)
     report.print_json(result) if as_json else report.render_estimate(result, console)
@@ -147,6 +153,40 @@ def compare(
     except KvplanError as exc:
         _fail(exc)
     report.print_json(result) if as_json else render_compare(result, console)
+
+
+@app.command()
+def verify(
+    model: str = typer.Option(..., "--model", "-m", help="Bundled card name or path to a card .yaml."),
+    batch: int = typer.Option(1, help="Sequences run together."),
+    seq_len: int = typer.Option(32, "--seq-len", help="Tokens per sequence after decoding (prompt + decoded)."),
+    engine: str = typer.Option("ideal", help="ideal, hf-static or vllm: which cache the reference model keeps."),
+    kv_dtype: Optional[str] = typer.Option(None, "--kv-dtype", help="fp32, bf16 or fp16 (model and cache)."),
+    device: str = typer.Option("cpu", help="cpu or cuda."),
+    layers: Optional[int] = typer.Option(None, "--layers", help="Shrink to N layers (keeps the layer pattern)."),
+    scale: Optional[float] = typer.Option(None, "--scale", help="Shrink widths by this factor in (0, 1]."),
+    decode_steps: int = typer.Option(2, "--decode-steps", help="Greedy decode steps after the prefill."),
+    block_size: int = typer.Option(16, "--block-size", help="vllm: tokens per KV block."),
+    encoder_len: Optional[int] = typer.Option(None, "--encoder-len", help="Encoder tokens (encoder-decoder)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON (exact integers)."),
+) -> None:
+    """Run the reference model (torch) and compare measured weights, KV cache, peaks and FLOPs with kvplan's."""
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from kvplan.verify import verify as run
+    from kvplan.report_verify import print_verify_json, render_verify
+
+    try:
+        with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                      console=Console(stderr=True), transient=True, disable=as_json) as progress:
+            progress.add_task(f"building and running the reference model of {model} on {device}...")
+            result = run(model, batch=batch, seq_len=seq_len, engine=engine, kv_dtype=kv_dtype, device=device,
+                         layers=layers, scale=scale, decode_steps=decode_steps, block_size=block_size,
+                         encoder_len=encoder_len)
+    except KvplanError as exc:
+        _fail(exc)
+    print_verify_json(result) if as_json else render_verify(result, console)
+    raise typer.Exit(0 if result.ok else 1)
 
 
 def main() -> None:

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -40,6 +41,8 @@ class EstimateInputs(BaseModel):
     block_size: int
     kv_heads: int | None
     attention: str | None
+    prompt_len: int
+    gpu: str | None = None
 
 
 class ModelSummary(BaseModel):
@@ -99,17 +102,21 @@ class Estimate(BaseModel):
     kv_cache: KVCacheResult
     weights: WeightsResult
     total_bytes: int  # weights + KV cache
+    flops: dict[str, dict[str, int | str | None]] | None  # prefill and decode_step (kvplan.flops); decoder-only
+    roofline: dict[str, Any] | None = None  # kvplan.roofline.RooflineResult, with --gpu
     notes: list[str]
 
 
 def estimate(model: ModelCard | str | Path, *, batch: int = 1, seq_len: int, encoder_len: int | None = None,
              kv_dtype: str | None = None, weight_dtype: str | None = None, engine: str = "ideal",
              max_cache_len: int | None = None, block_size: int = 16, kv_heads: int | None = None,
-             attention: str | None = None) -> Estimate:
+             attention: str | None = None, prompt_len: int | None = None, gpu: str | None = None,
+             gpu_file: str | None = None, mfu: float = 1.0, mbu: float = 1.0) -> Estimate:
     """Estimate KV cache and weight bytes of ``model`` (a card, a bundled name, or a card path).
 
     ``seq_len`` is the tokens each of ``batch`` sequences holds; ``encoder_len`` the encoder tokens that
-    cross-attention caches (encoder-decoder models). Dtypes default to the card's. Raises KvplanError on bad input.
+    cross-attention caches (encoder-decoder models). Dtypes default to the card's. ``prompt_len`` (default
+    ``seq_len``) sizes the prefill FLOPs; ``gpu`` adds roofline bounds. Raises KvplanError on bad input.
     """
     base = model if isinstance(model, ModelCard) else load_card(model)
     card = with_layout(base, kv_heads=kv_heads, attention=attention)
@@ -127,12 +134,39 @@ def estimate(model: ModelCard | str | Path, *, batch: int = 1, seq_len: int, enc
     params = EngineParams(engine, seq_len, encoder_len or 0, max_cache_len or 0, block_size)
     inputs = EstimateInputs(model=card.name, batch=batch, seq_len=seq_len, encoder_len=encoder_len,
                             kv_dtype=kv_t.name, weight_dtype=w_t.name, engine=engine, max_cache_len=max_cache_len,
-                            block_size=block_size, kv_heads=kv_heads, attention=attention)
+                            block_size=block_size, kv_heads=kv_heads, attention=attention,
+                            prompt_len=prompt_len or seq_len, gpu=gpu)
     kv = kv_cache(card, kv_t, params, batch)
     weights = weights_result(card, w_t)
     notes = _notes(card, kv_t, w_t, seq_len) + _engine_notes(kv, batch)
+    flops, roof = _compute(card, inputs, gpu_file=gpu_file, mfu=mfu, mbu=mbu, notes=notes)
     return Estimate(inputs=inputs, model=summarize(card, base), kv_cache=kv, weights=weights,
-                    total_bytes=kv.total_bytes + weights.bytes, notes=notes)
+                    total_bytes=kv.total_bytes + weights.bytes, flops=flops, roofline=roof, notes=notes)
+
+
+def _compute(card: ModelCard, i: EstimateInputs, *, gpu_file: str | None, mfu: float, mbu: float,
+             notes: list[str]) -> tuple[dict | None, dict | None]:
+    """FLOPs of the prefill and one decode step (decoder-only), and with a GPU the roofline bounds."""
+    if i.prompt_len < 1 or i.prompt_len > i.seq_len:
+        raise KvplanError(f"--prompt-len: must be 1..{i.seq_len} (--seq-len), got {i.prompt_len}")
+    if card.architecture != "decoder-only":
+        notes.append("FLOPs and roofline bounds are modelled for decoder-only models; none are reported here.")
+        if i.gpu:
+            raise KvplanError(f"--gpu: roofline bounds are modelled for decoder-only models; {card.name} is "
+                              f"{card.architecture}")
+        return None, None
+    from kvplan.flops import flops_result
+
+    flops = flops_result(card, batch=i.batch, prompt_len=i.prompt_len, seq_len=i.seq_len, engine=i.engine,
+                         max_cache_len=i.max_cache_len)
+    if i.gpu is None:
+        return flops, None
+    from kvplan.roofline import roofline
+
+    roof = roofline(card, batch=i.batch, prompt_len=i.prompt_len, seq_len=i.seq_len, gpu=i.gpu, engine=i.engine,
+                    kv_dtype=i.kv_dtype, weight_dtype=i.weight_dtype, mfu=mfu, mbu=mbu,
+                    max_cache_len=i.max_cache_len, block_size=i.block_size, gpu_file=gpu_file)
+    return flops, roof.model_dump(mode="json")
 
 
 def _check_sizes(card: ModelCard, *, batch: int, seq_len: int, encoder_len: int | None, block_size: int) -> None:

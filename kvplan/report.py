@@ -50,8 +50,43 @@ def render_estimate(r: Estimate, console: Console) -> None:
             console.print(f"  {g.formula}", highlight=False, soft_wrap=True)
         if kv.scale_bytes:
             console.print(f"  + per-layer scales {kv.scale_bytes} B", highlight=False)
+    if r.flops:
+        console.print(_flops_table(r))
+    if r.roofline:
+        console.print(_roofline_table(r.roofline))
     for note in r.notes:
         console.print(f"[yellow]note:[/yellow] {note}", highlight=False)
+
+
+def _flops_table(r: Estimate) -> Table:
+    t = Table(title=f"FLOPs (prefill of {r.inputs.prompt_len} tokens, decode step at {r.inputs.seq_len}; batch "
+                    f"{r.inputs.batch})", title_justify="left")
+    for col in ("phase", "total (dense)", "attention core", "LM head", "total (causal)", "MLA mode"):
+        t.add_column(col, justify="left" if col in ("phase", "MLA mode") else "right")
+    for phase, f in r.flops.items():
+        t.add_row(phase, f"{f['total']:.3e}", f"{f['attention_core']:.3e}", f"{f['lm_head']:.3e}",
+                  f"{f['causal_total']:.3e}", str(f.get("mla_mode") or "-"))
+    return t
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.3g} ms"
+
+
+def _roofline_table(roof: dict) -> Table:
+    t = Table(title=f"roofline lower bounds on {roof['gpu']} ({roof['compute_dtype']}, mfu {roof['mfu']}, "
+                    f"mbu {roof['mbu']})", title_justify="left")
+    for col in ("phase", "FLOPs", "moved", "FLOP/B", "compute", "memory", "bound", "by"):
+        t.add_column(col, justify="left" if col in ("phase", "by") else "right")
+    for phase in ("prefill", "decode", ):
+        p = roof["prefill" if phase == "prefill" else "decode_step"]
+        t.add_row(phase, f"{p['flops']:.3g}", fmt_bytes(p["bytes_moved"]),
+                  f"{p['arithmetic_intensity_flops_per_byte']:.3g}", _ms(p["compute_time_s"]),
+                  _ms(p["memory_time_s"]), _ms(p["time_s"]), p["bound"])
+    t.caption = (f"TTFT >= {roof['time_to_first_token_s'] * 1e3:.2f} ms, TPOT >= "
+                 f"{roof['time_per_output_token_s'] * 1e3:.2f} ms, decode <= {roof['decode_tokens_per_s']:.0f} tok/s; "
+                 f"fits in {fmt_bytes(roof['gpu_memory_bytes'])}: {'yes' if roof['fits_in_memory'] else 'NO'}")
+    return t
 
 
 def _groups_table(r: Estimate) -> Table:

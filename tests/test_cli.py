@@ -118,3 +118,19 @@ def test_python_m_kvplan():
     out = subprocess.run([sys.executable, "-m", "kvplan", "estimate", "--model", "falcon-7b", "--seq-len", "1",
                           "--json"], capture_output=True, text=True, check=True).stdout
     assert json.loads(out)["kv_cache"]["bytes_per_token"] == 8192
+
+
+def test_estimate_flops_and_roofline(cli, cli_json):
+    r = cli_json("estimate", "--model", "llama-2-7b", "--seq-len", "4096", "--prompt-len", "1024")
+    pre, dec = r["flops"]["prefill"], r["flops"]["decode_step"]
+    assert isinstance(pre["total"], int) and pre["total"] > dec["total"] > 0
+    # a decode step runs every weight matrix once per token: 2 FLOPs per weight, plus attention over 4096 keys
+    # the input embedding is a gather and the 65 RMSNorm weights are elementwise: neither is a matmul
+    weights = 6_738_415_616 - 32000 * 4096 - 65 * 4096
+    assert dec["total"] == 2 * weights + 32 * 4 * 4096 * 4096
+    assert r["roofline"] is None
+    r = cli_json("estimate", "--model", "llama-2-7b", "--seq-len", "4096", "--gpu", "H100-SXM")
+    assert r["roofline"]["decode_step"]["bound"] == "memory" and r["roofline"]["gpu"] == "H100-SXM"
+    assert "H100-SXM" in _error(cli, "estimate", "--model", "llama-2-7b", "--seq-len", "10", "--gpu", "H900")
+    assert "--prompt-len" in _error(cli, "estimate", "--model", "llama-2-7b", "--seq-len", "10", "--prompt-len", "11")
+    assert cli_json("estimate", "--model", "t5-base", "--seq-len", "10", "--encoder-len", "20")["flops"] is None

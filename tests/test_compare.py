@@ -1,0 +1,67 @@
+"""`kvplan compare`: layouts side by side, checked against numbers worked out independently."""
+
+import pytest
+
+from kvplan.catalog import load_card
+from kvplan.params import count_params
+
+LAYOUTS = "mha,gqa:8,mqa"
+
+
+def rows_by_layout(result):
+    return {row["layout"]: row for row in result["rows"]}
+
+
+def test_llama_2_70b_kv_bytes_per_token(cli_json):
+    rows = rows_by_layout(cli_json("compare", "--model", "llama-2-70b", "--attention", LAYOUTS))
+    # 80 layers x kv_heads x 128 head_dim x 2 (K,V) x 2 bytes
+    assert rows["mha"]["kv_bytes_per_token"] == 2_621_440 == 80 * 64 * 128 * 2 * 2
+    assert rows["gqa:8"]["kv_bytes_per_token"] == 327_680 == 80 * 8 * 128 * 2 * 2
+    assert rows["mqa"]["kv_bytes_per_token"] == 40_960 == 80 * 1 * 128 * 2 * 2
+    assert list(rows) == ["card", "mha", "gqa:8", "mqa"]  # the card's own layout first
+    assert rows["card"]["kv_bytes_per_token"] == rows["gqa:8"]["kv_bytes_per_token"]
+
+
+def test_params_flops_and_traffic_per_layout(cli_json):
+    batch, seq = 2, 1024
+    res = cli_json("compare", "-m", "llama-2-70b", "--attention", LAYOUTS, "--batch", str(batch),
+                   "--seq-len", str(seq))
+    rows = rows_by_layout(res)
+    # K and V projections: 80 layers x 2 x hidden 8192 x (kv_heads - 8) x 128
+    assert rows["mha"]["params_delta_vs_card"] == 80 * 2 * 8192 * (64 - 8) * 128
+    assert rows["mqa"]["params_delta_vs_card"] == 80 * 2 * 8192 * (1 - 8) * 128
+    assert rows["card"]["params"] == count_params(load_card("llama-2-70b")).total
+    assert len({r["decode_attention_flops"] for r in res["rows"]}) == 1  # attention FLOPs do not change
+    kv_delta = rows["mha"]["kv_bytes_per_token"] - rows["card"]["kv_bytes_per_token"]
+    traffic_delta = rows["mha"]["decode_bytes_per_step"] - rows["card"]["decode_bytes_per_step"]
+    # fp16 weights read once + KV of batch x seq read + one new token per sequence written
+    assert traffic_delta == 2 * rows["mha"]["params_delta_vs_card"] + batch * (seq + 1) * kv_delta
+    assert rows["mha"]["kv_total_bytes"] == batch * seq * rows["mha"]["kv_bytes_per_token"]
+
+
+def test_max_batch_and_time_per_token_with_gpu(cli_json):
+    res = cli_json("compare", "-m", "llama-2-70b", "--attention", LAYOUTS, "--gpu", "H200", "--seq-len", "4096")
+    rows = rows_by_layout(res)
+    for row in res["rows"]:
+        free = 141_000_000_000 - 2 * row["params"]  # fp16 weights
+        assert row["max_batch"] == max(0, free // (row["kv_bytes_per_token"] * 4096))
+    assert rows["mqa"]["max_batch"] > rows["gqa:8"]["max_batch"] > rows["mha"]["max_batch"]
+    assert rows["mqa"]["time_per_output_token_s"] < rows["mha"]["time_per_output_token_s"]
+
+
+def test_human_table_and_summary(cli):
+    code, out, err = cli("compare", "--model", "llama-2-7b", "--attention", "gqa:4,mqa", "--gpu", "L40S")
+    assert code == 0, err
+    assert "Grouping K/V heads" in out and "attention FLOPs do not change" in out.replace("\n", " ")
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("-m", "deepseek-v3", "--attention", "mha"), "MLA"),
+    (("-m", "llama-2-7b", "--attention", "gqa:3"), "divisible"),
+    (("-m", "llama-2-7b", "--attention", "mha", "--gpu", "TPU-v5"), "known: A100-40GB"),
+    (("-m", "llama-2-7b", "--attention", " , "), "one or more layouts"),
+    (("-m", "llama-2-7b", "--attention", "mqa", "--engine", "hf-static"), "hf-static"),
+])
+def test_errors_are_one_line(cli, args, message):
+    code, out, err = cli("compare", *args)
+    assert code == 2 and message in err and "Traceback" not in err
