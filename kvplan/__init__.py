@@ -5,7 +5,7 @@
     327680
 
 Public API: ``estimate`` (returns a typed ``Estimate``), ``load_card`` (bundled name or path), ``ModelCard``,
-``count_params``. Attributes load lazily so ``import kvplan`` stays cheap.
+``count_params``, ``card_from_hf_config``. Attributes load lazily so ``import kvplan`` stays cheap.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ _EXPORTS = {
     "bundled_names": "kvplan.catalog",
     "ModelCard": "kvplan.cards",
     "count_params": "kvplan.params",
+    "card_from_hf_config": "kvplan.hf",
     "KvplanError": "kvplan.errors",
 }
 __all__ = [*_EXPORTS, "__version__"]

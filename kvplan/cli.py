@@ -131,7 +131,8 @@ def cards_schema() -> None:
 
 @app.command()
 def compare(
-    model: str = typer.Option(..., "--model", "-m", help="Bundled card name or path to a card .yaml."),
+    model: Optional[str] = typer.Option(None, "--model", "-m", help="Bundled card name or path to a card .yaml."),
+    hf_config: Optional[str] = typer.Option(None, "--hf-config", help="A Hugging Face config.json, or its folder."),
     attention: str = typer.Option(..., "--attention", help="Layouts to compare, e.g. mha,gqa:8,mqa."),
     gpu: Optional[str] = typer.Option(None, "--gpu", help="GPU for max batch and time per token (e.g. H100-SXM)."),
     gpu_file: Optional[str] = typer.Option(None, "--gpu-file", help="YAML of extra/overriding GPU entries."),
@@ -144,11 +145,12 @@ def compare(
 ) -> None:
     """The model under several K/V-head layouts: KV bytes, decode traffic, parameters, max batch, time per token."""
     from kvplan import report
+    from kvplan.catalog import resolve_card
     from kvplan.compare import compare as run
     from kvplan.report_compare import render_compare
 
     try:
-        result = run(model, attention=attention, seq_len=seq_len, batch=batch, gpu=gpu, engine=engine,
+        result = run(resolve_card(model, hf_config), attention=attention, seq_len=seq_len, batch=batch, gpu=gpu, engine=engine,
                      kv_dtype=kv_dtype, weight_dtype=weight_dtype, gpu_file=gpu_file)
     except KvplanError as exc:
         _fail(exc)
