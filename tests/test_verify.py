@@ -1,0 +1,87 @@
+"""kvplan verify: every bundled card, shrunk, matches kvplan exactly on weights and KV bytes (and FLOPs where
+kvplan.flops models it), across the engines the reference caches implement, in fp32 and bf16."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from kvplan.catalog import bundled_names
+
+pytest.importorskip("torch")
+
+from kvplan.verify import verify  # noqa: E402
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+@pytest.mark.parametrize("engine", ["ideal", "hf-static", "vllm"])
+@pytest.mark.parametrize("name", bundled_names())
+def test_every_card_verifies(name, engine, dtype):
+    r = verify(name, batch=2, seq_len=10, engine=engine, kv_dtype=dtype, layers=2, scale=1 / 64, decode_steps=3,
+               block_size=4)
+    checks = {c.name: c for c in r.checks}
+    assert checks["weights_bytes"].ok and checks["weights_bytes"].tolerance == 0
+    assert checks["kv_cache_bytes"].ok and checks["kv_cache_bytes"].tolerance == 0
+    assert checks["peak_prefill_bytes"].ok
+    assert r.ok, [c for c in r.checks if c.ok is False]
+    if r.decode_steps:
+        assert checks["peak_decode_bytes"].ok
+
+
+def test_pinned_llama_2_7b():
+    # shrunk llama-2-7b: 2 layers, hidden 256, 32 heads x 8, ffn 688, vocab 2000; fp16
+    r = verify("llama-2-7b", layers=2, scale=0.0625, seq_len=32)
+    checks = {c.name: c for c in r.checks}
+    params = 2 * 256 * 2000 + 2 * (4 * 256 * 256 + 3 * 256 * 688 + 2 * 256) + 256
+    assert r.params == params == 2_606_336
+    assert checks["weights_bytes"].measured == 2 * params
+    # KV: 2 layers x 32 tokens x 2 (K, V) x 32 heads x 8 x 2 B
+    assert checks["kv_cache_bytes"].measured == 2 * 32 * 2 * 32 * 8 * 2 == 65_536
+    assert r.shrunk[:2] == ["num_layers: 32 -> 2", "hidden_size: 4096 -> 256"]
+
+
+def test_vllm_sliding_frees_blocks():
+    # mistral shrunk: window 5 (seq_len 10 // 2); block 2; 10 tokens: cdiv(10, 2) - (10 - 5) // 2 = 3 blocks per
+    # layer and sequence, each 2 tokens x 2 (K, V) x 8 heads x 4 x 4 B (fp32)
+    r = verify("mistral-7b-v0.1", layers=2, scale=1 / 32, seq_len=10, engine="vllm", kv_dtype="fp32", block_size=2)
+    kv = next(c for c in r.checks if c.name == "kv_cache_bytes")
+    assert kv.measured == 2 * 3 * (2 * 2 * 8 * 4 * 4) and kv.ok
+
+
+def test_cli_json_and_exit_codes(cli, monkeypatch):
+    code, out, _ = cli("verify", "--model", "qwen3-8b", "--layers", "2", "--scale", "0.03", "--seq-len", "8",
+                       "--json")
+    data = json.loads(out)
+    assert code == 0 and data["ok"] is True
+    assert [c["name"] for c in data["checks"]] == ["weights_bytes", "kv_cache_bytes", "peak_prefill_bytes",
+                                                   "peak_decode_bytes", "prefill_flops", "decode_step_flops"]
+    code, out, _ = cli("verify", "--model", "qwen3-8b", "--layers", "2", "--scale", "0.03", "--seq-len", "8")
+    assert code == 0 and "kv_cache_bytes" in out and "pass" in out
+    # a wrong prediction makes the command fail with exit 1
+    import kvplan.verify as v
+    from dataclasses import replace
+
+    real = v.activation_peaks
+    monkeypatch.setattr(v, "activation_peaks", lambda *a, **k: replace(real(*a, **k), peak_prefill_bytes=1))
+    code, out, _ = cli("verify", "--model", "qwen3-8b", "--layers", "2", "--scale", "0.03", "--seq-len", "8")
+    assert code == 1 and "FAIL" in out
+
+
+@pytest.mark.parametrize("args, needle", [
+    (("--engine", "hf-dynamic"), "--engine"),
+    (("--kv-dtype", "int8"), "--kv-dtype"),
+    (("--scale", "2"), "--scale"),
+    (("--decode-steps", "8"), "--decode-steps"),
+    (("--device", "tpu"), "--device"),
+])
+def test_cli_bad_input(cli, args, needle):
+    code, out, err = cli("verify", "--model", "llama-2-7b", "--layers", "2", "--scale", "0.03", "--seq-len", "8",
+                         *args)
+    assert code == 2 and err.strip().startswith("error: ") and needle in err and "Traceback" not in out + err
+
+
+def test_verify_module_does_not_import_torch():
+    code = "import sys, kvplan.verify, kvplan.activations, kvplan.allocator; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
