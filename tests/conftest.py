@@ -28,3 +28,17 @@ def cli_json(cli):
         return json.loads(out)
 
     return run
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _one_torch_thread():
+    """The reference-model tests run tiny shapes: one intra-op thread avoids spin-waits on a loaded machine."""
+    try:
+        import torch
+    except ImportError:
+        yield
+        return
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
