@@ -159,7 +159,8 @@ def compare(
 
 @app.command()
 def verify(
-    model: str = typer.Option(..., "--model", "-m", help="Bundled card name or path to a card .yaml."),
+    model: Optional[str] = typer.Option(None, "--model", "-m", help="Bundled card name or path to a card .yaml."),
+    hf_config: Optional[str] = typer.Option(None, "--hf-config", help="A Hugging Face config.json, or its folder."),
     batch: int = typer.Option(1, help="Sequences run together."),
     seq_len: int = typer.Option(32, "--seq-len", help="Tokens per sequence after decoding (prompt + decoded)."),
     engine: str = typer.Option("ideal", help="ideal, hf-static or vllm: which cache the reference model keeps."),
@@ -181,8 +182,10 @@ def verify(
     try:
         with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
                       console=Console(stderr=True), transient=True, disable=as_json) as progress:
-            progress.add_task(f"building and running the reference model of {model} on {device}...")
-            result = run(model, batch=batch, seq_len=seq_len, engine=engine, kv_dtype=kv_dtype, device=device,
+            progress.add_task(f"building and running the reference model of {model or hf_config} on {device}...")
+            from kvplan.catalog import resolve_card
+
+            result = run(resolve_card(model, hf_config), batch=batch, seq_len=seq_len, engine=engine, kv_dtype=kv_dtype, device=device,
                          layers=layers, scale=scale, decode_steps=decode_steps, block_size=block_size,
                          encoder_len=encoder_len)
     except KvplanError as exc:

@@ -89,3 +89,14 @@ def test_cli_import_and_hf_config(cli, cli_json, tmp_path):
     (tmp_path / "bad.json").write_text("{not json")
     code, _, err = cli("estimate", "--hf-config", str(tmp_path / "bad.json"), "--seq-len", "10")
     assert code == 2 and "not valid JSON" in err and "line 1" in err
+
+
+def test_verify_takes_hf_config(cli, tmp_path):
+    pytest.importorskip("torch")
+    cfg = dict(model_type="llama", hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+               num_key_value_heads=2, vocab_size=64, torch_dtype="float32")
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    code, out, err = cli("verify", "--hf-config", str(tmp_path), "--seq-len", "16", "--json")
+    assert code == 0, err
+    checks = {c["name"]: c for c in json.loads(out)["checks"]}
+    assert checks["kv_cache_bytes"]["measured"] == checks["kv_cache_bytes"]["predicted"] == 2 * 2 * 8 * 16 * 2 * 4
