@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from kvplan.cards import ModelCard
 from kvplan.errors import KvplanError
+from kvplan.params import router_params
 from kvplan.kv import ENGINES
 
 ENGINE_RULES = {
@@ -201,7 +202,7 @@ def _mlp_flops(card: ModelCard, layer: int, tokens: int) -> int:
     moe = card.moe
     if moe is None or layer < moe.first_dense_layers:
         return 2 * tokens * _ffn_weights(card, card.ffn_size)
-    router = card.hidden_size * moe.num_experts + (card.hidden_size if moe.shared_expert_gate else 0)
+    router = router_params(card)
     routed = moe.experts_per_token * _ffn_weights(card, moe.expert_ffn_size)
     shared = moe.num_shared_experts * _ffn_weights(card, moe.shared_ffn)
     return 2 * tokens * (router + routed + shared)

@@ -76,13 +76,19 @@ def ffn_params(card: ModelCard, inner: int) -> int:
     return n_in * linear(h, inner, card.mlp_bias) + linear(inner, h, card.mlp_bias)
 
 
+def router_params(card: ModelCard) -> int:
+    """The MoE router, Linear(hidden, num_experts) without bias, plus Qwen2-MoE's shared-expert gate (hidden x 1)."""
+    moe = card.moe
+    return card.hidden_size * moe.num_experts + (card.hidden_size if moe.shared_expert_gate else 0)
+
+
 def mlp_params(card: ModelCard, layer: int) -> tuple[int, int]:
     """(all, active-per-token) feed-forward parameters of decoder layer ``layer``."""
     moe = card.moe
     if moe is None or layer < moe.first_dense_layers:
         dense = ffn_params(card, card.ffn_size)
         return dense, dense
-    router = card.hidden_size * moe.num_experts + (card.hidden_size if moe.shared_expert_gate else 0)
+    router = router_params(card)
     expert, shared = ffn_params(card, moe.expert_ffn_size), moe.num_shared_experts * ffn_params(card, moe.shared_ffn)
     return router + moe.num_experts * expert + shared, router + moe.experts_per_token * expert + shared
 
