@@ -13,13 +13,13 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "estimate": "kvplan.memory",
-    "Estimate": "kvplan.memory",
-    "load_card": "kvplan.catalog",
-    "bundled_names": "kvplan.catalog",
-    "ModelCard": "kvplan.cards",
-    "count_params": "kvplan.params",
-    "card_from_hf_config": "kvplan.hf",
+    "estimate": "kvplan.plan.estimate",
+    "Estimate": "kvplan.plan.estimate",
+    "load_card": "kvplan.model.catalog",
+    "bundled_names": "kvplan.model.catalog",
+    "ModelCard": "kvplan.model.card",
+    "count_params": "kvplan.cost.params",
+    "card_from_hf_config": "kvplan.model.hf.config",
     "KvplanError": "kvplan.errors",
 }
 __all__ = [*_EXPORTS, "__version__"]

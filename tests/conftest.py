@@ -3,7 +3,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from kvplan.cli import app
+from kvplan.cli.app import app
 
 
 @pytest.fixture

@@ -2,11 +2,11 @@
 
 import pytest
 
-from kvplan.allocator import memory_allocated, kv_tensor_bytes, round_size
-from kvplan.catalog import load_card
-from kvplan.dtypes import parse_dtype
-from kvplan.kv import EngineParams
-from kvplan.memory import estimate
+from kvplan.verify.allocator import memory_allocated, kv_tensor_bytes, round_size
+from kvplan.model.catalog import load_card
+from kvplan.model.dtypes import parse_dtype
+from kvplan.cost.kvspec import EngineParams
+from kvplan.plan.estimate import estimate
 
 
 @pytest.mark.parametrize("n, rounded", [(0, 0), (1, 512), (4, 512), (511, 512), (512, 512), (513, 1024),

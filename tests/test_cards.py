@@ -3,7 +3,7 @@
 import pytest
 
 from kvplan import KvplanError, ModelCard, load_card
-from kvplan.catalog import card_from_dict
+from kvplan.model.catalog import card_from_dict
 
 BASE = dict(name="tiny", source="test", num_layers=4, hidden_size=64, num_heads=8, ffn_size=128, gated_ffn=True,
             activation="silu", vocab_size=100, tie_embeddings=False, norm="rmsnorm", position="rope",

@@ -105,7 +105,7 @@ def test_cards_list_show_schema(cli, cli_json):
 
 
 def test_estimate_never_imports_torch():
-    code = ("import sys; from typer.testing import CliRunner; from kvplan.cli import app; "
+    code = ("import sys; from typer.testing import CliRunner; from kvplan.cli.app import app; "
             "r = CliRunner().invoke(app, ['estimate', '--model', 'deepseek-v3', '--seq-len', '4096', '--json']); "
             "assert r.exit_code == 0, r.output; "
             "heavy = [m for m in ('torch', 'numpy', 'transformers', 'matplotlib') if m in sys.modules]; "

@@ -2,8 +2,8 @@
 
 import pytest
 
-from kvplan.catalog import load_card
-from kvplan.params import count_params
+from kvplan.model.catalog import load_card
+from kvplan.cost.params import count_params
 
 LAYOUTS = "mha,gqa:8,mqa"
 

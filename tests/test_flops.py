@@ -1,4 +1,4 @@
-"""kvplan.flops against torch's FlopCounterMode on tiny transformers models (CPU, eager attention), exactly.
+"""kvplan.cost.flops against torch's FlopCounterMode on tiny transformers models (CPU, eager attention), exactly.
 
 Each case builds a transformers model from a tiny config and the kvplan card with the same numbers, written by hand,
 then compares a prefill forward (P tokens, logits at all positions: the hf engines) and one decode step with a
@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 
 from kvplan import KvplanError
-from kvplan.catalog import card_from_dict, load_card
-from kvplan.flops import decode_step_flops, flops_result, prefill_flops
-from kvplan.params import count_params
+from kvplan.model.catalog import card_from_dict, load_card
+from kvplan.cost.flops import decode_step_flops, flops_result, prefill_flops
+from kvplan.cost.params import count_params
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")

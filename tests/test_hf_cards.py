@@ -10,7 +10,7 @@ import yaml
 
 from kvplan import load_card
 from kvplan.errors import KvplanError
-from kvplan.hf import card_from_hf_config
+from kvplan.model.hf.config import card_from_hf_config
 
 FACTS = Path(__file__).resolve().parents[2] / "shared" / "reference" / "model_facts.yaml"
 BUNDLED = {

@@ -12,11 +12,11 @@ transformers = pytest.importorskip("transformers")
 warnings.filterwarnings("ignore")
 
 from kvplan import count_params, estimate  # noqa: E402
-from kvplan.dtypes import parse_dtype  # noqa: E402
+from kvplan.model.dtypes import parse_dtype  # noqa: E402
 from kvplan.errors import KvplanError  # noqa: E402
-from kvplan.hf import card_from_hf_config, import_hf_config  # noqa: E402
-from kvplan.hf_defaults import DEFAULTS  # noqa: E402
-from kvplan.kv import EngineParams, layer_specs, positions_held  # noqa: E402
+from kvplan.model.hf.config import card_from_hf_config, import_hf_config  # noqa: E402
+from kvplan.model.hf.defaults import DEFAULTS  # noqa: E402
+from kvplan.cost.kvspec import EngineParams, layer_specs, positions_held  # noqa: E402
 
 DEC = dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4, vocab_size=128)
 # (id, model_type, config kwargs): tiny configs covering MHA, GQA, MQA, sliding, alternating, explicit head_dim, MLA.

@@ -119,7 +119,7 @@ def test_kv_dtypes_and_scales():
 
 
 def test_sub_byte_vectors_round_up_per_vector():
-    from kvplan.dtypes import parse_dtype
+    from kvplan.model.dtypes import parse_dtype
 
     int4 = parse_dtype("int4")
     assert int4.data_bytes(127) == 64 and int4.data_bytes(128) == 64 and int4.data_bytes(129) == 65

@@ -2,16 +2,16 @@
 
 import pytest
 
-from kvplan.catalog import bundled_names, load_card
-from kvplan.params import count_params
-from kvplan.reference.shrink import shrink
+from kvplan.model.catalog import bundled_names, load_card
+from kvplan.cost.params import count_params
+from kvplan.verify.reference.shrink import shrink
 
 torch = pytest.importorskip("torch")
 
-from kvplan.reference.cache import PagedCache, RingCache, make_caches  # noqa: E402
-from kvplan.reference.generate import forward_full, greedy  # noqa: E402
-from kvplan.reference.model import build  # noqa: E402
-from kvplan.reference.track import StorageTracker  # noqa: E402
+from kvplan.verify.reference.cache import PagedCache, RingCache, make_caches  # noqa: E402
+from kvplan.verify.reference.generate import forward_full, greedy  # noqa: E402
+from kvplan.verify.reference.model import build  # noqa: E402
+from kvplan.verify.reference.track import StorageTracker  # noqa: E402
 
 ENGINES = ("ideal", "hf-static", "vllm")
 
@@ -29,7 +29,7 @@ def test_param_count_exact(name):
 
 def test_param_count_full_size_on_meta():
     # the unshrunk llama-2-7b on the meta device: its published 6,738,415,616 parameters
-    from kvplan.reference.model import Reference
+    from kvplan.verify.reference.model import Reference
 
     model = Reference(load_card("llama-2-7b"), device="meta")
     assert sum(p.numel() for p in model.parameters()) == 6_738_415_616
@@ -65,7 +65,7 @@ def test_a_wrong_cache_is_caught():
     model, caches, tokens, got, full = run_both(card, "ideal", steps=1)
     for c in caches.self_attn:
         c.k[:, :, 8].zero_()
-    from kvplan.reference.generate import decode_step
+    from kvplan.verify.reference.generate import decode_step
 
     again = decode_step(model, tokens[:, -1:], 9, caches)
     assert not torch.allclose(again, full[:, 9:10], atol=1e-4)

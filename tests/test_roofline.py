@@ -3,13 +3,13 @@
 import pytest
 
 from kvplan import KvplanError
-from kvplan.catalog import load_card
-from kvplan.dtypes import parse_dtype
-from kvplan.flops import decode_step_flops, prefill_flops
-from kvplan.hardware import COMPUTE_TYPES, load_gpu, load_gpus
-from kvplan.params import count_params
-from kvplan.roofline import roofline
-from kvplan.traffic import moe_weights_read_bytes_min, weights_read_bytes
+from kvplan.model.catalog import load_card
+from kvplan.model.dtypes import parse_dtype
+from kvplan.cost.flops import decode_step_flops, prefill_flops
+from kvplan.cost.hardware import COMPUTE_TYPES, load_gpu, load_gpus
+from kvplan.cost.params import count_params
+from kvplan.cost.roofline import roofline
+from kvplan.cost.traffic import moe_weights_read_bytes_min, weights_read_bytes
 
 FP16 = parse_dtype("fp16")
 EXPECTED_GPUS = {"A100-40GB", "A100-80GB", "H100-SXM", "H100-PCIe", "H200", "B200", "L4", "L40S", "A10G",

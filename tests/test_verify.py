@@ -1,5 +1,5 @@
 """kvplan verify: every bundled card, shrunk, matches kvplan exactly on weights and KV bytes (and FLOPs where
-kvplan.flops models it), across the engines the reference caches implement, in fp32 and bf16."""
+kvplan.cost.flops models it), across the engines the reference caches implement, in fp32 and bf16."""
 
 import json
 import subprocess
@@ -7,11 +7,11 @@ import sys
 
 import pytest
 
-from kvplan.catalog import bundled_names
+from kvplan.model.catalog import bundled_names
 
 pytest.importorskip("torch")
 
-from kvplan.verify import verify  # noqa: E402
+from kvplan.verify.run import verify  # noqa: E402
 
 
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
@@ -59,7 +59,7 @@ def test_cli_json_and_exit_codes(cli, monkeypatch):
     code, out, _ = cli("verify", "--model", "qwen3-8b", "--layers", "2", "--scale", "0.03", "--seq-len", "8")
     assert code == 0 and "kv_cache_bytes" in out and "pass" in out
     # a wrong prediction makes the command fail with exit 1
-    import kvplan.verify as v
+    import kvplan.verify.run as v
     from dataclasses import replace
 
     real = v.activation_peaks
@@ -82,6 +82,6 @@ def test_cli_bad_input(cli, args, needle):
 
 
 def test_verify_module_does_not_import_torch():
-    code = "import sys, kvplan.verify, kvplan.activations, kvplan.allocator; print('torch' in sys.modules)"
+    code = "import sys, kvplan.verify.run, kvplan.verify.activations, kvplan.verify.allocator; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"

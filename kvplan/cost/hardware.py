@@ -1,0 +1,98 @@
+"""The GPU catalog: memory, bandwidth and dense peak FLOP/s per operand type, shipped as ``kvplan/cost/gpus.yaml``.
+
+>>> from kvplan.cost.hardware import load_gpu
+>>> load_gpu("H100-SXM").memory_bandwidth_bytes_per_s
+3350000000000
+
+``--gpu-file PATH`` (``load_gpus(extra=PATH)``) adds entries or replaces bundled ones of the same name. Every figure
+carries the ``source`` it was taken from.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError
+
+from kvplan.errors import KvplanError
+
+COMPUTE_TYPES: tuple[str, ...] = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8")
+
+
+class PeakFlops(BaseModel):
+    """Dense (not 2:4-sparse) peak FLOP/s of the matrix units; a type the GPU lacks is null."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    fp32: PositiveFloat
+    tf32: PositiveFloat | None = None
+    bf16: PositiveFloat | None = None
+    fp16: PositiveFloat | None = None
+    fp8: PositiveFloat | None = None
+    int8: PositiveFloat | None = None
+
+
+class GPU(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    name: str
+    vendor: str
+    memory_bytes: PositiveInt = Field(description="Vendor-stated capacity, decimal GB x 10^9.")
+    memory_bandwidth_bytes_per_s: PositiveInt
+    peak_flops: PeakFlops
+    source: str = Field(min_length=1, description="Vendor datasheet URL the figures come from.")
+    note: str = ""
+
+    def peak(self, compute: str) -> float:
+        """Dense peak FLOP/s for ``compute``; KvplanError where the GPU has no such matrix unit."""
+        value = getattr(self.peak_flops, compute, None) if compute in COMPUTE_TYPES else None
+        if value is None:
+            have = [t for t in COMPUTE_TYPES if getattr(self.peak_flops, t) is not None]
+            raise KvplanError(f"--gpu: {self.name} states no {compute} peak; allowed: {', '.join(have)}")
+        return value
+
+
+def bundled_gpu_file() -> Path:
+    return Path(__file__).with_name("gpus.yaml")
+
+
+def load_gpus(extra: str | Path | None = None) -> dict[str, GPU]:
+    """The bundled catalog, then ``extra``'s entries (same name: extra wins)."""
+    gpus = _read(bundled_gpu_file())
+    if extra is not None:
+        gpus.update(_read(Path(extra)))
+    return gpus
+
+
+def load_gpu(name: str, gpu_file: str | Path | None = None) -> GPU:
+    """One GPU by name, case-insensitively; KvplanError lists the known names."""
+    gpus = load_gpus(gpu_file)
+    by_lower = {k.lower(): v for k, v in gpus.items()}
+    if name.lower() not in by_lower:
+        raise KvplanError(f"--gpu: unknown GPU {name!r}; known: {', '.join(sorted(gpus))} (or add it with --gpu-file)")
+    return by_lower[name.lower()]
+
+
+def _read(path: Path) -> dict[str, GPU]:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise KvplanError(f"{path}: cannot read GPU file: {exc.strerror or exc}") from None
+    except yaml.YAMLError as exc:
+        raise KvplanError(f"{path}: not valid YAML: {exc}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("gpus"), dict):
+        raise KvplanError(f"{path}: a GPU file is a mapping with one key, gpus: {{NAME: {{memory_bytes: ...}}}}")
+    out = {}
+    for name, entry in data["gpus"].items():
+        try:
+            out[str(name)] = GPU.model_validate({"name": str(name), **(entry or {})})
+        except ValidationError as exc:
+            raise KvplanError(f"{path}: gpus.{name}: {_describe(exc)}") from None
+    return out
+
+
+def _describe(exc: ValidationError) -> str:
+    err = exc.errors(include_url=False)[0]
+    loc = ".".join(str(p) for p in err["loc"])
+    if err["type"] == "extra_forbidden":
+        return f"{loc}: unknown field; allowed: {', '.join(GPU.model_fields)} (peak_flops: {', '.join(COMPUTE_TYPES)})"
+    return f"{loc}: {err['msg']} (got {err.get('input')!r})"

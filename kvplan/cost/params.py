@@ -1,0 +1,120 @@
+"""Exact parameter counts, component by component, for what a card describes.
+
+Every count is the sum of the weight (and bias) shapes of the modules transformers builds for the architecture
+(``modeling_llama.py``, ``modeling_deepseek_v3.py``, ``modeling_t5.py``, ...). Check: llama-2-7b gives
+6,738,415,616 and mistral-7b-v0.1 7,241,732,096, the totals of their published safetensors checkpoints.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from kvplan.model.card import MLA, ModelCard
+
+
+@dataclass(frozen=True)
+class ParamBreakdown:
+    """Parameters by component; ``active`` counts only the experts one token uses (MoE)."""
+
+    embedding: int
+    positions: int
+    attention: int
+    mlp: int
+    norms: int
+    lm_head: int
+    other: int
+    mlp_active: int
+
+    @property
+    def total(self) -> int:
+        return sum(getattr(self, f.name) for f in fields(self) if f.name != "mlp_active")
+
+    @property
+    def active(self) -> int:
+        return self.total - self.mlp + self.mlp_active
+
+
+def linear(n_in: int, n_out: int, bias: bool) -> int:
+    """nn.Linear(n_in, n_out): weight n_in x n_out, plus n_out when biased."""
+    return n_in * n_out + (n_out if bias else 0)
+
+
+def norm_params(card: ModelCard, width: int) -> int:
+    """RMSNorm (and MPT's bias-free LayerNorm) has a weight; LayerNorm a weight and a bias."""
+    return width * (2 if card.norm == "layernorm" else 1)
+
+
+def attention_params(card: ModelCard) -> int:
+    """Q, K, V and output projections of one self-attention layer (GQA/MQA: K and V are num_kv_heads wide)."""
+    if card.mla:
+        return mla_params(card, card.mla)
+    h, q_width, kv_width = card.hidden_size, card.num_heads * card.head_dim, card.num_kv_heads * card.head_dim
+    params = linear(h, q_width, card.qkv_bias) + 2 * linear(h, kv_width, card.qkv_bias)
+    params += linear(q_width, h, card.out_bias)
+    if card.qk_norm:  # one RMSNorm of head_dim for queries and one for keys, shared by all heads
+        params += 2 * card.head_dim
+    return params
+
+
+def mla_params(card: ModelCard, mla: MLA) -> int:
+    """DeepSeek MLA (arXiv:2405.04434 eq. 9-19): low-rank query path, KV down-projection, latent norm, up-projection."""
+    h, heads = card.hidden_size, card.num_heads
+    qk_head = mla.qk_nope_head_dim + mla.qk_rope_head_dim
+    if mla.q_lora_rank:  # q_a_proj, q_a_layernorm (RMSNorm), q_b_proj
+        q = h * mla.q_lora_rank + mla.q_lora_rank + mla.q_lora_rank * heads * qk_head
+    else:
+        q = h * heads * qk_head
+    kv_down = h * (mla.kv_lora_rank + mla.qk_rope_head_dim) + mla.kv_lora_rank  # kv_a_proj_with_mqa + kv_a_layernorm
+    kv_up = mla.kv_lora_rank * heads * (mla.qk_nope_head_dim + mla.v_head_dim)  # kv_b_proj
+    return q + kv_down + kv_up + heads * mla.v_head_dim * h  # + o_proj
+
+
+def ffn_params(card: ModelCard, inner: int) -> int:
+    """One feed-forward block: gated (gate, up, down) or plain (up, down)."""
+    h = card.hidden_size
+    n_in = 2 if card.gated_ffn else 1
+    return n_in * linear(h, inner, card.mlp_bias) + linear(inner, h, card.mlp_bias)
+
+
+def router_params(card: ModelCard) -> int:
+    """The MoE router, Linear(hidden, num_experts) without bias, plus Qwen2-MoE's shared-expert gate (hidden x 1)."""
+    moe = card.moe
+    return card.hidden_size * moe.num_experts + (card.hidden_size if moe.shared_expert_gate else 0)
+
+
+def mlp_params(card: ModelCard, layer: int) -> tuple[int, int]:
+    """(all, active-per-token) feed-forward parameters of decoder layer ``layer``."""
+    moe = card.moe
+    if moe is None or layer < moe.first_dense_layers:
+        dense = ffn_params(card, card.ffn_size)
+        return dense, dense
+    router = router_params(card)
+    expert, shared = ffn_params(card, moe.expert_ffn_size), moe.num_shared_experts * ffn_params(card, moe.shared_ffn)
+    return router + moe.num_experts * expert + shared, router + moe.experts_per_token * expert + shared
+
+
+def count_params(card: ModelCard) -> ParamBreakdown:
+    """The exact parameter count of the card, by component."""
+    h = card.hidden_size
+    decoder_only = card.architecture != "encoder-decoder"
+    stacks = 1 if decoder_only else 2
+    blocks = card.num_layers + (card.num_encoder_layers or 0)
+    cross = 0 if decoder_only else card.num_layers  # one cross-attention (and its norm) per decoder block
+    mlp = [mlp_params(card, i) for i in range(card.num_layers)]
+    if card.num_encoder_layers:
+        mlp += [mlp_params(card, 0)] * card.num_encoder_layers
+    norms = (blocks * card.norms_per_layer + cross + stacks * card.final_norm + card.embedding_norm)
+    other = (linear(h, h, True) if card.pooler else 0) + card.type_vocab_size * h
+    if card.relative_attention_num_buckets:  # T5: one bias table (buckets x heads) in the first block of each stack
+        other += stacks * card.relative_attention_num_buckets * card.num_heads
+    lm_head = (0 if card.tie_embeddings else card.vocab_size * h) + (card.vocab_size if card.lm_head_bias else 0)
+    return ParamBreakdown(
+        embedding=card.vocab_size * h,
+        positions=(card.max_position_embeddings + card.learned_position_offset) * h if card.position == "learned" else 0,
+        attention=(blocks + cross) * attention_params(card),
+        mlp=sum(m[0] for m in mlp),
+        norms=norms * norm_params(card, h),
+        lm_head=lm_head,
+        other=other,
+        mlp_active=sum(m[1] for m in mlp),
+    )

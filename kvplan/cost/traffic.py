@@ -1,0 +1,80 @@
+"""Bytes one step moves between GPU memory and the chip, as exact ints: the memory side of the roofline.
+
+Counted: every weight read once per step; the KV cache the step attends read once; the new tokens' K/V written once.
+Not counted (state it wherever these are used): activations, logits, re-reads of K/V tiles inside a prefill's
+attention kernel, fp8 per-layer K/V scales, allocator padding.
+
+Choices, explicit:
+
+- Embedding tables are gathered, not streamed: a step reads only its tokens' rows (tokens x hidden, and the same
+  for a learned position table). A tied LM head streams the whole embedding matrix.
+- MoE: a step reads the weights of the experts its tokens are routed to. Per MoE layer that is
+  min(num_experts, tokens x experts_per_token) experts: exact for one token, and the usual assumption when a batch
+  spreads over all experts. Routing can concentrate tokens on fewer experts, so for batch > 1 this is an upper
+  bound on the experts touched; ``moe_weights_read_bytes_min`` gives the k-experts lower bound.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvplan.model.card import ModelCard
+from kvplan.model.dtypes import DType
+from kvplan.cost.kvspec import EngineParams, layer_specs, positions_held
+from kvplan.cost.params import count_params, ffn_params
+
+
+@dataclass(frozen=True)
+class StepTraffic:
+    weights_read_bytes: int
+    kv_read_bytes: int
+    kv_write_bytes: int
+
+    @property
+    def total_bytes(self) -> int:
+        return self.weights_read_bytes + self.kv_read_bytes + self.kv_write_bytes
+
+
+def weights_read_bytes(card: ModelCard, w_t: DType, tokens: int, *, experts_touched: int | None = None) -> int:
+    """Weight bytes one step over ``tokens`` tokens (whole batch) reads; see the module docstring for MoE."""
+    p = count_params(card)
+    elems = p.total - p.embedding - p.positions + tokens * card.hidden_size
+    if card.tie_embeddings:
+        elems += p.embedding  # the LM head streams the tied matrix
+    if card.position == "learned":
+        elems += tokens * card.hidden_size
+    moe = card.moe
+    if moe is not None:
+        touched = experts_touched or min(moe.num_experts, tokens * moe.experts_per_token)
+        moe_layers = card.num_layers - moe.first_dense_layers
+        elems -= moe_layers * (moe.num_experts - touched) * ffn_params(card, moe.expert_ffn_size)
+    return w_t.data_bytes(elems)
+
+
+def moe_weights_read_bytes_min(card: ModelCard, w_t: DType, tokens: int) -> int:
+    """Lower bound for MoE: every token routed to the same experts_per_token experts."""
+    k = card.moe.experts_per_token if card.moe else None
+    return weights_read_bytes(card, w_t, tokens, experts_touched=k)
+
+
+def decode_traffic(card: ModelCard, w_t: DType, kv_t: DType, e: EngineParams, batch: int) -> StepTraffic:
+    """The decode step that brings each of ``batch`` sequences to ``e.seq_len`` tokens: it reads every cached
+    position it attends (the new token's entry included, written first as paged kernels do) and writes one token."""
+    specs = [s for s in layer_specs(card, kv_t, e.name) if s.kind != "cross"]
+    read = sum(_attended(s, e) * s.bytes_per_token for s in specs)
+    write = sum(s.bytes_per_token for s in specs)
+    return StepTraffic(weights_read_bytes(card, w_t, batch), batch * read, batch * write)
+
+
+def prefill_traffic(card: ModelCard, w_t: DType, kv_t: DType, e: EngineParams, batch: int) -> StepTraffic:
+    """A prefill of ``e.seq_len`` prompt tokens: weights once, K/V written for the positions the engine keeps."""
+    specs = [s for s in layer_specs(card, kv_t, e.name) if s.kind != "cross"]
+    write = sum(min(e.seq_len, positions_held(s, e)) * s.bytes_per_token for s in specs)
+    return StepTraffic(weights_read_bytes(card, w_t, batch * e.seq_len), 0, batch * write)
+
+
+def _attended(spec, e: EngineParams) -> int:
+    """Positions a decode step reads: hf-static every preallocated slot, else the tokens (sliding: the window)."""
+    if e.name == "hf-static":
+        return positions_held(spec, e)
+    return min(e.seq_len, spec.window) if spec.window else e.seq_len

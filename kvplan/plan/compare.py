@@ -1,0 +1,122 @@
+"""``kvplan compare``: the same model under several K/V-head layouts (MHA, GQA, MQA), side by side.
+
+One row per layout, the card's own first: KV bytes per token and for batch x seq_len, bytes one decode step moves,
+attention FLOPs of that step (the same for every layout: query heads and head_dim do not change), the parameter
+change of the K/V projections, the largest batch that fits the GPU after the weights, and the roofline time per
+output token.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+from kvplan.model.card import ModelCard
+from kvplan.model.catalog import load_card
+from kvplan.model.dtypes import parse_dtype
+from kvplan.errors import KvplanError
+from kvplan.cost.flops import decode_step_flops
+from kvplan.cost.hardware import GPU, load_gpu
+from kvplan.cost.kvspec import EngineParams
+from kvplan.model.layouts import with_layout
+from kvplan.plan.estimate import estimate
+from kvplan.cost.params import count_params
+from kvplan.cost.roofline import roofline
+from kvplan.cost.traffic import decode_traffic
+
+_RESULT = ConfigDict(frozen=True, extra="forbid")
+SUMMARY = ("Grouping K/V heads (MHA -> GQA -> MQA) shrinks the KV cache and the bytes each decode step reads, so "
+           "more sequences fit next to the weights and decode runs faster while it is memory-bound. It costs K/V "
+           "parameters (less attention capacity) and can cost quality unless the model is trained or uptrained "
+           "that way; attention FLOPs do not change, because every query head still scores every cached token.")
+
+
+class LayoutRow(BaseModel):
+    model_config = _RESULT
+    layout: str  # "card" for the card's own layout, else the --attention spec (mha, gqa:8, mqa)
+    attention: str  # e.g. "GQA (8 KV heads, 8 query heads per KV head)"
+    num_kv_heads: int | None  # None for MLA
+    kv_bytes_per_token: int
+    kv_total_bytes: int  # batch x seq_len
+    decode_bytes_per_step: int  # weights + attended KV read + new K/V written
+    decode_attention_flops: int  # QK^T + AV of one decode step (causal), whole batch
+    params: int
+    params_delta_vs_card: int  # from the K/V projections
+    max_batch: int | None  # sequences of seq_len that fit the GPU after the weights
+    time_per_output_token_s: float | None  # roofline lower bound at `batch`
+
+
+class CompareResult(BaseModel):
+    model_config = _RESULT
+    model: str
+    gpu: str | None
+    engine: str
+    batch: int
+    seq_len: int
+    kv_dtype: str
+    weight_dtype: str
+    rows: list[LayoutRow]
+    summary: str
+    notes: list[str]
+
+
+def compare(model: ModelCard | str, *, attention: str | list[str], seq_len: int = 4096, batch: int = 1,
+            gpu: str | GPU | None = None, engine: str = "ideal", kv_dtype: str | None = None,
+            weight_dtype: str | None = None, gpu_file: str | None = None) -> CompareResult:
+    """Compare the card's own layout with each layout in ``attention`` ("mha,gqa:8,mqa" or a list)."""
+    card = model if isinstance(model, ModelCard) else load_card(model)
+    specs = [s.strip() for s in (attention.split(",") if isinstance(attention, str) else attention) if s.strip()]
+    if not specs:
+        raise KvplanError("--attention: give one or more layouts, e.g. mha,gqa:8,mqa")
+    if card.mla:
+        raise KvplanError(f"--attention: {card.name} uses MLA (one latent per token, no K/V heads to regroup); "
+                          "compare applies to MHA, GQA and MQA cards")
+    if engine == "hf-static":
+        raise KvplanError("--engine: compare supports ideal, hf-dynamic and vllm (hf-static needs --max-cache-len; "
+                          "use kvplan estimate for it)")
+    dev = gpu if isinstance(gpu, GPU) or gpu is None else load_gpu(gpu, gpu_file)
+    variants = [("card", card)] + [(s, with_layout(card, attention=s)) for s in specs]
+    base_params = count_params(card).total
+    opts = dict(seq_len=seq_len, batch=batch, engine=engine, kv_dtype=kv_dtype, weight_dtype=weight_dtype)
+    rows = [_row(label, v, base_params, dev, opts) for label, v in variants]
+    first = estimate(card, **opts)
+    return CompareResult(model=card.name, gpu=dev.name if dev else None, engine=engine, batch=batch,
+                         seq_len=seq_len, kv_dtype=first.kv_cache.dtype, weight_dtype=first.weights.dtype,
+                         rows=rows, summary=SUMMARY, notes=_notes(dev))
+
+
+def _row(label: str, card: ModelCard, base_params: int, dev: GPU | None, opts: dict) -> LayoutRow:
+    est = estimate(card, **opts)
+    kv_t, w_t = parse_dtype(est.kv_cache.dtype), parse_dtype(est.weights.dtype)
+    e = EngineParams(opts["engine"], opts["seq_len"])
+    traffic = decode_traffic(card, w_t, kv_t, e, opts["batch"])
+    flops = decode_step_flops(card, batch=opts["batch"], cache_len=opts["seq_len"] - 1, engine=opts["engine"])
+    tpot = None
+    if dev is not None:
+        tpot = roofline(card, batch=opts["batch"], prompt_len=opts["seq_len"], seq_len=opts["seq_len"], gpu=dev,
+                        engine=opts["engine"], kv_dtype=opts["kv_dtype"],
+                        weight_dtype=opts["weight_dtype"]).time_per_output_token_s
+    return LayoutRow(
+        layout=label, attention=card.attention_label, num_kv_heads=card.num_kv_heads,
+        kv_bytes_per_token=est.kv_cache.bytes_per_token, kv_total_bytes=est.kv_cache.total_bytes,
+        decode_bytes_per_step=traffic.total_bytes, decode_attention_flops=flops.causal_attention_core,
+        params=est.weights.params, params_delta_vs_card=est.weights.params - base_params,
+        max_batch=max_batch(est.weights.bytes, est.kv_cache.bytes_per_sequence, est.kv_cache.scale_bytes, dev),
+        time_per_output_token_s=tpot)
+
+
+def max_batch(weights_bytes: int, kv_bytes_per_sequence: int, scale_bytes: int, dev: GPU | None) -> int | None:
+    """Sequences whose KV cache fits next to the weights: (memory - weights - scales) // KV per sequence."""
+    if dev is None:
+        return None
+    free = dev.memory_bytes - weights_bytes - scale_bytes
+    return max(0, free // kv_bytes_per_sequence) if kv_bytes_per_sequence else None
+
+
+def _notes(dev: GPU | None) -> list[str]:
+    notes = ["Decode attention FLOPs are identical across layouts: GQA/MQA share K/V heads, but each query head "
+             "still computes its own scores and output."]
+    if dev is not None:
+        notes.append(f"max_batch: {dev.name}'s stated {dev.memory_bytes:,} B minus the weights, divided by one "
+                     "sequence's KV cache; activations and the runtime's own memory are not subtracted.")
+        notes.append("time_per_output_token_s: roofline lower bound at the given batch (mfu = mbu = 1).")
+    return notes

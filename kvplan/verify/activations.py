@@ -1,0 +1,132 @@
+"""Peak memory of one prefill and one decode step of kvplan's reference model: weights + KV cache + transients.
+
+The peak is the largest of a few candidate moments, each a sum of the tensors live at that moment (no torch here):
+
+- attention softmax of the last layer: scores and probabilities, B x H x T x S each in the compute dtype (both live
+  while softmax runs), plus Q, K, V of the new tokens, the normed input, and two residual-stream copies held by the
+  callers (the block input and the embedding output; Python keeps an argument alive until the callee returns);
+- the MLP of the last layer: two B x T x ffn intermediates (gate/act and up, or up and act) plus three hidden-size
+  copies; MoE: the routed-token batch of one expert, bounded by all T tokens, plus the output accumulator;
+- the LM head: logits rows x vocab (rows: B x P for hf-* engines and encoder-only passes, B for ideal/vllm) plus
+  the final hidden states.
+
+Resident throughout: weights, token ids, the static caches (allocated before prefill), and for the paged cache the
+pages a step holds. Decode also counts the paged cache's gathered copy of one layer's K/V (cat + stack: 2x).
+
+Error: the model leaves out RMSNorm/LayerNorm and RoPE temporaries (a few B x T x hidden or head-width tensors that
+die before the candidate moments, but can overlap them), bool masks (T x S bytes), and routing imbalance (an
+expert's batch is taken as all tokens, an upper bound). These are O(B x T x hidden), so the error is largest when
+the transients are small next to weights + KV; tests/test_activations.py pins the measured error. Sizes of kernel
+scratch buffers (oneDNN, cuBLAS) are not in the CPU tracker's view at all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvplan.model.card import ModelCard
+from kvplan.model.dtypes import parse_dtype
+from kvplan.cost.kvspec import EngineParams
+from kvplan.plan.estimate import estimate
+
+TOKEN_ID_BYTES = 8  # int64 token ids
+
+
+@dataclass(frozen=True)
+class ActivationEstimate:
+    weights_bytes: int
+    kv_bytes: int
+    inputs_bytes: int
+    prefill_transient_bytes: int  # the largest prefill candidate, above the resident bytes
+    decode_transient_bytes: int
+    peak_prefill_bytes: int  # resident + transient
+    peak_decode_bytes: int
+
+
+def activation_peaks(card: ModelCard, *, batch: int, prompt_len: int, dtype: str, engine: str = "ideal",
+                     decode_steps: int = 1, encoder_len: int = 0, max_cache_len: int = 0, block_size: int = 16,
+                     device: str = "cpu") -> ActivationEstimate:
+    """Predicted absolute peak bytes of prefill and of the last decode step (seq_len = prompt_len + decode_steps)."""
+    e = parse_dtype(dtype).bits // 8
+    seq_len = prompt_len + decode_steps
+    enc = encoder_len if card.architecture == "encoder-decoder" else None
+    mcl = max_cache_len or seq_len if engine == "hf-static" else None
+    est = estimate(card, batch=batch, seq_len=seq_len, encoder_len=enc, kv_dtype=dtype, weight_dtype=dtype,
+                   engine=engine, max_cache_len=mcl, block_size=block_size)
+    weights, kv = est.weights.bytes, est.kv_cache.total_bytes
+    inputs = TOKEN_ID_BYTES * batch * (prompt_len + (encoder_len if enc else 0))
+    kv_prefill = kv
+    if engine == "vllm":  # pages held right after prefill: cdiv(P, block_size) per layer, nothing freed yet
+        kv_prefill = sum(batch * g.layers * g.bytes_per_token * block_size
+                         * -(-(encoder_len if g.kind == "cross" else prompt_len) // block_size)
+                         for g in est.kv_cache.groups)
+    keys, fresh = _prefill_keys(card, prompt_len, engine, mcl)
+    # LM head rows: every prompt position for hf-* (transformers) and encoder-only passes, else the last one
+    rows = batch * prompt_len if engine.startswith("hf-") or not card.has_kv_cache else batch
+    pre = _transient(card, e, tokens=batch * prompt_len, queries=prompt_len, batch=batch, keys=keys, rows=rows,
+                     fresh_kv=fresh, absorb=False)
+    if enc:  # the encoder output stays live through the decoder (cross-attention reads it at prefill)
+        pre += e * batch * encoder_len * card.hidden_size
+    dec = 0
+    if decode_steps and card.has_kv_cache:
+        dkeys = _decode_keys(card, seq_len, engine, mcl)
+        dec = _transient(card, e, tokens=batch, queries=1, batch=batch, keys=dkeys, rows=batch, fresh_kv=False,
+                         absorb=bool(card.mla) and not engine.startswith("hf-"))
+        if engine == "vllm":  # read() gathers one layer's pages: per-sequence cat, then stack (both live at once)
+            pages = max(g.total_bytes // g.layers for g in est.kv_cache.groups)
+            gather = e * (3 * batch * card.hidden_size + 4 * batch * card.num_heads * card.head_dim) + 2 * pages
+            dec = max(dec + pages, gather)
+        dec += TOKEN_ID_BYTES * batch
+    return ActivationEstimate(weights, kv, inputs, pre, dec, weights + inputs + kv_prefill + pre,
+                              weights + inputs + kv + dec)
+
+
+def _ring(card: ModelCard, size: int) -> int:
+    """Slots of the largest layer's static buffer: a global layer's ``size``, else the window."""
+    if card.sliding_window and "global" not in card.layer_types:
+        return min(size, card.sliding_window)
+    return size
+
+
+def _prefill_keys(card: ModelCard, p: int, engine: str, mcl: int | None) -> tuple[int, bool]:
+    """(keys each prompt token is scored against, whether the fresh K/V stay live): P fresh keys, or hf-static's
+    static buffer when the prompt fits it (transformers StaticCache returns the buffer; the fresh K/V die)."""
+    if engine == "hf-static" and card.has_kv_cache and mcl and p <= _ring(card, mcl):
+        return _ring(card, mcl), False
+    return p, True
+
+
+def _decode_keys(card: ModelCard, seq_len: int, engine: str, mcl: int | None) -> int:
+    """Keys of the last decode step in the largest layer: the ring buffer (ideal: seq_len, hf-static:
+    max_cache_len; sliding-only models: the window) or the attended tokens (vllm)."""
+    return _ring(card, mcl if engine == "hf-static" and mcl else seq_len)
+
+
+def _transient(card: ModelCard, e: int, *, tokens: int, queries: int, batch: int, keys: int, rows: int,
+               fresh_kv: bool, absorb: bool) -> int:
+    """Largest of the attention, MLP and LM-head candidates, in bytes above the resident ones."""
+    h, heads = card.hidden_size, card.num_heads
+    if card.mla:
+        m = card.mla
+        qk = m.qk_nope_head_dim + m.qk_rope_head_dim
+        new_kv = tokens * (m.kv_lora_rank + m.qk_rope_head_dim)  # the new latent
+        if absorb:  # q_lat and [q_lat, q_pe]: heads x (kv_lora_rank + rope) twice
+            new_kv += 2 * tokens * heads * (m.kv_lora_rank + m.qk_rope_head_dim)
+        else:  # kv_b_proj output (nope + v per head, V a view of it) and the concatenated K (nope + rope)
+            new_kv += batch * keys * heads * (m.qk_nope_head_dim + m.v_head_dim + qk)
+    else:
+        qk = card.head_dim
+        new_kv = 2 * tokens * card.num_kv_heads * qk if fresh_kv else 0
+    residual = 3 * tokens * h  # embedding output + block input + normed input
+    scores = batch * heads * queries * keys
+    attention = residual + tokens * heads * qk + new_kv + 2 * scores
+    if card.relative_attention_num_buckets:  # T5 bias (H x T x S), live with the scores
+        attention += heads * queries * keys
+    inner = card.ffn_size
+    if card.moe:
+        inner = max(inner, card.moe.expert_ffn_size, card.moe.shared_ffn)
+    mlp = 4 * tokens * h + 2 * tokens * inner
+    if card.moe:
+        mlp += tokens * (h + 2 * card.moe.num_experts)
+    lm_head = tokens * h + rows * card.vocab_size
+    return e * max(attention, mlp, lm_head)

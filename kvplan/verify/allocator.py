@@ -1,0 +1,44 @@
+"""What ``torch.cuda.memory_allocated`` reports for a set of tensors: the CUDA caching allocator's rounding.
+
+PyTorch c10/cuda/CUDACachingAllocator.cpp, ``round_size``: a request below kMinBlockSize (512 B) becomes 512 B,
+anything larger is rounded up to a multiple of 512 B; ``memory_allocated`` (stat ``allocated_bytes``) sums the rounded
+block sizes. A zero-byte tensor allocates nothing (``malloc`` returns nullptr for size 0). No torch import here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from kvplan.model.card import ModelCard
+from kvplan.model.dtypes import DType
+from kvplan.cost.kvspec import EngineParams, cdiv, layer_specs, positions_held, vllm_blocks_held
+
+MIN_BLOCK_SIZE = 512  # kMinBlockSize: every allocation is a multiple of 512 bytes
+
+
+def round_size(nbytes: int) -> int:
+    """Bytes the caching allocator hands out for a request of ``nbytes`` (CUDACachingAllocator round_size)."""
+    if nbytes <= 0:
+        return 0
+    if nbytes < MIN_BLOCK_SIZE:
+        return MIN_BLOCK_SIZE
+    return MIN_BLOCK_SIZE * cdiv(nbytes, MIN_BLOCK_SIZE)
+
+
+def memory_allocated(tensor_bytes: Iterable[int]) -> int:
+    """``torch.cuda.memory_allocated`` for live tensors of these byte sizes (one allocation each)."""
+    return sum(round_size(n) for n in tensor_bytes)
+
+
+def kv_tensor_bytes(card: ModelCard, kv_dtype: DType, e: EngineParams, batch: int) -> list[int]:
+    """The allocations of the reference caches, from kvplan's layer specs: one tensor per (layer, K or V group)
+    holding ``positions_held`` tokens of the batch; vllm: one tensor per block (page) per sequence and layer."""
+    sizes: list[int] = []
+    for spec in layer_specs(card, kv_dtype, e.name):
+        if e.name == "vllm":
+            blocks = cdiv(e.encoder_len, e.block_size) if spec.kind == "cross" else vllm_blocks_held(spec, e)
+            sizes += [spec.page_size_bytes(e.block_size)] * (batch * blocks)
+        else:
+            held = positions_held(spec, e)
+            sizes += [batch * held * count * kv_dtype.vector_bytes(elems) for count, elems in spec.vectors]
+    return sizes

@@ -1,0 +1,147 @@
+"""KV caches matching kvplan's engines, sized by their own rules (never by kvplan's arithmetic).
+
+Every cache stores, per layer, ``vec`` vectors per token and KV head (2: K and V; 1: an MLA latent) and answers:
+
+- ``write(start, k, v)``: store positions start..start+n-1 of k (B, KV, n, Dk) and v (B, KV, n, Dv)
+- ``read(pos)``: the keys, values and their positions (S,) (-1: empty slot) that the token at ``pos`` may attend.
+
+Engines (kvplan.cost.kvspec.ENGINE_DESCRIPTIONS):
+- ideal: ``RingCache`` of seq_len slots (global, MLA latent) or W slots (sliding): static buffers, gpt-fast style.
+- hf-static: ``RingCache`` of max_cache_len slots (sliding: min(max_cache_len, W)); K/V broadcast to
+  ``hf_kv_heads`` where the card sets it (transformers' Falcon); MLA the latent, as transformers 5.x.
+- vllm: ``PagedCache``: one tensor per block of block_size tokens, allocated when first written and, in sliding
+  layers, freed once wholly outside the window (vllm/v1/core/single_type_kv_cache_manager.py).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+
+class RingCache(nn.Module):
+    """Static K/V buffers of ``size`` slots; position p lives in slot p % size (a ring once the window is full)."""
+
+    def __init__(self, batch: int, heads: int, size: int, k_dim: int, v_dim: int | None, dtype, device) -> None:
+        super().__init__()
+        self.size = size
+        self.register_buffer("k", torch.zeros(batch, heads, size, k_dim, dtype=dtype, device=device))  # (B,KV,S,Dk)
+        v = torch.zeros(batch, heads, size, v_dim, dtype=dtype, device=device) if v_dim is not None else None
+        self.register_buffer("v", v)  # (B,KV,S,Dv); None for an MLA latent (no separate V)
+        self.written = 0  # positions 0..written-1 have been written
+
+    def write(self, start: int, k: Tensor, v: Tensor | None) -> None:
+        n = k.shape[2]
+        keep = min(n, self.size)  # a prompt longer than the ring: only its last `size` positions survive
+        slots = torch.arange(start + n - keep, start + n, device=k.device) % self.size
+        self.k.index_copy_(2, slots, k[:, :, n - keep:])
+        if self.v is not None:
+            self.v.index_copy_(2, slots, v[:, :, n - keep:])
+        self.written = start + n
+
+    def positions(self) -> Tensor:
+        """(S,) the position held in each slot: the latest p < written with p % size == slot, or -1."""
+        slot = torch.arange(self.size, device=self.k.device)
+        last = self.written - 1
+        pos = last - (last - slot) % self.size
+        return torch.where(slot <= last, pos, -1)
+
+    def read(self, pos: int) -> tuple[Tensor, Tensor | None, Tensor]:
+        return self.k, self.v, self.positions()
+
+
+class PagedCache:
+    """vLLM-style paged cache of one layer: block tables of per-block tensors (vec, block_size, KV, D) per sequence.
+
+    Pages are separate allocations so the allocator sees exactly the blocks held: a page is allocated when its first
+    token is written and, with a window W, freed before the step that computes token C when it lies wholly before
+    C - W + 1 (vLLM SlidingWindowManager.remove_skipped_blocks).
+    """
+
+    def __init__(self, batch: int, heads: int, k_dim: int, v_dim: int | None, block_size: int,
+                 window: int | None, dtype, device) -> None:
+        self.batch, self.heads, self.k_dim, self.v_dim = batch, heads, k_dim, v_dim
+        self.bs, self.window, self.dtype, self.device = block_size, window, dtype, device
+        self.tables: list[dict[int, Tensor]] = [{} for _ in range(batch)]  # logical block -> page, per sequence
+        self.written = 0
+
+    def page_shape(self) -> tuple[int, ...]:
+        # K and V share one page when equally wide (vLLM (2, block_size, KV, D)); an MLA latent is one vector
+        return (1 if self.v_dim is None else 2, self.bs, self.heads, self.k_dim)
+
+    def free_skipped(self, computed: int) -> None:
+        if self.window is None:
+            return
+        first_needed = computed - self.window + 1
+        for table in self.tables:
+            for block in [b for b in table if (b + 1) * self.bs <= first_needed]:
+                del table[block]
+
+    def write(self, start: int, k: Tensor, v: Tensor | None) -> None:
+        self.free_skipped(start)
+        n = k.shape[2]
+        for b, table in enumerate(self.tables):
+            for p0 in range(start, start + n, 1):
+                block, off = divmod(p0, self.bs)
+                if block not in table:
+                    table[block] = torch.zeros(self.page_shape(), dtype=self.dtype, device=self.device)
+                page = table[block]
+                page[0, off] = k[b, :, p0 - start]
+                if v is not None:
+                    page[1, off] = v[b, :, p0 - start]
+        self.written = start + n
+
+    def read(self, pos: int) -> tuple[Tensor, Tensor | None, Tensor]:
+        """Keys/values of the attended positions only (FlashAttention over the sequence's own tokens)."""
+        lo = max(0, pos - self.window + 1) if self.window else 0
+        blocks = sorted(self.tables[0])
+        pages = torch.stack([torch.cat([t[b] for b in blocks], dim=1) for t in self.tables])  # (B,vec,n*bs,KV,D)
+        first = blocks[0] * self.bs
+        kv = pages[:, :, lo - first:pos + 1 - first].transpose(2, 3)  # (B,vec,KV,L,D)
+        keys = kv[:, 0]
+        values = kv[:, 1] if self.v_dim is not None else None
+        return keys, values, torch.arange(lo, pos + 1, device=self.device)
+
+    def bytes_held(self) -> int:
+        return sum(p.numel() * p.element_size() for t in self.tables for p in t.values())
+
+
+class Caches:
+    """All caches of a model: one per decoder self-attention, plus one per cross-attention (encoder-decoder)."""
+
+    def __init__(self, self_attn: list, cross: list | None) -> None:
+        self.self_attn, self.cross = self_attn, cross
+
+    def all(self) -> list:
+        return self.self_attn + (self.cross or [])
+
+
+def make_caches(card, *, engine: str, batch: int, seq_len: int, encoder_len: int = 0, max_cache_len: int = 0,
+                block_size: int = 16, dtype=torch.float32, device="cpu") -> Caches:
+    """The caches engine ``engine`` keeps for ``batch`` sequences of up to ``seq_len`` tokens."""
+    kw = dict(dtype=dtype, device=device)
+    layers = [_self_cache(card, t, engine, batch, seq_len, max_cache_len, block_size, kw) for t in card.layer_types]
+    cross = None
+    if card.architecture == "encoder-decoder":  # encoder K/V, written once at prefill
+        KV, D = card.num_kv_heads, card.head_dim
+        if engine == "vllm":
+            cross = [PagedCache(batch, KV, D, D, block_size, None, **kw) for _ in range(card.num_layers)]
+        else:
+            cross = [RingCache(batch, KV, encoder_len, D, D, **kw) for _ in range(card.num_layers)]
+    return Caches(layers, cross)
+
+
+def _self_cache(card, layer_type: str, engine: str, batch: int, seq_len: int, max_cache_len: int, block_size: int,
+                kw: dict):
+    window = card.sliding_window if layer_type == "sliding" else None
+    KV, k_dim, v_dim = card.num_kv_heads, card.head_dim, card.head_dim
+    if card.mla:  # latent + rope key as one vector of one "head" (vLLM MLAAttentionSpec; transformers 5.x too)
+        KV, k_dim, v_dim = 1, card.mla.kv_lora_rank + card.mla.qk_rope_head_dim, None
+    elif engine.startswith("hf-") and card.hf_kv_heads:  # transformers Falcon caches K/V broadcast to more heads
+        KV = card.hf_kv_heads
+    if engine == "vllm":
+        return PagedCache(batch, KV, k_dim, v_dim, block_size, window, **kw)
+    size = seq_len if engine == "ideal" else max_cache_len
+    cache = RingCache(batch, KV, min(size, window) if window else size, k_dim, v_dim, **kw)
+    cache.prefill_reads = engine == "hf-static"  # transformers attends the static buffer when the prompt fits it
+    return cache

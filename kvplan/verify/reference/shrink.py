@@ -1,0 +1,107 @@
+"""Shrink a card for a cheap measured run while keeping its structure (layer pattern, KV-head grouping, MLA, MoE).
+
+Every change is reported as ``"field: old -> new"`` so a verify result says exactly what was measured.
+Rules: head counts are kept (so num_heads / num_kv_heads, the GQA grouping, is unchanged); widths are multiplied by
+``scale`` (head widths rounded to an even number >= 4 for RoPE); layers keep one of each layer type and one dense
+and one MoE layer; sliding windows are kept below ``seq_len // 2`` so the window actually slides.
+"""
+
+from __future__ import annotations
+
+from kvplan.model.card import ModelCard
+from kvplan.model.catalog import card_from_dict
+from kvplan.errors import KvplanError
+
+
+def _even(x: float, floor: int = 4) -> int:
+    return max(floor, 2 * round(x / 2))
+
+
+def _scaled(x: int, f: float, floor: int = 1) -> int:
+    return max(floor, round(x * f))
+
+
+def min_layers(card: ModelCard) -> int:
+    """Fewest layers that keep every layer type of the pattern and, for MoE, a dense and a routed layer."""
+    need = len(card.layer_pattern) if card.layer_pattern else 1
+    if card.moe and card.moe.first_dense_layers:
+        need = max(need, 2)
+    return need
+
+
+def shrink(card: ModelCard, *, layers: int | None = None, scale: float | None = None,
+           seq_len: int | None = None) -> tuple[ModelCard, list[str]]:
+    """The shrunk card and the list of changes (empty when nothing was asked)."""
+    if layers is None and scale is None:
+        return card, []
+    data = card.model_dump(exclude_none=True)
+    if "num_kv_heads" not in card.model_fields_set:
+        data.pop("num_kv_heads", None)
+    if "head_dim" not in card.model_fields_set:
+        data.pop("head_dim", None)
+    if layers is not None:
+        _shrink_layers(card, data, layers)
+    if scale is not None:
+        if not 0 < scale <= 1:
+            raise KvplanError(f"--scale: must be in (0, 1], got {scale}")
+        _shrink_widths(card, data, scale, seq_len)
+    data["name"] = f"{card.name}-shrunk"
+    new = card_from_dict(data, origin=f"{card.name} shrunk")
+    return new, _diff(card, new)
+
+
+def _shrink_layers(card: ModelCard, data: dict, layers: int) -> None:
+    if layers < 1:
+        raise KvplanError(f"--layers: must be a positive integer, got {layers}")
+    n = min(card.num_layers, max(layers, min_layers(card)))
+    data["num_layers"] = n
+    if card.num_encoder_layers:
+        data["num_encoder_layers"] = min(card.num_encoder_layers, n)
+    if card.moe and card.moe.first_dense_layers:  # keep >= 1 dense and >= 1 MoE layer
+        data["moe"]["first_dense_layers"] = max(1, min(card.moe.first_dense_layers, n - 1))
+
+
+def _shrink_widths(card: ModelCard, data: dict, f: float, seq_len: int | None) -> None:
+    hd = _even(card.head_dim * f)
+    if "head_dim" in card.model_fields_set:  # explicit head_dim (Gemma, Qwen3, T5-11B): scale both independently
+        data["head_dim"] = hd
+        data["hidden_size"] = _even(card.hidden_size * f)
+    else:  # derived head_dim = hidden / heads: keep the derivation exact
+        data["hidden_size"] = card.num_heads * hd
+    data["ffn_size"] = _scaled(card.ffn_size, f)
+    data["vocab_size"] = _scaled(card.vocab_size, f, floor=16)
+    if card.position == "learned":
+        data["max_position_embeddings"] = max(seq_len or 1, _scaled(card.max_position_embeddings, f))
+    if card.sliding_window:
+        w = _scaled(card.sliding_window, f)
+        data["sliding_window"] = min(w, max(1, (seq_len or w * 2) // 2))
+    if card.moe:
+        m = data["moe"]
+        k = card.moe.experts_per_token
+        m["num_experts"] = max(min(card.moe.num_experts, k + 1), _scaled(card.moe.num_experts, f))
+        m["expert_ffn_size"] = _scaled(card.moe.expert_ffn_size, f)
+        if card.moe.shared_expert_ffn_size:
+            m["shared_expert_ffn_size"] = _scaled(card.moe.shared_expert_ffn_size, f)
+    if card.mla:
+        m = data["mla"]
+        for key in ("kv_lora_rank", "qk_nope_head_dim", "v_head_dim", "q_lora_rank"):
+            if m.get(key):
+                m[key] = _scaled(m[key], f, floor=2)
+        m["qk_rope_head_dim"] = _even(card.mla.qk_rope_head_dim * f, floor=2)
+
+
+def _diff(old: ModelCard, new: ModelCard) -> list[str]:
+    """'field: old -> new' for every changed value, nested fields dotted (moe.num_experts)."""
+    out: list[str] = []
+
+    def walk(prefix: str, a: dict, b: dict) -> None:
+        for key in a:
+            if key in ("name", "source", "published_params"):
+                continue
+            if isinstance(a[key], dict) and isinstance(b.get(key), dict):
+                walk(f"{prefix}{key}.", a[key], b[key])
+            elif a[key] != b.get(key):
+                out.append(f"{prefix}{key}: {a[key]} -> {b.get(key)}")
+
+    walk("", old.model_dump(), new.model_dump())
+    return out
