@@ -36,7 +36,7 @@ CASES = [("llama-2-7b", "ideal"), ("mistral-7b-v0.1", "vllm"), ("gemma-2-9b", "h
 @pytest.mark.parametrize("name, engine", CASES)
 def test_peaks_match_measured(name, engine):
     pytest.importorskip("torch")
-    from kvplan.verify.reference.run import measure
+    from kvplan.verify.reference.measure import measure
 
     P, steps, B = 24, 4, 2
     card, _ = shrink(load_card(name), layers=2, scale=1 / 64, seq_len=P + steps)

@@ -5,7 +5,7 @@ import pytest
 from kvplan.verify.allocator import memory_allocated, kv_tensor_bytes, round_size
 from kvplan.model.catalog import load_card
 from kvplan.model.dtypes import parse_dtype
-from kvplan.cost.kvspec import EngineParams
+from kvplan.cost.engines import CacheRun, get_engine
 from kvplan.plan.estimate import estimate
 
 
@@ -22,8 +22,7 @@ def test_memory_allocated_sums_rounded_blocks():
 
 def test_kv_tensors_static_llama_2_7b():
     # 32 layers x (K, V), each 4096 tokens x 32 heads x 128 x 2 B = 32 MiB
-    e = EngineParams("ideal", 4096)
-    sizes = kv_tensor_bytes(load_card("llama-2-7b"), parse_dtype("fp16"), e, batch=1)
+    sizes = kv_tensor_bytes(load_card("llama-2-7b"), parse_dtype("fp16"), get_engine("ideal"), CacheRun(4096), batch=1)
     assert sizes == [33_554_432] * 64
     assert sum(sizes) == estimate("llama-2-7b", seq_len=4096).kv_cache.total_bytes
     assert memory_allocated(sizes) == sum(sizes)  # multiples of 512 already
@@ -32,14 +31,16 @@ def test_kv_tensors_static_llama_2_7b():
 def test_kv_tensors_paged_pages_and_rounding():
     # vllm, 100 tokens, block 16: 7 pages per layer; a page is 16 tokens x 2 x 32 x 128 x 2 B = 262,144 B
     card = load_card("llama-2-7b")
-    sizes = kv_tensor_bytes(card, parse_dtype("fp16"), EngineParams("vllm", 100, block_size=16), batch=2)
+    sizes = kv_tensor_bytes(card, parse_dtype("fp16"), get_engine("vllm"), CacheRun(100, block_size=16), batch=2)
     assert sizes == [262_144] * (2 * 32 * 7)
     # a tiny page (block 1, MQA falcon-7b: 2 x 1 x 64 x 2 B = 256 B) occupies a whole 512-byte block
-    tiny = kv_tensor_bytes(load_card("falcon-7b"), parse_dtype("fp16"), EngineParams("vllm", 3, block_size=1), batch=1)
+    tiny = kv_tensor_bytes(load_card("falcon-7b"), parse_dtype("fp16"), get_engine("vllm"),
+                           CacheRun(3, block_size=1), batch=1)
     assert tiny == [256] * (32 * 3) and memory_allocated(tiny) == 512 * 96
 
 
 def test_kv_tensors_sliding_ring_is_window():
     # mistral: sliding_window 4096, so 10,000 tokens keep 4096 slots per layer
-    sizes = kv_tensor_bytes(load_card("mistral-7b-v0.1"), parse_dtype("bf16"), EngineParams("ideal", 10_000), batch=1)
+    sizes = kv_tensor_bytes(load_card("mistral-7b-v0.1"), parse_dtype("bf16"), get_engine("ideal"),
+                            CacheRun(10_000), batch=1)
     assert sizes == [4096 * 8 * 128 * 2] * 64

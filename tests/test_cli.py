@@ -9,7 +9,7 @@ import pytest
 
 def test_estimate_json_contract(cli_json):
     r = cli_json("estimate", "--model", "llama-2-7b", "--batch", "16", "--seq-len", "4096")
-    assert r["schema_version"] == 1
+    assert r["schema_version"] == 2
     assert r["inputs"]["batch"] == 16 and r["inputs"]["kv_dtype"] == "fp16"
     assert r["kv_cache"]["bytes_per_token"] == 524_288
     assert r["kv_cache"]["total_bytes"] == 34_359_738_368
@@ -133,4 +133,6 @@ def test_estimate_flops_and_roofline(cli, cli_json):
     assert r["roofline"]["decode_step"]["bound"] == "memory" and r["roofline"]["gpu"] == "H100-SXM"
     assert "H100-SXM" in _error(cli, "estimate", "--model", "llama-2-7b", "--seq-len", "10", "--gpu", "H900")
     assert "--prompt-len" in _error(cli, "estimate", "--model", "llama-2-7b", "--seq-len", "10", "--prompt-len", "11")
-    assert cli_json("estimate", "--model", "t5-base", "--seq-len", "10", "--encoder-len", "20")["flops"] is None
+    t5 = cli_json("estimate", "--model", "t5-base", "--seq-len", "10", "--encoder-len", "20")["flops"]
+    assert t5["prefill"]["total"] > t5["decode_step"]["total"] > 0  # encoder-decoder FLOPs (exact: test_flops.py)
+    assert cli_json("estimate", "--model", "bert-base-uncased", "--seq-len", "10")["flops"] is None

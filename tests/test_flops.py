@@ -11,7 +11,7 @@ import pytest
 
 from kvplan import KvplanError
 from kvplan.model.catalog import card_from_dict, load_card
-from kvplan.cost.flops import decode_step_flops, flops_result, prefill_flops
+from kvplan.cost.flops import decode_step_flops, prefill_flops, step_flops
 from kvplan.cost.params import count_params
 
 torch = pytest.importorskip("torch")
@@ -193,13 +193,15 @@ def test_mla_modes():
 
 
 def test_flops_result_json_and_errors():
-    res = flops_result(load_card("llama-2-7b"), batch=1, prompt_len=16, seq_len=32)
-    assert set(res) == {"prefill", "decode_step"}
-    assert res["decode_step"]["attention_core"] == 32 * 4 * 32 * 4096  # 32 keys: the step that makes 32 tokens
-    assert res["prefill"]["causal_total"] < res["prefill"]["total"] and res["decode_step"]["mla_mode"] is None
+    res = step_flops(load_card("llama-2-7b"), batch=1, prompt_len=16, seq_len=32)
+    assert set(res.model_dump()) == {"prefill", "decode_step"}
+    assert res.decode_step.attention_core == 32 * 4 * 32 * 4096  # 32 keys: the step that makes 32 tokens
+    assert res.prefill.causal_total < res.prefill.total and res.decode_step.mla_mode is None
     with pytest.raises(KvplanError, match="engine"):
         prefill_flops(load_card("llama-2-7b"), batch=1, prompt_len=4, engine="tgi")
     with pytest.raises(KvplanError, match="max-cache-len"):
         decode_step_flops(load_card("llama-2-7b"), batch=1, cache_len=4, engine="hf-static", max_cache_len=4)
-    with pytest.raises(KvplanError, match="decoder-only"):
+    with pytest.raises(KvplanError, match="--encoder-len: t5-base is encoder-decoder"):
         prefill_flops(load_card("t5-base"), batch=1, prompt_len=4)
+    with pytest.raises(KvplanError, match="encoder-only"):
+        prefill_flops(load_card("bert-base-uncased"), batch=1, prompt_len=4)

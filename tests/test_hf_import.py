@@ -16,7 +16,8 @@ from kvplan.model.dtypes import parse_dtype  # noqa: E402
 from kvplan.errors import KvplanError  # noqa: E402
 from kvplan.model.hf.config import card_from_hf_config, import_hf_config  # noqa: E402
 from kvplan.model.hf.defaults import DEFAULTS  # noqa: E402
-from kvplan.cost.kvspec import EngineParams, layer_specs, positions_held  # noqa: E402
+from kvplan.cost.engines import CacheRun, get_engine  # noqa: E402
+from kvplan.cost.kvspec import layer_specs  # noqa: E402
 
 DEC = dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4, vocab_size=128)
 # (id, model_type, config kwargs): tiny configs covering MHA, GQA, MQA, sliding, alternating, explicit head_dim, MLA.
@@ -80,8 +81,8 @@ def _cache_layer_bytes(cache) -> list[int]:
 
 
 def _predicted_layer_bytes(card, engine: str, seq_len: int, max_cache_len: int = 0, encoder_len: int = 0) -> list[int]:
-    e = EngineParams(engine, seq_len, encoder_len, max_cache_len)
-    return [BATCH * positions_held(s, e) * s.bytes_per_token for s in layer_specs(card, parse_dtype("fp32"), engine)]
+    run, eng = CacheRun(seq_len, encoder_len, max_cache_len), get_engine(engine)
+    return [BATCH * s.positions_held(eng, run) * s.bytes_per_token for s in layer_specs(card, parse_dtype("fp32"), eng)]
 
 
 def _run(model, cache, ids):

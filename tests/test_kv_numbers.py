@@ -110,7 +110,11 @@ def test_kv_dtypes_and_scales():
     assert estimate("llama-2-7b", seq_len=10, kv_dtype="float32").kv_cache.total_bytes == 2 * base.total_bytes
     fp8 = estimate("llama-2-7b", seq_len=10, kv_dtype="fp8").kv_cache
     assert fp8.dtype == "fp8_e4m3"
-    assert fp8.total_bytes == base.total_bytes // 2 + 32 * 8  # + k_scale/v_scale fp32 per layer
+    assert fp8.total_bytes == base.total_bytes // 2  # vLLM's per-layer k_scale/v_scale are parameters, not pool
+    r = estimate("llama-2-7b", batch=16, seq_len=4096, kv_dtype="fp8")
+    assert r.kv_cache.total_bytes == 17_179_869_184  # exactly half of bf16's 34,359,738,368
+    assert r.weights.kv_scale_bytes == 32 * 2 * 4  # fp32 k_scale + v_scale per layer, with the weights
+    assert r.weights.bytes == 2 * 6_738_415_616 + 256
     # int4: 128 values pack into 64 B, plus 2 groups of 64 x (fp16 scale + fp16 zero) = 8 B, per head vector
     int4 = estimate("llama-2-7b", seq_len=10, kv_dtype="int4").kv_cache
     assert int4.bytes_per_token == 32 * 32 * 2 * (64 + 8)

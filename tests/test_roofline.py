@@ -8,10 +8,15 @@ from kvplan.model.dtypes import parse_dtype
 from kvplan.cost.flops import decode_step_flops, prefill_flops
 from kvplan.cost.hardware import COMPUTE_TYPES, load_gpu, load_gpus
 from kvplan.cost.params import count_params
-from kvplan.cost.roofline import roofline
+from kvplan.plan.estimate import estimate
 from kvplan.cost.traffic import moe_weights_read_bytes_min, weights_read_bytes
 
 FP16 = parse_dtype("fp16")
+
+
+def roofline(card, **kw):
+    """The roofline block of an estimate with --gpu: the same inputs a user gives."""
+    return estimate(card, **kw).roofline
 EXPECTED_GPUS = {"A100-40GB", "A100-80GB", "H100-SXM", "H100-PCIe", "H200", "B200", "L4", "L40S", "A10G",
                  "RTX-4090", "MI300X"}
 

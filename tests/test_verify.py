@@ -54,7 +54,7 @@ def test_cli_json_and_exit_codes(cli, monkeypatch):
                        "--json")
     data = json.loads(out)
     assert code == 0 and data["ok"] is True
-    assert [c["name"] for c in data["checks"]] == ["weights_bytes", "kv_cache_bytes", "peak_prefill_bytes",
+    assert [c["name"] for c in data["checks"]] == ["params", "weights_bytes", "kv_cache_bytes", "peak_prefill_bytes",
                                                    "peak_decode_bytes", "prefill_flops", "decode_step_flops"]
     code, out, _ = cli("verify", "--model", "qwen3-8b", "--layers", "2", "--scale", "0.03", "--seq-len", "8")
     assert code == 0 and "kv_cache_bytes" in out and "pass" in out

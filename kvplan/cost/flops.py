@@ -1,4 +1,5 @@
-r"""Exact matmul FLOPs of one prefill and one decode step of a decoder-only card, per batch, as Python ints.
+r"""Exact matmul FLOPs of one prefill and one decode step of a decoder-only or
+encoder-decoder card, per batch, as Python ints.
 
 Convention (``dense``): 2*m*n*k for every matmul a dense implementation executes, nothing else -- exactly what
 ``torch.utils.flop_counter.FlopCounterMode`` counts (it registers mm, addmm, bmm, baddbmm and the SDPA kernels;
@@ -8,8 +9,8 @@ flag ignored: "NB: We aren't accounting for causal attention here", torch/utils/
 ``causal_*`` counts only the score entries a causal FlashAttention-style kernel needs: query i of a prefill sees
 i + 1 keys, P(P+1)/2 per head, and a sliding-window layer min(i + 1, W) keys (Mistral paper, arXiv:2310.06825).
 
-Per engine (``ENGINE_RULES``): which positions the LM head runs on, which keys a decode step attends to, and how MLA
-runs (``mla_mode``):
+Per engine (kvplan.cost.engines, ``Engine.flops_rule``): which positions the LM head runs on, which keys a step
+attends to, and how MLA runs (``mla_mode``):
 
 - ``expand``: every step up-projects the latent of every attended position with kv_b_proj, then standard attention
   with qk_head = qk_nope + qk_rope and v_head per head (transformers 5.x DeepseekV3Attention.expand_kv after
@@ -17,27 +18,46 @@ runs (``mla_mode``):
 - ``absorb``: W_UK is absorbed into the query and W_UV into the output; attention runs per head over the latent of
   width kv_lora_rank + qk_rope (QK) and kv_lora_rank (AV) (DeepSeek-V2 paper, arXiv:2405.04434 section 2.1.2;
   vLLM's MLA decode path, ``forward_mqa``).
+
+Encoder-decoder (T5): the prefill runs the encoder once over the E encoder tokens (bidirectional: E x E scores, no
+mask to skip), then the decoder over the P prompt tokens; every decoder layer adds cross-attention, whose K/V
+projections run on the encoder output once (at prefill) and are read from the cache afterwards
+(transformers ``EncoderDecoderCache``), with P x E (prefill) or 1 x E (decode) scores.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvplan.model.card import ModelCard
-from kvplan.errors import KvplanError
-from kvplan.cost.params import router_params
-from kvplan.cost.kvspec import ENGINES
+from dataclasses import dataclass, replace
 
-ENGINE_RULES = {
-    "ideal": "LM head on the last position of each sequence; decode attends the cache (sliding: last W); "
-             "MLA: expand in prefill, absorb in decode",
-    "hf-dynamic": "transformers: LM head on all P prefill positions (logits_to_keep=0); decode attends L+1 keys "
-                  "(sliding: DynamicSlidingWindowLayer's W-1 cached + the new one); MLA: expand every step",
-    "hf-static": "transformers StaticCache: LM head on all P prefill positions; every step attends all "
-                 "max_cache_len slots (sliding: min(max_cache_len, W)), masked; MLA: expand every step",
-    "vllm": "vLLM: logits only for the last position of each sequence; FlashAttention over the sequence's own "
-            "tokens (sliding: last W); MLA: expand in prefill, absorb in decode (MLACommonImpl)",
-}
+from pydantic import BaseModel, ConfigDict
+
+from kvplan.cost.engines import CacheRun, Engine, get_engine
+from kvplan.cost.kvspec import has_full_layer
+from kvplan.cost.shapes import attention_matrices, ffn_matrices, mla_matrices, router_matrices, total
+from kvplan.errors import KvplanError
+from kvplan.model.card import ModelCard
+
+
+class PhaseFlops(BaseModel):
+    """``flops.prefill`` / ``flops.decode_step`` in results: exact ints, whole batch."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    total: int
+    projections: int
+    attention_core: int
+    mlp: int
+    lm_head: int
+    causal_total: int
+    causal_attention_core: int
+    mla_mode: str | None
+
+
+class StepFlops(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    prefill: PhaseFlops
+    decode_step: PhaseFlops
 
 
 @dataclass(frozen=True)
@@ -61,80 +81,69 @@ class FlopsBreakdown:
     def causal_total(self) -> int:
         return self.total - self.attention_core + self.causal_attention_core
 
-    def as_dict(self) -> dict[str, int | str | None]:
-        """The JSON object ``flops.prefill`` / ``flops.decode_step``: ints plus mla_mode."""
-        return {"total": self.total, "projections": self.projections, "attention_core": self.attention_core,
-                "mlp": self.mlp, "lm_head": self.lm_head, "causal_total": self.causal_total,
-                "causal_attention_core": self.causal_attention_core, "mla_mode": self.mla_mode}
+    def executed(self, basis: str) -> int:
+        """FLOPs the engine runs: ``dense`` (every score entry) or ``causal`` (only those a mask keeps)."""
+        return self.total if basis == "dense" else self.causal_total
+
+    def plus(self, projections: int = 0, attention_core: int = 0, mlp: int = 0, causal_core: int = 0) -> FlopsBreakdown:
+        return replace(self, projections=self.projections + projections, mlp=self.mlp + mlp,
+                       attention_core=self.attention_core + attention_core,
+                       causal_attention_core=self.causal_attention_core + causal_core)
+
+    def result(self) -> PhaseFlops:
+        return PhaseFlops(total=self.total, projections=self.projections, attention_core=self.attention_core,
+                          mlp=self.mlp, lm_head=self.lm_head, causal_total=self.causal_total,
+                          causal_attention_core=self.causal_attention_core, mla_mode=self.mla_mode)
 
 
-def mla_mode(engine: str, phase: str) -> str:
-    """How the engine runs MLA in this phase (see the module docstring)."""
-    if engine.startswith("hf-"):
-        return "expand"
-    return "expand" if phase == "prefill" else "absorb"
-
-
-def prefill_flops(card: ModelCard, *, batch: int, prompt_len: int, engine: str = "ideal",
-                  max_cache_len: int | None = None) -> FlopsBreakdown:
-    """One forward over ``prompt_len`` new tokens per sequence from an empty cache."""
-    _check(card, engine, batch=batch, tokens=prompt_len)
+def prefill_flops(card: ModelCard, *, batch: int, prompt_len: int, engine: str | Engine = "ideal",
+                  max_cache_len: int | None = None, encoder_len: int = 0) -> FlopsBreakdown:
+    """One forward over ``prompt_len`` new tokens per sequence from an empty cache (and, encoder-decoder, the
+    encoder over ``encoder_len`` tokens)."""
+    eng = _check(card, engine, batch=batch, tokens=prompt_len, encoder_len=encoder_len)
+    run = CacheRun(prompt_len, encoder_len, max_cache_len)
+    eng.check_run(run, has_full_layer(card))
     # Dense: every query row is scored against all keys the cache returns. transformers eager builds the full
     # P x P matrix in sliding layers too and masks it (DynamicSlidingWindowLayer.update returns the full states).
-    n_keys = _static_len(engine, max_cache_len, prompt_len)
-    keys = [_prefill_keys(prompt_len, n_keys, _window(card, t), engine) for t in card.layer_types]
-    causal = [_scores_prefill_causal(prompt_len, _window(card, t)) for t in card.layer_types]
-    logit_rows = prompt_len if engine.startswith("hf-") else 1
-    return _breakdown(card, engine, "prefill", batch=batch, new=prompt_len, keys=keys, causal_scores=causal,
-                      logit_rows=logit_rows)
+    keys = [eng.prefill_keys(prompt_len, w, run) for w in card.windows]
+    causal = [_scores_prefill_causal(prompt_len, w) for w in card.windows]
+    logit_rows = prompt_len if eng.transformers else 1
+    out = _breakdown(card, eng, "prefill", batch=batch, new=prompt_len, keys=keys, causal_scores=causal,
+                     logit_rows=logit_rows)
+    if card.architecture == "encoder-decoder":
+        out = _with_encoder(out, card, batch, encoder_len)
+        out = _with_cross(out, card, batch, prompt_len, encoder_len, project_kv=True)
+    return out
 
 
-def decode_step_flops(card: ModelCard, *, batch: int, cache_len: int, engine: str = "ideal",
-                      max_cache_len: int | None = None) -> FlopsBreakdown:
+def decode_step_flops(card: ModelCard, *, batch: int, cache_len: int, engine: str | Engine = "ideal",
+                      max_cache_len: int | None = None, encoder_len: int = 0) -> FlopsBreakdown:
     """One new token per sequence with ``cache_len`` tokens already cached: it attends cache_len + 1 keys."""
-    _check(card, engine, batch=batch, tokens=cache_len + 1)
+    eng = _check(card, engine, batch=batch, tokens=cache_len + 1, encoder_len=encoder_len)
     seen = cache_len + 1
-    n_keys = _static_len(engine, max_cache_len, seen)
+    run = CacheRun(seen, encoder_len, max_cache_len)
+    eng.check_run(run, has_full_layer(card))
     # Sliding layers hold only the window: hf-dynamic keeps W-1 positions and appends the new one
     # (DynamicSlidingWindowLayer.update), StaticSlidingWindowLayer min(max_cache_len, W) slots, vLLM/ideal W.
-    keys = [min(n_keys, _window(card, t) or n_keys) for t in card.layer_types]
-    causal = [min(seen, _window(card, t) or seen) for t in card.layer_types]
-    return _breakdown(card, engine, "decode", batch=batch, new=1, keys=keys, causal_scores=causal, logit_rows=1)
+    keys = [eng.decode_keys(seen, w, run) for w in card.windows]
+    causal = [min(seen, w or seen) for w in card.windows]
+    out = _breakdown(card, eng, "decode", batch=batch, new=1, keys=keys, causal_scores=causal, logit_rows=1)
+    if card.architecture == "encoder-decoder":
+        out = _with_cross(out, card, batch, 1, encoder_len, project_kv=False)
+    return out
 
 
-def flops_result(card: ModelCard, *, batch: int, prompt_len: int, seq_len: int, engine: str = "ideal",
-                 max_cache_len: int | None = None) -> dict[str, dict[str, int | str | None]]:
-    """``{"prefill": {...}, "decode_step": {...}}`` for ``estimate --json``'s ``flops`` object: the prefill of
-    ``prompt_len`` tokens and the decode step that brings each sequence to ``seq_len`` (cache_len = seq_len - 1)."""
-    pre = prefill_flops(card, batch=batch, prompt_len=prompt_len, engine=engine, max_cache_len=max_cache_len)
-    dec = decode_step_flops(card, batch=batch, cache_len=seq_len - 1, engine=engine, max_cache_len=max_cache_len)
-    return {"prefill": pre.as_dict(), "decode_step": dec.as_dict()}
+def step_flops(card: ModelCard, *, batch: int, prompt_len: int, seq_len: int, engine: str | Engine = "ideal",
+               max_cache_len: int | None = None, encoder_len: int = 0) -> StepFlops:
+    """The prefill of ``prompt_len`` tokens and the decode step that brings each sequence to ``seq_len``
+    (cache_len = seq_len - 1): ``estimate``'s ``flops`` object."""
+    kw = dict(batch=batch, engine=engine, max_cache_len=max_cache_len, encoder_len=encoder_len)
+    pre = prefill_flops(card, prompt_len=prompt_len, **kw)
+    dec = decode_step_flops(card, cache_len=seq_len - 1, **kw)
+    return StepFlops(prefill=pre.result(), decode_step=dec.result())
 
 
 # ---- score entries per (sequence, head) of each layer ----------------------------------------------------------
-
-def _window(card: ModelCard, layer_type: str) -> int | None:
-    return card.sliding_window if layer_type == "sliding" else None
-
-
-def _static_len(engine: str, max_cache_len: int | None, needed: int) -> int:
-    """hf-static scores every preallocated slot (masked); the other engines only the tokens there are."""
-    if engine != "hf-static":
-        return needed
-    if max_cache_len is None or max_cache_len < needed:
-        raise KvplanError(f"--max-cache-len: hf-static needs max_cache_len >= {needed} tokens, got {max_cache_len}")
-    return max_cache_len
-
-
-def _prefill_keys(p: int, n_keys: int, window: int | None, engine: str) -> int:
-    """Keys each prompt row is scored against. hf-static: a full layer returns all max_cache_len slots; a sliding
-    layer (StaticSlidingWindowLayer, min(max_cache_len, W) slots) returns its slots, or the P new states when they
-    overflow it. Everything else: the P prompt tokens."""
-    if engine != "hf-static" or window is None:
-        return n_keys
-    slots = min(n_keys, window)
-    return p if p > slots else slots
-
 
 def _scores_prefill_causal(p: int, window: int | None) -> int:
     """sum over query i of min(i + 1, W): P(P+1)/2 without a window."""
@@ -145,20 +154,37 @@ def _scores_prefill_causal(p: int, window: int | None) -> int:
 
 # ---- per-component FLOPs -----------------------------------------------------------------------------------------
 
-def _breakdown(card: ModelCard, engine: str, phase: str, *, batch: int, new: int, keys: list[int],
+def _breakdown(card: ModelCard, eng: Engine, phase: str, *, batch: int, new: int, keys: list[int],
                causal_scores: list[int], logit_rows: int) -> FlopsBreakdown:
     """Sum the layers. ``keys``: per layer, the keys each new token is scored against (dense), which are also the
     positions MLA ``expand`` up-projects per sequence; ``causal_scores``: per layer, score entries per sequence."""
     tokens = batch * new
-    mode = mla_mode(engine, phase) if card.mla else None
+    mode = eng.mla_mode(phase) if card.mla else None
     return FlopsBreakdown(
-        engine=engine, phase=phase, mla_mode=mode,
+        engine=eng.name, phase=phase, mla_mode=mode,
         projections=sum(_projection_flops(card, tokens, batch * k, mode) for k in keys),
         attention_core=sum(_core_flops(card, tokens * k, mode) for k in keys),
         mlp=sum(_mlp_flops(card, layer, tokens) for layer in range(card.num_layers)),
         lm_head=2 * batch * logit_rows * card.hidden_size * card.vocab_size,
         causal_attention_core=sum(_core_flops(card, batch * s, mode) for s in causal_scores),
     )
+
+
+def _with_encoder(out: FlopsBreakdown, card: ModelCard, batch: int, enc: int) -> FlopsBreakdown:
+    """The encoder stack over ``enc`` tokens: bidirectional, so dense and causal scores are both E x E."""
+    layers, tokens = card.num_encoder_layers, batch * enc
+    core = layers * _core_flops(card, tokens * enc, None)
+    return out.plus(projections=layers * 2 * tokens * total(attention_matrices(card), "elems"), attention_core=core,
+                    mlp=layers * 2 * tokens * total(ffn_matrices(card, card.ffn_size), "elems"), causal_core=core)
+
+
+def _with_cross(out: FlopsBreakdown, card: ModelCard, batch: int, new: int, enc: int, project_kv: bool) -> FlopsBreakdown:
+    """Cross-attention of every decoder layer: Q and O on the new tokens, K and V on the encoder output once."""
+    q, k, v, o = attention_matrices(card)
+    proj = 2 * batch * new * (q.elems + o.elems) + (2 * batch * enc * (k.elems + v.elems) if project_kv else 0)
+    core = _core_flops(card, batch * new * enc, None)
+    return out.plus(projections=card.num_layers * proj, attention_core=card.num_layers * core,
+                    causal_core=card.num_layers * core)
 
 
 def _core_flops(card: ModelCard, entries: int, mode: str | None) -> int:
@@ -174,49 +200,36 @@ def _core_flops(card: ModelCard, entries: int, mode: str | None) -> int:
 
 
 def _projection_flops(card: ModelCard, tokens: int, expanded: int, mode: str | None) -> int:
-    """Q, K, V, O projections of one layer for ``tokens`` new tokens (biases: 0 FLOPs, as addmm counts)."""
+    """Q, K, V, O projections of one layer for ``tokens`` new tokens (biases: 0 FLOPs, as addmm counts).
+    MLA expand: kv_b_proj on every attended position each step (transformers DeepseekV3Attention.expand_kv);
+    absorb: q_nope x W_UK and latent-out x W_UV once per new token (arXiv:2405.04434 eq. 9-19)."""
     if mode is None:
-        q_width, kv_width = card.num_heads * card.head_dim, card.num_kv_heads * card.head_dim
-        return 2 * tokens * card.hidden_size * (2 * q_width + 2 * kv_width)
-    return _mla_projection_flops(card, tokens, expanded, mode)
-
-
-def _mla_projection_flops(card: ModelCard, tokens: int, expanded: int, mode: str) -> int:
-    """DeepSeek MLA (arXiv:2405.04434 eq. 9-19). expand: kv_b_proj on every attended position each step
-    (transformers DeepseekV3Attention.expand_kv). absorb: q_nope x W_UK and latent-out x W_UV per new token."""
-    m, h, heads = card.mla, card.hidden_size, card.num_heads
-    qk_head = m.qk_nope_head_dim + m.qk_rope_head_dim
-    if m.q_lora_rank:
-        q = h * m.q_lora_rank + m.q_lora_rank * heads * qk_head
-    else:
-        q = h * heads * qk_head
-    per_token = q + h * (m.kv_lora_rank + m.qk_rope_head_dim) + heads * m.v_head_dim * h  # + kv_a, o_proj
-    up = m.kv_lora_rank * heads * (m.qk_nope_head_dim + m.v_head_dim)  # kv_b_proj = [W_UK; W_UV]
+        return 2 * tokens * total(attention_matrices(card), "elems")
+    mats = mla_matrices(card)
+    up = next(m.elems for m in mats if m.name == "kv_b_proj")  # [W_UK; W_UV]
+    per_token = total(mats, "elems") - up
     if mode == "absorb":
-        return 2 * tokens * (per_token + up)  # W_UK on the query, W_UV on the output: each head once per token
+        return 2 * tokens * (per_token + up)
     return 2 * tokens * per_token + 2 * expanded * up
 
 
 def _mlp_flops(card: ModelCard, layer: int, tokens: int) -> int:
     """Dense FFN; MoE: router (+ Qwen2-MoE shared gate) + top-k routed experts + shared experts, per token."""
+    if not card.is_moe_layer(layer):
+        return 2 * tokens * total(ffn_matrices(card, card.ffn_size), "elems")
     moe = card.moe
-    if moe is None or layer < moe.first_dense_layers:
-        return 2 * tokens * _ffn_weights(card, card.ffn_size)
-    router = router_params(card)
-    routed = moe.experts_per_token * _ffn_weights(card, moe.expert_ffn_size)
-    shared = moe.num_shared_experts * _ffn_weights(card, moe.shared_ffn)
-    return 2 * tokens * (router + routed + shared)
+    routed = moe.experts_per_token * total(ffn_matrices(card, moe.expert_ffn_size), "elems")
+    shared = moe.num_shared_experts * total(ffn_matrices(card, moe.shared_ffn), "elems")
+    return 2 * tokens * (total(router_matrices(card), "elems") + routed + shared)
 
 
-def _ffn_weights(card: ModelCard, inner: int) -> int:
-    """Weight elements of one FFN: gate, up, down (gated) or up, down; biases cost no matmul FLOPs."""
-    return (3 if card.gated_ffn else 2) * card.hidden_size * inner
-
-
-def _check(card: ModelCard, engine: str, *, batch: int, tokens: int) -> None:
-    if engine not in ENGINES:
-        raise KvplanError(f"--engine: unknown engine {engine!r}; allowed: {', '.join(ENGINES)}")
-    if card.architecture != "decoder-only":
-        raise KvplanError(f"flops: {card.name} is {card.architecture}; FLOPs are modelled for decoder-only cards")
+def _check(card: ModelCard, engine: str | Engine, *, batch: int, tokens: int, encoder_len: int) -> Engine:
+    eng = get_engine(engine)
+    if card.architecture == "encoder-only":
+        raise KvplanError(f"flops: {card.name} is encoder-only; FLOPs are modelled for decoder-only and "
+                          "encoder-decoder cards")
+    if card.architecture == "encoder-decoder" and encoder_len < 1:
+        raise KvplanError(f"--encoder-len: {card.name} is encoder-decoder; FLOPs need the encoder tokens")
     if batch < 1 or tokens < 1:
         raise KvplanError(f"flops: batch and token counts must be positive, got batch {batch}, tokens {tokens}")
+    return eng

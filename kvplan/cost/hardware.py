@@ -10,7 +10,7 @@ carries the ``source`` it was taken from.
 
 from __future__ import annotations
 
-from importlib import resources
+from functools import lru_cache
 from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError
@@ -57,10 +57,16 @@ def bundled_gpu_file() -> Path:
 
 def load_gpus(extra: str | Path | None = None) -> dict[str, GPU]:
     """The bundled catalog, then ``extra``'s entries (same name: extra wins)."""
-    gpus = _read(bundled_gpu_file())
+    gpus = dict(_bundled())
     if extra is not None:
         gpus.update(_read(Path(extra)))
     return gpus
+
+
+@lru_cache(maxsize=1)
+def _bundled() -> dict[str, GPU]:
+    """The bundled catalog, read and validated once per process."""
+    return _read(bundled_gpu_file())
 
 
 def load_gpu(name: str, gpu_file: str | Path | None = None) -> GPU:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from kvplan.model.card import MLA, ModelCard
+from kvplan.cost.shapes import attention_matrices, ffn_matrices, router_matrices, total
+from kvplan.model.card import ModelCard
 
 
 @dataclass(frozen=True)
@@ -45,49 +46,31 @@ def norm_params(card: ModelCard, width: int) -> int:
 
 
 def attention_params(card: ModelCard) -> int:
-    """Q, K, V and output projections of one self-attention layer (GQA/MQA: K and V are num_kv_heads wide)."""
-    if card.mla:
-        return mla_params(card, card.mla)
-    h, q_width, kv_width = card.hidden_size, card.num_heads * card.head_dim, card.num_kv_heads * card.head_dim
-    params = linear(h, q_width, card.qkv_bias) + 2 * linear(h, kv_width, card.qkv_bias)
-    params += linear(q_width, h, card.out_bias)
-    if card.qk_norm:  # one RMSNorm of head_dim for queries and one for keys, shared by all heads
+    """One self-attention layer: its projections (kvplan.cost.shapes) and its own norms."""
+    params = total(attention_matrices(card))
+    if card.mla:  # q_a_layernorm (with query compression) and kv_a_layernorm, both RMSNorm
+        params += (card.mla.q_lora_rank or 0) + card.mla.kv_lora_rank
+    elif card.qk_norm:  # one RMSNorm of head_dim for queries and one for keys, shared by all heads
         params += 2 * card.head_dim
     return params
 
 
-def mla_params(card: ModelCard, mla: MLA) -> int:
-    """DeepSeek MLA (arXiv:2405.04434 eq. 9-19): low-rank query path, KV down-projection, latent norm, up-projection."""
-    h, heads = card.hidden_size, card.num_heads
-    qk_head = mla.qk_nope_head_dim + mla.qk_rope_head_dim
-    if mla.q_lora_rank:  # q_a_proj, q_a_layernorm (RMSNorm), q_b_proj
-        q = h * mla.q_lora_rank + mla.q_lora_rank + mla.q_lora_rank * heads * qk_head
-    else:
-        q = h * heads * qk_head
-    kv_down = h * (mla.kv_lora_rank + mla.qk_rope_head_dim) + mla.kv_lora_rank  # kv_a_proj_with_mqa + kv_a_layernorm
-    kv_up = mla.kv_lora_rank * heads * (mla.qk_nope_head_dim + mla.v_head_dim)  # kv_b_proj
-    return q + kv_down + kv_up + heads * mla.v_head_dim * h  # + o_proj
-
-
 def ffn_params(card: ModelCard, inner: int) -> int:
     """One feed-forward block: gated (gate, up, down) or plain (up, down)."""
-    h = card.hidden_size
-    n_in = 2 if card.gated_ffn else 1
-    return n_in * linear(h, inner, card.mlp_bias) + linear(inner, h, card.mlp_bias)
+    return total(ffn_matrices(card, inner))
 
 
 def router_params(card: ModelCard) -> int:
-    """The MoE router, Linear(hidden, num_experts) without bias, plus Qwen2-MoE's shared-expert gate (hidden x 1)."""
-    moe = card.moe
-    return card.hidden_size * moe.num_experts + (card.hidden_size if moe.shared_expert_gate else 0)
+    """The MoE router plus Qwen2-MoE's shared-expert gate."""
+    return total(router_matrices(card))
 
 
 def mlp_params(card: ModelCard, layer: int) -> tuple[int, int]:
     """(all, active-per-token) feed-forward parameters of decoder layer ``layer``."""
-    moe = card.moe
-    if moe is None or layer < moe.first_dense_layers:
+    if not card.is_moe_layer(layer):
         dense = ffn_params(card, card.ffn_size)
         return dense, dense
+    moe = card.moe
     router = router_params(card)
     expert, shared = ffn_params(card, moe.expert_ffn_size), moe.num_shared_experts * ffn_params(card, moe.shared_ffn)
     return router + moe.num_experts * expert + shared, router + moe.experts_per_token * expert + shared

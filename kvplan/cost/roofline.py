@@ -14,14 +14,13 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from kvplan.model.card import ModelCard
-from kvplan.model.dtypes import TORCH_NAMES, DType, parse_dtype
-from kvplan.errors import KvplanError
+from kvplan.cost.engines import CacheRun, Engine
 from kvplan.cost.flops import FlopsBreakdown, decode_step_flops, prefill_flops
-from kvplan.cost.hardware import GPU, load_gpu
-from kvplan.cost.kvspec import EngineParams, check_engine
-from kvplan.plan.estimate import estimate
+from kvplan.cost.hardware import GPU
 from kvplan.cost.traffic import StepTraffic, decode_traffic, moe_weights_read_bytes_min, prefill_traffic
+from kvplan.errors import KvplanError
+from kvplan.model.card import ModelCard
+from kvplan.model.dtypes import TORCH_NAMES, DType
 
 _RESULT = ConfigDict(frozen=True, extra="forbid")
 
@@ -63,41 +62,46 @@ class RooflineResult(BaseModel):
     prefill: PhaseRoofline
     decode_step: PhaseRoofline
     moe_decode_weights_read_bytes_min: int | None  # MoE: all tokens on the same top-k experts
-    time_to_first_token_s: float
+    time_to_first_token_s: float  # the prefill of the whole batch: when the last of `batch` requests gets its first token
+    time_to_first_token_one_request_s: float  # the prefill of one request alone
     time_per_output_token_s: float
     decode_tokens_per_s: float  # batch / time_per_output_token_s
     notes: list[str]
 
 
-def roofline(card: ModelCard, *, batch: int, prompt_len: int, seq_len: int, gpu: str | GPU, engine: str = "ideal",
-             kv_dtype: str | None = None, weight_dtype: str | None = None, compute_dtype: str | None = None,
-             mfu: float = 1.0, mbu: float = 1.0, max_cache_len: int | None = None, block_size: int = 16,
-             gpu_file: str | None = None) -> RooflineResult:
-    """Roofline of prefilling ``prompt_len`` tokens and of the decode step that brings each sequence to ``seq_len``."""
-    _check(batch=batch, prompt_len=prompt_len, seq_len=seq_len, mfu=mfu, mbu=mbu)
-    dev = gpu if isinstance(gpu, GPU) else load_gpu(gpu, gpu_file)
-    est = estimate(card, batch=batch, seq_len=seq_len, kv_dtype=kv_dtype, weight_dtype=weight_dtype, engine=engine,
-                   max_cache_len=max_cache_len, block_size=block_size)
-    kv_t, w_t = parse_dtype(est.kv_cache.dtype), parse_dtype(est.weights.dtype)
-    check_engine(engine, kv_t)
+def roofline(card: ModelCard, *, batch: int, prompt_len: int, seq_len: int, gpu: GPU, engine: Engine, kv_t: DType,
+             w_t: DType, memory_needed_bytes: int, compute_dtype: str | None = None, mfu: float = 1.0,
+             mbu: float = 1.0, max_cache_len: int | None = None, block_size: int = 16,
+             encoder_len: int = 0) -> RooflineResult:
+    """Roofline of prefilling ``prompt_len`` tokens and of the decode step that brings each sequence to ``seq_len``.
+    ``memory_needed_bytes`` (weights + KV cache, from the caller's estimate) is compared with the GPU's memory."""
+    check_efficiency(mfu, mbu)
     compute = compute_dtype or default_compute_dtype(card, w_t)
-    peak, bw = dev.peak(compute) * mfu, dev.memory_bandwidth_bytes_per_s * mbu
-    cache = est.inputs.max_cache_len
-    pre_e = EngineParams(engine, prompt_len, max_cache_len=cache or 0, block_size=block_size)
-    dec_e = EngineParams(engine, seq_len, max_cache_len=cache or 0, block_size=block_size)
-    pre_f = prefill_flops(card, batch=batch, prompt_len=prompt_len, engine=engine, max_cache_len=cache)
-    dec_f = decode_step_flops(card, batch=batch, cache_len=seq_len - 1, engine=engine, max_cache_len=cache)
-    pre = _phase(pre_f, prefill_traffic(card, w_t, kv_t, pre_e, batch), peak, bw)
-    dec = _phase(dec_f, decode_traffic(card, w_t, kv_t, dec_e, batch), peak, bw)
+    peak, bw = gpu.peak(compute) * mfu, gpu.memory_bandwidth_bytes_per_s * mbu
+    flops_kw = dict(batch=batch, engine=engine, max_cache_len=max_cache_len, encoder_len=encoder_len)
+    pre_f = prefill_flops(card, prompt_len=prompt_len, **flops_kw)
+    dec_f = decode_step_flops(card, cache_len=seq_len - 1, **flops_kw)
+    pre_run = CacheRun(prompt_len, encoder_len, max_cache_len, block_size)
+    dec_run = CacheRun(seq_len, encoder_len, max_cache_len, block_size)
+    pre = _phase(pre_f, prefill_traffic(card, w_t, kv_t, engine, pre_run, batch), peak, bw, engine.flops_basis)
+    dec = _phase(dec_f, decode_traffic(card, w_t, kv_t, engine, dec_run, batch), peak, bw, engine.flops_basis)
     return RooflineResult(
-        gpu=dev.name, gpu_source=dev.source, engine=engine, batch=batch, prompt_len=prompt_len, seq_len=seq_len,
-        compute_dtype=compute, peak_flops_per_s=dev.peak(compute), ridge_point_flops_per_byte=peak / bw,
-        memory_bandwidth_bytes_per_s=dev.memory_bandwidth_bytes_per_s, mfu=mfu, mbu=mbu,
-        memory_needed_bytes=est.total_bytes, gpu_memory_bytes=dev.memory_bytes,
-        fits_in_memory=est.total_bytes <= dev.memory_bytes, prefill=pre, decode_step=dec,
+        gpu=gpu.name, gpu_source=gpu.source, engine=engine.name, batch=batch, prompt_len=prompt_len, seq_len=seq_len,
+        compute_dtype=compute, peak_flops_per_s=gpu.peak(compute), ridge_point_flops_per_byte=peak / bw,
+        memory_bandwidth_bytes_per_s=gpu.memory_bandwidth_bytes_per_s, mfu=mfu, mbu=mbu,
+        memory_needed_bytes=memory_needed_bytes, gpu_memory_bytes=gpu.memory_bytes,
+        fits_in_memory=memory_needed_bytes <= gpu.memory_bytes, prefill=pre, decode_step=dec,
         moe_decode_weights_read_bytes_min=moe_weights_read_bytes_min(card, w_t, batch) if card.moe else None,
         time_to_first_token_s=pre.time_s, time_per_output_token_s=dec.time_s,
+        time_to_first_token_one_request_s=_one_request_prefill_s(card, engine, w_t, kv_t, pre_run, peak, bw, flops_kw),
         decode_tokens_per_s=batch / dec.time_s, notes=_notes(card, engine, mfu, mbu))
+
+
+def _one_request_prefill_s(card: ModelCard, engine: Engine, w_t: DType, kv_t: DType, run: CacheRun, peak: float,
+                           bw: float, flops_kw: dict) -> float:
+    """The prefill of one request alone: the time to first token a single user sees on an idle GPU."""
+    f = prefill_flops(card, prompt_len=run.seq_len, **{**flops_kw, "batch": 1})
+    return _phase(f, prefill_traffic(card, w_t, kv_t, engine, run, 1), peak, bw, engine.flops_basis).time_s
 
 
 def default_compute_dtype(card: ModelCard, w_t: DType) -> str:
@@ -107,31 +111,24 @@ def default_compute_dtype(card: ModelCard, w_t: DType) -> str:
     return TORCH_NAMES[card.dtype]
 
 
-def _phase(f: FlopsBreakdown, t: StepTraffic, peak: float, bw: float) -> PhaseRoofline:
-    causal = not f.engine.startswith("hf-")
-    flops = f.causal_total if causal else f.total
+def _phase(f: FlopsBreakdown, t: StepTraffic, peak: float, bw: float, basis: str) -> PhaseRoofline:
+    flops = f.executed(basis)
     compute_s, memory_s = flops / peak, t.total_bytes / bw
     return PhaseRoofline(
-        flops=flops, flops_basis="causal" if causal else "dense", weights_read_bytes=t.weights_read_bytes,
+        flops=flops, flops_basis=basis, weights_read_bytes=t.weights_read_bytes,
         kv_read_bytes=t.kv_read_bytes, kv_write_bytes=t.kv_write_bytes, bytes_moved=t.total_bytes,
         arithmetic_intensity_flops_per_byte=flops / t.total_bytes, compute_time_s=compute_s,
         memory_time_s=memory_s, time_s=max(compute_s, memory_s),
         bound="compute" if compute_s >= memory_s else "memory")
 
 
-def _check(*, batch: int, prompt_len: int, seq_len: int, mfu: float, mbu: float) -> None:
-    for flag, value in (("--batch", batch), ("--prompt-len", prompt_len), ("--seq-len", seq_len)):
-        if value < 1:
-            raise KvplanError(f"{flag}: must be a positive integer, got {value}")
-    if prompt_len > seq_len:
-        raise KvplanError(f"--prompt-len: {prompt_len} exceeds --seq-len {seq_len} (the tokens a sequence holds "
-                          "when its last token is decoded: prompt + generated)")
+def check_efficiency(mfu: float, mbu: float) -> None:
     for flag, value in (("--mfu", mfu), ("--mbu", mbu)):
         if not 0 < value <= 1:
             raise KvplanError(f"{flag}: an efficiency in (0, 1], got {value}")
 
 
-def _notes(card: ModelCard, engine: str, mfu: float, mbu: float) -> list[str]:
+def _notes(card: ModelCard, engine: Engine, mfu: float, mbu: float) -> list[str]:
     notes = [f"Lower bounds: each step takes at least max(FLOPs / (peak x {mfu}), bytes / (bandwidth x {mbu})); "
              "kernel launches, scheduling and communication add to this.",
              "Bytes moved: weights read once, the attended KV cache read once, new K/V written once; activations, "
@@ -140,7 +137,7 @@ def _notes(card: ModelCard, engine: str, mfu: float, mbu: float) -> list[str]:
         notes.append("MoE: weights of min(num_experts, tokens x experts_per_token) experts per layer are read; "
                      "for batch > 1 that is an upper bound on the experts touched "
                      "(moe_decode_weights_read_bytes_min: all tokens on the same experts).")
-    if engine.startswith("hf-"):
-        notes.append(f"{engine}: FLOPs are the dense count (eager attention scores every cached position) and the "
+    if engine.flops_basis == "dense":
+        notes.append(f"{engine.name}: FLOPs are the dense count (eager attention scores every cached position) and the "
                      "LM head runs on every prompt position.")
     return notes

@@ -18,10 +18,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kvplan.cost.engines import CacheRun, Engine
+from kvplan.cost.kvspec import layer_specs
+from kvplan.cost.params import count_params, ffn_params
 from kvplan.model.card import ModelCard
 from kvplan.model.dtypes import DType
-from kvplan.cost.kvspec import EngineParams, layer_specs, positions_held
-from kvplan.cost.params import count_params, ffn_params
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,7 @@ def weights_read_bytes(card: ModelCard, w_t: DType, tokens: int, *, experts_touc
     moe = card.moe
     if moe is not None:
         touched = experts_touched or min(moe.num_experts, tokens * moe.experts_per_token)
-        moe_layers = card.num_layers - moe.first_dense_layers
+        moe_layers = sum(card.is_moe_layer(i) for i in range(card.num_layers))
         elems -= moe_layers * (moe.num_experts - touched) * ffn_params(card, moe.expert_ffn_size)
     return w_t.data_bytes(elems)
 
@@ -57,24 +58,17 @@ def moe_weights_read_bytes_min(card: ModelCard, w_t: DType, tokens: int) -> int:
     return weights_read_bytes(card, w_t, tokens, experts_touched=k)
 
 
-def decode_traffic(card: ModelCard, w_t: DType, kv_t: DType, e: EngineParams, batch: int) -> StepTraffic:
-    """The decode step that brings each of ``batch`` sequences to ``e.seq_len`` tokens: it reads every cached
+def decode_traffic(card: ModelCard, w_t: DType, kv_t: DType, eng: Engine, run: CacheRun, batch: int) -> StepTraffic:
+    """The decode step that brings each of ``batch`` sequences to ``run.seq_len`` tokens: it reads every cached
     position it attends (the new token's entry included, written first as paged kernels do) and writes one token."""
-    specs = [s for s in layer_specs(card, kv_t, e.name) if s.kind != "cross"]
-    read = sum(_attended(s, e) * s.bytes_per_token for s in specs)
+    specs = [s for s in layer_specs(card, kv_t, eng) if s.kind != "cross"]
+    read = sum(eng.decode_keys(run.seq_len, s.window, run) * s.bytes_per_token for s in specs)
     write = sum(s.bytes_per_token for s in specs)
     return StepTraffic(weights_read_bytes(card, w_t, batch), batch * read, batch * write)
 
 
-def prefill_traffic(card: ModelCard, w_t: DType, kv_t: DType, e: EngineParams, batch: int) -> StepTraffic:
-    """A prefill of ``e.seq_len`` prompt tokens: weights once, K/V written for the positions the engine keeps."""
-    specs = [s for s in layer_specs(card, kv_t, e.name) if s.kind != "cross"]
-    write = sum(min(e.seq_len, positions_held(s, e)) * s.bytes_per_token for s in specs)
-    return StepTraffic(weights_read_bytes(card, w_t, batch * e.seq_len), 0, batch * write)
-
-
-def _attended(spec, e: EngineParams) -> int:
-    """Positions a decode step reads: hf-static every preallocated slot, else the tokens (sliding: the window)."""
-    if e.name == "hf-static":
-        return positions_held(spec, e)
-    return min(e.seq_len, spec.window) if spec.window else e.seq_len
+def prefill_traffic(card: ModelCard, w_t: DType, kv_t: DType, eng: Engine, run: CacheRun, batch: int) -> StepTraffic:
+    """A prefill of ``run.seq_len`` prompt tokens: weights once, K/V written for the positions the engine keeps."""
+    specs = [s for s in layer_specs(card, kv_t, eng) if s.kind != "cross"]
+    write = sum(min(run.seq_len, s.positions_held(eng, run)) * s.bytes_per_token for s in specs)
+    return StepTraffic(weights_read_bytes(card, w_t, batch * run.seq_len), 0, batch * write)

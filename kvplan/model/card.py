@@ -19,6 +19,7 @@ re-expanded from it (DeepSeek-V2 paper, arXiv:2405.04434, section 2.1).
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
@@ -163,11 +164,31 @@ class ModelCard(BaseModel):
 
     # ---- derived, never stored --------------------------------------------------------------------------------
 
-    @property
+    @cached_property
     def layer_types(self) -> tuple[LayerType, ...]:
         """The attention type of each decoder layer (the pattern repeated over ``num_layers``)."""
         pattern = self.layer_pattern or (("sliding",) if self.sliding_window else ("global",))
         return tuple(pattern[i % len(pattern)] for i in range(self.num_layers))
+
+    # ---- per-layer accessors: each rule is written here once ---------------------------------------------------
+
+    def window(self, layer: int) -> int | None:
+        """The sliding window of decoder layer ``layer``; None for a full-attention layer."""
+        return self.sliding_window if self.layer_types[layer] == "sliding" else None
+
+    @cached_property
+    def windows(self) -> tuple[int | None, ...]:
+        """``window(i)`` of every decoder layer."""
+        return tuple(self.window(i) for i in range(self.num_layers))
+
+    def is_moe_layer(self, layer: int) -> bool:
+        """Layer ``layer`` routes its FFN through experts (DeepSeek keeps first_k_dense_replace dense layers)."""
+        return self.moe is not None and layer >= self.moe.first_dense_layers
+
+    def cached_kv_heads(self, transformers: bool) -> int:
+        """K/V heads a runtime caches per layer. transformers' Falcon (new_decoder_architecture) broadcasts K/V to
+        every query head before the cache update, so its caches hold ``hf_kv_heads``; vLLM holds num_kv_heads."""
+        return self.hf_kv_heads if transformers and self.hf_kv_heads else self.num_kv_heads
 
     @property
     def attention_kind(self) -> str:

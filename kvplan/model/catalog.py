@@ -50,11 +50,25 @@ def resolve_card(model: str | None, hf_config: str | None) -> ModelCard:
     return load_card(model)
 
 
-def write_atomic(path: Path, text: str) -> None:
+def validate_cards(paths: list[str]) -> list[tuple[str, str | None]]:
+    """(path, None) for each valid card, (path, one-line problem) for each invalid one."""
+    out: list[tuple[str, str | None]] = []
+    for path in paths:
+        try:
+            load_card(path)
+            out.append((path, None))
+        except KvplanError as exc:
+            out.append((path, str(exc)))
+    return out
+
+
+def write_atomic(path: Path, text: str, *, exclusive: bool = False) -> None:
     """Write via a temporary file in the same folder and rename it: never a half-written file."""
     import os
     import tempfile
 
+    if exclusive and (path.exists() or path.is_symlink()):
+        raise KvplanError(f"{path}: exists; pass --force to overwrite it")
     fd, tmp = tempfile.mkstemp(dir=path.parent or ".", prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:

@@ -10,18 +10,17 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-from kvplan.model.card import ModelCard
-from kvplan.model.catalog import load_card
-from kvplan.model.dtypes import parse_dtype
-from kvplan.errors import KvplanError
+from kvplan.cost.engines import get_engine
 from kvplan.cost.flops import decode_step_flops
 from kvplan.cost.hardware import GPU, load_gpu
-from kvplan.cost.kvspec import EngineParams
-from kvplan.model.layouts import with_layout
-from kvplan.plan.estimate import estimate
-from kvplan.cost.params import count_params
 from kvplan.cost.roofline import roofline
 from kvplan.cost.traffic import decode_traffic
+from kvplan.errors import KvplanError
+from kvplan.model.card import ModelCard
+from kvplan.model.catalog import load_card
+from kvplan.cost.params import count_params
+from kvplan.model.layouts import with_layout
+from kvplan.plan.estimate import estimate, resolve
 
 _RESULT = ConfigDict(frozen=True, extra="forbid")
 SUMMARY = ("Grouping K/V heads (MHA -> GQA -> MQA) shrinks the KV cache and the bytes each decode step reads, so "
@@ -42,7 +41,8 @@ class LayoutRow(BaseModel):
     params: int
     params_delta_vs_card: int  # from the K/V projections
     max_batch: int | None  # sequences of seq_len that fit the GPU after the weights
-    time_per_output_token_s: float | None  # roofline lower bound at `batch`
+    time_per_output_token_s: float | None  # roofline lower bound at `batch`; None when nothing fits
+    time_to_first_token_s: float | None  # roofline lower bound of one request's prefill; None when nothing fits
 
 
 class CompareResult(BaseModel):
@@ -86,30 +86,28 @@ def compare(model: ModelCard | str, *, attention: str | list[str], seq_len: int 
 
 def _row(label: str, card: ModelCard, base_params: int, dev: GPU | None, opts: dict) -> LayoutRow:
     est = estimate(card, **opts)
-    kv_t, w_t = parse_dtype(est.kv_cache.dtype), parse_dtype(est.weights.dtype)
-    e = EngineParams(opts["engine"], opts["seq_len"])
-    traffic = decode_traffic(card, w_t, kv_t, e, opts["batch"])
-    flops = decode_step_flops(card, batch=opts["batch"], cache_len=opts["seq_len"] - 1, engine=opts["engine"])
-    tpot = None
-    if dev is not None:
-        tpot = roofline(card, batch=opts["batch"], prompt_len=opts["seq_len"], seq_len=opts["seq_len"], gpu=dev,
-                        engine=opts["engine"], kv_dtype=opts["kv_dtype"],
-                        weight_dtype=opts["weight_dtype"]).time_per_output_token_s
+    r = resolve(card, encoder_len=None, max_cache_len=None, block_size=16, **opts)
+    traffic = decode_traffic(card, r.w_t, r.kv_t, r.engine, r.run, r.batch)
+    flops = decode_step_flops(card, batch=r.batch, cache_len=r.run.seq_len - 1, engine=r.engine)
+    fit = max_batch(est.weights.bytes, est.kv_cache.bytes_per_sequence, dev)
+    tpot = ttft = None
+    if dev is not None and fit:
+        roof = roofline(card, batch=r.batch, prompt_len=r.run.seq_len, seq_len=r.run.seq_len, gpu=dev,
+                        engine=r.engine, kv_t=r.kv_t, w_t=r.w_t, memory_needed_bytes=est.total_bytes)
+        tpot, ttft = roof.time_per_output_token_s, roof.time_to_first_token_one_request_s
     return LayoutRow(
-        layout=label, attention=card.attention_label, num_kv_heads=card.num_kv_heads,
+        layout=label, attention=card.attention_label, num_kv_heads=None if card.mla else card.num_kv_heads,
         kv_bytes_per_token=est.kv_cache.bytes_per_token, kv_total_bytes=est.kv_cache.total_bytes,
         decode_bytes_per_step=traffic.total_bytes, decode_attention_flops=flops.causal_attention_core,
         params=est.weights.params, params_delta_vs_card=est.weights.params - base_params,
-        max_batch=max_batch(est.weights.bytes, est.kv_cache.bytes_per_sequence, est.kv_cache.scale_bytes, dev),
-        time_per_output_token_s=tpot)
+        max_batch=fit, time_per_output_token_s=tpot, time_to_first_token_s=ttft)
 
 
-def max_batch(weights_bytes: int, kv_bytes_per_sequence: int, scale_bytes: int, dev: GPU | None) -> int | None:
-    """Sequences whose KV cache fits next to the weights: (memory - weights - scales) // KV per sequence."""
-    if dev is None:
+def max_batch(weights_bytes: int, kv_bytes_per_sequence: int, dev: GPU | None) -> int | None:
+    """Sequences whose KV cache fits next to the weights: (memory - weights) // KV per sequence."""
+    if dev is None or not kv_bytes_per_sequence:
         return None
-    free = dev.memory_bytes - weights_bytes - scale_bytes
-    return max(0, free // kv_bytes_per_sequence) if kv_bytes_per_sequence else None
+    return max(0, (dev.memory_bytes - weights_bytes) // kv_bytes_per_sequence)
 
 
 def _notes(dev: GPU | None) -> list[str]:

@@ -26,8 +26,9 @@ from dataclasses import dataclass
 
 from kvplan.model.card import ModelCard
 from kvplan.model.dtypes import parse_dtype
-from kvplan.cost.kvspec import EngineParams
+from kvplan.cost.engines import Engine, get_engine
 from kvplan.plan.estimate import estimate
+from kvplan.units import cdiv
 
 TOKEN_ID_BYTES = 8  # int64 token ids
 
@@ -43,36 +44,37 @@ class ActivationEstimate:
     peak_decode_bytes: int
 
 
-def activation_peaks(card: ModelCard, *, batch: int, prompt_len: int, dtype: str, engine: str = "ideal",
-                     decode_steps: int = 1, encoder_len: int = 0, max_cache_len: int = 0, block_size: int = 16,
-                     device: str = "cpu") -> ActivationEstimate:
+def activation_peaks(card: ModelCard, *, batch: int, prompt_len: int, dtype: str, engine: str | Engine = "ideal",
+                     decode_steps: int = 1, encoder_len: int | None = None, max_cache_len: int | None = None,
+                     block_size: int = 16) -> ActivationEstimate:
     """Predicted absolute peak bytes of prefill and of the last decode step (seq_len = prompt_len + decode_steps)."""
     e = parse_dtype(dtype).bits // 8
+    eng = get_engine(engine)
     seq_len = prompt_len + decode_steps
     enc = encoder_len if card.architecture == "encoder-decoder" else None
-    mcl = max_cache_len or seq_len if engine == "hf-static" else None
     est = estimate(card, batch=batch, seq_len=seq_len, encoder_len=enc, kv_dtype=dtype, weight_dtype=dtype,
-                   engine=engine, max_cache_len=mcl, block_size=block_size)
+                   engine=eng.name, max_cache_len=max_cache_len if eng.static else None, block_size=block_size)
+    mcl = est.inputs.max_cache_len
     weights, kv = est.weights.bytes, est.kv_cache.total_bytes
     inputs = TOKEN_ID_BYTES * batch * (prompt_len + (encoder_len if enc else 0))
     kv_prefill = kv
-    if engine == "vllm":  # pages held right after prefill: cdiv(P, block_size) per layer, nothing freed yet
+    if eng.paged:  # pages held right after prefill: cdiv(P, block_size) per layer, nothing freed yet
         kv_prefill = sum(batch * g.layers * g.bytes_per_token * block_size
-                         * -(-(encoder_len if g.kind == "cross" else prompt_len) // block_size)
+                         * cdiv(encoder_len if g.kind == "cross" else prompt_len, block_size)
                          for g in est.kv_cache.groups)
-    keys, fresh = _prefill_keys(card, prompt_len, engine, mcl)
-    # LM head rows: every prompt position for hf-* (transformers) and encoder-only passes, else the last one
-    rows = batch * prompt_len if engine.startswith("hf-") or not card.has_kv_cache else batch
+    keys, fresh = _prefill_keys(card, prompt_len, eng, mcl)
+    # LM head rows: every prompt position for transformers engines and encoder-only passes, else the last one
+    rows = batch * prompt_len if eng.transformers or not card.has_kv_cache else batch
     pre = _transient(card, e, tokens=batch * prompt_len, queries=prompt_len, batch=batch, keys=keys, rows=rows,
                      fresh_kv=fresh, absorb=False)
     if enc:  # the encoder output stays live through the decoder (cross-attention reads it at prefill)
         pre += e * batch * encoder_len * card.hidden_size
     dec = 0
     if decode_steps and card.has_kv_cache:
-        dkeys = _decode_keys(card, seq_len, engine, mcl)
+        dkeys = _decode_keys(card, seq_len, eng, mcl)
         dec = _transient(card, e, tokens=batch, queries=1, batch=batch, keys=dkeys, rows=batch, fresh_kv=False,
-                         absorb=bool(card.mla) and not engine.startswith("hf-"))
-        if engine == "vllm":  # read() gathers one layer's pages: per-sequence cat, then stack (both live at once)
+                         absorb=bool(card.mla) and eng.mla_mode("decode") == "absorb")
+        if eng.paged:  # read() gathers one layer's pages: per-sequence cat, then stack (both live at once)
             pages = max(g.total_bytes // g.layers for g in est.kv_cache.groups)
             gather = e * (3 * batch * card.hidden_size + 4 * batch * card.num_heads * card.head_dim) + 2 * pages
             dec = max(dec + pages, gather)
@@ -88,18 +90,18 @@ def _ring(card: ModelCard, size: int) -> int:
     return size
 
 
-def _prefill_keys(card: ModelCard, p: int, engine: str, mcl: int | None) -> tuple[int, bool]:
+def _prefill_keys(card: ModelCard, p: int, eng: Engine, mcl: int | None) -> tuple[int, bool]:
     """(keys each prompt token is scored against, whether the fresh K/V stay live): P fresh keys, or hf-static's
     static buffer when the prompt fits it (transformers StaticCache returns the buffer; the fresh K/V die)."""
-    if engine == "hf-static" and card.has_kv_cache and mcl and p <= _ring(card, mcl):
+    if eng.static and card.has_kv_cache and p <= _ring(card, mcl):
         return _ring(card, mcl), False
     return p, True
 
 
-def _decode_keys(card: ModelCard, seq_len: int, engine: str, mcl: int | None) -> int:
+def _decode_keys(card: ModelCard, seq_len: int, eng: Engine, mcl: int | None) -> int:
     """Keys of the last decode step in the largest layer: the ring buffer (ideal: seq_len, hf-static:
     max_cache_len; sliding-only models: the window) or the attended tokens (vllm)."""
-    return _ring(card, mcl if engine == "hf-static" and mcl else seq_len)
+    return _ring(card, mcl if eng.static else seq_len)
 
 
 def _transient(card: ModelCard, e: int, *, tokens: int, queries: int, batch: int, keys: int, rows: int,

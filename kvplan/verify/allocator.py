@@ -11,7 +11,9 @@ from collections.abc import Iterable
 
 from kvplan.model.card import ModelCard
 from kvplan.model.dtypes import DType
-from kvplan.cost.kvspec import EngineParams, cdiv, layer_specs, positions_held, vllm_blocks_held
+from kvplan.cost.engines import CacheRun, Engine
+from kvplan.cost.kvspec import layer_specs
+from kvplan.units import cdiv
 
 MIN_BLOCK_SIZE = 512  # kMinBlockSize: every allocation is a multiple of 512 bytes
 
@@ -30,15 +32,15 @@ def memory_allocated(tensor_bytes: Iterable[int]) -> int:
     return sum(round_size(n) for n in tensor_bytes)
 
 
-def kv_tensor_bytes(card: ModelCard, kv_dtype: DType, e: EngineParams, batch: int) -> list[int]:
+def kv_tensor_bytes(card: ModelCard, kv_dtype: DType, engine: Engine, run: CacheRun, batch: int) -> list[int]:
     """The allocations of the reference caches, from kvplan's layer specs: one tensor per (layer, K or V group)
     holding ``positions_held`` tokens of the batch; vllm: one tensor per block (page) per sequence and layer."""
     sizes: list[int] = []
-    for spec in layer_specs(card, kv_dtype, e.name):
-        if e.name == "vllm":
-            blocks = cdiv(e.encoder_len, e.block_size) if spec.kind == "cross" else vllm_blocks_held(spec, e)
-            sizes += [spec.page_size_bytes(e.block_size)] * (batch * blocks)
+    for spec in layer_specs(card, kv_dtype, engine):
+        if engine.paged:
+            held = spec.positions_held(engine, run) // run.block_size
+            sizes += [spec.page_size_bytes(run.block_size)] * (batch * held)
         else:
-            held = positions_held(spec, e)
+            held = spec.positions_held(engine, run)
             sizes += [batch * held * count * kv_dtype.vector_bytes(elems) for count, elems in spec.vectors]
     return sizes

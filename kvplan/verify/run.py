@@ -2,23 +2,24 @@
 allocator saw with what kvplan predicts. Weights and KV bytes must match exactly (tolerance 0); peaks are predicted by
 kvplan.verify.activations (relative tolerance 5%); FLOPs by kvplan.cost.flops (exact) where it models the card.
 
-Torch is imported only inside ``verify`` (through kvplan.verify.reference.run), never at module import.
+Torch is imported only inside ``verify`` (through kvplan.verify.reference.measure), never at module import.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, computed_field
 
-from kvplan.verify import allocator
-from kvplan.verify.activations import activation_peaks
+from kvplan.cost.engines import CacheRun, get_engine
+from kvplan.errors import KvplanError
 from kvplan.model.card import ModelCard
 from kvplan.model.catalog import load_card
-from kvplan.model.dtypes import TORCH_NAMES, parse_dtype
-from kvplan.errors import KvplanError
-from kvplan.cost.kvspec import EngineParams
+from kvplan.model.dtypes import parse_dtype
 from kvplan.plan.estimate import estimate
+from kvplan.verify import allocator
+from kvplan.verify.activations import activation_peaks
+from kvplan.verify.limits import check_fits_machine
 from kvplan.verify.reference.shrink import shrink
 
 VERIFY_ENGINES = ("ideal", "hf-static", "vllm")
@@ -54,6 +55,7 @@ class VerifyResult(BaseModel):
     shrunk: list[str]
     checks: list[Check]
 
+    @computed_field
     @property
     def ok(self) -> bool:
         return all(c.ok is not False for c in self.checks)
@@ -66,46 +68,48 @@ def verify(model: ModelCard | str | Path, *, batch: int = 1, seq_len: int = 32, 
     """Measure the reference model of ``model`` (shrunk by ``layers``/``scale``) and compare with kvplan."""
     base = model if isinstance(model, ModelCard) else load_card(model)
     card, shrunk = shrink(base, layers=layers, scale=scale, seq_len=seq_len)
-    dtype = parse_dtype(kv_dtype or TORCH_NAMES[card.dtype], what="--kv-dtype").name
-    _check_inputs(card, engine, dtype, device, batch, seq_len, decode_steps)
+    dtype = parse_dtype(kv_dtype or get_engine("ideal").default_dtype(card.dtype)[0], what="--kv-dtype").name
+    _check_inputs(card, engine, dtype, device, batch, seq_len, decode_steps, encoder_len)
     steps = decode_steps if card.has_kv_cache else 0
     prompt_len = seq_len - steps
     enc_len = (encoder_len or prompt_len) if card.architecture == "encoder-decoder" else None
-    mcl = (max_cache_len or seq_len) if engine == "hf-static" else None
     est = estimate(card, batch=batch, seq_len=seq_len, encoder_len=enc_len, kv_dtype=dtype, weight_dtype=dtype,
-                   engine=engine, max_cache_len=mcl, block_size=block_size)
+                   engine=engine, max_cache_len=max_cache_len, block_size=block_size)
+    mcl = est.inputs.max_cache_len
+    act = activation_peaks(card, batch=batch, prompt_len=prompt_len, dtype=dtype, engine=engine, decode_steps=steps,
+                           encoder_len=enc_len, max_cache_len=mcl, block_size=block_size)
+    check_fits_machine(act.peak_prefill_bytes, act.peak_decode_bytes, device, steps, prompt_len, batch)
     m = _measure(card, batch=batch, prompt_len=prompt_len, decode_steps=steps, engine=engine, dtype=dtype,
                  device=device, encoder_len=enc_len or 0, max_cache_len=mcl or 0, block_size=block_size, seed=seed)
-    if m.params != est.weights.params:
-        raise AssertionError(f"reference model has {m.params} parameters, kvplan counts {est.weights.params}")
-    cuda = device.startswith("cuda")
-    kv_pred = est.kv_cache.total_bytes
-    w_pred = est.weights.bytes
-    if cuda:  # memory_allocated counts 512-byte-rounded blocks (kvplan.verify.allocator)
-        e = EngineParams(engine, seq_len, enc_len or 0, mcl or 0, block_size)
-        kv_pred = allocator.memory_allocated(allocator.kv_tensor_bytes(card, parse_dtype(dtype), e, batch))
+    kv_pred, w_pred = est.kv_cache.total_bytes, est.weights.bytes
+    if device.startswith("cuda"):  # memory_allocated counts 512-byte-rounded blocks (kvplan.verify.allocator)
+        run = CacheRun(seq_len, enc_len or 0, mcl, block_size)
+        kv_pred = allocator.memory_allocated(allocator.kv_tensor_bytes(card, parse_dtype(dtype), get_engine(engine),
+                                                                       run, batch))
         w_pred = allocator.memory_allocated(m.param_bytes)
-    act = activation_peaks(card, batch=batch, prompt_len=prompt_len, dtype=dtype, engine=engine,
-                           decode_steps=steps, encoder_len=enc_len or 0, max_cache_len=mcl or 0,
-                           block_size=block_size, device=device)
     checks = [
+        _check("params", est.weights.params, m.params, 0.0),
         _check("weights_bytes", w_pred, m.weights_bytes, 0.0),
         _check("kv_cache_bytes", kv_pred, m.kv_bytes, 0.0),
         _check("peak_prefill_bytes", act.peak_prefill_bytes, m.peak_prefill_bytes, PEAK_TOLERANCE),
     ]
     if steps:
         checks.append(_check("peak_decode_bytes", act.peak_decode_bytes, m.peak_decode_bytes, PEAK_TOLERANCE))
-    checks += _flops_checks(card, m, batch=batch, prompt_len=prompt_len, seq_len=seq_len, engine=engine, mcl=mcl)
+    checks += _flops_checks(card, m, batch=batch, prompt_len=prompt_len, seq_len=seq_len, engine=engine, mcl=mcl,
+                            encoder_len=enc_len or 0)
     return VerifyResult(model=card.name, device=device, engine=engine, kv_dtype=dtype, batch=batch, seq_len=seq_len,
                         prompt_len=prompt_len, decode_steps=steps, encoder_len=enc_len, block_size=block_size,
                         max_cache_len=mcl, params=m.params, shrunk=shrunk, checks=checks)
 
 
+TORCH_INSTALL = 'pip install "torch==2.13.0"  (the CPU wheel; an unpinned torch pulls a multi-GB CUDA build)'
+
+
 def _measure(card: ModelCard, **kw):
     try:
-        from kvplan.verify.reference.run import measure
+        from kvplan.verify.reference.measure import measure
     except ImportError as exc:
-        raise KvplanError(f"verify needs torch ({exc}); install it: pip install 'kvplan[torch]'") from None
+        raise KvplanError(f"verify needs torch ({exc}); install it: {TORCH_INSTALL}") from None
     return measure(card, **kw)
 
 
@@ -117,17 +121,17 @@ def _check(name: str, predicted: int | None, measured: int | None, tol: float, n
 
 
 def _flops_checks(card: ModelCard, m, *, batch: int, prompt_len: int, seq_len: int, engine: str,
-                  mcl: int | None) -> list[Check]:
+                  mcl: int | None, encoder_len: int) -> list[Check]:
     """Exact against kvplan.cost.flops where it models the card; informative (no prediction) otherwise."""
+    from kvplan.cost import flops
+
+    kw = dict(batch=batch, engine=engine, max_cache_len=mcl, encoder_len=encoder_len)
     try:
-        from kvplan.cost import flops
-        pre = flops.prefill_flops(card, batch=batch, prompt_len=prompt_len, engine=engine, max_cache_len=mcl).total
-        dec = None
-        if m.decode_step_flops is not None:  # the last step: seq_len - 1 tokens cached, the new one makes seq_len
-            dec = flops.decode_step_flops(card, batch=batch, cache_len=seq_len - 1, engine=engine,
-                                          max_cache_len=mcl).total
+        pre = flops.prefill_flops(card, prompt_len=prompt_len, **kw).total
+        # the last step: seq_len - 1 tokens cached, the new one makes seq_len
+        dec = flops.decode_step_flops(card, cache_len=seq_len - 1, **kw).total if m.decode_step_flops else None
         note = ""
-    except (ImportError, KvplanError) as exc:
+    except KvplanError as exc:
         pre = dec = None
         note = f"informative: {exc}"
     checks = [_check("prefill_flops", pre, m.prefill_flops, 0.0, note)]
@@ -137,7 +141,7 @@ def _flops_checks(card: ModelCard, m, *, batch: int, prompt_len: int, seq_len: i
 
 
 def _check_inputs(card: ModelCard, engine: str, dtype: str, device: str, batch: int, seq_len: int,
-                  decode_steps: int) -> None:
+                  decode_steps: int, encoder_len: int | None) -> None:
     if engine not in VERIFY_ENGINES:
         raise KvplanError(f"--engine: verify implements {', '.join(VERIFY_ENGINES)} caches; got {engine!r}")
     if dtype not in VERIFY_DTYPES:
@@ -146,6 +150,8 @@ def _check_inputs(card: ModelCard, engine: str, dtype: str, device: str, batch: 
         raise KvplanError(f"--device: cpu or cuda, got {device!r}")
     if batch < 1 or seq_len < 2:
         raise KvplanError(f"--batch and --seq-len: need batch >= 1 and seq_len >= 2, got {batch} and {seq_len}")
+    if encoder_len is not None and card.architecture != "encoder-decoder":
+        raise KvplanError(f"--encoder-len: only for encoder-decoder models; {card.name} is {card.architecture}")
     if card.has_kv_cache and not 1 <= decode_steps < seq_len:
         raise KvplanError(f"--decode-steps: need 1 <= steps < seq_len ({seq_len}), got {decode_steps}")
     if device.startswith("cuda"):

@@ -5,7 +5,7 @@ Every cache stores, per layer, ``vec`` vectors per token and KV head (2: K and V
 - ``write(start, k, v)``: store positions start..start+n-1 of k (B, KV, n, Dk) and v (B, KV, n, Dv)
 - ``read(pos)``: the keys, values and their positions (S,) (-1: empty slot) that the token at ``pos`` may attend.
 
-Engines (kvplan.cost.kvspec.ENGINE_DESCRIPTIONS):
+Engines (kvplan.cost.engines):
 - ideal: ``RingCache`` of seq_len slots (global, MLA latent) or W slots (sliding): static buffers, gpt-fast style.
 - hf-static: ``RingCache`` of max_cache_len slots (sliding: min(max_cache_len, W)); K/V broadcast to
   ``hf_kv_heads`` where the card sets it (transformers' Falcon); MLA the latent, as transformers 5.x.
@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor, nn
+
+from kvplan.cost.engines import Engine, get_engine
 
 
 class RingCache(nn.Module):
@@ -112,36 +114,31 @@ class Caches:
     def __init__(self, self_attn: list, cross: list | None) -> None:
         self.self_attn, self.cross = self_attn, cross
 
-    def all(self) -> list:
-        return self.self_attn + (self.cross or [])
-
 
 def make_caches(card, *, engine: str, batch: int, seq_len: int, encoder_len: int = 0, max_cache_len: int = 0,
                 block_size: int = 16, dtype=torch.float32, device="cpu") -> Caches:
     """The caches engine ``engine`` keeps for ``batch`` sequences of up to ``seq_len`` tokens."""
+    eng = get_engine(engine)
     kw = dict(dtype=dtype, device=device)
-    layers = [_self_cache(card, t, engine, batch, seq_len, max_cache_len, block_size, kw) for t in card.layer_types]
+    layers = [_self_cache(card, w, eng, batch, seq_len, max_cache_len, block_size, kw) for w in card.windows]
     cross = None
     if card.architecture == "encoder-decoder":  # encoder K/V, written once at prefill
         KV, D = card.num_kv_heads, card.head_dim
-        if engine == "vllm":
+        if eng.paged:
             cross = [PagedCache(batch, KV, D, D, block_size, None, **kw) for _ in range(card.num_layers)]
         else:
             cross = [RingCache(batch, KV, encoder_len, D, D, **kw) for _ in range(card.num_layers)]
     return Caches(layers, cross)
 
 
-def _self_cache(card, layer_type: str, engine: str, batch: int, seq_len: int, max_cache_len: int, block_size: int,
-                kw: dict):
-    window = card.sliding_window if layer_type == "sliding" else None
-    KV, k_dim, v_dim = card.num_kv_heads, card.head_dim, card.head_dim
+def _self_cache(card, window: int | None, eng: Engine, batch: int, seq_len: int, max_cache_len: int,
+                block_size: int, kw: dict):
+    KV, k_dim, v_dim = card.cached_kv_heads(eng.transformers), card.head_dim, card.head_dim
     if card.mla:  # latent + rope key as one vector of one "head" (vLLM MLAAttentionSpec; transformers 5.x too)
         KV, k_dim, v_dim = 1, card.mla.kv_lora_rank + card.mla.qk_rope_head_dim, None
-    elif engine.startswith("hf-") and card.hf_kv_heads:  # transformers Falcon caches K/V broadcast to more heads
-        KV = card.hf_kv_heads
-    if engine == "vllm":
+    if eng.paged:
         return PagedCache(batch, KV, k_dim, v_dim, block_size, window, **kw)
-    size = seq_len if engine == "ideal" else max_cache_len
+    size = max_cache_len if eng.static else seq_len
     cache = RingCache(batch, KV, min(size, window) if window else size, k_dim, v_dim, **kw)
-    cache.prefill_reads = engine == "hf-static"  # transformers attends the static buffer when the prompt fits it
+    cache.prefill_reads = eng.static  # transformers attends the static buffer when the prompt fits it
     return cache

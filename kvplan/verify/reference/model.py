@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from kvplan.cost.engines import get_engine
 from kvplan.model.card import ModelCard
 
 _ACT = {"silu": F.silu, "relu": F.relu, "gelu": F.gelu, "gelu_tanh": lambda x: F.gelu(x, approximate="tanh")}
@@ -99,7 +100,7 @@ class Attention(nn.Module):
         self.H, self.KV, self.D, self.window, self.causal, self.cross = H, KV, D, window, causal, cross
         self.use_rope = card.position == "rope" and not cross
         # transformers' Falcon (new_decoder_architecture) broadcasts K/V to hf_kv_heads heads before caching
-        self.cached_heads = card.hf_kv_heads if engine.startswith("hf-") and card.hf_kv_heads else KV
+        self.cached_heads = card.cached_kv_heads(get_engine(engine).transformers)
 
     def heads(self, proj: nn.Linear, x: Tensor, n: int, norm: nn.Module | None) -> Tensor:
         B, T, _ = x.shape
@@ -257,19 +258,19 @@ class Block(nn.Module):
 
     def __init__(self, card: ModelCard, layer: int, *, encoder: bool, cross: bool, engine: str, dtype, device):
         super().__init__()
-        window = card.sliding_window if card.layer_types[layer] == "sliding" and not encoder else None
+        window = None if encoder else card.window(layer)
         self.norms = nn.ModuleList(make_norm(card, card.hidden_size, dtype, device)
                                    for _ in range(card.norms_per_layer))
         if card.mla:
-            self.attn = MLAttention(card, absorb=not engine.startswith("hf-"), dtype=dtype, device=device)
+            absorb = get_engine(engine).mla_mode("decode") == "absorb"
+            self.attn = MLAttention(card, absorb=absorb, dtype=dtype, device=device)
         else:
             self.attn = Attention(card, window, causal=not encoder, cross=False, engine=engine, dtype=dtype,
                                   device=device)
         self.cross = Attention(card, None, causal=False, cross=True, engine=engine, dtype=dtype,
                                device=device) if cross else None
         self.cross_norm = make_norm(card, card.hidden_size, dtype, device) if cross else None
-        moe_layer = card.moe is not None and layer >= card.moe.first_dense_layers
-        self.mlp = MoE(card, dtype, device) if moe_layer else FFN(card, card.ffn_size, dtype, device)
+        self.mlp = MoE(card, dtype, device) if card.is_moe_layer(layer) else FFN(card, card.ffn_size, dtype, device)
 
     def forward(self, x: Tensor, step: Step, cache, cross_cache, bias_fn) -> Tensor:
         n = self.norms

@@ -21,12 +21,9 @@ from torch.utils._pytree import tree_leaves
 class StorageTracker(TorchDispatchMode):
     """Live and peak bytes of every storage created while the mode is active."""
 
-    def __init__(self, record: bool = False) -> None:
+    def __init__(self) -> None:
         super().__init__()
         self.live: dict[int, int] = {}  # data_ptr -> nbytes
-        self.record = record  # debugging: remember which op made each live storage, and the live set at the peak
-        self.origin: dict[int, str] = {}
-        self.at_peak: list[tuple[str, int]] = []
         self.live_bytes = 0
         self.peak_bytes = 0
 
@@ -35,19 +32,15 @@ class StorageTracker(TorchDispatchMode):
         inputs = {t.untyped_storage().data_ptr() for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)}
         for t in tree_leaves(out):
             if isinstance(t, torch.Tensor):
-                self._see(t.untyped_storage(), inputs, func)
+                self._see(t.untyped_storage(), inputs)
         return out
 
-    def _see(self, st: torch.UntypedStorage, inputs: set[int], func=None) -> None:
+    def _see(self, st: torch.UntypedStorage, inputs: set[int]) -> None:
         ptr, n = st.data_ptr(), st.nbytes()
         if n == 0 or ptr in self.live or ptr in inputs:
             return
         self.live[ptr] = n
         self.live_bytes += n
-        if self.record:
-            self.origin[ptr] = str(func)
-            if self.live_bytes > self.peak_bytes:
-                self.at_peak = [(self.origin.get(p, "?"), b) for p, b in self.live.items()]
         self.peak_bytes = max(self.peak_bytes, self.live_bytes)
         weakref.finalize(st, self._freed, ptr, n)
 

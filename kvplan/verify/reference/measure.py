@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from kvplan.cost.engines import get_engine
 from kvplan.model.card import ModelCard
 from kvplan.verify.reference.cache import make_caches
 from kvplan.verify.reference.generate import decode_step, prefill
@@ -24,8 +25,6 @@ class Measured:
     params: int
     param_bytes: tuple[int, ...]  # each parameter tensor (shared ones once): CUDA allocator rounding per tensor
     weights_bytes: int
-    inputs_bytes: int  # prompt (and encoder) token ids, live through the run
-    kv_prefill_bytes: int  # live after prefill, minus weights and inputs
     kv_bytes: int  # live after the last decode step, minus weights and inputs
     peak_prefill_bytes: int  # absolute peak during prefill (weights, inputs and caches included)
     peak_decode_bytes: int | None  # absolute peak during the last decode step
@@ -72,7 +71,6 @@ def _measure(card: ModelCard, *, batch: int, prompt_len: int, decode_steps: int,
         if card.architecture == "encoder-decoder":
             enc = torch.randint(0, card.vocab_size, (batch, encoder_len), generator=gen, device=device)
         base = tracker.current()
-        inputs = base - start - weights
         seq_len = prompt_len + decode_steps
         caches = None
         if card.has_kv_cache:
@@ -85,11 +83,10 @@ def _measure(card: ModelCard, *, batch: int, prompt_len: int, decode_steps: int,
                 logits = model(tokens, Step("full", 0, pos))
                 del pos
             else:
-                logits = prefill(model, tokens, caches, last_only=not engine.startswith("hf-"), enc_tokens=enc)
+                logits = prefill(model, tokens, caches, last_only=not get_engine(engine).transformers, enc_tokens=enc)
         peak_prefill, prefill_flops = tracker.peak(), fc.get_total_flops()
         nxt = logits[:, -1].argmax(-1).tolist()
         del logits
-        kv_prefill = tracker.current() - base
         peak_decode = decode_flops = None
         for i in range(decode_steps if caches is not None else 0):
             last = i == decode_steps - 1
@@ -105,4 +102,4 @@ def _measure(card: ModelCard, *, batch: int, prompt_len: int, decode_steps: int,
         kv = tracker.current() - base
     params = sum(p.numel() for p in model.parameters())
     param_bytes = tuple(p.numel() * p.element_size() for p in model.parameters())
-    return Measured(params, param_bytes, weights, inputs, kv_prefill, kv, peak_prefill, peak_decode, prefill_flops, decode_flops)
+    return Measured(params, param_bytes, weights, kv, peak_prefill, peak_decode, prefill_flops, decode_flops)

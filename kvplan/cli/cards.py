@@ -1,0 +1,92 @@
+"""`kvplan cards list|show|validate|import|schema`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from kvplan.cli import options as o
+
+app = typer.Typer(help="List, show, validate and import model cards.", no_args_is_help=True)
+
+
+@app.command("list")
+def cards_list(as_json: o.Json = False) -> None:
+    """The bundled cards, with attention kind, parameters and KV bytes per token."""
+    from kvplan.model.catalog import bundled_names, load_card
+    from kvplan.plan.cards import card_row
+
+    rows = [card_row(load_card(name)) for name in bundled_names()]
+    if as_json:
+        from kvplan.report.jsonout import print_json
+
+        print_json(rows)
+        return
+    from kvplan.report.cards import render_cards
+    from kvplan.report.console import make_console
+
+    render_cards(rows, make_console())
+
+
+@app.command("show")
+def cards_show(name: Annotated[str, typer.Argument(help="Card name or path.")], as_json: o.Json = False) -> None:
+    """One card as YAML (a valid card file when redirected), followed by what it implies as comments."""
+    from kvplan.model.catalog import load_card
+    from kvplan.plan.cards import derived_values
+
+    card = load_card(name)
+    derived = derived_values(card)
+    if as_json:
+        from kvplan.report.jsonout import print_json
+
+        print_json({"card": card.model_dump(mode="json"), "derived": derived})
+        return
+    from kvplan.report.cards import render_card
+
+    render_card(card, derived)
+
+
+@app.command("validate")
+def cards_validate(paths: Annotated[list[str], typer.Argument(help="Card files (or bundled names) to check.")]) -> None:
+    """Check cards against the schema: one line per card; exit 0 when all are valid, 2 when one is not."""
+    from kvplan.model.catalog import validate_cards
+    from kvplan.report.cards import render_validation
+    from kvplan.report.console import make_console
+
+    results = validate_cards(paths)
+    render_validation(results, make_console())
+    if any(problem is not None for _, problem in results):
+        raise typer.Exit(2)
+
+
+@app.command("import")
+def cards_import(
+    path: Annotated[str, typer.Argument(help="A config.json, or a folder holding one (a hub snapshot).")],
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the card here instead of printing it.")] = None,
+    name: Annotated[Optional[str], typer.Option("--name", help="Card name; default: the config's _name_or_path.")] = None,
+    force: Annotated[bool, typer.Option("--force", metavar="", help="Overwrite an existing --output file.")] = False,
+) -> None:
+    """Turn a Hugging Face config.json into a validated kvplan card (defaults it assumed are named in comments)."""
+    from kvplan.model.catalog import write_atomic
+    from kvplan.model.hf.config import card_yaml, import_hf_config
+    from kvplan.report.console import escape, make_console
+
+    card, assumed = import_hf_config(path, name=name)
+    text = card_yaml(card, assumed)
+    if output is None:
+        sys.stdout.write(text)
+        return
+    write_atomic(output, text, exclusive=not force)
+    make_console(stderr=True).print(f"wrote {escape(str(output))} ({card.name}, {escape(card.attention_label)})")
+
+
+@app.command("schema")
+def cards_schema() -> None:
+    """The JSON Schema of a model card, for editors and validators."""
+    from kvplan.model.card import ModelCard
+    from kvplan.report.jsonout import print_json
+
+    print_json(ModelCard.model_json_schema())

@@ -1,0 +1,45 @@
+"""`kvplan compare`."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from kvplan.cli import options as o
+
+
+def compare(
+    model: o.Model = None,
+    hf_config: o.HfConfig = None,
+    attention: Annotated[str, typer.Option(
+        "--attention", help="Layouts to compare: mha, mqa, gqa:G (G query heads per KV head), mla:R (an MLA latent "
+                            "of rank R), comma-separated, e.g. mha,gqa:8,mqa.")] = ...,
+    gpu: o.Gpu = None,
+    gpu_file: o.GpuFile = None,
+    seq_len: Annotated[int, typer.Option("--seq-len", help="Tokens each sequence holds.")] = 4096,
+    batch: Annotated[int, typer.Option("--batch", help="Sequences decoded together.")] = 1,
+    engine: Annotated[str, typer.Option("--engine", help="ideal, hf-dynamic or vllm.")] = "ideal",
+    kv_dtype: o.KvDtype = None,
+    weight_dtype: o.WeightDtype = None,
+    as_json: o.Json = False,
+) -> None:
+    """The model under several attention layouts: KV bytes, decode traffic, parameters, max batch, latency bounds."""
+    from kvplan.model.catalog import resolve_card
+    from kvplan.plan.compare import compare as run
+
+    result = run(resolve_card(model, hf_config), attention=attention, seq_len=seq_len, batch=batch, gpu=gpu,
+                 engine=engine, kv_dtype=kv_dtype, weight_dtype=weight_dtype, gpu_file=gpu_file)
+    if as_json:
+        from kvplan.report.jsonout import print_json
+
+        print_json(result)
+    else:
+        from kvplan.report.compare import render_compare
+        from kvplan.report.console import make_console
+
+        render_compare(result, make_console())
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(compare)

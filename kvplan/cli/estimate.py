@@ -1,0 +1,54 @@
+"""`kvplan estimate`."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from kvplan.cli import options as o
+
+
+def estimate(
+    model: o.Model = None,
+    hf_config: o.HfConfig = None,
+    batch: o.Batch = 1,
+    seq_len: Annotated[int, typer.Option("--seq-len", help="Tokens each sequence holds (prompt + generated).")] = ...,
+    encoder_len: o.EncoderLen = None,
+    kv_dtype: o.KvDtype = None,
+    weight_dtype: o.WeightDtype = None,
+    kv_heads: Annotated[Optional[int], typer.Option("--kv-heads", help="What-if: this many KV heads.")] = None,
+    attention: o.Attention = None,
+    engine: o.Engine = "ideal",
+    max_cache_len: Annotated[Optional[int], typer.Option(
+        "--max-cache-len", help="hf-static: preallocated positions (default --seq-len).")] = None,
+    block_size: o.BlockSize = 16,
+    prompt_len: Annotated[Optional[int], typer.Option(
+        "--prompt-len", help="Prefill length for FLOPs; default --seq-len.")] = None,
+    gpu: o.Gpu = None,
+    gpu_file: o.GpuFile = None,
+    mfu: Annotated[Optional[float], typer.Option("--mfu", help="With --gpu: achieved share of peak FLOP/s, (0, 1].")] = None,
+    mbu: Annotated[Optional[float], typer.Option("--mbu", help="With --gpu: achieved share of bandwidth, (0, 1].")] = None,
+    as_json: o.Json = False,
+) -> None:
+    """KV cache bytes (per token, per sequence, whole batch), weights, and the formula with numbers filled in."""
+    from kvplan.model.catalog import resolve_card
+    from kvplan.plan.estimate import estimate as run
+
+    result = run(resolve_card(model, hf_config), batch=batch, seq_len=seq_len, encoder_len=encoder_len,
+                 kv_dtype=kv_dtype, weight_dtype=weight_dtype, engine=engine, max_cache_len=max_cache_len,
+                 block_size=block_size, kv_heads=kv_heads, attention=attention, prompt_len=prompt_len, gpu=gpu,
+                 gpu_file=gpu_file, mfu=mfu, mbu=mbu)
+    if as_json:
+        from kvplan.report.jsonout import print_json
+
+        print_json(result)
+    else:
+        from kvplan.report.console import make_console
+        from kvplan.report.estimate import render_estimate
+
+        render_estimate(result, make_console())
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(estimate)

@@ -1,0 +1,50 @@
+"""`kvplan gpus list|show`: the GPU catalog (kvplan/cost/gpus.yaml), extended with --gpu-file.
+
+A GPU file is YAML with one key, ``gpus``, mapping a name to its figures; an entry replaces a bundled one of the
+same name::
+
+    gpus:
+      MY-GPU:
+        vendor: NVIDIA
+        memory_bytes: 80000000000              # as the vendor states it (decimal GB x 10^9)
+        memory_bandwidth_bytes_per_s: 3350000000000
+        peak_flops: {fp32: 6.7e13, bf16: 9.89e14, fp16: 9.89e14, fp8: 1.979e15}   # dense, not 2:4 sparse
+        source: https://vendor.example/datasheet.pdf
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from kvplan.cli import options as o
+
+app = typer.Typer(help=__doc__.split("\n\n")[0] + " Format of a --gpu-file: `kvplan gpus --help`.",
+                  no_args_is_help=True, epilog=__doc__.split("\n\n", 1)[1].replace("::", ":"))
+
+
+@app.command("list")
+def gpus_list(gpu_file: o.GpuFile = None, as_json: o.Json = False) -> None:
+    """The GPUs kvplan knows: memory, bandwidth, dense peak FLOP/s, source."""
+    from kvplan.cost.hardware import load_gpus
+
+    gpus = list(load_gpus(gpu_file).values())
+    if as_json:
+        from kvplan.report.jsonout import print_json
+
+        print_json(gpus)
+        return
+    from kvplan.report.console import make_console
+    from kvplan.report.gpus import render_gpus
+
+    render_gpus(gpus, make_console())
+
+
+@app.command("show")
+def gpus_show(name: Annotated[str, typer.Argument(help="GPU name, e.g. H100-SXM.")], gpu_file: o.GpuFile = None) -> None:
+    """One GPU's figures as JSON (exact integers)."""
+    from kvplan.cost.hardware import load_gpu
+    from kvplan.report.jsonout import print_json
+
+    print_json(load_gpu(name, gpu_file))

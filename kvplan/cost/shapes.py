@@ -1,0 +1,77 @@
+"""The weight matrices of one block, written once: parameter counts (kvplan.cost.params) sum their elements and
+biases, FLOPs (kvplan.cost.flops) multiply their elements by the tokens that pass through them, and tensor
+parallelism splits them by their ``tp`` rule (Megatron-LM, arXiv:1909.08053: column-parallel inputs, row-parallel
+outputs; vLLM ``ColumnParallelLinear`` / ``RowParallelLinear`` / ``ReplicatedLinear``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from kvplan.model.card import ModelCard
+
+TPRule = Literal["column", "row", "replicated"]
+
+
+@dataclass(frozen=True)
+class Matrix:
+    """One nn.Linear(n_in, n_out): ``n_in x n_out`` weights, plus ``n_out`` when biased."""
+
+    name: str
+    n_in: int
+    n_out: int
+    bias: bool
+    tp: TPRule
+
+    @property
+    def elems(self) -> int:
+        """Multiply-accumulates per token: the weight elements (a bias add costs no matmul FLOPs)."""
+        return self.n_in * self.n_out
+
+    @property
+    def params(self) -> int:
+        return self.elems + (self.n_out if self.bias else 0)
+
+
+def attention_matrices(card: ModelCard) -> list[Matrix]:
+    """Q, K, V and output projections of one self-attention layer (GQA/MQA: K and V are num_kv_heads wide)."""
+    if card.mla:
+        return mla_matrices(card)
+    h, q_width, kv_width = card.hidden_size, card.num_heads * card.head_dim, card.num_kv_heads * card.head_dim
+    return [Matrix("q_proj", h, q_width, card.qkv_bias, "column"), Matrix("k_proj", h, kv_width, card.qkv_bias, "column"),
+            Matrix("v_proj", h, kv_width, card.qkv_bias, "column"), Matrix("o_proj", q_width, h, card.out_bias, "row")]
+
+
+def mla_matrices(card: ModelCard) -> list[Matrix]:
+    """DeepSeek MLA (arXiv:2405.04434 eq. 9-19): low-rank query path, KV down-projection, up-projection ``kv_b_proj``
+    (= [W_UK; W_UV]), output. The down-projections are replicated under TP (vLLM ``ReplicatedLinear``)."""
+    m, h, heads = card.mla, card.hidden_size, card.num_heads
+    qk_head = m.qk_nope_head_dim + m.qk_rope_head_dim
+    if m.q_lora_rank:
+        q = [Matrix("q_a_proj", h, m.q_lora_rank, False, "replicated"),
+             Matrix("q_b_proj", m.q_lora_rank, heads * qk_head, False, "column")]
+    else:
+        q = [Matrix("q_proj", h, heads * qk_head, False, "column")]
+    return q + [Matrix("kv_a_proj_with_mqa", h, m.kv_lora_rank + m.qk_rope_head_dim, False, "replicated"),
+                Matrix("kv_b_proj", m.kv_lora_rank, heads * (m.qk_nope_head_dim + m.v_head_dim), False, "column"),
+                Matrix("o_proj", heads * m.v_head_dim, h, False, "row")]
+
+
+def ffn_matrices(card: ModelCard, inner: int) -> list[Matrix]:
+    """One feed-forward block: gated (gate, up, down: SwiGLU/GeGLU) or plain (up, down)."""
+    h, bias = card.hidden_size, card.mlp_bias
+    gate = [Matrix("gate_proj", h, inner, bias, "column")] if card.gated_ffn else []
+    return gate + [Matrix("up_proj", h, inner, bias, "column"), Matrix("down_proj", inner, h, bias, "row")]
+
+
+def router_matrices(card: ModelCard) -> list[Matrix]:
+    """The MoE router, Linear(hidden, num_experts) without bias, plus Qwen2-MoE's shared-expert gate (hidden x 1);
+    replicated on every TP rank."""
+    moe = card.moe
+    gate = [Matrix("shared_expert_gate", card.hidden_size, 1, False, "replicated")] if moe.shared_expert_gate else []
+    return [Matrix("router", card.hidden_size, moe.num_experts, False, "replicated"), *gate]
+
+
+def total(matrices: list[Matrix], what: str = "params") -> int:
+    return sum(getattr(m, what) for m in matrices)

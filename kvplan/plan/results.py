@@ -1,0 +1,92 @@
+"""The typed result of ``kvplan.estimate``: what ``kvplan estimate --json`` prints (schema_version 2)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+from kvplan.cost.flops import StepFlops
+from kvplan.cost.roofline import RooflineResult
+
+SCHEMA_VERSION = 2
+RESULT = ConfigDict(frozen=True, extra="forbid")
+
+
+class EstimateInputs(BaseModel):
+    """The inputs, echoed, with defaults resolved (dtypes, max_cache_len)."""
+
+    model_config = RESULT
+    model: str
+    batch: int
+    seq_len: int
+    encoder_len: int | None
+    kv_dtype: str
+    weight_dtype: str
+    engine: str
+    max_cache_len: int | None
+    block_size: int
+    kv_heads: int | None
+    attention: str | None
+    prompt_len: int
+    gpu: str | None = None
+
+
+class ModelSummary(BaseModel):
+    model_config = RESULT
+    name: str
+    source: str
+    architecture: str
+    attention: str  # MHA, MQA, GQA or MLA
+    attention_detail: str
+    num_layers: int
+    num_kv_heads: int
+    head_dim: int
+    layout_changed: bool  # --kv-heads / --attention replaced the card's own layout
+
+
+class KVGroup(BaseModel):
+    """Layers of one kind with identical cache geometry, e.g. Gemma-2's 21 sliding layers."""
+
+    model_config = RESULT
+    kind: str  # full, sliding, mla, cross
+    layers: int
+    window: int | None
+    bytes_per_token: int  # per layer, per sequence
+    positions_held: int  # per layer, per sequence
+    total_bytes: int  # these layers, whole batch
+    formula: str
+
+
+class KVCacheResult(BaseModel):
+    model_config = RESULT
+    engine: str
+    engine_rule: str
+    dtype: str
+    bytes_per_token: int  # one more cached token, one sequence, while no window is full (self-attention layers)
+    bytes_per_sequence: int
+    total_bytes: int  # whole batch
+    groups: list[KVGroup]
+
+
+class WeightsResult(BaseModel):
+    model_config = RESULT
+    params: int
+    active_params: int  # per token: only the routed experts a token uses (equal to params for dense models)
+    dtype: str
+    bytes: int  # the packed parameters plus kv_scale_bytes
+    kv_scale_bytes: int  # fp8 KV: vLLM's per-layer fp32 k_scale and v_scale parameters (0 otherwise)
+    breakdown: dict[str, int]  # parameters by component
+
+
+class Estimate(BaseModel):
+    """Everything ``kvplan estimate`` reports; ``--json`` prints exactly this."""
+
+    model_config = RESULT
+    schema_version: int = SCHEMA_VERSION
+    inputs: EstimateInputs
+    model: ModelSummary
+    kv_cache: KVCacheResult
+    weights: WeightsResult
+    total_bytes: int  # weights + KV cache
+    flops: StepFlops | None  # prefill and decode_step; decoder-only and encoder-decoder cards
+    roofline: RooflineResult | None = None  # with --gpu
+    notes: list[str]

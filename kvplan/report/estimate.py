@@ -1,0 +1,80 @@
+"""``kvplan estimate`` for people: the totals, the KV cache by layer kind, the formula, FLOPs and roofline."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from kvplan.cost.roofline import RooflineResult
+from kvplan.plan.results import Estimate
+from kvplan.report.console import escape, exact, ms, note, table
+from kvplan.units import fmt_bytes, fmt_int
+
+
+def render_estimate(r: Estimate, console: Console) -> None:
+    console.print(_summary_table(r))
+    kv = r.kv_cache
+    if kv.groups:
+        console.print(_groups_table(r))
+        console.print("[bold]formula[/bold]")
+        for g in kv.groups:
+            console.print(f"  {escape(g.formula)}")
+    if r.flops:
+        console.print(_flops_table(r))
+    if r.roofline:
+        console.print(_roofline_table(r.roofline))
+    for text in r.notes:
+        note(console, text)
+
+
+def _summary_table(r: Estimate) -> Table:
+    i, m, kv, w = r.inputs, r.model, r.kv_cache, r.weights
+    t = table(f"kvplan estimate: {escape(m.name)}", ["", ""], left=("",), show_header=False)
+    t.columns[0].style = "bold"
+    t.columns[1].justify = "left"
+    t.add_row("model", escape(f"{m.name} ({m.architecture}, {m.num_layers} layers)"))
+    t.add_row("attention", m.attention_detail + ("  (what-if layout)" if m.layout_changed else ""))
+    t.add_row("engine", f"{kv.engine}: {kv.engine_rule}")
+    enc = f", encoder {i.encoder_len} tokens" if i.encoder_len else ""
+    t.add_row("inputs", f"batch {i.batch} x {i.seq_len} tokens{enc}; KV {i.kv_dtype}, weights {i.weight_dtype}")
+    t.add_row("KV per token", exact(kv.bytes_per_token) + " (one sequence, all layers)")
+    t.add_row("KV per sequence", exact(kv.bytes_per_sequence))
+    t.add_row("KV total", exact(kv.total_bytes) + f" (batch of {i.batch})")
+    scales = f" + fp8 KV scales {w.kv_scale_bytes} B" if w.kv_scale_bytes else ""
+    t.add_row("weights", f"{fmt_int(w.params)} params, {w.dtype}{scales}: {exact(w.bytes)}")
+    if w.active_params != w.params:
+        t.add_row("active params", f"{fmt_int(w.active_params)} per token (routed experts in use)")
+    t.add_row("weights + KV", exact(r.total_bytes))
+    return t
+
+
+def _groups_table(r: Estimate) -> Table:
+    t = table("KV cache by layer kind", ["kind", "layers", "window", "B/token/layer", "positions held", "total"],
+              left=("kind",))
+    for g in r.kv_cache.groups:
+        t.add_row(g.kind, str(g.layers), str(g.window or "-"), fmt_int(g.bytes_per_token), fmt_int(g.positions_held),
+                  fmt_bytes(g.total_bytes))
+    return t
+
+
+def _flops_table(r: Estimate) -> Table:
+    t = table(f"FLOPs (prefill of {r.inputs.prompt_len} tokens, decode step at {r.inputs.seq_len}; batch "
+              f"{r.inputs.batch})", ["phase", "total (dense)", "attention core", "LM head", "total (causal)",
+                                     "MLA mode"], left=("phase", "MLA mode"))
+    for phase, f in (("prefill", r.flops.prefill), ("decode_step", r.flops.decode_step)):
+        t.add_row(phase, f"{f.total:.3e}", f"{f.attention_core:.3e}", f"{f.lm_head:.3e}", f"{f.causal_total:.3e}",
+                  f.mla_mode or "-")
+    return t
+
+
+def _roofline_table(roof: RooflineResult) -> Table:
+    t = table(f"roofline lower bounds on {roof.gpu} ({roof.compute_dtype}, mfu {roof.mfu}, mbu {roof.mbu})",
+              ["phase", "FLOPs", "moved", "FLOP/B", "compute", "memory", "bound", "by"], left=("phase", "by"))
+    for phase, p in (("prefill", roof.prefill), ("decode", roof.decode_step)):
+        t.add_row(phase, f"{p.flops:.3g}", fmt_bytes(p.bytes_moved), f"{p.arithmetic_intensity_flops_per_byte:.3g}",
+                  ms(p.compute_time_s), ms(p.memory_time_s), ms(p.time_s), p.bound)
+    t.caption = (f"TTFT >= {roof.time_to_first_token_one_request_s * 1e3:.2f} ms for one request alone, "
+                 f"{roof.time_to_first_token_s * 1e3:.2f} ms for the batch of {roof.batch}; TPOT >= "
+                 f"{roof.time_per_output_token_s * 1e3:.2f} ms, decode <= {roof.decode_tokens_per_s:.0f} tok/s; "
+                 f"fits in {fmt_bytes(roof.gpu_memory_bytes)}: {'yes' if roof.fits_in_memory else 'NO'}")
+    return t
