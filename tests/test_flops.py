@@ -13,6 +13,7 @@ from kvplan import KvplanError
 from kvplan.model.catalog import card_from_dict, load_card
 from kvplan.cost.flops import decode_step_flops, prefill_flops, step_flops
 from kvplan.cost.params import count_params
+from kvplan.model.hf.config import card_from_hf_config
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -205,3 +206,24 @@ def test_flops_result_json_and_errors():
         prefill_flops(load_card("t5-base"), batch=1, prompt_len=4)
     with pytest.raises(KvplanError, match="encoder-only"):
         prefill_flops(load_card("bert-base-uncased"), batch=1, prompt_len=4)
+
+
+def test_t5_encoder_decoder_matches_flop_counter():
+    """T5: the encoder over E tokens once, the decoder over P prompt tokens with cross-attention whose K/V are
+    projected once at prefill and read from the EncoderDecoderCache afterwards."""
+    E = 7
+    config = transformers.T5Config(vocab_size=V, d_model=H, d_kv=8, d_ff=FFN, num_layers=2, num_heads=HEADS,
+                                   decoder_start_token_id=0, feed_forward_proj="gated-gelu")
+    torch.manual_seed(0)
+    model = transformers.T5ForConditionalGeneration._from_config(config, attn_implementation="eager").eval()
+    card = card_from_hf_config(config.to_dict())
+    enc, dec = torch.randint(0, V, (B, E)), torch.randint(0, V, (B, P))
+    prefill = count(lambda: model(input_ids=enc, decoder_input_ids=dec[:, :L], use_cache=True))
+    with torch.no_grad():
+        out = model(input_ids=enc, decoder_input_ids=dec[:, :L], use_cache=True)
+    decode = count(lambda: model(encoder_outputs=(out.encoder_last_hidden_state,), decoder_input_ids=dec[:, L:L + 1],
+                                 past_key_values=out.past_key_values, use_cache=True))
+    pre = prefill_flops(card, batch=B, prompt_len=L, engine="hf-dynamic", encoder_len=E)
+    step = decode_step_flops(card, batch=B, cache_len=L, engine="hf-dynamic", encoder_len=E)
+    assert (pre.total, pre.attention_core, pre.lm_head) == prefill
+    assert (step.total, step.attention_core, step.lm_head) == decode

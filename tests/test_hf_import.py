@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import warnings
 
 import pytest
@@ -13,8 +12,7 @@ warnings.filterwarnings("ignore")
 
 from kvplan import count_params, estimate  # noqa: E402
 from kvplan.model.dtypes import parse_dtype  # noqa: E402
-from kvplan.errors import KvplanError  # noqa: E402
-from kvplan.model.hf.config import card_from_hf_config, import_hf_config  # noqa: E402
+from kvplan.model.hf.config import card_from_hf_config  # noqa: E402
 from kvplan.model.hf.defaults import DEFAULTS  # noqa: E402
 from kvplan.cost.engines import CacheRun, get_engine  # noqa: E402
 from kvplan.cost.kvspec import layer_specs  # noqa: E402

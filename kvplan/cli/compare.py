@@ -25,7 +25,7 @@ def compare(
     as_json: o.Json = False,
 ) -> None:
     """The model under several attention layouts: KV bytes, decode traffic, parameters, max batch, latency bounds."""
-    from kvplan.model.catalog import resolve_card
+    from kvplan.model.resolve import resolve_card
     from kvplan.plan.compare import compare as run
 
     result = run(resolve_card(model, hf_config), attention=attention, seq_len=seq_len, batch=batch, gpu=gpu,

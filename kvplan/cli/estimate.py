@@ -32,7 +32,7 @@ def estimate(
     as_json: o.Json = False,
 ) -> None:
     """KV cache bytes (per token, per sequence, whole batch), weights, and the formula with numbers filled in."""
-    from kvplan.model.catalog import resolve_card
+    from kvplan.model.resolve import resolve_card
     from kvplan.plan.estimate import estimate as run
 
     result = run(resolve_card(model, hf_config), batch=batch, seq_len=seq_len, encoder_len=encoder_len,

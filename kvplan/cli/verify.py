@@ -28,7 +28,7 @@ def verify(
     Exit 0 when every check passes, 1 when one fails."""
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    from kvplan.model.catalog import resolve_card
+    from kvplan.model.resolve import resolve_card
     from kvplan.report.console import escape, make_console
     from kvplan.verify.run import verify as run
 

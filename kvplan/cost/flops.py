@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from pydantic import BaseModel, ConfigDict
 

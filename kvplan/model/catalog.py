@@ -39,17 +39,6 @@ def load_card(name_or_path: str | Path) -> ModelCard:
     raise KvplanError(f"unknown model {text!r}{hint} (`kvplan cards list` shows all; or pass a path to a .yaml card)")
 
 
-def resolve_card(model: str | None, hf_config: str | None) -> ModelCard:
-    """The card a command runs on: ``--model NAME|PATH`` or ``--hf-config PATH`` (exactly one of them)."""
-    if (model is None) == (hf_config is None):
-        raise KvplanError("give exactly one of --model NAME|PATH and --hf-config PATH")
-    if hf_config is not None:
-        from kvplan.model.hf.config import card_from_hf_config
-
-        return card_from_hf_config(hf_config)
-    return load_card(model)
-
-
 def validate_cards(paths: list[str]) -> list[tuple[str, str | None]]:
     """(path, None) for each valid card, (path, one-line problem) for each invalid one."""
     out: list[tuple[str, str | None]] = []

@@ -16,7 +16,7 @@ from kvplan.cost.flops import StepFlops, step_flops
 from kvplan.cost.hardware import load_gpu
 from kvplan.cost.kvspec import KVLayerSpec, has_full_layer, kv_bytes_per_token, layer_specs
 from kvplan.cost.params import count_params
-from kvplan.cost.roofline import RooflineResult, check_efficiency, roofline
+from kvplan.cost.roofline import check_efficiency, roofline
 from kvplan.errors import KvplanError
 from kvplan.model.card import ModelCard
 from kvplan.model.catalog import load_card

@@ -11,46 +11,15 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any
 
 from kvplan.model.card import ModelCard
 from kvplan.model.catalog import card_from_dict
 from kvplan.errors import KvplanError
-from kvplan.model.hf.defaults import DEFAULTS
+from kvplan.model.hf.families import READERS
+from kvplan.model.hf.reader import Config
 
-_ACTIVATIONS = {"silu": "silu", "swish": "silu", "gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_fast": "gelu_tanh",
-                "gelu_pytorch_tanh": "gelu_tanh", "gelu_tanh": "gelu_tanh", "relu": "relu"}
 _DTYPES = {"float32": "float32", "float16": "float16", "bfloat16": "bfloat16", "fp32": "float32",
            "fp16": "float16", "bf16": "bfloat16", "float": "float32", "half": "float16"}
-
-
-class Config:
-    """A config.json dict plus the model type's transformers defaults; records every default it falls back to."""
-
-    def __init__(self, data: dict, model_type: str, origin: str):
-        self.data, self.model_type, self.origin = data, model_type, origin
-        self.assumed: list[str] = []
-
-    def has(self, key: str) -> bool:
-        return self.data.get(key) is not None
-
-    def get(self, key: str, *fallback_keys: str) -> Any:
-        """The first of ``key``/``fallback_keys`` present (legacy names), else the transformers default."""
-        for k in (key, *fallback_keys):
-            if self.data.get(k) is not None:
-                return self.data[k]
-        defaults = DEFAULTS.get(self.model_type, {})
-        if key in defaults:
-            self.assumed.append(f"{key}={defaults[key]!r} (transformers default for {self.model_type})")
-            return defaults[key]
-        raise KvplanError(f"{self.origin}: missing key {key!r}, which a {self.model_type} card needs "
-                          "(and transformers has no default for)")
-
-    def lookup(self, key: str) -> Any:
-        """The file's value when the key is present (even null), else the transformers default, else None."""
-        if key in self.data:
-            return self.data[key]
-        return self.get(key) if key in DEFAULTS.get(self.model_type, {}) else None
 
 
 def load_hf_config(path: str | Path) -> tuple[dict, str]:
@@ -77,8 +46,6 @@ def card_from_hf_config(config: dict | str | Path, *, name: str | None = None) -
 def import_hf_config(config: dict | str | Path, *, name: str | None = None) -> tuple[ModelCard, list[str]]:
     """(card, defaults assumed) for a config.json dict, file or folder."""
     data, origin = (config, "config") if isinstance(config, dict) else load_hf_config(config)
-    from kvplan.model.hf.families import READERS  # the per-model-type readers
-
     model_type = str(data.get("model_type", ""))
     if model_type == "gemma3" and isinstance(data.get("text_config"), dict):  # multimodal: the text decoder
         data = {**data["text_config"], "torch_dtype": data.get("torch_dtype") or data.get("dtype"),
@@ -117,13 +84,6 @@ def _dtype(cfg: Config) -> str:
     if key not in _DTYPES:
         raise KvplanError(f"{cfg.origin}: torch_dtype {raw!r} unsupported; allowed: float32, float16, bfloat16")
     return _DTYPES[key]
-
-
-def activation(cfg: Config, key: str, *fallback_keys: str) -> str:
-    act = str(cfg.get(key, *fallback_keys))
-    if act not in _ACTIVATIONS:
-        raise KvplanError(f"{cfg.origin}: {key} {act!r} unsupported; allowed: {', '.join(_ACTIVATIONS)}")
-    return _ACTIVATIONS[act]
 
 
 def _drop_derivable(fields: dict) -> dict:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Callable
 
 from kvplan.errors import KvplanError
-from kvplan.model.hf.config import Config, activation
+from kvplan.model.hf.reader import Config, activation
 
 _LAYER_TYPES = {"sliding_attention": "sliding", "full_attention": "global"}
 
