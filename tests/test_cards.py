@@ -68,5 +68,7 @@ def test_invalid_cards_name_the_field(change, field, allowed):
 
 def test_cards_are_frozen():
     card = make()
-    with pytest.raises(Exception):
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="Instance is frozen"):
         card.num_layers = 5

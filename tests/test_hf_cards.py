@@ -1,4 +1,4 @@
-"""The importer without transformers: full-size configs from ../shared become the bundled cards; bad input fails."""
+"""The importer without transformers: full-size configs (vendored in tests/data) become the bundled cards."""
 
 from __future__ import annotations
 
@@ -6,13 +6,12 @@ import json
 from pathlib import Path
 
 import pytest
-import yaml
 
 from kvplan import load_card
 from kvplan.errors import KvplanError
 from kvplan.model.hf.config import card_from_hf_config
 
-FACTS = Path(__file__).resolve().parents[2] / "shared" / "reference" / "model_facts.yaml"
+CONFIGS = json.loads((Path(__file__).with_name("data") / "hf_configs.json").read_text())["configs"]
 BUNDLED = {
     "meta-llama/Llama-2-7b-hf": "llama-2-7b", "meta-llama/Llama-2-13b-hf": "llama-2-13b",
     "meta-llama/Llama-2-70b-hf": "llama-2-70b", "meta-llama/Meta-Llama-3-8B": "llama-3-8b",
@@ -27,24 +26,9 @@ BUNDLED = {
 }
 
 
-def config_from_facts(facts: dict) -> dict:
-    """The config.json the facts were read from: config keys as they are, head_dim from head_dim_explicit."""
-    cfg = {k: v for k, v in facts.items() if not isinstance(v, (list,)) or k == "mlp_only_layers"}
-    if facts.get("head_dim_explicit"):
-        cfg["head_dim"] = facts["head_dim_explicit"]
-    if cfg["model_type"] == "falcon" and cfg.get("new_decoder_architecture"):
-        cfg["num_kv_heads"] = cfg.pop("num_key_value_heads")  # FalconConfig's name for it
-    if cfg["model_type"] == "gemma3":  # the multimodal config nests the text decoder
-        cfg = {"model_type": "gemma3", "torch_dtype": cfg["torch_dtype"],
-               "text_config": {**cfg, "model_type": "gemma3_text"}}
-    return cfg
-
-
-@pytest.mark.skipif(not FACTS.exists(), reason="../shared/reference/model_facts.yaml not beside the checkout")
 @pytest.mark.parametrize(("repo", "card_name"), sorted(BUNDLED.items()))
 def test_full_size_configs_import_to_bundled_cards(repo, card_name):
-    facts = yaml.safe_load(FACTS.read_text())["models"][repo]
-    imported = card_from_hf_config(config_from_facts(facts), name=card_name)
+    imported = card_from_hf_config(CONFIGS[repo]["config"], name=card_name)
     bundled = load_card(card_name)
     skip = {"name", "source", "published_params"}
     assert imported.model_dump(exclude=skip) == bundled.model_dump(exclude=skip)
