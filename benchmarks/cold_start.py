@@ -1,11 +1,11 @@
-"""Cold-start cost of `kvplan estimate`, as a ratio to importing its libraries alone, both measured in this run.
+"""Start-up and throughput of `kvplan estimate`, as ratios measured in one run.
 
-    python benchmarks/cold_start.py [--runs 10]
+    python benchmarks/cold_start.py [--runs 10] [--calls 2000]
 
-kvplan's own code should add little on top of `import typer, pydantic, yaml, rich`: the ratio is the number to
-watch (1.0 would mean kvplan costs nothing beyond its dependencies' imports). A third measurement, an empty typer
-command with the same options, shows the part typer itself pays to parse options (recent typer builds a pydantic
-TypeAdapter per option), so kvplan's own share is visible separately.
+1. Cold start: `kvplan estimate` against an empty typer command with the same options (the floor any typer CLI pays
+   to import its libraries and parse options; recent typer builds a pydantic TypeAdapter per option). Target: <= 1.2x.
+2. Library throughput: `kvplan.estimate(...)` calls per second in one process, without and with `gpu=` (the GPU
+   catalog is read once per process, bundled cards are validated once).
 """
 
 from __future__ import annotations
@@ -15,11 +15,9 @@ import statistics
 import subprocess
 import sys
 import time
-
 from pathlib import Path
 
 ARGS = ["--model", "llama-2-7b", "--batch", "16", "--seq-len", "4096"]
-BASELINE = [sys.executable, "-c", "import typer, pydantic, yaml, rich"]
 TYPER_FLOOR = [sys.executable, str(Path(__file__).with_name("typer_floor.py")), *ARGS]
 ESTIMATE = [sys.executable, "-m", "kvplan", "estimate", *ARGS]
 
@@ -35,17 +33,28 @@ def wall_s(cmd: list[str], runs: int) -> float:
     return statistics.median(times)
 
 
+def calls_per_s(calls: int, **kw) -> float:
+    import kvplan
+
+    kvplan.estimate("llama-2-7b", seq_len=4096, **kw)  # warm: imports, catalog, card
+    start = time.perf_counter()
+    for i in range(calls):
+        kvplan.estimate("llama-2-7b", batch=1 + i % 64, seq_len=4096, **kw)
+    return calls / (time.perf_counter() - start)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10)
-    runs = parser.parse_args().runs
-    base, floor, est = wall_s(BASELINE, runs), wall_s(TYPER_FLOOR, runs), wall_s(ESTIMATE, runs)
-    print(f"import typer, pydantic, yaml, rich      : {base * 1000:7.1f} ms (median of {runs})")
-    print(f"empty typer command, same options       : {floor * 1000:7.1f} ms (typer's own parsing floor)")
-    print(f"kvplan estimate llama-2-7b (table)      : {est * 1000:7.1f} ms")
-    print(f"ratio estimate / library imports        : {est / base:7.2f}x")
-    print(f"ratio estimate / empty typer command    : {est / floor:7.2f}x")
-    print(f"kvplan's own cost above the typer floor : {(est - floor) * 1000:7.1f} ms")
+    parser.add_argument("--calls", type=int, default=2000)
+    a = parser.parse_args()
+    floor, est = wall_s(TYPER_FLOOR, a.runs), wall_s(ESTIMATE, a.runs)
+    print(f"empty typer command, same options : {floor * 1000:7.1f} ms (median of {a.runs})")
+    print(f"kvplan estimate llama-2-7b        : {est * 1000:7.1f} ms")
+    print(f"ratio estimate / typer floor      : {est / floor:7.2f}x (target <= 1.2x)")
+    plain, gpu = calls_per_s(a.calls), calls_per_s(a.calls, gpu="H100-SXM")
+    print(f"kvplan.estimate() calls/s         : {plain:9,.0f}")
+    print(f"kvplan.estimate(gpu=...) calls/s  : {gpu:9,.0f}")
 
 
 if __name__ == "__main__":

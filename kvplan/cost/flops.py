@@ -27,9 +27,8 @@ projections run on the encoder output once (at prefill) and are read from the ca
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from dataclasses import replace
+from collections import Counter
+from dataclasses import dataclass, replace
 
 from pydantic import BaseModel, ConfigDict
 
@@ -160,13 +159,15 @@ def _breakdown(card: ModelCard, eng: Engine, phase: str, *, batch: int, new: int
     positions MLA ``expand`` up-projects per sequence; ``causal_scores``: per layer, score entries per sequence."""
     tokens = batch * new
     mode = eng.mla_mode(phase) if card.mla else None
-    return FlopsBreakdown(
+    moe_layers = sum(card.is_moe_layer(i) for i in range(card.num_layers))
+    return FlopsBreakdown(  # layers with equal key counts cost the same: sum over the distinct counts
         engine=eng.name, phase=phase, mla_mode=mode,
-        projections=sum(_projection_flops(card, tokens, batch * k, mode) for k in keys),
-        attention_core=sum(_core_flops(card, tokens * k, mode) for k in keys),
-        mlp=sum(_mlp_flops(card, layer, tokens) for layer in range(card.num_layers)),
+        projections=sum(n * _projection_flops(card, tokens, batch * k, mode) for k, n in Counter(keys).items()),
+        attention_core=sum(n * _core_flops(card, tokens * k, mode) for k, n in Counter(keys).items()),
+        mlp=(moe_layers and moe_layers * _mlp_flops(card, True, tokens))
+        + (card.num_layers - moe_layers) * _mlp_flops(card, False, tokens),
         lm_head=2 * batch * logit_rows * card.hidden_size * card.vocab_size,
-        causal_attention_core=sum(_core_flops(card, batch * s, mode) for s in causal_scores),
+        causal_attention_core=sum(n * _core_flops(card, batch * s, mode) for s, n in Counter(causal_scores).items()),
     )
 
 
@@ -213,9 +214,9 @@ def _projection_flops(card: ModelCard, tokens: int, expanded: int, mode: str | N
     return 2 * tokens * per_token + 2 * expanded * up
 
 
-def _mlp_flops(card: ModelCard, layer: int, tokens: int) -> int:
+def _mlp_flops(card: ModelCard, moe_layer: bool, tokens: int) -> int:
     """Dense FFN; MoE: router (+ Qwen2-MoE shared gate) + top-k routed experts + shared experts, per token."""
-    if not card.is_moe_layer(layer):
+    if not moe_layer:
         return 2 * tokens * total(ffn_matrices(card, card.ffn_size), "elems")
     moe = card.moe
     routed = moe.experts_per_token * total(ffn_matrices(card, moe.expert_ffn_size), "elems")

@@ -12,6 +12,7 @@ layer gives; the other kinds are where that formula is wrong.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property, lru_cache
 from typing import Literal
 
 from kvplan.cost.engines import CacheRun, Engine, get_engine
@@ -36,7 +37,7 @@ class KVLayerSpec:
     factor: str = ""  # what follows the token count in the formula: "2 (K,V)" for separate K and V
     window: int | None = None
 
-    @property
+    @cached_property
     def bytes_per_token(self) -> int:
         """Bytes one cached token takes in this layer: each vector packed, plus its quantization scales."""
         return sum(count * self.dtype.vector_bytes(elems) for count, elems in self.vectors)
@@ -57,16 +58,22 @@ class KVLayerSpec:
         return engine.positions_held(self.window, run)
 
 
-def layer_specs(card: ModelCard, kv_dtype: DType, engine: Engine | str) -> list[KVLayerSpec]:
+def layer_specs(card: ModelCard, kv_dtype: DType, engine: Engine | str) -> tuple[KVLayerSpec, ...]:
     """One spec per cached attention: each decoder layer's self-attention, then (encoder-decoder) its cross-attention."""
+    return _layer_specs(card, kv_dtype, get_engine(engine).transformers)
+
+
+@lru_cache(maxsize=4096)  # cards and dtypes are frozen: the specs are built once per (card, dtype, runtime family)
+def _layer_specs(card: ModelCard, kv_dtype: DType, transformers: bool) -> tuple[KVLayerSpec, ...]:
     if not card.has_kv_cache:
-        return []
-    heads = card.cached_kv_heads(get_engine(engine).transformers)
-    self_attn = [_self_attention_spec(card, kv_dtype, heads, w) for w in card.windows]
+        return ()
+    heads = card.cached_kv_heads(transformers)
+    by_window = {w: _self_attention_spec(card, kv_dtype, heads, w) for w in set(card.windows)}
+    self_attn = tuple(by_window[w] for w in card.windows)
     if card.architecture != "encoder-decoder":
         return self_attn
     cross = _standard_spec(card, kv_dtype, "cross", None, card.num_kv_heads)
-    return self_attn + [cross] * card.num_layers
+    return self_attn + (cross,) * card.num_layers
 
 
 def _self_attention_spec(card: ModelCard, kv_dtype: DType, kv_heads: int, window: int | None) -> KVLayerSpec:
@@ -95,6 +102,6 @@ def has_full_layer(card: ModelCard) -> bool:
     return any(w is None for w in card.windows)
 
 
-def kv_bytes_per_token(specs: list[KVLayerSpec]) -> int:
+def kv_bytes_per_token(specs: tuple[KVLayerSpec, ...]) -> int:
     """Self-attention bytes one more cached token adds to one sequence while no window is full."""
     return sum(s.bytes_per_token for s in specs if s.kind != "cross")

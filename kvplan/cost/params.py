@@ -8,6 +8,7 @@ Every count is the sum of the weight (and bias) shapes of the modules transforme
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from functools import lru_cache
 
 from kvplan.cost.shapes import attention_matrices, ffn_matrices, router_matrices, total
 from kvplan.model.card import ModelCard
@@ -76,6 +77,7 @@ def mlp_params(card: ModelCard, layer: int) -> tuple[int, int]:
     return router + moe.num_experts * expert + shared, router + moe.experts_per_token * expert + shared
 
 
+@lru_cache(maxsize=4096)
 def count_params(card: ModelCard) -> ParamBreakdown:
     """The exact parameter count of the card, by component."""
     h = card.hidden_size

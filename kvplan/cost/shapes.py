@@ -7,6 +7,7 @@ outputs; vLLM ``ColumnParallelLinear`` / ``RowParallelLinear`` / ``ReplicatedLin
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal
 
 from kvplan.model.card import ModelCard
@@ -34,16 +35,18 @@ class Matrix:
         return self.elems + (self.n_out if self.bias else 0)
 
 
-def attention_matrices(card: ModelCard) -> list[Matrix]:
+@lru_cache(maxsize=4096)  # cards are frozen and hashable: shapes are computed once per card
+def attention_matrices(card: ModelCard) -> tuple[Matrix, ...]:
     """Q, K, V and output projections of one self-attention layer (GQA/MQA: K and V are num_kv_heads wide)."""
     if card.mla:
         return mla_matrices(card)
     h, q_width, kv_width = card.hidden_size, card.num_heads * card.head_dim, card.num_kv_heads * card.head_dim
-    return [Matrix("q_proj", h, q_width, card.qkv_bias, "column"), Matrix("k_proj", h, kv_width, card.qkv_bias, "column"),
-            Matrix("v_proj", h, kv_width, card.qkv_bias, "column"), Matrix("o_proj", q_width, h, card.out_bias, "row")]
+    return (Matrix("q_proj", h, q_width, card.qkv_bias, "column"), Matrix("k_proj", h, kv_width, card.qkv_bias, "column"),
+            Matrix("v_proj", h, kv_width, card.qkv_bias, "column"), Matrix("o_proj", q_width, h, card.out_bias, "row"))
 
 
-def mla_matrices(card: ModelCard) -> list[Matrix]:
+@lru_cache(maxsize=4096)  # cards are frozen and hashable: shapes are computed once per card
+def mla_matrices(card: ModelCard) -> tuple[Matrix, ...]:
     """DeepSeek MLA (arXiv:2405.04434 eq. 9-19): low-rank query path, KV down-projection, up-projection ``kv_b_proj``
     (= [W_UK; W_UV]), output. The down-projections are replicated under TP (vLLM ``ReplicatedLinear``)."""
     m, h, heads = card.mla, card.hidden_size, card.num_heads
@@ -53,25 +56,27 @@ def mla_matrices(card: ModelCard) -> list[Matrix]:
              Matrix("q_b_proj", m.q_lora_rank, heads * qk_head, False, "column")]
     else:
         q = [Matrix("q_proj", h, heads * qk_head, False, "column")]
-    return q + [Matrix("kv_a_proj_with_mqa", h, m.kv_lora_rank + m.qk_rope_head_dim, False, "replicated"),
-                Matrix("kv_b_proj", m.kv_lora_rank, heads * (m.qk_nope_head_dim + m.v_head_dim), False, "column"),
-                Matrix("o_proj", heads * m.v_head_dim, h, False, "row")]
+    return tuple(q) + (Matrix("kv_a_proj_with_mqa", h, m.kv_lora_rank + m.qk_rope_head_dim, False, "replicated"),
+                       Matrix("kv_b_proj", m.kv_lora_rank, heads * (m.qk_nope_head_dim + m.v_head_dim), False, "column"),
+                       Matrix("o_proj", heads * m.v_head_dim, h, False, "row"))
 
 
-def ffn_matrices(card: ModelCard, inner: int) -> list[Matrix]:
+@lru_cache(maxsize=4096)  # cards are frozen and hashable: shapes are computed once per card
+def ffn_matrices(card: ModelCard, inner: int) -> tuple[Matrix, ...]:
     """One feed-forward block: gated (gate, up, down: SwiGLU/GeGLU) or plain (up, down)."""
     h, bias = card.hidden_size, card.mlp_bias
     gate = [Matrix("gate_proj", h, inner, bias, "column")] if card.gated_ffn else []
-    return gate + [Matrix("up_proj", h, inner, bias, "column"), Matrix("down_proj", inner, h, bias, "row")]
+    return (*gate, Matrix("up_proj", h, inner, bias, "column"), Matrix("down_proj", inner, h, bias, "row"))
 
 
-def router_matrices(card: ModelCard) -> list[Matrix]:
+@lru_cache(maxsize=4096)  # cards are frozen and hashable: shapes are computed once per card
+def router_matrices(card: ModelCard) -> tuple[Matrix, ...]:
     """The MoE router, Linear(hidden, num_experts) without bias, plus Qwen2-MoE's shared-expert gate (hidden x 1);
     replicated on every TP rank."""
     moe = card.moe
     gate = [Matrix("shared_expert_gate", card.hidden_size, 1, False, "replicated")] if moe.shared_expert_gate else []
-    return [Matrix("router", card.hidden_size, moe.num_experts, False, "replicated"), *gate]
+    return (Matrix("router", card.hidden_size, moe.num_experts, False, "replicated"), *gate)
 
 
-def total(matrices: list[Matrix], what: str = "params") -> int:
+def total(matrices: tuple[Matrix, ...], what: str = "params") -> int:
     return sum(getattr(m, what) for m in matrices)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
@@ -22,7 +23,18 @@ def cards_dir() -> Path:
 
 
 def bundled_names() -> list[str]:
-    return sorted(p.stem for p in cards_dir().glob("*.yaml"))
+    return sorted(_bundled_set())
+
+
+@lru_cache(maxsize=1)
+def _bundled_set() -> frozenset[str]:
+    return frozenset(p.stem for p in cards_dir().glob("*.yaml"))
+
+
+@lru_cache(maxsize=None)
+def _load_bundled(name: str) -> ModelCard:
+    """A bundled card, read and validated once per process (cards are frozen, so sharing one is safe)."""
+    return load_card_file(cards_dir() / f"{name}.yaml")
 
 
 def load_card(name_or_path: str | Path) -> ModelCard:
@@ -31,9 +43,8 @@ def load_card(name_or_path: str | Path) -> ModelCard:
     path = Path(text)
     if path.suffix in (".yaml", ".yml") or path.is_file():
         return load_card_file(path)
-    bundled = cards_dir() / f"{text}.yaml"
-    if bundled.is_file():
-        return load_card_file(bundled)
+    if text in _bundled_set():
+        return _load_bundled(text)
     close = difflib.get_close_matches(text, bundled_names(), n=3, cutoff=0.5)
     hint = f"; did you mean {', '.join(close)}?" if close else ""
     raise KvplanError(f"unknown model {text!r}{hint} (`kvplan cards list` shows all; or pass a path to a .yaml card)")
