@@ -2,8 +2,6 @@
 kvplan.cost.flops models it), across the engines the reference caches implement, in fp32 and bf16."""
 
 import json
-import subprocess
-import sys
 
 import pytest
 
