@@ -67,3 +67,21 @@ def test_human_table_and_summary(cli):
 def test_errors_are_one_line(cli, args, message):
     code, out, err = cli("compare", *args)
     assert code == 2 and message in err and "Traceback" not in err
+
+
+def test_mla_layout_what_if(cli_json):
+    res = cli_json("compare", "-m", "llama-3-8b", "--attention", "mla:512", "--seq-len", "1024")
+    mla = rows_by_layout(res)["mla:512"]
+    # one latent of 512 + a rope key of 64 (head_dim 128 / 2) per token and layer, bf16: 32 x 576 x 2 B
+    assert mla["kv_bytes_per_token"] == 32 * 576 * 2 == 36_864 and mla["num_kv_heads"] is None
+    # K/V projections (2 x 4096 x 1024) give way to kv_a (4096 x 576), kv_a_layernorm (512), kv_b (512 x 32 x 256);
+    # Q grows from 4096 x 4096 to 4096 x 32 x 192
+    per_layer = (4096 * 576 + 512 + 512 * 32 * 256 + 4096 * 32 * 192) - (2 * 4096 * 1024 + 4096 * 4096)
+    assert mla["params_delta_vs_card"] == 32 * per_layer
+    assert "MLA (mla:R)" in res["summary"]
+
+
+def test_mla_card_compares_latent_ranks(cli_json):
+    rows = rows_by_layout(cli_json("compare", "-m", "deepseek-v2-lite", "--attention", "mla:256", "--seq-len", "64"))
+    assert rows["card"]["kv_bytes_per_token"] == 27 * (512 + 64) * 2  # 27 layers, bf16
+    assert rows["mla:256"]["kv_bytes_per_token"] == 27 * (256 + 64) * 2

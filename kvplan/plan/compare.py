@@ -22,6 +22,9 @@ from kvplan.model.layouts import with_layout
 from kvplan.plan.estimate import estimate, resolve
 
 _RESULT = ConfigDict(frozen=True, extra="forbid")
+MLA_SUMMARY = (" MLA (mla:R) caches one latent of rank R plus a shared rope key per token instead of per-head K/V: "
+               "the smallest cache for its quality class, paid for with up-projection weights and, in decode, "
+               "attention over the wider latent (DeepSeek-V2, arXiv:2405.04434).")
 SUMMARY = ("Grouping K/V heads (MHA -> GQA -> MQA) shrinks the KV cache and the bytes each decode step reads, so "
            "more sequences fit next to the weights and decode runs faster while it is memory-bound. It costs K/V "
            "parameters (less attention capacity) and can cost quality unless the model is trained or uptrained "
@@ -66,9 +69,6 @@ def compare(model: ModelCard | str, *, attention: str | list[str], seq_len: int 
     specs = [s.strip() for s in (attention.split(",") if isinstance(attention, str) else attention) if s.strip()]
     if not specs:
         raise KvplanError("--attention: give one or more layouts, e.g. mha,gqa:8,mqa")
-    if card.mla:
-        raise KvplanError(f"--attention: {card.name} uses MLA (one latent per token, no K/V heads to regroup); "
-                          "compare applies to MHA, GQA and MQA cards")
     if engine == "hf-static":
         raise KvplanError("--engine: compare supports ideal, hf-dynamic and vllm (hf-static needs --max-cache-len; "
                           "use kvplan estimate for it)")
@@ -80,7 +80,8 @@ def compare(model: ModelCard | str, *, attention: str | list[str], seq_len: int 
     first = estimate(card, **opts)
     return CompareResult(model=card.name, gpu=dev.name if dev else None, engine=engine, batch=batch,
                          seq_len=seq_len, kv_dtype=first.kv_cache.dtype, weight_dtype=first.weights.dtype,
-                         rows=rows, summary=SUMMARY, notes=_notes(dev))
+                         rows=rows, summary=SUMMARY + (MLA_SUMMARY if any(r.num_kv_heads is None for r in rows) else ""),
+                         notes=_notes(dev, any(r.num_kv_heads is None for r in rows)))
 
 
 def _row(label: str, card: ModelCard, base_params: int, dev: GPU | None, opts: dict) -> LayoutRow:
@@ -109,9 +110,12 @@ def max_batch(weights_bytes: int, kv_bytes_per_sequence: int, dev: GPU | None) -
     return max(0, (dev.memory_bytes - weights_bytes) // kv_bytes_per_sequence)
 
 
-def _notes(dev: GPU | None) -> list[str]:
-    notes = ["Decode attention FLOPs are identical across layouts: GQA/MQA share K/V heads, but each query head "
-             "still computes its own scores and output."]
+def _notes(dev: GPU | None, mla: bool) -> list[str]:
+    notes = ["Decode attention FLOPs are identical across MHA/GQA/MQA layouts: they share K/V heads, but each query "
+             "head still computes its own scores and output."]
+    if mla:
+        notes.append("MLA rows decode with absorbed weights (vLLM's MLA decode path): each query head scores the "
+                     "kv_lora_rank + rope latent, so attention FLOPs grow with the rank while the cache shrinks.")
     if dev is not None:
         notes.append(f"max_batch: {dev.name}'s stated {dev.memory_bytes:,} B minus the weights, divided by one "
                      "sequence's KV cache; activations and the runtime's own memory are not subtracted.")
