@@ -27,9 +27,11 @@ else:  # pragma: no cover - Python 3.10
 CONFIG_FILE = "kvplan.toml"
 ESTIMATE_KEYS = ("batch", "seq_len", "engine", "kv_dtype", "weight_dtype", "encoder_len", "max_cache_len",
                  "block_size", "kv_heads", "attention", "prompt_len", "gpu", "gpu_file", "mfu", "mbu")
-PLAN_KEYS = ("tp", "pp", "max_model_len")  # options only the capacity planner (`kvplan plan`) takes
-SIZE_KEYS = ("max_kv_bytes", "max_total_bytes", "max_gpu_bytes")
+PLAN_KEYS = ("tp", "pp", "dp", "max_model_len", "gpu_memory", "gpu_memory_utilization", "kv_cache_memory",
+             "max_num_batched_tokens", "max_num_seqs")  # options only the capacity planner (`kvplan plan`) takes
+SIZE_KEYS = ("max_kv_bytes", "max_total_bytes", "max_gpu_bytes", "gpu_memory", "kv_cache_memory")
 PLAN_BUDGETS = ("max_gpu_bytes", "min_concurrency", "fits")
+BUDGET_KEYS = ("max_kv_bytes", "max_total_bytes", "max_ttft_ms", "max_tpot_ms", *PLAN_BUDGETS, "tolerance")
 _SIZE_PATTERN = r"^\s*(\d+(\.\d+)?|\.\d+)\s*([kKmMgGtTpPeE]i?[bB]?|[bB])?\s*$"
 Size = Annotated[int, Field(ge=0), WithJsonSchema({
     "anyOf": [{"type": "integer", "minimum": 0}, {"type": "string", "pattern": _SIZE_PATTERN}],
@@ -62,7 +64,13 @@ class Scenario(BaseModel):
     mbu: Optional[float] = Field(_OPT, gt=0, le=1)
     tp: Optional[PosInt] = Field(_OPT, description="kvplan plan --tp: tensor-parallel GPUs.")
     pp: Optional[PosInt] = Field(_OPT, description="kvplan plan --pp: pipeline stages.")
+    dp: Optional[PosInt] = Field(_OPT, description="kvplan plan --dp: data-parallel replicas.")
     max_model_len: Optional[PosInt] = Field(_OPT, description="kvplan plan --max-model-len.")
+    gpu_memory: Optional[Size] = Field(_OPT, description="kvplan plan --gpu-memory: overrides the GPU's total.")
+    gpu_memory_utilization: Optional[float] = Field(_OPT, gt=0, le=1)
+    kv_cache_memory: Optional[Size] = Field(_OPT, description="kvplan plan --kv-cache-memory.")
+    max_num_batched_tokens: Optional[PosInt] = _OPT
+    max_num_seqs: Optional[PosInt] = _OPT
     max_kv_bytes: Optional[Size] = Field(_OPT, description="Budget: KV cache of the whole batch.")
     max_total_bytes: Optional[Size] = Field(_OPT, description="Budget: weights + KV cache.")
     max_gpu_bytes: Optional[Size] = Field(_OPT, description="Budget (kvplan plan): memory per GPU.")
