@@ -62,7 +62,10 @@ def evaluate(loaded: LoadedConfig, index: int) -> Evaluated:
         if s.uses_plan:
             figures.update(_plan_figures(s, card))
     except KvplanError as exc:
-        raise KvplanError(f"{where}: {_as_keys(str(exc))}") from None
+        message = _as_keys(str(exc))
+        key = message.partition(":")[0]
+        line = loaded.line(index, key if key in Scenario.model_fields else None)
+        raise KvplanError(f"{loaded.path}:{line}: scenario {s.name!r}: {message}") from None
     if not figures:
         raise KvplanError(f"{where}: seq_len: required (the tokens each sequence holds), or the capacity keys "
                           f"({', '.join(PLAN_KEYS[:4])}, ...)")
