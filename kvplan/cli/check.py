@@ -14,7 +14,7 @@ from kvplan.errors import KvplanError
 
 def check(
     config: Annotated[Optional[str], typer.Option(
-        "--config", help="The config file (default: kvplan.toml, else [tool.kvplan] in pyproject.toml).")] = None,
+        "--config", help="The config file (default: kvplan.toml, else the tool.kvplan table of pyproject.toml).")] = None,
     update_baseline: Annotated[bool, typer.Option(
         "--update-baseline", metavar="", help="Write the current figures as the baseline (accepts a change).")] = False,
     junit: Annotated[Optional[str], typer.Option("--junit", help="Also write JUnit XML to FILE.")] = None,
