@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from fractions import Fraction
+
 from kvplan.errors import KvplanError
 
 _UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
@@ -40,3 +43,32 @@ def fmt_bytes(n: int) -> str:
 
 def fmt_int(n: int) -> str:
     return f"{n:,}"
+
+
+_SIZE_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9,
+               "t": 10**12, "tb": 10**12, "p": 10**15, "pb": 10**15, "e": 10**18, "eb": 10**18,
+               "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40, "pib": 2**50, "eib": 2**60}
+_SIZE_HINT = "bytes as an integer, or a number with a unit: 512MiB, \"40 GiB\", 80GB (IEC KiB..EiB, SI kB..EB)"
+
+
+def parse_size(what: str, text: object) -> int:
+    """A size in exact bytes: an int, or a string such as ``"40 GiB"``, ``"80GB"``, ``"512MiB"``, ``"1.5 KiB"``.
+
+    IEC units (KiB, MiB, ... powers of 1024) and SI units (kB/KB, MB, GB, ... powers of 1000), case-insensitive.
+    Decimals are allowed only when the product is a whole number of bytes. Anything else: a one-line KvplanError
+    naming ``what``.
+    """
+    if isinstance(text, int) and not isinstance(text, bool):
+        if text < 0:
+            raise KvplanError(f"{what}: a size cannot be negative, got {text}")
+        return text
+    if not isinstance(text, str):
+        raise KvplanError(f"{what}: not a size: {_short(text)}; give {_SIZE_HINT}")
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?|\.\d+)\s*([A-Za-z]*)\s*", text.replace("_", ""))
+    unit = m and _SIZE_UNITS.get(m.group(2).lower())
+    if not unit:
+        raise KvplanError(f"{what}: not a size: {_short(text)}; give {_SIZE_HINT}")
+    value = Fraction(m.group(1)) * unit
+    if value.denominator != 1:
+        raise KvplanError(f"{what}: {text.strip()!r} is not a whole number of bytes ({float(value):.6g} B)")
+    return int(value)

@@ -28,13 +28,13 @@ def root(
                                           help="Print the version and exit.")] = False,
     debug: Annotated[bool, typer.Option("--debug", metavar="", help="Show the traceback of an internal error.")] = False,
 ) -> None:
-    """Exit codes: 0 success, 1 a check failed (verify), 2 bad input, 3 internal error."""
+    """Exit codes: 0 success, 1 a check failed (verify, check), 2 bad input, 3 internal error."""
 
 
 def _register() -> None:
-    from kvplan.cli import cards, compare, estimate, gpus, verify
+    from kvplan.cli import cards, check, compare, estimate, gpus, verify
 
-    for module in (estimate, compare, verify):
+    for module in (estimate, compare, verify, check):
         module.register(app)
     app.add_typer(cards.app, name="cards")
     app.add_typer(gpus.app, name="gpus")

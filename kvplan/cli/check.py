@@ -1,0 +1,78 @@
+"""`kvplan check`: the memory and capacity regression gate for CI (docs/check.md)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from kvplan.cli import options as o
+from kvplan.errors import KvplanError
+
+
+def check(
+    config: Annotated[Optional[str], typer.Option(
+        "--config", help="The config file (default: kvplan.toml, else the tool.kvplan table of pyproject.toml).")] = None,
+    update_baseline: Annotated[bool, typer.Option(
+        "--update-baseline", metavar="", help="Write the current figures as the baseline (accepts a change).")] = False,
+    junit: Annotated[Optional[str], typer.Option("--junit", help="Also write JUnit XML to FILE.")] = None,
+    fmt: Annotated[str, typer.Option("--format", help="table, or github (annotations on the lines responsible).")]
+    = "table",
+    schema: Annotated[bool, typer.Option("--schema", metavar="", help="Print the config's JSON Schema and exit.")]
+    = False,
+    as_json: o.Json = False,
+) -> None:
+    """Check every scenario of kvplan.toml against its budgets and the baseline: exit 0 all hold, 1 a check failed,
+    2 bad input. Appends a Markdown summary to $GITHUB_STEP_SUMMARY when it is set."""
+    if schema:
+        import json
+
+        from kvplan.plan.check_config import json_schema
+
+        typer.echo(json.dumps(json_schema(), indent=2))
+        return
+    if fmt not in ("table", "github"):
+        raise KvplanError(f"--format: {fmt!r} is not one of table, github")
+    if as_json and fmt != "table":
+        raise KvplanError("--json: give either --json or --format github")
+    from kvplan.plan.check import run_check
+
+    report = run_check(config, update_baseline=update_baseline)
+    _outputs(report, junit)
+    _print(report, fmt, as_json)
+    if report.failed:
+        raise typer.Exit(1)
+
+
+def _outputs(report, junit: str | None) -> None:
+    from kvplan.report.check import junit_xml, markdown_summary
+
+    if junit is not None:
+        from kvplan.model.catalog import write_atomic
+
+        write_atomic(Path(junit), junit_xml(report))
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary:
+        with open(summary, "a", encoding="utf-8") as f:
+            f.write(markdown_summary(report))
+
+
+def _print(report, fmt: str, as_json: bool) -> None:
+    if as_json:
+        from kvplan.report.jsonout import print_json
+
+        print_json(report)
+        return
+    from kvplan.report.check import github_annotations, render_check
+    from kvplan.report.console import make_console
+
+    render_check(report, make_console())
+    if fmt == "github":
+        for line in github_annotations(report):
+            typer.echo(line)
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(check)

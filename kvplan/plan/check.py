@@ -1,0 +1,197 @@
+"""``kvplan check``: evaluate every scenario of ``kvplan.toml`` against its budgets and the committed baseline.
+
+>>> report = run_check()              # kvplan.toml (or [tool.kvplan]) in the current directory
+>>> report.failed, [r.verdict for r in report.rows]
+
+Each row is one scenario x check: a budget key (``max_kv_bytes``) or ``baseline`` for one figure. A failing row points
+at the line responsible (``file``, ``line``): the card field or scenario option that changed since the baseline when
+one did; else, for a KV figure, the card's ``num_kv_heads:`` (``num_layers:``) line; else the budget's line in the
+config (the scenario's ``[[scenarios]]`` line for a baseline check).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from kvplan.plan.check_baseline import ACCEPT, read_baseline, regressed, write_baseline
+from kvplan.plan.check_config import LoadedConfig, find_config, load_config
+from kvplan.plan.check_figures import FIGURES, Evaluated, Figure, Value, evaluate
+from kvplan.plan.check_lines import yaml_field_line
+from kvplan.units import fmt_bytes, fmt_int
+
+SCHEMA_VERSION = 1
+_RESULT = ConfigDict(frozen=True, extra="forbid")
+
+
+class CheckRow(BaseModel):
+    model_config = _RESULT
+    scenario: str
+    check: str  # the budget key (max_kv_bytes, min_concurrency, ...) or "baseline"
+    figure: str  # kv_bytes_per_token, kv_bytes, weights_bytes, total_bytes, ttft_ms, tpot_ms, gpu_bytes, ...
+    unit: Literal["bytes", "ms", "count", "bool"]
+    limit: bool | int | float | None  # the budget, or the baseline's figure; None: not in the baseline yet
+    value: bool | int | float
+    delta: int | float | None  # value - limit
+    verdict: Literal["pass", "fail", "new"]
+    message: str
+    file: str  # what a failure points at (relative to the working directory when inside it)
+    line: int
+
+
+class CheckReport(BaseModel):
+    """What ``kvplan check --json`` prints."""
+
+    model_config = _RESULT
+    schema_version: int = SCHEMA_VERSION
+    config: str
+    baseline: str
+    baseline_found: bool
+    baseline_updated: bool
+    figures: dict[str, dict[str, bool | int | float]]  # scenario -> figure -> value
+    rows: list[CheckRow]
+    failed: int
+    notes: list[str]
+
+
+def run_check(config: str | None = None, *, cwd: Path | None = None, update_baseline: bool = False) -> CheckReport:
+    """Evaluate every scenario; with ``update_baseline`` write the current figures as the new baseline first."""
+    cwd = Path.cwd() if cwd is None else cwd
+    loaded = load_config(find_config(config, cwd))
+    done = [evaluate(loaded, i) for i in range(len(loaded.config.scenarios))]
+    if update_baseline:
+        write_baseline(loaded.baseline_path, {e.scenario.name: _entry(e) for e in done})
+    baseline = read_baseline(loaded.baseline_path)
+    rows = [row for e in done for row in _rows(loaded, e, (baseline or {}).get(e.scenario.name), cwd)]
+    notes = _notes(loaded, baseline, rows, update_baseline, cwd)
+    return CheckReport(config=_shown(loaded.path, cwd), baseline=_shown(loaded.baseline_path, cwd),
+                       baseline_found=baseline is not None, baseline_updated=update_baseline,
+                       figures={e.scenario.name: e.figures for e in done}, rows=rows,
+                       failed=sum(r.verdict == "fail" for r in rows), notes=notes)
+
+
+def _entry(e: Evaluated) -> dict:
+    figures = {name: e.figures[name] for name in FIGURES if name in e.figures}
+    return {"figures": figures, "inputs": e.inputs, "card": e.card}
+
+
+def _notes(loaded: LoadedConfig, baseline: dict | None, rows: list[CheckRow], updated: bool, cwd: Path) -> list[str]:
+    path = _shown(loaded.baseline_path, cwd)
+    if updated:
+        return [f"wrote {path}; commit it with the change that moved the figures"]
+    if baseline is None:
+        return [f"no baseline at {path}: only budgets were checked; `{ACCEPT}` writes one to commit"]
+    if any(r.verdict == "new" for r in rows):
+        return [f"figures marked new are not in {path} yet; `{ACCEPT}` adds them"]
+    return []
+
+
+def _shown(path: Path, cwd: Path) -> str:
+    """A path as GitHub annotations want it: relative to the working directory (the repository root in CI)."""
+    try:
+        rel = os.path.relpath(path.resolve(), cwd.resolve())
+    except ValueError:  # another drive (Windows)
+        return path.as_posix()
+    return Path(rel).as_posix() if not rel.startswith("..") else path.resolve().as_posix()
+
+
+def _rows(loaded: LoadedConfig, e: Evaluated, base: dict | None, cwd: Path) -> list[CheckRow]:
+    rows = []
+    for name, value in e.figures.items():
+        fig = FIGURES[name]
+        limit = getattr(e.scenario, fig.budget) if fig.budget else None
+        if limit is not None:
+            rows.append(_budget_row(loaded, e, base, fig, value, limit, cwd))
+        if base is not None and fig.unit != "bool":
+            rows.append(_baseline_row(loaded, e, base, fig, value, cwd))
+    return rows
+
+
+def _budget_row(loaded: LoadedConfig, e: Evaluated, base: dict | None, fig: Figure, value: Value, limit: Value,
+                cwd: Path) -> CheckRow:
+    broken = regressed(value, limit, 0.0, fig.higher_is_better)
+    bound = "at least" if fig.higher_is_better else "at most"
+    if fig.unit == "bool":
+        text = f"{fig.name} is {value}; the budget {fig.budget} = true"
+    else:
+        text = f"{fig.name} {_fmt(fig, value)}; budget {fig.budget} {bound} {_fmt(fig, limit)}"
+        if broken:
+            text += f", {'short' if fig.higher_is_better else 'over'} by {_fmt(fig, abs(value - limit))}"
+    file, line, cause = _blame(loaded, e, base, fig, fig.budget, cwd)
+    return _row(e, fig, fig.budget, limit, value, "fail" if broken else "pass", text + (cause if broken else ""),
+                file, line)
+
+
+def _baseline_row(loaded: LoadedConfig, e: Evaluated, base: dict, fig: Figure, value: Value, cwd: Path) -> CheckRow:
+    old = base.get("figures", {}).get(fig.name)
+    file, line, cause = _blame(loaded, e, base, fig, None, cwd)
+    if old is None or isinstance(old, bool) or not isinstance(old, (int, float)):
+        return _row(e, fig, "baseline", None, value, "new", f"{fig.name} {_fmt(fig, value)}: not in the baseline yet",
+                    file, line)
+    if not regressed(value, old, e.scenario.tolerance, fig.higher_is_better):
+        return _row(e, fig, "baseline", old, value, "pass", f"{fig.name} {_fmt(fig, value)}; baseline "
+                    f"{_fmt(fig, old)}", file, line)
+    verb = "fell" if fig.higher_is_better else "grew"
+    text = (f"{fig.name} {verb} from {_fmt(fig, old)} to {_fmt(fig, value)} ({_pct(value, old)}), beyond the "
+            f"tolerance {e.scenario.tolerance:g}{cause}. If intended, accept it: `{ACCEPT}` and commit "
+            f"{_shown(loaded.baseline_path, cwd)}")
+    return _row(e, fig, "baseline", old, value, "fail", text, file, line)
+
+
+def _row(e: Evaluated, fig: Figure, check: str, limit: Value | None, value: Value, verdict: str, message: str,
+         file: str, line: int) -> CheckRow:
+    numeric = limit is not None and fig.unit != "bool"
+    return CheckRow(scenario=e.scenario.name, check=check, figure=fig.name, unit=fig.unit, limit=limit, value=value,
+                    delta=value - limit if numeric else None, verdict=verdict, message=message, file=file, line=line)
+
+
+def _blame(loaded: LoadedConfig, e: Evaluated, base: dict | None, fig: Figure, budget: str | None,
+           cwd: Path) -> tuple[str, int, str]:
+    """(file, line, "; because ...") for a row: what changed since the baseline, else the static rule."""
+    config = _shown(loaded.path, cwd)
+    for key, old, new in _changes(e, base):
+        if key in e.card:
+            place = _card_place(loaded, e, key, cwd)
+            return (*place, f" (card {key} changed from {old} to {new})")
+        return config, loaded.line(e.index, key), f" ({key} changed from {old} to {new})"
+    if fig.kv and e.card_file is not None:
+        for key in ("kv_lora_rank", "num_kv_heads", "num_layers") if "kv_lora_rank" in e.card else \
+                ("num_kv_heads", "num_layers"):
+            line = yaml_field_line(e.card_file, key)
+            if line is not None:
+                return _shown(e.card_file, cwd), line, f" (card {key}: {e.card[key]})" if key in e.card else ""
+    return config, loaded.line(e.index, budget), ""
+
+
+def _changes(e: Evaluated, base: dict | None) -> list[tuple[str, object, object]]:
+    """Card fields, then scenario options, that differ from the baseline's record, in card / config order."""
+    if base is None:
+        return []
+    out = []
+    for now, then in ((e.card, base.get("card", {})), (e.inputs, base.get("inputs", {}))):
+        for key in dict.fromkeys([*now, *then]):
+            if now.get(key) != then.get(key):
+                out.append((key, then.get(key), now.get(key)))
+    return out
+
+
+def _card_place(loaded: LoadedConfig, e: Evaluated, key: str, cwd: Path) -> tuple[str, int]:
+    line = yaml_field_line(e.card_file, key) if e.card_file is not None else None
+    if line is None:  # a bundled card or an hf_config: point at the scenario's model line
+        return _shown(loaded.path, cwd), loaded.line(e.index, "model" if e.scenario.model else "hf_config")
+    return _shown(e.card_file, cwd), line
+
+
+def _fmt(fig: Figure, v: Value) -> str:
+    if fig.unit == "bytes":
+        return f"{fmt_bytes(v)} ({fmt_int(v)} B)" if abs(v) >= 1024 else f"{fmt_int(v)} B"
+    if fig.unit == "ms":
+        return f"{v:.4g} ms"
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+
+def _pct(value: int | float, old: int | float) -> str:
+    return f"{(value - old) / old * 100:+.2f}%" if old else f"{value - old:+}"

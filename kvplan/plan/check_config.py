@@ -1,0 +1,224 @@
+"""The `kvplan check` configuration: ``kvplan.toml``, or ``[tool.kvplan]`` in ``pyproject.toml``.
+
+Every mistake is one line naming the file, the line, the scenario and the key, with the closest valid key::
+
+    kvplan.toml:9: scenario 'llama': max_kv_byte: unknown key; did you mean max_kv_bytes?
+"""
+
+from __future__ import annotations
+
+import difflib
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError, WithJsonSchema
+
+from kvplan.errors import KvplanError
+from kvplan.plan.check_lines import ScenarioLines, key_line, scenario_lines
+from kvplan.units import parse_size
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+CONFIG_FILE = "kvplan.toml"
+ESTIMATE_KEYS = ("batch", "seq_len", "engine", "kv_dtype", "weight_dtype", "encoder_len", "max_cache_len",
+                 "block_size", "kv_heads", "attention", "prompt_len", "gpu", "gpu_file", "mfu", "mbu")
+PLAN_KEYS = ("tp", "pp", "dp", "max_model_len", "gpu_memory", "gpu_memory_utilization", "kv_cache_memory",
+             "max_num_batched_tokens", "max_num_seqs")  # options only the capacity planner (`kvplan plan`) takes
+SIZE_KEYS = ("max_kv_bytes", "max_total_bytes", "max_gpu_bytes", "gpu_memory", "kv_cache_memory")
+PLAN_BUDGETS = ("max_gpu_bytes", "min_concurrency", "fits")
+BUDGET_KEYS = ("max_kv_bytes", "max_total_bytes", "max_ttft_ms", "max_tpot_ms", *PLAN_BUDGETS, "tolerance")
+_SIZE_PATTERN = r"^\s*(\d+(\.\d+)?|\.\d+)\s*([kKmMgGtTpPeE]i?[bB]?|[bB])?\s*$"
+Size = Annotated[int, Field(ge=0), WithJsonSchema({
+    "anyOf": [{"type": "integer", "minimum": 0}, {"type": "string", "pattern": _SIZE_PATTERN}],
+    "description": "Bytes: an integer, or a string with an IEC or SI unit (\"40 GiB\", \"80GB\", \"512MiB\")."})]
+PosInt = Annotated[StrictInt, Field(ge=1)]
+_OPT = None
+
+
+class Scenario(BaseModel):
+    """One model and workload, and the budgets it must stay within."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+    name: str = Field(min_length=1, description="Unique name; the baseline and the reports use it.")
+    model: Optional[str] = Field(_OPT, description="A card path (relative to the config) or a bundled card name.")
+    hf_config: Optional[str] = Field(_OPT, description="A Hugging Face config.json (or its folder), instead of model.")
+    batch: Optional[PosInt] = Field(_OPT, description="estimate --batch (default 1).")
+    seq_len: Optional[PosInt] = Field(_OPT, description="estimate --seq-len: tokens each sequence holds.")
+    engine: Optional[str] = Field(_OPT, description="ideal, hf-dynamic, hf-static or vllm.")
+    kv_dtype: Optional[str] = _OPT
+    weight_dtype: Optional[str] = _OPT
+    encoder_len: Optional[PosInt] = _OPT
+    max_cache_len: Optional[PosInt] = _OPT
+    block_size: Optional[PosInt] = _OPT
+    kv_heads: Optional[PosInt] = _OPT
+    attention: Optional[str] = _OPT
+    prompt_len: Optional[PosInt] = _OPT
+    gpu: Optional[str] = Field(_OPT, description="A GPU of `kvplan gpus list`: adds the roofline figures.")
+    gpu_file: Optional[str] = _OPT
+    mfu: Optional[float] = Field(_OPT, gt=0, le=1)
+    mbu: Optional[float] = Field(_OPT, gt=0, le=1)
+    tp: Optional[PosInt] = Field(_OPT, description="kvplan plan --tp: tensor-parallel GPUs.")
+    pp: Optional[PosInt] = Field(_OPT, description="kvplan plan --pp: pipeline stages.")
+    dp: Optional[PosInt] = Field(_OPT, description="kvplan plan --dp: data-parallel replicas.")
+    max_model_len: Optional[PosInt] = Field(_OPT, description="kvplan plan --max-model-len.")
+    gpu_memory: Optional[Size] = Field(_OPT, description="kvplan plan --gpu-memory: overrides the GPU's total.")
+    gpu_memory_utilization: Optional[float] = Field(_OPT, gt=0, le=1)
+    kv_cache_memory: Optional[Size] = Field(_OPT, description="kvplan plan --kv-cache-memory.")
+    max_num_batched_tokens: Optional[PosInt] = _OPT
+    max_num_seqs: Optional[PosInt] = _OPT
+    max_kv_bytes: Optional[Size] = Field(_OPT, description="Budget: KV cache of the whole batch.")
+    max_total_bytes: Optional[Size] = Field(_OPT, description="Budget: weights + KV cache.")
+    max_gpu_bytes: Optional[Size] = Field(_OPT, description="Budget (kvplan plan): memory per GPU.")
+    min_concurrency: Optional[PosInt] = Field(_OPT, description="Budget (kvplan plan): sequences served at once.")
+    max_ttft_ms: Optional[float] = Field(_OPT, gt=0, description="Budget: roofline time to first token (needs gpu).")
+    max_tpot_ms: Optional[float] = Field(_OPT, gt=0, description="Budget: roofline time per output token (needs gpu).")
+    fits: Optional[Literal[True]] = Field(_OPT, description="Budget (kvplan plan): the plan must fit.")
+    tolerance: float = Field(0.0, ge=0, description="Growth over the baseline allowed, as a fraction (0.05 = 5%).")
+
+    def options(self, keys: tuple[str, ...]) -> dict[str, object]:
+        """The given option keys this scenario sets."""
+        return {k: getattr(self, k) for k in keys if getattr(self, k) is not None}
+
+    @property
+    def uses_plan(self) -> bool:
+        return bool(self.options(PLAN_KEYS + PLAN_BUDGETS))
+
+
+class CheckConfig(BaseModel):
+    """``kvplan.toml`` (or ``[tool.kvplan]`` in pyproject.toml)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, title="kvplan check configuration")
+    baseline: str = Field("kvplan-baseline.json", description="The baseline file, relative to this file.")
+    scenarios: list[Scenario] = Field(min_length=1)
+
+
+@dataclass(frozen=True)
+class LoadedConfig:
+    path: Path
+    config: CheckConfig
+    lines: list[ScenarioLines]  # one per scenario, same order (empty list: inline tables, no positions)
+
+    @property
+    def root(self) -> Path:
+        return self.path.parent
+
+    @property
+    def baseline_path(self) -> Path:
+        return self.root / self.config.baseline
+
+    def line(self, index: int, key: str | None = None) -> int:
+        return _line(self.lines, index, key)
+
+
+def _line(lines: list[ScenarioLines], index: int, key: str | None = None) -> int:
+    return lines[index].of(key) if index < len(lines) else 1
+
+
+def json_schema() -> dict:
+    return CheckConfig.model_json_schema()
+
+
+def find_config(explicit: str | None, cwd: Path) -> Path:
+    """``--config PATH``, else ``kvplan.toml``, else a ``pyproject.toml`` with ``[tool.kvplan]``, in ``cwd``."""
+    if explicit is not None:
+        path = Path(explicit)
+        if not path.is_file():
+            raise KvplanError(f"--config: {explicit}: no such file")
+        return path
+    if (cwd / CONFIG_FILE).is_file():
+        return cwd / CONFIG_FILE
+    pyproject = cwd / "pyproject.toml"
+    if pyproject.is_file() and "kvplan" in _read_toml(pyproject).get("tool", {}):
+        return pyproject
+    raise KvplanError(f"no {CONFIG_FILE} (nor [tool.kvplan] in pyproject.toml) in {cwd}; write one (docs/check.md) "
+                      "or pass --config PATH")
+
+
+def load_config(path: Path) -> LoadedConfig:
+    data = _read_toml(path)
+    table = "tool.kvplan" if path.name == "pyproject.toml" else ""
+    if table:
+        data = data.get("tool", {}).get("kvplan")
+        if not isinstance(data, dict):
+            raise KvplanError(f"{path}: no [tool.kvplan] table")
+    text = path.read_text(encoding="utf-8")
+    lines = scenario_lines(text, table)
+    _check_top(path, text, data, table)
+    raws = data.get("scenarios")
+    if not isinstance(raws, list) or not raws or not all(isinstance(r, dict) for r in raws):
+        raise KvplanError(f"{path}: scenarios: give at least one [[{table + '.' if table else ''}scenarios]] table "
+                          "(name, model, budgets)")
+    lines = lines if len(lines) == len(raws) else []
+    scenarios = [_scenario(path, lines, i, raw) for i, raw in enumerate(raws)]
+    _check_unique(path, lines, scenarios)
+    top = {k: v for k, v in data.items() if k != "scenarios"}
+    try:
+        config = CheckConfig.model_validate({**top, "scenarios": scenarios})
+    except ValidationError as exc:
+        raise KvplanError(f"{path}:{key_line(text, 'baseline')}: {_describe(exc)}") from None
+    return LoadedConfig(path, config, lines)
+
+
+def _read_toml(path: Path) -> dict:
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise KvplanError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise KvplanError(f"{path}: not valid TOML: {exc}") from None
+
+
+def _check_top(path: Path, text: str, data: dict, table: str) -> None:
+    for key in data:
+        if key not in CheckConfig.model_fields:
+            raise KvplanError(f"{path}:{key_line(text, key)}: {key}: unknown key{_closest(key, CheckConfig)}")
+
+
+def _closest(key: str, model: type[BaseModel]) -> str:
+    close = difflib.get_close_matches(key, list(model.model_fields), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]}?" if close else f"; allowed: {', '.join(model.model_fields)}"
+
+
+def _scenario(path: Path, lines: list[ScenarioLines], i: int, raw: dict) -> Scenario:
+    name = raw.get("name")
+    label = f"scenario {name!r}" if isinstance(name, str) and name else f"scenario #{i + 1}"
+    where = f"{path}:{_line(lines, i)}: {label}"
+    for key in raw:
+        if key not in Scenario.model_fields:
+            raise KvplanError(f"{path}:{_line(lines, i, key)}: {label}: {key}: unknown key{_closest(key, Scenario)}")
+    if "name" not in raw:
+        raise KvplanError(f"{where}: name: required (a unique name for the scenario)")
+    if "model" not in raw and "hf_config" not in raw:
+        raise KvplanError(f"{where}: model: required (a card path or bundled name; or hf_config = a config.json)")
+    if "model" in raw and "hf_config" in raw:
+        raise KvplanError(f"{path}:{_line(lines, i, 'hf_config')}: {label}: hf_config: give model or hf_config, "
+                          "not both")
+    values = dict(raw)
+    for key in SIZE_KEYS:
+        if key in values:
+            values[key] = parse_size(f"{path}:{_line(lines, i, key)}: {label}: {key}", values[key])
+    try:
+        return Scenario.model_validate(values)
+    except ValidationError as exc:
+        key = str(exc.errors()[0]["loc"][0])
+        raise KvplanError(f"{path}:{_line(lines, i, key)}: {label}: {_describe(exc)}") from None
+
+
+def _describe(exc: ValidationError) -> str:
+    err = exc.errors(include_url=False)[0]
+    loc = ".".join(str(p) for p in err["loc"])
+    return f"{loc}: {err['msg']} (got {err['input']!r})" if "input" in err else f"{loc}: {err['msg']}"
+
+
+def _check_unique(path: Path, lines: list[ScenarioLines], scenarios: list[Scenario]) -> None:
+    seen: set[str] = set()
+    for i, s in enumerate(scenarios):
+        if s.name in seen:
+            raise KvplanError(f"{path}:{_line(lines, i, 'name')}: scenario {s.name!r}: name: used twice; "
+                              "each scenario needs its own name")
+        seen.add(s.name)

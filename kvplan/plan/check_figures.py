@@ -1,0 +1,146 @@
+"""The figures `kvplan check` computes for one scenario: from ``estimate`` (KV, weights, roofline) and, for the
+capacity keys, from the capacity planner ``kvplan.plan.capacity.plan`` (``kvplan plan``) when this kvplan has it."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from kvplan.errors import KvplanError
+from kvplan.model.card import ModelCard
+from kvplan.model.catalog import load_card
+from kvplan.plan.check_config import BUDGET_KEYS, ESTIMATE_KEYS, PLAN_BUDGETS, PLAN_KEYS, LoadedConfig, Scenario
+
+Value = int | float | bool
+_CARD_SKIP = {"name", "source", "published_params"}
+
+
+@dataclass(frozen=True)
+class Figure:
+    name: str
+    unit: Literal["bytes", "ms", "count", "bool"]
+    budget: str | None  # the scenario key that bounds it
+    higher_is_better: bool = False
+    kv: bool = False  # set by the card's KV layout: a budget failure points at num_kv_heads / num_layers
+
+
+FIGURES = {f.name: f for f in (
+    Figure("kv_bytes_per_token", "bytes", None, kv=True),
+    Figure("kv_bytes", "bytes", "max_kv_bytes", kv=True),
+    Figure("weights_bytes", "bytes", None),
+    Figure("total_bytes", "bytes", "max_total_bytes"),
+    Figure("ttft_ms", "ms", "max_ttft_ms"),
+    Figure("tpot_ms", "ms", "max_tpot_ms"),
+    Figure("gpu_bytes", "bytes", "max_gpu_bytes"),
+    Figure("concurrency", "count", "min_concurrency", higher_is_better=True),
+    Figure("fits", "bool", "fits", higher_is_better=True),
+)}
+
+
+@dataclass(frozen=True)
+class Evaluated:
+    """One scenario's figures, and what produced them: the options it set and the card's fields."""
+
+    index: int
+    scenario: Scenario
+    figures: dict[str, Value]
+    inputs: dict[str, object]
+    card: dict[str, object]
+    card_file: Path | None  # None for a bundled card or an hf_config: nothing in the project to point at
+
+
+def evaluate(loaded: LoadedConfig, index: int) -> Evaluated:
+    s = loaded.config.scenarios[index]
+    where = f"{loaded.path}:{loaded.line(index)}: scenario {s.name!r}"
+    try:
+        card, card_file = _card(s, loaded.root)
+        figures = _estimate_figures(s, card, loaded.root) if s.seq_len is not None else {}
+        if s.uses_plan:
+            figures.update(_plan_figures(s, card))
+    except KvplanError as exc:
+        message = _as_keys(str(exc))
+        key = message.partition(":")[0]
+        line = loaded.line(index, key if key in Scenario.model_fields else None)
+        raise KvplanError(f"{loaded.path}:{line}: scenario {s.name!r}: {message}") from None
+    if not figures:
+        raise KvplanError(f"{where}: seq_len: required (the tokens each sequence holds), or the capacity keys "
+                          f"({', '.join(PLAN_KEYS[:4])}, ...)")
+    inputs = s.model_dump(exclude_none=True, exclude={"name", *BUDGET_KEYS})  # what sets the figures
+    return Evaluated(index, s, figures, inputs, _card_fields(card), card_file)
+
+
+def _as_keys(message: str) -> str:
+    """Estimate's messages name flags (--kv-dtype); a config names keys (kv_dtype)."""
+    return re.sub(r"--([a-z][a-z-]*)", lambda m: m.group(1).replace("-", "_"), message)
+
+
+def _card(s: Scenario, root: Path) -> tuple[ModelCard, Path | None]:
+    if s.hf_config is not None:
+        from kvplan.model.hf.config import card_from_hf_config
+
+        return card_from_hf_config(str(root / s.hf_config)), None
+    local = root / s.model
+    if s.model.endswith((".yaml", ".yml")) or local.is_file():
+        return load_card(local), local
+    try:
+        return load_card(s.model), None
+    except KvplanError as exc:
+        raise KvplanError(f"model: {exc}") from None
+
+
+def _card_fields(card: ModelCard) -> dict[str, object]:
+    """The fields the card sets, nested ones flattened by their own name (mla.kv_lora_rank -> kv_lora_rank)."""
+    out: dict[str, object] = {}
+    for key, value in card.model_dump(mode="json", exclude_unset=True, exclude=_CARD_SKIP).items():
+        out.update(value if isinstance(value, dict) else {key: value})
+    return out
+
+
+def _estimate_figures(s: Scenario, card: ModelCard, root: Path) -> dict[str, Value]:
+    from kvplan.plan.estimate import estimate
+
+    opts = s.options(ESTIMATE_KEYS)
+    if "gpu_file" in opts:
+        opts["gpu_file"] = str(root / opts["gpu_file"])
+    for key in ("max_ttft_ms", "max_tpot_ms"):
+        if getattr(s, key) is not None and s.gpu is None:
+            raise KvplanError(f"{key}: needs gpu = NAME (the roofline bounds run on a GPU of `kvplan gpus list`)")
+    r = estimate(card, **opts)
+    figures: dict[str, Value] = {"kv_bytes_per_token": r.kv_cache.bytes_per_token, "kv_bytes": r.kv_cache.total_bytes,
+                                 "weights_bytes": r.weights.bytes, "total_bytes": r.total_bytes}
+    if r.roofline is not None:
+        figures["ttft_ms"] = r.roofline.time_to_first_token_one_request_s * 1e3
+        figures["tpot_ms"] = r.roofline.time_per_output_token_s * 1e3
+    return figures
+
+
+def _plan_figures(s: Scenario, card: ModelCard) -> dict[str, Value]:
+    """The capacity figures, from ``kvplan.plan.capacity.plan`` (imported only here: older kvplans lack it)."""
+    used = sorted(s.options(PLAN_KEYS + PLAN_BUDGETS))
+    try:
+        capacity = importlib.import_module("kvplan.plan.capacity")
+    except ModuleNotFoundError as exc:
+        if exc.name != "kvplan.plan.capacity":
+            raise
+        raise KvplanError(f"{', '.join(used)}: need the capacity planner (`kvplan plan`, kvplan.plan.capacity), "
+                          "which this kvplan does not have; upgrade kvplan or drop these keys") from None
+    accepted = inspect.signature(capacity.plan).parameters
+    opts = s.options(ESTIMATE_KEYS + PLAN_KEYS)
+    refused = [k for k in opts if k not in accepted and k in PLAN_KEYS]
+    if refused:
+        raise KvplanError(f"{refused[0]}: the capacity planner of this kvplan does not take it")
+    result = capacity.plan(card, **{k: v for k, v in opts.items() if k in accepted})
+    return {"gpu_bytes": _gpu_bytes(result.per_gpu), "concurrency": result.max_concurrency, "fits": bool(result.fits)}
+
+
+def _gpu_bytes(per_gpu: object) -> int:
+    """Memory one GPU holds: the planner's total when it reports one, else weights + activation peak + overheads
+    (what the GPU holds besides the KV pool, which an engine sizes to fill what is left)."""
+    total = getattr(per_gpu, "total_bytes", None)
+    if total is not None:
+        return total
+    return sum(getattr(per_gpu, k, 0) or 0 for k in ("weights_bytes", "activation_bytes", "overhead_bytes"))

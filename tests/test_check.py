@@ -1,0 +1,266 @@
+"""`kvplan check`: the memory and capacity regression gate (config, budgets, baseline, CI outputs)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvplan.errors import KvplanError
+from kvplan.units import parse_size
+
+
+@pytest.mark.parametrize("text, expected", [
+    (1024, 1024), ("1024", 1024), ("40 GiB", 40 * 2**30), ("80GB", 80 * 10**9), ("512MiB", 512 * 2**20),
+    ("1.5 KiB", 1536), ("2 kB", 2000), ("3 tib", 3 * 2**40), ("0", 0),
+])
+def test_parse_size(text, expected):
+    assert parse_size("max_kv_bytes", text) == expected
+
+
+@pytest.mark.parametrize("text", ["1.0001 KiB", "-3", "40 GiBs", "abc", True, 1.5, "", -1, "1.5 B"])
+def test_parse_size_rejects(text):
+    with pytest.raises(KvplanError, match=r"^max_kv_bytes: "):
+        parse_size("max_kv_bytes", text)
+
+
+# --- a throwaway project: a card and a kvplan.toml --------------------------------------------------------------
+
+import json
+import sys
+import types
+from types import SimpleNamespace
+from xml.etree import ElementTree as ET
+
+CARD = """\
+# a tiny GQA card
+name: tiny
+source: test
+num_layers: 4
+hidden_size: 256
+num_heads: 8
+num_kv_heads: 2
+ffn_size: 512
+gated_ffn: true
+activation: silu
+vocab_size: 1000
+tie_embeddings: false
+norm: rmsnorm
+position: rope
+max_position_embeddings: 2048
+dtype: float16
+"""
+CARD_KV_LINE = 7  # num_kv_heads:
+# tiny, batch 4 x 1024 tokens, fp16: 4 layers x 2 KV heads x 32 head_dim x 2 (K, V) x 2 B = 1024 B per token
+KV_BYTES = 4 * 1024 * 1024
+CONFIG = """\
+# kvplan check gate
+baseline = "kvplan-baseline.json"
+
+[[scenarios]]
+name = "tiny"
+model = "card.yaml"
+batch = 4
+seq_len = 1024
+max_kv_bytes = "{kv}"
+max_total_bytes = "{total}"
+
+[[scenarios]]
+name = "llama"
+model = "llama-2-7b"
+seq_len = 4096
+gpu = "H100-SXM"
+max_tpot_ms = 100
+"""
+TOTAL_LINE = 10  # max_total_bytes = ... of scenario 'tiny'
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    """Write the card and a config (budgets as given) into a fresh folder and work there."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    (tmp_path / "card.yaml").write_text(CARD)
+
+    def write(kv: str = "4 MiB", total: str = "16 MiB", config: str | None = None):
+        (tmp_path / "kvplan.toml").write_text(config if config is not None else CONFIG.format(kv=kv, total=total))
+        return tmp_path
+
+    write()
+    return write
+
+
+def failures(path) -> dict[str, str]:
+    suite = ET.parse(path).getroot().find("testsuite")
+    return {f"{c.get('classname')} {c.get('name')}": c.find("failure").get("message") for c in suite
+            if c.find("failure") is not None}
+
+
+def test_budgets_that_hold_exit_0(project, cli):
+    code, out, err = cli("check")
+    assert code == 0, err
+    assert "3 of 3 checks hold" in out
+    assert "no baseline at kvplan-baseline.json" in out
+
+
+def test_json_carries_exact_figures(project, cli):
+    code, out, _ = cli("check", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["failed"] == 0
+    assert data["figures"]["tiny"]["kv_bytes"] == KV_BYTES
+    assert data["figures"]["tiny"]["kv_bytes_per_token"] == 1024
+    assert data["figures"]["llama"]["kv_bytes_per_token"] == 524288
+    assert data["rows"][0] == {**data["rows"][0], "check": "max_kv_bytes", "limit": KV_BYTES, "delta": 0,
+                               "verdict": "pass"}
+
+
+def test_broken_kv_budget_fails_with_junit_and_annotation_on_the_card_line(project, cli, tmp_path):
+    project(kv="4095 KiB")
+    code, out, _ = cli("check", "--junit", "report.xml", "--format", "github")
+    assert code == 1
+    assert failures(tmp_path / "report.xml") == {
+        "kvplan.tiny max_kv_bytes kv_bytes": "kv_bytes 4.0 MiB (4,194,304 B); budget max_kv_bytes at most 4.0 MiB "
+                                             "(4,193,280 B), over by 1.0 KiB (1,024 B) (card num_kv_heads: 2)"}
+    errors = [line for line in out.splitlines() if line.startswith("::error")]
+    assert len(errors) == 1
+    assert errors[0].startswith(f"::error file=card.yaml,line={CARD_KV_LINE},title=kvplan check%3A tiny "
+                                "max_kv_bytes kv_bytes::kv_bytes 4.0 MiB")
+
+
+def test_broken_config_budget_points_at_its_line(project, cli, tmp_path, monkeypatch):
+    project(total="9 MiB")
+    summary = tmp_path / "summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    code, out, _ = cli("check", "--format", "github")
+    assert code == 1
+    errors = [line for line in out.splitlines() if line.startswith("::error")]
+    assert [e.split("::")[1] for e in errors] == [
+        f"error file=kvplan.toml,line={TOTAL_LINE},title=kvplan check%3A tiny max_total_bytes total_bytes"]
+    text = summary.read_text()
+    assert text.startswith("### kvplan check: 1 of 3 checks failed\n")
+    assert "| tiny | total_bytes | max_total_bytes <= 9.0 MiB | 9.2 MiB | +236.5 KiB | FAIL |" in text
+
+
+def test_regression_under_budget_is_caught_by_the_baseline_and_accepted_by_update(project, cli, tmp_path):
+    code, out, _ = cli("check", "--update-baseline")
+    assert code == 0 and "wrote kvplan-baseline.json" in out
+    base = json.loads((tmp_path / "kvplan-baseline.json").read_text())
+    assert list(base["scenarios"]) == ["llama", "tiny"]
+    assert base["scenarios"]["tiny"]["figures"]["kv_bytes"] == KV_BYTES
+    assert base["scenarios"]["tiny"]["card"]["num_kv_heads"] == 2
+    project(kv="64 MiB", total="64 MiB")  # generous budgets: only the baseline can catch the change
+    (tmp_path / "card.yaml").write_text(CARD.replace("num_kv_heads: 2", "num_kv_heads: 4"))
+    code, out, _ = cli("check", "--format", "github")
+    assert code == 1
+    assert "kv_bytes grew from 4.0 MiB (4,194,304 B) to 8.0 MiB (8,388,608 B) (+100.00%), beyond the tolerance 0 " \
+           "(card num_kv_heads changed from 2 to 4). If intended, accept it: `kvplan check --update-baseline`" in out
+    errors = [line for line in out.splitlines() if line.startswith("::error")]
+    assert errors and all(e.startswith(f"::error file=card.yaml,line={CARD_KV_LINE},") for e in errors)
+    assert cli("check", "--update-baseline")[0] == 0
+    assert cli("check")[0] == 0
+
+
+def test_tolerance_and_a_changed_option(project, cli, tmp_path):
+    assert cli("check", "--update-baseline")[0] == 0
+    config = CONFIG.format(kv="1 GiB", total="1 GiB").replace("seq_len = 1024", "seq_len = 1040")
+    project(config=config)  # 1040/1024: KV +1.6%
+    code, out, _ = cli("check", "--format", "github")
+    assert code == 1
+    assert "::error file=kvplan.toml,line=8," in out  # the seq_len line of scenario 'tiny'
+    assert "(seq_len changed from 1024 to 1040)" in out
+    project(config=config.replace('name = "tiny"', 'name = "tiny"\ntolerance = 0.02'))
+    code, out, _ = cli("check")
+    assert code == 0, out
+
+
+BAD = [
+    ('max_kv_byte = "4 GiB"', "kvplan.toml:10: scenario 'x': max_kv_byte: unknown key; did you mean max_kv_bytes?"),
+    ('max_kv_bytes = "4 GiBs"', "kvplan.toml:10: scenario 'x': max_kv_bytes: not a size: '4 GiBs'"),
+    ("batch = 0", "kvplan.toml:10: scenario 'x': batch: Input should be greater than or equal to 1"),
+    ("batch = true", "kvplan.toml:10: scenario 'x': batch: Input should be a valid integer"),
+    ('kv_dtype = "fp7"', "kvplan.toml:10: scenario 'x': kv_dtype: unknown d"),
+    ("max_tpot_ms = 5", "kvplan.toml:10: scenario 'x': max_tpot_ms: needs gpu = NAME"),
+    ("max_cache_len = 8", "kvplan.toml:10: scenario 'x': max_cache_len: "),
+    ('hf_config = "config.json"', "kvplan.toml:10: scenario 'x': hf_config: give model or hf_config, not both"),
+    ("fits = false", "kvplan.toml:10: scenario 'x': fits: Input should be True"),
+]
+
+
+@pytest.mark.parametrize("extra, message", BAD, ids=[b[0].split(" ")[0] for b in BAD])
+def test_bad_scenario_keys_exit_2(project, cli, extra, message):
+    project(config=f'# gate\n\n\n[[scenarios]]\nname = "x"\nmodel = "card.yaml"\nseq_len = 16\n\n\n{extra}\n')
+    code, out, err = cli("check")
+    assert code == 2, out
+    assert message in err
+    assert len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("config, message", [
+    ('basline = "b.json"\n[[scenarios]]\nname = "x"\nmodel = "card.yaml"\n',
+     "kvplan.toml:1: basline: unknown key; did you mean baseline?"),
+    ('[[scenarios]]\nname = "x"\nseq_len = 16\n', "kvplan.toml:1: scenario 'x': model: required"),
+    ('[[scenarios]]\nmodel = "card.yaml"\n', "kvplan.toml:1: scenario #1: name: required"),
+    ('[[scenarios]]\nname = "x"\nmodel = "lama-2-7b"\nseq_len = 8\n',
+     "scenario 'x': model: unknown model 'lama-2-7b'; did you mean llama-2-7b"),
+    ('[[scenarios]]\nname = "x"\nmodel = "card.yaml"\nseq_len = 8\n[[scenarios]]\nname = "x"\nmodel = "gpt2"\n',
+     "kvplan.toml:6: scenario 'x': name: used twice"),
+    ('[[scenarios]]\nname = "x"\nmodel = "card.yaml"\n', "scenario 'x': seq_len: required"),
+    ("baseline = 3\n", "kvplan.toml: scenarios: give at least one [[scenarios]] table"),
+    ("[[scenarios]\n", "kvplan.toml: not valid TOML"),
+])
+def test_bad_config_exits_2(project, cli, config, message):
+    project(config=config)
+    code, _, err = cli("check")
+    assert code == 2
+    assert message in err
+
+
+def test_plan_keys_need_the_capacity_planner(project, cli, monkeypatch):
+    monkeypatch.setitem(sys.modules, "kvplan.plan.capacity", None)  # as in a kvplan without `kvplan plan`
+    project(config='[[scenarios]]\nname = "x"\nmodel = "card.yaml"\ngpu = "H100-SXM"\ntp = 2\nmin_concurrency = 8\n')
+    code, _, err = cli("check")
+    assert code == 2
+    assert "kvplan.toml:1: scenario 'x': min_concurrency, tp: need the capacity planner (`kvplan plan`" in err
+
+
+def test_plan_keys_evaluated_by_the_capacity_planner(project, cli, monkeypatch):
+    calls = []
+
+    def plan(model, *, gpu, tp=1, max_model_len=None, kv_dtype=None):
+        calls.append((model.name, gpu, tp, max_model_len))
+        per_gpu = SimpleNamespace(weights_bytes=1000, activation_bytes=200, overhead_bytes=30)
+        return SimpleNamespace(per_gpu=per_gpu, max_concurrency=3.5, fits=True)
+
+    monkeypatch.setitem(sys.modules, "kvplan.plan.capacity", types.SimpleNamespace(plan=plan))
+    project(config='[[scenarios]]\nname = "x"\nmodel = "card.yaml"\ngpu = "H100-SXM"\ntp = 2\nmax_model_len = 64\n'
+                   'min_concurrency = 4\nfits = true\nmax_gpu_bytes = 1230\n')
+    code, out, _ = cli("check", "--json")
+    data = json.loads(out)
+    assert code == 1 and calls == [("tiny", "H100-SXM", 2, 64)]
+    assert data["figures"]["x"] == {"gpu_bytes": 1230, "concurrency": 3.5, "fits": True}
+    assert {r["check"]: r["verdict"] for r in data["rows"]} == {"max_gpu_bytes": "pass", "min_concurrency": "fail",
+                                                                "fits": "pass"}
+    project(config='[[scenarios]]\nname = "x"\nmodel = "card.yaml"\ngpu = "H100-SXM"\npp = 2\n')
+    code, _, err = cli("check")
+    assert code == 2 and "scenario 'x': pp: the capacity planner of this kvplan does not take it" in err
+
+
+def test_schema(cli):
+    code, out, _ = cli("check", "--schema")
+    schema = json.loads(out)
+    assert code == 0
+    props = schema["$defs"]["Scenario"]["properties"]
+    assert {"max_kv_bytes", "max_total_bytes", "max_gpu_bytes", "min_concurrency", "max_ttft_ms", "max_tpot_ms",
+            "fits", "tolerance", "tp", "pp", "max_model_len", "seq_len"} <= set(props)
+    assert schema["$defs"]["Scenario"]["additionalProperties"] is False
+
+
+def test_pyproject_table(tmp_path, monkeypatch, cli):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "card.yaml").write_text(CARD)
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "p"\n\n[tool.kvplan]\nbaseline = "b.json"\n\n'
+                                             '[[tool.kvplan.scenarios]]\nname = "t"\nmodel = "card.yaml"\n'
+                                             'seq_len = 1024\nbatch = 4\nmax_kv_bytes = "4095 KiB"\n')
+    code, out, _ = cli("check", "--format", "github")
+    assert code == 1
+    assert "::error file=card.yaml,line=7," in out
+    project_err = cli("check", "--config", "missing.toml")
+    assert project_err[0] == 2 and "--config: missing.toml: no such file" in project_err[2]
