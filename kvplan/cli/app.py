@@ -103,7 +103,7 @@ def cards_import(
     force: bool = typer.Option(False, "--force", help="Overwrite an existing --output file."),
 ) -> None:
     """Turn a Hugging Face config.json into a validated kvplan card (defaults it assumed are named in comments)."""
-    from kvplan.model.catalog import write_atomic
+    from kvplan.files import write_atomic
     from kvplan.model.hf.config import card_yaml, import_hf_config
 
     try:
