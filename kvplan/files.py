@@ -86,7 +86,9 @@ def _decode(data: bytes, name: str, what: str) -> str:
 
 
 def _reason(exc: OSError) -> str:
-    return exc.strerror or type(exc).__name__
+    """'no such file or directory', 'permission denied': the system's words, lower-cased to follow a colon."""
+    text = exc.strerror or type(exc).__name__
+    return text[:1].lower() + text[1:]
 
 
 # ---- YAML -------------------------------------------------------------------------------------------------------
@@ -255,7 +257,7 @@ def parse_json(text: str, origin: str) -> Any:
         raise KvplanError(f"{origin}: nested deeper than {MAX_DEPTH} levels; allowed: at most {MAX_DEPTH}") from None
     except ValueError as exc:
         raise KvplanError(f"{origin}: not valid JSON: {_one_line(str(exc))}") from None
-    if _depth(data) > MAX_DEPTH:
+    if nesting_depth(data) > MAX_DEPTH:
         raise KvplanError(f"{origin}: nested deeper than {MAX_DEPTH} levels; allowed: at most {MAX_DEPTH}")
     return data
 
@@ -265,12 +267,13 @@ def load_json(path: str | os.PathLike, *, what: str = "file") -> Any:
     return parse_json(read_text(path, what=what, limit=MAX_JSON_BYTES), shown(path))
 
 
-def _depth(data: Any) -> int:
-    """Nesting depth of lists and dicts, without recursion."""
+def nesting_depth(data: Any) -> int:
+    """Nesting depth of lists, tuples and dicts, without recursion; stops counting past ``MAX_DEPTH`` (so a cyclic
+    structure, infinitely deep, ends at once)."""
     deepest, stack = 0, [(data, 1)]
     while stack:
         value, level = stack.pop()
-        if isinstance(value, (dict, list)):
+        if isinstance(value, (dict, list, tuple)):
             deepest = max(deepest, level)
             if deepest > MAX_DEPTH:
                 return deepest
