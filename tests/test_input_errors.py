@@ -234,3 +234,18 @@ def test_gpu_file_errors_are_one_line(tmp_path, text, needle):
     with pytest.raises(KvplanError, match=needle) as err:
         load_gpus(path)
     assert "\n" not in str(err.value) and str(err.value).startswith(str(path))
+
+
+# ---- through the CLI --------------------------------------------------------------------------------------------
+
+def test_cli_bad_files_exit_2_with_one_line(cli, tmp_path):
+    (tmp_path / "u16.yaml").write_bytes("name: x\n".encode("utf-16"))
+    (tmp_path / "deep.json").write_text("[" * 50_000)
+    runs = [(("estimate", "--model", "m" * 5000, "--seq-len", "8"), "unknown model 'mmm"),
+            (("estimate", "--model", str(tmp_path / "u16.yaml"), "--seq-len", "8"), "card is UTF-16"),
+            (("cards", "import", str(tmp_path / "deep.json")), "nested deeper than 32 levels"),
+            (("cards", "import", str(tmp_path / ("c" * 5000))), "file name too long")]
+    for args, needle in runs:
+        code, out, err = cli(*args)
+        assert code == 2 and "Traceback" not in out + err, err
+        assert len(err.strip().splitlines()) == 1 and err.startswith("error: ") and needle in err, err
