@@ -130,7 +130,7 @@ def _use(card) -> None:
 @FUZZ
 @given(mutated(CARDS))
 def test_garbled_card_dicts(data):
-    _use(_ok_or_kvplan_error(card_from_dict, data, ))
+    _use(_ok_or_kvplan_error(card_from_dict, data))
 
 
 @FUZZ
@@ -195,8 +195,8 @@ CLI_FUZZ = settings(FUZZ, max_examples=max(10, EXAMPLES // 2))
 def test_cli_estimate_with_garbled_cards(folder, raw):
     path = folder / "cli-card.yaml"
     path.write_bytes(raw)
-    _cli("estimate", "--model", str(path), "--seq-len", "8", "--encoder-len", "8", "--json") if b"encoder-decoder" in \
-        raw else _cli("estimate", "--model", str(path), "--seq-len", "8", "--json")
+    extra = ("--encoder-len", "8") if b"encoder-decoder" in raw else ()
+    _cli("estimate", "--model", str(path), "--seq-len", "8", *extra, "--json")
 
 
 @CLI_FUZZ
