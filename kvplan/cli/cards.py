@@ -70,7 +70,7 @@ def cards_import(
     force: Annotated[bool, typer.Option("--force", metavar="", help="Overwrite an existing --output file.")] = False,
 ) -> None:
     """Turn a Hugging Face config.json into a validated kvplan card (defaults it assumed are named in comments)."""
-    from kvplan.model.catalog import write_atomic
+    from kvplan.files import write_atomic
     from kvplan.model.hf.config import card_yaml, import_hf_config
     from kvplan.report.console import escape, make_console
 

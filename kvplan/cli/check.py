@@ -50,7 +50,7 @@ def _outputs(report, junit: str | None) -> None:
     from kvplan.report.check import junit_xml, markdown_summary
 
     if junit is not None:
-        from kvplan.model.catalog import write_atomic
+        from kvplan.files import write_atomic
 
         write_atomic(Path(junit), junit_xml(report))
     summary = os.environ.get("GITHUB_STEP_SUMMARY")

@@ -12,10 +12,9 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError
 
-from kvplan.errors import KvplanError
+from kvplan.errors import KvplanError, clip, clip_text
 
 COMPUTE_TYPES: tuple[str, ...] = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8")
 
@@ -79,26 +78,27 @@ def load_gpu(name: str, gpu_file: str | Path | None = None) -> GPU:
 
 
 def _read(path: Path) -> dict[str, GPU]:
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise KvplanError(f"{path}: cannot read GPU file: {exc.strerror or exc}") from None
-    except yaml.YAMLError as exc:
-        raise KvplanError(f"{path}: not valid YAML: {exc}") from None
-    if not isinstance(data, dict) or not isinstance(data.get("gpus"), dict):
-        raise KvplanError(f"{path}: a GPU file is a mapping with one key, gpus: {{NAME: {{memory_bytes: ...}}}}")
+    from kvplan.files import load_yaml, shown
+
+    data = load_yaml(path, what="GPU file")
+    if not isinstance(data, dict) or not isinstance(data.get("gpus"), dict) or set(data) != {"gpus"}:
+        raise KvplanError(f"{shown(path)}: a GPU file is a mapping with one key, gpus: {{NAME: {{memory_bytes: ...}}}}")
     out = {}
     for name, entry in data["gpus"].items():
+        where = f"{shown(path)}: gpus.{clip(name) if not isinstance(name, str) else clip_text(name, 60)}"
+        if not isinstance(name, str) or not name.strip():
+            raise KvplanError(f"{where}: a GPU name is a non-empty string")
+        if not isinstance(entry, dict):
+            raise KvplanError(f"{where}: an entry is a mapping (memory_bytes, memory_bandwidth_bytes_per_s, "
+                              f"peak_flops, ...), got {type(entry).__name__}")
         try:
-            out[str(name)] = GPU.model_validate({"name": str(name), **(entry or {})})
+            out[name] = GPU.model_validate({"name": name, **entry})
         except ValidationError as exc:
-            raise KvplanError(f"{path}: gpus.{name}: {_describe(exc)}") from None
+            raise KvplanError(f"{where}: {_describe(exc)}") from None
     return out
 
 
 def _describe(exc: ValidationError) -> str:
-    err = exc.errors(include_url=False)[0]
-    loc = ".".join(str(p) for p in err["loc"])
-    if err["type"] == "extra_forbidden":
-        return f"{loc}: unknown field; allowed: {', '.join(GPU.model_fields)} (peak_flops: {', '.join(COMPUTE_TYPES)})"
-    return f"{loc}: {err['msg']} (got {err.get('input')!r})"
+    from kvplan.model.validation import describe_validation_error
+
+    return describe_validation_error(exc, GPU)

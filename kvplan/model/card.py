@@ -20,45 +20,65 @@ re-expanded from it (DeepSeek-V2 paper, arXiv:2405.04434, section 2.1).
 from __future__ import annotations
 
 from functools import cached_property
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, model_validator
 
 Architecture = Literal["decoder-only", "encoder-only", "encoder-decoder"]
 LayerType = Literal["global", "sliding"]
 _STRICT = ConfigDict(frozen=True, extra="forbid")
 _DERIVABLE = frozenset({"num_kv_heads", "head_dim"})
 
+# Caps far above any real model, so absurd input is refused at once (10^7 layers would hang, 10^30 exhaust memory).
+# Integers are strict: YAML ``true`` is not 1, ``32.0`` and ``"32"`` are not 32.
+MAX_LAYERS = 10_000
+MAX_HEADS = 100_000
+MAX_WIDTH = 10_000_000  # hidden, FFN, head and latent widths
+MAX_COUNT = 2**31 - 1  # vocabulary, positions, windows: what an int32 token id or position holds
+MAX_EXPERTS = 100_000
+Layers = Annotated[StrictInt, Field(gt=0, le=MAX_LAYERS)]
+Heads = Annotated[StrictInt, Field(gt=0, le=MAX_HEADS)]
+Width = Annotated[StrictInt, Field(gt=0, le=MAX_WIDTH)]
+Count = Annotated[StrictInt, Field(gt=0, le=MAX_COUNT)]
+Experts = Annotated[StrictInt, Field(gt=0, le=MAX_EXPERTS)]
+
 
 class MLA(BaseModel):
     """Multi-head latent attention ranks, as DeepSeek's config.json names them."""
 
     model_config = _STRICT
-    kv_lora_rank: PositiveInt = Field(description="Width of the cached compressed KV latent.")
-    qk_rope_head_dim: PositiveInt = Field(description="Width of the decoupled RoPE key, cached once per token.")
-    qk_nope_head_dim: PositiveInt = Field(description="Per-head query/key width without RoPE.")
-    v_head_dim: PositiveInt = Field(description="Per-head value width.")
-    q_lora_rank: PositiveInt | None = Field(None, description="Query compression rank; null: no compression.")
+    kv_lora_rank: Width = Field(description="Width of the cached compressed KV latent.")
+    qk_rope_head_dim: Width = Field(description="Width of the decoupled RoPE key, cached once per token.")
+    qk_nope_head_dim: Width = Field(description="Per-head query/key width without RoPE.")
+    v_head_dim: Width = Field(description="Per-head value width.")
+    q_lora_rank: Width | None = Field(None, description="Query compression rank; null: no compression.")
 
 
 class MoE(BaseModel):
     """Mixture-of-experts feed-forward layers (Mixtral, Qwen-MoE, DeepSeek)."""
 
     model_config = _STRICT
-    num_experts: PositiveInt = Field(description="Routed experts per MoE layer.")
-    experts_per_token: PositiveInt = Field(description="Routed experts each token uses (top-k).")
-    expert_ffn_size: PositiveInt = Field(description="Intermediate size of one routed expert.")
-    num_shared_experts: int = Field(0, ge=0, description="Always-active shared experts per MoE layer.")
-    shared_expert_ffn_size: PositiveInt | None = Field(
+    num_experts: Experts = Field(description="Routed experts per MoE layer.")
+    experts_per_token: Experts = Field(description="Routed experts each token uses (top-k).")
+    expert_ffn_size: Width = Field(description="Intermediate size of one routed expert.")
+    num_shared_experts: StrictInt = Field(0, ge=0, le=MAX_EXPERTS,
+                                          description="Always-active shared experts per MoE layer.")
+    shared_expert_ffn_size: Width | None = Field(
         None, description="Intermediate size of one shared expert; null: expert_ffn_size.")
-    shared_expert_gate: bool = Field(False, description="A sigmoid gate (hidden x 1) on the shared expert (Qwen2-MoE).")
-    first_dense_layers: int = Field(0, ge=0, description="Leading layers with a dense FFN (DeepSeek first_k_dense_replace).")
+    shared_expert_gate: StrictBool = Field(
+        False, description="A sigmoid gate (hidden x 1) on the shared expert (Qwen2-MoE).")
+    first_dense_layers: StrictInt = Field(0, ge=0, le=MAX_LAYERS,
+                                          description="Leading layers with a dense FFN (DeepSeek first_k_dense_replace).")
 
     @model_validator(mode="after")
     def _check(self) -> MoE:
         if self.experts_per_token > self.num_experts:
             raise ValueError(f"experts_per_token: {self.experts_per_token} exceeds num_experts "
                              f"({self.num_experts}); allowed: 1..{self.num_experts}")
+        if not self.num_shared_experts:
+            for field in ("shared_expert_ffn_size", "shared_expert_gate"):
+                if getattr(self, field):
+                    raise ValueError(f"{field}: set, but num_shared_experts is 0; allowed: only with shared experts")
         return self
 
     @property
@@ -70,8 +90,8 @@ class PublishedParams(BaseModel):
     """A parameter total published by the model's authors, to check the derived count against."""
 
     model_config = _STRICT
-    value: PositiveInt
-    source: str
+    value: Annotated[StrictInt, Field(gt=0, le=10**16)]
+    source: str = Field(min_length=1)
 
 
 class ModelCard(BaseModel):
@@ -79,41 +99,41 @@ class ModelCard(BaseModel):
 
     model_config = _STRICT
 
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", description="Card name, e.g. llama-2-7b.")
+    name: str = Field(max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", description="Card name, e.g. llama-2-7b.")
     source: str = Field(min_length=1, description="Where the facts come from (config.json URL, paper).")
     architecture: Architecture = "decoder-only"
-    num_layers: PositiveInt = Field(description="Blocks in the decoder (the encoder for encoder-only models).")
-    num_encoder_layers: PositiveInt | None = Field(None, description="Encoder blocks; encoder-decoder only.")
-    hidden_size: PositiveInt
-    num_heads: PositiveInt = Field(description="Query heads per attention layer.")
-    num_kv_heads: PositiveInt | None = Field(None, description="K/V heads; null: num_heads (MHA).")
-    head_dim: PositiveInt | None = Field(None, description="Per-head width; null: hidden_size / num_heads.")
-    ffn_size: PositiveInt = Field(description="Dense feed-forward intermediate size.")
-    gated_ffn: bool = Field(description="Gated FFN (SwiGLU/GeGLU: gate, up, down) or plain (up, down).")
+    num_layers: Layers = Field(description="Blocks in the decoder (the encoder for encoder-only models).")
+    num_encoder_layers: Layers | None = Field(None, description="Encoder blocks; encoder-decoder only.")
+    hidden_size: Width
+    num_heads: Heads = Field(description="Query heads per attention layer.")
+    num_kv_heads: Heads | None = Field(None, description="K/V heads; null: num_heads (MHA).")
+    head_dim: Width | None = Field(None, description="Per-head width; null: hidden_size / num_heads.")
+    ffn_size: Width = Field(description="Dense feed-forward intermediate size.")
+    gated_ffn: StrictBool = Field(description="Gated FFN (SwiGLU/GeGLU: gate, up, down) or plain (up, down).")
     activation: Literal["silu", "gelu", "gelu_tanh", "relu"]
-    vocab_size: PositiveInt
-    tie_embeddings: bool = Field(description="LM head shares the input embedding matrix.")
-    lm_head_bias: bool = False
+    vocab_size: Count
+    tie_embeddings: StrictBool = Field(description="LM head shares the input embedding matrix.")
+    lm_head_bias: StrictBool = False
     norm: Literal["rmsnorm", "layernorm", "layernorm_nobias"] = Field(
         description="rmsnorm and layernorm_nobias (MPT): a weight; layernorm: a weight and a bias.")
-    norms_per_layer: int = Field(2, ge=1, le=4, description="Norms per block (Gemma-2: 4, parallel Falcon-7B: 1).")
-    final_norm: bool = Field(True, description="A norm after the last block (BERT has none).")
-    qk_norm: bool = Field(False, description="Per-head RMSNorm on queries and keys (Qwen3, Gemma-3).")
-    qkv_bias: bool = False
-    out_bias: bool = False
-    mlp_bias: bool = False
+    norms_per_layer: StrictInt = Field(2, ge=1, le=4, description="Norms per block (Gemma-2: 4, parallel Falcon-7B: 1).")
+    final_norm: StrictBool = Field(True, description="A norm after the last block (BERT has none).")
+    qk_norm: StrictBool = Field(False, description="Per-head RMSNorm on queries and keys (Qwen3, Gemma-3).")
+    qkv_bias: StrictBool = False
+    out_bias: StrictBool = False
+    mlp_bias: StrictBool = False
     position: Literal["rope", "learned", "alibi", "relative"]
-    max_position_embeddings: PositiveInt
-    learned_position_offset: int = Field(0, ge=0, description="Extra learned position rows (OPT: 2).")
-    relative_attention_num_buckets: PositiveInt | None = Field(None, description="T5 relative-position buckets.")
-    type_vocab_size: int = Field(0, ge=0, description="BERT token-type embeddings.")
-    embedding_norm: bool = Field(False, description="A norm right after the embeddings (BERT, BLOOM).")
-    pooler: bool = Field(False, description="BERT's pooler (hidden x hidden dense with bias).")
-    sliding_window: PositiveInt | None = Field(None, description="Window W of sliding layers, in tokens.")
+    max_position_embeddings: Count
+    learned_position_offset: StrictInt = Field(0, ge=0, le=MAX_WIDTH, description="Extra learned position rows (OPT: 2).")
+    relative_attention_num_buckets: Width | None = Field(None, description="T5 relative-position buckets.")
+    type_vocab_size: StrictInt = Field(0, ge=0, le=MAX_COUNT, description="BERT token-type embeddings.")
+    embedding_norm: StrictBool = Field(False, description="A norm right after the embeddings (BERT, BLOOM).")
+    pooler: StrictBool = Field(False, description="BERT's pooler (hidden x hidden dense with bias).")
+    sliding_window: Count | None = Field(None, description="Window W of sliding layers, in tokens.")
     layer_pattern: tuple[LayerType, ...] | None = Field(
-        None, description="Layer types, repeated over the layers; null: all sliding if sliding_window is set, "
+        None, max_length=MAX_LAYERS, description="Layer types, repeated over the layers; null: all sliding if sliding_window is set, "
                           "else all global. Gemma-2: [sliding, global].")
-    hf_kv_heads: PositiveInt | None = Field(
+    hf_kv_heads: Heads | None = Field(
         None, description="K/V heads transformers' cache holds when not num_kv_heads: its Falcon "
                           "new_decoder_architecture broadcasts K/V to every query head before caching.")
     mla: MLA | None = None
@@ -136,6 +156,7 @@ class ModelCard(BaseModel):
         if self.num_heads % self.num_kv_heads:
             raise ValueError(f"num_kv_heads: {self.num_heads} heads are not divisible by {self.num_kv_heads} KV heads; "
                              f"allowed: a divisor of num_heads ({_divisors(self.num_heads)})")
+        self._check_heads()
         if self.head_dim is None:
             if self.hidden_size % self.num_heads:
                 raise ValueError(f"head_dim: hidden_size {self.hidden_size} is not divisible by num_heads "
@@ -149,9 +170,30 @@ class ModelCard(BaseModel):
             raise ValueError("num_encoder_layers: required for (and allowed only with) architecture encoder-decoder")
         if self.position == "relative" and self.relative_attention_num_buckets is None:
             raise ValueError("relative_attention_num_buckets: required when position is relative")
-        if self.moe and self.moe.first_dense_layers > self.num_layers:
-            raise ValueError(f"moe.first_dense_layers: {self.moe.first_dense_layers} exceeds num_layers "
-                             f"({self.num_layers})")
+        if self.position != "relative" and self.relative_attention_num_buckets is not None:
+            raise ValueError("relative_attention_num_buckets: allowed only when position is relative")
+        if self.position != "learned" and self.learned_position_offset:
+            raise ValueError("learned_position_offset: allowed only when position is learned")
+        if self.moe and self.moe.first_dense_layers >= self.num_layers:
+            raise ValueError(f"moe.first_dense_layers: {self.moe.first_dense_layers} leaves no MoE layer of "
+                             f"num_layers ({self.num_layers}); allowed: 0..{self.num_layers - 1}")
+        if self.mla and self.architecture != "decoder-only":
+            raise ValueError(f"mla: not supported with architecture {self.architecture}; allowed: decoder-only")
+        for field in ("sliding_window", "layer_pattern", "hf_kv_heads"):
+            if self.architecture == "encoder-only" and getattr(self, field) is not None:
+                raise ValueError(f"{field}: an encoder-only model keeps no KV cache; allowed: null (not set)")
+
+    def _check_heads(self) -> None:
+        if self.mla and self.num_kv_heads != self.num_heads:
+            raise ValueError(f"num_kv_heads: MLA caches one latent, not per-head K/V; allowed: leave it out "
+                             f"(or {self.num_heads}, num_heads)")
+        if self.mla and self.hf_kv_heads is not None:
+            raise ValueError("hf_kv_heads: not supported together with mla; allowed: null (not set)")
+        hf = self.hf_kv_heads
+        if hf is not None and (hf % self.num_kv_heads or self.num_heads % hf):
+            fits = [d for d in _divisor_list(self.num_heads) if d % self.num_kv_heads == 0]
+            raise ValueError(f"hf_kv_heads: {hf} is not a multiple of num_kv_heads ({self.num_kv_heads}) dividing "
+                             f"num_heads ({self.num_heads}); allowed: {', '.join(map(str, fits))}")
 
     def _check_layers(self) -> None:
         pattern = self.layer_pattern
@@ -161,6 +203,9 @@ class ModelCard(BaseModel):
             raise ValueError("sliding_window: required when layer_pattern has sliding layers; allowed: a window > 0")
         if self.mla and self.sliding_window:
             raise ValueError("sliding_window: not supported together with mla")
+        if pattern is not None and self.sliding_window is not None and "sliding" not in pattern:
+            raise ValueError("sliding_window: set, but layer_pattern has no sliding layers; allowed: leave it out, "
+                             "or add sliding layers to layer_pattern")
 
     # ---- derived, never stored --------------------------------------------------------------------------------
 
@@ -225,5 +270,10 @@ def _fill(card: ModelCard, field: str, value: int) -> None:
         object.__setattr__(card, field, value)
 
 
+def _divisor_list(n: int) -> list[int]:
+    small = [d for d in range(1, int(n ** 0.5) + 1) if n % d == 0]
+    return sorted(set(small + [n // d for d in small]))
+
+
 def _divisors(n: int) -> str:
-    return ", ".join(str(d) for d in range(1, n + 1) if n % d == 0)
+    return ", ".join(str(d) for d in _divisor_list(n))

@@ -7,11 +7,12 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
-import yaml
 from pydantic import ValidationError
 
+from kvplan.errors import KvplanError, clip
+from kvplan.files import is_file, load_yaml, shown
 from kvplan.model.card import ModelCard
-from kvplan.errors import KvplanError
+from kvplan.model.validation import describe_validation_error
 
 
 def cards_dir() -> Path:
@@ -39,15 +40,18 @@ def _load_bundled(name: str) -> ModelCard:
 
 def load_card(name_or_path: str | Path) -> ModelCard:
     """A bundled card by name (``llama-2-7b``) or any card by path (``./my-card.yaml``)."""
+    if not isinstance(name_or_path, (str, Path)):
+        raise KvplanError(f"model: expected a card name or path, got {type(name_or_path).__name__}")
     text = str(name_or_path)
     path = Path(text)
-    if path.suffix in (".yaml", ".yml") or path.is_file():
+    if path.suffix in (".yaml", ".yml") or is_file(path):
         return load_card_file(path)
     if text in _bundled_set():
         return _load_bundled(text)
-    close = difflib.get_close_matches(text, bundled_names(), n=3, cutoff=0.5)
+    close = difflib.get_close_matches(text[:200], bundled_names(), n=3, cutoff=0.5)
     hint = f"; did you mean {', '.join(close)}?" if close else ""
-    raise KvplanError(f"unknown model {text!r}{hint} (`kvplan cards list` shows all; or pass a path to a .yaml card)")
+    raise KvplanError(f"unknown model {clip(text)}{hint} (`kvplan cards list` shows all; "
+                      "or pass a path to a .yaml card)")
 
 
 def validate_cards(paths: list[str]) -> list[tuple[str, str | None]]:
@@ -62,39 +66,13 @@ def validate_cards(paths: list[str]) -> list[tuple[str, str | None]]:
     return out
 
 
-def write_atomic(path: Path, text: str, *, exclusive: bool = False) -> None:
-    """Write via a temporary file in the same folder and rename it: never a half-written file."""
-    import os
-    import tempfile
-
-    if exclusive and (path.exists() or path.is_symlink()):
-        raise KvplanError(f"{path}: exists; pass --force to overwrite it")
-    fd, tmp = tempfile.mkstemp(dir=path.parent or ".", prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-
-
-def load_card_file(path: Path) -> ModelCard:
-    try:
-        raw = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise KvplanError(f"{path}: cannot read card: {exc.strerror or exc}") from None
-    try:
-        data = yaml.safe_load(raw)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise KvplanError(f"{path}:{where}: not valid YAML: {exc.problem or exc.context}") from None
-    except yaml.YAMLError as exc:
-        raise KvplanError(f"{path}: not valid YAML: {exc}") from None
+def load_card_file(path: str | Path) -> ModelCard:
+    """A card from a YAML file: read and parsed within kvplan.files' limits, then validated."""
+    data = load_yaml(path, what="card")
     if not isinstance(data, dict):
-        raise KvplanError(f"{path}: a card is a YAML mapping of fields (name, num_layers, ...), got {type(data).__name__}")
-    return card_from_dict(data, origin=str(path))
+        raise KvplanError(f"{shown(path)}: a card is a YAML mapping of fields (name, num_layers, ...), "
+                          f"got {type(data).__name__}")
+    return card_from_dict(data, origin=shown(path))
 
 
 def card_from_dict(data: dict, *, origin: str = "card") -> ModelCard:
@@ -102,31 +80,4 @@ def card_from_dict(data: dict, *, origin: str = "card") -> ModelCard:
     try:
         return ModelCard.model_validate(data)
     except ValidationError as exc:
-        raise KvplanError(f"{origin}: {describe_validation_error(exc)}") from None
-
-
-def describe_validation_error(exc: ValidationError) -> str:
-    """The first schema error as 'field.path: message; allowed: ...'."""
-    err = exc.errors(include_url=False)[0]
-    loc = ".".join(str(p) for p in err["loc"])
-    msg = err["msg"].removeprefix("Value error, ")
-    if err["type"] == "extra_forbidden":
-        allowed = ", ".join(_allowed_fields(err["loc"]))
-        return f"{loc}: unknown field; allowed fields: {allowed}"
-    if err["type"] == "missing":
-        return f"{loc}: required field is missing"
-    if err["type"] == "value_error":  # our model validators start their message with the field's name
-        return f"{loc}.{msg}" if loc else msg
-    if err["type"] == "literal_error":
-        return f"{loc}: {msg} (got {err['input']!r})"
-    if "input" in err and loc:
-        return f"{loc}: {msg} (got {err['input']!r})"
-    return f"{loc}: {msg}" if loc else msg
-
-
-def _allowed_fields(loc: tuple) -> list[str]:
-    model: type = ModelCard
-    for part in loc[:-1]:
-        annotation = model.model_fields[part].annotation
-        model = next(a for a in getattr(annotation, "__args__", (annotation,)) if hasattr(a, "model_fields"))
-    return list(model.model_fields)
+        raise KvplanError(f"{origin}: {describe_validation_error(exc, ModelCard)}") from None

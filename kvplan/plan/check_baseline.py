@@ -11,7 +11,7 @@ from fractions import Fraction
 from pathlib import Path
 
 from kvplan.errors import KvplanError
-from kvplan.model.catalog import write_atomic
+from kvplan.files import write_atomic
 
 BASELINE_VERSION = 1
 ACCEPT = "kvplan check --update-baseline"

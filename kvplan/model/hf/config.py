@@ -8,13 +8,15 @@ listing the supported ones. Nothing is guessed silently.
 
 from __future__ import annotations
 
-import json
+import copy
+import os
 import re
 from pathlib import Path
 
+from kvplan.errors import KvplanError, clip, clip_text
+from kvplan.files import MAX_DEPTH, is_dir, load_json, nesting_depth, shown
 from kvplan.model.card import ModelCard
 from kvplan.model.catalog import card_from_dict
-from kvplan.errors import KvplanError
 from kvplan.model.hf.families import READERS
 from kvplan.model.hf.reader import Config
 
@@ -24,18 +26,22 @@ _DTYPES = {"float32": "float32", "float16": "float16", "bfloat16": "bfloat16", "
 
 def load_hf_config(path: str | Path) -> tuple[dict, str]:
     """Read a config.json, or the config.json inside a folder (a hub snapshot)."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise KvplanError(f"config: expected a dict, or the path of a config.json, got {type(path).__name__}")
     p = Path(path)
-    if p.is_dir():
+    if is_dir(p):
         p = p / "config.json"
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise KvplanError(f"{p}: no such file (give a config.json or a folder holding one)") from None
-    except json.JSONDecodeError as exc:
-        raise KvplanError(f"{p}: not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from None
+    data = load_json(p, what="config.json")
     if not isinstance(data, dict):
-        raise KvplanError(f"{p}: a config.json is a JSON object, got {type(data).__name__}")
-    return data, str(p)
+        raise KvplanError(f"{shown(p)}: a config.json is a JSON object, got {type(data).__name__}")
+    return data, shown(p)
+
+
+def _own_copy(config: dict) -> dict:
+    """A deep copy, so the readers never change the caller's dict; too deep or cyclic input is refused."""
+    if nesting_depth(config) > MAX_DEPTH:
+        raise KvplanError(f"config: nested deeper than {MAX_DEPTH} levels (or cyclic); allowed: at most {MAX_DEPTH}")
+    return copy.deepcopy(config)
 
 
 def card_from_hf_config(config: dict | str | Path, *, name: str | None = None) -> ModelCard:
@@ -45,34 +51,49 @@ def card_from_hf_config(config: dict | str | Path, *, name: str | None = None) -
 
 def import_hf_config(config: dict | str | Path, *, name: str | None = None) -> tuple[ModelCard, list[str]]:
     """(card, defaults assumed) for a config.json dict, file or folder."""
-    data, origin = (config, "config") if isinstance(config, dict) else load_hf_config(config)
-    model_type = str(data.get("model_type", ""))
+    data, origin = (_own_copy(config), "config") if isinstance(config, dict) else load_hf_config(config)
+
+    model_type = data.get("model_type", "")
+    if not isinstance(model_type, str):
+        raise KvplanError(f"{origin}: model_type: {clip(model_type)} is not a string; "
+                          f"supported: {', '.join(sorted(READERS))}")
     if model_type == "gemma3" and isinstance(data.get("text_config"), dict):  # multimodal: the text decoder
         data = {**data["text_config"], "torch_dtype": data.get("torch_dtype") or data.get("dtype"),
                 "_name_or_path": data.get("_name_or_path"), "model_type": "gemma3_text"}
         model_type = "gemma3_text"
     if model_type not in READERS:
-        raise KvplanError(f"{origin}: unsupported model_type {model_type!r}; supported: {', '.join(sorted(READERS))}")
+        raise KvplanError(f"{origin}: unsupported model_type {clip(model_type)}; "
+                          f"supported: {', '.join(sorted(READERS))}")
     cfg = Config(data, model_type, origin)
     fields = READERS[model_type](cfg)
-    card_name = _card_name(name, data, origin)
+    if name is not None and not isinstance(name, str):
+        raise KvplanError(f"name: expected a string, got {type(name).__name__}")
+    card_name = _card_name(name, _name_or_path(cfg), origin)
     fields = {"name": card_name, "source": _source(data, origin), **fields, "dtype": _dtype(cfg)}
     return card_from_dict(_drop_derivable(fields), origin=origin), cfg.assumed
 
 
-def _card_name(name: str | None, data: dict, origin: str) -> str:
-    raw = name or str(data.get("_name_or_path") or "").rstrip("/").split("/")[-1]
+def _name_or_path(cfg: Config) -> str:
+    value = cfg.data.get("_name_or_path")
+    if value is not None and not isinstance(value, str):
+        raise KvplanError(f"{cfg.origin}: _name_or_path: {clip(value)} is not a string; allowed: a string")
+    return value or ""
+
+
+def _card_name(name: str | None, repo: str, origin: str) -> str:
+    """A valid card name (at most 100 characters) from --name, the repo id's last part, or the folder's name."""
+    raw = name or repo.rstrip("/").split("/")[-1]
     if not raw and origin != "config":
         raw = Path(origin).parent.name
-    cleaned = re.sub(r"[^A-Za-z0-9._-]+", "-", raw).strip("-._").lower()
+    cleaned = re.sub(r"[^A-Za-z0-9._-]+", "-", raw[:1000]).strip("-._").lower()[:100].rstrip("-._")
     return cleaned or "imported-model"
 
 
 def _source(data: dict, origin: str) -> str:
     repo = data.get("_name_or_path")
-    if repo and "/" in str(repo) and not Path(str(repo)).exists():
+    if isinstance(repo, str) and "/" in repo and len(repo) <= 200 and not os.path.exists(repo):
         return f"https://huggingface.co/{repo}/blob/main/config.json"
-    return f"config.json imported from {origin}"
+    return f"config.json imported from {clip_text(origin)}"
 
 
 def _dtype(cfg: Config) -> str:
@@ -80,9 +101,9 @@ def _dtype(cfg: Config) -> str:
     if raw is None:
         cfg.assumed.append("dtype=float32 (the config names none; transformers loads float32)")
         return "float32"
-    key = str(raw).removeprefix("torch.")
+    key = raw.removeprefix("torch.") if isinstance(raw, str) else None
     if key not in _DTYPES:
-        raise KvplanError(f"{cfg.origin}: torch_dtype {raw!r} unsupported; allowed: float32, float16, bfloat16")
+        raise KvplanError(f"{cfg.origin}: torch_dtype {clip(raw)} unsupported; allowed: float32, float16, bfloat16")
     return _DTYPES[key]
 
 

@@ -64,7 +64,7 @@ DEFAULTS: dict[str, dict] = {'bert': {'hidden_act': 'gelu', 'max_position_embedd
              'max_position_embeddings': 131072,
              'num_experts_per_tok': 2,
              'tie_word_embeddings': False},
- 'mpt': {'max_seq_len': 2048, 'no_bias': True, 'tie_word_embeddings': True},
+ 'mpt': {'expansion_ratio': 4, 'max_seq_len': 2048, 'no_bias': True, 'tie_word_embeddings': True},
  'opt': {'activation_function': 'relu',
          'do_layer_norm_before': True,
          'enable_bias': True,

@@ -1,10 +1,12 @@
-"""Reading one config.json the way transformers does: its values, else the config class's defaults (recorded)."""
+"""Reading one config.json the way transformers does: typed values, else the config class's defaults (recorded)."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
-from kvplan.errors import KvplanError
+from kvplan.errors import KvplanError, clip
+from kvplan.model.card import MAX_LAYERS
 from kvplan.model.hf.defaults import DEFAULTS
 
 _ACTIVATIONS = {"silu": "silu", "swish": "silu", "gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_fast": "gelu_tanh",
@@ -22,15 +24,62 @@ class Config:
 
     def get(self, key: str, *fallback_keys: str) -> Any:
         """The first of ``key``/``fallback_keys`` present (legacy names), else the transformers default."""
+        return self.find(key, *fallback_keys)[1]
+
+    def find(self, key: str, *fallback_keys: str) -> tuple[str, Any]:
+        """(the key the value came from, the value): the file's first present key, else a transformers default."""
         for k in (key, *fallback_keys):
             if self.data.get(k) is not None:
-                return self.data[k]
+                return k, self.data[k]
         defaults = DEFAULTS.get(self.model_type, {})
-        if key in defaults:
-            self.assumed.append(f"{key}={defaults[key]!r} (transformers default for {self.model_type})")
-            return defaults[key]
+        for k in (key, *fallback_keys):
+            if k in defaults:
+                self.assumed.append(f"{k}={defaults[k]!r} (transformers default for {self.model_type})")
+                return k, defaults[k]
         raise KvplanError(f"{self.origin}: missing key {key!r}, which a {self.model_type} card needs "
                           "(and transformers has no default for)")
+
+    def integer(self, key: str, *fallback_keys: str, minimum: int = 1, maximum: int | None = None) -> int:
+        """An integer key, type-checked before any arithmetic: JSON true, 32.0 and "32" are refused."""
+        return self.check_int(*self.find(key, *fallback_keys), minimum=minimum, maximum=maximum)
+
+    def layers(self, key: str, *fallback_keys: str) -> int:
+        return self.integer(key, *fallback_keys, maximum=MAX_LAYERS)
+
+    def optional(self, key: str, *, minimum: int = 1) -> int | None:
+        """An integer key that may be absent or null (then None: the reader derives it)."""
+        value = self.data.get(key)
+        return None if value is None else self.check_int(key, value, minimum=minimum)
+
+    def check_int(self, key: str, value: Any, *, minimum: int = 1, maximum: int | None = None) -> int:
+        if type(value) is int and value >= minimum and (maximum is None or value <= maximum):
+            return value
+        upper = f"..{maximum:,}" if maximum is not None else " or more"
+        raise KvplanError(f"{self.origin}: {key}: {clip(value)} is out of range or not an integer; "
+                          f"allowed: an integer {minimum}{upper}")
+
+    def flag(self, key: str, *fallback_keys: str) -> bool:
+        """A boolean key: JSON true or false only ("false" as a string would silently mean true)."""
+        found, value = self.find(key, *fallback_keys)
+        return self.check_flag(found, value)
+
+    def check_flag(self, key: str, value: Any) -> bool:
+        if isinstance(value, bool):
+            return value
+        raise KvplanError(f"{self.origin}: {key}: {clip(value)} is not a boolean; allowed: true or false")
+
+    def text(self, key: str, *fallback_keys: str) -> str:
+        found, value = self.find(key, *fallback_keys)
+        if isinstance(value, str):
+            return value
+        raise KvplanError(f"{self.origin}: {found}: {clip(value)} is not a string; allowed: a string")
+
+    def number(self, key: str) -> float | int:
+        """A finite positive number (MPT's expansion_ratio)."""
+        found, value = self.find(key)
+        if type(value) in (int, float) and math.isfinite(value) and value > 0:
+            return value
+        raise KvplanError(f"{self.origin}: {found}: {clip(value)} is not a positive number; allowed: a number > 0")
 
     def lookup(self, key: str) -> Any:
         """The file's value when the key is present (even null), else the transformers default, else None."""
@@ -40,7 +89,7 @@ class Config:
 
 
 def activation(cfg: Config, key: str, *fallback_keys: str) -> str:
-    act = str(cfg.get(key, *fallback_keys))
+    act = cfg.text(key, *fallback_keys)
     if act not in _ACTIVATIONS:
-        raise KvplanError(f"{cfg.origin}: {key} {act!r} unsupported; allowed: {', '.join(_ACTIVATIONS)}")
+        raise KvplanError(f"{cfg.origin}: {key} {clip(act)} unsupported; allowed: {', '.join(_ACTIVATIONS)}")
     return _ACTIVATIONS[act]

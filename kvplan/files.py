@@ -1,0 +1,372 @@
+"""Reading and writing user files safely: bounded size, UTF-8 only, bounded YAML/JSON, atomic writes.
+
+Every failure is one line naming the file, ``PATH: line L, column C: what is wrong`` where a position is known,
+raised as ``KvplanError``. The limits (documented in docs/errors.md):
+
+- a YAML file (card, GPU file) is at most ``MAX_YAML_BYTES``, a JSON file (config.json) at most ``MAX_JSON_BYTES``;
+- documents nest at most ``MAX_DEPTH`` levels;
+- YAML uses at most ``MAX_ALIASES`` aliases and expands to at most ``MAX_NODES`` nodes (checked on the parser's
+  events, before anything is built, so an alias bomb is refused at once);
+- integers have at most ``MAX_INT_DIGITS`` digits; duplicate mapping keys are refused.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import stat
+from pathlib import Path
+from typing import Any
+
+import yaml
+from yaml.constructor import ConstructorError, SafeConstructor
+
+from kvplan.errors import KvplanError, clip, clip_text
+
+MAX_YAML_BYTES = 1 << 20
+MAX_JSON_BYTES = 4 << 20
+MAX_DEPTH = 32
+MAX_ALIASES = 100
+MAX_NODES = 100_000
+MAX_INT_DIGITS = 100
+
+
+# ---- reading ----------------------------------------------------------------------------------------------------
+
+def shown(path: str | os.PathLike) -> str:
+    """A path as error messages print it: one line, at most 200 characters."""
+    return clip_text(os.fspath(path))
+
+
+def is_dir(path: str | os.PathLike) -> bool:
+    """``Path.is_dir`` that answers False instead of raising (a 5,000-character name, a permission error)."""
+    try:
+        return stat.S_ISDIR(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
+def is_file(path: str | os.PathLike) -> bool:
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
+def read_text(path: str | os.PathLike, *, what: str = "file", limit: int = MAX_JSON_BYTES) -> str:
+    """The UTF-8 text of a regular file of at most ``limit`` bytes; KvplanError naming the file otherwise."""
+    name = shown(path)
+    try:
+        info = os.stat(path)
+        kind = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file"
+        if not stat.S_ISREG(info.st_mode):
+            raise KvplanError(f"{name}: {kind}; allowed: a {what} file")
+        with open(path, "rb") as f:
+            data = f.read(limit + 1)
+    except OSError as exc:
+        raise KvplanError(f"{name}: cannot read {what}: {_reason(exc)}") from None
+    except KvplanError:
+        raise
+    except ValueError as exc:  # an embedded NUL character in the path
+        raise KvplanError(f"{name}: cannot read {what}: {exc}") from None
+    if len(data) > limit:
+        raise KvplanError(f"{name}: {what} has more than {limit:,} bytes; allowed: at most {limit >> 20} MiB")
+    return _decode(data, name, what)
+
+
+def _decode(data: bytes, name: str, what: str) -> str:
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")) or b"\x00" in data:
+        raise KvplanError(f"{name}: {what} is UTF-16 or binary (NUL bytes); allowed: UTF-8 text")
+    try:
+        return data.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as exc:
+        raise KvplanError(f"{name}: {what} is not UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start}); "
+                          "allowed: UTF-8 text") from None
+
+
+def _reason(exc: OSError) -> str:
+    """'no such file or directory', 'permission denied': the system's words, lower-cased to follow a colon."""
+    text = exc.strerror or type(exc).__name__
+    return text[:1].lower() + text[1:]
+
+
+# ---- YAML -------------------------------------------------------------------------------------------------------
+
+class _Refused(ConstructorError):
+    """A document kvplan refuses (not a syntax error): printed without 'not valid YAML'."""
+
+
+class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    """libyaml's safe loader (pure-Python where libyaml is missing) that refuses duplicate keys and huge ints."""
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> dict:
+        if isinstance(node, yaml.MappingNode):
+            _check_duplicates(self, node)
+        return super().construct_mapping(node, deep=deep)
+
+
+def _check_duplicates(loader: _Loader, node: yaml.MappingNode) -> None:
+    lines: dict = {}
+    for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            continue
+        key = loader.construct_object(key_node, deep=True)
+        try:
+            if key in lines:
+                raise _Refused(None, None, f"duplicate key {clip(key)} (first at line {lines[key]}); "
+                               "allowed: each key once", key_node.start_mark)
+            lines[key] = key_node.start_mark.line + 1
+        except TypeError:  # an unhashable key: the base constructor names it
+            continue
+
+
+def _construct_int(loader: _Loader, node: yaml.ScalarNode) -> int:
+    text = str(node.value)
+    digits = sum(c.isdigit() for c in text)
+    if digits > MAX_INT_DIGITS:
+        raise _Refused(None, None, f"an integer of {digits} digits; allowed: at most {MAX_INT_DIGITS} digits",
+                       node.start_mark)
+    return SafeConstructor.construct_yaml_int(loader, node)
+
+
+_Loader.add_constructor("tag:yaml.org,2002:int", _construct_int)
+
+
+class _Budget:
+    """Counts the nodes a YAML document expands to, from the parser's events, before anything is built."""
+
+    def __init__(self) -> None:
+        self.frames: list[list] = []  # [anchor, nodes so far] per open mapping/sequence
+        self.anchors: dict[str, int] = {}
+        self.aliases = 0
+
+    def open(self, event: Any) -> None:
+        if len(self.frames) >= MAX_DEPTH:
+            raise _Refused(None, None, f"nested deeper than {MAX_DEPTH} levels; allowed: at most {MAX_DEPTH}",
+                           event.start_mark)
+        self.frames.append([event.anchor, 1])
+
+    def close(self, event: Any) -> None:
+        anchor, nodes = self.frames.pop()
+        self.add(anchor, nodes, event)
+
+    def alias(self, event: Any) -> None:
+        self.aliases += 1
+        if self.aliases > MAX_ALIASES:
+            raise _Refused(None, None, f"more than {MAX_ALIASES} aliases; allowed: at most {MAX_ALIASES}",
+                           event.start_mark)
+        if event.anchor not in self.anchors:
+            raise _Refused(None, None, f"alias *{clip_text(event.anchor, 60)} names no complete anchor before it; "
+                           "allowed: aliases of earlier, complete nodes", event.start_mark)
+        self.add(None, self.anchors[event.anchor], event)
+
+    def add(self, anchor: str | None, nodes: int, event: Any) -> None:
+        if anchor is not None:
+            self.anchors[anchor] = nodes
+        if self.frames:
+            self.frames[-1][1] += nodes
+            nodes = self.frames[-1][1]
+        if nodes > MAX_NODES:
+            raise _Refused(None, None, f"expands to more than {MAX_NODES:,} nodes (aliases); "
+                           f"allowed: at most {MAX_NODES:,}", event.start_mark)
+
+
+def _prescan(text: str) -> None:
+    """Depth, aliases and expanded size from the event stream: linear in the text, whatever the aliases do."""
+    loader, budget = _Loader(text), _Budget()
+    try:
+        while loader.check_event():
+            event = loader.get_event()
+            if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+                budget.open(event)
+            elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+                budget.close(event)
+            elif isinstance(event, yaml.ScalarEvent):
+                budget.add(event.anchor, 1, event)
+            elif isinstance(event, yaml.AliasEvent):
+                budget.alias(event)
+    finally:
+        loader.dispose()
+
+
+def parse_yaml(text: str, origin: str) -> Any:
+    """One YAML document from ``text``; ``origin`` (a path, shown) heads every error."""
+    try:
+        _prescan(text)
+        loader = _Loader(text)
+        try:
+            return loader.get_single_data()
+        finally:
+            loader.dispose()
+    except yaml.MarkedYAMLError as exc:
+        raise KvplanError(_marked(origin, exc)) from None
+    except yaml.YAMLError as exc:
+        raise KvplanError(f"{origin}: not valid YAML: {_one_line(str(exc))}") from None
+    except (RecursionError, MemoryError):
+        raise KvplanError(f"{origin}: document too large or too deeply nested; allowed: at most {MAX_DEPTH} "
+                          "levels") from None
+
+
+def load_yaml(path: str | os.PathLike, *, what: str = "file") -> Any:
+    """A YAML file (card, GPU file) read and parsed within the limits above."""
+    return parse_yaml(read_text(path, what=what, limit=MAX_YAML_BYTES), shown(path))
+
+
+def _marked(origin: str, exc: yaml.MarkedYAMLError) -> str:
+    mark = exc.problem_mark or exc.context_mark
+    where = f" line {mark.line + 1}, column {mark.column + 1}:" if mark else ""
+    what = _one_line(exc.problem or exc.context or "invalid document")
+    return f"{origin}:{where} {what}" if isinstance(exc, _Refused) else f"{origin}:{where} not valid YAML: {what}"
+
+
+def _one_line(text: str) -> str:
+    return clip_text(" ".join(str(text).split()), 200)
+
+
+# ---- JSON -------------------------------------------------------------------------------------------------------
+
+class _JsonRefused(Exception):
+    pass
+
+
+def _json_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise _JsonRefused(f"an integer of {len(text.lstrip('-'))} digits; allowed: at most {MAX_INT_DIGITS} digits")
+    return int(text)
+
+
+def _json_object(pairs: list[tuple[str, Any]]) -> dict:
+    out: dict = {}
+    for key, value in pairs:
+        if key in out:
+            raise _JsonRefused(f"duplicate key {clip(key)}; allowed: each key once")
+        out[key] = value
+    return out
+
+
+def parse_json(text: str, origin: str) -> Any:
+    """One JSON value from ``text``, nested at most ``MAX_DEPTH`` levels; ``origin`` heads every error."""
+    try:
+        data = json.loads(text, parse_int=_json_int, object_pairs_hook=_json_object)
+    except _JsonRefused as exc:
+        raise KvplanError(f"{origin}: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise KvplanError(f"{origin}: line {exc.lineno}, column {exc.colno}: not valid JSON: {exc.msg}") from None
+    except (RecursionError, MemoryError):
+        raise KvplanError(f"{origin}: nested deeper than {MAX_DEPTH} levels; allowed: at most {MAX_DEPTH}") from None
+    except ValueError as exc:
+        raise KvplanError(f"{origin}: not valid JSON: {_one_line(str(exc))}") from None
+    if nesting_depth(data) > MAX_DEPTH:
+        raise KvplanError(f"{origin}: nested deeper than {MAX_DEPTH} levels; allowed: at most {MAX_DEPTH}")
+    return data
+
+
+def load_json(path: str | os.PathLike, *, what: str = "file") -> Any:
+    """A JSON file (config.json) read and parsed within the limits above."""
+    return parse_json(read_text(path, what=what, limit=MAX_JSON_BYTES), shown(path))
+
+
+def nesting_depth(data: Any) -> int:
+    """Nesting depth of lists, tuples and dicts, without recursion; stops counting past ``MAX_DEPTH`` (so a cyclic
+    structure, infinitely deep, ends at once)."""
+    deepest, stack = 0, [(data, 1)]
+    while stack:
+        value, level = stack.pop()
+        if isinstance(value, (dict, list, tuple)):
+            deepest = max(deepest, level)
+            if deepest > MAX_DEPTH:
+                return deepest
+            stack.extend((v, level + 1) for v in (value.values() if isinstance(value, dict) else value))
+    return deepest
+
+
+# ---- writing ----------------------------------------------------------------------------------------------------
+
+def write_atomic(path: str | os.PathLike, text: str, *, exclusive: bool = False) -> None:
+    """Write ``text`` via a temporary file in the same folder: readers never see a half-written file.
+
+    ``exclusive``: create only; an existing ``path`` (a dangling symlink too) is refused, and of several concurrent
+    writers exactly one wins (a hard link is atomic). Otherwise the file is replaced and keeps its mode; a new file
+    gets the default mode (0o666 less the umask). The temporary file is removed on any error, Ctrl-C included.
+    """
+    target = Path(path)
+    name = shown(target)
+    if is_dir(target):
+        raise KvplanError(f"{name}: is a directory; allowed: a file path")
+    if exclusive and os.path.lexists(target):
+        raise KvplanError(f"{name}: exists; pass --force to overwrite it")
+    tmp = _write_temp(target, name, text)
+    try:
+        if exclusive:
+            _create_exclusive(tmp, target, name)
+        else:
+            _keep_mode(target, tmp)
+            os.replace(tmp, target)
+    except OSError as exc:
+        raise KvplanError(f"{name}: cannot write: {_reason(exc)}") from None
+    finally:
+        _remove(tmp)
+
+
+def _write_temp(target: Path, name: str, text: str) -> Path:
+    """A new file beside ``target`` holding ``text``, created with mode 0o666 so the umask applies."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    folder = target.parent
+    while True:
+        tmp = folder / f".{target.name[:60]}.{secrets.token_hex(6)}.tmp"
+        try:
+            fd = os.open(tmp, flags, 0o666)
+            break
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise KvplanError(f"{name}: cannot write in {shown(folder)}: {_folder_reason(exc, folder)}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+    except BaseException as exc:
+        _remove(tmp)
+        if isinstance(exc, OSError):
+            raise KvplanError(f"{name}: cannot write: {_reason(exc)}") from None
+        raise
+    return tmp
+
+
+def _folder_reason(exc: OSError, folder: Path) -> str:
+    if isinstance(exc, FileNotFoundError) and not is_dir(folder):
+        return "no such folder"
+    return _reason(exc)
+
+
+def _create_exclusive(tmp: Path, target: Path, name: str) -> None:
+    try:
+        os.link(tmp, target)
+        return
+    except FileExistsError:
+        raise KvplanError(f"{name}: exists; pass --force to overwrite it") from None
+    except OSError:  # no hard links here (some network and FUSE file systems): claim the name, then replace it
+        pass
+    try:
+        os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+    except FileExistsError:
+        raise KvplanError(f"{name}: exists; pass --force to overwrite it") from None
+    os.replace(tmp, target)
+
+
+def _keep_mode(target: Path, tmp: Path) -> None:
+    """An overwritten file keeps its permission bits (a 0644 card stays 0644)."""
+    try:
+        mode = stat.S_IMODE(os.stat(target).st_mode)
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    os.chmod(tmp, mode)
+
+
+def _remove(path: Path) -> None:
+    try:
+        os.unlink(path)
+    except OSError:  # gone already, or best effort: the original error matters more
+        pass

@@ -1,0 +1,94 @@
+"""One describer for pydantic validation errors (cards, GPU files): ``field.path: what is wrong; allowed: ...``.
+
+The allowed range comes from the model's own JSON schema, so a cap added to a field shows up in its message.
+User input is never printed whole: values are clipped to about 60 characters.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from pydantic import BaseModel, ValidationError
+
+from kvplan.errors import clip, clip_text
+
+
+def describe_validation_error(exc: ValidationError, model_cls: type[BaseModel]) -> str:
+    """The first schema error as one line: 'field.path: message (got VALUE); allowed: ...'."""
+    err = exc.errors(include_url=False)[0]
+    path = tuple(err["loc"])
+    loc = ".".join(_part(p) for p in path)
+    msg = " ".join(str(err["msg"]).removeprefix("Value error, ").split())
+    if err["type"] == "extra_forbidden":
+        return f"{loc}: unknown field; allowed fields: {', '.join(_fields_at(model_cls, path[:-1]))}"
+    if err["type"] == "missing":
+        return f"{loc}: required field is missing"
+    if err["type"] in ("value_error", "assertion_error"):  # our validators start their message with the field
+        return f"{loc}.{msg}" if loc else msg
+    got = f" (got {clip(err['input'])})" if "input" in err and loc else ""
+    allowed = _allowed(_schema_at(model_cls, path))
+    return (f"{loc}: " if loc else "") + f"{msg}{got}" + (f"; allowed: {allowed}" if allowed else "")
+
+
+def _part(p: object) -> str:
+    return clip_text(p, 60) if isinstance(p, str) else clip(p)
+
+
+@functools.lru_cache(maxsize=None)
+def _schema(model_cls: type[BaseModel]) -> dict:
+    return model_cls.model_json_schema()
+
+
+def _resolve(root: dict, node: dict) -> dict:
+    """Follow $ref and unwrap ``X | None`` to X."""
+    if "$ref" in node:
+        node = root.get("$defs", {}).get(node["$ref"].rsplit("/", 1)[-1], {})
+    options = [n for n in node.get("anyOf", ()) if n.get("type") != "null"]
+    if len(options) == 1:
+        return _resolve(root, options[0])
+    return node
+
+
+def _schema_at(model_cls: type[BaseModel], path: tuple) -> dict:
+    root = _schema(model_cls)
+    node = root
+    for part in path:
+        node = _resolve(root, node)
+        if isinstance(part, int) and "items" in node:
+            node = node["items"]
+        elif isinstance(part, str) and part in node.get("properties", {}):
+            node = node["properties"][part]
+        else:
+            return {}
+    return _resolve(root, node)
+
+
+def _fields_at(model_cls: type[BaseModel], path: tuple) -> list[str]:
+    return list(_schema_at(model_cls, path).get("properties", {}))
+
+
+def _allowed(node: dict) -> str:
+    """What the schema allows, in words: 'an integer 1..10000', 'true or false', 'a number > 0'."""
+    kind = node.get("type")
+    if kind in ("integer", "number"):
+        return _range(node, "an integer" if kind == "integer" else "a number")
+    if kind == "boolean":
+        return "true or false"
+    if kind == "array":
+        return "a list"
+    if kind == "object":
+        return "a mapping"
+    return ""
+
+
+def _range(node: dict, noun: str) -> str:
+    lo, hi = node.get("minimum"), node.get("maximum")
+    if "exclusiveMinimum" in node:
+        lo = node["exclusiveMinimum"] + 1 if noun == "an integer" else None
+        if lo is None:
+            return f"{noun} > {node['exclusiveMinimum']}" + (f", at most {hi:,}" if hi is not None else "")
+    if lo is not None and hi is not None:
+        return f"{noun} {lo}..{hi}"
+    if lo is not None:
+        return f"{noun} >= {lo}"
+    return f"{noun} <= {hi}" if hi is not None else noun
