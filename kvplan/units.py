@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
-from kvplan.errors import KvplanError
+from kvplan.errors import KvplanError, clip
 
 _UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
 
@@ -15,16 +15,28 @@ def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def require_positive(flag: str, value: object) -> int:
-    """``value`` as a positive int, else KvplanError naming ``flag`` (bool is not an int here)."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise KvplanError(f"{flag}: must be a positive integer, got {_short(value)}")
+MAX_COUNT = 10**12  # sequences, tokens, blocks: far beyond any deployment, and every derived float stays finite
+
+
+def require_positive(flag: str, value: object, maximum: int = MAX_COUNT) -> int:
+    """``value`` as an int in 1..maximum, else KvplanError naming ``flag`` (bool is not an int here)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= maximum:
+        raise KvplanError(f"{flag}: must be an integer in 1..{maximum:,}, got {clip(value)}")
     return value
 
 
-def _short(value: object, limit: int = 60) -> str:
-    text = repr(value) if not isinstance(value, int) or abs(value) < 10**limit else f"an integer of {len(str(abs(value)))} digits"
-    return text if len(text) <= limit else text[:limit] + "..."
+def require_text(flag: str, value: object) -> str | None:
+    """None or a non-empty string, else KvplanError naming ``flag`` (for the Python API's string arguments)."""
+    if value is not None and (not isinstance(value, str) or not value.strip()):
+        raise KvplanError(f"{flag}: expected a non-empty string, got {clip(value)}")
+    return value
+
+
+def require_fraction(flag: str, value: object) -> float:
+    """A number in (0, 1], else KvplanError naming ``flag``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+        raise KvplanError(f"{flag}: a fraction in (0, 1], got {clip(value)}")
+    return float(value)
 
 
 def fmt_bytes(n: int) -> str:

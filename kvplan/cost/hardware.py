@@ -12,31 +12,37 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError
+from typing import Annotated, Union
+
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, ValidationError
 
 from kvplan.errors import KvplanError, clip, clip_text
 
 COMPUTE_TYPES: tuple[str, ...] = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8")
 
 
+Rate = Annotated[Union[StrictInt, StrictFloat], Field(gt=0, allow_inf_nan=False, le=1e21)]  # FLOP/s, finite
+Count = Annotated[StrictInt, Field(gt=0, le=10**18)]  # bytes, bytes/s: true is not 1
+
+
 class PeakFlops(BaseModel):
     """Dense (not 2:4-sparse) peak FLOP/s of the matrix units; a type the GPU lacks is null."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
-    fp32: PositiveFloat
-    tf32: PositiveFloat | None = None
-    bf16: PositiveFloat | None = None
-    fp16: PositiveFloat | None = None
-    fp8: PositiveFloat | None = None
-    int8: PositiveFloat | None = None
+    fp32: Rate
+    tf32: Rate | None = None
+    bf16: Rate | None = None
+    fp16: Rate | None = None
+    fp8: Rate | None = None
+    int8: Rate | None = None
 
 
 class GPU(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     name: str
     vendor: str
-    memory_bytes: PositiveInt = Field(description="Vendor-stated capacity, decimal GB x 10^9.")
-    memory_bandwidth_bytes_per_s: PositiveInt
+    memory_bytes: Count = Field(description="Vendor-stated capacity, decimal GB x 10^9.")
+    memory_bandwidth_bytes_per_s: Count
     peak_flops: PeakFlops
     source: str = Field(min_length=1, description="Vendor datasheet URL the figures come from.")
     note: str = ""
@@ -72,8 +78,8 @@ def load_gpu(name: str, gpu_file: str | Path | None = None) -> GPU:
     """One GPU by name, case-insensitively; KvplanError lists the known names."""
     gpus = load_gpus(gpu_file)
     by_lower = {k.lower(): v for k, v in gpus.items()}
-    if name.lower() not in by_lower:
-        raise KvplanError(f"--gpu: unknown GPU {name!r}; known: {', '.join(sorted(gpus))} (or add it with --gpu-file)")
+    if not isinstance(name, str) or name.lower() not in by_lower:
+        raise KvplanError(f"--gpu: unknown GPU {clip(name)}; known: {', '.join(sorted(gpus))} (or add it with --gpu-file)")
     return by_lower[name.lower()]
 
 

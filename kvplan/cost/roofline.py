@@ -18,7 +18,7 @@ from kvplan.cost.engines import CacheRun, Engine
 from kvplan.cost.flops import FlopsBreakdown, decode_step_flops, prefill_flops
 from kvplan.cost.hardware import GPU
 from kvplan.cost.traffic import StepTraffic, decode_traffic, moe_weights_read_bytes_min, prefill_traffic
-from kvplan.errors import KvplanError
+from kvplan.units import require_fraction
 from kvplan.model.card import ModelCard
 from kvplan.model.dtypes import TORCH_NAMES, DType
 
@@ -123,9 +123,8 @@ def _phase(f: FlopsBreakdown, t: StepTraffic, peak: float, bw: float, basis: str
 
 
 def check_efficiency(mfu: float, mbu: float) -> None:
-    for flag, value in (("--mfu", mfu), ("--mbu", mbu)):
-        if not 0 < value <= 1:
-            raise KvplanError(f"{flag}: an efficiency in (0, 1], got {value}")
+    require_fraction("--mfu", mfu)
+    require_fraction("--mbu", mbu)
 
 
 def _notes(card: ModelCard, engine: Engine, mfu: float, mbu: float) -> list[str]:

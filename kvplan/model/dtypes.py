@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvplan.errors import KvplanError
+from kvplan.errors import KvplanError, clip
 
 
 @dataclass(frozen=True)
@@ -26,10 +26,6 @@ class DType:
     group_size: int = 0  # elements sharing one scale group (0: no per-vector scales)
     group_scale_bytes: int = 0  # bytes of scale (+ zero-point) per group
     layer_scale_bytes: int = 0  # fixed per-layer scale bytes (per-tensor K and V scales)
-
-    @property
-    def is_quantized(self) -> bool:
-        return self.group_size > 0 or self.layer_scale_bytes > 0
 
     def data_bytes(self, elems: int) -> int:
         """Bytes of one packed vector of ``elems`` elements, without scales: ceil(elems * bits / 8)."""
@@ -76,9 +72,11 @@ TORCH_NAMES = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
 
 def parse_dtype(name: str, *, what: str = "dtype") -> DType:
     """Look up a dtype by canonical name or alias, case-insensitively; KvplanError names the allowed values."""
+    if not isinstance(name, str):
+        raise KvplanError(f"{what}: expected a dtype name, got {type(name).__name__}")
     key = name.strip().lower().replace("-", "_")
     key = ALIASES.get(key, key)
     if key not in DTYPES:
         allowed = ", ".join([*DTYPES, *ALIASES])
-        raise KvplanError(f"{what}: unknown dtype {name!r}; allowed: {allowed}")
+        raise KvplanError(f"{what}: unknown dtype {clip(name)}; allowed: {allowed}")
     return DTYPES[key]

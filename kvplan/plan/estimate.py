@@ -24,7 +24,7 @@ from kvplan.model.dtypes import DType, parse_dtype
 from kvplan.model.layouts import with_layout
 from kvplan.plan.notes import engine_notes, input_notes
 from kvplan.plan.results import (Estimate, EstimateInputs, KVCacheResult, KVGroup, ModelSummary, WeightsResult)
-from kvplan.units import fmt_bytes, require_positive
+from kvplan.units import fmt_bytes, require_positive, require_text
 
 
 @dataclass(frozen=True)
@@ -52,6 +52,11 @@ def estimate(model: ModelCard | str | Path, *, batch: int = 1, seq_len: int, enc
     ``prompt_len`` (default ``seq_len``) sizes the prefill FLOPs; ``gpu`` adds roofline bounds. Raises KvplanError
     on bad input.
     """
+    for flag, text in (("--kv-dtype", kv_dtype), ("--weight-dtype", weight_dtype), ("--attention", attention),
+                       ("--gpu", gpu), ("--gpu-file", gpu_file)):
+        require_text(flag, text)
+    if kv_heads is not None:
+        require_positive("--kv-heads", kv_heads)
     base = model if isinstance(model, ModelCard) else load_card(model)
     card = with_layout(base, kv_heads=kv_heads, attention=attention)
     r = resolve(card, batch=batch, seq_len=seq_len, encoder_len=encoder_len, kv_dtype=kv_dtype,
@@ -79,8 +84,9 @@ def resolve(card: ModelCard, *, batch: int, seq_len: int, encoder_len: int | Non
             weight_dtype: str | None, engine: str | Engine, max_cache_len: int | None,
             block_size: int) -> Resolved:
     """Check the sizes and flags against the card and the engine; resolve the dtypes the engine serves in."""
-    for flag, value in (("--batch", batch), ("--seq-len", seq_len), ("--block-size", block_size)):
-        require_positive(flag, value)
+    require_positive("--batch", batch)
+    require_positive("--seq-len", seq_len)
+    require_positive("--block-size", block_size, maximum=1 << 20)
     _check_encoder(card, encoder_len)
     eng = get_engine(engine)
     notes = input_notes(card, seq_len)

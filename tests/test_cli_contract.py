@@ -1,0 +1,148 @@
+"""The CLI's contract: exit 0 / 1 / 2 / 3, one line on bad input, output that is never cut, commands a newcomer
+looks for (--version, cards validate, gpus list), and the Python API refusing wrong types with KvplanError."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import kvplan
+from kvplan import KvplanError
+from kvplan.verify.limits import check_fits_machine
+
+EST = ("estimate", "--model", "llama-2-7b", "--seq-len", "16")
+
+
+def one_line_error(cli, *args) -> str:
+    code, out, err = cli(*args)
+    assert code == 2, (code, out, err)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in out + err, err
+    return lines[0]
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (("--prompt-len", "0"), "--prompt-len: must be an integer in 1.."),
+    (("--max-cache-len", "0", "--engine", "hf-static"), "--max-cache-len: must be an integer in 1.."),
+    (("--kv-dtype", ""), "--kv-dtype: expected a non-empty string"),
+    (("--mfu", "0.5"), "--mfu: only used with --gpu"),
+    (("--gpu-file", "/nonexistent.yaml"), "--gpu-file: only used with --gpu"),
+    (("--attention", "gqa:²"), "--attention: unknown layout 'gqa:²'"),
+    (("--batch", "abc"), "Invalid value for '--batch'"),
+    (("--bogus",), "No such option: --bogus"),
+    (("--batch", str(10**150)), "--batch: must be an integer in 1..1,000,000,000,000"),
+    (("--mfu", "0", "--gpu", "H100-SXM"), "--mfu: a fraction in (0, 1]"),
+])
+def test_bad_flags_are_one_line_exit_2(cli, args, needle):
+    assert needle in one_line_error(cli, *EST, *args)
+
+
+def test_layouts_on_encoder_only_and_encoder_len_on_decoder_only_are_refused(cli):
+    assert "encoder-only" in one_line_error(cli, "estimate", "-m", "bert-base-uncased", "--seq-len", "8",
+                                            "--attention", "mqa")
+    assert "--encoder-len: only for encoder-decoder" in one_line_error(cli, "verify", "-m", "llama-2-7b",
+                                                                        "--encoder-len", "4")
+
+
+def test_internal_error_is_exit_3_with_traceback_only_under_debug(cli, monkeypatch):
+    import kvplan.plan.estimate as est
+
+    def boom(*a, **k):
+        raise RuntimeError("synthetic failure")
+
+    monkeypatch.setattr(est, "estimate", boom)
+    code, out, err = cli(*EST)
+    assert code == 3 and "internal error: RuntimeError: synthetic failure" in err and "please report" in err
+    assert "Traceback" not in err
+    code, out, err = cli("--debug", *EST)
+    assert code == 3 and "Traceback" in err
+
+
+def test_user_text_with_rich_markup_is_printed_verbatim(cli):
+    assert "unknown model '[/x]'" in one_line_error(cli, "estimate", "--model", "[/x]", "--seq-len", "4")
+    code, out, err = cli("estimate", "--model", "[bold]x", "--seq-len", "4")
+    assert code == 2 and "[bold]x" in err
+
+
+def test_piped_output_is_never_cut(cli):
+    code, out, _ = cli("estimate", "--model", "gemma-2-27b", "--batch", "123456", "--seq-len", "131072")
+    assert code == 0 and "…" not in out and "..." not in out
+    formula = next(line for line in out.splitlines() if "seq x" in line and "sliding" not in line)
+    # the card is float32: 4 B per value; 123456 x 23 x 16 x 128 x 4096 x 2 x 4 B = 190,554,814,021,632 B
+    assert formula.strip() == "123456 seq x 23 layers x 16 kv_heads x 128 head_dim x 4096 tokens x 2 (K,V) x 4 B = 173.3 TiB"
+
+
+def test_cards_show_redirected_is_a_valid_card(cli, tmp_path):
+    code, out, _ = cli("cards", "show", "mistral-7b-v0.1")
+    card_file = tmp_path / "m.yaml"
+    card_file.write_text(out)
+    assert code == 0 and yaml.safe_load(out)["sliding_window"] == 4096
+    assert cli("estimate", "--model", str(card_file), "--seq-len", "8", "--json")[0] == 0
+
+
+def test_version_validate_and_gpus(cli, tmp_path):
+    code, out, _ = cli("--version")
+    assert code == 0 and out.strip() == f"kvplan {kvplan.__version__}"
+    bad = tmp_path / "bad.yaml"
+    from kvplan.model.catalog import cards_dir
+
+    bad.write_text((cards_dir() / "llama-2-7b.yaml").read_text().replace("num_layers: 32", "num_layers: true"))
+    code, out, err = cli("cards", "validate", "llama-2-7b", str(bad))
+    assert code == 2 and "ok llama-2-7b" in out and f"error: {bad}: num_layers" in out
+    assert cli("cards", "validate", "llama-2-7b")[0] == 0
+    code, out, _ = cli("gpus", "list", "--json")
+    assert code == 0 and {g["name"] for g in json.loads(out)} >= {"H100-SXM", "A100-80GB", "MI300X"}
+
+
+def test_help_shows_flags_without_a_value(cli):
+    code, out, _ = cli("estimate", "--help")
+    assert code == 0 and "<bool>" not in next(line for line in out.splitlines() if "--json" in line)
+    assert "query heads per KV head" in " ".join(out.replace("│", " ").split())
+
+
+@pytest.mark.parametrize(("kwargs", "needle"), [
+    (dict(batch="3"), "--batch"), (dict(seq_len=4.0), "--seq-len"), (dict(kv_dtype=5), "--kv-dtype"),
+    (dict(attention=5), "--attention"), (dict(gpu=5), "--gpu"), (dict(engine=5), "--engine"),
+    (dict(kv_heads="8"), "--kv-heads"), (dict(gpu="H100-SXM", mbu="x"), "--mbu"),
+])
+def test_python_api_refuses_wrong_types(kwargs, needle):
+    with pytest.raises(KvplanError, match=needle):
+        kvplan.estimate("llama-2-7b", **{"seq_len": 16, **kwargs})
+    with pytest.raises(KvplanError, match="model: expected a card name or path"):
+        kvplan.estimate(123, seq_len=3)
+
+
+def test_huge_but_allowed_inputs_keep_exact_integers():
+    r = kvplan.estimate("deepseek-v3", batch=10**12, seq_len=10**12, gpu="H100-SXM")
+    assert r.kv_cache.total_bytes == 10**24 * 70_272 and r.roofline.time_per_output_token_s > 0
+
+
+def test_verify_refuses_what_the_machine_cannot_hold():
+    with pytest.raises(KvplanError, match=r"--layers/--scale: the reference run would peak at 16.0 GiB"):
+        check_fits_machine(16 * 2**30, 2**30, "cpu", 2, 30, 1, available=8 * 2**30)
+    check_fits_machine(2**30, 2**30, "cpu", 2, 30, 1, available=8 * 2**30)  # fits: no error
+    with pytest.raises(KvplanError, match="--decode-steps: 1000000 steps"):
+        check_fits_machine(1, 1, "cpu", 10**6, 30, 1, available=8 * 2**30)
+
+
+FLAG_VALUES = st.one_of(st.integers(-3, 10**13).map(str), st.sampled_from(["", "abc", "1e3", "0", "-1", "gqa:0",
+                                                                            "fp8", "[/x]", "H100-SXM", "nan"]))
+
+
+@settings(max_examples=int(__import__("os").environ.get("KVPLAN_FUZZ_EXAMPLES", 40)), deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(flags=st.dictionaries(st.sampled_from(["--batch", "--seq-len", "--prompt-len", "--kv-dtype", "--engine",
+                                              "--attention", "--gpu", "--mfu", "--block-size", "--max-cache-len",
+                                              "--kv-heads", "--encoder-len"]), FLAG_VALUES, max_size=4))
+def test_generated_flag_sets_exit_0_or_2(cli, flags):
+    args = ["estimate", "--model", "mistral-7b-v0.1", *[x for kv in flags.items() for x in kv]]
+    if "--seq-len" not in flags:
+        args += ["--seq-len", "64"]
+    code, out, err = cli(*args)
+    assert code in (0, 2) and "Traceback" not in out + err, (args, err)
+    if code == 2:
+        assert len(err.strip().splitlines()) == 1, err
