@@ -75,11 +75,11 @@ def parse_size(what: str, text: object) -> int:
             raise KvplanError(f"{what}: a size cannot be negative, got {text}")
         return text
     if not isinstance(text, str):
-        raise KvplanError(f"{what}: not a size: {_short(text)}; give {_SIZE_HINT}")
+        raise KvplanError(f"{what}: not a size: {clip(text)}; give {_SIZE_HINT}")
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)?|\.\d+)\s*([A-Za-z]*)\s*", text.replace("_", ""))
     unit = m and _SIZE_UNITS.get(m.group(2).lower())
     if not unit:
-        raise KvplanError(f"{what}: not a size: {_short(text)}; give {_SIZE_HINT}")
+        raise KvplanError(f"{what}: not a size: {clip(text)}; give {_SIZE_HINT}")
     value = Fraction(m.group(1)) * unit
     if value.denominator != 1:
         raise KvplanError(f"{what}: {text.strip()!r} is not a whole number of bytes ({float(value):.6g} B)")
