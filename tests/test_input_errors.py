@@ -224,7 +224,7 @@ def test_config_file_errors(tmp_path):
     ("gpus: {X: {vendor: v, memory_bytes: 1, memory_bandwidth_bytes_per_s: 1, peak_flops: {fp32: 1, fp64: 1}, source: s}}",
      r"gpus\.X: peak_flops\.fp64: unknown field; allowed fields: fp32, tf32, bf16, fp16, fp8, int8"),
     ("gpus: {X: {vendor: v, memory_bytes: -1, memory_bandwidth_bytes_per_s: 1, peak_flops: {fp32: 1}, source: s}}",
-     r"gpus\.X: memory_bytes: Input should be greater than 0 \(got -1\); allowed: an integer >= 1"),
+     r"gpus\.X: memory_bytes: Input should be greater than 0 \(got -1\); allowed: an integer 1..1000000000000000000"),
     ("gpus: [\n", r"line 2, column 1: not valid YAML"),
     ("gpus: {X: {}}\nextra: 1\n", "a GPU file is a mapping with one key, gpus"),
 ])
