@@ -48,6 +48,11 @@ class Engine:
     def positions_held(self, window: int | None, run: CacheRun) -> int:
         raise NotImplementedError
 
+    def chunk_positions(self, chunk: int, run: CacheRun) -> int:
+        """Positions a chunked local-attention layer holds. transformers caches a chunked layer as a sliding layer
+        of W = chunk (cache_utils LAYER_TYPE_MAPPING: "chunked_attention" -> the sliding-window layer classes)."""
+        return self.positions_held(chunk, run)
+
     def default_max_cache_len(self, seq_len: int) -> int | None:
         """The preallocated length when none is given (hf-static: the sequence length)."""
         return None
@@ -104,6 +109,10 @@ class Ideal(Engine):
 
     def positions_held(self, window: int | None, run: CacheRun) -> int:
         return min(run.seq_len, window) if window else run.seq_len
+
+    def chunk_positions(self, chunk: int, run: CacheRun) -> int:
+        """The last token's chunk so far: positions (L-1) // C * C .. L-1."""
+        return (run.seq_len - 1) % chunk + 1
 
 
 class HFDynamic(Engine):
@@ -172,6 +181,12 @@ class VLLM(Engine):
 
     def cross_positions(self, run: CacheRun) -> int:
         return cdiv(run.encoder_len, run.block_size) * run.block_size
+
+    def chunk_positions(self, chunk: int, run: CacheRun) -> int:
+        """``ChunkedLocalAttentionManager``: before a step from C = L - 1 computed tokens, the (C // chunk) * chunk
+        tokens before the current chunk are skipped and their whole blocks freed (get_num_skipped_tokens)."""
+        skipped = (run.seq_len - 1) // chunk * chunk
+        return (cdiv(run.seq_len, run.block_size) - skipped // run.block_size) * run.block_size
 
     @staticmethod
     def blocks_held(window: int | None, run: CacheRun) -> int:

@@ -16,7 +16,10 @@ from typing import Any
 from kvplan.model.card import ModelCard
 from kvplan.model.catalog import card_from_dict
 from kvplan.errors import KvplanError
-from kvplan.model.hf.defaults import DEFAULTS
+from kvplan.model.hf.defaults import DEFAULTS as _DEFAULTS
+from kvplan.model.hf.defaults_2025 import DEFAULTS_2025
+
+DEFAULTS = _DEFAULTS | DEFAULTS_2025
 
 _ACTIVATIONS = {"silu": "silu", "swish": "silu", "gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_fast": "gelu_tanh",
                 "gelu_pytorch_tanh": "gelu_tanh", "gelu_tanh": "gelu_tanh", "relu": "relu"}
@@ -77,7 +80,7 @@ def card_from_hf_config(config: dict | str | Path, *, name: str | None = None) -
 def import_hf_config(config: dict | str | Path, *, name: str | None = None) -> tuple[ModelCard, list[str]]:
     """(card, defaults assumed) for a config.json dict, file or folder."""
     data, origin = (config, "config") if isinstance(config, dict) else load_hf_config(config)
-    from kvplan.model.hf.families import READERS  # the per-model-type readers
+    from kvplan.model.hf.families_2025 import ALL_READERS as READERS  # the per-model-type readers
 
     model_type = str(data.get("model_type", ""))
     if model_type == "gemma3" and isinstance(data.get("text_config"), dict):  # multimodal: the text decoder

@@ -27,7 +27,8 @@ from torch import Tensor, nn
 from kvplan.cost.engines import get_engine
 from kvplan.model.card import ModelCard
 
-_ACT = {"silu": F.silu, "relu": F.relu, "gelu": F.gelu, "gelu_tanh": lambda x: F.gelu(x, approximate="tanh")}
+_ACT = {"silu": F.silu, "relu": F.relu, "gelu": F.gelu, "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
+        "relu2": lambda x: F.relu(x) ** 2}
 
 
 @dataclass
