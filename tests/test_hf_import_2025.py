@@ -122,3 +122,51 @@ def test_unsupported_variants_are_named(model_type, kwargs, match):
     data = {**DEC, "num_key_value_heads": 2, "model_type": model_type, **kwargs}
     with pytest.raises(KvplanError, match=match):
         card_from_hf_config({k: v for k, v in data.items() if v is not None})
+
+
+@pytest.mark.parametrize("case", ["llama4-chunked", "gpt-oss", "olmo3-sliding", "phi-qk-layernorm", "glm4"])
+def test_flops_match_flop_counter(case):
+    """Prefill of 11 tokens and the decode step after 9 (past the chunk/window of 6) against FlopCounterMode."""
+    from test_flops import count  # (all matmul FLOPs, attention-core bmm FLOPs, LM-head FLOPs)
+
+    from kvplan.cost.flops import decode_step_flops, prefill_flops
+
+    model_type, kwargs = next(c[1:] for c in CASES if c[0] == case)
+    cfg = transformers.AutoConfig.for_model(model_type, **kwargs)
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(cfg, attn_implementation="eager",
+                                                          experts_implementation="eager").eval()
+    card = card_from_hf_config(cfg.to_dict())
+    ids = torch.randint(0, 128, (BATCH, 11))
+    prefill = count(lambda: model(ids, use_cache=False))
+    with torch.no_grad():
+        cache = model(ids[:, :9], past_key_values=transformers.DynamicCache(config=cfg), use_cache=True).past_key_values
+    decode = count(lambda: model(ids[:, 9:10], past_key_values=cache, use_cache=True))
+    pre = prefill_flops(card, batch=BATCH, prompt_len=11, engine="hf-dynamic")
+    dec = decode_step_flops(card, batch=BATCH, cache_len=9, engine="hf-dynamic")
+    assert (pre.total, pre.attention_core, pre.lm_head) == _routed(card, prefill, BATCH * 11)
+    assert (dec.total, dec.attention_core, dec.lm_head) == _routed(card, decode, BATCH)
+
+
+def _routed(card, counted: tuple[int, int, int], tokens: int) -> tuple[int, int, int]:
+    """transformers' Llama4TextMoe runs every expert on every token (routed_in = hidden.repeat(num_experts)) in
+    torch.bmm; kvplan counts the experts_per_token a token is routed to. Take the unrouted experts' FLOPs out of
+    the total, and every expert's out of the bmm (attention-core) count."""
+    if card.moe is None or card.moe.layer_interval == 1:
+        return counted
+    moe_layers = sum(card.is_moe_layer(i) for i in range(card.num_layers))
+    per_expert = 2 * 3 * card.hidden_size * card.moe.expert_ffn_size * tokens * moe_layers  # gate, up, down
+    unrouted = (card.moe.num_experts - card.moe.experts_per_token) * per_expert
+    return counted[0] - unrouted, counted[1] - card.moe.num_experts * per_expert, counted[2]
+
+
+def test_chunked_causal_flops_count_only_the_chunk():
+    from kvplan.cost.flops import decode_step_flops, prefill_flops
+
+    cfg = transformers.AutoConfig.for_model("llama4_text", **CASES[-1][2])
+    card = card_from_hf_config(cfg.to_dict())  # layers 0-2 chunked (C = 6), layer 3 global; 4 heads x 16
+    per_entry = 2 * 2 * 4 * 16  # QK + AV, 2 FLOPs per MAC, heads x head_dim
+    pre = prefill_flops(card, batch=1, prompt_len=14)  # chunks of 6, 6, 2 tokens
+    assert pre.causal_attention_core == per_entry * (3 * (21 + 21 + 3) + 14 * 15 // 2)
+    dec = decode_step_flops(card, batch=1, cache_len=13)  # token 14 is the 2nd of its chunk
+    assert dec.causal_attention_core == per_entry * (3 * 2 + 14)

@@ -78,6 +78,10 @@ class Engine:
         """Keys the decode step that brings a sequence to ``seq_len`` tokens attends (and reads from memory)."""
         return min(seq_len, window) if window else seq_len
 
+    def chunk_decode_keys(self, seq_len: int, chunk: int, run: CacheRun) -> int:
+        """Keys a decode step attends in a chunked layer: its own chunk so far."""
+        return (seq_len - 1) % chunk + 1
+
     def mla_mode(self, phase: str) -> str:
         """MLA: expand the latent in prefill, absorb W_UK/W_UV in decode (vLLM MLACommonImpl, DeepSeek-V2 2.1.2)."""
         return "expand" if self.transformers or phase == "prefill" else "absorb"
@@ -128,6 +132,10 @@ class HFDynamic(Engine):
         # DynamicSlidingWindowLayer.update keeps keys[:, :, -sliding_window + 1:, :] (W-1 positions): the token
         # being processed is appended before attention, making W (transformers 5.x cache_utils.py).
         return min(run.seq_len, window - 1) if window else run.seq_len
+
+    def chunk_decode_keys(self, seq_len: int, chunk: int, run: CacheRun) -> int:
+        """A chunked layer is a sliding-window cache layer of W = chunk here, scored densely and masked."""
+        return self.decode_keys(seq_len, chunk, run)
 
 
 class HFStatic(HFDynamic):
