@@ -170,3 +170,13 @@ def test_chunked_causal_flops_count_only_the_chunk():
     assert pre.causal_attention_core == per_entry * (3 * (21 + 21 + 3) + 14 * 15 // 2)
     dec = decode_step_flops(card, batch=1, cache_len=13)  # token 14 is the 2nd of its chunk
     assert dec.causal_attention_core == per_entry * (3 * 2 + 14)
+
+
+@pytest.mark.parametrize(("model_type", "nearest"), [("olmo4", "olmo3, olmo2, glm4"), ("gpt-oss", "gpt_oss, gptj, gpt2"),
+                                                     ("llama4", "llama, llama4_text, glm4")])
+def test_unknown_model_type_names_the_nearest(model_type, nearest, cli, tmp_path):
+    with pytest.raises(KvplanError, match=f"unsupported model_type '{model_type}'; supported: .*; nearest: {nearest}$"):
+        card_from_hf_config({"model_type": model_type})
+    (tmp_path / "config.json").write_text(f'{{"model_type": "{model_type}"}}')
+    code, _, err = cli("cards", "import", str(tmp_path / "config.json"))
+    assert code == 2 and f"nearest: {nearest}" in err

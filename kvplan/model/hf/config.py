@@ -8,6 +8,7 @@ listing the supported ones. Nothing is guessed silently.
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from pathlib import Path
@@ -88,7 +89,9 @@ def import_hf_config(config: dict | str | Path, *, name: str | None = None) -> t
                 "_name_or_path": data.get("_name_or_path"), "model_type": "gemma3_text"}
         model_type = "gemma3_text"
     if model_type not in READERS:
-        raise KvplanError(f"{origin}: unsupported model_type {model_type!r}; supported: {', '.join(sorted(READERS))}")
+        near = difflib.get_close_matches(model_type, READERS, n=3, cutoff=0.5)
+        raise KvplanError(f"{origin}: unsupported model_type {model_type!r}; supported: {', '.join(sorted(READERS))}"
+                          f"{'; nearest: ' + ', '.join(near) if near else ''}")
     cfg = Config(data, model_type, origin)
     fields = READERS[model_type](cfg)
     card_name = _card_name(name, data, origin)
