@@ -180,3 +180,19 @@ def test_unknown_model_type_names_the_nearest(model_type, nearest, cli, tmp_path
     (tmp_path / "config.json").write_text(f'{{"model_type": "{model_type}"}}')
     code, _, err = cli("cards", "import", str(tmp_path / "config.json"))
     assert code == 2 and f"nearest: {nearest}" in err
+
+
+@pytest.mark.parametrize("name", ["gpt-oss-20b", "gpt-oss-120b", "smollm3-3b"])
+def test_bundled_2025_cards_are_their_configs(name):
+    from hf_configs_2025 import CONFIGS
+
+    from kvplan import load_card
+
+    skip = {"name", "source", "published_params"}
+    bundled = load_card(name)
+    assert card_from_hf_config(CONFIGS[name], name=name).model_dump(exclude=skip) == bundled.model_dump(exclude=skip)
+    # gpt-oss: OpenAI's model card gives 20.91B / 116.83B total and 3.61B / 5.13B active (without the embedding)
+    published = {"gpt-oss-20b": (20.91, 3.61), "gpt-oss-120b": (116.83, 5.13)}
+    if name in published:
+        p = count_params(bundled)
+        assert (round(p.total / 1e9, 2), round((p.active - p.embedding) / 1e9, 2)) == published[name]
