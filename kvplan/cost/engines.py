@@ -48,6 +48,11 @@ class Engine:
     def positions_held(self, window: int | None, run: CacheRun) -> int:
         raise NotImplementedError
 
+    def chunk_positions(self, chunk: int, run: CacheRun) -> int:
+        """Positions a chunked local-attention layer holds. transformers caches a chunked layer as a sliding layer
+        of W = chunk (cache_utils LAYER_TYPE_MAPPING: "chunked_attention" -> the sliding-window layer classes)."""
+        return self.positions_held(chunk, run)
+
     def default_max_cache_len(self, seq_len: int) -> int | None:
         """The preallocated length when none is given (hf-static: the sequence length)."""
         return None
@@ -72,6 +77,10 @@ class Engine:
     def decode_keys(self, seq_len: int, window: int | None, run: CacheRun) -> int:
         """Keys the decode step that brings a sequence to ``seq_len`` tokens attends (and reads from memory)."""
         return min(seq_len, window) if window else seq_len
+
+    def chunk_decode_keys(self, seq_len: int, chunk: int, run: CacheRun) -> int:
+        """Keys a decode step attends in a chunked layer: its own chunk so far."""
+        return (seq_len - 1) % chunk + 1
 
     def mla_mode(self, phase: str) -> str:
         """MLA: expand the latent in prefill, absorb W_UK/W_UV in decode (vLLM MLACommonImpl, DeepSeek-V2 2.1.2)."""
@@ -105,6 +114,10 @@ class Ideal(Engine):
     def positions_held(self, window: int | None, run: CacheRun) -> int:
         return min(run.seq_len, window) if window else run.seq_len
 
+    def chunk_positions(self, chunk: int, run: CacheRun) -> int:
+        """The last token's chunk so far: positions (L-1) // C * C .. L-1."""
+        return (run.seq_len - 1) % chunk + 1
+
 
 class HFDynamic(Engine):
     name = "hf-dynamic"
@@ -119,6 +132,10 @@ class HFDynamic(Engine):
         # DynamicSlidingWindowLayer.update keeps keys[:, :, -sliding_window + 1:, :] (W-1 positions): the token
         # being processed is appended before attention, making W (transformers 5.x cache_utils.py).
         return min(run.seq_len, window - 1) if window else run.seq_len
+
+    def chunk_decode_keys(self, seq_len: int, chunk: int, run: CacheRun) -> int:
+        """A chunked layer is a sliding-window cache layer of W = chunk here, scored densely and masked."""
+        return self.decode_keys(seq_len, chunk, run)
 
 
 class HFStatic(HFDynamic):
@@ -172,6 +189,12 @@ class VLLM(Engine):
 
     def cross_positions(self, run: CacheRun) -> int:
         return cdiv(run.encoder_len, run.block_size) * run.block_size
+
+    def chunk_positions(self, chunk: int, run: CacheRun) -> int:
+        """``ChunkedLocalAttentionManager``: before a step from C = L - 1 computed tokens, the (C // chunk) * chunk
+        tokens before the current chunk are skipped and their whole blocks freed (get_num_skipped_tokens)."""
+        skipped = (run.seq_len - 1) // chunk * chunk
+        return (cdiv(run.seq_len, run.block_size) - skipped // run.block_size) * run.block_size
 
     @staticmethod
     def blocks_held(window: int | None, run: CacheRun) -> int:

@@ -104,8 +104,11 @@ def prefill_flops(card: ModelCard, *, batch: int, prompt_len: int, engine: str |
     eng.check_run(run, has_full_layer(card))
     # Dense: every query row is scored against all keys the cache returns. transformers eager builds the full
     # P x P matrix in sliding layers too and masks it (DynamicSlidingWindowLayer.update returns the full states).
-    keys = [eng.prefill_keys(prompt_len, w, run) for w in card.windows]
-    causal = [_scores_prefill_causal(prompt_len, w) for w in card.windows]
+    # A chunked layer (Llama-4) is a sliding cache layer of W = chunk in transformers; causally a query attends its
+    # own chunk so far.
+    keys = [eng.prefill_keys(prompt_len, w or c, run) for w, c in _spans(card)]
+    causal = [_scores_prefill_chunked(prompt_len, c) if c else _scores_prefill_causal(prompt_len, w)
+              for w, c in _spans(card)]
     logit_rows = prompt_len if eng.transformers else 1
     out = _breakdown(card, eng, "prefill", batch=batch, new=prompt_len, keys=keys, causal_scores=causal,
                      logit_rows=logit_rows)
@@ -124,8 +127,8 @@ def decode_step_flops(card: ModelCard, *, batch: int, cache_len: int, engine: st
     eng.check_run(run, has_full_layer(card))
     # Sliding layers hold only the window: hf-dynamic keeps W-1 positions and appends the new one
     # (DynamicSlidingWindowLayer.update), StaticSlidingWindowLayer min(max_cache_len, W) slots, vLLM/ideal W.
-    keys = [eng.decode_keys(seen, w, run) for w in card.windows]
-    causal = [min(seen, w or seen) for w in card.windows]
+    keys = [eng.chunk_decode_keys(seen, c, run) if c else eng.decode_keys(seen, w, run) for w, c in _spans(card)]
+    causal = [(seen - 1) % c + 1 if c else min(seen, w or seen) for w, c in _spans(card)]
     out = _breakdown(card, eng, "decode", batch=batch, new=1, keys=keys, causal_scores=causal, logit_rows=1)
     if card.architecture == "encoder-decoder":
         out = _with_cross(out, card, batch, 1, encoder_len, project_kv=False)
@@ -143,6 +146,17 @@ def step_flops(card: ModelCard, *, batch: int, prompt_len: int, seq_len: int, en
 
 
 # ---- score entries per (sequence, head) of each layer ----------------------------------------------------------
+
+def _spans(card: ModelCard) -> list[tuple[int | None, int | None]]:
+    """(window, chunk) of every decoder layer."""
+    return [(card.window(i), card.chunk(i)) for i in range(card.num_layers)]
+
+
+def _scores_prefill_chunked(p: int, chunk: int) -> int:
+    """sum over query i of (i % C + 1): each whole chunk C(C+1)/2, then the partial one."""
+    rest = p % chunk
+    return p // chunk * chunk * (chunk + 1) // 2 + rest * (rest + 1) // 2
+
 
 def _scores_prefill_causal(p: int, window: int | None) -> int:
     """sum over query i of min(i + 1, W): P(P+1)/2 without a window."""

@@ -11,7 +11,7 @@ layer gives; the other kinds are where that formula is wrong.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property, lru_cache
 from typing import Literal
 
@@ -19,7 +19,7 @@ from kvplan.cost.engines import CacheRun, Engine, get_engine
 from kvplan.model.card import ModelCard
 from kvplan.model.dtypes import DType
 
-LayerKind = Literal["full", "sliding", "mla", "cross"]
+LayerKind = Literal["full", "sliding", "chunked", "mla", "cross"]
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,7 @@ class KVLayerSpec:
     shape: str  # the per-token shape as the formula prints it, e.g. "8 kv_heads x 128 head_dim"
     factor: str = ""  # what follows the token count in the formula: "2 (K,V)" for separate K and V
     window: int | None = None
+    chunk: int | None = None  # chunked local attention (Llama-4): the C-aligned chunk a token attends
 
     @cached_property
     def bytes_per_token(self) -> int:
@@ -55,6 +56,8 @@ class KVLayerSpec:
         """Token positions one sequence holds in this layer under ``engine``."""
         if self.kind == "cross":  # the encoder output's K/V, computed once per request
             return engine.cross_positions(run)
+        if self.kind == "chunked":
+            return engine.chunk_positions(self.chunk, run)
         return engine.positions_held(self.window, run)
 
 
@@ -70,10 +73,16 @@ def _layer_specs(card: ModelCard, kv_dtype: DType, transformers: bool) -> tuple[
     heads = card.cached_kv_heads(transformers)
     by_window = {w: _self_attention_spec(card, kv_dtype, heads, w) for w in set(card.windows)}
     self_attn = tuple(by_window[w] for w in card.windows)
+    self_attn = tuple(_chunked(s, card.chunk(i)) for i, s in enumerate(self_attn))
     if card.architecture != "encoder-decoder":
         return self_attn
     cross = _standard_spec(card, kv_dtype, "cross", None, card.num_kv_heads)
     return self_attn + (cross,) * card.num_layers
+
+
+def _chunked(spec: KVLayerSpec, chunk: int | None) -> KVLayerSpec:
+    """A chunked layer caches K/V like a full layer; only the positions it holds differ."""
+    return spec if chunk is None else replace(spec, kind="chunked", chunk=chunk)
 
 
 def _self_attention_spec(card: ModelCard, kv_dtype: DType, kv_heads: int, window: int | None) -> KVLayerSpec:

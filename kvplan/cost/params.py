@@ -51,9 +51,11 @@ def attention_params(card: ModelCard) -> int:
     params = total(attention_matrices(card))
     if card.mla:  # q_a_layernorm (with query compression) and kv_a_layernorm, both RMSNorm
         params += (card.mla.q_lora_rank or 0) + card.mla.kv_lora_rank
-    elif card.qk_norm:  # one RMSNorm of head_dim for queries and one for keys, shared by all heads
-        params += 2 * card.head_dim
-    return params
+    elif card.qk_norm_width == "all_heads":  # OLMo-2: q_norm over all query heads, k_norm over all K/V heads
+        params += norm_params(card, (card.num_heads + card.num_kv_heads) * card.head_dim)
+    elif card.qk_norm:  # one norm of head_dim for queries and one for keys, shared by all heads
+        params += 2 * norm_params(card, card.head_dim)
+    return params + (card.num_heads if card.attention_sinks else 0)  # gpt-oss: one sink logit per head
 
 
 def ffn_params(card: ModelCard, inner: int) -> int:

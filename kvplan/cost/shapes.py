@@ -75,7 +75,7 @@ def router_matrices(card: ModelCard) -> tuple[Matrix, ...]:
     replicated on every TP rank."""
     moe = card.moe
     gate = [Matrix("shared_expert_gate", card.hidden_size, 1, False, "replicated")] if moe.shared_expert_gate else []
-    return (Matrix("router", card.hidden_size, moe.num_experts, False, "replicated"), *gate)
+    return (Matrix("router", card.hidden_size, moe.num_experts, moe.router_bias, "replicated"), *gate)
 
 
 def total(matrices: tuple[Matrix, ...], what: str = "params") -> int:

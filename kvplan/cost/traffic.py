@@ -62,7 +62,8 @@ def decode_traffic(card: ModelCard, w_t: DType, kv_t: DType, eng: Engine, run: C
     """The decode step that brings each of ``batch`` sequences to ``run.seq_len`` tokens: it reads every cached
     position it attends (the new token's entry included, written first as paged kernels do) and writes one token."""
     specs = [s for s in layer_specs(card, kv_t, eng) if s.kind != "cross"]
-    read = sum(eng.decode_keys(run.seq_len, s.window, run) * s.bytes_per_token for s in specs)
+    read = sum((eng.chunk_decode_keys(run.seq_len, s.chunk, run) if s.chunk else
+                eng.decode_keys(run.seq_len, s.window, run)) * s.bytes_per_token for s in specs)
     write = sum(s.bytes_per_token for s in specs)
     return StepTraffic(weights_read_bytes(card, w_t, batch), batch * read, batch * write)
 

@@ -25,7 +25,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, model_validator
 
 Architecture = Literal["decoder-only", "encoder-only", "encoder-decoder"]
-LayerType = Literal["global", "sliding"]
+LayerType = Literal["global", "sliding", "chunked"]
 _STRICT = ConfigDict(frozen=True, extra="forbid")
 _DERIVABLE = frozenset({"num_kv_heads", "head_dim"})
 
@@ -69,6 +69,10 @@ class MoE(BaseModel):
         False, description="A sigmoid gate (hidden x 1) on the shared expert (Qwen2-MoE).")
     first_dense_layers: StrictInt = Field(0, ge=0, le=MAX_LAYERS,
                                           description="Leading layers with a dense FFN (DeepSeek first_k_dense_replace).")
+    layer_interval: StrictInt = Field(
+        1, ge=1, le=MAX_LAYERS, description="Every n-th layer is MoE, the others dense: layer i is MoE iff "
+                                           "(i + 1) % n == 0 (Llama-4 interleave_moe_layer_step); 1: every layer.")
+    router_bias: StrictBool = Field(False, description="The router Linear(hidden, num_experts) has a bias (gpt-oss).")
 
     @model_validator(mode="after")
     def _check(self) -> MoE:
@@ -110,7 +114,8 @@ class ModelCard(BaseModel):
     head_dim: Width | None = Field(None, description="Per-head width; null: hidden_size / num_heads.")
     ffn_size: Width = Field(description="Dense feed-forward intermediate size.")
     gated_ffn: StrictBool = Field(description="Gated FFN (SwiGLU/GeGLU: gate, up, down) or plain (up, down).")
-    activation: Literal["silu", "gelu", "gelu_tanh", "relu"]
+    activation: Literal["silu", "gelu", "gelu_tanh", "relu", "relu2"] = Field(
+        description="FFN activation; relu2 is squared ReLU (Nemotron, Persimmon).")
     vocab_size: Count
     tie_embeddings: StrictBool = Field(description="LM head shares the input embedding matrix.")
     lm_head_bias: StrictBool = False
@@ -119,6 +124,12 @@ class ModelCard(BaseModel):
     norms_per_layer: StrictInt = Field(2, ge=1, le=4, description="Norms per block (Gemma-2: 4, parallel Falcon-7B: 1).")
     final_norm: StrictBool = Field(True, description="A norm after the last block (BERT has none).")
     qk_norm: StrictBool = Field(False, description="Per-head RMSNorm on queries and keys (Qwen3, Gemma-3).")
+    qk_norm_width: Literal["head", "all_heads"] | None = Field(
+        None, description="Width of the qk_norm weights: head (one head_dim norm shared by all heads, Qwen3) or "
+                          "all_heads (q: num_heads x head_dim, k: num_kv_heads x head_dim, OLMo-2); null: head.")
+    attention_sinks: StrictBool = Field(
+        False, description="Learned per-head attention-sink logits (gpt-oss): num_heads parameters per layer, never "
+                           "cached.")
     qkv_bias: StrictBool = False
     out_bias: StrictBool = False
     mlp_bias: StrictBool = False
@@ -131,8 +142,12 @@ class ModelCard(BaseModel):
     pooler: StrictBool = Field(False, description="BERT's pooler (hidden x hidden dense with bias).")
     sliding_window: Count | None = Field(None, description="Window W of sliding layers, in tokens.")
     layer_pattern: tuple[LayerType, ...] | None = Field(
-        None, max_length=MAX_LAYERS, description="Layer types, repeated over the layers; null: all sliding if sliding_window is set, "
-                          "else all global. Gemma-2: [sliding, global].")
+        None, max_length=MAX_LAYERS, description="Layer types, repeated over the layers; null: all sliding if "
+                          "sliding_window is set, else all global. Gemma-2: [sliding, global]; Llama-4: [chunked, "
+                          "chunked, chunked, global].")
+    attention_chunk_size: Count | None = Field(
+        None, description="Chunk C of chunked layers (Llama-4 local attention): a token attends the tokens of its "
+                          "own C-aligned chunk only.")
     hf_kv_heads: Heads | None = Field(
         None, description="K/V heads transformers' cache holds when not num_kv_heads: its Falcon "
                           "new_decoder_architecture broadcasts K/V to every query head before caching.")
@@ -201,6 +216,10 @@ class ModelCard(BaseModel):
             raise ValueError(f"layer_pattern: needs 1..{self.num_layers} entries (num_layers), got {len(pattern)}")
         if "sliding" in (pattern or ()) and self.sliding_window is None:
             raise ValueError("sliding_window: required when layer_pattern has sliding layers; allowed: a window > 0")
+        if "chunked" in (pattern or ()) and self.attention_chunk_size is None:
+            raise ValueError("attention_chunk_size: required when layer_pattern has chunked layers; allowed: a chunk > 0")
+        if self.qk_norm_width is not None and not self.qk_norm:
+            raise ValueError("qk_norm_width: only with qk_norm true")
         if self.mla and self.sliding_window:
             raise ValueError("sliding_window: not supported together with mla")
         if pattern is not None and self.sliding_window is not None and "sliding" not in pattern:
@@ -218,7 +237,7 @@ class ModelCard(BaseModel):
     # ---- per-layer accessors: each rule is written here once ---------------------------------------------------
 
     def window(self, layer: int) -> int | None:
-        """The sliding window of decoder layer ``layer``; None for a full-attention layer."""
+        """The sliding window of decoder layer ``layer``; None for a full-attention (or chunked) layer."""
         return self.sliding_window if self.layer_types[layer] == "sliding" else None
 
     @cached_property
@@ -226,9 +245,15 @@ class ModelCard(BaseModel):
         """``window(i)`` of every decoder layer."""
         return tuple(self.window(i) for i in range(self.num_layers))
 
+    def chunk(self, layer: int) -> int | None:
+        """The attention chunk of decoder layer ``layer``; None unless it is a chunked layer (Llama-4)."""
+        return self.attention_chunk_size if self.layer_types[layer] == "chunked" else None
+
     def is_moe_layer(self, layer: int) -> bool:
-        """Layer ``layer`` routes its FFN through experts (DeepSeek keeps first_k_dense_replace dense layers)."""
-        return self.moe is not None and layer >= self.moe.first_dense_layers
+        """Layer ``layer`` routes its FFN through experts (DeepSeek keeps first_k_dense_replace dense layers; Llama-4
+        interleaves every layer_interval-th)."""
+        moe = self.moe
+        return moe is not None and layer >= moe.first_dense_layers and (layer + 1) % moe.layer_interval == 0
 
     def cached_kv_heads(self, transformers: bool) -> int:
         """K/V heads a runtime caches per layer. transformers' Falcon (new_decoder_architecture) broadcasts K/V to

@@ -9,6 +9,7 @@ listing the supported ones. Nothing is guessed silently.
 from __future__ import annotations
 
 import copy
+import difflib
 import os
 import re
 from pathlib import Path
@@ -17,7 +18,7 @@ from kvplan.errors import KvplanError, clip, clip_text
 from kvplan.files import MAX_DEPTH, is_dir, load_json, nesting_depth, shown
 from kvplan.model.card import ModelCard
 from kvplan.model.catalog import card_from_dict
-from kvplan.model.hf.families import READERS
+from kvplan.model.hf.families_2025 import ALL_READERS as READERS
 from kvplan.model.hf.reader import Config
 
 _DTYPES = {"float32": "float32", "float16": "float16", "bfloat16": "bfloat16", "fp32": "float32",
@@ -62,8 +63,9 @@ def import_hf_config(config: dict | str | Path, *, name: str | None = None) -> t
                 "_name_or_path": data.get("_name_or_path"), "model_type": "gemma3_text"}
         model_type = "gemma3_text"
     if model_type not in READERS:
-        raise KvplanError(f"{origin}: unsupported model_type {clip(model_type)}; "
-                          f"supported: {', '.join(sorted(READERS))}")
+        near = difflib.get_close_matches(model_type[:100], READERS, n=3, cutoff=0.5)
+        raise KvplanError(f"{origin}: unsupported model_type {clip(model_type)}; supported: "
+                          f"{', '.join(sorted(READERS))}{'; nearest: ' + ', '.join(near) if near else ''}")
     cfg = Config(data, model_type, origin)
     fields = READERS[model_type](cfg)
     if name is not None and not isinstance(name, str):

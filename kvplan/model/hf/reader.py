@@ -7,7 +7,10 @@ from typing import Any
 
 from kvplan.errors import KvplanError, clip
 from kvplan.model.card import MAX_LAYERS
-from kvplan.model.hf.defaults import DEFAULTS
+from kvplan.model.hf.defaults import DEFAULTS as _DEFAULTS
+from kvplan.model.hf.defaults_2025 import DEFAULTS_2025
+
+DEFAULTS = _DEFAULTS | DEFAULTS_2025  # the config classes of 2025-2026 families beside the earlier ones
 
 _ACTIVATIONS = {"silu": "silu", "swish": "silu", "gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_fast": "gelu_tanh",
                 "gelu_pytorch_tanh": "gelu_tanh", "gelu_tanh": "gelu_tanh", "relu": "relu"}

@@ -27,7 +27,8 @@ from torch import Tensor, nn
 from kvplan.cost.engines import get_engine
 from kvplan.model.card import ModelCard
 
-_ACT = {"silu": F.silu, "relu": F.relu, "gelu": F.gelu, "gelu_tanh": lambda x: F.gelu(x, approximate="tanh")}
+_ACT = {"silu": F.silu, "relu": F.relu, "gelu": F.gelu, "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
+        "relu2": lambda x: F.relu(x) ** 2}
 
 
 @dataclass
@@ -68,8 +69,10 @@ def allowed(qpos: Tensor, kpos: Tensor, causal: bool, window: int | None) -> Ten
     return ok
 
 
-def attend(q: Tensor, k: Tensor, v: Tensor, ok: Tensor, bias: Tensor | None, scale: float) -> Tensor:
-    """Dense attention. q (B,H,T,D), k (B,KV,S,D), v (B,KV,S,Dv), ok (T,S), bias (H,T,S) -> (B,H,T,Dv)."""
+def attend(q: Tensor, k: Tensor, v: Tensor, ok: Tensor, bias: Tensor | None, scale: float,
+           sinks: Tensor | None = None) -> Tensor:
+    """Dense attention. q (B,H,T,D), k (B,KV,S,D), v (B,KV,S,Dv), ok (T,S), bias (H,T,S) -> (B,H,T,Dv).
+    ``sinks`` (H,): gpt-oss's per-head sink logit joins each softmax denominator and is then dropped."""
     B, H, T, D = q.shape
     KV, S = k.shape[1], k.shape[2]
     G = H // KV  # query heads per KV head: one batched matmul per KV head, no repeat_kv copy
@@ -78,7 +81,13 @@ def attend(q: Tensor, k: Tensor, v: Tensor, ok: Tensor, bias: Tensor | None, sca
     if bias is not None:
         s.add_(bias.view(1, KV, G, T, S))
     s.masked_fill_(~ok, float("-inf"))
-    p = s.softmax(dim=-1)
+    if sinks is None:
+        p = s.softmax(dim=-1)
+    else:  # softmax over [scores, sink] without the sink column: exp in place, one extra term in the sum
+        sink = sinks.view(1, KV, G, 1, 1)
+        m = torch.maximum(s.amax(dim=-1, keepdim=True), sink)
+        p = s.sub_(m).exp_()
+        p.div_(p.sum(dim=-1, keepdim=True) + (sink - m).exp())
     del s
     return (p.view(B, KV, G * T, S) @ v).view(B, H, T, v.shape[-1])
 
@@ -97,6 +106,7 @@ class Attention(nn.Module):
         self.wo = nn.Linear(H * D, h, bias=card.out_bias, **kw)
         self.q_norm = nn.RMSNorm(D, eps=1e-6, **kw) if card.qk_norm else None  # shared by all heads (Qwen3)
         self.k_norm = nn.RMSNorm(D, eps=1e-6, **kw) if card.qk_norm else None
+        self.sinks = nn.Parameter(torch.zeros(H, **kw)) if card.attention_sinks else None
         self.H, self.KV, self.D, self.window, self.causal, self.cross = H, KV, D, window, causal, cross
         self.use_rope = card.position == "rope" and not cross
         # transformers' Falcon (new_decoder_architecture) broadcasts K/V to hf_kv_heads heads before caching
@@ -118,7 +128,7 @@ class Attention(nn.Module):
             k, v, kpos = self.new_kv(step.enc if self.cross else x, step, cache)
         ok = allowed(step.pos, kpos, self.causal, self.window)
         bias = bias_fn(step.pos, kpos) if bias_fn is not None else None
-        o = attend(q, k, v, ok, bias, 1.0 / math.sqrt(self.D))
+        o = attend(q, k, v, ok, bias, 1.0 / math.sqrt(self.D), self.sinks)
         return self.wo(o.transpose(1, 2).reshape(B, T, self.H * self.D))
 
     def new_kv(self, src: Tensor, step: Step, cache) -> tuple[Tensor, Tensor, Tensor]:
@@ -228,7 +238,7 @@ class MoE(nn.Module):
     def __init__(self, card: ModelCard, dtype, device) -> None:
         super().__init__()
         moe, h = card.moe, card.hidden_size
-        self.router = nn.Linear(h, moe.num_experts, bias=False, dtype=dtype, device=device)
+        self.router = nn.Linear(h, moe.num_experts, bias=moe.router_bias, dtype=dtype, device=device)
         self.experts = nn.ModuleList(FFN(card, moe.expert_ffn_size, dtype, device) for _ in range(moe.num_experts))
         self.shared = nn.ModuleList(FFN(card, moe.shared_ffn, dtype, device) for _ in range(moe.num_shared_experts))
         self.shared_gate = nn.Linear(h, 1, bias=False, dtype=dtype, device=device) if moe.shared_expert_gate else None
