@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from kvplan.cli import options as o
+from kvplan.cli.output import emit
 
 app = typer.Typer(help="List, show, validate and import model cards.", no_args_is_help=True)
 
@@ -19,16 +20,9 @@ def cards_list(as_json: o.Json = False) -> None:
     from kvplan.model.catalog import bundled_names, load_card
     from kvplan.plan.cards import card_row
 
-    rows = [card_row(load_card(name)) for name in bundled_names()]
-    if as_json:
-        from kvplan.report.jsonout import print_json
-
-        print_json(rows)
-        return
     from kvplan.report.cards import render_cards
-    from kvplan.report.console import make_console
 
-    render_cards(rows, make_console())
+    emit([card_row(load_card(name)) for name in bundled_names()], as_json, render_cards)
 
 
 @app.command("show")

@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from kvplan.cli import options as o
+from kvplan.cli.output import emit
 
 
 def compare(
@@ -30,15 +31,9 @@ def compare(
 
     result = run(resolve_card(model, hf_config), attention=attention, seq_len=seq_len, batch=batch, gpu=gpu,
                  engine=engine, kv_dtype=kv_dtype, weight_dtype=weight_dtype, gpu_file=gpu_file)
-    if as_json:
-        from kvplan.report.jsonout import print_json
+    from kvplan.report.compare import render_compare
 
-        print_json(result)
-    else:
-        from kvplan.report.compare import render_compare
-        from kvplan.report.console import make_console
-
-        render_compare(result, make_console())
+    emit(result, as_json, render_compare)
 
 
 def register(app: typer.Typer) -> None:

@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from kvplan.cli import options as o
+from kvplan.cli.output import emit
 
 
 def estimate(
@@ -39,15 +40,9 @@ def estimate(
                  kv_dtype=kv_dtype, weight_dtype=weight_dtype, engine=engine, max_cache_len=max_cache_len,
                  block_size=block_size, kv_heads=kv_heads, attention=attention, prompt_len=prompt_len, gpu=gpu,
                  gpu_file=gpu_file, mfu=mfu, mbu=mbu)
-    if as_json:
-        from kvplan.report.jsonout import print_json
+    from kvplan.report.estimate import render_estimate
 
-        print_json(result)
-    else:
-        from kvplan.report.console import make_console
-        from kvplan.report.estimate import render_estimate
-
-        render_estimate(result, make_console())
+    emit(result, as_json, render_estimate)
 
 
 def register(app: typer.Typer) -> None:

@@ -19,6 +19,7 @@ from typing import Annotated
 import typer
 
 from kvplan.cli import options as o
+from kvplan.cli.output import emit
 
 app = typer.Typer(help=__doc__.split("\n\n")[0] + " Format of a --gpu-file: `kvplan gpus --help`.",
                   no_args_is_help=True, epilog=__doc__.split("\n\n", 1)[1].replace("::", ":"))
@@ -29,16 +30,9 @@ def gpus_list(gpu_file: o.GpuFile = None, as_json: o.Json = False) -> None:
     """The GPUs kvplan knows: memory, bandwidth, dense peak FLOP/s, source."""
     from kvplan.cost.hardware import load_gpus
 
-    gpus = list(load_gpus(gpu_file).values())
-    if as_json:
-        from kvplan.report.jsonout import print_json
-
-        print_json(gpus)
-        return
-    from kvplan.report.console import make_console
     from kvplan.report.gpus import render_gpus
 
-    render_gpus(gpus, make_console())
+    emit(list(load_gpus(gpu_file).values()), as_json, render_gpus)
 
 
 @app.command("show")
