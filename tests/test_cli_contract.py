@@ -146,3 +146,9 @@ def test_generated_flag_sets_exit_0_or_2(cli, flags):
     assert code in (0, 2) and "Traceback" not in out + err, (args, err)
     if code == 2:
         assert len(err.strip().splitlines()) == 1, err
+
+
+def test_verify_refuses_a_run_that_would_take_minutes(cli):
+    # unshrunk Llama-2-7B: 2 x 6.7e9 FLOPs per token x 32 tokens in fp16 on one CPU thread is far beyond 300 s
+    err = one_line_error(cli, "verify", "--model", "llama-2-7b", "--seq-len", "32")
+    assert err.startswith("error: --layers/--scale: the reference run") and "--layers N and --scale F" in err

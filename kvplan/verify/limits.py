@@ -12,6 +12,8 @@ import os
 from kvplan.errors import KvplanError
 from kvplan.units import fmt_bytes
 
+CPU_FLOPS_PER_S = {"fp32": 2e9, "bf16": 5e8, "fp16": 5e8}  # one torch thread, conservative (fp16/bf16 emulated)
+MAX_SECONDS = 300  # a verify run this long is a mistake: shrink the card instead
 HEADROOM = 0.7  # use at most this share of the available memory (torch's allocator, Python objects, fragmentation)
 MAX_DECODE_STEPS = 4096  # each step is a Python-level forward; beyond this a run takes minutes on a CPU
 
@@ -48,3 +50,14 @@ def check_fits_machine(peak_prefill: int, peak_decode: int, device: str, decode_
     raise KvplanError(f"--layers/--scale: the reference run would peak at {fmt_bytes(peak)} ({peak:,} B), more than "
                       f"{HEADROOM:.0%} of the {fmt_bytes(free)} available on {device}; shrink it with --layers N and "
                       f"--scale F (e.g. --layers 2 --scale 0.0625), or lower --batch ({batch}) / --seq-len")
+
+
+def check_time(flops: int, device: str, dtype: str) -> None:
+    """KvplanError when the run's matmul FLOPs would keep one CPU thread busy longer than MAX_SECONDS."""
+    if device.startswith("cuda"):
+        return
+    seconds = flops / CPU_FLOPS_PER_S.get(dtype, 5e8)
+    if seconds > MAX_SECONDS:
+        raise KvplanError(f"--layers/--scale: the reference run needs {flops:.3g} FLOPs, about {seconds:,.0f} s on one "
+                          f"CPU thread (more than {MAX_SECONDS} s); shrink it with --layers N and --scale F "
+                          "(e.g. --layers 2 --scale 0.0625)")

@@ -19,7 +19,7 @@ from kvplan.model.dtypes import parse_dtype
 from kvplan.plan.estimate import estimate
 from kvplan.verify import allocator
 from kvplan.verify.activations import activation_peaks
-from kvplan.verify.limits import check_fits_machine
+from kvplan.verify.limits import check_fits_machine, check_time
 from kvplan.verify.reference.shrink import shrink
 
 VERIFY_ENGINES = ("ideal", "hf-static", "vllm")
@@ -79,6 +79,7 @@ def verify(model: ModelCard | str | Path, *, batch: int = 1, seq_len: int = 32, 
     act = activation_peaks(card, batch=batch, prompt_len=prompt_len, dtype=dtype, engine=engine, decode_steps=steps,
                            encoder_len=enc_len, max_cache_len=mcl, block_size=block_size)
     check_fits_machine(act.peak_prefill_bytes, act.peak_decode_bytes, device, steps, prompt_len, batch)
+    check_time(_run_flops(est, steps, batch * seq_len), device, dtype)
     m = _measure(card, batch=batch, prompt_len=prompt_len, decode_steps=steps, engine=engine, dtype=dtype,
                  device=device, encoder_len=enc_len or 0, max_cache_len=mcl or 0, block_size=block_size, seed=seed)
     kv_pred, w_pred = est.kv_cache.total_bytes, est.weights.bytes
@@ -100,6 +101,13 @@ def verify(model: ModelCard | str | Path, *, batch: int = 1, seq_len: int = 32, 
     return VerifyResult(model=card.name, device=device, engine=engine, kv_dtype=dtype, batch=batch, seq_len=seq_len,
                         prompt_len=prompt_len, decode_steps=steps, encoder_len=enc_len, block_size=block_size,
                         max_cache_len=mcl, params=m.params, shrunk=shrunk, checks=checks)
+
+
+def _run_flops(est, steps: int, tokens: int) -> int:
+    """Matmul FLOPs of the whole run: the prefill and every decode step (encoder-only: 2 x params x tokens)."""
+    if est.flops is None:
+        return 2 * est.weights.params * tokens
+    return est.flops.prefill.total + steps * est.flops.decode_step.total
 
 
 TORCH_INSTALL = 'pip install "torch==2.13.0"  (the CPU wheel; an unpinned torch pulls a multi-GB CUDA build)'
