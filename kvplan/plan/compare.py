@@ -69,7 +69,7 @@ def compare(model: ModelCard | str, *, attention: str | list[str], seq_len: int 
     specs = [s.strip() for s in (attention.split(",") if isinstance(attention, str) else attention) if s.strip()]
     if not specs:
         raise KvplanError("--attention: give one or more layouts, e.g. mha,gqa:8,mqa")
-    if engine == "hf-static":
+    if get_engine(engine).static:
         raise KvplanError("--engine: compare supports ideal, hf-dynamic and vllm (hf-static needs --max-cache-len; "
                           "use kvplan estimate for it)")
     dev = gpu if isinstance(gpu, GPU) or gpu is None else load_gpu(gpu, gpu_file)
