@@ -40,3 +40,28 @@ def fmt_bytes(n: int) -> str:
 
 def fmt_int(n: int) -> str:
     return f"{n:,}"
+
+
+_SIZE_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+               "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+
+
+def parse_size(flag: str, text: str | int) -> int:
+    """'6.51GiB', '80GB', '512MiB', '1e9' or integer bytes as exact bytes (fractions of a byte are dropped, as a logged
+    '6.51 GiB' is itself rounded); KvplanError naming ``flag`` otherwise. GB/MB are decimal, GiB/MiB binary."""
+    from decimal import Decimal, InvalidOperation
+
+    if isinstance(text, int) and not isinstance(text, bool):
+        value, unit = Decimal(text), ""
+    else:
+        raw = str(text).strip().replace("_", "").replace(",", "")
+        digits = raw.rstrip("KMGTPiBkmgtpib ")
+        value, unit = digits, raw[len(digits):].strip().lower()
+        try:
+            value = Decimal(digits)
+        except InvalidOperation:
+            value = None
+    if value is None or unit not in _SIZE_UNITS or not value.is_finite() or value < 0:
+        raise KvplanError(f"{flag}: not a size: {_short(text)}; give bytes or a number with a unit "
+                          "(B, KB, MB, GB, TB, KiB, MiB, GiB, TiB), e.g. 6.51GiB or 80GB")
+    return int(value * _SIZE_UNITS[unit])
