@@ -14,7 +14,7 @@ KvDtype = Annotated[Optional[str], typer.Option(
     "--kv-dtype", help="fp32, fp16, bf16, fp8_e4m3, fp8_e5m2, int8, int4; default: what the engine serves.")]
 WeightDtype = Annotated[Optional[str], typer.Option(
     "--weight-dtype", help="Weight dtype (same names); default: what the engine serves the checkpoint in.")]
-Engine = Annotated[str, typer.Option("--engine", help="ideal, hf-dynamic, hf-static or vllm.")]
+Engine = Annotated[str, typer.Option("--engine", help="ideal, hf-dynamic, hf-static, vllm or sglang.")]
 BlockSize = Annotated[int, typer.Option("--block-size", help="vllm: tokens per KV block.")]
 EncoderLen = Annotated[Optional[int], typer.Option("--encoder-len", help="Encoder tokens (encoder-decoder models).")]
 Gpu = Annotated[Optional[str], typer.Option("--gpu", help="A GPU of the catalog (`kvplan gpus list`), e.g. H100-SXM.")]
