@@ -1,0 +1,148 @@
+"""Engine memory rules (kvplan.cost.serving_vllm / serving_sglang) and kvplan.plan, pinned to numbers worked out by
+hand from the engines' source rules (vLLM 0.33, SGLang 0.5.23) and to public logs."""
+
+import pytest
+
+from kvplan import KvplanError, load_card
+from kvplan.cost import serving_sglang as sg
+from kvplan.cost import serving_vllm as vl
+from kvplan.cost.kvspec import layer_specs
+from kvplan.model.dtypes import DTYPES
+from kvplan.plan.capacity import plan
+from kvplan.units import parse_size
+
+GIB = 2**30
+BF16 = DTYPES["bf16"]
+
+
+def test_requested_memory_is_ceil():
+    assert vl.requested_memory(80_000_000_000, 0.9) == 72_000_000_000
+    assert vl.requested_memory(80 * GIB, 0.92) == 79_027_398_247  # 85,899,345,920 x 0.92 = ...246.4, ceil
+    with pytest.raises(KvplanError, match="--gpu-memory-utilization"):
+        vl.requested_memory(80 * GIB, 1.2)
+
+
+def test_batch_defaults_by_gpu_tier():
+    assert vl.batch_defaults(80_000_000_000, "H100-SXM") == (8192, 1024)  # 74.5 GiB >= 70, not an A100
+    assert vl.batch_defaults(80_000_000_000, "A100-80GB") == (2048, 256)
+    assert vl.batch_defaults(180_000_000_000, "B200") == (16384, 1024)
+    assert vl.scheduled_tokens(8192, 1024, 4) == 4096  # min(max_num_seqs x max_model_len, mnbt)
+
+
+def test_sliding_window_pages_per_request():
+    spec = layer_specs(load_card("mistral-7b-v0.1"), BF16, "vllm")[0]  # W = 4096
+    # cdiv(min(4096 - 1 + 4096 in flight, 32768), 16) + 1 = cdiv(8191, 16) + 1 = 513
+    assert vl.pages_per_request(spec, 32768, 16, 4096) == 513
+    assert vl.pages_per_request(spec, 2048, 16, 4096) == 128 + 1  # capped at max_model_len
+    assert vl.max_in_flight_tokens(2048, 1) == 4096 and vl.max_in_flight_tokens(2048, 3) == 6144
+
+
+def test_uniform_blocks_and_concurrency_llama70b_tp4():
+    r = plan("llama-3.1-70b", gpu="H100-SXM", tp=4, max_model_len=8192, kv_cache_memory="30GiB")
+    page = 16 * 2 * (8 // 4) * 128 * 2  # 16,384 B per layer and block
+    assert r.kv_cache.bytes_per_block == 80 * page == 1_310_720
+    assert r.kv_cache.num_blocks == 30 * GIB // (80 * page) == 24_576
+    assert r.kv_cache.blocks_per_request == 8192 // 16
+    assert r.max_concurrency == 24_576 / 512 == 48.0
+    assert r.kv_cache.tokens == 48 * 8192
+    assert r.per_gpu.kv_bytes_per_token == 80 * 2 * 2 * 128 * 2 == 81_920
+    assert r.request_kv_bytes == 512 * 80 * page
+
+
+def test_activation_approximation_llama70b_tp4():
+    # N = 8192 tokens: gate_up + act (3 x 28672/4) + q,k,v (8192+1024+1024)/4 + 4 x 8192 hidden = 56,832 elems, bf16
+    act = vl.profile_activation_bytes(load_card("llama-3.1-70b"), 4, 2, 8192, 1024, 128256, True)
+    assert act == 8192 * 56_832 * 2
+    assert act > 1024 * 128256 * (2 + 4)  # the sampler's fp32 logits are smaller here
+
+
+def test_hybrid_grouping_gemma3_27b():
+    card = load_card("gemma-3-27b")  # 62 layers: 52 sliding (W 1024), 10 global
+    groups = vl.kv_cache_groups(layer_specs(card, BF16, "vllm"))
+    # group_size = 10 (52 >= 1.5 x 10); sliding: cdiv(52, 10) = 6 groups -> 60 slots, 8 padding; global: 1 group
+    assert len(groups) == 7 and vl.padding_layers(groups) == 8
+    page = 16 * 2 * 16 * 128 * 2
+    assert vl.bytes_per_block(groups, 16) == 10 * page
+    # full cdiv(32768, 16) = 2048; sliding cdiv(min(1023 + 16384, 32768), 16) + 1 = 1088 + 1
+    assert vl.blocks_per_request(groups, 32768, 16, 16384) == 2048 + 6 * 1089
+
+
+def test_max_model_len_binary_search_reserves_the_null_block():
+    groups = vl.kv_cache_groups(layer_specs(load_card("llama-3-8b"), BF16, "vllm"))
+    bpb = vl.bytes_per_block(groups, 16)
+    # 101 blocks: one is the null block, so cdiv(L, 16) <= 100 -> L <= 1600
+    assert vl.max_model_len_fit(groups, bpb, 101 * bpb, 8192, 16, 0) == 1600
+    assert vl.max_model_len_fit(groups, bpb, bpb, 8192, 16, 0) == 0
+
+
+def test_plan_does_not_fit_is_an_answer():
+    r = plan("llama-3.1-70b", gpu="H100-SXM", tp=4, max_model_len=131072, kv_cache_memory="2GiB")
+    assert not r.fits
+    # 2 GiB / 1,310,720 B per block = 1638 blocks; 1637 usable after the null block -> 1637 x 16 tokens
+    assert r.max_model_len_fit == 1637 * 16
+    assert "does NOT fit" in r.verdict
+
+
+def test_pipeline_parallel_min_over_stages_deepseek_v2_lite():
+    # vllm#20665: 27 layers over 2 stages -> 14 + 13; MLA latent 576 x 2 B per layer, not split by TP
+    r = plan("deepseek-v2-lite", gpu="L4", tp=2, pp=2, max_model_len=1024, kv_cache_memory="12.13GiB")
+    assert [(x.first_layer, x.last_layer) for x in r.ranks] == [(0, 13), (14, 26)]
+    assert [x.bytes_per_block for x in r.ranks] == [14 * 16 * 1152, 13 * 16 * 1152]
+    blocks = int(12.13 * GIB) // (14 * 16 * 1152)
+    assert r.kv_cache.num_blocks == blocks == 50_473
+    assert r.max_concurrency == blocks / 64  # 788.6 (logged 788.86x)
+
+
+def test_sglang_default_mem_fraction_static():
+    # reserved MiB = 512 + 1.5 x 8192 + tp/8 x 1024 + 2 x decode max_bs + 8 x 58 prefill graphs
+    assert sg.default_mem_fraction_static(81559, 1, 1, False) == round((81559 - 13904) / 81559, 3) == 0.83
+    assert sg.default_mem_fraction_static(81559, 4, 1, False) == round((81559 - 14800) / 81559, 3) == 0.819
+    assert sg.default_mem_fraction_static(143771, 8, 1, False) == 0.893
+    assert len(sg.prefill_graph_sizes(8192)) == 58
+    assert sg.pp_partition_sizes(5, 2) == [2, 3]  # SGLang: the remainder to the last stages
+
+
+def test_sglang_tokens_qwen3_30b_tp8():
+    r = plan("qwen3-30b-a3b", gpu="H100-SXM", tp=8, max_model_len=4096, engine="sglang", mem_fraction_static=0.9,
+             gpu_memory="80GiB", context_memory=0)
+    cell = 48 * 1 * 2 * 128 * 2  # 1 KV head per rank (4 heads replicated over 8)
+    pool = int(80 * GIB * 0.9) - r.per_gpu.weights_bytes
+    assert r.per_gpu.kv_bytes_per_token == cell and r.kv_cache.tokens == pool // cell
+    assert "--mem-fraction-static 0.9" in r.launch_command
+
+
+def test_parse_size():
+    assert parse_size("--x", "6.51GiB") == int(6.51 * 2**30)
+    assert parse_size("--x", "80GB") == 80 * 10**9
+    assert parse_size("--x", "512MiB") == 512 * 2**20
+    assert parse_size("--x", "123") == 123
+    with pytest.raises(KvplanError, match="^--x: not a size"):
+        parse_size("--x", "lots")
+
+
+@pytest.mark.parametrize("kw, needle", [
+    (dict(tp=3), "--tp: total number of attention heads (64) must be divisible"),
+    (dict(gpu_memory_utilization=1.5), "--gpu-memory-utilization: vLLM requires 0 < utilization <= 1"),
+    (dict(gpu_memory_utilization=0.2), "--gpu-memory-utilization: vllm: no available memory"),
+    (dict(gpu="H999"), "--gpu: unknown GPU"),
+    (dict(engine="hf-static", tp=2), "--tp/--pp"),
+    (dict(engine="sglang", kv_cache_memory="1GiB"), "--kv-cache-memory"),
+])
+def test_plan_refusals(kw, needle):
+    args = dict(gpu="H100-SXM", tp=4, max_model_len=8192) | kw
+    with pytest.raises(KvplanError) as exc:
+        plan("llama-3.1-70b", **args)
+    assert needle in str(exc.value)
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "hf-static", "hf-dynamic", "ideal"])
+def test_every_engine_plans_every_decoder_card(engine):
+    from kvplan.model.catalog import bundled_names
+
+    for name in bundled_names():
+        card = load_card(name)
+        if card.architecture != "decoder-only":
+            continue
+        r = plan(card, gpu="B200", gpu_memory="2TiB", max_model_len=min(4096, card.max_position_embeddings),
+                 engine=engine)
+        assert r.kv_cache.num_blocks > 0 and r.max_concurrency > 0, name
