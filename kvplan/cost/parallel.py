@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from kvplan.cost.engines import Engine, get_engine
 from kvplan.cost.kvspec import KVLayerSpec, _self_attention_spec, layer_specs
-from kvplan.cost.params import count_params, norm_params
+from kvplan.cost.params import norm_params
 from kvplan.cost.shapes import Matrix, attention_matrices, ffn_matrices, router_matrices
 from kvplan.errors import KvplanError
 from kvplan.model.card import ModelCard
@@ -158,18 +158,33 @@ def rank_breakdown(card: ModelCard, layout: Layout, pp_rank: int, *, vocab_paddi
     rows = pad_vocab(card.vocab_size, vocab_padding) // tp
     # llama.py: embed_tokens on the first stage, and on the last stage too when tied (lm_head aliases it)
     holds_embedding = first or (card.tie_embeddings and last)
-    p = count_params(card)
     lm_head = (0 if card.tie_embeddings else rows * h) + (rows if card.lm_head_bias else 0)
     norms = len(layers) * card.norms_per_layer + (card.final_norm if last else 0) + (card.embedding_norm if first else 0)
     return {
         "embedding": rows * h if holds_embedding else 0,
-        "positions": p.positions if first else 0,  # learned position table, replicated over TP
+        "positions": _positions(card) if first else 0,  # learned position table, replicated over TP
         "attention": len(layers) * _attention_rank(card, tp),
-        "mlp": sum(_mlp_rank(card, i, tp) for i in layers),
+        "mlp": _mlp_stage(card, layers, tp),
         "norms": norms * norm_params(card, h),
         "lm_head": lm_head if last else 0,
-        "other": p.other if first else 0,
+        "other": card.type_vocab_size * h if first else 0,  # decoder-only: BERT/T5 extras are refused above
     }
+
+
+def _positions(card: ModelCard) -> int:
+    if card.position != "learned":
+        return 0
+    return (card.max_position_embeddings + card.learned_position_offset) * card.hidden_size
+
+
+def _mlp_stage(card: ModelCard, layers: range, tp: int) -> int:
+    """The FFNs of a stage: dense and MoE layers each sized once."""
+    moe = sum(1 for i in layers if card.is_moe_layer(i))
+    dense = len(layers) - moe
+    first_moe = next((i for i in layers if card.is_moe_layer(i)), None)
+    first_dense = next((i for i in layers if not card.is_moe_layer(i)), None)
+    return ((dense * _mlp_rank(card, first_dense, tp) if dense else 0)
+            + (moe * _mlp_rank(card, first_moe, tp) if moe else 0))
 
 
 def rope_buffer_bytes(card: ModelCard, dtype_bytes: int) -> int:

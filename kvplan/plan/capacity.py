@@ -65,8 +65,9 @@ def resolve(model: ModelCard | str | Path, *, gpu: str | GPU, max_model_len: int
     check_layout(card, layout)
     if eng.transformers and tp * pp > 1:
         raise KvplanError(f"--tp/--pp: {eng.name} runs one process on one GPU here; use --dp for replicas")
-    if not card.has_kv_cache:
-        raise KvplanError(f"--model: {card.name} is {card.architecture}: it keeps no KV cache to plan")
+    if card.architecture != "decoder-only":
+        raise KvplanError(f"--model: serving capacity is planned for decoder-only models; {card.name} is "
+                          f"{card.architecture}")
     kv_t, w_t = _dtype(card, eng, kv_dtype, "--kv-dtype")[0], _dtype(card, eng, weight_dtype, "--weight-dtype")[0]
     eng.check_dtype(kv_t)
     total = g.memory_bytes if gpu_memory is None else _positive_size("--gpu-memory", gpu_memory)
