@@ -146,3 +146,54 @@ def test_every_engine_plans_every_decoder_card(engine):
         r = plan(card, gpu="B200", gpu_memory="2TiB", max_model_len=min(4096, card.max_position_embeddings),
                  engine=engine)
         assert r.kv_cache.num_blocks > 0 and r.max_concurrency > 0, name
+
+
+def test_cli_plan_json_contract(cli_json):
+    d = cli_json("plan", "--model", "llama-3.1-70b", "--gpu", "H100-SXM", "--tp", "4", "--max-model-len", "8192",
+                 "--kv-cache-memory", "30GiB")
+    assert d["schema_version"] == 1
+    for key in ("weights_bytes", "kv_bytes_per_token", "activation_bytes", "overhead_bytes"):
+        assert isinstance(d["per_gpu"][key], int)
+    assert d["kv_cache"]["available_bytes"] == 30 * GIB and d["kv_cache"]["num_blocks"] == 24_576
+    assert d["kv_cache"]["tokens"] == 48 * 8192 and d["max_concurrency"] == 48.0
+    assert d["fits"] is True and d["max_model_len_fit"] == 8192 and len(d["ranks"]) == 1
+    assert d["request_kv_bytes"] == 512 * 1_310_720
+    assert d["launch_command"].startswith("vllm serve meta-llama/Llama-3.1-70B --tensor-parallel-size 4")
+
+
+def test_cli_plan_table_and_verdict(cli):
+    code, out, _ = cli("plan", "--model", "llama-3.1-70b", "--gpu", "H100-SXM", "--tp", "4", "--pp", "2",
+                       "--max-model-len", "8192")
+    assert code == 0
+    assert "per pipeline stage" in out and "verdict llama-3.1-70b on 8x H100-SXM, vLLM TP 4 PP 2:" in out
+    assert "--pipeline-parallel-size 2" in out and "ESTIMATED" in out
+
+
+def test_cli_plan_sglang(cli_json):
+    d = cli_json("plan", "--model", "qwen3-8b", "--gpu", "H100-SXM", "--engine", "sglang", "--max-model-len", "4096",
+                 "--gpu-memory", "81559MiB")
+    # the default for 81559 MiB, TP 1: round((81559 - 13904) / 81559, 3)
+    assert d["inputs"]["mem_fraction_static"] == 0.83 and d["inputs"]["block_size"] == 1
+    assert d["launch_command"].startswith("python -m sglang.launch_server --model-path Qwen/Qwen3-8B --tp-size 1")
+
+
+def test_cli_search(cli_json):
+    d = cli_json("plan", "--model", "llama-3.1-70b", "--max-model-len", "8192", "--concurrency", "64",
+                 "--gpus", "H100-SXM,A100-80GB", "--max-gpus", "8")
+    assert [o["gpu"] for o in d["options"]] == ["H100-SXM", "A100-80GB"]
+    for o in d["options"]:
+        assert o["num_gpus"] == o["tp"] * o["pp"] * o["dp"] <= 8 and o["max_concurrency"] >= 64 and o["fits"]
+        assert o["tpot_ms"] > 0 and o["ttft_ms"] > o["tpot_ms"]
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--gpu", "H100-SXM", "--tp", "3"], "--tp: total number of attention heads"),
+    (["--gpu", "nope"], "--gpu: unknown GPU"),
+    (["--gpu", "H100-SXM", "--gpu-memory-utilization", "0"], "--gpu-memory-utilization"),
+    (["--gpu", "H100-SXM", "--kv-cache-memory", "lots"], "--kv-cache-memory: not a size"),
+    (["--concurrency", "4", "--tp", "2"], "--tp: the search"),
+    ([], "--gpu: give a GPU"),
+])
+def test_cli_plan_bad_input_exits_2(cli, args, needle):
+    code, out, err = cli("plan", "--model", "llama-3.1-70b", "--max-model-len", "8192", *args)
+    assert code == 2 and needle in err and len(err.strip().splitlines()) == 1

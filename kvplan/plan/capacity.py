@@ -23,7 +23,7 @@ from kvplan.errors import KvplanError
 from kvplan.model.card import ModelCard
 from kvplan.model.catalog import load_card
 from kvplan.plan.capacity_engines import Pool, Setup, Stage, pool
-from kvplan.plan.capacity_results import PerGPU, PlanInputs, PlanResult
+from kvplan.plan.capacity_results import Latency, PerGPU, PlanInputs, PlanResult
 from kvplan.plan.estimate import _dtype
 from kvplan.units import fmt_bytes, parse_size, require_positive
 
@@ -37,9 +37,12 @@ def plan(model: ModelCard | str | Path, *, gpu: str | GPU, max_model_len: int, t
          max_num_seqs: int | None = None, block_size: int | None = None, kv_dtype: str | None = None,
          weight_dtype: str | None = None, activation_memory: int | str | None = None,
          non_torch_memory: int | str | None = None, cuda_graph_memory: int | str | None = None,
-         context_memory: int | str | None = None) -> PlanResult:
+         context_memory: int | str | None = None, concurrency: int | None = None,
+         prompt_len: int | None = None) -> PlanResult:
     """Plan ``model`` on ``tp x pp`` GPUs (x ``dp`` replicas) of type ``gpu``; KvplanError on a layout the engine
-    refuses or on memory that leaves nothing for the cache. A request that does not fit is an answer (fits=False)."""
+    refuses or on memory that leaves nothing for the cache. A request that does not fit is an answer (fits=False).
+    ``concurrency`` adds latency bounds at that many requests (``prompt_len`` tokens of prefill, default
+    max_model_len)."""
     s = resolve(model, gpu=gpu, max_model_len=max_model_len, tp=tp, pp=pp, dp=dp, engine=engine,
                 gpu_memory=gpu_memory, gpu_file=gpu_file, gpu_memory_utilization=gpu_memory_utilization,
                 mem_fraction_static=mem_fraction_static, kv_cache_memory=kv_cache_memory,
@@ -49,7 +52,16 @@ def plan(model: ModelCard | str | Path, *, gpu: str | GPU, max_model_len: int, t
                 context_memory=context_memory)
     sts, p = pool(s)
     check_budget(s, sts)
-    return result(s, sts, p)
+    if concurrency is None:
+        if prompt_len is not None:
+            raise KvplanError("--prompt-len: only used with --concurrency (latency bounds)")
+        return result(s, sts, p)
+    from kvplan.plan.search import latency
+
+    require_positive("--concurrency", concurrency)
+    if prompt_len is not None:
+        require_positive("--prompt-len", prompt_len)
+    return result(s, sts, p, latency(s, concurrency, prompt_len), concurrency)
 
 
 def resolve(model: ModelCard | str | Path, *, gpu: str | GPU, max_model_len: int, tp: int, pp: int, dp: int,
@@ -173,7 +185,8 @@ def check_budget(s: Setup, sts: list[Stage]) -> None:
             f"= {fmt_bytes(worst.available)}; raise {flag}, use more GPUs (--tp/--pp) or a bigger --gpu")
 
 
-def result(s: Setup, sts: list[Stage], p: Pool) -> PlanResult:
+def result(s: Setup, sts: list[Stage], p: Pool, lat: Latency | None = None,
+           concurrency: int | None = None) -> PlanResult:
     from kvplan.plan.capacity_text import launch_command, notes, verdict
 
     lim = p.limiting
@@ -193,7 +206,8 @@ def result(s: Setup, sts: list[Stage], p: Pool) -> PlanResult:
     return PlanResult(inputs=inputs, per_gpu=per_gpu, kv_cache=p.pool, max_concurrency=p.concurrency,
                       max_concurrency_total=p.concurrency * s.layout.dp, request_kv_bytes=p.request_bytes,
                       fits=p.fits, max_model_len_fit=p.max_model_len_fit, ranks=p.ranks,
-                      launch_command=launch_command(s), verdict=verdict(s, p), notes=notes(s, p))
+                      launch_command=launch_command(s), verdict=verdict(s, p, concurrency), latency=lat,
+                      notes=notes(s, p))
 
 
 def _rules(engine: str) -> str:

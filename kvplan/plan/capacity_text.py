@@ -48,7 +48,7 @@ def _common_dtype_flags(s: Setup, kv_flag: str) -> list[str]:
     return flags
 
 
-def verdict(s: Setup, p: Pool) -> str:
+def verdict(s: Setup, p: Pool, concurrency: int | None = None) -> str:
     lay, L = s.layout, s.max_model_len
     where = f"{s.card.name} on {lay.gpus}x {s.gpu.name}, {_ENGINE_NAMES[s.engine.name]} TP {lay.tp}"
     where += f" PP {lay.pp}" if lay.pp > 1 else ""
@@ -62,7 +62,10 @@ def verdict(s: Setup, p: Pool) -> str:
     if not p.fits:
         longest = f"the longest that fits is {fmt_int(p.max_model_len_fit)}" if p.max_model_len_fit else "none fits"
         return f"{where}: one {fmt_int(L)}-token request does NOT fit; {longest}; {pool}"
-    return f"{where}: {total:,.1f} concurrent {fmt_int(L)}-token requests; {pool}"
+    target = ""
+    if concurrency is not None:
+        target = f"; target {fmt_int(concurrency)}: {'met' if total >= concurrency else 'NOT met'}"
+    return f"{where}: {total:,.1f} concurrent {fmt_int(L)}-token requests; {pool}{target}"
 
 
 def notes(s: Setup, p: Pool) -> list[str]:
