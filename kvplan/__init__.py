@@ -4,7 +4,8 @@
     >>> kvplan.estimate("llama-2-70b", batch=16, seq_len=4096).kv_cache.bytes_per_token
     327680
 
-Public API: ``estimate`` (returns a typed ``Estimate``), ``load_card`` (bundled name or path), ``ModelCard``,
+Public API: ``estimate`` (returns a typed ``Estimate``), ``plan`` (serving capacity on a GPU layout, a typed
+``PlanResult``), ``search`` (which GPUs and how many), ``load_card`` (bundled name or path), ``ModelCard``,
 ``count_params``, ``card_from_hf_config``. Attributes load lazily so ``import kvplan`` stays cheap.
 """
 
@@ -14,6 +15,9 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "estimate": "kvplan.plan.estimate",
+    "plan": "kvplan.plan.capacity",
+    "PlanResult": "kvplan.plan.capacity_results",
+    "search": "kvplan.plan.search",
     "Estimate": "kvplan.plan.estimate",
     "load_card": "kvplan.model.catalog",
     "bundled_names": "kvplan.model.catalog",

@@ -62,14 +62,14 @@ def layer_specs(card: ModelCard, kv_dtype: DType, engine: Engine | str) -> list[
     if not card.has_kv_cache:
         return []
     heads = card.cached_kv_heads(get_engine(engine).transformers)
-    self_attn = [_self_attention_spec(card, kv_dtype, heads, w) for w in card.windows]
+    self_attn = [self_attention_spec(card, kv_dtype, heads, w) for w in card.windows]
     if card.architecture != "encoder-decoder":
         return self_attn
     cross = _standard_spec(card, kv_dtype, "cross", None, card.num_kv_heads)
     return self_attn + [cross] * card.num_layers
 
 
-def _self_attention_spec(card: ModelCard, kv_dtype: DType, kv_heads: int, window: int | None) -> KVLayerSpec:
+def self_attention_spec(card: ModelCard, kv_dtype: DType, kv_heads: int, window: int | None) -> KVLayerSpec:
     if card.mla is None:
         return _standard_spec(card, kv_dtype, "sliding" if window else "full", window, kv_heads)
     m = card.mla

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kvplan.cost.engines import Engine, get_engine
-from kvplan.cost.kvspec import KVLayerSpec, _self_attention_spec, layer_specs
+from kvplan.cost.kvspec import KVLayerSpec, self_attention_spec, layer_specs
 from kvplan.cost.params import norm_params
 from kvplan.cost.shapes import Matrix, attention_matrices, ffn_matrices, router_matrices
 from kvplan.errors import KvplanError
@@ -222,4 +222,4 @@ def rank_kv_specs(card: ModelCard, kv_t: DType, engine: Engine | str, layout: La
     check_layout(card, layout)
     heads = kv_heads_per_rank(card.cached_kv_heads(eng.transformers), layout.tp)
     layers = (stages or pp_partition(card.num_layers, layout.pp))[pp_rank]
-    return [_self_attention_spec(card, kv_t, heads, card.windows[i]) for i in layers]
+    return [self_attention_spec(card, kv_t, heads, card.windows[i]) for i in layers]
