@@ -159,7 +159,8 @@ def rank_breakdown(card: ModelCard, layout: Layout, pp_rank: int, *, vocab_paddi
     # llama.py: embed_tokens on the first stage, and on the last stage too when tied (lm_head aliases it)
     holds_embedding = first or (card.tie_embeddings and last)
     lm_head = (0 if card.tie_embeddings else rows * h) + (rows if card.lm_head_bias else 0)
-    norms = len(layers) * card.norms_per_layer + (card.final_norm if last else 0) + (card.embedding_norm if first else 0)
+    norms = (len(layers) * card.norms_per_layer + (card.final_norm if last else 0)
+             + (card.embedding_norm if first else 0))
     return {
         "embedding": rows * h if holds_embedding else 0,
         "positions": _positions(card) if first else 0,  # learned position table, replicated over TP
@@ -208,7 +209,9 @@ def rank_weights(card: ModelCard, w_t: DType, layout: Layout, tp_rank: int, pp_r
     layers = (stages or pp_partition(card.num_layers, layout.pp))[pp_rank]
     params = sum(breakdown.values())
     # fp8 KV: a fp32 k_scale and v_scale parameter per attention layer (vllm attention/layer.py), on its stage
-    scales = kv_t.layer_scale_bytes * len(rank_kv_specs(card, kv_t, "ideal", layout, pp_rank, stages=stages)) if kv_t else 0
+    scales = 0
+    if kv_t is not None:
+        scales = kv_t.layer_scale_bytes * len(rank_kv_specs(card, kv_t, "ideal", layout, pp_rank, stages=stages))
     buffers = rope_buffer_bytes(card, 4 if w_t.bits == 32 else 2) if include_buffers else 0
     return RankWeights(tp_rank, pp_rank, layers, params, w_t.data_bytes(params) + scales, buffers, breakdown)
 

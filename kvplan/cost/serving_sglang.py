@@ -20,7 +20,8 @@ _GIB_MIB = 1024
 # decode CUDA-graph max batch size for tp < 4, for tp >= 4)
 _GPU_TIERS = ((20 * _GIB_MIB, 2048, 8, 8), (35 * _GIB_MIB, 4096, 48, 160), (60 * _GIB_MIB, 4096, 32, 160),
               (90 * _GIB_MIB, 8192, 256, 512), (160 * _GIB_MIB, 8192, 256, 512))
-_PREFILL_GRAPH_STEPS = ((4, 32, 4), (48, 256, 16), (288, 512, 32), (576, 1024, 64), (1280, 4096, 256), (4608, None, 512))
+_PREFILL_GRAPH_STEPS = ((4, 32, 4), (48, 256, 16), (288, 512, 32), (576, 1024, 64), (1280, 4096, 256),
+                        (4608, None, 512))
 
 
 def gpu_defaults(gpu_mem_mib: int, tp: int) -> tuple[int, int]:

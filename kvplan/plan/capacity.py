@@ -171,8 +171,9 @@ def _block_size(engine: str, value: int | None, card: ModelCard, g: GPU) -> int:
 def check_budget(s: Setup, sts: list[Stage]) -> None:
     """Refuse, as the engine would, a memory that leaves nothing for the cache."""
     if s.engine.name == "vllm" and s.kv_cache_memory is None and s.total - s.context < sts[0].requested:
-        raise KvplanError(f"--gpu-memory-utilization: vLLM refuses: free memory on startup ({fmt_bytes(s.total - s.context)}"
-                          f" after {fmt_bytes(s.context)} CUDA context/NCCL, --context-memory) is less than desired GPU "
+        free = fmt_bytes(s.total - s.context)
+        raise KvplanError(f"--gpu-memory-utilization: vLLM refuses: free memory on startup ({free} after "
+                          f"{fmt_bytes(s.context)} CUDA context/NCCL, --context-memory) is less than desired GPU "
                           f"memory utilization ({s.util}, {fmt_bytes(sts[0].requested)}) (v1/worker/utils.py "
                           "request_memory)")
     worst = min(sts, key=lambda st: st.available)
