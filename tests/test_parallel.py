@@ -126,3 +126,14 @@ def test_refused_layouts(card, layout, needle):
     with pytest.raises(KvplanError, match="^--(tp|pp)") as exc:
         check_layout(card, layout)
     assert needle in str(exc.value)
+
+
+def test_moe_experts_split_over_dp_x_tp():
+    # vLLM without expert parallelism: routed experts over the flattened dp x tp group; attention stays per tp
+    card = load_card("qwen3-30b-a3b")
+    one, two = (rank_weights(card, BF16, Layout(tp=4, dp=dp), 0, 0).breakdown["mlp"] for dp in (1, 2))
+    router, expert = 2048 * 128, 3 * 2048 * 768
+    assert one == 48 * (router + 128 * expert // 4)
+    assert two == 48 * (router + 128 * expert // 8)
+    with pytest.raises(KvplanError, match="^--dp: moe_intermediate_size 768 is not divisible by dp x tp = 1024"):
+        check_layout(card, Layout(tp=8, dp=128))

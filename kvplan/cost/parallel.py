@@ -91,6 +91,15 @@ def check_layout(card: ModelCard, layout: Layout, *, vocab_padding: int = DEFAUL
     for what, size in _split_sizes(card, vocab_padding):
         if size % tp:  # linear.py / fused_moe divide(): AssertionError "{a} is not divisible by {b}"
             raise KvplanError(f"--tp: {what} {size} is not divisible by tensor parallel size {tp} (vLLM divide())")
+    if card.moe and card.moe.expert_ffn_size % moe_tp(layout):
+        raise KvplanError(f"--dp: moe_intermediate_size {card.moe.expert_ffn_size} is not divisible by dp x tp = "
+                          f"{moe_tp(layout)}, the MoE tensor-parallel group (vLLM fused_moe/config.py)")
+
+
+def moe_tp(layout: Layout) -> int:
+    """fused_moe/config.py FusedMoEParallelConfig.make: without expert parallelism the routed experts are split over
+    the flattened dp x tp group (each DP replica holds a 1/dp slice of every expert)."""
+    return layout.tp * layout.dp
 
 
 def _split_sizes(card: ModelCard, vocab_padding: int) -> list[tuple[str, int]]:
@@ -136,13 +145,14 @@ def _attention_rank(card: ModelCard, tp: int) -> int:
     return params
 
 
-def _mlp_rank(card: ModelCard, layer: int, tp: int) -> int:
-    """One FFN on one rank; MoE without expert parallelism: every expert on every rank, its intermediate / tp
-    (fused_moe/config.py intermediate_size_per_partition), the router replicated."""
+def _mlp_rank(card: ModelCard, layer: int, tp: int, expert_tp: int | None = None) -> int:
+    """One FFN on one rank; MoE without expert parallelism: every expert on every rank, its intermediate /
+    ``expert_tp`` (moe_tp: dp x tp; fused_moe/config.py intermediate_size_per_partition), shared experts / tp,
+    the router replicated."""
     if not card.is_moe_layer(layer):
         return sum(shard_params(m, tp) for m in ffn_matrices(card, card.ffn_size))
     moe = card.moe
-    expert = sum(shard_params(m, tp) for m in ffn_matrices(card, moe.expert_ffn_size))
+    expert = sum(shard_params(m, expert_tp or tp) for m in ffn_matrices(card, moe.expert_ffn_size))
     shared = sum(shard_params(m, tp) for m in ffn_matrices(card, moe.shared_ffn))
     router = sum(shard_params(m, tp) for m in router_matrices(card))
     return router + moe.num_experts * expert + moe.num_shared_experts * shared
@@ -165,7 +175,7 @@ def rank_breakdown(card: ModelCard, layout: Layout, pp_rank: int, *, vocab_paddi
         "embedding": rows * h if holds_embedding else 0,
         "positions": _positions(card) if first else 0,  # learned position table, replicated over TP
         "attention": len(layers) * _attention_rank(card, tp),
-        "mlp": _mlp_stage(card, layers, tp),
+        "mlp": _mlp_stage(card, layers, tp, moe_tp(layout)),
         "norms": norms * norm_params(card, h),
         "lm_head": lm_head if last else 0,
         "other": card.type_vocab_size * h if first else 0,  # decoder-only: BERT/T5 extras are refused above
@@ -178,14 +188,14 @@ def _positions(card: ModelCard) -> int:
     return (card.max_position_embeddings + card.learned_position_offset) * card.hidden_size
 
 
-def _mlp_stage(card: ModelCard, layers: range, tp: int) -> int:
+def _mlp_stage(card: ModelCard, layers: range, tp: int, expert_tp: int) -> int:
     """The FFNs of a stage: dense and MoE layers each sized once."""
     moe = sum(1 for i in layers if card.is_moe_layer(i))
     dense = len(layers) - moe
     first_moe = next((i for i in layers if card.is_moe_layer(i)), None)
     first_dense = next((i for i in layers if not card.is_moe_layer(i)), None)
     return ((dense * _mlp_rank(card, first_dense, tp) if dense else 0)
-            + (moe * _mlp_rank(card, first_moe, tp) if moe else 0))
+            + (moe * _mlp_rank(card, first_moe, tp, expert_tp) if moe else 0))
 
 
 def rope_buffer_bytes(card: ModelCard, dtype_bytes: int) -> int:

@@ -79,7 +79,7 @@ def available_kv_bytes(requested: int, weights: int, activation: int, non_torch:
 
 
 def profile_activation_bytes(card: ModelCard, tp: int, act_bytes: int, num_tokens: int, num_reqs: int,
-                             padded_vocab: int, last_stage: bool) -> int:
+                             padded_vocab: int, last_stage: bool, expert_tp: int | None = None) -> int:
     """Approximate torch peak of profile_run (gpu_model_runner.py _dummy_run + _dummy_sampler_run), kvplan's own:
     forward: N tokens x (gate_up + act output (3 I/tp) + q/k/v (/tp) + 4 hidden-wide buffers) x act bytes; MoE:
     the Triton fused-MoE workspace N·k·max(I/tp, H) + N·k·max(2I/tp, H) + N·H (fused_moe/experts/triton_moe.py).
@@ -89,7 +89,7 @@ def profile_activation_bytes(card: ModelCard, tp: int, act_bytes: int, num_token
     dense = 3 * card.ffn_size // tp + qkv + 4 * h
     forward = dense if card.moe is None or card.moe.first_dense_layers else 0
     if card.moe:
-        k, inner = card.moe.experts_per_token, card.moe.expert_ffn_size // tp
+        k, inner = card.moe.experts_per_token, card.moe.expert_ffn_size // (expert_tp or tp)
         forward = max(forward, k * max(inner, h) + k * max(2 * inner, h) + h + qkv + 4 * h)
     sampler = num_reqs * padded_vocab * (act_bytes + 4) if last_stage else 0
     return max(num_tokens * forward * act_bytes, sampler)

@@ -12,7 +12,8 @@ from kvplan.cost import serving_vllm as vl
 from kvplan.cost.engines import CacheRun, Engine
 from kvplan.cost.hardware import GPU
 from kvplan.cost.kvspec import KVLayerSpec
-from kvplan.cost.parallel import Layout, pad_vocab, pp_partition, rank_kv_specs, rank_weights, stage_ranges
+from kvplan.cost.parallel import (Layout, moe_tp, pad_vocab, pp_partition, rank_kv_specs, rank_weights,
+                                  stage_ranges)
 from kvplan.model.card import ModelCard
 from kvplan.model.dtypes import DType
 from kvplan.plan.capacity_results import KVCachePool, RankRow
@@ -111,7 +112,7 @@ def _activation(s: Setup, last_stage: bool) -> int:
     mnbt = vl.scheduled_tokens(s.mnbt, s.max_num_seqs, s.max_model_len)
     act_bytes = 4 if s.w_t.bits == 32 else 2
     return vl.profile_activation_bytes(s.card, s.layout.tp, act_bytes, mnbt, min(s.max_num_seqs, mnbt),
-                                       pad_vocab(s.card.vocab_size), last_stage)
+                                       pad_vocab(s.card.vocab_size), last_stage, moe_tp(s.layout))
 
 
 def vllm_pool(s: Setup, sts: list[Stage]) -> Pool:

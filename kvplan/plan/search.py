@@ -117,7 +117,10 @@ def _option(card, g: GPU, tp: int, pp: int, L: int, C: int, max_gpus: int, engin
     dp = math.ceil(C / per_replica)
     if tp * pp * dp > max_gpus:
         return None
-    s = resolve(card, gpu=g, max_model_len=L, tp=tp, pp=pp, dp=dp, engine=engine, **_plan_defaults(plan_kw))
+    if dp > 1:  # MoE: routed experts split over dp x tp, so each GPU of a DP layout holds less (never more)
+        s = resolve(card, gpu=g, max_model_len=L, tp=tp, pp=pp, dp=dp, engine=engine, **_plan_defaults(plan_kw))
+        sts, p = pool(s)
+        per_replica = min(p.concurrency, s.max_num_seqs or math.inf)
     lat = latency(s, C, prompt_len) if (ttft_ms or tpot_ms or g.interconnect_bandwidth_bytes_per_s) else None
     if lat and ((ttft_ms and lat.ttft_ms > ttft_ms) or (tpot_ms and lat.tpot_ms > tpot_ms)):
         return None
