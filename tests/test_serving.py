@@ -197,3 +197,14 @@ def test_cli_search(cli_json):
 def test_cli_plan_bad_input_exits_2(cli, args, needle):
     code, out, err = cli("plan", "--model", "llama-3.1-70b", "--max-model-len", "8192", *args)
     assert code == 2 and needle in err and len(err.strip().splitlines()) == 1
+
+
+def test_search_ranks_by_gpus_then_price(tmp_path, cli_json):
+    entry = ("    vendor: NVIDIA\n    memory_bytes: 80_000_000_000\n    memory_bandwidth_bytes_per_s: 3_350_000_000_000\n"
+             "    peak_flops: {fp32: 67.0e+12, bf16: 989.5e+12}\n    interconnect_bandwidth_bytes_per_s: 900_000_000_000\n"
+             "    source: test\n")
+    path = tmp_path / "gpus.yaml"
+    path.write_text(f"gpus:\n  CHEAP:\n{entry}    price_per_hour: 1.0\n  DEAR:\n{entry}    price_per_hour: 3.0\n")
+    d = cli_json("plan", "--model", "llama-3.1-8b", "--max-model-len", "8192", "--concurrency", "8",
+                 "--gpus", "DEAR,CHEAP", "--gpu-file", str(path))
+    assert [(o["gpu"], o["num_gpus"], o["price_per_hour"]) for o in d["options"]] == [("CHEAP", 1, 1.0), ("DEAR", 1, 3.0)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from kvplan.cost import serving_sglang as sg
 from kvplan.cost import serving_vllm as vl
 from kvplan.plan.capacity_engines import Pool, Setup
 from kvplan.units import fmt_bytes, fmt_int
@@ -80,14 +81,21 @@ def notes(s: Setup, p: Pool) -> list[str]:
             out.append(f"The scheduler runs at most --max-num-seqs {s.max_num_seqs} requests at once per replica; "
                        f"the pool would hold {p.concurrency:,.1f}.")
     if s.engine.name == "sglang":
+        reqs = sg.max_running_requests(p.pool.tokens, s.max_model_len) if p.pool.tokens >= 2 else 0
+        out.append(f"SGLang admits at most max_running_requests = {reqs:,} requests at once (resolve_max_num_reqs: "
+                   "min(clamp(tokens / context_len x 512, 2048, 4096), tokens // 2)).")
         out.append(f"SGLang: pool = (free memory at start x mem_fraction_static {s.mfs}) - weights; free memory = "
                    f"total - {fmt_bytes(s.context)} CUDA context (--context-memory). Activations and CUDA graphs use "
                    "the remaining (1 - mem_fraction_static); the pool's 'fixed overhead' term is not modelled.")
     if s.kv_t.name.startswith("fp8"):
         out.append("fp8 KV: per-layer fp32 k_scale and v_scale are parameters, counted with the weights.")
     if s.total == s.gpu.memory_bytes:
-        out.append(f"GPU memory: the datasheet's {fmt_bytes(s.total)}; the engine sees cudaMemGetInfo's total, "
-                   "which differs: pass --gpu-memory with nvidia-smi's figure (e.g. 81559MiB on an H100 80GB).")
+        out.append(f"GPU memory: the catalog's {fmt_bytes(s.total)} (vendor-stated); the engine sees "
+                   "cudaMemGetInfo's total, which differs: pass --gpu-memory with nvidia-smi's figure (e.g. 81559MiB "
+                   "on an H100 80GB).")
+    if s.engine.name in ("hf-static", "hf-dynamic", "ideal") and s.activation is None:
+        out.append(f"{s.engine.name}: no activation peak is charged (pass --activation-memory for generate()'s "
+                   "transient memory); memory = requested - weights - the CUDA context (--non-torch-memory).")
     if s.max_model_len > s.card.max_position_embeddings:
         out.append(f"--max-model-len {s.max_model_len} exceeds the model's max_position_embeddings "
                    f"({s.card.max_position_embeddings}); vLLM refuses it unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1.")
