@@ -208,3 +208,13 @@ def test_search_ranks_by_gpus_then_price(tmp_path, cli_json):
     d = cli_json("plan", "--model", "llama-3.1-8b", "--max-model-len", "8192", "--concurrency", "8",
                  "--gpus", "DEAR,CHEAP", "--gpu-file", str(path))
     assert [(o["gpu"], o["num_gpus"], o["price_per_hour"]) for o in d["options"]] == [("CHEAP", 1, 1.0), ("DEAR", 1, 3.0)]
+
+
+def test_mla_fp8_checkpoint_adds_dequantized_kv_b_proj():
+    card = load_card("deepseek-v3")
+    # 61 layers x kv_lora_rank 512 x 128/8 heads x (128 nope + 128 v) x 2 B
+    assert vl.mla_dequant_bytes(card, 8, 61, 8) == 61 * 512 * 16 * 256 * 2
+    assert vl.mla_dequant_bytes(card, 8, 61, 16) == 0
+    r = plan(card, gpu="H200", tp=8, max_model_len=8192, weight_dtype="fp8_e4m3", kv_cache_memory="10GiB")
+    assert r.per_gpu.weights_bytes - r.per_gpu.buffers_bytes == (
+        r.per_gpu.params + 61 * 512 * 16 * 256 * 2)  # fp8: one byte per parameter, plus the bf16 copies

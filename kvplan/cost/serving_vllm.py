@@ -95,6 +95,16 @@ def profile_activation_bytes(card: ModelCard, tp: int, act_bytes: int, num_token
     return max(num_tokens * forward * act_bytes, sampler)
 
 
+def mla_dequant_bytes(card: ModelCard, tp: int, layers: int, w_bits: int) -> int:
+    """MLAAttention.process_weights_after_loading (models/deepseek_v2.py path): a quantized checkpoint gets W_UK_T and
+    W_UV rebuilt from a dequantized kv_b_proj in bf16, kv_lora_rank x heads/tp x (nope + v) x 2 B per layer; a bf16
+    checkpoint's are views (0 B)."""
+    if card.mla is None or w_bits >= 16:
+        return 0
+    m = card.mla
+    return layers * m.kv_lora_rank * (card.num_heads // tp) * (m.qk_nope_head_dim + m.v_head_dim) * 2
+
+
 def max_in_flight_tokens(max_num_batched_tokens: int, pp: int, async_scheduling: bool = True) -> int:
     """config/vllm.py max_in_flight_tokens = max_concurrent_batches x max_num_batched_tokens; 2 batches with async
     scheduling (the default, turned off by PP > 1 in the V1 runner), else pp."""

@@ -87,6 +87,9 @@ def notes(s: Setup, p: Pool) -> list[str]:
         out.append(f"SGLang: pool = (free memory at start x mem_fraction_static {s.mfs}) - weights; free memory = "
                    f"total - {fmt_bytes(s.context)} CUDA context (--context-memory). Activations and CUDA graphs use "
                    "the remaining (1 - mem_fraction_static); the pool's 'fixed overhead' term is not modelled.")
+    if s.w_t.name.startswith("fp8"):
+        out.append("fp8 weights: the values only; block-wise fp32 scales (one per 128x128 block, +0.02%) are not "
+                   "counted." + (" MLA: vLLM's bf16 W_UK/W_UV copies of kv_b_proj are." if s.card.mla else ""))
     if s.kv_t.name.startswith("fp8"):
         out.append("fp8 KV: per-layer fp32 k_scale and v_scale are parameters, counted with the weights.")
     if s.total == s.gpu.memory_bytes:
