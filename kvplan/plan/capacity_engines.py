@@ -12,7 +12,7 @@ from kvplan.cost import serving_vllm as vl
 from kvplan.cost.engines import CacheRun, Engine
 from kvplan.cost.hardware import GPU
 from kvplan.cost.kvspec import KVLayerSpec
-from kvplan.cost.parallel import (Layout, moe_tp, pad_vocab, pp_partition, rank_kv_specs, rank_weights,
+from kvplan.cost.parallel import (DEFAULT_VOCAB_PADDING, Layout, moe_tp, pad_vocab, pp_partition, rank_kv_specs, rank_weights,
                                   stage_ranges)
 from kvplan.model.card import ModelCard
 from kvplan.model.dtypes import DType
@@ -89,7 +89,9 @@ def stages(s: Setup) -> list[Stage]:
 
 
 def _stage(s: Setup, pp_rank: int, parts: list[range]) -> Stage:
-    w = rank_weights(s.card, s.w_t, s.layout, 0, pp_rank, kv_t=s.kv_t, stages=parts)
+    served = s.engine.name in ("vllm", "sglang")  # vocabulary padding and the cos/sin cache are the servers' own
+    w = rank_weights(s.card, s.w_t, s.layout, 0, pp_rank, kv_t=s.kv_t, stages=parts, include_buffers=served,
+                     vocab_padding=DEFAULT_VOCAB_PADDING if served else 1)
     specs = rank_kv_specs(s.card, s.kv_t, s.engine, s.layout, pp_rank, stages=parts)
     weights, act = w.bytes + w.buffers_bytes, _activation(s, pp_rank == s.layout.pp - 1)
     if s.engine.name == "sglang":  # no profiling: activations and graphs live in free x (1 - mfs)

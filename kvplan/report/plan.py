@@ -65,13 +65,14 @@ def _pool_table(r: PlanResult) -> Table:
     kv, i = r.kv_cache, r.inputs
     t = table("KV cache pool", ["", "value"], left=("",), show_header=False)
     t.columns[0].style = "bold"
-    t.add_row("block", f"{i.block_size} tokens, {exact(kv.bytes_per_block)} (every layer slot on the rank)")
-    t.add_row("blocks", fmt_int(kv.num_blocks) + (" (min over ranks)" if len(r.ranks) > 1 else ""))
+    if i.engine in ("vllm", "sglang"):
+        t.add_row("block", f"{i.block_size} tokens, {exact(kv.bytes_per_block)} (every layer slot on the rank)")
+        t.add_row("blocks", fmt_int(kv.num_blocks) + (" (min over ranks)" if len(r.ranks) > 1 else ""))
     if kv.groups > 1:
         t.add_row("groups", f"{kv.groups} (hybrid), {kv.padding_layers} padding layers")
     t.add_row("tokens", f"{fmt_int(kv.tokens)} (GPU KV cache size)")
-    t.add_row("one request", f"{fmt_int(kv.blocks_per_request)} blocks, {exact(r.request_kv_bytes)} at "
-                             f"{fmt_int(i.max_model_len)} tokens")
+    blocks = f"{fmt_int(kv.blocks_per_request)} blocks, " if i.engine in ("vllm", "sglang") else ""
+    t.add_row("one request", f"{blocks}{exact(r.request_kv_bytes)} at {fmt_int(i.max_model_len)} tokens")
     t.add_row("max concurrency", f"{r.max_concurrency:,.2f}x per replica" +
               (f", {r.max_concurrency_total:,.2f}x over {i.dp} replicas" if i.dp > 1 else ""))
     t.add_row("fits", "yes" if r.fits else f"NO: the longest max_model_len that fits is {fmt_int(r.max_model_len_fit)}")
