@@ -218,3 +218,25 @@ def test_mla_fp8_checkpoint_adds_dequantized_kv_b_proj():
     r = plan(card, gpu="H200", tp=8, max_model_len=8192, weight_dtype="fp8_e4m3", kv_cache_memory="10GiB")
     assert r.per_gpu.weights_bytes - r.per_gpu.buffers_bytes == (
         r.per_gpu.params + 61 * 512 * 16 * 256 * 2)  # fp8: one byte per parameter, plus the bf16 copies
+
+
+def test_public_logs_reproduced():
+    # LMCache#1739: Qwen3-14B, 6.51 GiB -> "GPU KV cache size: 42,656 tokens", "1.30x" at 32,768
+    r = plan("qwen3-14b", gpu="A100-40GB", max_model_len=32768, kv_cache_memory="6.51GiB")
+    assert r.kv_cache.tokens == 42_656 and f"{r.max_concurrency:.2f}" == "1.30"
+    # arm-learning-paths: Mistral-7B-v0.2, 102.56 GiB -> num_gpu_blocks 52510, 840,160 tokens, 25.64x
+    r = plan("mistral-7b-v0.2", gpu="B200", max_model_len=32768, kv_cache_memory="102.56GiB")
+    assert (r.kv_cache.num_blocks, r.kv_cache.tokens, f"{r.max_concurrency:.2f}") == (52_510, 840_160, "25.64")
+    # eole: Gemma-3-1b, 25.39 GiB -> "Add 2 padding layers", 461.21x (kvplan 461.19: the GiB figure is rounded)
+    r = plan("gemma-3-1b", gpu="H100-SXM", max_model_len=2048, kv_cache_memory="25.39GiB")
+    assert r.kv_cache.padding_layers == 2 and abs(r.max_concurrency - 461.21) < 0.05
+
+
+def test_docs_capacity_table_is_current(capsys):
+    import runpy
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    runpy.run_path(str(root / "benchmarks" / "capacity_logs.py"), run_name="__main__")
+    table = capsys.readouterr().out.strip()
+    assert table in (root / "docs" / "capacity.md").read_text(encoding="utf-8")
