@@ -137,3 +137,10 @@ def test_moe_experts_split_over_dp_x_tp():
     assert two == 48 * (router + 128 * expert // 8)
     with pytest.raises(KvplanError, match="^--dp: moe_intermediate_size 768 is not divisible by dp x tp = 1024"):
         check_layout(card, Layout(tp=8, dp=128))
+
+
+def test_breakdown_keys_follow_the_contract():
+    r = rank_weights(load_card("gpt2"), BF16, Layout(), 0, 0)
+    assert set(r.breakdown) == {"embedding", "lm_head", "attention", "mlp", "norms", "other"}
+    assert r.breakdown["other"] == (1024 * 768)  # gpt2's learned positions on the first stage
+    assert sum(r.breakdown.values()) == r.params

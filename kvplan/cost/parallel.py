@@ -121,7 +121,7 @@ class RankWeights:
     params: int  # parameter elements held by this rank (shards + replicated tensors)
     bytes: int  # params in the weight dtype (+ fp8 KV scales of its layers)
     buffers_bytes: int  # rotary cos/sin cache (vLLM get_rope)
-    breakdown: dict[str, int] = field(default_factory=dict)  # params by component
+    breakdown: dict[str, int] = field(default_factory=dict)  # embedding, lm_head, attention, mlp, norms, other
 
 
 def shard_params(m: Matrix, tp: int, kv_heads: int | None = None, head_dim: int = 0) -> int:
@@ -173,12 +173,12 @@ def rank_breakdown(card: ModelCard, layout: Layout, pp_rank: int, *, vocab_paddi
              + (card.embedding_norm if first else 0))
     return {
         "embedding": rows * h if holds_embedding else 0,
-        "positions": _positions(card) if first else 0,  # learned position table, replicated over TP
         "attention": len(layers) * _attention_rank(card, tp),
         "mlp": _mlp_stage(card, layers, tp, moe_tp(layout)),
         "norms": norms * norm_params(card, h),
         "lm_head": lm_head if last else 0,
-        "other": card.type_vocab_size * h if first else 0,  # decoder-only: BERT/T5 extras are refused above
+        # learned position table (+ token types), replicated over TP; encoder extras are refused above
+        "other": _positions(card) + card.type_vocab_size * h if first else 0,
     }
 
 
