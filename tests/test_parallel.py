@@ -144,3 +144,13 @@ def test_breakdown_keys_follow_the_contract():
     assert set(r.breakdown) == {"embedding", "lm_head", "attention", "mlp", "norms", "other"}
     assert r.breakdown["other"] == (1024 * 768)  # gpt2's learned positions on the first stage
     assert sum(r.breakdown.values()) == r.params
+
+
+def test_expert_parallel_spreads_whole_experts():
+    # --enable-expert-parallel: ep = dp x tp; E // ep experts, one more on the first E % ep ranks, full intermediate
+    card = tiny(moe={"num_experts": 10, "experts_per_token": 2, "expert_ffn_size": 32}, num_kv_heads=8)
+    router, expert = 64 * 10, 3 * 64 * 32
+    lay = Layout(tp=4, expert_parallel=True)
+    first = rank_weights(card, BF16, lay, 0, 0).breakdown["mlp"]
+    last = rank_weights(card, BF16, lay, 3, 0).breakdown["mlp"]
+    assert first == 5 * (router + 3 * expert) and last == 5 * (router + 2 * expert)  # 10 // 4 = 2, r = 2

@@ -16,7 +16,7 @@ def plan(
     non_torch_memory: o.NonTorchMemory = None, cuda_graph_memory: o.CudaGraphMemory = None,
     context_memory: o.ContextMemory = None, concurrency: o.Concurrency = None, gpus: o.Gpus = None,
     max_gpus: o.MaxGpus = 8, ttft_ms: o.TtftMs = None, tpot_ms: o.TpotMs = None, prompt_len: o.PromptLen = None,
-    as_json: o.Json = False,
+    expert_parallel: o.ExpertParallel = False, as_json: o.Json = False,
 ) -> None:
     """How many concurrent requests of --max-model-len fit, with the engine's own arithmetic; without --gpu, which
     GPUs and how many hold --concurrency of them."""
@@ -27,7 +27,8 @@ def plan(
                   gpu_memory_utilization=util, mem_fraction_static=mfs, kv_cache_memory=kv_cache_memory,
                   max_num_batched_tokens=mnbt, max_num_seqs=max_num_seqs, block_size=block_size, kv_dtype=kv_dtype,
                   weight_dtype=weight_dtype, activation_memory=activation_memory, non_torch_memory=non_torch_memory,
-                  cuda_graph_memory=cuda_graph_memory, context_memory=context_memory, prompt_len=prompt_len)
+                  cuda_graph_memory=cuda_graph_memory, context_memory=context_memory, prompt_len=prompt_len,
+                  expert_parallel=expert_parallel)
     if gpu is None:
         _emit(_search(card, concurrency, (tp, pp, dp), gpus, max_gpus, ttft_ms, tpot_ms, common), as_json,
               "render_search")

@@ -32,11 +32,13 @@ DEFAULT_VOCAB_PADDING = 64  # vllm/model_executor/layers/vocab_parallel_embeddin
 
 @dataclass(frozen=True)
 class Layout:
-    """Tensor x pipeline (x data) parallel: tp x pp GPUs per replica, dp replicas."""
+    """Tensor x pipeline (x data) parallel: tp x pp GPUs per replica, dp replicas; ``expert_parallel``: vLLM's
+    --enable-expert-parallel (routed experts distributed over dp x tp ranks instead of split)."""
 
     tp: int = 1
     pp: int = 1
     dp: int = 1
+    expert_parallel: bool = False
 
     @property
     def gpus(self) -> int:
@@ -91,7 +93,7 @@ def check_layout(card: ModelCard, layout: Layout, *, vocab_padding: int = DEFAUL
     for what, size in _split_sizes(card, vocab_padding):
         if size % tp:  # linear.py / fused_moe divide(): AssertionError "{a} is not divisible by {b}"
             raise KvplanError(f"--tp: {what} {size} is not divisible by tensor parallel size {tp} (vLLM divide())")
-    if card.moe and card.moe.expert_ffn_size % moe_tp(layout):
+    if card.moe and not layout.expert_parallel and card.moe.expert_ffn_size % moe_tp(layout):
         raise KvplanError(f"--dp: moe_intermediate_size {card.moe.expert_ffn_size} is not divisible by dp x tp = "
                           f"{moe_tp(layout)}, the MoE tensor-parallel group (vLLM fused_moe/config.py)")
 
@@ -99,7 +101,12 @@ def check_layout(card: ModelCard, layout: Layout, *, vocab_padding: int = DEFAUL
 def moe_tp(layout: Layout) -> int:
     """fused_moe/config.py FusedMoEParallelConfig.make: without expert parallelism the routed experts are split over
     the flattened dp x tp group (each DP replica holds a 1/dp slice of every expert)."""
-    return layout.tp * layout.dp
+    return 1 if layout.expert_parallel else layout.tp * layout.dp
+
+
+def local_experts(num_experts: int, ep_size: int, ep_rank: int) -> int:
+    """expert_map_manager.py determine_expert_map: E // ep, plus one on the first E % ep ranks."""
+    return num_experts // ep_size + (1 if ep_rank < num_experts % ep_size else 0)
 
 
 def _split_sizes(card: ModelCard, vocab_padding: int) -> list[tuple[str, int]]:
@@ -145,21 +152,22 @@ def _attention_rank(card: ModelCard, tp: int) -> int:
     return params
 
 
-def _mlp_rank(card: ModelCard, layer: int, tp: int, expert_tp: int | None = None) -> int:
+def _mlp_rank(card: ModelCard, layer: int, tp: int, expert_tp: int | None = None, experts: int | None = None) -> int:
     """One FFN on one rank; MoE without expert parallelism: every expert on every rank, its intermediate /
     ``expert_tp`` (moe_tp: dp x tp; fused_moe/config.py intermediate_size_per_partition), shared experts / tp,
-    the router replicated."""
+    the router replicated. With expert parallelism: ``experts`` whole experts (expert_tp 1)."""
     if not card.is_moe_layer(layer):
         return sum(shard_params(m, tp) for m in ffn_matrices(card, card.ffn_size))
     moe = card.moe
     expert = sum(shard_params(m, expert_tp or tp) for m in ffn_matrices(card, moe.expert_ffn_size))
     shared = sum(shard_params(m, tp) for m in ffn_matrices(card, moe.shared_ffn))
     router = sum(shard_params(m, tp) for m in router_matrices(card))
-    return router + moe.num_experts * expert + moe.num_shared_experts * shared
+    n = moe.num_experts if experts is None else experts
+    return router + n * expert + moe.num_shared_experts * shared
 
 
 def rank_breakdown(card: ModelCard, layout: Layout, pp_rank: int, *, vocab_padding: int = DEFAULT_VOCAB_PADDING,
-                   stages: list[range] | None = None) -> dict[str, int]:
+                   stages: list[range] | None = None, tp_rank: int = 0) -> dict[str, int]:
     """Parameters by component on any TP rank of stage ``pp_rank`` (all TP ranks of a stage hold the same shapes).
     ``stages``: another engine's layer split (default vLLM's pp_partition)."""
     tp, h = layout.tp, card.hidden_size
@@ -174,7 +182,7 @@ def rank_breakdown(card: ModelCard, layout: Layout, pp_rank: int, *, vocab_paddi
     return {
         "embedding": rows * h if holds_embedding else 0,
         "attention": len(layers) * _attention_rank(card, tp),
-        "mlp": _mlp_stage(card, layers, tp, moe_tp(layout)),
+        "mlp": _mlp_stage(card, layers, layout, tp_rank),
         "norms": norms * norm_params(card, h),
         "lm_head": lm_head if last else 0,
         # learned position table (+ token types), replicated over TP; encoder extras are refused above
@@ -188,14 +196,17 @@ def _positions(card: ModelCard) -> int:
     return (card.max_position_embeddings + card.learned_position_offset) * card.hidden_size
 
 
-def _mlp_stage(card: ModelCard, layers: range, tp: int, expert_tp: int) -> int:
-    """The FFNs of a stage: dense and MoE layers each sized once."""
+def _mlp_stage(card: ModelCard, layers: range, layout: Layout, tp_rank: int) -> int:
+    """The FFNs of a stage: dense and MoE layers each sized once (EP: ep_rank = tp_rank on the first DP replica)."""
+    tp, experts = layout.tp, None
+    if card.moe and layout.expert_parallel:
+        experts = local_experts(card.moe.num_experts, layout.tp * layout.dp, tp_rank)
     moe = sum(1 for i in layers if card.is_moe_layer(i))
     dense = len(layers) - moe
     first_moe = next((i for i in layers if card.is_moe_layer(i)), None)
     first_dense = next((i for i in layers if not card.is_moe_layer(i)), None)
     return ((dense * _mlp_rank(card, first_dense, tp) if dense else 0)
-            + (moe * _mlp_rank(card, first_moe, tp, expert_tp) if moe else 0))
+            + (moe * _mlp_rank(card, first_moe, tp, moe_tp(layout), experts) if moe else 0))
 
 
 def rope_buffer_bytes(card: ModelCard, dtype_bytes: int) -> int:
@@ -215,7 +226,7 @@ def rank_weights(card: ModelCard, w_t: DType, layout: Layout, tp_rank: int, pp_r
     check_layout(card, layout, vocab_padding=vocab_padding)
     if not (0 <= tp_rank < layout.tp and 0 <= pp_rank < layout.pp):
         raise KvplanError(f"rank ({tp_rank}, {pp_rank}) is outside tp {layout.tp} x pp {layout.pp}")
-    breakdown = rank_breakdown(card, layout, pp_rank, vocab_padding=vocab_padding, stages=stages)
+    breakdown = rank_breakdown(card, layout, pp_rank, vocab_padding=vocab_padding, stages=stages, tp_rank=tp_rank)
     layers = (stages or pp_partition(card.num_layers, layout.pp))[pp_rank]
     params = sum(breakdown.values())
     # fp8 KV: a fp32 k_scale and v_scale parameter per attention layer (vllm attention/layer.py), on its stage

@@ -38,7 +38,7 @@ def plan(model: ModelCard | str | Path, *, gpu: str | GPU, max_model_len: int, t
          weight_dtype: str | None = None, activation_memory: int | str | None = None,
          non_torch_memory: int | str | None = None, cuda_graph_memory: int | str | None = None,
          context_memory: int | str | None = None, concurrency: int | None = None,
-         prompt_len: int | None = None) -> PlanResult:
+         prompt_len: int | None = None, expert_parallel: bool = False) -> PlanResult:
     """Plan ``model`` on ``tp x pp`` GPUs (x ``dp`` replicas) of type ``gpu``; KvplanError on a layout the engine
     refuses or on memory that leaves nothing for the cache. A request that does not fit is an answer (fits=False).
     ``concurrency`` adds latency bounds at that many requests (``prompt_len`` tokens of prefill, default
@@ -49,7 +49,7 @@ def plan(model: ModelCard | str | Path, *, gpu: str | GPU, max_model_len: int, t
                 max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs, block_size=block_size,
                 kv_dtype=kv_dtype, weight_dtype=weight_dtype, activation_memory=activation_memory,
                 non_torch_memory=non_torch_memory, cuda_graph_memory=cuda_graph_memory,
-                context_memory=context_memory)
+                context_memory=context_memory, expert_parallel=expert_parallel)
     sts, p = pool(s)
     check_budget(s, sts)
     if concurrency is None:
@@ -67,13 +67,15 @@ def plan(model: ModelCard | str | Path, *, gpu: str | GPU, max_model_len: int, t
 def resolve(model: ModelCard | str | Path, *, gpu: str | GPU, max_model_len: int, tp: int, pp: int, dp: int,
             engine: str, gpu_memory, gpu_file, gpu_memory_utilization, mem_fraction_static, kv_cache_memory,
             max_num_batched_tokens, max_num_seqs, block_size, kv_dtype, weight_dtype, activation_memory,
-            non_torch_memory, cuda_graph_memory, context_memory) -> Setup:
+            non_torch_memory, cuda_graph_memory, context_memory, expert_parallel: bool = False) -> Setup:
     """Defaults (the engine's own where it has them) and checks; one-line KvplanError naming the flag."""
     card = model if isinstance(model, ModelCard) else load_card(model)
     eng = get_engine(engine)
     g = gpu if isinstance(gpu, GPU) else load_gpu(gpu, gpu_file)
     require_positive("--max-model-len", max_model_len)
-    layout = Layout(tp, pp, dp)
+    layout = Layout(tp, pp, dp, bool(expert_parallel))
+    if expert_parallel and eng.name != "vllm":
+        raise KvplanError(f"--expert-parallel: vLLM's --enable-expert-parallel; not modelled for --engine {eng.name}")
     check_layout(card, layout)
     if eng.transformers and tp * pp > 1:
         raise KvplanError(f"--tp/--pp: {eng.name} runs one process on one GPU here; use --dp for replicas")
@@ -200,6 +202,7 @@ def result(s: Setup, sts: list[Stage], p: Pool, lat: Latency | None = None,
                      available_kv_bytes=lim.available)
     inputs = PlanInputs(model=s.card.name, engine=s.engine.name, engine_rules=_rules(s.engine.name), gpu=s.gpu.name,
                         gpu_memory_bytes=s.total, tp=s.layout.tp, pp=s.layout.pp, dp=s.layout.dp,
+                        expert_parallel=s.layout.expert_parallel,
                         max_model_len=s.max_model_len, kv_dtype=s.kv_t.name, weight_dtype=s.w_t.name,
                         gpu_memory_utilization=s.util, mem_fraction_static=s.mfs,
                         kv_cache_memory_bytes=s.kv_cache_memory, max_num_batched_tokens=s.mnbt,

@@ -20,6 +20,7 @@ class PlanInputs(BaseModel):
     tp: int
     pp: int
     dp: int
+    expert_parallel: bool  # vLLM --enable-expert-parallel
     max_model_len: int
     kv_dtype: str
     weight_dtype: str

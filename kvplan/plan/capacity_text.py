@@ -20,6 +20,7 @@ def launch_command(s: Setup) -> str:
         cmd = [f"vllm serve {repo}", f"--tensor-parallel-size {lay.tp}"]
         cmd += [f"--pipeline-parallel-size {lay.pp}"] if lay.pp > 1 else []
         cmd += [f"--data-parallel-size {lay.dp}"] if lay.dp > 1 else []
+        cmd += ["--enable-expert-parallel"] if lay.expert_parallel else []
         cmd += [f"--max-model-len {s.max_model_len}"]
         cmd += ([f"--kv-cache-memory-bytes {s.kv_cache_memory}"] if s.kv_cache_memory is not None
                 else [f"--gpu-memory-utilization {s.util}"])
@@ -56,6 +57,7 @@ def verdict(s: Setup, p: Pool, concurrency: int | None = None) -> str:
     where = f"{s.card.name} on {lay.gpus}x {s.gpu.name}, {_ENGINE_NAMES[s.engine.name]} TP {lay.tp}"
     where += f" PP {lay.pp}" if lay.pp > 1 else ""
     where += f" DP {lay.dp}" if lay.dp > 1 else ""
+    where += f" EP {lay.tp * lay.dp}" if lay.expert_parallel else ""
     pool = f"KV pool {fmt_bytes(p.pool.available_bytes)} per GPU"
     if s.engine.name == "vllm":
         pool += f" ({fmt_int(p.pool.num_blocks)} blocks of {s.block_size})"

@@ -135,7 +135,7 @@ def _option(card, g: GPU, tp: int, pp: int, L: int, C: int, max_gpus: int, engin
 def _plan_defaults(kw: dict) -> dict:
     keys = ("gpu_memory", "gpu_file", "gpu_memory_utilization", "mem_fraction_static", "kv_cache_memory",
             "max_num_batched_tokens", "max_num_seqs", "block_size", "kv_dtype", "weight_dtype", "activation_memory",
-            "non_torch_memory", "cuda_graph_memory", "context_memory")
+            "non_torch_memory", "cuda_graph_memory", "context_memory", "expert_parallel")
     return {k: kw.get(k) for k in keys}
 
 
