@@ -4,7 +4,8 @@
     >>> kvplan.estimate("llama-2-70b", batch=16, seq_len=4096).kv_cache.bytes_per_token
     327680
 
-Public API: ``estimate`` (returns a typed ``Estimate``), ``load_card`` (bundled name or path), ``ModelCard``,
+Public API: ``estimate`` (returns a typed ``Estimate``), ``plan`` (serving capacity on a GPU layout, a typed
+``PlanResult``), ``search`` (which GPUs and how many), ``load_card`` (bundled name or path), ``ModelCard``,
 ``count_params``, ``card_from_hf_config``. Attributes load lazily so ``import kvplan`` stays cheap.
 """
 
@@ -13,8 +14,11 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "estimate": "kvplan.plan.estimate",
-    "Estimate": "kvplan.plan.estimate",
+    "estimate": "kvplan.planning.estimate",
+    "plan": "kvplan.planning.capacity",
+    "PlanResult": "kvplan.planning.capacity_results",
+    "search": "kvplan.planning.search",
+    "Estimate": "kvplan.planning.estimate",
     "load_card": "kvplan.model.catalog",
     "bundled_names": "kvplan.model.catalog",
     "ModelCard": "kvplan.model.card",

@@ -67,7 +67,8 @@ def parse_size(what: str, text: object) -> int:
     """A size in exact bytes: an int, or a string such as ``"40 GiB"``, ``"80GB"``, ``"512MiB"``, ``"1.5 KiB"``.
 
     IEC units (KiB, MiB, ... powers of 1024) and SI units (kB/KB, MB, GB, ... powers of 1000), case-insensitive.
-    Decimals are allowed only when the product is a whole number of bytes. Anything else: a one-line KvplanError
+    A fraction of a byte left by a decimal with a unit is dropped (a logged '6.51 GiB' is itself rounded); a plain
+    byte count must be whole. Anything else: a one-line KvplanError
     naming ``what``.
     """
     if isinstance(text, int) and not isinstance(text, bool):
@@ -81,6 +82,6 @@ def parse_size(what: str, text: object) -> int:
     if not unit:
         raise KvplanError(f"{what}: not a size: {clip(text)}; give {_SIZE_HINT}")
     value = Fraction(m.group(1)) * unit
-    if value.denominator != 1:
-        raise KvplanError(f"{what}: {text.strip()!r} is not a whole number of bytes ({float(value):.6g} B)")
-    return int(value)
+    if value.denominator != 1 and unit == 1:
+        raise KvplanError(f"{what}: {clip(text.strip())} is not a whole number of bytes")
+    return value.numerator // value.denominator  # '6.51 GiB' as a log prints it: the bytes below it, exactly

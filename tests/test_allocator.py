@@ -6,7 +6,7 @@ from kvplan.verify.allocator import memory_allocated, kv_tensor_bytes, round_siz
 from kvplan.model.catalog import load_card
 from kvplan.model.dtypes import parse_dtype
 from kvplan.cost.engines import CacheRun, get_engine
-from kvplan.plan.estimate import estimate
+from kvplan.planning.estimate import estimate
 
 
 @pytest.mark.parametrize("n, rounded", [(0, 0), (1, 512), (4, 512), (511, 512), (512, 512), (513, 1024),

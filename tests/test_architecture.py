@@ -1,6 +1,6 @@
 """The package's shape: one direction of dependency between layers, no import cycles, small modules.
 
-    cli -> report -> plan -> cost -> model -> errors/units/files      (verify may use plan, cost and model)
+    cli -> report -> planning -> cost -> model -> errors/units/files      (verify may use planning, cost and model)
 
 Every import counts, including the ones inside functions (lazy imports hide cycles, they do not remove them).
 """
@@ -18,10 +18,10 @@ ALLOWED = {
     BASE: {BASE},
     "model": {"model", BASE},
     "cost": {"cost", "model", BASE},
-    "plan": {"plan", "cost", "model", BASE},
-    "verify": {"verify", "plan", "cost", "model", BASE},
-    "report": {"report", "plan", "cost", "model", "verify", BASE},
-    "cli": {"cli", "report", "plan", "cost", "model", "verify", BASE},
+    "planning": {"planning", "cost", "model", BASE},
+    "verify": {"verify", "planning", "cost", "model", BASE},
+    "report": {"report", "planning", "cost", "model", "verify", BASE},
+    "cli": {"cli", "report", "planning", "cost", "model", "verify", BASE},
 }
 FACADE = {"kvplan", "kvplan.__main__"}  # the public API re-exports lazily from every layer
 
@@ -83,7 +83,7 @@ def test_no_import_cycles():
 
 def test_the_layer_check_catches_an_upward_import():
     assert layer("kvplan.cost.flops") == "cost" and layer("kvplan.units") == BASE
-    assert "plan" not in ALLOWED["cost"] and "report" not in ALLOWED["plan"] and "cli" not in ALLOWED["report"]
+    assert "planning" not in ALLOWED["cost"] and "report" not in ALLOWED["planning"] and "cli" not in ALLOWED["report"]
 
 
 def test_small_modules_and_a_short_root():

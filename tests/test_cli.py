@@ -92,7 +92,8 @@ def test_encoder_decoder_needs_encoder_len(cli):
 def test_cards_list_show_schema(cli, cli_json):
     rows = cli_json("cards", "list")
     names = {r["name"] for r in rows}
-    assert {"llama-2-7b", "deepseek-v3", "t5-11b", "bert-base-uncased"} <= names and len(rows) == 28
+    # 25 + gpt-oss-20b/120b and smollm3-3b (new families) + six cards for docs/capacity.md
+    assert {"llama-2-7b", "deepseek-v3", "t5-11b", "bert-base-uncased"} <= names and len(rows) == 34
     assert next(r for r in rows if r["name"] == "falcon-7b")["kv_bytes_per_token"] == 8192
     shown = cli_json("cards", "show", "gemma-2-9b")
     assert shown["card"]["head_dim"] == 256 and "GQA" in shown["derived"]["attention"]

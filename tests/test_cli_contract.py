@@ -49,7 +49,7 @@ def test_layouts_on_encoder_only_and_encoder_len_on_decoder_only_are_refused(cli
 
 
 def test_internal_error_is_exit_3_with_traceback_only_under_debug(cli, monkeypatch):
-    import kvplan.plan.estimate as est
+    import kvplan.planning.estimate as est
 
     def boom(*a, **k):
         raise RuntimeError("synthetic failure")

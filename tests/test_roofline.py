@@ -8,7 +8,7 @@ from kvplan.model.dtypes import parse_dtype
 from kvplan.cost.flops import decode_step_flops, prefill_flops
 from kvplan.cost.hardware import COMPUTE_TYPES, load_gpu, load_gpus
 from kvplan.cost.params import count_params
-from kvplan.plan.estimate import estimate
+from kvplan.planning.estimate import estimate
 from kvplan.cost.traffic import moe_weights_read_bytes_min, weights_read_bytes
 
 FP16 = parse_dtype("fp16")

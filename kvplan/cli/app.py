@@ -32,9 +32,9 @@ def root(
 
 
 def _register() -> None:
-    from kvplan.cli import cards, check, compare, estimate, gpus, verify
+    from kvplan.cli import cards, check, compare, estimate, gpus, plan, verify
 
-    for module in (estimate, compare, verify, check):
+    for module in (estimate, plan, compare, verify, check):
         module.register(app)
     app.add_typer(cards.app, name="cards")
     app.add_typer(gpus.app, name="gpus")

@@ -18,7 +18,7 @@ app = typer.Typer(help="List, show, validate and import model cards.", no_args_i
 def cards_list(as_json: o.Json = False) -> None:
     """The bundled cards, with attention kind, parameters and KV bytes per token."""
     from kvplan.model.catalog import bundled_names, load_card
-    from kvplan.plan.cards import card_row
+    from kvplan.planning.cards import card_row
 
     from kvplan.report.cards import render_cards
 
@@ -29,7 +29,7 @@ def cards_list(as_json: o.Json = False) -> None:
 def cards_show(name: Annotated[str, typer.Argument(help="Card name or path.")], as_json: o.Json = False) -> None:
     """One card as YAML (a valid card file when redirected), followed by what it implies as comments."""
     from kvplan.model.catalog import load_card
-    from kvplan.plan.cards import derived_values
+    from kvplan.planning.cards import derived_values
 
     card = load_card(name)
     derived = derived_values(card)

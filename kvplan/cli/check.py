@@ -29,7 +29,7 @@ def check(
     if schema:
         import json
 
-        from kvplan.plan.check_config import json_schema
+        from kvplan.planning.check_config import json_schema
 
         typer.echo(json.dumps(json_schema(), indent=2))
         return
@@ -37,7 +37,7 @@ def check(
         raise KvplanError(f"--format: {fmt!r} is not one of table, github")
     if as_json and fmt != "table":
         raise KvplanError("--json: give either --json or --format github")
-    from kvplan.plan.check import run_check
+    from kvplan.planning.check import run_check
 
     report = run_check(config, update_baseline=update_baseline)
     _outputs(report, junit)

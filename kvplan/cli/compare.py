@@ -27,7 +27,7 @@ def compare(
 ) -> None:
     """The model under several attention layouts: KV bytes, decode traffic, parameters, max batch, latency bounds."""
     from kvplan.model.resolve import resolve_card
-    from kvplan.plan.compare import compare as run
+    from kvplan.planning.compare import compare as run
 
     result = run(resolve_card(model, hf_config), attention=attention, seq_len=seq_len, batch=batch, gpu=gpu,
                  engine=engine, kv_dtype=kv_dtype, weight_dtype=weight_dtype, gpu_file=gpu_file)

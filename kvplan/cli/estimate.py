@@ -34,7 +34,7 @@ def estimate(
 ) -> None:
     """KV cache bytes (per token, per sequence, whole batch), weights, and the formula with numbers filled in."""
     from kvplan.model.resolve import resolve_card
-    from kvplan.plan.estimate import estimate as run
+    from kvplan.planning.estimate import estimate as run
 
     result = run(resolve_card(model, hf_config), batch=batch, seq_len=seq_len, encoder_len=encoder_len,
                  kv_dtype=kv_dtype, weight_dtype=weight_dtype, engine=engine, max_cache_len=max_cache_len,

@@ -212,7 +212,22 @@ class VLLM(Engine):
         return held
 
 
-ENGINES: dict[str, Engine] = {e.name: e for e in (Ideal(), HFDynamic(), HFStatic(), VLLM())}
+class SGLang(Engine):
+    name = "sglang"
+    description = ("SGLang token pool, page size 1: one slot per token and layer (sliding layers counted in full; "
+                   "its hybrid SWA pool is not modelled)")
+    flops_rule = ("SGLang: logits only for the last position of each sequence; FlashInfer/FA3 over the sequence's own "
+                  "tokens (sliding: last W); MLA: expand in prefill, absorb in decode")
+    kv_dtypes = ("fp32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2")
+    serves_fp32 = False
+    _dtype_hint = " (SGLang --kv-cache-dtype: auto, fp8_e4m3, fp8_e5m2)"
+
+    def positions_held(self, window: int | None, run: CacheRun) -> int:
+        # srt/mem_cache/memory_pool.py MHATokenToKVPool: page_size 1 by default, a slot per cached token
+        return run.seq_len
+
+
+ENGINES: dict[str, Engine] = {e.name: e for e in (Ideal(), HFDynamic(), HFStatic(), VLLM(), SGLang())}
 
 
 def get_engine(name: str | Engine) -> Engine:

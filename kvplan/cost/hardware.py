@@ -46,6 +46,12 @@ class GPU(BaseModel):
     peak_flops: PeakFlops
     source: str = Field(min_length=1, description="Vendor datasheet URL the figures come from.")
     note: str = ""
+    interconnect_bandwidth_bytes_per_s: Count | None = Field(
+        None, description="GPU-to-GPU bandwidth as the datasheet states it (NVLink / Infinity Fabric total, both "
+                          "directions; PCIe x16 both directions); the TP all-reduce bound uses half per direction.")
+    interconnect: str = Field("", description="What the interconnect figure is (NVLink 4, PCIe Gen4 x16, ...).")
+    compute_capability: Rate | None = Field(None, description="NVIDIA compute capability (9.0: Hopper).")
+    price_per_hour: Rate | None = Field(None, description="Your price per GPU-hour, any currency.")
 
     def peak(self, compute: str) -> float:
         """Dense peak FLOP/s for ``compute``; KvplanError where the GPU has no such matrix unit."""

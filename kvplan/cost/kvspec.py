@@ -71,7 +71,7 @@ def _layer_specs(card: ModelCard, kv_dtype: DType, transformers: bool) -> tuple[
     if not card.has_kv_cache:
         return ()
     heads = card.cached_kv_heads(transformers)
-    by_window = {w: _self_attention_spec(card, kv_dtype, heads, w) for w in set(card.windows)}
+    by_window = {w: self_attention_spec(card, kv_dtype, heads, w) for w in set(card.windows)}
     self_attn = tuple(by_window[w] for w in card.windows)
     self_attn = tuple(_chunked(s, card.chunk(i)) for i, s in enumerate(self_attn))
     if card.architecture != "encoder-decoder":
@@ -85,7 +85,7 @@ def _chunked(spec: KVLayerSpec, chunk: int | None) -> KVLayerSpec:
     return spec if chunk is None else replace(spec, kind="chunked", chunk=chunk)
 
 
-def _self_attention_spec(card: ModelCard, kv_dtype: DType, kv_heads: int, window: int | None) -> KVLayerSpec:
+def self_attention_spec(card: ModelCard, kv_dtype: DType, kv_heads: int, window: int | None) -> KVLayerSpec:
     if card.mla is None:
         return _standard_spec(card, kv_dtype, "sliding" if window else "full", window, kv_heads)
     m = card.mla

@@ -47,15 +47,21 @@ def norm_params(card: ModelCard, width: int) -> int:
 
 
 def attention_params(card: ModelCard) -> int:
-    """One self-attention layer: its projections (kvplan.cost.shapes) and its own norms."""
-    params = total(attention_matrices(card))
+    """One self-attention layer: its projections (kvplan.cost.shapes) and its own norms and sinks."""
+    return total(attention_matrices(card)) + attention_extras(card)
+
+
+def attention_extras(card: ModelCard, tp: int = 1) -> int:
+    """The parameters of one attention layer that are not projections, as one of ``tp`` ranks holds them: norms
+    are replicated (vLLM gathers OLMo-2's all-head q/k before its norm), gpt-oss's sink logits split by head."""
+    extras = 0
     if card.mla:  # q_a_layernorm (with query compression) and kv_a_layernorm, both RMSNorm
-        params += (card.mla.q_lora_rank or 0) + card.mla.kv_lora_rank
+        extras += (card.mla.q_lora_rank or 0) + card.mla.kv_lora_rank
     elif card.qk_norm_width == "all_heads":  # OLMo-2: q_norm over all query heads, k_norm over all K/V heads
-        params += norm_params(card, (card.num_heads + card.num_kv_heads) * card.head_dim)
+        extras += norm_params(card, (card.num_heads + card.num_kv_heads) * card.head_dim)
     elif card.qk_norm:  # one norm of head_dim for queries and one for keys, shared by all heads
-        params += 2 * norm_params(card, card.head_dim)
-    return params + (card.num_heads if card.attention_sinks else 0)  # gpt-oss: one sink logit per head
+        extras += 2 * norm_params(card, card.head_dim)
+    return extras + (card.num_heads // tp if card.attention_sinks else 0)  # gpt-oss: one sink logit per head
 
 
 def ffn_params(card: ModelCard, inner: int) -> int:

@@ -56,7 +56,7 @@ class RooflineResult(BaseModel):
     ridge_point_flops_per_byte: float  # intensity above which a step is compute-bound
     mfu: float
     mbu: float
-    memory_needed_bytes: int  # weights + KV cache at seq_len (kvplan.plan.estimate.estimate)
+    memory_needed_bytes: int  # weights + KV cache at seq_len (kvplan.planning.estimate.estimate)
     gpu_memory_bytes: int
     fits_in_memory: bool
     prefill: PhaseRoofline

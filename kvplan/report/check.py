@@ -6,7 +6,7 @@ from xml.etree import ElementTree as ET
 
 from rich.console import Console
 
-from kvplan.plan.check import CheckReport, CheckRow
+from kvplan.planning.check import CheckReport, CheckRow
 from kvplan.report.console import escape, note, table
 from kvplan.units import fmt_bytes
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from kvplan.plan.compare import CompareResult, LayoutRow
+from kvplan.planning.compare import CompareResult, LayoutRow
 from kvplan.report.console import escape, table
 from kvplan.units import fmt_bytes, fmt_int
 

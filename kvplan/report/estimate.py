@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.table import Table
 
 from kvplan.cost.roofline import RooflineResult
-from kvplan.plan.results import Estimate
+from kvplan.planning.results import Estimate
 from kvplan.report.console import escape, exact, ms, note, table
 from kvplan.units import fmt_bytes, fmt_int
 

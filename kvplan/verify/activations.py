@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from kvplan.model.card import ModelCard
 from kvplan.model.dtypes import parse_dtype
 from kvplan.cost.engines import Engine, get_engine
-from kvplan.plan.estimate import estimate
+from kvplan.planning.estimate import estimate
 from kvplan.units import cdiv
 
 TOKEN_ID_BYTES = 8  # int64 token ids

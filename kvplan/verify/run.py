@@ -16,7 +16,7 @@ from kvplan.errors import KvplanError
 from kvplan.model.card import ModelCard
 from kvplan.model.catalog import load_card
 from kvplan.model.dtypes import parse_dtype
-from kvplan.plan.estimate import estimate
+from kvplan.planning.estimate import estimate
 from kvplan.verify import allocator
 from kvplan.verify.activations import activation_peaks
 from kvplan.verify.limits import check_fits_machine, check_time

@@ -22,8 +22,8 @@ from kvplan.model.card import ModelCard
 from kvplan.model.catalog import load_card
 from kvplan.model.dtypes import DType, parse_dtype
 from kvplan.model.layouts import with_layout
-from kvplan.plan.notes import engine_notes, input_notes
-from kvplan.plan.results import (Estimate, EstimateInputs, KVCacheResult, KVGroup, ModelSummary, WeightsResult)
+from kvplan.planning.notes import engine_notes, input_notes
+from kvplan.planning.results import (Estimate, EstimateInputs, KVCacheResult, KVGroup, ModelSummary, WeightsResult)
 from kvplan.units import fmt_bytes, require_positive, require_text
 
 

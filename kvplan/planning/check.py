@@ -17,10 +17,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from kvplan.plan.check_baseline import ACCEPT, read_baseline, regressed, write_baseline
-from kvplan.plan.check_config import LoadedConfig, find_config, load_config
-from kvplan.plan.check_figures import FIGURES, Evaluated, Figure, Value, evaluate
-from kvplan.plan.check_lines import yaml_field_line
+from kvplan.planning.check_baseline import ACCEPT, read_baseline, regressed, write_baseline
+from kvplan.planning.check_config import LoadedConfig, find_config, load_config
+from kvplan.planning.check_figures import FIGURES, Evaluated, Figure, Value, evaluate
+from kvplan.planning.check_lines import yaml_field_line
 from kvplan.units import fmt_bytes, fmt_int
 
 SCHEMA_VERSION = 1

@@ -16,7 +16,7 @@ from typing import Annotated, Literal, Optional
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, WithJsonSchema
 
 from kvplan.errors import KvplanError
-from kvplan.plan.check_lines import ScenarioLines, key_line, scenario_lines
+from kvplan.planning.check_lines import ScenarioLines, key_line, scenario_lines
 from kvplan.units import parse_size
 
 if sys.version_info >= (3, 11):

@@ -4,7 +4,7 @@ trained range."""
 from __future__ import annotations
 
 from kvplan.model.card import ModelCard
-from kvplan.plan.results import KVCacheResult
+from kvplan.planning.results import KVCacheResult
 from kvplan.units import fmt_bytes
 
 

@@ -1,5 +1,5 @@
 """The figures `kvplan check` computes for one scenario: from ``estimate`` (KV, weights, roofline) and, for the
-capacity keys, from the capacity planner ``kvplan.plan.capacity.plan`` (``kvplan plan``) when this kvplan has it."""
+capacity keys, from the capacity planner ``kvplan.planning.capacity.plan`` (``kvplan plan``) when this kvplan has it."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Literal
 from kvplan.errors import KvplanError
 from kvplan.model.card import ModelCard
 from kvplan.model.catalog import load_card
-from kvplan.plan.check_config import BUDGET_KEYS, ESTIMATE_KEYS, PLAN_BUDGETS, PLAN_KEYS, LoadedConfig, Scenario
+from kvplan.planning.check_config import BUDGET_KEYS, ESTIMATE_KEYS, PLAN_BUDGETS, PLAN_KEYS, LoadedConfig, Scenario
 
 Value = int | float | bool
 _CARD_SKIP = {"name", "source", "published_params"}
@@ -101,7 +101,7 @@ def _card_fields(card: ModelCard) -> dict[str, object]:
 
 
 def _estimate_figures(s: Scenario, card: ModelCard, root: Path) -> dict[str, Value]:
-    from kvplan.plan.estimate import estimate
+    from kvplan.planning.estimate import estimate
 
     opts = s.options(ESTIMATE_KEYS)
     if "gpu_file" in opts:
@@ -119,14 +119,14 @@ def _estimate_figures(s: Scenario, card: ModelCard, root: Path) -> dict[str, Val
 
 
 def _plan_figures(s: Scenario, card: ModelCard) -> dict[str, Value]:
-    """The capacity figures, from ``kvplan.plan.capacity.plan`` (imported only here: older kvplans lack it)."""
+    """The capacity figures, from ``kvplan.planning.capacity.plan`` (imported only here: older kvplans lack it)."""
     used = sorted(s.options(PLAN_KEYS + PLAN_BUDGETS))
     try:
-        capacity = importlib.import_module("kvplan.plan.capacity")
+        capacity = importlib.import_module("kvplan.planning.capacity")
     except ModuleNotFoundError as exc:
-        if exc.name != "kvplan.plan.capacity":
+        if exc.name != "kvplan.planning.capacity":
             raise
-        raise KvplanError(f"{', '.join(used)}: need the capacity planner (`kvplan plan`, kvplan.plan.capacity), "
+        raise KvplanError(f"{', '.join(used)}: need the capacity planner (`kvplan plan`, kvplan.planning.capacity), "
                           "which this kvplan does not have; upgrade kvplan or drop these keys") from None
     accepted = inspect.signature(capacity.plan).parameters
     opts = s.options(ESTIMATE_KEYS + PLAN_KEYS)

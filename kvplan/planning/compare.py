@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
+from kvplan.cost.engines import get_engine
 from kvplan.cost.flops import decode_step_flops
 from kvplan.cost.hardware import GPU, load_gpu
 from kvplan.cost.roofline import roofline
@@ -19,7 +20,7 @@ from kvplan.model.card import ModelCard
 from kvplan.model.catalog import load_card
 from kvplan.cost.params import count_params
 from kvplan.model.layouts import with_layout
-from kvplan.plan.estimate import estimate, resolve
+from kvplan.planning.estimate import estimate, resolve
 
 _RESULT = ConfigDict(frozen=True, extra="forbid")
 MLA_SUMMARY = (" MLA (mla:R) caches one latent of rank R plus a shared rope key per token instead of per-head K/V: "

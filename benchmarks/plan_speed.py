@@ -1,0 +1,55 @@
+"""How long `kvplan.plan` and the layout search take (the issue's target: a plan in milliseconds, the whole search
+well under a second).
+
+    PYTHONPATH=. python benchmarks/plan_speed.py
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+from kvplan.planning.capacity import plan
+from kvplan.cost.hardware import load_gpus
+from kvplan.planning.search import _roofline, search
+
+
+def timed(fn, repeat: int) -> tuple[float, float]:
+    """(median, min) seconds over ``repeat`` calls, after one warm-up call (card and catalog loading)."""
+    fn()
+    runs = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        runs.append(time.perf_counter() - t)
+    return statistics.median(runs), min(runs)
+
+
+def main() -> None:
+    cases = {
+        "plan llama-3.1-70b 4x H100 TP4 vLLM 8k": lambda: plan("llama-3.1-70b", gpu="H100-SXM", tp=4,
+                                                                 max_model_len=8192),
+        "plan deepseek-v3 8x H200 TP8 vLLM 32k": lambda: plan("deepseek-v3", gpu="H200", tp=8, max_model_len=32768,
+                                                              weight_dtype="fp8_e4m3"),
+        "plan gemma-3-27b H100 PP2 vLLM 32k": lambda: plan("gemma-3-27b", gpu="H100-SXM", pp=2, max_model_len=32768),
+        "plan qwen3-30b-a3b 8x H100 SGLang 32k": lambda: plan("qwen3-30b-a3b", gpu="H100-SXM", tp=8,
+                                                              max_model_len=32768, engine="sglang"),
+        "plan + latency llama-3.1-70b TP4 C=64": lambda: (_roofline.cache_clear(), plan(
+            "llama-3.1-70b", gpu="H100-SXM", tp=4, max_model_len=8192, concurrency=64)),
+    }
+    for name, fn in cases.items():
+        med, best = timed(fn, 50)
+        print(f"{name:45s} median {med * 1e3:7.2f} ms  min {best * 1e3:7.2f} ms")
+    for model, gpus in (("llama-3.1-70b", 8), ("deepseek-v3", 32)):
+        def run(model=model, gpus=gpus):
+            _roofline.cache_clear()  # every search from scratch
+            return search(model, max_model_len=8192, concurrency=64, max_gpus=gpus)
+
+        med, best = timed(run, 5)
+        r = run()
+        print(f"search {model}, 64 x 8k requests, <= {gpus} GPUs: {r.layouts_tried} layouts over {len(load_gpus())} "
+              f"GPU types, {len(r.options)} options: median {med * 1e3:.0f} ms, min {best * 1e3:.0f} ms")
+
+
+if __name__ == "__main__":
+    main()

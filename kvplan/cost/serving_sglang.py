@@ -1,0 +1,80 @@
+"""SGLang's token pool as small pure functions. Followed: SGLang 0.5.23 (paths inside ``python/sglang``).
+
+SGLang does not profile activations: ``mem_fraction_static`` (mfs) is the share of the free memory at start-up that
+weights and the KV pool may take; activations and CUDA graphs live in the rest::
+
+    pre  = free memory after distributed init, before weights          (srt/distributed/bootstrap.py)
+    rest = (pre - weights) - pre x (1 - mfs) = pre x mfs - weights      (srt/mem_cache/kv_cache_configurator.py)
+    max_total_num_tokens = rest // cell_size, rounded down to page_size, MIN over ranks
+"""
+
+from __future__ import annotations
+
+from kvplan.errors import KvplanError
+
+RULES = "SGLang 0.5.23"
+DEFAULT_PAGE_SIZE = 1  # srt/arg_groups/overrides.py _page_size_default: 1 on CUDA
+MIB = 2**20
+_GIB_MIB = 1024
+# srt/arg_groups/memory_hook.py handle_gpu_memory_settings: (below this many MiB, chunked_prefill_size,
+# decode CUDA-graph max batch size for tp < 4, for tp >= 4)
+_GPU_TIERS = ((20 * _GIB_MIB, 2048, 8, 8), (35 * _GIB_MIB, 4096, 48, 160), (60 * _GIB_MIB, 4096, 32, 160),
+              (90 * _GIB_MIB, 8192, 256, 512), (160 * _GIB_MIB, 8192, 256, 512))
+_PREFILL_GRAPH_STEPS = ((4, 32, 4), (48, 256, 16), (288, 512, 32), (576, 1024, 64), (1280, 4096, 256),
+                        (4608, None, 512))
+
+
+def gpu_defaults(gpu_mem_mib: int, tp: int) -> tuple[int, int]:
+    """(chunked_prefill_size, decode cuda_graph_max_bs) by GPU memory (memory_hook.py handle_gpu_memory_settings)."""
+    for limit, chunk, small_tp, big_tp in _GPU_TIERS:
+        if gpu_mem_mib < limit:
+            return chunk, small_tp if tp < 4 else big_tp
+    return 16384, 512
+
+
+def prefill_graph_sizes(max_bs: int) -> list[int]:
+    """generate_prefill_cuda_graph_batch_sizes: 4..32/4, 48..256/16, 288..512/32, 576..1024/64, 1280..4096/256,
+    4608../512, up to max_bs."""
+    sizes = []
+    for start, stop, step in _PREFILL_GRAPH_STEPS:
+        sizes += range(start, min(stop or max_bs, max_bs) + 1, step)
+    return sizes
+
+
+def default_mem_fraction_static(gpu_mem_mib: int, tp: int, pp: int, mla: bool) -> float:
+    """memory_hook.py: reserved = 512 + 1.5 x max(chunked_prefill, 2048) + tp·pp/8 x 1024 + 2 x decode max_bs +
+    prefill graphs (8 MiB each; MLA 1536), at least 10240 above 60 GiB; mfs = round((gpu - reserved) / gpu, 3)."""
+    chunk, max_bs = gpu_defaults(gpu_mem_mib, tp)
+    graphs = 2 * max_bs + (1536 if mla else 8 * len(prefill_graph_sizes(chunk)))
+    reserved = 512 + 1.5 * max(chunk, 2048) + tp * pp / 8 * 1024 + graphs
+    if gpu_mem_mib > 60 * _GIB_MIB:
+        reserved = max(reserved, 10240)
+    return round((gpu_mem_mib - reserved) / gpu_mem_mib, 3)
+
+
+def pool_bytes(free_at_start: int, mem_fraction_static: float, weights: int) -> int:
+    """kv_cache_configurator.py _profile_available_bytes: free - pre x (1 - mfs) = pre x mfs - weights."""
+    if not 0 < mem_fraction_static <= 1:
+        raise KvplanError(f"--mem-fraction-static: a fraction in (0, 1], got {mem_fraction_static}")
+    return int(free_at_start * mem_fraction_static) - weights
+
+
+def max_total_tokens(pool: int, cell_size: int, page_size: int) -> int:
+    """pool_configurator.py: pool // cell_size, rounded down to a multiple of page_size."""
+    return max(0, pool) // cell_size // page_size * page_size
+
+
+def max_running_requests(tokens: int, context_len: int) -> int:
+    """resolve_max_num_reqs: min(clamp(int(tokens / context_len x 512), 2048, 4096), tokens // 2)."""
+    return min(max(2048, min(4096, int(tokens / context_len * 512))), tokens // 2)
+
+
+def pp_partition_sizes(num_layers: int, pp: int) -> list[int]:
+    """srt/distributed/utils.py get_pp_indices: [L//pp]*pp, the remainder to the LAST r stages (the last included)."""
+    r = num_layers % pp
+    return [num_layers // pp + (1 if i >= pp - r else 0) for i in range(pp)]
+
+
+def allocated_kv_bytes(tokens: int, page_size: int, cell_size: int) -> int:
+    """memory_pool.py: every layer buffer holds size + page_size slots ('KV Cache is allocated. #tokens: N')."""
+    return (tokens + page_size) * cell_size

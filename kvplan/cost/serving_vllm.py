@@ -1,0 +1,198 @@
+"""vLLM V1's memory rules as small pure functions: the KV budget, blocks, per-request budgets, concurrency.
+
+Followed: vLLM 0.33.0 (paths inside the ``vllm`` package). Exact integer bytes; floats only for utilization and
+concurrency, computed the way vLLM computes them.
+
+The budget (``v1/worker/gpu_worker.py: determine_available_memory``)::
+
+    requested = ceil(total x gpu_memory_utilization)                       # v1/worker/utils.py request_memory
+    available = requested - weights - activation peak - non-torch growth - CUDA-graph estimate
+    (--kv-cache-memory-bytes replaces all of it)
+
+vLLM measures the last three; kvplan cannot, so they are documented defaults, each overridable. The activation peak
+is an approximation of ``profile_run()`` (one dummy forward of max_num_batched_tokens tokens, then the sampler on
+one row per request), not vLLM's number.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from kvplan.cost.kvspec import KVLayerSpec
+from kvplan.cost.shapes import attention_matrices
+from kvplan.errors import KvplanError
+from kvplan.model.card import ModelCard
+from kvplan.units import cdiv
+
+RULES = "vLLM 0.33 (V1 engine)"
+DEFAULT_UTILIZATION = 0.92  # config/cache.py gpu_memory_utilization Field(default=0.92) since 0.21 (0.9 before)
+DEFAULT_BLOCK_SIZE = 16  # config/cache.py CacheConfig.DEFAULT_BLOCK_SIZE
+GIB, MIB = 2**30, 2**20
+# Estimated CUDA graph memory: profiled since 0.21 (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1); public logs show
+# 0.07 - 2.35 GiB, about 0.5 GiB for the default capture list (gpu_model_runner.py profile_cudagraph_memory).
+DEFAULT_CUDA_GRAPH_BYTES = 512 * MIB
+# Non-torch growth after the start-up snapshot (cuBLAS/attention workspaces, lazy NCCL buffers): 0.16 - 0.2 GiB
+# at TP1 in public logs (PRs 12126, 14447), more with more ranks.
+DEFAULT_NON_TORCH_BYTES = 256 * MIB
+DEFAULT_NON_TORCH_MULTI_GPU_BYTES = 512 * MIB
+# CUDA context + NCCL communicators + custom all-reduce buffers, allocated before the snapshot: outside `requested`,
+# it must fit in (1 - utilization) x total (request_memory's free >= requested check); ~0.4 GiB per GPU observed.
+DEFAULT_CONTEXT_BYTES = 512 * MIB
+
+
+def batch_defaults(total_bytes: int, gpu_name: str) -> tuple[int, int]:
+    """(max_num_batched_tokens, max_num_seqs) for `vllm serve` (engine/arg_utils.py get_batch_defaults)."""
+    if total_bytes >= 160 * GIB:
+        return 16384, 1024
+    if total_bytes >= 70 * GIB and "a100" not in gpu_name.lower():
+        return 8192, 1024
+    return 2048, 256
+
+
+def default_block_size(card: ModelCard, compute_capability: float | None) -> int:
+    """16, or the MLA backend's preferred size (platforms/interface.py update_block_size_for_backend): FlashMLA 64 on
+    Hopper, CUTLASS MLA 128 on Blackwell."""
+    if card.mla is None or compute_capability is None:
+        return DEFAULT_BLOCK_SIZE
+    if compute_capability >= 10:
+        return 128
+    return 64 if compute_capability >= 9 else DEFAULT_BLOCK_SIZE
+
+
+def scheduled_tokens(max_num_batched_tokens: int, max_num_seqs: int, max_model_len: int) -> int:
+    """arg_utils.py: max_num_batched_tokens = min(max_num_seqs x max_model_len, max_num_batched_tokens)."""
+    return min(max_num_seqs * max_model_len, max_num_batched_tokens)
+
+
+def requested_memory(total_bytes: int, utilization: float) -> int:
+    """v1/worker/utils.py request_memory: ceil(total x gpu_memory_utilization)."""
+    if not 0 < utilization <= 1:
+        raise KvplanError(f"--gpu-memory-utilization: vLLM requires 0 < utilization <= 1 (config/cache.py "
+                          f"Field(gt=0, le=1)), got {utilization}")
+    return math.ceil(total_bytes * utilization)
+
+
+def available_kv_bytes(requested: int, weights: int, activation: int, non_torch: int, cuda_graph: int) -> int:
+    """gpu_worker.py determine_available_memory: requested - non-KV memory - the CUDA-graph estimate."""
+    return requested - weights - activation - non_torch - cuda_graph
+
+
+def profile_activation_bytes(card: ModelCard, tp: int, act_bytes: int, num_tokens: int, num_reqs: int,
+                             padded_vocab: int, last_stage: bool, expert_tp: int | None = None) -> int:
+    """Approximate torch peak of profile_run (gpu_model_runner.py _dummy_run + _dummy_sampler_run), kvplan's own:
+    forward: N tokens x (gate_up + act output (3 I/tp) + q/k/v (/tp) + 4 hidden-wide buffers) x act bytes; MoE:
+    the Triton fused-MoE workspace N·k·max(I/tp, H) + N·k·max(2I/tp, H) + N·H (fused_moe/experts/triton_moe.py).
+    Sampler (last stage): R rows x padded vocab x (act bytes + 4 for the float32 copy)."""
+    h = card.hidden_size
+    qkv = sum(m.n_out for m in attention_matrices(card) if m.tp == "column") // tp
+    dense = 3 * card.ffn_size // tp + qkv + 4 * h
+    forward = dense if card.moe is None or card.moe.first_dense_layers else 0
+    if card.moe:
+        k, inner = card.moe.experts_per_token, card.moe.expert_ffn_size // (expert_tp or tp)
+        forward = max(forward, k * max(inner, h) + k * max(2 * inner, h) + h + qkv + 4 * h)
+    sampler = num_reqs * padded_vocab * (act_bytes + 4) if last_stage else 0
+    return max(num_tokens * forward * act_bytes, sampler)
+
+
+def mla_dequant_bytes(card: ModelCard, tp: int, layers: int, w_bits: int) -> int:
+    """MLAAttention.process_weights_after_loading (models/deepseek_v2.py path): a quantized checkpoint gets W_UK_T and
+    W_UV rebuilt from a dequantized kv_b_proj in bf16, kv_lora_rank x heads/tp x (nope + v) x 2 B per layer; a bf16
+    checkpoint's are views (0 B)."""
+    if card.mla is None or w_bits >= 16:
+        return 0
+    m = card.mla
+    return layers * m.kv_lora_rank * (card.num_heads // tp) * (m.qk_nope_head_dim + m.v_head_dim) * 2
+
+
+def max_in_flight_tokens(max_num_batched_tokens: int, pp: int, async_scheduling: bool = True) -> int:
+    """config/vllm.py max_in_flight_tokens = max_concurrent_batches x max_num_batched_tokens; 2 batches with async
+    scheduling (the default, turned off by PP > 1 in the V1 runner), else pp."""
+    return (2 if async_scheduling and pp == 1 else pp) * max_num_batched_tokens
+
+
+def pages_per_request(spec: KVLayerSpec, max_model_len: int, block_size: int, in_flight: int) -> int:
+    """kv_cache_interface.py max_memory_usage_bytes / page_size_bytes: full and MLA cdiv(L, bs); sliding window
+    cdiv(min(W - 1 + in-flight tokens, L), bs) + 1."""
+    if spec.window is None:
+        return cdiv(max_model_len, block_size)
+    return cdiv(min(spec.window - 1 + in_flight, max_model_len), block_size) + 1
+
+
+@dataclass(frozen=True)
+class KVGroup:
+    """One KV cache group (v1/core/kv_cache_utils.py get_kv_cache_groups): layers sharing one block table."""
+
+    spec: KVLayerSpec
+    layers: tuple[int, ...]  # decoder layer indices (global)
+    size: int  # group_size: layer slots per block, padding included
+
+
+def kv_cache_groups(specs: list[KVLayerSpec]) -> list[KVGroup]:
+    """All layers alike: one group. Hybrid (_get_kv_cache_groups_uniform_page_size): bucket layers by spec;
+    group_size = min layers per type (max when max < 1.5 min); each type splits into cdiv(n, group_size) groups,
+    layer i of a type going to group i % num_groups."""
+    buckets: dict[KVLayerSpec, list[int]] = {}
+    for i, spec in enumerate(specs):
+        buckets.setdefault(spec, []).append(i)
+    if len({s.bytes_per_token for s in buckets}) > 1:
+        raise KvplanError("--engine: hybrid layers with different page sizes (vLLM pads or packs them) are not "
+                          "modelled; use --engine ideal")
+    counts = [len(v) for v in buckets.values()]
+    size = max(counts) if max(counts) < 1.5 * min(counts) else min(counts)
+    groups = []
+    for spec, layers in buckets.items():
+        n = cdiv(len(layers), size)
+        groups += [KVGroup(spec, tuple(layers[j::n]), size) for j in range(n)]
+    return groups
+
+
+def padding_layers(groups: list[KVGroup]) -> int:
+    """Empty layer slots: 'Add k padding layers, may waste at most p% KV cache memory'."""
+    return sum(g.size - len(g.layers) for g in groups)
+
+
+def bytes_per_block(groups: list[KVGroup], block_size: int, layers: range | None = None) -> int:
+    """kv_cache_utils.py: the largest group's pages; a PP worker sees its own layers of each group
+    (_project_kv_cache_groups_to_worker). One group of all layers: layers x page."""
+    slots = max(sum(1 for i in g.layers if layers is None or i in layers) for g in groups)
+    return slots * groups[0].spec.page_size_bytes(block_size)
+
+
+def num_blocks(available: int, block_bytes: int) -> int:
+    """kv_cache_utils.py get_kv_cache_config_from_groups: available // bytes_per_block (then min over ranks)."""
+    return max(0, available) // block_bytes
+
+
+def blocks_per_request(groups: list[KVGroup], max_model_len: int, block_size: int, in_flight: int) -> int:
+    """kv_cache_utils.py get_max_concurrency_for_kv_cache_config: sum over groups of pages one request needs."""
+    return sum(pages_per_request(g.spec, max_model_len, block_size, in_flight) for g in groups)
+
+
+def max_concurrency(blocks: int, per_request: int) -> float:
+    """num_blocks / blocks_per_request ('Maximum concurrency for L tokens per request: C x')."""
+    return blocks / per_request
+
+
+def kv_cache_tokens(concurrency: float, max_model_len: int) -> int:
+    """0.33 get_kv_cache_capacity: int(max_concurrency x max_model_len) ('GPU KV cache size: N tokens')."""
+    return int(concurrency * max_model_len)
+
+
+def fits(available: int, block_bytes: int, needed: int) -> bool:
+    """_check_enough_kv_cache_memory (0.33 reserves the null block): needed <= available - bytes_per_block."""
+    return needed <= available - block_bytes
+
+
+def max_model_len_fit(groups: list[KVGroup], block_bytes: int, available: int, max_model_len: int, block_size: int,
+                      in_flight: int) -> int:
+    """_estimate_max_model_len_from_groups: binary search over [1, max_model_len] for the longest length whose one
+    request fits; 0 when not even one token does."""
+    def ok(length: int) -> bool:
+        return fits(available, block_bytes, block_bytes * blocks_per_request(groups, length, block_size, in_flight))
+
+    lo, hi = 0, max_model_len
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if ok(mid) else (lo, mid - 1)
+    return lo

@@ -1,0 +1,145 @@
+"""The typed results of ``kvplan.plan``: what ``kvplan plan --json`` prints (schema_version 1)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+PLAN_SCHEMA_VERSION = 1
+RESULT = ConfigDict(frozen=True, extra="forbid")
+
+
+class PlanInputs(BaseModel):
+    """The inputs with every default resolved, so the run can be repeated."""
+
+    model_config = RESULT
+    model: str
+    engine: str
+    engine_rules: str  # which engine version's rules are followed
+    gpu: str
+    gpu_memory_bytes: int  # per GPU: the catalog's, or --gpu-memory
+    tp: int
+    pp: int
+    dp: int
+    expert_parallel: bool  # vLLM --enable-expert-parallel
+    max_model_len: int
+    kv_dtype: str
+    weight_dtype: str
+    gpu_memory_utilization: float | None  # vLLM, transformers, ideal
+    mem_fraction_static: float | None  # SGLang
+    kv_cache_memory_bytes: int | None  # vLLM --kv-cache-memory-bytes
+    max_num_batched_tokens: int | None
+    max_num_seqs: int | None
+    block_size: int  # vLLM block, SGLang page; 1 for the unpaged engines
+
+
+class PerGPU(BaseModel):
+    """One GPU (the limiting rank when ranks differ): what vLLM charges against the requested memory."""
+
+    model_config = RESULT
+    pp_rank: int
+    layers: int  # decoder layers on this rank
+    params: int  # parameter elements on this rank
+    weights_bytes: int  # shards + replicated tensors (+ fp8 KV scales) + buffers: what loading takes
+    buffers_bytes: int  # of which rotary cos/sin cache
+    activation_bytes: int  # profile-run peak (estimate unless --activation-memory)
+    activation_estimated: bool
+    non_torch_bytes: int  # non-torch growth during profiling (default unless --non-torch-memory)
+    cuda_graph_bytes: int  # CUDA-graph estimate (default unless --cuda-graph-memory)
+    overhead_bytes: int  # non_torch_bytes + cuda_graph_bytes
+    context_bytes: int  # CUDA context + NCCL before the snapshot: outside the budget, inside (1 - util) x total
+    requested_bytes: int  # what the engine may use: ceil(total x util) (SGLang: free x mem_fraction_static)
+    kv_bytes_per_token: int  # one more cached token of one request on this rank, all its layers
+    available_kv_bytes: int
+
+
+class RankRow(BaseModel):
+    """One pipeline stage (all TP ranks of a stage hold the same shapes)."""
+
+    model_config = RESULT
+    pp_rank: int
+    first_layer: int
+    last_layer: int
+    params: int
+    weights_bytes: int
+    activation_bytes: int
+    overhead_bytes: int
+    available_kv_bytes: int
+    kv_bytes_per_token: int
+    bytes_per_block: int
+    num_blocks: int  # this rank's own count, before the min over ranks
+    max_model_len_fit: int
+
+
+class KVCachePool(BaseModel):
+    model_config = RESULT
+    available_bytes: int  # per GPU, limiting rank
+    block_size: int
+    bytes_per_block: int  # one block of every layer slot on the limiting rank (SGLang: one token, all layers)
+    num_blocks: int  # min over ranks ("GPU blocks"; SGLang: max_total_num_tokens)
+    tokens: int  # "GPU KV cache size: N tokens" (vLLM 0.33: int(max_concurrency x max_model_len))
+    groups: int  # vLLM KV cache groups (hybrid models: more than 1)
+    padding_layers: int  # vLLM "Add k padding layers"
+    blocks_per_request: int  # blocks one request at max_model_len takes, summed over groups
+
+
+class Latency(BaseModel):
+    """Lower bounds (roofline per GPU plus TP all-reduce and PP hand-off time) at the target concurrency."""
+
+    model_config = RESULT
+    batch_per_replica: int
+    prompt_len: int
+    ttft_ms: float  # one request's prefill alone
+    tpot_ms: float  # one decode step of the replica's batch at max_model_len
+    allreduce_ms_per_token: float  # decode: 2 all-reduces per layer of batch x hidden
+    notes: list[str]
+
+
+class PlanResult(BaseModel):
+    model_config = RESULT
+    schema_version: int = PLAN_SCHEMA_VERSION
+    inputs: PlanInputs
+    per_gpu: PerGPU
+    kv_cache: KVCachePool
+    max_concurrency: float  # per replica, by the engine's formula
+    max_concurrency_total: float  # x dp
+    request_kv_bytes: int  # one request at max_model_len, on the limiting rank
+    fits: bool  # one request at max_model_len fits every rank
+    max_model_len_fit: int  # the longest max_model_len that fits (vLLM's binary search); 0: none
+    ranks: list[RankRow]
+    launch_command: str
+    verdict: str
+    latency: Latency | None = None
+    notes: list[str]
+
+
+class PlanOption(BaseModel):
+    """One layout of the search."""
+
+    model_config = RESULT
+    gpu: str
+    num_gpus: int
+    tp: int
+    pp: int
+    dp: int
+    max_concurrency: float  # all replicas
+    fits: bool
+    price_per_hour: float | None  # all GPUs, where the catalog or --gpu-file gives a price
+    ttft_ms: float | None
+    tpot_ms: float | None
+    launch_command: str
+    per_gpu: PerGPU
+    kv_cache: KVCachePool
+
+
+class SearchResult(BaseModel):
+    model_config = RESULT
+    schema_version: int = PLAN_SCHEMA_VERSION
+    model: str
+    engine: str
+    max_model_len: int
+    concurrency: int
+    ttft_ms: float | None
+    tpot_ms: float | None
+    layouts_tried: int
+    options: list[PlanOption]  # the minimal layout(s) per GPU type, best first
+    notes: list[str]

@@ -1,0 +1,109 @@
+"""``kvplan plan`` for people: the per-GPU budget, the pool, the per-rank table, the verdict and the launch command."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from kvplan.planning.capacity_results import PlanResult, SearchResult
+from kvplan.report.console import escape, exact, note, table
+from kvplan.units import fmt_bytes, fmt_int
+
+
+def render_plan(r: PlanResult, console: Console) -> None:
+    console.print(_budget_table(r))
+    console.print(_pool_table(r))
+    if len(r.ranks) > 1:
+        console.print(_ranks_table(r))
+    if r.latency:
+        lat = r.latency
+        console.print(f"[bold]latency bounds[/bold] (batch {lat.batch_per_replica} per replica, prompt "
+                      f"{fmt_int(lat.prompt_len)}): TTFT >= {lat.ttft_ms:.1f} ms, TPOT >= {lat.tpot_ms:.2f} ms "
+                      f"(of which all-reduce {lat.allreduce_ms_per_token:.2f} ms)")
+    console.print(f"[bold]verdict[/bold] {escape(r.verdict)}")
+    console.print(f"[bold]launch[/bold]  {escape(r.launch_command)}")
+    for text in r.notes:
+        note(console, text)
+
+
+def _budget_table(r: PlanResult) -> Table:
+    i, g = r.inputs, r.per_gpu
+    rank = f", pipeline stage {g.pp_rank} (the limiting rank)" if i.pp > 1 else ""
+    t = table(f"kvplan plan: {escape(i.model)} on {i.tp * i.pp * i.dp}x {escape(i.gpu)} ({i.engine_rules}), per GPU"
+              f"{rank}", ["", "bytes", "how"], left=("", "how"))
+    t.columns[0].style = "bold"
+    t.add_row("GPU memory", exact(i.gpu_memory_bytes), "--gpu-memory, else the catalog's")
+    t.add_row("context + NCCL", exact(g.context_bytes), "before the engine's snapshot; outside the budget")
+    t.add_row("requested", exact(g.requested_bytes), _requested_how(r))
+    t.add_row("- weights", exact(g.weights_bytes),
+              f"{fmt_int(g.params)} params on this rank ({g.layers} layers), {i.weight_dtype}; "
+              f"+ rotary cache {fmt_bytes(g.buffers_bytes)}")
+    t.add_row("- activations", exact(g.activation_bytes),
+              "profile-run peak, ESTIMATED (--activation-memory)" if g.activation_estimated else _act_how(r))
+    t.add_row("- non-torch", exact(g.non_torch_bytes), "default (--non-torch-memory)")
+    t.add_row("- CUDA graphs", exact(g.cuda_graph_bytes), "default (--cuda-graph-memory)")
+    t.add_row("= KV cache", exact(r.kv_cache.available_bytes),
+              "--kv-cache-memory" if i.kv_cache_memory_bytes is not None else "what is left for the pool")
+    t.add_row("KV per token", exact(g.kv_bytes_per_token), f"{i.kv_dtype}, this rank's layers and KV heads")
+    return t
+
+
+def _requested_how(r: PlanResult) -> str:
+    i = r.inputs
+    if i.engine == "sglang":
+        return f"free at start x mem_fraction_static {i.mem_fraction_static}"
+    return f"ceil(total x gpu_memory_utilization {i.gpu_memory_utilization})"
+
+
+def _act_how(r: PlanResult) -> str:
+    if r.inputs.engine == "sglang":
+        return "not charged: SGLang keeps activations in free x (1 - mem_fraction_static)"
+    return "given (--activation-memory)" if r.per_gpu.activation_bytes else "not modelled (--activation-memory)"
+
+
+def _pool_table(r: PlanResult) -> Table:
+    kv, i = r.kv_cache, r.inputs
+    t = table("KV cache pool", ["", "value"], left=("",), show_header=False)
+    t.columns[0].style = "bold"
+    if i.engine in ("vllm", "sglang"):
+        t.add_row("block", f"{i.block_size} tokens, {exact(kv.bytes_per_block)} (every layer slot on the rank)")
+        t.add_row("blocks", fmt_int(kv.num_blocks) + (" (min over ranks)" if len(r.ranks) > 1 else ""))
+    if kv.groups > 1:
+        t.add_row("groups", f"{kv.groups} (hybrid), {kv.padding_layers} padding layers")
+    t.add_row("tokens", f"{fmt_int(kv.tokens)} (GPU KV cache size)")
+    blocks = f"{fmt_int(kv.blocks_per_request)} blocks, " if i.engine in ("vllm", "sglang") else ""
+    t.add_row("one request", f"{blocks}{exact(r.request_kv_bytes)} at {fmt_int(i.max_model_len)} tokens")
+    t.add_row("max concurrency", f"{r.max_concurrency:,.2f}x per replica" +
+              (f", {r.max_concurrency_total:,.2f}x over {i.dp} replicas" if i.dp > 1 else ""))
+    t.add_row("fits", "yes" if r.fits else f"NO: the longest max_model_len that fits is {fmt_int(r.max_model_len_fit)}")
+    return t
+
+
+def _ranks_table(r: PlanResult) -> Table:
+    t = table("per pipeline stage (every TP rank of a stage alike)",
+              ["stage", "layers", "weights", "activations", "KV cache", "KV/token", "block", "blocks", "longest fit"])
+    for x in r.ranks:
+        t.add_row(str(x.pp_rank), f"{x.first_layer}-{x.last_layer}", fmt_bytes(x.weights_bytes),
+                  fmt_bytes(x.activation_bytes), fmt_bytes(x.available_kv_bytes), fmt_int(x.kv_bytes_per_token),
+                  fmt_bytes(x.bytes_per_block), fmt_int(x.num_blocks), fmt_int(x.max_model_len_fit))
+    return t
+
+
+def render_search(r: SearchResult, console: Console) -> None:
+    title = (f"kvplan plan: {escape(r.model)}, {fmt_int(r.concurrency)} requests of {fmt_int(r.max_model_len)} "
+             f"tokens ({r.engine}); {r.layouts_tried} layouts tried")
+    t = table(title, ["GPU", "GPUs", "TP", "PP", "DP", "concurrency", "weights/GPU", "KV pool/GPU", "TTFT >=",
+                      "TPOT >=", "price/h"], left=("GPU",))
+    for o in r.options:
+        t.add_row(escape(o.gpu), str(o.num_gpus), str(o.tp), str(o.pp), str(o.dp), f"{o.max_concurrency:,.1f}",
+                  fmt_bytes(o.per_gpu.weights_bytes), fmt_bytes(o.kv_cache.available_bytes), _ms(o.ttft_ms),
+                  _ms(o.tpot_ms), f"{o.price_per_hour:,.2f}" if o.price_per_hour else "-")
+    console.print(t)
+    for o in r.options:
+        console.print(f"[bold]{escape(o.gpu)}[/bold]  {escape(o.launch_command)}")
+    for text in r.notes:
+        note(console, text)
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.1f} ms"
