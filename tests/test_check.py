@@ -214,34 +214,26 @@ def test_bad_config_exits_2(project, cli, config, message):
     assert message in err
 
 
-def test_plan_keys_need_the_capacity_planner(project, cli, monkeypatch):
-    monkeypatch.setitem(sys.modules, "kvplan.planning.capacity", None)  # as in a kvplan without `kvplan plan`
-    project(config='[[scenarios]]\nname = "x"\nmodel = "card.yaml"\ngpu = "H100-SXM"\ntp = 2\nmin_concurrency = 8\n')
-    code, _, err = cli("check")
-    assert code == 2
-    assert "kvplan.toml:1: scenario 'x': min_concurrency, tp: need the capacity planner (`kvplan plan`" in err
+def test_plan_keys_evaluated_by_the_capacity_planner(project, cli):
+    from kvplan.model.catalog import load_card
+    from kvplan.planning.capacity import plan
 
-
-def test_plan_keys_evaluated_by_the_capacity_planner(project, cli, monkeypatch):
-    calls = []
-
-    def plan(model, *, gpu, tp=1, max_model_len=None, kv_dtype=None):
-        calls.append((model.name, gpu, tp, max_model_len))
-        per_gpu = SimpleNamespace(weights_bytes=1000, activation_bytes=200, overhead_bytes=30)
-        return SimpleNamespace(per_gpu=per_gpu, max_concurrency=3.5, fits=True)
-
-    monkeypatch.setitem(sys.modules, "kvplan.planning.capacity", types.SimpleNamespace(plan=plan))
     project(config='[[scenarios]]\nname = "x"\nmodel = "card.yaml"\ngpu = "H100-SXM"\ntp = 2\nmax_model_len = 64\n'
-                   'min_concurrency = 4\nfits = true\nmax_gpu_bytes = 1230\n')
+                   'min_concurrency = 1000000000\nfits = true\nmax_gpu_bytes = "1 GiB"\n')
     code, out, _ = cli("check", "--json")
     data = json.loads(out)
-    assert code == 1 and calls == [("tiny", "H100-SXM", 2, 64)]
-    assert data["figures"]["x"] == {"gpu_bytes": 1230, "concurrency": 3.5, "fits": True}
-    assert {r["check"]: r["verdict"] for r in data["rows"]} == {"max_gpu_bytes": "pass", "min_concurrency": "fail",
-                                                                "fits": "pass"}
-    project(config='[[scenarios]]\nname = "x"\nmodel = "card.yaml"\ngpu = "H100-SXM"\npp = 2\n')
+    expected = plan(load_card("card.yaml"), gpu="H100-SXM", tp=2, max_model_len=64)
+    g = expected.per_gpu
+    assert data["figures"]["x"] == {"gpu_bytes": g.weights_bytes + g.activation_bytes + g.overhead_bytes + g.context_bytes,
+                                    "concurrency": expected.max_concurrency, "fits": True}
+    # a tiny card on an H100 fits, its non-KV footprint (CUDA graphs and context included) exceeds 1 GiB, and no
+    # GPU holds a billion requests
+    assert code == 1 and {r["check"]: r["verdict"] for r in data["rows"]} == {
+        "max_gpu_bytes": "fail", "min_concurrency": "fail", "fits": "pass"}
+    project(config='[[scenarios]]\nname = "x"\nmodel = "card.yaml"\ngpu = "H100-SXM"\ntp = 2\nbatch = 4\n'
+                   'max_model_len = 64\n')
     code, _, err = cli("check")
-    assert code == 2 and "scenario 'x': pp: the capacity planner of this kvplan does not take it" in err
+    assert code == 2 and "scenario 'x': batch: not an option of the capacity planner" in err
 
 
 def test_schema(cli):

@@ -3,7 +3,6 @@ capacity keys, from the capacity planner ``kvplan.planning.capacity.plan`` (``kv
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import re
 from dataclasses import dataclass
@@ -13,7 +12,7 @@ from typing import Literal
 from kvplan.errors import KvplanError
 from kvplan.model.card import ModelCard
 from kvplan.model.catalog import load_card
-from kvplan.planning.check_config import BUDGET_KEYS, ESTIMATE_KEYS, PLAN_BUDGETS, PLAN_KEYS, LoadedConfig, Scenario
+from kvplan.planning.check_config import BUDGET_KEYS, ESTIMATE_KEYS, PLAN_KEYS, LoadedConfig, Scenario
 
 Value = int | float | bool
 _CARD_SKIP = {"name", "source", "published_params"}
@@ -119,28 +118,20 @@ def _estimate_figures(s: Scenario, card: ModelCard, root: Path) -> dict[str, Val
 
 
 def _plan_figures(s: Scenario, card: ModelCard) -> dict[str, Value]:
-    """The capacity figures, from ``kvplan.planning.capacity.plan`` (imported only here: older kvplans lack it)."""
-    used = sorted(s.options(PLAN_KEYS + PLAN_BUDGETS))
-    try:
-        capacity = importlib.import_module("kvplan.planning.capacity")
-    except ModuleNotFoundError as exc:
-        if exc.name != "kvplan.planning.capacity":
-            raise
-        raise KvplanError(f"{', '.join(used)}: need the capacity planner (`kvplan plan`, kvplan.planning.capacity), "
-                          "which this kvplan does not have; upgrade kvplan or drop these keys") from None
-    accepted = inspect.signature(capacity.plan).parameters
+    """The capacity figures of ``kvplan.planning.capacity.plan`` for the scenario's layout."""
+    from kvplan.planning.capacity import plan
+
     opts = s.options(ESTIMATE_KEYS + PLAN_KEYS)
-    refused = [k for k in opts if k not in accepted and k in PLAN_KEYS]
+    accepted = inspect.signature(plan).parameters
+    refused = [k for k in opts if k not in accepted]
     if refused:
-        raise KvplanError(f"{refused[0]}: the capacity planner of this kvplan does not take it")
-    result = capacity.plan(card, **{k: v for k, v in opts.items() if k in accepted})
-    return {"gpu_bytes": _gpu_bytes(result.per_gpu), "concurrency": result.max_concurrency, "fits": bool(result.fits)}
+        raise KvplanError(f"{refused[0]}: not an option of the capacity planner; allowed with tp/pp/max_model_len: "
+                          f"{', '.join(k for k in ESTIMATE_KEYS + PLAN_KEYS if k in accepted)}")
+    result = plan(card, **opts)
+    return {"gpu_bytes": gpu_bytes(result.per_gpu), "concurrency": result.max_concurrency, "fits": bool(result.fits)}
 
 
-def _gpu_bytes(per_gpu: object) -> int:
-    """Memory one GPU holds: the planner's total when it reports one, else weights + activation peak + overheads
-    (what the GPU holds besides the KV pool, which an engine sizes to fill what is left)."""
-    total = getattr(per_gpu, "total_bytes", None)
-    if total is not None:
-        return total
-    return sum(getattr(per_gpu, k, 0) or 0 for k in ("weights_bytes", "activation_bytes", "overhead_bytes"))
+def gpu_bytes(g) -> int:
+    """What one GPU holds besides its KV pool (which the engine sizes to fill the rest): weights, the activation
+    peak, non-torch and CUDA-graph overheads, and the CUDA context."""
+    return g.weights_bytes + g.activation_bytes + g.overhead_bytes + g.context_bytes
