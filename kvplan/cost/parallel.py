@@ -1,0 +1,204 @@
+"""What one GPU holds under tensor (x pipeline, x data) parallelism, as vLLM V1 shards a model.
+
+Pure arithmetic over a card, exact ints. The rules (vLLM 0.33 paths, inside the ``vllm`` package):
+
+- TP splits each weight matrix by its ``tp`` rule (kvplan.cost.shapes.Matrix): column-parallel ``n_out / tp``
+  (bias split), row-parallel ``n_in / tp`` (bias full on every rank), replicated in full
+  (``model_executor/layers/linear.py``). K/V projections hold ``max(1, kv_heads // tp)`` heads: when tp exceeds the
+  KV heads each head is replicated ``tp / kv_heads`` times (``QKVParallelLinear``).
+- The vocabulary is padded to a multiple of 64, then split evenly (``vocab_parallel_embedding.py: pad_vocab_size``).
+- PP gives each stage ``L // pp`` layers; the remainder adds one each to the 2nd-last, 3rd-last, ... stage, never
+  the last (``distributed/utils.py: get_pp_indices``). The embedding lives on the first stage (and on the last one
+  too when tied), the LM head and final norm on the last stage.
+- MLA latents are not split by TP: every rank caches the full ``kv_lora_rank + qk_rope_head_dim`` per token and layer
+  (``ModelConfig.get_num_kv_heads`` returns 1 for MLA).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kvplan.cost.engines import Engine, get_engine
+from kvplan.cost.kvspec import KVLayerSpec, _self_attention_spec, layer_specs
+from kvplan.cost.params import count_params, norm_params
+from kvplan.cost.shapes import Matrix, attention_matrices, ffn_matrices, router_matrices
+from kvplan.errors import KvplanError
+from kvplan.model.card import ModelCard
+from kvplan.model.dtypes import DType
+from kvplan.units import cdiv
+
+DEFAULT_VOCAB_PADDING = 64  # vllm/model_executor/layers/vocab_parallel_embedding.py DEFAULT_VOCAB_PADDING_SIZE
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Tensor x pipeline (x data) parallel: tp x pp GPUs per replica, dp replicas."""
+
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.pp * self.dp
+
+
+def pp_partition(num_layers: int, pp: int) -> list[range]:
+    """Decoder layers of each pipeline stage (vllm/distributed/utils.py get_pp_indices): [L//pp]*pp, then
+    partitions[-i] += 1 for i in 2..r+1 (r = L % pp). 5 layers over 2 stages: [0..3), [3..5)."""
+    if not 1 <= pp <= num_layers:
+        raise KvplanError(f"--pp: {pp} pipeline stages need 1..{num_layers} (the model's layers)")
+    sizes = [num_layers // pp] * pp
+    for i in range(2, num_layers % pp + 2):
+        sizes[-i] += 1
+    starts = [sum(sizes[:i]) for i in range(pp)]
+    return [range(s, s + n) for s, n in zip(starts, sizes)]
+
+
+def kv_heads_per_rank(num_kv_heads: int, tp: int) -> int:
+    """vllm/config/model.py get_num_kv_heads: max(1, kv // tp); each head replicated tp // kv times when tp > kv."""
+    return max(1, num_kv_heads // tp)
+
+
+def pad_vocab(vocab_size: int, padding: int = DEFAULT_VOCAB_PADDING) -> int:
+    """vocab_parallel_embedding.py pad_vocab_size: ceil(vocab / padding) * padding."""
+    return cdiv(vocab_size, padding) * padding
+
+
+def check_layout(card: ModelCard, layout: Layout, *, vocab_padding: int = DEFAULT_VOCAB_PADDING) -> None:
+    """KvplanError naming --tp/--pp/--dp with vLLM's reason when vLLM would refuse the layout."""
+    for flag, value in (("--tp", layout.tp), ("--pp", layout.pp), ("--dp", layout.dp)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise KvplanError(f"{flag}: must be a positive integer, got {value!r}")
+    tp = layout.tp
+    if (tp > 1 or layout.pp > 1) and card.architecture != "decoder-only":
+        raise KvplanError(f"--tp/--pp: tensor and pipeline parallelism are modelled for decoder-only models; "
+                          f"{card.name} is {card.architecture}")
+    pp_partition(card.num_layers, layout.pp)
+    if card.num_heads % tp:  # vllm/config/model.py verify_with_parallel_config
+        raise KvplanError(f"--tp: total number of attention heads ({card.num_heads}) must be divisible by tensor "
+                          f"parallel size ({tp}) (vLLM verify_with_parallel_config)")
+    kv = card.num_kv_heads
+    if card.mla is None and (kv % tp if tp < kv else tp % kv):  # linear.py QKVParallelLinear divide()
+        a, b = (kv, tp) if tp < kv else (tp, kv)
+        raise KvplanError(f"--tp: {a} is not divisible by {b}: vLLM splits {kv} KV heads over tp {tp} (tp < kv) or "
+                          "replicates each head tp / kv times (tp >= kv) (QKVParallelLinear)")
+    for what, size in _split_sizes(card, vocab_padding):
+        if size % tp:  # linear.py / fused_moe divide(): AssertionError "{a} is not divisible by {b}"
+            raise KvplanError(f"--tp: {what} {size} is not divisible by tensor parallel size {tp} (vLLM divide())")
+
+
+def _split_sizes(card: ModelCard, vocab_padding: int) -> list[tuple[str, int]]:
+    sizes = [("padded vocabulary", pad_vocab(card.vocab_size, vocab_padding))]
+    if card.moe is None or card.moe.first_dense_layers:
+        sizes.append(("intermediate_size", card.ffn_size))
+    if card.moe:
+        sizes.append(("moe_intermediate_size", card.moe.expert_ffn_size))
+        if card.moe.num_shared_experts:
+            sizes.append(("shared_expert_intermediate_size", card.moe.shared_ffn))
+    return sizes
+
+
+@dataclass(frozen=True)
+class RankWeights:
+    tp_rank: int
+    pp_rank: int
+    layers: range  # decoder layers on this pipeline stage
+    params: int  # parameter elements held by this rank (shards + replicated tensors)
+    bytes: int  # params in the weight dtype (+ fp8 KV scales of its layers)
+    buffers_bytes: int  # rotary cos/sin cache (vLLM get_rope)
+    breakdown: dict[str, int] = field(default_factory=dict)  # params by component
+
+
+def shard_params(m: Matrix, tp: int, kv_heads: int | None = None, head_dim: int = 0) -> int:
+    """Elements of ``m`` one TP rank holds (linear.py): column n_out/tp (K/V: kv_heads_per_rank x head_dim), row
+    n_in/tp with the bias in full, replicated everything."""
+    if m.tp == "replicated" or tp == 1:
+        return m.params
+    if m.tp == "row":
+        return m.n_in // tp * m.n_out + (m.n_out if m.bias else 0)
+    out = kv_heads_per_rank(kv_heads, tp) * head_dim if m.name in ("k_proj", "v_proj") else m.n_out // tp
+    return m.n_in * out + (out if m.bias else 0)
+
+
+def _attention_rank(card: ModelCard, tp: int) -> int:
+    """One attention layer on one rank: its sharded projections plus replicated MLA / QK norms."""
+    params = sum(shard_params(m, tp, card.num_kv_heads, card.head_dim) for m in attention_matrices(card))
+    if card.mla:  # q_a_layernorm, kv_a_layernorm: RMSNorm, replicated (models/deepseek_v2.py)
+        params += (card.mla.q_lora_rank or 0) + card.mla.kv_lora_rank
+    elif card.qk_norm:  # q_norm, k_norm over head_dim, replicated
+        params += 2 * card.head_dim
+    return params
+
+
+def _mlp_rank(card: ModelCard, layer: int, tp: int) -> int:
+    """One FFN on one rank; MoE without expert parallelism: every expert on every rank, its intermediate / tp
+    (fused_moe/config.py intermediate_size_per_partition), the router replicated."""
+    if not card.is_moe_layer(layer):
+        return sum(shard_params(m, tp) for m in ffn_matrices(card, card.ffn_size))
+    moe = card.moe
+    expert = sum(shard_params(m, tp) for m in ffn_matrices(card, moe.expert_ffn_size))
+    shared = sum(shard_params(m, tp) for m in ffn_matrices(card, moe.shared_ffn))
+    router = sum(shard_params(m, tp) for m in router_matrices(card))
+    return router + moe.num_experts * expert + moe.num_shared_experts * shared
+
+
+def rank_breakdown(card: ModelCard, layout: Layout, pp_rank: int, *,
+                   vocab_padding: int = DEFAULT_VOCAB_PADDING) -> dict[str, int]:
+    """Parameters by component on any TP rank of stage ``pp_rank`` (all TP ranks of a stage hold the same shapes)."""
+    tp, h = layout.tp, card.hidden_size
+    stages = pp_partition(card.num_layers, layout.pp)
+    layers = stages[pp_rank]
+    first, last = pp_rank == 0, pp_rank == layout.pp - 1
+    rows = pad_vocab(card.vocab_size, vocab_padding) // tp
+    # llama.py: embed_tokens on the first stage, and on the last stage too when tied (lm_head aliases it)
+    holds_embedding = first or (card.tie_embeddings and last)
+    p = count_params(card)
+    lm_head = (0 if card.tie_embeddings else rows * h) + (rows if card.lm_head_bias else 0)
+    norms = len(layers) * card.norms_per_layer + (card.final_norm if last else 0) + (card.embedding_norm if first else 0)
+    return {
+        "embedding": rows * h if holds_embedding else 0,
+        "positions": p.positions if first else 0,  # learned position table, replicated over TP
+        "attention": len(layers) * _attention_rank(card, tp),
+        "mlp": sum(_mlp_rank(card, i, tp) for i in layers),
+        "norms": norms * norm_params(card, h),
+        "lm_head": lm_head if last else 0,
+        "other": p.other if first else 0,
+    }
+
+
+def rope_buffer_bytes(card: ModelCard, dtype_bytes: int) -> int:
+    """vLLM rotary_embedding/base.py: one cos_sin_cache of max_position x rotary_dim in the model dtype, shared by
+    every layer through get_rope's cache (MLA: rotary_dim = qk_rope_head_dim)."""
+    if card.position != "rope":
+        return 0
+    rotary_dim = card.mla.qk_rope_head_dim if card.mla else card.head_dim
+    return card.max_position_embeddings * rotary_dim * dtype_bytes
+
+
+def rank_weights(card: ModelCard, w_t: DType, layout: Layout, tp_rank: int, pp_rank: int, *,
+                 vocab_padding: int = DEFAULT_VOCAB_PADDING, include_buffers: bool = True,
+                 kv_t: DType | None = None) -> RankWeights:
+    """What GPU (tp_rank, pp_rank) holds after loading: its shards, replicated tensors, buffers, and (``kv_t`` fp8)
+    the per-layer K/V scales of its layers."""
+    check_layout(card, layout, vocab_padding=vocab_padding)
+    if not (0 <= tp_rank < layout.tp and 0 <= pp_rank < layout.pp):
+        raise KvplanError(f"rank ({tp_rank}, {pp_rank}) is outside tp {layout.tp} x pp {layout.pp}")
+    breakdown = rank_breakdown(card, layout, pp_rank, vocab_padding=vocab_padding)
+    layers = pp_partition(card.num_layers, layout.pp)[pp_rank]
+    params = sum(breakdown.values())
+    # fp8 KV: a fp32 k_scale and v_scale parameter per attention layer (vllm attention/layer.py), on its stage
+    scales = kv_t.layer_scale_bytes * len(rank_kv_specs(card, kv_t, "ideal", layout, pp_rank)) if kv_t else 0
+    buffers = rope_buffer_bytes(card, 4 if w_t.bits == 32 else 2) if include_buffers else 0
+    return RankWeights(tp_rank, pp_rank, layers, params, w_t.data_bytes(params) + scales, buffers, breakdown)
+
+
+def rank_kv_specs(card: ModelCard, kv_t: DType, engine: Engine | str, layout: Layout, pp_rank: int) -> list[KVLayerSpec]:
+    """The KV specs of stage ``pp_rank``'s layers with kv_heads_per_rank heads (MLA: the full latent on every rank)."""
+    eng = get_engine(engine)
+    if layout.tp == 1 and layout.pp == 1:
+        return layer_specs(card, kv_t, eng)
+    check_layout(card, layout)
+    heads = kv_heads_per_rank(card.cached_kv_heads(eng.transformers), layout.tp)
+    layers = pp_partition(card.num_layers, layout.pp)[pp_rank]
+    return [_self_attention_spec(card, kv_t, heads, card.windows[i]) for i in layers]
