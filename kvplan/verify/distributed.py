@@ -1,6 +1,6 @@
 """``kvplan verify --tp N --pp M``: the sharded reference model on N x M processes, checked rank by rank.
 
-Each rank is its own process (``python -m kvplan.verify.reference.rank``) on torch.distributed (gloo on the CPU,
+Each rank is its own process (kvplan.verify.reference.rank, forked by a forkserver) on torch.distributed (gloo on the CPU,
 NCCL on CUDA); it shards the seeded reference model (kvplan.verify.reference.tp), keeps its own KV cache and
 measures weights, KV, peaks, FLOPs and the bytes of every collective. Checks per rank:
 
@@ -20,15 +20,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, computed_field
 
-import kvplan
 from kvplan.cost.engines import get_engine
 from kvplan.cost.parallel import Layout, check_layout, pp_partition, rank_weights
 from kvplan.errors import KvplanError
@@ -204,36 +201,40 @@ def _reference_logits(cfg: dict) -> list:
 
 
 def launch(cfg: dict, timeout: float) -> list[dict]:
-    """Run every rank as a subprocess; their results, or RankFailure naming the first rank that failed or hung."""
+    """Run every rank in its own process; their results, or RankFailure naming the first rank that failed or hung.
+
+    The processes fork from multiprocessing's forkserver, which imports torch once (spawning a fresh interpreter per
+    rank costs ~3 s of imports each); every rank is killed and reaped before this returns or raises."""
+    import multiprocessing as mp
+
+    from kvplan.verify.reference.rank import entry
+
     world = cfg["tp"] * cfg["pp"]
-    root = str(Path(kvplan.__file__).resolve().parents[1])
-    env = dict(os.environ, OMP_NUM_THREADS="1",
-               PYTHONPATH=os.pathsep.join([root, *filter(None, [os.environ.get("PYTHONPATH")])]))
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(["kvplan.verify.reference.rank", "torch._dynamo"])
     with tempfile.TemporaryDirectory(prefix="kvplan-verify-") as tmp:
         d = Path(tmp)
-        cfg = dict(cfg, store=str(d / "store"))
+        cfg = dict(cfg, store=str(d / "store"), fault=os.environ.get("KVPLAN_TEST_RANK_FAULT", ""))
         (d / "config.json").write_text(json.dumps(cfg))
         procs = []
         try:
             for r in range(world):
-                with open(d / f"rank{r}.log", "wb") as log:
-                    procs.append(subprocess.Popen([sys.executable, "-m", "kvplan.verify.reference.rank",
-                                                   str(d / "config.json"), str(r)], stdout=log,
-                                                  stderr=subprocess.STDOUT, env=env, cwd=tmp))
+                procs.append(ctx.Process(target=entry, args=(str(d / "config.json"), r), name=f"kvplan-rank{r}"))
+                procs[-1].start()
             _wait(procs, d, cfg["tp"], timeout)
         finally:
             for p in procs:
-                if p.poll() is None:
+                if p.exitcode is None:
                     p.kill()
             for p in procs:
-                p.wait()
+                p.join()
         return [json.loads((d / f"rank{r}.json").read_text()) for r in range(world)]
 
 
 def _wait(procs: list, d: Path, tp: int, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while True:
-        codes = [p.poll() for p in procs]
+        codes = [p.exitcode for p in procs]
         failed = [r for r, c in enumerate(codes) if c not in (None, 0)]
         if failed:
             r = min(failed, key=lambda r: (_is_peer_error(d, r), r))
@@ -243,9 +244,21 @@ def _wait(procs: list, d: Path, tp: int, timeout: float) -> None:
             return
         if time.monotonic() > deadline:
             hung = [r for r, c in enumerate(codes) if c is None]
-            raise RankFailure(f"rank {hung[0]} (tp_rank {hung[0] % tp}, pp_rank {hung[0] // tp}) did not finish "
-                              f"within {timeout:g} s (still running: ranks {hung}); all ranks stopped")
+            r = min(hung, key=lambda r: (_progress(d, r), r))  # the least advanced rank holds the others up
+            raise RankFailure(f"rank {r} (tp_rank {r % tp}, pp_rank {r // tp}) did not finish within {timeout:g} s "
+                              f"(hung at {_phase(d, r)!r}; still running: ranks {hung}); all ranks stopped")
         time.sleep(0.02)
+
+
+def _phase(d: Path, r: int) -> str:
+    f = d / f"rank{r}.phase"
+    return f.read_text().strip() if f.exists() else "not started"
+
+
+def _progress(d: Path, r: int) -> int:
+    from_phases = ("not started", "started", "joined", "sharded", "prefill", "decode")
+    phase = _phase(d, r)
+    return from_phases.index(phase) if phase in from_phases else 0
 
 
 def _why(d: Path, r: int) -> str:
@@ -254,7 +267,7 @@ def _why(d: Path, r: int) -> str:
         return err.read_text().strip()[:300]
     log = d / f"rank{r}.log"
     lines = log.read_text(errors="replace").strip().splitlines() if log.exists() else []
-    return lines[-1][:300] if lines else "no output (killed by a signal?)"
+    return lines[-1][:300] if lines else "it exited without a message"
 
 
 def _is_peer_error(d: Path, r: int) -> bool:

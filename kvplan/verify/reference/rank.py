@@ -1,4 +1,5 @@
-"""One rank of a sharded verify run: ``python -m kvplan.verify.reference.rank CONFIG.json RANK``.
+"""One rank of a sharded verify run: ``entry(CONFIG.json, RANK)`` in a process forked by multiprocessing's
+forkserver (``python -m kvplan.verify.reference.rank CONFIG.json RANK`` runs the same by hand).
 
 Joins the process group (gloo on CPU, NCCL on CUDA), builds the full seeded reference model OUTSIDE the allocation
 tracker, then inside it shards its stage (kvplan.verify.reference.tp), allocates its own KV cache (its KV heads, its
@@ -13,6 +14,7 @@ import gc
 import json
 import os
 import sys
+import time
 import traceback
 from contextlib import nullcontext
 from datetime import timedelta
@@ -33,6 +35,21 @@ from kvplan.verify.reference.tp import Comm, shard
 from kvplan.verify.reference.track import tracker_for
 
 
+def mark(cfg: dict, rank: int, phase: str) -> None:
+    """Record how far this rank got: the parent names the least advanced rank when the run hangs."""
+    Path(cfg["dir"], f"rank{rank}.phase").write_text(phase)
+
+
+def _fault(cfg: dict, rank: int, phase: str) -> None:
+    """Test hook: cfg fault (the parent's KVPLAN_TEST_RANK_FAULT) R:die or R:hang makes rank R exit or sleep once
+    it joined the group (before it marks 'joined')."""
+    spec = cfg.get("fault") or ""
+    if phase == "joined" and spec.partition(":")[0] == str(rank):
+        if spec.endswith(":die"):
+            os._exit(7)
+        time.sleep(3600)
+
+
 def run_rank(cfg: dict, rank: int) -> dict:
     tp, pp = cfg["tp"], cfg["pp"]
     tp_rank, pp_rank = rank % tp, rank // tp
@@ -44,6 +61,8 @@ def run_rank(cfg: dict, rank: int) -> dict:
         torch.set_num_threads(1)
     dist.init_process_group(cfg["backend"], init_method=f"file://{cfg['store']}", rank=rank, world_size=tp * pp,
                             timeout=timedelta(seconds=cfg["timeout"]))
+    _fault(cfg, rank, "joined")
+    mark(cfg, rank, "joined")
     try:
         groups = [dist.new_group([s * tp + t for t in range(tp)]) for s in range(pp)] if tp > 1 else [None] * pp
         return _measure(cfg, device, rank, tp_rank, pp_rank, Comm(tp, tp_rank, rank, groups[pp_rank]))
@@ -67,6 +86,7 @@ def _measure(cfg: dict, device: str, rank: int, tp_rank: int, pp_rank: int, comm
         del full
         gc.collect()
         weights = tracker.current() - start
+        mark(cfg, rank, "sharded")
         gen = torch.Generator(device=device).manual_seed(cfg["seed"] + 1)
         tokens = torch.randint(0, card.vocab_size, (batch, prompt + steps), generator=gen, device=device)
         base = tracker.current()
@@ -77,6 +97,7 @@ def _measure(cfg: dict, device: str, rank: int, tp_rank: int, pp_rank: int, comm
         logits: list = []
         tracker.reset_peak()
         comm.phase = "prefill"
+        mark(cfg, rank, "prefill")
         with FlopCounterMode(display=False) as fc:
             out = stage(tokens[:, :prompt], Step("prefill", 0, torch.arange(prompt, device=device),
                                                  last_only=not eng.transformers), caches, prev, nxt)
@@ -87,6 +108,7 @@ def _measure(cfg: dict, device: str, rank: int, tp_rank: int, pp_rank: int, comm
         for i in range(steps):
             final = i == steps - 1
             comm.phase = "decode" if final else "decode_warm"
+            mark(cfg, rank, "decode")
             if final:
                 tracker.reset_peak()
             with FlopCounterMode(display=False) if final else nullcontext() as fc:
@@ -97,6 +119,7 @@ def _measure(cfg: dict, device: str, rank: int, tp_rank: int, pp_rank: int, comm
                 peak_decode, decode_flops = tracker.peak(), fc.get_total_flops()
             logits.append(None if out is None else out[:, -1].tolist())
             del out
+        gc.collect()  # unreachable cycles (freed by the collector at a random moment) are not held memory
         kv = tracker.current() - base
     params = sum(p.numel() for p in stage.parameters())
     return dict(rank=rank, tp_rank=tp_rank, pp_rank=pp_rank, layers=[layers.start, layers.stop], params=params,
@@ -131,7 +154,9 @@ def main(argv: list[str]) -> int:
     cfg_path, rank = Path(argv[0]), int(argv[1])
     cfg = json.loads(cfg_path.read_text())
     out = cfg_path.parent
+    cfg["dir"] = str(out)
     try:
+        mark(cfg, rank, "started")
         result = run_rank(cfg, rank)
     except BaseException as exc:  # the parent reports it, naming this rank
         last = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
@@ -143,6 +168,14 @@ def main(argv: list[str]) -> int:
     tmp.write_text(json.dumps(result))
     tmp.rename(out / f"rank{rank}.json")
     return 0
+
+
+def entry(cfg_path: str, rank: int) -> None:
+    """multiprocessing target (forked from a forkserver that preloaded torch): output to the rank's log."""
+    log = os.open(Path(cfg_path).parent / f"rank{rank}.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    sys.exit(main([cfg_path, str(rank)]))
 
 
 if __name__ == "__main__":
