@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from kvplan.cost.engines import Engine, get_engine
 from kvplan.cost.kvspec import KVLayerSpec, _self_attention_spec, layer_specs
-from kvplan.cost.params import count_params, norm_params
+from kvplan.cost.params import norm_params
 from kvplan.cost.shapes import Matrix, attention_matrices, ffn_matrices, router_matrices
 from kvplan.errors import KvplanError
 from kvplan.model.card import ModelCard
@@ -51,7 +51,12 @@ def pp_partition(num_layers: int, pp: int) -> list[range]:
     sizes = [num_layers // pp] * pp
     for i in range(2, num_layers % pp + 2):
         sizes[-i] += 1
-    starts = [sum(sizes[:i]) for i in range(pp)]
+    return stage_ranges(sizes)
+
+
+def stage_ranges(sizes: list[int]) -> list[range]:
+    """Consecutive layer ranges of the given stage sizes."""
+    starts = [sum(sizes[:i]) for i in range(len(sizes))]
     return [range(s, s + n) for s, n in zip(starts, sizes)]
 
 
@@ -143,28 +148,43 @@ def _mlp_rank(card: ModelCard, layer: int, tp: int) -> int:
     return router + moe.num_experts * expert + moe.num_shared_experts * shared
 
 
-def rank_breakdown(card: ModelCard, layout: Layout, pp_rank: int, *,
-                   vocab_padding: int = DEFAULT_VOCAB_PADDING) -> dict[str, int]:
-    """Parameters by component on any TP rank of stage ``pp_rank`` (all TP ranks of a stage hold the same shapes)."""
+def rank_breakdown(card: ModelCard, layout: Layout, pp_rank: int, *, vocab_padding: int = DEFAULT_VOCAB_PADDING,
+                   stages: list[range] | None = None) -> dict[str, int]:
+    """Parameters by component on any TP rank of stage ``pp_rank`` (all TP ranks of a stage hold the same shapes).
+    ``stages``: another engine's layer split (default vLLM's pp_partition)."""
     tp, h = layout.tp, card.hidden_size
-    stages = pp_partition(card.num_layers, layout.pp)
-    layers = stages[pp_rank]
+    layers = (stages or pp_partition(card.num_layers, layout.pp))[pp_rank]
     first, last = pp_rank == 0, pp_rank == layout.pp - 1
     rows = pad_vocab(card.vocab_size, vocab_padding) // tp
     # llama.py: embed_tokens on the first stage, and on the last stage too when tied (lm_head aliases it)
     holds_embedding = first or (card.tie_embeddings and last)
-    p = count_params(card)
     lm_head = (0 if card.tie_embeddings else rows * h) + (rows if card.lm_head_bias else 0)
     norms = len(layers) * card.norms_per_layer + (card.final_norm if last else 0) + (card.embedding_norm if first else 0)
     return {
         "embedding": rows * h if holds_embedding else 0,
-        "positions": p.positions if first else 0,  # learned position table, replicated over TP
+        "positions": _positions(card) if first else 0,  # learned position table, replicated over TP
         "attention": len(layers) * _attention_rank(card, tp),
-        "mlp": sum(_mlp_rank(card, i, tp) for i in layers),
+        "mlp": _mlp_stage(card, layers, tp),
         "norms": norms * norm_params(card, h),
         "lm_head": lm_head if last else 0,
-        "other": p.other if first else 0,
+        "other": card.type_vocab_size * h if first else 0,  # decoder-only: BERT/T5 extras are refused above
     }
+
+
+def _positions(card: ModelCard) -> int:
+    if card.position != "learned":
+        return 0
+    return (card.max_position_embeddings + card.learned_position_offset) * card.hidden_size
+
+
+def _mlp_stage(card: ModelCard, layers: range, tp: int) -> int:
+    """The FFNs of a stage: dense and MoE layers each sized once."""
+    moe = sum(1 for i in layers if card.is_moe_layer(i))
+    dense = len(layers) - moe
+    first_moe = next((i for i in layers if card.is_moe_layer(i)), None)
+    first_dense = next((i for i in layers if not card.is_moe_layer(i)), None)
+    return ((dense * _mlp_rank(card, first_dense, tp) if dense else 0)
+            + (moe * _mlp_rank(card, first_moe, tp) if moe else 0))
 
 
 def rope_buffer_bytes(card: ModelCard, dtype_bytes: int) -> int:
@@ -178,27 +198,28 @@ def rope_buffer_bytes(card: ModelCard, dtype_bytes: int) -> int:
 
 def rank_weights(card: ModelCard, w_t: DType, layout: Layout, tp_rank: int, pp_rank: int, *,
                  vocab_padding: int = DEFAULT_VOCAB_PADDING, include_buffers: bool = True,
-                 kv_t: DType | None = None) -> RankWeights:
+                 kv_t: DType | None = None, stages: list[range] | None = None) -> RankWeights:
     """What GPU (tp_rank, pp_rank) holds after loading: its shards, replicated tensors, buffers, and (``kv_t`` fp8)
     the per-layer K/V scales of its layers."""
     check_layout(card, layout, vocab_padding=vocab_padding)
     if not (0 <= tp_rank < layout.tp and 0 <= pp_rank < layout.pp):
         raise KvplanError(f"rank ({tp_rank}, {pp_rank}) is outside tp {layout.tp} x pp {layout.pp}")
-    breakdown = rank_breakdown(card, layout, pp_rank, vocab_padding=vocab_padding)
-    layers = pp_partition(card.num_layers, layout.pp)[pp_rank]
+    breakdown = rank_breakdown(card, layout, pp_rank, vocab_padding=vocab_padding, stages=stages)
+    layers = (stages or pp_partition(card.num_layers, layout.pp))[pp_rank]
     params = sum(breakdown.values())
     # fp8 KV: a fp32 k_scale and v_scale parameter per attention layer (vllm attention/layer.py), on its stage
-    scales = kv_t.layer_scale_bytes * len(rank_kv_specs(card, kv_t, "ideal", layout, pp_rank)) if kv_t else 0
+    scales = kv_t.layer_scale_bytes * len(rank_kv_specs(card, kv_t, "ideal", layout, pp_rank, stages=stages)) if kv_t else 0
     buffers = rope_buffer_bytes(card, 4 if w_t.bits == 32 else 2) if include_buffers else 0
     return RankWeights(tp_rank, pp_rank, layers, params, w_t.data_bytes(params) + scales, buffers, breakdown)
 
 
-def rank_kv_specs(card: ModelCard, kv_t: DType, engine: Engine | str, layout: Layout, pp_rank: int) -> list[KVLayerSpec]:
+def rank_kv_specs(card: ModelCard, kv_t: DType, engine: Engine | str, layout: Layout, pp_rank: int, *,
+                  stages: list[range] | None = None) -> list[KVLayerSpec]:
     """The KV specs of stage ``pp_rank``'s layers with kv_heads_per_rank heads (MLA: the full latent on every rank)."""
     eng = get_engine(engine)
     if layout.tp == 1 and layout.pp == 1:
         return layer_specs(card, kv_t, eng)
     check_layout(card, layout)
     heads = kv_heads_per_rank(card.cached_kv_heads(eng.transformers), layout.tp)
-    layers = pp_partition(card.num_layers, layout.pp)[pp_rank]
+    layers = (stages or pp_partition(card.num_layers, layout.pp))[pp_rank]
     return [_self_attention_spec(card, kv_t, heads, card.windows[i]) for i in layers]
