@@ -153,3 +153,34 @@ def test_hung_rank_is_named_by_its_progress(tmp_path):
         D._wait([_Stuck(), _Stuck()], tmp_path, 2, 0.2)
     with pytest.raises(KvplanError):  # RankFailure is one line, exit 2 in the CLI
         D._wait([_Stuck()], tmp_path, 1, 0.0)
+
+
+@pytest.mark.parametrize("name", ["llama-2-7b", "deepseek-v2-lite", "gemma-2-9b", "qwen3-30b-a3b", "gpt2"])
+def test_rank_flops_add_up_to_the_single_device_model(name):
+    # one TP rank over all stages = kvplan.cost.flops' single-device count, except the LM head over the padded rows
+    from kvplan.cost import flops
+    from kvplan.cost.parallel import Layout, pad_vocab
+    from kvplan.verify.rank_predict import rank_flops
+    from kvplan.verify.reference.shrink import shrink
+
+    card, _ = shrink(load_card(name), layers=4, scale=1 / 16, seq_len=12)
+    pad = 2 * 2 * card.hidden_size * (pad_vocab(card.vocab_size) - card.vocab_size)
+    for engine in ("ideal", "vllm"):
+        kw = dict(batch=2, prompt_len=9, seq_len=12, engine=engine)
+        stages = sum(rank_flops(card, Layout(1, 2), s, phase="prefill", **kw) for s in range(2))
+        assert stages == flops.prefill_flops(card, batch=2, prompt_len=9, engine=engine).total + pad
+        dec = sum(rank_flops(card, Layout(1, 2), s, phase="decode", **kw) for s in range(2))
+        assert dec == flops.decode_step_flops(card, batch=2, cache_len=11, engine=engine).total + pad
+
+
+def test_rank_kv_allocations_sum_to_rank_kv_bytes():
+    from kvplan.cost.parallel import Layout
+    from kvplan.model.dtypes import parse_dtype
+    from kvplan.verify.rank_predict import rank_kv_bytes, rank_kv_tensor_bytes
+    from kvplan.verify.reference.shrink import shrink
+
+    card, _ = shrink(load_card("gemma-2-9b"), layers=2, scale=1 / 16, seq_len=12)
+    for engine in ("ideal", "vllm"):
+        kw = dict(batch=2, seq_len=12, block_size=4)
+        sizes = rank_kv_tensor_bytes(card, parse_dtype("bf16"), engine, Layout(2, 2), 1, **kw)
+        assert sizes and sum(sizes) == rank_kv_bytes(card, parse_dtype("bf16"), engine, Layout(2, 2), 1, **kw)

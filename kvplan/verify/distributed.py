@@ -33,9 +33,10 @@ from kvplan.model.card import ModelCard
 from kvplan.model.catalog import load_card
 from kvplan.model.dtypes import parse_dtype
 from kvplan.plan.estimate import estimate
+from kvplan.verify import allocator
 from kvplan.verify.activations import TOKEN_ID_BYTES, activation_peaks
 from kvplan.verify.limits import check_fits_machine
-from kvplan.verify.rank_predict import comm_bytes, rank_card, rank_flops, rank_kv_bytes
+from kvplan.verify.rank_predict import comm_bytes, rank_card, rank_flops, rank_kv_bytes, rank_kv_tensor_bytes
 from kvplan.verify.reference.shrink import shrink
 from kvplan.verify.run import PEAK_TOLERANCE, TORCH_INSTALL, Check, _check, _check_inputs
 
@@ -117,6 +118,13 @@ def verify_sharded(model: ModelCard | str | Path, *, tp: int = 1, pp: int = 1, b
                backend=backend, timeout=timeout)
     measured = launch(cfg, timeout)
     reference = _reference_logits(cfg)
+    if device.startswith("cuda"):  # memory_allocated counts 512-byte-rounded blocks (kvplan.verify.allocator)
+        for m in measured:
+            p = preds[m["rank"]]
+            p["weights_bytes"] = allocator.memory_allocated(m["param_bytes"])
+            p["kv_cache_bytes"] = allocator.memory_allocated(rank_kv_tensor_bytes(
+                card, parse_dtype(dtype), engine, layout, m["pp_rank"], batch=batch, seq_len=seq_len,
+                block_size=block_size, max_cache_len=mcl))
     ranks = [_rank_result(preds[m["rank"]], m, reference, dtype) for m in measured]
     return ShardedResult(model=card.name, device=device, backend=backend, engine=engine, kv_dtype=dtype, tp=tp, pp=pp,
                          batch=batch, seq_len=seq_len, prompt_len=prompt, decode_steps=steps, block_size=block_size,

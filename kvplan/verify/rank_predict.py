@@ -72,6 +72,20 @@ def comm_bytes(card: ModelCard, layout: Layout, pp_rank: int, *, batch: int, new
     }
 
 
+def rank_kv_tensor_bytes(card: ModelCard, kv_t: DType, engine: str, layout: Layout, pp_rank: int, *, batch: int,
+                         seq_len: int, block_size: int, max_cache_len: int | None = None) -> list[int]:
+    """The rank's cache allocations (kvplan.verify.allocator.kv_tensor_bytes over its own specs), for CUDA rounding."""
+    eng, run = get_engine(engine), CacheRun(seq_len, 0, max_cache_len, block_size)
+    sizes: list[int] = []
+    for spec in rank_kv_specs(card, kv_t, eng, layout, pp_rank):
+        if eng.paged:
+            sizes += [spec.page_size_bytes(block_size)] * (batch * spec.positions_held(eng, run) // block_size)
+        else:
+            held = spec.positions_held(eng, run)
+            sizes += [batch * held * count * kv_t.vector_bytes(elems) for count, elems in spec.vectors]
+    return sizes
+
+
 def rank_kv_bytes(card: ModelCard, kv_t: DType, engine: str, layout: Layout, pp_rank: int, *, batch: int,
                   seq_len: int, block_size: int, max_cache_len: int | None = None, prefill_len: int | None = None
                   ) -> int:
