@@ -59,7 +59,36 @@ def table(name: str, kw: dict) -> str:
     return "\n".join(out) + "\n"
 
 
+def sweep() -> None:
+    """Every bundled card x {ideal, vllm} x {tp 2, tp 2 x pp 2}, fp32, batch 2, seq_len 12, --layers 2 --scale 1/32."""
+    from kvplan.errors import KvplanError
+    from kvplan.model.catalog import bundled_names
+
+    runs, worst = 0, {}
+    for name in bundled_names():
+        for engine in ("ideal", "vllm"):
+            for tp, pp in ((2, 1), (2, 2)):
+                try:
+                    r = verify_sharded(name, tp=tp, pp=pp, layers=2, scale=1 / 32, seq_len=12, batch=2, decode_steps=3,
+                                       block_size=4, engine=engine, kv_dtype="fp32")
+                except KvplanError as exc:
+                    print(f"{name} {engine} tp {tp} pp {pp}: refused: {exc}")
+                    continue
+                runs += 1
+                for k in r.ranks:
+                    for c in k.checks:
+                        if c.ok is False:
+                            print(f"{name} {engine} tp {tp} pp {pp} rank {k.rank}: FAIL {c}")
+                        if c.name.startswith("peak") and abs(c.measured / c.predicted - 1) > abs(worst.get(c.name, (0,))[0]):
+                            worst[c.name] = (c.measured / c.predicted - 1, name, engine, tp, pp)
+    print(f"{runs} runs; worst peak errors: " + "; ".join(f"{n} {e:+.2%} ({m}, {g}, tp {t} pp {p})"
+                                                           for n, (e, m, g, t, p) in worst.items()))
+
+
 if __name__ == "__main__":
+    if sys.argv[1:] == ["--sweep"]:
+        sweep()
+        sys.exit(0)
     wanted = set(sys.argv[1:])
     for name, kw in CASES:
         if not wanted or name in wanted:

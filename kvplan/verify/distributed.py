@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, computed_field
@@ -226,9 +228,11 @@ def launch(cfg: dict, timeout: float) -> list[dict]:
         (d / "config.json").write_text(json.dumps(cfg))
         procs = []
         try:
-            for r in range(world):
-                procs.append(ctx.Process(target=entry, args=(str(d / "config.json"), r), name=f"kvplan-rank{r}"))
-                procs[-1].start()
+            with _main_not_reimported():
+                for r in range(world):
+                    p = ctx.Process(target=entry, args=(str(d / "config.json"), r), name=f"kvplan-rank{r}")
+                    p.start()
+                    procs.append(p)
             _wait(procs, d, cfg["tp"], timeout)
         finally:
             for p in procs:
@@ -237,6 +241,24 @@ def launch(cfg: dict, timeout: float) -> list[dict]:
             for p in procs:
                 p.join()
         return [json.loads((d / f"rank{r}.json").read_text()) for r in range(world)]
+
+
+@contextmanager
+def _main_not_reimported():
+    """multiprocessing re-runs the caller's main script in every child unless it is guarded by ``if __name__ ==
+    '__main__'``; the ranks need nothing from it (their target lives in kvplan), so hide it while they start, as an
+    interactive session would (multiprocessing.spawn.get_preparation_data reads __spec__ and __file__)."""
+    main = sys.modules.get("__main__")
+    saved = {k: main.__dict__[k] for k in ("__spec__", "__file__") if main is not None and k in main.__dict__}
+    if main is not None:
+        main.__dict__["__spec__"] = None
+        main.__dict__.pop("__file__", None)
+    try:
+        yield
+    finally:
+        if main is not None:
+            main.__dict__.pop("__spec__", None)
+            main.__dict__.update(saved)
 
 
 def _wait(procs: list, d: Path, tp: int, timeout: float) -> None:

@@ -70,6 +70,22 @@ def run_rank(cfg: dict, rank: int) -> dict:
         dist.destroy_process_group()
 
 
+def _settled(tracker, tries: int = 20) -> int:
+    """Live bytes once nothing is about to be freed: unreachable cycles collected, and the buffers of the last
+    collectives released -- gloo's worker thread drops its reference to a finished op's tensors just after waking
+    the caller (ProcessGroupGloo::runLoop), so on a loaded machine they can outlive the call by a few ms."""
+    gc.collect()
+    last = tracker.current()
+    for _ in range(tries):
+        time.sleep(0.005)
+        gc.collect()
+        now = tracker.current()
+        if now == last:
+            return now
+        last = now
+    return last
+
+
 def _measure(cfg: dict, device: str, rank: int, tp_rank: int, pp_rank: int, comm: Comm) -> dict:
     card = ModelCard.model_validate_json(cfg["card"])
     tp, pp, batch, prompt, steps = cfg["tp"], cfg["pp"], cfg["batch"], cfg["prompt_len"], cfg["decode_steps"]
@@ -119,8 +135,7 @@ def _measure(cfg: dict, device: str, rank: int, tp_rank: int, pp_rank: int, comm
                 peak_decode, decode_flops = tracker.peak(), fc.get_total_flops()
             logits.append(None if out is None else out[:, -1].tolist())
             del out
-        gc.collect()  # unreachable cycles (freed by the collector at a random moment) are not held memory
-        kv = tracker.current() - base
+        kv = _settled(tracker) - base
     params = sum(p.numel() for p in stage.parameters())
     return dict(rank=rank, tp_rank=tp_rank, pp_rank=pp_rank, layers=[layers.start, layers.stop], params=params,
                 param_bytes=[p.numel() * p.element_size() for p in stage.parameters()], weights_bytes=weights,
