@@ -6,6 +6,7 @@ sharding must change (so a run that silently did not shard fails)."""
 
 import json
 import multiprocessing
+import os
 import time
 
 import pytest
@@ -184,3 +185,31 @@ def test_rank_kv_allocations_sum_to_rank_kv_bytes():
         kw = dict(batch=2, seq_len=12, block_size=4)
         sizes = rank_kv_tensor_bytes(card, parse_dtype("bf16"), engine, Layout(2, 2), 1, **kw)
         assert sizes and sum(sizes) == rank_kv_bytes(card, parse_dtype("bf16"), engine, Layout(2, 2), 1, **kw)
+
+
+def test_missing_backend_and_too_big_runs_are_refused(monkeypatch):
+    import torch.distributed as dist
+
+    import kvplan.verify.limits as limits
+
+    with monkeypatch.context() as m:
+        m.setattr(dist, "is_gloo_available", lambda: False)
+        with pytest.raises(KvplanError, match="no gloo backend"):
+            D.verify_sharded("llama-2-7b", tp=2, layers=2, scale=1 / 32, seq_len=6)
+    monkeypatch.setattr(limits, "available_memory_bytes", lambda device: 4 << 20)  # 4 MiB: 2 ranks need more
+    with pytest.raises(KvplanError, match="--layers/--scale"):
+        D.verify_sharded("llama-2-7b", tp=2, layers=2, scale=1 / 32, seq_len=6)
+
+
+def test_unguarded_caller_script_and_no_torch_at_import(tmp_path):
+    # multiprocessing re-runs an unguarded main script in each child unless verify hides it
+    import subprocess
+    import sys
+
+    script = tmp_path / "unguarded.py"
+    script.write_text("import sys\nfrom kvplan.verify.distributed import verify_sharded\n"
+                      "print('torch' in sys.modules)\n"
+                      "r = verify_sharded('llama-2-7b', pp=2, layers=2, scale=1 / 32, seq_len=6)\nprint(r.ok)\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=env)
+    assert out.stdout.split() == ["False", "True"], out.stderr[-2000:]
