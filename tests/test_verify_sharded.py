@@ -58,13 +58,13 @@ def test_tp2_llama_shards_every_matrix():
 
 
 def test_tp_beyond_kv_heads_replicates_them_moe():
-    # qwen3-30b-a3b (MoE, qk_norm) with one KV head: at tp 2 each rank keeps that head (vLLM replication)
-    card = load_card("qwen3-30b-a3b").model_copy(update={"num_kv_heads": 1})
-    r = D.verify_sharded(card, tp=2, layers=2, scale=1 / 16, **SMALL)
-    _assert_all_exact(r, 2, 1)
-    single = verify_single(card, layers=2, scale=1 / 16, **SMALL)
+    # qwen3-30b-a3b (MoE, qk_norm), 32 query and 4 KV heads, at tp 8 (the example): each KV head is kept by
+    # the 2 ranks whose 4 query heads use it (rank r holds KV head r // 2; a wrong pick breaks the logits check)
+    r = D.verify_sharded("qwen3-30b-a3b", tp=8, layers=2, scale=1 / 16, **SMALL)
+    _assert_all_exact(r, 8, 1)
+    single = verify_single("qwen3-30b-a3b", layers=2, scale=1 / 16, **SMALL)
     kv1 = next(c.measured for c in single.checks if c.name == "kv_cache_bytes")
-    assert all(_checks(k)["kv_cache_bytes"].measured == kv1 for k in r.ranks)  # replicated, not split
+    assert all(_checks(k)["kv_cache_bytes"].measured * 4 == kv1 for k in r.ranks)  # 1 of 4 heads, not 1/8
 
 
 def test_tp2_mla_moe_deepseek():
