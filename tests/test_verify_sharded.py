@@ -123,6 +123,7 @@ def test_cli_json_ranks(cli):
     (("--model", "llama-2-7b", "--pp", "3"), "--pp"),  # 2 layers after --layers 2
     (("--model", "bert-base-uncased", "--tp", "2"), "--tp"),  # encoder-only
     (("--model", "llama-2-7b", "--tp", "0"), "--tp"),
+    (("--model", "llama-2-7b", "--tp", "2", "--timeout", "0"), "--timeout"),
 ])
 def test_cli_bad_layout(cli, args, needle):
     code, out, err = cli("verify", *args, "--layers", "2", "--scale", "0.03", "--seq-len", "8")

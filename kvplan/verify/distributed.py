@@ -100,6 +100,8 @@ def verify_sharded(model: ModelCard | str | Path, *, tp: int = 1, pp: int = 1, b
     _check_inputs(card, engine, dtype, device, batch, seq_len, decode_steps, None)
     layout = Layout(tp=tp, pp=pp)
     check_layout(card, layout)
+    if not timeout > 0:
+        raise KvplanError(f"--timeout: seconds before a hung run is stopped, must be positive; got {timeout}")
     if card.architecture != "decoder-only":
         raise KvplanError(f"--tp/--pp: the sharded verify runs decoder-only models; {card.name} is {card.architecture}")
     if card.hf_kv_heads and get_engine(engine).transformers:
