@@ -26,9 +26,6 @@ def test_parse_size_rejects(text):
 # --- a throwaway project: a card and a kvplan.toml --------------------------------------------------------------
 
 import json
-import sys
-import types
-from types import SimpleNamespace
 from xml.etree import ElementTree as ET
 
 CARD = """\

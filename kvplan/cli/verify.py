@@ -22,9 +22,14 @@ def verify(
     decode_steps: Annotated[int, typer.Option("--decode-steps", help="Greedy decode steps after the prefill.")] = 2,
     block_size: o.BlockSize = 16,
     encoder_len: o.EncoderLen = None,
+    tp: Annotated[int, typer.Option("--tp", help="Tensor-parallel ranks: shard the reference model over N processes "
+                                    "(torch.distributed: gloo on cpu, NCCL on cuda).")] = 1,
+    pp: Annotated[int, typer.Option("--pp", help="Pipeline stages (vLLM's layer partition); N x M processes.")] = 1,
+    timeout: Annotated[float, typer.Option("--timeout", help="--tp/--pp: seconds before a hung rank stops the run.")] = 300.0,
     as_json: o.Json = False,
 ) -> None:
-    """Run the reference model (torch) and compare measured weights, KV cache, peaks and FLOPs with kvplan's.
+    """Run the reference model (torch) and compare measured weights, KV cache, peaks and FLOPs with kvplan's;
+    with --tp/--pp, per rank of the sharded model (plus logits vs the unsharded model and collective bytes).
     Exit 0 when every check passes, 1 when one fails."""
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
@@ -33,20 +38,31 @@ def verify(
     from kvplan.verify.run import verify as run
 
     card = resolve_card(model, hf_config)
+    sharded = tp != 1 or pp != 1
+    what = f" on {tp * pp} ranks (tp {tp} x pp {pp})" if sharded else ""
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
                   console=make_console(stderr=True), transient=True, disable=as_json) as progress:
-        progress.add_task(f"building and running the reference model of {escape(card.name)} on {escape(device)}...")
-        result = run(card, batch=batch, seq_len=seq_len, engine=engine, kv_dtype=kv_dtype, device=device,
-                     layers=layers, scale=scale, decode_steps=decode_steps, block_size=block_size,
-                     encoder_len=encoder_len)
+        progress.add_task(f"building and running the reference model of {escape(card.name)} on {escape(device)}"
+                          f"{what}...")
+        kw = dict(batch=batch, seq_len=seq_len, engine=engine, kv_dtype=kv_dtype, device=device, layers=layers,
+                  scale=scale, decode_steps=decode_steps, block_size=block_size)
+        if sharded:
+            from kvplan.errors import KvplanError
+            from kvplan.verify.distributed import verify_sharded
+
+            if encoder_len is not None:
+                raise KvplanError("--encoder-len: the sharded verify (--tp/--pp) runs decoder-only models")
+            result = verify_sharded(card, tp=tp, pp=pp, timeout=timeout, **kw)
+        else:
+            result = run(card, encoder_len=encoder_len, **kw)
     if as_json:
         from kvplan.report.jsonout import print_json
 
         print_json(result)
     else:
-        from kvplan.report.verify import render_verify
+        from kvplan.report.verify import render_sharded, render_verify
 
-        render_verify(result, make_console())
+        (render_sharded if sharded else render_verify)(result, make_console())
     raise typer.Exit(0 if result.ok else 1)
 
 

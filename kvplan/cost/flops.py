@@ -185,6 +185,14 @@ def _breakdown(card: ModelCard, eng: Engine, phase: str, *, batch: int, new: int
     )
 
 
+def layer_flops(card: ModelCard, layer: int, *, batch: int, new: int, keys: int, mode: str | None) -> int:
+    """Dense matmul FLOPs of decoder layer ``layer`` for ``new`` tokens of each of ``batch`` sequences scored against
+    ``keys`` keys: its projections, attention core and FFN (what one pipeline stage or TP shard sums over)."""
+    tokens = batch * new
+    return (_projection_flops(card, tokens, batch * keys, mode) + _core_flops(card, tokens * keys, mode)
+            + _mlp_flops(card, card.is_moe_layer(layer), tokens))
+
+
 def _with_encoder(out: FlopsBreakdown, card: ModelCard, batch: int, enc: int) -> FlopsBreakdown:
     """The encoder stack over ``enc`` tokens: bidirectional, so dense and causal scores are both E x E."""
     layers, tokens = card.num_encoder_layers, batch * enc

@@ -73,14 +73,14 @@ def _layer_specs(card: ModelCard, kv_dtype: DType, transformers: bool) -> tuple[
     heads = card.cached_kv_heads(transformers)
     by_window = {w: self_attention_spec(card, kv_dtype, heads, w) for w in set(card.windows)}
     self_attn = tuple(by_window[w] for w in card.windows)
-    self_attn = tuple(_chunked(s, card.chunk(i)) for i, s in enumerate(self_attn))
+    self_attn = tuple(chunked(s, card.chunk(i)) for i, s in enumerate(self_attn))
     if card.architecture != "encoder-decoder":
         return self_attn
     cross = _standard_spec(card, kv_dtype, "cross", None, card.num_kv_heads)
     return self_attn + (cross,) * card.num_layers
 
 
-def _chunked(spec: KVLayerSpec, chunk: int | None) -> KVLayerSpec:
+def chunked(spec: KVLayerSpec, chunk: int | None) -> KVLayerSpec:
     """A chunked layer caches K/V like a full layer; only the positions it holds differ."""
     return spec if chunk is None else replace(spec, kind="chunked", chunk=chunk)
 

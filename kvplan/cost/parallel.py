@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kvplan.cost.engines import Engine, get_engine
-from kvplan.cost.kvspec import KVLayerSpec, self_attention_spec, layer_specs
+from kvplan.cost.kvspec import KVLayerSpec, chunked, layer_specs, self_attention_spec
 from kvplan.cost.params import attention_extras, norm_params
 from kvplan.cost.shapes import Matrix, attention_matrices, ffn_matrices, router_matrices
 from kvplan.errors import KvplanError
@@ -242,4 +242,4 @@ def rank_kv_specs(card: ModelCard, kv_t: DType, engine: Engine | str, layout: La
     check_layout(card, layout)
     heads = kv_heads_per_rank(card.cached_kv_heads(eng.transformers), layout.tp)
     layers = (stages or pp_partition(card.num_layers, layout.pp))[pp_rank]
-    return [self_attention_spec(card, kv_t, heads, card.windows[i]) for i in layers]
+    return [chunked(self_attention_spec(card, kv_t, heads, card.windows[i]), card.chunk(i)) for i in layers]

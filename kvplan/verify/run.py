@@ -31,8 +31,8 @@ _RESULT = ConfigDict(frozen=True, extra="forbid")
 class Check(BaseModel):
     model_config = _RESULT
     name: str
-    predicted: int | None  # None: no model for this card (informative only)
-    measured: int | None
+    predicted: int | float | None  # None: no model for this card (informative only); float: an error bound
+    measured: int | float | None
     tolerance: float  # allowed |measured - predicted| / predicted; 0: exact
     ok: bool | None  # None: informative (nothing predicted)
     note: str = ""
