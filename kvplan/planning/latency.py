@@ -1,24 +1,16 @@
 """Latency lower bounds of a serving layout: the roofline of one replica's batch, split over TP, plus the ring
-all-reduces between TP ranks over the interconnect (Megatron-LM: two all-reduces of the hidden states per layer)."""
+collectives between ranks over the interconnect (kvplan.cost.comm: the model the sharded verify checks byte for
+byte)."""
 
 from __future__ import annotations
 
 from functools import lru_cache
 
+from kvplan.cost.comm import comm_time_s
 from kvplan.cost.roofline import roofline
 from kvplan.planning.capacity_engines import Setup
 from kvplan.planning.capacity_results import Latency
-from kvplan.errors import KvplanError
 from kvplan.units import cdiv
-
-
-def allreduce_s(tp: int, nbytes: int, link_bytes_per_s: int | None) -> float:
-    """Ring all-reduce lower bound: 2 (tp - 1) / tp x bytes over one direction (half the stated both-way figure)."""
-    if tp == 1:
-        return 0.0
-    if not link_bytes_per_s:
-        raise KvplanError("--gpu: the GPU states no interconnect_bandwidth_bytes_per_s; add it with --gpu-file")
-    return 2 * (tp - 1) / tp * nbytes / (link_bytes_per_s / 2)
 
 
 def latency(s: Setup, concurrency: int, prompt_len: int | None = None) -> Latency:
@@ -26,18 +18,14 @@ def latency(s: Setup, concurrency: int, prompt_len: int | None = None) -> Latenc
     card, lay = s.card, s.layout
     batch, prompt = cdiv(concurrency, lay.dp), prompt_len or s.max_model_len
     roof = _roofline(card, batch, prompt, s.max_model_len, s.gpu, s.engine, s.kv_t, s.w_t, max(1, s.block_size))
-    act = 4 if s.w_t.bits == 32 else 2
-    link = s.gpu.interconnect_bandwidth_bytes_per_s
-
-    def comm(tokens: int) -> float:
-        per_layer = 2 * allreduce_s(lay.tp, tokens * card.hidden_size * act, link)
-        handoff = (lay.pp - 1) * tokens * card.hidden_size * act / (link / 2) if lay.pp > 1 else 0.0
-        return card.num_layers * per_layer + handoff
-
-    ttft = roof.time_to_first_token_one_request_s / lay.tp + comm(prompt)
-    tpot = roof.time_per_output_token_s / lay.tp + comm(batch)
+    kw = dict(e=4 if s.w_t.bits == 32 else 2, link_bytes_per_s=s.gpu.interconnect_bandwidth_bytes_per_s,
+              logit_rows=1)  # vLLM computes logits of the last position of each sequence
+    prefill_comm = comm_time_s(card, lay, batch=1, new_tokens=prompt, **kw)
+    decode_comm = comm_time_s(card, lay, batch=batch, new_tokens=1, **kw)
+    ttft = roof.time_to_first_token_one_request_s / lay.tp + prefill_comm
+    tpot = roof.time_per_output_token_s / lay.tp + decode_comm
     return Latency(batch_per_replica=batch, prompt_len=prompt, ttft_ms=ttft * 1e3, tpot_ms=tpot * 1e3,
-                   allreduce_ms_per_token=comm(batch) * 1e3,
+                   allreduce_ms_per_token=decode_comm * 1e3,
                    notes=["Lower bounds: roofline / tp per GPU plus ring all-reduce and PP hand-off time; the "
                           "prefill of one request alone (TTFT) and one decode step of the replica's batch (TPOT)."])
 

@@ -9,7 +9,7 @@ measures weights, KV, peaks, FLOPs and the bytes of every collective. Checks per
 - prefill_flops / decode_step_flops: exactly kvplan.verify.rank_predict.rank_flops;
 - peaks: kvplan.verify.activations' transients of the rank's shapes (rank_predict.rank_card) plus the rank's own
   resident bytes, plus the logits all-gather on the last stage; within PEAK_TOLERANCE;
-- comm_{prefill,decode}_{op}_bytes: exactly rank_predict.comm_bytes (each op the rank's layout uses);
+- comm_{prefill,decode}_{op}_bytes: exactly kvplan.cost.comm.comm_bytes, the model of the latency bounds;
 - logits_max_abs_error (last stage): the gathered logits of every step against the unsharded model's, absolute.
 
 Torch is imported only inside the run (never at module import). A rank that fails or outlives ``timeout`` stops
@@ -38,7 +38,8 @@ from kvplan.planning.estimate import estimate
 from kvplan.verify import allocator
 from kvplan.verify.activations import TOKEN_ID_BYTES, activation_peaks
 from kvplan.verify.limits import check_fits_machine
-from kvplan.verify.rank_predict import comm_bytes, rank_card, rank_flops, rank_kv_bytes, rank_kv_tensor_bytes
+from kvplan.cost.comm import comm_bytes
+from kvplan.verify.rank_predict import rank_card, rank_flops, rank_kv_bytes, rank_kv_tensor_bytes
 from kvplan.verify.reference.shrink import shrink
 from kvplan.verify.run import PEAK_TOLERANCE, TORCH_INSTALL, Check, _check, _check_inputs
 

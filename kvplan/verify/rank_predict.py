@@ -6,11 +6,7 @@ kv_heads_per_rank K/V heads, ffn and expert intermediates / tp and the padded vo
 flops model sums then has exactly the rank's shape (column-parallel outputs and row-parallel inputs divided,
 replicated matrices -- router, MLA down-projections -- unchanged), summed over the stage's layers only.
 
-Communication model (per rank, per step of ``tokens`` = batch x new tokens, ``e`` bytes per element):
-- all-reduce (TP > 1): 2 per decoder layer (after attention's O and after the MLP's down / the MoE combine), plus 1
-  after the vocabulary-parallel embedding on the first stage, each tokens x hidden x e;
-- all-gather (TP > 1, last stage): this rank's logits, logit rows x padded_vocab / tp x e;
-- send / recv (PP > 1): tokens x hidden x e to the next stage / from the previous one.
+Collective bytes: kvplan.cost.comm (the same model the latency bounds of `kvplan plan` use).
 """
 
 from __future__ import annotations
@@ -53,21 +49,6 @@ def rank_flops(card: ModelCard, layout: Layout, pp_rank: int, *, phase: str, bat
     if pp_rank == layout.pp - 1:
         total += 2 * batch * rows * card.hidden_size * rc.vocab_size
     return total
-
-
-def comm_bytes(card: ModelCard, layout: Layout, pp_rank: int, *, batch: int, new_tokens: int, logit_rows: int,
-               e: int) -> dict[str, int]:
-    """Payload bytes of each op one rank of stage ``pp_rank`` moves in one step (module docstring)."""
-    layers = pp_partition(card.num_layers, layout.pp)[pp_rank]
-    first, last = pp_rank == 0, pp_rank == layout.pp - 1
-    hidden = batch * new_tokens * card.hidden_size * e
-    tp = layout.tp
-    return {
-        "all_reduce": (2 * len(layers) + first) * hidden if tp > 1 else 0,
-        "all_gather": batch * logit_rows * pad_vocab(card.vocab_size) // tp * e if tp > 1 and last else 0,
-        "send": hidden if layout.pp > 1 and not last else 0,
-        "recv": hidden if layout.pp > 1 and not first else 0,
-    }
 
 
 def rank_kv_tensor_bytes(card: ModelCard, kv_t: DType, engine: str, layout: Layout, pp_rank: int, *, batch: int,

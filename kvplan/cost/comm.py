@@ -1,0 +1,48 @@
+"""Bytes the collectives of one decode or prefill step move on one rank, and their lower-bound time: the one
+communication model behind the latency bounds of ``kvplan plan`` and the sharded ``kvplan verify`` checks.
+
+Per rank, per step of ``tokens`` = batch x new tokens, ``e`` bytes per element (Megatron-LM, arXiv:1909.08053;
+vLLM's TP layers):
+- all-reduce (TP > 1): 2 per decoder layer (after attention's O and after the MLP's down / the MoE combine), plus 1
+  after the vocabulary-parallel embedding on the first stage, each tokens x hidden x e;
+- all-gather (TP > 1, last stage): this rank's logits, logit rows x padded_vocab / tp x e;
+- send / recv (PP > 1): tokens x hidden x e to the next stage / from the previous one.
+Ring collectives move 2 (tp - 1) / tp (all-reduce) and (tp - 1) / tp (all-gather, of the gathered total) of their
+bytes over one direction of the link, half the both-way figure catalogs state.
+"""
+
+from __future__ import annotations
+
+from kvplan.cost.parallel import Layout, pad_vocab, pp_partition
+from kvplan.errors import KvplanError
+from kvplan.model.card import ModelCard
+
+
+def comm_bytes(card: ModelCard, layout: Layout, pp_rank: int, *, batch: int, new_tokens: int, logit_rows: int,
+               e: int) -> dict[str, int]:
+    """Payload bytes of each op one rank of stage ``pp_rank`` moves in one step (module docstring)."""
+    layers = pp_partition(card.num_layers, layout.pp)[pp_rank]
+    first, last = pp_rank == 0, pp_rank == layout.pp - 1
+    hidden = batch * new_tokens * card.hidden_size * e
+    tp = layout.tp
+    return {
+        "all_reduce": (2 * len(layers) + first) * hidden if tp > 1 else 0,
+        "all_gather": batch * logit_rows * pad_vocab(card.vocab_size) // tp * e if tp > 1 and last else 0,
+        "send": hidden if layout.pp > 1 and not last else 0,
+        "recv": hidden if layout.pp > 1 and not first else 0,
+    }
+
+
+def comm_time_s(card: ModelCard, layout: Layout, *, batch: int, new_tokens: int, logit_rows: int, e: int,
+                link_bytes_per_s: int | None) -> float:
+    """Lower bound on one step's communication time: every stage's collectives in turn (a step crosses them all)."""
+    if layout.tp == 1 and layout.pp == 1:
+        return 0.0
+    if not link_bytes_per_s:
+        raise KvplanError("--gpu: the GPU states no interconnect_bandwidth_bytes_per_s; add it with --gpu-file")
+    one_way, tp = link_bytes_per_s / 2, layout.tp
+    total = 0.0
+    for pp_rank in range(layout.pp):
+        b = comm_bytes(card, layout, pp_rank, batch=batch, new_tokens=new_tokens, logit_rows=logit_rows, e=e)
+        total += (2 * (tp - 1) / tp * b["all_reduce"] + (tp - 1) * b["all_gather"] + b["send"]) / one_way
+    return total
