@@ -4,7 +4,7 @@
     >>> kvplan.estimate("llama-2-70b", batch=16, seq_len=4096).kv_cache.bytes_per_token
     327680
 
-Public API: ``estimate`` (returns a typed ``Estimate``), ``load_card`` (bundled name or path), ``ModelCard``,
+Public API: ``estimate`` (returns a typed ``Estimate``), ``sweep`` (estimate over a grid: flat dict rows), ``load_card`` (bundled name or path), ``ModelCard``,
 ``count_params``, ``card_from_hf_config``. Attributes load lazily so ``import kvplan`` stays cheap.
 """
 
@@ -15,6 +15,8 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "estimate": "kvplan.plan.estimate",
     "Estimate": "kvplan.plan.estimate",
+    "sweep": "kvplan.plan.sweep",
+    "Sweep": "kvplan.plan.sweep",
     "load_card": "kvplan.model.catalog",
     "bundled_names": "kvplan.model.catalog",
     "ModelCard": "kvplan.model.card",

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import difflib
+from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
+from typing import IO, Iterator
 
 import yaml
 from pydantic import ValidationError
@@ -64,16 +66,33 @@ def validate_cards(paths: list[str]) -> list[tuple[str, str | None]]:
 
 def write_atomic(path: Path, text: str, *, exclusive: bool = False) -> None:
     """Write via a temporary file in the same folder and rename it: never a half-written file."""
+    if exclusive and (path.exists() or path.is_symlink()):
+        raise KvplanError(f"{path}: exists; pass --force to overwrite it")
+    with open_atomic(path) as f:
+        f.write(text)
+
+
+@contextmanager
+def open_atomic(path: str | Path, *, newline: str | None = None) -> Iterator[IO[str]]:
+    """A text file to stream into; it becomes ``path`` only when the block ends without an error (Ctrl-C
+    included), so a reader never sees a partial file. An unwritable folder is a KvplanError naming ``path``."""
     import os
     import tempfile
 
-    if exclusive and (path.exists() or path.is_symlink()):
-        raise KvplanError(f"{path}: exists; pass --force to overwrite it")
-    fd, tmp = tempfile.mkstemp(dir=path.parent or ".", prefix=f".{path.name}.", suffix=".tmp")
+    path = Path(path)
+    if path.is_dir():
+        raise KvplanError(f"{path}: is a folder; give a file name")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
+        fd, tmp = tempfile.mkstemp(dir=path.parent or ".", prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise KvplanError(f"{path}: cannot write: {exc.strerror or exc}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline=newline) as f:
+            yield f
+        try:
+            os.replace(tmp, path)
+        except OSError as exc:
+            raise KvplanError(f"{path}: cannot write: {exc.strerror or exc}") from None
     except BaseException:
         os.unlink(tmp)
         raise
