@@ -3,6 +3,7 @@
 import csv
 import io
 import json
+import os
 import random
 
 import pytest
@@ -92,3 +93,87 @@ def test_to_csv_round_trips(tmp_path):
     buf = io.StringIO()
     s.to_csv(buf)
     assert buf.getvalue() == path.read_text()
+
+
+def _error(cli, *args):
+    code, out, err = cli(*args)
+    assert code == 2, (code, out, err)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    return lines[0]
+
+
+@pytest.mark.parametrize("args, words", [
+    (("-m", "llama-2-7", "--seq-len", "10"), "llama-2-7b"),
+    (("-m", "llama-2-7b", "--seq-len", ","), "empty grid"),
+    (("-m", "llama-2-7b", "--seq-len", "10", "--batch", "1..10*1"), "never ends"),
+    (("-m", "llama-2-7b", "--seq-len", "10", "--engine", "vllm", "--kv-dtype", "int4"), "--kv-dtype"),
+    (("-m", "llama-2-7b", "--seq-len", "10", "--gpu", "NOPE"), "--gpu"),
+    (("-m", "llama-2-7b", "--seq-len", "10", "--format", "xls"), "--format"),
+    (("-m", "llama-2-7b", "--seq-len", "10", "--tp", "2"), "--gpu"),
+])
+def test_cli_bad_input_one_line_no_file(cli, tmp_path, args, words):
+    out = tmp_path / "s.csv"
+    assert words in _error(cli, "sweep", *args, "-o", str(out))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_cli_unwritable_output(cli, tmp_path):
+    assert "cannot write" in _error(cli, "sweep", "-m", "gpt2", "--seq-len", "10", "-o", str(tmp_path / "no" / "x.csv"))
+    assert "folder" in _error(cli, "sweep", "-m", "gpt2", "--seq-len", "10", "-o", str(tmp_path))
+
+
+def test_cli_capacity_without_planner(cli, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "kvplan.plan.capacity", None)  # as if the module did not exist
+    line = _error(cli, "sweep", "-m", "gpt2", "--seq-len", "10", "--gpu", "H100-SXM", "--tp", "1,2")
+    assert "needs the capacity planner" in line
+
+
+def test_capacity_columns_from_planner(monkeypatch):
+    """The adapter flattens whatever kvplan.plan.capacity.plan returns; one call per (layout, GPU, tp, pp, length)."""
+    import sys
+    import types
+
+    calls = []
+
+    def plan(card, **kw):
+        calls.append(kw)
+        return {"max_concurrency": 2.5 * kw["tp"], "fits": True, "per_gpu": {"weights_bytes": 7, "kv_bytes_per_token": 3}}
+
+    monkeypatch.setitem(sys.modules, "kvplan.plan.capacity", types.SimpleNamespace(plan=plan))
+    rows = list(sweep("gpt2", batch="1,2,4", seq_len="100,200", gpu="H100-SXM", tp="1,2"))
+    assert len(rows) == 12 and len(calls) == 4
+    assert rows[0]["tp"] == 1 and rows[0]["max_model_len"] is None and calls[0]["max_model_len"] == 100
+    assert {r["max_concurrency"] for r in rows} == {2.5, 5.0} and rows[0]["per_gpu.weights_bytes"] == 7
+    assert rows[0]["kv_cache.num_blocks"] is None
+
+
+def test_cli_writes_each_format(cli, tmp_path):
+    for name, first in (("s.csv", "model,engine"), ("s.jsonl", '{"model":'), ("s.md", "| model |")):
+        code, _, err = cli("sweep", "-m", "llama-2-7b,gemma-2-9b", "--batch", "1..8*2", "--seq-len", "1024,8192",
+                           "-o", str(tmp_path / name))
+        assert code == 0, err
+        text = (tmp_path / name).read_text()
+        assert text.startswith(first) and "wrote" in err
+    lines = (tmp_path / "s.jsonl").read_text().splitlines()
+    assert len(lines) == 16 and json.loads(lines[-1])["kv_cache.total_bytes"] == estimate(
+        "gemma-2-9b", batch=8, seq_len=8192).kv_cache.total_bytes
+    assert len([x for x in os.listdir(tmp_path) if x.startswith(".")]) == 0
+
+
+def test_interrupt_leaves_no_file(tmp_path, monkeypatch):
+    from kvplan.report import tabular
+
+    def boom(*a):
+        raise KeyboardInterrupt
+
+    s = sweep("gpt2", batch="1..4*2", seq_len="10")
+    monkeypatch.setattr(tabular, "_jsonl", boom)
+    with pytest.raises(KeyboardInterrupt):
+        from kvplan.model.catalog import open_atomic
+
+        with open_atomic(tmp_path / "x.jsonl") as f:
+            tabular.write_rows("jsonl", s, s.tuples(), f)
+    assert list(tmp_path.iterdir()) == []

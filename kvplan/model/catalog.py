@@ -89,6 +89,7 @@ def open_atomic(path: str | Path, *, newline: str | None = None) -> Iterator[IO[
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline=newline) as f:
             yield f
+        os.chmod(tmp, _mode_for(path))
         try:
             os.replace(tmp, path)
         except OSError as exc:
@@ -96,6 +97,18 @@ def open_atomic(path: str | Path, *, newline: str | None = None) -> Iterator[IO[
     except BaseException:
         os.unlink(tmp)
         raise
+
+
+def _mode_for(path: Path) -> int:
+    """An existing file's permissions, else what a plain open() would give (0o666 less the umask)."""
+    import os
+
+    try:
+        return path.stat().st_mode & 0o7777
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
 
 
 def load_card_file(path: Path) -> ModelCard:

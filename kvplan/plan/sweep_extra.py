@@ -62,14 +62,15 @@ def parallel_axis(tp, pp, max_model_len, gpu) -> tuple[tuple, ...]:
 
 def planner():
     """``kvplan.plan.capacity``, or one line saying this kvplan lacks it."""
+    import importlib
+
     try:
-        from kvplan.plan import capacity
+        return importlib.import_module("kvplan.plan.capacity")
     except ImportError as exc:
         if exc.name not in ("kvplan.plan.capacity", None):
             raise
         raise KvplanError("--tp/--pp/--max-model-len: needs the capacity planner (kvplan.plan.capacity, "
                           "`kvplan plan`), which this kvplan does not have yet") from None
-    return capacity
 
 
 def capacity_columns() -> tuple[str, ...]:
