@@ -32,9 +32,9 @@ def root(
 
 
 def _register() -> None:
-    from kvplan.cli import cards, compare, estimate, gpus, sweep, verify
+    from kvplan.cli import cards, compare, estimate, gpus, report, sweep, verify
 
-    for module in (estimate, compare, sweep, verify):
+    for module in (estimate, compare, sweep, report, verify):
         module.register(app)
     app.add_typer(cards.app, name="cards")
     app.add_typer(gpus.app, name="gpus")
