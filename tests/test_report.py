@@ -35,7 +35,7 @@ class Doc(HTMLParser):
         if tag == "svg":
             self.svgs += 1
         elif tag == "table":
-            self._table = self.tables.setdefault(a["id"], [])
+            self._table = self.tables.setdefault(a.get("id", ""), [])
         elif tag == "tr" and self._table is not None:
             self._row = []
             self._table.append(self._row)
@@ -190,3 +190,14 @@ def test_chromium_renders_a_page_that_is_not_blank(html_report, tmp_path):
     colours = im.getcolors(maxcolors=1 << 16) or []
     dark = sum(n for n, v in colours if v < 128)
     assert len(colours) > 16 and dark > 0.005 * im.width * im.height
+
+
+def test_notebook_reprs_are_html_tables():
+    from kvplan.plan.compare import compare
+
+    e = estimate("llama-2-7b", batch=16, seq_len=4096, gpu="H100-SXM")
+    doc = Doc()
+    doc.feed(e._repr_html_())
+    assert "table" in doc.tags and "34,359,738,368 B" in e._repr_html_()
+    c = compare("llama-3-8b", attention="mha,mqa", gpu="H100-SXM")
+    assert c._repr_html_().count("<tr>") == 1 + 3
