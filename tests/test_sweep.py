@@ -177,3 +177,28 @@ def test_interrupt_leaves_no_file(tmp_path, monkeypatch):
         with open_atomic(tmp_path / "x.jsonl") as f:
             tabular.write_rows("jsonl", s, s.tuples(), f)
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("kw", [
+    dict(model="llama-3-8b,gemma-2-9b", attention="card,gqa:2", engine="vllm,hf-static"),
+    dict(model="t5-base", encoder_len="1,77"),
+])
+def test_fast_csv_equals_csv_writer(kw):
+    from kvplan.plan.sweep import write_csv
+
+    s = sweep(batch="1..9*3", seq_len="1,4095,4097", **kw)
+    assert s.fast_csv
+    fast, slow = io.StringIO(), io.StringIO()
+    assert s.to_csv(fast) == len(s)
+    write_csv(s.columns, s.tuples(), slow)
+    assert fast.getvalue() == slow.getvalue()
+
+
+def test_progress_counts_every_row():
+    from kvplan.report.tabular import Progress, write_sweep
+
+    s = sweep("gpt2", batch="1..50000+1", seq_len="8,9")
+    for fmt in ("csv", "jsonl"):
+        with Progress(len(s)) as p:
+            assert sum(1 for _ in p.counted(s.tuples())) == p.done == 100_000
+        assert write_sweep(fmt, s, io.StringIO()) == 100_000

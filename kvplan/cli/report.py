@@ -30,6 +30,8 @@ def report(
     suffix = output.suffix.lower()
     if suffix not in (".html", ".htm", ".md", ".markdown"):
         raise KvplanError(f"--output: {output} should end in .html or .md")
+    if not output.parent.is_dir() or output.is_dir():
+        raise KvplanError(f"{output}: cannot write: {'is a folder' if output.is_dir() else 'no such folder'}")
     charts.require()
     models = [p.strip() for m in model for p in m.split(",") if p.strip()]
     gpus = [p.strip() for g in gpu for p in g.split(",") if p.strip()] if gpu else None

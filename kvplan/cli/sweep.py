@@ -37,21 +37,20 @@ def sweep(
 ) -> None:
     """estimate over a grid of scenarios: one row per combination, columns are estimate's JSON keys with dots."""
     from kvplan.plan.sweep import sweep as run
-    from kvplan.report.tabular import pick_format, with_progress, write_rows
+    from kvplan.report.tabular import pick_format, write_sweep
 
     result = run(model, batch=batch, seq_len=seq_len, kv_dtype=kv_dtype, weight_dtype=weight_dtype,
                  attention=attention, engine=engine, gpu=gpu, encoder_len=encoder_len, tp=tp, pp=pp,
                  max_model_len=max_model_len, block_size=block_size, gpu_file=gpu_file)
     form = pick_format(fmt, output, sys.stdout.isatty())
-    rows = with_progress(result.tuples(), len(result))
     if output is None:
-        write_rows(form, result, rows, sys.stdout)
+        write_sweep(form, result, sys.stdout)
         return
     from kvplan.model.catalog import open_atomic
     from kvplan.report.console import escape, make_console
 
     with open_atomic(output, newline="") as f:
-        n = write_rows(form, result, rows, f)
+        n = write_sweep(form, result, f)
     make_console(stderr=True).print(f"wrote {escape(output)} ({n:,} rows, {form})")
 
 

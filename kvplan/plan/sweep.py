@@ -173,12 +173,41 @@ class Sweep:
             row += par + extra.capacity_values(self._capacity_cache, lay, s, gpu, par, g.block_size, g.gpu_file)
         return row
 
+    @property
+    def fast_csv(self) -> bool:
+        """CSV lines can be formatted directly: no roofline or plan columns, no text that needs CSV quoting."""
+        g = self.grid
+        texts = [lay.card.name for lay in self._layouts] + [str(a) for a in g.attention]
+        return g.gpu == (None,) and not g.capacity and not any(set(t) & set(',"\r\n') for t in texts)
+
+    def csv_blocks(self) -> Iterator[tuple[str, int]]:
+        """(CSV text, rows in it) per (layout, encoder length, sequence length), without the header: the same bytes
+        ``write_csv`` gives for these rows, about four times faster. Only when ``fast_csv``."""
+        g = self.grid
+        for lay in self._layouts:
+            pre = ",".join(("" if v is None else v) for v in (lay.card.name, lay.engine.name, lay.attention,
+                                                            lay.kv_t.name, lay.w_t.name)) + ","
+            bpt, wb = lay.bytes_per_token, lay.weights_bytes
+            for enc in g.encoder_len:
+                for s in g.seq_len:
+                    ps = lay.per_sequence(s, enc or 0, g.block_size)
+                    mid = f",{s},{enc}," if enc is not None else f",{s},"
+                    mid += f"{bpt},{ps},"
+                    yield "".join([f"{pre}{b}{mid}{b * ps},{wb},{b * ps + wb}\n" for b in g.batch]), len(g.batch)
+
     def to_csv(self, path_or_file: str | Path | IO[str]) -> int:
         """Write a header and every row as CSV (a path is written atomically); returns the rows written."""
         if isinstance(path_or_file, (str, Path)):
             with open_atomic(path_or_file, newline="") as f:
                 return self.to_csv(f)
-        return write_csv(self.columns, self.tuples(), path_or_file)
+        if not self.fast_csv:
+            return write_csv(self.columns, self.tuples(), path_or_file)
+        write_csv(self.columns, (), path_or_file)
+        n = 0
+        for text, rows in self.csv_blocks():
+            path_or_file.write(text)
+            n += rows
+        return n
 
 
 def write_csv(columns: tuple[str, ...], rows, f: IO[str]) -> int:
