@@ -141,7 +141,7 @@ def _error(cli, *args):
 
 @pytest.mark.parametrize("args, words", [
     (("-m", "llama-3-8x",), "llama-3-8b"),
-    (("-m", "t5-base",), "decoder-only"),
+    (("-m", "gpt2", "--engine", "nope"), "--engine"),
     (("-m", "gpt2", "--gpu", "NOPE"), "--gpu"),
     (("-m", "gpt2", "--concurrency", "0"), "--concurrency"),
 ])
@@ -201,3 +201,13 @@ def test_notebook_reprs_are_html_tables():
     assert "table" in doc.tags and "34,359,738,368 B" in e._repr_html_()
     c = compare("llama-3-8b", attention="mha,mqa", gpu="H100-SXM")
     assert c._repr_html_().count("<tr>") == 1 + 3
+
+
+@pytest.mark.parametrize("name", __import__("kvplan").bundled_names())
+def test_every_bundled_card_reports(name, tmp_path, cli):
+    out = tmp_path / "r.html"
+    code, _, err = cli("report", "-m", name, "--gpu", "H200", "--max-model-len", "2048", "-o", str(out))
+    assert code == 0, err
+    doc = Doc()
+    doc.feed(out.read_text())
+    assert doc.svgs >= 1 and all(r.startswith("#") for r in doc.refs)

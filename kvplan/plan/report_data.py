@@ -32,7 +32,7 @@ class GpuFit:
     kv_bytes: int  # concurrency x one request's KV at max_model_len
     free_bytes: int  # memory - weights - KV (negative: does not fit)
     fits: bool
-    max_concurrency: int  # (memory - weights) // one request's KV: an upper bound (no activations, no overheads)
+    max_concurrency: int | None  # (memory - weights) // one request's KV: an upper bound; None: no KV cache
 
 
 @dataclass(frozen=True)
@@ -98,25 +98,27 @@ def _planner():
 
 
 def _model_report(card: ModelCard, devs: list[GPU], length: int, conc: int, engine: str, planner) -> ModelReport:
-    if card.architecture != "decoder-only":
-        raise KvplanError(f"--model: the report covers decoder-only models; {card.name} is {card.architecture}")
-    est = estimate(card, batch=conc, seq_len=length, engine=engine)
+    enc = length if card.architecture == "encoder-decoder" else None  # the encoder reads a max_model_len input
+    est = estimate(card, batch=conc, seq_len=length, engine=engine, encoder_len=enc)
     per_req = est.kv_cache.bytes_per_sequence
     fits = [_fit(d, est.weights.bytes, per_req, conc) for d in devs]
-    lengths = kv_lengths(card, length)
-    curve = kv_curve(card, lengths, engine, est.kv_cache.dtype)
-    default = curve[est.kv_cache.dtype]
-    conc_curve = {d.name: [max(0, (d.memory_bytes - est.weights.bytes) // b) if b else 0 for b in default]
-                  for d in devs}
+    lengths, curve, conc_curve = [], {}, {}
+    if card.has_kv_cache:
+        lengths = kv_lengths(card, length)
+        curve = kv_curve(card, lengths, engine, est.kv_cache.dtype, enc)
+        conc_curve = {d.name: [max(0, (d.memory_bytes - est.weights.bytes) // b) for b in curve[est.kv_cache.dtype]]
+                      for d in devs}
     layouts, note = _layouts(card, length, conc, devs[0], engine)
-    roof = [p for d in devs for p in roof_points(card, d, length, conc, engine)]
+    roof = []
+    if card.architecture == "decoder-only":
+        roof = [p for d in devs for p in roof_points(card, d, length, conc, engine)]
     capacity = [_capacity(planner, card, d, length, engine) for d in devs] if planner else []
     return ModelReport(card, est, fits, lengths, curve, conc_curve, layouts, note, roof, capacity)
 
 
 def _fit(dev: GPU, weights: int, per_req: int, conc: int) -> GpuFit:
     free = dev.memory_bytes - weights - conc * per_req
-    most = max(0, (dev.memory_bytes - weights) // per_req) if per_req else 0
+    most = max(0, (dev.memory_bytes - weights) // per_req) if per_req else None
     return GpuFit(dev, weights, conc * per_req, free, free >= 0, most)
 
 
@@ -131,13 +133,14 @@ def kv_lengths(card: ModelCard, length: int) -> list[int]:
     return sorted(set(out) | {top, length})
 
 
-def kv_curve(card: ModelCard, lengths: list[int], engine: str, default_dtype: str) -> dict[str, list[int]]:
+def kv_curve(card: ModelCard, lengths: list[int], engine: str, default_dtype: str,
+             encoder_len: int | None = None) -> dict[str, list[int]]:
     """One sequence's KV bytes at each length, per KV dtype the engine stores (the card's default first)."""
     from kvplan.cost.engines import get_engine
 
     allowed = get_engine(engine).kv_dtypes
     dtypes = [default_dtype] + [d for d in KV_DTYPES if d != default_dtype and (allowed is None or d in allowed)]
-    rows = sweep(card, batch=1, seq_len=lengths, kv_dtype=dtypes, engine=engine)
+    rows = sweep(card, batch=1, seq_len=lengths, kv_dtype=dtypes, engine=engine, encoder_len=encoder_len)
     curve: dict[str, list[int]] = {d: [] for d in dtypes}
     for row in rows:
         curve[row["kv_dtype"]].append(row["kv_cache.bytes_per_sequence"])
@@ -145,6 +148,8 @@ def kv_curve(card: ModelCard, lengths: list[int], engine: str, default_dtype: st
 
 
 def _layouts(card: ModelCard, length: int, conc: int, dev: GPU, engine: str) -> tuple[CompareResult | None, str]:
+    if card.architecture != "decoder-only":
+        return None, (f"Layout what-ifs are compared for decoder-only models; {card.name} is {card.architecture}.")
     if card.mla is not None:
         return None, (f"{card.name} uses MLA: each token caches one latent of {card.mla.kv_lora_rank} + "
                       f"{card.mla.qk_rope_head_dim} values per layer, shared by all {card.num_heads} heads; "

@@ -121,7 +121,7 @@ def lines(chart_id: str, title: str, lengths: list[int], series: dict[str, list[
         _log2_x(ax, lengths)
     else:
         _pow2_ticks(ax, lengths)
-    if log_y:
+    if log_y and any(v > 0 for vs in series.values() for v in vs):
         ax.set_yscale("log")
     else:
         ax.set_ylim(bottom=0)

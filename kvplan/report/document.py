@@ -83,6 +83,10 @@ def verdict(rep: Report, m: ModelReport) -> str:
                 "split the model over several GPUs (tensor or pipeline parallelism) or shrink the KV cache (fp8 KV, "
                 "a shorter context).")
     f = fitting[0]
+    if f.max_concurrency is None:
+        return (f"Verdict: deploy on one {f.gpu.name} ({fmt_bytes(f.gpu.memory_bytes)}): weights "
+                f"{fmt_bytes(f.weights_bytes)}; a {m.card.architecture} model caches no K/V between steps, so "
+                "concurrency is limited by activations, not by a KV cache.")
     return (f"Verdict: deploy on one {f.gpu.name} ({fmt_bytes(f.gpu.memory_bytes)}): weights "
             f"{fmt_bytes(f.weights_bytes)} + KV {fmt_bytes(f.kv_bytes)} for {need} leaves {fmt_bytes(f.free_bytes)}; "
             f"at most {fmt_int(f.max_concurrency)} such requests fit next to the weights (an upper bound: activations "
@@ -105,13 +109,17 @@ def _breakdown(rep: Report, m: ModelReport) -> list[Block]:
     svg = charts.memory_breakdown(f"{m.card.name}-memory", "Memory per GPU (one GPU, no parallelism)", names, parts,
                                   [f.gpu.memory_bytes for f in m.fits])
     rows = [[Cell(f.gpu.name), b(f.gpu.memory_bytes), b(f.weights_bytes), b(f.kv_bytes), b(f.free_bytes),
-             Cell("yes" if f.fits else "no"), count(f.max_concurrency)] for f in m.fits]
+             Cell("yes" if f.fits else "no"), Cell("-") if f.max_concurrency is None else count(f.max_concurrency)]
+            for f in m.fits]
     t = Table(f"{m.card.name}-memory-table", "Per-GPU memory breakdown",
               ["GPU", "memory", "weights", "KV cache", "free", "fits", "max concurrency"], rows)
     return [Block("h3", "Per-GPU memory breakdown"), Block("chart", svg=svg), Block("table", table=t)]
 
 
 def _kv_curve(rep: Report, m: ModelReport) -> list[Block]:
+    if not m.kv_curve:
+        return [Block("h3", "KV cache against context length"),
+                Block("p", f"{m.card.name} is {m.card.architecture}: nothing is cached between steps.")]
     marks = {f"max_model_len {fmt_int(rep.max_model_len)}": rep.max_model_len}
     windows = sorted({w for w in m.card.windows if w})
     marks.update({f"sliding window {fmt_int(w)}": w for w in windows})
@@ -125,11 +133,20 @@ def _kv_curve(rep: Report, m: ModelReport) -> list[Block]:
             if windows else "")
     if m.card.mla:
         text += "MLA caches one latent per token and layer, so the curve is far below a per-head K/V cache. "
+    if m.card.architecture == "encoder-decoder":
+        text += (f"Decoder tokens on the axis; cross-attention holds {fmt_int(rep.max_model_len)} encoder tokens "
+                 "throughout. ")
     out = [Block("h3", "KV cache against context length"), Block("chart", svg=svg)]
     return out + ([Block("p", text)] if text else []) + [Block("table", table=t)]
 
 
 def _concurrency(rep: Report, m: ModelReport) -> list[Block]:
+    if not m.concurrency_curve:
+        return []
+    if not any(v for vs in m.concurrency_curve.values() for v in vs):
+        return [Block("h3", "Max concurrency against context length"),
+                Block("p", f"Not one request fits next to the weights ({fmt_bytes(m.estimate.weights.bytes)}) on one "
+                           f"{' or '.join(m.concurrency_curve)} at any of these lengths: the model needs several GPUs.")]
     svg = charts.lines(f"{m.card.name}-concurrency", "Max concurrent requests against context length (one GPU)",
                        m.kv_lengths, _merge_equal(m.concurrency_curve), ylabel="requests (upper bound, log scale)",
                        y_bytes=False, log_y=True)
@@ -167,6 +184,9 @@ def _layouts(rep: Report, m: ModelReport) -> list[Block]:
 
 
 def _roofline(rep: Report, m: ModelReport) -> list[Block]:
+    if not m.roof:
+        return [Block("h3", "Roofline"), Block("p", "Roofline bounds are modelled for decoder-only models; "
+                                                    f"{m.card.name} is {m.card.architecture}.")]
     roofs = [(d.name, _peak(m, d), d.memory_bandwidth_bytes_per_s) for d in rep.gpus]
     pts = [(p.gpu, p.phase, p.batch, p.intensity, p.attainable_flops_per_s) for p in m.roof]
     svg = charts.roofline(f"{m.card.name}-roofline", f"Roofline, {fmt_int(rep.max_model_len)}-token sequences",
@@ -193,8 +213,9 @@ def formulas(rep: Report, m: ModelReport) -> list[str]:
     out.append(f"weights = {fmt_int(w.params)} params x {w.dtype}"
                + (f" + {w.kv_scale_bytes} B fp8 KV scales" if w.kv_scale_bytes else "") + f" = {fmt_int(w.bytes)} B")
     per = e.kv_cache.bytes_per_sequence
-    out.append(f"max concurrency on {f.gpu.name} = ({fmt_int(f.gpu.memory_bytes)} B - {fmt_int(f.weights_bytes)} B) "
-               f"// {fmt_int(per)} B per request = {fmt_int(f.max_concurrency)}")
+    if per:
+        out.append(f"max concurrency on {f.gpu.name} = ({fmt_int(f.gpu.memory_bytes)} B - "
+                   f"{fmt_int(f.weights_bytes)} B) // {fmt_int(per)} B per request = {fmt_int(f.max_concurrency)}")
     dec = [p for p in m.roof if p.gpu == f.gpu.name and p.phase == "decode" and p.batch == rep.concurrency]
     if dec:
         p = dec[0]
