@@ -211,3 +211,29 @@ def test_every_bundled_card_reports(name, tmp_path, cli):
     doc = Doc()
     doc.feed(out.read_text())
     assert doc.svgs >= 1 and all(r.startswith("#") for r in doc.refs)
+
+
+def test_capacity_sections_from_planner(monkeypatch, tmp_path, cli):
+    """With kvplan.plan.capacity present the report shows its per-GPU plan, refusals, and the launch command."""
+    import types
+
+    from kvplan.errors import KvplanError
+
+    def plan(card, *, gpu, max_model_len, engine):
+        if gpu.name == "L4":
+            raise KvplanError("--gpu-memory-utilization: no memory left for the cache")
+        return {"max_concurrency": 12.5, "fits": True, "kv_cache": {"available_bytes": 3 << 30, "num_blocks": 999},
+                "per_gpu": {"weights_bytes": 5, "activation_bytes": 6, "overhead_bytes": 7},
+                "launch_command": f"vllm serve {card.name} --max-model-len {max_model_len}"}
+
+    monkeypatch.setitem(sys.modules, "kvplan.plan.capacity", types.SimpleNamespace(plan=plan))
+    out = tmp_path / "r.html"
+    code, _, err = cli("report", "-m", "llama-3-8b", "--gpu", "H100-SXM,L4", "-o", str(out))
+    assert code == 0, err
+    doc = Doc()
+    text = out.read_text()
+    doc.feed(text)
+    row = doc.tables["llama-3-8b-capacity-table"][1]
+    assert row[0][1] == "H100-SXM" and float(row[1][0]) == 12.5 and int(row[3][0]) == 3 << 30 and row[4][1] == "999"
+    assert "vllm serve llama-3-8b --max-model-len 8192" in text and "no memory left for the cache" in text
+    assert "not available" not in text

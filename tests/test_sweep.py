@@ -202,3 +202,18 @@ def test_progress_counts_every_row():
         with Progress(len(s)) as p:
             assert sum(1 for _ in p.counted(s.tuples())) == p.done == 100_000
         assert write_sweep(fmt, s, io.StringIO()) == 100_000
+
+
+def test_planner_refusal_is_a_row(monkeypatch):
+    import sys
+    import types
+
+    def plan(card, **kw):
+        if kw["tp"] == 1:
+            raise KvplanError("--gpu-memory-utilization: no memory left for the cache")
+        return {"max_concurrency": 3.0, "fits": True}
+
+    monkeypatch.setitem(sys.modules, "kvplan.plan.capacity", types.SimpleNamespace(plan=plan))
+    rows = list(sweep("gpt2", seq_len="100", gpu="H100-SXM", tp="1,2"))
+    assert [(r["fits"], r["max_concurrency"], bool(r["plan_error"])) for r in rows] == [(False, 0.0, True),
+                                                                                        (True, 3.0, False)]

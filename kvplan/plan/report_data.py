@@ -57,7 +57,7 @@ class ModelReport:
     layouts: CompareResult | None
     layout_note: str
     roof: list[RoofPoint]
-    capacity: list = field(default_factory=list)  # kvplan.plan.capacity results, one per GPU, when available
+    capacity: list[dict] = field(default_factory=list)  # kvplan.plan.capacity, flattened, one per GPU, when present
 
 
 @dataclass(frozen=True)
@@ -172,5 +172,13 @@ def roof_points(card: ModelCard, dev: GPU, length: int, conc: int, engine: str) 
     return points
 
 
-def _capacity(planner, card: ModelCard, dev: GPU, length: int, engine: str):
-    return planner.plan(card, gpu=dev.name, max_model_len=length, engine=engine)
+def _capacity(planner, card: ModelCard, dev: GPU, length: int, engine: str) -> dict:
+    """The planner's result for one GPU (tp = pp = 1), flattened with dots; {"error": why} where it refuses."""
+    from kvplan.plan.sweep_extra import flatten
+
+    try:
+        result = planner.plan(card, gpu=dev, max_model_len=length, engine=engine)
+    except KvplanError as exc:
+        return {"gpu": dev.name, "error": str(exc)}
+    data = result.model_dump(mode="json") if hasattr(result, "model_dump") else dict(result)
+    return {"gpu": dev.name, **flatten(data)}

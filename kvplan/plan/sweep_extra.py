@@ -4,7 +4,9 @@
 The capacity planner (``kvplan.plan.capacity.plan``, ``kvplan plan``) is imported only when a sweep asks for its
 columns; a kvplan without it refuses those flags with one line. Its result is flattened with dots like every other
 row and the columns below are taken from it (a key it lacks is an empty cell). ``max_model_len`` defaults to the
-row's ``seq_len``: "how many requests of this length fit".
+row's ``seq_len``: "how many requests of this length fit". Where the planner refuses an option (a layout the engine
+cannot run, weights that leave nothing for the cache) the row says so: ``fits`` False, ``max_concurrency`` 0 and
+the planner's one-line reason in ``plan_error``; the sweep goes on.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ ROOFLINE_COLUMNS = ("roofline.time_to_first_token_s", "roofline.time_to_first_to
 PARALLEL_COLUMNS = ("tp", "pp", "max_model_len")
 CAPACITY_COLUMNS = ("max_concurrency", "fits", "max_model_len_fit", "request_kv_bytes", "kv_cache.available_bytes",
                     "kv_cache.num_blocks", "kv_cache.tokens", "per_gpu.weights_bytes", "per_gpu.kv_bytes_per_token",
-                    "per_gpu.activation_bytes", "per_gpu.overhead_bytes")
+                    "per_gpu.activation_bytes", "per_gpu.overhead_bytes", "plan_error")
 _NO_CAPACITY = (None, None, None)
 
 
@@ -83,10 +85,14 @@ def capacity_values(cache: dict, lay, seq_len: int, gpu: str, par: tuple, block_
     tp, pp, mml = par
     key = (id(lay), gpu, tp, pp, mml or seq_len)
     if key not in cache:
-        result = planner().plan(lay.card, gpu=gpu, tp=tp, pp=pp, max_model_len=mml or seq_len,
-                                engine=lay.engine.name, kv_dtype=lay.kv_t.name, weight_dtype=lay.w_t.name,
-                                block_size=block_size, gpu_file=gpu_file)
-        data = flatten(result.model_dump(mode="json") if hasattr(result, "model_dump") else dict(result))
+        try:
+            result = planner().plan(lay.card, gpu=gpu, tp=tp, pp=pp, max_model_len=mml or seq_len,
+                                    engine=lay.engine.name, kv_dtype=lay.kv_t.name, weight_dtype=lay.w_t.name,
+                                    block_size=block_size, gpu_file=gpu_file)
+        except KvplanError as exc:  # a layout the engine refuses, or no memory left for the cache: a row, not a stop
+            data = {"max_concurrency": 0.0, "fits": False, "plan_error": str(exc)}
+        else:
+            data = flatten(result.model_dump(mode="json") if hasattr(result, "model_dump") else dict(result))
         cache[key] = tuple(data.get(c) for c in CAPACITY_COLUMNS)
     return cache[key]
 

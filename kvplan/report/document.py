@@ -93,12 +93,34 @@ def verdict(rep: Report, m: ModelReport) -> str:
             "and engine overheads are not subtracted).")
 
 
+CAPACITY_COLUMNS = (("max_concurrency", "max concurrency"), ("fits", "fits"),
+                    ("kv_cache.available_bytes", "KV pool"), ("kv_cache.num_blocks", "blocks"),
+                    ("per_gpu.weights_bytes", "weights"), ("per_gpu.activation_bytes", "activations"),
+                    ("per_gpu.overhead_bytes", "overheads"))
+
+
 def _launch(m: ModelReport) -> list[Block]:
-    cmds = [getattr(c, "launch_command", None) for c in m.capacity]
-    cmds = [c for c in cmds if c]
-    if not cmds:
+    """The capacity planner's per-GPU answer (tp = pp = 1) and launch command, when this kvplan has the planner."""
+    if not m.capacity:
         return [Block("p", "Launch command: not available (needs the capacity planner, `kvplan plan`).")]
-    return [Block("h3", "Launch command"), Block("formulas", items=cmds)]
+    rows = [[Cell(c["gpu"])] + [_plan_cell(k, c.get(k)) for k, _ in CAPACITY_COLUMNS] for c in m.capacity
+            if "error" not in c]
+    out = [Block("h3", "Capacity plan (kvplan plan, one GPU)")]
+    if rows:
+        t = Table(f"{m.card.name}-capacity-table", f"Engine memory plan at max_model_len {fmt_int(m.estimate.inputs.seq_len)}",
+                  ["GPU"] + [label for _, label in CAPACITY_COLUMNS], rows)
+        out.append(Block("table", table=t))
+    out += [Block("p", f"{c['gpu']}: {c['error']}") for c in m.capacity if "error" in c]
+    cmds = [c["launch_command"] for c in m.capacity if c.get("launch_command")]
+    return out + ([Block("h3", "Launch command"), Block("formulas", items=cmds[:1])] if cmds else [])
+
+
+def _plan_cell(key: str, v) -> Cell:
+    if isinstance(v, bool) or v is None:
+        return Cell({True: "yes", False: "no", None: "-"}[v])
+    if isinstance(v, float):
+        return Cell(f"{v:,.2f}", v)
+    return b(v) if key.endswith("_bytes") else count(v)
 
 
 def _breakdown(rep: Report, m: ModelReport) -> list[Block]:
