@@ -5,7 +5,8 @@
     327680
 
 Public API: ``estimate`` (returns a typed ``Estimate``), ``plan`` (serving capacity on a GPU layout, a typed
-``PlanResult``), ``search`` (which GPUs and how many), ``load_card`` (bundled name or path), ``ModelCard``,
+``PlanResult``), ``search`` (which GPUs and how many), ``sweep`` (estimate over a grid: flat dict rows),
+``load_card`` (bundled name or path), ``ModelCard``,
 ``count_params``, ``card_from_hf_config``. Attributes load lazily so ``import kvplan`` stays cheap.
 """
 
@@ -19,6 +20,8 @@ _EXPORTS = {
     "PlanResult": "kvplan.planning.capacity_results",
     "search": "kvplan.planning.search",
     "Estimate": "kvplan.planning.estimate",
+    "sweep": "kvplan.planning.sweep",
+    "Sweep": "kvplan.planning.sweep",
     "load_card": "kvplan.model.catalog",
     "bundled_names": "kvplan.model.catalog",
     "ModelCard": "kvplan.model.card",

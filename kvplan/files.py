@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import json
 import os
+from contextlib import contextmanager
 import secrets
 import stat
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, Iterator
 
 import yaml
 from yaml.constructor import ConstructorError, SafeConstructor
@@ -290,14 +291,26 @@ def write_atomic(path: str | os.PathLike, text: str, *, exclusive: bool = False)
     writers exactly one wins (a hard link is atomic). Otherwise the file is replaced and keeps its mode; a new file
     gets the default mode (0o666 less the umask). The temporary file is removed on any error, Ctrl-C included.
     """
+    with open_atomic(path, exclusive=exclusive) as f:
+        f.write(text)
+
+
+@contextmanager
+def open_atomic(path: str | os.PathLike, *, exclusive: bool = False, newline: str | None = None) -> Iterator[IO[str]]:
+    """A text file to stream into (``write_atomic``'s rules): it becomes ``path`` only when the block ends without an
+    error, so a reader never sees a partial file, whatever stops the writer (an error, Ctrl-C)."""
     target = Path(path)
     name = shown(target)
     if is_dir(target):
         raise KvplanError(f"{name}: is a directory; allowed: a file path")
     if exclusive and os.path.lexists(target):
         raise KvplanError(f"{name}: exists; pass --force to overwrite it")
-    tmp = _write_temp(target, name, text)
+    fd, tmp = _create_temp(target, name)
     try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline=newline) as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
         if exclusive:
             _create_exclusive(tmp, target, name)
         else:
@@ -309,30 +322,18 @@ def write_atomic(path: str | os.PathLike, text: str, *, exclusive: bool = False)
         _remove(tmp)
 
 
-def _write_temp(target: Path, name: str, text: str) -> Path:
-    """A new file beside ``target`` holding ``text``, created with mode 0o666 so the umask applies."""
+def _create_temp(target: Path, name: str) -> tuple[int, Path]:
+    """A new empty file beside ``target``, created with mode 0o666 so the umask applies."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
     folder = target.parent
     while True:
         tmp = folder / f".{target.name[:60]}.{secrets.token_hex(6)}.tmp"
         try:
-            fd = os.open(tmp, flags, 0o666)
-            break
+            return os.open(tmp, flags, 0o666), tmp
         except FileExistsError:
             continue
         except OSError as exc:
             raise KvplanError(f"{name}: cannot write in {shown(folder)}: {_folder_reason(exc, folder)}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-    except BaseException as exc:
-        _remove(tmp)
-        if isinstance(exc, OSError):
-            raise KvplanError(f"{name}: cannot write: {_reason(exc)}") from None
-        raise
-    return tmp
 
 
 def _folder_reason(exc: OSError, folder: Path) -> str:

@@ -57,7 +57,7 @@ def test_unreadable_file_is_one_line():
         load_json("/proc/self/mem", what="config.json")
 
 
-def test_unreadable_file_is_one_line(tmp_path, monkeypatch):
+def test_permission_denied_is_one_line(tmp_path, monkeypatch):
     path = tmp_path / "locked.yaml"
     path.write_text("a: 1\n")
 

@@ -61,6 +61,12 @@ class CompareResult(BaseModel):
     summary: str
     notes: list[str]
 
+    def _repr_html_(self) -> str:
+        """A notebook shows the comparison as a table (stdlib HTML, kvplan.planning.htmlrepr)."""
+        from kvplan.planning.htmlrepr import compare_html
+
+        return compare_html(self)
+
 
 def compare(model: ModelCard | str, *, attention: str | list[str], seq_len: int = 4096, batch: int = 1,
             gpu: str | GPU | None = None, engine: str = "ideal", kv_dtype: str | None = None,

@@ -90,3 +90,9 @@ class Estimate(BaseModel):
     flops: StepFlops | None  # prefill and decode_step; decoder-only and encoder-decoder cards
     roofline: RooflineResult | None = None  # with --gpu
     notes: list[str]
+
+    def _repr_html_(self) -> str:
+        """A notebook shows the estimate as a table (stdlib HTML, kvplan.planning.htmlrepr)."""
+        from kvplan.planning.htmlrepr import estimate_html
+
+        return estimate_html(self)

@@ -1,0 +1,54 @@
+"""`kvplan report` (charts need matplotlib: `pip install 'kvplan[report]'`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from kvplan.cli import options as o
+
+
+def report(
+    model: Annotated[list[str], typer.Option("--model", "-m", help="Card name(s) or .yaml path(s); repeat or comma-separate.")],
+    gpu: Annotated[Optional[list[str]], typer.Option(
+        "--gpu", help="GPU(s) to size for; repeat or comma-separate. Default: A100-80GB, H100-SXM, H200.")] = None,
+    gpu_file: o.GpuFile = None,
+    max_model_len: Annotated[int, typer.Option("--max-model-len", help="Tokens per request (prompt + output).")] = 8192,
+    concurrency: Annotated[int, typer.Option("--concurrency", help="Requests held at once.")] = 1,
+    engine: Annotated[str, typer.Option("--engine", help="ideal, hf-dynamic or vllm.")] = "vllm",
+    output: Annotated[Path, typer.Option("--output", "-o", help="report.html (one self-contained file) or report.md "
+                                                                "(charts as SVG files beside it).")] = ...,
+) -> None:
+    """A capacity-planning document: verdict, memory per GPU, KV against context, layouts, roofline, formulas."""
+    from kvplan.errors import KvplanError
+    from kvplan.planning.report_data import build_report
+    from kvplan.report import charts
+    from kvplan.report.console import escape, make_console
+
+    suffix = output.suffix.lower()
+    if suffix not in (".html", ".htm", ".md", ".markdown"):
+        raise KvplanError(f"--output: {output} should end in .html or .md")
+    if not output.parent.is_dir() or output.is_dir():
+        raise KvplanError(f"{output}: cannot write: {'is a folder' if output.is_dir() else 'no such folder'}")
+    charts.require()
+    models = [p.strip() for m in model for p in m.split(",") if p.strip()]
+    gpus = [p.strip() for g in gpu for p in g.split(",") if p.strip()] if gpu else None
+    rep = build_report(models, gpus=gpus, max_model_len=max_model_len, concurrency=concurrency, engine=engine,
+                       gpu_file=gpu_file)
+    from kvplan.report.docformat import to_html, write_markdown
+    from kvplan.report.document import build_blocks
+
+    blocks = build_blocks(rep)
+    if suffix in (".md", ".markdown"):
+        write_markdown(output, blocks)
+    else:
+        from kvplan.files import write_atomic
+
+        write_atomic(output, to_html(blocks, f"kvplan report: {', '.join(models)}"))
+    make_console(stderr=True).print(f"wrote {escape(str(output))}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(report)

@@ -1,0 +1,81 @@
+"""Grid axes of ``kvplan sweep``: comma lists and ranges of integers, comma lists of names.
+
+An integer axis is a comma list whose items are values or ranges::
+
+    1,2,8            three values
+    1..256*2         1, 2, 4, ..., 256 (multiply by FACTOR while <= STOP)
+    1024..8192+1024  1024, 2048, ..., 8192 (add STEP while <= STOP)
+
+Values keep the order given and repeat nothing. A range that would never end (``*1``, ``+0``), runs backwards, or
+holds more than ``MAX_AXIS`` values is refused with a KvplanError naming the flag.
+"""
+
+from __future__ import annotations
+
+import re
+
+from kvplan.errors import KvplanError
+
+MAX_AXIS = 10_000_000  # values on one axis; the product of the axes is checked by the sweep
+_RANGE = re.compile(r"^\s*(\d+)\s*\.\.\s*(\d+)\s*([+*])\s*(\d+)\s*$")
+_INT = re.compile(r"^\s*\d+\s*$")
+
+
+def parse_int_axis(text: str | int | list | tuple, flag: str) -> list[int]:
+    """The positive integers ``text`` names, in order, without repeats."""
+    if isinstance(text, int):
+        text = str(text)
+    items = list(text) if isinstance(text, (list, tuple)) else str(text).split(",")
+    values: list[int] = []
+    for item in items:
+        values.extend(_int_item(str(item), flag))
+    values = list(dict.fromkeys(values))
+    if not values:
+        raise KvplanError(f"{flag}: empty grid; give values (1,2,8) or a range (1..256*2, 1024..8192+1024)")
+    if len(values) > MAX_AXIS:
+        raise KvplanError(f"{flag}: {len(values):,} values; at most {MAX_AXIS:,} per axis")
+    return values
+
+
+def _int_item(item: str, flag: str) -> list[int]:
+    if not item.strip():
+        return []
+    if _INT.match(item):
+        return [_positive(int(item), flag)]
+    m = _RANGE.match(item)
+    if not m:
+        raise KvplanError(f"{flag}: cannot read {item.strip()[:40]!r}; give values (1,2,8) or a range START..STOP+STEP "
+                          "/ START..STOP*FACTOR (e.g. 1..256*2)")
+    start, stop, op, n = _positive(int(m[1]), flag), int(m[2]), m[3], int(m[4])
+    if stop < start:
+        raise KvplanError(f"{flag}: range {item.strip()} is empty (STOP {stop} is below START {start})")
+    if (op == "*" and n < 2) or (op == "+" and n < 1):
+        need = "a FACTOR >= 2" if op == "*" else "a STEP >= 1"
+        raise KvplanError(f"{flag}: range {item.strip()} never ends; give {need}")
+    count = (stop - start) // n + 1 if op == "+" else None
+    if count is not None and count > MAX_AXIS:
+        raise KvplanError(f"{flag}: range {item.strip()} has {count:,} values; at most {MAX_AXIS:,} per axis")
+    if op == "+":
+        return list(range(start, stop + 1, n))
+    out, v = [], start
+    while v <= stop:
+        out.append(v)
+        v *= n
+    return out
+
+
+def _positive(value: int, flag: str) -> int:
+    if value < 1:
+        raise KvplanError(f"{flag}: {value} is not a positive integer")
+    return value
+
+
+def parse_name_axis(text: str | list | tuple | None, flag: str, default: list | None = None) -> list:
+    """Names from comma lists (a repeated flag gives a list of them); ``default`` when none are given."""
+    if text is None:
+        return list(default if default is not None else [None])
+    items = [text] if isinstance(text, str) else list(text)
+    names = [p.strip() for item in items for p in str(item).split(",") if p.strip()]
+    if not names:
+        raise KvplanError(f"{flag}: empty grid; give one or more comma-separated values")
+    return list(dict.fromkeys(names))

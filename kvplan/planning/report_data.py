@@ -1,0 +1,184 @@
+"""The numbers behind ``kvplan report``: one ``ModelReport`` per model, computed by the library's own functions.
+
+Nothing here draws or formats; ``kvplan.report.document`` renders these numbers, so every value in the document is
+a value the library returns (tests compare them). Capacity sections use ``kvplan.planning.capacity`` when this kvplan
+has it; otherwise ``Report.capacity_note`` says so.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+
+from kvplan.cost.hardware import GPU, load_gpu
+from kvplan.errors import KvplanError
+from kvplan.model.card import ModelCard
+from kvplan.model.catalog import load_card
+from kvplan.planning.compare import CompareResult, compare
+from kvplan.planning.estimate import Estimate, estimate
+from kvplan.planning.sweep import sweep
+
+DEFAULT_GPUS = ("A100-80GB", "H100-SXM", "H200")
+ROOF_BATCHES = (1, 8, 64)
+KV_DTYPES = ("fp32", "bf16", "fp8_e4m3", "int8", "int4")
+
+
+@dataclass(frozen=True)
+class GpuFit:
+    """One GPU holding the weights and ``concurrency`` requests of ``max_model_len`` tokens (no parallelism)."""
+
+    gpu: GPU
+    weights_bytes: int
+    kv_bytes: int  # concurrency x one request's KV at max_model_len
+    free_bytes: int  # memory - weights - KV (negative: does not fit)
+    fits: bool
+    max_concurrency: int | None  # (memory - weights) // one request's KV: an upper bound; None: no KV cache
+
+
+@dataclass(frozen=True)
+class RoofPoint:
+    gpu: str
+    phase: str  # prefill or decode
+    batch: int
+    intensity: float  # FLOP per byte moved
+    attainable_flops_per_s: float  # FLOPs / time: min(peak, intensity x bandwidth)
+    time_s: float
+    bound: str
+
+
+@dataclass(frozen=True)
+class ModelReport:
+    card: ModelCard
+    estimate: Estimate  # concurrency x max_model_len on the report's engine
+    fits: list[GpuFit]
+    kv_lengths: list[int]
+    kv_curve: dict[str, list[int]]  # KV dtype -> one sequence's KV bytes at each of kv_lengths
+    concurrency_curve: dict[str, list[int]]  # GPU -> max concurrency at each of kv_lengths (default dtype)
+    layouts: CompareResult | None
+    layout_note: str
+    roof: list[RoofPoint]
+    capacity: list[dict] = field(default_factory=list)  # kvplan.planning.capacity, flattened, one per GPU, when present
+
+
+@dataclass(frozen=True)
+class Report:
+    models: list[ModelReport]
+    gpus: list[GPU]
+    max_model_len: int
+    concurrency: int
+    engine: str
+    capacity_note: str | None  # why there is no capacity section, or None
+
+
+def build_report(models: list[str | ModelCard], *, gpus: list[str] | None = None, max_model_len: int = 8192,
+                 concurrency: int = 1, engine: str = "vllm", gpu_file: str | None = None) -> Report:
+    """Every number of the capacity report for ``models`` on ``gpus``."""
+    if not models:
+        raise KvplanError("--model: give one or more models")
+    for flag, value in (("--max-model-len", max_model_len), ("--concurrency", concurrency)):
+        if not isinstance(value, int) or value < 1:
+            raise KvplanError(f"{flag}: a positive integer, got {value}")
+    devs = [load_gpu(g, gpu_file) for g in (gpus or DEFAULT_GPUS)]
+    planner, note = _planner()
+    cards = [m if isinstance(m, ModelCard) else load_card(m) for m in models]
+    reports = [_model_report(c, devs, max_model_len, concurrency, engine, planner) for c in cards]
+    return Report(reports, devs, max_model_len, concurrency, engine, note)
+
+
+def _planner():
+    try:
+        return importlib.import_module("kvplan.planning.capacity"), None
+    except ImportError as exc:
+        if exc.name not in ("kvplan.planning.capacity", None):
+            raise
+        return None, ("The capacity planner (kvplan.planning.capacity, `kvplan plan`) is not available in this kvplan: "
+                      "activation peaks, engine overheads, tensor/pipeline parallelism and the launch command are "
+                      "not in this report. Concurrencies below are upper bounds: GPU memory minus weights, divided "
+                      "by one request's KV cache.")
+
+
+def _model_report(card: ModelCard, devs: list[GPU], length: int, conc: int, engine: str, planner) -> ModelReport:
+    enc = length if card.architecture == "encoder-decoder" else None  # the encoder reads a max_model_len input
+    est = estimate(card, batch=conc, seq_len=length, engine=engine, encoder_len=enc)
+    per_req = est.kv_cache.bytes_per_sequence
+    fits = [_fit(d, est.weights.bytes, per_req, conc) for d in devs]
+    lengths, curve, conc_curve = [], {}, {}
+    if card.has_kv_cache:
+        lengths = kv_lengths(card, length)
+        curve = kv_curve(card, lengths, engine, est.kv_cache.dtype, enc)
+        conc_curve = {d.name: [max(0, (d.memory_bytes - est.weights.bytes) // b) for b in curve[est.kv_cache.dtype]]
+                      for d in devs}
+    layouts, note = _layouts(card, length, conc, devs[0], engine)
+    roof = []
+    if card.architecture == "decoder-only":
+        roof = [p for d in devs for p in roof_points(card, d, length, conc, engine)]
+    capacity = [_capacity(planner, card, d, length, engine) for d in devs] if planner else []
+    return ModelReport(card, est, fits, lengths, curve, conc_curve, layouts, note, roof, capacity)
+
+
+def _fit(dev: GPU, weights: int, per_req: int, conc: int) -> GpuFit:
+    free = dev.memory_bytes - weights - conc * per_req
+    most = max(0, (dev.memory_bytes - weights) // per_req) if per_req else None
+    return GpuFit(dev, weights, conc * per_req, free, free >= 0, most)
+
+
+def kv_lengths(card: ModelCard, length: int) -> list[int]:
+    """Context lengths for the KV curve: powers of two from 256 to the card's context, the asked length, or 32Ki
+    (so a sliding window's plateau shows), whichever is longest."""
+    top = max(card.max_position_embeddings, length, 32768)
+    out, n = [], 256
+    while n < top:
+        out.append(n)
+        n *= 2
+    return sorted(set(out) | {top, length})
+
+
+def kv_curve(card: ModelCard, lengths: list[int], engine: str, default_dtype: str,
+             encoder_len: int | None = None) -> dict[str, list[int]]:
+    """One sequence's KV bytes at each length, per KV dtype the engine stores (the card's default first)."""
+    from kvplan.cost.engines import get_engine
+
+    allowed = get_engine(engine).kv_dtypes
+    dtypes = [default_dtype] + [d for d in KV_DTYPES if d != default_dtype and (allowed is None or d in allowed)]
+    rows = sweep(card, batch=1, seq_len=lengths, kv_dtype=dtypes, engine=engine, encoder_len=encoder_len)
+    curve: dict[str, list[int]] = {d: [] for d in dtypes}
+    for row in rows:
+        curve[row["kv_dtype"]].append(row["kv_cache.bytes_per_sequence"])
+    return curve
+
+
+def _layouts(card: ModelCard, length: int, conc: int, dev: GPU, engine: str) -> tuple[CompareResult | None, str]:
+    if card.architecture != "decoder-only":
+        return None, (f"Layout what-ifs are compared for decoder-only models; {card.name} is {card.architecture}.")
+    if card.mla is not None:
+        return None, (f"{card.name} uses MLA: each token caches one latent of {card.mla.kv_lora_rank} + "
+                      f"{card.mla.qk_rope_head_dim} values per layer, shared by all {card.num_heads} heads; "
+                      "MHA/GQA/MQA what-ifs do not apply (the KV curve above shows the MLA cache).")
+    heads = [h for h in dict.fromkeys((card.num_heads, 8, 1)) if card.num_heads % h == 0 and h != card.num_kv_heads]
+    specs = ["mha" if h == card.num_heads else "mqa" if h == 1 else f"gqa:{card.num_heads // h}" for h in heads]
+    if not specs:
+        return None, "No other K/V-head layout applies to this card."
+    return compare(card, attention=specs, seq_len=length, batch=conc, gpu=dev, engine=engine), ""
+
+
+def roof_points(card: ModelCard, dev: GPU, length: int, conc: int, engine: str) -> list[RoofPoint]:
+    """Prefill and decode of ``length`` tokens at several batch sizes, as ``estimate(..., gpu=...)`` bounds them."""
+    points = []
+    for b in sorted({*ROOF_BATCHES, conc}):
+        r = estimate(card, batch=b, seq_len=length, engine=engine, gpu=dev.name).roofline
+        for phase, p in (("prefill", r.prefill), ("decode", r.decode_step)):
+            points.append(RoofPoint(dev.name, phase, b, p.arithmetic_intensity_flops_per_byte, p.flops / p.time_s,
+                                    p.time_s, p.bound))
+    return points
+
+
+def _capacity(planner, card: ModelCard, dev: GPU, length: int, engine: str) -> dict:
+    """The planner's result for one GPU (tp = pp = 1), flattened with dots; {"error": why} where it refuses."""
+    from kvplan.planning.sweep_extra import flatten
+
+    try:
+        result = planner.plan(card, gpu=dev, max_model_len=length, engine=engine)
+    except KvplanError as exc:
+        return {"gpu": dev.name, "error": str(exc)}
+    data = result.model_dump(mode="json") if hasattr(result, "model_dump") else dict(result)
+    return {"gpu": dev.name, **flatten(data)}

@@ -1,0 +1,255 @@
+"""``kvplan.sweep``: ``estimate`` over a grid of scenarios, fast enough for millions of rows.
+
+Once per (model, engine, layout, dtypes) the sweep resolves the inputs exactly as ``estimate`` does and keeps the
+per-layer cache geometry summed per distinct window (bytes per token of the full layers, of each sliding window, of
+the cross-attention layers) and the weight bytes. A scenario is then integer arithmetic: the engine's
+``positions_held`` rule once per distinct window and sequence length, times the bytes, times the batch. Every row
+equals ``estimate(...)`` for the same inputs (tests compare them).
+
+>>> from kvplan import sweep
+>>> rows = sweep("llama-2-7b", batch="1..4*2", seq_len="1024,4096")
+>>> len(rows), next(iter(rows))["kv_cache.total_bytes"]
+(6, 536870912)
+
+Rows are flat dicts keyed like the flattened ``estimate --json`` (``batch``, ``kv_cache.total_bytes``, ...), ready
+for ``pandas.DataFrame(list(rows))``; ``rows.to_csv(path_or_file)`` writes them. With ``gpu`` a row adds the
+roofline bounds (one ``roofline`` call per row: the slow path); with ``tp``/``pp``/``max_model_len`` it adds the
+capacity planner's columns (``kvplan.planning.capacity``, imported when asked for).
+"""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Iterator
+
+from kvplan.cost.engines import CacheRun, Engine
+from kvplan.cost.kvspec import kv_bytes_per_token, layer_specs
+from kvplan.errors import KvplanError
+from kvplan.model.card import ModelCard
+from kvplan.files import open_atomic
+from kvplan.model.catalog import load_card
+from kvplan.model.dtypes import DType
+from kvplan.model.layouts import with_layout
+from kvplan.planning.grid import parse_int_axis, parse_name_axis
+from kvplan.planning.estimate import resolve, weights_result
+from kvplan.planning import sweep_extra as extra
+
+BASE_COLUMNS = ("model", "engine", "attention", "kv_dtype", "weight_dtype", "batch", "seq_len")
+KV_COLUMNS = ("kv_cache.bytes_per_token", "kv_cache.bytes_per_sequence", "kv_cache.total_bytes", "weights.bytes",
+              "total_bytes")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One (model, engine, layout, dtypes): resolved once, then sized per scenario by integer arithmetic."""
+
+    card: ModelCard
+    attention: str | None
+    engine: Engine
+    kv_t: DType
+    w_t: DType
+    windows: tuple[tuple[int | None, int], ...]  # (window or None, bytes per token summed over those layers)
+    cross_bytes_per_token: int  # cross-attention layers, summed
+    bytes_per_token: int
+    weights_bytes: int
+
+    def per_sequence(self, seq_len: int, encoder_len: int, block_size: int) -> int:
+        """KV bytes of one sequence: the engine's positions held per distinct window, times its bytes."""
+        eng = self.engine
+        run = CacheRun(seq_len, encoder_len, eng.default_max_cache_len(seq_len), block_size)
+        total = sum(eng.positions_held(w, run) * b for w, b in self.windows)
+        if self.cross_bytes_per_token:
+            total += eng.cross_positions(run) * self.cross_bytes_per_token
+        return total
+
+
+def build_layout(card: ModelCard, attention: str | None, engine: str, kv_dtype: str | None,
+                 weight_dtype: str | None, encoder_len: int | None, block_size: int) -> Layout:
+    """Resolve as ``estimate`` does (same checks, same errors) and sum the layer specs per window."""
+    layout_card = with_layout(card, attention=attention) if attention not in (None, "card") else card
+    r = resolve(layout_card, batch=1, seq_len=1, encoder_len=encoder_len, kv_dtype=kv_dtype,
+                weight_dtype=weight_dtype, engine=engine, max_cache_len=None, block_size=block_size)
+    specs = layer_specs(layout_card, r.kv_t, r.engine)
+    windows: dict[int | None, int] = {}
+    for s in specs:
+        if s.kind != "cross":
+            windows[s.window] = windows.get(s.window, 0) + s.bytes_per_token
+    cross = sum(s.bytes_per_token for s in specs if s.kind == "cross")
+    return Layout(layout_card, None if attention in (None, "card") else attention, r.engine, r.kv_t, r.w_t,
+                  tuple(windows.items()), cross, kv_bytes_per_token(specs),
+                  weights_result(layout_card, r.w_t, r.kv_t).bytes)
+
+
+@dataclass(frozen=True)
+class Grid:
+    """The parsed axes of a sweep."""
+
+    models: tuple[ModelCard, ...]
+    batch: tuple[int, ...]
+    seq_len: tuple[int, ...]
+    kv_dtype: tuple[str | None, ...]
+    weight_dtype: tuple[str | None, ...]
+    attention: tuple[str | None, ...]
+    engine: tuple[str, ...]
+    gpu: tuple[str | None, ...]
+    encoder_len: tuple[int | None, ...]
+    parallel: tuple[tuple, ...]  # (tp, pp, max_model_len) per capacity option; ((None, None, None),) when none
+    block_size: int = 16
+    gpu_file: str | None = None
+
+    @property
+    def size(self) -> int:
+        axes = (self.models, self.batch, self.seq_len, self.kv_dtype, self.weight_dtype, self.attention,
+                self.engine, self.gpu, self.encoder_len, self.parallel)
+        return math.prod(len(a) for a in axes)
+
+    @property
+    def capacity(self) -> bool:
+        return self.parallel != ((None, None, None),)
+
+
+class Sweep:
+    """The rows of a sweep: iterate for flat dicts, ``tuples()`` for value tuples in ``columns`` order."""
+
+    def __init__(self, grid: Grid):
+        self.grid = grid
+        self._capacity_cache: dict = {}
+        self._layouts = [self._layout(*key) for key in self._layout_keys()]  # errors surface before any row
+        self.columns: tuple[str, ...] = self._columns()
+
+    def __len__(self) -> int:
+        return self.grid.size
+
+    def __iter__(self) -> Iterator[dict]:
+        cols = self.columns
+        return (dict(zip(cols, row)) for row in self.tuples())
+
+    def _layout_keys(self) -> Iterator[tuple]:
+        g = self.grid
+        return itertools.product(g.models, g.engine, g.attention, g.kv_dtype, g.weight_dtype)
+
+    def _layout(self, card, engine, attention, kv_dtype, weight_dtype) -> Layout:
+        enc = self.grid.encoder_len[0]
+        return build_layout(card, attention, engine, kv_dtype, weight_dtype, enc, self.grid.block_size)
+
+    def _columns(self) -> tuple[str, ...]:
+        g = self.grid
+        cols = BASE_COLUMNS + (("encoder_len",) if g.encoder_len != (None,) else ()) + KV_COLUMNS
+        if g.gpu != (None,):
+            cols += ("gpu",) + extra.ROOFLINE_COLUMNS
+        if g.capacity:
+            cols += extra.PARALLEL_COLUMNS + extra.capacity_columns()
+        return cols
+
+    def tuples(self) -> Iterator[tuple]:
+        """Rows as tuples in ``columns`` order: the fast path for writers."""
+        g = self.grid
+        with_enc = g.encoder_len != (None,)
+        slow = g.gpu != (None,) or g.capacity
+        for lay in self._layouts:
+            head = (lay.card.name, lay.engine.name, lay.attention, lay.kv_t.name, lay.w_t.name)
+            bpt, wb = lay.bytes_per_token, lay.weights_bytes
+            for gpu, par, enc in itertools.product(g.gpu, g.parallel, g.encoder_len):
+                for s in g.seq_len:
+                    ps = lay.per_sequence(s, enc or 0, g.block_size)
+                    if slow:
+                        yield from (self._slow_row(lay, head, b, s, enc, gpu, par, ps) for b in g.batch)
+                    elif with_enc:
+                        yield from [head + (b, s, enc, bpt, ps, b * ps, wb, b * ps + wb) for b in g.batch]
+                    else:
+                        yield from [head + (b, s, bpt, ps, b * ps, wb, b * ps + wb) for b in g.batch]
+
+    def _slow_row(self, lay: Layout, head: tuple, b: int, s: int, enc, gpu, par, ps: int) -> tuple:
+        g = self.grid
+        row = head + (b, s) + ((enc,) if g.encoder_len != (None,) else ())
+        kv = b * ps
+        row += (lay.bytes_per_token, ps, kv, lay.weights_bytes, kv + lay.weights_bytes)
+        if gpu is not None:
+            row += (gpu,) + extra.roofline_values(lay, b, s, gpu, g.gpu_file, kv + lay.weights_bytes, g.block_size)
+        if g.capacity:
+            row += par + extra.capacity_values(self._capacity_cache, lay, s, gpu, par, g.block_size, g.gpu_file)
+        return row
+
+    @property
+    def fast_csv(self) -> bool:
+        """CSV lines can be formatted directly: no roofline or plan columns, no text that needs CSV quoting."""
+        g = self.grid
+        texts = [lay.card.name for lay in self._layouts] + [str(a) for a in g.attention]
+        return g.gpu == (None,) and not g.capacity and not any(set(t) & set(',"\r\n') for t in texts)
+
+    def csv_blocks(self) -> Iterator[tuple[str, int]]:
+        """(CSV text, rows in it) per (layout, encoder length, sequence length), without the header: the same bytes
+        ``write_csv`` gives for these rows, about four times faster. Only when ``fast_csv``."""
+        g = self.grid
+        for lay in self._layouts:
+            pre = ",".join(("" if v is None else v) for v in (lay.card.name, lay.engine.name, lay.attention,
+                                                            lay.kv_t.name, lay.w_t.name)) + ","
+            bpt, wb = lay.bytes_per_token, lay.weights_bytes
+            for enc in g.encoder_len:
+                for s in g.seq_len:
+                    ps = lay.per_sequence(s, enc or 0, g.block_size)
+                    mid = f",{s},{enc}," if enc is not None else f",{s},"
+                    mid += f"{bpt},{ps},"
+                    yield "".join([f"{pre}{b}{mid}{b * ps},{wb},{b * ps + wb}\n" for b in g.batch]), len(g.batch)
+
+    def to_csv(self, path_or_file: str | Path | IO[str]) -> int:
+        """Write a header and every row as CSV (a path is written atomically); returns the rows written."""
+        if isinstance(path_or_file, (str, Path)):
+            with open_atomic(path_or_file, newline="") as f:
+                return self.to_csv(f)
+        if not self.fast_csv:
+            return write_csv(self.columns, self.tuples(), path_or_file)
+        write_csv(self.columns, (), path_or_file)
+        n = 0
+        for text, rows in self.csv_blocks():
+            path_or_file.write(text)
+            n += rows
+        return n
+
+
+def write_csv(columns: tuple[str, ...], rows, f: IO[str]) -> int:
+    """CSV: one header, empty cells for None, Python's shortest round-trip repr for floats."""
+    w = csv.writer(f, lineterminator="\n")
+    w.writerow(columns)
+    n = 0
+    for chunk in _chunks(rows, 4096):
+        w.writerows(chunk)
+        n += len(chunk)
+    return n
+
+
+def _chunks(rows, size: int) -> Iterator[list]:
+    it = iter(rows)
+    while chunk := list(itertools.islice(it, size)):
+        yield chunk
+
+
+def sweep(model: str | ModelCard | list, *, batch="1", seq_len, kv_dtype=None, weight_dtype=None, attention=None,
+          engine="ideal", gpu=None, encoder_len=None, tp=None, pp=None, max_model_len=None, block_size: int = 16,
+          gpu_file: str | None = None) -> Sweep:
+    """Every combination of the axes. Integer axes take ints, lists, or text ("1..256*2", "1,2,8"); name axes
+    take a name, a comma list, or a list. ``attention`` "card" (or None) is the card's own layout."""
+    models = [m if isinstance(m, ModelCard) else load_card(m)
+              for m in (model if isinstance(model, (list, tuple)) else [model]) for m in _split(m)]
+    if not models:
+        raise KvplanError("--model: give one or more models")
+    grid = Grid(tuple(models), tuple(parse_int_axis(batch, "--batch")), tuple(parse_int_axis(seq_len, "--seq-len")),
+                tuple(parse_name_axis(kv_dtype, "--kv-dtype")), tuple(parse_name_axis(weight_dtype, "--weight-dtype")),
+                tuple(parse_name_axis(attention, "--attention")), tuple(parse_name_axis(engine, "--engine")),
+                tuple(parse_name_axis(gpu, "--gpu")), _encoder_axis(encoder_len),
+                extra.parallel_axis(tp, pp, max_model_len, gpu), block_size, gpu_file)
+    if grid.gpu != (None,):
+        extra.check_roofline(grid.models, grid.gpu, gpu_file)
+    return Sweep(grid)
+
+
+def _split(m):
+    return [m] if isinstance(m, ModelCard) else [p.strip() for p in str(m).split(",") if p.strip()]
+
+
+def _encoder_axis(encoder_len) -> tuple[int | None, ...]:
+    return (None,) if encoder_len is None else tuple(parse_int_axis(encoder_len, "--encoder-len"))

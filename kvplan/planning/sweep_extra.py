@@ -1,0 +1,108 @@
+"""The optional columns of a sweep row: roofline bounds (``--gpu``) and the capacity plan (``--tp``/``--pp``/
+``--max-model-len``).
+
+The capacity planner (``kvplan.planning.capacity.plan``, ``kvplan plan``) is imported only when a sweep asks for its
+columns; a kvplan without it refuses those flags with one line. Its result is flattened with dots like every other
+row and the columns below are taken from it (a key it lacks is an empty cell). ``max_model_len`` defaults to the
+row's ``seq_len``: "how many requests of this length fit". Where the planner refuses an option (a layout the engine
+cannot run, weights that leave nothing for the cache) the row says so: ``fits`` False, ``max_concurrency`` 0 and
+the planner's one-line reason in ``plan_error``; the sweep goes on.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+from kvplan.cost.hardware import load_gpu
+from kvplan.cost.roofline import roofline
+from kvplan.errors import KvplanError
+from kvplan.model.card import ModelCard
+from kvplan.planning.grid import parse_int_axis
+
+ROOFLINE_COLUMNS = ("roofline.time_to_first_token_s", "roofline.time_to_first_token_one_request_s",
+                    "roofline.time_per_output_token_s", "roofline.decode_tokens_per_s", "roofline.gpu_memory_bytes",
+                    "roofline.fits_in_memory")
+PARALLEL_COLUMNS = ("tp", "pp", "max_model_len")
+CAPACITY_COLUMNS = ("max_concurrency", "fits", "max_model_len_fit", "request_kv_bytes", "kv_cache.available_bytes",
+                    "kv_cache.num_blocks", "kv_cache.tokens", "per_gpu.weights_bytes", "per_gpu.kv_bytes_per_token",
+                    "per_gpu.activation_bytes", "per_gpu.overhead_bytes", "plan_error")
+_NO_CAPACITY = (None, None, None)
+
+
+def check_roofline(models: tuple[ModelCard, ...], gpus: tuple, gpu_file: str | None) -> None:
+    """The same refusals as ``estimate --gpu``: an unknown GPU, a card the roofline does not model."""
+    for g in gpus:
+        load_gpu(g, gpu_file)
+    for card in models:
+        if card.architecture != "decoder-only":
+            raise KvplanError(f"--gpu: roofline bounds are modelled for decoder-only models; {card.name} is "
+                              f"{card.architecture}")
+
+
+def roofline_values(lay, batch: int, seq_len: int, gpu: str, gpu_file: str | None, needed: int,
+                    block_size: int) -> tuple:
+    """The roofline columns of one row, as ``estimate(..., gpu=gpu)`` computes them (prompt_len = seq_len)."""
+    r = roofline(lay.card, batch=batch, prompt_len=seq_len, seq_len=seq_len, gpu=load_gpu(gpu, gpu_file),
+                 engine=lay.engine, kv_t=lay.kv_t, w_t=lay.w_t, memory_needed_bytes=needed,
+                 max_cache_len=lay.engine.default_max_cache_len(seq_len), block_size=block_size)
+    return (r.time_to_first_token_s, r.time_to_first_token_one_request_s, r.time_per_output_token_s,
+            r.decode_tokens_per_s, r.gpu_memory_bytes, r.fits_in_memory)
+
+
+def parallel_axis(tp, pp, max_model_len, gpu) -> tuple[tuple, ...]:
+    """(tp, pp, max_model_len) options; max_model_len None means each row's seq_len."""
+    if tp is None and pp is None and max_model_len is None:
+        return (_NO_CAPACITY,)
+    if gpu is None:
+        raise KvplanError("--tp/--pp/--max-model-len: the capacity plan needs --gpu NAME")
+    planner()
+    tps = parse_int_axis(1 if tp is None else tp, "--tp")
+    pps = parse_int_axis(1 if pp is None else pp, "--pp")
+    mmls = [None] if max_model_len is None else parse_int_axis(max_model_len, "--max-model-len")
+    return tuple(itertools.product(tps, pps, mmls))
+
+
+def planner():
+    """``kvplan.planning.capacity``, or one line saying this kvplan lacks it."""
+    import importlib
+
+    try:
+        return importlib.import_module("kvplan.planning.capacity")
+    except ImportError as exc:
+        if exc.name not in ("kvplan.planning.capacity", None):
+            raise
+        raise KvplanError("--tp/--pp/--max-model-len: needs the capacity planner (kvplan.planning.capacity, "
+                          "`kvplan plan`), which this kvplan does not have yet") from None
+
+
+def capacity_columns() -> tuple[str, ...]:
+    return CAPACITY_COLUMNS
+
+
+def capacity_values(cache: dict, lay, seq_len: int, gpu: str, par: tuple, block_size: int,
+                    gpu_file: str | None) -> tuple:
+    """The plan's columns for (layout, GPU, tp, pp, max_model_len): computed once, shared by every batch."""
+    tp, pp, mml = par
+    key = (id(lay), gpu, tp, pp, mml or seq_len)
+    if key not in cache:
+        try:
+            result = planner().plan(lay.card, gpu=gpu, tp=tp, pp=pp, max_model_len=mml or seq_len,
+                                    engine=lay.engine.name, kv_dtype=lay.kv_t.name, weight_dtype=lay.w_t.name,
+                                    block_size=block_size, gpu_file=gpu_file)
+        except KvplanError as exc:  # a layout the engine refuses, or no memory left for the cache: a row, not a stop
+            data = {"max_concurrency": 0.0, "fits": False, "plan_error": str(exc)}
+        else:
+            data = flatten(result.model_dump(mode="json") if hasattr(result, "model_dump") else dict(result))
+        cache[key] = tuple(data.get(c) for c in CAPACITY_COLUMNS)
+    return cache[key]
+
+
+def flatten(data: dict, prefix: str = "") -> dict:
+    """{"a": {"b": 1}} -> {"a.b": 1}; lists stay values."""
+    out: dict = {}
+    for k, v in data.items():
+        if isinstance(v, dict):
+            out.update(flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out

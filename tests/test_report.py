@@ -1,0 +1,239 @@
+"""`kvplan report`: the HTML is self-contained and its tables hold the library's numbers; Markdown links its charts;
+bad input is one line and no file; Chromium (where installed) renders a page that is not blank."""
+
+import shutil
+import subprocess
+import sys
+from html.parser import HTMLParser
+
+import pytest
+
+pytest.importorskip("matplotlib")
+
+from kvplan import estimate  # noqa: E402
+from kvplan.cost.hardware import load_gpu  # noqa: E402
+from kvplan.planning.report_data import build_report  # noqa: E402
+from kvplan.units import fmt_bytes  # noqa: E402
+
+MODELS = ("llama-3-8b", "gemma-2-9b", "deepseek-v2-lite")
+
+
+class Doc(HTMLParser):
+    """Tables by id (rows of (text, data-value)), svg count, and every src/href/url reference."""
+
+    def __init__(self):
+        super().__init__()
+        self.tables, self.refs, self.svgs, self.tags = {}, [], 0, set()
+        self._table = self._row = self._cell = None
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        self.tags.add(tag)
+        for k in ("src", "href", "xlink:href"):
+            if k in a:
+                self.refs.append(a[k])
+        if tag == "svg":
+            self.svgs += 1
+        elif tag == "table":
+            self._table = self.tables.setdefault(a.get("id", ""), [])
+        elif tag == "tr" and self._table is not None:
+            self._row = []
+            self._table.append(self._row)
+        elif tag == "td":
+            self._cell = [a.get("data-value"), ""]
+            self._row.append(self._cell)
+
+    def handle_endtag(self, tag):
+        if tag == "td":
+            self._cell = None
+        elif tag == "table":
+            self._table = None
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell[1] += data
+
+
+@pytest.fixture(scope="module")
+def html_report(tmp_path_factory):
+    from typer.testing import CliRunner
+
+    from kvplan.cli.app import app
+
+    out = tmp_path_factory.mktemp("rep") / "report.html"
+    r = CliRunner().invoke(app, ["report", *[f"--model={m}" for m in MODELS], "--gpu", "H100-SXM,A100-40GB",
+                                 "--concurrency", "16", "--max-model-len", "8192", "-o", str(out)])
+    assert r.exit_code == 0, r.stderr
+    doc = Doc()
+    text = out.read_text()
+    doc.feed(text)
+    return out, text, doc
+
+
+def test_self_contained(html_report):
+    _, text, doc = html_report
+    assert doc.svgs == 5 * len(MODELS) - 1  # deepseek (MLA) has no layout chart
+    assert all(r.startswith("#") for r in doc.refs), [r for r in doc.refs if not r.startswith("#")][:5]
+    assert "script" not in doc.tags and "link" not in doc.tags and "img" not in doc.tags
+    assert "<!DOCTYPE svg" not in text and "@import" not in text and "url(http" not in text
+    assert "vllm serve " in text and "not available" not in text  # the capacity sections come from kvplan plan
+
+
+def test_table_cells_show_their_exact_values(html_report):
+    _, _, doc = html_report
+    for rows in doc.tables.values():
+        for row in rows:
+            for value, text in row:
+                if value is not None and "." not in value and "e" not in value:
+                    n = int(value)
+                    assert text in (fmt_bytes(n), f"{n:,}"), (value, text)
+
+
+def _num(cell):
+    return int(cell[0])
+
+
+def test_tables_equal_library_results(html_report):
+    _, _, doc = html_report
+    for name in MODELS:
+        e = estimate(name, batch=16, seq_len=8192, engine="vllm")
+        for row in doc.tables[f"{name}-memory-table"][1:]:
+            gpu = load_gpu(row[0][1])
+            assert [_num(c) for c in row[1:5]] == [gpu.memory_bytes, e.weights.bytes, e.kv_cache.total_bytes,
+                                                   gpu.memory_bytes - e.total_bytes]
+            assert _num(row[6]) == max(0, (gpu.memory_bytes - e.weights.bytes) // e.kv_cache.bytes_per_sequence)
+        kv = doc.tables[f"{name}-kv-table"]
+        for row in kv[1:]:
+            n = _num(row[0])
+            assert _num(row[1]) == estimate(name, seq_len=n, engine="vllm").kv_cache.bytes_per_sequence
+            assert _num(row[-1]) == estimate(name, seq_len=n, engine="vllm",
+                                             kv_dtype="fp8_e4m3").kv_cache.bytes_per_sequence
+        for row in doc.tables[f"{name}-roofline-table"][1:]:
+            r = estimate(name, batch=_num(row[2]), seq_len=8192, engine="vllm", gpu=row[0][1]).roofline
+            p = r.prefill if row[1][1] == "prefill" else r.decode_step
+            assert float(row[5][0]) == p.time_s and float(row[3][0]) == p.arithmetic_intensity_flops_per_byte
+    layouts = doc.tables["llama-3-8b-layouts-table"]
+    for row in layouts[1:]:
+        att = None if row[0][1] == "card" else row[0][1]
+        assert _num(row[3]) == estimate("llama-3-8b", batch=16, seq_len=8192, engine="vllm",
+                                        attention=att).kv_cache.total_bytes
+
+
+def test_markdown_links_its_charts(tmp_path, cli):
+    out = tmp_path / "r.md"
+    code, _, err = cli("report", "-m", "gemma-2-9b", "--gpu", "L4", "-o", str(out))
+    assert code == 0, err
+    import re
+
+    links = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", out.read_text())
+    assert len(links) == 5
+    for link in links:
+        assert not link.startswith(("/", "http")) and (tmp_path / link).read_text().startswith("<svg")
+
+
+def _error(cli, *args):
+    code, out, err = cli(*args)
+    assert code == 2, (code, out, err)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    return lines[0]
+
+
+@pytest.mark.parametrize("args, words", [
+    (("-m", "llama-3-8x",), "llama-3-8b"),
+    (("-m", "gpt2", "--engine", "nope"), "--engine"),
+    (("-m", "gpt2", "--gpu", "NOPE"), "--gpu"),
+    (("-m", "gpt2", "--concurrency", "0"), "--concurrency"),
+])
+def test_bad_input_one_line_no_file(cli, tmp_path, args, words):
+    assert words in _error(cli, "report", *args, "-o", str(tmp_path / "r.html"))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_unwritable_and_wrong_suffix(cli, tmp_path):
+    assert "cannot write" in _error(cli, "report", "-m", "gpt2", "-o", str(tmp_path / "no" / "r.html"))
+    assert ".html or .md" in _error(cli, "report", "-m", "gpt2", "-o", str(tmp_path / "r.pdf"))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_missing_matplotlib_names_the_extra(cli, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    assert "pip install 'kvplan[report]'" in _error(cli, "report", "-m", "gpt2", "-o", str(tmp_path / "r.html"))
+
+
+def test_estimate_and_sweep_never_import_matplotlib():
+    code = ("import sys, kvplan; kvplan.estimate('gemma-2-9b', seq_len=9, gpu='H100-SXM'); "
+            "list(kvplan.sweep('gpt2', seq_len='1..64*2')); "
+            "from kvplan.cli.app import app; "
+            "assert not [m for m in sys.modules if m.split('.')[0] in ('matplotlib', 'numpy', 'torch')], 'heavy'")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_build_report_is_library_data():
+    rep = build_report(["deepseek-v2-lite"], gpus=["H200"], max_model_len=4096)
+    m = rep.models[0]
+    assert m.layouts is None and "MLA" in m.layout_note
+    assert m.kv_curve["bf16"][m.kv_lengths.index(4096)] == estimate(
+        "deepseek-v2-lite", seq_len=4096, engine="vllm").kv_cache.bytes_per_sequence
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium is not on PATH (Debian: apt-get install chromium)")
+def test_chromium_renders_a_page_that_is_not_blank(html_report, tmp_path):
+    from PIL import Image
+
+    out, _, _ = html_report
+    png = tmp_path / "r.png"
+    subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                    "--disable-component-update", "--disable-sync", "--no-first-run", f"--screenshot={png}",
+                    "--window-size=800,1600", out.as_uri()], check=True, capture_output=True, timeout=120)
+    im = Image.open(png).convert("L")
+    colours = im.getcolors(maxcolors=1 << 16) or []
+    dark = sum(n for n, v in colours if v < 128)
+    assert len(colours) > 16 and dark > 0.005 * im.width * im.height
+
+
+def test_notebook_reprs_are_html_tables():
+    from kvplan.planning.compare import compare
+
+    e = estimate("llama-2-7b", batch=16, seq_len=4096, gpu="H100-SXM")
+    doc = Doc()
+    doc.feed(e._repr_html_())
+    assert "table" in doc.tags and "34,359,738,368 B" in e._repr_html_()
+    c = compare("llama-3-8b", attention="mha,mqa", gpu="H100-SXM")
+    assert c._repr_html_().count("<tr>") == 1 + 3
+
+
+@pytest.mark.parametrize("name", __import__("kvplan").bundled_names())
+def test_every_bundled_card_reports(name, tmp_path, cli):
+    out = tmp_path / "r.html"
+    code, _, err = cli("report", "-m", name, "--gpu", "H200", "--max-model-len", "2048", "-o", str(out))
+    assert code == 0, err
+    doc = Doc()
+    doc.feed(out.read_text())
+    assert doc.svgs >= 1 and all(r.startswith("#") for r in doc.refs)
+
+
+def test_capacity_sections_from_planner(monkeypatch, tmp_path, cli):
+    """With kvplan.planning.capacity present the report shows its per-GPU plan, refusals, and the launch command."""
+    import types
+
+    from kvplan.errors import KvplanError
+
+    def plan(card, *, gpu, max_model_len, engine):
+        if gpu.name == "L4":
+            raise KvplanError("--gpu-memory-utilization: no memory left for the cache")
+        return {"max_concurrency": 12.5, "fits": True, "kv_cache": {"available_bytes": 3 << 30, "num_blocks": 999},
+                "per_gpu": {"weights_bytes": 5, "activation_bytes": 6, "overhead_bytes": 7},
+                "launch_command": f"vllm serve {card.name} --max-model-len {max_model_len}"}
+
+    monkeypatch.setitem(sys.modules, "kvplan.planning.capacity", types.SimpleNamespace(plan=plan))
+    out = tmp_path / "r.html"
+    code, _, err = cli("report", "-m", "llama-3-8b", "--gpu", "H100-SXM,L4", "-o", str(out))
+    assert code == 0, err
+    doc = Doc()
+    text = out.read_text()
+    doc.feed(text)
+    row = doc.tables["llama-3-8b-capacity-table"][1]
+    assert row[0][1] == "H100-SXM" and float(row[1][0]) == 12.5 and int(row[3][0]) == 3 << 30 and row[4][1] == "999"
+    assert "vllm serve llama-3-8b --max-model-len 8192" in text and "no memory left for the cache" in text
+    assert "not available" not in text

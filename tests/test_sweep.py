@@ -1,0 +1,219 @@
+"""`kvplan sweep` / `kvplan.sweep`: grid parsing, every row equal to `estimate`, the writers and the CLI's errors."""
+
+import csv
+import io
+import json
+import os
+import random
+
+import pytest
+
+from kvplan import estimate, sweep
+from kvplan.errors import KvplanError
+from kvplan.model.catalog import bundled_names, load_card
+from kvplan.planning.grid import parse_int_axis
+
+ENGINES = ("ideal", "hf-dynamic", "hf-static", "vllm")
+
+
+@pytest.mark.parametrize("text, values", [
+    ("1..256*2", [1, 2, 4, 8, 16, 32, 64, 128, 256]),
+    ("1024..4096+1024", [1024, 2048, 3072, 4096]),
+    ("1,2,8", [1, 2, 8]),
+    ("3, 1..4*2 ,3", [3, 1, 2, 4]),
+    ("5..5*2", [5]),
+])
+def test_int_axis(text, values):
+    assert parse_int_axis(text, "--batch") == values
+
+
+@pytest.mark.parametrize("text, words", [
+    ("1..10*1", "never ends"), ("1..10+0", "never ends"), ("10..1*2", "empty"), ("", "empty grid"),
+    (",", "empty grid"), ("0", "not a positive"), ("1..x", "cannot read"), ("1..100000000+1", "at most"),
+])
+def test_int_axis_refuses(text, words):
+    with pytest.raises(KvplanError, match=words):
+        parse_int_axis(text, "--batch")
+
+
+def _check_row(row, card):
+    kw = dict(batch=row["batch"], seq_len=row["seq_len"], kv_dtype=row["kv_dtype"], weight_dtype=row["weight_dtype"],
+              engine=row["engine"], attention=row["attention"], encoder_len=row.get("encoder_len"))
+    e = estimate(card, **kw)
+    assert row["kv_cache.bytes_per_token"] == e.kv_cache.bytes_per_token, kw
+    assert row["kv_cache.bytes_per_sequence"] == e.kv_cache.bytes_per_sequence, kw
+    assert row["kv_cache.total_bytes"] == e.kv_cache.total_bytes, kw
+    assert row["weights.bytes"] == e.weights.bytes, kw
+    assert row["total_bytes"] == e.total_bytes, kw
+
+
+def _kv_dtypes(card):
+    return "fp16,bf16" if card.architecture != "decoder-only" else "fp16,bf16,fp32"
+
+
+@pytest.mark.parametrize("name", bundled_names())
+def test_random_rows_equal_estimate(name):
+    """Hundreds of rows over all bundled cards (every engine, dtypes, odd lengths) against estimate itself."""
+    card = load_card(name)
+    rng = random.Random(name)
+    batches = sorted(rng.sample(range(1, 300), 4))
+    lens = sorted({1, 15, 16, 17} | set(rng.sample(range(2, 140_000), 6)) | {4095, 4096, 4097})
+    enc = "7,512" if card.architecture == "encoder-decoder" else None
+    rows = list(sweep(card, batch=batches, seq_len=lens, engine=",".join(ENGINES), kv_dtype=_kv_dtypes(card),
+                      encoder_len=enc))
+    assert len(rows) == len(batches) * len(lens) * len(ENGINES) * len(_kv_dtypes(card).split(",")) * (1 + bool(enc))
+    for row in rng.sample(rows, 40):
+        _check_row(row, card)
+
+
+def test_layouts_and_quantized_rows_equal_estimate():
+    rows = list(sweep("llama-3-8b,gemma-2-9b", batch="1..64*4", seq_len="1..9000*3", attention="card,mha,mqa,gqa:2",
+                      kv_dtype="int4,int8,fp8_e4m3", engine="ideal"))
+    rng = random.Random(1)
+    for row in rng.sample(rows, 120):
+        _check_row(row, row["model"])
+
+
+def test_roofline_columns_equal_estimate():
+    row = list(sweep("llama-3-8b", batch="4", seq_len="3000", gpu="H100-SXM", engine="vllm"))[0]
+    e = estimate("llama-3-8b", batch=4, seq_len=3000, gpu="H100-SXM", engine="vllm")
+    assert row["roofline.time_per_output_token_s"] == e.roofline.time_per_output_token_s
+    assert row["roofline.time_to_first_token_s"] == e.roofline.time_to_first_token_s
+    assert row["roofline.fits_in_memory"] is e.roofline.fits_in_memory
+
+
+def test_to_csv_round_trips(tmp_path):
+    s = sweep("llama-2-7b", batch="1,2", seq_len="10,20")
+    path = tmp_path / "s.csv"
+    assert s.to_csv(path) == 4
+    got = list(csv.DictReader(path.open()))
+    want = list(s)
+    assert [int(r["kv_cache.total_bytes"]) for r in got] == [r["kv_cache.total_bytes"] for r in want]
+    assert list(got[0]) == list(s.columns) and got[0]["attention"] == ""
+    buf = io.StringIO()
+    s.to_csv(buf)
+    assert buf.getvalue() == path.read_text()
+
+
+def _error(cli, *args):
+    code, out, err = cli(*args)
+    assert code == 2, (code, out, err)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    return lines[0]
+
+
+@pytest.mark.parametrize("args, words", [
+    (("-m", "llama-2-7", "--seq-len", "10"), "llama-2-7b"),
+    (("-m", "llama-2-7b", "--seq-len", ","), "empty grid"),
+    (("-m", "llama-2-7b", "--seq-len", "10", "--batch", "1..10*1"), "never ends"),
+    (("-m", "llama-2-7b", "--seq-len", "10", "--engine", "vllm", "--kv-dtype", "int4"), "--kv-dtype"),
+    (("-m", "llama-2-7b", "--seq-len", "10", "--gpu", "NOPE"), "--gpu"),
+    (("-m", "llama-2-7b", "--seq-len", "10", "--format", "xls"), "--format"),
+    (("-m", "llama-2-7b", "--seq-len", "10", "--tp", "2"), "--gpu"),
+])
+def test_cli_bad_input_one_line_no_file(cli, tmp_path, args, words):
+    out = tmp_path / "s.csv"
+    assert words in _error(cli, "sweep", *args, "-o", str(out))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_cli_unwritable_output(cli, tmp_path):
+    assert "cannot write" in _error(cli, "sweep", "-m", "gpt2", "--seq-len", "10", "-o", str(tmp_path / "no" / "x.csv"))
+    assert "is a directory; allowed: a file path" in _error(cli, "sweep", "-m", "gpt2", "--seq-len", "10", "-o", str(tmp_path))
+
+
+def test_cli_capacity_without_planner(cli, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "kvplan.planning.capacity", None)  # as if the module did not exist
+    line = _error(cli, "sweep", "-m", "gpt2", "--seq-len", "10", "--gpu", "H100-SXM", "--tp", "1,2")
+    assert "needs the capacity planner" in line
+
+
+def test_capacity_columns_from_planner(monkeypatch):
+    """The adapter flattens whatever kvplan.planning.capacity.plan returns; one call per (layout, GPU, tp, pp, length)."""
+    import sys
+    import types
+
+    calls = []
+
+    def plan(card, **kw):
+        calls.append(kw)
+        return {"max_concurrency": 2.5 * kw["tp"], "fits": True, "per_gpu": {"weights_bytes": 7, "kv_bytes_per_token": 3}}
+
+    monkeypatch.setitem(sys.modules, "kvplan.planning.capacity", types.SimpleNamespace(plan=plan))
+    rows = list(sweep("gpt2", batch="1,2,4", seq_len="100,200", gpu="H100-SXM", tp="1,2"))
+    assert len(rows) == 12 and len(calls) == 4
+    assert rows[0]["tp"] == 1 and rows[0]["max_model_len"] is None and calls[0]["max_model_len"] == 100
+    assert {r["max_concurrency"] for r in rows} == {2.5, 5.0} and rows[0]["per_gpu.weights_bytes"] == 7
+    assert rows[0]["kv_cache.num_blocks"] is None
+
+
+def test_cli_writes_each_format(cli, tmp_path):
+    for name, first in (("s.csv", "model,engine"), ("s.jsonl", '{"model":'), ("s.md", "| model |")):
+        code, _, err = cli("sweep", "-m", "llama-2-7b,gemma-2-9b", "--batch", "1..8*2", "--seq-len", "1024,8192",
+                           "-o", str(tmp_path / name))
+        assert code == 0, err
+        text = (tmp_path / name).read_text()
+        assert text.startswith(first) and "wrote" in err
+    lines = (tmp_path / "s.jsonl").read_text().splitlines()
+    assert len(lines) == 16 and json.loads(lines[-1])["kv_cache.total_bytes"] == estimate(
+        "gemma-2-9b", batch=8, seq_len=8192).kv_cache.total_bytes
+    assert len([x for x in os.listdir(tmp_path) if x.startswith(".")]) == 0
+
+
+def test_interrupt_leaves_no_file(tmp_path, monkeypatch):
+    from kvplan.report import tabular
+
+    def boom(*a):
+        raise KeyboardInterrupt
+
+    s = sweep("gpt2", batch="1..4*2", seq_len="10")
+    monkeypatch.setattr(tabular, "_jsonl", boom)
+    with pytest.raises(KeyboardInterrupt):
+        from kvplan.files import open_atomic
+
+        with open_atomic(tmp_path / "x.jsonl") as f:
+            tabular.write_rows("jsonl", s, s.tuples(), f)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("kw", [
+    dict(model="llama-3-8b,gemma-2-9b", attention="card,gqa:2", engine="vllm,hf-static"),
+    dict(model="t5-base", encoder_len="1,77"),
+])
+def test_fast_csv_equals_csv_writer(kw):
+    from kvplan.planning.sweep import write_csv
+
+    s = sweep(batch="1..9*3", seq_len="1,4095,4097", **kw)
+    assert s.fast_csv
+    fast, slow = io.StringIO(), io.StringIO()
+    assert s.to_csv(fast) == len(s)
+    write_csv(s.columns, s.tuples(), slow)
+    assert fast.getvalue() == slow.getvalue()
+
+
+def test_progress_counts_every_row():
+    from kvplan.report.tabular import Progress, write_sweep
+
+    s = sweep("gpt2", batch="1..50000+1", seq_len="8,9")
+    for fmt in ("csv", "jsonl"):
+        with Progress(len(s)) as p:
+            assert sum(1 for _ in p.counted(s.tuples())) == p.done == 100_000
+        assert write_sweep(fmt, s, io.StringIO()) == 100_000
+
+
+def test_planner_refusal_is_a_row(monkeypatch):
+    import sys
+    import types
+
+    def plan(card, **kw):
+        if kw["tp"] == 1:
+            raise KvplanError("--gpu-memory-utilization: no memory left for the cache")
+        return {"max_concurrency": 3.0, "fits": True}
+
+    monkeypatch.setitem(sys.modules, "kvplan.planning.capacity", types.SimpleNamespace(plan=plan))
+    rows = list(sweep("gpt2", seq_len="100", gpu="H100-SXM", tp="1,2"))
+    assert [(r["fits"], r["max_concurrency"], bool(r["plan_error"])) for r in rows] == [(False, 0.0, True),
+                                                                                        (True, 3.0, False)]
