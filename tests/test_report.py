@@ -77,6 +77,7 @@ def test_self_contained(html_report):
     assert "script" not in doc.tags and "link" not in doc.tags and "img" not in doc.tags
     assert "<!DOCTYPE svg" not in text and "@import" not in text and "url(http" not in text
     assert "vllm serve " in text and "not available" not in text  # the capacity sections come from kvplan plan
+    assert "concurrent requests at this length (kvplan plan: weights, activation peak" in text  # the verdict too
 
 
 def test_table_cells_show_their_exact_values(html_report):

@@ -76,6 +76,9 @@ def model_blocks(rep: Report, m: ModelReport) -> list[Block]:
 
 def verdict(rep: Report, m: ModelReport) -> str:
     need = f"{fmt_int(rep.concurrency)} request(s) of {fmt_int(rep.max_model_len)} tokens"
+    planned = _planned_verdict(rep, m, need)
+    if planned:
+        return planned
     fitting = sorted((f for f in m.fits if f.fits), key=lambda f: f.gpu.memory_bytes)
     if not fitting:
         return (f"Verdict: {need} do not fit on one of {', '.join(f.gpu.name for f in m.fits)} (weights "
@@ -91,6 +94,19 @@ def verdict(rep: Report, m: ModelReport) -> str:
             f"{fmt_bytes(f.weights_bytes)} + KV {fmt_bytes(f.kv_bytes)} for {need} leaves {fmt_bytes(f.free_bytes)}; "
             f"at most {fmt_int(f.max_concurrency)} such requests fit next to the weights (an upper bound: activations "
             "and engine overheads are not subtracted).")
+
+
+def _planned_verdict(rep: Report, m: ModelReport, need: str) -> str | None:
+    """With the capacity planner: the smallest GPU whose engine plan holds the requests, by the engine's own formula."""
+    ok = [c for c in m.capacity if "error" not in c and c.get("fits") and c["max_concurrency"] >= rep.concurrency]
+    if not ok:
+        return None
+    by_memory = {g.name: g.memory_bytes for g in (f.gpu for f in m.fits)}
+    c = min(ok, key=lambda c: by_memory.get(c["gpu"], 0))
+    return (f"Verdict: deploy on one {c['gpu']}: {need} fit; the engine's KV pool of "
+            f"{fmt_bytes(c['kv_cache.available_bytes'])} ({fmt_int(c['kv_cache.num_blocks'])} blocks) holds "
+            f"{c['max_concurrency']:.1f} concurrent requests at this length (kvplan plan: weights, activation peak and "
+            "engine overheads subtracted).")
 
 
 CAPACITY_COLUMNS = (("max_concurrency", "max concurrency"), ("fits", "fits"),
