@@ -5,7 +5,6 @@ from __future__ import annotations
 from kvplan.errors import KvplanError
 from kvplan.model.card import ModelCard
 from kvplan.model.catalog import load_card
-from kvplan.model.hf.config import card_from_hf_config
 
 
 def resolve_card(model: str | None, hf_config: str | None) -> ModelCard:
@@ -13,5 +12,7 @@ def resolve_card(model: str | None, hf_config: str | None) -> ModelCard:
     if (model is None) == (hf_config is None):
         raise KvplanError("give exactly one of --model NAME|PATH and --hf-config PATH")
     if hf_config is not None:
+        from kvplan.model.hf.config import card_from_hf_config  # 40 model families: read only when asked for
+
         return card_from_hf_config(hf_config)
     return load_card(model)
