@@ -152,3 +152,17 @@ def test_verify_refuses_a_run_that_would_take_minutes(cli):
     # unshrunk Llama-2-7B: 2 x 6.7e9 FLOPs per token x 32 tokens in fp16 on one CPU thread is far beyond 300 s
     err = one_line_error(cli, "verify", "--model", "llama-2-7b", "--seq-len", "32")
     assert err.startswith("error: --layers/--scale: the reference run") and "--layers N and --scale F" in err
+
+
+@pytest.mark.parametrize(("call", "needle"), [
+    (lambda: kvplan.plan("llama-2-7b", gpu="H100-SXM", max_model_len=100, gpu_memory_utilization="0.9"),
+     "--gpu-memory-utilization: a fraction in"),
+    (lambda: kvplan.plan("llama-2-7b", gpu="H100-SXM", max_model_len="x"), "--max-model-len"),
+    (lambda: kvplan.search("llama-2-7b", max_model_len=100, concurrency="3"), "--concurrency"),
+    (lambda: kvplan.sweep("llama-2-7b", seq_len=5.5), "--seq-len"),
+    (lambda: __import__("kvplan.planning.compare", fromlist=["x"]).compare("llama-2-7b", attention=5), "--attention"),
+    (lambda: kvplan.card_from_hf_config(5), "config: expected a dict"),
+])
+def test_other_python_entry_points_refuse_wrong_types(call, needle):
+    with pytest.raises(KvplanError, match=needle):
+        call()

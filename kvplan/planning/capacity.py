@@ -24,7 +24,7 @@ from kvplan.model.catalog import load_card
 from kvplan.planning.capacity_engines import Pool, Setup, Stage, pool
 from kvplan.planning.capacity_results import Latency, PerGPU, PlanInputs, PlanResult
 from kvplan.planning.estimate import _dtype
-from kvplan.units import fmt_bytes, parse_size, require_positive
+from kvplan.units import fmt_bytes, parse_size, require_fraction, require_positive
 
 PAGED = ("vllm", "sglang")
 
@@ -125,6 +125,7 @@ def _util(engine: str, value: float | None) -> float | None:
             raise KvplanError("--gpu-memory-utilization: SGLang sizes its pool with --mem-fraction-static instead")
         return None
     util = (vl.DEFAULT_UTILIZATION if engine == "vllm" else 1.0) if value is None else value
+    require_fraction("--gpu-memory-utilization", util)
     vl.requested_memory(1, util)  # (0, 1] check, vLLM's wording
     return util
 
@@ -135,6 +136,8 @@ def _mfs(engine: str, value: float | None, total: int, card: ModelCard, tp: int,
             raise KvplanError(f"--mem-fraction-static: only for --engine sglang (got --engine {engine})")
         return None
     mfs = sg.default_mem_fraction_static(total // sg.MIB, tp, pp, card.mla is not None) if value is None else value
+    if value is not None:
+        require_fraction("--mem-fraction-static", value)
     if not 0 < mfs <= 1:
         raise KvplanError(f"--mem-fraction-static: SGLang needs a fraction in (0, 1], got {mfs} "
                           f"{'(its default formula for this GPU)' if value is None else ''}".rstrip())

@@ -73,7 +73,12 @@ def compare(model: ModelCard | str, *, attention: str | list[str], seq_len: int 
             weight_dtype: str | None = None, gpu_file: str | None = None) -> CompareResult:
     """Compare the card's own layout with each layout in ``attention`` ("mha,gqa:8,mqa" or a list)."""
     card = model if isinstance(model, ModelCard) else load_card(model)
-    specs = [s.strip() for s in (attention.split(",") if isinstance(attention, str) else attention) if s.strip()]
+    if isinstance(attention, str):
+        attention = attention.split(",")
+    if not isinstance(attention, (list, tuple)) or not all(isinstance(s, str) for s in attention):
+        raise KvplanError("--attention: give layouts as a comma-separated string or a list of strings, e.g. "
+                          "mha,gqa:8,mqa")
+    specs = [s.strip() for s in attention if s.strip()]
     if not specs:
         raise KvplanError("--attention: give one or more layouts, e.g. mha,gqa:8,mqa")
     if get_engine(engine).static:
