@@ -125,7 +125,8 @@ def _util(engine: str, value: float | None) -> float | None:
             raise KvplanError("--gpu-memory-utilization: SGLang sizes its pool with --mem-fraction-static instead")
         return None
     util = (vl.DEFAULT_UTILIZATION if engine == "vllm" else 1.0) if value is None else value
-    require_fraction("--gpu-memory-utilization", util)
+    if isinstance(util, bool) or not isinstance(util, (int, float)):
+        require_fraction("--gpu-memory-utilization", util)  # a string or None: refused by type, one line
     vl.requested_memory(1, util)  # (0, 1] check, vLLM's wording
     return util
 
