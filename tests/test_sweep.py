@@ -123,14 +123,6 @@ def test_cli_unwritable_output(cli, tmp_path):
     assert "is a directory; allowed: a file path" in _error(cli, "sweep", "-m", "gpt2", "--seq-len", "10", "-o", str(tmp_path))
 
 
-def test_cli_capacity_without_planner(cli, monkeypatch):
-    import sys
-
-    monkeypatch.setitem(sys.modules, "kvplan.planning.capacity", None)  # as if the module did not exist
-    line = _error(cli, "sweep", "-m", "gpt2", "--seq-len", "10", "--gpu", "H100-SXM", "--tp", "1,2")
-    assert "needs the capacity planner" in line
-
-
 def test_capacity_columns_from_planner(monkeypatch):
     """The adapter flattens whatever kvplan.planning.capacity.plan returns; one call per (layout, GPU, tp, pp, length)."""
     import sys

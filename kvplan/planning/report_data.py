@@ -1,13 +1,14 @@
 """The numbers behind ``kvplan report``: one ``ModelReport`` per model, computed by the library's own functions.
 
 Nothing here draws or formats; ``kvplan.report.document`` renders these numbers, so every value in the document is
-a value the library returns (tests compare them). Capacity sections use ``kvplan.planning.capacity`` when this kvplan
-has it; otherwise ``Report.capacity_note`` says so.
+a value the library returns (tests compare them). Capacity sections come from ``kvplan.planning.capacity``
+(``kvplan plan``).
 """
 
 from __future__ import annotations
 
 import importlib
+
 from dataclasses import dataclass, field
 
 from kvplan.cost.hardware import GPU, load_gpu
@@ -67,7 +68,6 @@ class Report:
     max_model_len: int
     concurrency: int
     engine: str
-    capacity_note: str | None  # why there is no capacity section, or None
 
 
 def build_report(models: list[str | ModelCard], *, gpus: list[str] | None = None, max_model_len: int = 8192,
@@ -79,22 +79,10 @@ def build_report(models: list[str | ModelCard], *, gpus: list[str] | None = None
         if not isinstance(value, int) or value < 1:
             raise KvplanError(f"{flag}: a positive integer, got {value}")
     devs = [load_gpu(g, gpu_file) for g in (gpus or DEFAULT_GPUS)]
-    planner, note = _planner()
+    planner = importlib.import_module("kvplan.planning.capacity")  # resolved through sys.modules (tests stub it)
     cards = [m if isinstance(m, ModelCard) else load_card(m) for m in models]
     reports = [_model_report(c, devs, max_model_len, concurrency, engine, planner) for c in cards]
-    return Report(reports, devs, max_model_len, concurrency, engine, note)
-
-
-def _planner():
-    try:
-        return importlib.import_module("kvplan.planning.capacity"), None
-    except ImportError as exc:
-        if exc.name not in ("kvplan.planning.capacity", None):
-            raise
-        return None, ("The capacity planner (kvplan.planning.capacity, `kvplan plan`) is not available in this kvplan: "
-                      "activation peaks, engine overheads, tensor/pipeline parallelism and the launch command are "
-                      "not in this report. Concurrencies below are upper bounds: GPU memory minus weights, divided "
-                      "by one request's KV cache.")
+    return Report(reports, devs, max_model_len, concurrency, engine)
 
 
 def _model_report(card: ModelCard, devs: list[GPU], length: int, conc: int, engine: str, planner) -> ModelReport:
