@@ -238,3 +238,18 @@ def test_capacity_sections_from_planner(monkeypatch, tmp_path, cli):
     assert row[0][1] == "H100-SXM" and float(row[1][0]) == 12.5 and int(row[3][0]) == 3 << 30 and row[4][1] == "999"
     assert "vllm serve llama-3-8b --max-model-len 8192" in text and "no memory left for the cache" in text
     assert "not available" not in text
+
+
+def test_tensor_parallel_options_and_the_fewest_gpus_verdict(cli, tmp_path):
+    from kvplan.planning.capacity import plan
+
+    out = tmp_path / "tp.html"
+    code, _, err = cli("report", "-m", "llama-3.1-70b", "--gpu", "H100-SXM", "--tp", "1,2,4", "--concurrency", "32",
+                       "-o", str(out))
+    text = out.read_text()
+    assert code == 0, err
+    # 70B in bf16 (141 GB) fits no single H100: TP 1 is refused, TP 2 and 4 are planned by kvplan plan itself
+    two, four = (plan("llama-3.1-70b", gpu="H100-SXM", tp=t, max_model_len=8192) for t in (2, 4))
+    assert "2x H100-SXM (TP 2)" in text and "4x H100-SXM (TP 4)" in text
+    pick = two if two.max_concurrency >= 32 else four
+    assert f"holds {pick.max_concurrency:.1f} concurrent requests" in text

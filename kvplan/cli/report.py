@@ -15,6 +15,7 @@ def report(
     gpu: Annotated[Optional[list[str]], typer.Option(
         "--gpu", help="GPU(s) to size for; repeat or comma-separate. Default: A100-80GB, H100-SXM, H200.")] = None,
     gpu_file: o.GpuFile = None,
+    tp: Annotated[str, typer.Option("--tp", help="Tensor-parallel sizes to plan for each GPU, comma-separated, e.g. 1,2,4.")] = "1",
     max_model_len: Annotated[int, typer.Option("--max-model-len", help="Tokens per request (prompt + output).")] = 8192,
     concurrency: Annotated[int, typer.Option("--concurrency", help="Requests held at once.")] = 1,
     engine: Annotated[str, typer.Option("--engine", help="ideal, hf-dynamic or vllm.")] = "vllm",
@@ -35,7 +36,9 @@ def report(
     charts.require()
     models = [p.strip() for m in model for p in m.split(",") if p.strip()]
     gpus = [p.strip() for g in gpu for p in g.split(",") if p.strip()] if gpu else None
-    rep = build_report(models, gpus=gpus, max_model_len=max_model_len, concurrency=concurrency, engine=engine,
+    from kvplan.planning.grid import parse_int_axis
+
+    rep = build_report(models, gpus=gpus, tp=tuple(parse_int_axis(tp, "--tp")), max_model_len=max_model_len, concurrency=concurrency, engine=engine,
                        gpu_file=gpu_file)
     from kvplan.report.docformat import to_html, write_markdown
     from kvplan.report.document import build_blocks

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from kvplan.cost.hardware import GPU, load_gpu
 from kvplan.errors import KvplanError
+from kvplan.units import require_positive
 from kvplan.model.card import ModelCard
 from kvplan.model.catalog import load_card
 from kvplan.planning.compare import CompareResult, compare
@@ -70,7 +71,8 @@ class Report:
     engine: str
 
 
-def build_report(models: list[str | ModelCard], *, gpus: list[str] | None = None, max_model_len: int = 8192,
+def build_report(models: list[str | ModelCard], *, gpus: list[str] | None = None, tp: tuple[int, ...] = (1,),
+                 max_model_len: int = 8192,
                  concurrency: int = 1, engine: str = "vllm", gpu_file: str | None = None) -> Report:
     """Every number of the capacity report for ``models`` on ``gpus``."""
     if not models:
@@ -81,11 +83,15 @@ def build_report(models: list[str | ModelCard], *, gpus: list[str] | None = None
     devs = [load_gpu(g, gpu_file) for g in (gpus or DEFAULT_GPUS)]
     planner = importlib.import_module("kvplan.planning.capacity")  # resolved through sys.modules (tests stub it)
     cards = [m if isinstance(m, ModelCard) else load_card(m) for m in models]
-    reports = [_model_report(c, devs, max_model_len, concurrency, engine, planner) for c in cards]
+    tps = tuple(tp)
+    for t in tps:
+        require_positive("--tp", t, maximum=1024)
+    reports = [_model_report(c, devs, max_model_len, concurrency, engine, planner, tps) for c in cards]
     return Report(reports, devs, max_model_len, concurrency, engine)
 
 
-def _model_report(card: ModelCard, devs: list[GPU], length: int, conc: int, engine: str, planner) -> ModelReport:
+def _model_report(card: ModelCard, devs: list[GPU], length: int, conc: int, engine: str, planner,
+                  tps: tuple[int, ...] = (1,)) -> ModelReport:
     enc = length if card.architecture == "encoder-decoder" else None  # the encoder reads a max_model_len input
     est = estimate(card, batch=conc, seq_len=length, engine=engine, encoder_len=enc)
     per_req = est.kv_cache.bytes_per_sequence
@@ -100,7 +106,7 @@ def _model_report(card: ModelCard, devs: list[GPU], length: int, conc: int, engi
     roof = []
     if card.architecture == "decoder-only":
         roof = [p for d in devs for p in roof_points(card, d, length, conc, engine)]
-    capacity = [_capacity(planner, card, d, length, engine) for d in devs] if planner else []
+    capacity = [_capacity(planner, card, d, length, engine, t) for d in devs for t in tps] if card.has_kv_cache else []
     return ModelReport(card, est, fits, lengths, curve, conc_curve, layouts, note, roof, capacity)
 
 
@@ -160,13 +166,17 @@ def roof_points(card: ModelCard, dev: GPU, length: int, conc: int, engine: str) 
     return points
 
 
-def _capacity(planner, card: ModelCard, dev: GPU, length: int, engine: str) -> dict:
-    """The planner's result for one GPU (tp = pp = 1), flattened with dots; {"error": why} where it refuses."""
+def _capacity(planner, card: ModelCard, dev: GPU, length: int, engine: str, tp: int = 1) -> dict:
+    """The planner's result for ``tp`` GPUs of one type, flattened with dots; {"error": why} where it refuses."""
     from kvplan.planning.sweep_extra import flatten
 
     try:
-        result = planner.plan(card, gpu=dev, max_model_len=length, engine=engine)
+        result = planner.plan(card, gpu=dev, max_model_len=length, engine=engine, **({"tp": tp} if tp > 1 else {}))
     except KvplanError as exc:
-        return {"gpu": dev.name, "error": str(exc)}
+        return {"gpu": _option(dev.name, tp), "tp": tp, "error": str(exc)}
     data = result.model_dump(mode="json") if hasattr(result, "model_dump") else dict(result)
-    return {"gpu": dev.name, **flatten(data)}
+    return {"gpu": _option(dev.name, tp), "tp": tp, **flatten(data)}
+
+
+def _option(gpu: str, tp: int) -> str:
+    return gpu if tp == 1 else f"{tp}x {gpu} (TP {tp})"

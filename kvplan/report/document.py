@@ -99,9 +99,10 @@ def _planned_verdict(rep: Report, m: ModelReport, need: str) -> str | None:
     ok = [c for c in m.capacity if "error" not in c and c.get("fits") and c["max_concurrency"] >= rep.concurrency]
     if not ok:
         return None
-    by_memory = {g.name: g.memory_bytes for g in (f.gpu for f in m.fits)}
-    c = min(ok, key=lambda c: by_memory.get(c["gpu"], 0))
-    return (f"Verdict: deploy on one {c['gpu']}: {need} fit; the engine's KV pool of "
+    memory = {g.name: g.memory_bytes for g in (f.gpu for f in m.fits)}
+    c = min(ok, key=lambda c: (c.get("tp", 1), memory.get(c["gpu"].split(" ")[-1], 0)))
+    where = f"one {c['gpu']}" if c.get("tp", 1) == 1 else c["gpu"]
+    return (f"Verdict: deploy on {where}: {need} fit; the engine's KV pool of "
             f"{fmt_bytes(c['kv_cache.available_bytes'])} ({fmt_int(c['kv_cache.num_blocks'])} blocks) holds "
             f"{c['max_concurrency']:.1f} concurrent requests at this length (kvplan plan: weights, activation peak and "
             "engine overheads subtracted).")
@@ -119,7 +120,7 @@ def _launch(m: ModelReport) -> list[Block]:
         return []
     rows = [[Cell(c["gpu"])] + [_plan_cell(k, c.get(k)) for k, _ in CAPACITY_COLUMNS] for c in m.capacity
             if "error" not in c]
-    out = [Block("h3", "Capacity plan (kvplan plan, one GPU)")]
+    out = [Block("h3", "Capacity plan (kvplan plan)")]
     if rows:
         t = Table(f"{m.card.name}-capacity-table", f"Engine memory plan at max_model_len {fmt_int(m.estimate.inputs.seq_len)}",
                   ["GPU"] + [label for _, label in CAPACITY_COLUMNS], rows)
