@@ -166,3 +166,8 @@ def test_verify_refuses_a_run_that_would_take_minutes(cli):
 def test_other_python_entry_points_refuse_wrong_types(call, needle):
     with pytest.raises(KvplanError, match=needle):
         call()
+
+
+def test_verify_encoder_len_0_is_refused_not_defaulted(cli):
+    assert "--encoder-len: must be an integer in 1.." in one_line_error(
+        cli, "verify", "-m", "t5-base", "--layers", "2", "--scale", "0.0625", "--seq-len", "8", "--encoder-len", "0")

@@ -21,6 +21,7 @@ from kvplan.verify import allocator
 from kvplan.verify.activations import activation_peaks
 from kvplan.verify.limits import check_fits_machine, check_time
 from kvplan.verify.reference.shrink import shrink
+from kvplan.units import require_positive
 
 VERIFY_ENGINES = ("ideal", "hf-static", "vllm")
 VERIFY_DTYPES = ("fp32", "bf16", "fp16")
@@ -158,6 +159,8 @@ def _check_inputs(card: ModelCard, engine: str, dtype: str, device: str, batch: 
         raise KvplanError(f"--device: cpu or cuda, got {device!r}")
     if batch < 1 or seq_len < 2:
         raise KvplanError(f"--batch and --seq-len: need batch >= 1 and seq_len >= 2, got {batch} and {seq_len}")
+    if encoder_len is not None:
+        require_positive("--encoder-len", encoder_len)
     if encoder_len is not None and card.architecture != "encoder-decoder":
         raise KvplanError(f"--encoder-len: only for encoder-decoder models; {card.name} is {card.architecture}")
     if card.has_kv_cache and not 1 <= decode_steps < seq_len:
