@@ -35,8 +35,8 @@ def test_full_size_configs_import_to_bundled_cards(repo, card_name):
 
 
 def test_unknown_model_type_lists_supported():
-    with pytest.raises(KvplanError, match=r"unsupported model_type 'mamba'; supported: .*llama.*t5"):
-        card_from_hf_config({"model_type": "mamba"})
+    with pytest.raises(KvplanError, match=r"unsupported model_type 'rwkv'; supported: .*llama.*t5"):
+        card_from_hf_config({"model_type": "rwkv"})
 
 
 def test_missing_size_key_is_named():

@@ -253,6 +253,7 @@ def _check(card: ModelCard, engine: str | Engine, *, batch: int, tokens: int, en
                           "encoder-decoder cards")
     if card.architecture == "encoder-decoder" and encoder_len < 1:
         raise KvplanError(f"--encoder-len: {card.name} is encoder-decoder; FLOPs need the encoder tokens")
+    card.require_no_state_layers("flops")
     if batch < 1 or tokens < 1:
         raise KvplanError(f"flops: batch and token counts must be positive, got batch {batch}, tokens {tokens}")
     return eng

@@ -7,19 +7,26 @@ cross-attention in every decoder layer) need no special case.
 
 The textbook formula, batch x layers x kv_heads x head_dim x tokens x 2 (K and V) x bytes, is what a ``full``
 layer gives; the other kinds are where that formula is wrong.
+
+State-space (Mamba) layers hold no per-token K/V: each sequence keeps a convolution state and an SSM state of fixed
+size (``conv_state`` and ``ssm_state`` specs, ``per_sequence``): their "positions held" is 1 whatever the length, and
+``bytes_per_token`` is then the bytes of the whole state.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from functools import cached_property, lru_cache
 from typing import Literal
 
 from kvplan.cost.engines import CacheRun, Engine, get_engine
+from kvplan.errors import KvplanError
 from kvplan.model.card import ModelCard
-from kvplan.model.dtypes import DType
+from kvplan.model.dtypes import DType, parse_dtype
 
-LayerKind = Literal["full", "sliding", "chunked", "mla", "cross"]
+LayerKind = Literal["full", "sliding", "chunked", "mla", "cross", "conv_state", "ssm_state"]
+_STATE_DTYPES = ("fp32", "fp16", "bf16")
 
 
 @dataclass(frozen=True)
@@ -37,6 +44,7 @@ class KVLayerSpec:
     factor: str = ""  # what follows the token count in the formula: "2 (K,V)" for separate K and V
     window: int | None = None
     chunk: int | None = None  # chunked local attention (Llama-4): the C-aligned chunk a token attends
+    per_sequence: bool = False  # a state layer: one fixed-size state per sequence, ``bytes_per_token`` its bytes
 
     @cached_property
     def bytes_per_token(self) -> int:
@@ -53,7 +61,10 @@ class KVLayerSpec:
         return block_size * self.bytes_per_token
 
     def positions_held(self, engine: Engine, run: CacheRun) -> int:
-        """Token positions one sequence holds in this layer under ``engine``."""
+        """Token positions one sequence holds in this layer under ``engine``; a state layer holds its one state
+        (transformers LinearAttentionLayer; vLLM one MambaSpec block per request without prefix caching)."""
+        if self.per_sequence:
+            return 1
         if self.kind == "cross":  # the encoder output's K/V, computed once per request
             return engine.cross_positions(run)
         if self.kind == "chunked":
@@ -72,12 +83,44 @@ def _layer_specs(card: ModelCard, kv_dtype: DType, transformers: bool) -> tuple[
         return ()
     heads = card.cached_kv_heads(transformers)
     by_window = {w: self_attention_spec(card, kv_dtype, heads, w) for w in set(card.windows)}
-    self_attn = tuple(by_window[w] for w in card.windows)
-    self_attn = tuple(chunked(s, card.chunk(i)) for i, s in enumerate(self_attn))
+    states = state_specs(card, kv_dtype, transformers) if card.ssm else ()
+    self_attn: tuple[KVLayerSpec, ...] = ()
+    for i, w in enumerate(card.windows):  # an mlp layer (no mixer) caches nothing
+        mixer = card.mixer(i)
+        self_attn += states if mixer == "mamba" else (chunked(by_window[w], card.chunk(i)),) if mixer else ()
     if card.architecture != "encoder-decoder":
         return self_attn
     cross = _standard_spec(card, kv_dtype, "cross", None, card.num_kv_heads)
     return self_attn + (cross,) * card.num_layers
+
+
+def state_specs(card: ModelCard, kv_dtype: DType, transformers: bool) -> tuple[KVLayerSpec, KVLayerSpec]:
+    """The conv state and the SSM state of one mamba layer for one sequence (kvplan.model.ssm).
+
+    Conv state: transformers keeps the last d_conv inputs (LinearAttentionLayer.update_conv_state, conv_kernel_size
+    = d_conv), vLLM and an ideal cache the d_conv - 1 the next step needs (MambaStateShapeCalculator: conv_kernel -
+    1); in the cache dtype. SSM state: transformers' torch scan returns it in float32 and the cache keeps that dtype
+    even in a bf16 model (measured, tests/test_state_layers.py); vLLM keeps it in mamba_ssm_cache_dtype ("auto": the
+    conv state's dtype; MambaStateDtypeCalculator._mamba_state_dtype), the card's ssm.state_dtype when it names one.
+    """
+    ssm = card.ssm
+    if kv_dtype.name not in _STATE_DTYPES:
+        raise KvplanError(f"--kv-dtype: {kv_dtype.name} quantizes K/V only; {card.name}'s conv and SSM states stay in "
+                          f"the model dtype, which kvplan does not model beside it; allowed: {', '.join(_STATE_DTYPES)}")
+    width = ssm.d_conv if transformers else ssm.d_conv - 1
+    conv = KVLayerSpec("conv_state", ((width, ssm.conv_dim),), kv_dtype,
+                       f"({ssm.conv_dim} conv channels x {width} inputs)", per_sequence=True)
+    if transformers:
+        state_t = parse_dtype("fp32")
+    else:
+        state_t = parse_dtype(ssm.state_dtype) if ssm.state_dtype else kv_dtype
+    *lead, d_state = ssm.state_shape
+    shape = " x ".join(f"{n} {what}" for n, what in zip(ssm.state_shape, _STATE_AXES[ssm.kind]))
+    ssm_spec = KVLayerSpec("ssm_state", ((math.prod(lead), d_state),), state_t, f"({shape})", per_sequence=True)
+    return conv, ssm_spec
+
+
+_STATE_AXES = {"mamba": ("channels", "d_state"), "mamba2": ("heads", "head_dim", "d_state")}
 
 
 def chunked(spec: KVLayerSpec, chunk: int | None) -> KVLayerSpec:
@@ -108,9 +151,10 @@ def _standard_spec(card: ModelCard, kv_dtype: DType, kind: LayerKind, window: in
 
 def has_full_layer(card: ModelCard) -> bool:
     """Some self-attention layer keeps every position (full attention or MLA)."""
-    return any(w is None for w in card.windows)
+    return any(w is None and card.mixer(i) == "attention" for i, w in enumerate(card.windows))
 
 
 def kv_bytes_per_token(specs: tuple[KVLayerSpec, ...]) -> int:
-    """Self-attention bytes one more cached token adds to one sequence while no window is full."""
-    return sum(s.bytes_per_token for s in specs if s.kind != "cross")
+    """Self-attention bytes one more cached token adds to one sequence while no window is full (a state layer's
+    bytes do not grow with tokens)."""
+    return sum(s.bytes_per_token for s in specs if s.kind != "cross" and not s.per_sequence)

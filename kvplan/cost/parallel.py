@@ -77,6 +77,7 @@ def check_layout(card: ModelCard, layout: Layout, *, vocab_padding: int = DEFAUL
     for flag, value in (("--tp", layout.tp), ("--pp", layout.pp), ("--dp", layout.dp)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise KvplanError(f"{flag}: must be a positive integer, got {value!r}")
+    card.require_no_state_layers("per-rank planning (vLLM/SGLang pools, --tp/--pp)")
     tp = layout.tp
     if (tp > 1 or layout.pp > 1) and card.architecture != "decoder-only":
         raise KvplanError(f"--tp/--pp: tensor and pipeline parallelism are modelled for decoder-only models; "

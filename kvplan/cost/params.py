@@ -11,6 +11,7 @@ from dataclasses import dataclass, fields
 from functools import lru_cache
 
 from kvplan.cost.shapes import attention_matrices, ffn_matrices, router_matrices, total
+from kvplan.cost.ssm import ssm_params
 from kvplan.model.card import ModelCard
 
 
@@ -26,6 +27,7 @@ class ParamBreakdown:
     lm_head: int
     other: int
     mlp_active: int
+    ssm: int = 0  # the state-space mixers of mamba layers (kvplan.cost.ssm)
 
     @property
     def total(self) -> int:
@@ -92,8 +94,9 @@ def count_params(card: ModelCard) -> ParamBreakdown:
     decoder_only = card.architecture != "encoder-decoder"
     stacks = 1 if decoder_only else 2
     blocks = card.num_layers + (card.num_encoder_layers or 0)
+    attention_blocks = card.attention_layers + (card.num_encoder_layers or 0)  # mamba and mlp layers do not attend
     cross = 0 if decoder_only else card.num_layers  # one cross-attention (and its norm) per decoder block
-    mlp = [mlp_params(card, i) for i in range(card.num_layers)]
+    mlp = [mlp_params(card, i) for i in range(card.num_layers) if card.has_mlp(i)]
     if card.num_encoder_layers:
         mlp += [mlp_params(card, 0)] * card.num_encoder_layers
     norms = (blocks * card.norms_per_layer + cross + stacks * card.final_norm + card.embedding_norm)
@@ -104,10 +107,11 @@ def count_params(card: ModelCard) -> ParamBreakdown:
     return ParamBreakdown(
         embedding=card.vocab_size * h,
         positions=(card.max_position_embeddings + card.learned_position_offset) * h if card.position == "learned" else 0,
-        attention=(blocks + cross) * attention_params(card),
+        attention=(attention_blocks + cross) * attention_params(card),
         mlp=sum(m[0] for m in mlp),
         norms=norms * norm_params(card, h),
         lm_head=lm_head,
         other=other,
         mlp_active=sum(m[1] for m in mlp),
+        ssm=card.state_layers * ssm_params(card) if card.ssm else 0,
     )

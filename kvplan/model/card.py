@@ -24,8 +24,12 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, model_validator
 
+from kvplan.errors import KvplanError
+from kvplan.model.ssm import SSM, derive_ssm
+
 Architecture = Literal["decoder-only", "encoder-only", "encoder-decoder"]
-LayerType = Literal["global", "sliding", "chunked"]
+LayerType = Literal["global", "sliding", "chunked", "mamba", "mlp"]
+Mixer = Literal["attention", "mamba"]
 _STRICT = ConfigDict(frozen=True, extra="forbid")
 _DERIVABLE = frozenset({"num_kv_heads", "head_dim"})
 
@@ -133,7 +137,8 @@ class ModelCard(BaseModel):
     qkv_bias: StrictBool = False
     out_bias: StrictBool = False
     mlp_bias: StrictBool = False
-    position: Literal["rope", "learned", "alibi", "relative"]
+    position: Literal["rope", "learned", "alibi", "relative", "none"] = Field(
+        description="none: no positional encoding at all (Mamba: order comes from the recurrence).")
     max_position_embeddings: Count
     learned_position_offset: StrictInt = Field(0, ge=0, le=MAX_WIDTH, description="Extra learned position rows (OPT: 2).")
     relative_attention_num_buckets: Width | None = Field(None, description="T5 relative-position buckets.")
@@ -144,7 +149,8 @@ class ModelCard(BaseModel):
     layer_pattern: tuple[LayerType, ...] | None = Field(
         None, max_length=MAX_LAYERS, description="Layer types, repeated over the layers; null: all sliding if "
                           "sliding_window is set, else all global. Gemma-2: [sliding, global]; Llama-4: [chunked, "
-                          "chunked, chunked, global].")
+                          "chunked, chunked, global]; mamba: a state-space layer (the card's ssm block); mlp: a "
+                          "layer with an FFN and no mixer (Nemotron-H, only with mixer_mlp false).")
     attention_chunk_size: Count | None = Field(
         None, description="Chunk C of chunked layers (Llama-4 local attention): a token attends the tokens of its "
                           "own C-aligned chunk only.")
@@ -152,6 +158,10 @@ class ModelCard(BaseModel):
         None, description="K/V heads transformers' cache holds when not num_kv_heads: its Falcon "
                           "new_decoder_architecture broadcasts K/V to every query head before caching.")
     mla: MLA | None = None
+    ssm: SSM | None = Field(None, description="The state-space mixer of the mamba layers; required with them.")
+    mixer_mlp: StrictBool = Field(
+        True, description="Every block holds its mixer and an FFN; false: each block holds one module, a mixer "
+                          "(attention or mamba) or, in an mlp layer, the FFN (Nemotron-H; Mamba, which has no FFN).")
     moe: MoE | None = None
     dtype: Literal["float32", "float16", "bfloat16"] = Field(description="The checkpoint's dtype.")
     published_params: PublishedParams | None = None
@@ -178,6 +188,7 @@ class ModelCard(BaseModel):
                                  f"{self.num_heads}; set head_dim explicitly")
             _fill(self, "head_dim", self.hidden_size // self.num_heads)
         self._check_layers()
+        self._check_mixers()
         return self
 
     def _check_stacks(self) -> None:
@@ -226,6 +237,18 @@ class ModelCard(BaseModel):
             raise ValueError("sliding_window: set, but layer_pattern has no sliding layers; allowed: leave it out, "
                              "or add sliding layers to layer_pattern")
 
+    def _check_mixers(self) -> None:
+        pattern = self.layer_pattern or ()
+        if ("mamba" in pattern) != (self.ssm is not None):
+            raise ValueError("ssm: required when layer_pattern has mamba layers, and allowed only with them; "
+                             f"layer_pattern has {'' if 'mamba' in pattern else 'no '}mamba layers")
+        if "mlp" in pattern and self.mixer_mlp:
+            raise ValueError("layer_pattern: mlp layers (an FFN without a mixer) need mixer_mlp false")
+        if self.ssm is not None:
+            if self.architecture != "decoder-only" or self.mla:
+                raise ValueError("ssm: supported in decoder-only models without mla only")
+            derive_ssm(self.ssm, self.hidden_size)
+
     # ---- derived, never stored --------------------------------------------------------------------------------
 
     @cached_property
@@ -235,6 +258,27 @@ class ModelCard(BaseModel):
         return tuple(pattern[i % len(pattern)] for i in range(self.num_layers))
 
     # ---- per-layer accessors: each rule is written here once ---------------------------------------------------
+
+    def mixer(self, layer: int) -> Mixer | None:
+        """What mixes tokens in decoder layer ``layer``: attention, a state-space mixer (mamba), or nothing (an
+        mlp layer of Nemotron-H)."""
+        kind = self.layer_types[layer]
+        return None if kind == "mlp" else "mamba" if kind == "mamba" else "attention"
+
+    def has_mlp(self, layer: int) -> bool:
+        """Decoder layer ``layer`` has an FFN (dense or MoE): every layer unless mixer_mlp is false, then only the mlp
+        layers."""
+        return self.mixer_mlp or self.layer_types[layer] == "mlp"
+
+    @cached_property
+    def attention_layers(self) -> int:
+        """Decoder layers whose mixer is attention (and so cache K/V)."""
+        return sum(self.mixer(i) == "attention" for i in range(self.num_layers))
+
+    @cached_property
+    def state_layers(self) -> int:
+        """Decoder layers with a state-space mixer: a fixed-size state per sequence, whatever its length."""
+        return sum(self.mixer(i) == "mamba" for i in range(self.num_layers))
 
     def window(self, layer: int) -> int | None:
         """The sliding window of decoder layer ``layer``; None for a full-attention (or chunked) layer."""
@@ -253,7 +297,7 @@ class ModelCard(BaseModel):
         """Layer ``layer`` routes its FFN through experts (DeepSeek keeps first_k_dense_replace dense layers; Llama-4
         interleaves every layer_interval-th)."""
         moe = self.moe
-        return moe is not None and layer >= moe.first_dense_layers and (layer + 1) % moe.layer_interval == 0
+        return moe is not None and self.has_mlp(layer) and layer >= moe.first_dense_layers and (layer + 1) % moe.layer_interval == 0
 
     def cached_kv_heads(self, transformers: bool) -> int:
         """K/V heads a runtime caches per layer. transformers' Falcon (new_decoder_architecture) broadcasts K/V to
@@ -262,7 +306,9 @@ class ModelCard(BaseModel):
 
     @property
     def attention_kind(self) -> str:
-        """MHA, MQA, GQA or MLA: derived from the head counts, never stored."""
+        """MHA, MQA, GQA or MLA: derived from the head counts, never stored; none without attention layers."""
+        if not self.attention_layers:
+            return "none"
         if self.mla:
             return "MLA"
         if self.num_kv_heads == self.num_heads:
@@ -273,6 +319,8 @@ class ModelCard(BaseModel):
     def attention_label(self) -> str:
         """e.g. 'GQA (8 KV heads, 8 query heads per KV head)'."""
         kind = self.attention_kind
+        if kind == "none":
+            return f"none ({self.state_layers} state-space layers, no K/V)"
         if kind == "MLA":
             return f"MLA (latent {self.mla.kv_lora_rank} + rope key {self.mla.qk_rope_head_dim} per token and layer)"
         if kind == "GQA":
@@ -283,6 +331,13 @@ class ModelCard(BaseModel):
     def has_kv_cache(self) -> bool:
         """Encoder-only models run one bidirectional pass: nothing is cached between steps."""
         return self.architecture != "encoder-only"
+
+    def require_no_state_layers(self, what: str) -> None:
+        """KvplanError for a computation not modelled for state-space layers yet (FLOPs, parallel layouts, sweeps,
+        the reference model), instead of a number that silently treats them as attention."""
+        if self.ssm is not None:
+            raise KvplanError(f"{what}: not modelled for state-space (mamba) layers yet; {self.name} has "
+                              f"{self.state_layers}")
 
     def derived_fields(self) -> frozenset[str]:
         """Fields whose value was derived rather than written in the card."""

@@ -135,6 +135,7 @@ def _check_compute_flags(card: ModelCard, prompt_len: int, seq_len: int, *, gpu:
     if card.architecture != "decoder-only":
         raise KvplanError(f"--gpu: roofline bounds are modelled for decoder-only models; {card.name} is "
                           f"{card.architecture}")
+    card.require_no_state_layers("--gpu (roofline bounds)")
 
 
 def _flops(r: Resolved, prompt_len: int, notes: list[str]) -> StepFlops | None:
@@ -142,6 +143,10 @@ def _flops(r: Resolved, prompt_len: int, notes: list[str]) -> StepFlops | None:
     if r.card.architecture == "encoder-only":
         notes.append("FLOPs and roofline bounds are modelled for decoder-only and encoder-decoder models; none are "
                      "reported here.")
+        return None
+    if r.card.ssm:
+        notes.append(f"FLOPs and roofline bounds are not modelled for state-space (mamba) layers yet; {r.card.name} has "
+                     f"{r.card.state_layers}, so none are reported here.")
         return None
     return step_flops(r.card, batch=r.batch, prompt_len=prompt_len, seq_len=r.run.seq_len, engine=r.engine,
                       max_cache_len=r.run.max_cache_len, encoder_len=r.run.encoder_len)
@@ -162,6 +167,12 @@ def kv_cache(r: Resolved) -> KVCacheResult:
 
 def _group_row(spec: KVLayerSpec, layers: int, r: Resolved) -> KVGroup:
     held = spec.positions_held(r.engine, r.run)
+    if spec.per_sequence:  # a fixed-size state per sequence, whatever the length
+        total = r.batch * layers * spec.bytes_per_token
+        formula = (f"{r.batch} seq x {layers} layers x {spec.shape} x {spec.dtype.describe_element()} (one state per "
+                   f"sequence, constant in tokens) = {fmt_bytes(total)}")
+        return KVGroup(kind=spec.kind, layers=layers, window=None, bytes_per_token=0, positions_held=held,
+                       total_bytes=total, formula=formula)
     total = r.batch * layers * held * spec.bytes_per_token
     tokens = f"{held} tokens"
     if r.engine.name == "vllm":
@@ -178,8 +189,10 @@ def weights_result(card: ModelCard, w_t: DType, kv_t: DType) -> WeightsResult:
     p = count_params(card)
     breakdown = {"embedding": p.embedding, "positions": p.positions, "attention": p.attention, "mlp": p.mlp,
                  "norms": p.norms, "lm_head": p.lm_head, "other": p.other}
+    if card.ssm:
+        breakdown["ssm"] = p.ssm
     # vLLM holds fp8 k_scale / v_scale as per-layer fp32 parameters (vllm/attention/layer.py), not in the KV pool
-    scales = kv_t.layer_scale_bytes * len(layer_specs(card, kv_t, "ideal"))
+    scales = kv_t.layer_scale_bytes * sum(not s.per_sequence for s in layer_specs(card, kv_t, "ideal"))
     return WeightsResult(params=p.total, active_params=p.active, dtype=w_t.name, bytes=w_t.data_bytes(p.total) + scales,
                          kv_scale_bytes=scales, breakdown=breakdown)
 

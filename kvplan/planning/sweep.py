@@ -70,6 +70,7 @@ class Layout:
 def build_layout(card: ModelCard, attention: str | None, engine: str, kv_dtype: str | None,
                  weight_dtype: str | None, encoder_len: int | None, block_size: int) -> Layout:
     """Resolve as ``estimate`` does (same checks, same errors) and sum the layer specs per window."""
+    card.require_no_state_layers("sweep")
     layout_card = with_layout(card, attention=attention) if attention not in (None, "card") else card
     r = resolve(layout_card, batch=1, seq_len=1, encoder_len=encoder_len, kv_dtype=kv_dtype,
                 weight_dtype=weight_dtype, engine=engine, max_cache_len=None, block_size=block_size)

@@ -68,6 +68,7 @@ def verify(model: ModelCard | str | Path, *, batch: int = 1, seq_len: int = 32, 
            max_cache_len: int | None = None, seed: int = 0) -> VerifyResult:
     """Measure the reference model of ``model`` (shrunk by ``layers``/``scale``) and compare with kvplan."""
     base = model if isinstance(model, ModelCard) else load_card(model)
+    base.require_no_state_layers("verify (the reference model)")
     card, shrunk = shrink(base, layers=layers, scale=scale, seq_len=seq_len)
     dtype = parse_dtype(kv_dtype or get_engine("ideal").default_dtype(card.dtype)[0], what="--kv-dtype").name
     _check_inputs(card, engine, dtype, device, batch, seq_len, decode_steps, encoder_len)

@@ -1,0 +1,46 @@
+"""The weights of one state-space (Mamba) mixer, after transformers' ``MambaMixer`` (modeling_mamba.py) and
+``Mamba2Mixer`` (modeling_mamba2.py; Bamba, Nemotron-H and Granite-MoE-Hybrid build the same module).
+
+Mamba-1 (I = intermediate_size, N = d_state, R = dt_rank, K = d_conv):
+in_proj h x 2I (x and the gate z), depthwise conv1d I x K (+ I bias), x_proj I x (R + 2N) (dt, B, C), dt_proj R x I
++ I bias, A_log I x N, D I, out_proj I x h.
+
+Mamba-2 (H heads, G groups, conv_dim = I + 2GN): in_proj h x (2I + 2GN + H) (z, x, B, C, dt), conv1d conv_dim x K
+(+ conv_dim bias), dt_bias, A_log and D (H each), a gated RMSNorm of I, out_proj I x h.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from kvplan.cost.shapes import Matrix, total
+from kvplan.model.card import ModelCard
+
+
+@lru_cache(maxsize=4096)  # cards are frozen and hashable
+def ssm_matrices(card: ModelCard) -> tuple[Matrix, ...]:
+    """The nn.Linear projections of one mixer (the conv1d and the per-channel vectors are in ``ssm_extras``)."""
+    s, h = card.ssm, card.hidden_size
+    inner, bias = s.intermediate_size, s.proj_bias
+    if s.kind == "mamba":
+        return (Matrix("in_proj", h, 2 * inner, bias, "column"),
+                Matrix("x_proj", inner, s.dt_rank + 2 * s.d_state, False, "row"),
+                Matrix("dt_proj", s.dt_rank, inner, True, "column"),
+                Matrix("out_proj", inner, h, bias, "row"))
+    in_width = inner + s.conv_dim + s.num_heads  # z, (x, B, C), dt
+    return (Matrix("in_proj", h, in_width, bias, "column"), Matrix("out_proj", inner, h, bias, "row"))
+
+
+def ssm_extras(card: ModelCard) -> int:
+    """Parameters of one mixer outside its projections: the depthwise conv1d (conv_dim x d_conv, + conv_dim bias),
+    A_log and D (Mamba-1: I x N and I; Mamba-2: one per head, plus dt_bias), Mamba-2's gated RMSNorm of I."""
+    s = card.ssm
+    conv = s.conv_dim * s.d_conv + (s.conv_dim if s.conv_bias else 0)
+    if s.kind == "mamba":
+        return conv + s.intermediate_size * s.d_state + s.intermediate_size
+    return conv + 3 * s.num_heads + s.intermediate_size
+
+
+def ssm_params(card: ModelCard) -> int:
+    """All parameters of one state-space mixer."""
+    return total(ssm_matrices(card)) + ssm_extras(card)

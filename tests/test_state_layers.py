@@ -1,0 +1,232 @@
+"""State-space (Mamba) layers, proven against transformers 5.x: exact parameter counts, and every tensor its caches
+really hold (the whole cache object graph), layer by layer, for pure Mamba / Mamba-2 models and attention hybrids."""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+warnings.filterwarnings("ignore")
+
+from kvplan import count_params, estimate  # noqa: E402
+from kvplan.cost.engines import CacheRun, get_engine  # noqa: E402
+from kvplan.cost.kvspec import layer_specs  # noqa: E402
+from kvplan.errors import KvplanError  # noqa: E402
+from kvplan.model.card import ModelCard  # noqa: E402
+from kvplan.model.dtypes import parse_dtype  # noqa: E402
+from kvplan.model.hf.config import card_from_hf_config  # noqa: E402
+from kvplan.model.hf.defaults_ssm import DEFAULTS_SSM  # noqa: E402
+
+IDS = dict(pad_token_id=0, bos_token_id=0, eos_token_id=0)
+BASE = dict(hidden_size=64, vocab_size=128, **IDS)
+ATTN = dict(num_attention_heads=4, num_key_value_heads=2, intermediate_size=96)
+CASES = [
+    ("mamba", "mamba", dict(BASE, num_hidden_layers=2, state_size=8)),
+    ("mamba-biases-rank", "mamba", dict(BASE, num_hidden_layers=2, state_size=8, time_step_rank=6, use_bias=True,
+                                        use_conv_bias=False, conv_kernel=3, expand=3)),
+    ("falcon_mamba", "falcon_mamba", dict(BASE, num_hidden_layers=2, state_size=8)),
+    ("mamba2", "mamba2", dict(BASE, num_hidden_layers=2, state_size=8, num_heads=8, head_dim=16, n_groups=2)),
+    ("bamba", "bamba", dict(BASE, **ATTN, num_hidden_layers=3, mamba_n_heads=8, mamba_d_head=16, mamba_n_groups=2,
+                            mamba_d_state=8, attn_layer_indices=[1], mamba_proj_bias=True, attention_bias=True)),
+    ("nemotron_h", "nemotron_h", dict(BASE, **ATTN, head_dim=16, mamba_num_heads=4, mamba_head_dim=16, n_groups=2,
+                                      ssm_state_size=8, conv_kernel=3, use_bias=True, mlp_bias=True,
+                                      layers_block_type=["mamba", "mlp", "mamba", "attention", "mlp"])),
+]
+LENGTHS = [(1, 2, 1), (2, 3, 1), (1, 5, 4), (2, 2, 6)]  # (batch, prompt, decode steps): shorter and longer than d_conv
+_MAMBA_ONLY = {"mamba", "falcon_mamba", "mamba2"}  # these take the cache as cache_params
+
+
+def _model(model_type: str, kwargs: dict, dtype=torch.float32):
+    torch.manual_seed(0)
+    cfg = transformers.AutoConfig.for_model(model_type, **kwargs)
+    cfg._attn_implementation = "eager"
+    return cfg, transformers.AutoModelForCausalLM.from_config(cfg, dtype=dtype).eval()
+
+
+def _generate(model_type, model, cache, batch: int, prompt: int, steps: int):
+    key = "cache_params" if model_type in _MAMBA_ONLY else "past_key_values"
+    ids = torch.randint(0, 128, (batch, prompt))
+    with torch.no_grad():
+        out = model(ids, **{key: cache}, use_cache=True)
+        for _ in range(steps - 1):
+            out = model(out.logits[:, -1:].argmax(-1), **{key: cache}, use_cache=True)
+    return cache
+
+
+def _tensors(obj, seen: set) -> int:
+    """Bytes of every distinct tensor storage reachable from ``obj`` (attributes, dicts, lists, tuples)."""
+    if isinstance(obj, torch.Tensor):
+        ptr = obj.untyped_storage().data_ptr()
+        if ptr in seen:
+            return 0
+        seen.add(ptr)
+        return obj.untyped_storage().nbytes()
+    if isinstance(obj, dict):
+        return sum(_tensors(v, seen) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return sum(_tensors(v, seen) for v in obj)
+    if hasattr(obj, "__dict__") and not isinstance(obj, type):
+        return sum(_tensors(v, seen) for v in vars(obj).values())
+    return 0
+
+
+def _measured(cache) -> tuple[list[int], int]:
+    """(bytes each cache layer holds, bytes the whole cache object holds)."""
+    return [_tensors(layer, set()) for layer in cache.layers], _tensors(cache, set())
+
+
+def _predicted(card, engine: str, kv: str, batch: int, seq_len: int, max_cache_len: int | None = None) -> list[int]:
+    """kvplan's bytes per decoder layer: its attention spec, its two state specs, or nothing (an mlp layer)."""
+    eng, run = get_engine(engine), CacheRun(seq_len, 0, max_cache_len)
+    specs = iter(layer_specs(card, parse_dtype(kv), eng))
+    per_layer = []
+    for i in range(card.num_layers):
+        n = {"attention": 1, "mamba": 2, None: 0}[card.mixer(i)]
+        per_layer.append(sum(batch * s.positions_held(eng, run) * s.bytes_per_token for s in
+                             [next(specs) for _ in range(n)]))
+    assert next(specs, None) is None
+    return per_layer
+
+
+@pytest.mark.parametrize(("model_type", "kwargs"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_params_and_dynamic_cache_match_transformers(model_type, kwargs):
+    cfg, model = _model(model_type, kwargs)
+    card = card_from_hf_config(cfg.to_dict())
+    assert count_params(card).total == sum(p.numel() for p in model.parameters())
+    for batch, prompt, steps in LENGTHS:
+        cache = _generate(model_type, model, transformers.DynamicCache(config=cfg), batch, prompt, steps)
+        layers, whole = _measured(cache)
+        seq_len = prompt + steps - 1
+        assert layers == _predicted(card, "hf-dynamic", "fp32", batch, seq_len), (batch, prompt, steps)
+        est = estimate(card, batch=batch, seq_len=seq_len, engine="hf-dynamic", kv_dtype="fp32")
+        assert est.kv_cache.total_bytes == whole == sum(layers)
+
+
+@pytest.mark.parametrize("case", ["mamba2", "bamba"])
+def test_bf16_model_keeps_the_ssm_state_in_float32(case):
+    """transformers' torch scan hands the cache a float32 SSM state; the conv state follows the model dtype."""
+    model_type, kwargs = next(c[1:] for c in CASES if c[0] == case)
+    cfg, model = _model(model_type, kwargs, torch.bfloat16)
+    card = card_from_hf_config({**cfg.to_dict(), "dtype": "bfloat16"})
+    cache = _generate(model_type, model, transformers.DynamicCache(config=cfg), 2, 4, 2)
+    layer = cache.layers[0]
+    assert (layer.conv_states[0].dtype, layer.recurrent_states[0].dtype) == (torch.bfloat16, torch.float32)
+    layers, whole = _measured(cache)
+    assert layers == _predicted(card, "hf-dynamic", "bf16", 2, 5)
+    assert estimate(card, batch=2, seq_len=5, engine="hf-dynamic").kv_cache.total_bytes == whole
+
+
+def test_static_cache_holds_states_beside_preallocated_kv():
+    model_type, kwargs = next(c[1:] for c in CASES if c[0] == "bamba")
+    cfg, model = _model(model_type, kwargs)
+    card = card_from_hf_config(cfg.to_dict())
+    cache = transformers.StaticCache(config=cfg, max_cache_len=16)
+    with torch.no_grad():
+        model(torch.randint(0, 128, (2, 5)), past_key_values=cache, use_cache=True, cache_position=torch.arange(5))
+    layers, whole = _measured(cache)
+    # each StaticLayer also keeps an int64 scalar, its cumulative_length counter: 8 B of bookkeeping, not cache
+    counters = [8 * (card.mixer(i) == "attention") for i in range(card.num_layers)]
+    predicted = _predicted(card, "hf-static", "fp32", 2, 5, max_cache_len=16)
+    assert layers == [p + c for p, c in zip(predicted, counters)]
+    est = estimate(card, batch=2, seq_len=5, engine="hf-static", max_cache_len=16, kv_dtype="fp32")
+    assert est.kv_cache.total_bytes == whole - sum(counters)
+
+
+def _bamba_card():
+    return card_from_hf_config(transformers.AutoConfig.for_model("bamba", **CASES[4][2]).to_dict())
+
+
+def test_estimate_numbers_by_hand():
+    """Bamba tiny (3 layers: mamba, attention, mamba; Mamba-2 of 8 heads x 16, 2 groups, d_state 8, d_conv 4) in
+    bf16 on vLLM, batch 3 at 40 tokens, block 16: conv_dim = 128 + 2 x 2 x 8 = 160."""
+    est = estimate(_bamba_card(), batch=3, seq_len=40, engine="vllm", kv_dtype="bf16", block_size=16)
+    groups = {g.kind: g for g in est.kv_cache.groups}
+    assert groups["conv_state"].total_bytes == 3 * 2 * (160 * 3) * 2  # d_conv - 1 inputs held by vLLM
+    assert groups["ssm_state"].total_bytes == 3 * 2 * (8 * 16 * 8) * 2  # mamba_ssm_cache_dtype auto: bf16
+    assert groups["full"].total_bytes == 3 * 1 * 48 * 2 * 2 * 16 * 2  # cdiv(40, 16) = 3 blocks of 16
+    assert est.kv_cache.bytes_per_token == 2 * 2 * 16 * 2  # only the attention layer grows with tokens
+    assert est.kv_cache.total_bytes == sum(groups[k].total_bytes for k in groups) == 5760 + 12288 + 18432
+    assert "one state per sequence" in groups["ssm_state"].formula and groups["ssm_state"].positions_held == 1
+    longer = estimate(_bamba_card(), batch=3, seq_len=400, engine="vllm", kv_dtype="bf16")
+    assert [g.total_bytes for g in longer.kv_cache.groups][:2] == [5760, 12288]  # constant in tokens
+    # one mixer: in_proj 64 x (128 z + 160 xBC + 8 dt) + 296 bias, conv1d 160 x 4 + 160, dt_bias/A_log/D 3 x 8,
+    # gated norm 128, out_proj 128 x 64 + 64 bias
+    assert est.weights.breakdown["ssm"] == 2 * (64 * 296 + 296 + 160 * 4 + 160 + 24 + 128 + 128 * 64 + 64)
+
+
+def test_state_dtype_rule_and_ideal_width():
+    """Nemotron-H asks for a float32 SSM state (mamba_ssm_cache_dtype); the ideal cache keeps d_conv - 1 inputs."""
+    cfg = transformers.AutoConfig.for_model("nemotron_h", **CASES[5][2])
+    card = card_from_hf_config(cfg.to_dict())
+    assert card.ssm.state_dtype == "float32"
+    groups = {g.kind: g.total_bytes for g in estimate(card, seq_len=9, engine="ideal", kv_dtype="bf16").kv_cache.groups}
+    conv_dim = 64 + 2 * 2 * 8
+    assert groups == {"conv_state": 2 * conv_dim * 2 * 2, "ssm_state": 2 * 4 * 16 * 8 * 4, "full": 9 * 2 * 2 * 16 * 2}
+
+
+def test_accessors_express_the_blocks():
+    cfg = transformers.AutoConfig.for_model("nemotron_h", **CASES[5][2])
+    card = card_from_hf_config(cfg.to_dict())
+    assert [card.mixer(i) for i in range(5)] == ["mamba", None, "mamba", "attention", None]
+    assert [card.has_mlp(i) for i in range(5)] == [False, True, False, False, True]
+    assert (card.attention_layers, card.state_layers) == (1, 2)
+    pure = card_from_hf_config(transformers.AutoConfig.for_model("mamba2", **CASES[3][2]).to_dict())
+    assert (pure.attention_kind, pure.attention_layers, pure.has_mlp(0)) == ("none", 0, False)
+    assert count_params(pure).attention == count_params(pure).mlp == 0
+
+
+def test_flops_refused_honestly():
+    from kvplan.cost.flops import prefill_flops
+
+    est = estimate(_bamba_card(), seq_len=8)
+    assert est.flops is None and any("not modelled for state-space" in n for n in est.notes)
+    with pytest.raises(KvplanError, match="flops: not modelled for state-space"):
+        prefill_flops(_bamba_card(), batch=1, prompt_len=4)
+    with pytest.raises(KvplanError, match="--gpu"):
+        estimate(_bamba_card(), seq_len=8, gpu="h100-sxm")
+
+
+def test_defaults_ssm_are_transformers_defaults():
+    for model_type, defaults in DEFAULTS_SSM.items():
+        fields = {f.name: f.default for f in dataclasses.fields(transformers.CONFIG_MAPPING[model_type])}
+        for key, value in defaults.items():
+            assert fields[key] == value, (model_type, key)
+
+
+@pytest.mark.parametrize(("model_type", "kwargs", "match"), [
+    ("mamba2", dict(hidden_size=64, num_heads=8, head_dim=8, state_size=8),
+     r"ssm.num_heads x ssm.head_dim \(8 x 8\) must equal ssm.intermediate_size \(128\)"),
+    ("mamba2", dict(hidden_size=64, num_heads=8, head_dim=16, n_groups=3, state_size=8),
+     "ssm.n_groups: 3 does not divide ssm.num_heads 8"),
+    ("nemotron_h", dict(hidden_size=64, num_hidden_layers=3, layers_block_type=["mamba", "attention"]),
+     r"num_hidden_layers \(3\) and layers_block_type \(2 entries\) disagree"),
+    ("nemotron_h", dict(hidden_size=64, layers_block_type=["mamba", "moe"]), "layers_block_type: 'moe' unsupported"),
+    ("bamba", dict(hidden_size=64, num_hidden_layers=2, attn_layer_indices=[5]), "attn_layer_indices: \\[5\\]"),
+])
+def test_inconsistent_configs_name_the_keys(model_type, kwargs, match):
+    data = {**ATTN, "vocab_size": 128, "num_hidden_layers": 2, "head_dim": 16, "mamba_num_heads": 8,
+            "mamba_head_dim": 16, "ssm_state_size": 8, "mamba_n_heads": 8, "mamba_d_state": 8, **kwargs,
+            "model_type": model_type}
+    with pytest.raises(KvplanError, match=match):
+        card_from_hf_config(data)
+
+
+def test_card_layer_list_and_ssm_block_must_agree():
+    base = dict(name="x", source="test", num_layers=2, hidden_size=64, num_heads=4, ffn_size=96, gated_ffn=True,
+                activation="silu", vocab_size=128, tie_embeddings=False, norm="rmsnorm", position="rope",
+                max_position_embeddings=64, dtype="float32")
+    ssm = dict(kind="mamba2", d_state=8, num_heads=8)
+    with pytest.raises(ValueError, match="ssm: required when layer_pattern has mamba layers"):
+        ModelCard(**base, layer_pattern=("mamba", "global"))
+    with pytest.raises(ValueError, match="layer_pattern has no mamba layers"):
+        ModelCard(**base, ssm=ssm)
+    with pytest.raises(ValueError, match="mlp layers .* need mixer_mlp false"):
+        ModelCard(**base, layer_pattern=("mamba", "mlp"), ssm=ssm)
+    with pytest.raises(ValueError, match="ssm.dt_rank: only for kind mamba"):
+        ModelCard(**base, layer_pattern=("mamba", "global"), ssm={**ssm, "dt_rank": 4})
+    card = ModelCard(**base, layer_pattern=("mamba", "global"), ssm=ssm)
+    assert (card.ssm.intermediate_size, card.ssm.head_dim, card.ssm.conv_dim) == (128, 16, 144)
