@@ -41,3 +41,12 @@ def test_example_command_exits_0(cli, command):
     pytest.importorskip("torch") if " verify " in f" {command} " else None
     code, out, err = cli(*shlex.split(command)[1:])
     assert code == 0, (command, err)
+
+
+def test_every_supported_model_type_is_in_the_readme():
+    from kvplan.model.hf.config import READERS
+
+    text = README.read_text(encoding="utf-8")
+    section = text[text.index("### Hugging Face configs"):text.index("### JSON output")]
+    missing = [t for t in READERS if not re.search(rf"(?<![\w]){re.escape(t)}(?![\w])", section)]
+    assert not missing, missing
