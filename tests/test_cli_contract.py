@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
+
+from helpers import one_line_error
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -17,12 +19,6 @@ from kvplan.verify.limits import check_fits_machine
 EST = ("estimate", "--model", "llama-2-7b", "--seq-len", "16")
 
 
-def one_line_error(cli, *args) -> str:
-    code, out, err = cli(*args)
-    assert code == 2, (code, out, err)
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in out + err, err
-    return lines[0]
 
 
 @pytest.mark.parametrize(("args", "needle"), [

@@ -8,6 +8,8 @@ from html.parser import HTMLParser
 
 import pytest
 
+from helpers import one_line_error
+
 pytest.importorskip("matplotlib")
 
 from kvplan import estimate  # noqa: E402
@@ -132,12 +134,7 @@ def test_markdown_links_its_charts(tmp_path, cli):
         assert not link.startswith(("/", "http")) and (tmp_path / link).read_text().startswith("<svg")
 
 
-def _error(cli, *args):
-    code, out, err = cli(*args)
-    assert code == 2, (code, out, err)
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), err
-    return lines[0]
+_error = one_line_error
 
 
 @pytest.mark.parametrize("args, words", [

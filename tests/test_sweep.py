@@ -8,6 +8,8 @@ import random
 
 import pytest
 
+from helpers import one_line_error
+
 from kvplan import estimate, sweep
 from kvplan.errors import KvplanError
 from kvplan.model.catalog import bundled_names, load_card
@@ -95,12 +97,7 @@ def test_to_csv_round_trips(tmp_path):
     assert buf.getvalue() == path.read_text()
 
 
-def _error(cli, *args):
-    code, out, err = cli(*args)
-    assert code == 2, (code, out, err)
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), err
-    return lines[0]
+_error = one_line_error
 
 
 @pytest.mark.parametrize("args, words", [

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
+
+from kvplan.planning.results import RESULT
 
 PLAN_SCHEMA_VERSION = 1
-RESULT = ConfigDict(frozen=True, extra="forbid")
 
 
 class PlanInputs(BaseModel):
