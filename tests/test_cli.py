@@ -92,8 +92,9 @@ def test_encoder_decoder_needs_encoder_len(cli):
 def test_cards_list_show_schema(cli, cli_json):
     rows = cli_json("cards", "list")
     names = {r["name"] for r in rows}
-    # 25 + gpt-oss-20b/120b and smollm3-3b (new families) + six cards for docs/capacity.md
-    assert {"llama-2-7b", "deepseek-v3", "t5-11b", "bert-base-uncased"} <= names and len(rows) == 34
+    # 25 + gpt-oss-20b/120b and smollm3-3b (new families) + six cards for docs/capacity.md + two quantized
+    assert {"llama-2-7b", "deepseek-v3", "t5-11b", "bert-base-uncased", "deepseek-v3-fp8", "qwen3-8b-awq"} <= names
+    assert len(rows) == 36
     assert next(r for r in rows if r["name"] == "falcon-7b")["kv_bytes_per_token"] == 8192
     shown = cli_json("cards", "show", "gemma-2-9b")
     assert shown["card"]["head_dim"] == 256 and "GQA" in shown["derived"]["attention"]

@@ -16,17 +16,22 @@ Pure arithmetic over a card, exact ints. The rules (vLLM 0.33 paths, inside the 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 from kvplan.cost.engines import Engine, get_engine
 from kvplan.cost.kvspec import KVLayerSpec, chunked, layer_specs, self_attention_spec
 from kvplan.cost.params import attention_extras, norm_params
-from kvplan.cost.shapes import Matrix, attention_matrices, ffn_matrices, router_matrices
+from kvplan.cost.quant import QuantBytes, matrix_bytes
+from kvplan.cost.shapes import Matrix, attention_matrices, ffn_matrices, kv_heads_per_rank, router_matrices
 from kvplan.errors import KvplanError
 from kvplan.model.card import ModelCard
 from kvplan.model.dtypes import DType
 from kvplan.units import cdiv
 
+Sized = int | QuantBytes  # what a measure returns for a matrix: its parameters, or its quantized bytes
+Measure = Callable[..., Sized]
 DEFAULT_VOCAB_PADDING = 64  # vllm/model_executor/layers/vocab_parallel_embedding.py DEFAULT_VOCAB_PADDING_SIZE
 
 
@@ -60,11 +65,6 @@ def stage_ranges(sizes: list[int]) -> list[range]:
     """Consecutive layer ranges of the given stage sizes."""
     starts = [sum(sizes[:i]) for i in range(len(sizes))]
     return [range(s, s + n) for s, n in zip(starts, sizes)]
-
-
-def kv_heads_per_rank(num_kv_heads: int, tp: int) -> int:
-    """vllm/config/model.py get_num_kv_heads: max(1, kv // tp); each head replicated tp // kv times when tp > kv."""
-    return max(1, num_kv_heads // tp)
 
 
 def pad_vocab(vocab_size: int, padding: int = DEFAULT_VOCAB_PADDING) -> int:
@@ -130,35 +130,35 @@ class RankWeights:
     bytes: int  # params in the weight dtype (+ fp8 KV scales of its layers)
     buffers_bytes: int  # rotary cos/sin cache (vLLM get_rope)
     breakdown: dict[str, int] = field(default_factory=dict)  # embedding, lm_head, attention, mlp, norms, other
+    quant: QuantBytes = field(default_factory=QuantBytes)  # the quantized linears among params (card.quantization)
 
 
 def shard_params(m: Matrix, tp: int, kv_heads: int | None = None, head_dim: int = 0) -> int:
     """Elements of ``m`` one TP rank holds (linear.py): column n_out/tp (K/V: kv_heads_per_rank x head_dim), row
     n_in/tp with the bias in full, replicated everything."""
-    if m.tp == "replicated" or tp == 1:
-        return m.params
-    if m.tp == "row":
-        return m.n_in // tp * m.n_out + (m.n_out if m.bias else 0)
-    out = kv_heads_per_rank(kv_heads, tp) * head_dim if m.name in ("k_proj", "v_proj") else m.n_out // tp
-    return m.n_in * out + (out if m.bias else 0)
+    return m.shard(tp, kv_heads, head_dim).params
 
 
 def _attention_rank(card: ModelCard, tp: int) -> int:
     """One attention layer on one rank: its sharded projections plus replicated MLA / QK norms."""
-    params = sum(shard_params(m, tp, card.num_kv_heads, card.head_dim) for m in attention_matrices(card))
-    return params + attention_extras(card, tp)  # MLA / QK norms replicated (models/deepseek_v2.py), sinks split
+    return _projections_rank(card, tp) + attention_extras(card, tp)  # MLA/QK norms replicated (deepseek_v2.py)
 
 
-def _mlp_rank(card: ModelCard, layer: int, tp: int, expert_tp: int | None = None, experts: int | None = None) -> int:
+def _projections_rank(card: ModelCard, tp: int, measure: Measure = shard_params) -> Sized:
+    return sum(measure(m, tp, card.num_kv_heads, card.head_dim) for m in attention_matrices(card))
+
+
+def _mlp_rank(card: ModelCard, layer: int, tp: int, expert_tp: int | None = None, experts: int | None = None,
+              measure: Measure = shard_params) -> Sized:
     """One FFN on one rank; MoE without expert parallelism: every expert on every rank, its intermediate /
     ``expert_tp`` (moe_tp: dp x tp; fused_moe/config.py intermediate_size_per_partition), shared experts / tp,
     the router replicated. With expert parallelism: ``experts`` whole experts (expert_tp 1)."""
     if not card.is_moe_layer(layer):
-        return sum(shard_params(m, tp) for m in ffn_matrices(card, card.ffn_size))
+        return sum(measure(m, tp) for m in ffn_matrices(card, card.ffn_size))
     moe = card.moe
-    expert = sum(shard_params(m, expert_tp or tp) for m in ffn_matrices(card, moe.expert_ffn_size))
-    shared = sum(shard_params(m, tp) for m in ffn_matrices(card, moe.shared_ffn))
-    router = sum(shard_params(m, tp) for m in router_matrices(card))
+    expert = sum(measure(m, expert_tp or tp) for m in ffn_matrices(card, moe.expert_ffn_size))
+    shared = sum(measure(m, tp) for m in ffn_matrices(card, moe.shared_ffn))
+    router = sum(measure(m, tp) for m in router_matrices(card))
     n = moe.num_experts if experts is None else experts
     return router + n * expert + moe.num_shared_experts * shared
 
@@ -193,7 +193,7 @@ def _positions(card: ModelCard) -> int:
     return (card.max_position_embeddings + card.learned_position_offset) * card.hidden_size
 
 
-def _mlp_stage(card: ModelCard, layers: range, layout: Layout, tp_rank: int) -> int:
+def _mlp_stage(card: ModelCard, layers: range, layout: Layout, tp_rank: int, measure: Measure = shard_params) -> Sized:
     """The FFNs of a stage: dense and MoE layers each sized once (EP: ep_rank = tp_rank on the first DP replica)."""
     tp, experts = layout.tp, None
     if card.moe and layout.expert_parallel:
@@ -202,8 +202,20 @@ def _mlp_stage(card: ModelCard, layers: range, layout: Layout, tp_rank: int) -> 
     dense = len(layers) - moe
     first_moe = next((i for i in layers if card.is_moe_layer(i)), None)
     first_dense = next((i for i in layers if not card.is_moe_layer(i)), None)
-    return ((dense * _mlp_rank(card, first_dense, tp) if dense else 0)
-            + (moe * _mlp_rank(card, first_moe, tp, moe_tp(layout), experts) if moe else 0))
+    return ((dense * _mlp_rank(card, first_dense, tp, measure=measure) if dense else 0)
+            + (moe * _mlp_rank(card, first_moe, tp, moe_tp(layout), experts, measure) if moe else 0))
+
+
+def rank_quant(card: ModelCard, layout: Layout, pp_rank: int, *, stages: list[range] | None = None,
+               tp_rank: int = 0) -> QuantBytes:
+    """The quantized linears of stage ``pp_rank`` on TP rank ``tp_rank``, as vLLM loads them (kvplan.cost.quant):
+    every shard keeps its scales and zero points; empty for an unquantized card."""
+    if card.quantization is None:
+        return QuantBytes()
+    measure = partial(matrix_bytes, card.quantization)
+    layers = (stages or pp_partition(card.num_layers, layout.pp))[pp_rank]
+    return (len(layers) * _projections_rank(card, layout.tp, measure)
+            + _mlp_stage(card, layers, layout, tp_rank, measure))
 
 
 def rope_buffer_bytes(card: ModelCard, dtype_bytes: int) -> int:
@@ -231,7 +243,10 @@ def rank_weights(card: ModelCard, w_t: DType, layout: Layout, tp_rank: int, pp_r
     if kv_t is not None:
         scales = kv_t.layer_scale_bytes * len(rank_kv_specs(card, kv_t, "ideal", layout, pp_rank, stages=stages))
     buffers = rope_buffer_bytes(card, 4 if w_t.bits == 32 else 2) if include_buffers else 0
-    return RankWeights(tp_rank, pp_rank, layers, params, w_t.data_bytes(params) + scales, buffers, breakdown)
+    quant = rank_quant(card, layout, pp_rank, stages=stages, tp_rank=tp_rank)
+    # quantized linears as stored (values, scales, zeros, g_idx), every other parameter in the weight dtype
+    stored = quant.stored + w_t.data_bytes(params - quant.quantized_elems)
+    return RankWeights(tp_rank, pp_rank, layers, params, stored + scales, buffers, breakdown, quant)
 
 
 def rank_kv_specs(card: ModelCard, kv_t: DType, engine: Engine | str, layout: Layout, pp_rank: int, *,

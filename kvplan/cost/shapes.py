@@ -34,6 +34,22 @@ class Matrix:
     def params(self) -> int:
         return self.elems + (self.n_out if self.bias else 0)
 
+    def shard(self, tp: int, kv_heads: int | None = None, head_dim: int = 0) -> Matrix:
+        """The part one of ``tp`` ranks holds (vLLM linear.py): column ``n_out / tp`` (K/V: kv_heads_per_rank x
+        head_dim), row ``n_in / tp`` with the bias in full, replicated all of it."""
+        if self.tp == "replicated" or tp == 1:
+            return self
+        if self.tp == "row":
+            return Matrix(self.name, self.n_in // tp, self.n_out, self.bias, self.tp)
+        kv = self.name in ("k_proj", "v_proj") and kv_heads is not None
+        out = kv_heads_per_rank(kv_heads, tp) * head_dim if kv else self.n_out // tp
+        return Matrix(self.name, self.n_in, out, self.bias, self.tp)
+
+
+def kv_heads_per_rank(num_kv_heads: int, tp: int) -> int:
+    """vllm/config/model.py get_num_kv_heads: max(1, kv // tp); each head replicated tp // kv times when tp > kv."""
+    return max(1, num_kv_heads // tp)
+
 
 @lru_cache(maxsize=4096)  # cards are frozen and hashable: shapes are computed once per card
 def attention_matrices(card: ModelCard) -> tuple[Matrix, ...]:

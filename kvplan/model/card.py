@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, model_
 
 from kvplan.errors import KvplanError
 from kvplan.model.ssm import SSM, derive_ssm
+from kvplan.model.quant import Quantization
 
 Architecture = Literal["decoder-only", "encoder-only", "encoder-decoder"]
 LayerType = Literal["global", "sliding", "chunked", "mamba", "mlp"]
@@ -164,6 +165,8 @@ class ModelCard(BaseModel):
                           "(attention or mamba) or, in an mlp layer, the FFN (Nemotron-H; Mamba, which has no FFN).")
     moe: MoE | None = None
     dtype: Literal["float32", "float16", "bfloat16"] = Field(description="The checkpoint's dtype.")
+    quantization: Quantization | None = Field(
+        None, description="How the checkpoint stores quantized linears (kvplan.model.quant); null: all in dtype.")
     published_params: PublishedParams | None = None
 
     @model_validator(mode="before")
@@ -203,6 +206,8 @@ class ModelCard(BaseModel):
         if self.moe and self.moe.first_dense_layers >= self.num_layers:
             raise ValueError(f"moe.first_dense_layers: {self.moe.first_dense_layers} leaves no MoE layer of "
                              f"num_layers ({self.num_layers}); allowed: 0..{self.num_layers - 1}")
+        if self.quantization and self.architecture != "decoder-only":
+            raise ValueError(f"quantization: modelled for decoder-only cards; {self.name} is {self.architecture}")
         if self.mla and self.architecture != "decoder-only":
             raise ValueError(f"mla: not supported with architecture {self.architecture}; allowed: decoder-only")
         for field in ("sliding_window", "layer_pattern", "hf_kv_heads"):

@@ -98,7 +98,9 @@ def _stage(s: Setup, pp_rank: int, parts: list[range]) -> Stage:
         requested = int((s.total - s.context) * s.mfs)
         return Stage(pp_rank, w.layers, w.params, weights, w.buffers_bytes, 0, 0, 0, requested,
                      sg.pool_bytes(s.total - s.context, s.mfs, weights), specs)
-    weights += vl.mla_dequant_bytes(s.card, s.layout.tp, len(w.layers), s.w_t.bits)
+    q = s.card.quantization  # a quantized kv_b_proj is dequantized into bf16 W_UK / W_UV copies
+    w_bits = q.bits if q and q.quantizes("kv_b_proj") else s.w_t.bits
+    weights += vl.mla_dequant_bytes(s.card, s.layout.tp, len(w.layers), w_bits)
     requested = vl.requested_memory(s.total, s.util)
     available = vl.available_kv_bytes(requested, weights, act, s.non_torch, s.cuda_graph)
     if s.kv_cache_memory is not None:  # gpu_worker.py: kv_cache_memory_bytes skips the profiling arithmetic

@@ -15,6 +15,7 @@ from kvplan.cost.engines import CacheRun, Engine, get_engine
 from kvplan.cost.flops import StepFlops, step_flops
 from kvplan.cost.hardware import load_gpu
 from kvplan.cost.kvspec import KVLayerSpec, has_full_layer, kv_bytes_per_token, layer_specs
+from kvplan.cost.parallel import Layout, rank_quant
 from kvplan.cost.params import count_params
 from kvplan.cost.roofline import check_efficiency, roofline
 from kvplan.errors import KvplanError
@@ -23,7 +24,8 @@ from kvplan.model.catalog import load_card
 from kvplan.model.dtypes import DType, parse_dtype
 from kvplan.model.layouts import with_layout
 from kvplan.planning.notes import engine_notes, input_notes
-from kvplan.planning.results import (Estimate, EstimateInputs, KVCacheResult, KVGroup, ModelSummary, WeightsResult)
+from kvplan.planning.results import (Estimate, EstimateInputs, KVCacheResult, KVGroup, ModelSummary,
+                                     QuantizedWeights, WeightsResult)
 from kvplan.units import fmt_bytes, require_positive, require_text
 
 
@@ -104,7 +106,12 @@ def resolve(card: ModelCard, *, batch: int, seq_len: int, encoder_len: int | Non
 
 def _dtype(card: ModelCard, eng: Engine, given: str | None, flag: str) -> tuple[DType, str | None]:
     if given is not None:
-        return parse_dtype(given, what=flag), None
+        t = parse_dtype(given, what=flag)
+        if flag == "--weight-dtype" and card.quantization and t.bits < 16:
+            raise KvplanError(f"--weight-dtype: {card.name} ships {card.quantization.label} weights, sized as the "
+                              f"checkpoint stores them; allowed: fp32, fp16, bf16 (its unquantized tensors), or "
+                              "leave it out")
+        return t, None
     name, why = eng.default_dtype(card.dtype)
     return parse_dtype(name), why
 
@@ -193,8 +200,22 @@ def weights_result(card: ModelCard, w_t: DType, kv_t: DType) -> WeightsResult:
         breakdown["ssm"] = p.ssm
     # vLLM holds fp8 k_scale / v_scale as per-layer fp32 parameters (vllm/attention/layer.py), not in the KV pool
     scales = kv_t.layer_scale_bytes * sum(not s.per_sequence for s in layer_specs(card, kv_t, "ideal"))
-    return WeightsResult(params=p.total, active_params=p.active, dtype=w_t.name, bytes=w_t.data_bytes(p.total) + scales,
-                         kv_scale_bytes=scales, breakdown=breakdown)
+    quant = _quantized(card, p.total, w_t)
+    stored = w_t.data_bytes(p.total) if quant is None else quant.stored_bytes
+    return WeightsResult(params=p.total, active_params=p.active, dtype=w_t.name, bytes=stored + scales,
+                         kv_scale_bytes=scales, breakdown=breakdown, quantization=quant)
+
+
+def _quantized(card: ModelCard, params: int, w_t: DType) -> QuantizedWeights | None:
+    """The checkpoint's quantized linears (kvplan.cost.quant, one rank of tp 1 holding all) and the rest in w_t."""
+    if card.quantization is None:
+        return None
+    q = rank_quant(card, Layout(), 0)
+    rest = params - q.quantized_elems
+    return QuantizedWeights(method=card.quantization.method, format=card.quantization.label,
+                            quantized_params=q.quantized_elems, quantized_bytes=q.data, scale_bytes=q.scales,
+                            zero_bytes=q.zeros, g_idx_bytes=q.g_idx, unquantized_params=rest,
+                            unquantized_bytes=w_t.data_bytes(rest))
 
 
 def summarize(card: ModelCard, base: ModelCard) -> ModelSummary:

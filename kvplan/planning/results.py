@@ -67,14 +67,35 @@ class KVCacheResult(BaseModel):
     groups: list[KVGroup]
 
 
+class QuantizedWeights(BaseModel):
+    """A quantized checkpoint's weight bytes by kind (kvplan.cost.quant); they add up to weights.bytes minus
+    kv_scale_bytes."""
+
+    model_config = RESULT
+    method: str  # fp8, awq, gptq
+    format: str  # e.g. "fp8 (block 128x128 scales, dynamic activations)", "awq int4 (group 128)"
+    quantized_params: int  # weight elements of the quantized linears
+    quantized_bytes: int  # their packed values: float8 bytes or int32 words
+    scale_bytes: int  # their scales (fp8 weight_scale_inv / weight_scale, + static input_scale; AWQ/GPTQ scales)
+    zero_bytes: int  # AWQ/GPTQ packed qzeros
+    g_idx_bytes: int  # GPTQ g_idx, one int32 per input row
+    unquantized_params: int  # embeddings, lm_head, norms, routers, biases, linears the format skips
+    unquantized_bytes: int  # those in weights.dtype
+
+    @property
+    def stored_bytes(self) -> int:
+        return self.quantized_bytes + self.scale_bytes + self.zero_bytes + self.g_idx_bytes + self.unquantized_bytes
+
+
 class WeightsResult(BaseModel):
     model_config = RESULT
     params: int
     active_params: int  # per token: only the routed experts a token uses (equal to params for dense models)
-    dtype: str
-    bytes: int  # the packed parameters plus kv_scale_bytes
+    dtype: str  # of the unquantized tensors (all of them without card.quantization)
+    bytes: int  # the stored parameters (packed values, scales, zeros of quantized linears) plus kv_scale_bytes
     kv_scale_bytes: int  # fp8 KV: vLLM's per-layer fp32 k_scale and v_scale parameters (0 otherwise)
     breakdown: dict[str, int]  # parameters by component
+    quantization: QuantizedWeights | None = None  # the card's quantized checkpoint, by kind of bytes
 
 
 class Estimate(BaseModel):

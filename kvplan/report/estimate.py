@@ -41,7 +41,15 @@ def _summary_table(r: Estimate) -> Table:
     t.add_row("KV per sequence", exact(kv.bytes_per_sequence))
     t.add_row("KV total", exact(kv.total_bytes) + f" (batch of {i.batch})")
     scales = f" + fp8 KV scales {w.kv_scale_bytes} B" if w.kv_scale_bytes else ""
-    t.add_row("weights", f"{fmt_int(w.params)} params, {w.dtype}{scales}: {exact(w.bytes)}")
+    q = w.quantization
+    stored = f"{q.format}, the rest {w.dtype}" if q else w.dtype
+    t.add_row("weights", f"{fmt_int(w.params)} params, {stored}{scales}: {exact(w.bytes)}")
+    if q:
+        extra = "".join(f" + {name} {exact(n)}" for name, n in (("zeros", q.zero_bytes), ("g_idx", q.g_idx_bytes)) if n)
+        t.add_row("  quantized", f"{fmt_int(q.quantized_params)} params: values {exact(q.quantized_bytes)} + scales "
+                                 f"{exact(q.scale_bytes)}{extra}")
+        t.add_row("  unquantized", f"{fmt_int(q.unquantized_params)} params in {w.dtype}: {exact(q.unquantized_bytes)}"
+                                   " (embeddings, lm_head, norms, routers, biases)")
     if w.active_params != w.params:
         t.add_row("active params", f"{fmt_int(w.active_params)} per token (routed experts in use)")
     t.add_row("weights + KV", exact(r.total_bytes))

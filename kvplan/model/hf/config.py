@@ -19,6 +19,7 @@ from kvplan.files import MAX_DEPTH, is_dir, load_json, nesting_depth, shown
 from kvplan.model.card import ModelCard
 from kvplan.model.catalog import card_from_dict
 from kvplan.model.hf.families_ssm import ALL_READERS as READERS
+from kvplan.model.hf.quant import read_quantization
 from kvplan.model.hf.reader import Config
 
 _DTYPES = {"float32": "float32", "float16": "float16", "bfloat16": "bfloat16", "fp32": "float32",
@@ -60,7 +61,8 @@ def import_hf_config(config: dict | str | Path, *, name: str | None = None) -> t
                           f"supported: {', '.join(sorted(READERS))}")
     if model_type == "gemma3" and isinstance(data.get("text_config"), dict):  # multimodal: the text decoder
         data = {**data["text_config"], "torch_dtype": data.get("torch_dtype") or data.get("dtype"),
-                "_name_or_path": data.get("_name_or_path"), "model_type": "gemma3_text"}
+                "_name_or_path": data.get("_name_or_path"), "model_type": "gemma3_text",
+                "quantization_config": data.get("quantization_config")}
         model_type = "gemma3_text"
     if model_type not in READERS:
         near = difflib.get_close_matches(model_type[:100], READERS, n=3, cutoff=0.5)
@@ -71,7 +73,8 @@ def import_hf_config(config: dict | str | Path, *, name: str | None = None) -> t
     if name is not None and not isinstance(name, str):
         raise KvplanError(f"name: expected a string, got {type(name).__name__}")
     card_name = _card_name(name, _name_or_path(cfg), origin)
-    fields = {"name": card_name, "source": _source(data, origin), **fields, "dtype": _dtype(cfg)}
+    fields = {"name": card_name, "source": _source(data, origin), **fields, "dtype": _dtype(cfg),
+              "quantization": read_quantization(data, origin)}
     return card_from_dict(_drop_derivable(fields), origin=origin), cfg.assumed
 
 

@@ -31,10 +31,12 @@ def min_layers(card: ModelCard) -> int:
 
 def shrink(card: ModelCard, *, layers: int | None = None, scale: float | None = None,
            seq_len: int | None = None) -> tuple[ModelCard, list[str]]:
-    """The shrunk card and the list of changes (empty when nothing was asked)."""
-    if layers is None and scale is None:
+    """The shrunk card and the list of changes (empty when nothing was asked). A quantized card loses its
+    quantization: the reference model runs the architecture in float weights."""
+    if layers is None and scale is None and card.quantization is None:
         return card, []
     data = card.model_dump(exclude_none=True)
+    data.pop("quantization", None)
     if "num_kv_heads" not in card.model_fields_set:
         data.pop("num_kv_heads", None)
     if "head_dim" not in card.model_fields_set:
@@ -100,6 +102,8 @@ def _diff(old: ModelCard, new: ModelCard) -> list[str]:
                 continue
             if isinstance(a[key], dict) and isinstance(b.get(key), dict):
                 walk(f"{prefix}{key}.", a[key], b[key])
+            elif key == "quantization" and a[key]:
+                out.append(f"quantization: {old.quantization.label} -> none (the reference model runs float weights)")
             elif a[key] != b.get(key):
                 out.append(f"{prefix}{key}: {a[key]} -> {b.get(key)}")
 

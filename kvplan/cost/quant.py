@@ -1,0 +1,114 @@
+"""Exact bytes of a quantized linear as its checkpoint stores it and as one vLLM TP rank loads it.
+
+vLLM loads fp8, AWQ and GPTQ checkpoints without dequantizing: each rank holds its shard of the packed values and
+the matching rows or columns of the scales and zero points (``model_executor/layers/quantization``). For a Matrix
+``n_in -> n_out`` (torch weight ``[n_out, n_in]``) on a rank holding ``k = n_in / tp`` (row-parallel) or
+``n = n_out / tp`` (column-parallel) of it:
+
+- fp8 (``fp8.py`` Fp8LinearMethod; transformers ``FP8Linear``): ``n x k`` float8 bytes; scales fp32: per tensor 1,
+  per channel ``n``, per block ``cdiv(n, bn) x cdiv(k, bk)`` (``weight_scale_inv``: a 7168 x 18432 down_proj has
+  56 x 144 scales). A TP-split dimension must be a multiple of its block edge (``validate_fp8_block_shape``).
+  ``activation_scheme: static`` adds one fp32 ``input_scale``.
+- AWQ (AutoAWQ ``WQLinear_GEMM``; vLLM ``awq.py`` AWQLinearMethod): qweight int32 ``[k, n / pack]``, qzeros int32
+  ``[k / g, n / pack]``, scales ``[k / g, n]``; pack = 32 / bits, g = group_size (-1: the whole input).
+  ``k % g == 0`` and ``n % pack == 0`` (AutoAWQ asserts both; vLLM raises "input size is not aligned").
+- GPTQ (AutoGPTQ ``QuantLinear``; vLLM ``gptq.py`` GPTQLinearMethod): qweight int32 ``[k / pack, n]``, qzeros int32
+  ``[G, n / pack]``, scales ``[G, n]``, g_idx int32 ``[k]``. G = ``k / g``, except on a row-parallel shard with
+  ``desc_act`` (act-order scatters groups over the rows, so vLLM keeps all ``n_in / g`` groups on every rank) or
+  with g = -1 (one group over the whole input, replicated).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from kvplan.cost.shapes import Matrix
+from kvplan.errors import KvplanError
+from kvplan.model.quant import Quantization
+from kvplan.units import cdiv
+
+INT32 = 4
+FP32 = 4
+
+
+@dataclass(frozen=True)
+class QuantBytes:
+    """Quantized linears, summed: the weight elements they hold and their stored bytes by kind."""
+
+    quantized_elems: int = 0  # weight elements stored quantized (biases stay in the card dtype)
+    data: int = 0  # packed values: float8 bytes, AWQ/GPTQ int32 words
+    scales: int = 0  # weight scales (+ fp8 static input scales)
+    zeros: int = 0  # AWQ/GPTQ packed qzeros
+    g_idx: int = 0  # GPTQ per-input-row group index
+
+    @property
+    def overhead(self) -> int:
+        """Scales, zero points and g_idx: what a format adds to the packed values."""
+        return self.scales + self.zeros + self.g_idx
+
+    @property
+    def stored(self) -> int:
+        return self.data + self.overhead
+
+    def __add__(self, other: QuantBytes | int) -> QuantBytes:
+        if isinstance(other, int) and other == 0:  # sum() starts from 0
+            return self
+        return QuantBytes(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
+
+    __radd__ = __add__
+
+    def __mul__(self, n: int) -> QuantBytes:
+        return QuantBytes(*(getattr(self, f.name) * n for f in fields(self)))
+
+    __rmul__ = __mul__
+
+
+def matrix_bytes(q: Quantization, m: Matrix, tp: int = 1, kv_heads: int | None = None,
+                 head_dim: int = 0) -> QuantBytes:
+    """What one of ``tp`` ranks holds of ``m`` (tp 1: the checkpoint's tensors); zero for a linear the checkpoint
+    keeps unquantized (its parameters are then counted in the card dtype)."""
+    if not q.quantizes(m.name):
+        return QuantBytes()
+    s = m.shard(tp, kv_heads, head_dim)
+    if q.method == "fp8":
+        return _fp8(q, m, s, tp)
+    pack = 32 // q.bits
+    group = m.n_in if q.group_size == -1 else q.group_size  # -1: vLLM group_size = input_size (the full input)
+    _check_aligned(q, m, s, tp, pack, group)
+    groups = s.n_in // group
+    if q.method == "awq":
+        return QuantBytes(s.elems, s.n_in * (s.n_out // pack) * INT32, groups * s.n_out * q.scale_bytes,
+                          groups * (s.n_out // pack) * INT32)
+    if s.n_in != m.n_in and (q.desc_act or q.group_size == -1):  # gptq.py: scales/qzeros not split by rows
+        groups = m.n_in // group
+    return QuantBytes(s.elems, (s.n_in // pack) * s.n_out * INT32, groups * s.n_out * q.scale_bytes,
+                      groups * (s.n_out // pack) * INT32, s.n_in * INT32)
+
+
+def _fp8(q: Quantization, m: Matrix, s: Matrix, tp: int) -> QuantBytes:
+    if q.weight_scales == "block":
+        bn, bk = q.block
+        if tp > 1 and (s.n_out != m.n_out and s.n_out % bn or s.n_in != m.n_in and s.n_in % bk):
+            split, edge = ("n_out", bn) if s.n_out != m.n_out else ("n_in", bk)
+            raise KvplanError(f"--tp: {m.name} {split} per rank {getattr(s, split)} is not divisible by the fp8 "
+                              f"block {edge} (vLLM validate_fp8_block_shape)")
+        scales = cdiv(s.n_out, bn) * cdiv(s.n_in, bk)
+    else:
+        scales = s.n_out if q.weight_scales == "channel" else 1
+    static = FP32 if q.activation_scheme == "static" else 0
+    return QuantBytes(s.elems, s.elems, scales * q.scale_bytes + static)
+
+
+def _check_aligned(q: Quantization, m: Matrix, s: Matrix, tp: int, pack: int, group: int) -> None:
+    """AutoAWQ/AutoGPTQ assert these when packing; vLLM raises 'The input size is not aligned with the quantized
+    weight shape. This can be caused by too large tensor parallel size.' (GPTQ tests ``k % group_size`` with the
+    configured -1, which always holds.)"""
+    where = f" on each of {tp} ranks" if tp > 1 else ""
+    if s.n_in % group and not (q.method == "gptq" and q.group_size == -1):
+        raise KvplanError(f"{m.name}: {s.n_in} input rows{where} are not a multiple of {q.method} group_size "
+                          f"{group}" + (" (vLLM: too large tensor parallel size)" if tp > 1 else ""))
+    packed = [("outputs", s.n_out)] + ([("input rows", s.n_in)] if q.method == "gptq" else [])
+    for what, size in packed:
+        if size % pack:
+            raise KvplanError(f"{m.name}: {size} {what}{where} do not pack into int32 ({pack} {q.bits}-bit values "
+                              "per int32)")

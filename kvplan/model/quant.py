@@ -1,0 +1,109 @@
+"""Weight quantization as a checkpoint ships it: the optional ``quantization:`` block of a model card.
+
+``None`` (no block) means every tensor is stored in the card's ``dtype``. With a block, the linear projections of
+each block (kvplan.cost.shapes) are stored quantized, except those named in ``unquantized``; the embeddings, the LM
+head, the norms and the MoE routers are never quantized by these formats (vLLM builds DeepSeek's and Mixtral's
+``gate`` with ``quant_config=None``, ``ParallelLMHead``/``VocabParallelEmbedding`` unquantized for fp8, AWQ and
+GPTQ; transformers' quantizers skip ``get_keys_to_not_convert``: the LM head).
+
+- ``fp8``: one float8 byte per weight plus fp32 scales: one per tensor (``tensor``), per output channel
+  (``channel``), or per ``block`` = [n, k] tile (DeepSeek-V3 and Qwen3-FP8 ``weight_block_size: [128, 128]``,
+  stored as ``weight_scale_inv``); ``activation_scheme: static`` adds one fp32 ``input_scale`` per matrix.
+- ``awq`` (AutoAWQ GEMM) and ``gptq`` (AutoGPTQ / GPTQModel): ``bits``-wide integers packed 32 / bits to an int32,
+  with per-``group_size`` scales (fp16) and packed int32 zero points (``qzeros``); GPTQ also stores ``g_idx`` (one
+  int32 per input row: its group, permuted when ``desc_act``). ``group_size: -1``: one group over the whole input.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, model_validator
+
+QuantMethod = Literal["fp8", "awq", "gptq"]
+# The linears of kvplan.cost.shapes a format may quantize (routers are never quantized)
+QuantizableLinear = Literal["q_proj", "k_proj", "v_proj", "o_proj", "q_a_proj", "q_b_proj", "kv_a_proj_with_mqa",
+                            "kv_b_proj", "gate_proj", "up_proj", "down_proj"]
+QUANTIZABLE: frozenset[str] = frozenset(QuantizableLinear.__args__)
+ScaleDType = Literal["float32", "float16", "bfloat16"]
+SCALE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
+# AutoAWQ WQLinear_GEMM and AutoGPTQ QuantLinear store fp16 scales; fp8 stores fp32 (weight_scale_inv / weight_scale)
+_DEFAULT_SCALE_DTYPE = {"fp8": "float32", "awq": "float16", "gptq": "float16"}
+_BITS = {"fp8": (8,), "awq": (4,), "gptq": (4, 8)}  # vLLM AWQConfig: 4-bit only; GPTQ kernels: 2/3/4/8 (kvplan: 4, 8)
+_STRICT = ConfigDict(frozen=True, extra="forbid")
+_Pos = Annotated[StrictInt, Field(gt=0, le=10_000_000)]
+
+
+class Quantization(BaseModel):
+    """How a checkpoint stores its quantized linears; every byte rule lives in kvplan.cost.quant."""
+
+    model_config = _STRICT
+    method: QuantMethod = Field(description="fp8 (float8 e4m3 values + fp32 scales), awq or gptq (packed ints).")
+    bits: Literal[4, 8] | None = Field(None, description="Bits per weight; null: 8 for fp8. awq: 4; gptq: 4 or 8.")
+    weight_scales: Literal["tensor", "channel", "block"] | None = Field(
+        None, description="fp8 only: one scale per tensor, per output channel, or per block [n, k].")
+    block: tuple[_Pos, _Pos] | None = Field(
+        None, description="fp8 block scales: [n, k] output x input elements per scale (weight_block_size).")
+    activation_scheme: Literal["dynamic", "static"] = Field(
+        "dynamic", description="fp8: static stores one fp32 input_scale per matrix; dynamic none.")
+    group_size: StrictInt | None = Field(None, description="awq/gptq: input rows per scale group; -1: one group.")
+    desc_act: StrictBool = Field(False, description="gptq act-order: g_idx permuted (vLLM keeps a row-parallel "
+                                                    "matrix's scales and zeros whole on every rank).")
+    sym: StrictBool | None = Field(None, description="Symmetric; null: the format's default. Both awq and gptq "
+                                                     "store qzeros either way, so bytes do not change.")
+    scale_dtype: ScaleDType | None = Field(None, description="Scale storage; null: float32 for fp8, float16 else.")
+    unquantized: tuple[QuantizableLinear, ...] = Field(
+        (), description="Linears the checkpoint keeps in the card dtype in every layer (modules_to_not_convert, "
+                        "ignored_layers); embeddings, lm_head, norms and routers always are.")
+
+    @model_validator(mode="after")
+    def _check(self) -> Quantization:
+        method = self.method
+        if self.bits is None and method == "fp8":
+            object.__setattr__(self, "bits", 8)
+        if self.bits not in _BITS[method]:
+            raise ValueError(f"quantization.bits: {self.bits} with method {method}; allowed: "
+                             f"{', '.join(map(str, _BITS[method]))}")
+        if self.scale_dtype is None:
+            object.__setattr__(self, "scale_dtype", _DEFAULT_SCALE_DTYPE[method])
+        if method == "fp8":
+            self._check_fp8()
+        else:
+            self._check_int()
+        return self
+
+    def _check_fp8(self) -> None:
+        if self.group_size is not None or self.desc_act:
+            raise ValueError("quantization.group_size/desc_act: awq and gptq only; fp8 uses weight_scales")
+        if self.weight_scales is None:
+            object.__setattr__(self, "weight_scales", "block" if self.block else "tensor")
+        if (self.weight_scales == "block") != (self.block is not None):
+            raise ValueError("quantization.block: required with (and allowed only with) weight_scales block; "
+                             "allowed: [n, k], e.g. [128, 128]")
+
+    def _check_int(self) -> None:
+        if self.weight_scales is not None or self.block is not None or self.activation_scheme != "dynamic":
+            raise ValueError("quantization.weight_scales/block/activation_scheme: fp8 only; awq and gptq use "
+                             "group_size")
+        if self.group_size is None or not (self.group_size == -1 or 0 < self.group_size <= 10_000_000):
+            raise ValueError(f"quantization.group_size: {self.group_size}; allowed: a positive integer, or -1 "
+                             "(one group over the whole input)")
+        if self.desc_act and self.method != "gptq":
+            raise ValueError("quantization.desc_act: gptq only")
+
+    @property
+    def scale_bytes(self) -> int:
+        return SCALE_BYTES[self.scale_dtype]
+
+    def quantizes(self, linear: str) -> bool:
+        """Whether the checkpoint stores linear ``linear`` (a kvplan.cost.shapes name) quantized."""
+        return linear in QUANTIZABLE and linear not in self.unquantized
+
+    @property
+    def label(self) -> str:
+        """e.g. 'fp8 (block 128x128 scales)', 'awq int4 (group 128)'."""
+        if self.method == "fp8":
+            scales = f"block {self.block[0]}x{self.block[1]}" if self.block else f"per-{self.weight_scales}"
+            return f"fp8 ({scales} scales, {self.activation_scheme} activations)"
+        group = "per-channel" if self.group_size == -1 else f"group {self.group_size}"
+        return f"{self.method} int{self.bits} ({group}{', desc_act' if self.desc_act else ''})"
