@@ -199,6 +199,11 @@ def test_notebook_reprs_are_html_tables():
     assert "table" in doc.tags and "34,359,738,368 B" in e._repr_html_()
     c = compare("llama-3-8b", attention="mha,mqa", gpu="H100-SXM")
     assert c._repr_html_().count("<tr>") == 1 + 3
+    from kvplan.planning.capacity import plan
+
+    p = plan("llama-3.1-70b", gpu="H100-SXM", tp=4, max_model_len=8192, kv_cache_memory="30GiB")
+    html = p._repr_html_()
+    assert "24,576 of 16 tokens" in html and "48.00" in html and "vllm serve meta-llama/Llama-3.1-70B" in html
 
 
 @pytest.mark.parametrize("name", __import__("kvplan").bundled_names())

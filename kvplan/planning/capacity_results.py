@@ -112,6 +112,12 @@ class PlanResult(BaseModel):
     latency: Latency | None = None
     notes: list[str]
 
+    def _repr_html_(self) -> str:
+        """A notebook shows the plan as a table (stdlib HTML, kvplan.planning.htmlrepr)."""
+        from kvplan.planning.htmlrepr import plan_html
+
+        return plan_html(self)
+
 
 class PlanOption(BaseModel):
     """One layout of the search."""

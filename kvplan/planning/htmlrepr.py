@@ -1,4 +1,4 @@
-"""Small stdlib-only HTML tables for notebooks: ``Estimate._repr_html_`` and ``CompareResult._repr_html_``.
+"""Small stdlib-only HTML tables for notebooks: ``_repr_html_`` of ``Estimate``, ``CompareResult`` and ``PlanResult``.
 
 They live in the plan layer on purpose (no import of kvplan.report, no matplotlib): a notebook shows a result as a
 table without the report extra. ``kvplan report`` is the full document with charts.
@@ -62,3 +62,16 @@ def compare_html(c) -> str:
         f", {c.gpu}" if c.gpu else "")
     return grid_table(title, ["layout", "attention", "KV/token", "KV total", "params", "max batch", "TPOT bound"],
                       rows) + f'<p style="font-size:0.85em">{escape(c.summary)}</p>'
+
+
+def plan_html(p) -> str:
+    g, kv, i = p.per_gpu, p.kv_cache, p.inputs
+    rows = [("verdict", p.verdict), ("launch", p.launch_command),
+            ("weights per GPU", exact_bytes(g.weights_bytes)),
+            ("activation peak", exact_bytes(g.activation_bytes) + (" (estimated)" if g.activation_estimated else "")),
+            ("overheads", exact_bytes(g.overhead_bytes)), ("KV pool per GPU", exact_bytes(kv.available_bytes)),
+            ("KV per token per GPU", exact_bytes(g.kv_bytes_per_token)),
+            ("blocks", f"{fmt_int(kv.num_blocks)} of {kv.block_size} tokens"), ("tokens", fmt_int(kv.tokens)),
+            ("max concurrency", f"{p.max_concurrency:.2f}"), ("fits", "yes" if p.fits else "no"),
+            ("longest max_model_len that fits", fmt_int(p.max_model_len_fit))]
+    return key_value_table(f"kvplan plan: {i.model} on {i.gpu}", rows, p.notes)
