@@ -21,7 +21,8 @@ import typer
 from kvplan.cli import options as o
 from kvplan.cli.output import emit
 
-app = typer.Typer(help=__doc__.split("\n\n")[0] + " Format of a --gpu-file: `kvplan gpus --help`.",
+app = typer.Typer(help="The GPU catalog (memory, bandwidth, peak FLOP/s, interconnect, sources); extend it with "
+                       "--gpu-file (format: kvplan gpus --help).",
                   no_args_is_help=True, epilog=__doc__.split("\n\n", 1)[1].replace("::", ":"))
 
 
