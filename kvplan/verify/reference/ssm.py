@@ -43,7 +43,7 @@ class SSMixer(nn.Module):
 
     def conv(self, u: Tensor, step, cache) -> Tensor:
         """Causal depthwise conv1d + SiLU over u (B, T, C); reads and updates the cached last inputs."""
-        B, T, C = u.shape
+        B, _, C = u.shape
         K = self.s.d_conv
         u = u.transpose(1, 2)  # (B, C, T)
         if cache is not None and step.mode == "decode":
