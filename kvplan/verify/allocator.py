@@ -37,7 +37,9 @@ def kv_tensor_bytes(card: ModelCard, kv_dtype: DType, engine: Engine, run: Cache
     holding ``positions_held`` tokens of the batch; vllm: one tensor per block (page) per sequence and layer."""
     sizes: list[int] = []
     for spec in layer_specs(card, kv_dtype, engine):
-        if engine.paged:
+        if spec.per_sequence:  # a state layer: one (batch, ...) buffer per state, in the state's own dtype
+            sizes.append(batch * spec.bytes_per_token)
+        elif engine.paged:
             held = spec.positions_held(engine, run) // run.block_size
             sizes += [spec.page_size_bytes(run.block_size)] * (batch * held)
         else:

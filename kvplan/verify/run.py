@@ -68,7 +68,6 @@ def verify(model: ModelCard | str | Path, *, batch: int = 1, seq_len: int = 32, 
            max_cache_len: int | None = None, seed: int = 0) -> VerifyResult:
     """Measure the reference model of ``model`` (shrunk by ``layers``/``scale``) and compare with kvplan."""
     base = model if isinstance(model, ModelCard) else load_card(model)
-    base.require_no_state_layers("verify (the reference model)")
     card, shrunk = shrink(base, layers=layers, scale=scale, seq_len=seq_len)
     dtype = parse_dtype(kv_dtype or get_engine("ideal").default_dtype(card.dtype)[0], what="--kv-dtype").name
     _check_inputs(card, engine, dtype, device, batch, seq_len, decode_steps, encoder_len)
@@ -94,10 +93,15 @@ def verify(model: ModelCard | str | Path, *, batch: int = 1, seq_len: int = 32, 
         _check("params", est.weights.params, m.params, 0.0),
         _check("weights_bytes", w_pred, m.weights_bytes, 0.0),
         _check("kv_cache_bytes", kv_pred, m.kv_bytes, 0.0),
-        _check("peak_prefill_bytes", act.peak_prefill_bytes, m.peak_prefill_bytes, PEAK_TOLERANCE),
     ]
+    # kvplan.verify.activations has no term for a mamba mixer's transients (its scan, conv window and projections
+    # of the inner width): for state cards the peaks are measured and shown, not predicted
+    peaks = [("peak_prefill_bytes", act.peak_prefill_bytes, m.peak_prefill_bytes)]
     if steps:
-        checks.append(_check("peak_decode_bytes", act.peak_decode_bytes, m.peak_decode_bytes, PEAK_TOLERANCE))
+        peaks.append(("peak_decode_bytes", act.peak_decode_bytes, m.peak_decode_bytes))
+    for name, pred, got in peaks:
+        checks.append(_check(name, None, got, PEAK_TOLERANCE, STATE_PEAK_NOTE) if card.ssm
+                      else _check(name, pred, got, PEAK_TOLERANCE))
     checks += _flops_checks(card, m, batch=batch, prompt_len=prompt_len, seq_len=seq_len, engine=engine, mcl=mcl,
                             encoder_len=enc_len or 0)
     return VerifyResult(model=card.name, device=device, engine=engine, kv_dtype=dtype, batch=batch, seq_len=seq_len,
@@ -112,6 +116,8 @@ def _run_flops(est, steps: int, tokens: int) -> int:
     return est.flops.prefill.total + steps * est.flops.decode_step.total
 
 
+STATE_PEAK_NOTE = ("informative: the activation model (kvplan.verify.activations) has no term for state-space "
+                   "mixer transients")
 TORCH_INSTALL = 'pip install "torch==2.13.0"  (the CPU wheel; an unpinned torch pulls a multi-GB CUDA build)'
 
 

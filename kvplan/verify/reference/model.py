@@ -26,6 +26,7 @@ from torch import Tensor, nn
 
 from kvplan.cost.engines import get_engine
 from kvplan.model.card import ModelCard
+from kvplan.verify.reference.ssm import SSMixer
 
 _ACT = {"silu": F.silu, "relu": F.relu, "gelu": F.gelu, "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
         "relu2": lambda x: F.relu(x) ** 2}
@@ -59,13 +60,16 @@ def rope(x: Tensor, pos: Tensor) -> Tensor:
     return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)
 
 
-def allowed(qpos: Tensor, kpos: Tensor, causal: bool, window: int | None) -> Tensor:
-    """(T, S) bool: key slot holds a token (kpos >= 0), not in the future, inside the window (last W incl. self)."""
+def allowed(qpos: Tensor, kpos: Tensor, causal: bool, window: int | None, chunk: int | None = None) -> Tensor:
+    """(T, S) bool: key slot holds a token (kpos >= 0), not in the future, inside the window (last W incl. self),
+    inside the query's own C-aligned chunk (Llama-4 chunked local attention: key // C == query // C)."""
     ok = (kpos >= 0)[None, :].expand(qpos.shape[0], -1)
     if causal:
         ok = ok & (kpos[None, :] <= qpos[:, None])
     if window:
         ok = ok & (qpos[:, None] - kpos[None, :] < window)
+    if chunk:
+        ok = ok & (kpos[None, :].div(chunk, rounding_mode="floor") == qpos[:, None].div(chunk, rounding_mode="floor"))
     return ok
 
 
@@ -96,8 +100,9 @@ class Attention(nn.Module):
     """Self- or cross-attention with num_kv_heads K/V heads (MHA/GQA/MQA), optional qk_norm, RoPE, window."""
 
     def __init__(self, card: ModelCard, window: int | None, *, causal: bool, cross: bool, engine: str, dtype,
-                 device) -> None:
+                 device, chunk: int | None = None) -> None:
         super().__init__()
+        self.chunk = chunk
         h, H, KV, D = card.hidden_size, card.num_heads, card.num_kv_heads, card.head_dim
         kw = dict(dtype=dtype, device=device)
         self.wq = nn.Linear(h, H * D, bias=card.qkv_bias, **kw)
@@ -126,7 +131,7 @@ class Attention(nn.Module):
             k, v, kpos = cache.read(cache.written - 1)
         else:
             k, v, kpos = self.new_kv(step.enc if self.cross else x, step, cache)
-        ok = allowed(step.pos, kpos, self.causal, self.window)
+        ok = allowed(step.pos, kpos, self.causal, self.window, self.chunk)
         bias = bias_fn(step.pos, kpos) if bias_fn is not None else None
         o = attend(q, k, v, ok, bias, 1.0 / math.sqrt(self.D), self.sinks)
         return self.wo(o.transpose(1, 2).reshape(B, T, self.H * self.D))
@@ -271,19 +276,29 @@ class Block(nn.Module):
         window = None if encoder else card.window(layer)
         self.norms = nn.ModuleList(make_norm(card, card.hidden_size, dtype, device)
                                    for _ in range(card.norms_per_layer))
-        if card.mla:
+        mixer = "attention" if encoder else card.mixer(layer)
+        self.solo = not card.mixer_mlp  # one module per block: the mixer, or (an mlp layer) the FFN
+        self.attn = None  # an mlp layer (Nemotron-H) has no mixer
+        if mixer == "mamba":
+            self.attn = SSMixer(card, engine=engine, dtype=dtype, device=device)
+        elif mixer and card.mla:
             absorb = get_engine(engine).mla_mode("decode") == "absorb"
             self.attn = MLAttention(card, absorb=absorb, dtype=dtype, device=device)
-        else:
+        elif mixer:
             self.attn = Attention(card, window, causal=not encoder, cross=False, engine=engine, dtype=dtype,
-                                  device=device)
+                                  device=device, chunk=None if encoder else card.chunk(layer))
         self.cross = Attention(card, None, causal=False, cross=True, engine=engine, dtype=dtype,
                                device=device) if cross else None
         self.cross_norm = make_norm(card, card.hidden_size, dtype, device) if cross else None
-        self.mlp = MoE(card, dtype, device) if card.is_moe_layer(layer) else FFN(card, card.ffn_size, dtype, device)
+        moe, ffn = card.is_moe_layer(layer), encoder or card.has_mlp(layer)
+        self.mlp = MoE(card, dtype, device) if moe else FFN(card, card.ffn_size, dtype, device) if ffn else None
 
     def forward(self, x: Tensor, step: Step, cache, cross_cache, bias_fn) -> Tensor:
         n = self.norms
+        if self.solo:  # Mamba / Nemotron-H: norm, then the block's one module (mixer or FFN), residual
+            h = n[0](x)
+            y = self.attn(h, step, cache, bias_fn) if self.attn is not None else self.mlp(h)
+            return x + (n[1](y) if len(n) >= 2 else y)
         if len(n) == 1:  # parallel attention and FFN on one norm (Falcon-7B)
             h = n[0](x)
             return x + self.attn(h, step, cache, bias_fn) + self.mlp(h)

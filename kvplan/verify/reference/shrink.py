@@ -1,9 +1,10 @@
 """Shrink a card for a cheap measured run while keeping its structure (layer pattern, KV-head grouping, MLA, MoE).
 
 Every change is reported as ``"field: old -> new"`` so a verify result says exactly what was measured.
-Rules: head counts are kept (so num_heads / num_kv_heads, the GQA grouping, is unchanged); widths are multiplied by
-``scale`` (head widths rounded to an even number >= 4 for RoPE); layers keep one of each layer type and one dense
-and one MoE layer; sliding windows are kept below ``seq_len // 2`` so the window actually slides.
+Rules: head counts are kept (so num_heads / num_kv_heads, the GQA grouping, is unchanged; Mamba-2 heads and groups
+too); widths are multiplied by ``scale`` (head widths rounded to an even number >= 4 for RoPE); layers keep one of
+each layer type and one dense and one MoE layer; sliding windows and attention chunks are kept below
+``seq_len // 2`` so the window actually slides and a new chunk actually starts.
 """
 
 from __future__ import annotations
@@ -77,6 +78,9 @@ def _shrink_widths(card: ModelCard, data: dict, f: float, seq_len: int | None) -
     if card.sliding_window:
         w = _scaled(card.sliding_window, f)
         data["sliding_window"] = min(w, max(1, (seq_len or w * 2) // 2))
+    if card.attention_chunk_size:
+        c = _scaled(card.attention_chunk_size, f)
+        data["attention_chunk_size"] = min(c, max(1, (seq_len or c * 2) // 2))
     if card.moe:
         m = data["moe"]
         k = card.moe.experts_per_token
@@ -84,12 +88,33 @@ def _shrink_widths(card: ModelCard, data: dict, f: float, seq_len: int | None) -
         m["expert_ffn_size"] = _scaled(card.moe.expert_ffn_size, f)
         if card.moe.shared_expert_ffn_size:
             m["shared_expert_ffn_size"] = _scaled(card.moe.shared_expert_ffn_size, f)
+    if card.ssm:
+        _shrink_ssm(card, data, f)
     if card.mla:
         m = data["mla"]
         for key in ("kv_lora_rank", "qk_nope_head_dim", "v_head_dim", "q_lora_rank"):
             if m.get(key):
                 m[key] = _scaled(m[key], f, floor=2)
         m["qk_rope_head_dim"] = _even(card.mla.qk_rope_head_dim * f, floor=2)
+
+
+def _shrink_ssm(card: ModelCard, data: dict, f: float) -> None:
+    """Mamba widths: d_state and the inner width scaled; Mamba-2 keeps its heads and groups (head_dim scaled, the
+    inner width heads x head_dim); derived sizes (dt_rank, an expand-derived inner width) are derived again."""
+    s, d = card.ssm, data["ssm"]
+    d["d_state"] = _scaled(s.d_state, f, floor=2)
+    if s.kind == "mamba2":
+        d["head_dim"] = _scaled(s.head_dim, f)
+        d["intermediate_size"] = s.num_heads * d["head_dim"]
+        return
+    if "intermediate_size" in s.model_fields_set:
+        d["intermediate_size"] = _scaled(s.intermediate_size, f)
+    else:
+        d.pop("intermediate_size", None)
+    if "dt_rank" in s.model_fields_set:
+        d["dt_rank"] = _scaled(s.dt_rank, f)
+    else:
+        d.pop("dt_rank", None)
 
 
 def _diff(old: ModelCard, new: ModelCard) -> list[str]:
