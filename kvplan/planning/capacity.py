@@ -79,8 +79,9 @@ def resolve(model: ModelCard | str | Path, *, gpu: str | GPU, max_model_len: int
     if eng.transformers and tp * pp > 1:
         raise KvplanError(f"--tp/--pp: {eng.name} runs one process on one GPU here; use --dp for replicas")
     if card.architecture != "decoder-only":
-        raise KvplanError(f"--model: serving capacity is planned for decoder-only models; {card.name} is "
-                          f"{card.architecture}")
+        raise KvplanError(f"--model: serving capacity is planned for decoder-only models (vLLM V1 and SGLang serve "
+                          f"them as generators); {card.name} is {card.architecture}: size it with `kvplan estimate`"
+                          + (" --encoder-len N" if card.architecture == "encoder-decoder" else ""))
     kv_t, w_t = _dtype(card, eng, kv_dtype, "--kv-dtype")[0], _dtype(card, eng, weight_dtype, "--weight-dtype")[0]
     eng.check_dtype(kv_t)
     total = g.memory_bytes if gpu_memory is None else _positive_size("--gpu-memory", gpu_memory)
