@@ -85,9 +85,10 @@ def _layer_specs(card: ModelCard, kv_dtype: DType, transformers: bool) -> tuple[
     by_window = {w: self_attention_spec(card, kv_dtype, heads, w) for w in set(card.windows)}
     states = state_specs(card, kv_dtype, transformers) if card.ssm else ()
     self_attn: tuple[KVLayerSpec, ...] = ()
-    for i, w in enumerate(card.windows):  # an mlp layer (no mixer) caches nothing
+    for i, w in enumerate(card.windows):  # an mlp layer (no mixer) caches nothing; a hybrid one K/V, then states
         mixer = card.mixer(i)
-        self_attn += states if mixer == "mamba" else (chunked(by_window[w], card.chunk(i)),) if mixer else ()
+        attention = (chunked(by_window[w], card.chunk(i)),) if mixer in ("attention", "hybrid") else ()
+        self_attn += attention + (states if mixer in ("mamba", "hybrid") else ())
     if card.architecture != "encoder-decoder":
         return self_attn
     cross = _standard_spec(card, kv_dtype, "cross", None, card.num_kv_heads)
@@ -151,7 +152,7 @@ def _standard_spec(card: ModelCard, kv_dtype: DType, kind: LayerKind, window: in
 
 def has_full_layer(card: ModelCard) -> bool:
     """Some self-attention layer keeps every position (full attention or MLA)."""
-    return any(w is None and card.mixer(i) == "attention" for i, w in enumerate(card.windows))
+    return any(w is None and card.mixer(i) in ("attention", "hybrid") for i, w in enumerate(card.windows))
 
 
 def kv_bytes_per_token(specs: tuple[KVLayerSpec, ...]) -> int:

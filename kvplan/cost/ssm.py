@@ -22,23 +22,25 @@ def ssm_matrices(card: ModelCard) -> tuple[Matrix, ...]:
     """The nn.Linear projections of one mixer (the conv1d and the per-channel vectors are in ``ssm_extras``)."""
     s, h = card.ssm, card.hidden_size
     inner, bias = s.intermediate_size, s.proj_bias
+    out = Matrix("out_proj", inner, h, s.out_proj_bias, "row")
     if s.kind == "mamba":
         return (Matrix("in_proj", h, 2 * inner, bias, "column"),
                 Matrix("x_proj", inner, s.dt_rank + 2 * s.d_state, False, "row"),
-                Matrix("dt_proj", s.dt_rank, inner, True, "column"),
-                Matrix("out_proj", inner, h, bias, "row"))
+                Matrix("dt_proj", s.dt_rank, inner, True, "column"), out)
     in_width = inner + s.conv_dim + s.num_heads  # z, (x, B, C), dt
-    return (Matrix("in_proj", h, in_width, bias, "column"), Matrix("out_proj", inner, h, bias, "row"))
+    return Matrix("in_proj", h, in_width, bias, "column"), out
 
 
 def ssm_extras(card: ModelCard) -> int:
     """Parameters of one mixer outside its projections: the depthwise conv1d (conv_dim x d_conv, + conv_dim bias),
-    A_log and D (Mamba-1: I x N and I; Mamba-2: one per head, plus dt_bias), Mamba-2's gated RMSNorm of I."""
+    A_log and D (Mamba-1: I x N and I, Jamba's dt/B/C norms; Mamba-2: one per head, plus dt_bias), Mamba-2's gated
+    RMSNorm of I (unless Falcon-H1 turns it off)."""
     s = card.ssm
     conv = s.conv_dim * s.d_conv + (s.conv_dim if s.conv_bias else 0)
     if s.kind == "mamba":
-        return conv + s.intermediate_size * s.d_state + s.intermediate_size
-    return conv + 3 * s.num_heads + s.intermediate_size
+        norms = s.dt_rank + 2 * s.d_state if s.dt_bc_norms else 0
+        return conv + s.intermediate_size * s.d_state + s.intermediate_size + norms
+    return conv + 3 * s.num_heads + (s.intermediate_size if s.gated_norm else 0)
 
 
 def ssm_params(card: ModelCard) -> int:

@@ -38,6 +38,13 @@ class SSM(BaseModel):
     chunk_size: _Size = Field(256, description="Mamba-2 SSD chunk length of the prefill scan (no effect on sizes).")
     conv_bias: StrictBool = Field(True, description="The conv1d has a bias (use_conv_bias / mamba_conv_bias).")
     proj_bias: StrictBool = Field(False, description="in_proj and out_proj have biases (use_bias / mamba_proj_bias).")
+    out_proj_bias: StrictBool | None = Field(
+        None, description="out_proj has a bias; null: proj_bias (Falcon-H1 sets it apart: projectors_bias).")
+    gated_norm: StrictBool = Field(
+        True, description="Mamba-2's gated RMSNorm of intermediate_size before out_proj (Falcon-H1: mamba_rms_norm).")
+    dt_bc_norms: StrictBool = Field(
+        False, description="Mamba-1 RMSNorm weights on dt (dt_rank), B and C (d_state each): Jamba; Falcon-Mamba's "
+                           "are weightless.")
     state_dtype: Literal["float32", "float16", "bfloat16"] | None = Field(
         None, description="The dtype the checkpoint asks a server to keep the SSM state in (mamba_ssm_cache_dtype); "
                           "null: the cache dtype. transformers keeps it in float32 regardless.")
@@ -63,7 +70,11 @@ def derive_ssm(ssm: SSM, hidden_size: int) -> None:
     if ssm.intermediate_size is None:
         _fill(ssm, "intermediate_size", ssm.expand * hidden_size)
     inner = ssm.intermediate_size
+    if ssm.out_proj_bias is None:
+        _fill(ssm, "out_proj_bias", ssm.proj_bias)
     if ssm.kind == "mamba":
+        if not ssm.gated_norm:
+            raise ValueError("ssm.gated_norm: false only for kind mamba2 (Mamba-1 has no gated norm); allowed: true")
         for key in ("num_heads", "head_dim"):
             if getattr(ssm, key) is not None:
                 raise ValueError(f"ssm.{key}: only for kind mamba2; allowed: null (not set) for mamba")
@@ -72,6 +83,8 @@ def derive_ssm(ssm: SSM, hidden_size: int) -> None:
         if ssm.dt_rank is None:
             _fill(ssm, "dt_rank", -(-hidden_size // 16))
         return
+    if ssm.dt_bc_norms:
+        raise ValueError("ssm.dt_bc_norms: only for kind mamba (Jamba); allowed: false")
     if ssm.dt_rank is not None:
         raise ValueError("ssm.dt_rank: only for kind mamba (Mamba-2 has one dt per head); allowed: null (not set)")
     if ssm.num_heads is None:
