@@ -1,4 +1,5 @@
-"""Hybrids of attention, state-space mixers and MoE (Granite-MoE-Hybrid, Jamba, Falcon-H1), proven against
+"""Hybrids of attention, state-space mixers and MoE (Granite-MoE-Hybrid, Jamba, Falcon-H1) and linear-attention
+hybrids (Qwen3-Next Gated DeltaNet, LFM2 short convs), proven against
 transformers 5.x like tests/test_state_layers.py: exact parameter counts, and every tensor the real caches hold (the
 whole cache object graph), layer by layer, for several batch / prompt / decode combinations."""
 
@@ -15,7 +16,7 @@ warnings.filterwarnings("ignore")
 
 from kvplan import count_params, estimate  # noqa: E402
 from kvplan.cost.engines import CacheRun, get_engine  # noqa: E402
-from kvplan.cost.kvspec import layer_specs  # noqa: E402
+from kvplan.cost.kvspec import layer_specs, state_specs  # noqa: E402
 from kvplan.errors import KvplanError  # noqa: E402
 from kvplan.model.dtypes import parse_dtype  # noqa: E402
 from kvplan.model.hf.config import card_from_hf_config  # noqa: E402
@@ -24,6 +25,7 @@ from test_state_layers import BASE, _measured  # noqa: E402
 
 ATTN = dict(num_attention_heads=4, num_key_value_heads=2, intermediate_size=96)
 MAMBA2 = dict(mamba_n_heads=8, mamba_d_state=8, mamba_n_groups=2)
+GDN = dict(linear_num_value_heads=4, linear_num_key_heads=2, linear_key_head_dim=16, linear_value_head_dim=8)
 CASES = [
     ("granite-moe-hybrid", "granitemoehybrid", dict(
         BASE, **ATTN, **MAMBA2, num_hidden_layers=3, shared_intermediate_size=80, num_local_experts=4,
@@ -41,9 +43,20 @@ CASES = [
                                     mamba_rms_norm=True, projectors_bias=True, attention_bias=True)),
     ("falcon-h1-no-norm", "falcon_h1", dict(BASE, **ATTN, **MAMBA2, num_hidden_layers=2, mamba_d_ssm=None,
                                             mlp_bias=True, mamba_proj_bias=True)),
+    ("qwen3-next", "qwen3_next", dict(BASE, **ATTN, **GDN, num_hidden_layers=4, head_dim=16, num_experts=4,
+                                      num_experts_per_tok=2, moe_intermediate_size=32,
+                                      shared_expert_intermediate_size=48)),
+    ("qwen3-next-dense-bias", "qwen3_next", dict(BASE, **ATTN, **GDN, num_hidden_layers=3, head_dim=8, num_experts=0,
+                                                 attention_bias=True, linear_conv_kernel_dim=3,
+                                                 layer_types=["full_attention", "linear_attention",
+                                                              "linear_attention"])),
+    ("lfm2", "lfm2", dict(BASE, **ATTN, num_hidden_layers=3, layer_types=["conv", "full_attention", "conv"])),
+    ("lfm2-bias-ffn", "lfm2", dict(BASE, **{**ATTN, "intermediate_size": 120}, num_hidden_layers=4,
+                                   full_attn_idxs=[2], conv_bias=True, conv_L_cache=4, block_ffn_dim_multiplier=1.5,
+                                   block_multiple_of=32)),
 ]
 LENGTHS = [(1, 2, 1), (2, 3, 1), (1, 5, 4), (2, 2, 6)]  # (batch, prompt, decode steps): shorter and longer than d_conv
-_SPECS = {"attention": 1, "mamba": 2, "hybrid": 3, None: 0}  # per decoder layer: K/V; conv + SSM state; both
+
 
 
 def _model(model_type: str, kwargs: dict, dtype=torch.float32):
@@ -65,9 +78,11 @@ def _generate(model, cache, batch: int, prompt: int, steps: int):
 def _predicted(card, engine: str, kv: str, batch: int, seq_len: int, max_cache_len: int | None = None) -> list[int]:
     eng, run = get_engine(engine), CacheRun(seq_len, 0, max_cache_len)
     specs = iter(layer_specs(card, parse_dtype(kv), eng))
+    states = len(state_specs(card, parse_dtype(kv), eng.transformers)) if card.ssm else 0  # 2; 1 for a short conv
     per_layer = []
-    for i in range(card.num_layers):
-        layer = [next(specs) for _ in range(_SPECS[card.mixer(i)])]
+    for i in range(card.num_layers):  # per decoder layer: K/V; the states; both (hybrid); nothing (mlp)
+        count = {"attention": 1, "mamba": states, "hybrid": 1 + states, None: 0}[card.mixer(i)]
+        layer = [next(specs) for _ in range(count)]
         per_layer.append(sum(batch * s.positions_held(eng, run) * s.bytes_per_token for s in layer))
     assert next(specs, None) is None
     return per_layer
@@ -96,7 +111,7 @@ def _card(name: str):
     return card_from_hf_config(transformers.AutoConfig.for_model(model_type, **kwargs).to_dict())
 
 
-@pytest.mark.parametrize("name", ["falcon-h1", "granite-moe-hybrid"])
+@pytest.mark.parametrize("name", ["falcon-h1", "granite-moe-hybrid", "qwen3-next", "lfm2"])
 def test_bf16_model_keeps_the_ssm_state_in_float32(name):
     model_type, kwargs = _case(name)
     cfg, model = _model(model_type, kwargs, torch.bfloat16)
@@ -107,7 +122,7 @@ def test_bf16_model_keeps_the_ssm_state_in_float32(name):
     assert estimate(card, batch=2, seq_len=5, engine="hf-dynamic").kv_cache.total_bytes == whole
 
 
-@pytest.mark.parametrize("name", ["falcon-h1", "jamba"])
+@pytest.mark.parametrize("name", ["falcon-h1", "jamba", "qwen3-next", "lfm2"])
 def test_static_cache_holds_states_beside_preallocated_kv(name):
     model_type, kwargs = _case(name)
     cfg, model = _model(model_type, kwargs)
@@ -142,11 +157,36 @@ def test_jamba_moe_every_other_layer():
     assert (card.ssm.kind, card.ssm.dt_rank, card.ssm.dt_bc_norms) == ("mamba", 4, True)
 
 
+def test_gated_deltanet_and_short_conv_states_by_hand():
+    """Qwen3-Next tiny: Gated DeltaNet of 4 value heads x 8 and 2 key heads x 16, kernel 4: conv over q, k, v
+    (2 x 2 x 16 + 4 x 8 = 96 channels), recurrent state 4 x 16 x 8 per layer (3 of 4 layers; every 4th attends).
+    LFM2 tiny: a short conv over the 64 hidden channels, kernel 3, no recurrent state. bf16 on vLLM, batch 3."""
+    est = estimate(_card("qwen3-next"), batch=3, seq_len=40, engine="vllm", kv_dtype="bf16", block_size=16)
+    groups = {g.kind: g.total_bytes for g in est.kv_cache.groups}
+    assert groups == {"conv_state": 3 * 3 * 96 * 3 * 2, "ssm_state": 3 * 3 * 4 * 16 * 8 * 2,
+                      "full": 3 * 1 * 48 * 2 * 2 * 16 * 2}
+    lfm2 = estimate(_card("lfm2"), batch=3, seq_len=40, engine="hf-dynamic", kv_dtype="bf16")
+    assert {g.kind: g.total_bytes for g in lfm2.kv_cache.groups} == {"conv_state": 3 * 2 * 64 * 3 * 2,
+                                                                     "full": 3 * 1 * 40 * 2 * 2 * 16 * 2}
+    # in_proj_qkvz 64 x (96 + 32), in_proj_ba 64 x 8, conv1d 96 x 4, dt_bias and A_log 4 each, norm 8, out_proj 32 x 64
+    assert count_params(_card("qwen3-next")).ssm == 3 * (64 * 128 + 64 * 8 + 96 * 4 + 8 + 8 + 32 * 64)
+
+
+@pytest.mark.parametrize("name", ["qwen3-next", "lfm2-bias-ffn"])
+def test_layer_rule_without_layer_types_is_the_config_class_rule(name):
+    """The config class derives layer_types (full_attention_interval; full_attn_idxs) when a file lists none."""
+    model_type, kwargs = _case(name)
+    data = transformers.AutoConfig.for_model(model_type, **kwargs).to_dict()
+    rule = {k: v for k, v in data.items() if k != "layer_types"}
+    assert card_from_hf_config(rule) == card_from_hf_config(data)
+
+
 def test_defaults_hybrid_are_transformers_defaults():
     for model_type, defaults in DEFAULTS_HYBRID.items():
-        fields = {f.name: f.default for f in dataclasses.fields(transformers.CONFIG_MAPPING[model_type])}
+        cls = transformers.CONFIG_MAPPING[model_type]
+        fields, built = {f.name: f.default for f in dataclasses.fields(cls)}, cls()
         for key, value in defaults.items():
-            assert fields[key] == value, (model_type, key)
+            assert value in (fields[key], getattr(built, key)), (model_type, key)
 
 
 @pytest.mark.parametrize(("model_type", "kwargs", "match"), [
@@ -155,6 +195,11 @@ def test_defaults_hybrid_are_transformers_defaults():
     ("jamba", dict(attn_layer_period=2, attn_layer_offset=2), r"attn_layer_offset \(2\) must be smaller"),
     ("jamba", dict(expert_layer_period=4, expert_layer_offset=1), "expert_layer_offset 1 .* not modelled"),
     ("falcon_h1", dict(mamba_d_ssm=100), r"ssm.num_heads: 8 does not divide ssm.intermediate_size 100"),
+    ("qwen3_next", dict(**GDN, head_dim=16, layer_types=["linear_attention"]),
+     r"layer_types: .* num_hidden_layers \(2\)"),
+    ("qwen3_next", dict(GDN, head_dim=16, linear_num_key_heads=3, num_experts=0),
+     "ssm.n_groups: 3 does not divide ssm.num_heads 4"),
+    ("lfm2", dict(layer_types=["conv", "mamba"]), r"layer_types: \['conv', 'mamba'\] is not a list"),
 ])
 def test_inconsistent_configs_name_the_keys(model_type, kwargs, match):
     data = {**ATTN, **MAMBA2, "hidden_size": 64, "vocab_size": 128, "num_hidden_layers": 2,

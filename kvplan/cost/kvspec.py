@@ -95,8 +95,9 @@ def _layer_specs(card: ModelCard, kv_dtype: DType, transformers: bool) -> tuple[
     return self_attn + (cross,) * card.num_layers
 
 
-def state_specs(card: ModelCard, kv_dtype: DType, transformers: bool) -> tuple[KVLayerSpec, KVLayerSpec]:
-    """The conv state and the SSM state of one mamba layer for one sequence (kvplan.model.ssm).
+def state_specs(card: ModelCard, kv_dtype: DType, transformers: bool) -> tuple[KVLayerSpec, ...]:
+    """The conv state and the SSM (recurrent) state of one state layer for one sequence (kvplan.model.ssm); a short
+    conv (LFM2) holds the conv state only. The same rules hold for Mamba-1/2 and Gated DeltaNet (measured).
 
     Conv state: transformers keeps the last d_conv inputs (LinearAttentionLayer.update_conv_state, conv_kernel_size
     = d_conv), vLLM and an ideal cache the d_conv - 1 the next step needs (MambaStateShapeCalculator: conv_kernel -
@@ -111,6 +112,8 @@ def state_specs(card: ModelCard, kv_dtype: DType, transformers: bool) -> tuple[K
     width = ssm.d_conv if transformers else ssm.d_conv - 1
     conv = KVLayerSpec("conv_state", ((width, ssm.conv_dim),), kv_dtype,
                        f"({ssm.conv_dim} conv channels x {width} inputs)", per_sequence=True)
+    if ssm.state_shape is None:
+        return (conv,)
     if transformers:
         state_t = parse_dtype("fp32")
     else:
@@ -121,7 +124,8 @@ def state_specs(card: ModelCard, kv_dtype: DType, transformers: bool) -> tuple[K
     return conv, ssm_spec
 
 
-_STATE_AXES = {"mamba": ("channels", "d_state"), "mamba2": ("heads", "head_dim", "d_state")}
+_STATE_AXES = {"mamba": ("channels", "d_state"), "mamba2": ("heads", "head_dim", "d_state"),
+               "gated_deltanet": ("heads", "key_dim", "value_dim")}
 
 
 def chunked(spec: KVLayerSpec, chunk: int | None) -> KVLayerSpec:

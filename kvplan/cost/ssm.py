@@ -7,6 +7,12 @@ in_proj h x 2I (x and the gate z), depthwise conv1d I x K (+ I bias), x_proj I x
 
 Mamba-2 (H heads, G groups, conv_dim = I + 2GN): in_proj h x (2I + 2GN + H) (z, x, B, C, dt), conv1d conv_dim x K
 (+ conv_dim bias), dt_bias, A_log and D (H each), a gated RMSNorm of I, out_proj I x h.
+
+Gated DeltaNet (``Qwen3NextGatedDeltaNet``; H value heads of width P, G key heads of width N, I = HP): in_proj_qkvz
+h x (2GN + 2I) (q, k, v, the output gate z), in_proj_ba h x 2H (beta, the decay a), conv1d conv_dim x K (no bias),
+dt_bias and A_log (H each), a gated RMSNorm of P shared by the heads, out_proj I x h; no biases.
+
+Short conv (``Lfm2ShortConv``, I = h): in_proj h x 3h (B, C, x), conv1d h x K, out_proj h x h; biases with conv_bias.
 """
 
 from __future__ import annotations
@@ -27,6 +33,11 @@ def ssm_matrices(card: ModelCard) -> tuple[Matrix, ...]:
         return (Matrix("in_proj", h, 2 * inner, bias, "column"),
                 Matrix("x_proj", inner, s.dt_rank + 2 * s.d_state, False, "row"),
                 Matrix("dt_proj", s.dt_rank, inner, True, "column"), out)
+    if s.kind == "gated_deltanet":
+        return (Matrix("in_proj_qkvz", h, s.conv_dim + inner, bias, "column"),
+                Matrix("in_proj_ba", h, 2 * s.num_heads, bias, "column"), out)
+    if s.kind == "short_conv":
+        return Matrix("in_proj", h, 3 * inner, bias, "column"), out
     in_width = inner + s.conv_dim + s.num_heads  # z, (x, B, C), dt
     return Matrix("in_proj", h, in_width, bias, "column"), out
 
@@ -34,12 +45,16 @@ def ssm_matrices(card: ModelCard) -> tuple[Matrix, ...]:
 def ssm_extras(card: ModelCard) -> int:
     """Parameters of one mixer outside its projections: the depthwise conv1d (conv_dim x d_conv, + conv_dim bias),
     A_log and D (Mamba-1: I x N and I, Jamba's dt/B/C norms; Mamba-2: one per head, plus dt_bias), Mamba-2's gated
-    RMSNorm of I (unless Falcon-H1 turns it off)."""
+    RMSNorm of I (unless Falcon-H1 turns it off); Gated DeltaNet's dt_bias, A_log and norm of P; short conv: none."""
     s = card.ssm
     conv = s.conv_dim * s.d_conv + (s.conv_dim if s.conv_bias else 0)
     if s.kind == "mamba":
         norms = s.dt_rank + 2 * s.d_state if s.dt_bc_norms else 0
         return conv + s.intermediate_size * s.d_state + s.intermediate_size + norms
+    if s.kind == "gated_deltanet":
+        return conv + 2 * s.num_heads + s.head_dim
+    if s.kind == "short_conv":
+        return conv
     return conv + 3 * s.num_heads + (s.intermediate_size if s.gated_norm else 0)
 
 

@@ -135,6 +135,8 @@ class ModelCard(BaseModel):
     attention_sinks: StrictBool = Field(
         False, description="Learned per-head attention-sink logits (gpt-oss): num_heads parameters per layer, never "
                            "cached.")
+    attention_output_gate: StrictBool = Field(
+        False, description="q_proj also emits a sigmoid gate on the attention output (Qwen3-Next): twice as wide.")
     qkv_bias: StrictBool = False
     out_bias: StrictBool = False
     mlp_bias: StrictBool = False
@@ -150,7 +152,8 @@ class ModelCard(BaseModel):
     layer_pattern: tuple[LayerType, ...] | None = Field(
         None, max_length=MAX_LAYERS, description="Layer types, repeated over the layers; null: all sliding if "
                           "sliding_window is set, else all global. Gemma-2: [sliding, global]; Llama-4: [chunked, "
-                          "chunked, chunked, global]; mamba: a state-space layer (the card's ssm block); hybrid: full "
+                          "chunked, chunked, global]; mamba: a state layer (the card's ssm block: Mamba-1/2, Gated "
+                          "DeltaNet, short conv); hybrid: full "
                           "attention and the ssm mixer side by side in one layer (Falcon-H1); mlp: a layer with an "
                           "FFN and no mixer (Nemotron-H, only with mixer_mlp false).")
     attention_chunk_size: Count | None = Field(

@@ -1,7 +1,8 @@
-"""transformers' config-class defaults for the hybrid model types of families_hybrid (behavioural keys, the conv
-kernel / expand / group / chunk knobs and layer periods a config.json may omit, and Falcon-H1's mamba_d_ssm, which
-overrides expand x hidden_size whenever the file leaves it out), read from the transformers 5.23 config classes'
-field defaults (before ``__post_init__``). Checked against the installed transformers in tests/test_state_layers_2.py."""
+"""transformers' config-class defaults for the hybrid model types of families_hybrid and families_linear
+(behavioural keys, the conv kernel / expand / group / chunk knobs and layer periods a config.json may omit, and
+Falcon-H1's mamba_d_ssm, which overrides expand x hidden_size whenever the file leaves it out), read from the
+transformers 5.23 config classes: a field's default, or the value ``__post_init__`` makes of it (Qwen3-Next's
+mlp_only_layers None -> []). Checked against the installed transformers in tests/test_state_layers_2.py."""
 
 DEFAULTS_HYBRID: dict[str, dict] = {'falcon_h1': {'attention_bias': False,
                'hidden_act': 'silu',
@@ -43,4 +44,19 @@ DEFAULTS_HYBRID: dict[str, dict] = {'falcon_h1': {'attention_bias': False,
            'mamba_proj_bias': False,
            'max_position_embeddings': 262144,
            'num_experts_per_tok': 2,
-           'tie_word_embeddings': False}}
+           'tie_word_embeddings': False},
+ 'lfm2': {'block_auto_adjust_ff_dim': True,
+          'block_ffn_dim_multiplier': 1.0,
+          'block_multiple_of': 256,
+          'conv_L_cache': 3,
+          'conv_bias': False,
+          'max_position_embeddings': 128000,
+          'tie_word_embeddings': True},
+ 'qwen3_next': {'attention_bias': False,
+                'decoder_sparse_step': 1,
+                'hidden_act': 'silu',
+                'linear_conv_kernel_dim': 4,
+                'max_position_embeddings': 32768,
+                'mlp_only_layers': [],
+                'num_experts_per_tok': 10,
+                'tie_word_embeddings': False}}
