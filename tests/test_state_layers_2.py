@@ -21,7 +21,8 @@ from kvplan.errors import KvplanError  # noqa: E402
 from kvplan.model.dtypes import parse_dtype  # noqa: E402
 from kvplan.model.hf.config import card_from_hf_config  # noqa: E402
 from kvplan.model.hf.defaults_hybrid import DEFAULTS_HYBRID  # noqa: E402
-from test_state_layers import BASE, _measured  # noqa: E402
+from test_state_layers import BASE, _measured, _tensors  # noqa: E402
+from transformers.models.minimax.modeling_minimax import MiniMaxCache  # noqa: E402
 
 ATTN = dict(num_attention_heads=4, num_key_value_heads=2, intermediate_size=96)
 MAMBA2 = dict(mamba_n_heads=8, mamba_d_state=8, mamba_n_groups=2)
@@ -50,6 +51,11 @@ CASES = [
                                                  attention_bias=True, linear_conv_kernel_dim=3,
                                                  layer_types=["full_attention", "linear_attention",
                                                               "linear_attention"])),
+    ("minimax", "minimax", dict(BASE, **ATTN, num_hidden_layers=3, head_dim=16, num_local_experts=4,
+                                num_experts_per_tok=2)),
+    ("minimax-linear-last", "minimax", dict(BASE, **ATTN, num_hidden_layers=4, num_local_experts=2,
+                                            num_experts_per_tok=1, layer_types=["linear_attention"] * 3
+                                            + ["full_attention"])),
     ("lfm2", "lfm2", dict(BASE, **ATTN, num_hidden_layers=3, layer_types=["conv", "full_attention", "conv"])),
     ("lfm2-bias-ffn", "lfm2", dict(BASE, **{**ATTN, "intermediate_size": 120}, num_hidden_layers=4,
                                    full_attn_idxs=[2], conv_bias=True, conv_L_cache=4, block_ffn_dim_multiplier=1.5,
@@ -88,14 +94,29 @@ def _predicted(card, engine: str, kv: str, batch: int, seq_len: int, max_cache_l
     return per_layer
 
 
+def _new_cache(cfg):
+    """The cache the model runs with: MiniMax refuses any but its own MiniMaxCache."""
+    return MiniMaxCache() if cfg.model_type == "minimax" else transformers.DynamicCache(config=cfg)
+
+
+def _measured_layers(cache, layers: int) -> tuple[list[int], int]:
+    """(bytes per decoder layer, bytes of the whole cache object). MiniMaxCache keeps each lightning layer's state
+    in ``linear_cache[i]``, beside ``layers`` (which then holds only the attention layers' K/V, lazily)."""
+    if not hasattr(cache, "linear_cache"):
+        return _measured(cache)
+    per_layer = [(_tensors(cache.layers[i], set()) if i < len(cache.layers) else 0)
+                 + (_tensors(cache.linear_cache[i], set()) if i < len(cache.linear_cache) else 0) for i in range(layers)]
+    return per_layer, _tensors(cache, set())
+
+
 @pytest.mark.parametrize(("model_type", "kwargs"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_params_and_dynamic_cache_match_transformers(model_type, kwargs):
     cfg, model = _model(model_type, kwargs)
     card = card_from_hf_config(cfg.to_dict())
     assert count_params(card).total == sum(p.numel() for p in model.parameters())
     for batch, prompt, steps in LENGTHS:
-        cache = _generate(model, transformers.DynamicCache(config=cfg), batch, prompt, steps)
-        layers, whole = _measured(cache)
+        cache = _generate(model, _new_cache(cfg), batch, prompt, steps)
+        layers, whole = _measured_layers(cache, card.num_layers)
         seq_len = prompt + steps - 1
         assert layers == _predicted(card, "hf-dynamic", "fp32", batch, seq_len), (batch, prompt, steps)
         est = estimate(card, batch=batch, seq_len=seq_len, engine="hf-dynamic", kv_dtype="fp32")
@@ -111,13 +132,15 @@ def _card(name: str):
     return card_from_hf_config(transformers.AutoConfig.for_model(model_type, **kwargs).to_dict())
 
 
-@pytest.mark.parametrize("name", ["falcon-h1", "granite-moe-hybrid", "qwen3-next", "lfm2"])
-def test_bf16_model_keeps_the_ssm_state_in_float32(name):
+@pytest.mark.parametrize("name", ["falcon-h1", "granite-moe-hybrid", "qwen3-next", "lfm2", "minimax"])
+def test_bf16_model_state_dtypes(name):
+    """transformers keeps Mamba-2 and Gated DeltaNet states in float32 in a bf16 model, the conv states and MiniMax's
+    lightning state in bf16."""
     model_type, kwargs = _case(name)
     cfg, model = _model(model_type, kwargs, torch.bfloat16)
     card = card_from_hf_config({**cfg.to_dict(), "dtype": "bfloat16"})
-    cache = _generate(model, transformers.DynamicCache(config=cfg), 2, 4, 2)
-    layers, whole = _measured(cache)
+    cache = _generate(model, _new_cache(cfg), 2, 4, 2)
+    layers, whole = _measured_layers(cache, card.num_layers)
     assert layers == _predicted(card, "hf-dynamic", "bf16", 2, 5)
     assert estimate(card, batch=2, seq_len=5, engine="hf-dynamic").kv_cache.total_bytes == whole
 
@@ -200,6 +223,8 @@ def test_defaults_hybrid_are_transformers_defaults():
     ("qwen3_next", dict(GDN, head_dim=16, linear_num_key_heads=3, num_experts=0),
      "ssm.n_groups: 3 does not divide ssm.num_heads 4"),
     ("lfm2", dict(layer_types=["conv", "mamba"]), r"layer_types: \['conv', 'mamba'\] is not a list"),
+    ("minimax", dict(attn_type_list=[0, 1]), "attn_type_list .* ignored by transformers"),
+    ("minimax", dict(sliding_window=8), "sliding_window: 8 is not modelled for minimax"),
 ])
 def test_inconsistent_configs_name_the_keys(model_type, kwargs, match):
     data = {**ATTN, **MAMBA2, "hidden_size": 64, "vocab_size": 128, "num_hidden_layers": 2,

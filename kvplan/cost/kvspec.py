@@ -97,7 +97,8 @@ def _layer_specs(card: ModelCard, kv_dtype: DType, transformers: bool) -> tuple[
 
 def state_specs(card: ModelCard, kv_dtype: DType, transformers: bool) -> tuple[KVLayerSpec, ...]:
     """The conv state and the SSM (recurrent) state of one state layer for one sequence (kvplan.model.ssm); a short
-    conv (LFM2) holds the conv state only. The same rules hold for Mamba-1/2 and Gated DeltaNet (measured).
+    conv (LFM2) holds the conv state only, lightning attention (MiniMax) the recurrent state only. The same rules
+    hold for Mamba-1/2 and Gated DeltaNet (measured).
 
     Conv state: transformers keeps the last d_conv inputs (LinearAttentionLayer.update_conv_state, conv_kernel_size
     = d_conv), vLLM and an ideal cache the d_conv - 1 the next step needs (MambaStateShapeCalculator: conv_kernel -
@@ -110,22 +111,22 @@ def state_specs(card: ModelCard, kv_dtype: DType, transformers: bool) -> tuple[K
         raise KvplanError(f"--kv-dtype: {kv_dtype.name} quantizes K/V only; {card.name}'s conv and SSM states stay in "
                           f"the model dtype, which kvplan does not model beside it; allowed: {', '.join(_STATE_DTYPES)}")
     width = ssm.d_conv if transformers else ssm.d_conv - 1
-    conv = KVLayerSpec("conv_state", ((width, ssm.conv_dim),), kv_dtype,
-                       f"({ssm.conv_dim} conv channels x {width} inputs)", per_sequence=True)
+    conv = (KVLayerSpec("conv_state", ((width, ssm.conv_dim),), kv_dtype,
+                        f"({ssm.conv_dim} conv channels x {width} inputs)", per_sequence=True),) if ssm.has_conv else ()
     if ssm.state_shape is None:
-        return (conv,)
-    if transformers:
-        state_t = parse_dtype("fp32")
+        return conv
+    if transformers:  # the lightning kernel accumulates in the model dtype (MiniMaxCache.linear_cache, measured)
+        state_t = kv_dtype if ssm.kind == "lightning" else parse_dtype("fp32")
     else:
         state_t = parse_dtype(ssm.state_dtype) if ssm.state_dtype else kv_dtype
     *lead, d_state = ssm.state_shape
     shape = " x ".join(f"{n} {what}" for n, what in zip(ssm.state_shape, _STATE_AXES[ssm.kind]))
     ssm_spec = KVLayerSpec("ssm_state", ((math.prod(lead), d_state),), state_t, f"({shape})", per_sequence=True)
-    return conv, ssm_spec
+    return conv + (ssm_spec,)
 
 
 _STATE_AXES = {"mamba": ("channels", "d_state"), "mamba2": ("heads", "head_dim", "d_state"),
-               "gated_deltanet": ("heads", "key_dim", "value_dim")}
+               "gated_deltanet": ("heads", "key_dim", "value_dim"), "lightning": ("heads", "key_dim", "value_dim")}
 
 
 def chunked(spec: KVLayerSpec, chunk: int | None) -> KVLayerSpec:

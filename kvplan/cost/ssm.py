@@ -13,6 +13,9 @@ h x (2GN + 2I) (q, k, v, the output gate z), in_proj_ba h x 2H (beta, the decay 
 dt_bias and A_log (H each), a gated RMSNorm of P shared by the heads, out_proj I x h; no biases.
 
 Short conv (``Lfm2ShortConv``, I = h): in_proj h x 3h (B, C, x), conv1d h x K, out_proj h x h; biases with conv_bias.
+
+Lightning attention (``MiniMaxLightningAttention``, I = heads x head_dim): qkv_proj h x 3I, output_gate h x I, an
+RMSNorm of I, out_proj I x h; no biases, no conv.
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ def ssm_matrices(card: ModelCard) -> tuple[Matrix, ...]:
                 Matrix("in_proj_ba", h, 2 * s.num_heads, bias, "column"), out)
     if s.kind == "short_conv":
         return Matrix("in_proj", h, 3 * inner, bias, "column"), out
+    if s.kind == "lightning":
+        return (Matrix("qkv_proj", h, 3 * inner, bias, "column"), Matrix("output_gate", h, inner, bias, "column"), out)
     in_width = inner + s.conv_dim + s.num_heads  # z, (x, B, C), dt
     return Matrix("in_proj", h, in_width, bias, "column"), out
 
@@ -47,6 +52,8 @@ def ssm_extras(card: ModelCard) -> int:
     A_log and D (Mamba-1: I x N and I, Jamba's dt/B/C norms; Mamba-2: one per head, plus dt_bias), Mamba-2's gated
     RMSNorm of I (unless Falcon-H1 turns it off); Gated DeltaNet's dt_bias, A_log and norm of P; short conv: none."""
     s = card.ssm
+    if s.kind == "lightning":  # its RMSNorm of I; no conv
+        return s.intermediate_size
     conv = s.conv_dim * s.d_conv + (s.conv_dim if s.conv_bias else 0)
     if s.kind == "mamba":
         norms = s.dt_rank + 2 * s.d_state if s.dt_bc_norms else 0

@@ -22,6 +22,8 @@ Two linear-attention mixers share the block, each with its own state rule:
   ``MambaStateShapeCalculator.gated_delta_net_state_shape``).
 - ``short_conv`` (LFM2 ``Lfm2ShortConv``): a gated depthwise conv over the hidden width, no recurrence: only a
   conv state (hidden_size channels x d_conv), no d_state, no heads.
+- ``lightning`` (MiniMax ``MiniMaxLightningAttention``, arXiv:2501.08313): linear attention with a per-head decay and
+  no conv: only the recurrent K^T V state, (num_heads, head_dim, head_dim), held in the model dtype.
 """
 
 from __future__ import annotations
@@ -37,9 +39,9 @@ class SSM(BaseModel):
     """The state-space mixer of a card's ``mamba`` layers."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
-    kind: Literal["mamba", "mamba2", "gated_deltanet", "short_conv"] = Field(
+    kind: Literal["mamba", "mamba2", "gated_deltanet", "short_conv", "lightning"] = Field(
         description="Mamba-1 (selective scan), Mamba-2 (SSD, multi-head), Gated DeltaNet (Qwen3-Next linear "
-                    "attention) or short_conv (LFM2: a conv state only).")
+                    "attention), short_conv (LFM2: a conv state only) or lightning (MiniMax: a K^T V state only).")
     d_state: _Size | None = Field(
         None, description="SSM state size N (state_size / mamba_d_state / ssm_state_size); gated_deltanet: the key "
                           "head width; required except for short_conv.")
@@ -65,6 +67,11 @@ class SSM(BaseModel):
                           "null: the cache dtype. transformers keeps it in float32 regardless.")
 
     @property
+    def has_conv(self) -> bool:
+        """The mixer runs a causal conv1d, and so caches a conv state (all kinds but lightning)."""
+        return self.kind != "lightning"
+
+    @property
     def conv_dim(self) -> int:
         """Channels of the depthwise conv1d, and so of the conv state."""
         if self.kind in ("mamba", "short_conv"):
@@ -81,14 +88,16 @@ class SSM(BaseModel):
             return (self.intermediate_size, self.d_state)
         if self.kind == "gated_deltanet":
             return (self.num_heads, self.d_state, self.head_dim)
+        if self.kind == "lightning":
+            return (self.num_heads, self.head_dim, self.head_dim)
         return (self.num_heads, self.head_dim, self.d_state)
 
 
 _ONLY = {  # fields a kind may set away from their defaults: field -> (the kinds allowed, what it is)
     "dt_rank": (("mamba",), "Mamba-1's dt projection rank"),
     "dt_bc_norms": (("mamba",), "Jamba's dt/B/C norms"),
-    "num_heads": (("mamba2", "gated_deltanet"), "heads"),
-    "head_dim": (("mamba2", "gated_deltanet"), "head width"),
+    "num_heads": (("mamba2", "gated_deltanet", "lightning"), "heads"),
+    "head_dim": (("mamba2", "gated_deltanet", "lightning"), "head width"),
     "d_state": (("mamba", "mamba2", "gated_deltanet"), "a recurrent state"),
 }
 
@@ -107,7 +116,7 @@ def derive_ssm(ssm: SSM, hidden_size: int) -> None:
         _fill(ssm, "out_proj_bias", ssm.proj_bias)
     if ssm.kind == "mamba" and ssm.dt_rank is None:
         _fill(ssm, "dt_rank", -(-hidden_size // 16))
-    if ssm.kind in ("mamba2", "gated_deltanet"):
+    if ssm.kind in ("mamba2", "gated_deltanet", "lightning"):
         _derive_heads(ssm)
 
 
@@ -116,7 +125,7 @@ def _check_kind_fields(ssm: SSM) -> None:
         if ssm.kind not in kinds and getattr(ssm, field) not in (None, False):
             raise ValueError(f"ssm.{field}: only for kind {' or '.join(kinds)} ({what}); allowed: null (not set) "
                              f"for {ssm.kind}")
-    if ssm.kind != "short_conv" and ssm.d_state is None:
+    if ssm.kind in _ONLY["d_state"][0] and ssm.d_state is None:
         raise ValueError(f"ssm.d_state: required for kind {ssm.kind}")
     if ssm.n_groups != 1 and ssm.kind not in ("mamba2", "gated_deltanet"):
         raise ValueError(f"ssm.n_groups: {ssm.n_groups}; {ssm.kind} has no groups; allowed: 1")

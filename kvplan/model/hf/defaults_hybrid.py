@@ -59,4 +59,9 @@ DEFAULTS_HYBRID: dict[str, dict] = {'falcon_h1': {'attention_bias': False,
                 'max_position_embeddings': 32768,
                 'mlp_only_layers': [],
                 'num_experts_per_tok': 10,
-                'tie_word_embeddings': False}}
+                'tie_word_embeddings': False},
+ 'minimax': {'hidden_act': 'silu',
+             'max_position_embeddings': 131072,
+             'num_experts_per_tok': 2,
+             'sliding_window': None,
+             'tie_word_embeddings': False}}

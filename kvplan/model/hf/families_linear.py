@@ -1,5 +1,5 @@
-"""Readers for linear-attention hybrids (Qwen3-Next's Gated DeltaNet, LFM2's short convolutions), as transformers 5.x
-builds them: config.json keys -> card fields, with an ``ssm:`` block of kind gated_deltanet or short_conv
+"""Readers for linear-attention hybrids (Qwen3-Next's Gated DeltaNet, LFM2's short convolutions, MiniMax's lightning
+attention), as transformers 5.x builds them: config.json keys -> card fields, with an ``ssm:`` block of that kind
 (kvplan.model.ssm) for the state layers and full attention elsewhere.
 
 Layer rules:
@@ -11,6 +11,9 @@ Layer rules:
 - LFM2 (modeling_lfm2.py): ``layer_types`` ("conv" -> a short conv, "full_attention"), else the layers in
   ``full_attn_idxs`` attend (default: all); the MLP's width is adjusted from intermediate_size (``Lfm2MLP``); the
   final norm is called embedding_norm.
+- MiniMax (modeling_minimax.py): ``layer_types`` ("linear_attention" -> lightning attention), else even layers
+  attend and odd ones are linear (MiniMaxConfig.__post_init__); every FFN is a Mixtral-style MoE. Its cache,
+  MiniMaxCache, keeps the linear states in its own ``linear_cache`` list beside ``layers``.
 
 ``ALL_READERS`` extends families_hybrid's chain.
 """
@@ -92,5 +95,24 @@ def _lfm2_ffn(cfg: Config) -> int:
     return step * ((int(mult * ffn) + step - 1) // step)
 
 
-READERS: dict[str, Callable[[Config], dict]] = {"qwen3_next": qwen3_next, "lfm2": lfm2}
+def minimax(cfg: Config) -> dict:
+    if cfg.data.get("layer_types") is None and cfg.data.get("attn_type_list") is not None:
+        raise KvplanError(f"{cfg.origin}: attn_type_list (MiniMax's remote-code key) is ignored by transformers 5.x, "
+                          "which would build alternating layers instead; allowed: give layer_types "
+                          "(linear_attention / full_attention per layer)")
+    if cfg.lookup("sliding_window") is not None:
+        raise KvplanError(f"{cfg.origin}: sliding_window: {clip(cfg.data['sliding_window'])} is not modelled for "
+                          "minimax; allowed: null")
+    types = _types(cfg, {"linear_attention": "mamba", "full_attention": "global"},
+                   lambda n: ["global" if (i + 1) % 2 else "mamba" for i in range(n)])
+    core = _decoder_core(cfg)
+    heads = core["num_heads"]
+    width = core["head_dim"] or core["hidden_size"] // heads
+    ssm = {"kind": "lightning", "num_heads": heads, "head_dim": width, "intermediate_size": heads * width}
+    moe = {"num_experts": cfg.integer("num_local_experts", "num_experts"),
+           "experts_per_token": cfg.integer("num_experts_per_tok"), "expert_ffn_size": cfg.integer("intermediate_size")}
+    return {**core, "layer_pattern": _compress(types), "ssm": ssm, "moe": moe}
+
+
+READERS: dict[str, Callable[[Config], dict]] = {"qwen3_next": qwen3_next, "lfm2": lfm2, "minimax": minimax}
 ALL_READERS: dict[str, Callable[[Config], dict]] = families_hybrid.ALL_READERS | READERS
