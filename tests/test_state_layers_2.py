@@ -56,12 +56,18 @@ CASES = [
     ("minimax-linear-last", "minimax", dict(BASE, **ATTN, num_hidden_layers=4, num_local_experts=2,
                                             num_experts_per_tok=1, layer_types=["linear_attention"] * 3
                                             + ["full_attention"])),
+    ("recurrent-gemma", "recurrent_gemma", dict(BASE, **{**ATTN, "num_key_value_heads": 1}, num_hidden_layers=3,
+                                                attention_window_size=3)),
+    ("recurrent-gemma-lru-bias", "recurrent_gemma", dict(BASE, **ATTN, num_hidden_layers=4, lru_width=96,
+                                                         conv1d_width=3, attention_bias=True, attention_window_size=5,
+                                                         block_types=["recurrent", "attention"])),
     ("lfm2", "lfm2", dict(BASE, **ATTN, num_hidden_layers=3, layer_types=["conv", "full_attention", "conv"])),
     ("lfm2-bias-ffn", "lfm2", dict(BASE, **{**ATTN, "intermediate_size": 120}, num_hidden_layers=4,
                                    full_attn_idxs=[2], conv_bias=True, conv_L_cache=4, block_ffn_dim_multiplier=1.5,
                                    block_multiple_of=32)),
 ]
-LENGTHS = [(1, 2, 1), (2, 3, 1), (1, 5, 4), (2, 2, 6)]  # (batch, prompt, decode steps): shorter and longer than d_conv
+# (batch, prompt, decode steps): shorter and longer than d_conv; RecurrentGemma's window 3 at W-1, W, W+1 and beyond
+LENGTHS = [(1, 2, 1), (2, 3, 1), (2, 4, 1), (1, 5, 4), (2, 2, 6)]
 
 
 
@@ -99,9 +105,20 @@ def _new_cache(cfg):
     return MiniMaxCache() if cfg.model_type == "minimax" else transformers.DynamicCache(config=cfg)
 
 
-def _measured_layers(cache, layers: int) -> tuple[list[int], int]:
-    """(bytes per decoder layer, bytes of the whole cache object). MiniMaxCache keeps each lightning layer's state
-    in ``linear_cache[i]``, beside ``layers`` (which then holds only the attention layers' K/V, lazily)."""
+def _measured_layers(cache, layers: int, model=None) -> tuple[list[int], int]:
+    """(bytes per decoder layer, bytes of the whole cache object and of the states held outside it). MiniMaxCache
+    keeps each lightning layer's state in ``linear_cache[i]``, beside ``layers`` (which then holds only the attention
+    layers' K/V, lazily); RecurrentGemma keeps its RG-LRU states on the model's modules."""
+    if model is not None and model.config.model_type == "recurrent_gemma":
+        # its local-attention layers as the project counts a sliding DynamicCache layer (tests/test_hf_import.py):
+        # the W-1 positions kept, not the W-position storage their view pins, nor the int64 window scalar
+        held = [sum(t.numel() * t.element_size() for t in (layer.keys, layer.values))
+                if hasattr(layer, "_sliding_window_tensor") else _tensors(layer, set()) for layer in cache.layers]
+        on_model = [_tensors([getattr(b, "conv1d_state", None), getattr(getattr(b, "rg_lru", None), "recurrent_states",
+                                                                        None)], set())
+                    for b in (layer.temporal_block for layer in model.model.layers)]
+        per_layer = [a + b for a, b in zip(held, on_model)]
+        return per_layer, sum(per_layer)
     if not hasattr(cache, "linear_cache"):
         return _measured(cache)
     per_layer = [(_tensors(cache.layers[i], set()) if i < len(cache.layers) else 0)
@@ -116,8 +133,11 @@ def test_params_and_dynamic_cache_match_transformers(model_type, kwargs):
     assert count_params(card).total == sum(p.numel() for p in model.parameters())
     for batch, prompt, steps in LENGTHS:
         cache = _generate(model, _new_cache(cfg), batch, prompt, steps)
-        layers, whole = _measured_layers(cache, card.num_layers)
+        layers, whole = _measured_layers(cache, card.num_layers, model)
         seq_len = prompt + steps - 1
+        if model_type == "recurrent_gemma" and steps == 1:  # before the first decode step its conv state is a
+            short = [batch * card.ssm.conv_dim * 4 * (card.mixer(i) == "mamba") for i in range(card.num_layers)]
+            layers, whole = [n + s for n, s in zip(layers, short)], whole + sum(short)  # tensor of d_conv - 1
         assert layers == _predicted(card, "hf-dynamic", "fp32", batch, seq_len), (batch, prompt, steps)
         est = estimate(card, batch=batch, seq_len=seq_len, engine="hf-dynamic", kv_dtype="fp32")
         assert est.kv_cache.total_bytes == whole == sum(layers)
@@ -132,15 +152,16 @@ def _card(name: str):
     return card_from_hf_config(transformers.AutoConfig.for_model(model_type, **kwargs).to_dict())
 
 
-@pytest.mark.parametrize("name", ["falcon-h1", "granite-moe-hybrid", "qwen3-next", "lfm2", "minimax"])
+@pytest.mark.parametrize("name", ["falcon-h1", "granite-moe-hybrid", "qwen3-next", "lfm2", "minimax",
+                                  "recurrent-gemma"])
 def test_bf16_model_state_dtypes(name):
-    """transformers keeps Mamba-2 and Gated DeltaNet states in float32 in a bf16 model, the conv states and MiniMax's
-    lightning state in bf16."""
+    """transformers keeps Mamba-2, Gated DeltaNet and RG-LRU states in float32 in a bf16 model, the conv states and
+    MiniMax's lightning state in bf16."""
     model_type, kwargs = _case(name)
     cfg, model = _model(model_type, kwargs, torch.bfloat16)
     card = card_from_hf_config({**cfg.to_dict(), "dtype": "bfloat16"})
     cache = _generate(model, _new_cache(cfg), 2, 4, 2)
-    layers, whole = _measured_layers(cache, card.num_layers)
+    layers, whole = _measured_layers(cache, card.num_layers, model)
     assert layers == _predicted(card, "hf-dynamic", "bf16", 2, 5)
     assert estimate(card, batch=2, seq_len=5, engine="hf-dynamic").kv_cache.total_bytes == whole
 
@@ -225,6 +246,8 @@ def test_defaults_hybrid_are_transformers_defaults():
     ("lfm2", dict(layer_types=["conv", "mamba"]), r"layer_types: \['conv', 'mamba'\] is not a list"),
     ("minimax", dict(attn_type_list=[0, 1]), "attn_type_list .* ignored by transformers"),
     ("minimax", dict(sliding_window=8), "sliding_window: 8 is not modelled for minimax"),
+    ("recurrent_gemma", dict(block_types=["recurrent", "mlp"]), r"block_types: \['recurrent', 'mlp'\] is not a list"),
+    ("recurrent_gemma", dict(lru_width=90), "ssm.num_heads: 4 must divide ssm.intermediate_size 90"),
 ])
 def test_inconsistent_configs_name_the_keys(model_type, kwargs, match):
     data = {**ATTN, **MAMBA2, "hidden_size": 64, "vocab_size": 128, "num_hidden_layers": 2,

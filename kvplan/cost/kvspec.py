@@ -110,6 +110,8 @@ def state_specs(card: ModelCard, kv_dtype: DType, transformers: bool) -> tuple[K
     if kv_dtype.name not in _STATE_DTYPES:
         raise KvplanError(f"--kv-dtype: {kv_dtype.name} quantizes K/V only; {card.name}'s conv and SSM states stay in "
                           f"the model dtype, which kvplan does not model beside it; allowed: {', '.join(_STATE_DTYPES)}")
+    # transformers' LinearAttentionLayer keeps d_conv inputs; RecurrentGemma's module-held conv1d_state, d_conv - 1
+    # wide, is from the first decode step a view of the d_conv-wide concatenation, whose storage it keeps (measured)
     width = ssm.d_conv if transformers else ssm.d_conv - 1
     conv = (KVLayerSpec("conv_state", ((width, ssm.conv_dim),), kv_dtype,
                         f"({ssm.conv_dim} conv channels x {width} inputs)", per_sequence=True),) if ssm.has_conv else ()
@@ -126,7 +128,8 @@ def state_specs(card: ModelCard, kv_dtype: DType, transformers: bool) -> tuple[K
 
 
 _STATE_AXES = {"mamba": ("channels", "d_state"), "mamba2": ("heads", "head_dim", "d_state"),
-               "gated_deltanet": ("heads", "key_dim", "value_dim"), "lightning": ("heads", "key_dim", "value_dim")}
+               "gated_deltanet": ("heads", "key_dim", "value_dim"), "lightning": ("heads", "key_dim", "value_dim"),
+               "rglru": ("channels",)}
 
 
 def chunked(spec: KVLayerSpec, chunk: int | None) -> KVLayerSpec:

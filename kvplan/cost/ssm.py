@@ -16,6 +16,9 @@ Short conv (``Lfm2ShortConv``, I = h): in_proj h x 3h (B, C, x), conv1d h x K, o
 
 Lightning attention (``MiniMaxLightningAttention``, I = heads x head_dim): qkv_proj h x 3I, output_gate h x I, an
 RMSNorm of I, out_proj I x h; no biases, no conv.
+
+RG-LRU block (``RecurrentGemmaRecurrentBlock``, I = lru_width, H blocks): linear_y, linear_x h x I and linear_out
+I x h, all biased; conv1d I x K + I bias; recurrent_param I; input and recurrent gates H x (I/H)^2 + I bias each.
 """
 
 from __future__ import annotations
@@ -43,6 +46,8 @@ def ssm_matrices(card: ModelCard) -> tuple[Matrix, ...]:
         return Matrix("in_proj", h, 3 * inner, bias, "column"), out
     if s.kind == "lightning":
         return (Matrix("qkv_proj", h, 3 * inner, bias, "column"), Matrix("output_gate", h, inner, bias, "column"), out)
+    if s.kind == "rglru":
+        return (Matrix("linear_y", h, inner, bias, "column"), Matrix("linear_x", h, inner, bias, "column"), out)
     in_width = inner + s.conv_dim + s.num_heads  # z, (x, B, C), dt
     return Matrix("in_proj", h, in_width, bias, "column"), out
 
@@ -62,6 +67,8 @@ def ssm_extras(card: ModelCard) -> int:
         return conv + 2 * s.num_heads + s.head_dim
     if s.kind == "short_conv":
         return conv
+    if s.kind == "rglru":  # recurrent_param, and the input and recurrent gates: block-diagonal weights plus biases
+        return conv + s.intermediate_size + 2 * (s.intermediate_size ** 2 // s.num_heads + s.intermediate_size)
     return conv + 3 * s.num_heads + (s.intermediate_size if s.gated_norm else 0)
 
 

@@ -24,6 +24,10 @@ Two linear-attention mixers share the block, each with its own state rule:
   conv state (hidden_size channels x d_conv), no d_state, no heads.
 - ``lightning`` (MiniMax ``MiniMaxLightningAttention``, arXiv:2501.08313): linear attention with a per-head decay and
   no conv: only the recurrent K^T V state, (num_heads, head_dim, head_dim), held in the model dtype.
+- ``rglru`` (RecurrentGemma / Griffin ``RecurrentGemmaRecurrentBlock``, arXiv:2402.19427): a conv over the
+  intermediate_size (lru_width) channels, then the RG-LRU, whose state is one vector of intermediate_size; its gates
+  are block-diagonal over num_heads blocks. transformers keeps both states on the module, not in the cache object;
+  its conv state, d_conv - 1 inputs, is a view of d_conv once decoding runs.
 """
 
 from __future__ import annotations
@@ -39,9 +43,10 @@ class SSM(BaseModel):
     """The state-space mixer of a card's ``mamba`` layers."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
-    kind: Literal["mamba", "mamba2", "gated_deltanet", "short_conv", "lightning"] = Field(
+    kind: Literal["mamba", "mamba2", "gated_deltanet", "short_conv", "lightning", "rglru"] = Field(
         description="Mamba-1 (selective scan), Mamba-2 (SSD, multi-head), Gated DeltaNet (Qwen3-Next linear "
-                    "attention), short_conv (LFM2: a conv state only) or lightning (MiniMax: a K^T V state only).")
+                    "attention), short_conv (LFM2: a conv state only), lightning (MiniMax: a K^T V state only) or "
+                    "rglru (RecurrentGemma: a conv and one recurrent vector).")
     d_state: _Size | None = Field(
         None, description="SSM state size N (state_size / mamba_d_state / ssm_state_size); gated_deltanet: the key "
                           "head width; required except for short_conv.")
@@ -74,7 +79,7 @@ class SSM(BaseModel):
     @property
     def conv_dim(self) -> int:
         """Channels of the depthwise conv1d, and so of the conv state."""
-        if self.kind in ("mamba", "short_conv"):
+        if self.kind in ("mamba", "short_conv", "rglru"):
             return self.intermediate_size
         return self.intermediate_size + 2 * self.n_groups * self.d_state
 
@@ -90,13 +95,15 @@ class SSM(BaseModel):
             return (self.num_heads, self.d_state, self.head_dim)
         if self.kind == "lightning":
             return (self.num_heads, self.head_dim, self.head_dim)
+        if self.kind == "rglru":
+            return (self.intermediate_size,)
         return (self.num_heads, self.head_dim, self.d_state)
 
 
 _ONLY = {  # fields a kind may set away from their defaults: field -> (the kinds allowed, what it is)
     "dt_rank": (("mamba",), "Mamba-1's dt projection rank"),
     "dt_bc_norms": (("mamba",), "Jamba's dt/B/C norms"),
-    "num_heads": (("mamba2", "gated_deltanet", "lightning"), "heads"),
+    "num_heads": (("mamba2", "gated_deltanet", "lightning", "rglru"), "heads"),
     "head_dim": (("mamba2", "gated_deltanet", "lightning"), "head width"),
     "d_state": (("mamba", "mamba2", "gated_deltanet"), "a recurrent state"),
 }
@@ -118,6 +125,9 @@ def derive_ssm(ssm: SSM, hidden_size: int) -> None:
         _fill(ssm, "dt_rank", -(-hidden_size // 16))
     if ssm.kind in ("mamba2", "gated_deltanet", "lightning"):
         _derive_heads(ssm)
+    if ssm.kind == "rglru" and (ssm.num_heads is None or ssm.intermediate_size % ssm.num_heads):
+        raise ValueError(f"ssm.num_heads: {ssm.num_heads} must divide ssm.intermediate_size "
+                         f"{ssm.intermediate_size} into the RG-LRU gate blocks")
 
 
 def _check_kind_fields(ssm: SSM) -> None:

@@ -64,4 +64,10 @@ DEFAULTS_HYBRID: dict[str, dict] = {'falcon_h1': {'attention_bias': False,
              'max_position_embeddings': 131072,
              'num_experts_per_tok': 2,
              'sliding_window': None,
-             'tie_word_embeddings': False}}
+             'tie_word_embeddings': False},
+ 'recurrent_gemma': {'attention_bias': False,
+                     'attention_window_size': 2048,
+                     'block_types': ['recurrent', 'recurrent', 'attention'],
+                     'conv1d_width': 4,
+                     'hidden_activation': 'gelu_pytorch_tanh',
+                     'tie_word_embeddings': True}}

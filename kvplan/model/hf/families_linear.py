@@ -1,5 +1,5 @@
 """Readers for linear-attention hybrids (Qwen3-Next's Gated DeltaNet, LFM2's short convolutions, MiniMax's lightning
-attention), as transformers 5.x builds them: config.json keys -> card fields, with an ``ssm:`` block of that kind
+attention, RecurrentGemma's RG-LRU), as transformers 5.x builds them: config.json keys -> card fields, with an ``ssm:`` block of that kind
 (kvplan.model.ssm) for the state layers and full attention elsewhere.
 
 Layer rules:
@@ -14,6 +14,9 @@ Layer rules:
 - MiniMax (modeling_minimax.py): ``layer_types`` ("linear_attention" -> lightning attention), else even layers
   attend and odd ones are linear (MiniMaxConfig.__post_init__); every FFN is a Mixtral-style MoE. Its cache,
   MiniMaxCache, keeps the linear states in its own ``linear_cache`` list beside ``layers``.
+- RecurrentGemma (modeling_recurrent_gemma.py): ``block_types`` repeated over the layers ("recurrent" -> an RG-LRU
+  block, "attention" -> local attention over attention_window_size); the RG-LRU states live on the modules, not in
+  the cache object.
 
 ``ALL_READERS`` extends families_hybrid's chain.
 """
@@ -23,6 +26,7 @@ from __future__ import annotations
 from typing import Callable
 
 from kvplan.errors import KvplanError, clip
+from kvplan.model.card import MAX_COUNT
 from kvplan.model.hf import families_hybrid
 from kvplan.model.hf.families import _compress, _decoder_core, _qwen_moe
 from kvplan.model.hf.reader import Config
@@ -114,5 +118,31 @@ def minimax(cfg: Config) -> dict:
     return {**core, "layer_pattern": _compress(types), "ssm": ssm, "moe": moe}
 
 
-READERS: dict[str, Callable[[Config], dict]] = {"qwen3_next": qwen3_next, "lfm2": lfm2, "minimax": minimax}
+def recurrent_gemma(cfg: Config) -> dict:
+    n = cfg.layers("num_hidden_layers")
+    blocks = cfg.get("block_types")
+    if not isinstance(blocks, (list, tuple)) or not blocks or any(b not in ("recurrent", "attention") for b in blocks):
+        raise KvplanError(f"{cfg.origin}: block_types: {clip(blocks)} is not a list of block types; allowed: "
+                          "recurrent, attention")
+    types = [("mamba" if b == "recurrent" else "sliding") for b in (list(blocks) * n)[:n]]  # layers_block_type
+    heads = cfg.integer("num_attention_heads")
+    hidden = cfg.integer("hidden_size")
+    width = cfg.optional("lru_width") or hidden  # RecurrentGemmaConfig.__post_init__
+    ssm = {"kind": "rglru", "intermediate_size": width, "num_heads": heads, "d_conv": cfg.integer("conv1d_width"),
+           "conv_bias": True, "proj_bias": True}
+    # RecurrentGemmaMlp: gate/up/down with biases, intermediate_size // 2 wide; o_proj always biased; head_dim is
+    # hidden / heads whatever the file says; no position limit (the config class has no max_position_embeddings)
+    data = {"max_position_embeddings": MAX_COUNT, **cfg.data, "head_dim": hidden // heads,
+            "intermediate_size": cfg.integer("intermediate_size") // 2}
+    own = Config(data, cfg.model_type, cfg.origin)
+    own.assumed = cfg.assumed  # one record of the defaults assumed
+    core = _decoder_core(own, ("hidden_activation",))
+    pattern = _compress(types)
+    return {**core, "layer_pattern": None if pattern == ["sliding"] else pattern, "ssm": ssm if "mamba" in types else
+            None, "sliding_window": cfg.integer("attention_window_size") if "sliding" in types else None,
+            "qkv_bias": cfg.flag("attention_bias"), "out_bias": True, "mlp_bias": True}
+
+
+READERS: dict[str, Callable[[Config], dict]] = {"qwen3_next": qwen3_next, "lfm2": lfm2, "minimax": minimax,
+                                                "recurrent_gemma": recurrent_gemma}
 ALL_READERS: dict[str, Callable[[Config], dict]] = families_hybrid.ALL_READERS | READERS
