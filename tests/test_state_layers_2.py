@@ -122,7 +122,8 @@ def _measured_layers(cache, layers: int, model=None) -> tuple[list[int], int]:
     if not hasattr(cache, "linear_cache"):
         return _measured(cache)
     per_layer = [(_tensors(cache.layers[i], set()) if i < len(cache.layers) else 0)
-                 + (_tensors(cache.linear_cache[i], set()) if i < len(cache.linear_cache) else 0) for i in range(layers)]
+                 + (_tensors(cache.linear_cache[i], set()) if i < len(cache.linear_cache) else 0)
+                 for i in range(layers)]
     return per_layer, _tensors(cache, set())
 
 
@@ -223,6 +224,43 @@ def test_layer_rule_without_layer_types_is_the_config_class_rule(name):
     data = transformers.AutoConfig.for_model(model_type, **kwargs).to_dict()
     rule = {k: v for k, v in data.items() if k != "layer_types"}
     assert card_from_hf_config(rule) == card_from_hf_config(data)
+
+
+# Full-size config.json values (sizes and layer rules; Jamba-v0.1's are the JambaConfig defaults). Not bundled as
+# cards yet: report, sweep, verify and the vLLM/SGLang per-rank planners still refuse state layers.
+JAMBA_V01 = {
+    "model_type": "jamba", "_name_or_path": "ai21labs/Jamba-v0.1", "torch_dtype": "bfloat16",
+    "vocab_size": 65536, "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+    "num_attention_heads": 32, "num_key_value_heads": 8, "hidden_act": "silu", "max_position_embeddings": 262144,
+    "tie_word_embeddings": False, "num_experts": 16, "num_experts_per_tok": 2, "expert_layer_period": 2,
+    "expert_layer_offset": 1, "attn_layer_period": 8, "attn_layer_offset": 4, "mamba_d_state": 16, "mamba_d_conv": 4,
+    "mamba_expand": 2, "mamba_dt_rank": 256, "mamba_conv_bias": True, "mamba_proj_bias": False,
+}
+QWEN3_NEXT_80B = {
+    "model_type": "qwen3_next", "_name_or_path": "Qwen/Qwen3-Next-80B-A3B-Instruct", "torch_dtype": "bfloat16",
+    "vocab_size": 151936, "hidden_size": 2048, "intermediate_size": 5120, "num_hidden_layers": 48,
+    "num_attention_heads": 16, "num_key_value_heads": 2, "head_dim": 256, "hidden_act": "silu",
+    "max_position_embeddings": 262144, "tie_word_embeddings": False, "attention_bias": False,
+    "full_attention_interval": 4, "linear_conv_kernel_dim": 4, "linear_key_head_dim": 128,
+    "linear_value_head_dim": 128, "linear_num_key_heads": 16, "linear_num_value_heads": 32,
+    "decoder_sparse_step": 1, "mlp_only_layers": [], "num_experts": 512, "num_experts_per_tok": 10,
+    "moe_intermediate_size": 512, "shared_expert_intermediate_size": 512, "norm_topk_prob": True,
+}
+
+
+@pytest.mark.parametrize(("config", "total", "active"), [
+    (JAMBA_V01, 52e9, 12e9),  # Jamba model card and paper (arXiv:2403.19887): 52B total, 12B active
+    (QWEN3_NEXT_80B, 80e9, 3e9),  # Qwen3-Next-80B-A3B model card: 80B total, 3B activated (without embeddings)
+])
+def test_full_size_configs_match_published_totals(config, total, active):
+    card = card_from_hf_config(config)
+    built = transformers.AutoConfig.for_model(**{k: v for k, v in config.items() if k != "_name_or_path"}).to_dict()
+    skip = {"name", "source"}
+    assert card_from_hf_config(built).model_dump(exclude=skip) == card.model_dump(exclude=skip)
+    p = count_params(card)
+    assert p.total == pytest.approx(total, rel=0.01)  # 51.57B; 79.67B
+    # the active counts are rounded to whole billions: 12.11B; 3.25B without the embedding and LM head
+    assert round((p.active - (p.embedding + p.lm_head) * (config is QWEN3_NEXT_80B)) / 1e9) * 1e9 == active
 
 
 def test_defaults_hybrid_are_transformers_defaults():

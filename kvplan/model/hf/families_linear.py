@@ -1,6 +1,6 @@
 """Readers for linear-attention hybrids (Qwen3-Next's Gated DeltaNet, LFM2's short convolutions, MiniMax's lightning
-attention, RecurrentGemma's RG-LRU), as transformers 5.x builds them: config.json keys -> card fields, with an ``ssm:`` block of that kind
-(kvplan.model.ssm) for the state layers and full attention elsewhere.
+attention, RecurrentGemma's RG-LRU), as transformers 5.x builds them: config.json keys -> card fields, with an
+``ssm:`` block of that kind (kvplan.model.ssm) for the state layers and (local or full) attention elsewhere.
 
 Layer rules:
 
