@@ -220,9 +220,9 @@ def test_card_layer_list_and_ssm_block_must_agree():
                 activation="silu", vocab_size=128, tie_embeddings=False, norm="rmsnorm", position="rope",
                 max_position_embeddings=64, dtype="float32")
     ssm = dict(kind="mamba2", d_state=8, num_heads=8)
-    with pytest.raises(ValueError, match="ssm: required when layer_pattern has mamba layers"):
+    with pytest.raises(ValueError, match="ssm: required when layer_pattern has mamba or hybrid layers"):
         ModelCard(**base, layer_pattern=("mamba", "global"))
-    with pytest.raises(ValueError, match="layer_pattern has no mamba layers"):
+    with pytest.raises(ValueError, match="layer_pattern has no mamba or hybrid layers"):
         ModelCard(**base, ssm=ssm)
     with pytest.raises(ValueError, match="mlp layers .* need mixer_mlp false"):
         ModelCard(**base, layer_pattern=("mamba", "mlp"), ssm=ssm)

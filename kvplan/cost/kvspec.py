@@ -85,17 +85,20 @@ def _layer_specs(card: ModelCard, kv_dtype: DType, transformers: bool) -> tuple[
     by_window = {w: self_attention_spec(card, kv_dtype, heads, w) for w in set(card.windows)}
     states = state_specs(card, kv_dtype, transformers) if card.ssm else ()
     self_attn: tuple[KVLayerSpec, ...] = ()
-    for i, w in enumerate(card.windows):  # an mlp layer (no mixer) caches nothing
+    for i, w in enumerate(card.windows):  # an mlp layer (no mixer) caches nothing; a hybrid one K/V, then states
         mixer = card.mixer(i)
-        self_attn += states if mixer == "mamba" else (chunked(by_window[w], card.chunk(i)),) if mixer else ()
+        attention = (chunked(by_window[w], card.chunk(i)),) if mixer in ("attention", "hybrid") else ()
+        self_attn += attention + (states if mixer in ("mamba", "hybrid") else ())
     if card.architecture != "encoder-decoder":
         return self_attn
     cross = _standard_spec(card, kv_dtype, "cross", None, card.num_kv_heads)
     return self_attn + (cross,) * card.num_layers
 
 
-def state_specs(card: ModelCard, kv_dtype: DType, transformers: bool) -> tuple[KVLayerSpec, KVLayerSpec]:
-    """The conv state and the SSM state of one mamba layer for one sequence (kvplan.model.ssm).
+def state_specs(card: ModelCard, kv_dtype: DType, transformers: bool) -> tuple[KVLayerSpec, ...]:
+    """The conv state and the SSM (recurrent) state of one state layer for one sequence (kvplan.model.ssm); a short
+    conv (LFM2) holds the conv state only, lightning attention (MiniMax) the recurrent state only. The same rules
+    hold for Mamba-1/2 and Gated DeltaNet (measured).
 
     Conv state: transformers keeps the last d_conv inputs (LinearAttentionLayer.update_conv_state, conv_kernel_size
     = d_conv), vLLM and an ideal cache the d_conv - 1 the next step needs (MambaStateShapeCalculator: conv_kernel -
@@ -107,20 +110,26 @@ def state_specs(card: ModelCard, kv_dtype: DType, transformers: bool) -> tuple[K
     if kv_dtype.name not in _STATE_DTYPES:
         raise KvplanError(f"--kv-dtype: {kv_dtype.name} quantizes K/V only; {card.name}'s conv and SSM states stay in "
                           f"the model dtype, which kvplan does not model beside it; allowed: {', '.join(_STATE_DTYPES)}")
+    # transformers' LinearAttentionLayer keeps d_conv inputs; RecurrentGemma's module-held conv1d_state, d_conv - 1
+    # wide, is from the first decode step a view of the d_conv-wide concatenation, whose storage it keeps (measured)
     width = ssm.d_conv if transformers else ssm.d_conv - 1
-    conv = KVLayerSpec("conv_state", ((width, ssm.conv_dim),), kv_dtype,
-                       f"({ssm.conv_dim} conv channels x {width} inputs)", per_sequence=True)
-    if transformers:
-        state_t = parse_dtype("fp32")
+    conv = (KVLayerSpec("conv_state", ((width, ssm.conv_dim),), kv_dtype,
+                        f"({ssm.conv_dim} conv channels x {width} inputs)", per_sequence=True),) if ssm.has_conv else ()
+    if ssm.state_shape is None:
+        return conv
+    if transformers:  # the lightning kernel accumulates in the model dtype (MiniMaxCache.linear_cache, measured)
+        state_t = kv_dtype if ssm.kind == "lightning" else parse_dtype("fp32")
     else:
         state_t = parse_dtype(ssm.state_dtype) if ssm.state_dtype else kv_dtype
     *lead, d_state = ssm.state_shape
     shape = " x ".join(f"{n} {what}" for n, what in zip(ssm.state_shape, _STATE_AXES[ssm.kind]))
     ssm_spec = KVLayerSpec("ssm_state", ((math.prod(lead), d_state),), state_t, f"({shape})", per_sequence=True)
-    return conv, ssm_spec
+    return conv + (ssm_spec,)
 
 
-_STATE_AXES = {"mamba": ("channels", "d_state"), "mamba2": ("heads", "head_dim", "d_state")}
+_STATE_AXES = {"mamba": ("channels", "d_state"), "mamba2": ("heads", "head_dim", "d_state"),
+               "gated_deltanet": ("heads", "key_dim", "value_dim"), "lightning": ("heads", "key_dim", "value_dim"),
+               "rglru": ("channels",)}
 
 
 def chunked(spec: KVLayerSpec, chunk: int | None) -> KVLayerSpec:
@@ -151,7 +160,7 @@ def _standard_spec(card: ModelCard, kv_dtype: DType, kind: LayerKind, window: in
 
 def has_full_layer(card: ModelCard) -> bool:
     """Some self-attention layer keeps every position (full attention or MLA)."""
-    return any(w is None and card.mixer(i) == "attention" for i, w in enumerate(card.windows))
+    return any(w is None and card.mixer(i) in ("attention", "hybrid") for i, w in enumerate(card.windows))
 
 
 def kv_bytes_per_token(specs: tuple[KVLayerSpec, ...]) -> int:

@@ -53,11 +53,13 @@ def kv_heads_per_rank(num_kv_heads: int, tp: int) -> int:
 
 @lru_cache(maxsize=4096)  # cards are frozen and hashable: shapes are computed once per card
 def attention_matrices(card: ModelCard) -> tuple[Matrix, ...]:
-    """Q, K, V and output projections of one self-attention layer (GQA/MQA: K and V are num_kv_heads wide)."""
+    """Q, K, V and output projections of one self-attention layer (GQA/MQA: K and V are num_kv_heads wide; an
+    output gate doubles q_proj)."""
     if card.mla:
         return mla_matrices(card)
     h, q_width, kv_width = card.hidden_size, card.num_heads * card.head_dim, card.num_kv_heads * card.head_dim
-    return (Matrix("q_proj", h, q_width, card.qkv_bias, "column"), Matrix("k_proj", h, kv_width, card.qkv_bias, "column"),
+    q_out = q_width * (2 if card.attention_output_gate else 1)  # Qwen3-Next: queries and their output gate
+    return (Matrix("q_proj", h, q_out, card.qkv_bias, "column"), Matrix("k_proj", h, kv_width, card.qkv_bias, "column"),
             Matrix("v_proj", h, kv_width, card.qkv_bias, "column"), Matrix("o_proj", q_width, h, card.out_bias, "row"))
 
 

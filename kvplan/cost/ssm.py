@@ -7,6 +7,18 @@ in_proj h x 2I (x and the gate z), depthwise conv1d I x K (+ I bias), x_proj I x
 
 Mamba-2 (H heads, G groups, conv_dim = I + 2GN): in_proj h x (2I + 2GN + H) (z, x, B, C, dt), conv1d conv_dim x K
 (+ conv_dim bias), dt_bias, A_log and D (H each), a gated RMSNorm of I, out_proj I x h.
+
+Gated DeltaNet (``Qwen3NextGatedDeltaNet``; H value heads of width P, G key heads of width N, I = HP): in_proj_qkvz
+h x (2GN + 2I) (q, k, v, the output gate z), in_proj_ba h x 2H (beta, the decay a), conv1d conv_dim x K (no bias),
+dt_bias and A_log (H each), a gated RMSNorm of P shared by the heads, out_proj I x h; no biases.
+
+Short conv (``Lfm2ShortConv``, I = h): in_proj h x 3h (B, C, x), conv1d h x K, out_proj h x h; biases with conv_bias.
+
+Lightning attention (``MiniMaxLightningAttention``, I = heads x head_dim): qkv_proj h x 3I, output_gate h x I, an
+RMSNorm of I, out_proj I x h; no biases, no conv.
+
+RG-LRU block (``RecurrentGemmaRecurrentBlock``, I = lru_width, H blocks): linear_y, linear_x h x I and linear_out
+I x h, all biased; conv1d I x K + I bias; recurrent_param I; input and recurrent gates H x (I/H)^2 + I bias each.
 """
 
 from __future__ import annotations
@@ -22,23 +34,42 @@ def ssm_matrices(card: ModelCard) -> tuple[Matrix, ...]:
     """The nn.Linear projections of one mixer (the conv1d and the per-channel vectors are in ``ssm_extras``)."""
     s, h = card.ssm, card.hidden_size
     inner, bias = s.intermediate_size, s.proj_bias
+    out = Matrix("out_proj", inner, h, s.out_proj_bias, "row")
     if s.kind == "mamba":
         return (Matrix("in_proj", h, 2 * inner, bias, "column"),
                 Matrix("x_proj", inner, s.dt_rank + 2 * s.d_state, False, "row"),
-                Matrix("dt_proj", s.dt_rank, inner, True, "column"),
-                Matrix("out_proj", inner, h, bias, "row"))
+                Matrix("dt_proj", s.dt_rank, inner, True, "column"), out)
+    if s.kind == "gated_deltanet":
+        return (Matrix("in_proj_qkvz", h, s.conv_dim + inner, bias, "column"),
+                Matrix("in_proj_ba", h, 2 * s.num_heads, bias, "column"), out)
+    if s.kind == "short_conv":
+        return Matrix("in_proj", h, 3 * inner, bias, "column"), out
+    if s.kind == "lightning":
+        return (Matrix("qkv_proj", h, 3 * inner, bias, "column"), Matrix("output_gate", h, inner, bias, "column"), out)
+    if s.kind == "rglru":
+        return (Matrix("linear_y", h, inner, bias, "column"), Matrix("linear_x", h, inner, bias, "column"), out)
     in_width = inner + s.conv_dim + s.num_heads  # z, (x, B, C), dt
-    return (Matrix("in_proj", h, in_width, bias, "column"), Matrix("out_proj", inner, h, bias, "row"))
+    return Matrix("in_proj", h, in_width, bias, "column"), out
 
 
 def ssm_extras(card: ModelCard) -> int:
     """Parameters of one mixer outside its projections: the depthwise conv1d (conv_dim x d_conv, + conv_dim bias),
-    A_log and D (Mamba-1: I x N and I; Mamba-2: one per head, plus dt_bias), Mamba-2's gated RMSNorm of I."""
+    A_log and D (Mamba-1: I x N and I, Jamba's dt/B/C norms; Mamba-2: one per head, plus dt_bias), Mamba-2's gated
+    RMSNorm of I (unless Falcon-H1 turns it off); Gated DeltaNet's dt_bias, A_log and norm of P; short conv: none."""
     s = card.ssm
+    if s.kind == "lightning":  # its RMSNorm of I; no conv
+        return s.intermediate_size
     conv = s.conv_dim * s.d_conv + (s.conv_dim if s.conv_bias else 0)
     if s.kind == "mamba":
-        return conv + s.intermediate_size * s.d_state + s.intermediate_size
-    return conv + 3 * s.num_heads + s.intermediate_size
+        norms = s.dt_rank + 2 * s.d_state if s.dt_bc_norms else 0
+        return conv + s.intermediate_size * s.d_state + s.intermediate_size + norms
+    if s.kind == "gated_deltanet":
+        return conv + 2 * s.num_heads + s.head_dim
+    if s.kind == "short_conv":
+        return conv
+    if s.kind == "rglru":  # recurrent_param, and the input and recurrent gates: block-diagonal weights plus biases
+        return conv + s.intermediate_size + 2 * (s.intermediate_size ** 2 // s.num_heads + s.intermediate_size)
+    return conv + 3 * s.num_heads + (s.intermediate_size if s.gated_norm else 0)
 
 
 def ssm_params(card: ModelCard) -> int:

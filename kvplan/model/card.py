@@ -29,8 +29,8 @@ from kvplan.model.ssm import SSM, derive_ssm
 from kvplan.model.quant import Quantization
 
 Architecture = Literal["decoder-only", "encoder-only", "encoder-decoder"]
-LayerType = Literal["global", "sliding", "chunked", "mamba", "mlp"]
-Mixer = Literal["attention", "mamba"]
+LayerType = Literal["global", "sliding", "chunked", "mamba", "hybrid", "mlp"]
+Mixer = Literal["attention", "mamba", "hybrid"]
 _STRICT = ConfigDict(frozen=True, extra="forbid")
 _DERIVABLE = frozenset({"num_kv_heads", "head_dim"})
 
@@ -135,6 +135,8 @@ class ModelCard(BaseModel):
     attention_sinks: StrictBool = Field(
         False, description="Learned per-head attention-sink logits (gpt-oss): num_heads parameters per layer, never "
                            "cached.")
+    attention_output_gate: StrictBool = Field(
+        False, description="q_proj also emits a sigmoid gate on the attention output (Qwen3-Next): twice as wide.")
     qkv_bias: StrictBool = False
     out_bias: StrictBool = False
     mlp_bias: StrictBool = False
@@ -150,8 +152,10 @@ class ModelCard(BaseModel):
     layer_pattern: tuple[LayerType, ...] | None = Field(
         None, max_length=MAX_LAYERS, description="Layer types, repeated over the layers; null: all sliding if "
                           "sliding_window is set, else all global. Gemma-2: [sliding, global]; Llama-4: [chunked, "
-                          "chunked, chunked, global]; mamba: a state-space layer (the card's ssm block); mlp: a "
-                          "layer with an FFN and no mixer (Nemotron-H, only with mixer_mlp false).")
+                          "chunked, chunked, global]; mamba: a state layer (the card's ssm block: Mamba-1/2, Gated "
+                          "DeltaNet, short conv); hybrid: full "
+                          "attention and the ssm mixer side by side in one layer (Falcon-H1); mlp: a layer with an "
+                          "FFN and no mixer (Nemotron-H, only with mixer_mlp false).")
     attention_chunk_size: Count | None = Field(
         None, description="Chunk C of chunked layers (Llama-4 local attention): a token attends the tokens of its "
                           "own C-aligned chunk only.")
@@ -244,9 +248,10 @@ class ModelCard(BaseModel):
 
     def _check_mixers(self) -> None:
         pattern = self.layer_pattern or ()
-        if ("mamba" in pattern) != (self.ssm is not None):
-            raise ValueError("ssm: required when layer_pattern has mamba layers, and allowed only with them; "
-                             f"layer_pattern has {'' if 'mamba' in pattern else 'no '}mamba layers")
+        stateful = "mamba" in pattern or "hybrid" in pattern
+        if stateful != (self.ssm is not None):
+            raise ValueError("ssm: required when layer_pattern has mamba or hybrid layers, and allowed only with "
+                             f"them; layer_pattern has {'' if stateful else 'no '}mamba or hybrid layers")
         if "mlp" in pattern and self.mixer_mlp:
             raise ValueError("layer_pattern: mlp layers (an FFN without a mixer) need mixer_mlp false")
         if self.ssm is not None:
@@ -265,10 +270,10 @@ class ModelCard(BaseModel):
     # ---- per-layer accessors: each rule is written here once ---------------------------------------------------
 
     def mixer(self, layer: int) -> Mixer | None:
-        """What mixes tokens in decoder layer ``layer``: attention, a state-space mixer (mamba), or nothing (an
-        mlp layer of Nemotron-H)."""
+        """What mixes tokens in decoder layer ``layer``: attention, a state-space mixer (mamba), both side by side
+        (hybrid, Falcon-H1), or nothing (an mlp layer of Nemotron-H)."""
         kind = self.layer_types[layer]
-        return None if kind == "mlp" else "mamba" if kind == "mamba" else "attention"
+        return None if kind == "mlp" else kind if kind in ("mamba", "hybrid") else "attention"
 
     def has_mlp(self, layer: int) -> bool:
         """Decoder layer ``layer`` has an FFN (dense or MoE): every layer unless mixer_mlp is false, then only the mlp
@@ -277,13 +282,13 @@ class ModelCard(BaseModel):
 
     @cached_property
     def attention_layers(self) -> int:
-        """Decoder layers whose mixer is attention (and so cache K/V)."""
-        return sum(self.mixer(i) == "attention" for i in range(self.num_layers))
+        """Decoder layers with attention (and so a K/V cache): attention and hybrid layers."""
+        return sum(self.mixer(i) in ("attention", "hybrid") for i in range(self.num_layers))
 
     @cached_property
     def state_layers(self) -> int:
-        """Decoder layers with a state-space mixer: a fixed-size state per sequence, whatever its length."""
-        return sum(self.mixer(i) == "mamba" for i in range(self.num_layers))
+        """Decoder layers with a state-space mixer (mamba and hybrid layers): a fixed-size state per sequence."""
+        return sum(self.mixer(i) in ("mamba", "hybrid") for i in range(self.num_layers))
 
     def window(self, layer: int) -> int | None:
         """The sliding window of decoder layer ``layer``; None for a full-attention (or chunked) layer."""

@@ -11,6 +11,23 @@ Mamba-2 arXiv:2405.21060; transformers ``LinearAttentionLayer``, vLLM ``MambaSta
 - a convolution state: the last inputs of the depthwise causal conv1d, ``conv_dim`` channels (Mamba-1:
   intermediate_size; Mamba-2: intermediate_size + 2 x n_groups x d_state, the x, B and C it convolves);
 - an SSM (recurrent) state: Mamba-1 ``intermediate_size x d_state``, Mamba-2 ``num_heads x head_dim x d_state``.
+
+Two linear-attention mixers share the block, each with its own state rule:
+
+- ``gated_deltanet`` (Gated DeltaNet, arXiv:2412.06464; Qwen3-Next ``Qwen3NextGatedDeltaNet``): ``num_heads`` value
+  heads of ``head_dim`` and ``n_groups`` key (and query) heads of ``d_state`` channels, each key head shared by
+  ``num_heads / n_groups`` value heads as Mamba-2 groups share B and C. Its conv covers q, k and v (conv_dim =
+  intermediate_size + 2 x n_groups x d_state, the Mamba-2 formula); its recurrent state is one d_state x head_dim
+  matrix per value head, held as (num_heads, d_state, head_dim) (transformers ``recurrent_states``, vLLM
+  ``MambaStateShapeCalculator.gated_delta_net_state_shape``).
+- ``short_conv`` (LFM2 ``Lfm2ShortConv``): a gated depthwise conv over the hidden width, no recurrence: only a
+  conv state (hidden_size channels x d_conv), no d_state, no heads.
+- ``lightning`` (MiniMax ``MiniMaxLightningAttention``, arXiv:2501.08313): linear attention with a per-head decay and
+  no conv: only the recurrent K^T V state, (num_heads, head_dim, head_dim), held in the model dtype.
+- ``rglru`` (RecurrentGemma / Griffin ``RecurrentGemmaRecurrentBlock``, arXiv:2402.19427): a conv over the
+  intermediate_size (lru_width) channels, then the RG-LRU, whose state is one vector of intermediate_size; its gates
+  are block-diagonal over num_heads blocks. transformers keeps both states on the module, not in the cache object;
+  its conv state, d_conv - 1 inputs, is a view of d_conv once decoding runs.
 """
 
 from __future__ import annotations
@@ -26,8 +43,13 @@ class SSM(BaseModel):
     """The state-space mixer of a card's ``mamba`` layers."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
-    kind: Literal["mamba", "mamba2"] = Field(description="Mamba-1 (selective scan) or Mamba-2 (SSD, multi-head).")
-    d_state: _Size = Field(description="SSM state size N (config state_size / mamba_d_state / ssm_state_size).")
+    kind: Literal["mamba", "mamba2", "gated_deltanet", "short_conv", "lightning", "rglru"] = Field(
+        description="Mamba-1 (selective scan), Mamba-2 (SSD, multi-head), Gated DeltaNet (Qwen3-Next linear "
+                    "attention), short_conv (LFM2: a conv state only), lightning (MiniMax: a K^T V state only) or "
+                    "rglru (RecurrentGemma: a conv and one recurrent vector).")
+    d_state: _Size | None = Field(
+        None, description="SSM state size N (state_size / mamba_d_state / ssm_state_size); gated_deltanet: the key "
+                          "head width; required except for short_conv.")
     d_conv: _Size = Field(4, description="Causal conv1d kernel width (conv_kernel / mamba_d_conv).")
     expand: _Size = Field(2, description="intermediate_size = expand x hidden_size when intermediate_size is null.")
     intermediate_size: _Size | None = Field(None, description="Inner width of the mixer; null: expand x hidden_size.")
@@ -38,44 +60,93 @@ class SSM(BaseModel):
     chunk_size: _Size = Field(256, description="Mamba-2 SSD chunk length of the prefill scan (no effect on sizes).")
     conv_bias: StrictBool = Field(True, description="The conv1d has a bias (use_conv_bias / mamba_conv_bias).")
     proj_bias: StrictBool = Field(False, description="in_proj and out_proj have biases (use_bias / mamba_proj_bias).")
+    out_proj_bias: StrictBool | None = Field(
+        None, description="out_proj has a bias; null: proj_bias (Falcon-H1 sets it apart: projectors_bias).")
+    gated_norm: StrictBool = Field(
+        True, description="Mamba-2's gated RMSNorm of intermediate_size before out_proj (Falcon-H1: mamba_rms_norm).")
+    dt_bc_norms: StrictBool = Field(
+        False, description="Mamba-1 RMSNorm weights on dt (dt_rank), B and C (d_state each): Jamba; Falcon-Mamba's "
+                           "are weightless.")
     state_dtype: Literal["float32", "float16", "bfloat16"] | None = Field(
         None, description="The dtype the checkpoint asks a server to keep the SSM state in (mamba_ssm_cache_dtype); "
                           "null: the cache dtype. transformers keeps it in float32 regardless.")
 
     @property
+    def has_conv(self) -> bool:
+        """The mixer runs a causal conv1d, and so caches a conv state (all kinds but lightning)."""
+        return self.kind != "lightning"
+
+    @property
     def conv_dim(self) -> int:
         """Channels of the depthwise conv1d, and so of the conv state."""
-        if self.kind == "mamba":
+        if self.kind in ("mamba", "short_conv", "rglru"):
             return self.intermediate_size
         return self.intermediate_size + 2 * self.n_groups * self.d_state
 
     @property
-    def state_shape(self) -> tuple[int, ...]:
-        """The SSM state of one sequence: Mamba-1 (intermediate, d_state), Mamba-2 (heads, head_dim, d_state)."""
+    def state_shape(self) -> tuple[int, ...] | None:
+        """The recurrent state of one sequence: Mamba-1 (intermediate, d_state), Mamba-2 (heads, head_dim,
+        d_state), Gated DeltaNet (heads, d_state, head_dim); None for short_conv (a conv state only)."""
+        if self.kind == "short_conv":
+            return None
         if self.kind == "mamba":
             return (self.intermediate_size, self.d_state)
+        if self.kind == "gated_deltanet":
+            return (self.num_heads, self.d_state, self.head_dim)
+        if self.kind == "lightning":
+            return (self.num_heads, self.head_dim, self.head_dim)
+        if self.kind == "rglru":
+            return (self.intermediate_size,)
         return (self.num_heads, self.head_dim, self.d_state)
 
+
+_ONLY = {  # fields a kind may set away from their defaults: field -> (the kinds allowed, what it is)
+    "dt_rank": (("mamba",), "Mamba-1's dt projection rank"),
+    "dt_bc_norms": (("mamba",), "Jamba's dt/B/C norms"),
+    "num_heads": (("mamba2", "gated_deltanet", "lightning", "rglru"), "heads"),
+    "head_dim": (("mamba2", "gated_deltanet", "lightning"), "head width"),
+    "d_state": (("mamba", "mamba2", "gated_deltanet"), "a recurrent state"),
+}
 
 def derive_ssm(ssm: SSM, hidden_size: int) -> None:
     """Fill the derived sizes of a frozen ``ssm`` block in place and check the invariants beside them; ValueError
     names the keys that disagree."""
-    if ssm.intermediate_size is None:
+    _check_kind_fields(ssm)
+    if ssm.kind == "short_conv":
+        if ssm.intermediate_size not in (None, hidden_size):
+            raise ValueError(f"ssm.intermediate_size: {ssm.intermediate_size}; a short conv runs over the hidden "
+                             f"width; allowed: null or {hidden_size} (hidden_size)")
+        _fill(ssm, "intermediate_size", hidden_size)
+    elif ssm.intermediate_size is None:
         _fill(ssm, "intermediate_size", ssm.expand * hidden_size)
+    if ssm.out_proj_bias is None:
+        _fill(ssm, "out_proj_bias", ssm.proj_bias)
+    if ssm.kind == "mamba" and ssm.dt_rank is None:
+        _fill(ssm, "dt_rank", -(-hidden_size // 16))
+    if ssm.kind in ("mamba2", "gated_deltanet", "lightning"):
+        _derive_heads(ssm)
+    if ssm.kind == "rglru" and (ssm.num_heads is None or ssm.intermediate_size % ssm.num_heads):
+        raise ValueError(f"ssm.num_heads: {ssm.num_heads} must divide ssm.intermediate_size "
+                         f"{ssm.intermediate_size} into the RG-LRU gate blocks")
+
+
+def _check_kind_fields(ssm: SSM) -> None:
+    for field, (kinds, what) in _ONLY.items():
+        if ssm.kind not in kinds and getattr(ssm, field) not in (None, False):
+            raise ValueError(f"ssm.{field}: only for kind {' or '.join(kinds)} ({what}); allowed: null (not set) "
+                             f"for {ssm.kind}")
+    if ssm.kind in _ONLY["d_state"][0] and ssm.d_state is None:
+        raise ValueError(f"ssm.d_state: required for kind {ssm.kind}")
+    if ssm.n_groups != 1 and ssm.kind not in ("mamba2", "gated_deltanet"):
+        raise ValueError(f"ssm.n_groups: {ssm.n_groups}; {ssm.kind} has no groups; allowed: 1")
+    if not ssm.gated_norm and ssm.kind != "mamba2":
+        raise ValueError(f"ssm.gated_norm: false only for kind mamba2 (Falcon-H1); allowed: true for {ssm.kind}")
+
+
+def _derive_heads(ssm: SSM) -> None:
     inner = ssm.intermediate_size
-    if ssm.kind == "mamba":
-        for key in ("num_heads", "head_dim"):
-            if getattr(ssm, key) is not None:
-                raise ValueError(f"ssm.{key}: only for kind mamba2; allowed: null (not set) for mamba")
-        if ssm.n_groups != 1:
-            raise ValueError(f"ssm.n_groups: {ssm.n_groups}; Mamba-1 has no groups; allowed: 1")
-        if ssm.dt_rank is None:
-            _fill(ssm, "dt_rank", -(-hidden_size // 16))
-        return
-    if ssm.dt_rank is not None:
-        raise ValueError("ssm.dt_rank: only for kind mamba (Mamba-2 has one dt per head); allowed: null (not set)")
     if ssm.num_heads is None:
-        raise ValueError("ssm.num_heads: required for kind mamba2")
+        raise ValueError(f"ssm.num_heads: required for kind {ssm.kind}")
     if ssm.head_dim is None:
         if inner % ssm.num_heads:
             raise ValueError(f"ssm.num_heads: {ssm.num_heads} does not divide ssm.intermediate_size {inner}; set "
@@ -86,7 +157,7 @@ def derive_ssm(ssm: SSM, hidden_size: int) -> None:
                          f"ssm.intermediate_size ({inner}); the scan views the inner width as heads x head_dim")
     if ssm.num_heads % ssm.n_groups:
         raise ValueError(f"ssm.n_groups: {ssm.n_groups} does not divide ssm.num_heads {ssm.num_heads}; "
-                         "each group's B and C serve num_heads / n_groups heads")
+                         "each group's B and C (Gated DeltaNet: each key head) serve num_heads / n_groups heads")
 
 
 def _fill(ssm: SSM, field: str, value: int) -> None:

@@ -60,16 +60,22 @@ def bamba(cfg: Config) -> dict:
     if not isinstance(attn, list) or any(type(i) is not int or not 0 <= i < n for i in attn):
         raise KvplanError(f"{cfg.origin}: attn_layer_indices: {clip(attn)} is not a list of layer indices; "
                           f"allowed: integers 0..{n - 1}")
-    head = cfg.get("mamba_d_head")
-    ssm = {"kind": "mamba2", "d_state": cfg.integer("mamba_d_state"), "d_conv": cfg.integer("mamba_d_conv"),
-           "expand": cfg.integer("mamba_expand"), "num_heads": cfg.integer("mamba_n_heads"),
-           "head_dim": None if head == "auto" else cfg.integer("mamba_d_head"),
-           "n_groups": cfg.integer("mamba_n_groups"), "chunk_size": cfg.integer("mamba_chunk_size"),
-           "conv_bias": cfg.flag("mamba_conv_bias"), "proj_bias": cfg.flag("mamba_proj_bias")}
+    ssm = mamba2_block(cfg)
     types = ["global" if i in attn else "mamba" for i in range(n)]
     bias = cfg.flag("attention_bias")
     return {**_decoder_core(cfg), "layer_pattern": _compress(types), "ssm": ssm, "qkv_bias": bias, "out_bias": bias,
             "mlp_bias": cfg.flag("mlp_bias")}
+
+
+def mamba2_block(cfg: Config) -> dict:
+    """The ``ssm`` block from the ``mamba_*`` keys Bamba, Granite-MoE-Hybrid and Falcon-H1 share (mamba_d_head
+    "auto": intermediate / heads)."""
+    head = cfg.get("mamba_d_head")
+    return {"kind": "mamba2", "d_state": cfg.integer("mamba_d_state"), "d_conv": cfg.integer("mamba_d_conv"),
+            "expand": cfg.integer("mamba_expand"), "num_heads": cfg.integer("mamba_n_heads"),
+            "head_dim": None if head == "auto" else cfg.integer("mamba_d_head"),
+            "n_groups": cfg.integer("mamba_n_groups"), "chunk_size": cfg.integer("mamba_chunk_size"),
+            "conv_bias": cfg.flag("mamba_conv_bias"), "proj_bias": cfg.flag("mamba_proj_bias")}
 
 
 def nemotron_h(cfg: Config) -> dict:
