@@ -81,4 +81,10 @@ DEFAULTS_HYBRID: dict[str, dict] = {'falcon_h1': {'attention_bias': False,
                   'linear_conv_kernel_dim': 4,
                   'max_position_embeddings': 32768,
                   'tie_word_embeddings': False,
-                      'num_experts_per_tok': 8}}
+                      'num_experts_per_tok': 8},
+ 'lfm2_moe': {'conv_L_cache': 3,
+              'conv_bias': False,
+              'max_position_embeddings': 128000,
+              'num_dense_layers': 2,
+              'num_experts_per_tok': 4,
+              'tie_word_embeddings': True}}

@@ -11,7 +11,8 @@ Layer rules:
   qwen3_5 / qwen3_5_moe configs import their text_config) builds the same layers: dense, or MoE in every layer.
 - LFM2 (modeling_lfm2.py): ``layer_types`` ("conv" -> a short conv, "full_attention"), else the layers in
   ``full_attn_idxs`` attend (default: all); the MLP's width is adjusted from intermediate_size (``Lfm2MLP``); the
-  final norm is called embedding_norm.
+  final norm is called embedding_norm. LFM2-MoE: ``layer_types`` required; dense MLPs in the first
+  num_dense_layers, routed experts after.
 - MiniMax (modeling_minimax.py): ``layer_types`` ("linear_attention" -> lightning attention), else even layers
   attend and odd ones are linear (MiniMaxConfig.__post_init__); every FFN is a Mixtral-style MoE. Its cache,
   MiniMaxCache, keeps the linear states in its own ``linear_cache`` list beside ``layers``.
@@ -91,16 +92,36 @@ def lfm2(cfg: Config) -> dict:
             raise KvplanError(f"{cfg.origin}: full_attn_idxs: {clip(idxs)} is not a list of layer indices")
         return ["global" if i in idxs else "mamba" for i in range(n)]
 
-    types = _types(cfg, {"conv": "mamba", "full_attention": "global"}, fallback)
+    return _short_conv_hybrid(cfg, _types(cfg, _LFM2_TYPES, fallback), _lfm2_ffn(cfg), {})
+
+
+def lfm2_moe(cfg: Config) -> dict:
+    # Lfm2MoeMLP of intermediate_size (no width adjustment) in the first num_dense_layers, then routed experts
+    # (router without bias; its expert_bias is a buffer) of moe_intermediate_size; no shared expert
+    def required(n: int) -> list[str]:
+        raise KvplanError(f"{cfg.origin}: missing key 'layer_types', which an lfm2_moe card needs (its modeling "
+                          "reads it per layer)")
+
+    moe = {"num_experts": cfg.integer("num_experts"), "experts_per_token": cfg.integer("num_experts_per_tok"),
+           "expert_ffn_size": cfg.integer("moe_intermediate_size"),
+           "first_dense_layers": cfg.integer("num_dense_layers", minimum=0)}
+    return _short_conv_hybrid(cfg, _types(cfg, _LFM2_TYPES, required), cfg.integer("intermediate_size"), {"moe": moe})
+
+
+_LFM2_TYPES = {"conv": "mamba", "full_attention": "global"}
+
+
+def _short_conv_hybrid(cfg: Config, types: list[str], ffn: int, extra: dict) -> dict:
+    """LFM2 layers: short convs and attention with q/k norms; SiLU gated MLPs (w1, w3, w2)."""
     bias = cfg.flag("conv_bias")
     ssm = {"kind": "short_conv", "d_conv": cfg.integer("conv_L_cache"), "conv_bias": bias, "proj_bias": bias}
-    # Lfm2MLP: F.silu; the tie_embedding and block_ff_dim kwargs win over tie_word_embeddings and intermediate_size
-    data = {**cfg.data, "hidden_act": "silu", "intermediate_size": _lfm2_ffn(cfg),
+    # F.silu; the tie_embedding kwarg wins over tie_word_embeddings (the config classes' __post_init__)
+    data = {**cfg.data, "hidden_act": "silu", "intermediate_size": ffn,
             "tie_word_embeddings": cfg.flag("tie_embedding", "tie_word_embeddings")}
     own = Config(data, cfg.model_type, cfg.origin)
     own.assumed = cfg.assumed  # one record of the defaults assumed
     return {**_decoder_core(own), "layer_pattern": _compress(types), "ssm": ssm if "mamba" in types else None,
-            "qk_norm": True}
+            "qk_norm": True, **extra}
 
 
 def _lfm2_ffn(cfg: Config) -> int:
@@ -165,6 +186,6 @@ def recurrent_gemma(cfg: Config) -> dict:
 
 READERS: dict[str, Callable[[Config], dict]] = {
     "qwen3_next": qwen3_next, "qwen3_5_text": qwen3_5_text, "qwen3_5_moe_text": qwen3_5_moe_text, "lfm2": lfm2,
-    "minimax": minimax, "recurrent_gemma": recurrent_gemma,
+    "lfm2_moe": lfm2_moe, "minimax": minimax, "recurrent_gemma": recurrent_gemma,
 }
 ALL_READERS: dict[str, Callable[[Config], dict]] = families_hybrid.ALL_READERS | READERS
