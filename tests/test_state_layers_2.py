@@ -51,6 +51,11 @@ CASES = [
                                                  attention_bias=True, linear_conv_kernel_dim=3,
                                                  layer_types=["full_attention", "linear_attention",
                                                               "linear_attention"])),
+    ("qwen3.5", "qwen3_5_text", dict(BASE, **ATTN, **GDN, num_hidden_layers=4, head_dim=16)),
+    ("qwen3.5-moe", "qwen3_5_moe_text", dict(BASE, **{k: v for k, v in ATTN.items() if k != "intermediate_size"},
+                                             **GDN, num_hidden_layers=4, head_dim=16, num_experts=4,
+                                             num_experts_per_tok=2, moe_intermediate_size=32,
+                                             shared_expert_intermediate_size=48)),
     ("minimax", "minimax", dict(BASE, **ATTN, num_hidden_layers=3, head_dim=16, num_local_experts=4,
                                 num_experts_per_tok=2)),
     ("minimax-linear-last", "minimax", dict(BASE, **ATTN, num_hidden_layers=4, num_local_experts=2,
@@ -62,6 +67,9 @@ CASES = [
                                                          conv1d_width=3, attention_bias=True, attention_window_size=5,
                                                          block_types=["recurrent", "attention"])),
     ("lfm2", "lfm2", dict(BASE, **ATTN, num_hidden_layers=3, layer_types=["conv", "full_attention", "conv"])),
+    ("lfm2-moe", "lfm2_moe", dict(BASE, **ATTN, num_hidden_layers=4, moe_intermediate_size=32, num_experts=4,
+                                  num_experts_per_tok=2, num_dense_layers=1,
+                                  layer_types=["conv", "full_attention", "conv", "conv"])),
     ("lfm2-bias-ffn", "lfm2", dict(BASE, **{**ATTN, "intermediate_size": 120}, num_hidden_layers=4,
                                    full_attn_idxs=[2], conv_bias=True, conv_L_cache=4, block_ffn_dim_multiplier=1.5,
                                    block_multiple_of=32)),
@@ -263,6 +271,15 @@ def test_full_size_configs_match_published_totals(config, total, active):
     assert round((p.active - (p.embedding + p.lm_head) * (config is QWEN3_NEXT_80B)) / 1e9) * 1e9 == active
 
 
+@pytest.mark.parametrize(("model_type", "name"), [("qwen3_5", "qwen3.5"), ("qwen3_5_moe", "qwen3.5-moe")])
+def test_multimodal_qwen3_5_imports_its_text_decoder(model_type, name):
+    text_type, kwargs = _case(name)
+    text = transformers.AutoConfig.for_model(text_type, **kwargs).to_dict()
+    full = transformers.AutoConfig.for_model(model_type, text_config=text).to_dict()
+    skip = {"name", "source"}
+    assert card_from_hf_config(full).model_dump(exclude=skip) == card_from_hf_config(text).model_dump(exclude=skip)
+
+
 def test_defaults_hybrid_are_transformers_defaults():
     for model_type, defaults in DEFAULTS_HYBRID.items():
         cls = transformers.CONFIG_MAPPING[model_type]
@@ -277,11 +294,12 @@ def test_defaults_hybrid_are_transformers_defaults():
     ("jamba", dict(attn_layer_period=2, attn_layer_offset=2), r"attn_layer_offset \(2\) must be smaller"),
     ("jamba", dict(expert_layer_period=4, expert_layer_offset=1), "expert_layer_offset 1 .* not modelled"),
     ("falcon_h1", dict(mamba_d_ssm=100), r"ssm.num_heads: 8 does not divide ssm.intermediate_size 100"),
-    ("qwen3_next", dict(**GDN, head_dim=16, layer_types=["linear_attention"]),
+    ("qwen3_next", dict(**GDN, head_dim=16, num_experts=0, layer_types=["linear_attention"]),
      r"layer_types: .* num_hidden_layers \(2\)"),
     ("qwen3_next", dict(GDN, head_dim=16, linear_num_key_heads=3, num_experts=0),
      "ssm.n_groups: 3 does not divide ssm.num_heads 4"),
     ("lfm2", dict(layer_types=["conv", "mamba"]), r"layer_types: \['conv', 'mamba'\] is not a list"),
+    ("lfm2_moe", dict(moe_intermediate_size=32), "missing key 'layer_types'"),
     ("minimax", dict(attn_type_list=[0, 1]), "attn_type_list .* ignored by transformers"),
     ("minimax", dict(sliding_window=8), "sliding_window: 8 is not modelled for minimax"),
     ("recurrent_gemma", dict(block_types=["recurrent", "mlp"]), r"block_types: \['recurrent', 'mlp'\] is not a list"),

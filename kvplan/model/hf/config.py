@@ -22,6 +22,7 @@ from kvplan.model.hf.families_linear import ALL_READERS as READERS
 from kvplan.model.hf.quant import read_quantization
 from kvplan.model.hf.reader import Config
 
+_TEXT_DECODERS = {"gemma3": "gemma3_text", "qwen3_5": "qwen3_5_text", "qwen3_5_moe": "qwen3_5_moe_text"}
 _DTYPES = {"float32": "float32", "float16": "float16", "bfloat16": "bfloat16", "fp32": "float32",
            "fp16": "float16", "bf16": "bfloat16", "float": "float32", "half": "float16"}
 
@@ -59,11 +60,11 @@ def import_hf_config(config: dict | str | Path, *, name: str | None = None) -> t
     if not isinstance(model_type, str):
         raise KvplanError(f"{origin}: model_type: {clip(model_type)} is not a string; "
                           f"supported: {', '.join(sorted(READERS))}")
-    if model_type == "gemma3" and isinstance(data.get("text_config"), dict):  # multimodal: the text decoder
+    if model_type in _TEXT_DECODERS and isinstance(data.get("text_config"), dict):  # multimodal: the text decoder
+        model_type = _TEXT_DECODERS[model_type]
         data = {**data["text_config"], "torch_dtype": data.get("torch_dtype") or data.get("dtype"),
-                "_name_or_path": data.get("_name_or_path"), "model_type": "gemma3_text",
+                "_name_or_path": data.get("_name_or_path"), "model_type": model_type,
                 "quantization_config": data.get("quantization_config")}
-        model_type = "gemma3_text"
     if model_type not in READERS:
         near = difflib.get_close_matches(model_type[:100], READERS, n=3, cutoff=0.5)
         raise KvplanError(f"{origin}: unsupported model_type {clip(model_type)}; supported: "

@@ -7,10 +7,12 @@ Layer rules:
 - Qwen3-Next (modeling_qwen3_next.py): ``layer_types`` ("linear_attention" -> Gated DeltaNet, "full_attention"), else
   every ``full_attention_interval``-th layer (default 4) attends; the attention's q_proj also emits an output gate
   (twice as wide), with per-head q/k norms; every layer's FFN is a Qwen2-MoE block (routed experts plus a gated
-  shared expert), or a dense MLP when num_experts is 0.
+  shared expert), or a dense MLP when num_experts is 0. Qwen3.5 (qwen3_5_text, qwen3_5_moe_text; the multimodal
+  qwen3_5 / qwen3_5_moe configs import their text_config) builds the same layers: dense, or MoE in every layer.
 - LFM2 (modeling_lfm2.py): ``layer_types`` ("conv" -> a short conv, "full_attention"), else the layers in
   ``full_attn_idxs`` attend (default: all); the MLP's width is adjusted from intermediate_size (``Lfm2MLP``); the
-  final norm is called embedding_norm.
+  final norm is called embedding_norm. LFM2-MoE: ``layer_types`` required; dense MLPs in the first
+  num_dense_layers, routed experts after.
 - MiniMax (modeling_minimax.py): ``layer_types`` ("linear_attention" -> lightning attention), else even layers
   attend and odd ones are linear (MiniMaxConfig.__post_init__); every FFN is a Mixtral-style MoE. Its cache,
   MiniMaxCache, keeps the linear states in its own ``linear_cache`` list beside ``layers``.
@@ -47,7 +49,28 @@ def _types(cfg: Config, names: dict[str, str], fallback: Callable[[int], list[st
 
 
 def qwen3_next(cfg: Config) -> dict:
-    def fallback(n: int) -> list[str]:  # Qwen3NextConfig.__post_init__ pops full_attention_interval (default 4)
+    experts = cfg.integer("num_experts", minimum=0)
+    return _gated_deltanet_hybrid(cfg, _qwen_moe(cfg, shared=True) if experts else {})
+
+
+def qwen3_5_text(cfg: Config) -> dict:
+    return _gated_deltanet_hybrid(cfg, {})  # Qwen3.5 dense: a gated MLP in every layer
+
+
+def qwen3_5_moe_text(cfg: Config) -> dict:
+    # every layer MoE with a gated shared expert; the config has no dense intermediate_size (no layer reads it)
+    moe = {"num_experts": cfg.integer("num_experts"), "experts_per_token": cfg.integer("num_experts_per_tok"),
+           "expert_ffn_size": cfg.integer("moe_intermediate_size"), "num_shared_experts": 1,
+           "shared_expert_ffn_size": cfg.integer("shared_expert_intermediate_size"), "shared_expert_gate": True}
+    own = Config({"intermediate_size": moe["expert_ffn_size"], **cfg.data}, cfg.model_type, cfg.origin)
+    own.assumed = cfg.assumed  # one record of the defaults assumed
+    return _gated_deltanet_hybrid(own, {"moe": moe})
+
+
+def _gated_deltanet_hybrid(cfg: Config, ffn: dict) -> dict:
+    """Qwen3-Next and Qwen3.5 text: Gated DeltaNet layers and every full_attention_interval-th gated attention (q/k
+    norms); Qwen3.5 splits in_proj_qkvz / in_proj_ba into four projections of the same total size."""
+    def fallback(n: int) -> list[str]:  # the config classes' __post_init__ pop full_attention_interval (default 4)
         every = cfg.optional("full_attention_interval") or 4
         return ["global" if (i + 1) % every == 0 else "mamba" for i in range(n)]
 
@@ -56,11 +79,9 @@ def qwen3_next(cfg: Config) -> dict:
     ssm = {"kind": "gated_deltanet", "d_state": cfg.integer("linear_key_head_dim"),
            "n_groups": cfg.integer("linear_num_key_heads"), "num_heads": heads, "head_dim": width,
            "intermediate_size": heads * width, "d_conv": cfg.integer("linear_conv_kernel_dim"), "conv_bias": False}
-    experts = cfg.integer("num_experts", minimum=0)
     bias = cfg.flag("attention_bias")
     return {**_decoder_core(cfg), "head_dim": cfg.integer("head_dim"), "layer_pattern": _compress(types),
-            "ssm": ssm, "qk_norm": True, "attention_output_gate": True, "qkv_bias": bias, "out_bias": bias,
-            **(_qwen_moe(cfg, shared=True) if experts else {})}
+            "ssm": ssm, "qk_norm": True, "attention_output_gate": True, "qkv_bias": bias, "out_bias": bias, **ffn}
 
 
 def lfm2(cfg: Config) -> dict:
@@ -71,16 +92,36 @@ def lfm2(cfg: Config) -> dict:
             raise KvplanError(f"{cfg.origin}: full_attn_idxs: {clip(idxs)} is not a list of layer indices")
         return ["global" if i in idxs else "mamba" for i in range(n)]
 
-    types = _types(cfg, {"conv": "mamba", "full_attention": "global"}, fallback)
+    return _short_conv_hybrid(cfg, _types(cfg, _LFM2_TYPES, fallback), _lfm2_ffn(cfg), {})
+
+
+def lfm2_moe(cfg: Config) -> dict:
+    # Lfm2MoeMLP of intermediate_size (no width adjustment) in the first num_dense_layers, then routed experts
+    # (router without bias; its expert_bias is a buffer) of moe_intermediate_size; no shared expert
+    def required(n: int) -> list[str]:
+        raise KvplanError(f"{cfg.origin}: missing key 'layer_types', which an lfm2_moe card needs (its modeling "
+                          "reads it per layer)")
+
+    moe = {"num_experts": cfg.integer("num_experts"), "experts_per_token": cfg.integer("num_experts_per_tok"),
+           "expert_ffn_size": cfg.integer("moe_intermediate_size"),
+           "first_dense_layers": cfg.integer("num_dense_layers", minimum=0)}
+    return _short_conv_hybrid(cfg, _types(cfg, _LFM2_TYPES, required), cfg.integer("intermediate_size"), {"moe": moe})
+
+
+_LFM2_TYPES = {"conv": "mamba", "full_attention": "global"}
+
+
+def _short_conv_hybrid(cfg: Config, types: list[str], ffn: int, extra: dict) -> dict:
+    """LFM2 layers: short convs and attention with q/k norms; SiLU gated MLPs (w1, w3, w2)."""
     bias = cfg.flag("conv_bias")
     ssm = {"kind": "short_conv", "d_conv": cfg.integer("conv_L_cache"), "conv_bias": bias, "proj_bias": bias}
-    # Lfm2MLP: F.silu; the tie_embedding and block_ff_dim kwargs win over tie_word_embeddings and intermediate_size
-    data = {**cfg.data, "hidden_act": "silu", "intermediate_size": _lfm2_ffn(cfg),
+    # F.silu; the tie_embedding kwarg wins over tie_word_embeddings (the config classes' __post_init__)
+    data = {**cfg.data, "hidden_act": "silu", "intermediate_size": ffn,
             "tie_word_embeddings": cfg.flag("tie_embedding", "tie_word_embeddings")}
     own = Config(data, cfg.model_type, cfg.origin)
     own.assumed = cfg.assumed  # one record of the defaults assumed
     return {**_decoder_core(own), "layer_pattern": _compress(types), "ssm": ssm if "mamba" in types else None,
-            "qk_norm": True}
+            "qk_norm": True, **extra}
 
 
 def _lfm2_ffn(cfg: Config) -> int:
@@ -143,6 +184,8 @@ def recurrent_gemma(cfg: Config) -> dict:
             "qkv_bias": cfg.flag("attention_bias"), "out_bias": True, "mlp_bias": True}
 
 
-READERS: dict[str, Callable[[Config], dict]] = {"qwen3_next": qwen3_next, "lfm2": lfm2, "minimax": minimax,
-                                                "recurrent_gemma": recurrent_gemma}
+READERS: dict[str, Callable[[Config], dict]] = {
+    "qwen3_next": qwen3_next, "qwen3_5_text": qwen3_5_text, "qwen3_5_moe_text": qwen3_5_moe_text, "lfm2": lfm2,
+    "lfm2_moe": lfm2_moe, "minimax": minimax, "recurrent_gemma": recurrent_gemma,
+}
 ALL_READERS: dict[str, Callable[[Config], dict]] = families_hybrid.ALL_READERS | READERS
