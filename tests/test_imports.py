@@ -18,6 +18,10 @@ def loaded_after(code: str) -> list[str]:
     "import kvplan.verify.run, kvplan.verify.activations, kvplan.verify.allocator, kvplan.verify.limits",
     "import kvplan.cli",
     "import kvplan; kvplan.estimate('llama-2-7b', seq_len=128, gpu='H100-SXM')",
+    "import kvplan; kvplan.plan('llama-3.1-70b', gpu='H100-SXM', tp=4, max_model_len=8192)",
+    "import kvplan; kvplan.search('llama-3-8b', max_model_len=4096, concurrency=8)",
+    "import kvplan; kvplan.sweep('llama-3-8b', batch='1..8*2', seq_len='1024,2048', gpu='H100-SXM').to_csv(__import__('io').StringIO())",
+    "from kvplan.planning.check import run_check; run_check()",
 ])
 def test_no_heavy_imports(code):
     assert loaded_after(code) == []
