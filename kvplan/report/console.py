@@ -17,9 +17,10 @@ from kvplan.units import fmt_bytes, fmt_int
 _UNLIMITED = 100_000  # columns for a file or a pipe: tables take their natural width
 
 
-def make_console(stderr: bool = False) -> Console:
-    stream = sys.stderr if stderr else sys.stdout
-    tty = stream.isatty()
+def make_console(stderr: bool = False, file=None) -> Console:
+    """A console on stdout (stderr, or ``file``) that takes its natural width unless it writes to a terminal."""
+    stream = file if file is not None else sys.stderr if stderr else sys.stdout
+    tty = stream.isatty() if hasattr(stream, "isatty") else False
     return Console(file=stream, width=None if tty else _UNLIMITED, soft_wrap=not tty, stderr=stderr,
                    highlight=False)
 

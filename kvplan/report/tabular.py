@@ -71,17 +71,15 @@ def _markdown(columns: tuple[str, ...], rows: Iterable[tuple], f: IO[str]) -> in
 
 
 def _table(columns: tuple[str, ...], rows: Iterable[tuple], f: IO[str]) -> int:
-    from rich.console import Console
 
-    from kvplan.report.console import table
+    from kvplan.report.console import make_console, table
 
     t = table("kvplan sweep", list(columns), left=_TEXT)
     n = 0
     for row in rows:
         t.add_row(*(f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else cell(v) for v in row))
         n += 1
-    tty = f.isatty() if hasattr(f, "isatty") else False
-    Console(file=f, width=None if tty else 100_000, soft_wrap=not tty, highlight=False).print(t)
+    make_console(file=f).print(t)
     return n
 
 
