@@ -11,6 +11,7 @@ from dataclasses import dataclass, fields
 from functools import lru_cache
 
 from kvplan.cost.shapes import attention_matrices, ffn_matrices, router_matrices, total
+from kvplan.cost.shared import shared_params
 from kvplan.cost.ssm import ssm_params
 from kvplan.model.card import ModelCard
 
@@ -94,7 +95,10 @@ def count_params(card: ModelCard) -> ParamBreakdown:
     decoder_only = card.architecture != "encoder-decoder"
     stacks = 1 if decoder_only else 2
     blocks = card.num_layers + (card.num_encoder_layers or 0)
-    attention_blocks = card.attention_layers + (card.num_encoder_layers or 0)  # mamba and mlp layers do not attend
+    # mamba and mlp layers do not attend; hybrid layers that invoke a shared block (Zamba) hold no attention of their own
+    own_attention = 0 if card.shared_blocks else card.attention_layers
+    attention_blocks = own_attention + (card.num_encoder_layers or 0)
+    shared = shared_params(card)
     cross = 0 if decoder_only else card.num_layers  # one cross-attention (and its norm) per decoder block
     mlp = [mlp_params(card, i) for i in range(card.num_layers) if card.has_mlp(i)]
     if card.num_encoder_layers:
@@ -107,11 +111,11 @@ def count_params(card: ModelCard) -> ParamBreakdown:
     return ParamBreakdown(
         embedding=card.vocab_size * h,
         positions=(card.max_position_embeddings + card.learned_position_offset) * h if card.position == "learned" else 0,
-        attention=(attention_blocks + cross) * attention_params(card),
-        mlp=sum(m[0] for m in mlp),
-        norms=norms * norm_params(card, h),
+        attention=(attention_blocks + cross) * attention_params(card) + shared.attention,
+        mlp=sum(m[0] for m in mlp) + shared.mlp,
+        norms=norms * norm_params(card, h) + shared.norms,
         lm_head=lm_head,
-        other=other,
-        mlp_active=sum(m[1] for m in mlp),
+        other=other + shared.other,
+        mlp_active=sum(m[1] for m in mlp) + shared.mlp,
         ssm=card.state_layers * ssm_params(card) if card.ssm else 0,
     )

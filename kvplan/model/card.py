@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, model_
 from kvplan.errors import KvplanError
 from kvplan.model.ssm import SSM, derive_ssm
 from kvplan.model.quant import Quantization
+from kvplan.model.shared import SharedBlocks, check_shared_blocks
 
 Architecture = Literal["decoder-only", "encoder-only", "encoder-decoder"]
 LayerType = Literal["global", "sliding", "chunked", "mamba", "hybrid", "mlp"]
@@ -77,7 +78,12 @@ class MoE(BaseModel):
     layer_interval: StrictInt = Field(
         1, ge=1, le=MAX_LAYERS, description="Every n-th layer is MoE, the others dense: layer i is MoE iff "
                                            "(i + 1) % n == 0 (Llama-4 interleave_moe_layer_step); 1: every layer.")
-    router_bias: StrictBool = Field(False, description="The router Linear(hidden, num_experts) has a bias (gpt-oss).")
+    last_layer: StrictInt | None = Field(
+        None, ge=0, le=MAX_LAYERS, description="The last layer that may be MoE, later ones dense (ERNIE-4.5 "
+                                               "moe_layer_end_index); null: the last layer.")
+    router_bias: StrictBool = Field(False, description="The router Linear(hidden, num_experts) has a bias (gpt-oss), "
+                                                       "or a per-expert score correction of as many parameters "
+                                                       "(ERNIE-4.5 e_score_correction_bias).")
 
     @model_validator(mode="after")
     def _check(self) -> MoE:
@@ -168,6 +174,9 @@ class ModelCard(BaseModel):
         True, description="Every block holds its mixer and an FFN; false: each block holds one module, a mixer "
                           "(attention or mamba) or, in an mlp layer, the FFN (Nemotron-H; Mamba, which has no FFN).")
     moe: MoE | None = None
+    shared_blocks: SharedBlocks | None = Field(
+        None, description="Transformer blocks the hybrid layers share (Zamba, Zamba2; kvplan.model.shared): counted "
+                          "once in the weights, cached per invocation.")
     dtype: Literal["float32", "float16", "bfloat16"] = Field(description="The checkpoint's dtype.")
     quantization: Quantization | None = Field(
         None, description="How the checkpoint stores quantized linears (kvplan.model.quant); null: all in dtype.")
@@ -210,6 +219,10 @@ class ModelCard(BaseModel):
         if self.moe and self.moe.first_dense_layers >= self.num_layers:
             raise ValueError(f"moe.first_dense_layers: {self.moe.first_dense_layers} leaves no MoE layer of "
                              f"num_layers ({self.num_layers}); allowed: 0..{self.num_layers - 1}")
+        last = self.moe.last_layer if self.moe else None
+        if last is not None and not self.moe.first_dense_layers <= last < self.num_layers:
+            raise ValueError(f"moe.last_layer: {last} is outside moe.first_dense_layers..num_layers - 1 "
+                             f"({self.moe.first_dense_layers}..{self.num_layers - 1})")
         if self.quantization and self.architecture != "decoder-only":
             raise ValueError(f"quantization: modelled for decoder-only cards; {self.name} is {self.architecture}")
         if self.mla and self.architecture != "decoder-only":
@@ -258,6 +271,10 @@ class ModelCard(BaseModel):
             if self.architecture != "decoder-only" or self.mla:
                 raise ValueError("ssm: supported in decoder-only models without mla only")
             derive_ssm(self.ssm, self.hidden_size)
+        if self.shared_blocks is not None:
+            check_shared_blocks(self.shared_blocks, pattern=pattern, mixer_mlp=self.mixer_mlp, has_moe=bool(self.moe),
+                                q_width=self.num_heads * self.head_dim, kv_width=self.num_kv_heads * self.head_dim,
+                                hidden_size=self.hidden_size)
 
     # ---- derived, never stored --------------------------------------------------------------------------------
 
@@ -307,7 +324,8 @@ class ModelCard(BaseModel):
         """Layer ``layer`` routes its FFN through experts (DeepSeek keeps first_k_dense_replace dense layers; Llama-4
         interleaves every layer_interval-th)."""
         moe = self.moe
-        return moe is not None and self.has_mlp(layer) and layer >= moe.first_dense_layers and (layer + 1) % moe.layer_interval == 0
+        last = layer if moe is None or moe.last_layer is None else moe.last_layer
+        return moe is not None and self.has_mlp(layer) and moe.first_dense_layers <= layer <= last and (layer + 1) % moe.layer_interval == 0
 
     def cached_kv_heads(self, transformers: bool) -> int:
         """K/V heads a runtime caches per layer. transformers' Falcon (new_decoder_architecture) broadcasts K/V to
@@ -345,9 +363,16 @@ class ModelCard(BaseModel):
     def require_no_state_layers(self, what: str) -> None:
         """KvplanError for a computation not modelled for state-space layers yet (FLOPs, parallel layouts, sweeps,
         the reference model), instead of a number that silently treats them as attention."""
+        self.require_no_shared_blocks(what)
         if self.ssm is not None:
             raise KvplanError(f"{what}: not modelled for state-space (mamba) layers yet; {self.name} has "
                               f"{self.state_layers}")
+
+    def require_no_shared_blocks(self, what: str) -> None:
+        """KvplanError where shared blocks are not modelled (FLOPs, TP, the reference model), not a per-layer guess."""
+        if self.shared_blocks is not None:
+            raise KvplanError(f"{what}: not modelled for shared transformer blocks (Zamba-style) yet; {self.name} "
+                              f"invokes them in {self.attention_layers} layers")
 
     def derived_fields(self) -> frozenset[str]:
         """Fields whose value was derived rather than written in the card."""

@@ -170,6 +170,7 @@ def _check_inputs(card: ModelCard, engine: str, dtype: str, device: str, batch: 
         require_positive("--encoder-len", encoder_len)
     if encoder_len is not None and card.architecture != "encoder-decoder":
         raise KvplanError(f"--encoder-len: only for encoder-decoder models; {card.name} is {card.architecture}")
+    card.require_no_shared_blocks("verify (the reference model)")
     if card.has_kv_cache and not 1 <= decode_steps < seq_len:
         raise KvplanError(f"--decode-steps: need 1 <= steps < seq_len ({seq_len}), got {decode_steps}")
     if device.startswith("cuda"):

@@ -1,0 +1,223 @@
+"""ERNIE-4.5-MoE and the Zamba hybrids (Mamba layers plus shared attention + MLP blocks invoked by hybrid layers),
+proven against transformers 5.x like tests/test_state_layers_2.py: exact parameter counts (shared weights once,
+per-invocation linears and adapters each time), and every tensor the real caches hold (each invocation's own K/V,
+the conv and SSM states), layer by layer, for several batch / prompt / decode combinations."""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+warnings.filterwarnings("ignore")
+
+from kvplan import count_params, estimate  # noqa: E402
+from kvplan.errors import KvplanError  # noqa: E402
+from kvplan.model.hf.config import card_from_hf_config  # noqa: E402
+from kvplan.model.hf.defaults_zamba import DEFAULTS_ZAMBA  # noqa: E402
+from test_state_layers import BASE, _measured  # noqa: E402
+from test_state_layers_2 import _generate, _measured_layers, _model, _predicted  # noqa: E402
+
+ATTN = dict(num_attention_heads=4, num_key_value_heads=2, intermediate_size=96)
+MOE = dict(moe_intermediate_size=32, moe_num_experts=4, moe_k=2)
+Z2_TYPES = ["linear_attention", "hybrid", "hybrid", "linear_attention", "hybrid", "linear_attention"]
+CASES = [
+    ("zamba", "zamba", dict(BASE, **ATTN, num_hidden_layers=7, mamba_d_state=8, attn_layer_period=2,
+                            attn_layer_offset=1)),
+    ("zamba-mha-biases", "zamba", dict(BASE, num_attention_heads=4, num_key_value_heads=4, intermediate_size=80, num_hidden_layers=4,
+                                       mamba_d_state=8, n_mamba_heads=4, mamba_dt_rank=6, mamba_proj_bias=True,
+                                       mamba_conv_bias=False, mamba_d_conv=3, attention_head_dim=24,
+                                       layers_block_type=["hybrid", "mamba", "hybrid", "hybrid"])),
+    ("zamba2-adapters", "zamba2", dict(BASE, num_attention_heads=4, intermediate_size=96, num_hidden_layers=6,
+                                       mamba_d_state=8, num_mem_blocks=2, use_shared_attention_adapter=True,
+                                       adapter_rank=4, layers_block_type=Z2_TYPES)),
+    ("zamba2-gqa-rope-bias", "zamba2", dict(BASE, **ATTN, num_hidden_layers=4, mamba_d_state=8, n_mamba_heads=4,
+                                            mamba_ngroups=2, add_bias_linear=True, use_mem_rope=True, mamba_d_conv=3,
+                                            layers_block_type=["hybrid", "mamba", "hybrid", "hybrid"])),
+    ("zamba2-blocks-beyond-calls", "zamba2", dict(BASE, num_attention_heads=4, num_hidden_layers=3, mamba_d_state=8,
+                                                  num_mem_blocks=3, adapter_rank=8,
+                                                  layers_block_type=["mamba", "hybrid", "hybrid"])),
+    ("ernie4.5-moe", "ernie4_5_moe", dict(BASE, **ATTN, **MOE, num_hidden_layers=4)),
+    ("ernie4.5-moe-window", "ernie4_5_moe", dict(BASE, **ATTN, **MOE, num_hidden_layers=6, moe_layer_start_index=0,
+                                                 moe_layer_end_index=3, moe_layer_interval=2,
+                                                 moe_num_shared_experts=0)),
+    ("ernie4.5-moe-dense-bias", "ernie4_5_moe", dict(BASE, **ATTN, num_hidden_layers=3, use_bias=True,
+                                                     moe_layer_start_index=5)),
+]
+LENGTHS = [(1, 2, 1), (2, 3, 1), (2, 4, 1), (1, 5, 4), (2, 2, 6)]  # shorter and longer than d_conv
+
+
+def _case(name: str):
+    return next(c[1:] for c in CASES if c[0] == name)
+
+
+def _card(name: str, **extra):
+    model_type, kwargs = _case(name)
+    return card_from_hf_config(transformers.AutoConfig.for_model(model_type, **kwargs, **extra).to_dict())
+
+
+@pytest.mark.parametrize(("model_type", "kwargs"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_params_and_dynamic_cache_match_transformers(model_type, kwargs):
+    cfg, model = _model(model_type, kwargs)
+    card = card_from_hf_config(cfg.to_dict())
+    built = sum(p.numel() for p in model.parameters())  # tied shared blocks once
+    assert count_params(card).total == built
+    for batch, prompt, steps in LENGTHS:
+        cache = _generate(model, transformers.DynamicCache(config=cfg), batch, prompt, steps)
+        layers, whole = _measured_layers(cache, card.num_layers)
+        seq_len = prompt + steps - 1
+        assert layers == _predicted(card, "hf-dynamic", "fp32", batch, seq_len), (batch, prompt, steps)
+        est = estimate(card, batch=batch, seq_len=seq_len, engine="hf-dynamic", kv_dtype="fp32")
+        assert est.kv_cache.total_bytes == whole == sum(layers)
+
+
+@pytest.mark.parametrize("name", ["zamba", "zamba2-gqa-rope-bias"])
+def test_bf16_model_state_dtypes(name):
+    """transformers keeps the Mamba-1/2 SSM states in float32 in a bf16 model, K/V and conv states in bf16."""
+    model_type, kwargs = _case(name)
+    cfg, model = _model(model_type, kwargs, torch.bfloat16)
+    card = card_from_hf_config({**cfg.to_dict(), "dtype": "bfloat16"})
+    cache = _generate(model, transformers.DynamicCache(config=cfg), 2, 4, 2)
+    hybrid = cache.layers[[i for i in range(card.num_layers) if card.mixer(i) == "hybrid"][0]]
+    assert (hybrid.keys.dtype, hybrid.conv_states[0].dtype, hybrid.recurrent_states[0].dtype) == (
+        torch.bfloat16, torch.bfloat16, torch.float32)
+    layers, whole = _measured_layers(cache, card.num_layers)
+    assert layers == _predicted(card, "hf-dynamic", "bf16", 2, 5)
+    assert estimate(card, batch=2, seq_len=5, engine="hf-dynamic").kv_cache.total_bytes == whole
+
+
+@pytest.mark.parametrize("name", ["zamba", "zamba2-adapters", "ernie4.5-moe"])
+def test_static_cache_holds_states_beside_preallocated_kv(name):
+    model_type, kwargs = _case(name)
+    cfg, model = _model(model_type, kwargs)
+    card = card_from_hf_config(cfg.to_dict())
+    cache = transformers.StaticCache(config=cfg, max_cache_len=16)
+    with torch.no_grad():
+        model(torch.randint(0, 128, (2, 5)), past_key_values=cache, use_cache=True, cache_position=torch.arange(5))
+    layers, whole = _measured(cache)
+    # each static attention layer also keeps an int64 scalar, its cumulative_length counter: bookkeeping, not cache
+    counters = [8 * (card.mixer(i) in ("attention", "hybrid")) for i in range(card.num_layers)]
+    predicted = _predicted(card, "hf-static", "fp32", 2, 5, max_cache_len=16)
+    assert layers == [p + c for p, c in zip(predicted, counters)]
+    est = estimate(card, batch=2, seq_len=5, engine="hf-static", max_cache_len=16, kv_dtype="fp32")
+    assert est.kv_cache.total_bytes == whole - sum(counters)
+
+
+def test_zamba2_shared_blocks_by_hand():
+    """Zamba2 tiny (h 64, 4 heads of 2h/4 = 32, ffn 96, adapter rank 4, 2 blocks over 3 hybrid layers of 6):
+    2 blocks of attention 2 x 64 x (128 + 2 x 128) + 128 x 64 and MLP 64 x 192 + 96 x 64; 3 invocations of q/k/v
+    adapters 3 x 2 x (128 x 4) and a gate_up adapter 4 x (64 + 192), each with its Linear(64, 64). Cache on vLLM,
+    bf16, batch 3 at 40 tokens: 3 hybrid layers of K/V (4 heads x 32), 6 conv states (conv_dim 128 + 2 x 8 = 144
+    channels x 3 inputs) and 6 SSM states (8 heads x 16 x 8)."""
+    card = _card("zamba2-adapters")
+    p = count_params(card)
+    assert p.attention == 2 * (2 * 64 * (128 + 2 * 128) + 128 * 64) + 3 * 3 * 2 * 128 * 4
+    assert p.mlp == p.mlp_active == 2 * (64 * 192 + 96 * 64) + 3 * 4 * (64 + 192)
+    assert (p.other, p.norms) == (3 * 64 * 64, 2 * (128 + 64) + 6 * 64 + 64)
+    est = estimate(card, batch=3, seq_len=40, engine="vllm", kv_dtype="bf16", block_size=16)
+    groups = {g.kind: g.total_bytes for g in est.kv_cache.groups}
+    assert groups == {"full": 3 * 3 * 48 * 2 * 4 * 32 * 2, "conv_state": 3 * 6 * 144 * 3 * 2,
+                      "ssm_state": 3 * 6 * 8 * 16 * 8 * 2}
+    ideal = estimate(card, batch=3, seq_len=40, engine="ideal", kv_dtype="bf16")
+    assert ideal.kv_cache.total_bytes == 3 * (3 * 40 * 2 * 4 * 32 * 2 + 6 * 144 * 3 * 2 + 6 * 8 * 16 * 8 * 2)
+
+
+def test_ernie_moe_layer_window_and_shared_experts():
+    """moe_layer_start_index 0, end 3, interval 2 over 6 layers: layers 1 and 3 MoE (5 is past the end)."""
+    card = _card("ernie4.5-moe-window")
+    assert [card.is_moe_layer(i) for i in range(6)] == [False, True, False, True, False, False]
+    assert card.moe.num_shared_experts == 0 and card.moe.router_bias
+    default = _card("ernie4.5-moe")  # start 1, end -1 (the last layer); 2 shared experts as one MLP of 2 x 32
+    assert [default.is_moe_layer(i) for i in range(4)] == [False, True, True, True]
+    assert (default.moe.num_shared_experts, default.moe.shared_ffn) == (1, 64)
+    assert _card("ernie4.5-moe-dense-bias").moe is None
+
+
+@pytest.mark.parametrize("name", ["zamba", "zamba2-adapters"])
+def test_layer_rule_without_layers_block_type_is_the_config_class_rule(name):
+    model_type, kwargs = _case(name)
+    kwargs = {k: v for k, v in kwargs.items() if k != "layers_block_type"}
+    if model_type == "zamba2":  # Zamba2Config's fixed 54-layer list
+        kwargs["num_hidden_layers"] = 54
+    data = transformers.AutoConfig.for_model(model_type, **kwargs).to_dict()
+    rule = {k: v for k, v in data.items() if k not in ("layers_block_type", "hybrid_layer_ids")}
+    card = card_from_hf_config(rule)
+    assert card == card_from_hf_config(data)
+    hybrids = [i for i in range(card.num_layers) if card.mixer(i) == "hybrid"]
+    assert hybrids == ([2, 4, 6] if model_type == "zamba" else data["hybrid_layer_ids"])
+
+
+ERNIE_21B = {  # baidu/ERNIE-4.5-21B-A3B-PT config.json
+    "model_type": "ernie4_5_moe", "_name_or_path": "baidu/ERNIE-4.5-21B-A3B-PT", "torch_dtype": "bfloat16",
+    "hidden_act": "silu", "hidden_size": 2560, "intermediate_size": 12288, "max_position_embeddings": 131072,
+    "moe_intermediate_size": 1536, "moe_k": 6, "moe_layer_end_index": 27, "moe_layer_interval": 1,
+    "moe_layer_start_index": 1, "moe_num_experts": 64, "moe_num_shared_experts": 2, "num_attention_heads": 20,
+    "num_hidden_layers": 28, "num_key_value_heads": 4, "rms_norm_eps": 1e-05, "rope_theta": 500000.0,
+    "vocab_size": 103424, "tie_word_embeddings": True, "use_bias": False,
+}
+ZAMBA_7B = {"model_type": "zamba", "_name_or_path": "Zyphra/Zamba-7B-v1", "torch_dtype": "bfloat16",
+            **{k: v for k, v in transformers.AutoConfig.for_model("zamba").to_dict().items()
+               if k in ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+                        "max_position_embeddings")}}  # ZambaConfig's defaults are Zamba-7B-v1's
+
+
+@pytest.mark.parametrize(("config", "total", "active"), [
+    (ERNIE_21B, 21e9, 3e9),  # ERNIE 4.5 model card: 21B total, 3B activated per token
+    (ZAMBA_7B, 7e9, 7e9),  # Zamba paper (arXiv:2405.16712): a 7B model
+])
+def test_full_size_configs_match_published_totals(config, total, active):
+    card = card_from_hf_config(config)
+    built = transformers.AutoConfig.for_model(**{k: v for k, v in config.items() if k != "_name_or_path"}).to_dict()
+    skip = {"name", "source"}
+    assert card_from_hf_config(built).model_dump(exclude=skip) == card.model_dump(exclude=skip)
+    p = count_params(card)
+    assert p.total == pytest.approx(total, rel=0.05)  # 21.83B; 7.23B
+    assert round(p.active / 1e9) * 1e9 == active  # 3.35B; 7.23B
+
+
+def test_defaults_zamba_are_transformers_defaults():
+    for model_type, defaults in DEFAULTS_ZAMBA.items():
+        cls = transformers.CONFIG_MAPPING[model_type]
+        fields, built = {f.name: f.default for f in dataclasses.fields(cls)}, cls()
+        for key, value in defaults.items():
+            assert value in (fields[key], getattr(built, key)), (model_type, key)
+
+
+@pytest.mark.parametrize(("model_type", "kwargs", "match"), [
+    ("zamba", dict(layers_block_type=["mamba", "attention"]), r"layers_block_type: \['mamba', 'attention'\] is not"),
+    ("zamba", dict(layers_block_type=["mamba", "hybrid", "mamba"]), "has 3 layers but num_hidden_layers is 2"),
+    ("zamba", dict(num_hidden_layers=2), r"layers_block_type \(the config class's default rule\) has 3 layers"),
+    ("zamba", dict(num_hidden_layers=3, attention_hidden_size=96), "attention_hidden_size 96: .* allowed: 2 x hidden_size"),
+    ("zamba", dict(num_hidden_layers=3, n_mamba_heads=3), r"n_mamba_heads 3 does not divide mamba_expand x hidden_size \(128\)"),
+    ("zamba2", dict(layers_block_type=["mamba", "hybrid"], hybrid_layer_ids=[0]),
+     r"hybrid_layer_ids \[0\] disagree with layers_block_type \(hybrid at \[1\]\)"),
+    ("zamba2", dict(layers_block_type=["mamba", "hybrid"], num_key_value_heads=2, use_shared_attention_adapter=True),
+     "shared_blocks.attention_adapters: the q/k/v adapters are 2 x hidden_size"),
+    ("zamba2", dict(layers_block_type=["mamba", "hybrid"], num_hidden_layers=54), "has 2 layers but num_hidden_layers"),
+    ("ernie4_5_moe", dict(use_bias=True), "use_bias true with MoE layers .* not modelled"),
+    ("ernie4_5_moe", dict(moe_layer_end_index=1.5), "moe_layer_end_index: 1.5 is out of range or not an integer"),
+])
+def test_inconsistent_configs_name_the_keys(model_type, kwargs, match):
+    data = {**ATTN, **MOE, "hidden_size": 64, "vocab_size": 128, "num_hidden_layers": 2, **kwargs,
+            "model_type": model_type}
+    with pytest.raises(KvplanError, match=match):
+        card_from_hf_config(data)
+
+
+@pytest.mark.parametrize("call", [
+    lambda card: estimate(card, batch=1, seq_len=8, gpu="H100-SXM"),
+    lambda card: __import__("kvplan.cost.flops", fromlist=["x"]).step_flops(card, batch=1, prompt_len=4, seq_len=8,
+                                                                         engine="ideal"),
+    lambda card: __import__("kvplan.planning.capacity", fromlist=["x"]).plan(card, gpu="H100-SXM", tp=2,
+                                                                          max_model_len=64),
+    lambda card: __import__("kvplan.verify.run", fromlist=["x"]).verify(card),
+    lambda card: list(__import__("kvplan").sweep(card, batch="1,2", seq_len=[64])),
+])
+def test_unmodelled_paths_refuse_shared_blocks(call):
+    """FLOPs (a shared block runs once per invocation), roofline, per-rank plans, sweeps and the reference model do
+    not model shared blocks yet: each refuses in one line instead of counting the block per layer or once."""
+    with pytest.raises(KvplanError, match="not modelled for shared transformer blocks"):
+        call(_card("zamba"))
