@@ -14,8 +14,13 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 warnings.filterwarnings("ignore")
 
-from kvplan import count_params, estimate  # noqa: E402
+from kvplan import count_params, estimate, sweep  # noqa: E402
+from kvplan.cost.flops import step_flops  # noqa: E402
 from kvplan.errors import KvplanError  # noqa: E402
+from kvplan.model.catalog import card_from_dict  # noqa: E402
+from kvplan.planning.capacity import plan  # noqa: E402
+from kvplan.verify.reference.shrink import shrink  # noqa: E402
+from kvplan.verify.run import verify  # noqa: E402
 from kvplan.model.hf.config import card_from_hf_config  # noqa: E402
 from kvplan.model.hf.defaults_zamba import DEFAULTS_ZAMBA  # noqa: E402
 from test_state_layers import BASE, _measured  # noqa: E402
@@ -209,15 +214,43 @@ def test_inconsistent_configs_name_the_keys(model_type, kwargs, match):
 
 @pytest.mark.parametrize("call", [
     lambda card: estimate(card, batch=1, seq_len=8, gpu="H100-SXM"),
-    lambda card: __import__("kvplan.cost.flops", fromlist=["x"]).step_flops(card, batch=1, prompt_len=4, seq_len=8,
-                                                                         engine="ideal"),
-    lambda card: __import__("kvplan.planning.capacity", fromlist=["x"]).plan(card, gpu="H100-SXM", tp=2,
-                                                                          max_model_len=64),
-    lambda card: __import__("kvplan.verify.run", fromlist=["x"]).verify(card),
-    lambda card: list(__import__("kvplan").sweep(card, batch="1,2", seq_len=[64])),
-])
+    lambda card: step_flops(card, batch=1, prompt_len=4, seq_len=8, engine="ideal"),
+    lambda card: plan(card, gpu="H100-SXM", tp=2, max_model_len=64),
+    lambda card: verify(card),
+    lambda card: list(sweep(card, batch="1,2", seq_len=[64])),
+], ids=["roofline", "flops", "plan", "verify", "sweep"])
 def test_unmodelled_paths_refuse_shared_blocks(call):
     """FLOPs (a shared block runs once per invocation), roofline, per-rank plans, sweeps and the reference model do
     not model shared blocks yet: each refuses in one line instead of counting the block per layer or once."""
     with pytest.raises(KvplanError, match="not modelled for shared transformer blocks"):
         call(_card("zamba"))
+
+
+def _edited(name: str, **changes):
+    data = _card(name).model_dump(exclude_none=True)
+    for path, value in changes.items():
+        *parents, leaf = path.split("__")
+        target = data
+        for key in parents:
+            target = target[key]
+        target[leaf] = value
+    return card_from_dict(data, origin="card.yaml")
+
+
+@pytest.mark.parametrize(("name", "changes", "match"), [
+    ("zamba", dict(layer_pattern=["mamba", "global"]), "shared_blocks: needs layer_pattern of mamba and hybrid"),
+    ("zamba", dict(layer_pattern=["mamba"]), "shared_blocks: needs layer_pattern .* at least one hybrid"),
+    ("zamba", dict(mixer_mlp=True), "shared_blocks: the MLP lives in the shared block; needs mixer_mlp false"),
+    ("zamba", dict(shared_blocks__adapter_rank=8), "shared_blocks.adapter_rank: required with attention_adapters"),
+    ("zamba2-adapters", dict(shared_blocks__adapter_rank=None), "shared_blocks.adapter_rank: required with"),
+    ("ernie4.5-moe-window", dict(moe__last_layer=6), r"moe.last_layer: 6 is outside .* \(0..5\)"),
+])
+def test_card_invariants_name_the_fields(name, changes, match):
+    with pytest.raises(KvplanError, match=match):
+        _edited(name, **changes)
+
+
+def test_shrunk_ernie_keeps_its_moe_window_inside_the_layers():
+    small, _ = shrink(_card("ernie4.5-moe-window"), layers=2)
+    assert (small.num_layers, small.moe.last_layer) == (2, 1)
+    assert [small.is_moe_layer(i) for i in range(2)] == [False, True]

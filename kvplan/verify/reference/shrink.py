@@ -62,6 +62,8 @@ def _shrink_layers(card: ModelCard, data: dict, layers: int) -> None:
         data["num_encoder_layers"] = min(card.num_encoder_layers, n)
     if card.moe and card.moe.first_dense_layers:  # keep >= 1 dense and >= 1 MoE layer
         data["moe"]["first_dense_layers"] = max(1, min(card.moe.first_dense_layers, n - 1))
+    if card.moe and card.moe.last_layer is not None:  # the MoE window ends inside the kept layers
+        data["moe"]["last_layer"] = max(data["moe"]["first_dense_layers"], min(card.moe.last_layer, n - 1))
 
 
 def _shrink_widths(card: ModelCard, data: dict, f: float, seq_len: int | None) -> None:
