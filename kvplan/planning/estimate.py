@@ -142,7 +142,6 @@ def _check_compute_flags(card: ModelCard, prompt_len: int, seq_len: int, *, gpu:
     if card.architecture != "decoder-only":
         raise KvplanError(f"--gpu: roofline bounds are modelled for decoder-only models; {card.name} is "
                           f"{card.architecture}")
-    card.require_no_state_layers("--gpu (roofline bounds)")
 
 
 def _flops(r: Resolved, prompt_len: int, notes: list[str]) -> StepFlops | None:
@@ -152,9 +151,9 @@ def _flops(r: Resolved, prompt_len: int, notes: list[str]) -> StepFlops | None:
                      "reported here.")
         return None
     if r.card.ssm:
-        notes.append(f"FLOPs and roofline bounds are not modelled for state-space (mamba) layers yet; {r.card.name} has "
-                     f"{r.card.state_layers}, so none are reported here.")
-        return None
+        notes.append(f"FLOPs of the {r.card.state_layers} {r.card.ssm.kind} state layers (flops.*.state_mixer): their "
+                     "projections, depthwise conv and scan contractions; elementwise state updates count 0, as "
+                     "softmax does (kvplan.cost.ssm_flops).")
     return step_flops(r.card, batch=r.batch, prompt_len=prompt_len, seq_len=r.run.seq_len, engine=r.engine,
                       max_cache_len=r.run.max_cache_len, encoder_len=r.run.encoder_len)
 
