@@ -9,16 +9,16 @@ and the depthwise conv1d are counted; elementwise state updates count 0.
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import re
-import warnings
 from pathlib import Path
 
 import pytest
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
-warnings.filterwarnings("ignore", message=".*falling back.*")
 
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
@@ -182,9 +182,13 @@ def test_cli_estimate_hf_config(cli_json, tmp_path):
 @pytest.mark.parametrize("name", ["jamba", "falcon-h1", "lfm2", "minimax", "recurrent-gemma", "mamba"])
 def test_sweep_rows_equal_estimate(name, gpu):
     card = _card(name)
-    rows = list(sweep(card, batch="1,3", seq_len="1,17,4096", gpu=gpu, engine="ideal,hf-dynamic,vllm",
-                      kv_dtype="bf16,fp32"))
+    grid = sweep(card, batch="1,3", seq_len="1,17,4096", gpu=gpu, engine="ideal,hf-dynamic,vllm", kv_dtype="bf16,fp32")
+    rows = list(grid)
     assert len(rows) == 2 * 3 * 3 * 2
+    buf = io.StringIO()
+    grid.to_csv(buf)  # without --gpu: the fast CSV path, which sizes rows on its own
+    assert [int(r["kv_cache.total_bytes"]) for r in csv.DictReader(io.StringIO(buf.getvalue()))] == [
+        r["kv_cache.total_bytes"] for r in rows]
     for row in rows:
         e = estimate(card, batch=row["batch"], seq_len=row["seq_len"], kv_dtype=row["kv_dtype"], engine=row["engine"],
                      gpu=gpu)
