@@ -217,13 +217,21 @@ def test_inconsistent_configs_name_the_keys(model_type, kwargs, match):
     lambda card: step_flops(card, batch=1, prompt_len=4, seq_len=8, engine="ideal"),
     lambda card: plan(card, gpu="H100-SXM", tp=2, max_model_len=64),
     lambda card: verify(card),
-    lambda card: list(sweep(card, batch="1,2", seq_len=[64])),
-], ids=["roofline", "flops", "plan", "verify", "sweep"])
+    lambda card: list(sweep(card, batch="1,2", seq_len=[64], gpu="H100-SXM")),
+], ids=["roofline", "flops", "plan", "verify", "sweep-gpu"])
 def test_unmodelled_paths_refuse_shared_blocks(call):
     """FLOPs (a shared block runs once per invocation), roofline, per-rank plans, sweeps and the reference model do
     not model shared blocks yet: each refuses in one line instead of counting the block per layer or once."""
     with pytest.raises(KvplanError, match="not modelled for shared transformer blocks"):
         call(_card("zamba"))
+
+
+def test_memory_sweep_of_shared_blocks_equals_estimate():
+    """Memory needs no FLOPs: a sweep without --gpu sizes a Zamba card, each row as estimate() gives it."""
+    card = _card("zamba")
+    for row in sweep(card, batch="1,3", seq_len=[5, 64]):
+        est = estimate(card, batch=row["batch"], seq_len=row["seq_len"])
+        assert (row["kv_cache.total_bytes"], row["total_bytes"]) == (est.kv_cache.total_bytes, est.total_bytes)
 
 
 def _edited(name: str, **changes):

@@ -19,6 +19,11 @@ attends to, and how MLA runs (``mla_mode``):
   width kv_lora_rank + qk_rope (QK) and kv_lora_rank (AV) (DeepSeek-V2 paper, arXiv:2405.04434 section 2.1.2;
   vLLM's MLA decode path, ``forward_mqa``).
 
+State layers (a card's ``ssm`` block: Mamba-1/2, Gated DeltaNet, short conv, lightning, RG-LRU): each mamba or
+hybrid layer adds its mixer's linears, depthwise conv and scan contractions (kvplan.cost.ssm_flops, exact against
+FlopCounterMode on transformers' torch paths); only attention and hybrid layers attend, only layers with an FFN run
+one (Nemotron-H's mlp layers, a pure Mamba stack has none).
+
 Encoder-decoder (T5): the prefill runs the encoder once over the E encoder tokens (bidirectional: E x E scores, no
 mask to skip), then the decoder over the P prompt tokens; every decoder layer adds cross-attention, whose K/V
 projections run on the encoder output once (at prefill) and are read from the cache afterwards
@@ -35,6 +40,7 @@ from pydantic import BaseModel, ConfigDict
 from kvplan.cost.engines import CacheRun, Engine, get_engine
 from kvplan.cost.kvspec import has_full_layer
 from kvplan.cost.shapes import attention_matrices, ffn_matrices, mla_matrices, router_matrices, total
+from kvplan.cost.ssm_flops import MixerFlops, mixer_flops
 from kvplan.errors import KvplanError
 from kvplan.model.card import ModelCard
 
@@ -48,6 +54,7 @@ class PhaseFlops(BaseModel):
     attention_core: int
     mlp: int
     lm_head: int
+    state_mixer: int  # the state-space / linear-attention mixers: projections, conv and scan (kvplan.cost.ssm_flops)
     causal_total: int
     causal_attention_core: int
     mla_mode: str | None
@@ -61,7 +68,8 @@ class StepFlops(BaseModel):
 
 @dataclass(frozen=True)
 class FlopsBreakdown:
-    """FLOPs of one step for the whole batch. ``total`` = projections + attention_core + mlp + lm_head."""
+    """FLOPs of one step for the whole batch. ``total`` = projections + attention_core + mlp + lm_head +
+    state_mixer."""
 
     engine: str
     phase: str  # prefill or decode
@@ -71,10 +79,18 @@ class FlopsBreakdown:
     mlp: int  # dense MLP; MoE: router + routed experts x experts_per_token + shared experts
     lm_head: int
     causal_attention_core: int  # only the score entries a causal (and windowed) kernel needs
+    # state layers' mixers (kvplan.cost.ssm_flops), the same under dense and causal: their linears, conv, scan
+    state_projections: int = 0
+    state_conv: int = 0
+    state_scan: int = 0
+
+    @property
+    def state_mixer(self) -> int:
+        return self.state_projections + self.state_conv + self.state_scan
 
     @property
     def total(self) -> int:
-        return self.projections + self.attention_core + self.mlp + self.lm_head
+        return self.projections + self.attention_core + self.mlp + self.lm_head + self.state_mixer
 
     @property
     def causal_total(self) -> int:
@@ -91,7 +107,8 @@ class FlopsBreakdown:
 
     def result(self) -> PhaseFlops:
         return PhaseFlops(total=self.total, projections=self.projections, attention_core=self.attention_core,
-                          mlp=self.mlp, lm_head=self.lm_head, causal_total=self.causal_total,
+                          mlp=self.mlp, lm_head=self.lm_head, state_mixer=self.state_mixer,
+                          causal_total=self.causal_total,
                           causal_attention_core=self.causal_attention_core, mla_mode=self.mla_mode)
 
 
@@ -148,8 +165,9 @@ def step_flops(card: ModelCard, *, batch: int, prompt_len: int, seq_len: int, en
 # ---- score entries per (sequence, head) of each layer ----------------------------------------------------------
 
 def _spans(card: ModelCard) -> list[tuple[int | None, int | None]]:
-    """(window, chunk) of every decoder layer."""
-    return [(card.window(i), card.chunk(i)) for i in range(card.num_layers)]
+    """(window, chunk) of every decoder layer that attends (state-only and mlp-only layers have no attention)."""
+    return [(card.window(i), card.chunk(i)) for i in range(card.num_layers)
+            if card.mixer(i) in ("attention", "hybrid")]
 
 
 def _scores_prefill_chunked(p: int, chunk: int) -> int:
@@ -174,14 +192,19 @@ def _breakdown(card: ModelCard, eng: Engine, phase: str, *, batch: int, new: int
     tokens = batch * new
     mode = eng.mla_mode(phase) if card.mla else None
     moe_layers = sum(card.is_moe_layer(i) for i in range(card.num_layers))
+    dense_layers = sum(card.has_mlp(i) for i in range(card.num_layers)) - moe_layers
+    state = mixer_flops(card, batch=batch, tokens=new, decode=phase == "decode", transformers=eng.transformers) \
+        if card.ssm else MixerFlops(0, 0, 0)
+    n = card.state_layers
     return FlopsBreakdown(  # layers with equal key counts cost the same: sum over the distinct counts
         engine=eng.name, phase=phase, mla_mode=mode,
         projections=sum(n * _projection_flops(card, tokens, batch * k, mode) for k, n in Counter(keys).items()),
         attention_core=sum(n * _core_flops(card, tokens * k, mode) for k, n in Counter(keys).items()),
         mlp=(moe_layers and moe_layers * _mlp_flops(card, True, tokens))
-        + (card.num_layers - moe_layers) * _mlp_flops(card, False, tokens),
+        + dense_layers * _mlp_flops(card, False, tokens),
         lm_head=2 * batch * logit_rows * card.hidden_size * card.vocab_size,
         causal_attention_core=sum(n * _core_flops(card, batch * s, mode) for s, n in Counter(causal_scores).items()),
+        state_projections=n * state.projections, state_conv=n * state.conv, state_scan=n * state.scan,
     )
 
 
@@ -248,12 +271,12 @@ def _mlp_flops(card: ModelCard, moe_layer: bool, tokens: int) -> int:
 
 def _check(card: ModelCard, engine: str | Engine, *, batch: int, tokens: int, encoder_len: int) -> Engine:
     eng = get_engine(engine)
+    card.require_no_shared_blocks("flops")
     if card.architecture == "encoder-only":
         raise KvplanError(f"flops: {card.name} is encoder-only; FLOPs are modelled for decoder-only and "
                           "encoder-decoder cards")
     if card.architecture == "encoder-decoder" and encoder_len < 1:
         raise KvplanError(f"--encoder-len: {card.name} is encoder-decoder; FLOPs need the encoder tokens")
-    card.require_no_state_layers("flops")
     if batch < 1 or tokens < 1:
         raise KvplanError(f"flops: batch and token counts must be positive, got batch {batch}, tokens {tokens}")
     return eng

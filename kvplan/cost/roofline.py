@@ -136,6 +136,10 @@ def _notes(card: ModelCard, engine: Engine, mfu: float, mbu: float) -> list[str]
         notes.append("MoE: weights of min(num_experts, tokens x experts_per_token) experts per layer are read; "
                      "for batch > 1 that is an upper bound on the experts touched "
                      "(moe_decode_weights_read_bytes_min: all tokens on the same experts).")
+    if card.ssm:
+        notes.append(f"State layers ({card.state_layers} {card.ssm.kind}): a step reads and writes each sequence's conv "
+                     "and recurrent states once (in kv_read_bytes / kv_write_bytes), whatever the length; their "
+                     "mixers' FLOPs count the projections, the conv and the scan's contractions (kvplan.cost.ssm_flops).")
     if engine.flops_basis == "dense":
         notes.append(f"{engine.name}: FLOPs are the dense count (eager attention scores every cached position) and the "
                      "LM head runs on every prompt position.")

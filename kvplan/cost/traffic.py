@@ -1,6 +1,10 @@
 """Bytes one step moves between GPU memory and the chip, as exact ints: the memory side of the roofline.
 
 Counted: every weight read once per step; the KV cache the step attends read once; the new tokens' K/V written once.
+State layers (conv and SSM / recurrent states, kvplan.cost.kvspec.state_specs): a decode step reads each sequence's
+states once and writes them back once (vLLM ``causal_conv1d_update`` and ``selective_state_update`` update them in
+place; transformers copies them into the cache), whatever the length; a prefill from an empty cache writes them once.
+``kv_read_bytes`` and ``kv_write_bytes`` hold these state bytes beside K/V, as ``kv_cache.total_bytes`` does.
 Not counted (state it wherever these are used): activations, logits, re-reads of K/V tiles inside a prefill's
 attention kernel, fp8 per-layer K/V scales, allocator padding.
 
@@ -19,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvplan.cost.engines import CacheRun, Engine
-from kvplan.cost.kvspec import layer_specs
+from kvplan.cost.kvspec import KVLayerSpec, layer_specs
 from kvplan.cost.params import count_params, ffn_params
 from kvplan.model.card import ModelCard
 from kvplan.model.dtypes import DType
@@ -60,12 +64,21 @@ def moe_weights_read_bytes_min(card: ModelCard, w_t: DType, tokens: int) -> int:
 
 def decode_traffic(card: ModelCard, w_t: DType, kv_t: DType, eng: Engine, run: CacheRun, batch: int) -> StepTraffic:
     """The decode step that brings each of ``batch`` sequences to ``run.seq_len`` tokens: it reads every cached
-    position it attends (the new token's entry included, written first as paged kernels do) and writes one token."""
+    position it attends (the new token's entry included, written first as paged kernels do) and writes one token; a
+    state layer reads and writes its whole fixed-size states (``bytes_per_token`` of a per-sequence spec)."""
     specs = [s for s in layer_specs(card, kv_t, eng) if s.kind != "cross"]
-    read = sum((eng.chunk_decode_keys(run.seq_len, s.chunk, run) if s.chunk else
-                eng.decode_keys(run.seq_len, s.window, run)) * s.bytes_per_token for s in specs)
+    read = sum(_decode_positions(s, eng, run) * s.bytes_per_token for s in specs)
     write = sum(s.bytes_per_token for s in specs)
     return StepTraffic(weights_read_bytes(card, w_t, batch), batch * read, batch * write)
+
+
+def _decode_positions(s: KVLayerSpec, eng: Engine, run: CacheRun) -> int:
+    """Cached positions a decode step reads in the layer of ``s``: its one state, its chunk, or its keys."""
+    if s.per_sequence:
+        return 1
+    if s.chunk:
+        return eng.chunk_decode_keys(run.seq_len, s.chunk, run)
+    return eng.decode_keys(run.seq_len, s.window, run)
 
 
 def prefill_traffic(card: ModelCard, w_t: DType, kv_t: DType, eng: Engine, run: CacheRun, batch: int) -> StepTraffic:

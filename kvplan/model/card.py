@@ -361,8 +361,8 @@ class ModelCard(BaseModel):
         return self.architecture != "encoder-only"
 
     def require_no_state_layers(self, what: str) -> None:
-        """KvplanError for a computation not modelled for state-space layers yet (FLOPs, parallel layouts, sweeps,
-        the reference model), instead of a number that silently treats them as attention."""
+        """KvplanError for a computation not modelled for state-space layers yet, instead of a number that silently
+        treats them as attention."""
         self.require_no_shared_blocks(what)
         if self.ssm is not None:
             raise KvplanError(f"{what}: not modelled for state-space (mamba) layers yet; {self.name} has "

@@ -57,7 +57,8 @@ class SSM(BaseModel):
     num_heads: _Size | None = Field(None, description="Mamba-2 heads (required for mamba2, not allowed for mamba).")
     head_dim: _Size | None = Field(None, description="Mamba-2 head width; null: intermediate_size / num_heads.")
     n_groups: _Size = Field(1, description="Mamba-2 groups sharing B and C (1 for Mamba-1).")
-    chunk_size: _Size = Field(256, description="Mamba-2 SSD chunk length of the prefill scan (no effect on sizes).")
+    chunk_size: _Size = Field(256, description="Mamba-2 SSD chunk length of the prefill scan, lightning's block_size "
+                                               "(FLOPs only; no effect on sizes).")
     conv_bias: StrictBool = Field(True, description="The conv1d has a bias (use_conv_bias / mamba_conv_bias).")
     proj_bias: StrictBool = Field(False, description="in_proj and out_proj have biases (use_bias / mamba_proj_bias).")
     out_proj_bias: StrictBool | None = Field(

@@ -139,10 +139,10 @@ def _check_compute_flags(card: ModelCard, prompt_len: int, seq_len: int, *, gpu:
                                   "the catalog")
         return
     check_efficiency(1.0 if mfu is None else mfu, 1.0 if mbu is None else mbu)
+    card.require_no_shared_blocks("--gpu (roofline bounds)")
     if card.architecture != "decoder-only":
         raise KvplanError(f"--gpu: roofline bounds are modelled for decoder-only models; {card.name} is "
                           f"{card.architecture}")
-    card.require_no_state_layers("--gpu (roofline bounds)")
 
 
 def _flops(r: Resolved, prompt_len: int, notes: list[str]) -> StepFlops | None:
@@ -151,10 +151,14 @@ def _flops(r: Resolved, prompt_len: int, notes: list[str]) -> StepFlops | None:
         notes.append("FLOPs and roofline bounds are modelled for decoder-only and encoder-decoder models; none are "
                      "reported here.")
         return None
-    if r.card.ssm:
-        notes.append(f"FLOPs and roofline bounds are not modelled for state-space (mamba) layers yet; {r.card.name} has "
-                     f"{r.card.state_layers}, so none are reported here.")
+    if r.card.shared_blocks is not None:
+        notes.append("FLOPs and roofline bounds are not modelled for shared transformer blocks (Zamba-style) yet; "
+                     "none are reported here.")
         return None
+    if r.card.ssm:
+        notes.append(f"FLOPs of the {r.card.state_layers} {r.card.ssm.kind} state layers (flops.*.state_mixer): their "
+                     "projections, depthwise conv and scan contractions; elementwise state updates count 0, as "
+                     "softmax does (kvplan.cost.ssm_flops).")
     return step_flops(r.card, batch=r.batch, prompt_len=prompt_len, seq_len=r.run.seq_len, engine=r.engine,
                       max_cache_len=r.run.max_cache_len, encoder_len=r.run.encoder_len)
 

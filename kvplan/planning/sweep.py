@@ -56,12 +56,13 @@ class Layout:
     cross_bytes_per_token: int  # cross-attention layers, summed
     bytes_per_token: int
     weights_bytes: int
+    state_bytes: int = 0  # conv and SSM states of one sequence, summed over the state layers: constant in tokens
 
     def per_sequence(self, seq_len: int, encoder_len: int, block_size: int) -> int:
         """KV bytes of one sequence: the engine's positions held per distinct window, times its bytes."""
         eng = self.engine
         run = CacheRun(seq_len, encoder_len, eng.default_max_cache_len(seq_len), block_size)
-        total = sum(eng.positions_held(w, run) * b for w, b in self.windows)
+        total = self.state_bytes + sum(eng.positions_held(w, run) * b for w, b in self.windows)
         if self.cross_bytes_per_token:
             total += eng.cross_positions(run) * self.cross_bytes_per_token
         return total
@@ -70,19 +71,19 @@ class Layout:
 def build_layout(card: ModelCard, attention: str | None, engine: str, kv_dtype: str | None,
                  weight_dtype: str | None, encoder_len: int | None, block_size: int) -> Layout:
     """Resolve as ``estimate`` does (same checks, same errors) and sum the layer specs per window."""
-    card.require_no_state_layers("sweep")
     layout_card = with_layout(card, attention=attention) if attention not in (None, "card") else card
     r = resolve(layout_card, batch=1, seq_len=1, encoder_len=encoder_len, kv_dtype=kv_dtype,
                 weight_dtype=weight_dtype, engine=engine, max_cache_len=None, block_size=block_size)
     specs = layer_specs(layout_card, r.kv_t, r.engine)
     windows: dict[int | None, int] = {}
     for s in specs:
-        if s.kind != "cross":
+        if s.kind != "cross" and not s.per_sequence:
             windows[s.window] = windows.get(s.window, 0) + s.bytes_per_token
     cross = sum(s.bytes_per_token for s in specs if s.kind == "cross")
+    states = sum(s.bytes_per_token for s in specs if s.per_sequence)  # one state per sequence (positions held 1)
     return Layout(layout_card, None if attention in (None, "card") else attention, r.engine, r.kv_t, r.w_t,
                   tuple(windows.items()), cross, kv_bytes_per_token(specs),
-                  weights_result(layout_card, r.w_t, r.kv_t).bytes)
+                  weights_result(layout_card, r.w_t, r.kv_t).bytes, states)
 
 
 @dataclass(frozen=True)

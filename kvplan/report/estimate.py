@@ -66,12 +66,14 @@ def _groups_table(r: Estimate) -> Table:
 
 
 def _flops_table(r: Estimate) -> Table:
+    states = r.flops.prefill.state_mixer > 0  # a card with state layers: their mixers' column
     t = table(f"FLOPs (prefill of {r.inputs.prompt_len} tokens, decode step at {r.inputs.seq_len}; batch "
-              f"{r.inputs.batch})", ["phase", "total (dense)", "attention core", "LM head", "total (causal)",
-                                     "MLA mode"], left=("phase", "MLA mode"))
+              f"{r.inputs.batch})", ["phase", "total (dense)", "attention core", "LM head"]
+              + (["state mixers"] if states else []) + ["total (causal)", "MLA mode"], left=("phase", "MLA mode"))
     for phase, f in (("prefill", r.flops.prefill), ("decode_step", r.flops.decode_step)):
-        t.add_row(phase, f"{f.total:.3e}", f"{f.attention_core:.3e}", f"{f.lm_head:.3e}", f"{f.causal_total:.3e}",
-                  f.mla_mode or "-")
+        mixers = [f"{f.state_mixer:.3e}"] if states else []
+        t.add_row(phase, f"{f.total:.3e}", f"{f.attention_core:.3e}", f"{f.lm_head:.3e}", *mixers,
+                  f"{f.causal_total:.3e}", f.mla_mode or "-")
     return t
 
 
