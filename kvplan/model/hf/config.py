@@ -18,7 +18,7 @@ from kvplan.errors import KvplanError, clip, clip_text
 from kvplan.files import MAX_DEPTH, is_dir, load_json, nesting_depth, shown
 from kvplan.model.card import ModelCard
 from kvplan.model.catalog import card_from_dict
-from kvplan.model.hf.families_linear import ALL_READERS as READERS
+from kvplan.model.hf.families_kimi import ALL_READERS as READERS
 from kvplan.model.hf.quant import read_quantization
 from kvplan.model.hf.reader import Config
 
