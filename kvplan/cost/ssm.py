@@ -54,7 +54,9 @@ def ssm_matrices(card: ModelCard) -> tuple[Matrix, ...]:
     if s.kind == "rglru":
         return (Matrix("linear_y", h, inner, bias, "column"), Matrix("linear_x", h, inner, bias, "column"), out)
     if s.kind == "kda":
-        rank = s.head_dim  # the forget and output gates' low rank (transformers f_a_proj / g_a_proj)
+        # the forget and output gates' low rank (transformers f_a_proj / g_a_proj); TP rules after vLLM's
+        # KimiDeltaAttention (kimi_linear.py): f_a / g_a ReplicatedLinear, the rest column-parallel, o_proj row
+        rank = s.head_dim
         return (*(Matrix(name, h, inner, bias, "column") for name in ("q_proj", "k_proj", "v_proj")),
                 Matrix("f_a_proj", h, rank, bias, "replicated"), Matrix("f_b_proj", rank, inner, bias, "column"),
                 Matrix("b_proj", h, s.num_heads, bias, "column"), Matrix("g_a_proj", h, rank, bias, "replicated"),
