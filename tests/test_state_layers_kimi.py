@@ -276,3 +276,16 @@ def test_deepseek_attention_bias_biases_the_mla_down_and_out_projections():
     assert count_params(card).total == sum(p.numel() for p in model.parameters())
     assert count_params(card).attention - count_params(card_from_hf_config({**cfg.to_dict(), "attention_bias": False})
                                                        ).attention == 2 * (24 + 32 + 8 + 64)
+
+
+@pytest.mark.parametrize("name", ["kimi-edges", "olmo-hybrid-gqa"])
+def test_imported_card_yaml_round_trips(name):
+    """`kvplan cards import` writes a card that loads back to the same architecture (derived KDA state dtype and
+    widths included)."""
+    import yaml
+
+    from kvplan.model.hf.config import card_yaml
+
+    model_type, kwargs = _case(name)
+    card, assumed = import_hf_config(transformers.AutoConfig.for_model(model_type, **kwargs).to_dict())
+    assert card_from_dict(yaml.safe_load(card_yaml(card, assumed))) == card
