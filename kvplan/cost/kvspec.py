@@ -104,7 +104,8 @@ def state_specs(card: ModelCard, kv_dtype: DType, transformers: bool) -> tuple[K
     = d_conv), vLLM and an ideal cache the d_conv - 1 the next step needs (MambaStateShapeCalculator: conv_kernel -
     1); in the cache dtype. SSM state: transformers' torch scan returns it in float32 and the cache keeps that dtype
     even in a bf16 model (measured, tests/test_state_layers.py); vLLM keeps it in mamba_ssm_cache_dtype ("auto": the
-    conv state's dtype; MambaStateDtypeCalculator._mamba_state_dtype), the card's ssm.state_dtype when it names one.
+    conv state's dtype; MambaStateDtypeCalculator._mamba_state_dtype), the card's ssm.state_dtype when it names one
+    (KDA derives float32: kda_state_dtype keeps it there whatever the cache dtype).
     """
     ssm = card.ssm
     if kv_dtype.name not in _STATE_DTYPES:
@@ -129,7 +130,7 @@ def state_specs(card: ModelCard, kv_dtype: DType, transformers: bool) -> tuple[K
 
 _STATE_AXES = {"mamba": ("channels", "d_state"), "mamba2": ("heads", "head_dim", "d_state"),
                "gated_deltanet": ("heads", "key_dim", "value_dim"), "lightning": ("heads", "key_dim", "value_dim"),
-               "rglru": ("channels",)}
+               "rglru": ("channels",), "kda": ("heads", "key_dim", "value_dim")}
 
 
 def chunked(spec: KVLayerSpec, chunk: int | None) -> KVLayerSpec:

@@ -66,17 +66,19 @@ def attention_matrices(card: ModelCard) -> tuple[Matrix, ...]:
 @lru_cache(maxsize=4096)  # cards are frozen and hashable: shapes are computed once per card
 def mla_matrices(card: ModelCard) -> tuple[Matrix, ...]:
     """DeepSeek MLA (arXiv:2405.04434 eq. 9-19): low-rank query path, KV down-projection, up-projection ``kv_b_proj``
-    (= [W_UK; W_UV]), output. The down-projections are replicated under TP (vLLM ``ReplicatedLinear``)."""
+    (= [W_UK; W_UV]), output. The down-projections are replicated under TP (vLLM ``ReplicatedLinear``). transformers
+    biases q_a_proj and kv_a_proj_with_mqa (qkv_bias) and o_proj (out_bias) with attention_bias, never q_proj,
+    q_b_proj or kv_b_proj (modeling_deepseek_v3.py, modeling_kimi_linear.py)."""
     m, h, heads = card.mla, card.hidden_size, card.num_heads
-    qk_head = m.qk_nope_head_dim + m.qk_rope_head_dim
+    qk_head, bias = m.qk_nope_head_dim + m.qk_rope_head_dim, card.qkv_bias
     if m.q_lora_rank:
-        q = [Matrix("q_a_proj", h, m.q_lora_rank, False, "replicated"),
+        q = [Matrix("q_a_proj", h, m.q_lora_rank, bias, "replicated"),
              Matrix("q_b_proj", m.q_lora_rank, heads * qk_head, False, "column")]
     else:
         q = [Matrix("q_proj", h, heads * qk_head, False, "column")]
-    return tuple(q) + (Matrix("kv_a_proj_with_mqa", h, m.kv_lora_rank + m.qk_rope_head_dim, False, "replicated"),
+    return tuple(q) + (Matrix("kv_a_proj_with_mqa", h, m.kv_lora_rank + m.qk_rope_head_dim, bias, "replicated"),
                        Matrix("kv_b_proj", m.kv_lora_rank, heads * (m.qk_nope_head_dim + m.v_head_dim), False, "column"),
-                       Matrix("o_proj", heads * m.v_head_dim, h, False, "row"))
+                       Matrix("o_proj", heads * m.v_head_dim, h, card.out_bias, "row"))
 
 
 @lru_cache(maxsize=4096)  # cards are frozen and hashable: shapes are computed once per card

@@ -19,6 +19,11 @@ RMSNorm of I, out_proj I x h; no biases, no conv.
 
 RG-LRU block (``RecurrentGemmaRecurrentBlock``, I = lru_width, H blocks): linear_y, linear_x h x I and linear_out
 I x h, all biased; conv1d I x K + I bias; recurrent_param I; input and recurrent gates H x (I/H)^2 + I bias each.
+
+KDA (``KimiLinearDeltaAttention``, H heads of width P, I = HP): q_proj, k_proj, v_proj h x I; the forget gate's
+low-rank f_a_proj h x P and f_b_proj P x I, with dt_bias I and A_log H (``KimiLinearForgetGate``); b_proj h x H (beta);
+the output gate's g_a_proj h x P and g_b_proj P x I; conv1d 3I x K (no bias); a gated RMSNorm of P; o_proj I x h; no
+biases.
 """
 
 from __future__ import annotations
@@ -48,6 +53,14 @@ def ssm_matrices(card: ModelCard) -> tuple[Matrix, ...]:
         return (Matrix("qkv_proj", h, 3 * inner, bias, "column"), Matrix("output_gate", h, inner, bias, "column"), out)
     if s.kind == "rglru":
         return (Matrix("linear_y", h, inner, bias, "column"), Matrix("linear_x", h, inner, bias, "column"), out)
+    if s.kind == "kda":
+        # the forget and output gates' low rank (transformers f_a_proj / g_a_proj); TP rules after vLLM's
+        # KimiDeltaAttention (kimi_linear.py): f_a / g_a ReplicatedLinear, the rest column-parallel, o_proj row
+        rank = s.head_dim
+        return (*(Matrix(name, h, inner, bias, "column") for name in ("q_proj", "k_proj", "v_proj")),
+                Matrix("f_a_proj", h, rank, bias, "replicated"), Matrix("f_b_proj", rank, inner, bias, "column"),
+                Matrix("b_proj", h, s.num_heads, bias, "column"), Matrix("g_a_proj", h, rank, bias, "replicated"),
+                Matrix("g_b_proj", rank, inner, bias, "column"), out)
     in_width = inner + s.conv_dim + s.num_heads  # z, (x, B, C), dt
     return Matrix("in_proj", h, in_width, bias, "column"), out
 
@@ -55,7 +68,8 @@ def ssm_matrices(card: ModelCard) -> tuple[Matrix, ...]:
 def ssm_extras(card: ModelCard) -> int:
     """Parameters of one mixer outside its projections: the depthwise conv1d (conv_dim x d_conv, + conv_dim bias),
     A_log and D (Mamba-1: I x N and I, Jamba's dt/B/C norms; Mamba-2: one per head, plus dt_bias), Mamba-2's gated
-    RMSNorm of I (unless Falcon-H1 turns it off); Gated DeltaNet's dt_bias, A_log and norm of P; short conv: none."""
+    RMSNorm of I (unless Falcon-H1 turns it off); Gated DeltaNet's dt_bias, A_log and norm of P; KDA's dt_bias (I),
+    A_log (H) and norm of P; short conv: none."""
     s = card.ssm
     if s.kind == "lightning":  # its RMSNorm of I; no conv
         return s.intermediate_size
@@ -65,6 +79,8 @@ def ssm_extras(card: ModelCard) -> int:
         return conv + s.intermediate_size * s.d_state + s.intermediate_size + norms
     if s.kind == "gated_deltanet":
         return conv + 2 * s.num_heads + s.head_dim
+    if s.kind == "kda":  # dt_bias per channel, A_log per head, the gated norm of P
+        return conv + s.intermediate_size + s.num_heads + s.head_dim
     if s.kind == "short_conv":
         return conv
     if s.kind == "rglru":  # recurrent_param, and the input and recurrent gates: block-diagonal weights plus biases

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 
 from kvplan.cost.shapes import total
 from kvplan.cost.ssm import ssm_matrices
+from kvplan.errors import KvplanError
 from kvplan.model.card import ModelCard
 from kvplan.model.ssm import SSM
 
@@ -62,6 +63,9 @@ def mixer_flops(card: ModelCard, *, batch: int, tokens: int, decode: bool, trans
     """One state mixer: a prefill of ``tokens`` new tokens per sequence from an empty state (``decode`` False) or one
     decode step (``tokens`` 1) on a held state; ``transformers``: transformers' torch paths, else the kernels."""
     s = card.ssm
+    if s.kind == "kda":
+        raise KvplanError(f"flops: not modelled for Kimi Delta Attention (ssm.kind kda) yet; {card.name} has "
+                          f"{card.state_layers} such layers")
     return MixerFlops(projections=projection_flops(card, batch * tokens),
                       conv=conv_flops(s, batch, tokens, decode, transformers),
                       scan=decode_scan_flops(s, batch) if decode else prefill_scan_flops(s, batch, tokens, transformers))

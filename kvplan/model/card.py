@@ -159,7 +159,7 @@ class ModelCard(BaseModel):
         None, max_length=MAX_LAYERS, description="Layer types, repeated over the layers; null: all sliding if "
                           "sliding_window is set, else all global. Gemma-2: [sliding, global]; Llama-4: [chunked, "
                           "chunked, chunked, global]; mamba: a state layer (the card's ssm block: Mamba-1/2, Gated "
-                          "DeltaNet, short conv); hybrid: full "
+                          "DeltaNet, KDA, short conv, ...); hybrid: full "
                           "attention and the ssm mixer side by side in one layer (Falcon-H1); mlp: a layer with an "
                           "FFN and no mixer (Nemotron-H, only with mixer_mlp false).")
     attention_chunk_size: Count | None = Field(
@@ -268,8 +268,8 @@ class ModelCard(BaseModel):
         if "mlp" in pattern and self.mixer_mlp:
             raise ValueError("layer_pattern: mlp layers (an FFN without a mixer) need mixer_mlp false")
         if self.ssm is not None:
-            if self.architecture != "decoder-only" or self.mla:
-                raise ValueError("ssm: supported in decoder-only models without mla only")
+            if self.architecture != "decoder-only":
+                raise ValueError(f"ssm: supported in decoder-only models only; {self.name} is {self.architecture}")
             derive_ssm(self.ssm, self.hidden_size)
         if self.shared_blocks is not None:
             check_shared_blocks(self.shared_blocks, pattern=pattern, mixer_mlp=self.mixer_mlp, has_moe=bool(self.moe),

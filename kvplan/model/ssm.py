@@ -28,6 +28,11 @@ Two linear-attention mixers share the block, each with its own state rule:
   intermediate_size (lru_width) channels, then the RG-LRU, whose state is one vector of intermediate_size; its gates
   are block-diagonal over num_heads blocks. transformers keeps both states on the module, not in the cache object;
   its conv state, d_conv - 1 inputs, is a view of d_conv once decoding runs.
+- ``kda`` (Kimi Delta Attention, Kimi-Linear; transformers ``KimiLinearDeltaAttention``): a gated delta rule with a
+  per-channel decay; ``num_heads`` heads of ``head_dim`` for q, k and v alike. One conv covers q, k and v (conv_dim
+  = 3 x intermediate_size; vLLM's older ``kda_state_shape`` splits it into three conv states of the same total);
+  the recurrent state is one head_dim x head_dim matrix per head, (num_heads, head_dim, head_dim), float32 in
+  transformers and in vLLM (``MambaStateDtypeCalculator.kda_state_dtype``) whatever the model dtype.
 """
 
 from __future__ import annotations
@@ -43,10 +48,11 @@ class SSM(BaseModel):
     """The state-space mixer of a card's ``mamba`` layers."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
-    kind: Literal["mamba", "mamba2", "gated_deltanet", "short_conv", "lightning", "rglru"] = Field(
+    kind: Literal["mamba", "mamba2", "gated_deltanet", "short_conv", "lightning", "rglru", "kda"] = Field(
         description="Mamba-1 (selective scan), Mamba-2 (SSD, multi-head), Gated DeltaNet (Qwen3-Next linear "
-                    "attention), short_conv (LFM2: a conv state only), lightning (MiniMax: a K^T V state only) or "
-                    "rglru (RecurrentGemma: a conv and one recurrent vector).")
+                    "attention), short_conv (LFM2: a conv state only), lightning (MiniMax: a K^T V state only), "
+                    "rglru (RecurrentGemma: a conv and one recurrent vector) or kda (Kimi Delta Attention: a conv "
+                    "over q, k, v and a float32 head_dim x head_dim state per head).")
     d_state: _Size | None = Field(
         None, description="SSM state size N (state_size / mamba_d_state / ssm_state_size); gated_deltanet: the key "
                           "head width; required except for short_conv.")
@@ -82,19 +88,22 @@ class SSM(BaseModel):
         """Channels of the depthwise conv1d, and so of the conv state."""
         if self.kind in ("mamba", "short_conv", "rglru"):
             return self.intermediate_size
+        if self.kind == "kda":  # q, k and v, each heads x head_dim wide
+            return 3 * self.intermediate_size
         return self.intermediate_size + 2 * self.n_groups * self.d_state
 
     @property
     def state_shape(self) -> tuple[int, ...] | None:
         """The recurrent state of one sequence: Mamba-1 (intermediate, d_state), Mamba-2 (heads, head_dim,
-        d_state), Gated DeltaNet (heads, d_state, head_dim); None for short_conv (a conv state only)."""
+        d_state), Gated DeltaNet (heads, d_state, head_dim), lightning and KDA (heads, head_dim, head_dim), RG-LRU
+        (intermediate,); None for short_conv (a conv state only)."""
         if self.kind == "short_conv":
             return None
         if self.kind == "mamba":
             return (self.intermediate_size, self.d_state)
         if self.kind == "gated_deltanet":
             return (self.num_heads, self.d_state, self.head_dim)
-        if self.kind == "lightning":
+        if self.kind in ("lightning", "kda"):
             return (self.num_heads, self.head_dim, self.head_dim)
         if self.kind == "rglru":
             return (self.intermediate_size,)
@@ -104,8 +113,8 @@ class SSM(BaseModel):
 _ONLY = {  # fields a kind may set away from their defaults: field -> (the kinds allowed, what it is)
     "dt_rank": (("mamba",), "Mamba-1's dt projection rank"),
     "dt_bc_norms": (("mamba",), "Jamba's dt/B/C norms"),
-    "num_heads": (("mamba2", "gated_deltanet", "lightning", "rglru"), "heads"),
-    "head_dim": (("mamba2", "gated_deltanet", "lightning"), "head width"),
+    "num_heads": (("mamba2", "gated_deltanet", "lightning", "rglru", "kda"), "heads"),
+    "head_dim": (("mamba2", "gated_deltanet", "lightning", "kda"), "head width"),
     "d_state": (("mamba", "mamba2", "gated_deltanet"), "a recurrent state"),
 }
 
@@ -124,8 +133,13 @@ def derive_ssm(ssm: SSM, hidden_size: int) -> None:
         _fill(ssm, "out_proj_bias", ssm.proj_bias)
     if ssm.kind == "mamba" and ssm.dt_rank is None:
         _fill(ssm, "dt_rank", -(-hidden_size // 16))
-    if ssm.kind in ("mamba2", "gated_deltanet", "lightning"):
+    if ssm.kind in ("mamba2", "gated_deltanet", "lightning", "kda"):
         _derive_heads(ssm)
+    if ssm.kind == "kda":  # vLLM MambaStateDtypeCalculator.kda_state_dtype: (cache dtype, torch.float32)
+        if ssm.state_dtype not in (None, "float32"):
+            raise ValueError(f"ssm.state_dtype: {ssm.state_dtype}; KDA keeps its recurrent state in float32 "
+                             "(transformers and vLLM kda_state_dtype); allowed: null or float32")
+        _fill(ssm, "state_dtype", "float32")
     if ssm.kind == "rglru" and (ssm.num_heads is None or ssm.intermediate_size % ssm.num_heads):
         raise ValueError(f"ssm.num_heads: {ssm.num_heads} must divide ssm.intermediate_size "
                          f"{ssm.intermediate_size} into the RG-LRU gate blocks")

@@ -18,9 +18,12 @@ from kvplan.errors import KvplanError, clip, clip_text
 from kvplan.files import MAX_DEPTH, is_dir, load_json, nesting_depth, shown
 from kvplan.model.card import ModelCard
 from kvplan.model.catalog import card_from_dict
-from kvplan.model.hf.families_zamba import ALL_READERS as READERS
+from kvplan.model.hf.families_kimi import READERS as _KIMI
+from kvplan.model.hf.families_zamba import ALL_READERS as _ZAMBA
 from kvplan.model.hf.quant import read_quantization
 from kvplan.model.hf.reader import Config
+
+READERS = _ZAMBA | _KIMI  # every model type the importer reads
 
 _TEXT_DECODERS = {"gemma3": "gemma3_text", "qwen3_5": "qwen3_5_text", "qwen3_5_moe": "qwen3_5_moe_text"}
 _DTYPES = {"float32": "float32", "float16": "float16", "bfloat16": "bfloat16", "fp32": "float32",

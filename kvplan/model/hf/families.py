@@ -160,7 +160,8 @@ def deepseek(cfg: Config) -> dict:
     core = _decoder_core(cfg)
     core["num_kv_heads"] = core["num_heads"]  # nominal for MLA: the cache holds one latent per token
     core.pop("head_dim")  # MLA heads are qk_nope + qk_rope wide for Q/K and v_head_dim for V: the mla block says so
-    return {**core, "mla": mla, "moe": moe, "qkv_bias": cfg.flag("attention_bias")}
+    bias = cfg.flag("attention_bias")  # q_a_proj, kv_a_proj_with_mqa and o_proj (kvplan.cost.shapes.mla_matrices)
+    return {**core, "mla": mla, "moe": moe, "qkv_bias": bias, "out_bias": bias}
 
 
 def falcon(cfg: Config) -> dict:

@@ -10,11 +10,13 @@ from kvplan.model.card import MAX_LAYERS
 from kvplan.model.hf.defaults import DEFAULTS as _DEFAULTS
 from kvplan.model.hf.defaults_2025 import DEFAULTS_2025
 from kvplan.model.hf.defaults_hybrid import DEFAULTS_HYBRID
+from kvplan.model.hf.defaults_kimi import DEFAULTS_KIMI
 from kvplan.model.hf.defaults_ssm import DEFAULTS_SSM
 from kvplan.model.hf.defaults_zamba import DEFAULTS_ZAMBA
 
 DEFAULTS = _DEFAULTS | DEFAULTS_2025 | DEFAULTS_SSM | DEFAULTS_HYBRID  # 2025-2026, state-space and hybrid families
 DEFAULTS |= DEFAULTS_ZAMBA  # ERNIE-4.5-MoE, Zamba, Zamba2
+DEFAULTS |= DEFAULTS_KIMI  # Kimi-Linear and OLMo-hybrid
 
 _ACTIVATIONS = {"silu": "silu", "swish": "silu", "gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_fast": "gelu_tanh",
                 "gelu_pytorch_tanh": "gelu_tanh", "gelu_tanh": "gelu_tanh", "relu": "relu"}

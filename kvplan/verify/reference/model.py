@@ -162,15 +162,15 @@ class MLAttention(nn.Module):
         kw = dict(dtype=dtype, device=device)
         qk = m.qk_nope_head_dim + m.qk_rope_head_dim
         if m.q_lora_rank:  # q_a_proj, q_a_layernorm, q_b_proj
-            self.q = nn.Sequential(nn.Linear(h, m.q_lora_rank, bias=False, **kw),
+            self.q = nn.Sequential(nn.Linear(h, m.q_lora_rank, bias=card.qkv_bias, **kw),
                                    nn.RMSNorm(m.q_lora_rank, eps=1e-6, **kw),
                                    nn.Linear(m.q_lora_rank, H * qk, bias=False, **kw))
         else:
             self.q = nn.Linear(h, H * qk, bias=False, **kw)
-        self.kv_a = nn.Linear(h, m.kv_lora_rank + m.qk_rope_head_dim, bias=False, **kw)  # kv_a_proj_with_mqa
+        self.kv_a = nn.Linear(h, m.kv_lora_rank + m.qk_rope_head_dim, bias=card.qkv_bias, **kw)  # kv_a_proj_with_mqa
         self.kv_norm = nn.RMSNorm(m.kv_lora_rank, eps=1e-6, **kw)  # kv_a_layernorm
         self.kv_b = nn.Linear(m.kv_lora_rank, H * (m.qk_nope_head_dim + m.v_head_dim), bias=False, **kw)
-        self.o = nn.Linear(H * m.v_head_dim, h, bias=False, **kw)
+        self.o = nn.Linear(H * m.v_head_dim, h, bias=card.out_bias, **kw)
         self.m, self.H, self.scale = m, H, 1.0 / math.sqrt(qk)
         self.absorb = absorb
 
