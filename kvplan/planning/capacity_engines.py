@@ -165,7 +165,8 @@ def vllm_pool(s: Setup, sts: list[Stage]) -> Pool:
     pool = KVCachePool(available_bytes=sts[lim].available, block_size=s.block_size, bytes_per_block=bpb,
                        num_blocks=blocks, tokens=vl.kv_cache_tokens(conc, s.max_model_len), groups=len(groups),
                        padding_layers=vl.padding_layers(groups), blocks_per_request=per_req,
-                       state_bytes_per_request=sts[lim].state_bytes)
+                       state_bytes_per_request=sts[lim].state_bytes, state_page_bytes=s.state_page_bytes,
+                       state_page_padded_bytes=s.state_page_padded)
     fits = all(vl.fits(st.available, r.bytes_per_block, r.bytes_per_block * per_req) for st, r in zip(sts, rows))
     return Pool(sts[lim], pool, conc, bpb * per_req, fits, min(r.max_model_len_fit for r in rows), rows)
 
