@@ -147,6 +147,20 @@ def test_nemotron_nano_9b_v2_block_size():
     assert fp32.kv_cache.padding_layers == 1
 
 
+def test_fp8_kv_keeps_states_in_the_model_dtype():
+    """vLLM: --kv-cache-dtype fp8 halves the attention page; mamba_cache_dtype stays auto (bfloat16), so the block
+    doubles to 16 x cdiv(548,864, 16 x 512) = 1,072 tokens, whose page (548,864 B) is exactly the states': no
+    padding. The fp32 k/v scales are the 12 attention layers'."""
+    card = _card(QWEN3_NEXT)
+    bf16 = plan(card, gpu="H200", tp=2, max_model_len=262144, kv_cache_memory="44.59GiB")
+    fp8 = plan(card, gpu="H200", tp=2, max_model_len=262144, kv_cache_memory="44.59GiB", kv_dtype="fp8")
+    assert fp8.kv_cache.block_size == 1072 and fp8.kv_cache.state_page_padded_bytes is None
+    assert bf16.kv_cache.state_page_padded_bytes == 544 * 1024 and fp8.kv_cache.bytes_per_block == 12 * 1072 * 512
+    assert fp8.kv_cache.state_bytes_per_request == bf16.kv_cache.state_bytes_per_request == 36 * 548_864
+    assert fp8.per_gpu.kv_bytes_per_token * 2 == bf16.per_gpu.kv_bytes_per_token
+    assert fp8.per_gpu.weights_bytes - bf16.per_gpu.weights_bytes == 12 * 2 * 4
+
+
 def test_jamba_tp_layouts_and_concurrency():
     card = _card(JAMBA)
     r = plan(card, gpu="H100-SXM", tp=2, max_model_len=32768, kv_cache_memory="20GiB")
@@ -199,7 +213,7 @@ def test_latency_degrades_to_a_note(cli):
     (lambda: _mamba2(n_groups=2), dict(tp=4), "num_groups must equal 1"),
     (lambda: _mamba2(n_groups=1), dict(tp=3), "num_heads 128 is not divisible by tensor parallel size 3"),
     (lambda: _card(LFM25), dict(engine="sglang"), "--engine sglang: SGLang's state pool is modelled for Mamba-2"),
-    (lambda: _card(QWEN3_NEXT), dict(kv_dtype="fp8"), "--kv-dtype: fp8"),
+    (lambda: _card(QWEN3_NEXT), dict(kv_dtype="fp8", engine="ideal"), "--kv-dtype: fp8"),
 ])
 def test_refusals_name_the_flag(card, args, match):
     with pytest.raises(KvplanError, match=match):

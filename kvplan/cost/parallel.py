@@ -251,8 +251,11 @@ def rank_weights(card: ModelCard, w_t: DType, layout: Layout, tp_rank: int, pp_r
     # fp8 KV: a fp32 k_scale and v_scale parameter per attention layer (vllm attention/layer.py), on its stage
     scales = 0
     if kv_t is not None:
-        specs = rank_kv_specs(card, kv_t, "ideal", layout, pp_rank, stages=stages)
-        scales = kv_t.layer_scale_bytes * sum(not sp.per_sequence for sp in specs)
+        if card.ssm:  # states are not quantized: the scales are the attention layers'
+            scales = kv_t.layer_scale_bytes * _attention_layers(card, layers)
+        else:
+            specs = rank_kv_specs(card, kv_t, "ideal", layout, pp_rank, stages=stages)
+            scales = kv_t.layer_scale_bytes * len(specs)
     buffers = rope_buffer_bytes(card, 4 if w_t.bits == 32 else 2) if include_buffers else 0
     quant = rank_quant(card, layout, pp_rank, stages=stages, tp_rank=tp_rank)
     # quantized linears as stored (values, scales, zeros, g_idx), every other parameter in the weight dtype
@@ -261,23 +264,27 @@ def rank_weights(card: ModelCard, w_t: DType, layout: Layout, tp_rank: int, pp_r
 
 
 def rank_kv_specs(card: ModelCard, kv_t: DType, engine: Engine | str, layout: Layout, pp_rank: int, *,
-                  stages: list[range] | None = None) -> list[KVLayerSpec]:
+                  stages: list[range] | None = None, state_t: DType | None = None) -> list[KVLayerSpec]:
     """The KV specs of stage ``pp_rank``'s layers with kv_heads_per_rank heads (MLA: the full latent on every rank),
-    and each state layer's conv and SSM states with the shapes of one TP rank (kvplan.cost.kvspec.state_specs)."""
+    and each state layer's conv and SSM states with the shapes of one TP rank (kvplan.cost.kvspec.state_specs);
+    ``state_t``: the states' dtype when it is not the KV dtype (vLLM's mamba_cache_dtype "auto" beside an fp8 KV
+    cache: the model dtype)."""
     eng = get_engine(engine)
-    if layout.tp == 1 and layout.pp == 1:
+    if layout.tp == 1 and layout.pp == 1 and state_t is None:
         return list(layer_specs(card, kv_t, eng))
-    return [sp for _, specs in rank_layer_specs(card, kv_t, eng, layout, pp_rank, stages=stages) for sp in specs]
+    return [sp for _, specs in rank_layer_specs(card, kv_t, eng, layout, pp_rank, stages=stages, state_t=state_t)
+            for sp in specs]
 
 
 def rank_layer_specs(card: ModelCard, kv_t: DType, engine: Engine | str, layout: Layout, pp_rank: int, *,
-                     stages: list[range] | None = None) -> list[tuple[int, tuple[KVLayerSpec, ...]]]:
+                     stages: list[range] | None = None,
+                     state_t: DType | None = None) -> list[tuple[int, tuple[KVLayerSpec, ...]]]:
     """(decoder layer, its specs on one rank) for each layer of stage ``pp_rank``: attention K/V, then (state and
     hybrid layers) the conv and SSM states; an mlp layer caches nothing."""
     eng = get_engine(engine)
     check_layout(card, layout)
     heads = kv_heads_per_rank(card.cached_kv_heads(eng.transformers), layout.tp)
-    states = state_specs(card, kv_t, eng.transformers, layout.tp) if card.ssm else ()
+    states = state_specs(card, state_t or kv_t, eng.transformers, layout.tp) if card.ssm else ()
     layers = (stages or pp_partition(card.num_layers, layout.pp))[pp_rank]
     out = []
     for i in layers:

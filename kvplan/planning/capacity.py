@@ -21,6 +21,7 @@ from kvplan.cost.parallel import Layout, check_layout
 from kvplan.errors import KvplanError
 from kvplan.model.card import ModelCard
 from kvplan.model.catalog import load_card
+from kvplan.model.dtypes import DType
 from kvplan.planning.capacity_engines import Pool, Setup, Stage, hybrid_block, pool
 from kvplan.planning.capacity_results import Latency, PerGPU, PlanInputs, PlanResult
 from kvplan.planning.estimate import _dtype
@@ -92,19 +93,28 @@ def resolve(model: ModelCard | str | Path, *, gpu: str | GPU, max_model_len: int
     size = lambda flag, v, d: d if v is None else parse_size(flag, v)  # noqa: E731
     mnbt, seqs = vl.batch_defaults(total, g.name) if eng.name == "vllm" else (None, None)
     defaults = _overhead_defaults(eng.name, tp * pp)
-    block, padded, state_page = hybrid_block(card, kv_t, eng, tp, _block_size(eng.name, block_size, card, g))
+    state_t = _state_dtype(card, eng, kv_t)
+    block, padded, state_page = hybrid_block(card, kv_t, eng, tp, _block_size(eng.name, block_size, card, g), state_t)
     return Setup(
         card=card, engine=eng, gpu=g, total=total, layout=layout, max_model_len=max_model_len, kv_t=kv_t, w_t=w_t,
         util=_util(eng.name, gpu_memory_utilization), mfs=_mfs(eng.name, mem_fraction_static, total, card, tp, pp),
         kv_cache_memory=_kv_cache_memory(eng.name, kv_cache_memory),
         mnbt=_int_flag("--max-num-batched-tokens", max_num_batched_tokens, mnbt, eng.name),
         max_num_seqs=_int_flag("--max-num-seqs", max_num_seqs, seqs, eng.name),
-        block_size=block, state_page_padded=padded, state_page_bytes=state_page,
+        block_size=block, state_page_padded=padded, state_page_bytes=state_page, state_t=state_t,
         unified_block=block != _block_size(eng.name, block_size, card, g),
         activation=size("--activation-memory", activation_memory, None),
         non_torch=size("--non-torch-memory", non_torch_memory, defaults[0]),
         cuda_graph=size("--cuda-graph-memory", cuda_graph_memory, defaults[1]),
         context=size("--context-memory", context_memory, defaults[2]))
+
+
+def _state_dtype(card: ModelCard, eng, kv_t: DType) -> DType | None:
+    """A served engine keeps conv and SSM states in the model dtype beside a quantized (fp8) KV cache (vLLM
+    mamba_cache_dtype "auto": MambaStateDtypeCalculator; SGLang mamba2_state_dtype); None: the KV dtype."""
+    if card.ssm is None or kv_t.name in ("fp32", "fp16", "bf16") or eng.name not in PAGED:
+        return None
+    return _dtype(card, eng, None, "--kv-dtype")[0]
 
 
 def _positive_size(flag: str, value) -> int:

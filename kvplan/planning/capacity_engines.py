@@ -45,6 +45,7 @@ class Setup:
     state_page_padded: int | None = None  # vLLM hybrid: the mamba page padded to the attention page
     state_page_bytes: int = 0  # vLLM: one state layer's conv + SSM states of one request on one rank (unpadded)
     unified_block: bool = False  # vLLM hybrid: block_size was raised so an attention page holds a state page
+    state_t: DType | None = None  # the states' dtype beside a quantized KV cache (mamba_cache_dtype auto: model dtype)
 
 
 @dataclass(frozen=True)
@@ -87,14 +88,14 @@ class Pool:
     ranks: list[RankRow]
 
 
-def hybrid_block(card: ModelCard, kv_t: DType, engine: Engine, tp: int,
-                 block_size: int) -> tuple[int, int | None, int]:
+def hybrid_block(card: ModelCard, kv_t: DType, engine: Engine, tp: int, block_size: int,
+                 state_t: DType | None = None) -> tuple[int, int | None, int]:
     """vLLM hybrid (attention + state layers): (the block size raised so one attention page holds a state page, the
     state page padded to the attention page, the unpadded state page) by kvplan.cost.serving_vllm.hybrid_block_size,
     with one rank's shapes; other models and engines keep ``block_size``."""
     if engine.name != "vllm" or card.ssm is None:
         return block_size, None, 0
-    per_layer = [specs for _, specs in rank_layer_specs(card, kv_t, engine, Layout(tp=tp), 0)]
+    per_layer = [specs for _, specs in rank_layer_specs(card, kv_t, engine, Layout(tp=tp), 0, state_t=state_t)]
     attn = next((sp.bytes_per_token for specs in per_layer for sp in specs if not sp.per_sequence), 0)
     mamba = next(sum(sp.bytes_per_token for sp in specs if sp.per_sequence) for specs in per_layer
                  if any(sp.per_sequence for sp in specs))
@@ -118,7 +119,7 @@ def _stage(s: Setup, pp_rank: int, parts: list[range]) -> Stage:
     served = s.engine.name in ("vllm", "sglang")  # vocabulary padding and the cos/sin cache are the servers' own
     w = rank_weights(s.card, s.w_t, s.layout, 0, pp_rank, kv_t=s.kv_t, stages=parts, include_buffers=served,
                      vocab_padding=DEFAULT_VOCAB_PADDING if served else 1)
-    specs = rank_kv_specs(s.card, s.kv_t, s.engine, s.layout, pp_rank, stages=parts)
+    specs = rank_kv_specs(s.card, s.kv_t, s.engine, s.layout, pp_rank, stages=parts, state_t=s.state_t)
     weights, act = w.bytes + w.buffers_bytes, _activation(s, pp_rank == s.layout.pp - 1)
     if s.engine.name == "sglang":  # no profiling: activations and graphs live in free x (1 - mfs)
         requested = int((s.total - s.context) * s.mfs)
@@ -148,7 +149,7 @@ def _activation(s: Setup, last_stage: bool) -> int:
 
 def vllm_pool(s: Setup, sts: list[Stage]) -> Pool:
     """vLLM: groups of the whole model, each stage's bytes per block and blocks, the min over ranks."""
-    per_layer = rank_layer_specs(s.card, s.kv_t, s.engine, Layout(tp=s.layout.tp), 0)
+    per_layer = rank_layer_specs(s.card, s.kv_t, s.engine, Layout(tp=s.layout.tp), 0, state_t=s.state_t)
     specs, layers = vl.vllm_layer_specs(per_layer, s.state_page_padded)
     groups = vl.kv_cache_groups(specs, s.block_size, layers)
     mnbt = vl.scheduled_tokens(s.mnbt, s.max_num_seqs, s.max_model_len)
@@ -232,7 +233,7 @@ def simple_pool(s: Setup, sts: list[Stage]) -> Pool:
     conc = max(0, sts[lim].available) / req
     pool = KVCachePool(available_bytes=sts[lim].available, block_size=1, bytes_per_block=sts[lim].kv_bytes_per_token,
                        num_blocks=rows[lim].num_blocks, tokens=int(conc * L), groups=1, padding_layers=0,
-                       blocks_per_request=L)
+                       blocks_per_request=L, state_bytes_per_request=sts[lim].state_bytes)
     return Pool(sts[lim], pool, conc, req, all(request(st, L) <= st.available for st in sts),
                 min(r.max_model_len_fit for r in rows), rows)
 

@@ -136,8 +136,9 @@ def state_notes(s: Setup, p: Pool) -> list[str]:
         out.append(f"vLLM hybrid page unification (platforms/interface.py _align_hybrid_block_size): attention block "
                    f"size {fmt_int(s.block_size)} tokens, the smallest multiple of 16 whose attention page "
                    f"({fmt_int(attn_page)} B) holds one layer's states ({fmt_int(s.state_page_bytes)} B) "
-                   f"('Setting attention block size to {s.block_size} tokens'); the state page is padded by "
-                   f"{pct:.2f}% to equal it ('Padding mamba page size by {pct:.2f}%').")
+                   f"('Setting attention block size to {s.block_size} tokens'); "
+                   + (f"the state page is padded by {pct:.2f}% to equal it ('Padding mamba page size by {pct:.2f}%')."
+                      if s.state_page_padded else "the pages are equal: no padding."))
     return out
 
 
