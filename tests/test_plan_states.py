@@ -233,3 +233,14 @@ def test_sharded_verify_refuses_state_layers():
 
     with pytest.raises(KvplanError, match="sharded reference model"):
         verify_sharded(_mamba2(), tp=2)
+
+
+def test_longest_fit_counts_the_state_pages():
+    """vLLM's binary search (_estimate_max_model_len_from_groups) with the null block reserved: one request needs
+    cdiv(L, 544) attention pages + 3 state pages, each block 12 x 557,056 B; 20 blocks of memory leave 19."""
+    card = _card(QWEN3_NEXT)
+    bpb = 12 * 557_056
+    r = plan(card, gpu="H200", tp=2, max_model_len=262144, kv_cache_memory=20 * bpb)
+    assert not r.fits and r.kv_cache.num_blocks == 20
+    assert r.max_model_len_fit == 544 * (20 - 1 - 3)
+    assert "does NOT fit" in r.verdict
