@@ -104,6 +104,10 @@ CASES = [
          dict(model=hybrid("nvidia/NVIDIA-Nemotron-Nano-9B-v2", mamba_ssm_cache_dtype="auto"), gpu="H100-SXM",
               max_model_len=8192, kv_cache_memory="20GiB"),
          {"block size": 672}),
+    Case("vllm#23230", "NVIDIA-Nemotron-Nano-9B-v2, L40S, TP1, vLLM 0.10.1 (V0 runner): weights only",
+         dict(model=hybrid("nvidia/NVIDIA-Nemotron-Nano-9B-v2"), gpu="L40S", max_model_len=8192,
+              kv_cache_memory="10GiB"),
+         {"weights GiB": 16.5557}),
 ]
 
 
