@@ -81,6 +81,10 @@ def resolve(model: ModelCard | str | Path, *, gpu: str | GPU, max_model_len: int
     if expert_parallel and eng.name != "vllm":
         raise KvplanError(f"--expert-parallel: vLLM's --enable-expert-parallel; not modelled for --engine {eng.name}")
     check_layout(card, layout)
+    if card.ssm and card.ssm.kind == "rglru" and eng.name in PAGED:
+        raise KvplanError(f"--engine {eng.name}: {card.name}'s RG-LRU layers (RecurrentGemma) are not modelled for "
+                          "vLLM or SGLang, which serve no RecurrentGemma model here; use --engine ideal, hf-static or "
+                          "hf-dynamic")
     if eng.transformers and tp * pp > 1:
         raise KvplanError(f"--tp/--pp: {eng.name} runs one process on one GPU here; use --dp for replicas")
     if card.architecture != "decoder-only":
