@@ -8,11 +8,20 @@ memory as --kv-cache-memory) and compares the figures the log prints. Sources ar
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from pathlib import Path
 
+from kvplan.model.hf.config import card_from_hf_config
 from kvplan.planning.capacity import plan
 
 GIB = 2**30
+_HYBRID = json.loads((Path(__file__).parents[1] / "tests" / "data" / "hf_configs_hybrid.json").read_text())["configs"]
+
+
+def hybrid(repo: str, **override):
+    """A card from a vendored full-size hybrid config.json (tests/data/hf_configs_hybrid.json)."""
+    return card_from_hf_config({**_HYBRID[repo], **override})
 
 
 @dataclass
@@ -78,6 +87,27 @@ CASES = [
          dict(model="qwq-32b", gpu="L4", tp=4, max_model_len=131072, engine="sglang", gpu_memory="21.63GiB",
               context_memory=0, mem_fraction_static=0.85),
          {"weights GiB": 15.54, "tokens": 46611}),
+    Case("public log (file 7292846353)", "Qwen3-Next-80B-A3B-Instruct (36 Gated DeltaNet + 12 attention), 2x H200, TP2, "
+         "vLLM 0.10.2, max_len 262,144",
+         dict(model=hybrid("Qwen/Qwen3-Next-80B-A3B-Instruct"), gpu="H200", tp=2, max_model_len=262144,
+              kv_cache_memory="44.59GiB"),
+         {"block size": 544, "mamba padding %": 1.49, "tokens (0.10 formula)": 973760, "concurrency": 14.77,
+          "weights GiB": 74.2812}),
+    Case("MetaX C500 lifecycle notes", "LFM2.5-1.2B-Instruct (10 short conv + 6 attention), TP1, vLLM 0.17.0, "
+         "max_len 2,048; KV memory implied by the log's two figures (40,738 blocks)",
+         dict(model=hybrid("LiquidAI/LFM2.5-1.2B-Instruct"), gpu="L4", max_model_len=2048,
+              kv_cache_memory=40738 * 6 * 32768),
+         {"block size": 16, "mamba padding %": 300.0, "padding layers": 2, "tokens (0.10 formula)": 217264,
+          "concurrency": 313.37}),
+    Case("vllm#24280", "NVIDIA-Nemotron-Nano-9B-v2 (27 Mamba-2 + 4 attention), TP1, vLLM (Sep 2025: SSM state in the "
+         "model dtype)",
+         dict(model=hybrid("nvidia/NVIDIA-Nemotron-Nano-9B-v2", mamba_ssm_cache_dtype="auto"), gpu="H100-SXM",
+              max_model_len=8192, kv_cache_memory="20GiB"),
+         {"block size": 672}),
+    Case("vllm#23230", "NVIDIA-Nemotron-Nano-9B-v2, L40S, TP1, vLLM 0.10.1 (V0 runner): weights only",
+         dict(model=hybrid("nvidia/NVIDIA-Nemotron-Nano-9B-v2"), gpu="L40S", max_model_len=8192,
+              kv_cache_memory="10GiB"),
+         {"weights GiB": 16.5557}),
 ]
 
 
@@ -85,7 +115,11 @@ def figures(r) -> dict:
     return {"blocks": r.kv_cache.num_blocks, "tokens": r.kv_cache.tokens, "concurrency": r.max_concurrency,
             "longest fit": r.max_model_len_fit, "needed GiB": r.request_kv_bytes / GIB, "fits": r.fits,
             "padding layers": r.kv_cache.padding_layers, "weights GiB": r.per_gpu.weights_bytes / GIB,
-            "KV bytes/token (implied)": r.per_gpu.kv_bytes_per_token}
+            "KV bytes/token (implied)": r.per_gpu.kv_bytes_per_token, "block size": r.kv_cache.block_size,
+            # vLLM 0.10 - 0.17 printed num_blocks // groups x block_size for hybrid models
+            "tokens (0.10 formula)": r.kv_cache.num_blocks // r.kv_cache.groups * r.kv_cache.block_size,
+            "mamba padding %": round(100 * ((r.kv_cache.state_page_padded_bytes or r.kv_cache.state_page_bytes)
+                                            - r.kv_cache.state_page_bytes) / max(1, r.kv_cache.state_page_bytes), 2)}
 
 
 def fmt(v) -> str:
@@ -108,7 +142,8 @@ def main() -> None:
         kw = dict(c.kw)
         model = kw.pop("model")
         got = figures(plan(model, **kw))
-        given = kw.get("kv_cache_memory") or ("mfs " + str(kw["mem_fraction_static"]) if "mem_fraction_static" in kw
+        memory = kw.get("kv_cache_memory")
+        given = (f"{memory / GIB:.2f}GiB" if isinstance(memory, int) else memory) or ("mfs " + str(kw["mem_fraction_static"]) if "mem_fraction_static" in kw
                                               else f"util {kw.get('gpu_memory_utilization')}, {kw.get('gpu_memory')}")
         for j, (name, logged) in enumerate(c.logged.items()):
             head = (f"{i} | {c.ref} | {c.what} | {given}" if j == 0 else " | | |")

@@ -6,6 +6,7 @@ for several batch / prompt / decode combinations, in float32 and bfloat16."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import warnings
 
 import pytest
@@ -248,8 +249,8 @@ def test_kda_card_invariants_name_the_fields():
 
 
 def test_unmodelled_paths_refuse_kda_and_deltanet_cards(cli, tmp_path):
-    """FLOPs/roofline, per-rank planning and the reference model do not model these mixers: each refuses in one line
-    instead of treating the state layers as attention."""
+    """KDA FLOPs/roofline, KDA TP shards and the reference model's mixers are not modelled: each refuses in one line
+    instead of treating the state layers as attention; one-rank plans of both cards work."""
     card = _card("kimi")
     with pytest.raises(KvplanError, match=r"not modelled for Kimi Delta Attention \(ssm.kind kda\)"):
         estimate(card, batch=1, seq_len=8, gpu="H100-SXM")
@@ -263,8 +264,11 @@ def test_unmodelled_paths_refuse_kda_and_deltanet_cards(cli, tmp_path):
         path.write_text(transformers.AutoConfig.for_model(model_type, **kwargs).to_json_string())
         code, _, err = cli("verify", "--hf-config", str(path), "--seq-len", "8")
         assert code == 2 and "ssm.kind: verify's reference model implements mamba and mamba2" in err, err
-        code, _, err = cli("plan", "--hf-config", str(path), "--gpu", "H100-SXM", "--max-model-len", "64")
-        assert code == 2 and "not modelled for state-space" in err, err
+        code, out, err = cli("plan", "--hf-config", str(path), "--gpu", "H100-SXM", "--max-model-len", "64", "--json")
+        assert code == 0 and json.loads(out)["kv_cache"]["state_page_bytes"] > 0, err
+    code, _, err = cli("plan", "--hf-config", str(tmp_path / "kimi.json"), "--gpu", "H100-SXM", "--max-model-len", "64",
+                       "--tp", "2")
+    assert code == 2 and "--tp: Kimi Delta Attention (ssm.kind kda): its per-rank shards are not modelled" in err, err
 
 
 def test_deepseek_attention_bias_biases_the_mla_down_and_out_projections():

@@ -3,8 +3,10 @@ communication model behind the latency bounds of ``kvplan plan`` and the sharded
 
 Per rank, per step of ``tokens`` = batch x new tokens, ``e`` bytes per element (Megatron-LM, arXiv:1909.08053;
 vLLM's TP layers):
-- all-reduce (TP > 1): 2 per decoder layer (after attention's O and after the MLP's down / the MoE combine), plus 1
-  after the vocabulary-parallel embedding on the first stage, each tokens x hidden x e;
+- all-reduce (TP > 1): one after each row-parallel output of a decoder layer (attention's O, a state mixer's
+  out_proj, both in a Falcon-H1 hybrid layer, the MLP's down / the MoE combine: 2 in a plain decoder layer, 1 in a
+  Nemotron-H mamba or mlp layer), plus 1 after the vocabulary-parallel embedding on the first stage, each tokens x
+  hidden x e;
 - all-gather (TP > 1, last stage): this rank's logits, logit rows x padded_vocab / tp x e;
 - send / recv (PP > 1): tokens x hidden x e to the next stage / from the previous one.
 Ring collectives move 2 (tp - 1) / tp (all-reduce) and (tp - 1) / tp (all-gather, of the gathered total) of their
@@ -26,11 +28,16 @@ def comm_bytes(card: ModelCard, layout: Layout, pp_rank: int, *, batch: int, new
     hidden = batch * new_tokens * card.hidden_size * e
     tp = layout.tp
     return {
-        "all_reduce": (2 * len(layers) + first) * hidden if tp > 1 else 0,
+        "all_reduce": (sum(_reduces(card, i) for i in layers) + first) * hidden if tp > 1 else 0,
         "all_gather": batch * logit_rows * pad_vocab(card.vocab_size) // tp * e if tp > 1 and last else 0,
         "send": hidden if layout.pp > 1 and not last else 0,
         "recv": hidden if layout.pp > 1 and not first else 0,
     }
+
+
+def _reduces(card: ModelCard, layer: int) -> int:
+    """Row-parallel outputs of one decoder layer, each followed by an all-reduce (module docstring)."""
+    return {None: 0, "attention": 1, "mamba": 1, "hybrid": 2}[card.mixer(layer)] + card.has_mlp(layer)
 
 
 def comm_time_s(card: ModelCard, layout: Layout, *, batch: int, new_tokens: int, logit_rows: int, e: int,

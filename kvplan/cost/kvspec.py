@@ -21,6 +21,7 @@ from functools import cached_property, lru_cache
 from typing import Literal
 
 from kvplan.cost.engines import CacheRun, Engine, get_engine
+from kvplan.cost.ssm import conv_channels
 from kvplan.errors import KvplanError
 from kvplan.model.card import ModelCard
 from kvplan.model.dtypes import DType, parse_dtype
@@ -95,7 +96,7 @@ def _layer_specs(card: ModelCard, kv_dtype: DType, transformers: bool) -> tuple[
     return self_attn + (cross,) * card.num_layers
 
 
-def state_specs(card: ModelCard, kv_dtype: DType, transformers: bool) -> tuple[KVLayerSpec, ...]:
+def state_specs(card: ModelCard, kv_dtype: DType, transformers: bool, tp: int = 1) -> tuple[KVLayerSpec, ...]:
     """The conv state and the SSM (recurrent) state of one state layer for one sequence (kvplan.model.ssm); a short
     conv (LFM2) holds the conv state only, lightning attention (MiniMax) the recurrent state only. The same rules
     hold for Mamba-1/2 and Gated DeltaNet (measured).
@@ -106,6 +107,10 @@ def state_specs(card: ModelCard, kv_dtype: DType, transformers: bool) -> tuple[K
     even in a bf16 model (measured, tests/test_state_layers.py); vLLM keeps it in mamba_ssm_cache_dtype ("auto": the
     conv state's dtype; MambaStateDtypeCalculator._mamba_state_dtype), the card's ssm.state_dtype when it names one
     (KDA derives float32: kda_state_dtype keeps it there whatever the cache dtype).
+
+    ``tp``: the shapes one tensor-parallel rank holds (vLLM MambaStateShapeCalculator): conv channels split (Mamba-2's
+    groups extended, kvplan.cost.ssm.conv_channels), the recurrent state split by heads (Mamba-1 and RG-LRU: by
+    channels).
     """
     ssm = card.ssm
     if kv_dtype.name not in _STATE_DTYPES:
@@ -114,16 +119,19 @@ def state_specs(card: ModelCard, kv_dtype: DType, transformers: bool) -> tuple[K
     # transformers' LinearAttentionLayer keeps d_conv inputs; RecurrentGemma's module-held conv1d_state, d_conv - 1
     # wide, is from the first decode step a view of the d_conv-wide concatenation, whose storage it keeps (measured)
     width = ssm.d_conv if transformers else ssm.d_conv - 1
-    conv = (KVLayerSpec("conv_state", ((width, ssm.conv_dim),), kv_dtype,
-                        f"({ssm.conv_dim} conv channels x {width} inputs)", per_sequence=True),) if ssm.has_conv else ()
+    channels = (conv_channels(card, tp) if tp > 1 else ssm.conv_dim) if ssm.has_conv else 0
+    conv = (KVLayerSpec("conv_state", ((width, channels),), kv_dtype,
+                        f"({channels} conv channels x {width} inputs)", per_sequence=True),) if ssm.has_conv else ()
     if ssm.state_shape is None:
         return conv
     if transformers:  # the lightning kernel accumulates in the model dtype (MiniMaxCache.linear_cache, measured)
         state_t = kv_dtype if ssm.kind == "lightning" else parse_dtype("fp32")
     else:
         state_t = parse_dtype(ssm.state_dtype) if ssm.state_dtype else kv_dtype
-    *lead, d_state = ssm.state_shape
-    shape = " x ".join(f"{n} {what}" for n, what in zip(ssm.state_shape, _STATE_AXES[ssm.kind]))
+    first, *rest = ssm.state_shape  # heads (Mamba-1, RG-LRU: channels) are split over the TP ranks
+    dims = (first // tp, *rest)
+    *lead, d_state = dims
+    shape = " x ".join(f"{n} {what}" for n, what in zip(dims, _STATE_AXES[ssm.kind]))
     ssm_spec = KVLayerSpec("ssm_state", ((math.prod(lead), d_state),), state_t, f"({shape})", per_sequence=True)
     return conv + (ssm_spec,)
 

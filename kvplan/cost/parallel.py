@@ -12,6 +12,10 @@ Pure arithmetic over a card, exact ints. The rules (vLLM 0.33 paths, inside the 
   too when tied), the LM head and final norm on the last stage.
 - MLA latents are not split by TP: every rank caches the full ``kv_lora_rank + qk_rope_head_dim`` per token and layer
   (``ModelConfig.get_num_kv_heads`` returns 1 for MLA).
+- State mixers (Mamba-1/2, Gated DeltaNet, short conv, lightning): their weights split as vLLM's MambaMixer /
+  MambaMixer2 / GatedDeltaNet / ShortConv build them (kvplan.cost.ssm.ssm_rank_params), their per-sequence states
+  with the shapes of one rank (``layers/mamba/mamba_utils.py MambaStateShapeCalculator``: heads and conv channels
+  split, Mamba-2's single group replicated when tp does not divide it).
 """
 
 from __future__ import annotations
@@ -21,9 +25,10 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from kvplan.cost.engines import Engine, get_engine
-from kvplan.cost.kvspec import KVLayerSpec, chunked, layer_specs, self_attention_spec
+from kvplan.cost.kvspec import KVLayerSpec, chunked, layer_specs, self_attention_spec, state_specs
 from kvplan.cost.params import attention_extras, norm_params
 from kvplan.cost.quant import QuantBytes, matrix_bytes
+from kvplan.cost.ssm import check_state_tp, ssm_rank_params
 from kvplan.cost.shapes import Matrix, attention_matrices, ffn_matrices, kv_heads_per_rank, router_matrices
 from kvplan.errors import KvplanError
 from kvplan.model.card import ModelCard
@@ -77,17 +82,20 @@ def check_layout(card: ModelCard, layout: Layout, *, vocab_padding: int = DEFAUL
     for flag, value in (("--tp", layout.tp), ("--pp", layout.pp), ("--dp", layout.dp)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise KvplanError(f"{flag}: must be a positive integer, got {value!r}")
-    card.require_no_state_layers("per-rank planning (vLLM/SGLang pools, --tp/--pp)")
     tp = layout.tp
     if (tp > 1 or layout.pp > 1) and card.architecture != "decoder-only":
         raise KvplanError(f"--tp/--pp: tensor and pipeline parallelism are modelled for decoder-only models; "
                           f"{card.name} is {card.architecture}")
     pp_partition(card.num_layers, layout.pp)
-    if card.num_heads % tp:  # vllm/config/model.py verify_with_parallel_config
+    card.require_no_shared_blocks("per-rank planning (kvplan plan, --tp/--pp)")
+    reason = check_state_tp(card, tp) if card.ssm else None
+    if reason:
+        raise KvplanError(f"--tp: {reason}")
+    if card.attention_layers and card.num_heads % tp:  # vllm/config/model.py verify_with_parallel_config
         raise KvplanError(f"--tp: total number of attention heads ({card.num_heads}) must be divisible by tensor "
                           f"parallel size ({tp}) (vLLM verify_with_parallel_config)")
     kv = card.num_kv_heads
-    if card.mla is None and (kv % tp if tp < kv else tp % kv):  # linear.py QKVParallelLinear divide()
+    if card.attention_layers and card.mla is None and (kv % tp if tp < kv else tp % kv):  # linear.py QKVParallelLinear divide()
         a, b = (kv, tp) if tp < kv else (tp, kv)
         raise KvplanError(f"--tp: {a} is not divisible by {b}: vLLM splits {kv} KV heads over tp {tp} (tp < kv) or "
                           "replicates each head tp / kv times (tp >= kv) (QKVParallelLinear)")
@@ -112,7 +120,8 @@ def local_experts(num_experts: int, ep_size: int, ep_rank: int) -> int:
 
 def _split_sizes(card: ModelCard, vocab_padding: int) -> list[tuple[str, int]]:
     sizes = [("padded vocabulary", pad_vocab(card.vocab_size, vocab_padding))]
-    if card.moe is None or card.moe.first_dense_layers:
+    has_dense = any(card.has_mlp(i) and not card.is_moe_layer(i) for i in range(card.num_layers))
+    if has_dense:
         sizes.append(("intermediate_size", card.ffn_size))
     if card.moe:
         sizes.append(("moe_intermediate_size", card.moe.expert_ffn_size))
@@ -176,9 +185,11 @@ def rank_breakdown(card: ModelCard, layout: Layout, pp_rank: int, *, vocab_paddi
     lm_head = (0 if card.tie_embeddings else rows * h) + (rows if card.lm_head_bias else 0)
     norms = (len(layers) * card.norms_per_layer + (card.final_norm if last else 0)
              + (card.embedding_norm if first else 0))
+    ssm = {"ssm": _state_layers(card, layers) * ssm_rank_params(card, tp)} if card.ssm else {}  # state mixers
     return {
+        **ssm,
         "embedding": rows * h if holds_embedding else 0,
-        "attention": len(layers) * _attention_rank(card, tp),
+        "attention": _attention_layers(card, layers) * _attention_rank(card, tp),
         "mlp": _mlp_stage(card, layers, layout, tp_rank),
         "norms": norms * norm_params(card, h),
         "lm_head": lm_head if last else 0,
@@ -199,9 +210,9 @@ def _mlp_stage(card: ModelCard, layers: range, layout: Layout, tp_rank: int, mea
     if card.moe and layout.expert_parallel:
         experts = local_experts(card.moe.num_experts, layout.tp * layout.dp, tp_rank)
     moe = sum(1 for i in layers if card.is_moe_layer(i))
-    dense = len(layers) - moe
+    dense = sum(1 for i in layers if card.has_mlp(i)) - moe
     first_moe = next((i for i in layers if card.is_moe_layer(i)), None)
-    first_dense = next((i for i in layers if not card.is_moe_layer(i)), None)
+    first_dense = next((i for i in layers if card.has_mlp(i) and not card.is_moe_layer(i)), None)
     return ((dense * _mlp_rank(card, first_dense, tp, measure=measure) if dense else 0)
             + (moe * _mlp_rank(card, first_moe, tp, moe_tp(layout), experts, measure) if moe else 0))
 
@@ -214,7 +225,7 @@ def rank_quant(card: ModelCard, layout: Layout, pp_rank: int, *, stages: list[ra
         return QuantBytes()
     measure = partial(matrix_bytes, card.quantization)
     layers = (stages or pp_partition(card.num_layers, layout.pp))[pp_rank]
-    return (len(layers) * _projections_rank(card, layout.tp, measure)
+    return (_attention_layers(card, layers) * _projections_rank(card, layout.tp, measure)
             + _mlp_stage(card, layers, layout, tp_rank, measure))
 
 
@@ -241,7 +252,11 @@ def rank_weights(card: ModelCard, w_t: DType, layout: Layout, tp_rank: int, pp_r
     # fp8 KV: a fp32 k_scale and v_scale parameter per attention layer (vllm attention/layer.py), on its stage
     scales = 0
     if kv_t is not None:
-        scales = kv_t.layer_scale_bytes * len(rank_kv_specs(card, kv_t, "ideal", layout, pp_rank, stages=stages))
+        if card.ssm:  # states are not quantized: the scales are the attention layers'
+            scales = kv_t.layer_scale_bytes * _attention_layers(card, layers)
+        else:
+            specs = rank_kv_specs(card, kv_t, "ideal", layout, pp_rank, stages=stages)
+            scales = kv_t.layer_scale_bytes * len(specs)
     buffers = rope_buffer_bytes(card, 4 if w_t.bits == 32 else 2) if include_buffers else 0
     quant = rank_quant(card, layout, pp_rank, stages=stages, tp_rank=tp_rank)
     # quantized linears as stored (values, scales, zeros, g_idx), every other parameter in the weight dtype
@@ -250,12 +265,40 @@ def rank_weights(card: ModelCard, w_t: DType, layout: Layout, tp_rank: int, pp_r
 
 
 def rank_kv_specs(card: ModelCard, kv_t: DType, engine: Engine | str, layout: Layout, pp_rank: int, *,
-                  stages: list[range] | None = None) -> list[KVLayerSpec]:
-    """The KV specs of stage ``pp_rank``'s layers with kv_heads_per_rank heads (MLA: the full latent on every rank)."""
+                  stages: list[range] | None = None, state_t: DType | None = None) -> list[KVLayerSpec]:
+    """The KV specs of stage ``pp_rank``'s layers with kv_heads_per_rank heads (MLA: the full latent on every rank),
+    and each state layer's conv and SSM states with the shapes of one TP rank (kvplan.cost.kvspec.state_specs);
+    ``state_t``: the states' dtype when it is not the KV dtype (vLLM's mamba_cache_dtype "auto" beside an fp8 KV
+    cache: the model dtype)."""
     eng = get_engine(engine)
-    if layout.tp == 1 and layout.pp == 1:
-        return layer_specs(card, kv_t, eng)
+    if layout.tp == 1 and layout.pp == 1 and state_t is None:
+        return list(layer_specs(card, kv_t, eng))
+    return [sp for _, specs in rank_layer_specs(card, kv_t, eng, layout, pp_rank, stages=stages, state_t=state_t)
+            for sp in specs]
+
+
+def rank_layer_specs(card: ModelCard, kv_t: DType, engine: Engine | str, layout: Layout, pp_rank: int, *,
+                     stages: list[range] | None = None,
+                     state_t: DType | None = None) -> list[tuple[int, tuple[KVLayerSpec, ...]]]:
+    """(decoder layer, its specs on one rank) for each layer of stage ``pp_rank``: attention K/V, then (state and
+    hybrid layers) the conv and SSM states; an mlp layer caches nothing."""
+    eng = get_engine(engine)
     check_layout(card, layout)
     heads = kv_heads_per_rank(card.cached_kv_heads(eng.transformers), layout.tp)
+    states = state_specs(card, state_t or kv_t, eng.transformers, layout.tp) if card.ssm else ()
     layers = (stages or pp_partition(card.num_layers, layout.pp))[pp_rank]
-    return [chunked(self_attention_spec(card, kv_t, heads, card.windows[i]), card.chunk(i)) for i in layers]
+    out = []
+    for i in layers:
+        mixer = card.mixer(i)
+        attention = (chunked(self_attention_spec(card, kv_t, heads, card.windows[i]), card.chunk(i)),) \
+            if mixer in ("attention", "hybrid") else ()
+        out.append((i, attention + (states if mixer in ("mamba", "hybrid") else ())))
+    return out
+
+
+def _attention_layers(card: ModelCard, layers: range) -> int:
+    return sum(card.mixer(i) in ("attention", "hybrid") for i in layers)
+
+
+def _state_layers(card: ModelCard, layers: range) -> int:
+    return sum(card.mixer(i) in ("mamba", "hybrid") for i in layers)

@@ -78,3 +78,26 @@ def pp_partition_sizes(num_layers: int, pp: int) -> list[int]:
 def allocated_kv_bytes(tokens: int, page_size: int, cell_size: int) -> int:
     """memory_pool.py: every layer buffer holds size + page_size slots ('KV Cache is allocated. #tokens: N')."""
     return (tokens + page_size) * cell_size
+
+
+DEFAULT_MAMBA_FULL_MEMORY_RATIO = 0.9  # server_args.py mamba_full_memory_ratio
+SSM_STATE_KINDS = ("mamba2", "gated_deltanet")  # configs/mamba_utils.py Mamba2StateShape (NemotronH, FalconH1, Qwen3Next)
+CONV_STATE_BYTES, SSM_STATE_BYTES = 2, 4  # mamba2_state_dtype: conv bfloat16 (SGLANG_MAMBA_CONV_DTYPE), SSM float32
+#                                           unless the config's mamba_ssm_dtype or SGLANG_MAMBA_SSM_DTYPE says otherwise
+
+
+def state_bytes_per_request(conv_elems: int, ssm_elems: int) -> int:
+    """BaseLinearStateParams.mamba_cache_per_req: (conv numel x conv itemsize + temporal numel x temporal itemsize)
+    summed over the rank's state layers (the shapes: Mamba2StateShape.create, groups extended like vLLM's)."""
+    return conv_elems * CONV_STATE_BYTES + ssm_elems * SSM_STATE_BYTES
+
+
+def mamba_split(pool: int, per_request: int, ratio: float = DEFAULT_MAMBA_FULL_MEMORY_RATIO) -> tuple[int, int]:
+    """(bytes left for the K/V token pool, max_mamba_cache_size) (kv_cache_configurator.py _handle_max_mamba_cache,
+    no speculative decoding, no --max-mamba-cache-size): mamba budget = rest x ratio / (1 + ratio); slots =
+    int(budget // per_req); the K/V pool gets rest - slots x per_req."""
+    if per_request <= 0:
+        return pool, 0
+    budget = max(0, pool) * ratio / (1 + ratio)
+    slots = int(budget // per_request)
+    return pool - slots * per_request, slots

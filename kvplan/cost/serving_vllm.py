@@ -111,31 +111,52 @@ def max_in_flight_tokens(max_num_batched_tokens: int, pp: int, async_scheduling:
     return (2 if async_scheduling and pp == 1 else pp) * max_num_batched_tokens
 
 
-def pages_per_request(spec: KVLayerSpec, max_model_len: int, block_size: int, in_flight: int) -> int:
+def pages_per_request(spec: KVLayerSpec | MambaPage, max_model_len: int, block_size: int, in_flight: int) -> int:
     """kv_cache_interface.py max_memory_usage_bytes / page_size_bytes: full and MLA cdiv(L, bs); sliding window
-    cdiv(min(W - 1 + in-flight tokens, L), bs) + 1."""
+    cdiv(min(W - 1 + in-flight tokens, L), bs) + 1; a state layer (MambaSpec, mamba_cache_mode "none") 1."""
+    if spec.per_sequence:
+        return 1
     if spec.window is None:
         return cdiv(max_model_len, block_size)
     return cdiv(min(spec.window - 1 + in_flight, max_model_len), block_size) + 1
 
 
 @dataclass(frozen=True)
+class MambaPage:
+    """One state layer's page in vLLM's pool (kv_cache_interface.py MambaSpec): its conv and SSM states of one
+    request, ``state_bytes`` = sum(prod(shape) x dtype size); ``padded_bytes`` (cache_config.mamba_page_size_padded)
+    makes it the size of an attention page."""
+
+    state_bytes: int
+    padded_bytes: int | None = None
+    kind: str = "mamba"
+    window: None = None
+    per_sequence: bool = True
+
+    def page_size_bytes(self, block_size: int) -> int:
+        """MambaSpec.page_size_bytes: the padded size when set, whatever the block size."""
+        return self.padded_bytes if self.padded_bytes is not None else self.state_bytes
+
+
+@dataclass(frozen=True)
 class KVGroup:
     """One KV cache group (v1/core/kv_cache_utils.py get_kv_cache_groups): layers sharing one block table."""
 
-    spec: KVLayerSpec
+    spec: KVLayerSpec | MambaPage
     layers: tuple[int, ...]  # decoder layer indices (global)
     size: int  # group_size: layer slots per block, padding included
 
 
-def kv_cache_groups(specs: list[KVLayerSpec]) -> list[KVGroup]:
+def kv_cache_groups(specs: list, block_size: int = DEFAULT_BLOCK_SIZE,
+                    layers: list[int] | None = None) -> list[KVGroup]:
     """All layers alike: one group. Hybrid (_get_kv_cache_groups_uniform_page_size): bucket layers by spec;
     group_size = min layers per type (max when max < 1.5 min); each type splits into cdiv(n, group_size) groups,
-    layer i of a type going to group i % num_groups."""
-    buckets: dict[KVLayerSpec, list[int]] = {}
-    for i, spec in enumerate(specs):
+    layer i of a type going to group i % num_groups. ``layers``: the decoder layer of each spec (default its index;
+    a Falcon-H1 layer gives an attention spec and a MambaPage with the same index)."""
+    buckets: dict[KVLayerSpec | MambaPage, list[int]] = {}
+    for i, spec in zip(layers if layers is not None else range(len(specs)), specs):
         buckets.setdefault(spec, []).append(i)
-    if len({s.bytes_per_token for s in buckets}) > 1:
+    if len({s.page_size_bytes(block_size) for s in buckets}) > 1:
         raise KvplanError("--engine: hybrid layers with different page sizes (vLLM pads or packs them) are not "
                           "modelled; use --engine ideal")
     counts = [len(v) for v in buckets.values()]
@@ -157,6 +178,34 @@ def bytes_per_block(groups: list[KVGroup], block_size: int, layers: range | None
     (_project_kv_cache_groups_to_worker). One group of all layers: layers x page."""
     slots = max(sum(1 for i in g.layers if layers is None or i in layers) for g in groups)
     return slots * groups[0].spec.page_size_bytes(block_size)
+
+
+def hybrid_block_size(attn_bytes_per_token: int, mamba_bytes: int, block_size: int,
+                      kernel_alignment: int = DEFAULT_BLOCK_SIZE) -> tuple[int, int | None]:
+    """(attention block size, padded mamba page) of a hybrid model without prefix caching
+    (platforms/interface.py _align_hybrid_block_size; models/config.py HybridAttentionMambaModelConfig before it):
+    alignment = max(kernel block size, block_size); attn_block = alignment x cdiv(mamba page, alignment x attention
+    page of 1 token), taken when larger than block_size ('Setting attention block size to N tokens'); the mamba page
+    is then padded to block x attention page ('Padding mamba page size by p%'), None when already equal."""
+    alignment = max(kernel_alignment, block_size)
+    attn_block = alignment * cdiv(mamba_bytes, alignment * attn_bytes_per_token)
+    block = max(block_size, attn_block)
+    attn_page = block * attn_bytes_per_token
+    return block, (None if attn_page == mamba_bytes else attn_page)
+
+
+def vllm_layer_specs(layer_specs: list[tuple[int, tuple[KVLayerSpec, ...]]],
+                     padded: int | None = None) -> tuple[list, list[int]]:
+    """vLLM's per-layer KV cache specs of a rank (get_kv_cache_spec): each attention spec as it is, each state layer's
+    conv and SSM states as one MambaPage (MambaBase.get_kv_cache_spec); and the decoder layer of each."""
+    specs, layers = [], []
+    for i, layer in layer_specs:
+        attention = [sp for sp in layer if not sp.per_sequence]
+        states = sum(sp.bytes_per_token for sp in layer if sp.per_sequence)
+        for sp in attention + ([MambaPage(states, padded)] if states else []):
+            specs.append(sp)
+            layers.append(i)
+    return specs, layers
 
 
 def num_blocks(available: int, block_bytes: int) -> int:

@@ -91,3 +91,70 @@ def ssm_extras(card: ModelCard) -> int:
 def ssm_params(card: ModelCard) -> int:
     """All parameters of one state-space mixer."""
     return total(ssm_matrices(card)) + ssm_extras(card)
+
+
+def extra_groups(n_groups: int, tp: int) -> int:
+    """vLLM MambaStateShapeCalculator.extra_groups_for_head_shards (SGLang mamba_utils.py the same): 0 when tp divides
+    the groups, else tp - n_groups (the one group is replicated so every head shard keeps its B and C)."""
+    return 0 if n_groups % tp == 0 else tp - n_groups
+
+
+def conv_channels(card: ModelCard, tp: int) -> int:
+    """Conv-state channels one TP rank holds: the conv1d is ColumnParallelLinear over its channels (vLLM MambaMixer,
+    MambaMixer2, GatedDeltaNet, ShortConv); Mamba-2's groups are first extended by ``extra_groups``
+    (mamba_utils.py mamba2_state_shape: divide(intermediate + 2 (G + extra) N, tp))."""
+    s = card.ssm
+    if s.kind in ("mamba2", "gated_deltanet"):
+        return (s.intermediate_size + 2 * (s.n_groups + extra_groups(s.n_groups, tp)) * s.d_state) // tp
+    return s.conv_dim // tp
+
+
+def check_state_tp(card: ModelCard, tp: int) -> str | None:
+    """vLLM's reason to refuse tensor parallelism ``tp`` for the card's state mixer, or None (the divide() asserts of
+    mamba_mixer.py, mamba_mixer2.py, qwen3_next.py GatedDeltaNet, lfm2.py ShortConv, minimax_text_01.py)."""
+    s = card.ssm
+    if tp == 1:
+        return None
+    if s.kind == "rglru":
+        return "RecurrentGemma's RG-LRU block: vLLM V1 has no RecurrentGemma model; tensor parallelism is not modelled"
+    if s.kind == "kda":
+        return "Kimi Delta Attention (ssm.kind kda): its per-rank shards are not modelled yet; use --tp 1"
+    if s.kind in ("mamba2", "gated_deltanet", "lightning") and s.num_heads % tp:
+        return f"ssm num_heads {s.num_heads} is not divisible by tensor parallel size {tp} (Tensor parallel world " \
+               "size must divide num heads)"
+    if s.kind == "mamba2" and s.n_groups % tp and s.n_groups != 1:
+        return f"ssm n_groups {s.n_groups}: if tensor parallel world size {tp} does not divide num_groups, then " \
+               "num_groups must equal 1 (MambaMixer2)"
+    if s.kind == "gated_deltanet" and s.n_groups % tp:
+        return f"linear_num_key_heads {s.n_groups} is not divisible by tensor parallel size {tp} (GatedDeltaNet divide())"
+    if s.kind in ("mamba", "short_conv") and s.intermediate_size % tp:
+        return f"ssm intermediate_size {s.intermediate_size} is not divisible by tensor parallel size {tp} (divide())"
+    return None
+
+
+def ssm_rank_params(card: ModelCard, tp: int) -> int:
+    """Parameters of one state mixer on one of ``tp`` ranks, as vLLM builds it: in/x/dt projections column- or
+    row-parallel by their Matrix rule (MambaMixer: in_proj and dt_proj column, x_proj and out_proj row; MambaMixer2:
+    in_proj column with the groups extended; GatedDeltaNet in_proj_qkvz / in_proj_ba column; ShortConv in_proj
+    column), the conv1d split by channels (ColumnParallelLinear), A_log / D / dt_bias split with the heads or channels
+    (sharded weight loaders), Mamba-2's gated norm sharded (Mixer2RMSNormGated, intermediate / tp), MiniMax's norm
+    sharded (MiniMaxText01RMSNormTP); replicated: Jamba's dt/B/C norms and Gated DeltaNet's per-head norm (head_dim)."""
+    s = card.ssm
+    if tp == 1:
+        return ssm_params(card)
+    h, inner, heads = card.hidden_size, s.intermediate_size, s.num_heads or 0
+    shards = sum(m.shard(tp).params for m in ssm_matrices(card) if not (s.kind == "mamba2" and m.name == "in_proj"))
+    conv = conv_channels(card, tp)
+    conv_params = conv * s.d_conv + (conv if s.conv_bias else 0) if s.has_conv else 0
+    if s.kind == "mamba2":  # z, x (I), B, C (extended groups), dt (H): every part split over tp
+        width = (2 * inner + 2 * (s.n_groups + extra_groups(s.n_groups, tp)) * s.d_state + heads) // tp
+        shards += h * width + (width if s.proj_bias else 0)
+        return shards + conv_params + 3 * heads // tp + (inner // tp if s.gated_norm else 0)
+    if s.kind == "mamba":
+        norms = s.dt_rank + 2 * s.d_state if s.dt_bc_norms else 0
+        return shards + conv_params + (inner * s.d_state + inner) // tp + norms
+    if s.kind == "gated_deltanet":
+        return shards + conv_params + 2 * heads // tp + s.head_dim
+    if s.kind == "lightning":
+        return shards + inner // tp
+    return shards + conv_params  # short_conv (rglru is refused above tp 1)

@@ -21,7 +21,8 @@ from kvplan.cost.parallel import Layout, check_layout
 from kvplan.errors import KvplanError
 from kvplan.model.card import ModelCard
 from kvplan.model.catalog import load_card
-from kvplan.planning.capacity_engines import Pool, Setup, Stage, pool
+from kvplan.model.dtypes import DType
+from kvplan.planning.capacity_engines import Pool, Setup, Stage, hybrid_block, pool
 from kvplan.planning.capacity_results import Latency, PerGPU, PlanInputs, PlanResult
 from kvplan.planning.estimate import _dtype
 from kvplan.units import fmt_bytes, parse_size, require_fraction, require_positive
@@ -55,12 +56,16 @@ def plan(model: ModelCard | str | Path, *, gpu: str | GPU, max_model_len: int, t
         if prompt_len is not None:
             raise KvplanError("--prompt-len: only used with --concurrency (latency bounds)")
         return result(s, sts, p)
-    from kvplan.planning.latency import latency
+    from kvplan.planning.latency import LATENCY_NOT_MODELLED, latency_if_modelled
 
     require_positive("--concurrency", concurrency)
     if prompt_len is not None:
         require_positive("--prompt-len", prompt_len)
-    return result(s, sts, p, latency(s, concurrency, prompt_len), concurrency)
+    lat = latency_if_modelled(s, concurrency, prompt_len)
+    r = result(s, sts, p, lat, concurrency)
+    if lat is None:
+        r = r.model_copy(update={"notes": [*r.notes, LATENCY_NOT_MODELLED.format(card=s.card.name)]})
+    return r
 
 
 def resolve(model: ModelCard | str | Path, *, gpu: str | GPU, max_model_len: int, tp: int, pp: int, dp: int,
@@ -76,6 +81,10 @@ def resolve(model: ModelCard | str | Path, *, gpu: str | GPU, max_model_len: int
     if expert_parallel and eng.name != "vllm":
         raise KvplanError(f"--expert-parallel: vLLM's --enable-expert-parallel; not modelled for --engine {eng.name}")
     check_layout(card, layout)
+    if card.ssm and card.ssm.kind == "rglru" and eng.name in PAGED:
+        raise KvplanError(f"--engine {eng.name}: {card.name}'s RG-LRU layers (RecurrentGemma) are not modelled for "
+                          "vLLM or SGLang, which serve no RecurrentGemma model here; use --engine ideal, hf-static or "
+                          "hf-dynamic")
     if eng.transformers and tp * pp > 1:
         raise KvplanError(f"--tp/--pp: {eng.name} runs one process on one GPU here; use --dp for replicas")
     if card.architecture != "decoder-only":
@@ -88,17 +97,28 @@ def resolve(model: ModelCard | str | Path, *, gpu: str | GPU, max_model_len: int
     size = lambda flag, v, d: d if v is None else parse_size(flag, v)  # noqa: E731
     mnbt, seqs = vl.batch_defaults(total, g.name) if eng.name == "vllm" else (None, None)
     defaults = _overhead_defaults(eng.name, tp * pp)
+    state_t = _state_dtype(card, eng, kv_t)
+    block, padded, state_page = hybrid_block(card, kv_t, eng, tp, _block_size(eng.name, block_size, card, g), state_t)
     return Setup(
         card=card, engine=eng, gpu=g, total=total, layout=layout, max_model_len=max_model_len, kv_t=kv_t, w_t=w_t,
         util=_util(eng.name, gpu_memory_utilization), mfs=_mfs(eng.name, mem_fraction_static, total, card, tp, pp),
         kv_cache_memory=_kv_cache_memory(eng.name, kv_cache_memory),
         mnbt=_int_flag("--max-num-batched-tokens", max_num_batched_tokens, mnbt, eng.name),
         max_num_seqs=_int_flag("--max-num-seqs", max_num_seqs, seqs, eng.name),
-        block_size=_block_size(eng.name, block_size, card, g),
+        block_size=block, state_page_padded=padded, state_page_bytes=state_page, state_t=state_t,
+        unified_block=block != _block_size(eng.name, block_size, card, g),
         activation=size("--activation-memory", activation_memory, None),
         non_torch=size("--non-torch-memory", non_torch_memory, defaults[0]),
         cuda_graph=size("--cuda-graph-memory", cuda_graph_memory, defaults[1]),
         context=size("--context-memory", context_memory, defaults[2]))
+
+
+def _state_dtype(card: ModelCard, eng, kv_t: DType) -> DType | None:
+    """A served engine keeps conv and SSM states in the model dtype beside a quantized (fp8) KV cache (vLLM
+    mamba_cache_dtype "auto": MambaStateDtypeCalculator; SGLang mamba2_state_dtype); None: the KV dtype."""
+    if card.ssm is None or kv_t.name in ("fp32", "fp16", "bf16") or eng.name not in PAGED:
+        return None
+    return _dtype(card, eng, None, "--kv-dtype")[0]
 
 
 def _positive_size(flag: str, value) -> int:

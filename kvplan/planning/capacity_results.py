@@ -81,6 +81,10 @@ class KVCachePool(BaseModel):
     groups: int  # vLLM KV cache groups (hybrid models: more than 1)
     padding_layers: int  # vLLM "Add k padding layers"
     blocks_per_request: int  # blocks one request at max_model_len takes, summed over groups
+    state_bytes_per_request: int = 0  # state layers: one request's conv + SSM states on the rank (unpadded)
+    state_slots: int | None = None  # SGLang hybrid: max_mamba_cache_size (requests whose states fit)
+    state_page_bytes: int = 0  # vLLM: one state layer's page (conv + SSM states of one request), unpadded
+    state_page_padded_bytes: int | None = None  # vLLM hybrid: that page padded to the attention page
 
 
 class Latency(BaseModel):

@@ -26,7 +26,7 @@ def launch_command(s: Setup) -> str:
         cmd += [f"--max-model-len {s.max_model_len}"]
         cmd += ([f"--kv-cache-memory-bytes {s.kv_cache_memory}"] if s.kv_cache_memory is not None
                 else [f"--gpu-memory-utilization {s.util}"])
-        if s.block_size != vl.default_block_size(s.card, s.gpu.compute_capability):
+        if s.block_size != vl.default_block_size(s.card, s.gpu.compute_capability) and not s.unified_block:
             cmd.append(f"--block-size {s.block_size}")
         cmd += _common_dtype_flags(s, "--kv-cache-dtype")
         return " ".join(cmd)
@@ -86,6 +86,7 @@ def notes(s: Setup, p: Pool) -> list[str]:
         if s.max_num_seqs is not None and p.concurrency > s.max_num_seqs:
             out.append(f"The scheduler runs at most --max-num-seqs {s.max_num_seqs} requests at once per replica; "
                        f"the pool would hold {p.concurrency:,.1f}.")
+    out += state_notes(s, p)
     if s.engine.name == "sglang":
         reqs = sg.max_running_requests(p.pool.tokens, s.max_model_len) if p.pool.tokens >= 2 else 0
         out.append(f"SGLang admits at most max_running_requests = {reqs:,} requests at once (resolve_max_num_reqs: "
@@ -109,6 +110,40 @@ def notes(s: Setup, p: Pool) -> list[str]:
         out.append(f"--max-model-len {s.max_model_len} exceeds the model's max_position_embeddings "
                    f"({s.card.max_position_embeddings}); vLLM refuses it unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1.")
     return out
+
+
+def state_notes(s: Setup, p: Pool) -> list[str]:
+    """What a plan chose for state layers (conv and SSM states of fixed size per request), and why."""
+    if s.card.ssm is None:
+        return []
+    states = fmt_bytes(p.pool.state_bytes_per_request)
+    if s.engine.name == "sglang":
+        return [f"SGLang hybrid: the pool is split by mamba_full_memory_ratio {sg.DEFAULT_MAMBA_FULL_MEMORY_RATIO} "
+                f"(state pool = pool x r / (1 + r), kv_cache_configurator.py _handle_max_mamba_cache): "
+                f"max_mamba_cache_size = {fmt_int(p.pool.state_slots or 0)} requests of {states} of states "
+                "(conv bfloat16, SSM float32: SGLang's mamba2_state_dtype defaults); the K/V token pool gets the rest "
+                "and a running request holds one state slot."]
+    if s.engine.name != "vllm":
+        return [f"State layers: one request holds {states} of conv and SSM states on this GPU, whatever its length."]
+    out = [f"vLLM state layers ({s.card.state_layers} of {s.card.num_layers}): each keeps one page per request "
+           f"(MambaSpec with mamba_cache_mode 'none': vLLM turns prefix caching off by default for hybrid models, "
+           f"engine/arg_utils.py); states {fmt_bytes(s.state_page_bytes)} per layer and request on this GPU, "
+           f"{states} for all its state layers. A request takes {fmt_int(p.pool.blocks_per_request)} blocks over "
+           f"{p.pool.groups} KV cache groups: cdiv(max_model_len, block) per attention group, 1 per state group."]
+    if s.unified_block or s.state_page_padded:
+        attn_page = s.block_size * (p.limiting.kv_bytes_per_token // max(1, _attention_layers(p)))
+        pct = 100 * (attn_page - s.state_page_bytes) / s.state_page_bytes
+        out.append(f"vLLM hybrid page unification (platforms/interface.py _align_hybrid_block_size): attention block "
+                   f"size {fmt_int(s.block_size)} tokens, the smallest multiple of 16 whose attention page "
+                   f"({fmt_int(attn_page)} B) holds one layer's states ({fmt_int(s.state_page_bytes)} B) "
+                   f"('Setting attention block size to {s.block_size} tokens'); "
+                   + (f"the state page is padded by {pct:.2f}% to equal it ('Padding mamba page size by {pct:.2f}%')."
+                      if s.state_page_padded else "the pages are equal: no padding."))
+    return out
+
+
+def _attention_layers(p: Pool) -> int:
+    return sum(1 for sp in p.limiting.specs if not sp.per_sequence)
 
 
 def _vllm_budget_note(s: Setup) -> str:

@@ -9,6 +9,7 @@ from functools import lru_cache
 from kvplan.cost.comm import comm_time_s
 from kvplan.cost.roofline import roofline
 from kvplan.planning.capacity_engines import Setup
+from kvplan.errors import KvplanError
 from kvplan.planning.capacity_results import Latency
 from kvplan.units import cdiv
 
@@ -28,6 +29,20 @@ def latency(s: Setup, concurrency: int, prompt_len: int | None = None) -> Latenc
                    allreduce_ms_per_token=decode_comm * 1e3,
                    notes=["Lower bounds: roofline / tp per GPU plus ring all-reduce and PP hand-off time; the "
                           "prefill of one request alone (TTFT) and one decode step of the replica's batch (TPOT)."])
+
+
+LATENCY_NOT_MODELLED = ("Latency (TTFT/TPOT) is not modelled for {card} yet: the roofline has no FLOPs model for its "
+                        "Kimi Delta Attention or shared transformer blocks; the capacity figures above are.")
+
+
+def latency_if_modelled(s: Setup, concurrency: int, prompt_len: int | None = None) -> Latency | None:
+    """``latency``, or None for a card whose FLOPs kvplan.cost does not model yet (other errors raise)."""
+    try:
+        return latency(s, concurrency, prompt_len)
+    except KvplanError as e:
+        if "not modelled for" not in str(e) or not (s.card.ssm or s.card.shared_blocks):
+            raise
+        return None
 
 
 @lru_cache(maxsize=256)

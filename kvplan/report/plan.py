@@ -71,6 +71,11 @@ def _pool_table(r: PlanResult) -> Table:
     if kv.groups > 1:
         t.add_row("groups", f"{kv.groups} (hybrid), {kv.padding_layers} padding layers")
     t.add_row("tokens", f"{fmt_int(kv.tokens)} (GPU KV cache size)")
+    if kv.state_bytes_per_request:
+        page = (f"; a page of {exact(kv.state_page_padded_bytes)} per state layer"
+                if kv.state_page_padded_bytes else "")
+        slots = f"; {fmt_int(kv.state_slots)} state slots" if kv.state_slots is not None else ""
+        t.add_row("states", f"{exact(kv.state_bytes_per_request)} per request (conv + SSM){page}{slots}")
     blocks = f"{fmt_int(kv.blocks_per_request)} blocks, " if i.engine in ("vllm", "sglang") else ""
     t.add_row("one request", f"{blocks}{exact(r.request_kv_bytes)} at {fmt_int(i.max_model_len)} tokens")
     t.add_row("max concurrency", f"{r.max_concurrency:,.2f}x per replica" +

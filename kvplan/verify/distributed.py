@@ -100,6 +100,8 @@ def verify_sharded(model: ModelCard | str | Path, *, tp: int = 1, pp: int = 1, b
     dtype = parse_dtype(kv_dtype or get_engine("ideal").default_dtype(card.dtype)[0], what="--kv-dtype").name
     _check_inputs(card, engine, dtype, device, batch, seq_len, decode_steps, None)
     layout = Layout(tp=tp, pp=pp)
+    # kvplan plan shards state layers (kvplan.cost.parallel); the sharded reference model does not build them yet
+    card.require_no_state_layers("kvplan verify --tp/--pp (the sharded reference model)")
     check_layout(card, layout)
     if not timeout > 0:
         raise KvplanError(f"--timeout: seconds before a hung run is stopped, must be positive; got {timeout}")
