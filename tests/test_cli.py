@@ -92,9 +92,11 @@ def test_encoder_decoder_needs_encoder_len(cli):
 def test_cards_list_show_schema(cli, cli_json):
     rows = cli_json("cards", "list")
     names = {r["name"] for r in rows}
-    # 25 + gpt-oss-20b/120b and smollm3-3b (new families) + six cards for docs/capacity.md + two quantized
-    assert {"llama-2-7b", "deepseek-v3", "t5-11b", "bert-base-uncased", "deepseek-v3-fp8", "qwen3-8b-awq"} <= names
-    assert len(rows) == 36
+    # 25 + gpt-oss-20b/120b and smollm3-3b (new families) + six cards for docs/capacity.md + two quantized + four
+    # 2025 attention-only families (Llama-4-Scout, Gemma-3-12B, OLMo-2-13B, EXAONE-4.0-32B)
+    assert {"llama-2-7b", "deepseek-v3", "t5-11b", "bert-base-uncased", "deepseek-v3-fp8", "qwen3-8b-awq",
+            "llama-4-scout-17b-16e", "gemma-3-12b", "olmo-2-13b", "exaone-4.0-32b"} <= names
+    assert len(rows) == 40
     assert next(r for r in rows if r["name"] == "falcon-7b")["kv_bytes_per_token"] == 8192
     shown = cli_json("cards", "show", "gemma-2-9b")
     assert shown["card"]["head_dim"] == 256 and "GQA" in shown["derived"]["attention"]

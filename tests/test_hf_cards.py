@@ -23,6 +23,8 @@ BUNDLED = {
     "microsoft/Phi-3-mini-4k-instruct": "phi-3-mini-4k", "deepseek-ai/DeepSeek-V2-Lite": "deepseek-v2-lite",
     "deepseek-ai/DeepSeek-V3": "deepseek-v3", "gpt2": "gpt2", "gpt2-xl": "gpt2-xl",
     "bert-base-uncased": "bert-base-uncased", "t5-base": "t5-base", "t5-11b": "t5-11b",
+    "meta-llama/Llama-4-Scout-17B-16E-Instruct": "llama-4-scout-17b-16e", "google/gemma-3-12b-it": "gemma-3-12b",
+    "allenai/OLMo-2-1124-13B": "olmo-2-13b", "LGAI-EXAONE/EXAONE-4.0-32B": "exaone-4.0-32b",
 }
 
 
@@ -32,6 +34,28 @@ def test_full_size_configs_import_to_bundled_cards(repo, card_name):
     bundled = load_card(card_name)
     skip = {"name", "source", "published_params"}
     assert imported.model_dump(exclude=skip) == bundled.model_dump(exclude=skip)
+
+
+# Llama 4 Scout's vision encoder and projector, which the text card leaves out: transformers 5.x
+# Llama4ForConditionalGeneration built (on the meta device) from the vision_config of meta-llama/Llama-4-Scout-17B-16E
+# (34 layers of 1408, MLP 5632, patch 14, image 336, projector 4096) holds 871,932,416 parameters besides the decoder.
+SCOUT_VISION_PARAMS = 871_932_416
+
+
+@pytest.mark.parametrize(("card_name", "check"), [
+    # Meta's model card: 17B active, 109B total (the total includes the vision encoder)
+    ("llama-4-scout-17b-16e", lambda p: (round(p.active / 1e9), round((p.total + SCOUT_VISION_PARAMS) / 1e9)) == (17, 109)),
+    # Google: Gemma 3 "12B" (the text decoder alone is 11.77B)
+    ("gemma-3-12b", lambda p: round(p.total / 1e9) == 12),
+    # the checkpoint's safetensors index: total_size 54,864,793,600 B of float32 tensors
+    ("olmo-2-13b", lambda p: p.total * 4 == 54_864_793_600),
+    # LG AI Research: "a mid-size 32B model"
+    ("exaone-4.0-32b", lambda p: round(p.total / 1e9) == 32),
+])
+def test_2025_cards_match_their_published_sizes(card_name, check):
+    from kvplan import count_params
+
+    assert check(count_params(load_card(card_name)))
 
 
 def test_unknown_model_type_lists_supported():

@@ -68,6 +68,13 @@ def test_random_rows_equal_estimate(name):
         _check_row(row, card)
 
 
+def test_chunked_layers_hold_their_chunk():
+    # Llama-4 Scout, 20,000 tokens: 12 global layers hold them all, the 36 chunked layers only the last token's
+    # 8,192-token chunk so far (20,000 - 2 x 8,192 = 3,616); 8 KV heads x 128 x (K,V) x 2 B = 4,096 B per layer
+    row = next(iter(sweep("llama-4-scout-17b-16e", batch="1", seq_len="20000", engine="ideal", kv_dtype="bf16")))
+    assert row["kv_cache.bytes_per_sequence"] == 4096 * (12 * 20_000 + 36 * 3_616) == 1_516_240_896
+
+
 def test_layouts_and_quantized_rows_equal_estimate():
     rows = list(sweep("llama-3-8b,gemma-2-9b", batch="1..64*4", seq_len="1..9000*3", attention="card,mha,mqa,gqa:2",
                       kv_dtype="int4,int8,fp8_e4m3", engine="ideal"))

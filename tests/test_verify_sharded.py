@@ -131,6 +131,13 @@ def test_cli_bad_layout(cli, args, needle):
     assert len(err.strip().splitlines()) == 1
 
 
+def test_all_heads_qk_norm_refuses_tp(cli):
+    # OLMo-2's q/k norms span all heads: vLLM all-gathers q and k for them, which the sharded reference does not do
+    code, out, err = cli("verify", "--model", "olmo-2-13b", "--tp", "2", "--layers", "2", "--scale", "0.015625",
+                         "--seq-len", "8")
+    assert code == 2 and "--tp: olmo-2-13b-shrunk's q/k norms span all heads" in err and "Traceback" not in out + err
+
+
 def test_dead_rank_is_named_and_nothing_outlives_the_run(monkeypatch):
     monkeypatch.setenv("KVPLAN_TEST_RANK_FAULT", "1:die")
     t0 = time.monotonic()

@@ -52,17 +52,19 @@ class Layout:
     engine: Engine
     kv_t: DType
     w_t: DType
-    windows: tuple[tuple[int | None, int], ...]  # (window or None, bytes per token summed over those layers)
+    windows: tuple[tuple[int | None, int | None, int], ...]  # (window, chunk, bytes per token summed over the layers)
     cross_bytes_per_token: int  # cross-attention layers, summed
     bytes_per_token: int
     weights_bytes: int
     state_bytes: int = 0  # conv and SSM states of one sequence, summed over the state layers: constant in tokens
 
     def per_sequence(self, seq_len: int, encoder_len: int, block_size: int) -> int:
-        """KV bytes of one sequence: the engine's positions held per distinct window, times its bytes."""
+        """KV bytes of one sequence: the engine's positions held per distinct window (or chunk), times its bytes."""
         eng = self.engine
         run = CacheRun(seq_len, encoder_len, eng.default_max_cache_len(seq_len), block_size)
-        total = self.state_bytes + sum(eng.positions_held(w, run) * b for w, b in self.windows)
+        total = self.state_bytes
+        for w, c, b in self.windows:  # c: a chunked layer's chunk (Llama-4), held by the engine's own rule
+            total += (eng.chunk_positions(c, run) if c else eng.positions_held(w, run)) * b
         if self.cross_bytes_per_token:
             total += eng.cross_positions(run) * self.cross_bytes_per_token
         return total
@@ -75,14 +77,15 @@ def build_layout(card: ModelCard, attention: str | None, engine: str, kv_dtype: 
     r = resolve(layout_card, batch=1, seq_len=1, encoder_len=encoder_len, kv_dtype=kv_dtype,
                 weight_dtype=weight_dtype, engine=engine, max_cache_len=None, block_size=block_size)
     specs = layer_specs(layout_card, r.kv_t, r.engine)
-    windows: dict[int | None, int] = {}
+    windows: dict[tuple[int | None, int | None], int] = {}  # chunked layers (Llama-4) apart: their own rule
     for s in specs:
         if s.kind != "cross" and not s.per_sequence:
-            windows[s.window] = windows.get(s.window, 0) + s.bytes_per_token
+            key = (s.window, s.chunk if s.kind == "chunked" else None)
+            windows[key] = windows.get(key, 0) + s.bytes_per_token
     cross = sum(s.bytes_per_token for s in specs if s.kind == "cross")
     states = sum(s.bytes_per_token for s in specs if s.per_sequence)  # one state per sequence (positions held 1)
     return Layout(layout_card, None if attention in (None, "card") else attention, r.engine, r.kv_t, r.w_t,
-                  tuple(windows.items()), cross, kv_bytes_per_token(specs),
+                  tuple((w, c, b) for (w, c), b in windows.items()), cross, kv_bytes_per_token(specs),
                   weights_result(layout_card, r.w_t, r.kv_t).bytes, states)
 
 

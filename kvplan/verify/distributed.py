@@ -107,6 +107,9 @@ def verify_sharded(model: ModelCard | str | Path, *, tp: int = 1, pp: int = 1, b
         raise KvplanError(f"--timeout: seconds before a hung run is stopped, must be positive; got {timeout}")
     if card.architecture != "decoder-only":
         raise KvplanError(f"--tp/--pp: the sharded verify runs decoder-only models; {card.name} is {card.architecture}")
+    if tp > 1 and card.qk_norm_width == "all_heads":  # vLLM's Olmo2Attention all-gathers q/k for this norm
+        raise KvplanError(f"--tp: {card.name}'s q/k norms span all heads (OLMo-2), which vLLM all-gathers across "
+                          "ranks; the sharded verify does not model that gather: use --tp 1 (--pp works)")
     if card.hf_kv_heads and get_engine(engine).transformers:
         raise KvplanError(f"--engine {engine}: transformers broadcasts {card.name}'s K/V to hf_kv_heads before "
                           "caching; the sharded verify shards vLLM-style: use --engine ideal or vllm")

@@ -77,11 +77,9 @@ def attend(q: Tensor, k: Tensor, v: Tensor, ok: Tensor, bias: Tensor | None, sca
            sinks: Tensor | None = None) -> Tensor:
     """Dense attention. q (B,H,T,D), k (B,KV,S,D), v (B,KV,S,Dv), ok (T,S), bias (H,T,S) -> (B,H,T,Dv).
     ``sinks`` (H,): gpt-oss's per-head sink logit joins each softmax denominator and is then dropped."""
-    B, H, T, D = q.shape
-    KV, S = k.shape[1], k.shape[2]
+    (B, H, T, D), KV, S = q.shape, k.shape[1], k.shape[2]
     G = H // KV  # query heads per KV head: one batched matmul per KV head, no repeat_kv copy
-    s = (q.reshape(B, KV, G * T, D) @ k.transpose(-1, -2)).view(B, KV, G, T, S)  # scores, B x H x T x S
-    s.mul_(scale)
+    s = (q.reshape(B, KV, G * T, D) @ k.transpose(-1, -2)).view(B, KV, G, T, S).mul_(scale)  # B x H x T x S
     if bias is not None:
         s.add_(bias.view(1, KV, G, T, S))
     s.masked_fill_(~ok, float("-inf"))
@@ -109,8 +107,9 @@ class Attention(nn.Module):
         self.wk = nn.Linear(h, KV * D, bias=card.qkv_bias, **kw)
         self.wv = nn.Linear(h, KV * D, bias=card.qkv_bias, **kw)
         self.wo = nn.Linear(H * D, h, bias=card.out_bias, **kw)
-        self.q_norm = nn.RMSNorm(D, eps=1e-6, **kw) if card.qk_norm else None  # shared by all heads (Qwen3)
-        self.k_norm = nn.RMSNorm(D, eps=1e-6, **kw) if card.qk_norm else None
+        wide = card.qk_norm_width == "all_heads"  # OLMo-2: over all heads' width; else shared by all heads (Qwen3)
+        self.q_norm = nn.RMSNorm(H * D if wide else D, eps=1e-6, **kw) if card.qk_norm else None
+        self.k_norm = nn.RMSNorm(KV * D if wide else D, eps=1e-6, **kw) if card.qk_norm else None
         self.sinks = nn.Parameter(torch.zeros(H, **kw)) if card.attention_sinks else None
         self.H, self.KV, self.D, self.window, self.causal, self.cross = H, KV, D, window, causal, cross
         self.use_rope = card.position == "rope" and not cross
@@ -119,8 +118,9 @@ class Attention(nn.Module):
 
     def heads(self, proj: nn.Linear, x: Tensor, n: int, norm: nn.Module | None) -> Tensor:
         B, T, _ = x.shape
-        y = proj(x).view(B, T, n, self.D).transpose(1, 2)  # (B, n, T, D)
-        return norm(y) if norm is not None else y
+        wide = norm is not None and norm.normalized_shape[0] != self.D  # OLMo-2's all-heads norm: before the split
+        y = (norm(proj(x)) if wide else proj(x)).view(B, T, n, self.D).transpose(1, 2)  # (B, n, T, D)
+        return norm(y) if norm is not None and not wide else y
 
     def forward(self, x: Tensor, step: Step, cache, bias_fn) -> Tensor:
         B, T, _ = x.shape
