@@ -3,6 +3,8 @@ Command groups live in their own modules; this one builds the app and its root o
 
 from __future__ import annotations
 
+import copy
+import sys
 from typing import Annotated
 
 import typer
@@ -43,5 +45,23 @@ def _register() -> None:
 _register()
 
 
+_ROOT_FLAGS = ("--version", "--debug")  # the root options, all flags: the first other word names the command
+
+
+def _slim(argv: list[str]) -> typer.Typer:
+    """``app`` with only the command ``argv`` runs. typer builds the options of every command before it parses (some
+    15 ms for all of them) and a run needs just its own. Help, ``--version`` and a word that names no command (click
+    lists the commands or suggests one) get the whole app."""
+    name = next((word for word in argv if word not in _ROOT_FLAGS), None)
+    commands = [c for c in app.registered_commands
+                if (c.name or typer.main.get_command_name(c.callback.__name__)) == name]
+    groups = [g for g in app.registered_groups if g.name == name]
+    if not commands and not groups:
+        return app
+    slim = copy.copy(app)
+    slim.registered_commands, slim.registered_groups = commands, groups
+    return slim
+
+
 def main() -> None:
-    app()
+    _slim(sys.argv[1:])()
