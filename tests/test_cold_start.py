@@ -22,7 +22,7 @@ app_module = importlib.import_module("kvplan.cli.app")  # kvplan.cli.app is also
 # ---- typer builds the command that runs, not all of them ------------------------------------------------------
 
 def commands_built(argv: list[str]) -> set[str]:
-    return set(typer.main.get_command(app_module._slim(argv)).commands)
+    return set(typer.main.get_command(app_module._slim(app_module._command(argv))).commands)
 
 
 def test_a_run_builds_only_its_command():
@@ -33,16 +33,30 @@ def test_a_run_builds_only_its_command():
 
 @pytest.mark.parametrize("argv", [[], ["--help"], ["-h"], ["--version"], ["--debug"], ["estimat"], ["--help", "plan"]])
 def test_help_version_and_unknown_words_get_every_command(argv):
-    assert app_module._slim(argv) is app_module.app
+    assert app_module._slim(app_module._command(argv)) is app_module.app
     assert {"estimate", "plan", "compare", "cards", "gpus", "check"} <= commands_built(argv)
 
 
-def test_the_slim_app_parses_like_the_whole_one(capsys, monkeypatch):
-    monkeypatch.setattr(sys, "argv", ["kvplan", "estimate", "--model", "llama-2-7b", "--seq-len", "4096", "--json"])
-    with pytest.raises(SystemExit) as exit_:
-        app_module.main()
-    assert exit_.value.code == 0
-    assert json.loads(capsys.readouterr().out)["kv_cache"]["total_bytes"] == 2_147_483_648
+def kvplan_run(*args: str, before: str = "") -> subprocess.CompletedProcess:
+    """``kvplan ARGS`` in a fresh interpreter, through main() as the console script runs it."""
+    code = f"import sys\n{before}\nsys.argv = ['kvplan', *{list(args)!r}]\nfrom kvplan.cli.app import main\nmain()\n"
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+
+
+def test_a_quick_exit_keeps_the_output_the_exit_code_and_atexit_handlers():
+    run = kvplan_run("estimate", "--model", "llama-2-7b", "--seq-len", "4096", "--json",
+                     before="import atexit; atexit.register(lambda: print('atexit ran', file=sys.stderr))")
+    assert (run.returncode, run.stderr) == (0, "atexit ran\n")
+    assert json.loads(run.stdout)["kv_cache"]["total_bytes"] == 2_147_483_648
+    bad = kvplan_run("estimate", "--model", "no-such-card", "--seq-len", "4096")
+    assert bad.returncode == 2 and bad.stderr.startswith("error: unknown model 'no-such-card'")
+
+
+def test_a_run_with_a_thread_left_exits_the_usual_way():
+    """The usual exit waits for a non-daemon thread; the quick one would cut it off."""
+    run = kvplan_run("gpus", "list", before="import threading, time\nthreading.Thread(target=lambda: (time.sleep(0.3), "
+                     "print('thread done', file=sys.stderr))).start()")
+    assert (run.returncode, run.stderr) == (0, "thread done\n")
 
 
 # ---- bundled cards: the cache of validated cards ----------------------------------------------------------------
@@ -107,6 +121,13 @@ def test_a_changed_yaml_is_read_and_validated_again(cards_copy):
     assert catalog.load_card("llama-2-7b").num_layers == 30
 
 
+def test_a_checkout_with_crlf_line_ends_uses_the_cache(cards_copy):
+    yaml_path = cards_copy / "llama-2-7b.yaml"
+    yaml_path.write_bytes(yaml_path.read_bytes().replace(b"\n", b"\r\n"))
+    tamper(cards_copy, num_layers=31)
+    assert catalog.load_card("llama-2-7b").num_layers == 31
+
+
 def test_a_cache_made_for_other_schema_sources_is_ignored(cards_copy):
     tamper(cards_copy, num_layers=31)
     path = cards_copy / cardcache.FILE
@@ -129,19 +150,20 @@ def test_the_cache_refuses_a_value_it_cannot_encode():
 NOT_FOR_ESTIMATE = ("yaml", "kvplan.model.hf", "kvplan.planning.capacity", "kvplan.planning.sweep",
                     "kvplan.planning.search", "kvplan.planning.check", "kvplan.planning.compare", "kvplan.verify",
                     "kvplan.report.capacity", "kvplan.report.sweep", "typer.rich_utils", "rich.markdown",
-                    "rich.syntax", "pygments", "rich._emoji_codes")
+                    "rich.syntax", "pygments", "rich._emoji_codes",
+                    "importlib.resources.readers")
 
 
 def test_estimate_on_a_bundled_card_loads_no_yaml_and_builds_no_card_schema():
-    probe = ("import sys\nsys.argv = ['kvplan', 'estimate', '--model', 'llama-2-7b', '--seq-len', '4096']\n"
-             "from kvplan.cli.app import main\ntry:\n    main()\nexcept SystemExit:\n    pass\n"
-             "from kvplan.model.card import ModelCard\n"
-             "print(ModelCard.__pydantic_complete__, *sorted(sys.modules), file=sys.stderr)\n")
-    run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
-    complete, *modules = run.stderr.split()
+    report = ("def report():\n    from kvplan.model.card import ModelCard\n    from kvplan.cost.hardware import GPU\n"
+              "    print(ModelCard.__pydantic_complete__, GPU.__pydantic_complete__, *sorted(sys.modules), "
+              "file=sys.stderr)\nimport atexit; atexit.register(report)")
+    run = kvplan_run("estimate", "--model", "llama-2-7b", "--seq-len", "4096", before=report)
+    card_schema, gpu_schema, *modules = run.stderr.split()
     assert "KV total" in run.stdout
     assert [m for m in modules if m.startswith(NOT_FOR_ESTIMATE)] == []
-    assert complete == "False"  # the card was never validated, so its schema was never built
+    assert card_schema == "False"  # the card was never validated, so its schema was never built
+    assert gpu_schema == "False"  # no --gpu: the GPU catalog was not read
 
 
 def test_validating_a_card_still_builds_its_schema():

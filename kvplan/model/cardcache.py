@@ -2,10 +2,10 @@
 
 ``model_cards/validated.json`` holds each bundled card as ``ModelCard`` validated it: every field's value (derived
 ones filled in), which fields its YAML set, nested blocks alike. A card is built from it with ``model_construct``
-only while the SHA-256 of its YAML, and of the modules that validate cards plus the pydantic version, are the ones
-it was made from; otherwise the YAML is read and validated as before, so a stale file costs time, never a wrong
-card. ``python -m kvplan.model.catalog`` rewrites the file; ``tests/test_cold_start.py`` fails while it is stale
-and proves every cached card equal to its validated YAML.
+only while the SHA-256 of its YAML, and of the source of the modules that validate cards, are the ones it was
+made from; otherwise the YAML is read and validated as before, so a stale file costs time, never a wrong card.
+``python -m kvplan.model.catalog`` rewrites the file; ``tests/test_cold_start.py`` fails while it is stale and
+proves every cached card equal to its validated YAML under the pydantic installed.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from pydantic import VERSION, BaseModel
+from pydantic import BaseModel
 
 from kvplan.model.card import MLA, ModelCard, MoE, PublishedParams
 from kvplan.model.quant import Quantization
@@ -28,15 +28,15 @@ MODELS = {cls.__name__: cls for cls in (ModelCard, MLA, MoE, SSM, Quantization, 
 
 
 def sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
+    """Of text as bytes, line ends as in a checkout on any system."""
+    return hashlib.sha256(data.replace(b"\r\n", b"\n")).hexdigest()
 
 
 @lru_cache(maxsize=1)
 def schema_key() -> str:
-    """What a cached card depends on besides its YAML: the source of the modules that validate cards, and pydantic."""
+    """What a cached card depends on besides its YAML: the source of the modules that validate cards."""
     modules = sorted({cls.__module__ for cls in MODELS.values()})
-    sources = b"".join(Path(sys.modules[m].__file__).read_bytes() for m in modules)
-    return sha256(sources + VERSION.encode())
+    return sha256(b"".join(Path(sys.modules[m].__file__).read_bytes() for m in modules))
 
 
 def encode(value: Any) -> Any:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import difflib
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -18,10 +17,9 @@ from kvplan.model.validation import describe_validation_error
 
 def cards_dir() -> Path:
     """The bundled cards: ``kvplan/model_cards`` in a wheel, top-level ``model_cards/`` in a source checkout."""
-    packaged = Path(str(resources.files("kvplan"))) / "model_cards"
-    if packaged.is_dir():
-        return packaged
-    return Path(__file__).resolve().parents[2] / "model_cards"
+    package = Path(__file__).resolve().parents[1]  # the folder importlib.resources.files("kvplan") names, cheaper
+    packaged = package / "model_cards"
+    return packaged if packaged.is_dir() else package.parent / "model_cards"
 
 
 def bundled_names() -> list[str]:
