@@ -9,19 +9,25 @@
    whatever PYTHONDONTWRITEBYTECODE says); medians of wall time and of CPU time (user + system, less sensitive to
    other load).
 2. Library throughput: `kvplan.estimate(...)` calls per second in one process, without and with `gpu=` (the GPU
-   catalog is read once per process, bundled cards are validated once).
+   catalog is read once per process, bundled cards once).
 
-Measured on a 2-core container shared with other jobs (medians of 15, 2026-11-23), CPU-time ratio first:
+Measured 2026-11-23 on a 2-core container shared with other jobs (so wall times vary; CPU times hold), medians
+of 15, ratio to the floor (155 ms cpu):
 
-    before (kvplan main()/typer built all 14 commands, cards parsed and validated, full teardown): 1.76x cpu
-    after: 1.1x-1.2x cpu; see the commit message of the change for the step-by-step figures.
+    before (ffd1648: typer built all 14 commands, bundled cards parsed with yaml and validated, yaml/importlib
+    resources/rich emoji table imported, full interpreter teardown):       1.71x-1.74x cpu, 1.85x-1.95x wall
+    after (only the command run is built; bundled cards from model_cards/validated.json; card and GPU models
+    defer_build; no cyclic GC and no teardown for compute-and-print commands): 1.12x-1.16x cpu, 1.06x-1.29x wall
+    after, with --json 1.11x, --hf-config 1.18x, --gpu 1.28x (yaml and the GPU catalog are read) cpu
+
+Where PYTHONDONTWRITEBYTECODE is set and kvplan runs from a source checkout, every run also compiles kvplan's
+modules (the libraries have .pyc from pip): after, 223 ms against the floor's 162 ms wall (1.38x).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -34,14 +40,21 @@ TYPER_FLOOR = [sys.executable, str(Path(__file__).with_name("typer_floor.py")), 
 ESTIMATE = [sys.executable, "-m", "kvplan", "estimate", *ARGS]
 
 
+def _children_cpu_s() -> float:
+    """CPU seconds (user + system) of the ended child processes so far; NaN where the OS does not say (Windows)."""
+    try:
+        import resource
+    except ImportError:
+        return float("nan")
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _once(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
-    """Wall and CPU seconds (user + system) of one run of ``cmd``."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
+    """Wall and CPU seconds of one run of ``cmd``."""
+    cpu, start = _children_cpu_s(), time.perf_counter()
     subprocess.run(cmd, check=True, capture_output=True, env=env)
-    wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return wall, (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    return time.perf_counter() - start, _children_cpu_s() - cpu
 
 
 def cold_starts(cmds: list[list[str]], runs: int) -> list[tuple[float, float]]:

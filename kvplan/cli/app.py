@@ -76,11 +76,12 @@ def _exit_now(code: object) -> None:
     """End the process with ``code`` the quick way: run the atexit handlers, flush stdout and stderr, and skip the
     freeing of every module and object that follows a normal exit (some 30-40 ms, a fifth of a cold `kvplan
     estimate`; nothing a command wrote depends on it). Returns, for the usual exit, where that would differ: a
-    thread still running, an exit code that is not a number, a stream that cannot be flushed (a closed pipe)."""
-    threading = sys.modules.get("threading")
-    if not isinstance(code, int) or (threading is not None and threading.active_count() > 1):
+    thread still running, an exit code that is not a number, a stream that cannot be flushed (a closed pipe), a
+    Python without CPython's atexit._run_exitfuncs."""
+    threading, run_atexit = sys.modules.get("threading"), getattr(atexit, "_run_exitfuncs", None)
+    if not isinstance(code, int) or run_atexit is None or (threading is not None and threading.active_count() > 1):
         return
-    atexit._run_exitfuncs()
+    run_atexit()
     try:
         sys.stdout.flush()
         sys.stderr.flush()
