@@ -11,17 +11,17 @@
 2. Library throughput: `kvplan.estimate(...)` calls per second in one process, without and with `gpu=` (the GPU
    catalog is read once per process, bundled cards once).
 
-Measured 2026-11-23 on a 2-core container shared with other jobs (so wall times vary; CPU times hold), medians
-of 15, ratio to the floor (155 ms cpu):
+Measured 2026-11-23 on a 2-core container shared with other jobs (medians of 15; CPU ratios hold under load,
+wall ratios only on a quiet machine):
 
-    before (ffd1648: typer built all 14 commands, bundled cards parsed with yaml and validated, yaml/importlib
-    resources/rich emoji table imported, full interpreter teardown):       1.71x-1.74x cpu, 1.85x-1.95x wall
+    before (ffd1648: typer built all 14 commands, bundled cards parsed with yaml and validated, yaml, importlib
+    resources and rich's emoji table imported, full interpreter teardown):   240 ms vs 141 ms, 1.70x wall and cpu
     after (only the command run is built; bundled cards from model_cards/validated.json; card and GPU models
-    defer_build; no cyclic GC and no teardown for compute-and-print commands): 1.12x-1.16x cpu, 1.06x-1.29x wall
-    after, with --json 1.11x, --hf-config 1.18x, --gpu 1.28x (yaml and the GPU catalog are read) cpu
+    defer_build; no cyclic GC and no teardown for compute-and-print commands):  159 ms vs 140 ms, 1.14x wall and cpu
+    after, other runs: --json 1.12x, --hf-config 1.16x, --gpu 1.23x (yaml and the GPU catalog are read)
 
 Where PYTHONDONTWRITEBYTECODE is set and kvplan runs from a source checkout, every run also compiles kvplan's
-modules (the libraries have .pyc from pip): after, 223 ms against the floor's 162 ms wall (1.38x).
+modules (the libraries have .pyc from pip): after, 202 ms against the floor's 149 ms (1.36x).
 """
 
 from __future__ import annotations
