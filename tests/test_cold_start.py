@@ -1,6 +1,7 @@
 """What keeps a cold `kvplan estimate` fast (benchmarks/cold_start.py measures it): typer builds only the command
-that runs, and bundled cards come from the cache of validated cards, equal to their validated YAML, without yaml or
-a card schema build. No wall-time assertions: they would be flaky; these pin the mechanisms instead."""
+that runs; bundled cards come from the cache of validated cards, equal to their validated YAML, without yaml or a
+card schema build; a compute-and-print command skips the interpreter's teardown. No wall-time assertions: they
+would be flaky; these pin the mechanisms instead."""
 
 from __future__ import annotations
 
@@ -50,6 +51,15 @@ def test_a_quick_exit_keeps_the_output_the_exit_code_and_atexit_handlers():
     assert json.loads(run.stdout)["kv_cache"]["total_bytes"] == 2_147_483_648
     bad = kvplan_run("estimate", "--model", "no-such-card", "--seq-len", "4096")
     assert bad.returncode == 2 and bad.stderr.startswith("error: unknown model 'no-such-card'")
+
+
+TEARDOWN_PROBE = ("class Probe:\n    def __del__(self):\n        print('torn down', file=sys.stderr)\n"
+                  "probe = Probe()")  # a global of __main__: freed (and so printed) only by the teardown
+
+
+def test_estimate_skips_the_teardown_that_help_and_version_keep():
+    assert kvplan_run("estimate", "--model", "gpt2", "--seq-len", "64", before=TEARDOWN_PROBE).stderr == ""
+    assert kvplan_run("--version", before=TEARDOWN_PROBE).stderr == "torn down\n"
 
 
 def test_a_run_with_a_thread_left_exits_the_usual_way():
