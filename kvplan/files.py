@@ -15,13 +15,11 @@ from __future__ import annotations
 import json
 import os
 from contextlib import contextmanager
+from functools import lru_cache
 import secrets
 import stat
 from pathlib import Path
 from typing import IO, Any, Iterator
-
-import yaml
-from yaml.constructor import ConstructorError, SafeConstructor
 
 from kvplan.errors import KvplanError, clip, clip_text
 
@@ -94,20 +92,34 @@ def _reason(exc: OSError) -> str:
 
 # ---- YAML -------------------------------------------------------------------------------------------------------
 
-class _Refused(ConstructorError):
-    """A document kvplan refuses (not a syntax error): printed without 'not valid YAML'."""
+# yaml is imported on first use: it costs some 9 ms of every run, and a run on a bundled card reads none
+# (kvplan.model.cardcache).
+
+class _Refused(Exception):
+    """A document kvplan refuses (not a syntax error): printed without 'not valid YAML'. Made like yaml's
+    MarkedYAMLError: (context, context_mark, problem, problem_mark)."""
+
+    def __init__(self, context: str | None, context_mark: Any, problem: str, problem_mark: Any) -> None:
+        super().__init__(problem)
+        self.context, self.context_mark, self.problem, self.problem_mark = context, context_mark, problem, problem_mark
 
 
-class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+@lru_cache(maxsize=1)
+def _loader() -> type:
     """libyaml's safe loader (pure-Python where libyaml is missing) that refuses duplicate keys and huge ints."""
+    import yaml
 
-    def construct_mapping(self, node: Any, deep: bool = False) -> dict:
-        if isinstance(node, yaml.MappingNode):
-            _check_duplicates(self, node)
-        return super().construct_mapping(node, deep=deep)
+    class Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+        def construct_mapping(self, node: Any, deep: bool = False) -> dict:
+            if isinstance(node, yaml.MappingNode):
+                _check_duplicates(self, node)
+            return super().construct_mapping(node, deep=deep)
+
+    Loader.add_constructor("tag:yaml.org,2002:int", _construct_int)
+    return Loader
 
 
-def _check_duplicates(loader: _Loader, node: yaml.MappingNode) -> None:
+def _check_duplicates(loader: Any, node: Any) -> None:
     lines: dict = {}
     for key_node, _ in node.value:
         if key_node.tag == "tag:yaml.org,2002:merge":
@@ -122,16 +134,15 @@ def _check_duplicates(loader: _Loader, node: yaml.MappingNode) -> None:
             continue
 
 
-def _construct_int(loader: _Loader, node: yaml.ScalarNode) -> int:
+def _construct_int(loader: Any, node: Any) -> int:
+    from yaml.constructor import SafeConstructor
+
     text = str(node.value)
     digits = sum(c.isdigit() for c in text)
     if digits > MAX_INT_DIGITS:
         raise _Refused(None, None, f"an integer of {digits} digits; allowed: at most {MAX_INT_DIGITS} digits",
                        node.start_mark)
     return SafeConstructor.construct_yaml_int(loader, node)
-
-
-_Loader.add_constructor("tag:yaml.org,2002:int", _construct_int)
 
 
 class _Budget:
@@ -175,7 +186,9 @@ class _Budget:
 
 def _prescan(text: str) -> None:
     """Depth, aliases and expanded size from the event stream: linear in the text, whatever the aliases do."""
-    loader, budget = _Loader(text), _Budget()
+    import yaml
+
+    loader, budget = _loader()(text), _Budget()
     try:
         while loader.check_event():
             event = loader.get_event()
@@ -193,14 +206,16 @@ def _prescan(text: str) -> None:
 
 def parse_yaml(text: str, origin: str) -> Any:
     """One YAML document from ``text``; ``origin`` (a path, shown) heads every error."""
+    import yaml
+
     try:
         _prescan(text)
-        loader = _Loader(text)
+        loader = _loader()(text)
         try:
             return loader.get_single_data()
         finally:
             loader.dispose()
-    except yaml.MarkedYAMLError as exc:
+    except (_Refused, yaml.MarkedYAMLError) as exc:
         raise KvplanError(_marked(origin, exc)) from None
     except yaml.YAMLError as exc:
         raise KvplanError(f"{origin}: not valid YAML: {_one_line(str(exc))}") from None
@@ -214,7 +229,7 @@ def load_yaml(path: str | os.PathLike, *, what: str = "file") -> Any:
     return parse_yaml(read_text(path, what=what, limit=MAX_YAML_BYTES), shown(path))
 
 
-def _marked(origin: str, exc: yaml.MarkedYAMLError) -> str:
+def _marked(origin: str, exc: Any) -> str:
     mark = exc.problem_mark or exc.context_mark
     where = f" line {mark.line + 1}, column {mark.column + 1}:" if mark else ""
     what = _one_line(exc.problem or exc.context or "invalid document")

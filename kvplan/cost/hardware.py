@@ -28,7 +28,7 @@ Count = Annotated[StrictInt, Field(gt=0, le=10**18)]  # bytes, bytes/s: true is 
 class PeakFlops(BaseModel):
     """Dense (not 2:4-sparse) peak FLOP/s of the matrix units; a type the GPU lacks is null."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)  # built when a catalog is read
     fp32: Rate
     tf32: Rate | None = None
     bf16: Rate | None = None
@@ -38,7 +38,7 @@ class PeakFlops(BaseModel):
 
 
 class GPU(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)  # built when a catalog is read
     name: str
     vendor: str
     memory_bytes: Count = Field(description="Vendor-stated capacity, decimal GB x 10^9.")

@@ -32,7 +32,8 @@ from kvplan.model.shared import SharedBlocks, check_shared_blocks
 Architecture = Literal["decoder-only", "encoder-only", "encoder-decoder"]
 LayerType = Literal["global", "sliding", "chunked", "mamba", "hybrid", "mlp"]
 Mixer = Literal["attention", "mamba", "hybrid"]
-_STRICT = ConfigDict(frozen=True, extra="forbid")
+# defer_build: the schema is built on the first validation; bundled cards come validated (model.cardcache)
+_STRICT = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 _DERIVABLE = frozenset({"num_kv_heads", "head_dim"})
 
 # Caps far above any real model, so absurd input is refused at once (10^7 layers would hang, 10^30 exhaust memory).

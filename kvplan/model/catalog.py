@@ -4,23 +4,22 @@ from __future__ import annotations
 
 import difflib
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from kvplan.errors import KvplanError, clip
-from kvplan.files import is_file, load_yaml, shown
+from kvplan.files import is_file, load_yaml, shown, write_atomic
+from kvplan.model import cardcache
 from kvplan.model.card import ModelCard
 from kvplan.model.validation import describe_validation_error
 
 
 def cards_dir() -> Path:
     """The bundled cards: ``kvplan/model_cards`` in a wheel, top-level ``model_cards/`` in a source checkout."""
-    packaged = Path(str(resources.files("kvplan"))) / "model_cards"
-    if packaged.is_dir():
-        return packaged
-    return Path(__file__).resolve().parents[2] / "model_cards"
+    package = Path(__file__).resolve().parents[1]  # the folder importlib.resources.files("kvplan") names, cheaper
+    packaged = package / "model_cards"
+    return packaged if packaged.is_dir() else package.parent / "model_cards"
 
 
 def bundled_names() -> list[str]:
@@ -34,8 +33,17 @@ def _bundled_set() -> frozenset[str]:
 
 @lru_cache(maxsize=None)
 def _load_bundled(name: str) -> ModelCard:
-    """A bundled card, read and validated once per process (cards are frozen, so sharing one is safe)."""
-    return load_card_file(cards_dir() / f"{name}.yaml")
+    """A bundled card, read once per process (cards are frozen, so sharing one is safe): from the cache of validated
+    cards while it matches the card's YAML (kvplan.model.cardcache), else read and validated."""
+    directory = cards_dir()
+    return cardcache.lookup(directory, name) or load_card_file(directory / f"{name}.yaml")
+
+
+def card_cache_text() -> str:
+    """The cache of validated bundled cards, made afresh from their YAML."""
+    directory = cards_dir()
+    paths = {name: directory / f"{name}.yaml" for name in bundled_names()}
+    return cardcache.file_text({name: (path.read_bytes(), load_card_file(path)) for name, path in paths.items()})
 
 
 def load_card(name_or_path: str | Path) -> ModelCard:
@@ -81,3 +89,8 @@ def card_from_dict(data: dict, *, origin: str = "card") -> ModelCard:
         return ModelCard.model_validate(data)
     except ValidationError as exc:
         raise KvplanError(f"{origin}: {describe_validation_error(exc, ModelCard)}") from None
+
+
+if __name__ == "__main__":  # python -m kvplan.model.catalog: rewrite the cache after changing a bundled card
+    write_atomic(cards_dir() / cardcache.FILE, card_cache_text())
+    print(f"wrote {cards_dir() / cardcache.FILE}")

@@ -30,7 +30,7 @@ SCALE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
 # AutoAWQ WQLinear_GEMM and AutoGPTQ QuantLinear store fp16 scales; fp8 stores fp32 (weight_scale_inv / weight_scale)
 _DEFAULT_SCALE_DTYPE = {"fp8": "float32", "awq": "float16", "gptq": "float16"}
 _BITS = {"fp8": (8,), "awq": (4,), "gptq": (4, 8)}  # vLLM AWQConfig: 4-bit only; GPTQ kernels: 2/3/4/8 (kvplan: 4, 8)
-_STRICT = ConfigDict(frozen=True, extra="forbid")
+_STRICT = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 _Pos = Annotated[StrictInt, Field(gt=0, le=10_000_000)]
 
 

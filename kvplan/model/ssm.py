@@ -47,7 +47,7 @@ _Size = Annotated[StrictInt, Field(gt=0, le=10_000_000)]
 class SSM(BaseModel):
     """The state-space mixer of a card's ``mamba`` layers."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
     kind: Literal["mamba", "mamba2", "gated_deltanet", "short_conv", "lightning", "rglru", "kda"] = Field(
         description="Mamba-1 (selective scan), Mamba-2 (SSD, multi-head), Gated DeltaNet (Qwen3-Next linear "
                     "attention), short_conv (LFM2: a conv state only), lightning (MiniMax: a K^T V state only), "

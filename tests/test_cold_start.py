@@ -1,0 +1,191 @@
+"""What keeps a cold `kvplan estimate` fast (benchmarks/cold_start.py measures it): typer builds only the command
+that runs; bundled cards come from the cache of validated cards, equal to their validated YAML, without yaml or a
+card schema build; a compute-and-print command skips the interpreter's teardown. No wall-time assertions: they
+would be flaky; these pin the mechanisms instead."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+import typer
+
+from kvplan.model import cardcache, catalog
+from kvplan.model.card import ModelCard
+
+app_module = importlib.import_module("kvplan.cli.app")  # kvplan.cli.app is also the name of the Typer app
+
+
+# ---- typer builds the command that runs, not all of them ------------------------------------------------------
+
+def commands_built(argv: list[str]) -> set[str]:
+    return set(typer.main.get_command(app_module._slim(app_module._command(argv))).commands)
+
+
+def test_a_run_builds_only_its_command():
+    assert commands_built(["estimate", "--model", "llama-2-7b", "--seq-len", "4096"]) == {"estimate"}
+    assert commands_built(["--debug", "cards", "show", "gpt2"]) == {"cards"}
+    assert commands_built(["gpus", "list"]) == {"gpus"}
+
+
+@pytest.mark.parametrize("argv", [[], ["--help"], ["-h"], ["--version"], ["--debug"], ["estimat"], ["--help", "plan"]])
+def test_help_version_and_unknown_words_get_every_command(argv):
+    assert app_module._slim(app_module._command(argv)) is app_module.app
+    assert {"estimate", "plan", "compare", "cards", "gpus", "check"} <= commands_built(argv)
+
+
+def kvplan_run(*args: str, before: str = "") -> subprocess.CompletedProcess:
+    """``kvplan ARGS`` in a fresh interpreter, through main() as the console script runs it."""
+    code = f"import sys\n{before}\nsys.argv = ['kvplan', *{list(args)!r}]\nfrom kvplan.cli.app import main\nmain()\n"
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+
+
+def test_a_quick_exit_keeps_the_output_the_exit_code_and_atexit_handlers():
+    run = kvplan_run("estimate", "--model", "llama-2-7b", "--seq-len", "4096", "--json",
+                     before="import atexit; atexit.register(lambda: print('atexit ran', file=sys.stderr))")
+    assert (run.returncode, run.stderr) == (0, "atexit ran\n")
+    assert json.loads(run.stdout)["kv_cache"]["total_bytes"] == 2_147_483_648
+    bad = kvplan_run("estimate", "--model", "no-such-card", "--seq-len", "4096")
+    assert bad.returncode == 2 and bad.stderr.startswith("error: unknown model 'no-such-card'")
+
+
+TEARDOWN_PROBE = ("class Probe:\n    def __del__(self):\n        print('torn down', file=sys.stderr)\n"
+                  "probe = Probe()")  # a global of __main__: freed (and so printed) only by the teardown
+
+
+def test_estimate_skips_the_teardown_that_help_and_version_keep():
+    assert kvplan_run("estimate", "--model", "gpt2", "--seq-len", "64", before=TEARDOWN_PROBE).stderr == ""
+    assert kvplan_run("--version", before=TEARDOWN_PROBE).stderr == "torn down\n"
+
+
+def test_a_run_with_a_thread_left_exits_the_usual_way():
+    """The usual exit waits for a non-daemon thread; the quick one would cut it off."""
+    run = kvplan_run("gpus", "list", before="import threading, time\nthreading.Thread(target=lambda: (time.sleep(0.3), "
+                     "print('thread done', file=sys.stderr))).start()")
+    assert (run.returncode, run.stderr) == (0, "thread done\n")
+
+
+# ---- bundled cards: the cache of validated cards ----------------------------------------------------------------
+
+def fields_set(card) -> dict:
+    """model_fields_set of a card and of every nested block."""
+    out = {"": set(card.model_fields_set)}
+    for name in type(card).model_fields:
+        value = getattr(card, name)
+        if hasattr(value, "model_fields_set"):
+            out |= {f"{name}.{k}": v for k, v in fields_set(value).items()}
+    return out
+
+
+def test_the_cache_file_is_fresh():
+    written = (catalog.cards_dir() / cardcache.FILE).read_text(encoding="utf-8")
+    assert written == catalog.card_cache_text(), "model_cards/validated.json is stale: run python -m kvplan.model.catalog"
+
+
+@pytest.mark.parametrize("name", catalog.bundled_names())
+def test_a_cached_card_equals_its_validated_yaml(name):
+    cached = cardcache.lookup(catalog.cards_dir(), name)
+    validated = catalog.load_card_file(catalog.cards_dir() / f"{name}.yaml")
+    assert cached is not None
+    assert cached == validated
+    assert repr(cached) == repr(validated)  # True is not 1, (a,) is not [a]
+    assert fields_set(cached) == fields_set(validated)
+    assert cached.derived_fields() == validated.derived_fields()
+    assert cached.model_dump(mode="json") == validated.model_dump(mode="json")
+
+
+@pytest.fixture
+def cards_copy(tmp_path, monkeypatch):
+    """A copy of the bundled cards that load_card reads instead, with fresh per-process caches."""
+    directory = tmp_path / "model_cards"
+    shutil.copytree(catalog.cards_dir(), directory)
+    monkeypatch.setattr(catalog, "cards_dir", lambda: directory)
+    for cached in (catalog._load_bundled, catalog._bundled_set, cardcache._entries):
+        cached.cache_clear()
+    yield directory
+    for cached in (catalog._load_bundled, catalog._bundled_set, cardcache._entries):
+        cached.cache_clear()
+
+
+def tamper(directory, **card_fields) -> None:
+    """Change the cached llama-2-7b (not its YAML): what load_card returns then shows whether it used the cache."""
+    path = directory / cardcache.FILE
+    data = json.loads(path.read_text(encoding="utf-8"))
+    data["cards"]["llama-2-7b"]["card"].update(card_fields)
+    path.write_text(json.dumps(data), encoding="utf-8")
+
+
+def test_load_card_takes_a_bundled_card_from_the_cache(cards_copy):
+    tamper(cards_copy, num_layers=31)
+    assert catalog.load_card("llama-2-7b").num_layers == 31
+
+
+def test_a_changed_yaml_is_read_and_validated_again(cards_copy):
+    tamper(cards_copy, num_layers=31)
+    yaml_path = cards_copy / "llama-2-7b.yaml"
+    yaml_path.write_text(yaml_path.read_text().replace("num_layers: 32", "num_layers: 30"))
+    assert catalog.load_card("llama-2-7b").num_layers == 30
+
+
+def test_a_checkout_with_crlf_line_ends_uses_the_cache(cards_copy):
+    yaml_path = cards_copy / "llama-2-7b.yaml"
+    yaml_path.write_bytes(yaml_path.read_bytes().replace(b"\n", b"\r\n"))
+    tamper(cards_copy, num_layers=31)
+    assert catalog.load_card("llama-2-7b").num_layers == 31
+
+
+def test_a_cache_made_for_other_schema_sources_is_ignored(cards_copy):
+    tamper(cards_copy, num_layers=31)
+    path = cards_copy / cardcache.FILE
+    path.write_text(path.read_text().replace(cardcache.schema_key(), "0" * 64))
+    assert catalog.load_card("llama-2-7b").num_layers == 32
+
+
+def test_a_broken_cache_file_is_ignored(cards_copy):
+    (cards_copy / cardcache.FILE).write_text("{not json")
+    assert catalog.load_card("llama-2-7b") == catalog.load_card_file(cards_copy / "llama-2-7b.yaml")
+
+
+def test_the_cache_refuses_a_value_it_cannot_encode():
+    with pytest.raises(TypeError, match="set: a card field type"):
+        cardcache.encode({1, 2})
+
+
+# ---- what a cold `kvplan estimate` loads -----------------------------------------------------------------------
+
+NOT_FOR_ESTIMATE = ("yaml", "kvplan.model.hf", "kvplan.planning.capacity", "kvplan.planning.sweep",
+                    "kvplan.planning.search", "kvplan.planning.check", "kvplan.planning.compare", "kvplan.verify",
+                    "kvplan.report.capacity", "kvplan.report.sweep", "typer.rich_utils", "rich.markdown",
+                    "rich.syntax", "pygments", "rich._emoji_codes",
+                    "importlib.resources.readers")
+
+
+def test_estimate_on_a_bundled_card_loads_no_yaml_and_builds_no_card_schema():
+    report = ("def report():\n    from kvplan.model.card import ModelCard\n    from kvplan.cost.hardware import GPU\n"
+              "    print(ModelCard.__pydantic_complete__, GPU.__pydantic_complete__, *sorted(sys.modules), "
+              "file=sys.stderr)\nimport atexit; atexit.register(report)")
+    run = kvplan_run("estimate", "--model", "llama-2-7b", "--seq-len", "4096", before=report)
+    card_schema, gpu_schema, *modules = run.stderr.split()
+    assert "KV total" in run.stdout
+    assert [m for m in modules if m.startswith(NOT_FOR_ESTIMATE)] == []
+    assert card_schema == "False"  # the card was never validated, so its schema was never built
+    assert gpu_schema == "False"  # no --gpu: the GPU catalog was not read
+
+
+def test_validating_a_card_still_builds_its_schema():
+    card = ModelCard.model_validate(catalog.load_card("llama-2-7b").model_dump(exclude_unset=True))
+    assert card.num_kv_heads == 32 and ModelCard.__pydantic_complete__
+
+
+def test_the_console_prints_emoji_codes_as_written():
+    import io
+
+    from kvplan.report.console import make_console
+
+    out = io.StringIO()
+    make_console(file=out).print("fp8 :fire: card")
+    assert out.getvalue() == "fp8 :fire: card\n"
