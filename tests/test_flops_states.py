@@ -51,7 +51,7 @@ def _count(fn, card) -> tuple[int, int]:
     for name, ops in counter.get_flop_counts().items():
         m = MIXER_MODULE.search(name)
         if m and card.mixer(int(m.group(1))) in ("mamba", "hybrid") and (m.group(2) != "self_attn"
-                                                                        or card.ssm.kind == "lightning"):
+                                                                        or card.ssm.kind in ("lightning", "kda")):
             mixers += sum(ops.values())
     return counter.get_total_flops(), mixers
 

@@ -248,27 +248,24 @@ def test_kda_card_invariants_name_the_fields():
         card_from_dict({**data, "ssm": {**data["ssm"], "intermediate_size": 48}})
 
 
-def test_unmodelled_paths_refuse_kda_and_deltanet_cards(cli, tmp_path):
-    """KDA FLOPs/roofline, KDA TP shards and the reference model's mixers are not modelled: each refuses in one line
-    instead of treating the state layers as attention; one-rank plans of both cards work."""
+def test_verify_refuses_kda_and_deltanet_cards_plans_and_roofline_work(cli, tmp_path):
+    """The reference model's mixers are mamba and mamba2 only: verify refuses in one line instead of treating the
+    state layers as attention. KDA FLOPs, roofline and TP shards are modelled (tests/test_flops_kda.py): estimate
+    --gpu reports them and plans work on one rank and on two."""
     card = _card("kimi")
-    with pytest.raises(KvplanError, match=r"not modelled for Kimi Delta Attention \(ssm.kind kda\)"):
-        estimate(card, batch=1, seq_len=8, gpu="H100-SXM")
-    with pytest.raises(KvplanError, match=r"flops: not modelled for Kimi Delta Attention"):
-        step_flops(card, batch=1, prompt_len=4, seq_len=8)
-    notes = estimate(card, batch=1, seq_len=8).notes
-    assert any("FLOPs and roofline bounds are not modelled for Kimi Delta Attention" in n for n in notes)
+    assert estimate(card, batch=1, seq_len=8, gpu="H100-SXM").roofline.time_per_output_token_s > 0
+    assert step_flops(card, batch=1, prompt_len=4, seq_len=8).prefill.state_mixer > 0
+    assert not any("not modelled" in n for n in estimate(card, batch=1, seq_len=8).notes)
     for name in ("kimi", "olmo-hybrid"):
         path = tmp_path / f"{name}.json"
         model_type, kwargs = _case(name)
         path.write_text(transformers.AutoConfig.for_model(model_type, **kwargs).to_json_string())
         code, _, err = cli("verify", "--hf-config", str(path), "--seq-len", "8")
         assert code == 2 and "ssm.kind: verify's reference model implements mamba and mamba2" in err, err
-        code, out, err = cli("plan", "--hf-config", str(path), "--gpu", "H100-SXM", "--max-model-len", "64", "--json")
-        assert code == 0 and json.loads(out)["kv_cache"]["state_page_bytes"] > 0, err
-    code, _, err = cli("plan", "--hf-config", str(tmp_path / "kimi.json"), "--gpu", "H100-SXM", "--max-model-len", "64",
-                       "--tp", "2")
-    assert code == 2 and "--tp: Kimi Delta Attention (ssm.kind kda): its per-rank shards are not modelled" in err, err
+        for tp in ("1", "2"):
+            code, out, err = cli("plan", "--hf-config", str(path), "--gpu", "H100-SXM", "--max-model-len", "64",
+                                 "--tp", tp, "--json")
+            assert code == 0 and json.loads(out)["kv_cache"]["state_page_bytes"] > 0, err
 
 
 def test_deepseek_attention_bias_biases_the_mla_down_and_out_projections():

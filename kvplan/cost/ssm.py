@@ -55,7 +55,7 @@ def ssm_matrices(card: ModelCard) -> tuple[Matrix, ...]:
         return (Matrix("linear_y", h, inner, bias, "column"), Matrix("linear_x", h, inner, bias, "column"), out)
     if s.kind == "kda":
         # the forget and output gates' low rank (transformers f_a_proj / g_a_proj); TP rules after vLLM's
-        # KimiDeltaAttention (kimi_linear.py): f_a / g_a ReplicatedLinear, the rest column-parallel, o_proj row
+        # KimiDeltaAttention (layers/kda.py): f_a / g_a ReplicatedLinear, the rest column-parallel, o_proj row
         rank = s.head_dim
         return (*(Matrix(name, h, inner, bias, "column") for name in ("q_proj", "k_proj", "v_proj")),
                 Matrix("f_a_proj", h, rank, bias, "replicated"), Matrix("f_b_proj", rank, inner, bias, "column"),
@@ -111,15 +111,15 @@ def conv_channels(card: ModelCard, tp: int) -> int:
 
 def check_state_tp(card: ModelCard, tp: int) -> str | None:
     """vLLM's reason to refuse tensor parallelism ``tp`` for the card's state mixer, or None (the divide() asserts of
-    mamba_mixer.py, mamba_mixer2.py, qwen3_next.py GatedDeltaNet, lfm2.py ShortConv, minimax_text_01.py)."""
+    mamba_mixer.py, mamba_mixer2.py, qwen3_next.py GatedDeltaNet, lfm2.py ShortConv, minimax_text_01.py; KDA:
+    layers/kda.py KimiDeltaAttention ``assert self.num_heads % self.tp_size == 0`` and kda_state_shape's
+    divide(num_heads, tp), which also makes every heads x head_dim projection and conv divisible)."""
     s = card.ssm
     if tp == 1:
         return None
     if s.kind == "rglru":
         return "RecurrentGemma's RG-LRU block: vLLM V1 has no RecurrentGemma model; tensor parallelism is not modelled"
-    if s.kind == "kda":
-        return "Kimi Delta Attention (ssm.kind kda): its per-rank shards are not modelled yet; use --tp 1"
-    if s.kind in ("mamba2", "gated_deltanet", "lightning") and s.num_heads % tp:
+    if s.kind in ("mamba2", "gated_deltanet", "lightning", "kda") and s.num_heads % tp:
         return f"ssm num_heads {s.num_heads} is not divisible by tensor parallel size {tp} (Tensor parallel world " \
                "size must divide num heads)"
     if s.kind == "mamba2" and s.n_groups % tp and s.n_groups != 1:
@@ -138,7 +138,11 @@ def ssm_rank_params(card: ModelCard, tp: int) -> int:
     in_proj column with the groups extended; GatedDeltaNet in_proj_qkvz / in_proj_ba column; ShortConv in_proj
     column), the conv1d split by channels (ColumnParallelLinear), A_log / D / dt_bias split with the heads or channels
     (sharded weight loaders), Mamba-2's gated norm sharded (Mixer2RMSNormGated, intermediate / tp), MiniMax's norm
-    sharded (MiniMaxText01RMSNormTP); replicated: Jamba's dt/B/C norms and Gated DeltaNet's per-head norm (head_dim)."""
+    sharded (MiniMaxText01RMSNormTP); replicated: Jamba's dt/B/C norms and Gated DeltaNet's per-head norm (head_dim).
+    KDA (vLLM layers/kda.py KimiDeltaAttention): q/k/v_proj, f_b_proj, g_b_proj and b_proj ColumnParallelLinear,
+    f_a_proj and g_a_proj ReplicatedLinear, o_proj RowParallelLinear (the Matrix rules of ssm_matrices); the q, k
+    and v conv1d ColumnParallelLinear over their channels (3 x I / tp, no bias); dt_bias sharded_weight_loader(0)
+    (I / tp), A_log sharded_weight_loader(2) (H / tp); the o_norm FusedRMSNormGated(head_dim) replicated."""
     s = card.ssm
     if tp == 1:
         return ssm_params(card)
@@ -157,4 +161,6 @@ def ssm_rank_params(card: ModelCard, tp: int) -> int:
         return shards + conv_params + 2 * heads // tp + s.head_dim
     if s.kind == "lightning":
         return shards + inner // tp
+    if s.kind == "kda":
+        return shards + conv_params + inner // tp + heads // tp + s.head_dim
     return shards + conv_params  # short_conv (rglru is refused above tp 1)

@@ -30,6 +30,12 @@ per group); elementwise work (the discretization exp(dt A), the state decay and 
   - lightning (``MiniMaxLightningAttention``, arXiv:2501.08313): blocks of chunk_size (MiniMax's block_size, the last
     one partial, not padded); per block of s tokens and head Q K^T and its product with V (2 x 2 s^2 D), the inter
     block Q (K^T V) (2 s D^2) and the state update K^T V (2 s D^2). Decode: K^T V and Q S, 2 x 2 D^2 per head.
+  - KDA (Kimi Delta Attention, ``chunk_kimi_delta_attention``, modeling_kimi_linear.py; FLA ``chunk_kda``): the
+    prompt padded to chunks of 64; per chunk and head of width D the ``@`` products attn @ v_beta and
+    attn @ (k_beta e^g) (2 x 2 Q^2 D), the old state read by the decayed queries and by k_cumdecay (2 x 2 Q D^2), the
+    intra-chunk attention on the new values (2 Q^2 D) and the state update (2 Q D^2): 6 Q^2 D + 6 Q D^2. Its
+    per-channel decay makes the K K^T and Q K^T scores elementwise multiply-sums (``(a * b * decay).sum(-1)``,
+    uncounted), as is the triangular solve loop. Decode (``recurrent_kimi_delta_attention``): elementwise, 0.
   - short conv (LFM2) and RG-LRU (RecurrentGemma ``_rnn_scan``): elementwise recurrences, 0.
 """
 
@@ -39,11 +45,11 @@ from dataclasses import dataclass
 
 from kvplan.cost.shapes import total
 from kvplan.cost.ssm import ssm_matrices
-from kvplan.errors import KvplanError
 from kvplan.model.card import ModelCard
 from kvplan.model.ssm import SSM
 
 GDN_CHUNK = 64  # torch_chunk_gated_delta_rule(chunk_size=64); FLA chunk_gated_delta_rule's BT = 64
+KDA_CHUNK = 64  # chunk_kimi_delta_attention(chunk_size=64); FLA chunk_kda's BT = 64
 
 
 @dataclass(frozen=True)
@@ -63,9 +69,6 @@ def mixer_flops(card: ModelCard, *, batch: int, tokens: int, decode: bool, trans
     """One state mixer: a prefill of ``tokens`` new tokens per sequence from an empty state (``decode`` False) or one
     decode step (``tokens`` 1) on a held state; ``transformers``: transformers' torch paths, else the kernels."""
     s = card.ssm
-    if s.kind == "kda":
-        raise KvplanError(f"flops: not modelled for Kimi Delta Attention (ssm.kind kda) yet; {card.name} has "
-                          f"{card.state_layers} such layers")
     return MixerFlops(projections=projection_flops(card, batch * tokens),
                       conv=conv_flops(s, batch, tokens, decode, transformers),
                       scan=decode_scan_flops(s, batch) if decode else prefill_scan_flops(s, batch, tokens, transformers))
@@ -87,6 +90,8 @@ def conv_flops(s: SSM, batch: int, tokens: int, decode: bool, transformers: bool
         outputs = tokens
     elif decode:
         outputs = 0 if s.kind == "rglru" else 2  # RecurrentGemma: torch.sum(conv_state * weight); others: F.conv1d
+    elif s.kind == "kda":  # the cache's update_conv_state left-pads a prompt shorter than d_conv to d_conv inputs
+        outputs = max(tokens, s.d_conv) + s.d_conv - 1
     else:
         outputs = tokens + s.d_conv - 1
     return 2 * batch * outputs * s.conv_dim * s.d_conv
@@ -102,6 +107,8 @@ def prefill_scan_flops(s: SSM, batch: int, tokens: int, transformers: bool) -> i
         return batch * s.num_heads * gated_delta_flops(tokens, GDN_CHUNK, s.d_state, s.head_dim)
     if s.kind == "lightning":
         return batch * s.num_heads * lightning_flops(tokens, s.chunk_size, s.head_dim)
+    if s.kind == "kda":
+        return batch * s.num_heads * kda_flops(tokens, KDA_CHUNK, s.head_dim)
     return 0  # short_conv, rglru: elementwise
 
 
@@ -113,7 +120,7 @@ def decode_scan_flops(s: SSM, batch: int) -> int:
         return 2 * batch * s.num_heads * s.head_dim * s.d_state
     if s.kind == "lightning":
         return 4 * batch * s.num_heads * s.head_dim * s.head_dim
-    return 0  # gated_deltanet, short_conv, rglru: elementwise
+    return 0  # gated_deltanet, kda, short_conv, rglru: elementwise
 
 
 def ssd_flops(tokens: int, chunk: int, p: int, n: int, transformers: bool) -> int:
@@ -128,6 +135,12 @@ def gated_delta_flops(tokens: int, chunk: int, n: int, p: int) -> int:
     """Gated DeltaNet chunked over whole chunks per value head (key width n, value width p)."""
     c = -(-tokens // chunk)
     return c * (2 * 2 * chunk * chunk * n + 3 * 2 * chunk * n * p + 2 * chunk * chunk * p)
+
+
+def kda_flops(tokens: int, chunk: int, d: int) -> int:
+    """KDA chunked over whole chunks per head of width d (keys and values alike): the ``@`` products only."""
+    c = -(-tokens // chunk)
+    return c * (3 * 2 * chunk * chunk * d + 3 * 2 * chunk * d * d)
 
 
 def lightning_flops(tokens: int, block: int, d: int) -> int:

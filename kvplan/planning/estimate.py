@@ -150,8 +150,6 @@ def _flops_gap(card: ModelCard) -> str | None:
     """What the FLOPs model does not cover yet in this card, or None."""
     if card.shared_blocks is not None:
         return "shared transformer blocks (Zamba-style)"
-    if card.ssm is not None and card.ssm.kind == "kda":
-        return "Kimi Delta Attention (ssm.kind kda)"
     return None
 
 

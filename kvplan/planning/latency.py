@@ -32,7 +32,7 @@ def latency(s: Setup, concurrency: int, prompt_len: int | None = None) -> Latenc
 
 
 LATENCY_NOT_MODELLED = ("Latency (TTFT/TPOT) is not modelled for {card} yet: the roofline has no FLOPs model for its "
-                        "Kimi Delta Attention or shared transformer blocks; the capacity figures above are.")
+                        "shared transformer blocks; the capacity figures above are.")
 
 
 def latency_if_modelled(s: Setup, concurrency: int, prompt_len: int | None = None) -> Latency | None:
