@@ -95,6 +95,18 @@ def test_chunked_scans_match_flop_counter(name, prompt, chunk):
     assert _measure(model_type, cfg, model, card, prompt) == _predicted(card, prompt)
 
 
+@pytest.mark.parametrize(("name", "prompt"), [
+    ("mamba", 2), ("mamba2", 1), ("nemotron_h", 2), ("jamba", 1), ("qwen3-next", 2), ("lfm2", 1), ("minimax", 1),
+    ("recurrent-gemma", 2)])
+def test_prompts_shorter_than_the_conv_kernel_match_flop_counter(name, prompt):
+    """A prompt shorter than d_conv: LinearAttentionLayer.update_conv_state left-pads the conv input to d_conv
+    inputs, so the torch conv computes 2 d_conv - 1 outputs (RecurrentGemma, its states on its modules, does not)."""
+    model_type, kwargs = CASES[name]
+    cfg, model = _build(model_type, kwargs)
+    card = card_from_hf_config(cfg.to_dict())
+    assert _measure(model_type, cfg, model, card, prompt) == _predicted(card, prompt)
+
+
 def _card(name):
     model_type, kwargs = CASES[name]
     return card_from_hf_config(transformers.AutoConfig.for_model(model_type, **kwargs).to_dict())
