@@ -36,6 +36,7 @@ KIMI = {c[0]: c[1:] for c in CASES if c[1] == "kimi_linear"}
     ("kimi-edges", 2),  # kernel 3 > prompt 2: update_conv_state pads the conv input to 3
     ("kimi-all-moe", 70),  # two chunks; MoE in every layer
     ("kimi-dense", 64),  # exactly one chunk; dense MLPs
+    ("kimi", 1),  # a one-token prompt into a fresh cache: still the chunked path (no recurrent state yet)
 ])
 def test_matches_flop_counter(name, prompt):
     model_type, kwargs = KIMI[name]
