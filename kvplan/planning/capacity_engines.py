@@ -45,6 +45,7 @@ class Setup:
     state_page_padded: int | None = None  # vLLM hybrid: the mamba page padded to the attention page
     state_page_bytes: int = 0  # vLLM: one state layer's conv + SSM states of one request on one rank (unpadded)
     unified_block: bool = False  # vLLM hybrid: block_size was raised so an attention page holds a state page
+    block_size_asked: int | None = None  # vLLM hybrid: the block size before that unification
     state_t: DType | None = None  # the states' dtype beside a quantized KV cache (mamba_cache_dtype auto: model dtype)
 
 
@@ -101,7 +102,13 @@ def hybrid_block(card: ModelCard, kv_t: DType, engine: Engine, tp: int, block_si
                  if any(sp.per_sequence for sp in specs))
     if not card.attention_layers:  # attention-free: one MambaSpec group, nothing to unify
         return block_size, None, mamba
-    return (*vl.hybrid_block_size(attn, mamba, block_size), mamba)
+    return (*vl.hybrid_block_size(attn, mamba, block_size, hybrid_alignment(card)), mamba)
+
+
+def hybrid_alignment(card: ModelCard) -> int:
+    """The kernel block alignment vLLM's hybrid page unification starts from (before max with block_size): the
+    attention backend's smallest kernel block, 16; MLA hybrids (Kimi-Linear) 128 (vl.MLA_HYBRID_ALIGNMENT)."""
+    return vl.MLA_HYBRID_ALIGNMENT if card.mla else vl.DEFAULT_BLOCK_SIZE
 
 
 def partition(s: Setup) -> list[range]:
