@@ -18,6 +18,7 @@ from kvplan.errors import KvplanError
 from kvplan.model.card import ModelCard
 from kvplan.model.dtypes import DType
 from kvplan.planning.capacity_results import KVCachePool, RankRow
+from kvplan.units import cdiv
 
 
 @dataclass(frozen=True)
@@ -192,7 +193,7 @@ def sglang_pool(s: Setup, sts: list[Stage]) -> Pool:
         rows.append(_row(st, st.kv_bytes_per_token * page, tokens // page, min(L, tokens) if tokens else L))
         slots.append(n)
         states.append(state)
-    per_req = -(-L // page)
+    per_req = cdiv(L, page)
     concs = [_sglang_concurrency(st, r.num_blocks / per_req, n) for st, r, n in zip(sts, rows, slots)]
     lim = min(range(len(sts)), key=lambda i: concs[i])
     pages, tokens = rows[lim].num_blocks, rows[lim].num_blocks * page
