@@ -167,3 +167,19 @@ def test_other_python_entry_points_refuse_wrong_types(call, needle):
 def test_verify_encoder_len_0_is_refused_not_defaulted(cli):
     assert "--encoder-len: must be an integer in 1.." in one_line_error(
         cli, "verify", "-m", "t5-base", "--layers", "2", "--scale", "0.0625", "--seq-len", "8", "--encoder-len", "0")
+
+
+def test_usage_errors_name_the_command_under_python_m():
+    """`python -m kvplan sweep --no-such` names 'kvplan sweep', not the interpreter's words ('kvplan -m kvplan')."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import kvplan
+
+    root = str(Path(kvplan.__file__).resolve().parents[1])  # this checkout's kvplan, not an installed one
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+    run = subprocess.run([sys.executable, "-m", "kvplan", "cards", "show", "--no-such"], capture_output=True,
+                         text=True, env=env)
+    assert run.returncode == 2 and "(kvplan cards show); see --help" in run.stderr

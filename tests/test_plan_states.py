@@ -261,3 +261,40 @@ def test_longest_fit_counts_the_state_pages():
     assert not r.fits and r.kv_cache.num_blocks == 20
     assert r.max_model_len_fit == 544 * (20 - 1 - 3)
     assert "does NOT fit" in r.verdict
+
+
+KIMI_48B = {  # moonshotai/Kimi-Linear-48B-A3B-Instruct config.json (the keys kvplan reads)
+    "model_type": "kimi_linear", "torch_dtype": "bfloat16", "vocab_size": 163840, "hidden_size": 2304, "head_dim": 72,
+    "intermediate_size": 9216, "num_hidden_layers": 27, "num_attention_heads": 32, "num_key_value_heads": 32,
+    "hidden_act": "silu", "tie_word_embeddings": False, "first_k_dense_replace": 1, "moe_intermediate_size": 1024,
+    "moe_layer_freq": 1, "num_experts": 256, "num_experts_per_token": 8, "num_shared_experts": 1, "q_lora_rank": None,
+    "kv_lora_rank": 512, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128, "mla_use_nope": True,
+    "linear_attn_config": {"full_attn_layers": [4, 8, 12, 16, 20, 24, 27], "head_dim": 128, "num_heads": 32,
+                           "short_conv_kernel_size": 4,
+                           "kda_layers": [1, 2, 3, 5, 6, 7, 9, 10, 11, 13, 14, 15, 17, 18, 19, 21, 22, 23, 25, 26]}}
+
+
+@pytest.mark.parametrize(("kda", "block", "page"), [
+    # 4 KDA heads of 16: conv 3 x (3 x 64) x 2 B + state 4 x 16 x 16 x 4 B (float32) = 5,248 B; MLA (512 + 64) x 2 B
+    # = 1,152 B a token. Alignment max(64 (FlashMLA on Hopper), 128) = 128: 128 x cdiv(5,248, 128 x 1,152) = 128
+    # (an alignment of 64 would give 64)
+    ({"num_heads": 4, "head_dim": 16}, 128, 128 * 1152),
+    # the checkpoint: 32 heads of 128: 3 x 12,288 x 2 + 32 x 128 x 128 x 4 = 2,170,880 B -> 128 x cdiv(., 147,456)
+    ({}, 1920, 1920 * 1152),
+])
+def test_mla_hybrid_block_is_a_multiple_of_128(kda, block, page):
+    """vLLM platforms/interface.py _align_hybrid_block_size: hybrid MLA/Mamba models align the block to 128."""
+    card = card_from_hf_config({**KIMI_48B, "linear_attn_config": {**KIMI_48B["linear_attn_config"], **kda}})
+    r = plan(card, gpu="H100-SXM", max_model_len=4096, engine="vllm", weight_dtype="fp8")
+    assert (r.kv_cache.block_size, r.kv_cache.state_page_padded_bytes) == (block, page)
+    assert any(f"smallest multiple of 128 whose attention page ({page:,} B)" in n for n in r.notes)
+
+
+def test_kda_plan_reports_capacity_and_says_latency_is_not_modelled():
+    """Kimi Delta Attention has no FLOPs model yet: --concurrency keeps the capacity figures, gives no latency and a
+    note naming why (planning.estimate.flops_gap), where a card with one gets its latency."""
+    card = card_from_hf_config(KIMI_48B)
+    r = plan(card, gpu="H200", max_model_len=4096, engine="vllm", weight_dtype="fp8", concurrency=4)
+    assert r.latency is None and r.max_concurrency > 4
+    assert any(n.startswith(f"Latency (TTFT/TPOT) is not modelled for {card.name}") for n in r.notes)
+    assert plan(_card(QWEN3_NEXT), gpu="H200", max_model_len=4096, engine="vllm", tp=2, concurrency=4).latency

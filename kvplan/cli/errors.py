@@ -52,8 +52,7 @@ def _exit_code(exc: Exception, argv: list[str]) -> int:
     if _is(exc, "NoArgsIsHelpError"):  # typer has printed the help already
         return 0
     if _is(exc, "UsageError"):  # click's parse errors: --batch abc, an unknown option, a missing argument
-        ctx = getattr(exc, "ctx", None)
-        where = f" (kvplan {ctx.command_path.partition(' ')[2]})" if ctx and " " in ctx.command_path else ""
+        where = _command_words(getattr(exc, "ctx", None))
         _say("error:", f"{exc.format_message()}{where}; see --help")
         return EXIT_BAD_INPUT
     if _is(exc, "Abort") or isinstance(exc, KeyboardInterrupt):
@@ -64,3 +63,12 @@ def _exit_code(exc: Exception, argv: list[str]) -> int:
     _say("internal error:", f"{type(exc).__name__}: {str(exc)[:200]}; this is a bug in kvplan, please report it "
                             "with the command line (run again with --debug for the traceback)")
     return EXIT_INTERNAL
+
+
+def _command_words(ctx) -> str:
+    """' (kvplan cards show)': the commands below the root, whatever the program is called (python -m kvplan)."""
+    words = []
+    while ctx is not None and ctx.parent is not None:
+        words.append(ctx.info_name)
+        ctx = ctx.parent
+    return f" (kvplan {' '.join(reversed(words))})" if words else ""

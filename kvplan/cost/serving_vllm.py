@@ -28,6 +28,9 @@ from kvplan.units import cdiv
 RULES = "vLLM 0.33 (V1 engine)"
 DEFAULT_UTILIZATION = 0.92  # config/cache.py gpu_memory_utilization Field(default=0.92) since 0.21 (0.9 before)
 DEFAULT_BLOCK_SIZE = 16  # config/cache.py CacheConfig.DEFAULT_BLOCK_SIZE
+# platforms/interface.py _align_hybrid_block_size: "For hybrid MLA/Mamba models, make the manager block size a
+# multiple of 128" (TRTLLM/FlashInfer MLA decode kernels): kernel_block_alignment_size = max(alignment, 128)
+MLA_HYBRID_ALIGNMENT = 128
 GIB, MIB = 2**30, 2**20
 # Estimated CUDA graph memory: profiled since 0.21 (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1); public logs show
 # 0.07 - 2.35 GiB, about 0.5 GiB for the default capture list (gpu_model_runner.py profile_cudagraph_memory).

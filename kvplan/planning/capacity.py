@@ -98,7 +98,8 @@ def resolve(model: ModelCard | str | Path, *, gpu: str | GPU, max_model_len: int
     mnbt, seqs = vl.batch_defaults(total, g.name) if eng.name == "vllm" else (None, None)
     defaults = _overhead_defaults(eng.name, tp * pp)
     state_t = _state_dtype(card, eng, kv_t)
-    block, padded, state_page = hybrid_block(card, kv_t, eng, tp, _block_size(eng.name, block_size, card, g), state_t)
+    asked = _block_size(eng.name, block_size, card, g)
+    block, padded, state_page = hybrid_block(card, kv_t, eng, tp, asked, state_t)
     return Setup(
         card=card, engine=eng, gpu=g, total=total, layout=layout, max_model_len=max_model_len, kv_t=kv_t, w_t=w_t,
         util=_util(eng.name, gpu_memory_utilization), mfs=_mfs(eng.name, mem_fraction_static, total, card, tp, pp),
@@ -106,7 +107,7 @@ def resolve(model: ModelCard | str | Path, *, gpu: str | GPU, max_model_len: int
         mnbt=_int_flag("--max-num-batched-tokens", max_num_batched_tokens, mnbt, eng.name),
         max_num_seqs=_int_flag("--max-num-seqs", max_num_seqs, seqs, eng.name),
         block_size=block, state_page_padded=padded, state_page_bytes=state_page, state_t=state_t,
-        unified_block=block != _block_size(eng.name, block_size, card, g),
+        unified_block=block != asked, block_size_asked=asked,
         activation=size("--activation-memory", activation_memory, None),
         non_torch=size("--non-torch-memory", non_torch_memory, defaults[0]),
         cuda_graph=size("--cuda-graph-memory", cuda_graph_memory, defaults[1]),

@@ -18,6 +18,7 @@ from kvplan.errors import KvplanError
 from kvplan.model.card import ModelCard
 from kvplan.model.dtypes import DType
 from kvplan.planning.capacity_results import KVCachePool, RankRow
+from kvplan.units import cdiv
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,7 @@ class Setup:
     state_page_padded: int | None = None  # vLLM hybrid: the mamba page padded to the attention page
     state_page_bytes: int = 0  # vLLM: one state layer's conv + SSM states of one request on one rank (unpadded)
     unified_block: bool = False  # vLLM hybrid: block_size was raised so an attention page holds a state page
+    block_size_asked: int | None = None  # vLLM hybrid: the block size before that unification
     state_t: DType | None = None  # the states' dtype beside a quantized KV cache (mamba_cache_dtype auto: model dtype)
 
 
@@ -101,7 +103,13 @@ def hybrid_block(card: ModelCard, kv_t: DType, engine: Engine, tp: int, block_si
                  if any(sp.per_sequence for sp in specs))
     if not card.attention_layers:  # attention-free: one MambaSpec group, nothing to unify
         return block_size, None, mamba
-    return (*vl.hybrid_block_size(attn, mamba, block_size), mamba)
+    return (*vl.hybrid_block_size(attn, mamba, block_size, hybrid_alignment(card)), mamba)
+
+
+def hybrid_alignment(card: ModelCard) -> int:
+    """The kernel block alignment vLLM's hybrid page unification starts from (before max with block_size): the
+    attention backend's smallest kernel block, 16; MLA hybrids (Kimi-Linear) 128 (vl.MLA_HYBRID_ALIGNMENT)."""
+    return vl.MLA_HYBRID_ALIGNMENT if card.mla else vl.DEFAULT_BLOCK_SIZE
 
 
 def partition(s: Setup) -> list[range]:
@@ -185,7 +193,7 @@ def sglang_pool(s: Setup, sts: list[Stage]) -> Pool:
         rows.append(_row(st, st.kv_bytes_per_token * page, tokens // page, min(L, tokens) if tokens else L))
         slots.append(n)
         states.append(state)
-    per_req = -(-L // page)
+    per_req = cdiv(L, page)
     concs = [_sglang_concurrency(st, r.num_blocks / per_req, n) for st, r, n in zip(sts, rows, slots)]
     lim = min(range(len(sts)), key=lambda i: concs[i])
     pages, tokens = rows[lim].num_blocks, rows[lim].num_blocks * page

@@ -6,7 +6,7 @@ import re
 
 from kvplan.cost import serving_sglang as sg
 from kvplan.cost import serving_vllm as vl
-from kvplan.planning.capacity_engines import Pool, Setup
+from kvplan.planning.capacity_engines import Pool, Setup, hybrid_alignment
 from kvplan.model.card import ModelCard
 from kvplan.units import fmt_bytes, fmt_int
 
@@ -134,12 +134,17 @@ def state_notes(s: Setup, p: Pool) -> list[str]:
         attn_page = s.block_size * (p.limiting.kv_bytes_per_token // max(1, _attention_layers(p)))
         pct = 100 * (attn_page - s.state_page_bytes) / s.state_page_bytes
         out.append(f"vLLM hybrid page unification (platforms/interface.py _align_hybrid_block_size): attention block "
-                   f"size {fmt_int(s.block_size)} tokens, the smallest multiple of 16 whose attention page "
+                   f"size {fmt_int(s.block_size)} tokens, the smallest multiple of {fmt_int(_alignment(s))} whose attention page "
                    f"({fmt_int(attn_page)} B) holds one layer's states ({fmt_int(s.state_page_bytes)} B) "
                    f"('Setting attention block size to {s.block_size} tokens'); "
                    + (f"the state page is padded by {pct:.2f}% to equal it ('Padding mamba page size by {pct:.2f}%')."
                       if s.state_page_padded else "the pages are equal: no padding."))
     return out
+
+
+def _alignment(s: Setup) -> int:
+    """The multiple the unified block is taken of: max(the kernel alignment, the block size asked for)."""
+    return max(hybrid_alignment(s.card), s.block_size_asked or s.block_size)
 
 
 def _attention_layers(p: Pool) -> int:

@@ -139,14 +139,14 @@ def _check_compute_flags(card: ModelCard, prompt_len: int, seq_len: int, *, gpu:
                                   "the catalog")
         return
     check_efficiency(1.0 if mfu is None else mfu, 1.0 if mbu is None else mbu)
-    if _flops_gap(card):
-        raise KvplanError(f"--gpu (roofline bounds): not modelled for {_flops_gap(card)} yet; {card.name} has them")
+    if flops_gap(card):
+        raise KvplanError(f"--gpu (roofline bounds): not modelled for {flops_gap(card)} yet; {card.name} has them")
     if card.architecture != "decoder-only":
         raise KvplanError(f"--gpu: roofline bounds are modelled for decoder-only models; {card.name} is "
                           f"{card.architecture}")
 
 
-def _flops_gap(card: ModelCard) -> str | None:
+def flops_gap(card: ModelCard) -> str | None:
     """What the FLOPs model does not cover yet in this card, or None."""
     if card.shared_blocks is not None:
         return "shared transformer blocks (Zamba-style)"
@@ -159,7 +159,7 @@ def _flops(r: Resolved, prompt_len: int, notes: list[str]) -> StepFlops | None:
         notes.append("FLOPs and roofline bounds are modelled for decoder-only and encoder-decoder models; none are "
                      "reported here.")
         return None
-    gap = _flops_gap(r.card)
+    gap = flops_gap(r.card)
     if gap:
         notes.append(f"FLOPs and roofline bounds are not modelled for {gap} yet; none are reported here.")
         return None

@@ -9,8 +9,8 @@ from functools import lru_cache
 from kvplan.cost.comm import comm_time_s
 from kvplan.cost.roofline import roofline
 from kvplan.planning.capacity_engines import Setup
-from kvplan.errors import KvplanError
 from kvplan.planning.capacity_results import Latency
+from kvplan.planning.estimate import flops_gap
 from kvplan.units import cdiv
 
 
@@ -36,13 +36,11 @@ LATENCY_NOT_MODELLED = ("Latency (TTFT/TPOT) is not modelled for {card} yet: the
 
 
 def latency_if_modelled(s: Setup, concurrency: int, prompt_len: int | None = None) -> Latency | None:
-    """``latency``, or None for a card whose FLOPs kvplan.cost does not model yet (other errors raise)."""
-    try:
-        return latency(s, concurrency, prompt_len)
-    except KvplanError as e:
-        if "not modelled for" not in str(e) or not (s.card.ssm or s.card.shared_blocks):
-            raise
+    """``latency``, or None for a card whose FLOPs kvplan.cost does not model yet (planning.estimate.flops_gap);
+    every other refusal raises."""
+    if flops_gap(s.card):
         return None
+    return latency(s, concurrency, prompt_len)
 
 
 @lru_cache(maxsize=256)

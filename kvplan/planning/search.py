@@ -82,7 +82,10 @@ def _option(card, g: GPU, tp: int, pp: int, L: int, C: int, max_gpus: int, engin
     if tp * pp * dp > max_gpus:
         return None
     if dp > 1:  # MoE: routed experts split over dp x tp, so each GPU of a DP layout holds less (never more)
-        s = resolve(card, gpu=g, max_model_len=L, tp=tp, pp=pp, dp=dp, engine=engine, **_plan_defaults(plan_kw))
+        try:  # a layout vLLM refuses (the MoE's dp x tp group does not divide its intermediate size) is skipped
+            s = resolve(card, gpu=g, max_model_len=L, tp=tp, pp=pp, dp=dp, engine=engine, **_plan_defaults(plan_kw))
+        except KvplanError:
+            return None
         sts, p = pool(s)
         per_replica = min(p.concurrency, s.max_num_seqs or math.inf)
     lat = latency_if_modelled(s, C, prompt_len) if (ttft_ms or tpot_ms or g.interconnect_bandwidth_bytes_per_s) \
