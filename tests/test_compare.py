@@ -85,3 +85,10 @@ def test_mla_card_compares_latent_ranks(cli_json):
     rows = rows_by_layout(cli_json("compare", "-m", "deepseek-v2-lite", "--attention", "mla:256", "--seq-len", "64"))
     assert rows["card"]["kv_bytes_per_token"] == 27 * (512 + 64) * 2  # 27 layers, bf16
     assert rows["mla:256"]["kv_bytes_per_token"] == 27 * (256 + 64) * 2
+
+
+def test_mla_what_if_of_a_qk_norm_card_drops_its_per_head_norms(cli_json):
+    """OLMo-2 norms q and k over all heads (qk_norm_width); its MLA what-if has no per-head q/k, so no such norms:
+    40 layers x 128 latent + 64 rope key (head_dim 128 / 2) x 4 B (float32 card) per token."""
+    rows = rows_by_layout(cli_json("compare", "-m", "olmo-2-13b", "--attention", "mla:128", "--seq-len", "64"))
+    assert rows["mla:128"]["kv_bytes_per_token"] == 40 * (128 + 64) * 4

@@ -16,6 +16,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+import pydantic
 from pydantic import BaseModel
 
 from kvplan.model.card import MLA, ModelCard, MoE, PublishedParams
@@ -35,9 +36,11 @@ def sha256(data: bytes) -> str:
 @lru_cache(maxsize=1)
 def schema_key() -> str:
     """What a cached card depends on besides its YAML: the source of every module of kvplan.model (the card models
-    and whatever their validators call: derivations, dtype names, layouts), not only the ones defining MODELS."""
+    and whatever their validators call: derivations, dtype names, layouts), kvplan/files.py (how YAML is read), and
+    the pydantic that validated them."""
     here = Path(__file__).parent
-    return sha256(b"".join(p.name.encode() + p.read_bytes() for p in sorted(here.glob("*.py"))))
+    sources = [*sorted(here.glob("*.py")), here.parent / "files.py"]
+    return sha256(b"".join(p.name.encode() + p.read_bytes() for p in sources) + pydantic.VERSION.encode())
 
 
 def encode(value: Any) -> Any:

@@ -75,5 +75,5 @@ def _with_mla(card: ModelCard, rank: int) -> ModelCard:
                        "v_head_dim": d}
         data["num_kv_heads"] = card.num_heads  # nominal under MLA
         data.pop("qkv_bias", None), data.pop("out_bias", None)  # MLA's projections carry no biases
-        data.pop("qk_norm", None)
+        data.pop("qk_norm", None), data.pop("qk_norm_width", None)  # MLA's norms are its latents', not per-head q/k
     return card_from_dict(data, origin=f"{card.name} with --attention mla:{rank}")
