@@ -17,6 +17,7 @@ from kvplan.cost.hardware import load_gpu
 from kvplan.cost.ssm import ssm_params, ssm_rank_params
 from kvplan.model.card import ModelCard
 from kvplan.model.dtypes import DTYPES
+from kvplan.model.catalog import card_from_dict
 from kvplan.model.hf.config import card_from_hf_config
 from kvplan.planning.capacity import plan
 from kvplan.planning.search import search
@@ -297,3 +298,12 @@ def test_kda_plan_reports_capacity_and_latency():
     r = plan(card, gpu="H200", max_model_len=4096, engine="vllm", weight_dtype="fp8", concurrency=4)
     assert r.latency is not None and r.latency.tpot_ms > 0 and r.max_concurrency > 4
     assert not any("not modelled" in n for n in r.notes)
+
+
+def test_quantized_state_card_is_refused_not_undercounted():
+    """vLLM quantizes the mixers' in/out projections too; kvplan's quantization covers attention and MLP linears only,
+    so a quantized card with state layers is refused instead of counting its mixers unquantized."""
+    data = {**_card(QWEN3_NEXT).model_dump(exclude_none=True),
+            "quantization": {"method": "fp8", "weight_scales": "block", "block": [128, 128]}}
+    with pytest.raises(KvplanError, match="quantization: .* state-space layers, whose quantized mixer projections"):
+        estimate(card_from_dict(data), batch=1, seq_len=64)
