@@ -307,3 +307,12 @@ def test_quantized_state_card_is_refused_not_undercounted():
             "quantization": {"method": "fp8", "weight_scales": "block", "block": [128, 128]}}
     with pytest.raises(KvplanError, match="quantization: .* state-space layers, whose quantized mixer projections"):
         estimate(card_from_dict(data), batch=1, seq_len=64)
+
+
+def test_states_keep_the_model_dtype_whatever_the_kv_dtype():
+    """vLLM's mamba_cache_dtype "auto" is the model dtype: a bf16 Qwen3-Next keeps bf16 conv states and recurrent
+    states beside an fp32 (or fp8) K/V cache, so the unpadded state page does not change with --kv-dtype."""
+    card = _card(QWEN3_NEXT)
+    pages = {kv: plan(card, gpu="H200", tp=2, max_model_len=4096, kv_dtype=kv).kv_cache.state_page_bytes
+             for kv in (None, "fp32", "fp8")}
+    assert pages["fp32"] == pages["fp8"] == pages[None] > 0

@@ -115,11 +115,13 @@ def resolve(model: ModelCard | str | Path, *, gpu: str | GPU, max_model_len: int
 
 
 def _state_dtype(card: ModelCard, eng, kv_t: DType) -> DType | None:
-    """A served engine keeps conv and SSM states in the model dtype beside a quantized (fp8) KV cache (vLLM
-    mamba_cache_dtype "auto": MambaStateDtypeCalculator; SGLang mamba2_state_dtype); None: the KV dtype."""
-    if card.ssm is None or kv_t.name in ("fp32", "fp16", "bf16") or eng.name not in PAGED:
+    """A served engine keeps conv and SSM states in the model dtype whatever --kv-dtype the attention K/V use (vLLM
+    mamba_cache_dtype "auto" is the model dtype: MambaStateDtypeCalculator; SGLang mamba2_state_dtype); None: the
+    same as the KV dtype."""
+    if card.ssm is None or eng.name not in PAGED:
         return None
-    return _dtype(card, eng, None, "--kv-dtype")[0]
+    model_t = _dtype(card, eng, None, "--kv-dtype")[0]
+    return None if model_t == kv_t else model_t
 
 
 def _positive_size(flag: str, value) -> int:
