@@ -9,7 +9,8 @@ per group); elementwise work (the discretization exp(dt A), the state decay and 
   block-diagonal gates (``torch.baddbmm``, heads x (I/H)^2 per token).
 - conv: the causal depthwise conv1d over conv_dim channels. transformers' torch fallbacks (``causal_conv1d_fn``,
   modeling_mamba.py / modeling_mamba2.py / Qwen3-Next / LFM2 / RecurrentGemma) pad by d_conv - 1 and slice, so a
-  prefill of L tokens computes L + d_conv - 1 outputs; a decode step (``causal_conv1d_update``) convolves its
+  prefill of L tokens computes L + d_conv - 1 outputs (max(L, d_conv) + d_conv - 1 where the cache's
+  ``update_conv_state`` first left-pads a prompt shorter than d_conv to d_conv inputs: all but RecurrentGemma); a decode step (``causal_conv1d_update``) convolves its
   d_conv cached inputs plus the new one: 2 outputs, of which it keeps the last; RecurrentGemma decodes with an
   elementwise multiply-sum (0). The ``causal_conv1d`` kernels vLLM and an ideal engine run compute the L (decode: 1)
   outputs needed.
@@ -87,8 +88,10 @@ def conv_flops(s: SSM, batch: int, tokens: int, decode: bool, transformers: bool
         outputs = tokens
     elif decode:
         outputs = 0 if s.kind == "rglru" else 2  # RecurrentGemma: torch.sum(conv_state * weight); others: F.conv1d
-    else:
+    elif s.kind == "rglru":
         outputs = tokens + s.d_conv - 1
+    else:  # LinearAttentionLayer.update_conv_state left-pads a prefill shorter than d_conv to d_conv inputs
+        outputs = max(tokens, s.d_conv) + s.d_conv - 1
     return 2 * batch * outputs * s.conv_dim * s.d_conv
 
 

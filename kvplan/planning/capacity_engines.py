@@ -46,6 +46,7 @@ class Setup:
     state_page_bytes: int = 0  # vLLM: one state layer's conv + SSM states of one request on one rank (unpadded)
     unified_block: bool = False  # vLLM hybrid: block_size was raised so an attention page holds a state page
     state_t: DType | None = None  # the states' dtype beside a quantized KV cache (mamba_cache_dtype auto: model dtype)
+    card_notes: tuple[str, ...] = ()  # how the card differs as the engine builds it (capacity.served_card)
 
 
 @dataclass(frozen=True)

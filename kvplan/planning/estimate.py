@@ -148,8 +148,6 @@ def _check_compute_flags(card: ModelCard, prompt_len: int, seq_len: int, *, gpu:
 
 def _flops_gap(card: ModelCard) -> str | None:
     """What the FLOPs model does not cover yet in this card, or None."""
-    if card.shared_blocks is not None:
-        return "shared transformer blocks (Zamba-style)"
     if card.ssm is not None and card.ssm.kind == "kda":
         return "Kimi Delta Attention (ssm.kind kda)"
     return None
@@ -165,6 +163,11 @@ def _flops(r: Resolved, prompt_len: int, notes: list[str]) -> StepFlops | None:
     if gap:
         notes.append(f"FLOPs and roofline bounds are not modelled for {gap} yet; none are reported here.")
         return None
+    if r.card.shared_blocks:
+        notes.append(f"FLOPs of the shared transformer blocks: each of the {r.card.attention_layers} hybrid layers "
+                     "runs its block's attention (over the 2 x hidden [hidden; embeddings] input) and MLP, its own "
+                     "Linear(hidden, hidden) and adapters, and attends its own K/V; the weights are read once per "
+                     "step (kvplan.cost.shared).")
     if r.card.ssm:
         notes.append(f"FLOPs of the {r.card.state_layers} {r.card.ssm.kind} state layers (flops.*.state_mixer): their "
                      "projections, depthwise conv and scan contractions; elementwise state updates count 0, as "

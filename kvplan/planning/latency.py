@@ -32,7 +32,7 @@ def latency(s: Setup, concurrency: int, prompt_len: int | None = None) -> Latenc
 
 
 LATENCY_NOT_MODELLED = ("Latency (TTFT/TPOT) is not modelled for {card} yet: the roofline has no FLOPs model for its "
-                        "Kimi Delta Attention or shared transformer blocks; the capacity figures above are.")
+                        "Kimi Delta Attention; the capacity figures above are.")
 
 
 def latency_if_modelled(s: Setup, concurrency: int, prompt_len: int | None = None) -> Latency | None:
@@ -40,7 +40,7 @@ def latency_if_modelled(s: Setup, concurrency: int, prompt_len: int | None = Non
     try:
         return latency(s, concurrency, prompt_len)
     except KvplanError as e:
-        if "not modelled for" not in str(e) or not (s.card.ssm or s.card.shared_blocks):
+        if "not modelled for" not in str(e) or not s.card.ssm:
             raise
         return None
 
