@@ -171,3 +171,18 @@ def test_prompt_shorter_than_d_conv_matches_flop_counter(name):
     card = card_from_hf_config(cfg.to_dict())
     for prompt in (1, card.ssm.d_conv - 1):
         assert _measure(model_type, cfg, model, card, prompt) == _predicted(card, prompt), prompt
+
+
+def test_cli_plan_zamba2_default_config(cli, cli_json, tmp_path):
+    """Zamba2Config's defaults (Zamba2-2.7B: 54 layers, 9 hybrid, hidden 2560, 32 heads of 2 x 2560 / 32 = 160) on
+    two H100s: per GPU 9 invocations x K and V x 16 heads x 160 x 2 B per token; Zamba v1 exits 2 on vLLM."""
+    import json
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(transformers.AutoConfig.for_model("zamba2").to_dict()))
+    out = cli_json("plan", "--hf-config", str(path), "--gpu", "H100-SXM", "--tp", "2", "--max-model-len", "4096")
+    assert out["per_gpu"]["kv_bytes_per_token"] == 9 * 2 * 16 * 160 * 2 and out["fits"]
+    assert any("Zamba2 on vLLM" in n for n in out["notes"])
+    path.write_text(json.dumps(transformers.AutoConfig.for_model("zamba", num_hidden_layers=6).to_dict()))
+    code, _, err = cli("plan", "--hf-config", str(path), "--gpu", "H100-SXM", "--max-model-len", "4096")
+    assert code == 2 and "vLLM serves only Zamba2" in err and "Traceback" not in err
