@@ -186,3 +186,16 @@ def test_cli_plan_zamba2_default_config(cli, cli_json, tmp_path):
     path.write_text(json.dumps(transformers.AutoConfig.for_model("zamba", num_hidden_layers=6).to_dict()))
     code, _, err = cli("plan", "--hf-config", str(path), "--gpu", "H100-SXM", "--max-model-len", "4096")
     assert code == 2 and "vLLM serves only Zamba2" in err and "Traceback" not in err
+
+
+def test_full_size_decode_is_two_flops_per_weight_use():
+    """Kaplan et al. 2020 (arXiv:2001.08361): ~2 FLOPs per weight a token passes through. Zamba2Config's defaults
+    (Zamba2-2.7B) invoke 1 shared block 9 times, so a decode step at a short context costs 2 x (non-embedding
+    weights + 8 more passes through a block + the tied LM head) within 1% (the rest: adapters, conv, scan, scores)."""
+    card = card_from_hf_config(transformers.AutoConfig.for_model("zamba2").to_dict())
+    p, h, ffn = count_params(card), card.hidden_size, card.ffn_size
+    block = 2 * h * 3 * 2 * h + 2 * h * h + h * 2 * ffn + ffn * h  # q/k/v over 2h, o, gate_up, down
+    assert (card.attention_layers, card.shared_blocks.num_blocks, card.tie_embeddings) == (9, 1, True)
+    dec = decode_step_flops(card, batch=1, cache_len=127, engine="vllm")
+    assert dec.total == pytest.approx(2 * (p.total - p.embedding + 8 * block + p.embedding), rel=0.01)
+    assert dec.total > 2 * p.total * 1.4  # counting the block once would miss 2 x 8 passes
