@@ -15,7 +15,6 @@ transformers = pytest.importorskip("transformers")
 warnings.filterwarnings("ignore")
 
 from kvplan import count_params, estimate, sweep  # noqa: E402
-from kvplan.cost.flops import step_flops  # noqa: E402
 from kvplan.errors import KvplanError  # noqa: E402
 from kvplan.model.catalog import card_from_dict  # noqa: E402
 from kvplan.planning.capacity import plan  # noqa: E402
@@ -212,18 +211,26 @@ def test_inconsistent_configs_name_the_keys(model_type, kwargs, match):
         card_from_hf_config(data)
 
 
-@pytest.mark.parametrize("call", [
-    lambda card: estimate(card, batch=1, seq_len=8, gpu="H100-SXM"),
-    lambda card: step_flops(card, batch=1, prompt_len=4, seq_len=8, engine="ideal"),
-    lambda card: plan(card, gpu="H100-SXM", tp=2, max_model_len=64),
-    lambda card: verify(card),
-    lambda card: list(sweep(card, batch="1,2", seq_len=[64], gpu="H100-SXM")),
-], ids=["roofline", "flops", "plan", "verify", "sweep-gpu"])
-def test_unmodelled_paths_refuse_shared_blocks(call):
-    """FLOPs (a shared block runs once per invocation), roofline, per-rank plans, sweeps and the reference model do
-    not model shared blocks yet: each refuses in one line instead of counting the block per layer or once."""
-    with pytest.raises(KvplanError, match="not modelled for shared transformer blocks"):
-        call(_card("zamba"))
+def test_verify_refuses_shared_blocks():
+    """The reference model has no shared blocks: verify refuses in one line instead of measuring something else."""
+    with pytest.raises(KvplanError, match="verify .*not modelled for shared transformer blocks"):
+        verify(_card("zamba"))
+
+
+@pytest.mark.parametrize(("name", "kw", "match"), [
+    ("zamba", dict(engine="vllm"), r"--engine vllm: .* Zamba \(v1\) model .* vLLM serves only Zamba2"),
+    ("zamba", dict(engine="sglang"), r"--engine sglang: .* Zamba \(v1\) model"),
+    ("zamba", dict(engine="ideal", tp=2), r"--tp: .* Zamba v1.* allowed: --tp 1"),
+    ("zamba2-adapters", dict(engine="sglang"), "--engine sglang: SGLang serves no Zamba2 model"),
+    ("zamba2-adapters", dict(pp=2), "--pp: vLLM's Zamba2ForCausalLM does not support pipeline parallelism"),
+    ("zamba2-adapters", dict(tp=4, rank=6), r"--tp: adapter_rank 6 is not divisible by tensor parallel size 4"),
+    ("zamba2-blocks-beyond-calls", dict(tp=3), r"--tp: num_attention_heads 4 is not divisible"),
+])
+def test_plan_refuses_what_is_not_served(name, kw, match):
+    kw = dict(kw)
+    card = _edited(name, shared_blocks__adapter_rank=kw.pop("rank")) if "rank" in kw else _card(name)
+    with pytest.raises(KvplanError, match=match):
+        plan(card, gpu="H100-SXM", max_model_len=64, **kw)
 
 
 def test_memory_sweep_of_shared_blocks_equals_estimate():

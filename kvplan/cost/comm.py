@@ -5,9 +5,11 @@ Per rank, per step of ``tokens`` = batch x new tokens, ``e`` bytes per element (
 vLLM's TP layers):
 - all-reduce (TP > 1): one after each row-parallel output of a decoder layer (attention's O, a state mixer's
   out_proj, both in a Falcon-H1 hybrid layer, the MLP's down / the MoE combine: 2 in a plain decoder layer, 1 in a
-  Nemotron-H mamba or mlp layer), plus 1 after the vocabulary-parallel embedding on the first stage, each tokens x
-  hidden x e;
-- all-gather (TP > 1, last stage): this rank's logits, logit rows x padded_vocab / tp x e;
+  Nemotron-H mamba or mlp layer, 3 in a Zamba2 hybrid layer: o_proj, the shared MLP's down, the mixer's out_proj),
+  plus 1 after the vocabulary-parallel embedding on the first stage, each tokens x hidden x e;
+- all-gather (TP > 1, last stage): this rank's logits, logit rows x padded_vocab / tp x e; with shared blocks
+  (Zamba2) also each adapter's low-rank output in every hybrid layer, tokens x adapter_rank / tp x e
+  (``Zamba2LoRA.A``: ``ColumnParallelLinear(gather_output=True)``);
 - send / recv (PP > 1): tokens x hidden x e to the next stage / from the previous one.
 Ring collectives move 2 (tp - 1) / tp (all-reduce) and (tp - 1) / tp (all-gather, of the gathered total) of their
 bytes over one direction of the link, half the both-way figure catalogs state.
@@ -16,6 +18,7 @@ bytes over one direction of the link, half the both-way figure catalogs state.
 from __future__ import annotations
 
 from kvplan.cost.parallel import Layout, pad_vocab, pp_partition
+from kvplan.cost.shared import adapter_gathers
 from kvplan.errors import KvplanError
 from kvplan.model.card import ModelCard
 
@@ -27,9 +30,13 @@ def comm_bytes(card: ModelCard, layout: Layout, pp_rank: int, *, batch: int, new
     first, last = pp_rank == 0, pp_rank == layout.pp - 1
     hidden = batch * new_tokens * card.hidden_size * e
     tp = layout.tp
+    calls = sum(card.mixer(i) == "hybrid" for i in layers) if card.shared_blocks else 0
+    adapters = calls * adapter_gathers(card) * batch * new_tokens * (card.shared_blocks.adapter_rank or 0) // tp * e \
+        if calls else 0
     return {
         "all_reduce": (sum(_reduces(card, i) for i in layers) + first) * hidden if tp > 1 else 0,
-        "all_gather": batch * logit_rows * pad_vocab(card.vocab_size) // tp * e if tp > 1 and last else 0,
+        "all_gather": (batch * logit_rows * pad_vocab(card.vocab_size) // tp * e if last else 0) + adapters
+        if tp > 1 else 0,
         "send": hidden if layout.pp > 1 and not last else 0,
         "recv": hidden if layout.pp > 1 and not first else 0,
     }
@@ -37,7 +44,9 @@ def comm_bytes(card: ModelCard, layout: Layout, pp_rank: int, *, batch: int, new
 
 def _reduces(card: ModelCard, layer: int) -> int:
     """Row-parallel outputs of one decoder layer, each followed by an all-reduce (module docstring)."""
-    return {None: 0, "attention": 1, "mamba": 1, "hybrid": 2}[card.mixer(layer)] + card.has_mlp(layer)
+    mixer = card.mixer(layer)
+    shared_mlp = card.shared_blocks is not None and mixer == "hybrid"  # the invoked block's MLP down
+    return {None: 0, "attention": 1, "mamba": 1, "hybrid": 2}[mixer] + card.has_mlp(layer) + shared_mlp
 
 
 def comm_time_s(card: ModelCard, layout: Layout, *, batch: int, new_tokens: int, logit_rows: int, e: int,

@@ -24,6 +24,12 @@ hybrid layer adds its mixer's linears, depthwise conv and scan contractions (kvp
 FlopCounterMode on transformers' torch paths); only attention and hybrid layers attend, only layers with an FFN run
 one (Nemotron-H's mlp layers, a pure Mamba stack has none).
 
+Shared blocks (Zamba, Zamba2; kvplan.cost.shared): every hybrid layer invokes a shared attention + MLP block, so the
+block's matrices run once per invocation although its weights exist once: projections count its q/k/v over the 2h
+input, o_proj, the invocation's Linear(h, h) and q/k/v adapters; mlp its MLP and gate_up adapter; each invocation
+attends its own K/V; every layer also runs its own Mamba mixer (state_mixer). Exact against FlopCounterMode on
+transformers' ZambaForCausalLM / Zamba2ForCausalLM (tests/test_flops_shared.py).
+
 Encoder-decoder (T5): the prefill runs the encoder once over the E encoder tokens (bidirectional: E x E scores, no
 mask to skip), then the decoder over the P prompt tokens; every decoder layer adds cross-attention, whose K/V
 projections run on the encoder output once (at prefill) and are read from the cache afterwards
@@ -40,6 +46,7 @@ from pydantic import BaseModel, ConfigDict
 from kvplan.cost.engines import CacheRun, Engine, get_engine
 from kvplan.cost.kvspec import has_full_layer
 from kvplan.cost.shapes import attention_matrices, ffn_matrices, mla_matrices, router_matrices, total
+from kvplan.cost.shared import invocation_flop_elems
 from kvplan.cost.ssm_flops import MixerFlops, mixer_flops
 from kvplan.errors import KvplanError
 from kvplan.model.card import ModelCard
@@ -196,12 +203,13 @@ def _breakdown(card: ModelCard, eng: Engine, phase: str, *, batch: int, new: int
     state = mixer_flops(card, batch=batch, tokens=new, decode=phase == "decode", transformers=eng.transformers) \
         if card.ssm else MixerFlops(0, 0, 0)
     n = card.state_layers
+    shared_mlp = card.attention_layers * 2 * tokens * invocation_flop_elems(card)[1] if card.shared_blocks else 0
     return FlopsBreakdown(  # layers with equal key counts cost the same: sum over the distinct counts
         engine=eng.name, phase=phase, mla_mode=mode,
         projections=sum(n * _projection_flops(card, tokens, batch * k, mode) for k, n in Counter(keys).items()),
         attention_core=sum(n * _core_flops(card, tokens * k, mode) for k, n in Counter(keys).items()),
         mlp=(moe_layers and moe_layers * _mlp_flops(card, True, tokens))
-        + dense_layers * _mlp_flops(card, False, tokens),
+        + dense_layers * _mlp_flops(card, False, tokens) + shared_mlp,
         lm_head=2 * batch * logit_rows * card.hidden_size * card.vocab_size,
         causal_attention_core=sum(n * _core_flops(card, batch * s, mode) for s, n in Counter(causal_scores).items()),
         state_projections=n * state.projections, state_conv=n * state.conv, state_scan=n * state.scan,
@@ -249,6 +257,8 @@ def _projection_flops(card: ModelCard, tokens: int, expanded: int, mode: str | N
     """Q, K, V, O projections of one layer for ``tokens`` new tokens (biases: 0 FLOPs, as addmm counts).
     MLA expand: kv_b_proj on every attended position each step (transformers DeepseekV3Attention.expand_kv);
     absorb: q_nope x W_UK and latent-out x W_UV once per new token (arXiv:2405.04434 eq. 9-19)."""
+    if card.shared_blocks is not None:  # the invoked block's q/k/v/o, the invocation's Linear(h, h) and adapters
+        return 2 * tokens * invocation_flop_elems(card)[0]
     if mode is None:
         return 2 * tokens * total(attention_matrices(card), "elems")
     mats = mla_matrices(card)
@@ -271,7 +281,6 @@ def _mlp_flops(card: ModelCard, moe_layer: bool, tokens: int) -> int:
 
 def _check(card: ModelCard, engine: str | Engine, *, batch: int, tokens: int, encoder_len: int) -> Engine:
     eng = get_engine(engine)
-    card.require_no_shared_blocks("flops")
     if card.architecture == "encoder-only":
         raise KvplanError(f"flops: {card.name} is encoder-only; FLOPs are modelled for decoder-only and "
                           "encoder-decoder cards")

@@ -16,6 +16,9 @@ Pure arithmetic over a card, exact ints. The rules (vLLM 0.33 paths, inside the 
   MambaMixer2 / GatedDeltaNet / ShortConv build them (kvplan.cost.ssm.ssm_rank_params), their per-sequence states
   with the shapes of one rank (``layers/mamba/mamba_utils.py MambaStateShapeCalculator``: heads and conv channels
   split, Mamba-2's single group replicated when tp does not divide it).
+- Shared blocks (Zamba2, ``models/zamba2.py``): each block's weights once per rank, split as its layers are
+  (kvplan.cost.shared.shared_rank_params); every hybrid layer's own Linear(h, h) replicated, its adapters split; one
+  attention K/V per invocation; no pipeline parallelism (Zamba2ForCausalLM is not SupportsPP).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from kvplan.cost.engines import Engine, get_engine
 from kvplan.cost.kvspec import KVLayerSpec, chunked, layer_specs, self_attention_spec, state_specs
 from kvplan.cost.params import attention_extras, norm_params
 from kvplan.cost.quant import QuantBytes, matrix_bytes
+from kvplan.cost.shared import shared_rank_params, shared_tp_reason
 from kvplan.cost.ssm import check_state_tp, ssm_rank_params
 from kvplan.cost.shapes import Matrix, attention_matrices, ffn_matrices, kv_heads_per_rank, router_matrices
 from kvplan.errors import KvplanError
@@ -87,7 +91,9 @@ def check_layout(card: ModelCard, layout: Layout, *, vocab_padding: int = DEFAUL
         raise KvplanError(f"--tp/--pp: tensor and pipeline parallelism are modelled for decoder-only models; "
                           f"{card.name} is {card.architecture}")
     pp_partition(card.num_layers, layout.pp)
-    card.require_no_shared_blocks("per-rank planning (kvplan plan, --tp/--pp)")
+    reason = shared_tp_reason(card, tp, layout.pp) if card.shared_blocks else None
+    if reason:
+        raise KvplanError(reason)
     reason = check_state_tp(card, tp) if card.ssm else None
     if reason:
         raise KvplanError(f"--tp: {reason}")
@@ -186,15 +192,17 @@ def rank_breakdown(card: ModelCard, layout: Layout, pp_rank: int, *, vocab_paddi
     norms = (len(layers) * card.norms_per_layer + (card.final_norm if last else 0)
              + (card.embedding_norm if first else 0))
     ssm = {"ssm": _state_layers(card, layers) * ssm_rank_params(card, tp)} if card.ssm else {}  # state mixers
+    shared = shared_rank_params(card, tp)  # one stage only (check_layout): the blocks and every invocation
+    own_attention = 0 if card.shared_blocks else _attention_layers(card, layers)  # hybrid layers invoke a block
     return {
         **ssm,
         "embedding": rows * h if holds_embedding else 0,
-        "attention": _attention_layers(card, layers) * _attention_rank(card, tp),
-        "mlp": _mlp_stage(card, layers, layout, tp_rank),
-        "norms": norms * norm_params(card, h),
+        "attention": own_attention * _attention_rank(card, tp) + shared.attention,
+        "mlp": _mlp_stage(card, layers, layout, tp_rank) + shared.mlp,
+        "norms": norms * norm_params(card, h) + shared.norms,
         "lm_head": lm_head if last else 0,
         # learned position table (+ token types), replicated over TP; encoder extras are refused above
-        "other": _positions(card) + card.type_vocab_size * h if first else 0,
+        "other": (_positions(card) + card.type_vocab_size * h if first else 0) + shared.other,
     }
 
 
@@ -223,6 +231,9 @@ def rank_quant(card: ModelCard, layout: Layout, pp_rank: int, *, stages: list[ra
     every shard keeps its scales and zero points; empty for an unquantized card."""
     if card.quantization is None:
         return QuantBytes()
+    if card.shared_blocks is not None:
+        raise KvplanError(f"quantization: per-rank bytes of quantized shared blocks are not modelled; {card.name} "
+                          f"ships {card.quantization.label} weights")
     if card.ssm is not None:  # vLLM's mixers pass quant_config to their in/out projections; kvplan has no rule yet
         raise KvplanError(f"quantization: {card.name} has {card.state_layers} state-space layers, whose quantized "
                           "mixer projections kvplan does not model yet (their weights would be counted unquantized); "

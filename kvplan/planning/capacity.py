@@ -20,7 +20,7 @@ from kvplan.cost.hardware import GPU, load_gpu
 from kvplan.cost.parallel import Layout, check_layout
 from kvplan.errors import KvplanError
 from kvplan.model.card import ModelCard
-from kvplan.model.catalog import load_card
+from kvplan.model.catalog import card_from_dict, load_card
 from kvplan.model.dtypes import DType
 from kvplan.planning.capacity_engines import Pool, Setup, Stage, hybrid_block, pool
 from kvplan.planning.capacity_results import Latency, PerGPU, PlanInputs, PlanResult
@@ -56,16 +56,12 @@ def plan(model: ModelCard | str | Path, *, gpu: str | GPU, max_model_len: int, t
         if prompt_len is not None:
             raise KvplanError("--prompt-len: only used with --concurrency (latency bounds)")
         return result(s, sts, p)
-    from kvplan.planning.latency import LATENCY_NOT_MODELLED, latency_if_modelled
+    from kvplan.planning.latency import latency
 
     require_positive("--concurrency", concurrency)
     if prompt_len is not None:
         require_positive("--prompt-len", prompt_len)
-    lat = latency_if_modelled(s, concurrency, prompt_len)
-    r = result(s, sts, p, lat, concurrency)
-    if lat is None:
-        r = r.model_copy(update={"notes": [*r.notes, LATENCY_NOT_MODELLED.format(card=s.card.name)]})
-    return r
+    return result(s, sts, p, latency(s, concurrency, prompt_len), concurrency)
 
 
 def resolve(model: ModelCard | str | Path, *, gpu: str | GPU, max_model_len: int, tp: int, pp: int, dp: int,
@@ -75,6 +71,7 @@ def resolve(model: ModelCard | str | Path, *, gpu: str | GPU, max_model_len: int
     """Defaults (the engine's own where it has them) and checks; one-line KvplanError naming the flag."""
     card = model if isinstance(model, ModelCard) else load_card(model)
     eng = get_engine(engine)
+    card, card_notes = served_card(card, eng.name)
     g = gpu if isinstance(gpu, GPU) else load_gpu(gpu, gpu_file)
     require_positive("--max-model-len", max_model_len)
     layout = Layout(tp, pp, dp, bool(expert_parallel))
@@ -107,11 +104,43 @@ def resolve(model: ModelCard | str | Path, *, gpu: str | GPU, max_model_len: int
         mnbt=_int_flag("--max-num-batched-tokens", max_num_batched_tokens, mnbt, eng.name),
         max_num_seqs=_int_flag("--max-num-seqs", max_num_seqs, seqs, eng.name),
         block_size=block, state_page_padded=padded, state_page_bytes=state_page, state_t=state_t,
+        card_notes=card_notes,
         unified_block=block != asked, block_size_asked=asked,
         activation=size("--activation-memory", activation_memory, None),
         non_torch=size("--non-torch-memory", non_torch_memory, defaults[0]),
         cuda_graph=size("--cuda-graph-memory", cuda_graph_memory, defaults[1]),
         context=size("--context-memory", context_memory, defaults[2]))
+
+
+def served_card(card: ModelCard, engine: str) -> tuple[ModelCard, tuple[str, ...]]:
+    """The card as the engine builds it, and notes saying how it differs. Shared blocks (Zamba, Zamba2): vLLM serves
+    Zamba2 only (models/zamba2.py; SGLang neither); its Zamba2Attention builds ``QKVParallelLinear(2h, head_dim,
+    num_attention_heads)`` without num_kv_heads, so K/V weights and caches are num_attention_heads wide, and
+    Zamba2ForCausalLM always ties lm_head to embed_tokens."""
+    if card.shared_blocks is None or engine not in PAGED:
+        return card, ()
+    if card.ssm.kind != "mamba2":
+        raise KvplanError(f"--engine {engine}: {card.name} is a Zamba (v1) model (shared blocks over "
+                          f"{card.ssm.kind} layers); vLLM serves only Zamba2 (Zamba2ForCausalLM) and SGLang neither; "
+                          "use --engine ideal, hf-static or hf-dynamic")
+    if engine != "vllm":
+        raise KvplanError(f"--engine {engine}: SGLang serves no Zamba2 model; use --engine vllm (models/zamba2.py)")
+    notes = ["Zamba2 on vLLM (models/zamba2.py): each shared block's weights once per GPU, split over TP as its "
+             "layers are (q/k/v and gate_up by outputs, o_proj and down by inputs, each adapter's A and B by "
+             "outputs), every hybrid layer's Linear(hidden, hidden) replicated; each hybrid layer caches its own "
+             "K/V (one Attention per invocation) beside every layer's Mamba-2 states."]
+    data = card.model_dump(exclude_none=True)
+    if card.num_kv_heads != card.num_heads:
+        data["num_kv_heads"] = card.num_heads
+        notes.append(f"vLLM's Zamba2Attention builds K/V with num_attention_heads ({card.num_heads}) heads "
+                     f"whatever num_key_value_heads ({card.num_kv_heads}) says (QKVParallelLinear without "
+                     "num_kv_heads): the weights and K/V cache here are sized as vLLM allocates them; a checkpoint "
+                     "with fewer K/V heads does not match its shapes.")
+    if not card.tie_embeddings:
+        data["tie_embeddings"] = True
+        notes.append("vLLM's Zamba2ForCausalLM ties lm_head to embed_tokens whatever tie_word_embeddings says: no "
+                     "separate LM head is held.")
+    return card_from_dict(data, origin=f"{card.name} as vLLM builds it"), tuple(notes)
 
 
 def _state_dtype(card: ModelCard, eng, kv_t: DType) -> DType | None:

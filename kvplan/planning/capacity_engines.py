@@ -48,6 +48,7 @@ class Setup:
     unified_block: bool = False  # vLLM hybrid: block_size was raised so an attention page holds a state page
     block_size_asked: int | None = None  # vLLM hybrid: the block size before that unification
     state_t: DType | None = None  # the states' dtype beside a quantized KV cache (mamba_cache_dtype auto: model dtype)
+    card_notes: tuple[str, ...] = ()  # how the card differs as the engine builds it (capacity.served_card)
 
 
 @dataclass(frozen=True)

@@ -87,6 +87,7 @@ def notes(s: Setup, p: Pool) -> list[str]:
             out.append(f"The scheduler runs at most --max-num-seqs {s.max_num_seqs} requests at once per replica; "
                        f"the pool would hold {p.concurrency:,.1f}.")
     out += state_notes(s, p)
+    out += s.card_notes
     if s.engine.name == "sglang":
         reqs = sg.max_running_requests(p.pool.tokens, s.max_model_len) if p.pool.tokens >= 2 else 0
         out.append(f"SGLang admits at most max_running_requests = {reqs:,} requests at once (resolve_max_num_reqs: "

@@ -139,18 +139,10 @@ def _check_compute_flags(card: ModelCard, prompt_len: int, seq_len: int, *, gpu:
                                   "the catalog")
         return
     check_efficiency(1.0 if mfu is None else mfu, 1.0 if mbu is None else mbu)
-    if flops_gap(card):
-        raise KvplanError(f"--gpu (roofline bounds): not modelled for {flops_gap(card)} yet; {card.name} has them")
     if card.architecture != "decoder-only":
         raise KvplanError(f"--gpu: roofline bounds are modelled for decoder-only models; {card.name} is "
                           f"{card.architecture}")
 
-
-def flops_gap(card: ModelCard) -> str | None:
-    """What the FLOPs model does not cover yet in this card, or None."""
-    if card.shared_blocks is not None:
-        return "shared transformer blocks (Zamba-style)"
-    return None
 
 
 def _flops(r: Resolved, prompt_len: int, notes: list[str]) -> StepFlops | None:
@@ -159,10 +151,11 @@ def _flops(r: Resolved, prompt_len: int, notes: list[str]) -> StepFlops | None:
         notes.append("FLOPs and roofline bounds are modelled for decoder-only and encoder-decoder models; none are "
                      "reported here.")
         return None
-    gap = flops_gap(r.card)
-    if gap:
-        notes.append(f"FLOPs and roofline bounds are not modelled for {gap} yet; none are reported here.")
-        return None
+    if r.card.shared_blocks:
+        notes.append(f"FLOPs of the shared transformer blocks: each of the {r.card.attention_layers} hybrid layers "
+                     "runs its block's attention (over the 2 x hidden [hidden; embeddings] input) and MLP, its own "
+                     "Linear(hidden, hidden) and adapters, and attends its own K/V; the weights are read once per "
+                     "step (kvplan.cost.shared).")
     if r.card.ssm:
         notes.append(f"FLOPs of the {r.card.state_layers} {r.card.ssm.kind} state layers (flops.*.state_mixer): their "
                      "projections, depthwise conv and scan contractions; elementwise state updates count 0, as "

@@ -10,7 +10,6 @@ from kvplan.cost.comm import comm_time_s
 from kvplan.cost.roofline import roofline
 from kvplan.planning.capacity_engines import Setup
 from kvplan.planning.capacity_results import Latency
-from kvplan.planning.estimate import flops_gap
 from kvplan.units import cdiv
 
 
@@ -29,18 +28,6 @@ def latency(s: Setup, concurrency: int, prompt_len: int | None = None) -> Latenc
                    allreduce_ms_per_token=decode_comm * 1e3,
                    notes=["Lower bounds: roofline / tp per GPU plus ring all-reduce and PP hand-off time; the "
                           "prefill of one request alone (TTFT) and one decode step of the replica's batch (TPOT)."])
-
-
-LATENCY_NOT_MODELLED = ("Latency (TTFT/TPOT) is not modelled for {card} yet: the roofline has no FLOPs model for its "
-                        "shared transformer blocks; the capacity figures above are.")
-
-
-def latency_if_modelled(s: Setup, concurrency: int, prompt_len: int | None = None) -> Latency | None:
-    """``latency``, or None for a card whose FLOPs kvplan.cost does not model yet (planning.estimate.flops_gap);
-    every other refusal raises."""
-    if flops_gap(s.card):
-        return None
-    return latency(s, concurrency, prompt_len)
 
 
 @lru_cache(maxsize=256)

@@ -17,7 +17,7 @@ from kvplan.model.card import ModelCard
 from kvplan.model.catalog import load_card
 from kvplan.planning.capacity import check_budget, resolve, result
 from kvplan.planning.capacity_engines import pool
-from kvplan.planning.latency import LATENCY_NOT_MODELLED, latency_if_modelled
+from kvplan.planning.latency import latency
 from kvplan.planning.capacity_results import PlanOption, PlanResult, SearchResult
 from kvplan.units import require_positive
 
@@ -51,9 +51,7 @@ def search(model: ModelCard | str | Path, *, max_model_len: int, concurrency: in
     options.sort(key=_key)
     return SearchResult(model=card.name, engine=engine, max_model_len=max_model_len, concurrency=concurrency,
                         ttft_ms=ttft_ms, tpot_ms=tpot_ms, layouts_tried=tried, options=options,
-                        notes=_search_notes(options, max_gpus) + (
-                            [LATENCY_NOT_MODELLED.format(card=card.name)]
-                            if card.ssm and any(o.tpot_ms is None for o in options) else []))
+                        notes=_search_notes(options, max_gpus))
 
 
 def _chosen(catalog: dict[str, GPU], names: list[str] | None) -> list[GPU]:
@@ -88,11 +86,7 @@ def _option(card, g: GPU, tp: int, pp: int, L: int, C: int, max_gpus: int, engin
             return None
         sts, p = pool(s)
         per_replica = min(p.concurrency, s.max_num_seqs or math.inf)
-    lat = latency_if_modelled(s, C, prompt_len) if (ttft_ms or tpot_ms or g.interconnect_bandwidth_bytes_per_s) \
-        else None
-    if lat is None and (ttft_ms or tpot_ms):
-        raise KvplanError(f"--ttft-ms/--tpot-ms: {LATENCY_NOT_MODELLED.format(card=card.name)} Search without "
-                          "latency targets.")
+    lat = latency(s, C, prompt_len) if (ttft_ms or tpot_ms or g.interconnect_bandwidth_bytes_per_s) else None
     if lat and ((ttft_ms and lat.ttft_ms > ttft_ms) or (tpot_ms and lat.tpot_ms > tpot_ms)):
         return None
     r: PlanResult = result(s, sts, p)
