@@ -36,8 +36,9 @@ import time
 from pathlib import Path
 
 ARGS = ["--model", "llama-2-7b", "--batch", "16", "--seq-len", "4096"]
-TYPER_FLOOR = [sys.executable, str(Path(__file__).with_name("typer_floor.py")), "estimate", *ARGS]
-ESTIMATE = [sys.executable, "-m", "kvplan", "estimate", *ARGS]
+GPU_ARGS = [*ARGS, "--gpu", "H100-SXM"]
+TYPER_FLOOR = [sys.executable, str(Path(__file__).with_name("typer_floor.py")), "estimate"]
+ESTIMATE = [sys.executable, "-m", "kvplan", "estimate"]
 
 
 def _children_cpu_s() -> float:
@@ -85,15 +86,16 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--calls", type=int, default=2000)
     a = parser.parse_args()
-    (floor, floor_cpu), (est, est_cpu) = cold_starts([TYPER_FLOOR, ESTIMATE], a.runs)
-    print(f"empty typer command, same options : {floor * 1000:7.1f} ms wall, {floor_cpu * 1000:7.1f} ms cpu "
-          f"(medians of {a.runs})")
-    print(f"kvplan estimate llama-2-7b        : {est * 1000:7.1f} ms wall, {est_cpu * 1000:7.1f} ms cpu")
-    print(f"ratio estimate / typer floor      : {est / floor:7.2f}x wall, {est_cpu / floor_cpu:7.2f}x cpu "
-          "(target <= 1.2x)")
+    times = cold_starts([TYPER_FLOOR + ARGS, ESTIMATE + ARGS, TYPER_FLOOR + GPU_ARGS, ESTIMATE + GPU_ARGS], a.runs)
+    for (label, (floor, floor_cpu), (est, est_cpu)) in (("", *times[:2]), (" --gpu H100-SXM", *times[2:])):
+        print(f"empty typer command, same options{label:15s}: {floor * 1000:7.1f} ms wall, {floor_cpu * 1000:7.1f} ms "
+              f"cpu (medians of {a.runs})")
+        print(f"kvplan estimate llama-2-7b{label:22s}: {est * 1000:7.1f} ms wall, {est_cpu * 1000:7.1f} ms cpu")
+        print(f"ratio estimate / typer floor{label:20s}: {est / floor:7.2f}x wall, {est_cpu / floor_cpu:7.2f}x cpu "
+              "(target <= 1.2x)")
     plain, gpu = calls_per_s(a.calls), calls_per_s(a.calls, gpu="H100-SXM")
-    print(f"kvplan.estimate() calls/s         : {plain:9,.0f}")
-    print(f"kvplan.estimate(gpu=...) calls/s  : {gpu:9,.0f}")
+    print(f"kvplan.estimate() calls/s{'':23s}: {plain:9,.0f}")
+    print(f"kvplan.estimate(gpu=...) calls/s{'':16s}: {gpu:9,.0f}")
 
 
 if __name__ == "__main__":
