@@ -20,6 +20,17 @@ wall ratios only on a quiet machine):
     defer_build; no cyclic GC and no teardown for compute-and-print commands):  159 ms vs 140 ms, 1.14x wall and cpu
     after, other runs: --json 1.12x, --hf-config 1.16x, --gpu 1.23x (yaml and the GPU catalog are read)
 
+Measured 2026-11-23 (r2-perf, same 2-core machine under load 4-7; medians of 15 cpu times, before and after in one
+run, each against the floor with the same options):
+
+    before (49bdf11): estimate 1.16x, --gpu 1.25x (yaml imported, gpus.yaml parsed and validated: 13 ms cpu);
+    kvplan.estimate() ~5,000 calls/s, with gpu= ~2,150/s (per call: every layer walked 4-10 times for the FLOPs'
+    spans and FFN counts, positions summed over 32 specs, the prefill and decode FLOPs computed twice)
+    after: estimate 1.12x, --gpu 1.15x (the GPU catalog from kvplan/cost/gpus.validated.json: 0.5 ms; SharedBlocks
+    defer_build; the catalog, TP and quantization modules no longer imported by a plain estimate);
+    kvplan.estimate() ~12,200 calls/s, with gpu= ~6,700/s (per-card layer summaries, sums over distinct layer
+    specs, the roofline reuses the estimate's FLOPs)
+
 Where PYTHONDONTWRITEBYTECODE is set and kvplan runs from a source checkout, every run also compiles kvplan's
 modules (the libraries have .pyc from pip): after, 202 ms against the floor's 149 ms (1.36x).
 """
