@@ -20,6 +20,17 @@ wall ratios only on a quiet machine):
     defer_build; no cyclic GC and no teardown for compute-and-print commands):  159 ms vs 140 ms, 1.14x wall and cpu
     after, other runs: --json 1.12x, --hf-config 1.16x, --gpu 1.23x (yaml and the GPU catalog are read)
 
+Measured 2026-11-23 (r2-perf, same 2-core machine under load 4-7; medians of 15 cpu times, before and after in one
+run, each against the floor with the same options):
+
+    before (49bdf11): estimate 1.16x, --gpu 1.25x (yaml imported, gpus.yaml parsed and validated: 13 ms cpu);
+    kvplan.estimate() ~5,000 calls/s, with gpu= ~2,150/s (per call: every layer walked 4-10 times for the FLOPs'
+    spans and FFN counts, positions summed over 32 specs, the prefill and decode FLOPs computed twice)
+    after: estimate 1.12x, --gpu 1.15x (the GPU catalog from kvplan/cost/gpus.validated.json: 0.5 ms; SharedBlocks
+    defer_build; the catalog, TP and quantization modules no longer imported by a plain estimate);
+    kvplan.estimate() ~12,200 calls/s, with gpu= ~6,700/s (per-card layer summaries, sums over distinct layer
+    specs, the roofline reuses the estimate's FLOPs)
+
 Where PYTHONDONTWRITEBYTECODE is set and kvplan runs from a source checkout, every run also compiles kvplan's
 modules (the libraries have .pyc from pip): after, 202 ms against the floor's 149 ms (1.36x).
 """
@@ -36,8 +47,9 @@ import time
 from pathlib import Path
 
 ARGS = ["--model", "llama-2-7b", "--batch", "16", "--seq-len", "4096"]
-TYPER_FLOOR = [sys.executable, str(Path(__file__).with_name("typer_floor.py")), "estimate", *ARGS]
-ESTIMATE = [sys.executable, "-m", "kvplan", "estimate", *ARGS]
+GPU_ARGS = [*ARGS, "--gpu", "H100-SXM"]
+TYPER_FLOOR = [sys.executable, str(Path(__file__).with_name("typer_floor.py")), "estimate"]
+ESTIMATE = [sys.executable, "-m", "kvplan", "estimate"]
 
 
 def _children_cpu_s() -> float:
@@ -85,15 +97,16 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--calls", type=int, default=2000)
     a = parser.parse_args()
-    (floor, floor_cpu), (est, est_cpu) = cold_starts([TYPER_FLOOR, ESTIMATE], a.runs)
-    print(f"empty typer command, same options : {floor * 1000:7.1f} ms wall, {floor_cpu * 1000:7.1f} ms cpu "
-          f"(medians of {a.runs})")
-    print(f"kvplan estimate llama-2-7b        : {est * 1000:7.1f} ms wall, {est_cpu * 1000:7.1f} ms cpu")
-    print(f"ratio estimate / typer floor      : {est / floor:7.2f}x wall, {est_cpu / floor_cpu:7.2f}x cpu "
-          "(target <= 1.2x)")
+    times = cold_starts([TYPER_FLOOR + ARGS, ESTIMATE + ARGS, TYPER_FLOOR + GPU_ARGS, ESTIMATE + GPU_ARGS], a.runs)
+    for (label, (floor, floor_cpu), (est, est_cpu)) in (("", *times[:2]), (" --gpu H100-SXM", *times[2:])):
+        print(f"empty typer command, same options{label:15s}: {floor * 1000:7.1f} ms wall, {floor_cpu * 1000:7.1f} ms "
+              f"cpu (medians of {a.runs})")
+        print(f"kvplan estimate llama-2-7b{label:22s}: {est * 1000:7.1f} ms wall, {est_cpu * 1000:7.1f} ms cpu")
+        print(f"ratio estimate / typer floor{label:20s}: {est / floor:7.2f}x wall, {est_cpu / floor_cpu:7.2f}x cpu "
+              "(target <= 1.2x)")
     plain, gpu = calls_per_s(a.calls), calls_per_s(a.calls, gpu="H100-SXM")
-    print(f"kvplan.estimate() calls/s         : {plain:9,.0f}")
-    print(f"kvplan.estimate(gpu=...) calls/s  : {gpu:9,.0f}")
+    print(f"kvplan.estimate() calls/s{'':23s}: {plain:9,.0f}")
+    print(f"kvplan.estimate(gpu=...) calls/s{'':16s}: {gpu:9,.0f}")
 
 
 if __name__ == "__main__":

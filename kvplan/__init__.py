@@ -36,5 +36,7 @@ def __getattr__(name: str):
     if name in _EXPORTS:
         import importlib
 
-        return getattr(importlib.import_module(_EXPORTS[name]), name)
+        value = getattr(importlib.import_module(_EXPORTS[name]), name)
+        globals()[name] = value  # the next access is a plain attribute (kvplan.estimate in a loop)
+        return value
     raise AttributeError(f"module 'kvplan' has no attribute {name!r}")

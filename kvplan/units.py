@@ -15,6 +15,12 @@ def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
+def divisors(n: int) -> list[int]:
+    """The positive divisors of ``n``, ascending."""
+    small = [d for d in range(1, int(n ** 0.5) + 1) if n % d == 0]
+    return sorted(set(small + [n // d for d in small]))
+
+
 MAX_COUNT = 10**12  # sequences, tokens, blocks: far beyond any deployment, and every derived float stays finite
 
 

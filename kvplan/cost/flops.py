@@ -38,7 +38,7 @@ projections run on the encoder output once (at prefill) and are read from the ca
 
 from __future__ import annotations
 
-from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from pydantic import BaseModel, ConfigDict
@@ -130,9 +130,9 @@ def prefill_flops(card: ModelCard, *, batch: int, prompt_len: int, engine: str |
     # P x P matrix in sliding layers too and masks it (DynamicSlidingWindowLayer.update returns the full states).
     # A chunked layer (Llama-4) is a sliding cache layer of W = chunk in transformers; causally a query attends its
     # own chunk so far.
-    keys = [eng.prefill_keys(prompt_len, w or c, run) for w, c in _spans(card)]
-    causal = [_scores_prefill_chunked(prompt_len, c) if c else _scores_prefill_causal(prompt_len, w)
-              for w, c in _spans(card)]
+    keys = _tally((eng.prefill_keys(prompt_len, w or c, run), n) for (w, c), n in card.attention_spans)
+    causal = _tally((_scores_prefill_chunked(prompt_len, c) if c else _scores_prefill_causal(prompt_len, w), n)
+                    for (w, c), n in card.attention_spans)
     logit_rows = prompt_len if eng.transformers else 1
     out = _breakdown(card, eng, "prefill", batch=batch, new=prompt_len, keys=keys, causal_scores=causal,
                      logit_rows=logit_rows)
@@ -151,8 +151,9 @@ def decode_step_flops(card: ModelCard, *, batch: int, cache_len: int, engine: st
     eng.check_run(run, has_full_layer(card))
     # Sliding layers hold only the window: hf-dynamic keeps W-1 positions and appends the new one
     # (DynamicSlidingWindowLayer.update), StaticSlidingWindowLayer min(max_cache_len, W) slots, vLLM/ideal W.
-    keys = [eng.chunk_decode_keys(seen, c, run) if c else eng.decode_keys(seen, w, run) for w, c in _spans(card)]
-    causal = [(seen - 1) % c + 1 if c else min(seen, w or seen) for w, c in _spans(card)]
+    keys = _tally((eng.chunk_decode_keys(seen, c, run) if c else eng.decode_keys(seen, w, run), n)
+                  for (w, c), n in card.attention_spans)
+    causal = _tally(((seen - 1) % c + 1 if c else min(seen, w or seen), n) for (w, c), n in card.attention_spans)
     out = _breakdown(card, eng, "decode", batch=batch, new=1, keys=keys, causal_scores=causal, logit_rows=1)
     if card.architecture == "encoder-decoder":
         out = _with_cross(out, card, batch, 1, encoder_len, project_kv=False)
@@ -171,10 +172,13 @@ def step_flops(card: ModelCard, *, batch: int, prompt_len: int, seq_len: int, en
 
 # ---- score entries per (sequence, head) of each layer ----------------------------------------------------------
 
-def _spans(card: ModelCard) -> list[tuple[int | None, int | None]]:
-    """(window, chunk) of every decoder layer that attends (state-only and mlp-only layers have no attention)."""
-    return [(card.window(i), card.chunk(i)) for i in range(card.num_layers)
-            if card.mixer(i) in ("attention", "hybrid")]
+def _tally(pairs: Iterable[tuple[int, int]]) -> dict[int, int]:
+    """{count: layers} from (count, layers) pairs of the attending layers' spans (``card.attention_spans``):
+    layers with equal counts cost the same, so sums run over the distinct counts."""
+    out: dict[int, int] = {}
+    for value, layers in pairs:
+        out[value] = out.get(value, 0) + layers
+    return out
 
 
 def _scores_prefill_chunked(p: int, chunk: int) -> int:
@@ -192,26 +196,25 @@ def _scores_prefill_causal(p: int, window: int | None) -> int:
 
 # ---- per-component FLOPs -----------------------------------------------------------------------------------------
 
-def _breakdown(card: ModelCard, eng: Engine, phase: str, *, batch: int, new: int, keys: list[int],
-               causal_scores: list[int], logit_rows: int) -> FlopsBreakdown:
-    """Sum the layers. ``keys``: per layer, the keys each new token is scored against (dense), which are also the
-    positions MLA ``expand`` up-projects per sequence; ``causal_scores``: per layer, score entries per sequence."""
+def _breakdown(card: ModelCard, eng: Engine, phase: str, *, batch: int, new: int, keys: dict[int, int],
+               causal_scores: dict[int, int], logit_rows: int) -> FlopsBreakdown:
+    """Sum the layers. ``keys``: {keys each new token is scored against (dense), which are also the positions MLA
+    ``expand`` up-projects per sequence: layers}; ``causal_scores``: {score entries per sequence: layers}."""
     tokens = batch * new
     mode = eng.mla_mode(phase) if card.mla else None
-    moe_layers = sum(card.is_moe_layer(i) for i in range(card.num_layers))
-    dense_layers = sum(card.has_mlp(i) for i in range(card.num_layers)) - moe_layers
+    dense_layers, moe_layers = card.ffn_layers
     state = mixer_flops(card, batch=batch, tokens=new, decode=phase == "decode", transformers=eng.transformers) \
         if card.ssm else MixerFlops(0, 0, 0)
     n = card.state_layers
     shared_mlp = card.attention_layers * 2 * tokens * invocation_flop_elems(card)[1] if card.shared_blocks else 0
     return FlopsBreakdown(  # layers with equal key counts cost the same: sum over the distinct counts
         engine=eng.name, phase=phase, mla_mode=mode,
-        projections=sum(n * _projection_flops(card, tokens, batch * k, mode) for k, n in Counter(keys).items()),
-        attention_core=sum(n * _core_flops(card, tokens * k, mode) for k, n in Counter(keys).items()),
+        projections=sum(n * _projection_flops(card, tokens, batch * k, mode) for k, n in keys.items()),
+        attention_core=sum(n * _core_flops(card, tokens * k, mode) for k, n in keys.items()),
         mlp=(moe_layers and moe_layers * _mlp_flops(card, True, tokens))
         + dense_layers * _mlp_flops(card, False, tokens) + shared_mlp,
         lm_head=2 * batch * logit_rows * card.hidden_size * card.vocab_size,
-        causal_attention_core=sum(n * _core_flops(card, batch * s, mode) for s, n in Counter(causal_scores).items()),
+        causal_attention_core=sum(n * _core_flops(card, batch * s, mode) for s, n in causal_scores.items()),
         state_projections=n * state.projections, state_conv=n * state.conv, state_scan=n * state.scan,
     )
 

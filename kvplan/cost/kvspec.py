@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from collections import Counter
 from functools import cached_property, lru_cache
 from typing import Literal
 
@@ -76,6 +77,17 @@ class KVLayerSpec:
 def layer_specs(card: ModelCard, kv_dtype: DType, engine: Engine | str) -> tuple[KVLayerSpec, ...]:
     """One spec per cached attention: each decoder layer's self-attention, then (encoder-decoder) its cross-attention."""
     return _layer_specs(card, kv_dtype, get_engine(engine).transformers)
+
+
+def layer_spec_counts(card: ModelCard, kv_dtype: DType, engine: Engine | str) -> tuple[tuple[KVLayerSpec, int], ...]:
+    """``layer_specs`` with equal specs merged: (spec, how many), in order of first appearance. Sums over layers run
+    over these (Llama-2-7B: one spec x 32, not 32 specs)."""
+    return _spec_counts(card, kv_dtype, get_engine(engine).transformers)
+
+
+@lru_cache(maxsize=4096)
+def _spec_counts(card: ModelCard, kv_dtype: DType, transformers: bool) -> tuple[tuple[KVLayerSpec, int], ...]:
+    return tuple(Counter(_layer_specs(card, kv_dtype, transformers)).items())
 
 
 @lru_cache(maxsize=4096)  # cards and dtypes are frozen: the specs are built once per (card, dtype, runtime family)
@@ -169,7 +181,7 @@ def _standard_spec(card: ModelCard, kv_dtype: DType, kind: LayerKind, window: in
 
 def has_full_layer(card: ModelCard) -> bool:
     """Some self-attention layer keeps every position (full attention or MLA)."""
-    return any(w is None and card.mixer(i) in ("attention", "hybrid") for i, w in enumerate(card.windows))
+    return any(window is None for (window, _chunk), _layers in card.attention_spans)
 
 
 def kv_bytes_per_token(specs: tuple[KVLayerSpec, ...]) -> int:

@@ -8,7 +8,7 @@ Every count is the sum of the weight (and bias) shapes of the modules transforme
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 from kvplan.cost.shapes import attention_matrices, ffn_matrices, router_matrices, total
 from kvplan.cost.shared import shared_params
@@ -30,7 +30,7 @@ class ParamBreakdown:
     mlp_active: int
     ssm: int = 0  # the state-space mixers of mamba layers (kvplan.cost.ssm)
 
-    @property
+    @cached_property  # frozen: summed once
     def total(self) -> int:
         return sum(getattr(self, f.name) for f in fields(self) if f.name != "mlp_active")
 

@@ -10,17 +10,19 @@ matrix), the causal count for ideal and vllm (FlashAttention skips masked blocks
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from kvplan.cost.engines import CacheRun, Engine
 from kvplan.cost.flops import FlopsBreakdown, decode_step_flops, prefill_flops
-from kvplan.cost.hardware import GPU
 from kvplan.cost.traffic import StepTraffic, decode_traffic, moe_weights_read_bytes_min, prefill_traffic
 from kvplan.units import require_fraction
 from kvplan.model.card import ModelCard
 from kvplan.model.dtypes import TORCH_NAMES, DType
+
+if TYPE_CHECKING:  # a plain estimate imports no catalog code
+    from kvplan.cost.hardware import GPU
 
 _RESULT = ConfigDict(frozen=True, extra="forbid")
 
@@ -72,15 +74,15 @@ class RooflineResult(BaseModel):
 def roofline(card: ModelCard, *, batch: int, prompt_len: int, seq_len: int, gpu: GPU, engine: Engine, kv_t: DType,
              w_t: DType, memory_needed_bytes: int, compute_dtype: str | None = None, mfu: float = 1.0,
              mbu: float = 1.0, max_cache_len: int | None = None, block_size: int = 16,
-             encoder_len: int = 0) -> RooflineResult:
+             encoder_len: int = 0, steps: tuple[FlopsBreakdown, FlopsBreakdown] | None = None) -> RooflineResult:
     """Roofline of prefilling ``prompt_len`` tokens and of the decode step that brings each sequence to ``seq_len``.
-    ``memory_needed_bytes`` (weights + KV cache, from the caller's estimate) is compared with the GPU's memory."""
+    ``memory_needed_bytes`` (weights + KV cache, from the caller's estimate) is compared with the GPU's memory;
+    ``steps``: those two steps' FLOPs (``step_breakdowns`` of the same arguments) where the caller has them."""
     check_efficiency(mfu, mbu)
     compute = compute_dtype or default_compute_dtype(card, w_t)
     peak, bw = gpu.peak(compute) * mfu, gpu.memory_bandwidth_bytes_per_s * mbu
     flops_kw = dict(batch=batch, engine=engine, max_cache_len=max_cache_len, encoder_len=encoder_len)
-    pre_f = prefill_flops(card, prompt_len=prompt_len, **flops_kw)
-    dec_f = decode_step_flops(card, cache_len=seq_len - 1, **flops_kw)
+    pre_f, dec_f = steps or step_breakdowns(card, prompt_len=prompt_len, seq_len=seq_len, **flops_kw)
     pre_run = CacheRun(prompt_len, encoder_len, max_cache_len, block_size)
     dec_run = CacheRun(seq_len, encoder_len, max_cache_len, block_size)
     pre = _phase(pre_f, prefill_traffic(card, w_t, kv_t, engine, pre_run, batch), peak, bw, engine.flops_basis)
@@ -95,6 +97,13 @@ def roofline(card: ModelCard, *, batch: int, prompt_len: int, seq_len: int, gpu:
         time_to_first_token_s=pre.time_s, time_per_output_token_s=dec.time_s,
         time_to_first_token_one_request_s=_one_request_prefill_s(card, engine, w_t, kv_t, pre_run, peak, bw, flops_kw),
         decode_tokens_per_s=batch / dec.time_s, notes=_notes(card, engine, mfu, mbu))
+
+
+def step_breakdowns(card: ModelCard, *, prompt_len: int, seq_len: int, **flops_kw) -> tuple[FlopsBreakdown, ...]:
+    """FLOPs of the prefill of ``prompt_len`` tokens and of the decode step that brings each sequence to ``seq_len``
+    (cache_len = seq_len - 1); ``flops_kw``: batch, engine, max_cache_len, encoder_len."""
+    return (prefill_flops(card, prompt_len=prompt_len, **flops_kw),
+            decode_step_flops(card, cache_len=seq_len - 1, **flops_kw))
 
 
 def _one_request_prefill_s(card: ModelCard, engine: Engine, w_t: DType, kv_t: DType, run: CacheRun, peak: float,

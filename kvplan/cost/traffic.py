@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvplan.cost.engines import CacheRun, Engine
-from kvplan.cost.kvspec import KVLayerSpec, layer_specs
+from kvplan.cost.kvspec import KVLayerSpec, layer_spec_counts
 from kvplan.cost.params import count_params, ffn_params
 from kvplan.model.card import ModelCard
 from kvplan.model.dtypes import DType
@@ -51,8 +51,7 @@ def weights_read_bytes(card: ModelCard, w_t: DType, tokens: int, *, experts_touc
     moe = card.moe
     if moe is not None:
         touched = experts_touched or min(moe.num_experts, tokens * moe.experts_per_token)
-        moe_layers = sum(card.is_moe_layer(i) for i in range(card.num_layers))
-        elems -= moe_layers * (moe.num_experts - touched) * ffn_params(card, moe.expert_ffn_size)
+        elems -= card.ffn_layers[1] * (moe.num_experts - touched) * ffn_params(card, moe.expert_ffn_size)
     return w_t.data_bytes(elems)
 
 
@@ -66,9 +65,9 @@ def decode_traffic(card: ModelCard, w_t: DType, kv_t: DType, eng: Engine, run: C
     """The decode step that brings each of ``batch`` sequences to ``run.seq_len`` tokens: it reads every cached
     position it attends (the new token's entry included, written first as paged kernels do) and writes one token; a
     state layer reads and writes its whole fixed-size states (``bytes_per_token`` of a per-sequence spec)."""
-    specs = [s for s in layer_specs(card, kv_t, eng) if s.kind != "cross"]
-    read = sum(_decode_positions(s, eng, run) * s.bytes_per_token for s in specs)
-    write = sum(s.bytes_per_token for s in specs)
+    specs = [(s, n) for s, n in layer_spec_counts(card, kv_t, eng) if s.kind != "cross"]  # n equal layers
+    read = sum(n * _decode_positions(s, eng, run) * s.bytes_per_token for s, n in specs)
+    write = sum(n * s.bytes_per_token for s, n in specs)
     return StepTraffic(weights_read_bytes(card, w_t, batch), batch * read, batch * write)
 
 
@@ -83,6 +82,6 @@ def _decode_positions(s: KVLayerSpec, eng: Engine, run: CacheRun) -> int:
 
 def prefill_traffic(card: ModelCard, w_t: DType, kv_t: DType, eng: Engine, run: CacheRun, batch: int) -> StepTraffic:
     """A prefill of ``run.seq_len`` prompt tokens: weights once, K/V written for the positions the engine keeps."""
-    specs = [s for s in layer_specs(card, kv_t, eng) if s.kind != "cross"]
-    write = sum(min(run.seq_len, s.positions_held(eng, run)) * s.bytes_per_token for s in specs)
+    specs = [(s, n) for s, n in layer_spec_counts(card, kv_t, eng) if s.kind != "cross"]  # n equal layers
+    write = sum(n * min(run.seq_len, s.positions_held(eng, run)) * s.bytes_per_token for s, n in specs)
     return StepTraffic(weights_read_bytes(card, w_t, batch * run.seq_len), 0, batch * write)

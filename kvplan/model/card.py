@@ -19,6 +19,7 @@ re-expanded from it (DeepSeek-V2 paper, arXiv:2405.04434, section 2.1).
 
 from __future__ import annotations
 
+from collections import Counter
 from functools import cached_property
 from typing import Annotated, Literal
 
@@ -28,6 +29,7 @@ from kvplan.errors import KvplanError
 from kvplan.model.ssm import SSM, derive_ssm
 from kvplan.model.quant import Quantization
 from kvplan.model.shared import SharedBlocks, check_shared_blocks
+from kvplan.units import divisors
 
 Architecture = Literal["decoder-only", "encoder-only", "encoder-decoder"]
 LayerType = Literal["global", "sliding", "chunked", "mamba", "hybrid", "mlp"]
@@ -197,7 +199,7 @@ class ModelCard(BaseModel):
         _fill(self, "num_kv_heads", self.num_heads)
         if self.num_heads % self.num_kv_heads:
             raise ValueError(f"num_kv_heads: {self.num_heads} heads are not divisible by {self.num_kv_heads} KV heads; "
-                             f"allowed: a divisor of num_heads ({_divisors(self.num_heads)})")
+                             f"allowed: a divisor of num_heads ({', '.join(map(str, divisors(self.num_heads)))})")
         self._check_heads()
         if self.head_dim is None:
             if self.hidden_size % self.num_heads:
@@ -240,7 +242,7 @@ class ModelCard(BaseModel):
             raise ValueError("hf_kv_heads: not supported together with mla; allowed: null (not set)")
         hf = self.hf_kv_heads
         if hf is not None and (hf % self.num_kv_heads or self.num_heads % hf):
-            fits = [d for d in _divisor_list(self.num_heads) if d % self.num_kv_heads == 0]
+            fits = [d for d in divisors(self.num_heads) if d % self.num_kv_heads == 0]
             raise ValueError(f"hf_kv_heads: {hf} is not a multiple of num_kv_heads ({self.num_kv_heads}) dividing "
                              f"num_heads ({self.num_heads}); allowed: {', '.join(map(str, fits))}")
 
@@ -294,8 +296,7 @@ class ModelCard(BaseModel):
         return None if kind == "mlp" else kind if kind in ("mamba", "hybrid") else "attention"
 
     def has_mlp(self, layer: int) -> bool:
-        """Decoder layer ``layer`` has an FFN (dense or MoE): every layer unless mixer_mlp is false, then only the mlp
-        layers."""
+        """Layer ``layer`` has an FFN (dense or MoE): every layer unless mixer_mlp is false, then only the mlp layers."""
         return self.mixer_mlp or self.layer_types[layer] == "mlp"
 
     @cached_property
@@ -316,6 +317,18 @@ class ModelCard(BaseModel):
     def windows(self) -> tuple[int | None, ...]:
         """``window(i)`` of every decoder layer."""
         return tuple(self.window(i) for i in range(self.num_layers))
+
+    @cached_property
+    def attention_spans(self) -> tuple[tuple[tuple[int | None, int | None], int], ...]:
+        """((window(i), chunk(i)), layers) over the layers that attend (attention, hybrid), each span once."""
+        return tuple(Counter((self.window(i), self.chunk(i)) for i in range(self.num_layers)
+                             if self.mixer(i) in ("attention", "hybrid")).items())
+
+    @cached_property
+    def ffn_layers(self) -> tuple[int, int]:
+        """(dense, MoE) counts of the decoder layers with an FFN (``has_mlp``, ``is_moe_layer``)."""
+        moe = sum(self.is_moe_layer(i) for i in range(self.num_layers))
+        return sum(self.has_mlp(i) for i in range(self.num_layers)) - moe, moe
 
     def chunk(self, layer: int) -> int | None:
         """The attention chunk of decoder layer ``layer``; None unless it is a chunked layer (Llama-4)."""
@@ -385,11 +398,3 @@ def _fill(card: ModelCard, field: str, value: int) -> None:
     if getattr(card, field) is None:
         object.__setattr__(card, field, value)
 
-
-def _divisor_list(n: int) -> list[int]:
-    small = [d for d in range(1, int(n ** 0.5) + 1) if n % d == 0]
-    return sorted(set(small + [n // d for d in small]))
-
-
-def _divisors(n: int) -> str:
-    return ", ".join(str(d) for d in _divisor_list(n))

@@ -29,7 +29,7 @@ _Size = Annotated[StrictInt, Field(gt=0, le=10_000_000)]
 class SharedBlocks(BaseModel):
     """Transformer blocks shared by a card's hybrid layers (Zamba-style); see the module docstring."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)  # built on a card's first validation
     num_blocks: Annotated[StrictInt, Field(gt=0, le=10_000)] = Field(
         1, description="Distinct shared blocks (Zamba2 num_mem_blocks); the k-th hybrid layer uses block k mod n.")
     adapter_rank: _Size | None = Field(

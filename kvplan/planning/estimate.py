@@ -12,12 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kvplan.cost.engines import CacheRun, Engine, get_engine
-from kvplan.cost.flops import StepFlops, step_flops
-from kvplan.cost.hardware import load_gpu
-from kvplan.cost.kvspec import KVLayerSpec, has_full_layer, kv_bytes_per_token, layer_specs
-from kvplan.cost.parallel import Layout, rank_quant
+from kvplan.cost.flops import FlopsBreakdown, StepFlops
+from kvplan.cost.kvspec import KVLayerSpec, has_full_layer, kv_bytes_per_token, layer_spec_counts, layer_specs
 from kvplan.cost.params import count_params
-from kvplan.cost.roofline import check_efficiency, roofline
+from kvplan.cost.roofline import check_efficiency, roofline, step_breakdowns
 from kvplan.errors import KvplanError
 from kvplan.model.card import ModelCard
 from kvplan.model.catalog import load_card
@@ -72,12 +70,16 @@ def estimate(model: ModelCard | str | Path, *, batch: int = 1, seq_len: int, enc
     kv = kv_cache(r)
     weights = weights_result(card, r.w_t, r.kv_t)
     notes = list(r.notes) + engine_notes(kv, batch)
-    flops = _flops(r, prompt, notes)
+    steps = _flops(r, prompt, notes)  # the roofline reuses them: computed once
+    flops = None if steps is None else StepFlops(prefill=steps[0].result(), decode_step=steps[1].result())
     roof = None
     if gpu is not None:
+        from kvplan.cost.hardware import load_gpu  # only with --gpu: a plain estimate imports no catalog code
+
         roof = roofline(card, batch=batch, prompt_len=prompt, seq_len=seq_len, gpu=load_gpu(gpu, gpu_file),
                         engine=r.engine, kv_t=r.kv_t, w_t=r.w_t, memory_needed_bytes=kv.total_bytes + weights.bytes,
-                        mfu=mfu or 1.0, mbu=mbu or 1.0, max_cache_len=r.run.max_cache_len, block_size=block_size)
+                        mfu=mfu or 1.0, mbu=mbu or 1.0, max_cache_len=r.run.max_cache_len, block_size=block_size,
+                        steps=steps)
     return Estimate(inputs=inputs, model=summarize(card, base), kv_cache=kv, weights=weights,
                     total_bytes=kv.total_bytes + weights.bytes, flops=flops, roofline=roof, notes=notes)
 
@@ -145,8 +147,8 @@ def _check_compute_flags(card: ModelCard, prompt_len: int, seq_len: int, *, gpu:
 
 
 
-def _flops(r: Resolved, prompt_len: int, notes: list[str]) -> StepFlops | None:
-    """FLOPs of the prefill and one decode step (decoder-only and encoder-decoder)."""
+def _flops(r: Resolved, prompt_len: int, notes: list[str]) -> tuple[FlopsBreakdown, ...] | None:
+    """FLOPs of the prefill and one decode step (decoder-only and encoder-decoder), as ``step_flops`` counts them."""
     if r.card.architecture == "encoder-only":
         notes.append("FLOPs and roofline bounds are modelled for decoder-only and encoder-decoder models; none are "
                      "reported here.")
@@ -160,20 +162,21 @@ def _flops(r: Resolved, prompt_len: int, notes: list[str]) -> StepFlops | None:
         notes.append(f"FLOPs of the {r.card.state_layers} {r.card.ssm.kind} state layers (flops.*.state_mixer): their "
                      "projections, depthwise conv and scan contractions; elementwise state updates count 0, as "
                      "softmax does (kvplan.cost.ssm_flops).")
-    return step_flops(r.card, batch=r.batch, prompt_len=prompt_len, seq_len=r.run.seq_len, engine=r.engine,
-                      max_cache_len=r.run.max_cache_len, encoder_len=r.run.encoder_len)
+    return step_breakdowns(r.card, batch=r.batch, prompt_len=prompt_len, seq_len=r.run.seq_len, engine=r.engine,
+                           max_cache_len=r.run.max_cache_len, encoder_len=r.run.encoder_len)
 
 
 def kv_cache(r: Resolved) -> KVCacheResult:
     """Sum the per-layer specs; group identical layers for the breakdown."""
-    specs = layer_specs(r.card, r.kv_t, r.engine)
-    groups: dict[tuple, list[KVLayerSpec]] = {}
-    for spec in specs:
-        groups.setdefault((spec.kind, spec.vectors, spec.window), []).append(spec)
-    rows = [_group_row(members[0], len(members), r) for members in groups.values()]
-    per_seq = sum(s.positions_held(r.engine, r.run) * s.bytes_per_token for s in specs)
+    counts = layer_spec_counts(r.card, r.kv_t, r.engine)  # (spec, layers): equal layers once
+    groups: dict[tuple, list] = {}  # (kind, vectors, window) -> [its first spec, layers]
+    for spec, n in counts:
+        groups.setdefault((spec.kind, spec.vectors, spec.window), [spec, 0])[1] += n
+    rows = [_group_row(spec, layers, r) for spec, layers in groups.values()]
+    per_seq = sum(n * s.positions_held(r.engine, r.run) * s.bytes_per_token for s, n in counts)
     return KVCacheResult(engine=r.engine.name, engine_rule=r.engine.description, dtype=r.kv_t.name,
-                         bytes_per_token=kv_bytes_per_token(specs), bytes_per_sequence=per_seq,
+                         bytes_per_token=kv_bytes_per_token(layer_specs(r.card, r.kv_t, r.engine)),
+                         bytes_per_sequence=per_seq,
                          total_bytes=r.batch * per_seq, groups=rows)
 
 
@@ -204,7 +207,8 @@ def weights_result(card: ModelCard, w_t: DType, kv_t: DType) -> WeightsResult:
     if card.ssm:
         breakdown["ssm"] = p.ssm
     # vLLM holds fp8 k_scale / v_scale as per-layer fp32 parameters (vllm/attention/layer.py), not in the KV pool
-    scales = kv_t.layer_scale_bytes * sum(not s.per_sequence for s in layer_specs(card, kv_t, "ideal"))
+    scales = kv_t.layer_scale_bytes and kv_t.layer_scale_bytes * sum(
+        n for s, n in layer_spec_counts(card, kv_t, "ideal") if not s.per_sequence)
     quant = _quantized(card, p.total, w_t)
     stored = w_t.data_bytes(p.total) if quant is None else quant.stored_bytes
     return WeightsResult(params=p.total, active_params=p.active, dtype=w_t.name, bytes=stored + scales,
@@ -215,6 +219,8 @@ def _quantized(card: ModelCard, params: int, w_t: DType) -> QuantizedWeights | N
     """The checkpoint's quantized linears (kvplan.cost.quant, one rank of tp 1 holding all) and the rest in w_t."""
     if card.quantization is None:
         return None
+    from kvplan.cost.parallel import Layout, rank_quant  # only for quantized checkpoints
+
     q = rank_quant(card, Layout(), 0)
     rest = params - q.quantized_elems
     return QuantizedWeights(method=card.quantization.method, format=card.quantization.label,
