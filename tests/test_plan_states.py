@@ -316,3 +316,15 @@ def test_states_keep_the_model_dtype_whatever_the_kv_dtype():
     pages = {kv: plan(card, gpu="H200", tp=2, max_model_len=4096, kv_dtype=kv).kv_cache.state_page_bytes
              for kv in (None, "fp32", "fp8")}
     assert pages["fp32"] == pages["fp8"] == pages[None] > 0
+
+
+def test_quantized_kv_leaves_states_in_the_model_dtype_in_estimates():
+    """estimate/sweep, like plan: fp8 K/V halve the attention bytes of a bf16 Jamba, its states stay bf16 (the SSM
+    state in vLLM's mamba_ssm_cache_dtype, "auto": bf16)."""
+    card = _card(JAMBA)
+    bf16, fp8 = (estimate(card, batch=2, seq_len=1024, engine="vllm", kv_dtype=kv) for kv in ("bf16", "fp8"))
+    parts = [{g.kind: g.total_bytes for g in e.kv_cache.groups} for e in (bf16, fp8)]
+    kv_bf16 = 2 * 1024 * card.attention_layers * 2 * card.num_kv_heads * card.head_dim * 2
+    assert parts[0]["full"] == kv_bf16 and parts[1]["full"] == kv_bf16 // 2
+    states = [{k: v for k, v in p.items() if k != "full"} for p in parts]
+    assert states[0] == states[1] and set(states[0]) == {"conv_state", "ssm_state"}

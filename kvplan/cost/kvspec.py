@@ -96,7 +96,7 @@ def _layer_specs(card: ModelCard, kv_dtype: DType, transformers: bool) -> tuple[
         return ()
     heads = card.cached_kv_heads(transformers)
     by_window = {w: self_attention_spec(card, kv_dtype, heads, w) for w in set(card.windows)}
-    states = state_specs(card, kv_dtype, transformers) if card.ssm else ()
+    states = state_specs(card, states_dtype(card, kv_dtype), transformers) if card.ssm else ()
     self_attn: tuple[KVLayerSpec, ...] = ()
     for i, w in enumerate(card.windows):  # an mlp layer (no mixer) caches nothing; a hybrid one K/V, then states
         mixer = card.mixer(i)
@@ -106,6 +106,13 @@ def _layer_specs(card: ModelCard, kv_dtype: DType, transformers: bool) -> tuple[
         return self_attn
     cross = _standard_spec(card, kv_dtype, "cross", None, card.num_kv_heads)
     return self_attn + (cross,) * card.num_layers
+
+
+def states_dtype(card: ModelCard, kv_dtype: DType) -> DType:
+    """The dtype conv and recurrent states are held in beside a ``kv_dtype`` K/V cache: the K/V dtype when it is a
+    float one, else (fp8/int8/int4 K/V) the model dtype, as vLLM's mamba_cache_dtype "auto" keeps them
+    (MambaStateDtypeCalculator); the state rules of ``state_specs`` then apply (e.g. float32 recurrent states)."""
+    return kv_dtype if kv_dtype.name in _STATE_DTYPES else parse_dtype(card.dtype)
 
 
 def state_specs(card: ModelCard, kv_dtype: DType, transformers: bool, tp: int = 1) -> tuple[KVLayerSpec, ...]:
