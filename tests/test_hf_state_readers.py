@@ -92,3 +92,27 @@ def test_rope_hybrids_keep_their_rotary_cache():
     assert any("rotary" in n for n, _ in model.named_modules())
     card = card_from_hf_config(bamba)
     assert card.position == "rope" and rope_buffer_bytes(card, 2) == card.max_position_embeddings * 16 * 2
+
+
+def test_qwen3_5_recurrent_state_in_its_mamba_ssm_dtype():
+    # Qwen/Qwen3.5-27B config.json: mamba_ssm_dtype float32; vLLM keeps the Gated DeltaNet state in it
+    # (mamba_ssm_cache_dtype auto), the conv state in the model dtype: 48 layers x 48 heads x 128 x 128 x 4 B
+    from kvplan import estimate
+
+    card = card_from_hf_config(CONFIGS["Qwen/Qwen3.5-27B"]["config"])
+    assert card.ssm.state_dtype == "float32"
+    groups = {g.kind: g.total_bytes for g in estimate(card, seq_len=16, engine="vllm").kv_cache.groups}
+    assert groups["ssm_state"] == 48 * 48 * 128 * 128 * 4
+    assert groups["conv_state"] == 48 * (2 * 16 * 128 + 48 * 128) * 3 * 2  # q, k, v channels x (d_conv - 1) x bf16
+    bad = {**CONFIGS["Qwen/Qwen3.5-27B"]["config"]["text_config"], "mamba_ssm_dtype": "int8"}
+    with pytest.raises(KvplanError, match="mamba_ssm_dtype 'int8' unsupported; allowed: float32"):
+        card_from_hf_config(bad)
+
+
+def test_a_local_name_or_path_is_not_a_hub_source():
+    # Codestral Mamba's config.json names the folder it was converted in, not a hub repository
+    cfg = CONFIGS["mistralai/Mamba-Codestral-7B-v0.1"]["config"]
+    assert cfg["_name_or_path"] == "/raid/pablo/codestral-hf-good/"
+    assert card_from_hf_config(cfg).source == "config.json imported from config"
+    hub = card_from_hf_config({**cfg, "_name_or_path": "mistralai/Mamba-Codestral-7B-v0.1"})
+    assert hub.source == "https://huggingface.co/mistralai/Mamba-Codestral-7B-v0.1/blob/main/config.json"
