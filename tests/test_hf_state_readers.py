@@ -116,3 +116,10 @@ def test_a_local_name_or_path_is_not_a_hub_source():
     assert card_from_hf_config(cfg).source == "config.json imported from config"
     hub = card_from_hf_config({**cfg, "_name_or_path": "mistralai/Mamba-Codestral-7B-v0.1"})
     assert hub.source == "https://huggingface.co/mistralai/Mamba-Codestral-7B-v0.1/blob/main/config.json"
+
+
+def test_layouts_refused_without_attention(cli):
+    # Codestral Mamba has no attention layers: MHA/GQA/MQA what-ifs have nothing to regroup
+    code, _, err = cli("compare", "-m", "mamba-codestral-7b", "--attention", "mha,mqa")
+    assert code == 2 and "--attention: mamba-codestral-7b has no attention layers (its 64 state layers" in err
+    assert len(err.strip().splitlines()) == 1
