@@ -95,8 +95,10 @@ def test_cards_list_show_schema(cli, cli_json):
     # 25 + gpt-oss-20b/120b and smollm3-3b (new families) + six cards for docs/capacity.md + two quantized + four
     # 2025 attention-only families (Llama-4-Scout, Gemma-3-12B, OLMo-2-13B, EXAONE-4.0-32B)
     assert {"llama-2-7b", "deepseek-v3", "t5-11b", "bert-base-uncased", "deepseek-v3-fp8", "qwen3-8b-awq",
-            "llama-4-scout-17b-16e", "gemma-3-12b", "olmo-2-13b", "exaone-4.0-32b"} <= names
-    assert len(rows) == 40
+            "llama-4-scout-17b-16e", "gemma-3-12b", "olmo-2-13b", "exaone-4.0-32b", "jamba-1.5-mini", "qwen3.5-27b",
+            "nemotron-h-56b", "qwen3-next-80b-a3b", "mamba-codestral-7b"} <= names
+    # + four state-space / linear-attention hybrids (Jamba, Qwen3.5, Nemotron-H, Qwen3-Next) and Mamba-2 (Codestral)
+    assert len(rows) == 45
     assert next(r for r in rows if r["name"] == "falcon-7b")["kv_bytes_per_token"] == 8192
     shown = cli_json("cards", "show", "gemma-2-9b")
     assert shown["card"]["head_dim"] == 256 and "GQA" in shown["derived"]["attention"]

@@ -25,6 +25,10 @@ BUNDLED = {
     "bert-base-uncased": "bert-base-uncased", "t5-base": "t5-base", "t5-11b": "t5-11b",
     "meta-llama/Llama-4-Scout-17B-16E-Instruct": "llama-4-scout-17b-16e", "google/gemma-3-12b-it": "gemma-3-12b",
     "allenai/OLMo-2-1124-13B": "olmo-2-13b", "LGAI-EXAONE/EXAONE-4.0-32B": "exaone-4.0-32b",
+    # state-space and linear-attention hybrids (conv and recurrent states beside attention K/V)
+    "ai21labs/AI21-Jamba-1.5-Mini": "jamba-1.5-mini", "Qwen/Qwen3.5-27B": "qwen3.5-27b",
+    "nvidia/Nemotron-H-56B-Base-8K": "nemotron-h-56b", "Qwen/Qwen3-Next-80B-A3B-Instruct": "qwen3-next-80b-a3b",
+    "mistralai/Mamba-Codestral-7B-v0.1": "mamba-codestral-7b",
 }
 
 
@@ -51,6 +55,18 @@ SCOUT_VISION_PARAMS = 871_932_416
     ("olmo-2-13b", lambda p: p.total * 4 == 54_864_793_600),
     # LG AI Research: "a mid-size 32B model"
     ("exaone-4.0-32b", lambda p: round(p.total / 1e9) == 32),
+    # AI21 (arXiv:2408.12570): Jamba-1.5-Mini 52B total, 12B active (51.57B, 12.11B)
+    ("jamba-1.5-mini", lambda p: (round(p.total / 1e9), round(p.active / 1e9)) == (52, 12)),
+    # Qwen: Qwen3.5-27B "27B" (the text decoder: 26.90B; the vision encoder adds the rest)
+    ("qwen3.5-27b", lambda p: round(p.total / 1e9) == 27),
+    # NVIDIA (arXiv:2504.03624): Nemotron-H-56B (56.32B)
+    ("nemotron-h-56b", lambda p: round(p.total / 1e9) == 56),
+    # Qwen3-Coder-Next (the same qwen3_next geometry): safetensors total 79,674,391,296, active 3,874,929,408;
+    # Qwen3-Next-80B-A3B: "80B total, 3B activated" (3B without embeddings and LM head)
+    ("qwen3-next-80b-a3b", lambda p: (p.total, p.active) == (79_674_391_296, 3_874_929_408)
+     and (round(p.total / 1e9), round((p.active - p.embedding - p.lm_head) / 1e9)) == (80, 3)),
+    # Mistral AI: Codestral Mamba, "an instructed model, with 7,285,403,648 parameters"
+    ("mamba-codestral-7b", lambda p: p.total == 7_285_403_648),
 ])
 def test_2025_cards_match_their_published_sizes(card_name, check):
     from kvplan import count_params

@@ -255,3 +255,50 @@ def test_tensor_parallel_options_and_the_fewest_gpus_verdict(cli, tmp_path):
     assert "2x H100-SXM (TP 2)" in text and "4x H100-SXM (TP 4)" in text
     pick = two if two.max_concurrency >= 32 else four
     assert f"holds {pick.max_concurrency:.1f} concurrent requests" in text
+
+
+def test_state_card_report_splits_the_cache(cli, tmp_path):
+    """Jamba: attention K/V, conv state and recurrent state are their own parts (the estimate's kv_cache groups by
+    layer kind); the states are flat in the KV curve; fp8 K/V halves the attention part only, the states staying in
+    the model dtype; layouts note the states."""
+    out = tmp_path / "r.html"
+    code, _, err = cli("report", "-m", "jamba-1.5-mini", "--gpu", "H200", "--concurrency", "4", "--max-model-len",
+                       "8192", "-o", str(out))
+    assert code == 0, err
+    doc, text = Doc(), out.read_text()
+    doc.feed(text)
+    e = estimate("jamba-1.5-mini", batch=4, seq_len=8192, engine="vllm")
+    groups = {g.kind: g for g in e.kv_cache.groups}
+    parts = doc.tables["jamba-1.5-mini-cache-parts-table"][1:]
+    assert [(r[0][1], _num(r[1]), _num(r[3])) for r in parts] == [
+        ("attention K/V", 4, groups["full"].total_bytes), ("conv state", 28, groups["conv_state"].total_bytes),
+        ("recurrent state", 28, groups["ssm_state"].total_bytes)]
+    assert sum(_num(r[3]) for r in parts) == e.kv_cache.total_bytes == _num(doc.tables[
+        "jamba-1.5-mini-memory-table"][1][3])
+    rows = doc.tables["jamba-1.5-mini-kv-table"][1:]
+    assert all(len(r) == 7 for r in rows)  # tokens, bf16, fp32 and fp8 totals, then bf16 by part
+    for r in rows:
+        n = _num(r[0])
+        assert _num(r[1]) == _num(r[4]) + _num(r[5]) + _num(r[6])
+        assert _num(r[4]) == 4 * 8 * 128 * 2 * 2 * n  # 4 attention layers x 8 KV heads x 128 x (K,V) x 2 B
+        assert _num(r[3]) == _num(r[4]) // 2 + _num(r[5]) + _num(r[6])  # fp8 K/V beside bf16 states
+        assert (_num(r[5]), _num(r[6])) == (_num(rows[0][5]), _num(rows[0][6]))  # the states are flat
+    assert "fp8_e4m3 quantizes attention K/V only: the conv and recurrent states" in text
+    assert "change the K/V heads of the 4 attention layers only" in text
+    assert "KV cache = 4 seq x 4 layers x 8 kv_heads" in text and "recurrent state = 4 seq x 28 layers" in text
+
+
+def test_state_only_card_has_no_layouts_and_no_attention_part():
+    import transformers
+
+    from kvplan.model.hf.config import card_from_hf_config
+    from kvplan.report.document import build_blocks
+
+    cfg = transformers.AutoConfig.for_model("mamba2", hidden_size=64, vocab_size=128, num_hidden_layers=2,
+                                            state_size=8, num_heads=8, head_dim=16, n_groups=2).to_dict()
+    rep = build_report([card_from_hf_config(cfg)], gpus=["H200"], max_model_len=1024)
+    m = rep.models[0]
+    assert m.layouts is None and "no attention layers" in m.layout_note
+    assert list(m.kv_parts) == ["conv state", "recurrent state"]
+    assert len(set(m.kv_parts["recurrent state"])) == 1 and m.kv_curve["bf16"][0] == m.kv_curve["bf16"][-1]
+    assert any(b.kind == "chart" for b in build_blocks(rep))

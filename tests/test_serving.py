@@ -143,9 +143,17 @@ def test_every_engine_plans_every_decoder_card(engine):
         card = load_card(name)
         if card.architecture != "decoder-only":
             continue
-        r = plan(card, gpu="B200", gpu_memory="2TiB", max_model_len=min(4096, card.max_position_embeddings),
-                 engine=engine)
-        assert r.kv_cache.num_blocks > 0 and r.max_concurrency > 0, name
+        args = dict(gpu="B200", gpu_memory="2TiB", max_model_len=min(4096, card.max_position_embeddings), engine=engine)
+        if engine == "sglang" and card.ssm is not None and card.ssm.kind not in ("mamba2", "gated_deltanet"):
+            with pytest.raises(KvplanError, match=f"--engine sglang: .*{name}'s is {card.ssm.kind}: use --engine vllm"):
+                plan(card, **args)  # SGLang's state pool (Mamba2StateShape): Jamba's Mamba-1 is refused
+            continue
+        r = plan(card, **args)
+        if card.attention_layers:
+            assert r.kv_cache.num_blocks > 0 and r.max_concurrency > 0, name
+        else:  # a pure state-space model (Codestral Mamba): its states hold the requests (SGLang: no token pool)
+            assert r.max_concurrency > 0, name
+            assert engine != "sglang" or (r.kv_cache.state_slots > 0 and r.kv_cache.tokens == 0)
 
 
 def test_cli_plan_json_contract(cli_json):

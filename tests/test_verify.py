@@ -5,7 +5,9 @@ import json
 
 import pytest
 
-from kvplan.model.catalog import bundled_names
+from kvplan.errors import KvplanError
+from kvplan.model.catalog import bundled_names, load_card
+from kvplan.verify.reference.shrink import REFERENCE_SSM_KINDS
 
 pytest.importorskip("torch")
 
@@ -16,15 +18,22 @@ from kvplan.verify.run import verify  # noqa: E402
 @pytest.mark.parametrize("engine", ["ideal", "hf-static", "vllm"])
 @pytest.mark.parametrize("name", bundled_names())
 def test_every_card_verifies(name, engine, dtype):
-    r = verify(name, batch=2, seq_len=10, engine=engine, kv_dtype=dtype, layers=2, scale=1 / 64, decode_steps=3,
+    ssm = load_card(name).ssm
+    run = dict(batch=2, seq_len=10, engine=engine, kv_dtype=dtype, layers=2, scale=1 / 64, decode_steps=3,
                block_size=4)
+    if ssm is not None and ssm.kind not in REFERENCE_SSM_KINDS:  # Gated DeltaNet: not in the reference model
+        with pytest.raises(KvplanError, match=f"ssm.kind: verify's reference model implements mamba and mamba2 "
+                                              f"state mixers; {name}'s are {ssm.kind}"):
+            verify(name, **run)
+        return
+    r = verify(name, **run)
     checks = {c.name: c for c in r.checks}
     assert checks["weights_bytes"].ok and checks["weights_bytes"].tolerance == 0
     assert checks["kv_cache_bytes"].ok and checks["kv_cache_bytes"].tolerance == 0
-    assert checks["peak_prefill_bytes"].ok
     assert r.ok, [c for c in r.checks if c.ok is False]
-    if r.decode_steps:
-        assert checks["peak_decode_bytes"].ok
+    for key in ("peak_prefill_bytes", "peak_decode_bytes") if r.decode_steps else ("peak_prefill_bytes",):
+        # state cards: the peaks are measured and shown, not predicted (no activation term for a state mixer)
+        assert checks[key].ok if ssm is None else (checks[key].ok is None and "state-space" in checks[key].note)
 
 
 def test_pinned_llama_2_7b():

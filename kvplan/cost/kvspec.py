@@ -28,7 +28,7 @@ from kvplan.model.card import ModelCard
 from kvplan.model.dtypes import DType, parse_dtype
 
 LayerKind = Literal["full", "sliding", "chunked", "mla", "cross", "conv_state", "ssm_state"]
-_STATE_DTYPES = ("fp32", "fp16", "bf16")
+STATE_DTYPES = ("fp32", "fp16", "bf16")
 
 
 @dataclass(frozen=True)
@@ -112,7 +112,7 @@ def states_dtype(card: ModelCard, kv_dtype: DType) -> DType:
     """The dtype conv and recurrent states are held in beside a ``kv_dtype`` K/V cache: the K/V dtype when it is a
     float one, else (fp8/int8/int4 K/V) the model dtype, as vLLM's mamba_cache_dtype "auto" keeps them
     (MambaStateDtypeCalculator); the state rules of ``state_specs`` then apply (e.g. float32 recurrent states)."""
-    return kv_dtype if kv_dtype.name in _STATE_DTYPES else parse_dtype(card.dtype)
+    return kv_dtype if kv_dtype.name in STATE_DTYPES else parse_dtype(card.dtype)
 
 
 def state_specs(card: ModelCard, kv_dtype: DType, transformers: bool, tp: int = 1) -> tuple[KVLayerSpec, ...]:
@@ -132,9 +132,9 @@ def state_specs(card: ModelCard, kv_dtype: DType, transformers: bool, tp: int = 
     channels).
     """
     ssm = card.ssm
-    if kv_dtype.name not in _STATE_DTYPES:
+    if kv_dtype.name not in STATE_DTYPES:
         raise KvplanError(f"--kv-dtype: {kv_dtype.name} quantizes K/V only; {card.name}'s conv and SSM states stay in "
-                          f"the model dtype, which kvplan does not model beside it; allowed: {', '.join(_STATE_DTYPES)}")
+                          f"the model dtype, which kvplan does not model beside it; allowed: {', '.join(STATE_DTYPES)}")
     # transformers' LinearAttentionLayer keeps d_conv inputs; RecurrentGemma's module-held conv1d_state, d_conv - 1
     # wide, is from the first decode step a view of the d_conv-wide concatenation, whose storage it keeps (measured)
     width = ssm.d_conv if transformers else ssm.d_conv - 1

@@ -44,6 +44,9 @@ def with_layout(card: ModelCard, *, kv_heads: int | None = None, attention: str 
     if not card.has_kv_cache:
         raise KvplanError(f"{flag}: {card.name} is encoder-only and caches no K/V; layouts apply to models with a KV "
                           "cache")
+    if not card.attention_layers:  # a pure state-space model (Mamba, Codestral Mamba): no K/V heads to regroup
+        raise KvplanError(f"{flag}: {card.name} has no attention layers (its {card.state_layers} state layers hold "
+                          "fixed-size conv and SSM states); layouts apply to models with attention")
     m = _NUMBER.match(attention.strip().lower()) if attention else None
     if m and m.group(1) == "mla":
         return _with_mla(card, int(m.group(2)))

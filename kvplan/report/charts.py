@@ -93,7 +93,7 @@ def memory_breakdown(chart_id: str, title: str, gpus: list[str], parts: dict[str
     left = [0.0] * len(gpus)
     for i, (label, raw) in enumerate(parts.items()):
         values = [v / div for v in raw]
-        ax.barh(gpus, values, left=left, label=label, color=PALETTE[i], hatch=("", "//", "..", "xx")[i % 4],
+        ax.barh(gpus, values, left=left, label=label, color=PALETTE[i % len(PALETTE)], hatch=("", "//", "..", "xx")[i % 4],
                 edgecolor="white")
         left = [a + b for a, b in zip(left, values)]
     ax.scatter([c / div for c in capacity], gpus, marker="|", s=400, color="black", label="GPU memory", zorder=3)
@@ -105,15 +105,18 @@ def memory_breakdown(chart_id: str, title: str, gpus: list[str], parts: dict[str
 
 
 def lines(chart_id: str, title: str, lengths: list[int], series: dict[str, list[int]], *, ylabel: str,
-          y_bytes: bool, marks: dict[str, int] | None = None, log_x: bool = True, log_y: bool = False) -> str:
-    """One line per series against context length, with optional vertical markers. Byte series are drawn in the
-    IEC unit their largest value reaches; zeros are left out of a log axis."""
+          y_bytes: bool, marks: dict[str, int] | None = None, log_x: bool = True, log_y: bool = False,
+          dashed: tuple[str, ...] = ()) -> str:
+    """One line per series against context length, with optional vertical markers; the ``dashed`` series (parts
+    of a total) are drawn dashed. Byte series are drawn in the IEC unit their largest value reaches; zeros are left
+    out of a log axis."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(7, 3.8))
     unit, div = iec_unit([v for vs in series.values() for v in vs]) if y_bytes else ("", 1)
     for i, (label, raw) in enumerate(series.items()):
         values = [v / div if v or not log_y else float("nan") for v in raw]
-        ax.plot(lengths, values, marker=MARKERS[i % len(MARKERS)], markersize=4, label=label, color=PALETTE[i])
+        ax.plot(lengths, values, marker=MARKERS[i % len(MARKERS)], markersize=4, label=label, color=PALETTE[i % len(PALETTE)],
+                linestyle="--" if label in dashed else "-")
     for j, (label, x) in enumerate((marks or {}).items()):
         ax.axvline(x, color="0.4", linestyle=(":", "--")[j % 2], linewidth=1, label=label)
     if log_x:

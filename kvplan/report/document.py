@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kvplan.planning.report_data import ModelReport, Report
+from kvplan.planning.report_data import ATTENTION_PART, PART_OF_KIND, ModelReport, Report, kv_parts
 from kvplan.report import charts
 from kvplan.units import fmt_bytes, fmt_int
 
@@ -78,18 +78,19 @@ def verdict(rep: Report, m: ModelReport) -> str:
     if planned:
         return planned
     fitting = sorted((f for f in m.fits if f.fits), key=lambda f: f.gpu.memory_bytes)
+    kv = "KV + states" if m.card.ssm else "KV"
     if not fitting:
         return (f"Verdict: {need} do not fit on one of {', '.join(f.gpu.name for f in m.fits)} (weights "
-                f"{fmt_bytes(m.estimate.weights.bytes)} + KV {fmt_bytes(m.estimate.kv_cache.total_bytes)}); "
-                "split the model over several GPUs (tensor or pipeline parallelism) or shrink the KV cache (fp8 KV, "
-                "a shorter context).")
+                f"{fmt_bytes(m.estimate.weights.bytes)} + {kv} {fmt_bytes(m.estimate.kv_cache.total_bytes)}); "
+                "split the model over several GPUs (tensor or pipeline parallelism) or shrink the KV cache ("
+                + ("a shorter context: the states are fixed)." if m.card.ssm else "fp8 KV, a shorter context)."))
     f = fitting[0]
     if f.max_concurrency is None:
         return (f"Verdict: deploy on one {f.gpu.name} ({fmt_bytes(f.gpu.memory_bytes)}): weights "
                 f"{fmt_bytes(f.weights_bytes)}; a {m.card.architecture} model caches no K/V between steps, so "
                 "concurrency is limited by activations, not by a KV cache.")
     return (f"Verdict: deploy on one {f.gpu.name} ({fmt_bytes(f.gpu.memory_bytes)}): weights "
-            f"{fmt_bytes(f.weights_bytes)} + KV {fmt_bytes(f.kv_bytes)} for {need} leaves {fmt_bytes(f.free_bytes)}; "
+            f"{fmt_bytes(f.weights_bytes)} + {kv} {fmt_bytes(f.kv_bytes)} for {need} leaves {fmt_bytes(f.free_bytes)}; "
             f"at most {fmt_int(f.max_concurrency)} such requests fit next to the weights (an upper bound: activations "
             "and engine overheads are not subtracted).")
 
@@ -102,7 +103,9 @@ def _planned_verdict(rep: Report, m: ModelReport, need: str) -> str | None:
     memory = {g.name: g.memory_bytes for g in (f.gpu for f in m.fits)}
     c = min(ok, key=lambda c: (c.get("tp", 1), memory.get(c["gpu"].split(" ")[-1], 0)))
     where = f"one {c['gpu']}" if c.get("tp", 1) == 1 else c["gpu"]
-    return (f"Verdict: deploy on {where}: {need} fit; the engine's KV pool of "
+    pool = ("KV pool" if not m.card.ssm else "cache pool (attention K/V and state pages)" if m.card.attention_layers
+            else "state pool")
+    return (f"Verdict: deploy on {where}: {need} fit; the engine's {pool} of "
             f"{fmt_bytes(c['kv_cache.available_bytes'])} ({fmt_int(c['kv_cache.num_blocks'])} blocks) holds "
             f"{c['max_concurrency']:.1f} concurrent requests at this length (kvplan plan: weights, activation peak and "
             "engine overheads subtracted).")
@@ -140,17 +143,42 @@ def _plan_cell(key: str, v) -> Cell:
 
 def _breakdown(rep: Report, m: ModelReport) -> list[Block]:
     names = [f.gpu.name for f in m.fits]
-    parts = {"weights": [f.weights_bytes for f in m.fits],
-             f"KV cache ({fmt_int(rep.concurrency)} x {fmt_int(rep.max_model_len)} tokens)": [f.kv_bytes for f in m.fits],
-             "free": [max(0, f.free_bytes) for f in m.fits]}
+    held = f"{fmt_int(rep.concurrency)} x {fmt_int(rep.max_model_len)} tokens"
+    split = kv_parts(m.estimate) if m.card.ssm else {}  # state cards: K/V and each state as its own part
+    cache = {f"{p} ({held if p == ATTENTION_PART else f'{fmt_int(rep.concurrency)} seq, constant'})": [v] * len(m.fits)
+             for p, v in split.items()} or {f"KV cache ({held})": [f.kv_bytes for f in m.fits]}
+    parts = {"weights": [f.weights_bytes for f in m.fits], **cache, "free": [max(0, f.free_bytes) for f in m.fits]}
     svg = charts.memory_breakdown(f"{m.card.name}-memory", "Memory per GPU (one GPU, no parallelism)", names, parts,
                                   [f.gpu.memory_bytes for f in m.fits])
     rows = [[Cell(f.gpu.name), b(f.gpu.memory_bytes), b(f.weights_bytes), b(f.kv_bytes), b(f.free_bytes),
              Cell("yes" if f.fits else "no"), Cell("-") if f.max_concurrency is None else count(f.max_concurrency)]
             for f in m.fits]
     t = Table(f"{m.card.name}-memory-table", "Per-GPU memory breakdown",
-              ["GPU", "memory", "weights", "KV cache", "free", "fits", "max concurrency"], rows)
-    return [Block("h3", "Per-GPU memory breakdown"), Block("chart", svg=svg), Block("table", table=t)]
+              ["GPU", "memory", "weights", "KV cache + states" if split else "KV cache", "free", "fits",
+               "max concurrency"], rows)
+    out = [Block("h3", "Per-GPU memory breakdown"), Block("chart", svg=svg), Block("table", table=t)]
+    return out + (_parts_table(m, split) if split else [])
+
+
+def _parts_table(m: ModelReport, split: dict[str, int]) -> list[Block]:
+    """The cache by part (the estimate's kv_cache groups by layer kind): layers, one sequence, the whole batch."""
+    e = m.estimate
+    layers = {p: sum(g.layers for g in e.kv_cache.groups if PART_OF_KIND.get(g.kind, ATTENTION_PART) == p)
+              for p in split}
+    rows = [[Cell(p), count(layers[p]), b(v // e.inputs.batch), b(v)] for p, v in split.items()]
+    t = Table(f"{m.card.name}-cache-parts-table", f"Cache by part ({e.kv_cache.engine}, {e.kv_cache.dtype})",
+              ["part", "layers", "one sequence", f"{fmt_int(e.inputs.batch)} sequences"], rows)
+    return [Block("table", table=t), Block("p", _state_text(m))]
+
+
+def _state_text(m: ModelReport) -> str:
+    c = m.card
+    attn = (f"{c.attention_layers} attention layers, whose K/V grows with every token, and " if c.attention_layers
+            else "no attention layers and ")
+    held = " and a ".join(p for p in kv_parts(m.estimate) if p != ATTENTION_PART)
+    return (f"{c.name} has {attn}{c.state_layers} state layers ({c.ssm.kind}), each holding a {held} of fixed size "
+            "per sequence whatever its length (formulas below). The parts are the estimate's "
+            "kv_cache groups by layer kind; max concurrency divides by one request's K/V and states together.")
 
 
 def _kv_curve(rep: Report, m: ModelReport) -> list[Block]:
@@ -160,21 +188,37 @@ def _kv_curve(rep: Report, m: ModelReport) -> list[Block]:
     marks = {f"max_model_len {fmt_int(rep.max_model_len)}": rep.max_model_len}
     windows = sorted({w for w in m.card.windows if w})
     marks.update({f"sliding window {fmt_int(w)}": w for w in windows})
-    svg = charts.lines(f"{m.card.name}-kv", "KV cache of one sequence against context length, per KV dtype",
-                       m.kv_lengths, m.kv_curve, ylabel="KV cache per sequence ({unit})", y_bytes=True, marks=marks,
-                       log_x=False)
-    dtypes = list(m.kv_curve)
-    rows = [[count(n)] + [b(m.kv_curve[d][i]) for d in dtypes] for i, n in enumerate(m.kv_lengths)]
-    t = Table(f"{m.card.name}-kv-table", f"KV bytes of one sequence ({rep.engine})", ["tokens"] + dtypes, rows)
-    text = ("Sliding-window layers stop growing at their window (the curve's slope drops there). "
-            if windows else "")
+    dtype = m.estimate.kv_cache.dtype
+    parts = {f"{dtype}: {p}": v for p, v in m.kv_parts.items()}
+    what = "attention K/V and states" if ATTENTION_PART in m.kv_parts else "states only, no attention"
+    title = (f"Cache of one sequence ({what}) against context length" if parts else
+             "KV cache of one sequence against context length, per KV dtype")
+    svg = charts.lines(f"{m.card.name}-kv", title, m.kv_lengths, {**m.kv_curve, **parts},
+                       ylabel="cache per sequence ({unit})" if parts else "KV cache per sequence ({unit})",
+                       y_bytes=True, marks=marks, log_x=False, dashed=tuple(parts))
+    series = {**m.kv_curve, **parts}
+    rows = [[count(n)] + [b(v[i]) for v in series.values()] for i, n in enumerate(m.kv_lengths)]
+    head = [f"{d} total" if parts else d for d in m.kv_curve] + list(parts)
+    t = Table(f"{m.card.name}-kv-table", f"{'Cache' if parts else 'KV'} bytes of one sequence ({rep.engine})",
+              ["tokens"] + head, rows)
+    heading = "Cache (K/V and states) against context length" if parts else "KV cache against context length"
+    text = _curve_text(rep, m, bool(windows))
+    out = [Block("h3", heading), Block("chart", svg=svg)]
+    return out + ([Block("p", text)] if text else []) + [Block("table", table=t)]
+
+
+def _curve_text(rep: Report, m: ModelReport, windows: bool) -> str:
+    text = "Sliding-window layers stop growing at their window (the curve's slope drops there). " if windows else ""
+    if m.kv_parts:
+        grows = "only attention K/V grows" if ATTENTION_PART in m.kv_parts else "nothing grows with the context"
+        text += (f"Dashed: the {m.estimate.kv_cache.dtype} cache by part; the states are flat lines (a fixed size per "
+                 f"sequence at any length), {grows}. " + m.curve_note + " ")
     if m.card.mla:
         text += "MLA caches one latent per token and layer, so the curve is far below a per-head K/V cache. "
     if m.card.architecture == "encoder-decoder":
         text += (f"Decoder tokens on the axis; cross-attention holds {fmt_int(rep.max_model_len)} encoder tokens "
                  "throughout. ")
-    out = [Block("h3", "KV cache against context length"), Block("chart", svg=svg)]
-    return out + ([Block("p", text)] if text else []) + [Block("table", table=t)]
+    return text
 
 
 def _concurrency(rep: Report, m: ModelReport) -> list[Block]:
@@ -217,7 +261,8 @@ def _layouts(rep: Report, m: ModelReport) -> list[Block]:
     t = Table(f"{m.card.name}-layouts-table", f"Layouts on {c.gpu} ({c.kv_dtype} KV)",
               ["layout", "attention", "KV per token", "KV total", "params", "params vs card", "max batch",
                "TPOT bound"], rows)
-    return head + [Block("p", c.summary), Block("chart", svg=svg), Block("table", table=t)]
+    note = [Block("p", m.layout_note)] if m.layout_note else []
+    return head + [Block("p", c.summary)] + note + [Block("chart", svg=svg), Block("table", table=t)]
 
 
 def _roofline(rep: Report, m: ModelReport) -> list[Block]:
@@ -243,10 +288,16 @@ def _peak(m: ModelReport, dev) -> float:
     return dev.peak(default_compute_dtype(m.card, parse_dtype(m.estimate.weights.dtype)))
 
 
+_FORMULA_NAME = {"conv_state": "conv state", "ssm_state": "recurrent state"}
+
+
 def formulas(rep: Report, m: ModelReport) -> list[str]:
     e, f = m.estimate, m.fits[0]
     w = e.weights
-    out = [f"KV cache = {g.formula}" for g in e.kv_cache.groups]
+    out = [f"{_FORMULA_NAME.get(g.kind, 'KV cache')} = {g.formula}" for g in e.kv_cache.groups]
+    if m.card.ssm:
+        out.append(f"KV cache + states = {' + '.join(fmt_int(g.total_bytes) for g in e.kv_cache.groups)} B = "
+                   f"{fmt_int(e.kv_cache.total_bytes)} B")
     out.append(f"weights = {fmt_int(w.params)} params x {w.dtype}"
                + (f" + {w.kv_scale_bytes} B fp8 KV scales" if w.kv_scale_bytes else "") + f" = {fmt_int(w.bytes)} B")
     per = e.kv_cache.bytes_per_sequence

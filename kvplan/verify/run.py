@@ -20,11 +20,11 @@ from kvplan.planning.estimate import estimate
 from kvplan.verify import allocator
 from kvplan.verify.activations import activation_peaks
 from kvplan.verify.limits import check_fits_machine, check_time
-from kvplan.verify.reference.shrink import shrink
+from kvplan.verify.reference.shrink import REFERENCE_SSM_KINDS, require_reference_mixer, shrink
 from kvplan.units import require_positive
 
 VERIFY_ENGINES = ("ideal", "hf-static", "vllm")
-VERIFY_SSM_KINDS = ("mamba", "mamba2")
+VERIFY_SSM_KINDS = REFERENCE_SSM_KINDS
 VERIFY_DTYPES = ("fp32", "bf16", "fp16")
 PEAK_TOLERANCE = 0.05
 _RESULT = ConfigDict(frozen=True, extra="forbid")
@@ -69,10 +69,7 @@ def verify(model: ModelCard | str | Path, *, batch: int = 1, seq_len: int = 32, 
            max_cache_len: int | None = None, seed: int = 0) -> VerifyResult:
     """Measure the reference model of ``model`` (shrunk by ``layers``/``scale``) and compare with kvplan."""
     base = model if isinstance(model, ModelCard) else load_card(model)
-    if base.ssm is not None and base.ssm.kind not in VERIFY_SSM_KINDS:  # the reference SSMixer (reference/ssm.py)
-        raise KvplanError(f"ssm.kind: verify's reference model implements {' and '.join(VERIFY_SSM_KINDS)} state "
-                          f"mixers; {base.name}'s are {base.ssm.kind} (its params and states are proven against "
-                          "transformers in the tests instead)")
+    require_reference_mixer(base)  # the reference SSMixer (reference/ssm.py)
     card, shrunk = shrink(base, layers=layers, scale=scale, seq_len=seq_len)
     dtype = parse_dtype(kv_dtype or get_engine("ideal").default_dtype(card.dtype)[0], what="--kv-dtype").name
     _check_inputs(card, engine, dtype, device, batch, seq_len, decode_steps, encoder_len)

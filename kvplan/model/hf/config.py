@@ -98,9 +98,13 @@ def _card_name(name: str | None, repo: str, origin: str) -> str:
     return cleaned or "imported-model"
 
 
+_HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
 def _source(data: dict, origin: str) -> str:
     repo = data.get("_name_or_path")
-    if isinstance(repo, str) and "/" in repo and len(repo) <= 200 and not os.path.exists(repo):
+    # a hub id is owner/name; a local path ("/raid/pablo/codestral-hf-good/", "./", a folder here) is not
+    if (isinstance(repo, str) and _HUB_ID.fullmatch(repo) and len(repo) <= 200 and not os.path.exists(repo)):
         return f"https://huggingface.co/{repo}/blob/main/config.json"
     return f"config.json imported from {clip_text(origin)}"
 

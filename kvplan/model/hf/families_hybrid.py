@@ -65,7 +65,8 @@ def jamba(cfg: Config) -> dict:
            "expand": cfg.integer("mamba_expand"), "dt_rank": None if rank == "auto" else cfg.integer("mamba_dt_rank"),
            "conv_bias": cfg.flag("mamba_conv_bias"), "proj_bias": cfg.flag("mamba_proj_bias"), "dt_bc_norms": True}
     types = ["global" if attn(i) else "mamba" for i in range(n)]
-    fields = {**_decoder_core(cfg), "layer_pattern": _compress(types), "ssm": ssm}
+    # JambaAttention applies no rotary embedding (JambaModel has no rotary_emb): position comes from the Mamba layers
+    fields = {**_decoder_core(cfg), "layer_pattern": _compress(types), "ssm": ssm, "position": "none"}
     experts = cfg.integer("num_experts")
     if experts == 1:  # JambaMLP in every layer
         return fields

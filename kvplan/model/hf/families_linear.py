@@ -54,7 +54,7 @@ def qwen3_next(cfg: Config) -> dict:
 
 
 def qwen3_5_text(cfg: Config) -> dict:
-    return _gated_deltanet_hybrid(cfg, {})  # Qwen3.5 dense: a gated MLP in every layer
+    return _qwen3_5_state_dtype(cfg, _gated_deltanet_hybrid(cfg, {}))  # Qwen3.5 dense: a gated MLP in every layer
 
 
 def qwen3_5_moe_text(cfg: Config) -> dict:
@@ -64,7 +64,20 @@ def qwen3_5_moe_text(cfg: Config) -> dict:
            "shared_expert_ffn_size": cfg.integer("shared_expert_intermediate_size"), "shared_expert_gate": True}
     own = Config({"intermediate_size": moe["expert_ffn_size"], **cfg.data}, cfg.model_type, cfg.origin)
     own.assumed = cfg.assumed  # one record of the defaults assumed
-    return _gated_deltanet_hybrid(own, {"moe": moe})
+    return _qwen3_5_state_dtype(cfg, _gated_deltanet_hybrid(own, {"moe": moe}))
+
+
+def _qwen3_5_state_dtype(cfg: Config, fields: dict) -> dict:
+    """Qwen3.5's ``mamba_ssm_dtype`` (float32 in the published configs): vLLM keeps the recurrent state in it when
+    mamba_ssm_cache_dtype is "auto" (model_executor/models/config.py, the Qwen3.5 rewrite of mamba_ssm_cache_dtype;
+    qwen3_5.py get_mamba_state_dtype_from_config). transformers' torch path keeps it in float32 either way."""
+    raw = cfg.data.get("mamba_ssm_dtype")
+    if raw is None:
+        return fields
+    if raw not in ("float32", "float16", "bfloat16"):
+        raise KvplanError(f"{cfg.origin}: mamba_ssm_dtype {clip(raw)} unsupported; allowed: float32, float16, "
+                          "bfloat16")
+    return {**fields, "ssm": {**fields["ssm"], "state_dtype": raw}}
 
 
 def _gated_deltanet_hybrid(cfg: Config, ffn: dict) -> dict:

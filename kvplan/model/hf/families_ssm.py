@@ -19,6 +19,8 @@ from kvplan.model.hf.reader import Config
 
 _NEMOTRON_H_TYPES = {"mamba": "mamba", "linear_attention": "mamba", "attention": "global",
                      "full_attention": "global", "mlp": "mlp"}
+# transformers NemotronHConfig._pattern_to_list (E, a MoE block, is refused below: not modelled)
+_NEMOTRON_H_PATTERN = {"M": "linear_attention", "*": "full_attention", "-": "mlp", "E": "moe"}
 
 
 def _pure(cfg: Config, ssm: dict) -> dict:
@@ -92,24 +94,37 @@ def nemotron_h(cfg: Config) -> dict:
     act = Config({**cfg.data, "hidden_act": cfg.text("mlp_hidden_act"), "num_hidden_layers": n}, cfg.model_type,
                  cfg.origin)
     act.assumed = cfg.assumed  # one record of the defaults assumed
-    core = {**families_2025._core(act), "head_dim": cfg.integer("head_dim")}
-    # NemotronHAttention: q/k/v/o without bias whatever attention_bias says; NemotronHMLP: up, down (mlp_bias)
+    # head_dim: the published configs name it attention_head_dim (read by the checkpoints' own NemotronHConfig and
+    # vLLM); transformers 5.x reads head_dim only (default 128, the value of every published Nemotron-H)
+    core = {**families_2025._core(act), "head_dim": cfg.integer("head_dim", "attention_head_dim")}
+    # NemotronHAttention: q/k/v/o without bias whatever attention_bias says, and no rotary embedding (the model has no
+    # rotary_emb: the Mamba-2 blocks carry position); NemotronHMLP: up, down (mlp_bias)
     return {**core, "gated_ffn": False, "mlp_bias": cfg.flag("mlp_bias"), "norms_per_layer": 1, "mixer_mlp": False,
-            "layer_pattern": _compress(types), "ssm": ssm}
+            "layer_pattern": _compress(types), "ssm": ssm, "position": "none"}
 
 
 def _nemotron_h_types(cfg: Config) -> list[str]:
-    """``layers_block_type`` (num_hidden_layers, when the file gives it too, must agree with its length)."""
+    """``layers_block_type``, else the published checkpoints' ``hybrid_override_pattern`` string, one character per
+    block, as transformers 5.x NemotronHConfig.__post_init__ converts it (_pattern_to_list: M mamba, * attention,
+    - mlp, E moe; an explicit layers_block_type wins). num_hidden_layers, when the file gives it too, must agree."""
     types = cfg.data.get("layers_block_type") or cfg.data.get("layer_types")
+    pattern = cfg.data.get("hybrid_override_pattern")
+    if types is None and pattern is not None:
+        if not isinstance(pattern, str) or not pattern or set(pattern) - set(_NEMOTRON_H_PATTERN):
+            raise KvplanError(f"{cfg.origin}: hybrid_override_pattern: {clip(pattern)} is not a string of block "
+                              f"characters; allowed: {', '.join(_NEMOTRON_H_PATTERN)} "
+                              "(mamba, attention, mlp, moe)")
+        types = [_NEMOTRON_H_PATTERN[c] for c in pattern]
     if not isinstance(types, list) or not types:
         raise KvplanError(f"{cfg.origin}: layers_block_type: {clip(types)} is not a list of layer types; allowed: "
-                          f"a list of {', '.join(_NEMOTRON_H_TYPES)}")
+                          f"a list of {', '.join(_NEMOTRON_H_TYPES)} (or a hybrid_override_pattern string)")
     if cfg.has("num_hidden_layers") and cfg.layers("num_hidden_layers") != len(types):
         raise KvplanError(f"{cfg.origin}: num_hidden_layers ({cfg.data['num_hidden_layers']}) and layers_block_type "
                           f"({len(types)} entries) disagree; allowed: one entry per layer")
     unknown = [t for t in types if t not in _NEMOTRON_H_TYPES]
     if unknown:
-        raise KvplanError(f"{cfg.origin}: layers_block_type: {clip(unknown[0])} unsupported (MoE blocks are not "
+        key = "layers_block_type" if pattern is None or "layers_block_type" in cfg.data else "hybrid_override_pattern"
+        raise KvplanError(f"{cfg.origin}: {key}: {clip(unknown[0])} unsupported (MoE blocks are not "
                           f"modelled yet); allowed: {', '.join(_NEMOTRON_H_TYPES)}")
     return [_NEMOTRON_H_TYPES[t] for t in types]
 

@@ -14,6 +14,19 @@ from kvplan.model.catalog import card_from_dict
 from kvplan.errors import KvplanError
 
 
+REFERENCE_SSM_KINDS = ("mamba", "mamba2")  # the state mixers reference/ssm.py SSMixer implements
+
+
+def require_reference_mixer(card: ModelCard) -> None:
+    """KvplanError, naming ssm.kind, for a state mixer the reference model does not implement (Gated DeltaNet,
+    KDA, short conv, lightning attention, RG-LRU): their params and states are proven against transformers in the
+    tests instead."""
+    if card.ssm is not None and card.ssm.kind not in REFERENCE_SSM_KINDS:
+        raise KvplanError(f"ssm.kind: verify's reference model implements {' and '.join(REFERENCE_SSM_KINDS)} state "
+                          f"mixers; {card.name}'s are {card.ssm.kind} (its params and states are proven against "
+                          "transformers in the tests instead)")
+
+
 def _even(x: float, floor: int = 4) -> int:
     return max(floor, 2 * round(x / 2))
 
@@ -33,7 +46,9 @@ def min_layers(card: ModelCard) -> int:
 def shrink(card: ModelCard, *, layers: int | None = None, scale: float | None = None,
            seq_len: int | None = None) -> tuple[ModelCard, list[str]]:
     """The shrunk card and the list of changes (empty when nothing was asked). A quantized card loses its
-    quantization: the reference model runs the architecture in float weights."""
+    quantization: the reference model runs the architecture in float weights. A state mixer the reference model
+    lacks is refused here (require_reference_mixer), before its widths are shrunk."""
+    require_reference_mixer(card)
     if layers is None and scale is None and card.quantization is None:
         return card, []
     data = card.model_dump(exclude_none=True)

@@ -10,8 +10,8 @@ from kvplan.model.card import ModelCard
 from kvplan.verify.reference.cache import state_layout
 
 class SSMixer(nn.Module):
-    """A state-space mixer: Mamba-1 (selective scan, arXiv:2312.00752) or Mamba-2 (SSD, arXiv:2405.21060), with
-    transformers' MambaMixer / Mamba2Mixer parameter shapes (kvplan.cost.ssm). The scan is the naive sequential
+    """A state-space mixer: Mamba-1 (selective scan, arXiv:2312.00752; Jamba's dt/B/C RMSNorms with dt_bc_norms) or
+    Mamba-2 (SSD, arXiv:2405.21060), with transformers' MambaMixer / Mamba2Mixer parameter shapes (kvplan.cost.ssm). The scan is the naive sequential
     recurrence (prefill and full passes: one step per token; decode: one step from the cached state); the depthwise
     causal conv1d is computed from its last d_conv - 1 inputs (cached between steps). Both are elementwise, so
     FlopCounterMode sees only the projections' matmuls.
@@ -33,6 +33,10 @@ class SSMixer(nn.Module):
             self.dt_proj = nn.Linear(s.dt_rank, inner, bias=True, **kw)
             self.A_log = nn.Parameter(torch.zeros(inner, s.d_state, **kw))
             self.D = nn.Parameter(torch.zeros(inner, **kw))
+            if s.dt_bc_norms:  # Jamba (JambaMambaMixer): RMSNorms on dt, B and C after x_proj
+                self.dt_norm = nn.RMSNorm(s.dt_rank, eps=1e-6, **kw)
+                self.b_norm = nn.RMSNorm(s.d_state, eps=1e-6, **kw)
+                self.c_norm = nn.RMSNorm(s.d_state, eps=1e-6, **kw)
         else:
             self.in_proj = nn.Linear(h, inner + C + s.num_heads, bias=s.proj_bias, **kw)  # z, (x, B, C), dt
             self.dt_bias = nn.Parameter(torch.zeros(s.num_heads, **kw))
@@ -82,6 +86,8 @@ class SSMixer(nn.Module):
             u, z = self.in_proj(x).split([inner, inner], dim=-1)
             u = self.conv(u, step, cache)  # (B, T, I)
             dt, Bm, Cm = self.x_proj(u).split([s.dt_rank, N, N], dim=-1)
+            if s.dt_bc_norms:
+                dt, Bm, Cm = self.dt_norm(dt), self.b_norm(Bm), self.c_norm(Cm)
             dt = F.softplus(self.dt_proj(dt))[..., None]  # (B, T, I, 1)
             A = -torch.exp(self.A_log)  # (I, N)
             y = self.scan(torch.exp(dt * A), dt * u[..., None] * Bm[:, :, None, :], Cm[:, :, None, :], step, cache)
