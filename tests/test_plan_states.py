@@ -327,3 +327,12 @@ def test_quantized_kv_leaves_states_in_the_model_dtype_in_estimates():
     assert parts[0]["full"] == kv_bf16 and parts[1]["full"] == kv_bf16 // 2
     states = [{k: v for k, v in p.items() if k != "full"} for p in parts]
     assert states[0] == states[1] and set(states[0]) == {"conv_state", "ssm_state"}
+
+
+def test_attention_free_transformers_plan_has_no_token_blocks():
+    """Mamba-Codestral on transformers' StaticCache: no attention, so no per-token positions (0 blocks, 0 per
+    request); concurrency is the memory over one request's states."""
+    r = plan("mamba-codestral-7b", engine="hf-static", gpu="H100-SXM", max_model_len=4096)
+    pool = r.kv_cache
+    assert (pool.bytes_per_block, pool.num_blocks, pool.blocks_per_request) == (0, 0, 0)
+    assert r.max_concurrency == pool.available_bytes / pool.state_bytes_per_request

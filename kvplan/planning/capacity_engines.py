@@ -235,14 +235,16 @@ def simple_pool(s: Setup, sts: list[Stage]) -> Pool:
         run = CacheRun(length, 0, length if s.engine.static else None, 1)
         return sum(sp.positions_held(s.engine, run) * sp.bytes_per_token for sp in st.specs)
 
-    rows = [_row(st, st.kv_bytes_per_token, max(0, st.available) // max(1, st.kv_bytes_per_token),
+    # positions of block size 1; an attention-free model (Mamba) caches no positions: 0 blocks, states only
+    rows = [_row(st, st.kv_bytes_per_token, max(0, st.available) // st.kv_bytes_per_token if st.kv_bytes_per_token else 0,
                  _longest(lambda n, st=st: request(st, n) <= st.available, L)) for st in sts]
     lim = min(range(len(sts)), key=lambda i: max(0, sts[i].available) / request(sts[i], L))
     req = request(sts[lim], L)
     conc = max(0, sts[lim].available) / req
     pool = KVCachePool(available_bytes=sts[lim].available, block_size=1, bytes_per_block=sts[lim].kv_bytes_per_token,
                        num_blocks=rows[lim].num_blocks, tokens=int(conc * L), groups=1, padding_layers=0,
-                       blocks_per_request=L, state_bytes_per_request=sts[lim].state_bytes)
+                       blocks_per_request=L if sts[lim].kv_bytes_per_token else 0,
+                       state_bytes_per_request=sts[lim].state_bytes)
     return Pool(sts[lim], pool, conc, req, all(request(st, L) <= st.available for st in sts),
                 min(r.max_model_len_fit for r in rows), rows)
 
