@@ -1,4 +1,8 @@
-"""Assertions several test files share."""
+"""Assertions and small tools several test files share."""
+
+import json
+import subprocess
+import sys
 
 
 def one_line_error(cli, *args) -> str:
@@ -8,3 +12,30 @@ def one_line_error(cli, *args) -> str:
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in out + err, err
     return lines[0]
+
+
+def kvplan_run(*args: str, before: str = "") -> subprocess.CompletedProcess:
+    """``kvplan ARGS`` in a fresh interpreter, through main() as the console script runs it."""
+    code = f"import sys\n{before}\nsys.argv = ['kvplan', *{list(args)!r}]\nfrom kvplan.cli.app import main\nmain()\n"
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+
+
+def fields_set(card) -> dict:
+    """model_fields_set of a card and of every nested block."""
+    out = {"": set(card.model_fields_set)}
+    for name in type(card).model_fields:
+        value = getattr(card, name)
+        if hasattr(value, "model_fields_set"):
+            out |= {f"{name}.{k}": v for k, v in fields_set(value).items()}
+    return out
+
+
+def tamper_json(path, keys: tuple[str, ...], **fields) -> None:
+    """Update the object at ``keys`` inside the JSON file ``path`` with ``fields`` (a validated-cache entry, so that
+    what a loader returns shows whether it used the cache)."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    entry = data
+    for key in keys:
+        entry = entry[key]
+    entry.update(fields)
+    path.write_text(json.dumps(data), encoding="utf-8")

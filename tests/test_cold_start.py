@@ -8,14 +8,13 @@ from __future__ import annotations
 import importlib
 import json
 import shutil
-import subprocess
-import sys
 
 import pytest
 import typer
 
 from kvplan.model import cardcache, catalog
 from kvplan.model.card import ModelCard
+from helpers import fields_set, kvplan_run, tamper_json
 
 app_module = importlib.import_module("kvplan.cli.app")  # kvplan.cli.app is also the name of the Typer app
 
@@ -36,12 +35,6 @@ def test_a_run_builds_only_its_command():
 def test_help_version_and_unknown_words_get_every_command(argv):
     assert app_module._slim(app_module._command(argv)) is app_module.app
     assert {"estimate", "plan", "compare", "cards", "gpus", "check"} <= commands_built(argv)
-
-
-def kvplan_run(*args: str, before: str = "") -> subprocess.CompletedProcess:
-    """``kvplan ARGS`` in a fresh interpreter, through main() as the console script runs it."""
-    code = f"import sys\n{before}\nsys.argv = ['kvplan', *{list(args)!r}]\nfrom kvplan.cli.app import main\nmain()\n"
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
 
 
 def test_a_quick_exit_keeps_the_output_the_exit_code_and_atexit_handlers():
@@ -70,16 +63,6 @@ def test_a_run_with_a_thread_left_exits_the_usual_way():
 
 
 # ---- bundled cards: the cache of validated cards ----------------------------------------------------------------
-
-def fields_set(card) -> dict:
-    """model_fields_set of a card and of every nested block."""
-    out = {"": set(card.model_fields_set)}
-    for name in type(card).model_fields:
-        value = getattr(card, name)
-        if hasattr(value, "model_fields_set"):
-            out |= {f"{name}.{k}": v for k, v in fields_set(value).items()}
-    return out
-
 
 def test_the_cache_file_is_fresh():
     written = (catalog.cards_dir() / cardcache.FILE).read_text(encoding="utf-8")
@@ -113,10 +96,7 @@ def cards_copy(tmp_path, monkeypatch):
 
 def tamper(directory, **card_fields) -> None:
     """Change the cached llama-2-7b (not its YAML): what load_card returns then shows whether it used the cache."""
-    path = directory / cardcache.FILE
-    data = json.loads(path.read_text(encoding="utf-8"))
-    data["cards"]["llama-2-7b"]["card"].update(card_fields)
-    path.write_text(json.dumps(data), encoding="utf-8")
+    tamper_json(directory / cardcache.FILE, ("cards", "llama-2-7b", "card"), **card_fields)
 
 
 def test_load_card_takes_a_bundled_card_from_the_cache(cards_copy):

@@ -6,7 +6,6 @@ the numbers of the long way."""
 
 from __future__ import annotations
 
-import json
 import shutil
 from collections import Counter
 
@@ -22,7 +21,7 @@ from kvplan.cost.kvspec import has_full_layer, layer_spec_counts, layer_specs
 from kvplan.model.card import ModelCard
 from kvplan.model.catalog import bundled_names, load_card
 from kvplan.model.dtypes import parse_dtype
-from test_cold_start import fields_set, kvplan_run
+from helpers import fields_set, kvplan_run, tamper_json
 
 TEST_CARDS = ["tests/data/cards/chunked-tiny.yaml", "tests/data/cards/hybrid-tiny.yaml",
               "tests/data/cards/mamba-tiny.yaml", "tests/data/cards/mamba2-tiny.yaml"]
@@ -124,10 +123,7 @@ def gpus_copy(tmp_path, monkeypatch):
 
 def tamper_gpu(path, **fields) -> None:
     """Change the cached H100-SXM (not the YAML): what load_gpu returns then shows whether it used the cache."""
-    cache = path.with_name(hardware.CACHE_FILE)
-    data = json.loads(cache.read_text(encoding="utf-8"))
-    data["gpus"]["H100-SXM"].update(fields)
-    cache.write_text(json.dumps(data), encoding="utf-8")
+    tamper_json(path.with_name(hardware.CACHE_FILE), ("gpus", "H100-SXM"), **fields)
 
 
 def test_the_catalog_comes_from_the_cache(gpus_copy):

@@ -26,8 +26,9 @@ from kvplan import estimate, sweep  # noqa: E402
 from kvplan.cost.flops import decode_step_flops, prefill_flops  # noqa: E402
 from kvplan.cost.params import count_params  # noqa: E402
 from kvplan.model.hf.config import card_from_hf_config  # noqa: E402
-from test_state_layers import CASES as CASES_1, _MAMBA_ONLY  # noqa: E402
-from test_state_layers_2 import CASES as CASES_2, JAMBA_V01, QWEN3_NEXT_80B, _new_cache  # noqa: E402
+from test_state_layers import CASES as CASES_1  # noqa: E402
+from test_state_layers_2 import CASES as CASES_2, JAMBA_V01, QWEN3_NEXT_80B  # noqa: E402
+from tiny_models import MAMBA_ONLY, new_cache  # noqa: E402
 
 CASES = {c[0]: c[1:] for c in CASES_1 + CASES_2}
 B, P = 2, 7
@@ -57,8 +58,8 @@ def _count(fn, card) -> tuple[int, int]:
 
 
 def _measure(model_type: str, cfg, model, card, prompt: int):
-    key = "cache_params" if model_type in _MAMBA_ONLY else "past_key_values"
-    cache = _new_cache(cfg)
+    key = "cache_params" if model_type in MAMBA_ONLY else "past_key_values"
+    cache = new_cache(cfg)
     ids = torch.randint(0, 128, (B, prompt + 1))
     pre = _count(lambda: model(ids[:, :prompt], **{key: cache}, use_cache=True), card)
     dec = _count(lambda: model(ids[:, prompt:], **{key: cache}, use_cache=True), card)

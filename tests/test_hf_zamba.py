@@ -5,7 +5,7 @@ the conv and SSM states), layer by layer, for several batch / prompt / decode co
 
 from __future__ import annotations
 
-import dataclasses
+import functools
 import warnings
 
 import pytest
@@ -22,8 +22,10 @@ from kvplan.verify.reference.shrink import shrink  # noqa: E402
 from kvplan.verify.run import verify  # noqa: E402
 from kvplan.model.hf.config import card_from_hf_config  # noqa: E402
 from kvplan.model.hf.defaults_zamba import DEFAULTS_ZAMBA  # noqa: E402
-from test_state_layers import BASE, _measured  # noqa: E402
-from test_state_layers_2 import _generate, _measured_layers, _model, _predicted  # noqa: E402
+from tiny_models import (  # noqa: E402
+    BASE, HYBRID_LENGTHS, case, case_card, check_bf16_cache, check_config_defaults, check_static_cache,
+    dynamic_cache_test, full_size_card,
+)
 
 ATTN = dict(num_attention_heads=4, num_key_value_heads=2, intermediate_size=96)
 MOE = dict(moe_intermediate_size=32, moe_num_experts=4, moe_k=2)
@@ -51,63 +53,26 @@ CASES = [
     ("ernie4.5-moe-dense-bias", "ernie4_5_moe", dict(BASE, **ATTN, num_hidden_layers=3, use_bias=True,
                                                      moe_layer_start_index=5)),
 ]
-LENGTHS = [(1, 2, 1), (2, 3, 1), (2, 4, 1), (1, 5, 4), (2, 2, 6)]  # shorter and longer than d_conv
+
+_case = functools.partial(case, CASES)
+_card = functools.partial(case_card, CASES)
 
 
-def _case(name: str):
-    return next(c[1:] for c in CASES if c[0] == name)
-
-
-def _card(name: str, **extra):
-    model_type, kwargs = _case(name)
-    return card_from_hf_config(transformers.AutoConfig.for_model(model_type, **kwargs, **extra).to_dict())
-
-
-@pytest.mark.parametrize(("model_type", "kwargs"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
-def test_params_and_dynamic_cache_match_transformers(model_type, kwargs):
-    cfg, model = _model(model_type, kwargs)
-    card = card_from_hf_config(cfg.to_dict())
-    built = sum(p.numel() for p in model.parameters())  # tied shared blocks once
-    assert count_params(card).total == built
-    for batch, prompt, steps in LENGTHS:
-        cache = _generate(model, transformers.DynamicCache(config=cfg), batch, prompt, steps)
-        layers, whole = _measured_layers(cache, card.num_layers)
-        seq_len = prompt + steps - 1
-        assert layers == _predicted(card, "hf-dynamic", "fp32", batch, seq_len), (batch, prompt, steps)
-        est = estimate(card, batch=batch, seq_len=seq_len, engine="hf-dynamic", kv_dtype="fp32")
-        assert est.kv_cache.total_bytes == whole == sum(layers)
+test_params_and_dynamic_cache_match_transformers = dynamic_cache_test(CASES, HYBRID_LENGTHS)
 
 
 @pytest.mark.parametrize("name", ["zamba", "zamba2-gqa-rope-bias"])
 def test_bf16_model_state_dtypes(name):
     """transformers keeps the Mamba-1/2 SSM states in float32 in a bf16 model, K/V and conv states in bf16."""
-    model_type, kwargs = _case(name)
-    cfg, model = _model(model_type, kwargs, torch.bfloat16)
-    card = card_from_hf_config({**cfg.to_dict(), "dtype": "bfloat16"})
-    cache = _generate(model, transformers.DynamicCache(config=cfg), 2, 4, 2)
+    card, cache = check_bf16_cache(*_case(name), 4, 2)
     hybrid = cache.layers[[i for i in range(card.num_layers) if card.mixer(i) == "hybrid"][0]]
     assert (hybrid.keys.dtype, hybrid.conv_states[0].dtype, hybrid.recurrent_states[0].dtype) == (
         torch.bfloat16, torch.bfloat16, torch.float32)
-    layers, whole = _measured_layers(cache, card.num_layers)
-    assert layers == _predicted(card, "hf-dynamic", "bf16", 2, 5)
-    assert estimate(card, batch=2, seq_len=5, engine="hf-dynamic").kv_cache.total_bytes == whole
 
 
 @pytest.mark.parametrize("name", ["zamba", "zamba2-adapters", "ernie4.5-moe"])
 def test_static_cache_holds_states_beside_preallocated_kv(name):
-    model_type, kwargs = _case(name)
-    cfg, model = _model(model_type, kwargs)
-    card = card_from_hf_config(cfg.to_dict())
-    cache = transformers.StaticCache(config=cfg, max_cache_len=16)
-    with torch.no_grad():
-        model(torch.randint(0, 128, (2, 5)), past_key_values=cache, use_cache=True, cache_position=torch.arange(5))
-    layers, whole = _measured(cache)
-    # each static attention layer also keeps an int64 scalar, its cumulative_length counter: bookkeeping, not cache
-    counters = [8 * (card.mixer(i) in ("attention", "hybrid")) for i in range(card.num_layers)]
-    predicted = _predicted(card, "hf-static", "fp32", 2, 5, max_cache_len=16)
-    assert layers == [p + c for p, c in zip(predicted, counters)]
-    est = estimate(card, batch=2, seq_len=5, engine="hf-static", max_cache_len=16, kv_dtype="fp32")
-    assert est.kv_cache.total_bytes == whole - sum(counters)
+    check_static_cache(*_case(name))
 
 
 def test_zamba2_shared_blocks_by_hand():
@@ -173,21 +138,13 @@ ZAMBA_7B = {"model_type": "zamba", "_name_or_path": "Zyphra/Zamba-7B-v1", "torch
     (ZAMBA_7B, 7e9, 7e9),  # Zamba paper (arXiv:2405.16712): a 7B model
 ])
 def test_full_size_configs_match_published_totals(config, total, active):
-    card = card_from_hf_config(config)
-    built = transformers.AutoConfig.for_model(**{k: v for k, v in config.items() if k != "_name_or_path"}).to_dict()
-    skip = {"name", "source"}
-    assert card_from_hf_config(built).model_dump(exclude=skip) == card.model_dump(exclude=skip)
-    p = count_params(card)
+    p = count_params(full_size_card(config))
     assert p.total == pytest.approx(total, rel=0.05)  # 21.83B; 7.23B
     assert round(p.active / 1e9) * 1e9 == active  # 3.35B; 7.23B
 
 
 def test_defaults_zamba_are_transformers_defaults():
-    for model_type, defaults in DEFAULTS_ZAMBA.items():
-        cls = transformers.CONFIG_MAPPING[model_type]
-        fields, built = {f.name: f.default for f in dataclasses.fields(cls)}, cls()
-        for key, value in defaults.items():
-            assert value in (fields[key], getattr(built, key)), (model_type, key)
+    check_config_defaults(DEFAULTS_ZAMBA)
 
 
 @pytest.mark.parametrize(("model_type", "kwargs", "match"), [

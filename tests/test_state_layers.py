@@ -13,16 +13,14 @@ transformers = pytest.importorskip("transformers")
 warnings.filterwarnings("ignore")
 
 from kvplan import count_params, estimate  # noqa: E402
-from kvplan.cost.engines import CacheRun, get_engine  # noqa: E402
-from kvplan.cost.kvspec import layer_specs  # noqa: E402
 from kvplan.errors import KvplanError  # noqa: E402
 from kvplan.model.card import ModelCard  # noqa: E402
-from kvplan.model.dtypes import parse_dtype  # noqa: E402
 from kvplan.model.hf.config import card_from_hf_config  # noqa: E402
 from kvplan.model.hf.defaults_ssm import DEFAULTS_SSM  # noqa: E402
+from tiny_models import (  # noqa: E402
+    BASE, check_bf16_cache, check_static_cache, dynamic_cache_test,
+)
 
-IDS = dict(pad_token_id=0, bos_token_id=0, eos_token_id=0)
-BASE = dict(hidden_size=64, vocab_size=128, **IDS)
 ATTN = dict(num_attention_heads=4, num_key_value_heads=2, intermediate_size=96)
 CASES = [
     ("mamba", "mamba", dict(BASE, num_hidden_layers=2, state_size=8)),
@@ -37,103 +35,22 @@ CASES = [
                                       layers_block_type=["mamba", "mlp", "mamba", "attention", "mlp"])),
 ]
 LENGTHS = [(1, 2, 1), (2, 3, 1), (1, 5, 4), (2, 2, 6)]  # (batch, prompt, decode steps): shorter and longer than d_conv
-_MAMBA_ONLY = {"mamba", "falcon_mamba", "mamba2"}  # these take the cache as cache_params
 
 
-def _model(model_type: str, kwargs: dict, dtype=torch.float32):
-    torch.manual_seed(0)
-    cfg = transformers.AutoConfig.for_model(model_type, **kwargs)
-    cfg._attn_implementation = "eager"
-    return cfg, transformers.AutoModelForCausalLM.from_config(cfg, dtype=dtype).eval()
-
-
-def _generate(model_type, model, cache, batch: int, prompt: int, steps: int):
-    key = "cache_params" if model_type in _MAMBA_ONLY else "past_key_values"
-    ids = torch.randint(0, 128, (batch, prompt))
-    with torch.no_grad():
-        out = model(ids, **{key: cache}, use_cache=True)
-        for _ in range(steps - 1):
-            out = model(out.logits[:, -1:].argmax(-1), **{key: cache}, use_cache=True)
-    return cache
-
-
-def _tensors(obj, seen: set) -> int:
-    """Bytes of every distinct tensor storage reachable from ``obj`` (attributes, dicts, lists, tuples)."""
-    if isinstance(obj, torch.Tensor):
-        ptr = obj.untyped_storage().data_ptr()
-        if ptr in seen:
-            return 0
-        seen.add(ptr)
-        return obj.untyped_storage().nbytes()
-    if isinstance(obj, dict):
-        return sum(_tensors(v, seen) for v in obj.values())
-    if isinstance(obj, (list, tuple)):
-        return sum(_tensors(v, seen) for v in obj)
-    if hasattr(obj, "__dict__") and not isinstance(obj, type):
-        return sum(_tensors(v, seen) for v in vars(obj).values())
-    return 0
-
-
-def _measured(cache) -> tuple[list[int], int]:
-    """(bytes each cache layer holds, bytes the whole cache object holds)."""
-    return [_tensors(layer, set()) for layer in cache.layers], _tensors(cache, set())
-
-
-def _predicted(card, engine: str, kv: str, batch: int, seq_len: int, max_cache_len: int | None = None) -> list[int]:
-    """kvplan's bytes per decoder layer: its attention spec, its two state specs, or nothing (an mlp layer)."""
-    eng, run = get_engine(engine), CacheRun(seq_len, 0, max_cache_len)
-    specs = iter(layer_specs(card, parse_dtype(kv), eng))
-    per_layer = []
-    for i in range(card.num_layers):
-        n = {"attention": 1, "mamba": 2, None: 0}[card.mixer(i)]
-        per_layer.append(sum(batch * s.positions_held(eng, run) * s.bytes_per_token for s in
-                             [next(specs) for _ in range(n)]))
-    assert next(specs, None) is None
-    return per_layer
-
-
-@pytest.mark.parametrize(("model_type", "kwargs"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
-def test_params_and_dynamic_cache_match_transformers(model_type, kwargs):
-    cfg, model = _model(model_type, kwargs)
-    card = card_from_hf_config(cfg.to_dict())
-    assert count_params(card).total == sum(p.numel() for p in model.parameters())
-    for batch, prompt, steps in LENGTHS:
-        cache = _generate(model_type, model, transformers.DynamicCache(config=cfg), batch, prompt, steps)
-        layers, whole = _measured(cache)
-        seq_len = prompt + steps - 1
-        assert layers == _predicted(card, "hf-dynamic", "fp32", batch, seq_len), (batch, prompt, steps)
-        est = estimate(card, batch=batch, seq_len=seq_len, engine="hf-dynamic", kv_dtype="fp32")
-        assert est.kv_cache.total_bytes == whole == sum(layers)
+test_params_and_dynamic_cache_match_transformers = dynamic_cache_test(CASES, LENGTHS)
 
 
 @pytest.mark.parametrize("case", ["mamba2", "bamba"])
 def test_bf16_model_keeps_the_ssm_state_in_float32(case):
     """transformers' torch scan hands the cache a float32 SSM state; the conv state follows the model dtype."""
     model_type, kwargs = next(c[1:] for c in CASES if c[0] == case)
-    cfg, model = _model(model_type, kwargs, torch.bfloat16)
-    card = card_from_hf_config({**cfg.to_dict(), "dtype": "bfloat16"})
-    cache = _generate(model_type, model, transformers.DynamicCache(config=cfg), 2, 4, 2)
+    _, cache = check_bf16_cache(model_type, kwargs, 4, 2)
     layer = cache.layers[0]
     assert (layer.conv_states[0].dtype, layer.recurrent_states[0].dtype) == (torch.bfloat16, torch.float32)
-    layers, whole = _measured(cache)
-    assert layers == _predicted(card, "hf-dynamic", "bf16", 2, 5)
-    assert estimate(card, batch=2, seq_len=5, engine="hf-dynamic").kv_cache.total_bytes == whole
 
 
 def test_static_cache_holds_states_beside_preallocated_kv():
-    model_type, kwargs = next(c[1:] for c in CASES if c[0] == "bamba")
-    cfg, model = _model(model_type, kwargs)
-    card = card_from_hf_config(cfg.to_dict())
-    cache = transformers.StaticCache(config=cfg, max_cache_len=16)
-    with torch.no_grad():
-        model(torch.randint(0, 128, (2, 5)), past_key_values=cache, use_cache=True, cache_position=torch.arange(5))
-    layers, whole = _measured(cache)
-    # each StaticLayer also keeps an int64 scalar, its cumulative_length counter: 8 B of bookkeeping, not cache
-    counters = [8 * (card.mixer(i) == "attention") for i in range(card.num_layers)]
-    predicted = _predicted(card, "hf-static", "fp32", 2, 5, max_cache_len=16)
-    assert layers == [p + c for p, c in zip(predicted, counters)]
-    est = estimate(card, batch=2, seq_len=5, engine="hf-static", max_cache_len=16, kv_dtype="fp32")
-    assert est.kv_cache.total_bytes == whole - sum(counters)
+    check_static_cache(*next(c[1:] for c in CASES if c[0] == "bamba"))
 
 
 def _bamba_card():

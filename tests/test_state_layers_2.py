@@ -5,7 +5,7 @@ whole cache object graph), layer by layer, for several batch / prompt / decode c
 
 from __future__ import annotations
 
-import dataclasses
+import functools
 import warnings
 
 import pytest
@@ -15,14 +15,13 @@ transformers = pytest.importorskip("transformers")
 warnings.filterwarnings("ignore")
 
 from kvplan import count_params, estimate  # noqa: E402
-from kvplan.cost.engines import CacheRun, get_engine  # noqa: E402
-from kvplan.cost.kvspec import layer_specs, state_specs  # noqa: E402
 from kvplan.errors import KvplanError  # noqa: E402
-from kvplan.model.dtypes import parse_dtype  # noqa: E402
 from kvplan.model.hf.config import card_from_hf_config  # noqa: E402
 from kvplan.model.hf.defaults_hybrid import DEFAULTS_HYBRID  # noqa: E402
-from test_state_layers import BASE, _measured, _tensors  # noqa: E402
-from transformers.models.minimax.modeling_minimax import MiniMaxCache  # noqa: E402
+from tiny_models import (  # noqa: E402
+    BASE, HYBRID_LENGTHS, case, case_card, check_bf16_cache, check_config_defaults, check_static_cache,
+    dynamic_cache_test, full_size_card,
+)
 
 ATTN = dict(num_attention_heads=4, num_key_value_heads=2, intermediate_size=96)
 MAMBA2 = dict(mamba_n_heads=8, mamba_d_state=8, mamba_n_groups=2)
@@ -74,91 +73,11 @@ CASES = [
                                    full_attn_idxs=[2], conv_bias=True, conv_L_cache=4, block_ffn_dim_multiplier=1.5,
                                    block_multiple_of=32)),
 ]
-# (batch, prompt, decode steps): shorter and longer than d_conv; RecurrentGemma's window 3 at W-1, W, W+1 and beyond
-LENGTHS = [(1, 2, 1), (2, 3, 1), (2, 4, 1), (1, 5, 4), (2, 2, 6)]
+_case = functools.partial(case, CASES)
+_card = functools.partial(case_card, CASES)
 
 
-
-def _model(model_type: str, kwargs: dict, dtype=torch.float32):
-    torch.manual_seed(0)
-    cfg = transformers.AutoConfig.for_model(model_type, **kwargs)
-    cfg._attn_implementation = "eager"
-    return cfg, transformers.AutoModelForCausalLM.from_config(cfg, dtype=dtype).eval()
-
-
-def _generate(model, cache, batch: int, prompt: int, steps: int):
-    ids = torch.randint(0, 128, (batch, prompt))
-    with torch.no_grad():
-        out = model(ids, past_key_values=cache, use_cache=True)
-        for _ in range(steps - 1):
-            out = model(out.logits[:, -1:].argmax(-1), past_key_values=cache, use_cache=True)
-    return cache
-
-
-def _predicted(card, engine: str, kv: str, batch: int, seq_len: int, max_cache_len: int | None = None) -> list[int]:
-    eng, run = get_engine(engine), CacheRun(seq_len, 0, max_cache_len)
-    specs = iter(layer_specs(card, parse_dtype(kv), eng))
-    states = len(state_specs(card, parse_dtype(kv), eng.transformers)) if card.ssm else 0  # 2; 1 for a short conv
-    per_layer = []
-    for i in range(card.num_layers):  # per decoder layer: K/V; the states; both (hybrid); nothing (mlp)
-        count = {"attention": 1, "mamba": states, "hybrid": 1 + states, None: 0}[card.mixer(i)]
-        layer = [next(specs) for _ in range(count)]
-        per_layer.append(sum(batch * s.positions_held(eng, run) * s.bytes_per_token for s in layer))
-    assert next(specs, None) is None
-    return per_layer
-
-
-def _new_cache(cfg):
-    """The cache the model runs with: MiniMax refuses any but its own MiniMaxCache."""
-    return MiniMaxCache() if cfg.model_type == "minimax" else transformers.DynamicCache(config=cfg)
-
-
-def _measured_layers(cache, layers: int, model=None) -> tuple[list[int], int]:
-    """(bytes per decoder layer, bytes of the whole cache object and of the states held outside it). MiniMaxCache
-    keeps each lightning layer's state in ``linear_cache[i]``, beside ``layers`` (which then holds only the attention
-    layers' K/V, lazily); RecurrentGemma keeps its RG-LRU states on the model's modules."""
-    if model is not None and model.config.model_type == "recurrent_gemma":
-        # its local-attention layers as the project counts a sliding DynamicCache layer (tests/test_hf_import.py):
-        # the W-1 positions kept, not the W-position storage their view pins, nor the int64 window scalar
-        held = [sum(t.numel() * t.element_size() for t in (layer.keys, layer.values))
-                if hasattr(layer, "_sliding_window_tensor") else _tensors(layer, set()) for layer in cache.layers]
-        on_model = [_tensors([getattr(b, "conv1d_state", None), getattr(getattr(b, "rg_lru", None), "recurrent_states",
-                                                                        None)], set())
-                    for b in (layer.temporal_block for layer in model.model.layers)]
-        per_layer = [a + b for a, b in zip(held, on_model)]
-        return per_layer, sum(per_layer)
-    if not hasattr(cache, "linear_cache"):
-        return _measured(cache)
-    per_layer = [(_tensors(cache.layers[i], set()) if i < len(cache.layers) else 0)
-                 + (_tensors(cache.linear_cache[i], set()) if i < len(cache.linear_cache) else 0)
-                 for i in range(layers)]
-    return per_layer, _tensors(cache, set())
-
-
-@pytest.mark.parametrize(("model_type", "kwargs"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
-def test_params_and_dynamic_cache_match_transformers(model_type, kwargs):
-    cfg, model = _model(model_type, kwargs)
-    card = card_from_hf_config(cfg.to_dict())
-    assert count_params(card).total == sum(p.numel() for p in model.parameters())
-    for batch, prompt, steps in LENGTHS:
-        cache = _generate(model, _new_cache(cfg), batch, prompt, steps)
-        layers, whole = _measured_layers(cache, card.num_layers, model)
-        seq_len = prompt + steps - 1
-        if model_type == "recurrent_gemma" and steps == 1:  # before the first decode step its conv state is a
-            short = [batch * card.ssm.conv_dim * 4 * (card.mixer(i) == "mamba") for i in range(card.num_layers)]
-            layers, whole = [n + s for n, s in zip(layers, short)], whole + sum(short)  # tensor of d_conv - 1
-        assert layers == _predicted(card, "hf-dynamic", "fp32", batch, seq_len), (batch, prompt, steps)
-        est = estimate(card, batch=batch, seq_len=seq_len, engine="hf-dynamic", kv_dtype="fp32")
-        assert est.kv_cache.total_bytes == whole == sum(layers)
-
-
-def _case(name: str):
-    return next(c[1:] for c in CASES if c[0] == name)
-
-
-def _card(name: str):
-    model_type, kwargs = _case(name)
-    return card_from_hf_config(transformers.AutoConfig.for_model(model_type, **kwargs).to_dict())
+test_params_and_dynamic_cache_match_transformers = dynamic_cache_test(CASES, HYBRID_LENGTHS)
 
 
 @pytest.mark.parametrize("name", ["falcon-h1", "granite-moe-hybrid", "qwen3-next", "lfm2", "minimax",
@@ -166,30 +85,12 @@ def _card(name: str):
 def test_bf16_model_state_dtypes(name):
     """transformers keeps Mamba-2, Gated DeltaNet and RG-LRU states in float32 in a bf16 model, the conv states and
     MiniMax's lightning state in bf16."""
-    model_type, kwargs = _case(name)
-    cfg, model = _model(model_type, kwargs, torch.bfloat16)
-    card = card_from_hf_config({**cfg.to_dict(), "dtype": "bfloat16"})
-    cache = _generate(model, _new_cache(cfg), 2, 4, 2)
-    layers, whole = _measured_layers(cache, card.num_layers, model)
-    assert layers == _predicted(card, "hf-dynamic", "bf16", 2, 5)
-    assert estimate(card, batch=2, seq_len=5, engine="hf-dynamic").kv_cache.total_bytes == whole
+    check_bf16_cache(*_case(name), 4, 2)
 
 
 @pytest.mark.parametrize("name", ["falcon-h1", "jamba", "qwen3-next", "lfm2"])
 def test_static_cache_holds_states_beside_preallocated_kv(name):
-    model_type, kwargs = _case(name)
-    cfg, model = _model(model_type, kwargs)
-    card = card_from_hf_config(cfg.to_dict())
-    cache = transformers.StaticCache(config=cfg, max_cache_len=16)
-    with torch.no_grad():
-        model(torch.randint(0, 128, (2, 5)), past_key_values=cache, use_cache=True, cache_position=torch.arange(5))
-    layers, whole = _measured(cache)
-    # each static attention layer also keeps an int64 scalar, its cumulative_length counter: bookkeeping, not cache
-    counters = [8 * (card.mixer(i) in ("attention", "hybrid")) for i in range(card.num_layers)]
-    predicted = _predicted(card, "hf-static", "fp32", 2, 5, max_cache_len=16)
-    assert layers == [p + c for p, c in zip(predicted, counters)]
-    est = estimate(card, batch=2, seq_len=5, engine="hf-static", max_cache_len=16, kv_dtype="fp32")
-    assert est.kv_cache.total_bytes == whole - sum(counters)
+    check_static_cache(*_case(name))
 
 
 def test_falcon_h1_layers_hold_kv_and_both_states():
@@ -261,11 +162,7 @@ QWEN3_NEXT_80B = {
     (QWEN3_NEXT_80B, 80e9, 3e9),  # Qwen3-Next-80B-A3B model card: 80B total, 3B activated (without embeddings)
 ])
 def test_full_size_configs_match_published_totals(config, total, active):
-    card = card_from_hf_config(config)
-    built = transformers.AutoConfig.for_model(**{k: v for k, v in config.items() if k != "_name_or_path"}).to_dict()
-    skip = {"name", "source"}
-    assert card_from_hf_config(built).model_dump(exclude=skip) == card.model_dump(exclude=skip)
-    p = count_params(card)
+    p = count_params(full_size_card(config))
     assert p.total == pytest.approx(total, rel=0.01)  # 51.57B; 79.67B
     # the active counts are rounded to whole billions: 12.11B; 3.25B without the embedding and LM head
     assert round((p.active - (p.embedding + p.lm_head) * (config is QWEN3_NEXT_80B)) / 1e9) * 1e9 == active
@@ -281,11 +178,7 @@ def test_multimodal_qwen3_5_imports_its_text_decoder(model_type, name):
 
 
 def test_defaults_hybrid_are_transformers_defaults():
-    for model_type, defaults in DEFAULTS_HYBRID.items():
-        cls = transformers.CONFIG_MAPPING[model_type]
-        fields, built = {f.name: f.default for f in dataclasses.fields(cls)}, cls()
-        for key, value in defaults.items():
-            assert value in (fields[key], getattr(built, key)), (model_type, key)
+    check_config_defaults(DEFAULTS_HYBRID)
 
 
 @pytest.mark.parametrize(("model_type", "kwargs", "match"), [

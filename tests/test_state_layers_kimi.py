@@ -6,6 +6,7 @@ for several batch / prompt / decode combinations, in float32 and bfloat16."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import warnings
 
@@ -21,8 +22,10 @@ from kvplan.errors import KvplanError  # noqa: E402
 from kvplan.model.catalog import card_from_dict  # noqa: E402
 from kvplan.model.hf.config import card_from_hf_config, import_hf_config  # noqa: E402
 from kvplan.model.hf.defaults_kimi import DEFAULTS_KIMI  # noqa: E402
-from test_state_layers import BASE, _measured  # noqa: E402
-from test_state_layers_2 import LENGTHS, _generate, _measured_layers, _model, _new_cache, _predicted  # noqa: E402
+from tiny_models import (  # noqa: E402
+    BASE, HYBRID_LENGTHS, build_model, case, case_card, check_bf16_cache, check_static_cache, dynamic_cache_test,
+    full_size_card,
+)
 
 MLA = dict(kv_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=16, v_head_dim=12)
 KIMI = dict(BASE, **MLA, num_attention_heads=4, num_key_value_heads=4, intermediate_size=96, num_hidden_layers=5,
@@ -57,58 +60,23 @@ CASES = [
     ("olmo-hybrid-last", "olmo_hybrid", dict(OLMO, num_hidden_layers=2, head_dim=8)),
 ]
 
-
-def _case(name: str):
-    return next(c[1:] for c in CASES if c[0] == name)
-
-
-def _card(name: str):
-    model_type, kwargs = _case(name)
-    return card_from_hf_config(transformers.AutoConfig.for_model(model_type, **kwargs).to_dict())
+_case = functools.partial(case, CASES)
+_card = functools.partial(case_card, CASES)
 
 
-@pytest.mark.parametrize(("model_type", "kwargs"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
-def test_params_and_dynamic_cache_match_transformers(model_type, kwargs):
-    cfg, model = _model(model_type, kwargs)
-    card = card_from_hf_config(cfg.to_dict())
-    assert count_params(card).total == sum(p.numel() for p in model.parameters())
-    for batch, prompt, steps in LENGTHS:
-        cache = _generate(model, _new_cache(cfg), batch, prompt, steps)
-        layers, whole = _measured_layers(cache, card.num_layers)
-        seq_len = prompt + steps - 1
-        assert layers == _predicted(card, "hf-dynamic", "fp32", batch, seq_len), (batch, prompt, steps)
-        est = estimate(card, batch=batch, seq_len=seq_len, engine="hf-dynamic", kv_dtype="fp32")
-        assert est.kv_cache.total_bytes == whole == sum(layers)
+test_params_and_dynamic_cache_match_transformers = dynamic_cache_test(CASES, HYBRID_LENGTHS)
 
 
 @pytest.mark.parametrize("name", ["kimi-edges", "olmo-hybrid-gqa"])
 def test_bf16_model_keeps_recurrent_states_in_float32(name):
     """KDA casts its recurrent state to float32 before the cache update; Gated DeltaNet's torch kernels return it in
     float32; the conv states and the K/V (MLA latents) stay bf16."""
-    model_type, kwargs = _case(name)
-    cfg, model = _model(model_type, kwargs, torch.bfloat16)
-    card = card_from_hf_config({**cfg.to_dict(), "dtype": "bfloat16"})
-    cache = _generate(model, _new_cache(cfg), 2, 4, 3)
-    layers, whole = _measured_layers(cache, card.num_layers)
-    assert layers == _predicted(card, "hf-dynamic", "bf16", 2, 6)
-    assert estimate(card, batch=2, seq_len=6, engine="hf-dynamic").kv_cache.total_bytes == whole
+    check_bf16_cache(*_case(name), 4, 3)
 
 
 @pytest.mark.parametrize("name", ["kimi", "kimi-edges", "olmo-hybrid-gqa"])
 def test_static_cache_holds_states_beside_preallocated_kv(name):
-    model_type, kwargs = _case(name)
-    cfg, model = _model(model_type, kwargs)
-    card = card_from_hf_config(cfg.to_dict())
-    cache = transformers.StaticCache(config=cfg, max_cache_len=16)
-    with torch.no_grad():
-        model(torch.randint(0, 128, (2, 5)), past_key_values=cache, use_cache=True, cache_position=torch.arange(5))
-        model(torch.randint(0, 128, (2, 1)), past_key_values=cache, use_cache=True, cache_position=torch.arange(5, 6))
-    layers, whole = _measured(cache)
-    counters = [8 * (card.mixer(i) == "attention") for i in range(card.num_layers)]  # int64 cumulative_length
-    predicted = _predicted(card, "hf-static", "fp32", 2, 6, max_cache_len=16)
-    assert layers == [p + c for p, c in zip(predicted, counters)]
-    est = estimate(card, batch=2, seq_len=6, engine="hf-static", max_cache_len=16, kv_dtype="fp32")
-    assert est.kv_cache.total_bytes == whole - sum(counters)
+    check_static_cache(*_case(name), decode_steps=1)
 
 
 def test_kimi_states_and_latents_by_hand():
@@ -140,7 +108,7 @@ def test_olmo_hybrid_states_by_hand():
 def test_olmo_hybrid_norms_per_block_are_two_for_both_mixers():
     """The attention blocks hold post_attention / post_feedforward norms, the linear ones input / post_attention:
     two per block either way, so norms_per_layer 2 holds for both mixers (counted against transformers)."""
-    cfg, model = _model("olmo_hybrid", _case("olmo-hybrid")[1])
+    cfg, model = build_model("olmo_hybrid", _case("olmo-hybrid")[1])
     blocks = [sum(1 for n, _ in layer.named_parameters() if n.endswith("layernorm.weight")) for layer in model.model.layers]
     assert blocks == [2, 2, 2, 2] and card_from_hf_config(cfg.to_dict()).norms_per_layer == 2
 
@@ -168,10 +136,7 @@ def _meta_params(config: dict) -> int:
 
 
 def test_kimi_linear_48b_matches_transformers_and_its_published_size():
-    card = card_from_hf_config(KIMI_48B)
-    built = transformers.AutoConfig.for_model(**{k: v for k, v in KIMI_48B.items() if k != "_name_or_path"})
-    skip = {"name", "source"}
-    assert card_from_hf_config(built.to_dict()).model_dump(exclude=skip) == card.model_dump(exclude=skip)
+    card = full_size_card(KIMI_48B)
     p = count_params(card)
     assert p.total == _meta_params(KIMI_48B) == 49_122_675_072
     # the model card's "48B total, 3B activated" are rounded names: 49.12B; 2.73B active without the embeddings
@@ -275,7 +240,7 @@ def test_deepseek_attention_bias_biases_the_mla_down_and_out_projections():
                   num_key_value_heads=4, kv_lora_rank=32, q_lora_rank=24, qk_rope_head_dim=8, qk_nope_head_dim=16,
                   v_head_dim=16, n_routed_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
                   n_shared_experts=1, first_k_dense_replace=1, n_group=1, topk_group=1, attention_bias=True)
-    cfg, model = _model("deepseek_v3", kwargs)
+    cfg, model = build_model("deepseek_v3", kwargs)
     card = card_from_hf_config(cfg.to_dict())
     assert count_params(card).total == sum(p.numel() for p in model.parameters())
     assert count_params(card).attention - count_params(card_from_hf_config({**cfg.to_dict(), "attention_bias": False})
