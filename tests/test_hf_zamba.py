@@ -22,10 +22,8 @@ from kvplan.verify.reference.shrink import shrink  # noqa: E402
 from kvplan.verify.run import verify  # noqa: E402
 from kvplan.model.hf.config import card_from_hf_config  # noqa: E402
 from kvplan.model.hf.defaults_zamba import DEFAULTS_ZAMBA  # noqa: E402
-from tiny_models import (  # noqa: E402
-    BASE, HYBRID_LENGTHS, case, case_card, check_bf16_cache, check_config_defaults, check_static_cache,
-    dynamic_cache_test, full_size_card,
-)
+from tiny_models import BASE, HYBRID_LENGTHS, case, case_card, dynamic_cache_test  # noqa: E402
+from tiny_models import check_bf16_cache, check_config_defaults, check_static_cache, full_size_card  # noqa: E402
 
 ATTN = dict(num_attention_heads=4, num_key_value_heads=2, intermediate_size=96)
 MOE = dict(moe_intermediate_size=32, moe_num_experts=4, moe_k=2)

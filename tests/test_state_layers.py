@@ -17,9 +17,7 @@ from kvplan.errors import KvplanError  # noqa: E402
 from kvplan.model.card import ModelCard  # noqa: E402
 from kvplan.model.hf.config import card_from_hf_config  # noqa: E402
 from kvplan.model.hf.defaults_ssm import DEFAULTS_SSM  # noqa: E402
-from tiny_models import (  # noqa: E402
-    BASE, check_bf16_cache, check_static_cache, dynamic_cache_test,
-)
+from tiny_models import BASE, check_bf16_cache, check_static_cache, dynamic_cache_test  # noqa: E402
 
 ATTN = dict(num_attention_heads=4, num_key_value_heads=2, intermediate_size=96)
 CASES = [

@@ -18,10 +18,8 @@ from kvplan import count_params, estimate  # noqa: E402
 from kvplan.errors import KvplanError  # noqa: E402
 from kvplan.model.hf.config import card_from_hf_config  # noqa: E402
 from kvplan.model.hf.defaults_hybrid import DEFAULTS_HYBRID  # noqa: E402
-from tiny_models import (  # noqa: E402
-    BASE, HYBRID_LENGTHS, case, case_card, check_bf16_cache, check_config_defaults, check_static_cache,
-    dynamic_cache_test, full_size_card,
-)
+from tiny_models import BASE, HYBRID_LENGTHS, case, case_card, dynamic_cache_test  # noqa: E402
+from tiny_models import check_bf16_cache, check_config_defaults, check_static_cache, full_size_card  # noqa: E402
 
 ATTN = dict(num_attention_heads=4, num_key_value_heads=2, intermediate_size=96)
 MAMBA2 = dict(mamba_n_heads=8, mamba_d_state=8, mamba_n_groups=2)

@@ -22,10 +22,8 @@ from kvplan.errors import KvplanError  # noqa: E402
 from kvplan.model.catalog import card_from_dict  # noqa: E402
 from kvplan.model.hf.config import card_from_hf_config, import_hf_config  # noqa: E402
 from kvplan.model.hf.defaults_kimi import DEFAULTS_KIMI  # noqa: E402
-from tiny_models import (  # noqa: E402
-    BASE, HYBRID_LENGTHS, build_model, case, case_card, check_bf16_cache, check_static_cache, dynamic_cache_test,
-    full_size_card,
-)
+from tiny_models import BASE, HYBRID_LENGTHS, build_model, case, case_card, dynamic_cache_test  # noqa: E402
+from tiny_models import check_bf16_cache, check_static_cache, full_size_card  # noqa: E402
 
 MLA = dict(kv_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=16, v_head_dim=12)
 KIMI = dict(BASE, **MLA, num_attention_heads=4, num_key_value_heads=4, intermediate_size=96, num_hidden_layers=5,
