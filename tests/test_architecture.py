@@ -91,3 +91,34 @@ def test_small_modules_and_a_short_root():
     assert not long, f"modules over 400 lines: {long}"
     root = sorted(p.name for p in PKG.glob("*.py"))
     assert len(root) <= 6, root
+
+
+MAX_BODY_LINES = 40  # the guide's "functions under ~40 lines"; typer signatures of CLI commands do not count
+
+
+def body_lines(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    """Lines from the first statement after the docstring to the function's end (0 for a docstring-only body)."""
+    body = fn.body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+            and isinstance(body[0].value.value, str):
+        body = body[1:]
+    return fn.end_lineno - body[0].lineno + 1 if body else 0
+
+
+def long_functions(source: str, limit: int = MAX_BODY_LINES) -> dict[str, int]:
+    tree = ast.parse(source)
+    return {f"{n.name}:{n.lineno}": b for n in ast.walk(tree)
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and (b := body_lines(n)) > limit}
+
+
+def test_short_functions():
+    long = {f"{m}.{f}": n for m, p in MODULES.items() for f, n in long_functions(p.read_text(encoding="utf-8")).items()}
+    assert not long, f"function bodies over {MAX_BODY_LINES} lines: {long}"
+
+
+def test_the_function_check_counts_the_body_not_the_signature_or_docstring():
+    args = "".join(f"    a{i}: int = 0,\n" for i in range(50))
+    doc = '    """' + "doc\n" * 20 + '    """\n'
+    short = f"def f(\n{args}):\n{doc}" + "    x = 1\n" * MAX_BODY_LINES
+    assert long_functions(short) == {}
+    assert long_functions(short + "    return x\n") == {"f:1": MAX_BODY_LINES + 1}

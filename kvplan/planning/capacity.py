@@ -75,19 +75,7 @@ def resolve(model: ModelCard | str | Path, *, gpu: str | GPU, max_model_len: int
     g = gpu if isinstance(gpu, GPU) else load_gpu(gpu, gpu_file)
     require_positive("--max-model-len", max_model_len)
     layout = Layout(tp, pp, dp, bool(expert_parallel))
-    if expert_parallel and eng.name != "vllm":
-        raise KvplanError(f"--expert-parallel: vLLM's --enable-expert-parallel; not modelled for --engine {eng.name}")
-    check_layout(card, layout)
-    if card.ssm and card.ssm.kind == "rglru" and eng.name in PAGED:
-        raise KvplanError(f"--engine {eng.name}: {card.name}'s RG-LRU layers (RecurrentGemma) are not modelled for "
-                          "vLLM or SGLang, which serve no RecurrentGemma model here; use --engine ideal, hf-static or "
-                          "hf-dynamic")
-    if eng.transformers and tp * pp > 1:
-        raise KvplanError(f"--tp/--pp: {eng.name} runs one process on one GPU here; use --dp for replicas")
-    if card.architecture != "decoder-only":
-        raise KvplanError(f"--model: serving capacity is planned for decoder-only models (vLLM V1 and SGLang serve "
-                          f"them as generators); {card.name} is {card.architecture}: size it with `kvplan estimate`"
-                          + (" --encoder-len N" if card.architecture == "encoder-decoder" else ""))
+    _check_servable(card, eng, layout)
     kv_t, w_t = _dtype(card, eng, kv_dtype, "--kv-dtype")[0], _dtype(card, eng, weight_dtype, "--weight-dtype")[0]
     eng.check_dtype(kv_t)
     total = g.memory_bytes if gpu_memory is None else _positive_size("--gpu-memory", gpu_memory)
@@ -110,6 +98,23 @@ def resolve(model: ModelCard | str | Path, *, gpu: str | GPU, max_model_len: int
         non_torch=size("--non-torch-memory", non_torch_memory, defaults[0]),
         cuda_graph=size("--cuda-graph-memory", cuda_graph_memory, defaults[1]),
         context=size("--context-memory", context_memory, defaults[2]))
+
+
+def _check_servable(card: ModelCard, eng, layout: Layout) -> None:
+    """What kvplan plan does not model for this card, engine and layout, as one-line KvplanErrors naming the flag."""
+    if layout.expert_parallel and eng.name != "vllm":
+        raise KvplanError(f"--expert-parallel: vLLM's --enable-expert-parallel; not modelled for --engine {eng.name}")
+    check_layout(card, layout)
+    if card.ssm and card.ssm.kind == "rglru" and eng.name in PAGED:
+        raise KvplanError(f"--engine {eng.name}: {card.name}'s RG-LRU layers (RecurrentGemma) are not modelled for "
+                          "vLLM or SGLang, which serve no RecurrentGemma model here; use --engine ideal, hf-static or "
+                          "hf-dynamic")
+    if eng.transformers and layout.tp * layout.pp > 1:
+        raise KvplanError(f"--tp/--pp: {eng.name} runs one process on one GPU here; use --dp for replicas")
+    if card.architecture != "decoder-only":
+        raise KvplanError(f"--model: serving capacity is planned for decoder-only models (vLLM V1 and SGLang serve "
+                          f"them as generators); {card.name} is {card.architecture}: size it with `kvplan estimate`"
+                          + (" --encoder-len N" if card.architecture == "encoder-decoder" else ""))
 
 
 def served_card(card: ModelCard, engine: str) -> tuple[ModelCard, tuple[str, ...]]:

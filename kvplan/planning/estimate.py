@@ -72,16 +72,22 @@ def estimate(model: ModelCard | str | Path, *, batch: int = 1, seq_len: int, enc
     notes = list(r.notes) + engine_notes(kv, batch)
     steps = _flops(r, prompt, notes)  # the roofline reuses them: computed once
     flops = None if steps is None else StepFlops(prefill=steps[0].result(), decode_step=steps[1].result())
-    roof = None
-    if gpu is not None:
-        from kvplan.cost.hardware import load_gpu  # only with --gpu: a plain estimate imports no catalog code
-
-        roof = roofline(card, batch=batch, prompt_len=prompt, seq_len=seq_len, gpu=load_gpu(gpu, gpu_file),
-                        engine=r.engine, kv_t=r.kv_t, w_t=r.w_t, memory_needed_bytes=kv.total_bytes + weights.bytes,
-                        mfu=mfu or 1.0, mbu=mbu or 1.0, max_cache_len=r.run.max_cache_len, block_size=block_size,
-                        steps=steps)
+    roof = None if gpu is None else _roofline(card, r, steps, batch=batch, prompt=prompt, seq_len=seq_len, gpu=gpu,
+                                              gpu_file=gpu_file, mfu=mfu, mbu=mbu, block_size=block_size,
+                                              memory_needed_bytes=kv.total_bytes + weights.bytes)
     return Estimate(inputs=inputs, model=summarize(card, base), kv_cache=kv, weights=weights,
                     total_bytes=kv.total_bytes + weights.bytes, flops=flops, roofline=roof, notes=notes)
+
+
+def _roofline(card: ModelCard, r, steps, *, batch: int, prompt: int, seq_len: int, gpu: str, gpu_file: str | None,
+              mfu: float | None, mbu: float | None, block_size: int, memory_needed_bytes: int):
+    """The roofline bounds on ``gpu`` (only with --gpu), reusing the step FLOPs already computed."""
+    from kvplan.cost.hardware import load_gpu  # only with --gpu: a plain estimate imports no catalog code
+
+    return roofline(card, batch=batch, prompt_len=prompt, seq_len=seq_len, gpu=load_gpu(gpu, gpu_file),
+                    engine=r.engine, kv_t=r.kv_t, w_t=r.w_t, memory_needed_bytes=memory_needed_bytes,
+                    mfu=mfu or 1.0, mbu=mbu or 1.0, max_cache_len=r.run.max_cache_len, block_size=block_size,
+                    steps=steps)
 
 
 def resolve(card: ModelCard, *, batch: int, seq_len: int, encoder_len: int | None, kv_dtype: str | None,

@@ -100,19 +100,7 @@ def verify_sharded(model: ModelCard | str | Path, *, tp: int = 1, pp: int = 1, b
     dtype = parse_dtype(kv_dtype or get_engine("ideal").default_dtype(card.dtype)[0], what="--kv-dtype").name
     _check_inputs(card, engine, dtype, device, batch, seq_len, decode_steps, None)
     layout = Layout(tp=tp, pp=pp)
-    # kvplan plan shards state layers (kvplan.cost.parallel); the sharded reference model does not build them yet
-    card.require_no_state_layers("kvplan verify --tp/--pp (the sharded reference model)")
-    check_layout(card, layout)
-    if not timeout > 0:
-        raise KvplanError(f"--timeout: seconds before a hung run is stopped, must be positive; got {timeout}")
-    if card.architecture != "decoder-only":
-        raise KvplanError(f"--tp/--pp: the sharded verify runs decoder-only models; {card.name} is {card.architecture}")
-    if tp > 1 and card.qk_norm_width == "all_heads":  # vLLM's Olmo2Attention all-gathers q/k for this norm
-        raise KvplanError(f"--tp: {card.name}'s q/k norms span all heads (OLMo-2), which vLLM all-gathers across "
-                          "ranks; the sharded verify does not model that gather: use --tp 1 (--pp works)")
-    if card.hf_kv_heads and get_engine(engine).transformers:
-        raise KvplanError(f"--engine {engine}: transformers broadcasts {card.name}'s K/V to hf_kv_heads before "
-                          "caching; the sharded verify shards vLLM-style: use --engine ideal or vllm")
+    _check_shardable(card, layout, engine, timeout)
     backend = _backend(device, tp * pp)
     steps, prompt = decode_steps, seq_len - decode_steps
     mcl = estimate(card, batch=batch, seq_len=seq_len, kv_dtype=dtype, weight_dtype=dtype, engine=engine,
@@ -139,6 +127,24 @@ def verify_sharded(model: ModelCard | str | Path, *, tp: int = 1, pp: int = 1, b
     return ShardedResult(model=card.name, device=device, backend=backend, engine=engine, kv_dtype=dtype, tp=tp, pp=pp,
                          batch=batch, seq_len=seq_len, prompt_len=prompt, decode_steps=steps, block_size=block_size,
                          max_cache_len=mcl, shrunk=shrunk, ranks=ranks)
+
+
+def _check_shardable(card: ModelCard, layout: Layout, engine: str, timeout: float) -> None:
+    """What the sharded reference model cannot run, as one-line KvplanErrors naming the flag."""
+    tp = layout.tp
+    # kvplan plan shards state layers (kvplan.cost.parallel); the sharded reference model does not build them yet
+    card.require_no_state_layers("kvplan verify --tp/--pp (the sharded reference model)")
+    check_layout(card, layout)
+    if not timeout > 0:
+        raise KvplanError(f"--timeout: seconds before a hung run is stopped, must be positive; got {timeout}")
+    if card.architecture != "decoder-only":
+        raise KvplanError(f"--tp/--pp: the sharded verify runs decoder-only models; {card.name} is {card.architecture}")
+    if tp > 1 and card.qk_norm_width == "all_heads":  # vLLM's Olmo2Attention all-gathers q/k for this norm
+        raise KvplanError(f"--tp: {card.name}'s q/k norms span all heads (OLMo-2), which vLLM all-gathers across "
+                          "ranks; the sharded verify does not model that gather: use --tp 1 (--pp works)")
+    if card.hf_kv_heads and get_engine(engine).transformers:
+        raise KvplanError(f"--engine {engine}: transformers broadcasts {card.name}'s K/V to hf_kv_heads before "
+                          "caching; the sharded verify shards vLLM-style: use --engine ideal or vllm")
 
 
 def _predict(card: ModelCard, layout: Layout, tp_rank: int, pp_rank: int, dtype: str, *, batch: int, prompt_len: int,

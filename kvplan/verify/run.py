@@ -96,19 +96,24 @@ def verify(model: ModelCard | str | Path, *, batch: int = 1, seq_len: int = 32, 
         _check("weights_bytes", w_pred, m.weights_bytes, 0.0),
         _check("kv_cache_bytes", kv_pred, m.kv_bytes, 0.0),
     ]
-    # kvplan.verify.activations has no term for a mamba mixer's transients (its scan, conv window and projections
-    # of the inner width): for state cards the peaks are measured and shown, not predicted
-    peaks = [("peak_prefill_bytes", act.peak_prefill_bytes, m.peak_prefill_bytes)]
-    if steps:
-        peaks.append(("peak_decode_bytes", act.peak_decode_bytes, m.peak_decode_bytes))
-    for name, pred, got in peaks:
-        checks.append(_check(name, None, got, PEAK_TOLERANCE, STATE_PEAK_NOTE) if card.ssm
-                      else _check(name, pred, got, PEAK_TOLERANCE))
+    checks += _peak_checks(card, act, m, steps)
     checks += _flops_checks(card, m, batch=batch, prompt_len=prompt_len, seq_len=seq_len, engine=engine, mcl=mcl,
                             encoder_len=enc_len or 0)
     return VerifyResult(model=card.name, device=device, engine=engine, kv_dtype=dtype, batch=batch, seq_len=seq_len,
                         prompt_len=prompt_len, decode_steps=steps, encoder_len=enc_len, block_size=block_size,
                         max_cache_len=mcl, params=m.params, shrunk=shrunk, checks=checks)
+
+
+def _peak_checks(card: ModelCard, act, m, steps: int) -> list[Check]:
+    """The prefill peak, and the decode peak when there are decode steps: predicted, or only measured for state
+    cards."""
+    # kvplan.verify.activations has no term for a mamba mixer's transients (its scan, conv window and projections
+    # of the inner width): for state cards the peaks are measured and shown, not predicted
+    peaks = [("peak_prefill_bytes", act.peak_prefill_bytes, m.peak_prefill_bytes)]
+    if steps:
+        peaks.append(("peak_decode_bytes", act.peak_decode_bytes, m.peak_decode_bytes))
+    return [_check(name, None, got, PEAK_TOLERANCE, STATE_PEAK_NOTE) if card.ssm
+            else _check(name, pred, got, PEAK_TOLERANCE) for name, pred, got in peaks]
 
 
 def _run_flops(est, steps: int, tokens: int) -> int:

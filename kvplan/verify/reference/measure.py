@@ -56,6 +56,24 @@ def measure(card: ModelCard, *, batch: int, prompt_len: int, decode_steps: int, 
         torch.set_num_threads(threads)
 
 
+def _decode(model, caches, nxt: list, tracker, *, steps: int, prompt_len: int, device: str) -> tuple:
+    """Greedy decode steps from the prefill's next tokens: (peak bytes, FLOPs) of the last step, or (None, None)."""
+    batch = len(nxt)
+    peak_decode = decode_flops = None
+    for i in range(steps):
+        last = i == steps - 1
+        if last:
+            tracker.reset_peak()
+        with FlopCounterMode(display=False) if last else nullcontext() as fc:
+            tok = torch.tensor(nxt, device=device).view(batch, 1)
+            logits = decode_step(model, tok, prompt_len + i, caches)
+        if last:
+            peak_decode, decode_flops = tracker.peak(), fc.get_total_flops()
+        nxt = logits[:, -1].argmax(-1).tolist()
+        del logits, tok
+    return peak_decode, decode_flops
+
+
 def _measure(card: ModelCard, *, batch: int, prompt_len: int, decode_steps: int, engine: str, dtype: str,
              device: str, encoder_len: int, max_cache_len: int, block_size: int, seed: int) -> Measured:
     _warm_up(device)
@@ -87,18 +105,9 @@ def _measure(card: ModelCard, *, batch: int, prompt_len: int, decode_steps: int,
         peak_prefill, prefill_flops = tracker.peak(), fc.get_total_flops()
         nxt = logits[:, -1].argmax(-1).tolist()
         del logits
-        peak_decode = decode_flops = None
-        for i in range(decode_steps if caches is not None else 0):
-            last = i == decode_steps - 1
-            if last:
-                tracker.reset_peak()
-            with FlopCounterMode(display=False) if last else nullcontext() as fc:
-                tok = torch.tensor(nxt, device=device).view(batch, 1)
-                logits = decode_step(model, tok, prompt_len + i, caches)
-            if last:
-                peak_decode, decode_flops = tracker.peak(), fc.get_total_flops()
-            nxt = logits[:, -1].argmax(-1).tolist()
-            del logits, tok
+        steps = decode_steps if caches is not None else 0
+        peak_decode, decode_flops = _decode(model, caches, nxt, tracker, steps=steps, prompt_len=prompt_len,
+                                            device=device)
         kv = tracker.current() - base
     params = sum(p.numel() for p in model.parameters())
     param_bytes = tuple(p.numel() * p.element_size() for p in model.parameters())

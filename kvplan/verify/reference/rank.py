@@ -86,6 +86,39 @@ def _settled(tracker, tries: int = 20) -> int:
     return last
 
 
+def _run_steps(cfg: dict, rank: int, stage, tokens, caches: list, peers: tuple, tracker, comm: Comm,
+               transformers: bool) -> tuple:
+    """The prefill and the decode steps on the stage: (peak prefill bytes, prefill FLOPs, peak decode bytes, decode
+    step FLOPs, last-position logits per step). Peaks and FLOPs of the decode are those of its final step."""
+    prompt, steps, device = cfg["prompt_len"], cfg["decode_steps"], tokens.device
+    logits: list = []
+    tracker.reset_peak()
+    comm.phase = "prefill"
+    mark(cfg, rank, "prefill")
+    with FlopCounterMode(display=False) as fc:
+        out = stage(tokens[:, :prompt], Step("prefill", 0, torch.arange(prompt, device=device),
+                                             last_only=not transformers), caches, *peers)
+    peak_prefill, prefill_flops = tracker.peak(), fc.get_total_flops()
+    logits.append(None if out is None else out[:, -1].tolist())
+    del out
+    peak_decode = decode_flops = None
+    for i in range(steps):
+        final = i == steps - 1
+        comm.phase = "decode" if final else "decode_warm"
+        mark(cfg, rank, "decode")
+        if final:
+            tracker.reset_peak()
+        with FlopCounterMode(display=False) if final else nullcontext() as fc:
+            pos = prompt + i
+            out = stage(tokens[:, pos:pos + 1], Step("decode", pos, torch.arange(pos, pos + 1, device=device)),
+                        caches, *peers)
+        if final:
+            peak_decode, decode_flops = tracker.peak(), fc.get_total_flops()
+        logits.append(None if out is None else out[:, -1].tolist())
+        del out
+    return peak_prefill, prefill_flops, peak_decode, decode_flops, logits
+
+
 def _measure(cfg: dict, device: str, rank: int, tp_rank: int, pp_rank: int, comm: Comm) -> dict:
     card = ModelCard.model_validate_json(cfg["card"])
     tp, pp, batch, prompt, steps = cfg["tp"], cfg["pp"], cfg["batch"], cfg["prompt_len"], cfg["decode_steps"]
@@ -110,31 +143,8 @@ def _measure(cfg: dict, device: str, rank: int, tp_rank: int, pp_rank: int, comm
         kw = dict(dtype=t, device=device)
         caches = [_self_cache(rc, card.windows[i], eng, batch, prompt + steps, cfg["max_cache_len"] or 0,
                               cfg["block_size"], kw) for i in layers]
-        logits: list = []
-        tracker.reset_peak()
-        comm.phase = "prefill"
-        mark(cfg, rank, "prefill")
-        with FlopCounterMode(display=False) as fc:
-            out = stage(tokens[:, :prompt], Step("prefill", 0, torch.arange(prompt, device=device),
-                                                 last_only=not eng.transformers), caches, prev, nxt)
-        peak_prefill, prefill_flops = tracker.peak(), fc.get_total_flops()
-        logits.append(None if out is None else out[:, -1].tolist())
-        del out
-        peak_decode = decode_flops = None
-        for i in range(steps):
-            final = i == steps - 1
-            comm.phase = "decode" if final else "decode_warm"
-            mark(cfg, rank, "decode")
-            if final:
-                tracker.reset_peak()
-            with FlopCounterMode(display=False) if final else nullcontext() as fc:
-                pos = prompt + i
-                out = stage(tokens[:, pos:pos + 1], Step("decode", pos, torch.arange(pos, pos + 1, device=device)),
-                            caches, prev, nxt)
-            if final:
-                peak_decode, decode_flops = tracker.peak(), fc.get_total_flops()
-            logits.append(None if out is None else out[:, -1].tolist())
-            del out
+        peak_prefill, prefill_flops, peak_decode, decode_flops, logits = _run_steps(
+            cfg, rank, stage, tokens, caches, (prev, nxt), tracker, comm, eng.transformers)
         kv = _settled(tracker) - base
     params = sum(p.numel() for p in stage.parameters())
     return dict(rank=rank, tp_rank=tp_rank, pp_rank=pp_rank, layers=[layers.start, layers.stop], params=params,
