@@ -17,7 +17,7 @@ from kvplan.model.hf.config import card_from_hf_config
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
-from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
+from tiny_models import count_flops  # noqa: E402
 
 B, P, L = 2, 11, 9  # batch, prompt tokens, cached tokens before the decode step
 W = 4  # sliding window, below P and L so that windows bite
@@ -79,22 +79,13 @@ def build(model_type: str, kwargs: dict):
         config, attn_implementation="eager", experts_implementation="eager").eval()
 
 
-def count(fn) -> tuple[int, int, int]:
-    """(all matmul FLOPs, bmm FLOPs = attention core, LM head FLOPs) of fn() as FlopCounterMode sees them."""
-    with torch.no_grad(), FlopCounterMode(display=False) as counter:
-        fn()
-    counts = counter.get_flop_counts()
-    lm_head = sum(v for k, ops in counts.items() if k.endswith(".lm_head") for v in ops.values())
-    return counter.get_total_flops(), counts["Global"].get(torch.ops.aten.bmm, 0), lm_head
-
-
 def measured(model_type: str, kwargs: dict) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
     model = build(model_type, kwargs)
     ids = torch.randint(0, V, (B, P))
-    prefill = count(lambda: model(ids, use_cache=False))
+    prefill = count_flops(lambda: model(ids, use_cache=False))
     with torch.no_grad():
         cache = model(ids[:, :L], use_cache=True).past_key_values
-    decode = count(lambda: model(ids[:, L:L + 1], past_key_values=cache, use_cache=True))
+    decode = count_flops(lambda: model(ids[:, L:L + 1], past_key_values=cache, use_cache=True))
     assert cache.get_seq_length() == L + 1  # the step appended its token: it attended L + 1 positions
     return prefill, decode
 
@@ -118,7 +109,7 @@ def test_static_cache_decode_scores_every_slot():
     cache = transformers.StaticCache(config=model.config, max_cache_len=max_len)
     with torch.no_grad():
         model(ids[:, :L], past_key_values=cache, use_cache=True)
-    total, core, _ = count(lambda: model(ids[:, L:], past_key_values=cache, use_cache=True,
+    total, core, _ = count_flops(lambda: model(ids[:, L:], past_key_values=cache, use_cache=True,
                                          cache_position=torch.tensor([L])))
     dec = decode_step_flops(card, batch=B, cache_len=L, engine="hf-static", max_cache_len=max_len)
     assert (dec.total, dec.attention_core) == (total, core)
@@ -133,7 +124,7 @@ def test_static_cache_prefill(case, prompt):
     model, card, max_len = build(model_type, kwargs), make_card(case, fields), 16
     ids = torch.randint(0, V, (B, prompt))
     cache = transformers.StaticCache(config=model.config, max_cache_len=max_len)
-    measured_counts = count(lambda: model(ids, past_key_values=cache, use_cache=True))
+    measured_counts = count_flops(lambda: model(ids, past_key_values=cache, use_cache=True))
     pre = prefill_flops(card, batch=B, prompt_len=prompt, engine="hf-static", max_cache_len=max_len)
     assert (pre.total, pre.attention_core, pre.lm_head) == measured_counts
 
@@ -218,10 +209,10 @@ def test_t5_encoder_decoder_matches_flop_counter():
     model = transformers.T5ForConditionalGeneration._from_config(config, attn_implementation="eager").eval()
     card = card_from_hf_config(config.to_dict())
     enc, dec = torch.randint(0, V, (B, E)), torch.randint(0, V, (B, P))
-    prefill = count(lambda: model(input_ids=enc, decoder_input_ids=dec[:, :L], use_cache=True))
+    prefill = count_flops(lambda: model(input_ids=enc, decoder_input_ids=dec[:, :L], use_cache=True))
     with torch.no_grad():
         out = model(input_ids=enc, decoder_input_ids=dec[:, :L], use_cache=True)
-    decode = count(lambda: model(encoder_outputs=(out.encoder_last_hidden_state,), decoder_input_ids=dec[:, L:L + 1],
+    decode = count_flops(lambda: model(encoder_outputs=(out.encoder_last_hidden_state,), decoder_input_ids=dec[:, L:L + 1],
                                  past_key_values=out.past_key_values, use_cache=True))
     pre = prefill_flops(card, batch=B, prompt_len=L, engine="hf-dynamic", encoder_len=E)
     step = decode_step_flops(card, batch=B, cache_len=L, engine="hf-dynamic", encoder_len=E)

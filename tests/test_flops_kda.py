@@ -24,10 +24,10 @@ from kvplan.cost.kvspec import state_specs  # noqa: E402
 from kvplan.cost.ssm import check_state_tp, ssm_params, ssm_rank_params  # noqa: E402
 from kvplan.model.dtypes import parse_dtype  # noqa: E402
 from kvplan.model.hf.config import card_from_hf_config  # noqa: E402
-from test_flops_states import _build, _measure, _predicted  # noqa: E402
-from test_state_layers_kimi import CASES, KIMI_48B  # noqa: E402
+from cases import KIMI_48B, KIMI_CASES  # noqa: E402
+from tiny_models import build_flop_model, measure_state_flops, predicted_state_flops  # noqa: E402
 
-KIMI = {c[0]: c[1:] for c in CASES if c[1] == "kimi_linear"}
+KIMI = {c[0]: c[1:] for c in KIMI_CASES if c[1] == "kimi_linear"}
 
 
 @pytest.mark.parametrize(("name", "prompt"), [
@@ -40,10 +40,10 @@ KIMI = {c[0]: c[1:] for c in CASES if c[1] == "kimi_linear"}
 ])
 def test_matches_flop_counter(name, prompt):
     model_type, kwargs = KIMI[name]
-    cfg, model = _build(model_type, kwargs)
+    cfg, model = build_flop_model(model_type, kwargs)
     card = card_from_hf_config(cfg.to_dict())
-    measured = _measure(model_type, cfg, model, card, prompt)
-    assert measured == _predicted(card, prompt)
+    measured = measure_state_flops(model_type, cfg, model, card, prompt)
+    assert measured == predicted_state_flops(card, prompt)
     assert measured[0][1] > 0 and measured[1][1] > 0  # the KDA mixers' own counts, prefill and decode
 
 

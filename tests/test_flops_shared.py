@@ -9,6 +9,7 @@ vLLM's models/zamba2.py, by hand.
 
 from __future__ import annotations
 
+import functools
 import re
 import warnings
 
@@ -27,9 +28,11 @@ from kvplan.cost.parallel import Layout, rank_breakdown  # noqa: E402
 from kvplan.cost.params import count_params  # noqa: E402
 from kvplan.model.hf.config import card_from_hf_config  # noqa: E402
 from kvplan.planning.capacity import plan  # noqa: E402
-from test_hf_zamba import CASES, _card  # noqa: E402
+from cases import HYBRID_CASES, STATE_CASES, ZAMBA_CASES  # noqa: E402
+from tiny_models import build_flop_model, case, case_card, measure_state_flops, predicted_state_flops  # noqa: E402
 
-ZAMBAS = [c for c in CASES if c[1].startswith("zamba")]
+ZAMBAS = [c for c in ZAMBA_CASES if c[1].startswith("zamba")]
+_card = functools.partial(case_card, ZAMBA_CASES)
 B = 2
 MIXER = re.compile(r"layers\.\d+\.(mamba_decoder\.)?mamba$")
 BLOCK_ATTENTION = re.compile(r"(self_attn|layers\.\d+\.linear)$")  # the block's attention and the invocation's linear
@@ -164,13 +167,11 @@ def test_comm_of_a_zamba2_hybrid_layer():
 def test_prompt_shorter_than_d_conv_matches_flop_counter(name):
     """transformers' update_conv_state left-pads a prefill shorter than d_conv to d_conv inputs before the conv
     (cache_utils.py LinearAttentionLayer): max(P, d_conv) + d_conv - 1 outputs, for every conv mixer but RG-LRU."""
-    from test_flops_states import CASES as STATE_CASES, _build, _measure, _predicted
-
-    model_type, kwargs = STATE_CASES[name]
-    cfg, model = _build(model_type, kwargs)
+    model_type, kwargs = case(STATE_CASES + HYBRID_CASES, name)
+    cfg, model = build_flop_model(model_type, kwargs)
     card = card_from_hf_config(cfg.to_dict())
     for prompt in (1, card.ssm.d_conv - 1):
-        assert _measure(model_type, cfg, model, card, prompt) == _predicted(card, prompt), prompt
+        assert measure_state_flops(model_type, cfg, model, card, prompt) == predicted_state_flops(card, prompt), prompt
 
 
 def test_cli_plan_zamba2_default_config(cli, cli_json, tmp_path):

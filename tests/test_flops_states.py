@@ -12,7 +12,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import re
 from pathlib import Path
 
 import pytest
@@ -20,64 +19,23 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
-
 from kvplan import estimate, sweep  # noqa: E402
 from kvplan.cost.flops import decode_step_flops, prefill_flops  # noqa: E402
 from kvplan.cost.params import count_params  # noqa: E402
 from kvplan.model.hf.config import card_from_hf_config  # noqa: E402
-from test_state_layers import CASES as CASES_1  # noqa: E402
-from test_state_layers_2 import CASES as CASES_2, JAMBA_V01, QWEN3_NEXT_80B  # noqa: E402
-from tiny_models import MAMBA_ONLY, new_cache  # noqa: E402
+from cases import HYBRID_CASES, JAMBA_V01, QWEN3_NEXT_80B, STATE_CASES  # noqa: E402
+from tiny_models import build_flop_model, measure_state_flops, predicted_state_flops  # noqa: E402
 
-CASES = {c[0]: c[1:] for c in CASES_1 + CASES_2}
-B, P = 2, 7
-MIXER_MODULE = re.compile(r"layers\.(\d+)\.(mixer|mamba|linear_attn|conv|self_attn|temporal_block)$")
-
-
-def _build(model_type: str, kwargs: dict):
-    torch.manual_seed(0)
-    cfg = transformers.AutoConfig.for_model(model_type, **kwargs)
-    # eager experts: the grouped_mm default is not counted by FlopCounterMode (tests/test_flops.py)
-    model = transformers.AutoModelForCausalLM.from_config(cfg, attn_implementation="eager",
-                                                          experts_implementation="eager").eval()
-    return cfg, model
-
-
-def _count(fn, card) -> tuple[int, int]:
-    """(all FLOPs, FLOPs inside the state layers' mixer modules) of fn() as FlopCounterMode sees them."""
-    with torch.no_grad(), FlopCounterMode(display=False) as counter:
-        fn()
-    mixers = 0
-    for name, ops in counter.get_flop_counts().items():
-        m = MIXER_MODULE.search(name)
-        if m and card.mixer(int(m.group(1))) in ("mamba", "hybrid") and (m.group(2) != "self_attn"
-                                                                        or card.ssm.kind in ("lightning", "kda")):
-            mixers += sum(ops.values())
-    return counter.get_total_flops(), mixers
-
-
-def _measure(model_type: str, cfg, model, card, prompt: int):
-    key = "cache_params" if model_type in MAMBA_ONLY else "past_key_values"
-    cache = new_cache(cfg)
-    ids = torch.randint(0, 128, (B, prompt + 1))
-    pre = _count(lambda: model(ids[:, :prompt], **{key: cache}, use_cache=True), card)
-    dec = _count(lambda: model(ids[:, prompt:], **{key: cache}, use_cache=True), card)
-    return pre, dec
-
-
-def _predicted(card, prompt: int):
-    pre = prefill_flops(card, batch=B, prompt_len=prompt, engine="hf-dynamic")
-    dec = decode_step_flops(card, batch=B, cache_len=prompt, engine="hf-dynamic")
-    return (pre.total, pre.state_mixer), (dec.total, dec.state_mixer)
+CASES = {c[0]: c[1:] for c in STATE_CASES + HYBRID_CASES}
+P = 7
 
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_matches_flop_counter(name):
     model_type, kwargs = CASES[name]
-    cfg, model = _build(model_type, kwargs)
+    cfg, model = build_flop_model(model_type, kwargs)
     card = card_from_hf_config(cfg.to_dict())
-    assert _measure(model_type, cfg, model, card, P) == _predicted(card, P)
+    assert measure_state_flops(model_type, cfg, model, card, P) == predicted_state_flops(card, P)
 
 
 @pytest.mark.parametrize(("name", "prompt", "chunk"), [
@@ -89,11 +47,11 @@ def test_matches_flop_counter(name):
 def test_chunked_scans_match_flop_counter(name, prompt, chunk):
     model_type, kwargs = CASES[name]
     key = {"mamba2": "chunk_size", "nemotron_h": "chunk_size", "minimax": "block_size"}.get(model_type)
-    cfg, model = _build(model_type, dict(kwargs, **{key: chunk}) if key else kwargs)
+    cfg, model = build_flop_model(model_type, dict(kwargs, **{key: chunk}) if key else kwargs)
     card = card_from_hf_config(cfg.to_dict())
     if chunk and card.ssm.chunk_size != chunk:  # the MiniMax reader keeps the default 256 = block_size's default
         card = card.model_copy(update={"ssm": card.ssm.model_copy(update={"chunk_size": chunk})})
-    assert _measure(model_type, cfg, model, card, prompt) == _predicted(card, prompt)
+    assert measure_state_flops(model_type, cfg, model, card, prompt) == predicted_state_flops(card, prompt)
 
 
 @pytest.mark.parametrize(("name", "prompt"), [
@@ -103,9 +61,9 @@ def test_prompts_shorter_than_the_conv_kernel_match_flop_counter(name, prompt):
     """A prompt shorter than d_conv: LinearAttentionLayer.update_conv_state left-pads the conv input to d_conv
     inputs, so the torch conv computes 2 d_conv - 1 outputs (RecurrentGemma, its states on its modules, does not)."""
     model_type, kwargs = CASES[name]
-    cfg, model = _build(model_type, kwargs)
+    cfg, model = build_flop_model(model_type, kwargs)
     card = card_from_hf_config(cfg.to_dict())
-    assert _measure(model_type, cfg, model, card, prompt) == _predicted(card, prompt)
+    assert measure_state_flops(model_type, cfg, model, card, prompt) == predicted_state_flops(card, prompt)
 
 
 def _card(name):

@@ -11,11 +11,9 @@ transformers = pytest.importorskip("transformers")
 warnings.filterwarnings("ignore")
 
 from kvplan import count_params, estimate  # noqa: E402
-from kvplan.model.dtypes import parse_dtype  # noqa: E402
 from kvplan.model.hf.config import card_from_hf_config  # noqa: E402
 from kvplan.model.hf.defaults import DEFAULTS  # noqa: E402
-from kvplan.cost.engines import CacheRun, get_engine  # noqa: E402
-from kvplan.cost.kvspec import layer_specs  # noqa: E402
+from tiny_models import KV_BATCH as BATCH, build_kv_model, kv_layer_bytes, predicted_kv_layer_bytes  # noqa: E402
 
 DEC = dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4, vocab_size=128)
 # (id, model_type, config kwargs): tiny configs covering MHA, GQA, MQA, sliding, alternating, explicit head_dim, MLA.
@@ -59,28 +57,7 @@ CASES = [
     ("bloom", "bloom", dict(hidden_size=64, n_layer=2, n_head=4, vocab_size=128)),
     ("mpt", "mpt", dict(d_model=64, n_layers=2, n_heads=4, vocab_size=128, max_seq_len=64)),
 ]
-BATCH, PROMPT, STEPS = 2, 12, 3  # a 12-token prompt passes the 8-token windows; 3 decode steps follow
-
-
-def _model(model_type: str, kwargs: dict):
-    torch.manual_seed(0)
-    cfg = transformers.AutoConfig.for_model(model_type, **kwargs)
-    cfg._attn_implementation = "eager"
-    if model_type == "t5":
-        return cfg, transformers.T5ForConditionalGeneration(cfg).eval()
-    return cfg, transformers.AutoModelForCausalLM.from_config(cfg).eval()
-
-
-def _cache_layer_bytes(cache) -> list[int]:
-    """Bytes of the K and V tensors each layer of a transformers cache holds (T5: self layers, then cross)."""
-    if hasattr(cache, "self_attention_cache"):
-        return _cache_layer_bytes(cache.self_attention_cache) + _cache_layer_bytes(cache.cross_attention_cache)
-    return [sum(t.numel() * t.element_size() for t in (layer.keys, layer.values)) for layer in cache.layers]
-
-
-def _predicted_layer_bytes(card, engine: str, seq_len: int, max_cache_len: int = 0, encoder_len: int = 0) -> list[int]:
-    run, eng = CacheRun(seq_len, encoder_len, max_cache_len), get_engine(engine)
-    return [BATCH * s.positions_held(eng, run) * s.bytes_per_token for s in layer_specs(card, parse_dtype("fp32"), eng)]
+PROMPT, STEPS = 12, 3  # a 12-token prompt passes the 8-token windows; 3 decode steps follow
 
 
 def _run(model, cache, ids):
@@ -94,13 +71,13 @@ def _run(model, cache, ids):
 
 @pytest.mark.parametrize(("model_type", "kwargs"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_params_and_dynamic_cache_match_transformers(model_type, kwargs):
-    cfg, model = _model(model_type, kwargs)
+    cfg, model = build_kv_model(model_type, kwargs)
     card = card_from_hf_config(cfg.to_dict())
     assert count_params(card).total == sum(p.numel() for p in model.parameters())
     ids = torch.randint(0, 128, (BATCH, PROMPT))
     cache = _run(model, transformers.DynamicCache(config=cfg), ids)
-    measured = _cache_layer_bytes(cache)
-    assert measured == _predicted_layer_bytes(card, "hf-dynamic", PROMPT + STEPS)
+    measured = kv_layer_bytes(cache)
+    assert measured == predicted_kv_layer_bytes(card, "hf-dynamic", PROMPT + STEPS)
     total = estimate(card, batch=BATCH, seq_len=PROMPT + STEPS, engine="hf-dynamic", kv_dtype="fp32")
     assert total.kv_cache.total_bytes == sum(measured)
 
@@ -108,20 +85,20 @@ def test_params_and_dynamic_cache_match_transformers(model_type, kwargs):
 @pytest.mark.parametrize("case", ["llama-gqa", "mistral-sliding", "gemma2-alternating", "deepseek-v3-mla"])
 def test_static_cache_matches_transformers(case):
     model_type, kwargs = next(c[1:] for c in CASES if c[0] == case)
-    cfg, model = _model(model_type, kwargs)
+    cfg, model = build_kv_model(model_type, kwargs)
     card = card_from_hf_config(cfg.to_dict())
     cache = transformers.StaticCache(config=cfg, max_cache_len=32)
     ids = torch.randint(0, 128, (BATCH, PROMPT))
     with torch.no_grad():
         model(ids, past_key_values=cache, use_cache=True, cache_position=torch.arange(PROMPT))
-    assert _cache_layer_bytes(cache) == _predicted_layer_bytes(card, "hf-static", PROMPT, max_cache_len=32)
+    assert kv_layer_bytes(cache) == predicted_kv_layer_bytes(card, "hf-static", PROMPT, max_cache_len=32)
 
 
 @pytest.mark.parametrize("proj", ["relu", "gated-gelu"])
 def test_t5_self_and_cross_attention_caches(proj):
     kwargs = dict(d_model=64, d_kv=32, d_ff=96, num_layers=2, num_decoder_layers=3, num_heads=4, vocab_size=128,
                   feed_forward_proj=proj, tie_word_embeddings=proj == "relu", decoder_start_token_id=0)
-    cfg, model = _model("t5", kwargs)
+    cfg, model = build_kv_model("t5", kwargs)
     card = card_from_hf_config(cfg.to_dict())
     assert count_params(card).total == sum(p.numel() for p in model.parameters())
     enc = torch.randint(0, 128, (BATCH, 10))
@@ -133,7 +110,7 @@ def test_t5_self_and_cross_attention_caches(proj):
             out = model(encoder_outputs=encoded, decoder_input_ids=dec[:, -1:], past_key_values=cache, use_cache=True)
             cache = out.past_key_values
             dec = torch.cat([dec, out.logits[:, -1:].argmax(-1)], dim=1)
-    assert _cache_layer_bytes(cache) == _predicted_layer_bytes(card, "hf-dynamic", 4, encoder_len=10)
+    assert kv_layer_bytes(cache) == predicted_kv_layer_bytes(card, "hf-dynamic", 4, encoder_len=10)
 
 
 def test_bert_params_match_bert_model():
@@ -153,7 +130,7 @@ def test_defaults_are_transformers_defaults():
 
 def test_sliding_dynamic_view_keeps_window_storage():
     """transformers slices W-1 positions as a view of the step's W-position tensor: the storage holds W."""
-    cfg, model = _model("mistral", dict(DEC, num_key_value_heads=2, sliding_window=8))
+    cfg, model = build_kv_model("mistral", dict(DEC, num_key_value_heads=2, sliding_window=8))
     cache = _run(model, transformers.DynamicCache(config=cfg), torch.randint(0, 128, (BATCH, PROMPT)))
     keys = cache.layers[0].keys
     assert keys.shape[2] == 7 and keys.untyped_storage().nbytes() == BATCH * 2 * 8 * 16 * 4

@@ -11,12 +11,12 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 warnings.filterwarnings("ignore")
 
-from test_hf_import import BATCH, _cache_layer_bytes, _model, _predicted_layer_bytes  # noqa: E402
-
 from kvplan import count_params, estimate  # noqa: E402
 from kvplan.errors import KvplanError  # noqa: E402
 from kvplan.model.hf.config import card_from_hf_config  # noqa: E402
 from kvplan.model.hf.defaults_2025 import DEFAULTS_2025  # noqa: E402
+from tiny_models import KV_BATCH as BATCH, build_kv_model, count_flops, kv_layer_bytes  # noqa: E402
+from tiny_models import predicted_kv_layer_bytes  # noqa: E402
 
 IDS = dict(pad_token_id=0, bos_token_id=0, eos_token_id=0)
 DEC = dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4, vocab_size=128, **IDS)
@@ -58,13 +58,13 @@ def _generate(model, cache, prompt: int, steps: int):
 
 @pytest.mark.parametrize(("model_type", "kwargs"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_params_and_dynamic_cache_match_transformers(model_type, kwargs):
-    cfg, model = _model(model_type, kwargs)
+    cfg, model = build_kv_model(model_type, kwargs)
     card = card_from_hf_config(cfg.to_dict())
     assert count_params(card).total == sum(p.numel() for p in model.parameters())
     for prompt, steps in LENGTHS:
         cache = _generate(model, transformers.DynamicCache(config=cfg), prompt, steps)
-        measured = _cache_layer_bytes(cache)
-        assert measured == _predicted_layer_bytes(card, "hf-dynamic", prompt + steps - 1), (prompt, steps)
+        measured = kv_layer_bytes(cache)
+        assert measured == predicted_kv_layer_bytes(card, "hf-dynamic", prompt + steps - 1), (prompt, steps)
     total = estimate(card, batch=BATCH, seq_len=prompt + steps - 1, engine="hf-dynamic", kv_dtype="fp32")
     assert total.kv_cache.total_bytes == sum(measured)
 
@@ -72,12 +72,12 @@ def test_params_and_dynamic_cache_match_transformers(model_type, kwargs):
 @pytest.mark.parametrize("case", ["olmo3-sliding", "gpt-oss", "llama4-chunked"])
 def test_static_cache_matches_transformers(case):
     model_type, kwargs = next(c[1:] for c in CASES if c[0] == case)
-    cfg, model = _model(model_type, kwargs)
+    cfg, model = build_kv_model(model_type, kwargs)
     card = card_from_hf_config(cfg.to_dict())
     cache = transformers.StaticCache(config=cfg, max_cache_len=16)
     with torch.no_grad():
         model(torch.randint(0, 128, (BATCH, 5)), past_key_values=cache, use_cache=True, cache_position=torch.arange(5))
-    assert _cache_layer_bytes(cache) == _predicted_layer_bytes(card, "hf-static", 5, max_cache_len=16)
+    assert kv_layer_bytes(cache) == predicted_kv_layer_bytes(card, "hf-static", 5, max_cache_len=16)
 
 
 def test_layer_kinds_read_from_the_config_classes():
@@ -95,7 +95,7 @@ def test_layer_kinds_read_from_the_config_classes():
 def test_chunked_engines_hold_the_chunk():
     """ideal: the tokens of the current chunk; transformers: its sliding layer of W = chunk (W-1 positions);
     vLLM: the blocks from the current chunk's start (ChunkedLocalAttentionManager)."""
-    cfg, _ = _model("llama4_text", dict(CASES[-1][2]))
+    cfg, _ = build_kv_model("llama4_text", dict(CASES[-1][2]))
     card = card_from_hf_config(cfg.to_dict())
     chunked = [g for g in estimate(card, seq_len=13, engine="ideal").kv_cache.groups if g.kind == "chunked"][0]
     assert (chunked.layers, chunked.positions_held) == (3, 1)  # 13 = 2 x 6 + 1: one token into the third chunk
@@ -127,8 +127,6 @@ def test_unsupported_variants_are_named(model_type, kwargs, match):
 @pytest.mark.parametrize("case", ["llama4-chunked", "gpt-oss", "olmo3-sliding", "phi-qk-layernorm", "glm4"])
 def test_flops_match_flop_counter(case):
     """Prefill of 11 tokens and the decode step after 9 (past the chunk/window of 6) against FlopCounterMode."""
-    from test_flops import count  # (all matmul FLOPs, attention-core bmm FLOPs, LM-head FLOPs)
-
     from kvplan.cost.flops import decode_step_flops, prefill_flops
 
     model_type, kwargs = next(c[1:] for c in CASES if c[0] == case)
@@ -138,10 +136,10 @@ def test_flops_match_flop_counter(case):
                                                           experts_implementation="eager").eval()
     card = card_from_hf_config(cfg.to_dict())
     ids = torch.randint(0, 128, (BATCH, 11))
-    prefill = count(lambda: model(ids, use_cache=False))
+    prefill = count_flops(lambda: model(ids, use_cache=False))
     with torch.no_grad():
         cache = model(ids[:, :9], past_key_values=transformers.DynamicCache(config=cfg), use_cache=True).past_key_values
-    decode = count(lambda: model(ids[:, 9:10], past_key_values=cache, use_cache=True))
+    decode = count_flops(lambda: model(ids[:, 9:10], past_key_values=cache, use_cache=True))
     pre = prefill_flops(card, batch=BATCH, prompt_len=11, engine="hf-dynamic")
     dec = decode_step_flops(card, batch=BATCH, cache_len=9, engine="hf-dynamic")
     assert (pre.total, pre.attention_core, pre.lm_head) == _routed(card, prefill, BATCH * 11)

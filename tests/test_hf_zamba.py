@@ -22,35 +22,10 @@ from kvplan.verify.reference.shrink import shrink  # noqa: E402
 from kvplan.verify.run import verify  # noqa: E402
 from kvplan.model.hf.config import card_from_hf_config  # noqa: E402
 from kvplan.model.hf.defaults_zamba import DEFAULTS_ZAMBA  # noqa: E402
-from tiny_models import BASE, HYBRID_LENGTHS, case, case_card, dynamic_cache_test  # noqa: E402
+from cases import ATTN, MOE, ZAMBA_CASES as CASES  # noqa: E402
+from tiny_models import HYBRID_LENGTHS, case, case_card, dynamic_cache_test  # noqa: E402
 from tiny_models import check_bf16_cache, check_config_defaults, check_static_cache, full_size_card  # noqa: E402
 
-ATTN = dict(num_attention_heads=4, num_key_value_heads=2, intermediate_size=96)
-MOE = dict(moe_intermediate_size=32, moe_num_experts=4, moe_k=2)
-Z2_TYPES = ["linear_attention", "hybrid", "hybrid", "linear_attention", "hybrid", "linear_attention"]
-CASES = [
-    ("zamba", "zamba", dict(BASE, **ATTN, num_hidden_layers=7, mamba_d_state=8, attn_layer_period=2,
-                            attn_layer_offset=1)),
-    ("zamba-mha-biases", "zamba", dict(BASE, num_attention_heads=4, num_key_value_heads=4, intermediate_size=80, num_hidden_layers=4,
-                                       mamba_d_state=8, n_mamba_heads=4, mamba_dt_rank=6, mamba_proj_bias=True,
-                                       mamba_conv_bias=False, mamba_d_conv=3, attention_head_dim=24,
-                                       layers_block_type=["hybrid", "mamba", "hybrid", "hybrid"])),
-    ("zamba2-adapters", "zamba2", dict(BASE, num_attention_heads=4, intermediate_size=96, num_hidden_layers=6,
-                                       mamba_d_state=8, num_mem_blocks=2, use_shared_attention_adapter=True,
-                                       adapter_rank=4, layers_block_type=Z2_TYPES)),
-    ("zamba2-gqa-rope-bias", "zamba2", dict(BASE, **ATTN, num_hidden_layers=4, mamba_d_state=8, n_mamba_heads=4,
-                                            mamba_ngroups=2, add_bias_linear=True, use_mem_rope=True, mamba_d_conv=3,
-                                            layers_block_type=["hybrid", "mamba", "hybrid", "hybrid"])),
-    ("zamba2-blocks-beyond-calls", "zamba2", dict(BASE, num_attention_heads=4, num_hidden_layers=3, mamba_d_state=8,
-                                                  num_mem_blocks=3, adapter_rank=8,
-                                                  layers_block_type=["mamba", "hybrid", "hybrid"])),
-    ("ernie4.5-moe", "ernie4_5_moe", dict(BASE, **ATTN, **MOE, num_hidden_layers=4)),
-    ("ernie4.5-moe-window", "ernie4_5_moe", dict(BASE, **ATTN, **MOE, num_hidden_layers=6, moe_layer_start_index=0,
-                                                 moe_layer_end_index=3, moe_layer_interval=2,
-                                                 moe_num_shared_experts=0)),
-    ("ernie4.5-moe-dense-bias", "ernie4_5_moe", dict(BASE, **ATTN, num_hidden_layers=3, use_bias=True,
-                                                     moe_layer_start_index=5)),
-]
 
 _case = functools.partial(case, CASES)
 _card = functools.partial(case_card, CASES)

@@ -17,21 +17,9 @@ from kvplan.errors import KvplanError  # noqa: E402
 from kvplan.model.card import ModelCard  # noqa: E402
 from kvplan.model.hf.config import card_from_hf_config  # noqa: E402
 from kvplan.model.hf.defaults_ssm import DEFAULTS_SSM  # noqa: E402
-from tiny_models import BASE, check_bf16_cache, check_static_cache, dynamic_cache_test  # noqa: E402
+from cases import ATTN, STATE_CASES as CASES  # noqa: E402
+from tiny_models import check_bf16_cache, check_static_cache, dynamic_cache_test  # noqa: E402
 
-ATTN = dict(num_attention_heads=4, num_key_value_heads=2, intermediate_size=96)
-CASES = [
-    ("mamba", "mamba", dict(BASE, num_hidden_layers=2, state_size=8)),
-    ("mamba-biases-rank", "mamba", dict(BASE, num_hidden_layers=2, state_size=8, time_step_rank=6, use_bias=True,
-                                        use_conv_bias=False, conv_kernel=3, expand=3)),
-    ("falcon_mamba", "falcon_mamba", dict(BASE, num_hidden_layers=2, state_size=8)),
-    ("mamba2", "mamba2", dict(BASE, num_hidden_layers=2, state_size=8, num_heads=8, head_dim=16, n_groups=2)),
-    ("bamba", "bamba", dict(BASE, **ATTN, num_hidden_layers=3, mamba_n_heads=8, mamba_d_head=16, mamba_n_groups=2,
-                            mamba_d_state=8, attn_layer_indices=[1], mamba_proj_bias=True, attention_bias=True)),
-    ("nemotron_h", "nemotron_h", dict(BASE, **ATTN, head_dim=16, mamba_num_heads=4, mamba_head_dim=16, n_groups=2,
-                                      ssm_state_size=8, conv_kernel=3, use_bias=True, mlp_bias=True,
-                                      layers_block_type=["mamba", "mlp", "mamba", "attention", "mlp"])),
-]
 LENGTHS = [(1, 2, 1), (2, 3, 1), (1, 5, 4), (2, 2, 6)]  # (batch, prompt, decode steps): shorter and longer than d_conv
 
 

@@ -18,59 +18,10 @@ from kvplan import count_params, estimate  # noqa: E402
 from kvplan.errors import KvplanError  # noqa: E402
 from kvplan.model.hf.config import card_from_hf_config  # noqa: E402
 from kvplan.model.hf.defaults_hybrid import DEFAULTS_HYBRID  # noqa: E402
-from tiny_models import BASE, HYBRID_LENGTHS, case, case_card, dynamic_cache_test  # noqa: E402
+from cases import ATTN, GDN, HYBRID_CASES as CASES, JAMBA_V01, MAMBA2, QWEN3_NEXT_80B  # noqa: E402
+from tiny_models import HYBRID_LENGTHS, case, case_card, dynamic_cache_test  # noqa: E402
 from tiny_models import check_bf16_cache, check_config_defaults, check_static_cache, full_size_card  # noqa: E402
 
-ATTN = dict(num_attention_heads=4, num_key_value_heads=2, intermediate_size=96)
-MAMBA2 = dict(mamba_n_heads=8, mamba_d_state=8, mamba_n_groups=2)
-GDN = dict(linear_num_value_heads=4, linear_num_key_heads=2, linear_key_head_dim=16, linear_value_head_dim=8)
-CASES = [
-    ("granite-moe-hybrid", "granitemoehybrid", dict(
-        BASE, **ATTN, **MAMBA2, num_hidden_layers=3, shared_intermediate_size=80, num_local_experts=4,
-        num_experts_per_tok=2, layer_types=["mamba", "attention", "mamba"], position_embedding_type="rope",
-        attention_bias=True, mamba_proj_bias=True)),
-    ("granite-hybrid-dense-nope", "granitemoehybrid", dict(
-        BASE, **ATTN, **MAMBA2, num_hidden_layers=4, shared_intermediate_size=80, num_local_experts=0,
-        layer_types=["mamba", "mamba", "mamba", "attention"], mamba_d_conv=3)),
-    ("jamba", "jamba", dict(BASE, **ATTN, num_hidden_layers=4, mamba_d_state=8, num_experts=4, num_experts_per_tok=2,
-                            attn_layer_period=2, attn_layer_offset=1)),
-    ("jamba-dense-rank", "jamba", dict(BASE, **ATTN, num_hidden_layers=3, mamba_d_state=8, num_experts=1,
-                                       attn_layer_period=3, attn_layer_offset=0, mamba_dt_rank=6,
-                                       mamba_proj_bias=True, mamba_conv_bias=False)),
-    ("falcon-h1", "falcon_h1", dict(BASE, **ATTN, **MAMBA2, num_hidden_layers=2, head_dim=16, mamba_d_ssm=128,
-                                    mamba_rms_norm=True, projectors_bias=True, attention_bias=True)),
-    ("falcon-h1-no-norm", "falcon_h1", dict(BASE, **ATTN, **MAMBA2, num_hidden_layers=2, mamba_d_ssm=None,
-                                            mlp_bias=True, mamba_proj_bias=True)),
-    ("qwen3-next", "qwen3_next", dict(BASE, **ATTN, **GDN, num_hidden_layers=4, head_dim=16, num_experts=4,
-                                      num_experts_per_tok=2, moe_intermediate_size=32,
-                                      shared_expert_intermediate_size=48)),
-    ("qwen3-next-dense-bias", "qwen3_next", dict(BASE, **ATTN, **GDN, num_hidden_layers=3, head_dim=8, num_experts=0,
-                                                 attention_bias=True, linear_conv_kernel_dim=3,
-                                                 layer_types=["full_attention", "linear_attention",
-                                                              "linear_attention"])),
-    ("qwen3.5", "qwen3_5_text", dict(BASE, **ATTN, **GDN, num_hidden_layers=4, head_dim=16)),
-    ("qwen3.5-moe", "qwen3_5_moe_text", dict(BASE, **{k: v for k, v in ATTN.items() if k != "intermediate_size"},
-                                             **GDN, num_hidden_layers=4, head_dim=16, num_experts=4,
-                                             num_experts_per_tok=2, moe_intermediate_size=32,
-                                             shared_expert_intermediate_size=48)),
-    ("minimax", "minimax", dict(BASE, **ATTN, num_hidden_layers=3, head_dim=16, num_local_experts=4,
-                                num_experts_per_tok=2)),
-    ("minimax-linear-last", "minimax", dict(BASE, **ATTN, num_hidden_layers=4, num_local_experts=2,
-                                            num_experts_per_tok=1, layer_types=["linear_attention"] * 3
-                                            + ["full_attention"])),
-    ("recurrent-gemma", "recurrent_gemma", dict(BASE, **{**ATTN, "num_key_value_heads": 1}, num_hidden_layers=3,
-                                                attention_window_size=3)),
-    ("recurrent-gemma-lru-bias", "recurrent_gemma", dict(BASE, **ATTN, num_hidden_layers=4, lru_width=96,
-                                                         conv1d_width=3, attention_bias=True, attention_window_size=5,
-                                                         block_types=["recurrent", "attention"])),
-    ("lfm2", "lfm2", dict(BASE, **ATTN, num_hidden_layers=3, layer_types=["conv", "full_attention", "conv"])),
-    ("lfm2-moe", "lfm2_moe", dict(BASE, **ATTN, num_hidden_layers=4, moe_intermediate_size=32, num_experts=4,
-                                  num_experts_per_tok=2, num_dense_layers=1,
-                                  layer_types=["conv", "full_attention", "conv", "conv"])),
-    ("lfm2-bias-ffn", "lfm2", dict(BASE, **{**ATTN, "intermediate_size": 120}, num_hidden_layers=4,
-                                   full_attn_idxs=[2], conv_bias=True, conv_L_cache=4, block_ffn_dim_multiplier=1.5,
-                                   block_multiple_of=32)),
-]
 _case = functools.partial(case, CASES)
 _card = functools.partial(case_card, CASES)
 
@@ -131,28 +82,6 @@ def test_layer_rule_without_layer_types_is_the_config_class_rule(name):
     data = transformers.AutoConfig.for_model(model_type, **kwargs).to_dict()
     rule = {k: v for k, v in data.items() if k != "layer_types"}
     assert card_from_hf_config(rule) == card_from_hf_config(data)
-
-
-# Full-size config.json values (sizes and layer rules; Jamba-v0.1's are the JambaConfig defaults). Not bundled as
-# cards yet: report, sweep, verify and the vLLM/SGLang per-rank planners still refuse state layers.
-JAMBA_V01 = {
-    "model_type": "jamba", "_name_or_path": "ai21labs/Jamba-v0.1", "torch_dtype": "bfloat16",
-    "vocab_size": 65536, "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
-    "num_attention_heads": 32, "num_key_value_heads": 8, "hidden_act": "silu", "max_position_embeddings": 262144,
-    "tie_word_embeddings": False, "num_experts": 16, "num_experts_per_tok": 2, "expert_layer_period": 2,
-    "expert_layer_offset": 1, "attn_layer_period": 8, "attn_layer_offset": 4, "mamba_d_state": 16, "mamba_d_conv": 4,
-    "mamba_expand": 2, "mamba_dt_rank": 256, "mamba_conv_bias": True, "mamba_proj_bias": False,
-}
-QWEN3_NEXT_80B = {
-    "model_type": "qwen3_next", "_name_or_path": "Qwen/Qwen3-Next-80B-A3B-Instruct", "torch_dtype": "bfloat16",
-    "vocab_size": 151936, "hidden_size": 2048, "intermediate_size": 5120, "num_hidden_layers": 48,
-    "num_attention_heads": 16, "num_key_value_heads": 2, "head_dim": 256, "hidden_act": "silu",
-    "max_position_embeddings": 262144, "tie_word_embeddings": False, "attention_bias": False,
-    "full_attention_interval": 4, "linear_conv_kernel_dim": 4, "linear_key_head_dim": 128,
-    "linear_value_head_dim": 128, "linear_num_key_heads": 16, "linear_num_value_heads": 32,
-    "decoder_sparse_step": 1, "mlp_only_layers": [], "num_experts": 512, "num_experts_per_tok": 10,
-    "moe_intermediate_size": 512, "shared_expert_intermediate_size": 512, "norm_topk_prob": True,
-}
 
 
 @pytest.mark.parametrize(("config", "total", "active"), [

@@ -22,41 +22,10 @@ from kvplan.errors import KvplanError  # noqa: E402
 from kvplan.model.catalog import card_from_dict  # noqa: E402
 from kvplan.model.hf.config import card_from_hf_config, import_hf_config  # noqa: E402
 from kvplan.model.hf.defaults_kimi import DEFAULTS_KIMI  # noqa: E402
-from tiny_models import BASE, HYBRID_LENGTHS, build_model, case, case_card, dynamic_cache_test  # noqa: E402
+from cases import KIMI, KIMI_48B, KIMI_CASES as CASES  # noqa: E402
+from tiny_models import HYBRID_LENGTHS, build_model, case, case_card, dynamic_cache_test  # noqa: E402
 from tiny_models import check_bf16_cache, check_static_cache, full_size_card  # noqa: E402
 
-MLA = dict(kv_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=16, v_head_dim=12)
-KIMI = dict(BASE, **MLA, num_attention_heads=4, num_key_value_heads=4, intermediate_size=96, num_hidden_layers=5,
-            linear_head_dim=8, linear_num_heads=4, num_experts=4, num_experts_per_token=2, moe_intermediate_size=32)
-OLMO = dict(BASE, num_attention_heads=4, intermediate_size=96)
-CASES = [
-    # every 4th layer (i > 0) MLA, layer 0 dense then MoE with one shared expert, no query compression
-    ("kimi", "kimi_linear", dict(KIMI)),
-    # the checkpoint's 1-based layer lists and KDA sizes in linear_attn_config (winning over linear_head_dim), query
-    # compression, biased MLA projections, two shared experts, two dense layers, kernel 3; tie_word_embeddings
-    # ignored (KimiLinearForCausalLM ties nothing)
-    ("kimi-edges", "kimi_linear", dict(KIMI, num_hidden_layers=4, q_lora_rank=24, attention_bias=True,
-                                       num_shared_experts=2, first_k_dense_replace=2, tie_word_embeddings=True,
-                                       linear_attn_config={"full_attn_layers": [1, 3], "kda_layers": [2, 4],
-                                                           "head_dim": 16, "num_heads": 2,
-                                                           "short_conv_kernel_size": 3})),
-    # explicit layer_types and mlp_layer_types: all MoE, no shared expert
-    ("kimi-all-moe", "kimi_linear", dict(KIMI, num_hidden_layers=3, num_shared_experts=0,
-                                         layer_types=["full_attention", "linear_attention", "linear_attention"],
-                                         mlp_layer_types=["sparse"] * 3)),
-    # no sparse layer: dense MLPs everywhere (the card has no MoE block)
-    ("kimi-dense", "kimi_linear", dict(KIMI, num_hidden_layers=3, first_k_dense_replace=3,
-                                       layer_types=["linear_attention", "full_attention", "linear_attention"])),
-    # the config class's derived widths (key heads = value heads = 4, key 3 x 64 // 16 = 12, value 24), every 4th
-    ("olmo-hybrid", "olmo_hybrid", dict(OLMO, num_hidden_layers=4)),
-    # GQA attention with biases, grouped linear heads (2 key heads for 4 value heads), explicit layer_types
-    ("olmo-hybrid-gqa", "olmo_hybrid", dict(OLMO, num_key_value_heads=2, num_hidden_layers=3, attention_bias=True,
-                                            linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=16,
-                                            linear_value_head_dim=8, linear_conv_kernel_dim=3,
-                                            layer_types=["linear_attention", "full_attention", "linear_attention"])),
-    # fewer than 4 layers without layer_types: the last layer attends
-    ("olmo-hybrid-last", "olmo_hybrid", dict(OLMO, num_hidden_layers=2, head_dim=8)),
-]
 
 _case = functools.partial(case, CASES)
 _card = functools.partial(case_card, CASES)
@@ -109,21 +78,6 @@ def test_olmo_hybrid_norms_per_block_are_two_for_both_mixers():
     cfg, model = build_model("olmo_hybrid", _case("olmo-hybrid")[1])
     blocks = [sum(1 for n, _ in layer.named_parameters() if n.endswith("layernorm.weight")) for layer in model.model.layers]
     assert blocks == [2, 2, 2, 2] and card_from_hf_config(cfg.to_dict()).norms_per_layer == 2
-
-
-# Kimi-Linear-48B-A3B-Instruct config.json (moonshotai; the remote-code keys transformers 5.x reads through its
-# attribute_map and linear_attn_config)
-KIMI_48B = {
-    "model_type": "kimi_linear", "_name_or_path": "moonshotai/Kimi-Linear-48B-A3B-Instruct", "torch_dtype": "bfloat16",
-    "vocab_size": 163840, "hidden_size": 2304, "head_dim": 72, "intermediate_size": 9216, "num_hidden_layers": 27,
-    "num_attention_heads": 32, "num_key_value_heads": 32, "hidden_act": "silu", "tie_word_embeddings": False,
-    "first_k_dense_replace": 1, "moe_intermediate_size": 1024, "moe_layer_freq": 1, "num_experts": 256,
-    "num_experts_per_token": 8, "num_shared_experts": 1, "q_lora_rank": None, "kv_lora_rank": 512,
-    "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128, "mla_use_nope": True,
-    "model_max_length": 1048576, "linear_attn_config": {
-        "full_attn_layers": [4, 8, 12, 16, 20, 24, 27], "head_dim": 128, "num_heads": 32, "short_conv_kernel_size": 4,
-        "kda_layers": [1, 2, 3, 5, 6, 7, 9, 10, 11, 13, 14, 15, 17, 18, 19, 21, 22, 23, 25, 26]},
-}
 
 
 def _meta_params(config: dict) -> int:

@@ -1,24 +1,26 @@
-"""Tiny random-weight transformers models and what their caches hold, shared by the state-layer test files.
+"""Tiny random-weight transformers models, what their caches hold and the FLOPs torch counts in them, shared by the
+cache and FLOP test files (their case tables: tests/cases.py).
 
 Import it only after ``pytest.importorskip("torch")`` and ``pytest.importorskip("transformers")``."""
 
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import pytest
 import torch
 import transformers
+from torch.utils.flop_counter import FlopCounterMode
 from transformers.models.minimax.modeling_minimax import MiniMaxCache
 
 from kvplan import count_params, estimate
 from kvplan.cost.engines import CacheRun, get_engine
+from kvplan.cost.flops import decode_step_flops, prefill_flops
 from kvplan.cost.kvspec import layer_specs, state_specs
 from kvplan.model.dtypes import parse_dtype
 from kvplan.model.hf.config import card_from_hf_config
 
-IDS = dict(pad_token_id=0, bos_token_id=0, eos_token_id=0)
-BASE = dict(hidden_size=64, vocab_size=128, **IDS)
 # (batch, prompt, decode steps): shorter and longer than d_conv; RecurrentGemma's window 3 at W-1, W, W+1 and beyond
 HYBRID_LENGTHS = [(1, 2, 1), (2, 3, 1), (2, 4, 1), (1, 5, 4), (2, 2, 6)]
 MAMBA_ONLY = {"mamba", "falcon_mamba", "mamba2"}  # these take the cache as cache_params
@@ -200,3 +202,86 @@ def full_size_card(config: dict):
     skip = {"name", "source"}
     assert card_from_hf_config(built).model_dump(exclude=skip) == card.model_dump(exclude=skip)
     return card
+
+
+# K/V caches of attention models (tests/test_hf_import*.py)
+KV_BATCH = 2
+
+
+def build_kv_model(model_type: str, kwargs: dict):
+    """(config, eval model) with seeded random weights and eager attention; T5 as T5ForConditionalGeneration."""
+    torch.manual_seed(0)
+    cfg = transformers.AutoConfig.for_model(model_type, **kwargs)
+    cfg._attn_implementation = "eager"
+    if model_type == "t5":
+        return cfg, transformers.T5ForConditionalGeneration(cfg).eval()
+    return cfg, transformers.AutoModelForCausalLM.from_config(cfg).eval()
+
+
+def kv_layer_bytes(cache) -> list[int]:
+    """Bytes of the K and V tensors each layer of a transformers cache holds (T5: self layers, then cross)."""
+    if hasattr(cache, "self_attention_cache"):
+        return kv_layer_bytes(cache.self_attention_cache) + kv_layer_bytes(cache.cross_attention_cache)
+    return [sum(t.numel() * t.element_size() for t in (layer.keys, layer.values)) for layer in cache.layers]
+
+
+def predicted_kv_layer_bytes(card, engine: str, seq_len: int, max_cache_len: int = 0,
+                             encoder_len: int = 0) -> list[int]:
+    """kvplan's fp32 bytes per cache layer for KV_BATCH sequences."""
+    run, eng = CacheRun(seq_len, encoder_len, max_cache_len), get_engine(engine)
+    specs = layer_specs(card, parse_dtype("fp32"), eng)
+    return [KV_BATCH * s.positions_held(eng, run) * s.bytes_per_token for s in specs]
+
+
+# FLOPs as torch's FlopCounterMode counts them (tests/test_flops*.py)
+FLOP_BATCH = 2  # batch of the state-layer FLOP checks
+MIXER_MODULE = re.compile(r"layers\.(\d+)\.(mixer|mamba|linear_attn|conv|self_attn|temporal_block)$")
+
+
+def count_flops(fn) -> tuple[int, int, int]:
+    """(all matmul FLOPs, bmm FLOPs = attention core, LM head FLOPs) of fn() as FlopCounterMode sees them."""
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        fn()
+    counts = counter.get_flop_counts()
+    lm_head = sum(v for k, ops in counts.items() if k.endswith(".lm_head") for v in ops.values())
+    return counter.get_total_flops(), counts["Global"].get(torch.ops.aten.bmm, 0), lm_head
+
+
+def build_flop_model(model_type: str, kwargs: dict):
+    """(config, eval model) with seeded random weights, eager attention and eager experts."""
+    torch.manual_seed(0)
+    cfg = transformers.AutoConfig.for_model(model_type, **kwargs)
+    # eager experts: the grouped_mm default is not counted by FlopCounterMode (tests/test_flops.py)
+    model = transformers.AutoModelForCausalLM.from_config(cfg, attn_implementation="eager",
+                                                          experts_implementation="eager").eval()
+    return cfg, model
+
+
+def count_state_flops(fn, card) -> tuple[int, int]:
+    """(all FLOPs, FLOPs inside the state layers' mixer modules) of fn() as FlopCounterMode sees them."""
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        fn()
+    mixers = 0
+    for name, ops in counter.get_flop_counts().items():
+        m = MIXER_MODULE.search(name)
+        if m and card.mixer(int(m.group(1))) in ("mamba", "hybrid") and (m.group(2) != "self_attn"
+                                                                        or card.ssm.kind in ("lightning", "kda")):
+            mixers += sum(ops.values())
+    return counter.get_total_flops(), mixers
+
+
+def measure_state_flops(model_type: str, cfg, model, card, prompt: int):
+    """count_state_flops of a FLOP_BATCH prefill of ``prompt`` tokens into a fresh cache, then of one decode step."""
+    key = "cache_params" if model_type in MAMBA_ONLY else "past_key_values"
+    cache = new_cache(cfg)
+    ids = torch.randint(0, 128, (FLOP_BATCH, prompt + 1))
+    pre = count_state_flops(lambda: model(ids[:, :prompt], **{key: cache}, use_cache=True), card)
+    dec = count_state_flops(lambda: model(ids[:, prompt:], **{key: cache}, use_cache=True), card)
+    return pre, dec
+
+
+def predicted_state_flops(card, prompt: int):
+    """kvplan's (total, state mixer) FLOPs of the same prefill and decode step on hf-dynamic."""
+    pre = prefill_flops(card, batch=FLOP_BATCH, prompt_len=prompt, engine="hf-dynamic")
+    dec = decode_step_flops(card, batch=FLOP_BATCH, cache_len=prompt, engine="hf-dynamic")
+    return (pre.total, pre.state_mixer), (dec.total, dec.state_mixer)
