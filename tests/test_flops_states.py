@@ -55,15 +55,38 @@ def test_chunked_scans_match_flop_counter(name, prompt, chunk):
 
 
 @pytest.mark.parametrize(("name", "prompt"), [
-    ("mamba", 2), ("mamba2", 1), ("nemotron_h", 2), ("jamba", 1), ("qwen3-next", 2), ("lfm2", 1), ("minimax", 1),
-    ("recurrent-gemma", 2)])
+    ("mamba", 2), ("mamba2", 1), ("nemotron_h", 2), ("jamba", 1), ("qwen3-next", 2), ("lfm2", 1), ("minimax", 1)])
 def test_prompts_shorter_than_the_conv_kernel_match_flop_counter(name, prompt):
     """A prompt shorter than d_conv: LinearAttentionLayer.update_conv_state left-pads the conv input to d_conv
-    inputs, so the torch conv computes 2 d_conv - 1 outputs (RecurrentGemma, its states on its modules, does not)."""
+    inputs, so the torch conv computes 2 d_conv - 1 outputs (RecurrentGemma, its states on its modules, does not:
+    test_recurrent_gemma_conv_paths_match_flop_counter)."""
     model_type, kwargs = CASES[name]
     cfg, model = build_flop_model(model_type, kwargs)
     card = card_from_hf_config(cfg.to_dict())
     assert measure_state_flops(model_type, cfg, model, card, prompt) == predicted_state_flops(card, prompt)
+
+
+LRU_WIDE_CONV_STATE = ("transformers 5.23 RecurrentGemmaRecurrentBlock zero-fills conv1d_state with hidden_size "
+                       "channels, so its 1-token (decode-path) prefill cannot cat lru_width 96 != hidden 64 onto it")
+
+
+@pytest.mark.parametrize(("name", "prompt"), [
+    ("recurrent-gemma", 1), ("recurrent-gemma", 2), ("recurrent-gemma", 7),
+    pytest.param("recurrent-gemma-lru-bias", 1, marks=pytest.mark.skip(reason=LRU_WIDE_CONV_STATE)),
+    ("recurrent-gemma-lru-bias", 2), ("recurrent-gemma-lru-bias", 7)])
+def test_recurrent_gemma_conv_paths_match_flop_counter(name, prompt):
+    """RecurrentGemmaRecurrentBlock branches on position_ids.shape[1] != 1: a prefill of 1 token runs the decode
+    path's elementwise torch.sum(conv_state * weight) (0 conv FLOPs), longer ones the padded nn.Conv1d (L + d_conv - 1
+    outputs per channel). Tiny: 2 recurrent layers of 64 channels, conv width 4, so a 1-token prefill as a conv would
+    be 2 x B 2 x 4 outputs x 64 x 4 x 2 layers = 8,192 FLOPs more."""
+    model_type, kwargs = CASES[name]
+    cfg, model = _build(model_type, kwargs)
+    card = card_from_hf_config(cfg.to_dict())
+    measured = _measure(model_type, cfg, model, card, prompt)
+    assert measured == _predicted(card, prompt)
+    conv = prefill_flops(card, batch=B, prompt_len=prompt, engine="hf-dynamic").state_conv
+    assert conv == (0 if prompt == 1 else 2 * B * (prompt + card.ssm.d_conv - 1) * card.ssm.conv_dim
+                    * card.ssm.d_conv * sum(card.mixer(i) == "mamba" for i in range(card.num_layers)))
 
 
 def _card(name):

@@ -56,6 +56,26 @@ def test_full_size_nemotron_h_raw_config_equals_the_normalized_one():
     assert card_from_hf_config(raw_cfg).layer_types.count("global") == raw_cfg["hybrid_override_pattern"].count("*")
 
 
+@pytest.mark.parametrize("normalized_too", [False, True], ids=["legacy-only", "both-legacy-wins"])
+def test_legacy_mamba_keys_are_read_as_transformers_renames_them(normalized_too):
+    # NemotronHConfig.__post_init__: mamba_n_groups -> n_groups, mamba_d_conv -> conv_kernel, mamba_chunk_size ->
+    # chunk_size, mamba_conv_bias -> use_conv_bias, the legacy key winning over a normalized one also given
+    legacy = dict(mamba_n_groups=4, mamba_d_conv=3, mamba_chunk_size=16, mamba_conv_bias=False)
+    base = {k: v for k, v in TINY_NEMOTRON.items() if k != "n_groups"}
+    raw = {**base, **legacy, **(dict(n_groups=2, conv_kernel=5, chunk_size=32, use_conv_bias=True)
+                                if normalized_too else {})}
+    config, model = _hf(raw)
+    assert (config.n_groups, config.conv_kernel, config.chunk_size, config.use_conv_bias) == (4, 3, 16, False)
+    card = card_from_hf_config(raw)
+    assert card == card_from_hf_config(config.to_dict())
+    s = card.ssm
+    assert (s.n_groups, s.d_conv, s.chunk_size, s.conv_bias) == (4, 3, 16, False)
+    assert count_params(card).total == sum(p.numel() for p in model.parameters())
+    # conv over x, B, C: 64 + 2 x 4 groups x 8 = 128 channels x width 3, no bias, in both Mamba-2 blocks
+    convs = [model.model.layers[i].mixer.conv1d for i in (0, 2)]
+    assert [(c.weight.numel(), c.bias) for c in convs] == [(128 * 3, None)] * 2
+
+
 def test_layers_block_type_wins_over_the_pattern():
     # NemotronHConfig.__post_init__ converts hybrid_override_pattern only when layers_block_type is not given
     both = {**TINY_NEMOTRON, "layers_block_type": ["mamba", "attention"]}

@@ -12,8 +12,8 @@ per group); elementwise work (the discretization exp(dt A), the state decay and 
   slice, so a prefill of L tokens computes L + d_conv - 1 outputs; the cache's ``update_conv_state`` first left-pads
   a prompt shorter than d_conv to d_conv inputs (every family but RecurrentGemma, whose states live on its modules),
   so those compute max(L, d_conv) + d_conv - 1; a decode step (``causal_conv1d_update``) convolves its
-  d_conv cached inputs plus the new one: 2 outputs, of which it keeps the last; RecurrentGemma decodes with an
-  elementwise multiply-sum (0). The ``causal_conv1d`` kernels vLLM and an ideal engine run compute the L (decode: 1)
+  d_conv cached inputs plus the new one: 2 outputs, of which it keeps the last; RecurrentGemma decodes, and prefills
+  a 1-token prompt (its block branches on ``position_ids.shape[1] != 1``), with an elementwise multiply-sum (0). The ``causal_conv1d`` kernels vLLM and an ideal engine run compute the L (decode: 1)
   outputs needed.
 - scan: the recurrence's contractions, as the reference torch paths run them (the same products the mamba_ssm, FLA
   and vLLM Triton kernels tile):
@@ -90,10 +90,11 @@ def conv_flops(s: SSM, batch: int, tokens: int, decode: bool, transformers: bool
         return 0
     if not transformers:
         outputs = tokens
+    elif s.kind == "rglru":  # RecurrentGemmaRecurrentBlock: position_ids of length 1 (a decode step or a 1-token
+        # prefill) take torch.sum(conv_state * weight), elementwise; longer prefills the padded nn.Conv1d
+        outputs = 0 if decode or tokens == 1 else tokens + s.d_conv - 1
     elif decode:
-        outputs = 0 if s.kind == "rglru" else 2  # RecurrentGemma: torch.sum(conv_state * weight); others: F.conv1d
-    elif s.kind == "rglru":
-        outputs = tokens + s.d_conv - 1
+        outputs = 2  # causal_conv1d_update's F.conv1d over the d_conv cached inputs plus the new one
     else:  # the cache's update_conv_state left-pads a prompt shorter than d_conv to d_conv inputs
         outputs = max(tokens, s.d_conv) + s.d_conv - 1
     return 2 * batch * outputs * s.conv_dim * s.d_conv

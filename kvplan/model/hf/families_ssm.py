@@ -83,12 +83,16 @@ def mamba2_block(cfg: Config) -> dict:
 def nemotron_h(cfg: Config) -> dict:
     types = _nemotron_h_types(cfg)
     n = len(types)
-    # NemotronHMamba2Mixer: intermediate = mamba_num_heads x mamba_head_dim; in/out_proj biased by use_bias
+    # NemotronHMamba2Mixer: intermediate = mamba_num_heads x mamba_head_dim; in/out_proj biased by use_bias.
+    # NemotronHConfig.__post_init__ renames the legacy mamba_n_groups, mamba_d_conv, mamba_chunk_size and
+    # mamba_conv_bias (the legacy key wins when both are given); mamba_num_heads, mamba_head_dim and ssm_state_size
+    # are its own names, with no legacy alias
     heads, head_dim = cfg.integer("mamba_num_heads"), cfg.integer("mamba_head_dim")
-    ssm = {"kind": "mamba2", "d_state": cfg.integer("ssm_state_size"), "d_conv": cfg.integer("conv_kernel"),
-           "intermediate_size": heads * head_dim, "num_heads": heads, "head_dim": head_dim,
-           "n_groups": cfg.integer("n_groups"), "chunk_size": cfg.integer("chunk_size"),
-           "conv_bias": cfg.flag("use_conv_bias"), "proj_bias": cfg.flag("use_bias"),
+    ssm = {"kind": "mamba2", "d_state": cfg.integer("ssm_state_size"),
+           "d_conv": cfg.integer("mamba_d_conv", "conv_kernel"), "intermediate_size": heads * head_dim,
+           "num_heads": heads, "head_dim": head_dim, "n_groups": cfg.integer("mamba_n_groups", "n_groups"),
+           "chunk_size": cfg.integer("mamba_chunk_size", "chunk_size"),
+           "conv_bias": cfg.flag("mamba_conv_bias", "use_conv_bias"), "proj_bias": cfg.flag("use_bias"),
            "state_dtype": _state_dtype(cfg)}
     # NemotronHConfig.num_hidden_layers is len(layers_block_type); its to_dict() leaves the key out
     act = Config({**cfg.data, "hidden_act": cfg.text("mlp_hidden_act"), "num_hidden_layers": n}, cfg.model_type,
