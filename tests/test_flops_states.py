@@ -24,7 +24,7 @@ from kvplan.cost.flops import decode_step_flops, prefill_flops  # noqa: E402
 from kvplan.cost.params import count_params  # noqa: E402
 from kvplan.model.hf.config import card_from_hf_config  # noqa: E402
 from cases import HYBRID_CASES, JAMBA_V01, QWEN3_NEXT_80B, STATE_CASES  # noqa: E402
-from tiny_models import build_flop_model, measure_state_flops, predicted_state_flops  # noqa: E402
+from tiny_models import FLOP_BATCH, build_flop_model, measure_state_flops, predicted_state_flops  # noqa: E402
 
 CASES = {c[0]: c[1:] for c in STATE_CASES + HYBRID_CASES}
 P = 7
@@ -80,12 +80,12 @@ def test_recurrent_gemma_conv_paths_match_flop_counter(name, prompt):
     outputs per channel). Tiny: 2 recurrent layers of 64 channels, conv width 4, so a 1-token prefill as a conv would
     be 2 x B 2 x 4 outputs x 64 x 4 x 2 layers = 8,192 FLOPs more."""
     model_type, kwargs = CASES[name]
-    cfg, model = _build(model_type, kwargs)
+    cfg, model = build_flop_model(model_type, kwargs)
     card = card_from_hf_config(cfg.to_dict())
-    measured = _measure(model_type, cfg, model, card, prompt)
-    assert measured == _predicted(card, prompt)
-    conv = prefill_flops(card, batch=B, prompt_len=prompt, engine="hf-dynamic").state_conv
-    assert conv == (0 if prompt == 1 else 2 * B * (prompt + card.ssm.d_conv - 1) * card.ssm.conv_dim
+    measured = measure_state_flops(model_type, cfg, model, card, prompt)
+    assert measured == predicted_state_flops(card, prompt)
+    conv = prefill_flops(card, batch=FLOP_BATCH, prompt_len=prompt, engine="hf-dynamic").state_conv
+    assert conv == (0 if prompt == 1 else 2 * FLOP_BATCH * (prompt + card.ssm.d_conv - 1) * card.ssm.conv_dim
                     * card.ssm.d_conv * sum(card.mixer(i) == "mamba" for i in range(card.num_layers)))
 
 
