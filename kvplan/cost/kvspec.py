@@ -94,18 +94,26 @@ def _spec_counts(card: ModelCard, kv_dtype: DType, transformers: bool) -> tuple[
 def _layer_specs(card: ModelCard, kv_dtype: DType, transformers: bool) -> tuple[KVLayerSpec, ...]:
     if not card.has_kv_cache:
         return ()
-    heads = card.cached_kv_heads(transformers)
-    by_window = {w: self_attention_spec(card, kv_dtype, heads, w) for w in set(card.windows)}
     states = state_specs(card, states_dtype(card, kv_dtype), transformers) if card.ssm else ()
-    self_attn: tuple[KVLayerSpec, ...] = ()
-    for i, w in enumerate(card.windows):  # an mlp layer (no mixer) caches nothing; a hybrid one K/V, then states
-        mixer = card.mixer(i)
-        attention = (chunked(by_window[w], card.chunk(i)),) if mixer in ("attention", "hybrid") else ()
-        self_attn += attention + (states if mixer in ("mamba", "hybrid") else ())
+    per_layer = decoder_layer_specs(card, kv_dtype, card.cached_kv_heads(transformers), states, range(card.num_layers))
+    self_attn = tuple(spec for _, specs in per_layer for spec in specs)
     if card.architecture != "encoder-decoder":
         return self_attn
     cross = _standard_spec(card, kv_dtype, "cross", None, card.num_kv_heads)
     return self_attn + (cross,) * card.num_layers
+
+
+def decoder_layer_specs(card: ModelCard, kv_dtype: DType, kv_heads: int, states: tuple[KVLayerSpec, ...],
+                        layers: range) -> list[tuple[int, tuple[KVLayerSpec, ...]]]:
+    """(decoder layer, its specs) for ``layers``: attention and hybrid layers their K/V (``kv_heads`` per layer, on
+    one rank), then state and hybrid layers ``states``; an mlp layer (no mixer) caches nothing."""
+    by_window = {w: self_attention_spec(card, kv_dtype, kv_heads, w) for w in {card.windows[i] for i in layers}}
+    out = []
+    for i in layers:
+        mixer = card.mixer(i)
+        attention = (chunked(by_window[card.windows[i]], card.chunk(i)),) if mixer in ("attention", "hybrid") else ()
+        out.append((i, attention + (states if mixer in ("mamba", "hybrid") else ())))
+    return out
 
 
 def states_dtype(card: ModelCard, kv_dtype: DType) -> DType:

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from kvplan.cost.engines import Engine, get_engine
-from kvplan.cost.kvspec import KVLayerSpec, chunked, layer_specs, self_attention_spec, state_specs
+from kvplan.cost.kvspec import KVLayerSpec, decoder_layer_specs, layer_specs, state_specs, states_dtype
 from kvplan.cost.params import attention_extras, norm_params
 from kvplan.cost.quant import QuantBytes, matrix_bytes
 from kvplan.cost.shared import shared_rank_params, shared_tp_reason
@@ -300,15 +300,9 @@ def rank_layer_specs(card: ModelCard, kv_t: DType, engine: Engine | str, layout:
     eng = get_engine(engine)
     check_layout(card, layout)
     heads = kv_heads_per_rank(card.cached_kv_heads(eng.transformers), layout.tp)
-    states = state_specs(card, state_t or kv_t, eng.transformers, layout.tp) if card.ssm else ()
+    states = state_specs(card, state_t or states_dtype(card, kv_t), eng.transformers, layout.tp) if card.ssm else ()
     layers = (stages or pp_partition(card.num_layers, layout.pp))[pp_rank]
-    out = []
-    for i in layers:
-        mixer = card.mixer(i)
-        attention = (chunked(self_attention_spec(card, kv_t, heads, card.windows[i]), card.chunk(i)),) \
-            if mixer in ("attention", "hybrid") else ()
-        out.append((i, attention + (states if mixer in ("mamba", "hybrid") else ())))
-    return out
+    return decoder_layer_specs(card, kv_t, heads, states, layers)
 
 
 def _attention_layers(card: ModelCard, layers: range) -> int:

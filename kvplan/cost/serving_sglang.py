@@ -75,11 +75,6 @@ def pp_partition_sizes(num_layers: int, pp: int) -> list[int]:
     return [num_layers // pp + (1 if i >= pp - r else 0) for i in range(pp)]
 
 
-def allocated_kv_bytes(tokens: int, page_size: int, cell_size: int) -> int:
-    """memory_pool.py: every layer buffer holds size + page_size slots ('KV Cache is allocated. #tokens: N')."""
-    return (tokens + page_size) * cell_size
-
-
 DEFAULT_MAMBA_FULL_MEMORY_RATIO = 0.9  # server_args.py mamba_full_memory_ratio
 SSM_STATE_KINDS = ("mamba2", "gated_deltanet")  # configs/mamba_utils.py Mamba2StateShape (NemotronH, FalconH1, Qwen3Next)
 CONV_STATE_BYTES, SSM_STATE_BYTES = 2, 4  # mamba2_state_dtype: conv bfloat16 (SGLANG_MAMBA_CONV_DTYPE), SSM float32

@@ -152,7 +152,6 @@ def _check_compute_flags(card: ModelCard, prompt_len: int, seq_len: int, *, gpu:
                           f"{card.architecture}")
 
 
-
 def _flops(r: Resolved, prompt_len: int, notes: list[str]) -> tuple[FlopsBreakdown, ...] | None:
     """FLOPs of the prefill and one decode step (decoder-only and encoder-decoder), as ``step_flops`` counts them."""
     if r.card.architecture == "encoder-only":
