@@ -1,4 +1,5 @@
 import json
+import os
 
 import pytest
 from typer.testing import CliRunner
@@ -42,3 +43,34 @@ def _one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+# ---- tiers: `python -m pytest` runs the default tier (< 90 s on 2 cores); `--tier all` (CI, the README) runs
+# everything; `--tier slow` only what is marked slow (every card through verify and report, sharded verify on gloo,
+# Chromium rendering, 300 fuzz examples instead of 50)
+
+TIERS = ("default", "slow", "all")
+
+
+def pytest_addoption(parser):
+    parser.addoption("--tier", choices=TIERS, default="default",
+                     help="default: the fast tier; slow: only tests marked slow; all: both (what CI runs)")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: the slow tier, run by --tier all (CI) and --tier slow")
+    os.environ["KVPLAN_TEST_TIER"] = config.getoption("--tier")
+
+
+def pytest_collection_modifyitems(config, items):
+    tier = config.getoption("--tier")
+    if tier == "all":
+        return
+    keep, drop = [], []
+    for item in items:
+        slow = item.get_closest_marker("slow") is not None
+        fuzz = item.module.__name__.endswith("test_fuzz_inputs")  # both tiers: 50 examples, or 300 in the slow one
+        (keep if fuzz or slow == (tier == "slow") else drop).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep

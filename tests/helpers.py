@@ -39,3 +39,15 @@ def tamper_json(path, keys: tuple[str, ...], **fields) -> None:
         entry = entry[key]
     entry.update(fields)
     path.write_text(json.dumps(data), encoding="utf-8")
+
+
+# the default tier checks a few cards of every kind; the slow tier (python -m pytest --tier all) checks every card
+DEFAULT_TIER_CARDS = ("llama-2-7b", "gemma-2-9b", "gemma-3-1b", "deepseek-v2-lite", "mixtral-8x7b", "t5-base",
+                      "bert-base-uncased", "jamba-1.5-mini", "qwen3-next-80b-a3b", "mamba-codestral-7b", "gpt2")
+
+
+def tiered(names):
+    """pytest params of ``names``: those in DEFAULT_TIER_CARDS in the default tier, the rest marked slow."""
+    import pytest
+
+    return [name if name in DEFAULT_TIER_CARDS else pytest.param(name, marks=pytest.mark.slow) for name in names]

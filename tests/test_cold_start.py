@@ -69,16 +69,32 @@ def test_the_cache_file_is_fresh():
     assert written == catalog.card_cache_text(), "model_cards/validated.json is stale: run python -m kvplan.model.catalog"
 
 
-@pytest.mark.parametrize("name", catalog.bundled_names())
-def test_a_cached_card_equals_its_validated_yaml(name):
-    cached = cardcache.lookup(catalog.cards_dir(), name)
-    validated = catalog.load_card_file(catalog.cards_dir() / f"{name}.yaml")
-    assert cached is not None
-    assert cached == validated
-    assert repr(cached) == repr(validated)  # True is not 1, (a,) is not [a]
-    assert fields_set(cached) == fields_set(validated)
-    assert cached.derived_fields() == validated.derived_fields()
-    assert cached.model_dump(mode="json") == validated.model_dump(mode="json")
+def test_every_cached_card_equals_its_validated_yaml():
+    """Under the pydantic installed (the pinned one in CI, any in the users' range): the cache is keyed on kvplan's
+    sources only, so this is what keeps it right when pydantic moves."""
+    names = catalog.bundled_names()
+    assert len(names) > 40
+    for name in names:
+        cached = cardcache.lookup(catalog.cards_dir(), name)
+        validated = catalog.load_card_file(catalog.cards_dir() / f"{name}.yaml")
+        assert cached is not None, name
+        assert cached == validated, name
+        assert repr(cached) == repr(validated), name  # True is not 1, (a,) is not [a]
+        assert fields_set(cached) == fields_set(validated), name
+        assert cached.derived_fields() == validated.derived_fields(), name
+        assert cached.model_dump(mode="json") == validated.model_dump(mode="json"), name
+
+
+def test_the_cache_key_is_kvplans_sources_not_the_pydantic_version(monkeypatch):
+    import pydantic
+
+    before = cardcache.schema_key()
+    cardcache.schema_key.cache_clear()
+    monkeypatch.setattr(pydantic, "VERSION", "99.0.0")
+    try:
+        assert cardcache.schema_key() == before
+    finally:
+        cardcache.schema_key.cache_clear()
 
 
 @pytest.fixture

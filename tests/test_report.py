@@ -8,7 +8,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from helpers import one_line_error
+from helpers import one_line_error, tiered
 
 pytest.importorskip("matplotlib")
 
@@ -175,6 +175,7 @@ def test_build_report_is_library_data():
         "deepseek-v2-lite", seq_len=4096, engine="vllm").kv_cache.bytes_per_sequence
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium is not on PATH (Debian: apt-get install chromium)")
 def test_chromium_renders_a_page_that_is_not_blank(html_report, tmp_path):
     from PIL import Image
@@ -206,7 +207,7 @@ def test_notebook_reprs_are_html_tables():
     assert "24,576 of 16 tokens" in html and "48.00" in html and "vllm serve meta-llama/Llama-3.1-70B" in html
 
 
-@pytest.mark.parametrize("name", __import__("kvplan").bundled_names())
+@pytest.mark.parametrize("name", tiered(__import__("kvplan").bundled_names()))
 def test_every_bundled_card_reports(name, tmp_path, cli):
     out = tmp_path / "r.html"
     code, _, err = cli("report", "-m", name, "--gpu", "H200", "--max-model-len", "2048", "-o", str(out))

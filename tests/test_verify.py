@@ -7,6 +7,7 @@ import pytest
 
 from kvplan.errors import KvplanError
 from kvplan.model.catalog import bundled_names, load_card
+from helpers import tiered
 from kvplan.verify.reference.shrink import REFERENCE_SSM_KINDS
 
 pytest.importorskip("torch")
@@ -16,7 +17,7 @@ from kvplan.verify.run import verify  # noqa: E402
 
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
 @pytest.mark.parametrize("engine", ["ideal", "hf-static", "vllm"])
-@pytest.mark.parametrize("name", bundled_names())
+@pytest.mark.parametrize("name", tiered(bundled_names()))
 def test_every_card_verifies(name, engine, dtype):
     ssm = load_card(name).ssm
     run = dict(batch=2, seq_len=10, engine=engine, kv_dtype=dtype, layers=2, scale=1 / 64, decode_steps=3,

@@ -12,6 +12,7 @@ import time
 import pytest
 
 pytest.importorskip("torch")
+pytestmark = pytest.mark.slow  # real processes per rank: the slow tier (python -m pytest --tier all)
 
 from kvplan.errors import KvplanError  # noqa: E402
 from kvplan.model.catalog import load_card  # noqa: E402
