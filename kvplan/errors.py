@@ -12,6 +12,11 @@ class KvplanError(ValueError):
     """
 
 
+class Refused(KvplanError):
+    """A layout or setup the engine itself refuses (a head count TP does not divide, no memory left for the cache):
+    an answer about that layout, which the layout search skips; any other KvplanError is the user's input."""
+
+
 _REPR = reprlib.Repr()
 _REPR.maxlevel, _REPR.maxstring, _REPR.maxother, _REPR.maxlong = 2, 60, 60, 60
 _REPR.maxlist = _REPR.maxtuple = _REPR.maxdict = _REPR.maxset = 4

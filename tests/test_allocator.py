@@ -5,7 +5,8 @@ import pytest
 from kvplan.verify.allocator import memory_allocated, kv_tensor_bytes, round_size
 from kvplan.model.catalog import load_card
 from kvplan.model.dtypes import parse_dtype
-from kvplan.cost.engines import CacheRun, get_engine
+from kvplan.cost.engines import CacheRun
+from kvplan.cost.runtimes import get_engine
 from kvplan.planning.estimate import estimate
 
 

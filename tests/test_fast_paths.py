@@ -15,7 +15,7 @@ import kvplan
 from kvplan.cost import flops as flops_module
 from kvplan.cost import hardware
 from kvplan.cost import roofline as roofline_module
-from kvplan.cost.engines import get_engine
+from kvplan.cost.runtimes import get_engine
 from kvplan.cost.flops import step_flops
 from kvplan.cost.kvspec import has_full_layer, layer_spec_counts, layer_specs
 from kvplan.model.card import ModelCard
@@ -48,8 +48,8 @@ def test_spec_counts_sum_to_the_per_layer_specs(name, engine):
     card = load_card(name)
     for dtype in ("bf16", "fp32") if card.ssm else ("bf16", "fp8", "fp32"):  # states refuse fp8
         kv_t = parse_dtype(dtype)
-        specs = layer_specs(card, kv_t, engine)
-        counts = layer_spec_counts(card, kv_t, engine)
+        specs = layer_specs(card, kv_t, get_engine(engine))
+        counts = layer_spec_counts(card, kv_t, get_engine(engine))
         assert Counter(specs) == dict(counts)
         assert [s for s, _ in counts] == list(dict.fromkeys(specs))  # first appearance order: the groups' order
 
@@ -84,7 +84,7 @@ def test_an_estimate_with_a_gpu_counts_each_step_once(monkeypatch):
 def test_estimate_flops_and_roofline_equal_the_functions_called_alone(name, engine):
     card = load_card(name)
     r = kvplan.estimate(card, batch=3, seq_len=3000, prompt_len=1000, engine=engine, gpu="H100-SXM")
-    assert r.flops == step_flops(card, batch=3, prompt_len=1000, seq_len=3000, engine=engine)
+    assert r.flops == step_flops(card, batch=3, prompt_len=1000, seq_len=3000, engine=get_engine(engine))
     alone = roofline_module.roofline(card, batch=3, prompt_len=1000, seq_len=3000, gpu=hardware.load_gpu("H100-SXM"),
                                      engine=get_engine(engine), kv_t=parse_dtype(r.inputs.kv_dtype),
                                      w_t=parse_dtype(r.inputs.weight_dtype), memory_needed_bytes=r.total_bytes)

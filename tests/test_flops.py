@@ -14,6 +14,7 @@ from kvplan.model.catalog import card_from_dict, load_card
 from kvplan.cost.flops import decode_step_flops, prefill_flops, step_flops
 from kvplan.cost.params import count_params
 from kvplan.model.hf.config import card_from_hf_config
+from kvplan.cost.runtimes import get_engine  # noqa: E402
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -95,8 +96,8 @@ def test_matches_flop_counter(case):
     model_type, kwargs, fields = CASES[case]
     card = make_card(case, fields)
     prefill, decode = measured(model_type, kwargs)
-    pre = prefill_flops(card, batch=B, prompt_len=P, engine="hf-dynamic")
-    dec = decode_step_flops(card, batch=B, cache_len=L, engine="hf-dynamic")
+    pre = prefill_flops(card, batch=B, prompt_len=P, engine=get_engine("hf-dynamic"))
+    dec = decode_step_flops(card, batch=B, cache_len=L, engine=get_engine("hf-dynamic"))
     assert (pre.total, pre.attention_core, pre.lm_head) == prefill
     assert (dec.total, dec.attention_core, dec.lm_head) == decode
 
@@ -111,9 +112,9 @@ def test_static_cache_decode_scores_every_slot():
         model(ids[:, :L], past_key_values=cache, use_cache=True)
     total, core, _ = count_flops(lambda: model(ids[:, L:], past_key_values=cache, use_cache=True,
                                          cache_position=torch.tensor([L])))
-    dec = decode_step_flops(card, batch=B, cache_len=L, engine="hf-static", max_cache_len=max_len)
+    dec = decode_step_flops(card, batch=B, cache_len=L, engine=get_engine("hf-static"), max_cache_len=max_len)
     assert (dec.total, dec.attention_core) == (total, core)
-    assert dec.attention_core > decode_step_flops(card, batch=B, cache_len=L, engine="hf-dynamic").attention_core
+    assert dec.attention_core > decode_step_flops(card, batch=B, cache_len=L, engine=get_engine("hf-dynamic")).attention_core
 
 
 @pytest.mark.parametrize(("case", "prompt"), [("llama-gqa", 11), ("gemma2", 3), ("gemma2", 11)])
@@ -125,7 +126,7 @@ def test_static_cache_prefill(case, prompt):
     ids = torch.randint(0, V, (B, prompt))
     cache = transformers.StaticCache(config=model.config, max_cache_len=max_len)
     measured_counts = count_flops(lambda: model(ids, past_key_values=cache, use_cache=True))
-    pre = prefill_flops(card, batch=B, prompt_len=prompt, engine="hf-static", max_cache_len=max_len)
+    pre = prefill_flops(card, batch=B, prompt_len=prompt, engine=get_engine("hf-static"), max_cache_len=max_len)
     assert (pre.total, pre.attention_core, pre.lm_head) == measured_counts
 
 
@@ -137,7 +138,7 @@ def test_dense_matmuls_are_two_flops_per_weight_per_token():
     card = load_card("llama-2-7b")
     p = count_params(card)
     weights = p.attention + p.mlp + p.lm_head  # Llama: no biases, so every one of these weights is in a matmul
-    pre = prefill_flops(card, batch=3, prompt_len=100, engine="hf-dynamic")
+    pre = prefill_flops(card, batch=3, prompt_len=100, engine=get_engine("hf-dynamic"))
     assert pre.projections + pre.mlp + pre.lm_head == 2 * 3 * 100 * weights
     assert pre.attention_core == 32 * 4 * 3 * 100 * 100 * 4096  # layers x 4 P L d x batch, d = heads x head_dim
     assert pre.causal_attention_core == 32 * 4 * 3 * (100 * 101 // 2) * 4096
@@ -155,8 +156,8 @@ def test_decode_step_llama_2_7b():
 
 def test_lm_head_per_engine():
     card = load_card("llama-2-7b")
-    hf = prefill_flops(card, batch=2, prompt_len=10, engine="hf-dynamic")
-    vllm = prefill_flops(card, batch=2, prompt_len=10, engine="vllm")
+    hf = prefill_flops(card, batch=2, prompt_len=10, engine=get_engine("hf-dynamic"))
+    vllm = prefill_flops(card, batch=2, prompt_len=10, engine=get_engine("vllm"))
     assert hf.lm_head == 2 * 2 * 10 * 4096 * 32000 and vllm.lm_head == 2 * 2 * 4096 * 32000
     assert hf.total - vllm.total == hf.lm_head - vllm.lm_head
 
@@ -174,10 +175,10 @@ def test_sliding_window_causal_counts_only_the_window():
 def test_mla_modes():
     card = load_card("deepseek-v3")
     m = card.mla
-    hf = decode_step_flops(card, batch=1, cache_len=999, engine="hf-dynamic")
-    vllm = decode_step_flops(card, batch=1, cache_len=999, engine="vllm")
+    hf = decode_step_flops(card, batch=1, cache_len=999, engine=get_engine("hf-dynamic"))
+    vllm = decode_step_flops(card, batch=1, cache_len=999, engine=get_engine("vllm"))
     assert (hf.mla_mode, vllm.mla_mode) == ("expand", "absorb")
-    assert prefill_flops(card, batch=1, prompt_len=8, engine="vllm").mla_mode == "expand"
+    assert prefill_flops(card, batch=1, prompt_len=8, engine=get_engine("vllm")).mla_mode == "expand"
     assert vllm.attention_core == 61 * 2 * 1000 * 128 * (2 * m.kv_lora_rank + m.qk_rope_head_dim)
     up = m.kv_lora_rank * 128 * (m.qk_nope_head_dim + m.v_head_dim)  # kv_b_proj weights per layer
     assert hf.projections - vllm.projections == 61 * 2 * (1000 - 1) * up  # expand re-projects 999 more positions
@@ -190,9 +191,9 @@ def test_flops_result_json_and_errors():
     assert res.decode_step.attention_core == 32 * 4 * 32 * 4096  # 32 keys: the step that makes 32 tokens
     assert res.prefill.causal_total < res.prefill.total and res.decode_step.mla_mode is None
     with pytest.raises(KvplanError, match="engine"):
-        prefill_flops(load_card("llama-2-7b"), batch=1, prompt_len=4, engine="tgi")
+        prefill_flops(load_card("llama-2-7b"), batch=1, prompt_len=4, engine=get_engine("tgi"))
     with pytest.raises(KvplanError, match="max-cache-len"):
-        decode_step_flops(load_card("llama-2-7b"), batch=1, cache_len=4, engine="hf-static", max_cache_len=4)
+        decode_step_flops(load_card("llama-2-7b"), batch=1, cache_len=4, engine=get_engine("hf-static"), max_cache_len=4)
     with pytest.raises(KvplanError, match="--encoder-len: t5-base is encoder-decoder"):
         prefill_flops(load_card("t5-base"), batch=1, prompt_len=4)
     with pytest.raises(KvplanError, match="encoder-only"):
@@ -214,7 +215,7 @@ def test_t5_encoder_decoder_matches_flop_counter():
         out = model(input_ids=enc, decoder_input_ids=dec[:, :L], use_cache=True)
     decode = count_flops(lambda: model(encoder_outputs=(out.encoder_last_hidden_state,), decoder_input_ids=dec[:, L:L + 1],
                                  past_key_values=out.past_key_values, use_cache=True))
-    pre = prefill_flops(card, batch=B, prompt_len=L, engine="hf-dynamic", encoder_len=E)
-    step = decode_step_flops(card, batch=B, cache_len=L, engine="hf-dynamic", encoder_len=E)
+    pre = prefill_flops(card, batch=B, prompt_len=L, engine=get_engine("hf-dynamic"), encoder_len=E)
+    step = decode_step_flops(card, batch=B, cache_len=L, engine=get_engine("hf-dynamic"), encoder_len=E)
     assert (pre.total, pre.attention_core, pre.lm_head) == prefill
     assert (step.total, step.attention_core, step.lm_head) == decode

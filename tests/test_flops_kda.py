@@ -24,6 +24,7 @@ from kvplan.cost.kvspec import state_specs  # noqa: E402
 from kvplan.cost.ssm import check_state_tp, ssm_params, ssm_rank_params  # noqa: E402
 from kvplan.model.dtypes import parse_dtype  # noqa: E402
 from kvplan.model.hf.config import card_from_hf_config  # noqa: E402
+from kvplan.cost.runtimes import get_engine  # noqa: E402
 from cases import KIMI_48B, KIMI_CASES  # noqa: E402
 from tiny_models import build_flop_model, measure_state_flops, predicted_state_flops  # noqa: E402
 
@@ -58,13 +59,13 @@ def test_kernel_engines_by_hand():
     torch path runs it; decode's recurrence elementwise."""
     card = _card("kimi")
     weights = 3 * 64 * 32 + 64 * 8 + 8 * 32 + 64 * 4 + 64 * 8 + 8 * 32 + 32 * 64  # q/k/v, f_a/f_b, b, g_a/g_b, o
-    hf, vllm = (prefill_flops(card, batch=3, prompt_len=600, engine=e) for e in ("hf-dynamic", "vllm"))
+    hf, vllm = (prefill_flops(card, batch=3, prompt_len=600, engine=get_engine(e)) for e in ("hf-dynamic", "vllm"))
     assert vllm.state_projections == hf.state_projections == 4 * 2 * 3 * 600 * weights
     assert vllm.state_conv == 4 * 2 * 3 * 600 * 96 * 4 and hf.state_conv == 4 * 2 * 3 * 603 * 96 * 4
     chunk = 3 * 2 * 64 * 64 * 8 + 3 * 2 * 64 * 8 * 8  # three Q^2 D products, three Q D^2 products per chunk and head
     assert vllm.state_scan == hf.state_scan == 4 * 3 * 4 * 10 * chunk  # 600 tokens: 10 chunks, the last padded
     for engine, outputs in (("vllm", 1), ("ideal", 1), ("hf-dynamic", 2)):
-        dec = decode_step_flops(card, batch=2, cache_len=999, engine=engine)
+        dec = decode_step_flops(card, batch=2, cache_len=999, engine=get_engine(engine))
         assert (dec.state_projections, dec.state_conv, dec.state_scan) == (
             4 * 2 * 2 * weights, 4 * 2 * 2 * outputs * 96 * 4, 0)
 
@@ -74,7 +75,7 @@ def test_full_size_decode_is_two_flops_per_active_weight():
     context is 2 x its active non-embedding weights (2.73B, the model card's "3B activated") within 1%."""
     card = card_from_hf_config(KIMI_48B)
     p = count_params(card)
-    dec = decode_step_flops(card, batch=1, cache_len=127, engine="vllm")
+    dec = decode_step_flops(card, batch=1, cache_len=127, engine=get_engine("vllm"))
     assert dec.total == pytest.approx(2 * (p.active - p.embedding), rel=0.01)
     assert dec.state_mixer > 0 and dec.attention_core > 0
 

@@ -28,6 +28,7 @@ from kvplan.cost.parallel import Layout, rank_breakdown  # noqa: E402
 from kvplan.cost.params import count_params  # noqa: E402
 from kvplan.model.hf.config import card_from_hf_config  # noqa: E402
 from kvplan.planning.capacity import plan  # noqa: E402
+from kvplan.cost.runtimes import get_engine  # noqa: E402
 from cases import HYBRID_CASES, STATE_CASES, ZAMBA_CASES  # noqa: E402
 from tiny_models import build_flop_model, case, case_card, measure_state_flops, predicted_state_flops  # noqa: E402
 
@@ -68,8 +69,8 @@ def test_matches_flop_counter(model_type, kwargs):
     for prompt in (2, 7, 13):
         cache, ids = transformers.DynamicCache(config=cfg), torch.randint(0, 128, (B, prompt + 1))
         measured = (_count(model, ids[:, :prompt], cache), _count(model, ids[:, prompt:], cache))
-        predicted = (_parts(prefill_flops(card, batch=B, prompt_len=prompt, engine="hf-dynamic")),
-                     _parts(decode_step_flops(card, batch=B, cache_len=prompt, engine="hf-dynamic")))
+        predicted = (_parts(prefill_flops(card, batch=B, prompt_len=prompt, engine=get_engine("hf-dynamic"))),
+                     _parts(decode_step_flops(card, batch=B, cache_len=prompt, engine=get_engine("hf-dynamic"))))
         assert measured == predicted, prompt
 
 
@@ -80,9 +81,9 @@ def test_chunked_ssd_with_adapters_matches_flop_counter():
     card = card_from_hf_config(cfg.to_dict())
     assert card.ssm.chunk_size == 4
     cache, ids = transformers.DynamicCache(config=cfg), torch.randint(0, 128, (3, 12))
-    assert _count(model, ids[:, :11], cache) == _parts(prefill_flops(card, batch=3, prompt_len=11, engine="hf-dynamic"))
+    assert _count(model, ids[:, :11], cache) == _parts(prefill_flops(card, batch=3, prompt_len=11, engine=get_engine("hf-dynamic")))
     assert _count(model, ids[:, 11:], cache) == _parts(decode_step_flops(card, batch=3, cache_len=11,
-                                                                         engine="hf-dynamic"))
+                                                                         engine=get_engine("hf-dynamic")))
 
 
 def test_zamba2_decode_flops_by_hand():
@@ -91,13 +92,13 @@ def test_zamba2_decode_flops_by_hand():
     64 x 64, q/k/v adapters 3 x (128 x 4 + 4 x 128), MLP 64 x 192 + 96 x 64 and its adapter 64 x 4 + 4 x 192;
     scores against 41 keys, 4 heads x (32 + 32)."""
     card = _card("zamba2-adapters")
-    f = decode_step_flops(card, batch=1, cache_len=40, engine="vllm")
+    f = decode_step_flops(card, batch=1, cache_len=40, engine=get_engine("vllm"))
     attention = 3 * 128 * 128 + 128 * 64 + 64 * 64 + 3 * (128 * 4 + 4 * 128)
     assert f.projections == 3 * 2 * attention
     assert f.mlp == 3 * 2 * (64 * 192 + 96 * 64 + 64 * 4 + 4 * 192)
     assert f.attention_core == f.causal_attention_core == 3 * 2 * 41 * 4 * (32 + 32)
     mixer = decode_step_flops(card.model_copy(update={"shared_blocks": None, "layer_pattern": ("mamba",)}),
-                              batch=1, cache_len=40, engine="vllm")  # the same 6 Mamba-2 layers alone
+                              batch=1, cache_len=40, engine=get_engine("vllm"))  # the same 6 Mamba-2 layers alone
     assert f.state_mixer == mixer.state_mixer > 0 and f.lm_head == 2 * 64 * 128
 
 
@@ -197,6 +198,6 @@ def test_full_size_decode_is_two_flops_per_weight_use():
     p, h, ffn = count_params(card), card.hidden_size, card.ffn_size
     block = 2 * h * 3 * 2 * h + 2 * h * h + h * 2 * ffn + ffn * h  # q/k/v over 2h, o, gate_up, down
     assert (card.attention_layers, card.shared_blocks.num_blocks, card.tie_embeddings) == (9, 1, True)
-    dec = decode_step_flops(card, batch=1, cache_len=127, engine="vllm")
+    dec = decode_step_flops(card, batch=1, cache_len=127, engine=get_engine("vllm"))
     assert dec.total == pytest.approx(2 * (p.total - p.embedding + 8 * block + p.embedding), rel=0.01)
     assert dec.total > 2 * p.total * 1.4  # counting the block once would miss 2 x 8 passes

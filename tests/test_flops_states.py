@@ -23,6 +23,7 @@ from kvplan import estimate, sweep  # noqa: E402
 from kvplan.cost.flops import decode_step_flops, prefill_flops  # noqa: E402
 from kvplan.cost.params import count_params  # noqa: E402
 from kvplan.model.hf.config import card_from_hf_config  # noqa: E402
+from kvplan.cost.runtimes import get_engine  # noqa: E402
 from cases import HYBRID_CASES, JAMBA_V01, QWEN3_NEXT_80B, STATE_CASES  # noqa: E402
 from tiny_models import FLOP_BATCH, build_flop_model, measure_state_flops, predicted_state_flops  # noqa: E402
 
@@ -84,7 +85,7 @@ def test_recurrent_gemma_conv_paths_match_flop_counter(name, prompt):
     card = card_from_hf_config(cfg.to_dict())
     measured = measure_state_flops(model_type, cfg, model, card, prompt)
     assert measured == predicted_state_flops(card, prompt)
-    conv = prefill_flops(card, batch=FLOP_BATCH, prompt_len=prompt, engine="hf-dynamic").state_conv
+    conv = prefill_flops(card, batch=FLOP_BATCH, prompt_len=prompt, engine=get_engine("hf-dynamic")).state_conv
     assert conv == (0 if prompt == 1 else 2 * FLOP_BATCH * (prompt + card.ssm.d_conv - 1) * card.ssm.conv_dim
                     * card.ssm.d_conv * sum(card.mixer(i) == "mamba" for i in range(card.num_layers)))
 
@@ -98,12 +99,12 @@ def test_kernel_engines_by_hand():
     """vLLM / ideal: the conv computes the L (decode: 1) outputs it keeps; SSD passes states between chunks
     elementwise; the rest as transformers runs it. Mamba-2 tiny: 2 layers, 8 heads x 16, d_state 8, conv 160 x 4."""
     card = _card("mamba2")
-    hf, vllm = (prefill_flops(card, batch=3, prompt_len=600, engine=e) for e in ("hf-dynamic", "vllm"))
+    hf, vllm = (prefill_flops(card, batch=3, prompt_len=600, engine=get_engine(e)) for e in ("hf-dynamic", "vllm"))
     assert hf.state_conv == 2 * 2 * 3 * (600 + 3) * 160 * 4 and vllm.state_conv == 2 * 2 * 3 * 600 * 160 * 4
     assert hf.state_scan - vllm.state_scan == 2 * 3 * 8 * 2 * 4 * 4 * 16 * 8  # 3 chunks of 256: (3 + 1)^2 pairs
     chunk = 2 * 256 * 256 * 8 + 2 * 256 * 256 * 16 + 4 * 256 * 16 * 8  # C B^T, its product with X, two state terms
     assert vllm.state_scan == 2 * 3 * 8 * 3 * chunk
-    dec = decode_step_flops(card, batch=1, cache_len=999, engine="vllm")
+    dec = decode_step_flops(card, batch=1, cache_len=999, engine=get_engine("vllm"))
     p = count_params(card)
     weights = 64 * (128 + 160 + 8) + 128 * 64  # in_proj (z, xBC, dt) and out_proj: the only matmuls of a layer
     assert dec.state_projections == 2 * 2 * weights and dec.lm_head == 2 * 64 * 128
@@ -118,7 +119,7 @@ def test_full_size_decode_is_two_flops_per_active_weight(config, active):
     weights within 1% (the rest: conv, scan and attention scores)."""
     card = card_from_hf_config(config)
     p = count_params(card)
-    dec = decode_step_flops(card, batch=1, cache_len=127, engine="vllm")
+    dec = decode_step_flops(card, batch=1, cache_len=127, engine=get_engine("vllm"))
     assert p.active == pytest.approx(active, rel=0.01)
     assert dec.total == pytest.approx(2 * (p.active - p.embedding), rel=0.01)
     assert dec.state_mixer > 0 and dec.attention_core > 0
@@ -142,7 +143,7 @@ def test_decode_traffic_reads_and_writes_the_states():
 def test_estimate_reports_state_flops():
     est = estimate(_card("nemotron_h"), batch=2, seq_len=7, engine="hf-dynamic")
     assert est.flops.prefill.state_mixer == prefill_flops(_card("nemotron_h"), batch=2, prompt_len=7,
-                                                          engine="hf-dynamic").state_mixer > 0
+                                                          engine=get_engine("hf-dynamic")).state_mixer > 0
     assert any("state layers" in n and "elementwise" in n for n in est.notes)
 
 

@@ -15,6 +15,7 @@ from kvplan import count_params, estimate  # noqa: E402
 from kvplan.errors import KvplanError  # noqa: E402
 from kvplan.model.hf.config import card_from_hf_config  # noqa: E402
 from kvplan.model.hf.defaults_2025 import DEFAULTS_2025  # noqa: E402
+from kvplan.cost.runtimes import get_engine  # noqa: E402
 from tiny_models import KV_BATCH as BATCH, build_kv_model, count_flops, kv_layer_bytes  # noqa: E402
 from tiny_models import predicted_kv_layer_bytes  # noqa: E402
 
@@ -140,8 +141,8 @@ def test_flops_match_flop_counter(case):
     with torch.no_grad():
         cache = model(ids[:, :9], past_key_values=transformers.DynamicCache(config=cfg), use_cache=True).past_key_values
     decode = count_flops(lambda: model(ids[:, 9:10], past_key_values=cache, use_cache=True))
-    pre = prefill_flops(card, batch=BATCH, prompt_len=11, engine="hf-dynamic")
-    dec = decode_step_flops(card, batch=BATCH, cache_len=9, engine="hf-dynamic")
+    pre = prefill_flops(card, batch=BATCH, prompt_len=11, engine=get_engine("hf-dynamic"))
+    dec = decode_step_flops(card, batch=BATCH, cache_len=9, engine=get_engine("hf-dynamic"))
     assert (pre.total, pre.attention_core, pre.lm_head) == _routed(card, prefill, BATCH * 11)
     assert (dec.total, dec.attention_core, dec.lm_head) == _routed(card, decode, BATCH)
 

@@ -8,6 +8,7 @@ from kvplan.cost.parallel import (Layout, check_layout, kv_heads_per_rank, pad_v
                                   rank_weights)
 from kvplan.model.catalog import bundled_names, card_from_dict
 from kvplan.model.dtypes import DTYPES
+from kvplan.cost.runtimes import get_engine  # noqa: E402
 
 BF16, FP8 = DTYPES["bf16"], DTYPES["fp8_e4m3"]
 TINY = dict(name="tiny", source="test", num_layers=5, hidden_size=64, num_heads=8, num_kv_heads=2, ffn_size=128,
@@ -67,7 +68,7 @@ def test_llama_3_1_70b_tp(tp):
     assert r.params == _llama70(tp)
     assert r.buffers_bytes == 131072 * 128 * 2  # cos_sin_cache: max_position x head_dim, bf16
     assert _llama70(4) == 17_639_415_808
-    specs = rank_kv_specs(card, BF16, "vllm", Layout(tp=tp), 0)
+    specs = rank_kv_specs(card, BF16, get_engine("vllm"), Layout(tp=tp), 0)
     assert sum(s.bytes_per_token for s in specs) == 80 * 2 * (8 // tp) * 128 * 2
 
 
@@ -78,7 +79,7 @@ def test_qwen3_30b_a3b_tp8_replicates_kv_heads():
     moe = h * 128 + 128 * 3 * h * (768 // 8)  # router replicated + 128 experts at intermediate 96
     expected = 2 * rows * h + 48 * (attn + moe) + (48 * 2 + 1) * h
     assert rank_weights(card, BF16, Layout(tp=8), 3, 0).params == expected
-    specs = rank_kv_specs(card, BF16, "vllm", Layout(tp=8), 0)
+    specs = rank_kv_specs(card, BF16, get_engine("vllm"), Layout(tp=8), 0)
     assert sum(s.bytes_per_token for s in specs) == 48 * 2 * 1 * 128 * 2 == 24_576
 
 
@@ -93,7 +94,7 @@ def test_deepseek_v3_tp8_replicates_the_latent():
     r = rank_weights(card, BF16, Layout(tp=tp), 0, 0)
     assert r.params == expected
     assert r.buffers_bytes == 163840 * 64 * 2
-    specs = rank_kv_specs(card, BF16, "vllm", Layout(tp=tp), 0)
+    specs = rank_kv_specs(card, BF16, get_engine("vllm"), Layout(tp=tp), 0)
     assert sum(s.bytes_per_token for s in specs) == 61 * 576 * 2  # not divided by tp
 
 
@@ -109,7 +110,7 @@ def test_pipeline_stages_hold_their_layers():
     tied = tiny(tie_embeddings=True)
     assert rank_weights(tied, BF16, Layout(pp=2), 0, 1).breakdown["embedding"] == rows * h
     assert rank_weights(tied, BF16, Layout(), 0, 0).params == rows * h + 5 * layer + h
-    assert len(rank_kv_specs(card, BF16, "vllm", Layout(pp=2), 1)) == 2
+    assert len(rank_kv_specs(card, BF16, get_engine("vllm"), Layout(pp=2), 1)) == 2
 
 
 def test_fp8_kv_scales_on_the_stage_of_their_layers():

@@ -21,6 +21,7 @@ from kvplan.model.catalog import card_from_dict
 from kvplan.model.hf.config import card_from_hf_config
 from kvplan.planning.capacity import plan
 from kvplan.planning.search import search
+from kvplan.cost.runtimes import get_engine  # noqa: E402
 
 GIB = 2**30
 BF16 = DTYPES["bf16"]
@@ -67,7 +68,7 @@ def test_per_rank_state_shapes_follow_vllm():
     jamba = _card(JAMBA)  # Mamba-1: channels split
     conv, ssm = state_specs(jamba, BF16, False, 2)
     assert conv.vectors == ((3, 4096),) and ssm.vectors == ((4096, 16),)
-    specs = rank_kv_specs(jamba, BF16, "vllm", Layout(tp=2), 0)
+    specs = rank_kv_specs(jamba, BF16, get_engine("vllm"), Layout(tp=2), 0)
     assert [s.kind for s in specs[:2]] == ["conv_state", "ssm_state"]  # layer 0 is a Mamba layer
     assert sum(s.kind == "full" for s in specs) == 4 and specs[8].vectors == ((4, 128), (4, 128))
 

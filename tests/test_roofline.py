@@ -10,6 +10,7 @@ from kvplan.cost.hardware import COMPUTE_TYPES, load_gpu, load_gpus
 from kvplan.cost.params import count_params
 from kvplan.planning.estimate import estimate
 from kvplan.cost.traffic import moe_weights_read_bytes_min, weights_read_bytes
+from kvplan.cost.runtimes import get_engine  # noqa: E402
 
 FP16 = parse_dtype("fp16")
 
@@ -74,10 +75,10 @@ def test_prefill_is_compute_bound_and_efficiencies_scale():
 
 def test_hf_engine_counts_dense_flops():
     card = load_card("llama-2-7b")
-    r = roofline(card, batch=1, prompt_len=512, seq_len=1024, gpu="A100-80GB", engine="hf-dynamic")
+    r = roofline(card, batch=1, prompt_len=512, seq_len=1024, gpu="A100-80GB", engine=get_engine("hf-dynamic"))
     assert r.prefill.flops_basis == "dense"
-    assert r.prefill.flops == prefill_flops(card, batch=1, prompt_len=512, engine="hf-dynamic").total
-    assert r.decode_step.flops == decode_step_flops(card, batch=1, cache_len=1023, engine="hf-dynamic").total
+    assert r.prefill.flops == prefill_flops(card, batch=1, prompt_len=512, engine=get_engine("hf-dynamic")).total
+    assert r.decode_step.flops == decode_step_flops(card, batch=1, cache_len=1023, engine=get_engine("hf-dynamic")).total
 
 
 def test_moe_reads_only_routed_experts():

@@ -10,6 +10,7 @@ from kvplan.cost.kvspec import layer_specs
 from kvplan.model.dtypes import DTYPES
 from kvplan.planning.capacity import plan
 from kvplan.units import parse_size
+from kvplan.cost.runtimes import get_engine  # noqa: E402
 
 GIB = 2**30
 BF16 = DTYPES["bf16"]
@@ -30,7 +31,7 @@ def test_batch_defaults_by_gpu_tier():
 
 
 def test_sliding_window_pages_per_request():
-    spec = layer_specs(load_card("mistral-7b-v0.1"), BF16, "vllm")[0]  # W = 4096
+    spec = layer_specs(load_card("mistral-7b-v0.1"), BF16, get_engine("vllm"))[0]  # W = 4096
     # cdiv(min(4096 - 1 + 4096 in flight, 32768), 16) + 1 = cdiv(8191, 16) + 1 = 513
     assert vl.pages_per_request(spec, 32768, 16, 4096) == 513
     assert vl.pages_per_request(spec, 2048, 16, 4096) == 128 + 1  # capped at max_model_len
@@ -58,7 +59,7 @@ def test_activation_approximation_llama70b_tp4():
 
 def test_hybrid_grouping_gemma3_27b():
     card = load_card("gemma-3-27b")  # 62 layers: 52 sliding (W 1024), 10 global
-    groups = vl.kv_cache_groups(layer_specs(card, BF16, "vllm"))
+    groups = vl.kv_cache_groups(layer_specs(card, BF16, get_engine("vllm")))
     # group_size = 10 (52 >= 1.5 x 10); sliding: cdiv(52, 10) = 6 groups -> 60 slots, 8 padding; global: 1 group
     assert len(groups) == 7 and vl.padding_layers(groups) == 8
     page = 16 * 2 * 16 * 128 * 2
@@ -68,7 +69,7 @@ def test_hybrid_grouping_gemma3_27b():
 
 
 def test_max_model_len_binary_search_reserves_the_null_block():
-    groups = vl.kv_cache_groups(layer_specs(load_card("llama-3-8b"), BF16, "vllm"))
+    groups = vl.kv_cache_groups(layer_specs(load_card("llama-3-8b"), BF16, get_engine("vllm")))
     bpb = vl.bytes_per_block(groups, 16)
     # 101 blocks: one is the null block, so cdiv(L, 16) <= 100 -> L <= 1600
     assert vl.max_model_len_fit(groups, bpb, 101 * bpb, 8192, 16, 0) == 1600

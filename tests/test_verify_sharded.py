@@ -18,6 +18,7 @@ from kvplan.errors import KvplanError  # noqa: E402
 from kvplan.model.catalog import load_card  # noqa: E402
 from kvplan.verify import distributed as D  # noqa: E402
 from kvplan.verify.run import verify as verify_single  # noqa: E402
+from kvplan.cost.runtimes import get_engine  # noqa: E402
 
 SMALL = dict(batch=2, seq_len=10, decode_steps=3, block_size=4, kv_dtype="fp32")
 
@@ -178,9 +179,9 @@ def test_rank_flops_add_up_to_the_single_device_model(name):
     for engine in ("ideal", "vllm"):
         kw = dict(batch=2, prompt_len=9, seq_len=12, engine=engine)
         stages = sum(rank_flops(card, Layout(1, 2), s, phase="prefill", **kw) for s in range(2))
-        assert stages == flops.prefill_flops(card, batch=2, prompt_len=9, engine=engine).total + pad
+        assert stages == flops.prefill_flops(card, batch=2, prompt_len=9, engine=get_engine(engine)).total + pad
         dec = sum(rank_flops(card, Layout(1, 2), s, phase="decode", **kw) for s in range(2))
-        assert dec == flops.decode_step_flops(card, batch=2, cache_len=11, engine=engine).total + pad
+        assert dec == flops.decode_step_flops(card, batch=2, cache_len=11, engine=get_engine(engine)).total + pad
 
 
 def test_rank_kv_allocations_sum_to_rank_kv_bytes():

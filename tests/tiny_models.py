@@ -15,7 +15,8 @@ from torch.utils.flop_counter import FlopCounterMode
 from transformers.models.minimax.modeling_minimax import MiniMaxCache
 
 from kvplan import count_params, estimate
-from kvplan.cost.engines import CacheRun, get_engine
+from kvplan.cost.engines import CacheRun
+from kvplan.cost.runtimes import get_engine
 from kvplan.cost.flops import decode_step_flops, prefill_flops
 from kvplan.cost.kvspec import layer_specs, state_specs
 from kvplan.model.dtypes import parse_dtype
@@ -282,6 +283,6 @@ def measure_state_flops(model_type: str, cfg, model, card, prompt: int):
 
 def predicted_state_flops(card, prompt: int):
     """kvplan's (total, state mixer) FLOPs of the same prefill and decode step on hf-dynamic."""
-    pre = prefill_flops(card, batch=FLOP_BATCH, prompt_len=prompt, engine="hf-dynamic")
-    dec = decode_step_flops(card, batch=FLOP_BATCH, cache_len=prompt, engine="hf-dynamic")
+    pre = prefill_flops(card, batch=FLOP_BATCH, prompt_len=prompt, engine=get_engine("hf-dynamic"))
+    dec = decode_step_flops(card, batch=FLOP_BATCH, cache_len=prompt, engine=get_engine("hf-dynamic"))
     return (pre.total, pre.state_mixer), (dec.total, dec.state_mixer)

@@ -9,7 +9,7 @@ flag ignored: "NB: We aren't accounting for causal attention here", torch/utils/
 ``causal_*`` counts only the score entries a causal FlashAttention-style kernel needs: query i of a prefill sees
 i + 1 keys, P(P+1)/2 per head, and a sliding-window layer min(i + 1, W) keys (Mistral paper, arXiv:2310.06825).
 
-Per engine (kvplan.cost.engines, ``Engine.flops_rule``): which positions the LM head runs on, which keys a step
+Per engine (kvplan.cost.runtimes, ``Engine.flops_rule``): which positions the LM head runs on, which keys a step
 attends to, and how MLA runs (``mla_mode``):
 
 - ``expand``: every step up-projects the latent of every attended position with kv_b_proj, then standard attention
@@ -43,7 +43,7 @@ from dataclasses import dataclass, replace
 
 from pydantic import BaseModel, ConfigDict
 
-from kvplan.cost.engines import CacheRun, Engine, get_engine
+from kvplan.cost.engines import IDEAL_RULES, CacheRun, Engine, as_rules
 from kvplan.cost.kvspec import has_full_layer
 from kvplan.cost.shapes import attention_matrices, ffn_matrices, mla_matrices, router_matrices, total
 from kvplan.cost.shared import invocation_flop_elems
@@ -119,7 +119,7 @@ class FlopsBreakdown:
                           causal_attention_core=self.causal_attention_core, mla_mode=self.mla_mode)
 
 
-def prefill_flops(card: ModelCard, *, batch: int, prompt_len: int, engine: str | Engine = "ideal",
+def prefill_flops(card: ModelCard, *, batch: int, prompt_len: int, engine: Engine = IDEAL_RULES,
                   max_cache_len: int | None = None, encoder_len: int = 0) -> FlopsBreakdown:
     """One forward over ``prompt_len`` new tokens per sequence from an empty cache (and, encoder-decoder, the
     encoder over ``encoder_len`` tokens)."""
@@ -142,7 +142,7 @@ def prefill_flops(card: ModelCard, *, batch: int, prompt_len: int, engine: str |
     return out
 
 
-def decode_step_flops(card: ModelCard, *, batch: int, cache_len: int, engine: str | Engine = "ideal",
+def decode_step_flops(card: ModelCard, *, batch: int, cache_len: int, engine: Engine = IDEAL_RULES,
                       max_cache_len: int | None = None, encoder_len: int = 0) -> FlopsBreakdown:
     """One new token per sequence with ``cache_len`` tokens already cached: it attends cache_len + 1 keys."""
     eng = _check(card, engine, batch=batch, tokens=cache_len + 1, encoder_len=encoder_len)
@@ -160,7 +160,7 @@ def decode_step_flops(card: ModelCard, *, batch: int, cache_len: int, engine: st
     return out
 
 
-def step_flops(card: ModelCard, *, batch: int, prompt_len: int, seq_len: int, engine: str | Engine = "ideal",
+def step_flops(card: ModelCard, *, batch: int, prompt_len: int, seq_len: int, engine: Engine = IDEAL_RULES,
                max_cache_len: int | None = None, encoder_len: int = 0) -> StepFlops:
     """The prefill of ``prompt_len`` tokens and the decode step that brings each sequence to ``seq_len``
     (cache_len = seq_len - 1): ``estimate``'s ``flops`` object."""
@@ -282,8 +282,8 @@ def _mlp_flops(card: ModelCard, moe_layer: bool, tokens: int) -> int:
     return 2 * tokens * (total(router_matrices(card), "elems") + routed + shared)
 
 
-def _check(card: ModelCard, engine: str | Engine, *, batch: int, tokens: int, encoder_len: int) -> Engine:
-    eng = get_engine(engine)
+def _check(card: ModelCard, engine: Engine, *, batch: int, tokens: int, encoder_len: int) -> Engine:
+    eng = as_rules(engine)
     if card.architecture == "encoder-only":
         raise KvplanError(f"flops: {card.name} is encoder-only; FLOPs are modelled for decoder-only and "
                           "encoder-decoder cards")

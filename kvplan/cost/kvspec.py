@@ -21,7 +21,7 @@ from collections import Counter
 from functools import cached_property, lru_cache
 from typing import Literal
 
-from kvplan.cost.engines import CacheRun, Engine, get_engine
+from kvplan.cost.engines import CacheRun, Engine, as_rules
 from kvplan.cost.ssm import conv_channels
 from kvplan.errors import KvplanError
 from kvplan.model.card import ModelCard
@@ -74,15 +74,15 @@ class KVLayerSpec:
         return engine.positions_held(self.window, run)
 
 
-def layer_specs(card: ModelCard, kv_dtype: DType, engine: Engine | str) -> tuple[KVLayerSpec, ...]:
+def layer_specs(card: ModelCard, kv_dtype: DType, engine: Engine) -> tuple[KVLayerSpec, ...]:
     """One spec per cached attention: each decoder layer's self-attention, then (encoder-decoder) its cross-attention."""
-    return _layer_specs(card, kv_dtype, get_engine(engine).transformers)
+    return _layer_specs(card, kv_dtype, as_rules(engine).transformers)
 
 
-def layer_spec_counts(card: ModelCard, kv_dtype: DType, engine: Engine | str) -> tuple[tuple[KVLayerSpec, int], ...]:
+def layer_spec_counts(card: ModelCard, kv_dtype: DType, engine: Engine) -> tuple[tuple[KVLayerSpec, int], ...]:
     """``layer_specs`` with equal specs merged: (spec, how many), in order of first appearance. Sums over layers run
     over these (Llama-2-7B: one spec x 32, not 32 specs)."""
-    return _spec_counts(card, kv_dtype, get_engine(engine).transformers)
+    return _spec_counts(card, kv_dtype, as_rules(engine).transformers)
 
 
 @lru_cache(maxsize=4096)

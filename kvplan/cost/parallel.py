@@ -27,14 +27,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 
-from kvplan.cost.engines import Engine, get_engine
+from kvplan.cost.engines import IDEAL_RULES, Engine, as_rules
 from kvplan.cost.kvspec import KVLayerSpec, decoder_layer_specs, layer_specs, state_specs, states_dtype
 from kvplan.cost.params import attention_extras, norm_params
 from kvplan.cost.quant import QuantBytes, matrix_bytes
 from kvplan.cost.shared import shared_rank_params, shared_tp_reason
 from kvplan.cost.ssm import check_state_tp, ssm_rank_params
 from kvplan.cost.shapes import Matrix, attention_matrices, ffn_matrices, kv_heads_per_rank, router_matrices
-from kvplan.errors import KvplanError
+from kvplan.errors import KvplanError, Refused
 from kvplan.model.card import ModelCard
 from kvplan.model.dtypes import DType
 from kvplan.units import cdiv
@@ -63,7 +63,7 @@ def pp_partition(num_layers: int, pp: int) -> list[range]:
     """Decoder layers of each pipeline stage (vllm/distributed/utils.py get_pp_indices): [L//pp]*pp, then
     partitions[-i] += 1 for i in 2..r+1 (r = L % pp). 5 layers over 2 stages: [0..3), [3..5)."""
     if not 1 <= pp <= num_layers:
-        raise KvplanError(f"--pp: {pp} pipeline stages need 1..{num_layers} (the model's layers)")
+        raise Refused(f"--pp: {pp} pipeline stages need 1..{num_layers} (the model's layers)")
     sizes = [num_layers // pp] * pp
     for i in range(2, num_layers % pp + 2):
         sizes[-i] += 1
@@ -82,34 +82,35 @@ def pad_vocab(vocab_size: int, padding: int = DEFAULT_VOCAB_PADDING) -> int:
 
 
 def check_layout(card: ModelCard, layout: Layout, *, vocab_padding: int = DEFAULT_VOCAB_PADDING) -> None:
-    """KvplanError naming --tp/--pp/--dp with vLLM's reason when vLLM would refuse the layout."""
+    """KvplanError naming --tp/--pp/--dp for a value that is no layout; Refused with vLLM's reason when vLLM would
+    refuse the layout (the search skips those)."""
     for flag, value in (("--tp", layout.tp), ("--pp", layout.pp), ("--dp", layout.dp)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise KvplanError(f"{flag}: must be a positive integer, got {value!r}")
     tp = layout.tp
     if (tp > 1 or layout.pp > 1) and card.architecture != "decoder-only":
-        raise KvplanError(f"--tp/--pp: tensor and pipeline parallelism are modelled for decoder-only models; "
+        raise Refused(f"--tp/--pp: tensor and pipeline parallelism are modelled for decoder-only models; "
                           f"{card.name} is {card.architecture}")
     pp_partition(card.num_layers, layout.pp)
     reason = shared_tp_reason(card, tp, layout.pp) if card.shared_blocks else None
     if reason:
-        raise KvplanError(reason)
+        raise Refused(reason)
     reason = check_state_tp(card, tp) if card.ssm else None
     if reason:
-        raise KvplanError(f"--tp: {reason}")
+        raise Refused(f"--tp: {reason}")
     if card.attention_layers and card.num_heads % tp:  # vllm/config/model.py verify_with_parallel_config
-        raise KvplanError(f"--tp: total number of attention heads ({card.num_heads}) must be divisible by tensor "
+        raise Refused(f"--tp: total number of attention heads ({card.num_heads}) must be divisible by tensor "
                           f"parallel size ({tp}) (vLLM verify_with_parallel_config)")
     kv = card.num_kv_heads
     if card.attention_layers and card.mla is None and (kv % tp if tp < kv else tp % kv):  # linear.py QKVParallelLinear divide()
         a, b = (kv, tp) if tp < kv else (tp, kv)
-        raise KvplanError(f"--tp: {a} is not divisible by {b}: vLLM splits {kv} KV heads over tp {tp} (tp < kv) or "
+        raise Refused(f"--tp: {a} is not divisible by {b}: vLLM splits {kv} KV heads over tp {tp} (tp < kv) or "
                           "replicates each head tp / kv times (tp >= kv) (QKVParallelLinear)")
     for what, size in _split_sizes(card, vocab_padding):
         if size % tp:  # linear.py / fused_moe divide(): AssertionError "{a} is not divisible by {b}"
-            raise KvplanError(f"--tp: {what} {size} is not divisible by tensor parallel size {tp} (vLLM divide())")
+            raise Refused(f"--tp: {what} {size} is not divisible by tensor parallel size {tp} (vLLM divide())")
     if card.moe and not layout.expert_parallel and card.moe.expert_ffn_size % moe_tp(layout):
-        raise KvplanError(f"--dp: moe_intermediate_size {card.moe.expert_ffn_size} is not divisible by dp x tp = "
+        raise Refused(f"--dp: moe_intermediate_size {card.moe.expert_ffn_size} is not divisible by dp x tp = "
                           f"{moe_tp(layout)}, the MoE tensor-parallel group (vLLM fused_moe/config.py)")
 
 
@@ -270,7 +271,7 @@ def rank_weights(card: ModelCard, w_t: DType, layout: Layout, tp_rank: int, pp_r
         if card.ssm:  # states are not quantized: the scales are the attention layers'
             scales = kv_t.layer_scale_bytes * _attention_layers(card, layers)
         else:
-            specs = rank_kv_specs(card, kv_t, "ideal", layout, pp_rank, stages=stages)
+            specs = rank_kv_specs(card, kv_t, IDEAL_RULES, layout, pp_rank, stages=stages)
             scales = kv_t.layer_scale_bytes * len(specs)
     buffers = rope_buffer_bytes(card, 4 if w_t.bits == 32 else 2) if include_buffers else 0
     quant = rank_quant(card, layout, pp_rank, stages=stages, tp_rank=tp_rank)
@@ -279,25 +280,25 @@ def rank_weights(card: ModelCard, w_t: DType, layout: Layout, tp_rank: int, pp_r
     return RankWeights(tp_rank, pp_rank, layers, params, stored + scales, buffers, breakdown, quant)
 
 
-def rank_kv_specs(card: ModelCard, kv_t: DType, engine: Engine | str, layout: Layout, pp_rank: int, *,
+def rank_kv_specs(card: ModelCard, kv_t: DType, engine: Engine, layout: Layout, pp_rank: int, *,
                   stages: list[range] | None = None, state_t: DType | None = None) -> list[KVLayerSpec]:
     """The KV specs of stage ``pp_rank``'s layers with kv_heads_per_rank heads (MLA: the full latent on every rank),
     and each state layer's conv and SSM states with the shapes of one TP rank (kvplan.cost.kvspec.state_specs);
     ``state_t``: the states' dtype when it is not the KV dtype (vLLM's mamba_cache_dtype "auto" beside an fp8 KV
     cache: the model dtype)."""
-    eng = get_engine(engine)
+    eng = as_rules(engine)
     if layout.tp == 1 and layout.pp == 1 and state_t is None:
         return list(layer_specs(card, kv_t, eng))
     return [sp for _, specs in rank_layer_specs(card, kv_t, eng, layout, pp_rank, stages=stages, state_t=state_t)
             for sp in specs]
 
 
-def rank_layer_specs(card: ModelCard, kv_t: DType, engine: Engine | str, layout: Layout, pp_rank: int, *,
+def rank_layer_specs(card: ModelCard, kv_t: DType, engine: Engine, layout: Layout, pp_rank: int, *,
                      stages: list[range] | None = None,
                      state_t: DType | None = None) -> list[tuple[int, tuple[KVLayerSpec, ...]]]:
     """(decoder layer, its specs on one rank) for each layer of stage ``pp_rank``: attention K/V, then (state and
     hybrid layers) the conv and SSM states; an mlp layer caches nothing."""
-    eng = get_engine(engine)
+    eng = as_rules(engine)
     check_layout(card, layout)
     heads = kv_heads_per_rank(card.cached_kv_heads(eng.transformers), layout.tp)
     states = state_specs(card, state_t or states_dtype(card, kv_t), eng.transformers, layout.tp) if card.ssm else ()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
+from kvplan.cost.runtimes.base import KVCachePool, RankRow  # noqa: F401 - part of the plan schema
 from kvplan.planning.results import RESULT
 
 PLAN_SCHEMA_VERSION = 1
@@ -31,6 +32,7 @@ class PlanInputs(BaseModel):
     max_num_batched_tokens: int | None
     max_num_seqs: int | None
     block_size: int  # vLLM block, SGLang page; 1 for the unpaged engines
+    paged: bool = False  # a serving engine's block or page pool (vLLM, SGLang); False: unpaged (transformers, ideal)
 
 
 class PerGPU(BaseModel):
@@ -51,40 +53,8 @@ class PerGPU(BaseModel):
     requested_bytes: int  # what the engine may use: ceil(total x util) (SGLang: free x mem_fraction_static)
     kv_bytes_per_token: int  # one more cached token of one request on this rank, all its layers
     available_kv_bytes: int
-
-
-class RankRow(BaseModel):
-    """One pipeline stage (all TP ranks of a stage hold the same shapes)."""
-
-    model_config = RESULT
-    pp_rank: int
-    first_layer: int
-    last_layer: int
-    params: int
-    weights_bytes: int
-    activation_bytes: int
-    overhead_bytes: int
-    available_kv_bytes: int
-    kv_bytes_per_token: int
-    bytes_per_block: int
-    num_blocks: int  # this rank's own count, before the min over ranks
-    max_model_len_fit: int
-
-
-class KVCachePool(BaseModel):
-    model_config = RESULT
-    available_bytes: int  # per GPU, limiting rank
-    block_size: int
-    bytes_per_block: int  # one block of every layer slot on the limiting rank (SGLang: one token, all layers)
-    num_blocks: int  # min over ranks ("GPU blocks"; SGLang: max_total_num_tokens)
-    tokens: int  # "GPU KV cache size: N tokens" (vLLM 0.33: int(max_concurrency x max_model_len))
-    groups: int  # vLLM KV cache groups (hybrid models: more than 1)
-    padding_layers: int  # vLLM "Add k padding layers"
-    blocks_per_request: int  # blocks one request at max_model_len takes, summed over groups
-    state_bytes_per_request: int = 0  # state layers: one request's conv + SSM states on the rank (unpadded)
-    state_slots: int | None = None  # SGLang hybrid: max_mamba_cache_size (requests whose states fit)
-    state_page_bytes: int = 0  # vLLM: one state layer's page (conv + SSM states of one request), unpadded
-    state_page_padded_bytes: int | None = None  # vLLM hybrid: that page padded to the attention page
+    requested_rule: str = ""  # how requested_bytes is computed, by the runtime's rule
+    activation_rule: str = ""  # what activation_bytes is, by the runtime's rule
 
 
 class Latency(BaseModel):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from kvplan.cost.engines import get_engine
+from kvplan.cost.runtimes import get_engine
 from kvplan.cost.kvspec import kv_bytes_per_token, layer_specs
 from kvplan.cost.params import count_params
 from kvplan.model.card import ModelCard

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-from kvplan.cost.engines import get_engine
+from kvplan.cost.runtimes import get_engine
 from kvplan.cost.flops import decode_step_flops
 from kvplan.cost.hardware import GPU, load_gpu
 from kvplan.cost.roofline import roofline

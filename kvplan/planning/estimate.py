@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from kvplan.cost.engines import CacheRun, Engine, get_engine
+from kvplan.cost.engines import IDEAL_RULES, CacheRun, Engine
+from kvplan.cost.runtimes import get_engine
 from kvplan.cost.flops import FlopsBreakdown, StepFlops
 from kvplan.cost.kvspec import KVLayerSpec, has_full_layer, kv_bytes_per_token, layer_spec_counts, layer_specs
 from kvplan.cost.params import count_params
@@ -195,7 +196,7 @@ def _group_row(spec: KVLayerSpec, layers: int, r: Resolved) -> KVGroup:
                        total_bytes=total, formula=formula)
     total = r.batch * layers * held * spec.bytes_per_token
     tokens = f"{held} tokens"
-    if r.engine.name == "vllm":
+    if r.engine.paged:
         tokens += f" ({held // r.run.block_size} blocks of {r.run.block_size})"
     factor = f" x {spec.factor}" if spec.factor else ""
     formula = f"{r.batch} seq x {layers} layers x {spec.shape} x {tokens}{factor} x {spec.dtype.describe_element()}"
@@ -213,7 +214,7 @@ def weights_result(card: ModelCard, w_t: DType, kv_t: DType) -> WeightsResult:
         breakdown["ssm"] = p.ssm
     # vLLM holds fp8 k_scale / v_scale as per-layer fp32 parameters (vllm/attention/layer.py), not in the KV pool
     scales = kv_t.layer_scale_bytes and kv_t.layer_scale_bytes * sum(
-        n for s, n in layer_spec_counts(card, kv_t, "ideal") if not s.per_sequence)
+        n for s, n in layer_spec_counts(card, kv_t, IDEAL_RULES) if not s.per_sequence)
     quant = _quantized(card, p.total, w_t)
     stored = w_t.data_bytes(p.total) if quant is None else quant.stored_bytes
     return WeightsResult(params=p.total, active_params=p.active, dtype=w_t.name, bytes=stored + scales,

@@ -21,12 +21,14 @@ def input_notes(card: ModelCard, seq_len: int) -> list[str]:
 
 def engine_notes(kv: KVCacheResult, batch: int) -> list[str]:
     """What the engine's memory holds beyond its tensors' own sizes."""
-    notes = []
+    from kvplan.cost.runtimes import get_engine
+
+    notes, rt = [], get_engine(kv.engine)
     for g in kv.groups:
-        if kv.engine == "hf-dynamic" and g.kind == "sliding" and g.positions_held == g.window - 1:
+        if rt.sliding_view and g.kind == "sliding" and g.positions_held == g.window - 1:
             # transformers slices [-W+1:] as a view of the step's cat() result: the storage of W positions stays
             extra = batch * g.layers * g.bytes_per_token
-            notes.append(f"hf-dynamic: each sliding layer's {g.positions_held} positions are a view of a "
+            notes.append(f"{rt.name}: each sliding layer's {g.positions_held} positions are a view of a "
                          f"{g.window}-position tensor, so the allocator holds {fmt_bytes(extra)} ({extra} B) more "
                          "than the cache tensors (and a whole prompt's worth right after a long prefill).")
     return notes

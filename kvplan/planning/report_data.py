@@ -141,7 +141,7 @@ def kv_lengths(card: ModelCard, length: int) -> list[int]:
 def kv_curve(card: ModelCard, lengths: list[int], engine: str, default_dtype: str,
              encoder_len: int | None = None) -> dict[str, list[int]]:
     """One sequence's KV bytes at each length, per KV dtype the engine stores (the card's default first)."""
-    from kvplan.cost.engines import get_engine
+    from kvplan.cost.runtimes import get_engine
 
     allowed = get_engine(engine).kv_dtypes
     dtypes = [default_dtype] + [d for d in KV_DTYPES if d != default_dtype and (allowed is None or d in allowed)]
@@ -174,7 +174,7 @@ def kv_parts(est: Estimate) -> dict[str, int]:
 
 
 def _curve_note(card: ModelCard, engine: str) -> str:
-    from kvplan.cost.engines import get_engine
+    from kvplan.cost.runtimes import get_engine
 
     allowed = get_engine(engine).kv_dtypes
     left = [d for d in KV_DTYPES if d not in STATE_DTYPES and (allowed is None or d in allowed)]

@@ -9,14 +9,15 @@ Megatron-LM arXiv:1909.08053 section 3); a ring all-reduce moves 2 (tp - 1) / tp
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 from kvplan.cost.hardware import GPU, load_gpus
-from kvplan.errors import KvplanError
+from kvplan.cost.parallel import Layout
+from kvplan.errors import KvplanError, Refused
 from kvplan.model.card import ModelCard
 from kvplan.model.catalog import load_card
-from kvplan.planning.capacity import check_budget, resolve, result
-from kvplan.planning.capacity_engines import pool
+from kvplan.planning.capacity import PlanRequest, assemble, result, setup
 from kvplan.planning.latency import latency
 from kvplan.planning.capacity_results import PlanOption, PlanResult, SearchResult
 from kvplan.units import require_positive
@@ -28,7 +29,8 @@ def search(model: ModelCard | str | Path, *, max_model_len: int, concurrency: in
            max_gpus: int = 8, engine: str = "vllm", ttft_ms: float | None = None, tpot_ms: float | None = None,
            prompt_len: int | None = None, gpu_file: str | None = None, **plan_kw) -> SearchResult:
     """Every catalog GPU (or ``gpus``) x TP 1,2,4,8 x PP 1..4 x DP: the layouts that hold ``concurrency`` requests of
-    ``max_model_len`` tokens within ``max_gpus`` GPUs (and the latency targets), the fewest GPUs per type first."""
+    ``max_model_len`` tokens within ``max_gpus`` GPUs (and the latency targets), the fewest GPUs per type first.
+    Bad input exits at once naming its flag; only the layouts an engine refuses (``Refused``) are skipped."""
     require_positive("--concurrency", concurrency)
     require_positive("--max-gpus", max_gpus)
     card = model if isinstance(model, ModelCard) else load_card(model)
@@ -36,14 +38,16 @@ def search(model: ModelCard | str | Path, *, max_model_len: int, concurrency: in
     chosen = _chosen(catalog, gpus)
     options, tried = [], 0
     for g in chosen:
+        base = PlanRequest.build(gpu=g, max_model_len=max_model_len, engine=engine, concurrency=concurrency,
+                                 prompt_len=prompt_len, **_plan_defaults(plan_kw))
         best = None
         for tp in TP_SIZES:
             for pp in PP_SIZES:
                 if tp * pp > max_gpus:
                     continue
                 tried += 1
-                opt = _option(card, g, tp, pp, max_model_len, concurrency, max_gpus, engine, ttft_ms, tpot_ms,
-                              prompt_len, plan_kw)
+                opt = _option(card, replace(base, layout=Layout(tp, pp, 1, base.layout.expert_parallel)), max_gpus,
+                              ttft_ms, tpot_ms)
                 if opt is not None and (best is None or _key(opt) < _key(best)):
                     best = opt
         if best is not None:
@@ -64,44 +68,46 @@ def _chosen(catalog: dict[str, GPU], names: list[str] | None) -> list[GPU]:
     return [by_lower[n.lower()] for n in names]
 
 
-def _option(card, g: GPU, tp: int, pp: int, L: int, C: int, max_gpus: int, engine: str, ttft_ms, tpot_ms,
-            prompt_len, plan_kw) -> PlanOption | None:
-    """The layout's option with the fewest replicas that hold C requests, or None (refused, no room, too slow)."""
+def _option(card: ModelCard, req: PlanRequest, max_gpus: int, ttft_ms, tpot_ms) -> PlanOption | None:
+    """The layout's option with the fewest replicas that hold the requests, or None (refused, no room, too slow)."""
     try:
-        s = resolve(card, gpu=g, max_model_len=L, tp=tp, pp=pp, dp=1, engine=engine, **_plan_defaults(plan_kw))
-        sts, p = pool(s)
-        check_budget(s, sts)
-    except KvplanError:
+        s = setup(card, req)
+        sts, p = assemble(s)
+    except Refused:
         return None
-    per_replica = min(p.concurrency, s.max_num_seqs or math.inf)
+    limit = s.engine.running_limit(s)
+    per_replica = min(p.concurrency, limit or math.inf)
     if not p.fits or per_replica <= 0:
         return None
+    lay, C = req.layout, req.concurrency
     dp = math.ceil(C / per_replica)
-    if tp * pp * dp > max_gpus:
+    if lay.tp * lay.pp * dp > max_gpus:
         return None
     if dp > 1:  # MoE: routed experts split over dp x tp, so each GPU of a DP layout holds less (never more)
         try:  # a layout vLLM refuses (the MoE's dp x tp group does not divide its intermediate size) is skipped
-            s = resolve(card, gpu=g, max_model_len=L, tp=tp, pp=pp, dp=dp, engine=engine, **_plan_defaults(plan_kw))
-        except KvplanError:
+            s = setup(card, replace(req, layout=Layout(lay.tp, lay.pp, dp, lay.expert_parallel)))
+        except Refused:
             return None
-        sts, p = pool(s)
-        per_replica = min(p.concurrency, s.max_num_seqs or math.inf)
-    lat = latency(s, C, prompt_len) if (ttft_ms or tpot_ms or g.interconnect_bandwidth_bytes_per_s) else None
+        sts = s.engine.stages(s)
+        p = s.engine.pool(s, sts)
+        per_replica = min(p.concurrency, s.engine.running_limit(s) or math.inf)
+    g = req.gpu
+    lat = latency(s, C, req.prompt_len) if (ttft_ms or tpot_ms or g.interconnect_bandwidth_bytes_per_s) else None
     if lat and ((ttft_ms and lat.ttft_ms > ttft_ms) or (tpot_ms and lat.tpot_ms > tpot_ms)):
         return None
     r: PlanResult = result(s, sts, p)
-    n = tp * pp * dp
-    return PlanOption(gpu=g.name, num_gpus=n, tp=tp, pp=pp, dp=dp, max_concurrency=per_replica * dp, fits=True,
+    n = lay.tp * lay.pp * dp
+    return PlanOption(gpu=g.name, num_gpus=n, tp=lay.tp, pp=lay.pp, dp=dp, max_concurrency=per_replica * dp, fits=True,
                       price_per_hour=g.price_per_hour * n if g.price_per_hour else None,
                       ttft_ms=lat.ttft_ms if lat else None, tpot_ms=lat.tpot_ms if lat else None,
                       launch_command=r.launch_command, per_gpu=r.per_gpu, kv_cache=r.kv_cache)
 
 
 def _plan_defaults(kw: dict) -> dict:
-    keys = ("gpu_memory", "gpu_file", "gpu_memory_utilization", "mem_fraction_static", "kv_cache_memory",
+    keys = ("gpu_memory", "gpu_memory_utilization", "mem_fraction_static", "kv_cache_memory",
             "max_num_batched_tokens", "max_num_seqs", "block_size", "kv_dtype", "weight_dtype", "activation_memory",
             "non_torch_memory", "cuda_graph_memory", "context_memory", "expert_parallel")
-    return {k: kw.get(k) for k in keys}
+    return {k: kw.get(k) for k in keys if kw.get(k) is not None}
 
 
 def _key(o: PlanOption) -> tuple:

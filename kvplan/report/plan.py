@@ -49,23 +49,18 @@ def _budget_table(r: PlanResult) -> Table:
 
 
 def _requested_how(r: PlanResult) -> str:
-    i = r.inputs
-    if i.engine == "sglang":
-        return f"free at start x mem_fraction_static {i.mem_fraction_static}"
-    return f"ceil(total x gpu_memory_utilization {i.gpu_memory_utilization})"
+    return r.per_gpu.requested_rule
 
 
 def _act_how(r: PlanResult) -> str:
-    if r.inputs.engine == "sglang":
-        return "not charged: SGLang keeps activations in free x (1 - mem_fraction_static)"
-    return "given (--activation-memory)" if r.per_gpu.activation_bytes else "not modelled (--activation-memory)"
+    return r.per_gpu.activation_rule
 
 
 def _pool_table(r: PlanResult) -> Table:
     kv, i = r.kv_cache, r.inputs
     t = table("KV cache pool", ["", "value"], left=("",), show_header=False)
     t.columns[0].style = "bold"
-    if i.engine in ("vllm", "sglang"):
+    if i.paged:
         t.add_row("block", f"{i.block_size} tokens, {exact(kv.bytes_per_block)} (every layer slot on the rank)")
         t.add_row("blocks", fmt_int(kv.num_blocks) + (" (min over ranks)" if len(r.ranks) > 1 else ""))
     if kv.groups > 1:
@@ -76,7 +71,7 @@ def _pool_table(r: PlanResult) -> Table:
                 if kv.state_page_padded_bytes else "")
         slots = f"; {fmt_int(kv.state_slots)} state slots" if kv.state_slots is not None else ""
         t.add_row("states", f"{exact(kv.state_bytes_per_request)} per request (conv + SSM){page}{slots}")
-    blocks = f"{fmt_int(kv.blocks_per_request)} blocks, " if i.engine in ("vllm", "sglang") else ""
+    blocks = f"{fmt_int(kv.blocks_per_request)} blocks, " if i.paged else ""
     t.add_row("one request", f"{blocks}{exact(r.request_kv_bytes)} at {fmt_int(i.max_model_len)} tokens")
     t.add_row("max concurrency", f"{r.max_concurrency:,.2f}x per replica" +
               (f", {r.max_concurrency_total:,.2f}x over {i.dp} replicas" if i.dp > 1 else ""))

@@ -26,7 +26,8 @@ from dataclasses import dataclass
 
 from kvplan.model.card import ModelCard
 from kvplan.model.dtypes import parse_dtype
-from kvplan.cost.engines import Engine, get_engine
+from kvplan.cost.engines import Engine
+from kvplan.cost.runtimes import get_engine
 from kvplan.planning.estimate import estimate
 from kvplan.units import cdiv
 

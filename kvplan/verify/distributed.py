@@ -28,7 +28,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, computed_field
 
-from kvplan.cost.engines import get_engine
+from kvplan.cost.runtimes import get_engine
 from kvplan.cost.parallel import Layout, check_layout, pp_partition, rank_weights
 from kvplan.errors import KvplanError
 from kvplan.model.card import ModelCard

@@ -12,7 +12,8 @@ Collective bytes: kvplan.cost.comm (the same model the latency bounds of `kvplan
 from __future__ import annotations
 
 from kvplan.cost import flops as F
-from kvplan.cost.engines import CacheRun, get_engine
+from kvplan.cost.engines import CacheRun
+from kvplan.cost.runtimes import get_engine
 from kvplan.cost.parallel import Layout, kv_heads_per_rank, pad_vocab, pp_partition, rank_kv_specs
 from kvplan.model.card import ModelCard
 from kvplan.model.dtypes import DType

@@ -11,7 +11,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, computed_field
 
-from kvplan.cost.engines import CacheRun, get_engine
+from kvplan.cost.engines import CacheRun
+from kvplan.cost.runtimes import get_engine
 from kvplan.errors import KvplanError
 from kvplan.model.card import ModelCard
 from kvplan.model.catalog import load_card
@@ -148,7 +149,7 @@ def _flops_checks(card: ModelCard, m, *, batch: int, prompt_len: int, seq_len: i
     """Exact against kvplan.cost.flops where it models the card; informative (no prediction) otherwise."""
     from kvplan.cost import flops
 
-    kw = dict(batch=batch, engine=engine, max_cache_len=mcl, encoder_len=encoder_len)
+    kw = dict(batch=batch, engine=get_engine(engine), max_cache_len=mcl, encoder_len=encoder_len)
     try:
         pre = _elementwise_states(flops.prefill_flops(card, prompt_len=prompt_len, **kw))
         # the last step: seq_len - 1 tokens cached, the new one makes seq_len

@@ -27,7 +27,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from kvplan.cost.engines import Engine, get_engine
+from kvplan.cost.engines import Engine
+from kvplan.cost.runtimes import get_engine
 
 _TORCH = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from kvplan.cost.engines import get_engine
+from kvplan.cost.runtimes import get_engine
 from kvplan.model.card import ModelCard
 from kvplan.verify.reference.cache import make_caches
 from kvplan.verify.reference.generate import decode_step, prefill

@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from kvplan.cost.engines import get_engine
+from kvplan.cost.runtimes import get_engine
 from kvplan.model.card import ModelCard
 from kvplan.verify.reference.ssm import SSMixer
 

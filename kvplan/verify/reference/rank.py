@@ -24,7 +24,7 @@ import torch
 import torch.distributed as dist
 from torch.utils.flop_counter import FlopCounterMode
 
-from kvplan.cost.engines import get_engine
+from kvplan.cost.runtimes import get_engine
 from kvplan.cost.parallel import kv_heads_per_rank, pp_partition
 from kvplan.model.card import ModelCard
 from kvplan.verify.reference.cache import _self_cache, make_caches

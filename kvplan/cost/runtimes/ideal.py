@@ -1,0 +1,14 @@
+"""``ideal``: exactly the tokens attention needs, no pages, no overheads: the lower bound any engine can reach.
+
+Its cache rules are the base rules of ``kvplan.cost.engines.Engine``; its serving rules the unpaged defaults of
+``Runtime`` (a plan charges weights and nothing else against ``total x utilization``).
+"""
+
+from __future__ import annotations
+
+from kvplan.cost.runtimes.base import Runtime
+
+
+class Ideal(Runtime):
+    name = "ideal"
+    display_name = "ideal"

@@ -1,0 +1,155 @@
+"""SGLang: a token pool (page size 1 by default) sized from ``--mem-fraction-static``, no profile run.
+
+The formulas, each with its SGLang source, are in ``kvplan.cost.serving_sglang`` (the rules of
+``serving_sglang.RULES``); this runtime applies them.
+"""
+
+from __future__ import annotations
+
+from kvplan.cost import serving_sglang as sg
+from kvplan.cost.engines import CacheRun
+from kvplan.cost.runtimes.base import (KVCachePool, Options, Pool, Server, ServingFlags, Setup, Stage, rank_row,
+                                       stage_weights)
+from kvplan.cost.runtimes.vllm import dtype_flags
+from kvplan.errors import KvplanError, Refused
+from kvplan.units import cdiv, fmt_bytes, fmt_int, require_fraction, require_positive
+
+
+class SGLang(Server):
+    name = "sglang"
+    display_name = "SGLang"
+    rules = sg.RULES
+    budget_flag = "--mem-fraction-static"
+    description = ("SGLang token pool, page size 1: one slot per token and layer (sliding layers counted in full; "
+                   "its hybrid SWA pool is not modelled)")
+    flops_rule = ("SGLang: logits only for the last position of each sequence; FlashInfer/FA3 over the sequence's own "
+                  "tokens (sliding: last W); MLA: expand in prefill, absorb in decode")
+    kv_dtypes = ("fp32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2")
+    _dtype_hint = " (SGLang --kv-cache-dtype: auto, fp8_e4m3, fp8_e5m2)"
+
+    def positions_held(self, window: int | None, run: CacheRun) -> int:
+        # srt/mem_cache/memory_pool.py MHATokenToKVPool: page_size 1 by default, a slot per cached token
+        return run.seq_len
+
+    # -- options --
+
+    def resolve(self, flags: ServingFlags, card, gpu, total, layout, max_model_len) -> Options:
+        block = (require_positive("--block-size", flags.block_size) if flags.block_size is not None
+                 else sg.DEFAULT_PAGE_SIZE)
+        if flags.gpu_memory_utilization is not None:
+            raise KvplanError("--gpu-memory-utilization: SGLang sizes its pool with --mem-fraction-static instead")
+        value = flags.mem_fraction_static
+        mfs = (sg.default_mem_fraction_static(total // sg.MIB, layout.tp, layout.pp, card.mla is not None)
+               if value is None else value)
+        if value is not None:
+            require_fraction("--mem-fraction-static", value)
+        if not 0 < mfs <= 1:
+            error = KvplanError if value is not None else Refused  # the default formula refuses a small GPU
+            raise error(f"--mem-fraction-static: SGLang needs a fraction in (0, 1], got {mfs} "
+                        f"{'(its default formula for this GPU)' if value is None else ''}".rstrip())
+        self._refuse_vllm_only(flags)
+        return Options(mfs=mfs, block_size=block)
+
+    def overhead_defaults(self, gpus: int) -> tuple[int, int, int]:
+        from kvplan.cost.serving_vllm import DEFAULT_CONTEXT_BYTES
+
+        return 0, 0, DEFAULT_CONTEXT_BYTES
+
+    def partition(self, card, pp: int) -> list[range]:
+        from kvplan.cost.parallel import stage_ranges
+
+        return stage_ranges(sg.pp_partition_sizes(card.num_layers, pp))
+
+    # -- budget: no profiling; activations and graphs live in free x (1 - mfs) --
+
+    def stage(self, s: Setup, pp_rank: int, parts: list[range]) -> Stage:
+        w, specs = stage_weights(s, pp_rank, parts)
+        weights = w.bytes + w.buffers_bytes
+        requested = int((s.total - s.context) * s.mfs)
+        return Stage(pp_rank, w.layers, w.params, weights, w.buffers_bytes, 0, 0, 0, requested,
+                     sg.pool_bytes(s.total - s.context, s.mfs, weights), specs)
+
+    # -- pool --
+
+    def pool(self, s: Setup, sts: list[Stage]) -> Pool:
+        """Tokens per stage = pool // cell_size (page-rounded), MIN across ranks; a request takes its tokens. A hybrid
+        first carves its state pool out of the pool (serving_sglang.mamba_split) and a running request also holds
+        one state slot (HybridReqToTokenPool, MambaPool)."""
+        page, L = s.block_size, s.max_model_len
+        rows, slots, states = [], [], []
+        for st in sts:
+            state = _state_bytes(s.card, st)
+            kv, n = sg.mamba_split(st.available, state) if s.card.ssm else (st.available, None)
+            tokens = sg.max_total_tokens(kv, st.kv_bytes_per_token, page) if st.kv_bytes_per_token else 0
+            rows.append(rank_row(st, st.kv_bytes_per_token * page, tokens // page, min(L, tokens) if tokens else L))
+            slots.append(n)
+            states.append(state)
+        per_req = cdiv(L, page)
+        concs = [_concurrency(st, r.num_blocks / per_req, n) for st, r, n in zip(sts, rows, slots)]
+        lim = min(range(len(sts)), key=lambda i: concs[i])
+        pages, tokens = rows[lim].num_blocks, rows[lim].num_blocks * page
+        fits = all((r.num_blocks * page >= L or not st.kv_bytes_per_token) and (n is None or n >= 1)
+                   for st, r, n in zip(sts, rows, slots))
+        pool = KVCachePool(available_bytes=sts[lim].available, block_size=page,
+                           bytes_per_block=rows[lim].bytes_per_block, num_blocks=pages, tokens=tokens, groups=1,
+                           padding_layers=0, blocks_per_request=per_req, state_bytes_per_request=states[lim],
+                           state_slots=None if slots[lim] is None else min(slots))
+        fit = min(r.max_model_len_fit for r in rows) if fits or not s.card.ssm else 0
+        return Pool(sts[lim], pool, concs[lim], per_req * rows[lim].bytes_per_block + states[lim], fits, fit, rows)
+
+    # -- what a plan prints --
+
+    def launch_command(self, s: Setup, repo: str) -> str:
+        lay = s.layout
+        cmd = [f"python -m sglang.launch_server --model-path {repo}", f"--tp-size {lay.tp}"]
+        cmd += [f"--pp-size {lay.pp}"] if lay.pp > 1 else []
+        cmd += [f"--dp-size {lay.dp}"] if lay.dp > 1 else []
+        cmd += [f"--context-length {s.max_model_len}", f"--mem-fraction-static {s.mfs}"]
+        cmd += [f"--page-size {s.block_size}"] if s.block_size != 1 else []
+        return " ".join(cmd + dtype_flags(s, "--kv-cache-dtype"))
+
+    def pool_summary(self, p: Pool, s: Setup) -> str:
+        return f" ({fmt_int(p.pool.tokens)} tokens)"
+
+    def notes(self, s: Setup, p: Pool) -> list[str]:
+        out = []
+        if s.card.ssm is not None:
+            states = fmt_bytes(p.pool.state_bytes_per_request)
+            out.append(f"SGLang hybrid: the pool is split by mamba_full_memory_ratio "
+                       f"{sg.DEFAULT_MAMBA_FULL_MEMORY_RATIO} (state pool = pool x r / (1 + r), "
+                       f"kv_cache_configurator.py _handle_max_mamba_cache): max_mamba_cache_size = "
+                       f"{fmt_int(p.pool.state_slots or 0)} requests of {states} of states (conv bfloat16, SSM "
+                       "float32: SGLang's mamba2_state_dtype defaults); the K/V token pool gets the rest and a running "
+                       "request holds one state slot.")
+        reqs = sg.max_running_requests(p.pool.tokens, s.max_model_len) if p.pool.tokens >= 2 else 0
+        out.append(f"SGLang admits at most max_running_requests = {reqs:,} requests at once (resolve_max_num_reqs: "
+                   "min(clamp(tokens / context_len x 512, 2048, 4096), tokens // 2)).")
+        out.append(f"SGLang: pool = (free memory at start x mem_fraction_static {s.mfs}) - weights; free memory = "
+                   f"total - {fmt_bytes(s.context)} CUDA context (--context-memory). Activations and CUDA graphs use "
+                   "the remaining (1 - mem_fraction_static); the pool's 'fixed overhead' term is not modelled.")
+        return out
+
+    def requested_rule(self, s: Setup) -> str:
+        return f"free at start x mem_fraction_static {s.mfs}"
+
+    def activation_rule(self, s: Setup) -> str:
+        return "not charged: SGLang keeps activations in free x (1 - mem_fraction_static)"
+
+
+def _state_bytes(card, st: Stage) -> int:
+    """One request's states on this stage in SGLang's dtypes (0 without state layers)."""
+    if card.ssm is None:
+        return 0
+    if card.ssm.kind not in sg.SSM_STATE_KINDS:
+        raise KvplanError(f"--engine sglang: SGLang's state pool is modelled for Mamba-2 and Gated DeltaNet mixers "
+                          f"(Mamba2StateShape); {card.name}'s is {card.ssm.kind}: use --engine vllm")
+    conv = sum(c * e for sp in st.specs if sp.kind == "conv_state" for c, e in sp.vectors)  # elements, all layers
+    ssm = sum(c * e for sp in st.specs if sp.kind == "ssm_state" for c, e in sp.vectors)
+    return sg.state_bytes_per_request(conv, ssm)
+
+
+def _concurrency(st: Stage, by_tokens: float, slots: int | None) -> float:
+    """Requests of max_model_len the pools hold: the K/V tokens, and (hybrid) the state slots."""
+    if slots is None:
+        return by_tokens
+    return float(slots) if not st.kv_bytes_per_token else min(by_tokens, float(slots))

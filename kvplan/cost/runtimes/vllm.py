@@ -1,0 +1,271 @@
+"""vLLM's V1 engine: a paged cache of whole blocks, a profiled budget, KV cache groups for hybrids.
+
+The formulas, each with its vLLM source, are in ``kvplan.cost.serving_vllm`` (the rules of ``serving_vllm.RULES``);
+this runtime applies them: its options and defaults, what it refuses, a stage's budget, the pool, the launch line.
+"""
+
+from __future__ import annotations
+
+from kvplan.cost import serving_vllm as vl
+from kvplan.cost.engines import CacheRun
+from kvplan.cost.runtimes.base import (KVCachePool, Options, Pool, Server, ServingFlags, Setup, Stage, positive_size,
+                                       rank_row, refuse_zamba_v1, utilization)
+from kvplan.errors import Refused
+from kvplan.units import cdiv, fmt_bytes, fmt_int, require_positive
+
+
+class VLLM(Server):
+    name = "vllm"
+    display_name = "vLLM"
+    rules = vl.RULES
+    description = ("vLLM v1 paged cache: whole blocks of block_size tokens; sliding layers free blocks that left "
+                   "the window")
+    flops_rule = ("vLLM: logits only for the last position of each sequence; FlashAttention over the sequence's "
+                  "own tokens (sliding: last W); MLA: expand in prefill, absorb in decode (MLACommonImpl)")
+    kv_dtypes = ("fp32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2")
+    paged = True
+    _dtype_hint = " (vLLM kv_cache_dtype: auto, fp8, fp8_e4m3, fp8_e5m2)"
+
+    # -- cache rules --
+
+    def positions_held(self, window: int | None, run: CacheRun) -> int:
+        return self.blocks_held(window, run) * run.block_size
+
+    def cross_positions(self, run: CacheRun) -> int:
+        return cdiv(run.encoder_len, run.block_size) * run.block_size
+
+    def chunk_positions(self, chunk: int, run: CacheRun) -> int:
+        """``ChunkedLocalAttentionManager``: before a step from C = L - 1 computed tokens, the (C // chunk) * chunk
+        tokens before the current chunk are skipped and their whole blocks freed (get_num_skipped_tokens)."""
+        skipped = (run.seq_len - 1) // chunk * chunk
+        return (cdiv(run.seq_len, run.block_size) - skipped // run.block_size) * run.block_size
+
+    @staticmethod
+    def blocks_held(window: int | None, run: CacheRun) -> int:
+        """Blocks one sequence holds during the decode step that brings it to ``seq_len`` tokens.
+
+        Full attention and MLA: cdiv(L, block_size) (``FullAttentionManager``, nothing is freed before the request
+        ends). Sliding window: before allocating a step, ``SlidingWindowManager.remove_skipped_blocks(C)`` frees the
+        blocks wholly before token C - W + 1 (C computed tokens), so a step from C = L - 1 to L holds
+        cdiv(L, bs) - max(0, L - W) // bs blocks (vllm/v1/core/single_type_kv_cache_manager.py). A prefill chunk of
+        n tokens frees nothing while it runs and can briefly hold more; this is the steady decode state.
+        """
+        held = cdiv(run.seq_len, run.block_size)
+        if window:
+            held -= max(0, run.seq_len - window) // run.block_size
+        return held
+
+    # -- options --
+
+    def resolve(self, flags: ServingFlags, card, gpu, total, layout, max_model_len) -> Options:
+        mnbt, seqs = vl.batch_defaults(total, gpu.name)
+        block = (require_positive("--block-size", flags.block_size) if flags.block_size is not None
+                 else vl.default_block_size(card, gpu.compute_capability))
+        util = utilization(flags.gpu_memory_utilization, vl.DEFAULT_UTILIZATION)
+        self._refuse_sglang_only(flags)
+        kv_mem = None if flags.kv_cache_memory is None else positive_size("--kv-cache-memory", flags.kv_cache_memory)
+        return Options(util=util, kv_cache_memory=kv_mem, block_size=block,
+                       mnbt=_given("--max-num-batched-tokens", flags.max_num_batched_tokens, mnbt),
+                       max_num_seqs=_given("--max-num-seqs", flags.max_num_seqs, seqs))
+
+    def check_servable(self, card, layout) -> None:
+        if layout.expert_parallel:  # vLLM's --enable-expert-parallel is modelled (kvplan.cost.parallel)
+            layout = type(layout)(layout.tp, layout.pp, layout.dp, False)
+        super().check_servable(card, layout)
+
+    def served_card(self, card):
+        """Shared blocks (Zamba, Zamba2): vLLM serves Zamba2 only (models/zamba2.py); its Zamba2Attention builds
+        ``QKVParallelLinear(2h, head_dim, num_attention_heads)`` without num_kv_heads, so K/V weights and caches are
+        num_attention_heads wide, and Zamba2ForCausalLM always ties lm_head to embed_tokens."""
+        if card.shared_blocks is None:
+            return card, ()
+        refuse_zamba_v1(card, self.name)
+        from kvplan.model.catalog import card_from_dict
+
+        notes = ["Zamba2 on vLLM (models/zamba2.py): each shared block's weights once per GPU, split over TP as its "
+                 "layers are (q/k/v and gate_up by outputs, o_proj and down by inputs, each adapter's A and B by "
+                 "outputs), every hybrid layer's Linear(hidden, hidden) replicated; each hybrid layer caches its own "
+                 "K/V (one Attention per invocation) beside every layer's Mamba-2 states."]
+        data = card.model_dump(exclude_none=True)
+        if card.num_kv_heads != card.num_heads:
+            data["num_kv_heads"] = card.num_heads
+            notes.append(f"vLLM's Zamba2Attention builds K/V with num_attention_heads ({card.num_heads}) heads "
+                         f"whatever num_key_value_heads ({card.num_kv_heads}) says (QKVParallelLinear without "
+                         "num_kv_heads): the weights and K/V cache here are sized as vLLM allocates them; a "
+                         "checkpoint with fewer K/V heads does not match its shapes.")
+        if not card.tie_embeddings:
+            data["tie_embeddings"] = True
+            notes.append("vLLM's Zamba2ForCausalLM ties lm_head to embed_tokens whatever tie_word_embeddings says: "
+                         "no separate LM head is held.")
+        return card_from_dict(data, origin=f"{card.name} as vLLM builds it"), tuple(notes)
+
+    def overhead_defaults(self, gpus: int) -> tuple[int, int, int]:
+        non_torch = vl.DEFAULT_NON_TORCH_BYTES if gpus == 1 else vl.DEFAULT_NON_TORCH_MULTI_GPU_BYTES
+        return non_torch, vl.DEFAULT_CUDA_GRAPH_BYTES, vl.DEFAULT_CONTEXT_BYTES
+
+    def hybrid_block(self, card, kv_t, layout, block_size, state_t):
+        """vLLM hybrid (attention + state layers): (the block size raised so one attention page holds a state page,
+        the state page padded to the attention page, the unpadded state page) by serving_vllm.hybrid_block_size,
+        with one rank's shapes; other models keep ``block_size``."""
+        if card.ssm is None:
+            return block_size, None, 0
+        from kvplan.cost.parallel import Layout, rank_layer_specs
+
+        per_layer = [specs for _, specs in rank_layer_specs(card, kv_t, self, Layout(tp=layout.tp), 0,
+                                                            state_t=state_t)]
+        attn = next((sp.bytes_per_token for specs in per_layer for sp in specs if not sp.per_sequence), 0)
+        mamba = next(sum(sp.bytes_per_token for sp in specs if sp.per_sequence) for specs in per_layer
+                     if any(sp.per_sequence for sp in specs))
+        if not card.attention_layers:  # attention-free: one MambaSpec group, nothing to unify
+            return block_size, None, mamba
+        return (*vl.hybrid_block_size(attn, mamba, block_size, hybrid_alignment(card)), mamba)
+
+    # -- budget --
+
+    def activation(self, s: Setup, last_stage: bool) -> int:
+        """The profile run's peak: forward of max_num_batched_tokens tokens, sampler on max_num_seqs rows."""
+        if s.activation is not None:
+            return s.activation
+        from kvplan.cost.parallel import moe_tp, pad_vocab
+
+        mnbt = vl.scheduled_tokens(s.mnbt, s.max_num_seqs, s.max_model_len)
+        act_bytes = 4 if s.w_t.bits == 32 else 2
+        return vl.profile_activation_bytes(s.card, s.layout.tp, act_bytes, mnbt, min(s.max_num_seqs, mnbt),
+                                           pad_vocab(s.card.vocab_size), last_stage, moe_tp(s.layout))
+
+    def activation_estimated(self, s: Setup) -> bool:
+        return s.activation is None
+
+    def check_budget(self, s: Setup, sts: list[Stage]) -> None:
+        if s.kv_cache_memory is None and s.total - s.context < sts[0].requested:
+            free = fmt_bytes(s.total - s.context)
+            raise Refused(f"--gpu-memory-utilization: vLLM refuses: free memory on startup ({free} after "
+                          f"{fmt_bytes(s.context)} CUDA context/NCCL, --context-memory) is less than desired GPU "
+                          f"memory utilization ({s.util}, {fmt_bytes(sts[0].requested)}) (v1/worker/utils.py "
+                          "request_memory)")
+        super().check_budget(s, sts)
+
+    # -- pool --
+
+    def pool(self, s: Setup, sts: list[Stage]) -> Pool:
+        """Groups of the whole model, each stage's bytes per block and blocks, the min over ranks."""
+        from kvplan.cost.parallel import Layout, rank_layer_specs
+
+        per_layer = rank_layer_specs(s.card, s.kv_t, self, Layout(tp=s.layout.tp), 0, state_t=s.state_t)
+        specs, layers = vl.vllm_layer_specs(per_layer, s.state_page_padded)
+        groups = vl.kv_cache_groups(specs, s.block_size, layers)
+        mnbt = vl.scheduled_tokens(s.mnbt, s.max_num_seqs, s.max_model_len)
+        inflight = vl.max_in_flight_tokens(mnbt, s.layout.pp)
+        per_req = vl.blocks_per_request(groups, s.max_model_len, s.block_size, inflight)
+        rows = []
+        for st in sts:
+            bpb = vl.bytes_per_block(groups, s.block_size, st.layers if s.layout.pp > 1 else None)
+            fit = vl.max_model_len_fit(groups, bpb, st.available, s.max_model_len, s.block_size, inflight)
+            rows.append(rank_row(st, bpb, vl.num_blocks(st.available, bpb), fit))
+        lim = min(range(len(sts)), key=lambda i: rows[i].num_blocks)
+        blocks, bpb = rows[lim].num_blocks, rows[lim].bytes_per_block
+        conc = vl.max_concurrency(blocks, per_req)
+        pool = KVCachePool(available_bytes=sts[lim].available, block_size=s.block_size, bytes_per_block=bpb,
+                           num_blocks=blocks, tokens=vl.kv_cache_tokens(conc, s.max_model_len), groups=len(groups),
+                           padding_layers=vl.padding_layers(groups), blocks_per_request=per_req,
+                           state_bytes_per_request=sts[lim].state_bytes, state_page_bytes=s.state_page_bytes,
+                           state_page_padded_bytes=s.state_page_padded)
+        fits = all(vl.fits(st.available, r.bytes_per_block, r.bytes_per_block * per_req) for st, r in zip(sts, rows))
+        return Pool(sts[lim], pool, conc, bpb * per_req, fits, min(r.max_model_len_fit for r in rows), rows)
+
+    def running_limit(self, s: Setup) -> int | None:
+        return s.max_num_seqs
+
+    # -- what a plan prints --
+
+    def launch_command(self, s: Setup, repo: str) -> str:
+        lay = s.layout
+        cmd = [f"vllm serve {repo}", f"--tensor-parallel-size {lay.tp}"]
+        cmd += [f"--pipeline-parallel-size {lay.pp}"] if lay.pp > 1 else []
+        cmd += [f"--data-parallel-size {lay.dp}"] if lay.dp > 1 else []
+        cmd += ["--enable-expert-parallel"] if lay.expert_parallel else []
+        cmd += [f"--max-model-len {s.max_model_len}"]
+        cmd += ([f"--kv-cache-memory-bytes {s.kv_cache_memory}"] if s.kv_cache_memory is not None
+                else [f"--gpu-memory-utilization {s.util}"])
+        if s.block_size != vl.default_block_size(s.card, s.gpu.compute_capability) and not s.unified_block:
+            cmd.append(f"--block-size {s.block_size}")
+        return " ".join(cmd + dtype_flags(s, "--kv-cache-dtype"))
+
+    def pool_summary(self, p: Pool, s: Setup) -> str:
+        return f" ({fmt_int(p.pool.num_blocks)} blocks of {s.block_size})"
+
+    def notes(self, s: Setup, p: Pool) -> list[str]:
+        out = [_budget_note(s)]
+        if p.pool.padding_layers:
+            out.append(f"vLLM hybrid KV cache: {p.pool.groups} groups share one block pool; 'Add "
+                       f"{p.pool.padding_layers} padding layers' (kv_cache_utils.py); a request takes "
+                       f"{p.pool.blocks_per_request} blocks (sliding layers: the window plus the in-flight tokens).")
+        if s.max_num_seqs is not None and p.concurrency > s.max_num_seqs:
+            out.append(f"The scheduler runs at most --max-num-seqs {s.max_num_seqs} requests at once per replica; "
+                       f"the pool would hold {p.concurrency:,.1f}.")
+        return out + _state_notes(s, p)
+
+    def activation_rule(self, s: Setup) -> str:
+        if s.activation is None:
+            return "profile-run peak, ESTIMATED (--activation-memory)"
+        return super().activation_rule(s)
+
+
+def _given(flag: str, value: int | None, default: int | None) -> int | None:
+    return default if value is None else require_positive(flag, value)
+
+
+def hybrid_alignment(card) -> int:
+    """The kernel block alignment vLLM's hybrid page unification starts from (before max with block_size): the
+    attention backend's smallest kernel block, 16; MLA hybrids (Kimi-Linear) 128 (vl.MLA_HYBRID_ALIGNMENT)."""
+    return vl.MLA_HYBRID_ALIGNMENT if card.mla else vl.DEFAULT_BLOCK_SIZE
+
+
+_KV_DTYPE_FLAG = {"fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2"}
+
+
+def dtype_flags(s: Setup, kv_flag: str) -> list[str]:
+    """The K/V and weight dtype flags of a server's launch line (vLLM and SGLang spell them alike)."""
+    flags = [f"{kv_flag} {_KV_DTYPE_FLAG[s.kv_t.name]}"] if s.kv_t.name in _KV_DTYPE_FLAG else []
+    if s.w_t.name.startswith("fp8"):  # online fp8 for a 16-bit checkpoint; consistent with an fp8 checkpoint's config
+        flags.append("--quantization fp8")
+    if s.w_t.name in ("fp16", "fp32") and s.w_t.name != {"float16": "fp16", "float32": "fp32"}.get(s.card.dtype):
+        flags.append(f"--dtype {'float16' if s.w_t.name == 'fp16' else 'float32'}")
+    return flags
+
+
+def _budget_note(s: Setup) -> str:
+    if s.kv_cache_memory is not None:
+        return ("--kv-cache-memory: the KV pool is fixed (vLLM kv_cache_memory_bytes skips memory profiling and "
+                "ignores --gpu-memory-utilization); the per-GPU figures above are shown for reference.")
+    act = "given (--activation-memory)" if s.activation is not None else (
+        "kvplan's APPROXIMATION of vLLM's profile run (forward of max_num_batched_tokens tokens, sampler on "
+        "max_num_seqs rows); vLLM measures it, so pass --activation-memory with the logged figure")
+    return (f"{vl.RULES}: available = ceil(total x {s.util}) - weights - activation peak - non-torch "
+            f"({fmt_bytes(s.non_torch)}) - CUDA graphs ({fmt_bytes(s.cuda_graph)}); activation peak: {act}. "
+            "Non-torch and CUDA-graph figures are documented defaults (--non-torch-memory, --cuda-graph-memory).")
+
+
+def _state_notes(s: Setup, p: Pool) -> list[str]:
+    """What a plan chose for state layers (conv and SSM states of fixed size per request), and why."""
+    if s.card.ssm is None:
+        return []
+    states = fmt_bytes(p.pool.state_bytes_per_request)
+    out = [f"vLLM state layers ({s.card.state_layers} of {s.card.num_layers}): each keeps one page per request "
+           f"(MambaSpec with mamba_cache_mode 'none': vLLM turns prefix caching off by default for hybrid models, "
+           f"engine/arg_utils.py); states {fmt_bytes(s.state_page_bytes)} per layer and request on this GPU, "
+           f"{states} for all its state layers. A request takes {fmt_int(p.pool.blocks_per_request)} blocks over "
+           f"{p.pool.groups} KV cache groups: cdiv(max_model_len, block) per attention group, 1 per state group."]
+    if s.unified_block or s.state_page_padded:
+        attn_layers = max(1, sum(1 for sp in p.limiting.specs if not sp.per_sequence))
+        attn_page = s.block_size * (p.limiting.kv_bytes_per_token // attn_layers)
+        pct = 100 * (attn_page - s.state_page_bytes) / s.state_page_bytes
+        alignment = max(hybrid_alignment(s.card), s.opts.block_size)
+        out.append(f"vLLM hybrid page unification (platforms/interface.py _align_hybrid_block_size): attention block "
+                   f"size {fmt_int(s.block_size)} tokens, the smallest multiple of {fmt_int(alignment)} whose "
+                   f"attention page ({fmt_int(attn_page)} B) holds one layer's states ({fmt_int(s.state_page_bytes)} "
+                   f"B) ('Setting attention block size to {s.block_size} tokens'); "
+                   + (f"the state page is padded by {pct:.2f}% to equal it ('Padding mamba page size by {pct:.2f}%')."
+                      if s.state_page_padded else "the pages are equal: no padding."))
+    return out
+
