@@ -7,7 +7,7 @@ raised as ``KvplanError``. The limits (documented in docs/errors.md):
 - documents nest at most ``MAX_DEPTH`` levels;
 - YAML uses at most ``MAX_ALIASES`` aliases and expands to at most ``MAX_NODES`` nodes (checked on the parser's
   events, before anything is built, so an alias bomb is refused at once);
-- integers have at most ``MAX_INT_DIGITS`` digits; duplicate mapping keys are refused.
+- integers have at most ``MAX_INT_DIGITS`` digits; duplicate mapping keys and unknown tags are refused.
 """
 
 from __future__ import annotations
@@ -116,6 +116,7 @@ def _loader() -> type:
             return super().construct_mapping(node, deep=deep)
 
     Loader.add_constructor("tag:yaml.org,2002:int", _construct_int)
+    Loader.add_constructor(None, _refuse_tag)  # a tag no safe constructor knows: !!python/object:..., !custom
     return Loader
 
 
@@ -143,6 +144,14 @@ def _construct_int(loader: Any, node: Any) -> int:
         raise _Refused(None, None, f"an integer of {digits} digits; allowed: at most {MAX_INT_DIGITS} digits",
                        node.start_mark)
     return SafeConstructor.construct_yaml_int(loader, node)
+
+
+def _refuse_tag(loader: Any, node: Any) -> Any:
+    tag = str(node.tag)
+    if tag.startswith("tag:yaml.org,2002:"):
+        tag = "!!" + tag.removeprefix("tag:yaml.org,2002:")
+    raise _Refused(None, None, f"unsupported tag {clip(tag)}; allowed: plain YAML values (mappings, lists, "
+                   "strings, numbers, true/false, null)", node.start_mark)
 
 
 class _Budget:

@@ -1,6 +1,8 @@
 """Assertions and small tools several test files share."""
 
 import json
+import os
+import re
 import subprocess
 import sys
 
@@ -12,6 +14,13 @@ def one_line_error(cli, *args) -> str:
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in out + err, err
     return lines[0]
+
+
+def os_reason(code: int) -> str:
+    """A regex of the system's words for errno ``code`` as kvplan prints them, first letter lower-cased (the words
+    are the C library's, 'No such file or directory' on glibc, so tests ask the system rather than spell them)."""
+    text = os.strerror(code)
+    return re.escape(text[:1].lower() + text[1:])
 
 
 def kvplan_run(*args: str, before: str = "") -> subprocess.CompletedProcess:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from kvplan.errors import KvplanError
@@ -172,13 +174,13 @@ def test_tolerance_and_a_changed_option(project, cli, tmp_path):
 BAD = [
     ('max_kv_byte = "4 GiB"', "kvplan.toml:10: scenario 'x': max_kv_byte: unknown key; did you mean max_kv_bytes?"),
     ('max_kv_bytes = "4 GiBs"', "kvplan.toml:10: scenario 'x': max_kv_bytes: not a size: '4 GiBs'"),
-    ("batch = 0", "kvplan.toml:10: scenario 'x': batch: Input should be greater than or equal to 1"),
-    ("batch = true", "kvplan.toml:10: scenario 'x': batch: Input should be a valid integer"),
+    ("batch = 0", re.compile(r"kvplan\.toml:10: scenario 'x': batch: .+ \(got 0\); allowed: an integer >= 1$")),
+    ("batch = true", re.compile(r"kvplan\.toml:10: scenario 'x': batch: .+ \(got True\); allowed: an integer >= 1$")),
     ('kv_dtype = "fp7"', "kvplan.toml:10: scenario 'x': kv_dtype: unknown d"),
     ("max_tpot_ms = 5", "kvplan.toml:10: scenario 'x': max_tpot_ms: needs gpu = NAME"),
     ("max_cache_len = 8", "kvplan.toml:10: scenario 'x': max_cache_len: "),
     ('hf_config = "config.json"', "kvplan.toml:10: scenario 'x': hf_config: give model or hf_config, not both"),
-    ("fits = false", "kvplan.toml:10: scenario 'x': fits: Input should be True"),
+    ("fits = false", re.compile(r"kvplan\.toml:10: scenario 'x': fits: .+ \(got False\); allowed: true$")),
 ]
 
 
@@ -187,8 +189,9 @@ def test_bad_scenario_keys_exit_2(project, cli, extra, message):
     project(config=f'# gate\n\n\n[[scenarios]]\nname = "x"\nmodel = "card.yaml"\nseq_len = 16\n\n\n{extra}\n')
     code, out, err = cli("check")
     assert code == 2, out
-    assert message in err
-    assert len(err.strip().splitlines()) == 1
+    assert len(err.strip().splitlines()) == 1 and err.startswith("error: ") and "Traceback" not in out + err, err
+    # a pattern where part of the line is pydantic's wording: only kvplan's parts are asserted
+    assert (message.search(err.strip()) if isinstance(message, re.Pattern) else message in err), err
 
 
 @pytest.mark.parametrize("config, message", [

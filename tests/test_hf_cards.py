@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import re
 from pathlib import Path
 
 import pytest
 
+from helpers import os_reason
 from kvplan import load_card
 from kvplan.errors import KvplanError
 from kvplan.model.hf.config import card_from_hf_config
@@ -109,7 +112,7 @@ def test_cli_import_and_hf_config(cli, cli_json, tmp_path):
     r = cli_json("estimate", "--hf-config", str(folder / "config.json"), "--seq-len", "10")
     assert r["kv_cache"]["bytes_per_token"] == 2 * 1 * 16 * 2 * 2  # 2 layers x 1 KV head x 16 x (K,V) x bf16
     code, _, err = cli("estimate", "--hf-config", str(tmp_path / "nope.json"), "--seq-len", "10")
-    assert code == 2 and "no such file" in err
+    assert code == 2 and re.search(rf"nope\.json: cannot read config\.json: {os_reason(errno.ENOENT)}$", err.strip())
     (tmp_path / "bad.json").write_text("{not json")
     code, _, err = cli("estimate", "--hf-config", str(tmp_path / "bad.json"), "--seq-len", "10")
     assert code == 2 and "not valid JSON" in err and "line 1" in err

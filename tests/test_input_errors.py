@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import copy
+import errno
 import json
+import re
 import time
 
 import pytest
 
+from helpers import os_reason
 from kvplan import KvplanError, load_card
 from kvplan.cost.hardware import load_gpus
 from kvplan.model.catalog import card_from_dict
@@ -34,26 +37,29 @@ def _card_error(**change) -> str:
 @pytest.mark.parametrize("field", ["num_layers", "hidden_size", "num_heads", "ffn_size", "vocab_size",
                                    "max_position_embeddings", "norms_per_layer", "type_vocab_size"])
 def test_true_is_not_the_integer_one(field):
-    assert _card_error(**{field: True}).startswith(f"c.yaml: {field}: Input should be a valid integer (got True)")
+    # kvplan's parts of the line: file, field, the value given and what is allowed (the middle is pydantic's)
+    assert re.fullmatch(rf"c\.yaml: {field}: .+ \(got True\); allowed: an integer \d+\.\.\d+",
+                        _card_error(**{field: True}))
 
 
 @pytest.mark.parametrize(("value", "shown"), [(32.0, "32.0"), ("32", "'32'"), (float("inf"), "inf")])
 def test_floats_and_strings_are_not_integers(value, shown):
-    assert _card_error(num_layers=value) == (f"c.yaml: num_layers: Input should be a valid integer (got {shown}); "
-                                             "allowed: an integer 1..10000")
+    assert re.fullmatch(rf"c\.yaml: num_layers: .+ \(got {re.escape(shown)}\); allowed: an integer 1\.\.10000",
+                        _card_error(num_layers=value))
 
 
 def test_booleans_are_strict():
-    assert "gated_ffn: Input should be a valid boolean (got 1); allowed: true or false" in _card_error(gated_ffn=1)
-    assert "(got 'false')" in _card_error(tie_embeddings="false")
+    assert re.fullmatch(r"c\.yaml: gated_ffn: .+ \(got 1\); allowed: true or false", _card_error(gated_ffn=1))
+    assert re.fullmatch(r"c\.yaml: tie_embeddings: .+ \(got 'false'\); allowed: true or false",
+                        _card_error(tie_embeddings="false"))
 
 
 @pytest.mark.parametrize("layers", [10 ** 7, 10 ** 30, 10 ** 5000], ids=["1e7", "1e30", "1e5000"])
 def test_absurd_layer_counts_are_refused_at_once(layers):
     start = time.monotonic()
     message = _card_error(num_layers=layers)
-    assert message.startswith("c.yaml: num_layers: Input should be less than or equal to 10000")
-    assert message.endswith("allowed: an integer 1..10000")
+    shown = "an integer of 5001 digits" if layers == 10 ** 5000 else str(layers)
+    assert re.fullmatch(rf"c\.yaml: num_layers: .+ \(got {shown}\); allowed: an integer 1\.\.10000", message)
     assert time.monotonic() - start < 0.5
 
 
@@ -88,7 +94,8 @@ def test_contradictions_are_refused(change, needle):
 
 def test_offending_values_are_clipped():
     message = _card_error(name="x" * 5000)
-    assert "name: String should have at most 128 characters" in message and len(message) < 200
+    allowed = re.escape("allowed: a string of at most 128 characters matching ^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    assert re.fullmatch(rf"c\.yaml: name: .+ \(got 'x{{27}}\.\.\.x{{28}}'\); {allowed}", message) and len(message) < 300
     assert "(got an integer of 5001 digits)" in _card_error(vocab_size=10 ** 5000)
 
 
@@ -107,7 +114,7 @@ def test_card_file_duplicate_keys_and_alias_bomb(tmp_path):
 def test_card_paths_and_names_never_crash(tmp_path):
     with pytest.raises(KvplanError, match=r"^unknown model 'x{27}\.\.\.x{28}' \(`kvplan cards list`"):
         load_card("x" * 5000)
-    with pytest.raises(KvplanError, match=r"file name too long$"):
+    with pytest.raises(KvplanError, match=rf"^x+\.\.\.x+\.yaml: cannot read card: {os_reason(errno.ENAMETOOLONG)}$"):
         load_card("x" * 5000 + ".yaml")
     with pytest.raises(KvplanError, match="a card is a YAML mapping of fields"):
         (tmp_path / "list.yaml").write_text("- 1\n")
@@ -204,9 +211,9 @@ def test_config_file_errors(tmp_path):
     loop.symlink_to(loop)
     (tmp_path / "u16.json").write_bytes(json.dumps(LLAMA).encode("utf-16"))
     cases = [(folder, r"snap/config\.json: a directory; allowed: a config\.json file"),
-             (loop, r"loop\.json: cannot read config\.json: too many levels of symbolic links"),
+             (loop, rf"loop\.json: cannot read config\.json: {os_reason(errno.ELOOP)}$"),
              (tmp_path / "u16.json", r"u16\.json: config\.json is UTF-16"),
-             (tmp_path / ("c" * 5000), r"c\.\.\.c.*file name too long")]
+             (tmp_path / ("c" * 5000), rf"c\.\.\.c.*: cannot read config\.json: {os_reason(errno.ENAMETOOLONG)}$")]
     for path, needle in cases:
         with pytest.raises(KvplanError, match=needle):
             card_from_hf_config(path)
@@ -224,7 +231,7 @@ def test_config_file_errors(tmp_path):
     ("gpus: {X: {vendor: v, memory_bytes: 1, memory_bandwidth_bytes_per_s: 1, peak_flops: {fp32: 1, fp64: 1}, source: s}}",
      r"gpus\.X: peak_flops\.fp64: unknown field; allowed fields: fp32, tf32, bf16, fp16, fp8, int8"),
     ("gpus: {X: {vendor: v, memory_bytes: -1, memory_bandwidth_bytes_per_s: 1, peak_flops: {fp32: 1}, source: s}}",
-     r"gpus\.X: memory_bytes: Input should be greater than 0 \(got -1\); allowed: an integer 1..1000000000000000000"),
+     r"gpus\.X: memory_bytes: .+ \(got -1\); allowed: an integer 1\.\.1000000000000000000$"),
     ("gpus: [\n", r"line 2, column 1: not valid YAML"),
     ("gpus: {X: {}}\nextra: 1\n", "a GPU file is a mapping with one key, gpus"),
 ])
@@ -244,8 +251,10 @@ def test_cli_bad_files_exit_2_with_one_line(cli, tmp_path):
     runs = [(("estimate", "--model", "m" * 5000, "--seq-len", "8"), "unknown model 'mmm"),
             (("estimate", "--model", str(tmp_path / "u16.yaml"), "--seq-len", "8"), "card is UTF-16"),
             (("cards", "import", str(tmp_path / "deep.json")), "nested deeper than 32 levels"),
-            (("cards", "import", str(tmp_path / ("c" * 5000))), "file name too long")]
+            (("cards", "import", str(tmp_path / ("c" * 5000))),
+             re.compile(rf"c\.\.\.c+: cannot read config\.json: {os_reason(errno.ENAMETOOLONG)}$"))]
     for args, needle in runs:
         code, out, err = cli(*args)
         assert code == 2 and "Traceback" not in out + err, err
-        assert len(err.strip().splitlines()) == 1 and err.startswith("error: ") and needle in err, err
+        assert len(err.strip().splitlines()) == 1 and err.startswith("error: "), err
+        assert (needle.search(err.strip()) if isinstance(needle, re.Pattern) else needle in err), err

@@ -16,7 +16,7 @@ from kvplan.errors import clip, clip_text
 def describe_validation_error(exc: ValidationError, model_cls: type[BaseModel]) -> str:
     """The first schema error as one line: 'field.path: message (got VALUE); allowed: ...'."""
     err = exc.errors(include_url=False)[0]
-    path = tuple(err["loc"])
+    path = _without_union_tags(model_cls, tuple(err["loc"]))
     loc = ".".join(_part(p) for p in path)
     msg = " ".join(str(err["msg"]).removeprefix("Value error, ").split())
     if err["type"] == "extra_forbidden":
@@ -63,17 +63,43 @@ def _schema_at(model_cls: type[BaseModel], path: tuple) -> dict:
     return _resolve(root, node)
 
 
+def _without_union_tags(model_cls: type[BaseModel], path: tuple) -> tuple:
+    """The path the user wrote: pydantic names the member of a union that failed ('peak_flops.fp32.int')."""
+    root = _schema(model_cls)
+    node, out = root, []
+    for part in path:
+        node = _resolve(root, node)
+        if isinstance(part, str) and "anyOf" in node and part not in node.get("properties", {}):
+            continue
+        out.append(part)
+        if isinstance(part, int) and "items" in node:
+            node = node["items"]
+        elif isinstance(part, str) and part in node.get("properties", {}):
+            node = node["properties"][part]
+        else:
+            node = {}
+    return tuple(out)
+
+
 def _fields_at(model_cls: type[BaseModel], path: tuple) -> list[str]:
     return list(_schema_at(model_cls, path).get("properties", {}))
 
 
 def _allowed(node: dict) -> str:
-    """What the schema allows, in words: 'an integer 1..10000', 'true or false', 'a number > 0'."""
+    """What the schema allows, in words: 'an integer 1..10000', 'true or false', 'a number > 0', 'rope, alibi'."""
+    if "enum" in node:
+        return ", ".join(_word(v) for v in node["enum"])
+    if "const" in node:
+        return _word(node["const"])
     kind = node.get("type")
+    if kind is None and node.get("anyOf") and all(o.get("type") in ("integer", "number") for o in node["anyOf"]):
+        kind, node = "number", _bounds(node)  # int | float: pydantic keeps its bounds as gt, le
     if kind in ("integer", "number"):
         return _range(node, "an integer" if kind == "integer" else "a number")
     if kind == "boolean":
         return "true or false"
+    if kind == "string":
+        return _string(node)
     if kind == "array":
         return "a list"
     if kind == "object":
@@ -92,3 +118,25 @@ def _range(node: dict, noun: str) -> str:
     if lo is not None:
         return f"{noun} >= {lo}"
     return f"{noun} <= {hi}" if hi is not None else noun
+
+
+def _word(value: object) -> str:
+    """A schema value as a card writes it: true, false, null, rope."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return "null" if value is None else str(value)
+
+
+def _bounds(node: dict) -> dict:
+    """pydantic's gt/ge/lt/le on a union as JSON-schema bounds; whole floats as integers (1e21: 1,000,...,000)."""
+    names = {"gt": "exclusiveMinimum", "ge": "minimum", "lt": "exclusiveMaximum", "le": "maximum"}
+    return {names[k]: int(v) if isinstance(v, float) and v.is_integer() else v for k, v in node.items() if k in names}
+
+
+def _string(node: dict) -> str:
+    lo, hi = node.get("minLength"), node.get("maxLength")
+    if hi is not None:
+        text = f"a string of {lo}..{hi} characters" if lo else f"a string of at most {hi} characters"
+    else:
+        text = "a non-empty string" if lo == 1 else f"a string of at least {lo} characters" if lo else "a string"
+    return text + (f" matching {node['pattern']}" if "pattern" in node else "")

@@ -16,6 +16,7 @@ from typing import Annotated, Literal, Optional
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, WithJsonSchema
 
 from kvplan.errors import KvplanError
+from kvplan.model.validation import describe_validation_error
 from kvplan.planning.check_lines import ScenarioLines, key_line, scenario_lines
 from kvplan.units import parse_size
 
@@ -160,7 +161,8 @@ def load_config(path: Path) -> LoadedConfig:
     try:
         config = CheckConfig.model_validate({**top, "scenarios": scenarios})
     except ValidationError as exc:
-        raise KvplanError(f"{path}:{key_line(text, 'baseline')}: {_describe(exc)}") from None
+        raise KvplanError(f"{path}:{key_line(text, 'baseline')}: {describe_validation_error(exc, CheckConfig)}") \
+            from None
     return LoadedConfig(path, config, lines)
 
 
@@ -206,13 +208,8 @@ def _scenario(path: Path, lines: list[ScenarioLines], i: int, raw: dict) -> Scen
         return Scenario.model_validate(values)
     except ValidationError as exc:
         key = str(exc.errors()[0]["loc"][0])
-        raise KvplanError(f"{path}:{_line(lines, i, key)}: {label}: {_describe(exc)}") from None
-
-
-def _describe(exc: ValidationError) -> str:
-    err = exc.errors(include_url=False)[0]
-    loc = ".".join(str(p) for p in err["loc"])
-    return f"{loc}: {err['msg']} (got {err['input']!r})" if "input" in err else f"{loc}: {err['msg']}"
+        raise KvplanError(f"{path}:{_line(lines, i, key)}: {label}: {describe_validation_error(exc, Scenario)}") \
+            from None
 
 
 def _check_unique(path: Path, lines: list[ScenarioLines], scenarios: list[Scenario]) -> None:
