@@ -42,6 +42,9 @@ def test_deepseek_v3_fp8_card_by_hand():
     assert rest == 2 * 129280 * 7168 + 58 * 256 * 7168 + 61 * (2 * 7168 + 1536 + 512) + 7168
     assert r.bytes == elems + 4 * scales + 2 * rest
     assert r.params == estimate("deepseek-v3", seq_len=1).weights.params
+    hf = estimate("deepseek-v3-fp8", seq_len=1, engine="hf-dynamic").weights  # transformers 5.24: fp32 routers
+    assert hf.fp32_params == 58 * 256 * 7168 and hf.bytes == r.bytes + 2 * hf.fp32_params
+    assert hf.quantization.unquantized_bytes == 2 * (rest - hf.fp32_params) + 4 * hf.fp32_params
 
 
 def test_qwen3_8b_awq_card_by_hand():
@@ -137,6 +140,9 @@ def test_quantized_card_refuses_a_quantized_weight_dtype():
 # ---- against transformers' own fp8 modules ---------------------------------------------------------------------
 
 def _fp8_model_bytes(config, block, scheme):
+    """transformers' parameter bytes by role: float8 values, their scales (named ``*scale*``: weight_scale_inv,
+    <experts>_scale_inv, activation_scale), the rest (in bf16, or in float32 where transformers keeps a module so),
+    the float32 bytes of that rest, and kvplan's weights for hf-dynamic (the engine that loads the model this way)."""
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     from transformers.integrations.finegrained_fp8 import replace_with_fp8_linear
@@ -147,12 +153,15 @@ def _fp8_model_bytes(config, block, scheme):
     qc = transformers.FineGrainedFP8Config(weight_block_size=block, activation_scheme=scheme)
     model = replace_with_fp8_linear(model, modules_to_not_convert=get_keys_to_not_convert(model), quantization_config=qc)
     by_kind = {"fp8": 0, "scales": 0, "rest": 0}
+    fp32_rest = 0  # the float32 parameters that are no scale (transformers 5.24: the MoE router)
     for name, p in model.named_parameters():
-        kind = "fp8" if p.dtype == torch.float8_e4m3fn else "scales" if p.dtype == torch.float32 else "rest"
+        kind = "fp8" if p.dtype == torch.float8_e4m3fn else "scales" if "scale" in name.rsplit(".", 1)[-1] else "rest"
+        assert kind != "scales" or p.dtype == torch.float32, name
         by_kind[kind] += p.numel() * p.element_size()
+        fp32_rest += p.numel() * p.element_size() if kind == "rest" and p.dtype == torch.float32 else 0
     quant = {"quant_method": "fp8", "weight_block_size": list(block) if block else None, "activation_scheme": scheme}
     card = card_from_hf_config({**config.to_dict(), "torch_dtype": "bfloat16", "quantization_config": quant})
-    return by_kind, estimate(card, seq_len=1).weights
+    return by_kind, fp32_rest, estimate(card, seq_len=1, engine="hf-dynamic").weights
 
 
 # dynamic only: transformers' fused FP8Experts keep one static activation scale for gate_up where a checkpoint of
@@ -166,10 +175,12 @@ def test_fp8_matches_transformers_deepseek_v3(block):
                               num_experts_per_tok=2, n_shared_experts=1, kv_lora_rank=128, q_lora_rank=192,
                               qk_rope_head_dim=32, qk_nope_head_dim=64, v_head_dim=64, vocab_size=1000, n_group=1,
                               topk_group=1)
-    measured, w = _fp8_model_bytes(config, block, "dynamic")
+    measured, fp32_rest, w = _fp8_model_bytes(config, block, "dynamic")
     q = w.quantization
     assert (q.quantized_bytes, q.scale_bytes, q.unquantized_bytes) == (measured["fp8"], measured["scales"],
                                                                        measured["rest"])
+    # transformers 5.24 keeps the router of the 2 MoE layers (4 experts x hidden 256) in float32, unquantized
+    assert 4 * w.fp32_params == fp32_rest == 4 * 2 * 4 * 256
     assert w.bytes == sum(measured.values())
 
 
@@ -179,6 +190,6 @@ def test_fp8_matches_transformers_qwen3(block, scheme):
 
     config = Qwen3Config(hidden_size=320, intermediate_size=800, num_hidden_layers=2, num_attention_heads=5,
                          num_key_value_heads=1, head_dim=64, vocab_size=999, tie_word_embeddings=False)
-    measured, w = _fp8_model_bytes(config, block, scheme)  # 320, 800: partial edge blocks (cdiv)
+    measured, fp32_rest, w = _fp8_model_bytes(config, block, scheme)  # 320, 800: partial edge blocks (cdiv)
     assert w.bytes == sum(measured.values()) and w.quantization.scale_bytes == measured["scales"]
-    assert w.quantization.quantized_bytes == measured["fp8"]
+    assert w.quantization.quantized_bytes == measured["fp8"] and fp32_rest == w.fp32_params == 0

@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch")
 
 from kvplan.verify.reference.cache import PagedCache, RingCache, make_caches  # noqa: E402
 from kvplan.verify.reference.generate import forward_full, greedy  # noqa: E402
-from kvplan.verify.reference.model import build  # noqa: E402
+from kvplan.verify.reference.build import build  # noqa: E402
 from kvplan.verify.reference.track import StorageTracker  # noqa: E402
 
 ENGINES = ("ideal", "hf-static", "vllm")

@@ -15,7 +15,7 @@ torch = pytest.importorskip("torch")
 from kvplan.verify.reference.cache import ChunkCache, StateCache  # noqa: E402
 from kvplan.verify.reference.cache import make_caches  # noqa: E402
 from kvplan.verify.reference.generate import decode_step, forward_full, greedy  # noqa: E402
-from kvplan.verify.reference.model import build  # noqa: E402
+from kvplan.verify.reference.build import build  # noqa: E402
 from kvplan.verify.run import verify  # noqa: E402
 
 

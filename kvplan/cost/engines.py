@@ -95,6 +95,10 @@ class Engine:
         """Eager transformers attention computes the full score matrix; FlashAttention skips masked blocks."""
         return "dense" if self.transformers else "causal"
 
+    def fp32_params(self, card, w_t: DType) -> int:
+        """Parameters the runtime keeps in float32 in a model loaded in ``w_t`` (none unless it says so)."""
+        return 0
+
     def check_dtype(self, kv_dtype: DType) -> None:
         """Refuse a K/V dtype the runtime cannot store, instead of reporting bytes it would never hold."""
         if self.kv_dtypes is not None and kv_dtype.name not in self.kv_dtypes:

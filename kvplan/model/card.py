@@ -34,6 +34,7 @@ from kvplan.units import divisors
 Architecture = Literal["decoder-only", "encoder-only", "encoder-decoder"]
 LayerType = Literal["global", "sliding", "chunked", "mamba", "hybrid", "mlp"]
 Mixer = Literal["attention", "mamba", "hybrid"]
+Fp32Part = Literal["router", "norms", "ffn_out", "a_log", "dt_bias"]  # kvplan.cost.fp32
 # defer_build: the schema is built on the first validation; bundled cards come validated (model.cardcache)
 _STRICT = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 _DERIVABLE = frozenset({"num_kv_heads", "head_dim"})
@@ -84,9 +85,8 @@ class MoE(BaseModel):
     last_layer: StrictInt | None = Field(
         None, ge=0, le=MAX_LAYERS, description="The last layer that may be MoE, later ones dense (ERNIE-4.5 "
                                                "moe_layer_end_index); null: the last layer.")
-    router_bias: StrictBool = Field(False, description="The router Linear(hidden, num_experts) has a bias (gpt-oss), "
-                                                       "or a per-expert score correction of as many parameters "
-                                                       "(ERNIE-4.5 e_score_correction_bias).")
+    router_bias: StrictBool = Field(False, description="The router Linear(hidden, num_experts) has a bias (gpt-oss), or a "
+                                                       "per-expert score correction of as many parameters (ERNIE-4.5).")
 
     @model_validator(mode="after")
     def _check(self) -> MoE:
@@ -160,26 +160,23 @@ class ModelCard(BaseModel):
     sliding_window: Count | None = Field(None, description="Window W of sliding layers, in tokens.")
     layer_pattern: tuple[LayerType, ...] | None = Field(
         None, max_length=MAX_LAYERS, description="Layer types, repeated over the layers; null: all sliding if "
-                          "sliding_window is set, else all global. Gemma-2: [sliding, global]; Llama-4: [chunked, "
-                          "chunked, chunked, global]; mamba: a state layer (the card's ssm block: Mamba-1/2, Gated "
-                          "DeltaNet, KDA, short conv, ...); hybrid: full "
-                          "attention and the ssm mixer side by side in one layer (Falcon-H1); mlp: a layer with an "
-                          "FFN and no mixer (Nemotron-H, only with mixer_mlp false).")
-    attention_chunk_size: Count | None = Field(
-        None, description="Chunk C of chunked layers (Llama-4 local attention): a token attends the tokens of its "
-                          "own C-aligned chunk only.")
-    hf_kv_heads: Heads | None = Field(
-        None, description="K/V heads transformers' cache holds when not num_kv_heads: its Falcon "
-                          "new_decoder_architecture broadcasts K/V to every query head before caching.")
+                          "sliding_window is set, else all global. Gemma-2: [sliding, global]; Llama-4: [chunked, chunked, "
+                          "chunked, global]; mamba: a state layer (the card's ssm block: Mamba-1/2, Gated DeltaNet, KDA, "
+                          "short conv, ...); hybrid: full attention and the ssm mixer side by side in one layer "
+                          "(Falcon-H1); mlp: a layer with an FFN and no mixer (Nemotron-H, only with mixer_mlp false).")
+    attention_chunk_size: Count | None = Field(None, description="Chunk C of chunked layers (Llama-4 local attention): "
+                                               "a token attends the tokens of its own C-aligned chunk only.")
+    hf_kv_heads: Heads | None = Field(None, description="K/V heads transformers' cache holds when not num_kv_heads: its "
+                                      "Falcon new_decoder_architecture broadcasts K/V to every query head before caching.")
+    hf_fp32: tuple[Fp32Part, ...] = Field((), description="What transformers keeps in float32 in a half-precision "
+                                          "model (kvplan.cost.fp32): router, norms, ffn_out (T5 wo), a_log, dt_bias.")
     mla: MLA | None = None
     ssm: SSM | None = Field(None, description="The state-space mixer of the mamba layers; required with them.")
-    mixer_mlp: StrictBool = Field(
-        True, description="Every block holds its mixer and an FFN; false: each block holds one module, a mixer "
-                          "(attention or mamba) or, in an mlp layer, the FFN (Nemotron-H; Mamba, which has no FFN).")
+    mixer_mlp: StrictBool = Field(True, description="Every block holds its mixer and an FFN; false: each block holds one "
+                                  "module, a mixer or, in an mlp layer, the FFN (Nemotron-H; Mamba, which has no FFN).")
     moe: MoE | None = None
-    shared_blocks: SharedBlocks | None = Field(
-        None, description="Transformer blocks the hybrid layers share (Zamba, Zamba2; kvplan.model.shared): counted "
-                          "once in the weights, cached per invocation.")
+    shared_blocks: SharedBlocks | None = Field(None, description="Transformer blocks the hybrid layers share (Zamba, "
+                                               "Zamba2; kvplan.model.shared): weights counted once, cached per invocation.")
     dtype: Literal["float32", "float16", "bfloat16"] = Field(description="The checkpoint's dtype.")
     quantization: Quantization | None = Field(
         None, description="How the checkpoint stores quantized linears (kvplan.model.quant); null: all in dtype.")
@@ -270,6 +267,9 @@ class ModelCard(BaseModel):
                              f"them; layer_pattern has {'' if stateful else 'no '}mamba or hybrid layers")
         if "mlp" in pattern and self.mixer_mlp:
             raise ValueError("layer_pattern: mlp layers (an FFN without a mixer) need mixer_mlp false")
+        for part, block in (("router", "moe"), ("a_log", "ssm"), ("dt_bias", "ssm")):
+            if part in self.hf_fp32 and getattr(self, block) is None:
+                raise ValueError(f"hf_fp32: {part} needs the card's {block} block; allowed: leave {part} out")
         if self.ssm is not None:
             if self.architecture != "decoder-only":
                 raise ValueError(f"ssm: supported in decoder-only models only; {self.name} is {self.architecture}")

@@ -14,6 +14,7 @@ from pathlib import Path
 from kvplan.cost.engines import IDEAL_RULES, CacheRun, Engine
 from kvplan.cost.runtimes import get_engine
 from kvplan.cost.flops import FlopsBreakdown, StepFlops
+from kvplan.cost.fp32 import FP32_BYTES, fp32_note
 from kvplan.cost.kvspec import KVLayerSpec, has_full_layer, kv_bytes_per_token, layer_spec_counts, layer_specs
 from kvplan.cost.params import count_params
 from kvplan.cost.roofline import check_efficiency, roofline, step_breakdowns
@@ -69,8 +70,10 @@ def estimate(model: ModelCard | str | Path, *, batch: int = 1, seq_len: int, enc
                             max_cache_len=r.run.max_cache_len, block_size=block_size, kv_heads=kv_heads,
                             attention=attention, prompt_len=prompt, gpu=gpu)
     kv = kv_cache(r)
-    weights = weights_result(card, r.w_t, r.kv_t)
+    weights = weights_result(card, r.w_t, r.kv_t, r.engine)
     notes = list(r.notes) + engine_notes(kv, batch)
+    if weights.fp32_params:
+        notes.append(fp32_note(card, r.w_t, weights.fp32_params))
     steps = _flops(r, prompt, notes)  # the roofline reuses them: computed once
     flops = None if steps is None else StepFlops(prefill=steps[0].result(), decode_step=steps[1].result())
     roof = None if gpu is None else _roofline(card, r, steps, batch=batch, prompt=prompt, seq_len=seq_len, gpu=gpu,
@@ -206,7 +209,7 @@ def _group_row(spec: KVLayerSpec, layers: int, r: Resolved) -> KVGroup:
                    positions_held=held, total_bytes=total, formula=f"{formula} = {fmt_bytes(total)}")
 
 
-def weights_result(card: ModelCard, w_t: DType, kv_t: DType) -> WeightsResult:
+def weights_result(card: ModelCard, w_t: DType, kv_t: DType, engine: Engine) -> WeightsResult:
     p = count_params(card)
     breakdown = {"embedding": p.embedding, "positions": p.positions, "attention": p.attention, "mlp": p.mlp,
                  "norms": p.norms, "lm_head": p.lm_head, "other": p.other}
@@ -215,14 +218,21 @@ def weights_result(card: ModelCard, w_t: DType, kv_t: DType) -> WeightsResult:
     # vLLM holds fp8 k_scale / v_scale as per-layer fp32 parameters (vllm/attention/layer.py), not in the KV pool
     scales = kv_t.layer_scale_bytes and kv_t.layer_scale_bytes * sum(
         n for s, n in layer_spec_counts(card, kv_t, IDEAL_RULES) if not s.per_sequence)
-    quant = _quantized(card, p.total, w_t)
-    stored = w_t.data_bytes(p.total) if quant is None else quant.stored_bytes
+    fp32 = engine.fp32_params(card, w_t)  # modules the runtime keeps in float32 in a half-precision model
+    quant = _quantized(card, p.total, w_t, fp32)
+    stored = _stored(w_t, p.total, fp32) if quant is None else quant.stored_bytes
     return WeightsResult(params=p.total, active_params=p.active, dtype=w_t.name, bytes=stored + scales,
-                         kv_scale_bytes=scales, breakdown=breakdown, quantization=quant)
+                         kv_scale_bytes=scales, fp32_params=fp32, breakdown=breakdown, quantization=quant)
 
 
-def _quantized(card: ModelCard, params: int, w_t: DType) -> QuantizedWeights | None:
-    """The checkpoint's quantized linears (kvplan.cost.quant, one rank of tp 1 holding all) and the rest in w_t."""
+def _stored(w_t: DType, params: int, fp32: int) -> int:
+    """``params`` in ``w_t``, ``fp32`` of them held in float32."""
+    return w_t.data_bytes(params - fp32) + FP32_BYTES * fp32
+
+
+def _quantized(card: ModelCard, params: int, w_t: DType, fp32: int) -> QuantizedWeights | None:
+    """The checkpoint's quantized linears (kvplan.cost.quant, one rank of tp 1 holding all) and the rest in w_t
+    (``fp32`` of them in float32: never a quantized linear)."""
     if card.quantization is None:
         return None
     from kvplan.cost.parallel import Layout, rank_quant  # only for quantized checkpoints
@@ -232,7 +242,7 @@ def _quantized(card: ModelCard, params: int, w_t: DType) -> QuantizedWeights | N
     return QuantizedWeights(method=card.quantization.method, format=card.quantization.label,
                             quantized_params=q.quantized_elems, quantized_bytes=q.data, scale_bytes=q.scales,
                             zero_bytes=q.zeros, g_idx_bytes=q.g_idx, unquantized_params=rest,
-                            unquantized_bytes=w_t.data_bytes(rest))
+                            unquantized_bytes=_stored(w_t, rest, fp32))
 
 
 def summarize(card: ModelCard, base: ModelCard) -> ModelSummary:

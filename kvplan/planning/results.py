@@ -80,7 +80,7 @@ class QuantizedWeights(BaseModel):
     zero_bytes: int  # AWQ/GPTQ packed qzeros
     g_idx_bytes: int  # GPTQ g_idx, one int32 per input row
     unquantized_params: int  # embeddings, lm_head, norms, routers, biases, linears the format skips
-    unquantized_bytes: int  # those in weights.dtype
+    unquantized_bytes: int  # those in weights.dtype (weights.fp32_params of them at 4 bytes)
 
     @property
     def stored_bytes(self) -> int:
@@ -94,6 +94,9 @@ class WeightsResult(BaseModel):
     dtype: str  # of the unquantized tensors (all of them without card.quantization)
     bytes: int  # the stored parameters (packed values, scales, zeros of quantized linears) plus kv_scale_bytes
     kv_scale_bytes: int  # fp8 KV: vLLM's per-layer fp32 k_scale and v_scale parameters (0 otherwise)
+    # of params, those the engine holds in float32 beside dtype, at 4 bytes in bytes (transformers 5.24 keeps the
+    # DeepSeek router, gpt-oss norms in fp16, ... in float32: kvplan.cost.fp32); 0 for vLLM, SGLang and ideal
+    fp32_params: int = 0
     breakdown: dict[str, int]  # parameters by component
     quantization: QuantizedWeights | None = None  # the card's quantized checkpoint, by kind of bytes
 

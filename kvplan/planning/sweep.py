@@ -86,7 +86,7 @@ def build_layout(card: ModelCard, attention: str | None, engine: str, kv_dtype: 
     states = sum(s.bytes_per_token for s in specs if s.per_sequence)  # one state per sequence (positions held 1)
     return Layout(layout_card, None if attention in (None, "card") else attention, r.engine, r.kv_t, r.w_t,
                   tuple((w, c, b) for (w, c), b in windows.items()), cross, kv_bytes_per_token(specs),
-                  weights_result(layout_card, r.w_t, r.kv_t).bytes, states)
+                  weights_result(layout_card, r.w_t, r.kv_t, r.engine).bytes, states)
 
 
 @dataclass(frozen=True)

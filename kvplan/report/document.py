@@ -298,7 +298,8 @@ def formulas(rep: Report, m: ModelReport) -> list[str]:
     if m.card.ssm:
         out.append(f"KV cache + states = {' + '.join(fmt_int(g.total_bytes) for g in e.kv_cache.groups)} B = "
                    f"{fmt_int(e.kv_cache.total_bytes)} B")
-    out.append(f"weights = {fmt_int(w.params)} params x {w.dtype}"
+    fp32 = f" ({fmt_int(w.fp32_params)} of them x fp32)" if w.fp32_params else ""  # transformers' float32 modules
+    out.append(f"weights = {fmt_int(w.params)} params x {w.dtype}{fp32}"
                + (f" + {w.kv_scale_bytes} B fp8 KV scales" if w.kv_scale_bytes else "") + f" = {fmt_int(w.bytes)} B")
     per = e.kv_cache.bytes_per_sequence
     if per:

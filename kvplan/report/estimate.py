@@ -43,13 +43,16 @@ def _summary_table(r: Estimate) -> Table:
     scales = f" + fp8 KV scales {w.kv_scale_bytes} B" if w.kv_scale_bytes else ""
     q = w.quantization
     stored = f"{q.format}, the rest {w.dtype}" if q else w.dtype
+    if w.fp32_params:  # transformers keeps some modules in float32 (kvplan.cost.fp32)
+        stored += f" ({fmt_int(w.fp32_params)} of them in fp32)"
     t.add_row("weights", f"{fmt_int(w.params)} params, {stored}{scales}: {exact(w.bytes)}")
     if q:
         extra = "".join(f" + {name} {exact(n)}" for name, n in (("zeros", q.zero_bytes), ("g_idx", q.g_idx_bytes)) if n)
         t.add_row("  quantized", f"{fmt_int(q.quantized_params)} params: values {exact(q.quantized_bytes)} + scales "
                                  f"{exact(q.scale_bytes)}{extra}")
-        t.add_row("  unquantized", f"{fmt_int(q.unquantized_params)} params in {w.dtype}: {exact(q.unquantized_bytes)}"
-                                   " (embeddings, lm_head, norms, routers, biases)")
+        fp32 = f", {fmt_int(w.fp32_params)} in fp32" if w.fp32_params else ""
+        t.add_row("  unquantized", f"{fmt_int(q.unquantized_params)} params in {w.dtype}{fp32}: "
+                                   f"{exact(q.unquantized_bytes)} (embeddings, lm_head, norms, routers, biases)")
     if w.active_params != w.params:
         t.add_row("active params", f"{fmt_int(w.active_params)} per token (routed experts in use)")
     t.add_row("weights + KV", exact(r.total_bytes))

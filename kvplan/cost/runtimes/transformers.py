@@ -41,6 +41,12 @@ class HFDynamic(Runtime):
         """A chunked layer is a sliding-window cache layer of W = chunk here, scored densely and masked."""
         return self.decode_keys(seq_len, chunk, run)
 
+    def fp32_params(self, card, w_t) -> int:
+        """The modules transformers keeps in float32 in a half-precision model (kvplan.cost.fp32, 5.24 rules)."""
+        from kvplan.cost.fp32 import hf_fp32_params
+
+        return hf_fp32_params(card, w_t)
+
     def overhead_defaults(self, gpus: int) -> tuple[int, int, int]:
         return DEFAULT_CONTEXT_BYTES, 0, 0  # the CUDA context and cuBLAS workspace share the GPU
 

@@ -161,7 +161,8 @@ def deepseek(cfg: Config) -> dict:
     core["num_kv_heads"] = core["num_heads"]  # nominal for MLA: the cache holds one latent per token
     core.pop("head_dim")  # MLA heads are qk_nope + qk_rope wide for Q/K and v_head_dim for V: the mla block says so
     bias = cfg.flag("attention_bias")  # q_a_proj, kv_a_proj_with_mqa and o_proj (kvplan.cost.shapes.mla_matrices)
-    return {**core, "mla": mla, "moe": moe, "qkv_bias": bias, "out_bias": bias}
+    # transformers 5.24 DeepseekV2/V3PreTrainedModel._keep_in_fp32_modules_strict: "gate.weight" (kvplan.cost.fp32)
+    return {**core, "mla": mla, "moe": moe, "qkv_bias": bias, "out_bias": bias, "hf_fp32": ("router",)}
 
 
 def falcon(cfg: Config) -> dict:
@@ -283,7 +284,8 @@ def t5(cfg: Config) -> dict:
                 head_dim=cfg.integer("d_kv"), ffn_size=cfg.integer("d_ff"), gated_ffn=gated, activation=act,
                 vocab_size=cfg.integer("vocab_size"), tie_embeddings=cfg.flag("tie_word_embeddings"), norm="rmsnorm",
                 position="relative", relative_attention_num_buckets=cfg.integer("relative_attention_num_buckets"),
-                max_position_embeddings=cfg.optional("n_positions") or 512)
+                max_position_embeddings=cfg.optional("n_positions") or 512,
+                hf_fp32=("ffn_out",))  # T5PreTrainedModel._keep_in_fp32_modules = ["wo"] (fp16 loads)
 
 
 def bert(cfg: Config) -> dict:

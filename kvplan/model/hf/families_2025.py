@@ -140,8 +140,9 @@ def gpt_oss(cfg: Config) -> dict:
     bias = bool(cfg.get("attention_bias"))
     moe = {"num_experts": cfg.get("num_local_experts"), "experts_per_token": cfg.get("num_experts_per_tok"),
            "expert_ffn_size": cfg.get("intermediate_size"), "router_bias": True}
+    # GptOssPreTrainedModel._keep_in_fp32_modules: the layer and final norms in fp16 loads (kvplan.cost.fp32)
     return {**_sized_head(cfg), **_window(cfg, _every(2)), "attention_sinks": True, "qkv_bias": bias,
-            "out_bias": bias, "mlp_bias": True, "moe": moe}
+            "out_bias": bias, "mlp_bias": True, "moe": moe, "hf_fp32": ("norms",)}
 
 
 def llama4_text(cfg: Config) -> dict:

@@ -64,10 +64,12 @@ def kimi_linear(cfg: Config) -> dict:
     data["tie_word_embeddings"] = False
     own = Config(data, cfg.model_type, cfg.origin)
     own.assumed = cfg.assumed  # one record of the defaults assumed
-    bias = cfg.flag("attention_bias")
+    bias, moe = cfg.flag("attention_bias"), _kimi_moe(cfg)
+    # _keep_in_fp32_modules_strict = ["e_score_correction_bias", "gate.weight", "dt_bias"] (kvplan.cost.fp32)
+    fp32 = ("router",) * (moe is not None) + ("dt_bias",) * ("mamba" in types)
     return {**_decoder_core(own), "position": "none", "layer_pattern": _compress(types),
             "ssm": ssm if "mamba" in types else None, "mla": mla if "global" in types else None,
-            "moe": _kimi_moe(cfg), "qkv_bias": bias, "out_bias": bias}
+            "moe": moe, "qkv_bias": bias, "out_bias": bias, "hf_fp32": fp32}
 
 
 def _kda_int(cfg: Config, lin: dict, sub_key: str, key: str) -> int:
@@ -125,8 +127,9 @@ def olmo_hybrid(cfg: Config) -> dict:
     ssm = {"kind": "gated_deltanet", "d_state": k_dim, "n_groups": k_heads, "num_heads": v_heads, "head_dim": v_dim,
            "intermediate_size": v_heads * v_dim, "d_conv": cfg.integer("linear_conv_kernel_dim"), "conv_bias": False}
     bias = cfg.flag("attention_bias")
+    # OlmoHybridGatedDeltaNet builds A_log in float32 (kvplan.cost.fp32)
     return {**_decoder_core(cfg), "layer_pattern": _compress(types), "ssm": ssm, "qk_norm": True,
-            "qk_norm_width": "all_heads", "qkv_bias": bias, "out_bias": bias}
+            "qk_norm_width": "all_heads", "qkv_bias": bias, "out_bias": bias, "hf_fp32": ("a_log",)}
 
 
 def _derived(cfg: Config, key: str, value: int) -> int:

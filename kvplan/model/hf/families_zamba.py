@@ -50,6 +50,8 @@ def ernie4_5_moe(cfg: Config) -> dict:
            "experts_per_token": cfg.integer("moe_k", "num_experts_per_tok"),
            "expert_ffn_size": cfg.integer("moe_intermediate_size"), "first_dense_layers": start,
            "layer_interval": every, "last_layer": end if end < n - 1 else None, "router_bias": True}
+    # _keep_in_fp32_modules_strict = ["gate.weight", "e_score_correction_bias"]: the router (kvplan.cost.fp32)
+    fields["hf_fp32"] = ("router",)
     shared = cfg.integer("moe_num_shared_experts", minimum=0)
     if shared:  # Ernie4_5_MoeMLP(config, moe_intermediate_size * moe_num_shared_experts)
         moe |= {"num_shared_experts": 1, "shared_expert_ffn_size": shared * moe["expert_ffn_size"]}
@@ -107,7 +109,8 @@ def zamba(cfg: Config) -> dict:
            "expand": cfg.integer("mamba_expand"), "dt_rank": None if rank == "auto" else cfg.integer("mamba_dt_rank"),
            "conv_bias": cfg.flag("mamba_conv_bias"), "proj_bias": cfg.flag("mamba_proj_bias")}
     head_dim = cfg.optional("attention_head_dim") or cfg.optional("head_dim") or 2 * h // heads
-    return {**_zamba_core(cfg, types, head_dim, ssm, {}), "position": "none"}
+    # ZambaMambaMixer builds A_log in float32 (kvplan.cost.fp32)
+    return {**_zamba_core(cfg, types, head_dim, ssm, {}), "position": "none", "hf_fp32": ("a_log",)}
 
 
 def zamba2(cfg: Config) -> dict:

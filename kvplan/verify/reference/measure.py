@@ -10,9 +10,10 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from kvplan.cost.runtimes import get_engine
 from kvplan.model.card import ModelCard
+from kvplan.verify.reference.build import build
 from kvplan.verify.reference.cache import make_caches
 from kvplan.verify.reference.generate import decode_step, prefill
-from kvplan.verify.reference.model import Step, build
+from kvplan.verify.reference.model import Step
 from kvplan.verify.reference.track import tracker_for
 
 TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}

@@ -230,11 +230,8 @@ class FFN(nn.Module):
         self.act = _ACT[card.activation]
 
     def forward(self, x: Tensor) -> Tensor:
-        if self.gate is None:
-            return self.down(self.act(self.up(x)))
-        h = self.act(self.gate(x))  # (N, inner)
-        h.mul_(self.up(x))
-        return self.down(h)
+        h = self.act(self.up(x)) if self.gate is None else self.act(self.gate(x)).mul_(self.up(x))  # (N, inner)
+        return self.down(h.to(self.down.weight.dtype)).to(x.dtype)  # T5's wo may be float32 (reference.build)
 
 
 class MoE(nn.Module):
@@ -252,7 +249,9 @@ class MoE(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         shape = x.shape
         x = x.reshape(-1, shape[-1])  # (N, h)
-        top_w, top_i = self.router(x).softmax(dim=-1).topk(self.k, dim=-1)  # (N, k)
+        # the router may be float32 (reference.build): transformers' F.linear(x.float(), weight.float())
+        top_w, top_i = self.router(x.to(self.router.weight.dtype)).softmax(dim=-1).topk(self.k, dim=-1)  # (N, k)
+        top_w = top_w.to(x.dtype)
         out = torch.zeros_like(x)
         for e, expert in enumerate(self.experts):
             rows, slot = (top_i == e).nonzero(as_tuple=True)  # only the tokens routed to expert e
@@ -388,13 +387,3 @@ class Reference(nn.Module):
         w = self.embed.weight if self.lm_head is None else self.lm_head.weight
         return F.linear(x, w, self.lm_bias)
 
-
-def build(card: ModelCard, *, engine: str = "ideal", dtype=torch.float32, device="cpu", seed: int = 0) -> Reference:
-    """The reference model with seeded random weights: N(0, 0.02) matrices, norm weights 1 + N(0, 0.1)."""
-    model = Reference(card, engine=engine, dtype=dtype, device=device).eval()
-    gen = torch.Generator(device=device).manual_seed(seed)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            is_norm = name.endswith("weight") and p.dim() == 1
-            p.normal_(1.0 if is_norm else 0.0, 0.1 if is_norm else 0.02, generator=gen)
-    return model

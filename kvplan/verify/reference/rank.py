@@ -27,10 +27,11 @@ from torch.utils.flop_counter import FlopCounterMode
 from kvplan.cost.runtimes import get_engine
 from kvplan.cost.parallel import kv_heads_per_rank, pp_partition
 from kvplan.model.card import ModelCard
+from kvplan.verify.reference.build import build
 from kvplan.verify.reference.cache import _self_cache, make_caches
 from kvplan.verify.reference.generate import decode_step, prefill
 from kvplan.verify.reference.measure import TORCH_DTYPES
-from kvplan.verify.reference.model import Step, build
+from kvplan.verify.reference.model import Step
 from kvplan.verify.reference.tp import Comm, shard
 from kvplan.verify.reference.track import tracker_for
 
@@ -127,7 +128,7 @@ def _measure(cfg: dict, device: str, rank: int, tp_rank: int, pp_rank: int, comm
     first, last = pp_rank == 0, pp_rank == pp - 1
     prev, nxt = (rank - tp if not first else None), (rank + tp if not last else None)
     # the full model, built on the CPU and before tracking starts: the rank's weights are the shards cloned from it
-    full = build(card, engine=eng.name, dtype=t, device="cpu", seed=cfg["seed"])
+    full = build(card, engine=eng.name, dtype=t, device="cpu", seed=cfg["seed"], hf_fp32=False)  # vLLM's dtypes
     tracker = tracker_for(device)
     with tracker, torch.no_grad():
         start = tracker.current()
@@ -161,7 +162,7 @@ def reference_logits(cfg: dict) -> list:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        model = build(card, engine=cfg["engine"], dtype=TORCH_DTYPES[cfg["dtype"]], seed=cfg["seed"])
+        model = build(card, engine=cfg["engine"], dtype=TORCH_DTYPES[cfg["dtype"]], seed=cfg["seed"], hf_fp32=False)
         prompt, steps = cfg["prompt_len"], cfg["decode_steps"]
         gen = torch.Generator().manual_seed(cfg["seed"] + 1)
         tokens = torch.randint(0, card.vocab_size, (cfg["batch"], prompt + steps), generator=gen)
