@@ -79,9 +79,9 @@ def parse_size(what: str, text: object) -> int:
     """
     if isinstance(text, int) and not isinstance(text, bool):
         if text < 0:
-            raise KvplanError(f"{what}: a size cannot be negative, got {text}")
-        return text
-    if not isinstance(text, str):
+            raise KvplanError(f"{what}: a size cannot be negative, got {clip(text)}")
+        return _bounded(what, text, text)
+    if not isinstance(text, str) or len(text) > 64:
         raise KvplanError(f"{what}: not a size: {clip(text)}; give {_SIZE_HINT}")
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)?|\.\d+)\s*([A-Za-z]*)\s*", text.replace("_", ""))
     unit = m and _SIZE_UNITS.get(m.group(2).lower())
@@ -90,4 +90,13 @@ def parse_size(what: str, text: object) -> int:
     value = Fraction(m.group(1)) * unit
     if value.denominator != 1 and unit == 1:
         raise KvplanError(f"{what}: {clip(text.strip())} is not a whole number of bytes")
-    return value.numerator // value.denominator  # '6.51 GiB' as a log prints it: the bytes below it, exactly
+    return _bounded(what, value.numerator // value.denominator, text)  # '6.51 GiB' as logged: the bytes below it
+
+
+MAX_SIZE_BYTES = 2**64  # 16 EiB: beyond any memory, and every float derived from a size stays finite
+
+
+def _bounded(what: str, size: int, text: object) -> int:
+    if size > MAX_SIZE_BYTES:
+        raise KvplanError(f"{what}: {clip(text)} is more than 16 EiB; allowed: a size of at most 2^64 bytes")
+    return size
