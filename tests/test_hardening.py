@@ -132,3 +132,185 @@ def test_bad_pyproject_and_encodings(tmp_path, monkeypatch, text):
     name = "pyproject.toml" if b"tool" in text else "kvplan.toml"
     (tmp_path / name).write_bytes(text)
     assert name in refused("check")
+
+
+# ---- writes: never replace what is not the user's own regular file ----------------------------------------------
+
+import socket
+import stat
+import subprocess
+import sys
+import threading
+
+from kvplan.errors import KvplanError
+from kvplan.files import write_atomic, write_folder_atomic
+
+MAIN = "import sys; sys.argv = ['kvplan', *sys.argv[1:]]\nfrom kvplan.cli.app import main\nmain()"
+SWEEP = ("sweep", "-m", "llama-2-7b", "--seq-len", "1,2", "--format", "csv")
+KINDS = ["new", "file", "readonly", "symlink-file", "dangling", "folder", "null-device", "symlink-device", "fifo",
+         "socket"]
+
+
+def _make(folder, kind: str):
+    path = folder / f"{kind}.csv"
+    if kind in ("file", "readonly"):
+        path.write_text("keep\n")
+    elif kind == "symlink-file":
+        (folder / "real.csv").write_text("keep\n")
+        path.symlink_to(folder / "real.csv")
+    elif kind == "dangling":
+        path.symlink_to(folder / "gone.csv")
+    elif kind == "folder":
+        path.mkdir()
+    elif kind == "null-device":
+        os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(1, 3))  # a /dev/null of our own: root only
+    elif kind == "symlink-device":
+        path.symlink_to(os.devnull)
+    elif kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "socket":
+        s = socket.socket(socket.AF_UNIX)
+        s.bind(str(path))
+        s.close()
+    return path
+
+
+def _leftovers(folder) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if p.name.endswith((".tmp", ".old")))
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not sys.platform.startswith("linux"), reason="mknod needs root on Linux")
+@FAST
+@given(kind=st.sampled_from(KINDS), command=st.sampled_from(["sweep", "junit", "import"]))
+def test_outputs_never_replace_what_is_not_a_writable_regular_file(tmp_path_factory, monkeypatch, kind, command):
+    folder = tmp_path_factory.mktemp("out")
+    path = _make(folder, kind)
+    before = os.lstat(path).st_mode if os.path.lexists(path) else None
+    if kind == "readonly":  # root opens anything: deny the open for writing as for another user's 0444 file
+        real_open = os.open
+
+        def denied(p, flags, *a):
+            if os.fspath(p) == os.fspath(path) and flags & os.O_WRONLY:
+                raise PermissionError(13, "Permission denied")
+            return real_open(p, flags, *a)
+
+        monkeypatch.setattr("kvplan.writes.os.open", denied)
+    reader = None
+    if kind == "fifo":  # a reader at the other end, as `kvplan sweep -o pipe & cat pipe`
+        got = []
+        reader = threading.Thread(target=lambda: got.append(open(path).read()))
+        reader.start()
+    if command == "sweep":
+        code, out, err = run(*SWEEP, "-o", str(path))
+    elif command == "junit":
+        monkeypatch.chdir(folder)
+        (folder / "kvplan.toml").write_text(CONFIG)
+        code, out, err = run("check", "--junit", str(path))
+    else:
+        cfg = folder / "config.json"
+        cfg.write_text(json.dumps({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2,
+                                   "num_attention_heads": 4, "vocab_size": 128, "intermediate_size": 96,
+                                   "max_position_embeddings": 64}))
+        code, out, err = run("cards", "import", str(cfg), "-o", str(path), "--force")
+    monkeypatch.undo()
+    if reader is not None:
+        if code != 0:
+            open(path, "w").close()  # release the reader
+        reader.join(5)
+    assert code in (0, 2), (code, err)
+    if code == 2:
+        assert len(err.strip().splitlines()) == 1 and err.startswith("error: ")
+    after = os.lstat(path).st_mode if os.path.lexists(path) else None
+    if kind in ("new", "file"):
+        assert code == 0 and stat.S_ISREG(after)
+    else:  # every other kind is what it was: streamed into (devices, FIFOs) or refused, never replaced
+        assert stat.S_IFMT(after) == stat.S_IFMT(before), kind
+        assert code == (0 if kind in ("null-device", "symlink-device", "fifo") else 2), (kind, err)
+    if kind in ("readonly", "symlink-file"):
+        assert (folder / ("real.csv" if kind == "symlink-file" else "readonly.csv")).read_text() == "keep\n"
+    if kind == "dangling":
+        assert not (folder / "gone.csv").exists()
+    if kind == "fifo" and command == "sweep":
+        assert got and got[0].startswith("model,engine")
+    assert _leftovers(folder) == []
+
+
+def test_dev_stdout_is_streamed_into(tmp_path):
+    for shell in ('"$@"', '"$@" > out.csv', '"$@" | cat'):  # a pipe, a file, a pipe again: fd 1, never renamed
+        proc = _kvplan(*SWEEP, "-o", "/dev/stdout", shell=shell, cwd=tmp_path)
+        out = (tmp_path / "out.csv").read_text() if "out.csv" in shell else proc.stdout
+        assert proc.returncode == 0 and out.startswith("model,engine"), proc.stderr
+    assert _leftovers(tmp_path) == []
+
+
+def test_charts_folder_is_written_whole_and_replaced_without_stale_files(tmp_path, monkeypatch):
+    owned = lambda name: name.startswith("chart-")  # noqa: E731
+    folder = tmp_path / "r_charts"
+    write_folder_atomic(folder, {"chart-1.svg": "a", "chart-2.svg": "b", "chart-3.svg": "c"}, owned)
+    write_folder_atomic(folder, {"chart-1.svg": "A"}, owned)
+    assert sorted(p.name for p in folder.iterdir()) == ["chart-1.svg"]  # no stale chart-2, chart-3
+    real_open = open
+
+    def full(path, *args, **kwargs):
+        if str(path).endswith("chart-2.svg"):
+            raise OSError(28, "No space left on device")
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr("builtins.open", full)
+    with pytest.raises(KvplanError, match="r_charts: cannot write: no space left on device"):
+        write_folder_atomic(folder, {"chart-1.svg": "x", "chart-2.svg": "y"}, owned)
+    monkeypatch.undo()
+    assert [p.read_text() for p in folder.iterdir()] == ["A"] and _leftovers(tmp_path) == []
+    (folder / "notes.txt").write_text("mine")
+    with pytest.raises(KvplanError, match="notes.txt, which kvplan did not write"):
+        write_folder_atomic(folder, {"chart-1.svg": "x"}, owned)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "l_charts").symlink_to(elsewhere)
+    with pytest.raises(KvplanError, match="l_charts: a symbolic link"):
+        write_folder_atomic(tmp_path / "l_charts", {"chart-1.svg": "x"}, owned)
+    assert list(elsewhere.iterdir()) == [] and _leftovers(tmp_path) == []
+
+
+def test_sigterm_removes_the_temporary_file_like_ctrl_c(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-c", MAIN, "sweep", "-m", "llama-2-7b", "--seq-len", "1..5000000+1",
+                             "-o", "out.csv"], cwd=tmp_path, env={**os.environ, "PYTHONPATH": os.getcwd()},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    import time
+
+    deadline = time.monotonic() + 20
+    while not _leftovers(tmp_path) and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.02)
+    proc.terminate()
+    _, err = proc.communicate(timeout=20)
+    assert proc.returncode == 143, err
+    assert "Traceback" not in err and sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_an_unwritable_step_summary_warns_after_the_result(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "kvplan.toml").write_text(CONFIG)
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(tmp_path))  # a folder
+    code, out, err = run("check")
+    assert code == 0 and "checks hold" in out
+    assert err.startswith("warning: $GITHUB_STEP_SUMMARY") and len(err.strip().splitlines()) == 1
+
+
+def _kvplan(*args: str, shell: str = '"$@"', env: dict | None = None, **kwargs) -> subprocess.CompletedProcess:
+    """``kvplan ARGS`` in a fresh interpreter through main(), inside ``bash -c SHELL`` (redirections, pipes)."""
+    argv = [sys.executable, "-c", MAIN, *args]
+    return subprocess.run(["bash", "-c", shell, "kvplan", *argv], text=True, env={
+        **os.environ, "PYTHONPATH": os.getcwd(), **(env or {})}, **{"capture_output": True, **kwargs})
+
+
+@pytest.mark.parametrize("args", [("estimate", "-m", "llama-2-7b", "--seq-len", "8"),
+                                  ("sweep", "-m", "llama-2-7b", "--seq-len", "1..3000+1", "--format", "csv")])
+def test_stdout_full_closed_or_left(args):
+    for shell in ('"$@" > /dev/full', '"$@" >&-'):
+        proc = _kvplan(*args, shell=shell)
+        assert proc.returncode == 2 and proc.stderr.startswith("error: stdout: cannot write: "), proc.stderr
+        assert len(proc.stderr.splitlines()) == 1
+    left = _kvplan(*args, shell='"$@" | head -c 1 >/dev/null; exit ${PIPESTATUS[0]}')
+    assert left.returncode == 0 and left.stderr == "", left.stderr
+    ascii_out = _kvplan(*args, env={"PYTHONIOENCODING": "ascii"})
+    assert ascii_out.returncode == 0 and ascii_out.stderr == "" and ascii_out.stdout

@@ -28,10 +28,10 @@ MAX_BASELINE_BYTES = 4 << 20
 _FLOAT_SLACK = 1e-9  # relative: latency figures are floats; a formula refactor may move the last bit
 _STRICT = ConfigDict(extra="forbid", strict=True, frozen=True)
 
-Count = Annotated[StrictInt, Field(ge=0)]
-Millis = Annotated[Union[StrictInt, Annotated[StrictFloat, Field(allow_inf_nan=False)]], Field(ge=0)]
-_TYPES: dict[str, tuple[Any, str]] = {"bytes": (Count, "an integer >= 0"), "count": (Count, "an integer >= 0"),
-                                      "ms": (Millis, "a finite number >= 0"), "bool": (StrictBool, "true or false")}
+Bytes = Annotated[StrictInt, Field(ge=0)]
+Number = Annotated[Union[StrictInt, Annotated[StrictFloat, Field(allow_inf_nan=False)]], Field(ge=0)]
+_TYPES: dict[str, tuple[Any, str]] = {"bytes": (Bytes, "an integer >= 0"), "count": (Number, "a finite number >= 0"),
+                                      "ms": (Number, "a finite number >= 0"), "bool": (StrictBool, "true or false")}
 Figures = create_model("Figures", __config__=_STRICT,
                        **{f.name: (_TYPES[f.unit][0], None) for f in FIGURES.values()})  # absent: new; null: refused
 
