@@ -273,7 +273,7 @@ def test_charts_folder_is_written_whole_and_replaced_without_stale_files(tmp_pat
 
 
 def test_sigterm_removes_the_temporary_file_like_ctrl_c(tmp_path):
-    proc = subprocess.Popen([sys.executable, "-c", MAIN, "sweep", "-m", "llama-2-7b", "--seq-len", "1..5000000+1",
+    proc = subprocess.Popen([sys.executable, "-c", MAIN, "sweep", "-m", "llama-2-7b", "--batch", "1..1000+1", "--seq-len", "1..9000+1",
                              "-o", "out.csv"], cwd=tmp_path, env={**os.environ, "PYTHONPATH": os.getcwd()},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     import time
@@ -314,3 +314,50 @@ def test_stdout_full_closed_or_left(args):
     assert left.returncode == 0 and left.stderr == "", left.stderr
     ascii_out = _kvplan(*args, env={"PYTHONIOENCODING": "ascii"})
     assert ascii_out.returncode == 0 and ascii_out.stderr == "" and ascii_out.stdout
+
+
+# ---- unbounded work is refused at once --------------------------------------------------------------------------
+
+import time
+
+from kvplan.planning.grid import MAX_ROWS
+
+
+@settings(FAST, max_examples=8)
+@given(batch=st.sampled_from(["1..100000+1", "1..1000000+1", "1,2,3", "1..1000000000000*2"]),
+       seq_len=st.sampled_from(["1..100000+1", "1..1000000+1", "8", "1..1000+1"]),
+       tp=st.sampled_from([None, "1..100000+1", "1..4096+1", "1,2"]),
+       pp=st.sampled_from([None, "1..100000+1", "1..4096+1"]))
+def test_huge_grids_are_refused_at_once_naming_rows_and_limit(batch, seq_len, tp, pp):
+    args = ["sweep", "-m", "llama-2-7b", "--batch", batch, "--seq-len", seq_len, "--format", "csv"]
+    args += ["--gpu", "H100-SXM"] if tp or pp else []
+    args += (["--tp", tp] if tp else []) + (["--pp", pp] if pp else [])
+    lengths = {"1..100000+1": 100_000, "1..1000000+1": 1_000_000, "1,2,3": 3, "1..1000000000000*2": 40, "8": 1,
+               "1..1000+1": 1000}
+    n = lengths[batch] * lengths[seq_len]
+    big = n > MAX_ROWS or any(a is not None and "100000" in a for a in (tp, pp)) or (
+        tp and pp and "4096" in tp and "4096" in pp)
+    if not big:
+        return  # a grid that runs: covered by tests/test_sweep.py
+    start = time.monotonic()
+    line = refused(*args)
+    assert time.monotonic() - start < 2, line
+    assert f"at most {MAX_ROWS:,}" in line or "allowed: 1..4,096" in line, line
+
+
+def test_one_axis_at_its_maximum_streams_and_a_big_table_is_refused():
+    code, out, err = run("sweep", "-m", "llama-2-7b", "--batch", "1..20000+1", "--seq-len", "8", "--format", "table")
+    assert code == 2 and "--format table: 20,000 rows; allowed: at most 10,000" in err
+    from kvplan.planning.sweep import sweep
+
+    blocks = sweep("llama-2-7b", batch="1..20000+1", seq_len="8").csv_blocks()
+    assert max(n for _, n in blocks) == 4096  # bounded blocks, not one string per axis
+
+
+def test_gpu_file_entries_are_bounded(tmp_path):
+    entry = ("    vendor: T\n    memory_bytes: 80000000000\n    memory_bandwidth_bytes_per_s: 2000000000000\n"
+             "    peak_flops: {bf16: 9.9e+14}\n    source: https://example.org\n")
+    (tmp_path / "g.yaml").write_text("gpus:\n" + "".join(f"  G{i}:\n{entry}" for i in range(300)))
+    line = refused("plan", "-m", "llama-2-7b", "--max-model-len", "4096", "--concurrency", "1", "--gpu-file",
+                   str(tmp_path / "g.yaml"))
+    assert "g.yaml: gpus: 300 entries; allowed: at most 256" in line

@@ -70,8 +70,10 @@ def _markdown(columns: tuple[str, ...], rows: Iterable[tuple], f: IO[str]) -> in
     return n
 
 
-def _table(columns: tuple[str, ...], rows: Iterable[tuple], f: IO[str]) -> int:
+MAX_TABLE_ROWS = 10_000  # a terminal table is built whole before it prints; the other formats stream
 
+
+def _table(columns: tuple[str, ...], rows: Iterable[tuple], f: IO[str]) -> int:
     from kvplan.report.console import make_console, table
 
     t = table("kvplan sweep", list(columns), left=_TEXT)
@@ -115,6 +117,9 @@ class Progress:
 def write_sweep(fmt: str, sweep: Sweep, f: IO[str]) -> int:
     """Every row of ``sweep`` to ``f`` in ``fmt``, with a progress bar for long runs; returns the rows written.
     CSV without roofline or plan columns takes the sweep's direct formatting path (same bytes, faster)."""
+    if fmt == "table" and len(sweep) > MAX_TABLE_ROWS:
+        raise KvplanError(f"--format table: {len(sweep):,} rows; allowed: at most {MAX_TABLE_ROWS:,} (a table is "
+                          "built whole; csv, jsonl and markdown stream any number)")
     with Progress(len(sweep)) as progress:
         if fmt != "csv" or not sweep.fast_csv:
             return write_rows(fmt, sweep, progress.counted(sweep.tuples()), f)
