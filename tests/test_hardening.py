@@ -322,6 +322,9 @@ import time
 
 from kvplan.planning.grid import MAX_ROWS
 
+GPU_ENTRY = ("    vendor: T\n    memory_bytes: 80000000000\n    memory_bandwidth_bytes_per_s: 2000000000000\n"
+             "    peak_flops: {fp32: 6.7e+13, fp16: 9.9e+14, bf16: 9.9e+14}\n    source: https://example.org\n")
+
 
 @settings(FAST, max_examples=8)
 @given(batch=st.sampled_from(["1..100000+1", "1..1000000+1", "1,2,3", "1..1000000000000*2"]),
@@ -355,9 +358,88 @@ def test_one_axis_at_its_maximum_streams_and_a_big_table_is_refused():
 
 
 def test_gpu_file_entries_are_bounded(tmp_path):
-    entry = ("    vendor: T\n    memory_bytes: 80000000000\n    memory_bandwidth_bytes_per_s: 2000000000000\n"
-             "    peak_flops: {bf16: 9.9e+14}\n    source: https://example.org\n")
-    (tmp_path / "g.yaml").write_text("gpus:\n" + "".join(f"  G{i}:\n{entry}" for i in range(300)))
+    (tmp_path / "g.yaml").write_text("gpus:\n" + "".join(f"  G{i}:\n{GPU_ENTRY}" for i in range(300)))
     line = refused("plan", "-m", "llama-2-7b", "--max-model-len", "4096", "--concurrency", "1", "--gpu-file",
                    str(tmp_path / "g.yaml"))
     assert "g.yaml: gpus: 300 entries; allowed: at most 256" in line
+
+
+# ---- names other programs read: one printable line at the boundary, escaped by each format's rules -----------------
+
+import csv as csv_module
+import io
+import re
+from xml.etree import ElementTree as ET
+
+NASTY = st.lists(st.sampled_from(list("ab|=+-@[]/%:,\\'\"<>&\n\r\t\x1b\x07\x00\u2028\u202e")
+                                 + ["[bold]", "::error::", "%0A", "\x1b]0;t\x07"]),
+                 min_size=1, max_size=8).map("".join)
+
+
+def _printable(name: str) -> bool:
+    return name.strip() != "" and name.isprintable()
+
+
+@FAST
+@given(name=NASTY)
+def test_scenario_names_reach_no_output_raw(tmp_path_factory, monkeypatch, name):
+    folder = tmp_path_factory.mktemp("names")
+    monkeypatch.chdir(folder)
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(folder / "summary.md"))
+    (folder / "kvplan.toml").write_text(CONFIG.replace('"x"', json.dumps(name)) + "max_kv_bytes = 1\n")
+    code, out, err = run("check", "--format", "github", "--junit", "j.xml")
+    if not _printable(name):
+        assert code == 2 and "name: " in err and len(err.strip().splitlines()) == 1, err
+        return
+    assert code == 1, err
+    commands = [line for line in out.splitlines() if line.startswith("::")]
+    assert len(commands) == 1 and re.fullmatch(r"::error file=kvplan\.toml,line=\d+,title=[^:,\r\n]*::[^\r\n]+",
+                                               commands[0]), commands
+    assert "\x1b" not in out and "\x07" not in out
+    cases = ET.parse(folder / "j.xml").getroot().iter("testcase")
+    assert {c.get("classname") for c in cases} == {f"kvplan.{name}"}
+    summary = (folder / "summary.md").read_text()
+    rows = [line for line in summary.splitlines() if line.startswith("| ") and "kv_bytes" in line]
+    assert rows and all(len(re.findall(r"(?<!\\)\|", r)) == 7 for r in rows), rows
+
+
+def _gpu_file(folder, name: str):
+    path = folder / "g.yaml"
+    path.write_text("gpus:\n  " + json.dumps(name) + ":\n" + GPU_ENTRY)
+    return path
+
+
+@settings(FAST, max_examples=15)
+@given(name=NASTY.filter(lambda n: "," not in n and n == n.strip()),  # --gpu takes a comma list of stripped names
+       fmt=st.sampled_from(["csv", "markdown", "table", "jsonl"]))
+def test_gpu_names_are_escaped_by_every_sweep_format(tmp_path_factory, name, fmt):
+    path = _gpu_file(tmp_path_factory.mktemp("gpu"), name)
+    args = ("sweep", "-m", "llama-2-7b", "--seq-len", "8,16", "--gpu", name, "--gpu-file", str(path), "--format", fmt)
+    if not _printable(name):
+        refused(*args)
+        return
+    code, out, err = run(*args)
+    assert code == 0, err
+    if fmt == "csv":
+        rows = list(csv_module.DictReader(io.StringIO(out)))
+        cell = rows[0]["gpu"]
+        assert cell == ("'" + name if name[0] in "=+-@" else name)
+    elif fmt == "markdown":
+        lines = out.splitlines()
+        assert len({len(re.findall(r"(?<!\\)\|", line)) for line in lines}) == 1, lines
+    elif fmt == "jsonl":
+        assert json.loads(out.splitlines()[0])["gpu"] == name
+    else:
+        assert "\x1b" not in out
+
+
+def test_junit_stays_well_formed_with_control_characters_in_messages():
+    from kvplan.planning.check import CheckReport, CheckRow
+    from kvplan.report.check import junit_xml
+
+    row = CheckRow(scenario="s", check="baseline", figure="kv_bytes", unit="bytes", limit=1, value=2, delta=1,
+                   verdict="fail", message="grew \x00\x1b[31m\x08 \ud800", file="a\x01.yaml", line=3)
+    report = CheckReport(config="c", baseline="b", baseline_found=True, baseline_updated=False, figures={},
+                         rows=[row], failed=1, notes=[])
+    failure = ET.fromstring(junit_xml(report).split("\n", 1)[1]).find(".//failure")
+    assert failure.get("message") == "grew \\x00\\x1b[31m\\x08 \\ud800"
