@@ -38,10 +38,13 @@ def require_text(flag: str, value: object) -> str | None:
     return value
 
 
+MIN_FRACTION = 1e-6  # below it a roofline time overflows a float (1e-320: Infinity in JSON)
+
+
 def require_fraction(flag: str, value: object) -> float:
     """A number in (0, 1], else KvplanError naming ``flag``."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
-        raise KvplanError(f"{flag}: a fraction in (0, 1], got {clip(value)}")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not MIN_FRACTION <= value <= 1:
+        raise KvplanError(f"{flag}: a fraction in (0, 1], at least {MIN_FRACTION:g}, got {clip(value)}")
     return float(value)
 
 

@@ -443,3 +443,14 @@ def test_junit_stays_well_formed_with_control_characters_in_messages():
                          rows=[row], failed=1, notes=[])
     failure = ET.fromstring(junit_xml(report).split("\n", 1)[1]).find(".//failure")
     assert failure.get("message") == "grew \\x00\\x1b[31m\\x08 \\ud800"
+
+
+# ---- numbers past a float's range --------------------------------------------------------------------------------
+
+@FAST
+@given(st.floats(min_value=0, max_value=1e-6, exclude_max=True, allow_subnormal=True) | st.sampled_from([1e-320, 5e-324]))
+def test_tiny_efficiencies_are_refused_not_infinite(value):
+    line = refused("estimate", "-m", "llama-2-7b", "--seq-len", "8", "--gpu", "H100-SXM", "--mbu", repr(value), "--json")
+    assert line.startswith("error: --mbu: a fraction in (0, 1]")
+    code, out, _ = run("estimate", "-m", "llama-2-7b", "--seq-len", "8", "--gpu", "H100-SXM", "--mbu", "1e-6", "--json")
+    assert code == 0 and "Infinity" not in out and "NaN" not in out
