@@ -39,12 +39,42 @@ def clip(value: object, limit: int = 60) -> str:
 
 
 def clip_text(text: str, limit: int = 200) -> str:
-    """User text (a path, a name) shortened in the middle: 'head...tail', one line."""
-    text = " ".join(str(text).split()) if ("\n" in str(text) or "\r" in str(text)) else str(text)
+    """User text (a path, a name) shortened in the middle: 'head...tail', one printable line (line breaks become
+    spaces, other control characters their escapes: no terminal sequence or workflow command gets through)."""
+    text = str(text)
+    if len(text) > 4 * limit:  # a 1 MB name: cut before any per-character work
+        text = text[:2 * limit] + text[-2 * limit:]
+    text = printable(" ".join(text.split()) if ("\n" in text or "\r" in text) else text)
     if len(text) <= limit:
         return text
     half = (limit - 3) // 2
     return f"{text[:half]}...{text[-half:]}"
+
+
+def printable(text: str) -> str:
+    """``text`` with every character that is not printable (control characters, line and paragraph separators,
+    bidi overrides, escape sequences) written as its Python escape: one line that a terminal shows as written."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
+
+
+MAX_NAME_CHARS = 200
+
+
+def require_line(where: str, text: str, limit: int = MAX_NAME_CHARS) -> str:
+    """``text`` when it is one printable line of 1..``limit`` characters (a name other programs will read), else a
+    KvplanError naming ``where`` and the first character at fault."""
+    if not text.strip():
+        raise KvplanError(f"{where}: empty; allowed: one printable line of at most {limit} characters")
+    if len(text) > limit:
+        raise KvplanError(f"{where}: {len(text):,} characters ({clip_text(text, 60)}); allowed: one printable line "
+                          f"of at most {limit} characters")
+    bad = next((c for c in text if not c.isprintable()), None)
+    if bad is not None:
+        raise KvplanError(f"{where}: {clip_text(text, 60)} holds the control character {ascii(bad)}; allowed: one "
+                          f"printable line of at most {limit} characters")
+    return text
 
 
 def _digits(n: int) -> int:

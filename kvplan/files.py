@@ -1,4 +1,4 @@
-"""Reading and writing user files safely: bounded size, UTF-8 only, bounded YAML/JSON, atomic writes.
+"""Reading user files safely: bounded size, UTF-8 only, bounded YAML/JSON (writing: ``kvplan.writes``).
 
 Every failure is one line naming the file, ``PATH: line L, column C: what is wrong`` where a position is known,
 raised as ``KvplanError``. The limits (documented in docs/errors.md):
@@ -14,12 +14,9 @@ from __future__ import annotations
 
 import json
 import os
-from contextlib import contextmanager
 from functools import lru_cache
-import secrets
 import stat
-from pathlib import Path
-from typing import IO, Any, Iterator
+from typing import Any
 
 from kvplan.errors import KvplanError, clip, clip_text
 
@@ -306,92 +303,6 @@ def nesting_depth(data: Any) -> int:
     return deepest
 
 
-# ---- writing ----------------------------------------------------------------------------------------------------
+# ---- writing: kvplan/writes.py (atomic files and folders, streams into devices and FIFOs) --------------------
 
-def write_atomic(path: str | os.PathLike, text: str, *, exclusive: bool = False) -> None:
-    """Write ``text`` via a temporary file in the same folder: readers never see a half-written file.
-
-    ``exclusive``: create only; an existing ``path`` (a dangling symlink too) is refused, and of several concurrent
-    writers exactly one wins (a hard link is atomic). Otherwise the file is replaced and keeps its mode; a new file
-    gets the default mode (0o666 less the umask). The temporary file is removed on any error, Ctrl-C included.
-    """
-    with open_atomic(path, exclusive=exclusive) as f:
-        f.write(text)
-
-
-@contextmanager
-def open_atomic(path: str | os.PathLike, *, exclusive: bool = False, newline: str | None = None) -> Iterator[IO[str]]:
-    """A text file to stream into (``write_atomic``'s rules): it becomes ``path`` only when the block ends without an
-    error, so a reader never sees a partial file, whatever stops the writer (an error, Ctrl-C)."""
-    target = Path(path)
-    name = shown(target)
-    if is_dir(target):
-        raise KvplanError(f"{name}: is a directory; allowed: a file path")
-    if exclusive and os.path.lexists(target):
-        raise KvplanError(f"{name}: exists; pass --force to overwrite it")
-    fd, tmp = _create_temp(target, name)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline=newline) as f:
-            yield f
-            f.flush()
-            os.fsync(f.fileno())
-        if exclusive:
-            _create_exclusive(tmp, target, name)
-        else:
-            _keep_mode(target, tmp)
-            os.replace(tmp, target)
-    except OSError as exc:
-        raise KvplanError(f"{name}: cannot write: {_reason(exc)}") from None
-    finally:
-        _remove(tmp)
-
-
-def _create_temp(target: Path, name: str) -> tuple[int, Path]:
-    """A new empty file beside ``target``, created with mode 0o666 so the umask applies."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
-    folder = target.parent
-    while True:
-        tmp = folder / f".{target.name[:60]}.{secrets.token_hex(6)}.tmp"
-        try:
-            return os.open(tmp, flags, 0o666), tmp
-        except FileExistsError:
-            continue
-        except OSError as exc:
-            raise KvplanError(f"{name}: cannot write in {shown(folder)}: {_folder_reason(exc, folder)}") from None
-
-
-def _folder_reason(exc: OSError, folder: Path) -> str:
-    if isinstance(exc, FileNotFoundError) and not is_dir(folder):
-        return "no such folder"
-    return _reason(exc)
-
-
-def _create_exclusive(tmp: Path, target: Path, name: str) -> None:
-    try:
-        os.link(tmp, target)
-        return
-    except FileExistsError:
-        raise KvplanError(f"{name}: exists; pass --force to overwrite it") from None
-    except OSError:  # no hard links here (some network and FUSE file systems): claim the name, then replace it
-        pass
-    try:
-        os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
-    except FileExistsError:
-        raise KvplanError(f"{name}: exists; pass --force to overwrite it") from None
-    os.replace(tmp, target)
-
-
-def _keep_mode(target: Path, tmp: Path) -> None:
-    """An overwritten file keeps its permission bits (a 0644 card stays 0644)."""
-    try:
-        mode = stat.S_IMODE(os.stat(target).st_mode)
-    except (FileNotFoundError, NotADirectoryError):
-        return
-    os.chmod(tmp, mode)
-
-
-def _remove(path: Path) -> None:
-    try:
-        os.unlink(path)
-    except OSError:  # gone already, or best effort: the original error matters more
-        pass
+from kvplan.writes import open_atomic, write_atomic, write_folder_atomic  # noqa: E402,F401

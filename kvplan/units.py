@@ -38,10 +38,13 @@ def require_text(flag: str, value: object) -> str | None:
     return value
 
 
+MIN_FRACTION = 1e-6  # below it a roofline time overflows a float (1e-320: Infinity in JSON)
+
+
 def require_fraction(flag: str, value: object) -> float:
     """A number in (0, 1], else KvplanError naming ``flag``."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
-        raise KvplanError(f"{flag}: a fraction in (0, 1], got {clip(value)}")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not MIN_FRACTION <= value <= 1:
+        raise KvplanError(f"{flag}: a fraction in (0, 1], at least {MIN_FRACTION:g}, got {clip(value)}")
     return float(value)
 
 
@@ -79,9 +82,9 @@ def parse_size(what: str, text: object) -> int:
     """
     if isinstance(text, int) and not isinstance(text, bool):
         if text < 0:
-            raise KvplanError(f"{what}: a size cannot be negative, got {text}")
-        return text
-    if not isinstance(text, str):
+            raise KvplanError(f"{what}: a size cannot be negative, got {clip(text)}")
+        return _bounded(what, text, text)
+    if not isinstance(text, str) or len(text) > 64:
         raise KvplanError(f"{what}: not a size: {clip(text)}; give {_SIZE_HINT}")
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)?|\.\d+)\s*([A-Za-z]*)\s*", text.replace("_", ""))
     unit = m and _SIZE_UNITS.get(m.group(2).lower())
@@ -90,4 +93,13 @@ def parse_size(what: str, text: object) -> int:
     value = Fraction(m.group(1)) * unit
     if value.denominator != 1 and unit == 1:
         raise KvplanError(f"{what}: {clip(text.strip())} is not a whole number of bytes")
-    return value.numerator // value.denominator  # '6.51 GiB' as a log prints it: the bytes below it, exactly
+    return _bounded(what, value.numerator // value.denominator, text)  # '6.51 GiB' as logged: the bytes below it
+
+
+MAX_SIZE_BYTES = 2**64  # 16 EiB: beyond any memory, and every float derived from a size stays finite
+
+
+def _bounded(what: str, size: int, text: object) -> int:
+    if size > MAX_SIZE_BYTES:
+        raise KvplanError(f"{what}: {clip(text)} is more than 16 EiB; allowed: a size of at most 2^64 bytes")
+    return size

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import atexit
 import copy
+import errno
 import gc
+import io
 import os
+import signal
 import sys
 from typing import Annotated
 
@@ -90,7 +93,51 @@ def _exit_now(code: object) -> None:
     os._exit(code)
 
 
+def _on_sigterm(signum, frame) -> None:
+    from kvplan.cli.errors import Terminated
+
+    raise Terminated(signum)
+
+
+def _standard_streams() -> None:
+    """Streams any command can write to: SIGTERM unwinds like Ctrl-C (temporary files removed); a closed stdout
+    or stderr (``>&-``) gets the null device under its number (so that no file kvplan opens takes it) and a
+    stdout whose first write fails (one line, exit 2); text the stream's encoding cannot hold is escaped."""
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    for fd, name in ((1, "stdout"), (2, "stderr")):
+        if getattr(sys, name) is None:
+            try:
+                os.fstat(fd)
+            except OSError:
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                if devnull != fd:
+                    os.dup2(devnull, fd)
+                    os.close(devnull)
+            setattr(sys, name, _Closed() if fd == 1 else open(os.devnull, "w", encoding="utf-8"))
+    for stream in (sys.stdout, sys.stderr):
+        encoding = (getattr(stream, "encoding", None) or "").lower().replace("-", "").replace("_", "")
+        if encoding not in ("utf8", "utf8sig") and hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
+
+
+class _Closed(io.TextIOBase):
+    """stdout when the shell closed it: the first write fails (one line, exit 2), nothing is written anywhere."""
+
+    def write(self, text: str) -> int:
+        raise OSError(errno.EBADF, "Stdout is closed")
+
+    def flush(self) -> None:
+        raise OSError(errno.EBADF, "Stdout is closed")
+
+    def writable(self) -> bool:
+        return True
+
+    def isatty(self) -> bool:
+        return False
+
+
 def main() -> None:
+    _standard_streams()
     name = _command(sys.argv[1:])
     slim = _slim(name)
     quick = slim is not app and name in _QUICK_EXIT

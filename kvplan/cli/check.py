@@ -40,23 +40,39 @@ def check(
     from kvplan.planning.check import run_check
 
     report = run_check(config, update_baseline=update_baseline)
-    _outputs(report, junit)
+    _junit(report, junit)
     _print(report, fmt, as_json)
+    _step_summary(report)
     if report.failed:
         raise typer.Exit(1)
 
 
-def _outputs(report, junit: str | None) -> None:
-    from kvplan.report.check import junit_xml, markdown_summary
-
+def _junit(report, junit: str | None) -> None:
     if junit is not None:
         from kvplan.files import write_atomic
+        from kvplan.report.check import junit_xml
 
         write_atomic(Path(junit), junit_xml(report))
+
+
+def _step_summary(report) -> None:
+    """Append the Markdown summary to $GITHUB_STEP_SUMMARY, after the result is printed: a summary that cannot be
+    written (a folder, a full disk) is a warning, never the end of the gate."""
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
-    if summary:
+    if not summary:
+        return
+    from kvplan.report.check import markdown_summary
+
+    try:
         with open(summary, "a", encoding="utf-8") as f:
             f.write(markdown_summary(report))
+    except (OSError, ValueError) as exc:
+        from kvplan.errors import clip_text
+        from kvplan.report.console import make_console, note
+
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        note(make_console(stderr=True), f"$GITHUB_STEP_SUMMARY ({clip_text(summary)}): cannot write: "
+             f"{clip_text(reason, 80)}; the result above stands", label="warning")
 
 
 def _print(report, fmt: str, as_json: bool) -> None:

@@ -6,6 +6,9 @@ or field; an internal error is one line plus "please report", and its traceback 
 
 from __future__ import annotations
 
+import errno
+import io
+import os
 import sys
 import traceback
 
@@ -26,7 +29,65 @@ def _say(prefix: str, message: str) -> None:
     from rich.console import Console
     from rich.markup import escape
 
-    Console(stderr=True, soft_wrap=True, highlight=False).print(f"[red]{prefix}[/red] {escape(message)}")
+    from kvplan.errors import clip_text
+
+    # one printable line, bounded whatever the input held (a 1 MB name, a terminal escape, a newline)
+    Console(stderr=True, soft_wrap=True, highlight=False).print(f"[red]{prefix}[/red] {escape(clip_text(message, 2000))}")
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (CI cancel, ``timeout``, ``docker stop``), raised where the process is so that it unwinds like
+    Ctrl-C: temporary files are removed; the exit code is 128 + the signal's number (143)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+class _Signalled(Exception):
+    def __init__(self, exc: Terminated) -> None:
+        super().__init__(exc.signum)
+        self.signum = exc.signum
+
+
+_OUTPUT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EBADF, errno.EFBIG}
+
+
+class _ReaderLeft(Exception):
+    """stdout's reader went away (``kvplan ... | head``): nothing is wrong, exit 0."""
+
+
+class _OutputFailed(Exception):
+    """stdout cannot be written (``> /dev/full``, closed): one line, exit 2."""
+
+
+def stdout_failure(exc: BaseException) -> Exception | None:
+    """What an OSError means for the run: the reader left, stdout is broken, or neither (None: a real error)."""
+    if isinstance(exc, BrokenPipeError):
+        return _ReaderLeft()
+    # kvplan's own reads and writes turn OSError into KvplanError: one that reaches here with these numbers comes
+    # from writing stdout (or stderr)
+    if isinstance(exc, OSError) and (exc.errno in _OUTPUT_ERRNOS or _stdout_broken()):
+        return _OutputFailed(exc.strerror or str(exc))
+    return None
+
+
+def _stdout_broken() -> bool:
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError, AttributeError):
+        return True
+    return False
+
+
+def quiet_stdout() -> None:
+    """Point stdout at the null device: what is still buffered is dropped, not reported again at exit."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        sys.stdout = open(os.devnull, "w", encoding="utf-8")
 
 
 class KvplanGroup(TyperGroup):
@@ -37,15 +98,31 @@ class KvplanGroup(TyperGroup):
         try:
             rv = super().main(args=argv, prog_name=prog_name, complete_var=complete_var, standalone_mode=False,
                               **extra)
+            if sys.stdout is not None:
+                sys.stdout.flush()  # a full disk or a reader that left shows here, inside the handlers below
         except KvplanError as exc:
             _say("error:", str(exc))
             sys.exit(EXIT_BAD_INPUT)
-        except BrokenPipeError:  # `kvplan ... | head`: the reader left; nothing is wrong
-            sys.stderr.close()
-            sys.exit(0)
+        except Terminated as exc:
+            sys.exit(_exit_code(exc, argv))
+        except OSError as exc:
+            sys.exit(_exit_code(stdout_failure(exc) or exc, argv))
         except Exception as exc:  # noqa: BLE001 - the one place an unexpected error becomes exit 3
             sys.exit(_exit_code(exc, argv))
         sys.exit(rv if isinstance(rv, int) else 0)
+
+    def invoke(self, ctx):
+        """The command, with what typer would turn into other exit codes caught first: SIGTERM (typer: 130), a reader
+        that left (typer: exit 1), a stdout that cannot be written (exit 3 otherwise)."""
+        try:
+            return super().invoke(ctx)
+        except Terminated as exc:
+            raise _Signalled(exc) from None
+        except OSError as exc:
+            failure = stdout_failure(exc)
+            if failure is None:
+                raise
+            raise failure from None
 
 
 def _exit_code(exc: Exception, argv: list[str]) -> int:
@@ -55,9 +132,20 @@ def _exit_code(exc: Exception, argv: list[str]) -> int:
         where = _command_words(getattr(exc, "ctx", None))
         _say("error:", f"{exc.format_message()}{where}; see --help")
         return EXIT_BAD_INPUT
+    if isinstance(exc, (Terminated, _Signalled)):
+        _say("terminated", "")
+        return 128 + exc.signum
     if _is(exc, "Abort") or isinstance(exc, KeyboardInterrupt):
         _say("aborted", "")
         return 130
+    if isinstance(exc, _ReaderLeft):
+        quiet_stdout()
+        return 0
+    if isinstance(exc, _OutputFailed):
+        quiet_stdout()
+        reason = str(exc)
+        _say("error:", f"stdout: cannot write: {reason[:1].lower()}{reason[1:]}; the output is incomplete")
+        return EXIT_BAD_INPUT
     if "--debug" in argv:
         traceback.print_exc()
     _say("internal error:", f"{type(exc).__name__}: {str(exc)[:200]}; this is a bug in kvplan, please report it "

@@ -25,7 +25,7 @@ from typing import Annotated, Any, Union
 
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, ValidationError
 
-from kvplan.errors import KvplanError, clip, clip_text
+from kvplan.errors import KvplanError, clip, clip_text, require_line
 
 COMPUTE_TYPES: tuple[str, ...] = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8")
 CACHE_FILE = "gpus.validated.json"
@@ -100,6 +100,10 @@ def load_gpu(name: str, gpu_file: str | Path | None = None) -> GPU:
     return by_lower[name.lower()]
 
 
+MAX_GPU_ENTRIES = 256  # a --gpu-file's entries: the plan search tries each (some 10 ms apiece)
+MAX_GPU_NAME = 100
+
+
 def read_gpu_file(path: Path) -> dict[str, GPU]:
     """A GPU file (``gpus: {NAME: {...}}``) read and every entry validated; KvplanError names the entry."""
     from kvplan.files import load_yaml, shown
@@ -107,6 +111,9 @@ def read_gpu_file(path: Path) -> dict[str, GPU]:
     data = load_yaml(path, what="GPU file")
     if not isinstance(data, dict) or not isinstance(data.get("gpus"), dict) or set(data) != {"gpus"}:
         raise KvplanError(f"{shown(path)}: a GPU file is a mapping with one key, gpus: {{NAME: {{memory_bytes: ...}}}}")
+    if len(data["gpus"]) > MAX_GPU_ENTRIES:
+        raise KvplanError(f"{shown(path)}: gpus: {len(data['gpus']):,} entries; allowed: at most {MAX_GPU_ENTRIES} "
+                          "(each one is tried by the plan search)")
     out = {}
     for name, entry in data["gpus"].items():
         where = f"{shown(path)}: gpus.{clip(name) if not isinstance(name, str) else clip_text(name, 60)}"
@@ -115,10 +122,14 @@ def read_gpu_file(path: Path) -> dict[str, GPU]:
         if not isinstance(entry, dict):
             raise KvplanError(f"{where}: an entry is a mapping (memory_bytes, memory_bandwidth_bytes_per_s, "
                               f"peak_flops, ...), got {type(entry).__name__}")
+        require_line(where, name, MAX_GPU_NAME)  # names reach tables, CSV, workflow commands: one printable line
         try:
             out[name] = GPU.model_validate({"name": name, **entry})
         except ValidationError as exc:
             raise KvplanError(f"{where}: {_describe(exc)}") from None
+        for field in ("vendor", "source"):
+            if getattr(out[name], field):
+                require_line(f"{where}: {field}", getattr(out[name], field), 1000)
     return out
 
 

@@ -21,6 +21,7 @@ from kvplan.planning.check_baseline import ACCEPT, read_baseline, regressed, wri
 from kvplan.planning.check_config import LoadedConfig, find_config, load_config
 from kvplan.planning.check_figures import FIGURES, Evaluated, Figure, Value, evaluate
 from kvplan.planning.check_lines import yaml_field_line
+from kvplan.errors import clip, clip_text
 from kvplan.units import fmt_bytes, fmt_int
 
 SCHEMA_VERSION = 1
@@ -65,7 +66,9 @@ def run_check(config: str | None = None, *, cwd: Path | None = None, update_base
     if update_baseline:
         write_baseline(loaded.baseline_path, {e.scenario.name: _entry(e) for e in done})
     baseline = read_baseline(loaded.baseline_path)
-    rows = [row for e in done for row in _rows(loaded, e, (baseline or {}).get(e.scenario.name), cwd)]
+    # a scenario the baseline lacks is checked against it all the same: its figures are "new", never silently skipped
+    rows = [row for e in done for row in _rows(loaded, e, None if baseline is None else
+                                               baseline.get(e.scenario.name, {}), cwd)]
     notes = _notes(loaded, baseline, rows, update_baseline, cwd)
     return CheckReport(config=_shown(loaded.path, cwd), baseline=_shown(loaded.baseline_path, cwd),
                        baseline_found=baseline is not None, baseline_updated=update_baseline,
@@ -155,8 +158,8 @@ def _blame(loaded: LoadedConfig, e: Evaluated, base: dict | None, fig: Figure, b
     for key, old, new in _changes(e, base):
         if key in e.card:
             place = _card_place(loaded, e, key, cwd)
-            return (*place, f" (card {key} changed from {old} to {new})")
-        return config, loaded.line(e.index, key), f" ({key} changed from {old} to {new})"
+            return (*place, f" (card {key} changed from {_val(old)} to {_val(new)})")
+        return config, loaded.line(e.index, key), f" ({key} changed from {_val(old)} to {_val(new)})"
     if fig.kv and e.card_file is not None:
         for key in ("kv_lora_rank", "num_kv_heads", "num_layers") if "kv_lora_rank" in e.card else \
                 ("num_kv_heads", "num_layers"):
@@ -168,7 +171,7 @@ def _blame(loaded: LoadedConfig, e: Evaluated, base: dict | None, fig: Figure, b
 
 def _changes(e: Evaluated, base: dict | None) -> list[tuple[str, object, object]]:
     """Card fields, then scenario options, that differ from the baseline's record, in card / config order."""
-    if base is None:
+    if not base:
         return []
     out = []
     for now, then in ((e.card, base.get("card", {})), (e.inputs, base.get("inputs", {}))):
@@ -176,6 +179,11 @@ def _changes(e: Evaluated, base: dict | None) -> list[tuple[str, object, object]
             if now.get(key) != then.get(key):
                 out.append((key, then.get(key), now.get(key)))
     return out
+
+
+def _val(v: object) -> str:
+    """A card field or option as a message shows it: bounded, one printable line (a baseline is user input)."""
+    return clip_text(v, 60) if isinstance(v, str) else clip(v)
 
 
 def _card_place(loaded: LoadedConfig, e: Evaluated, key: str, cwd: Path) -> tuple[str, int]:

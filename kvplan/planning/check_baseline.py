@@ -2,41 +2,100 @@
 options that produced them (so a regression can name the line that moved it).
 
 Written by ``kvplan check --update-baseline``: exact integers, keys in a fixed order, one block per scenario.
+
+Read against a schema (``Baseline``): a gate must never pass on a baseline it cannot read, so a figure that is NaN,
+infinite, negative, a string or a boolean where a number belongs, an unknown figure, or a file of the wrong shape
+ends in one line naming the file and the figure (exit 2), never in "ok" or "new".
 """
 
 from __future__ import annotations
 
 import json
+import os
 from fractions import Fraction
 from pathlib import Path
+from typing import Annotated, Any, Optional, Union
 
-from kvplan.errors import KvplanError
-from kvplan.files import write_atomic
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, ValidationError, create_model
+
+from kvplan.errors import KvplanError, clip, clip_text
+from kvplan.files import parse_json, read_text, shown, write_atomic
+from kvplan.planning.check_figures import FIGURES
 
 BASELINE_VERSION = 1
 ACCEPT = "kvplan check --update-baseline"
+MAX_BASELINE_BYTES = 4 << 20
 _FLOAT_SLACK = 1e-9  # relative: latency figures are floats; a formula refactor may move the last bit
+_STRICT = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+Bytes = Annotated[StrictInt, Field(ge=0)]
+Number = Annotated[Union[StrictInt, Annotated[StrictFloat, Field(allow_inf_nan=False)]], Field(ge=0)]
+_TYPES: dict[str, tuple[Any, str]] = {"bytes": (Bytes, "an integer >= 0"), "count": (Number, "a finite number >= 0"),
+                                      "ms": (Number, "a finite number >= 0"), "bool": (StrictBool, "true or false")}
+Figures = create_model("Figures", __config__=_STRICT,
+                       **{f.name: (_TYPES[f.unit][0], None) for f in FIGURES.values()})  # absent: new; null: refused
+
+
+class Entry(BaseModel):
+    """One scenario as accepted: its figures, the options that set them, the card's fields."""
+
+    model_config = _STRICT
+    figures: Figures  # type: ignore[valid-type]
+    inputs: dict[str, Any] = {}
+    card: dict[str, Any] = {}
+
+
+class Baseline(BaseModel):
+    model_config = _STRICT
+    schema_version: Annotated[StrictInt, Field(ge=BASELINE_VERSION, le=BASELINE_VERSION)]
+    written_by: Optional[str] = None
+    scenarios: dict[str, Entry]
 
 
 def read_baseline(path: Path) -> dict[str, dict] | None:
     """Scenario name -> ``{"figures": {...}, "inputs": {...}, "card": {...}}``; None when there is no file yet."""
-    if not path.exists():
-        return None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise KvplanError(f"{path}: not a kvplan baseline ({exc}); rewrite it with `{ACCEPT}`") from None
-    scenarios = data.get("scenarios") if isinstance(data, dict) else None
-    if data.get("schema_version") != BASELINE_VERSION or not isinstance(scenarios, dict):
-        raise KvplanError(f"{path}: not a kvplan baseline (schema_version {BASELINE_VERSION} with scenarios); "
-                          f"rewrite it with `{ACCEPT}`")
-    return scenarios
+        os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        pass  # read_text names what is wrong
+    name = shown(path)
+    data = parse_json(read_text(path, what="baseline", limit=MAX_BASELINE_BYTES), name)
+    try:
+        base = Baseline.model_validate(data)
+    except ValidationError as exc:
+        raise KvplanError(f"{name}: {_problem(exc)}; rewrite it with `{ACCEPT}`") from None
+    return {scenario: {"figures": entry.figures.model_dump(exclude_none=True), "inputs": entry.inputs,
+                       "card": entry.card} for scenario, entry in base.scenarios.items()}
+
+
+def _problem(exc: ValidationError) -> str:
+    """'scenarios.tiny.figures.kv_bytes: got nan; allowed: an integer >= 0' from pydantic's first error."""
+    err = exc.errors(include_url=False)[0]
+    loc = [str(p) for p in err["loc"]]
+    if len(loc) > 4 and loc[0] == "scenarios" and loc[2] == "figures":
+        loc = loc[:4]  # past the figure: the branch of a union (int, float) pydantic tried
+    where = ".".join(clip_text(p, 60) for p in loc[:5]) or "the file"
+    got = f"got {clip(err['input'])}" if err["type"] != "missing" else "missing"
+    if len(loc) == 4 and loc[0] == "scenarios" and loc[2] == "figures":
+        fig = FIGURES.get(loc[3])
+        allowed = _TYPES[fig.unit][1] if fig else f"the figures {', '.join(FIGURES)}"
+    elif loc == ["schema_version"]:
+        allowed = f"{BASELINE_VERSION}"
+    elif not loc:
+        allowed = "an object with schema_version and scenarios"
+    else:
+        allowed = {"scenarios": "an object of scenario name -> entry", "figures": "an object of figures",
+                   "inputs": "an object", "card": "an object", "written_by": "a string"}.get(
+            loc[-1], "schema_version, written_by, scenarios (entries: figures, inputs, card)")
+    return f"{where}: {got}; allowed: {allowed}"
 
 
 def baseline_text(entries: dict[str, dict]) -> str:
     """Scenarios sorted by name, each entry's keys in the order given: a diff shows one block per scenario."""
     data = {"schema_version": BASELINE_VERSION, "written_by": ACCEPT, "scenarios": dict(sorted(entries.items()))}
-    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    return json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
 
 def write_baseline(path: Path, entries: dict[str, dict]) -> None:

@@ -8,14 +8,16 @@ Every mistake is one line naming the file, the line, the scenario and the key, w
 from __future__ import annotations
 
 import difflib
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, WithJsonSchema
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt, ValidationError, WithJsonSchema
 
-from kvplan.errors import KvplanError
+from kvplan.errors import MAX_NAME_CHARS, KvplanError, clip, clip_text
+from kvplan.files import MAX_DEPTH, nesting_depth, read_text, shown
 from kvplan.model.validation import describe_validation_error
 from kvplan.planning.check_lines import ScenarioLines, key_line, scenario_lines
 from kvplan.units import parse_size
@@ -41,11 +43,27 @@ PosInt = Annotated[StrictInt, Field(ge=1)]
 _OPT = None
 
 
+def _name(text: str) -> str:
+    bad = next((c for c in text if not c.isprintable()), None)
+    if bad is not None:
+        raise ValueError(f"holds the control character {ascii(bad)}; allowed: one printable line")
+    return text
+
+
+def _relative_path(text: str) -> str:
+    _name(text)
+    if Path(text).is_absolute() or text.startswith("~"):
+        raise ValueError("an absolute path; allowed: a path relative to the config, inside its repository")
+    return text
+
+
 class Scenario(BaseModel):
     """One model and workload, and the budgets it must stay within."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
-    name: str = Field(min_length=1, description="Unique name; the baseline and the reports use it.")
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
+    name: Annotated[str, AfterValidator(_name)] = Field(
+        min_length=1, max_length=MAX_NAME_CHARS, description="Unique name, one printable line; the baseline and the "
+                                                             "reports use it.")
     model: Optional[str] = Field(_OPT, description="A card path (relative to the config) or a bundled card name.")
     hf_config: Optional[str] = Field(_OPT, description="A Hugging Face config.json (or its folder), instead of model.")
     batch: Optional[PosInt] = Field(_OPT, description="estimate --batch (default 1).")
@@ -94,7 +112,9 @@ class CheckConfig(BaseModel):
     """``kvplan.toml`` (or ``[tool.kvplan]`` in pyproject.toml)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True, title="kvplan check configuration")
-    baseline: str = Field("kvplan-baseline.json", description="The baseline file, relative to this file.")
+    baseline: Annotated[str, AfterValidator(_relative_path)] = Field(
+        "kvplan-baseline.json", min_length=1, max_length=1024,
+        description="The baseline file, relative to this file and inside its repository.")
     scenarios: list[Scenario] = Field(min_length=1)
 
 
@@ -129,30 +149,34 @@ def find_config(explicit: str | None, cwd: Path) -> Path:
     if explicit is not None:
         path = Path(explicit)
         if not path.is_file():
-            raise KvplanError(f"--config: {explicit}: no such file")
+            raise KvplanError(f"--config: {shown(explicit)}: no such file")
         return path
     if (cwd / CONFIG_FILE).is_file():
         return cwd / CONFIG_FILE
     pyproject = cwd / "pyproject.toml"
-    if pyproject.is_file() and "kvplan" in _read_toml(pyproject).get("tool", {}):
-        return pyproject
+    if pyproject.is_file():
+        tool = _read_toml(pyproject)[0].get("tool", {})
+        if not isinstance(tool, dict):
+            raise KvplanError(f"{pyproject}: tool: {clip(tool)} is not a table; allowed: [tool] tables")
+        if "kvplan" in tool:
+            return pyproject
     raise KvplanError(f"no {CONFIG_FILE} (nor [tool.kvplan] in pyproject.toml) in {cwd}; write one (docs/check.md) "
                       "or pass --config PATH")
 
 
 def load_config(path: Path) -> LoadedConfig:
-    data = _read_toml(path)
+    data, text = _read_toml(path)
     table = "tool.kvplan" if path.name == "pyproject.toml" else ""
     if table:
-        data = data.get("tool", {}).get("kvplan")
+        tool = data.get("tool", {})
+        data = tool.get("kvplan") if isinstance(tool, dict) else None
         if not isinstance(data, dict):
-            raise KvplanError(f"{path}: no [tool.kvplan] table")
-    text = path.read_text(encoding="utf-8")
+            raise KvplanError(f"{shown(path)}: no [tool.kvplan] table")
     lines = scenario_lines(text, table)
     _check_top(path, text, data, table)
     raws = data.get("scenarios")
     if not isinstance(raws, list) or not raws or not all(isinstance(r, dict) for r in raws):
-        raise KvplanError(f"{path}: scenarios: give at least one [[{table + '.' if table else ''}scenarios]] table "
+        raise KvplanError(f"{shown(path)}: scenarios: give at least one [[{table + '.' if table else ''}scenarios]] table "
                           "(name, model, budgets)")
     lines = lines if len(lines) == len(raws) else []
     scenarios = [_scenario(path, lines, i, raw) for i, raw in enumerate(raws)]
@@ -161,24 +185,58 @@ def load_config(path: Path) -> LoadedConfig:
     try:
         config = CheckConfig.model_validate({**top, "scenarios": scenarios})
     except ValidationError as exc:
-        raise KvplanError(f"{path}:{key_line(text, 'baseline')}: {describe_validation_error(exc, CheckConfig)}") \
+        raise KvplanError(f"{shown(path)}:{key_line(text, 'baseline')}: {_describe(exc, CheckConfig)}") \
             from None
-    return LoadedConfig(path, config, lines)
+    loaded = LoadedConfig(path, config, lines)
+    _check_inside(path, text, loaded.baseline_path)
+    return loaded
 
 
-def _read_toml(path: Path) -> dict:
+MAX_CONFIG_BYTES = 1 << 20
+
+
+def _read_toml(path: Path) -> tuple[dict, str]:
+    """The parsed TOML and its text: UTF-8, at most 1 MiB, nested at most MAX_DEPTH levels."""
+    text = read_text(path, what="config", limit=MAX_CONFIG_BYTES)
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise KvplanError(f"{path}: cannot read: {exc.strerror or exc}") from None
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise KvplanError(f"{path}: not valid TOML: {exc}") from None
+        raise KvplanError(f"{shown(path)}: not valid TOML: {clip_text(str(exc), 200)}") from None
+    except RecursionError:
+        data = None
+    except ValueError as exc:  # an integer beyond Python's 4,300-digit limit
+        raise KvplanError(f"{shown(path)}: not valid TOML: {clip_text(str(exc), 80)}") from None
+    if data is None or nesting_depth(data) > MAX_DEPTH:
+        raise KvplanError(f"{shown(path)}: nested deeper than {MAX_DEPTH} levels; allowed: at most {MAX_DEPTH}")
+    return data, text
+
+
+def repository_root(folder: Path) -> Path:
+    """The nearest folder at or above ``folder`` holding ``.git``; ``folder`` itself when none does."""
+    folder = folder.resolve()
+    for parent in (folder, *folder.parents):
+        if os.path.lexists(parent / ".git"):
+            return parent
+    return folder
+
+
+def _check_inside(path: Path, text: str, baseline: Path) -> None:
+    """The baseline is written by --update-baseline: it may not leave the repository (``../../etc``, a symlink
+    that points outside)."""
+    root = repository_root(path.parent)
+    try:
+        inside = baseline.resolve().is_relative_to(root)
+    except (OSError, RuntimeError, ValueError):  # a symlink loop
+        inside = False
+    if not inside:
+        raise KvplanError(f"{shown(path)}:{key_line(text, 'baseline')}: baseline: {shown(baseline)} is outside the "
+                          f"repository {shown(root)}; allowed: a path inside it")
 
 
 def _check_top(path: Path, text: str, data: dict, table: str) -> None:
     for key in data:
         if key not in CheckConfig.model_fields:
-            raise KvplanError(f"{path}:{key_line(text, key)}: {key}: unknown key{_closest(key, CheckConfig)}")
+            raise KvplanError(f"{shown(path)}:{key_line(text, key)}: {key}: unknown key{_closest(key, CheckConfig)}")
 
 
 def _closest(key: str, model: type[BaseModel]) -> str:
@@ -188,34 +246,44 @@ def _closest(key: str, model: type[BaseModel]) -> str:
 
 def _scenario(path: Path, lines: list[ScenarioLines], i: int, raw: dict) -> Scenario:
     name = raw.get("name")
-    label = f"scenario {name!r}" if isinstance(name, str) and name else f"scenario #{i + 1}"
-    where = f"{path}:{_line(lines, i)}: {label}"
+    label = f"scenario {clip(name)}" if isinstance(name, str) and name else f"scenario #{i + 1}"
+    where = f"{shown(path)}:{_line(lines, i)}: {label}"
     for key in raw:
         if key not in Scenario.model_fields:
-            raise KvplanError(f"{path}:{_line(lines, i, key)}: {label}: {key}: unknown key{_closest(key, Scenario)}")
+            raise KvplanError(f"{shown(path)}:{_line(lines, i, key)}: {label}: {key}: unknown key{_closest(key, Scenario)}")
     if "name" not in raw:
         raise KvplanError(f"{where}: name: required (a unique name for the scenario)")
     if "model" not in raw and "hf_config" not in raw:
         raise KvplanError(f"{where}: model: required (a card path or bundled name; or hf_config = a config.json)")
     if "model" in raw and "hf_config" in raw:
-        raise KvplanError(f"{path}:{_line(lines, i, 'hf_config')}: {label}: hf_config: give model or hf_config, "
+        raise KvplanError(f"{shown(path)}:{_line(lines, i, 'hf_config')}: {label}: hf_config: give model or hf_config, "
                           "not both")
     values = dict(raw)
     for key in SIZE_KEYS:
         if key in values:
-            values[key] = parse_size(f"{path}:{_line(lines, i, key)}: {label}: {key}", values[key])
+            values[key] = parse_size(f"{shown(path)}:{_line(lines, i, key)}: {label}: {key}", values[key])
     try:
         return Scenario.model_validate(values)
     except ValidationError as exc:
         key = str(exc.errors()[0]["loc"][0])
-        raise KvplanError(f"{path}:{_line(lines, i, key)}: {label}: {describe_validation_error(exc, Scenario)}") \
-            from None
+        raise KvplanError(f"{shown(path)}:{_line(lines, i, key)}: {label}: "
+                          f"{_describe(exc, Scenario)}") from None
+
+
+def _describe(exc: ValidationError, model: type[BaseModel]) -> str:
+    """kvplan's describer; a check of the config's own validators (one printable line, a path inside the
+    repository) reads 'field: problem; allowed: ...'."""
+    err = exc.errors(include_url=False)[0]
+    if err["type"] == "value_error":
+        loc = ".".join(str(p) for p in err["loc"])
+        return f"{loc}: {str(err['msg']).removeprefix('Value error, ')}"
+    return describe_validation_error(exc, model)
 
 
 def _check_unique(path: Path, lines: list[ScenarioLines], scenarios: list[Scenario]) -> None:
     seen: set[str] = set()
     for i, s in enumerate(scenarios):
         if s.name in seen:
-            raise KvplanError(f"{path}:{_line(lines, i, 'name')}: scenario {s.name!r}: name: used twice; "
+            raise KvplanError(f"{shown(path)}:{_line(lines, i, 'name')}: scenario {s.name!r}: name: used twice; "
                               "each scenario needs its own name")
         seen.add(s.name)

@@ -15,20 +15,34 @@ from __future__ import annotations
 import re
 
 from kvplan.errors import KvplanError
+from kvplan.units import MAX_COUNT
 
-MAX_AXIS = 10_000_000  # values on one axis; the product of the axes is checked by the sweep
+MAX_AXIS = 1_000_000  # values on one axis
+MAX_ROWS = 10_000_000  # rows of a sweep: the product of its axes, refused before anything is built
+MAX_PARALLEL = 4096  # --tp, --pp values
 _RANGE = re.compile(r"^\s*(\d+)\s*\.\.\s*(\d+)\s*([+*])\s*(\d+)\s*$")
 _INT = re.compile(r"^\s*\d+\s*$")
 
 
-def parse_int_axis(text: str | int | list | tuple, flag: str) -> list[int]:
-    """The positive integers ``text`` names, in order, without repeats."""
+def require_rows(rows: int, axes: str) -> None:
+    """Refuse a grid of more than MAX_ROWS rows, naming the count: nothing runs unbounded."""
+    if rows > MAX_ROWS:
+        raise KvplanError(f"{axes}: the grid has {rows:,} rows; allowed: at most {MAX_ROWS:,} (sweep in parts, or "
+                          "coarser ranges such as 1..65536*2)")
+
+
+def parse_int_axis(text: str | int | list | tuple, flag: str, maximum: int = MAX_COUNT) -> list[int]:
+    """The positive integers ``text`` names (each at most ``maximum``), in order, without repeats."""
     if isinstance(text, int):
         text = str(text)
     items = list(text) if isinstance(text, (list, tuple)) else str(text).split(",")
     values: list[int] = []
     for item in items:
         values.extend(_int_item(str(item), flag))
+        if len(values) > MAX_AXIS:
+            raise KvplanError(f"{flag}: more than {MAX_AXIS:,} values; allowed: at most {MAX_AXIS:,} per axis")
+    if values and max(values) > maximum:
+        raise KvplanError(f"{flag}: {max(values):,} is too large; allowed: 1..{maximum:,}")
     values = list(dict.fromkeys(values))
     if not values:
         raise KvplanError(f"{flag}: empty grid; give values (1,2,8) or a range (1..256*2, 1024..8192+1024)")
@@ -40,6 +54,8 @@ def parse_int_axis(text: str | int | list | tuple, flag: str) -> list[int]:
 def _int_item(item: str, flag: str) -> list[int]:
     if not item.strip():
         return []
+    if len(item) > 200:
+        raise KvplanError(f"{flag}: cannot read {item.strip()[:40]!r}...; give values (1,2,8) or a range")
     if _INT.match(item):
         return [_positive(int(item), flag)]
     m = _RANGE.match(item)

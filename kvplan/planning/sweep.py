@@ -34,10 +34,11 @@ from kvplan.files import open_atomic
 from kvplan.model.catalog import load_card
 from kvplan.model.dtypes import DType
 from kvplan.model.layouts import with_layout
-from kvplan.planning.grid import parse_int_axis, parse_name_axis
+from kvplan.planning.grid import parse_int_axis, parse_name_axis, require_rows
 from kvplan.planning.estimate import resolve, weights_result
 from kvplan.planning import sweep_extra as extra
 
+_BLOCK = 4096  # rows per CSV block
 BASE_COLUMNS = ("model", "engine", "attention", "kv_dtype", "weight_dtype", "batch", "seq_len")
 KV_COLUMNS = ("kv_cache.bytes_per_token", "kv_cache.bytes_per_sequence", "kv_cache.total_bytes", "weights.bytes",
               "total_bytes")
@@ -164,9 +165,9 @@ class Sweep:
                     if slow:
                         yield from (self._slow_row(lay, head, b, s, enc, gpu, par, ps) for b in g.batch)
                     elif with_enc:
-                        yield from [head + (b, s, enc, bpt, ps, b * ps, wb, b * ps + wb) for b in g.batch]
+                        yield from (head + (b, s, enc, bpt, ps, b * ps, wb, b * ps + wb) for b in g.batch)
                     else:
-                        yield from [head + (b, s, bpt, ps, b * ps, wb, b * ps + wb) for b in g.batch]
+                        yield from (head + (b, s, bpt, ps, b * ps, wb, b * ps + wb) for b in g.batch)
 
     def _slow_row(self, lay: Layout, head: tuple, b: int, s: int, enc, gpu, par, ps: int) -> tuple:
         g = self.grid
@@ -191,15 +192,17 @@ class Sweep:
         ``write_csv`` gives for these rows, about four times faster. Only when ``fast_csv``."""
         g = self.grid
         for lay in self._layouts:
-            pre = ",".join(("" if v is None else v) for v in (lay.card.name, lay.engine.name, lay.attention,
-                                                            lay.kv_t.name, lay.w_t.name)) + ","
+            pre = ",".join(("" if v is None else csv_text(v)) for v in (lay.card.name, lay.engine.name,
+                                                                      lay.attention, lay.kv_t.name, lay.w_t.name)) + ","
             bpt, wb = lay.bytes_per_token, lay.weights_bytes
             for enc in g.encoder_len:
                 for s in g.seq_len:
                     ps = lay.per_sequence(s, enc or 0, g.block_size)
                     mid = f",{s},{enc}," if enc is not None else f",{s},"
                     mid += f"{bpt},{ps},"
-                    yield "".join([f"{pre}{b}{mid}{b * ps},{wb},{b * ps + wb}\n" for b in g.batch]), len(g.batch)
+                    for i in range(0, len(g.batch), _BLOCK):  # bounded memory, whatever the batch axis holds
+                        part = g.batch[i:i + _BLOCK]
+                        yield "".join([f"{pre}{b}{mid}{b * ps},{wb},{b * ps + wb}\n" for b in part]), len(part)
 
     def to_csv(self, path_or_file: str | Path | IO[str]) -> int:
         """Write a header and every row as CSV (a path is written atomically); returns the rows written."""
@@ -217,14 +220,24 @@ class Sweep:
 
 
 def write_csv(columns: tuple[str, ...], rows, f: IO[str]) -> int:
-    """CSV: one header, empty cells for None, Python's shortest round-trip repr for floats."""
+    """CSV: one header, empty cells for None, Python's shortest round-trip repr for floats; a text cell that a
+    spreadsheet would run as a formula (=, +, -, @, tab, CR first) starts with a ' (OWASP's CSV injection rule)."""
     w = csv.writer(f, lineterminator="\n")
     w.writerow(columns)
     n = 0
     for chunk in _chunks(rows, 4096):
-        w.writerows(chunk)
+        w.writerows([tuple(csv_text(v) if isinstance(v, str) else v for v in row) for row in chunk])
         n += len(chunk)
     return n
+
+
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_text(text: str) -> str:
+    """A text cell a spreadsheet shows as text: a leading ' before what would start a formula. Numbers are never
+    text cells, so -1 stays a number."""
+    return "'" + text if text.startswith(_FORMULA_START) else text
 
 
 def _chunks(rows, size: int) -> Iterator[list]:
@@ -238,15 +251,19 @@ def sweep(model: str | ModelCard | list, *, batch="1", seq_len, kv_dtype=None, w
           gpu_file: str | None = None) -> Sweep:
     """Every combination of the axes. Integer axes take ints, lists, or text ("1..256*2", "1,2,8"); name axes
     take a name, a comma list, or a list. ``attention`` "card" (or None) is the card's own layout."""
-    models = [m if isinstance(m, ModelCard) else load_card(m)
-              for m in (model if isinstance(model, (list, tuple)) else [model]) for m in _split(m)]
-    if not models:
+    names = [m for m in (model if isinstance(model, (list, tuple)) else [model]) for m in _split(m)]
+    if not names:
         raise KvplanError("--model: give one or more models")
-    grid = Grid(tuple(models), tuple(parse_int_axis(batch, "--batch")), tuple(parse_int_axis(seq_len, "--seq-len")),
-                tuple(parse_name_axis(kv_dtype, "--kv-dtype")), tuple(parse_name_axis(weight_dtype, "--weight-dtype")),
-                tuple(parse_name_axis(attention, "--attention")), tuple(parse_name_axis(engine, "--engine")),
-                tuple(parse_name_axis(gpu, "--gpu")), _encoder_axis(encoder_len),
-                extra.parallel_axis(tp, pp, max_model_len, gpu), block_size, gpu_file)
+    axes = (tuple(parse_int_axis(batch, "--batch")), tuple(parse_int_axis(seq_len, "--seq-len")),
+            tuple(parse_name_axis(kv_dtype, "--kv-dtype")), tuple(parse_name_axis(weight_dtype, "--weight-dtype")),
+            tuple(parse_name_axis(attention, "--attention")), tuple(parse_name_axis(engine, "--engine")),
+            tuple(parse_name_axis(gpu, "--gpu")), _encoder_axis(encoder_len))
+    rows = len(names) * math.prod(len(a) for a in axes)  # from the axes' lengths, before any card or layout
+    require_rows(rows, "--model x --batch x --seq-len x ...")
+    parallel = extra.parallel_axis(tp, pp, max_model_len, gpu)
+    require_rows(rows * len(parallel), "--model x --batch x ... x --tp x --pp")
+    models = [m if isinstance(m, ModelCard) else load_card(m) for m in names]
+    grid = Grid(tuple(models), *axes, parallel, block_size, gpu_file)
     if grid.gpu != (None,):
         extra.check_roofline(grid.models, grid.gpu, gpu_file)
     return Sweep(grid)

@@ -17,7 +17,7 @@ from kvplan.cost.hardware import load_gpu
 from kvplan.cost.roofline import roofline
 from kvplan.errors import KvplanError
 from kvplan.model.card import ModelCard
-from kvplan.planning.grid import parse_int_axis
+from kvplan.planning.grid import MAX_PARALLEL, parse_int_axis, require_rows
 
 ROOFLINE_COLUMNS = ("roofline.time_to_first_token_s", "roofline.time_to_first_token_one_request_s",
                     "roofline.time_per_output_token_s", "roofline.decode_tokens_per_s", "roofline.gpu_memory_bytes",
@@ -56,9 +56,10 @@ def parallel_axis(tp, pp, max_model_len, gpu) -> tuple[tuple, ...]:
     if gpu is None:
         raise KvplanError("--tp/--pp/--max-model-len: the capacity plan needs --gpu NAME")
     planner()
-    tps = parse_int_axis(1 if tp is None else tp, "--tp")
-    pps = parse_int_axis(1 if pp is None else pp, "--pp")
+    tps = parse_int_axis(1 if tp is None else tp, "--tp", MAX_PARALLEL)
+    pps = parse_int_axis(1 if pp is None else pp, "--pp", MAX_PARALLEL)
     mmls = [None] if max_model_len is None else parse_int_axis(max_model_len, "--max-model-len")
+    require_rows(len(tps) * len(pps) * len(mmls), "--tp x --pp x --max-model-len")
     return tuple(itertools.product(tps, pps, mmls))
 
 

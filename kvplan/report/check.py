@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from xml.etree import ElementTree as ET
 
 from rich.console import Console
 
+from kvplan.errors import printable
 from kvplan.planning.check import CheckReport, CheckRow
 from kvplan.report.console import escape, note, table
 from kvplan.units import fmt_bytes
@@ -37,17 +39,22 @@ def cells(row: CheckRow) -> list[str]:
             _WORD[row.verdict]]
 
 
+def _safe(text: str) -> str:
+    """For the terminal: one printable line (no escape sequences), rich markup escaped."""
+    return escape(printable(text))
+
+
 def render_check(report: CheckReport, console: Console) -> None:
-    t = table(f"kvplan check: {escape(report.config)} (baseline {escape(report.baseline)})", COLUMNS,
+    t = table(f"kvplan check: {_safe(report.config)} (baseline {_safe(report.baseline)})", COLUMNS,
               left=("scenario", "figure", "budget or baseline", "verdict"))
     for row in report.rows:
         c = cells(row)
-        t.add_row(*(escape(x) for x in c[:-1]), _VERDICT[row.verdict])
+        t.add_row(*(_safe(x) for x in c[:-1]), _VERDICT[row.verdict])
     console.print(t)
     for row in report.rows:
         if row.verdict == "fail":
-            console.print(f"[bold red]FAIL[/bold red] {escape(row.scenario)} {escape(row.check)}: "
-                          f"{escape(row.message)}  [dim]({escape(row.file)}:{row.line})[/dim]")
+            console.print(f"[bold red]FAIL[/bold red] {_safe(row.scenario)} {_safe(row.check)}: "
+                          f"{_safe(row.message)}  [dim]({_safe(row.file)}:{row.line})[/dim]")
     for text in report.notes:
         note(console, text)
     total = len(report.rows)
@@ -55,18 +62,27 @@ def render_check(report: CheckReport, console: Console) -> None:
                                                                      if report.failed else ""))
 
 
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def _x(text: str) -> str:
+    """Text XML 1.0 can hold: a character it cannot (a control character, a lone surrogate) is written as its
+    escape, so the file stays well-formed for every JUnit reader."""
+    return _NOT_XML.sub(lambda m: ascii(m[0])[1:-1], text)
+
+
 def junit_xml(report: CheckReport) -> str:
     """One testcase per scenario x check; a failure carries the figures and the line responsible."""
     suite = ET.Element("testsuite", name="kvplan check", tests=str(len(report.rows)), failures=str(report.failed),
                        errors="0", skipped=str(sum(r.verdict == "new" for r in report.rows)))
     for row in report.rows:
-        case = ET.SubElement(suite, "testcase", classname=f"kvplan.{row.scenario}", name=f"{row.check} {row.figure}",
-                             file=row.file, line=str(row.line))
+        case = ET.SubElement(suite, "testcase", classname=_x(f"kvplan.{row.scenario}"),
+                             name=_x(f"{row.check} {row.figure}"), file=_x(row.file), line=str(row.line))
         if row.verdict == "fail":
-            ET.SubElement(case, "failure", message=row.message, type=row.check).text = \
-                f"{row.file}:{row.line}: {row.message}\nvalue {row.value!r}, limit {row.limit!r}, delta {row.delta!r}"
+            ET.SubElement(case, "failure", message=_x(row.message), type=row.check).text = _x(
+                f"{row.file}:{row.line}: {row.message}\nvalue {row.value!r}, limit {row.limit!r}, delta {row.delta!r}")
         elif row.verdict == "new":
-            ET.SubElement(case, "skipped", message=row.message)
+            ET.SubElement(case, "skipped", message=_x(row.message))
     root = ET.Element("testsuites", name="kvplan check", tests=suite.get("tests"), failures=suite.get("failures"))
     root.append(suite)
     ET.indent(root)
@@ -98,11 +114,11 @@ def markdown_summary(report: CheckReport) -> str:
     head = f"{report.failed} of {total} checks failed" if report.failed else f"all {total} checks hold"
     lines = [f"### kvplan check: {head}", "", "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     lines += ["| " + " | ".join(_md(c) for c in cells(row)) + " |" for row in report.rows]
-    fails = [f"- **{_md(r.scenario)}** `{r.check}`: {_md(r.message)} (`{r.file}:{r.line}`)" for r in report.rows
+    fails = [f"- **{_md(r.scenario)}** `{r.check}`: {_md(r.message)} (`{_md(r.file)}:{r.line}`)" for r in report.rows
              if r.verdict == "fail"]
     lines += ([""] + fails if fails else []) + ([""] + [f"> {_md(n)}" for n in report.notes] if report.notes else [])
     return "\n".join(lines) + "\n\n"
 
 
 def _md(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    return printable(" ".join(text.split("\n"))).replace("|", "\\|")

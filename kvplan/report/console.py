@@ -6,6 +6,7 @@ columns and end numbers in an ellipsis), so what a person pastes is what kvplan 
 
 from __future__ import annotations
 
+import errno
 import sys
 
 from rich.console import Console
@@ -22,8 +23,15 @@ def make_console(stderr: bool = False, file=None) -> Console:
     stream = file if file is not None else sys.stderr if stderr else sys.stdout
     tty = stream.isatty() if hasattr(stream, "isatty") else False
     # emoji=False: ":name:" in a card's text stays as written (and rich's table of emoji codes, ~3 ms, stays unread)
-    return Console(file=stream, width=None if tty else _UNLIMITED, soft_wrap=not tty, stderr=stderr,
-                   highlight=False, emoji=False)
+    return _Console(file=stream, width=None if tty else _UNLIMITED, soft_wrap=not tty, stderr=stderr,
+                    highlight=False, emoji=False)
+
+
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        """rich ends the process with exit 1 when the reader left (``kvplan ... | head``); kvplan's CLI makes that
+        exit 0, so the error goes up to it."""
+        raise BrokenPipeError(errno.EPIPE, "the reader of the output left")
 
 
 def table(title: str, columns: list[str], *, left: tuple[str, ...] = (), show_header: bool = True) -> Table:

@@ -106,16 +106,14 @@ def _md_table(t: Table) -> str:
 
 
 def write_markdown(path: Path, blocks: list[Block]) -> None:
-    """The .md file and its charts in a folder named after it (``report.md`` -> ``report_charts/``), each atomic."""
-    from kvplan.errors import KvplanError
-    from kvplan.files import write_atomic
+    """The .md file and its charts in a folder named after it (``report.md`` -> ``report_charts/``), each atomic: the
+    folder is written whole beside the old one and renamed into place (no stale or half-written charts)."""
+    import re
+
+    from kvplan.files import write_atomic, write_folder_atomic
 
     chart_dir = f"{path.stem}_charts"
     text, files = to_markdown(blocks, chart_dir)
-    try:
-        (path.parent / chart_dir).mkdir(exist_ok=True)
-    except OSError as exc:
-        raise KvplanError(f"{path.parent / chart_dir}: cannot write: {exc.strerror or exc}") from None
-    for name, svg in files.items():
-        write_atomic(path.parent / name, svg)
+    write_folder_atomic(path.parent / chart_dir, {name.rsplit("/", 1)[-1]: svg for name, svg in files.items()},
+                        owned=lambda name: re.fullmatch(r"chart-\d+\.svg", name) is not None)
     write_atomic(path, text)

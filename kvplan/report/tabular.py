@@ -12,7 +12,7 @@ import sys
 import time
 from typing import IO, Iterable, Iterator
 
-from kvplan.errors import KvplanError
+from kvplan.errors import KvplanError, printable
 from kvplan.planning.sweep import Sweep, write_csv
 
 FORMATS = ("csv", "jsonl", "markdown", "table")
@@ -57,7 +57,12 @@ def _jsonl(columns: tuple[str, ...], rows: Iterable[tuple], f: IO[str]) -> int:
 def cell(v: object) -> str:
     if v is None:
         return ""
-    return repr(v) if isinstance(v, float) else str(v)
+    return repr(v) if isinstance(v, float) else printable(str(v))
+
+
+def _md_cell(v: object) -> str:
+    """A Markdown table cell: ``|`` escaped so that a name cannot add a column."""
+    return cell(v).replace("\\", "\\\\").replace("|", "\\|")
 
 
 def _markdown(columns: tuple[str, ...], rows: Iterable[tuple], f: IO[str]) -> int:
@@ -65,19 +70,21 @@ def _markdown(columns: tuple[str, ...], rows: Iterable[tuple], f: IO[str]) -> in
     f.write("|" + "|".join("---" if c in _TEXT else "---:" for c in columns) + "|\n")
     n = 0
     for row in rows:
-        f.write("| " + " | ".join(cell(v) for v in row) + " |\n")
+        f.write("| " + " | ".join(_md_cell(v) for v in row) + " |\n")
         n += 1
     return n
 
 
-def _table(columns: tuple[str, ...], rows: Iterable[tuple], f: IO[str]) -> int:
+MAX_TABLE_ROWS = 10_000  # a terminal table is built whole before it prints; the other formats stream
 
-    from kvplan.report.console import make_console, table
+
+def _table(columns: tuple[str, ...], rows: Iterable[tuple], f: IO[str]) -> int:
+    from kvplan.report.console import escape, make_console, table
 
     t = table("kvplan sweep", list(columns), left=_TEXT)
     n = 0
     for row in rows:
-        t.add_row(*(f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else cell(v) for v in row))
+        t.add_row(*(f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else escape(cell(v)) for v in row))
         n += 1
     make_console(file=f).print(t)
     return n
@@ -115,6 +122,9 @@ class Progress:
 def write_sweep(fmt: str, sweep: Sweep, f: IO[str]) -> int:
     """Every row of ``sweep`` to ``f`` in ``fmt``, with a progress bar for long runs; returns the rows written.
     CSV without roofline or plan columns takes the sweep's direct formatting path (same bytes, faster)."""
+    if fmt == "table" and len(sweep) > MAX_TABLE_ROWS:
+        raise KvplanError(f"--format table: {len(sweep):,} rows; allowed: at most {MAX_TABLE_ROWS:,} (a table is "
+                          "built whole; csv, jsonl and markdown stream any number)")
     with Progress(len(sweep)) as progress:
         if fmt != "csv" or not sweep.fast_csv:
             return write_rows(fmt, sweep, progress.counted(sweep.tuples()), f)

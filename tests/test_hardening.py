@@ -1,0 +1,456 @@
+"""Hardened input, round 2 (issue 22): the gate itself, writes, limits, names other programs read, crashes.
+
+Property tests (Hypothesis) generate the inputs of each class: malformed baselines and configs, odd paths and file
+kinds, huge grids and numbers, names with control characters. Each either works or ends in one ``error:`` line
+(exit 2) naming the file, field or flag; never "ok" on a baseline kvplan cannot read, never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from datetime import timedelta
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from kvplan.cli.app import app
+
+FAST = settings(max_examples=30, deadline=timedelta(seconds=3), database=None, derandomize=True,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+CONFIG = '[[scenarios]]\nname = "x"\nmodel = "llama-2-7b"\nseq_len = 8\n'
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(app, list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+def refused(*args: str) -> str:
+    """Exit 2 with one 'error:' line and no traceback; returns the line."""
+    code, out, err = run(*args)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("error: "), (code, out[-500:], err[-2000:])
+    return lines[0]
+
+
+@pytest.fixture
+def gate(tmp_path, monkeypatch):
+    """A project with kvplan.toml (one bundled-card scenario) and a baseline written by kvplan itself."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    (tmp_path / "kvplan.toml").write_text(CONFIG)
+    assert run("check", "--update-baseline")[0] == 0
+    good = (tmp_path / "kvplan-baseline.json").read_text()
+    return tmp_path, good
+
+
+# ---- the gate passes only on a baseline it can read --------------------------------------------------------------
+
+FIGURE_VALUES = st.one_of(st.floats(allow_nan=True, allow_infinity=True).filter(lambda v: not math.isfinite(v) or v < 0),
+                          st.text(max_size=5), st.booleans(), st.none(), st.lists(st.integers(), max_size=2),
+                          st.integers(max_value=-1), st.dictionaries(st.text(max_size=3), st.integers(), max_size=2))
+
+
+@FAST
+@given(figure=st.sampled_from(["kv_bytes", "kv_bytes_per_token", "weights_bytes", "total_bytes"]),
+       value=FIGURE_VALUES)
+def test_a_baseline_figure_kvplan_cannot_read_is_refused(gate, figure, value):
+    path = gate[0] / "kvplan-baseline.json"
+    data = json.loads(gate[1])
+    data["scenarios"]["x"]["figures"][figure] = value
+    path.write_text(json.dumps(data))  # NaN and Infinity as Python writes them
+    line = refused("check")
+    assert "kvplan-baseline.json" in line and f"scenarios.x.figures.{figure}" in line, line
+
+
+@FAST
+@given(st.one_of(st.just("[]"), st.just('"s"'), st.just("3"), st.just("null"), st.just("{}"),
+                 st.integers(33, 3000).map(lambda n: "[" * n + "]" * n),
+                 st.just('{"schema_version": 1, "scenarios": []}'),
+                 st.just('{"schema_version": 1, "scenarios": {"x": []}}'),
+                 st.just('{"schema_version": true, "scenarios": {}}'),
+                 st.just('{"schema_version": 1, "scenarios": {"x": {"figures": {"kv_bytes": 1}, "more": 1}}}'),
+                 st.binary(max_size=40).map(lambda b: b.decode("latin-1"))))
+def test_a_baseline_of_the_wrong_shape_is_refused(gate, text):
+    (gate[0] / "kvplan-baseline.json").write_text(text, encoding="utf-8")
+    assert "kvplan-baseline.json" in refused("check")
+
+
+def test_a_deep_baseline_and_a_grown_kv_cache(gate):
+    path = gate[0] / "kvplan-baseline.json"
+    path.write_text("[" * 100_000 + "]" * 100_000)
+    assert "nested deeper than 32 levels" in refused("check")
+    assert run("check", "--update-baseline")[0] == 0
+    data = json.loads(path.read_text())
+    data["scenarios"]["x"]["figures"]["kv_bytes"] //= 8  # the cache grew 8x since: the gate fails
+    path.write_text(json.dumps(data))
+    code, out, _ = run("check")
+    assert code == 1 and "kv_bytes grew" in out
+
+
+@pytest.mark.parametrize("config, where", [
+    ('baseline = "../outside.json"\n' + CONFIG, "baseline: "),
+    ('baseline = "/tmp/b.json"\n' + CONFIG, "baseline: "),
+    ('baseline = "a\\u0000b"\n' + CONFIG, "baseline: "),
+    (CONFIG.replace('"x"', '"x\\n::error::pwned"'), "name: "),
+    (CONFIG.replace('"x"', '"\\u001b]0;title\\u0007"'), "name: "),
+    (CONFIG + "tolerance = nan\n", "tolerance: "),
+    (CONFIG + "mbu = inf\n", "mbu: "),
+    (CONFIG + 'max_kv_bytes = "' + "9" * 5000 + ' GiB"\n', "max_kv_bytes: "),
+    (CONFIG + 'max_kv_bytes = "99999999999 EiB"\n', "max_kv_bytes: "),
+    ("a = " + "[" * 5000 + "]" * 5000 + "\n", "nested deeper"),
+    ("a = " + "9" * 5000 + "\n", "not valid TOML"),
+])
+def test_bad_configs_exit_2_naming_the_key(tmp_path, monkeypatch, config, where):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "kvplan.toml").write_text(config)
+    line = refused("check")
+    assert "kvplan.toml" in line and where in line, line
+    assert "\x1b" not in line and len(line) < 400
+
+
+def test_a_baseline_symlinked_out_of_the_repository(tmp_path, monkeypatch):
+    (tmp_path / "repo" / ".git").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "repo")
+    (tmp_path / "repo" / "kvplan.toml").write_text(CONFIG)
+    (tmp_path / "repo" / "kvplan-baseline.json").symlink_to(tmp_path / "elsewhere.json")
+    assert "outside the repository" in refused("check", "--update-baseline")
+    assert not (tmp_path / "elsewhere.json").exists()
+    (tmp_path / "repo" / "sub").mkdir()
+    (tmp_path / "repo" / "sub" / "kvplan.toml").write_text('baseline = "../b.json"\n' + CONFIG)
+    assert run("check", "--config", "sub/kvplan.toml", "--update-baseline")[0] == 0  # inside the repository
+    assert (tmp_path / "repo" / "b.json").is_file()
+
+
+@pytest.mark.parametrize("text", [b"# caf\xe9\n", b"\xff\xfe[\x00", "tool = 5\n".encode(), b'[tool]\nkvplan = 3\n'])
+def test_bad_pyproject_and_encodings(tmp_path, monkeypatch, text):
+    monkeypatch.chdir(tmp_path)
+    name = "pyproject.toml" if b"tool" in text else "kvplan.toml"
+    (tmp_path / name).write_bytes(text)
+    assert name in refused("check")
+
+
+# ---- writes: never replace what is not the user's own regular file ----------------------------------------------
+
+import socket
+import stat
+import subprocess
+import sys
+import threading
+
+from kvplan.errors import KvplanError
+from kvplan.files import write_atomic, write_folder_atomic
+
+MAIN = "import sys; sys.argv = ['kvplan', *sys.argv[1:]]\nfrom kvplan.cli.app import main\nmain()"
+SWEEP = ("sweep", "-m", "llama-2-7b", "--seq-len", "1,2", "--format", "csv")
+KINDS = ["new", "file", "readonly", "symlink-file", "dangling", "folder", "null-device", "symlink-device", "fifo",
+         "socket"]
+
+
+def _make(folder, kind: str):
+    path = folder / f"{kind}.csv"
+    if kind in ("file", "readonly"):
+        path.write_text("keep\n")
+    elif kind == "symlink-file":
+        (folder / "real.csv").write_text("keep\n")
+        path.symlink_to(folder / "real.csv")
+    elif kind == "dangling":
+        path.symlink_to(folder / "gone.csv")
+    elif kind == "folder":
+        path.mkdir()
+    elif kind == "null-device":
+        os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(1, 3))  # a /dev/null of our own: root only
+    elif kind == "symlink-device":
+        path.symlink_to(os.devnull)
+    elif kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "socket":
+        s = socket.socket(socket.AF_UNIX)
+        s.bind(str(path))
+        s.close()
+    return path
+
+
+def _leftovers(folder) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if p.name.endswith((".tmp", ".old")))
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not sys.platform.startswith("linux"), reason="mknod needs root on Linux")
+@FAST
+@given(kind=st.sampled_from(KINDS), command=st.sampled_from(["sweep", "junit", "import"]))
+def test_outputs_never_replace_what_is_not_a_writable_regular_file(tmp_path_factory, monkeypatch, kind, command):
+    folder = tmp_path_factory.mktemp("out")
+    path = _make(folder, kind)
+    before = os.lstat(path).st_mode if os.path.lexists(path) else None
+    if kind == "readonly":  # root opens anything: deny the open for writing as for another user's 0444 file
+        real_open = os.open
+
+        def denied(p, flags, *a):
+            if os.fspath(p) == os.fspath(path) and flags & os.O_WRONLY:
+                raise PermissionError(13, "Permission denied")
+            return real_open(p, flags, *a)
+
+        monkeypatch.setattr("kvplan.writes.os.open", denied)
+    reader = None
+    if kind == "fifo":  # a reader at the other end, as `kvplan sweep -o pipe & cat pipe`
+        got = []
+        reader = threading.Thread(target=lambda: got.append(open(path).read()))
+        reader.start()
+    if command == "sweep":
+        code, out, err = run(*SWEEP, "-o", str(path))
+    elif command == "junit":
+        monkeypatch.chdir(folder)
+        (folder / "kvplan.toml").write_text(CONFIG)
+        code, out, err = run("check", "--junit", str(path))
+    else:
+        cfg = folder / "config.json"
+        cfg.write_text(json.dumps({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2,
+                                   "num_attention_heads": 4, "vocab_size": 128, "intermediate_size": 96,
+                                   "max_position_embeddings": 64}))
+        code, out, err = run("cards", "import", str(cfg), "-o", str(path), "--force")
+    monkeypatch.undo()
+    if reader is not None:
+        if code != 0:
+            open(path, "w").close()  # release the reader
+        reader.join(5)
+    assert code in (0, 2), (code, err)
+    if code == 2:
+        assert len(err.strip().splitlines()) == 1 and err.startswith("error: ")
+    after = os.lstat(path).st_mode if os.path.lexists(path) else None
+    if kind in ("new", "file"):
+        assert code == 0 and stat.S_ISREG(after)
+    else:  # every other kind is what it was: streamed into (devices, FIFOs) or refused, never replaced
+        assert stat.S_IFMT(after) == stat.S_IFMT(before), kind
+        assert code == (0 if kind in ("null-device", "symlink-device", "fifo") else 2), (kind, err)
+    if kind in ("readonly", "symlink-file"):
+        assert (folder / ("real.csv" if kind == "symlink-file" else "readonly.csv")).read_text() == "keep\n"
+    if kind == "dangling":
+        assert not (folder / "gone.csv").exists()
+    if kind == "fifo" and command == "sweep":
+        assert got and got[0].startswith("model,engine")
+    assert _leftovers(folder) == []
+
+
+def test_dev_stdout_is_streamed_into(tmp_path):
+    for shell in ('"$@"', '"$@" > out.csv', '"$@" | cat'):  # a pipe, a file, a pipe again: fd 1, never renamed
+        proc = _kvplan(*SWEEP, "-o", "/dev/stdout", shell=shell, cwd=tmp_path)
+        out = (tmp_path / "out.csv").read_text() if "out.csv" in shell else proc.stdout
+        assert proc.returncode == 0 and out.startswith("model,engine"), proc.stderr
+    assert _leftovers(tmp_path) == []
+
+
+def test_charts_folder_is_written_whole_and_replaced_without_stale_files(tmp_path, monkeypatch):
+    owned = lambda name: name.startswith("chart-")  # noqa: E731
+    folder = tmp_path / "r_charts"
+    write_folder_atomic(folder, {"chart-1.svg": "a", "chart-2.svg": "b", "chart-3.svg": "c"}, owned)
+    write_folder_atomic(folder, {"chart-1.svg": "A"}, owned)
+    assert sorted(p.name for p in folder.iterdir()) == ["chart-1.svg"]  # no stale chart-2, chart-3
+    real_open = open
+
+    def full(path, *args, **kwargs):
+        if str(path).endswith("chart-2.svg"):
+            raise OSError(28, "No space left on device")
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr("builtins.open", full)
+    with pytest.raises(KvplanError, match="r_charts: cannot write: no space left on device"):
+        write_folder_atomic(folder, {"chart-1.svg": "x", "chart-2.svg": "y"}, owned)
+    monkeypatch.undo()
+    assert [p.read_text() for p in folder.iterdir()] == ["A"] and _leftovers(tmp_path) == []
+    (folder / "notes.txt").write_text("mine")
+    with pytest.raises(KvplanError, match="notes.txt, which kvplan did not write"):
+        write_folder_atomic(folder, {"chart-1.svg": "x"}, owned)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "l_charts").symlink_to(elsewhere)
+    with pytest.raises(KvplanError, match="l_charts: a symbolic link"):
+        write_folder_atomic(tmp_path / "l_charts", {"chart-1.svg": "x"}, owned)
+    assert list(elsewhere.iterdir()) == [] and _leftovers(tmp_path) == []
+
+
+def test_sigterm_removes_the_temporary_file_like_ctrl_c(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-c", MAIN, "sweep", "-m", "llama-2-7b", "--batch", "1..1000+1", "--seq-len", "1..9000+1",
+                             "-o", "out.csv"], cwd=tmp_path, env={**os.environ, "PYTHONPATH": os.getcwd()},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    import time
+
+    deadline = time.monotonic() + 20
+    while not _leftovers(tmp_path) and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.02)
+    proc.terminate()
+    _, err = proc.communicate(timeout=20)
+    assert proc.returncode == 143, err
+    assert "Traceback" not in err and sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_an_unwritable_step_summary_warns_after_the_result(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "kvplan.toml").write_text(CONFIG)
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(tmp_path))  # a folder
+    code, out, err = run("check")
+    assert code == 0 and "checks hold" in out
+    assert err.startswith("warning: $GITHUB_STEP_SUMMARY") and len(err.strip().splitlines()) == 1
+
+
+def _kvplan(*args: str, shell: str = '"$@"', env: dict | None = None, **kwargs) -> subprocess.CompletedProcess:
+    """``kvplan ARGS`` in a fresh interpreter through main(), inside ``bash -c SHELL`` (redirections, pipes)."""
+    argv = [sys.executable, "-c", MAIN, *args]
+    return subprocess.run(["bash", "-c", shell, "kvplan", *argv], text=True, env={
+        **os.environ, "PYTHONPATH": os.getcwd(), **(env or {})}, **{"capture_output": True, **kwargs})
+
+
+@pytest.mark.parametrize("args", [("estimate", "-m", "llama-2-7b", "--seq-len", "8"),
+                                  ("sweep", "-m", "llama-2-7b", "--seq-len", "1..3000+1", "--format", "csv")])
+def test_stdout_full_closed_or_left(args):
+    for shell in ('"$@" > /dev/full', '"$@" >&-'):
+        proc = _kvplan(*args, shell=shell)
+        assert proc.returncode == 2 and proc.stderr.startswith("error: stdout: cannot write: "), proc.stderr
+        assert len(proc.stderr.splitlines()) == 1
+    left = _kvplan(*args, shell='"$@" | head -c 1 >/dev/null; exit ${PIPESTATUS[0]}')
+    assert left.returncode == 0 and left.stderr == "", left.stderr
+    ascii_out = _kvplan(*args, env={"PYTHONIOENCODING": "ascii"})
+    assert ascii_out.returncode == 0 and ascii_out.stderr == "" and ascii_out.stdout
+
+
+# ---- unbounded work is refused at once --------------------------------------------------------------------------
+
+import time
+
+from kvplan.planning.grid import MAX_ROWS
+
+GPU_ENTRY = ("    vendor: T\n    memory_bytes: 80000000000\n    memory_bandwidth_bytes_per_s: 2000000000000\n"
+             "    peak_flops: {fp32: 6.7e+13, fp16: 9.9e+14, bf16: 9.9e+14}\n    source: https://example.org\n")
+
+
+@settings(FAST, max_examples=8)
+@given(batch=st.sampled_from(["1..100000+1", "1..1000000+1", "1,2,3", "1..1000000000000*2"]),
+       seq_len=st.sampled_from(["1..100000+1", "1..1000000+1", "8", "1..1000+1"]),
+       tp=st.sampled_from([None, "1..100000+1", "1..4096+1", "1,2"]),
+       pp=st.sampled_from([None, "1..100000+1", "1..4096+1"]))
+def test_huge_grids_are_refused_at_once_naming_rows_and_limit(batch, seq_len, tp, pp):
+    args = ["sweep", "-m", "llama-2-7b", "--batch", batch, "--seq-len", seq_len, "--format", "csv"]
+    args += ["--gpu", "H100-SXM"] if tp or pp else []
+    args += (["--tp", tp] if tp else []) + (["--pp", pp] if pp else [])
+    lengths = {"1..100000+1": 100_000, "1..1000000+1": 1_000_000, "1,2,3": 3, "1..1000000000000*2": 40, "8": 1,
+               "1..1000+1": 1000}
+    n = lengths[batch] * lengths[seq_len]
+    big = n > MAX_ROWS or any(a is not None and "100000" in a for a in (tp, pp)) or (
+        tp and pp and "4096" in tp and "4096" in pp)
+    if not big:
+        return  # a grid that runs: covered by tests/test_sweep.py
+    start = time.monotonic()
+    line = refused(*args)
+    assert time.monotonic() - start < 2, line
+    assert f"at most {MAX_ROWS:,}" in line or "allowed: 1..4,096" in line, line
+
+
+def test_one_axis_at_its_maximum_streams_and_a_big_table_is_refused():
+    code, out, err = run("sweep", "-m", "llama-2-7b", "--batch", "1..20000+1", "--seq-len", "8", "--format", "table")
+    assert code == 2 and "--format table: 20,000 rows; allowed: at most 10,000" in err
+    from kvplan.planning.sweep import sweep
+
+    blocks = sweep("llama-2-7b", batch="1..20000+1", seq_len="8").csv_blocks()
+    assert max(n for _, n in blocks) == 4096  # bounded blocks, not one string per axis
+
+
+def test_gpu_file_entries_are_bounded(tmp_path):
+    (tmp_path / "g.yaml").write_text("gpus:\n" + "".join(f"  G{i}:\n{GPU_ENTRY}" for i in range(300)))
+    line = refused("plan", "-m", "llama-2-7b", "--max-model-len", "4096", "--concurrency", "1", "--gpu-file",
+                   str(tmp_path / "g.yaml"))
+    assert "g.yaml: gpus: 300 entries; allowed: at most 256" in line
+
+
+# ---- names other programs read: one printable line at the boundary, escaped by each format's rules -----------------
+
+import csv as csv_module
+import io
+import re
+from xml.etree import ElementTree as ET
+
+NASTY = st.lists(st.sampled_from(list("ab|=+-@[]/%:,\\'\"<>&\n\r\t\x1b\x07\x00\u2028\u202e")
+                                 + ["[bold]", "::error::", "%0A", "\x1b]0;t\x07"]),
+                 min_size=1, max_size=8).map("".join)
+
+
+def _printable(name: str) -> bool:
+    return name.strip() != "" and name.isprintable()
+
+
+@FAST
+@given(name=NASTY)
+def test_scenario_names_reach_no_output_raw(tmp_path_factory, monkeypatch, name):
+    folder = tmp_path_factory.mktemp("names")
+    monkeypatch.chdir(folder)
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(folder / "summary.md"))
+    (folder / "kvplan.toml").write_text(CONFIG.replace('"x"', json.dumps(name)) + "max_kv_bytes = 1\n")
+    code, out, err = run("check", "--format", "github", "--junit", "j.xml")
+    if not _printable(name):
+        assert code == 2 and "name: " in err and len(err.strip().splitlines()) == 1, err
+        return
+    assert code == 1, err
+    commands = [line for line in out.splitlines() if line.startswith("::")]
+    assert len(commands) == 1 and re.fullmatch(r"::error file=kvplan\.toml,line=\d+,title=[^:,\r\n]*::[^\r\n]+",
+                                               commands[0]), commands
+    assert "\x1b" not in out and "\x07" not in out
+    cases = ET.parse(folder / "j.xml").getroot().iter("testcase")
+    assert {c.get("classname") for c in cases} == {f"kvplan.{name}"}
+    summary = (folder / "summary.md").read_text()
+    rows = [line for line in summary.splitlines() if line.startswith("| ") and "kv_bytes" in line]
+    assert rows and all(len(re.findall(r"(?<!\\)\|", r)) == 7 for r in rows), rows
+
+
+def _gpu_file(folder, name: str):
+    path = folder / "g.yaml"
+    path.write_text("gpus:\n  " + json.dumps(name) + ":\n" + GPU_ENTRY)
+    return path
+
+
+@settings(FAST, max_examples=15)
+@given(name=NASTY.filter(lambda n: "," not in n and n == n.strip()),  # --gpu takes a comma list of stripped names
+       fmt=st.sampled_from(["csv", "markdown", "table", "jsonl"]))
+def test_gpu_names_are_escaped_by_every_sweep_format(tmp_path_factory, name, fmt):
+    path = _gpu_file(tmp_path_factory.mktemp("gpu"), name)
+    args = ("sweep", "-m", "llama-2-7b", "--seq-len", "8,16", "--gpu", name, "--gpu-file", str(path), "--format", fmt)
+    if not _printable(name):
+        refused(*args)
+        return
+    code, out, err = run(*args)
+    assert code == 0, err
+    if fmt == "csv":
+        rows = list(csv_module.DictReader(io.StringIO(out)))
+        cell = rows[0]["gpu"]
+        assert cell == ("'" + name if name[0] in "=+-@" else name)
+    elif fmt == "markdown":
+        lines = out.splitlines()
+        assert len({len(re.findall(r"(?<!\\)\|", line)) for line in lines}) == 1, lines
+    elif fmt == "jsonl":
+        assert json.loads(out.splitlines()[0])["gpu"] == name
+    else:
+        assert "\x1b" not in out
+
+
+def test_junit_stays_well_formed_with_control_characters_in_messages():
+    from kvplan.planning.check import CheckReport, CheckRow
+    from kvplan.report.check import junit_xml
+
+    row = CheckRow(scenario="s", check="baseline", figure="kv_bytes", unit="bytes", limit=1, value=2, delta=1,
+                   verdict="fail", message="grew \x00\x1b[31m\x08 \ud800", file="a\x01.yaml", line=3)
+    report = CheckReport(config="c", baseline="b", baseline_found=True, baseline_updated=False, figures={},
+                         rows=[row], failed=1, notes=[])
+    failure = ET.fromstring(junit_xml(report).split("\n", 1)[1]).find(".//failure")
+    assert failure.get("message") == "grew \\x00\\x1b[31m\\x08 \\ud800"
+
+
+# ---- numbers past a float's range --------------------------------------------------------------------------------
+
+@FAST
+@given(st.floats(min_value=0, max_value=1e-6, exclude_max=True, allow_subnormal=True) | st.sampled_from([1e-320, 5e-324]))
+def test_tiny_efficiencies_are_refused_not_infinite(value):
+    line = refused("estimate", "-m", "llama-2-7b", "--seq-len", "8", "--gpu", "H100-SXM", "--mbu", repr(value), "--json")
+    assert line.startswith("error: --mbu: a fraction in (0, 1]")
+    code, out, _ = run("estimate", "-m", "llama-2-7b", "--seq-len", "8", "--gpu", "H100-SXM", "--mbu", "1e-6", "--json")
+    assert code == 0 and "Infinity" not in out and "NaN" not in out
