@@ -165,6 +165,8 @@ def _vllm_budget_note(s: Setup) -> str:
 
 
 def hf_repo(card: ModelCard) -> str:
-    """The Hugging Face repository named in the card's source, else the card name."""
-    m = re.search(r"huggingface\.co/([\w.-]+/[\w.-]+)", card.source)
+    """The Hugging Face repository named in the card's source, else the card name. A card read from the Hub names
+    ``ENDPOINT/ORG/NAME/blob/COMMIT/config.json`` (kvplan.model.hf.hub), whatever HF_ENDPOINT is."""
+    m = (re.search(r"huggingface\.co/([\w.-]+/[\w.-]+)", card.source)
+         or re.search(r"/([\w.-]+/[\w.-]+)/blob/[0-9a-f]{40}/config\.json$", card.source))
     return m.group(1) if m else card.name

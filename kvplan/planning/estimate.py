@@ -18,7 +18,7 @@ from kvplan.cost.params import count_params
 from kvplan.cost.roofline import check_efficiency, roofline, step_breakdowns
 from kvplan.errors import KvplanError
 from kvplan.model.card import ModelCard
-from kvplan.model.catalog import load_card
+from kvplan.model.catalog import checkpoint_of, load_card
 from kvplan.model.dtypes import DType, parse_dtype
 from kvplan.model.layouts import with_layout
 from kvplan.planning.notes import engine_notes, input_notes
@@ -68,7 +68,7 @@ def estimate(model: ModelCard | str | Path, *, batch: int = 1, seq_len: int, enc
                             max_cache_len=r.run.max_cache_len, block_size=block_size, kv_heads=kv_heads,
                             attention=attention, prompt_len=prompt, gpu=gpu)
     kv = kv_cache(r)
-    weights = weights_result(card, r.w_t, r.kv_t)
+    weights = _with_checkpoint(weights_result(card, r.w_t, r.kv_t), base)
     notes = list(r.notes) + engine_notes(kv, batch)
     steps = _flops(r, prompt, notes)  # the roofline reuses them: computed once
     flops = None if steps is None else StepFlops(prefill=steps[0].result(), decode_step=steps[1].result())
@@ -218,6 +218,21 @@ def weights_result(card: ModelCard, w_t: DType, kv_t: DType) -> WeightsResult:
     stored = w_t.data_bytes(p.total) if quant is None else quant.stored_bytes
     return WeightsResult(params=p.total, active_params=p.active, dtype=w_t.name, bytes=stored + scales,
                          kv_scale_bytes=scales, breakdown=breakdown, quantization=quant)
+
+
+def _with_checkpoint(weights: WeightsResult, base: ModelCard) -> WeightsResult:
+    """A Hub model's checkpoint bytes beside kvplan's count of ``base`` (the card before any what-if layout) as the
+    checkpoint stores it: in the card's dtype, quantized as the card says."""
+    ckpt = checkpoint_of(base)
+    if ckpt is None:
+        return weights
+    from kvplan.planning.checkpoint import checkpoint_check  # only for a model read from the Hub
+
+    stored = parse_dtype(base.dtype)
+    check = checkpoint_check(base, ckpt, weights_result(base, stored, stored).bytes)
+    if check is None:
+        return weights
+    return weights.model_copy(update={"checkpoint_bytes": check.bytes, "checkpoint": check})
 
 
 def _quantized(card: ModelCard, params: int, w_t: DType) -> QuantizedWeights | None:
