@@ -154,9 +154,12 @@ def test_a_difference_kvplan_cannot_explain_is_a_warning_naming_the_tensors(hub,
 
 
 def test_plan_sweep_compare_and_cards_take_hub_ids(hub, cli, cli_json, tmp_path):
-    hub.add("acme/tiny-llama", repo_files())
+    commit = hub.add("acme/tiny-llama", repo_files())
     plan = cli_json("plan", "--model", "acme/tiny-llama", "--gpu", "H100-SXM", "--max-model-len", "2048")
-    assert plan["launch_command"].startswith("vllm serve acme/tiny-llama ")
+    assert plan["launch_command"].startswith(f"vllm serve acme/tiny-llama --revision {commit} ")
+    sglang = cli_json("plan", "--model", "acme/tiny-llama", "--gpu", "H100-SXM", "--max-model-len", "2048",
+                      "--engine", "sglang")
+    assert f"--model-path acme/tiny-llama --revision {commit} " in sglang["launch_command"]
     rows = cli("sweep", "-m", "acme/tiny-llama,llama-2-7b", "--seq-len", "1024", "--format", "jsonl")
     assert rows[0] == 0 and [json.loads(x)["model"] for x in rows[1].splitlines()] == ["tiny-llama", "llama-2-7b"]
     assert cli("compare", "--model", "acme/tiny-llama", "--attention", "mha,mqa", "--seq-len", "512")[0] == 0

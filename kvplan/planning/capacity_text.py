@@ -19,7 +19,7 @@ def launch_command(s: Setup) -> str:
 
     repo, lay = hf_repo(s.card), s.layout
     if s.engine.name == "vllm":
-        cmd = [f"vllm serve {repo}", f"--tensor-parallel-size {lay.tp}"]
+        cmd = [f"vllm serve {repo}", *_revision(s.card), f"--tensor-parallel-size {lay.tp}"]
         cmd += [f"--pipeline-parallel-size {lay.pp}"] if lay.pp > 1 else []
         cmd += [f"--data-parallel-size {lay.dp}"] if lay.dp > 1 else []
         cmd += ["--enable-expert-parallel"] if lay.expert_parallel else []
@@ -31,7 +31,7 @@ def launch_command(s: Setup) -> str:
         cmd += _common_dtype_flags(s, "--kv-cache-dtype")
         return " ".join(cmd)
     if s.engine.name == "sglang":
-        cmd = [f"python -m sglang.launch_server --model-path {repo}", f"--tp-size {lay.tp}"]
+        cmd = [f"python -m sglang.launch_server --model-path {repo}", *_revision(s.card), f"--tp-size {lay.tp}"]
         cmd += [f"--pp-size {lay.pp}"] if lay.pp > 1 else []
         cmd += [f"--dp-size {lay.dp}"] if lay.dp > 1 else []
         cmd += [f"--context-length {s.max_model_len}", f"--mem-fraction-static {s.mfs}"]
@@ -164,9 +164,18 @@ def _vllm_budget_note(s: Setup) -> str:
             "Non-torch and CUDA-graph figures are documented defaults (--non-torch-memory, --cuda-graph-memory).")
 
 
+_PINNED = re.compile(r"/(?P<repo>[\w.-]+/[\w.-]+)/blob/(?P<commit>[0-9a-f]{40})/config\.json$")
+
+
 def hf_repo(card: ModelCard) -> str:
     """The Hugging Face repository named in the card's source, else the card name. A card read from the Hub names
     ``ENDPOINT/ORG/NAME/blob/COMMIT/config.json`` (kvplan.model.hf.hub), whatever HF_ENDPOINT is."""
-    m = (re.search(r"huggingface\.co/([\w.-]+/[\w.-]+)", card.source)
-         or re.search(r"/([\w.-]+/[\w.-]+)/blob/[0-9a-f]{40}/config\.json$", card.source))
+    m = re.search(r"huggingface\.co/([\w.-]+/[\w.-]+)", card.source) or _PINNED.search(card.source)
     return m.group(1) if m else card.name
+
+
+def _revision(card: ModelCard) -> list[str]:
+    """``--revision COMMIT`` (vllm serve and sglang.launch_server both take it) for a card read at a commit: the
+    engine then loads the config kvplan sized."""
+    m = _PINNED.search(card.source)
+    return [f"--revision {m['commit']}"] if m else []

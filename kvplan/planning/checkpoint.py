@@ -32,7 +32,7 @@ from kvplan.units import fmt_bytes, fmt_int
 _LAYER = re.compile(r"(?:^|\.)layers\.(\d+)\.")
 _VISION = ("vision_tower", "vision_model", "visual.", "vision_encoder", "multi_modal_projector", "mm_projector",
            "image_newline", "audio_tower", "audio_model", "embed_vision", "embed_audio")
-_BUFFERS = re.compile(r"(rotary_emb\.inv_freq|\.attn\.bias|\.attn\.masked_bias)$")
+_BUFFERS = re.compile(r"(rotary_emb\.inv_freq|\.attn\.bias|\.attn\.masked_bias|\.position_ids)$")
 _QUANT_SIDE = re.compile(r"(_scale|_scale_inv|\.scales|\.qzeros|\.g_idx|\.absmax)$")
 _REASONS = {
     "tied": "lm_head.weight stored, though tie_word_embeddings ties it to the input embedding (held once)",

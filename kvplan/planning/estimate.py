@@ -45,7 +45,7 @@ def estimate(model: ModelCard | str | Path, *, batch: int = 1, seq_len: int, enc
              max_cache_len: int | None = None, block_size: int = 16, kv_heads: int | None = None,
              attention: str | None = None, prompt_len: int | None = None, gpu: str | None = None,
              gpu_file: str | None = None, mfu: float | None = None, mbu: float | None = None) -> Estimate:
-    """Estimate KV cache and weight bytes of ``model`` (a card, a bundled name, or a card path).
+    """Estimate KV cache and weight bytes of ``model`` (a card, a bundled name, a card path or a Hub id ORG/NAME).
 
     ``seq_len`` is the tokens each of ``batch`` sequences holds; ``encoder_len`` the encoder tokens that
     cross-attention caches (encoder-decoder models). Dtypes default to what the engine serves the checkpoint in.
