@@ -281,3 +281,36 @@ def test_verify_takes_a_hub_id(hub, cli):
     code, out, err = cli("verify", "--model", "acme/tiny-llama", "--seq-len", "64", "--layers", "1",
                          "--scale", "0.25", "--batch", "1")
     assert code == 0, out + err
+
+
+def test_offline_without_the_headers_cached_falls_back_to_the_index(hub, cli_json, monkeypatch, tmp_path):
+    import shutil
+
+    tensors = llama_tensors()
+    hub.add("acme/tiny-llama", repo_files(tensors=tensors))
+    cli_json("estimate", "--model", "acme/tiny-llama", "--seq-len", "64")
+    shutil.rmtree(tmp_path / "assets")  # the headers' summary gone; config.json and the index stay in the Hub cache
+    offline(monkeypatch)
+    c = cli_json("estimate", "--model", "acme/tiny-llama", "--seq-len", "64")["weights"]["checkpoint"]
+    assert (c["read_from"], c["bytes"], c["tensors"], c["difference_bytes"]) == (
+        "model.safetensors.index.json metadata.total_size", tensor_bytes(tensors), 0, 0)
+
+
+def test_a_damaged_headers_cache_is_read_again(hub, cli_json, tmp_path):
+    hub.add("acme/tiny-llama", repo_files())
+    first = cli_json("estimate", "--model", "acme/tiny-llama", "--seq-len", "64")
+    for f in (tmp_path / "assets").rglob("safetensors.json"):
+        f.write_text("{not json")
+    _forget()
+    assert cli_json("estimate", "--model", "acme/tiny-llama", "--seq-len", "64") == first
+
+
+@pytest.mark.slow
+def test_report_takes_a_hub_id(hub, cli, tmp_path):
+    pytest.importorskip("matplotlib")
+    hub.add("acme/tiny-llama", repo_files())
+    out = tmp_path / "report.md"
+    code, _, err = cli("report", "-m", "acme/tiny-llama", "--gpu", "H100-SXM", "--max-model-len", "2048",
+                       "-o", str(out))
+    assert code == 0, err
+    assert "acme/tiny-llama" in out.read_text()

@@ -95,7 +95,10 @@ def _checkpoint(hf: ModuleType, repo: str, commit: str, assets: Path, offline: b
     folder = hf.cached_assets_path("kvplan", namespace=repo.replace("/", "--"), subfolder=commit, assets_dir=assets)
     summary = folder / SUMMARY
     if summary.is_file():
-        return Checkpoint.from_json(summary.read_text(encoding="utf-8"))
+        try:
+            return Checkpoint.from_json(summary.read_text(encoding="utf-8"))
+        except (ValueError, KeyError, TypeError, OSError):  # a damaged cache file: read the headers again
+            pass
     if offline:
         try:
             index = load_json(hf.hf_hub_download(repo, INDEX, revision=commit), what=INDEX)
