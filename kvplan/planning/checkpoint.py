@@ -109,10 +109,8 @@ def _warning(card: ModelCard, ckpt: Checkpoint, unexplained: int, parts: list[Ch
     head = f"checkpoint {ckpt.repo}: {side} for {card.name}, and cannot say why"
     if not ckpt.tensors:
         return f"{head} (only the index's total_size was read: its tensors' headers are not cached)"
-    explained = {_kind(card, t) for t in ckpt.tensors}
-    rest = [t for t in ckpt.tensors if _kind(card, t) is None] if explained else list(ckpt.tensors)
-    groups: dict[str, int] = defaultdict(int)
-    for t in rest:
+    groups: dict[str, int] = defaultdict(int)  # the unexplained tensors by name pattern, in the card's terms
+    for t in (t for t in ckpt.tensors if _kind(card, t) is None):
         groups[pattern(t.name)] += parse_dtype(card.dtype).data_bytes(t.numel) if not card.quantization else t.nbytes
     named = _matching(groups, abs(unexplained))
     how = "exactly the size of" if named else "nearest in size"
