@@ -158,7 +158,8 @@ NOT_FOR_ESTIMATE = ("yaml", "kvplan.model.hf", "kvplan.planning.capacity", "kvpl
                     "kvplan.report.capacity", "kvplan.report.sweep", "typer.rich_utils", "rich.markdown",
                     "rich.syntax", "pygments", "rich._emoji_codes",
                     "importlib.resources.readers",
-                    "kvplan.cost.hardware", "kvplan.cost.parallel", "kvplan.cost.quant")  # --gpu; quantized cards
+                    "kvplan.cost.hardware", "kvplan.cost.parallel", "kvplan.cost.quant",  # --gpu; quantized cards
+                    "huggingface_hub", "httpx", "kvplan.planning.checkpoint")  # a Hub id only
 
 
 def test_estimate_on_a_bundled_card_loads_no_yaml_and_builds_no_card_schema():

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-HEAVY = ("torch", "numpy", "matplotlib", "transformers")
+HEAVY = ("torch", "numpy", "matplotlib", "transformers", "huggingface_hub")  # huggingface_hub: for a Hub id only
 
 
 def loaded_after(code: str) -> list[str]:

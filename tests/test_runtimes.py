@@ -46,7 +46,7 @@ class Toy(Runtime):
     def overhead_defaults(self, gpus):
         return OVERHEAD, 0, 0
 
-    def launch_command(self, s: Setup, repo: str) -> str:
+    def launch_command(self, s: Setup, repo: str, revision: str | None = None) -> str:
         return f"toy serve {repo} --ctx {s.max_model_len} --tp {s.layout.tp}"
 
 

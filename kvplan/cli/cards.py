@@ -58,18 +58,26 @@ def cards_validate(paths: Annotated[list[str], typer.Argument(help="Card files (
 
 @app.command("import")
 def cards_import(
-    path: Annotated[str, typer.Argument(help="A config.json, or a folder holding one (a hub snapshot).")],
+    path: Annotated[str, typer.Argument(
+        help="A config.json, a folder holding one, or a Hugging Face Hub id ORG/NAME[@REVISION].")],
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the card here instead of printing it.")] = None,
     name: Annotated[Optional[str], typer.Option("--name", help="Card name; default: the config's _name_or_path.")] = None,
     force: Annotated[bool, typer.Option("--force", metavar="", help="Overwrite an existing --output file.")] = False,
 ) -> None:
     """Turn a Hugging Face config.json into a validated kvplan card (defaults it assumed are named in comments)."""
-    from kvplan.files import write_atomic
+    from kvplan.files import is_dir, is_file, write_atomic
+    from kvplan.model.hf.checkpoint import parse_hub_id
     from kvplan.model.hf.config import card_yaml, import_hf_config
     from kvplan.report.console import escape, make_console
 
-    card, assumed = import_hf_config(path, name=name)
-    text = card_yaml(card, assumed)
+    if not (is_file(path) or is_dir(path)) and parse_hub_id(path):  # a local path wins over a Hub id
+        from kvplan.model.hf.hub import hub_card_yaml, load_hub_model
+
+        hub = load_hub_model(path, name=name)
+        card, text = hub.card, hub_card_yaml(hub)
+    else:
+        card, assumed = import_hf_config(path, name=name)
+        text = card_yaml(card, assumed)
     if output is None:
         sys.stdout.write(text)
         return

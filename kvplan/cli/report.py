@@ -11,7 +11,7 @@ from kvplan.cli import options as o
 
 
 def report(
-    model: Annotated[list[str], typer.Option("--model", "-m", help="Card name(s) or .yaml path(s); repeat or comma-separate.")],
+    model: Annotated[list[str], typer.Option("--model", "-m", help="Card name(s), .yaml path(s) or Hub ids ORG/NAME; repeat or comma-separate.")],
     gpu: Annotated[Optional[list[str]], typer.Option(
         "--gpu", help="GPU(s) to size for; repeat or comma-separate. Default: A100-80GB, H100-SXM, H200.")] = None,
     gpu_file: o.GpuFile = None,

@@ -14,7 +14,7 @@ _RANGE_HELP = "a comma list or a range START..STOP+STEP / START..STOP*FACTOR, e.
 
 
 def sweep(
-    model: Annotated[list[str], typer.Option("--model", "-m", help="Card name(s) or .yaml path(s); repeat or comma-separate.")],
+    model: Annotated[list[str], typer.Option("--model", "-m", help="Card name(s), .yaml path(s) or Hub ids ORG/NAME; repeat or comma-separate.")],
     batch: Annotated[str, typer.Option("--batch", help=f"Sequences held at once: {_RANGE_HELP}.")] = "1",
     seq_len: Annotated[str, typer.Option("--seq-len", help=f"Tokens per sequence: {_RANGE_HELP}.")] = ...,
     kv_dtype: Annotated[Axis, typer.Option("--kv-dtype", help="K/V dtypes, comma list; default: the engine's.")] = None,

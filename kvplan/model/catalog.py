@@ -5,14 +5,16 @@ from __future__ import annotations
 import difflib
 from functools import lru_cache
 from pathlib import Path
-
-from pydantic import ValidationError
+from typing import TYPE_CHECKING
 
 from kvplan.errors import KvplanError, clip
-from kvplan.files import is_file, load_yaml, shown, write_atomic
+from kvplan.files import is_dir, is_file, load_yaml, shown, write_atomic
 from kvplan.model import cardcache
 from kvplan.model.card import ModelCard
-from kvplan.model.validation import describe_validation_error
+from kvplan.model.validation import card_from_dict  # noqa: F401 - re-exported: catalog.card_from_dict
+
+if TYPE_CHECKING:
+    from kvplan.model.hf.checkpoint import Checkpoint
 
 
 def cards_dir() -> Path:
@@ -46,8 +48,12 @@ def card_cache_text() -> str:
     return cardcache.file_text({name: (path.read_bytes(), load_card_file(path)) for name, path in paths.items()})
 
 
+_CHECKPOINTS: dict[str, Checkpoint] = {}  # card.source -> the checkpoint read with it (Hub models of this process)
+
+
 def load_card(name_or_path: str | Path) -> ModelCard:
-    """A bundled card by name (``llama-2-7b``) or any card by path (``./my-card.yaml``)."""
+    """A bundled card by name (``llama-2-7b``), any card by path (``./my-card.yaml``), a folder holding a
+    config.json, or a Hugging Face Hub id (``Qwen/Qwen2.5-7B``, ``ORG/NAME@REVISION``), in that order."""
     if not isinstance(name_or_path, (str, Path)):
         raise KvplanError(f"model: expected a card name or path, got {type(name_or_path).__name__}")
     text = str(name_or_path)
@@ -56,10 +62,37 @@ def load_card(name_or_path: str | Path) -> ModelCard:
         return load_card_file(path)
     if text in _bundled_set():
         return _load_bundled(text)
+    if is_dir(path):  # a local snapshot wins over the Hub id it may look like
+        from kvplan.model.hf.config import card_from_hf_config  # 40 model families: read only when asked for
+
+        return card_from_hf_config(path)
+    if isinstance(name_or_path, str) and "/" in text and _hub_id(text):
+        return load_hub_card(text)
     close = difflib.get_close_matches(text[:200], bundled_names(), n=3, cutoff=0.5)
     hint = f"; did you mean {', '.join(close)}?" if close else ""
     raise KvplanError(f"unknown model {clip(text)}{hint} (`kvplan cards list` shows all; "
-                      "or pass a path to a .yaml card)")
+                      "or pass a path to a .yaml card, or a Hugging Face Hub id ORG/NAME)")
+
+
+def load_hub_card(hub_id: str) -> ModelCard:
+    """The card of a Hub model (kvplan.model.hf.hub); its checkpoint is kept for ``checkpoint_of``."""
+    from kvplan.model.hf.hub import load_hub_model  # huggingface_hub and the readers: only for a Hub id
+
+    hub = load_hub_model(hub_id)
+    if hub.checkpoint is not None:
+        _CHECKPOINTS[hub.card.source] = hub.checkpoint
+    return hub.card
+
+
+def _hub_id(text: str) -> bool:
+    from kvplan.model.hf.checkpoint import parse_hub_id
+
+    return parse_hub_id(text) is not None
+
+
+def checkpoint_of(card: ModelCard) -> Checkpoint | None:
+    """The safetensors checkpoint read with ``card`` from the Hub in this process, if any."""
+    return _CHECKPOINTS.get(card.source)
 
 
 def validate_cards(paths: list[str]) -> list[tuple[str, str | None]]:
@@ -81,14 +114,6 @@ def load_card_file(path: str | Path) -> ModelCard:
         raise KvplanError(f"{shown(path)}: a card is a YAML mapping of fields (name, num_layers, ...), "
                           f"got {type(data).__name__}")
     return card_from_dict(data, origin=shown(path))
-
-
-def card_from_dict(data: dict, *, origin: str = "card") -> ModelCard:
-    """Validate a plain dict as a ModelCard; schema errors become a one-line KvplanError naming the field."""
-    try:
-        return ModelCard.model_validate(data)
-    except ValidationError as exc:
-        raise KvplanError(f"{origin}: {describe_validation_error(exc, ModelCard)}") from None
 
 
 if __name__ == "__main__":  # python -m kvplan.model.catalog: rewrite the cache after changing a bundled card

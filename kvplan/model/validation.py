@@ -10,7 +10,16 @@ import functools
 
 from pydantic import BaseModel, ValidationError
 
-from kvplan.errors import clip, clip_text
+from kvplan.errors import KvplanError, clip, clip_text
+from kvplan.model.card import ModelCard
+
+
+def card_from_dict(data: dict, *, origin: str = "card") -> ModelCard:
+    """Validate a plain dict as a ModelCard; schema errors become a one-line KvplanError naming the field."""
+    try:
+        return ModelCard.model_validate(data)
+    except ValidationError as exc:
+        raise KvplanError(f"{origin}: {describe_validation_error(exc, ModelCard)}") from None
 
 
 def describe_validation_error(exc: ValidationError, model_cls: type[BaseModel]) -> str:

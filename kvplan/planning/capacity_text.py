@@ -11,7 +11,7 @@ from kvplan.units import fmt_bytes, fmt_int
 
 
 def launch_command(s: Setup) -> str:
-    return s.engine.launch_command(s, hf_repo(s.card))
+    return s.engine.launch_command(s, hf_repo(s.card), revision(s.card))
 
 
 def verdict(s: Setup, p: Pool, concurrency: int | None = None) -> str:
@@ -48,7 +48,18 @@ def notes(s: Setup, p: Pool) -> list[str]:
     return out
 
 
+_PINNED = re.compile(r"/(?P<repo>[\w.-]+/[\w.-]+)/blob/(?P<commit>[0-9a-f]{40})/config\.json$")
+
+
 def hf_repo(card: ModelCard) -> str:
-    """The Hugging Face repository named in the card's source, else the card name."""
-    m = re.search(r"huggingface\.co/([\w.-]+/[\w.-]+)", card.source)
+    """The Hugging Face repository named in the card's source, else the card name. A card read from the Hub names
+    ``ENDPOINT/ORG/NAME/blob/COMMIT/config.json`` (kvplan.model.hf.hub), whatever HF_ENDPOINT is."""
+    m = re.search(r"huggingface\.co/([\w.-]+/[\w.-]+)", card.source) or _PINNED.search(card.source)
     return m.group(1) if m else card.name
+
+
+def revision(card: ModelCard) -> str | None:
+    """The commit a card was read at (a Hub model): the launch line pins it, so the engine loads the config kvplan
+    sized."""
+    m = _PINNED.search(card.source)
+    return m["commit"] if m else None

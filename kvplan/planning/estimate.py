@@ -20,7 +20,7 @@ from kvplan.cost.params import count_params
 from kvplan.cost.roofline import check_efficiency, roofline, step_breakdowns
 from kvplan.errors import KvplanError
 from kvplan.model.card import ModelCard
-from kvplan.model.catalog import load_card
+from kvplan.model.catalog import checkpoint_of, load_card
 from kvplan.model.dtypes import DType, parse_dtype
 from kvplan.model.layouts import with_layout
 from kvplan.planning.notes import engine_notes, input_notes
@@ -47,7 +47,7 @@ def estimate(model: ModelCard | str | Path, *, batch: int = 1, seq_len: int, enc
              max_cache_len: int | None = None, block_size: int = 16, kv_heads: int | None = None,
              attention: str | None = None, prompt_len: int | None = None, gpu: str | None = None,
              gpu_file: str | None = None, mfu: float | None = None, mbu: float | None = None) -> Estimate:
-    """Estimate KV cache and weight bytes of ``model`` (a card, a bundled name, or a card path).
+    """Estimate KV cache and weight bytes of ``model`` (a card, a bundled name, a card path or a Hub id ORG/NAME).
 
     ``seq_len`` is the tokens each of ``batch`` sequences holds; ``encoder_len`` the encoder tokens that
     cross-attention caches (encoder-decoder models). Dtypes default to what the engine serves the checkpoint in.
@@ -70,7 +70,7 @@ def estimate(model: ModelCard | str | Path, *, batch: int = 1, seq_len: int, enc
                             max_cache_len=r.run.max_cache_len, block_size=block_size, kv_heads=kv_heads,
                             attention=attention, prompt_len=prompt, gpu=gpu)
     kv = kv_cache(r)
-    weights = weights_result(card, r.w_t, r.kv_t, r.engine)
+    weights = _with_checkpoint(weights_result(card, r.w_t, r.kv_t, r.engine), base)
     notes = list(r.notes) + engine_notes(kv, batch)
     if weights.fp32_params:
         notes.append(fp32_note(card, r.w_t, weights.fp32_params))
@@ -223,6 +223,21 @@ def weights_result(card: ModelCard, w_t: DType, kv_t: DType, engine: Engine) -> 
     stored = _stored(w_t, p.total, fp32) if quant is None else quant.stored_bytes
     return WeightsResult(params=p.total, active_params=p.active, dtype=w_t.name, bytes=stored + scales,
                          kv_scale_bytes=scales, fp32_params=fp32, breakdown=breakdown, quantization=quant)
+
+
+def _with_checkpoint(weights: WeightsResult, base: ModelCard) -> WeightsResult:
+    """A Hub model's checkpoint bytes beside kvplan's count of ``base`` (the card before any what-if layout) as the
+    checkpoint stores it: in the card's dtype, quantized as the card says."""
+    ckpt = checkpoint_of(base)
+    if ckpt is None:
+        return weights
+    from kvplan.planning.checkpoint import checkpoint_check  # only for a model read from the Hub
+
+    stored = parse_dtype(base.dtype)
+    check = checkpoint_check(base, ckpt, weights_result(base, stored, stored, IDEAL_RULES).bytes)
+    if check is None:
+        return weights
+    return weights.model_copy(update={"checkpoint_bytes": check.bytes, "checkpoint": check})
 
 
 def _stored(w_t: DType, params: int, fp32: int) -> int:

@@ -87,6 +87,33 @@ class QuantizedWeights(BaseModel):
         return self.quantized_bytes + self.scale_bytes + self.zero_bytes + self.g_idx_bytes + self.unquantized_bytes
 
 
+class CheckpointPart(BaseModel):
+    """One explained part of the difference: what the checkpoint holds beyond kvplan's count (negative: less)."""
+
+    model_config = RESULT
+    reason: str
+    bytes: int
+    tensors: int
+    names: list[str]  # tensor names with layer numbers as *, at most 5
+
+
+class CheckpointCheck(BaseModel):
+    """A Hub checkpoint's bytes beside kvplan's weight bytes for the same card."""
+
+    model_config = RESULT
+    repo: str
+    commit: str
+    read_from: str  # "safetensors headers" or "model.safetensors.index.json metadata.total_size"
+    bytes: int  # the checkpoint's tensors
+    index_total_bytes: int | None  # the index's metadata.total_size, where there is an index
+    tensors: int  # from the headers (0: not read)
+    kvplan_bytes: int  # kvplan's weights of the card as the checkpoint stores them (its dtype, its quantization)
+    difference_bytes: int  # bytes - kvplan_bytes
+    explained: list[CheckpointPart]
+    unexplained_bytes: int
+    warning: str | None
+
+
 class WeightsResult(BaseModel):
     model_config = RESULT
     params: int
@@ -99,6 +126,8 @@ class WeightsResult(BaseModel):
     fp32_params: int = 0
     breakdown: dict[str, int]  # parameters by component
     quantization: QuantizedWeights | None = None  # the card's quantized checkpoint, by kind of bytes
+    checkpoint_bytes: int | None = None  # a Hub model's checkpoint: the bytes of its tensors
+    checkpoint: CheckpointCheck | None = None  # ... beside kvplan's count, the difference explained
 
 
 class Estimate(BaseModel):

@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.table import Table
 
 from kvplan.cost.roofline import RooflineResult
-from kvplan.planning.results import Estimate
+from kvplan.planning.results import CheckpointCheck, Estimate
 from kvplan.report.console import escape, exact, ms, note, table
 from kvplan.units import fmt_bytes, fmt_int
 
@@ -25,6 +25,8 @@ def render_estimate(r: Estimate, console: Console) -> None:
         console.print(_roofline_table(r.roofline))
     for text in r.notes:
         note(console, text)
+    if r.weights.checkpoint and r.weights.checkpoint.warning:
+        note(console, r.weights.checkpoint.warning, label="warning")
 
 
 def _summary_table(r: Estimate) -> Table:
@@ -53,10 +55,25 @@ def _summary_table(r: Estimate) -> Table:
         fp32 = f", {fmt_int(w.fp32_params)} in fp32" if w.fp32_params else ""
         t.add_row("  unquantized", f"{fmt_int(q.unquantized_params)} params in {w.dtype}{fp32}: "
                                    f"{exact(q.unquantized_bytes)} (embeddings, lm_head, norms, routers, biases)")
+    if w.checkpoint:
+        _checkpoint_rows(t, w.checkpoint)
+    elif "/blob/" in m.source:  # a Hub model without safetensors: still name what was read
+        t.add_row("source", escape(m.source))
     if w.active_params != w.params:
         t.add_row("active params", f"{fmt_int(w.active_params)} per token (routed experts in use)")
     t.add_row("weights + KV", exact(r.total_bytes))
     return t
+
+
+def _checkpoint_rows(t: Table, c: CheckpointCheck) -> None:
+    """The checkpoint's bytes beside kvplan's, each explained part, and what is left unexplained."""
+    read = f"{fmt_int(c.tensors)} tensors' headers" if c.tensors else c.read_from
+    t.add_row("checkpoint", escape(f"{c.repo} @ {c.commit[:12]}: {exact(c.bytes)} ({read}); kvplan "
+                                   f"{exact(c.kvplan_bytes)} as stored, difference {c.difference_bytes:+,} B"))
+    for p in c.explained:
+        t.add_row("", escape(f"{p.bytes:+,} B {p.reason}: {p.tensors} tensor{'s' * (p.tensors != 1)} ({', '.join(p.names)})"))
+    if c.explained or c.unexplained_bytes:
+        t.add_row("", f"{c.unexplained_bytes:+,} B unexplained" + (" (see the warning)" if c.warning else ""))
 
 
 def _groups_table(r: Estimate) -> Table:

@@ -316,7 +316,8 @@ class Runtime(Engine):
 
     # -- what a plan prints --
 
-    def launch_command(self, s: Setup, repo: str) -> str:
+    def launch_command(self, s: Setup, repo: str, revision: str | None = None) -> str:
+        """The command that starts this plan (``revision``: the commit a Hub model was read at)."""
         return "(ideal: no engine to launch; the lower bound any engine can reach)"
 
     def pool_summary(self, p: Pool, s: Setup) -> str:

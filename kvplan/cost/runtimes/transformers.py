@@ -50,9 +50,10 @@ class HFDynamic(Runtime):
     def overhead_defaults(self, gpus: int) -> tuple[int, int, int]:
         return DEFAULT_CONTEXT_BYTES, 0, 0  # the CUDA context and cuBLAS workspace share the GPU
 
-    def launch_command(self, s: Setup, repo: str) -> str:
-        return (f'AutoModelForCausalLM.from_pretrained("{repo}", dtype="auto", device_map="cuda").generate(..., '
-                f'max_length={s.max_model_len}, cache_implementation="{self.cache_implementation}")')
+    def launch_command(self, s: Setup, repo: str, revision: str | None = None) -> str:
+        pinned = f', revision="{revision}"' if revision else ""
+        return (f'AutoModelForCausalLM.from_pretrained("{repo}"{pinned}, dtype="auto", device_map="cuda").generate('
+                f'..., max_length={s.max_model_len}, cache_implementation="{self.cache_implementation}")')
 
 
 class HFStatic(HFDynamic):

@@ -178,9 +178,10 @@ class VLLM(Server):
 
     # -- what a plan prints --
 
-    def launch_command(self, s: Setup, repo: str) -> str:
+    def launch_command(self, s: Setup, repo: str, revision: str | None = None) -> str:
         lay = s.layout
-        cmd = [f"vllm serve {repo}", f"--tensor-parallel-size {lay.tp}"]
+        cmd = [f"vllm serve {repo}", *([f"--revision {revision}"] if revision else []),
+               f"--tensor-parallel-size {lay.tp}"]
         cmd += [f"--pipeline-parallel-size {lay.pp}"] if lay.pp > 1 else []
         cmd += [f"--data-parallel-size {lay.dp}"] if lay.dp > 1 else []
         cmd += ["--enable-expert-parallel"] if lay.expert_parallel else []

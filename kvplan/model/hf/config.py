@@ -17,7 +17,7 @@ from pathlib import Path
 from kvplan.errors import KvplanError, clip, clip_text
 from kvplan.files import MAX_DEPTH, is_dir, load_json, nesting_depth, shown
 from kvplan.model.card import ModelCard
-from kvplan.model.catalog import card_from_dict
+from kvplan.model.validation import card_from_dict
 from kvplan.model.hf.families_kimi import READERS as _KIMI
 from kvplan.model.hf.families_zamba import ALL_READERS as _ZAMBA
 from kvplan.model.hf.quant import read_quantization
@@ -55,9 +55,12 @@ def card_from_hf_config(config: dict | str | Path, *, name: str | None = None) -
     return import_hf_config(config, name=name)[0]
 
 
-def import_hf_config(config: dict | str | Path, *, name: str | None = None) -> tuple[ModelCard, list[str]]:
-    """(card, defaults assumed) for a config.json dict, file or folder."""
-    data, origin = (_own_copy(config), "config") if isinstance(config, dict) else load_hf_config(config)
+def import_hf_config(config: dict | str | Path, *, name: str | None = None, origin: str | None = None,
+                     source: str | None = None) -> tuple[ModelCard, list[str]]:
+    """(card, defaults assumed) for a config.json dict, file or folder. ``origin`` names the config in messages
+    (default: its path, or "config" for a dict) and ``source`` is the card's source (default: from _name_or_path)."""
+    data, where = (_own_copy(config), "config") if isinstance(config, dict) else load_hf_config(config)
+    origin = origin or where
 
     model_type = data.get("model_type", "")
     if not isinstance(model_type, str):
@@ -77,7 +80,7 @@ def import_hf_config(config: dict | str | Path, *, name: str | None = None) -> t
     if name is not None and not isinstance(name, str):
         raise KvplanError(f"name: expected a string, got {type(name).__name__}")
     card_name = _card_name(name, _name_or_path(cfg), origin)
-    fields = {"name": card_name, "source": _source(data, origin), **fields, "dtype": _dtype(cfg),
+    fields = {"name": card_name, "source": source or _source(data, origin), **fields, "dtype": _dtype(cfg),
               "quantization": read_quantization(data, origin)}
     return card_from_dict(_drop_derivable(fields), origin=origin), cfg.assumed
 
