@@ -121,3 +121,32 @@ def test_the_cli_plans_sweeps_and_reports_with_it(toy, cli, tmp_path):
 def test_an_unknown_engine_lists_the_registered_ones(toy):
     with pytest.raises(KvplanError, match="allowed: .*toy"):
         get_engine("tgi")
+
+
+# ---- one keys rule: the sharded verify's per-rank FLOPs fold over the same rule as kvplan.cost.flops -----------
+
+def _plain_decoders():
+    from kvplan.model.catalog import bundled_names, load_card
+
+    cards = [load_card(n) for n in bundled_names()]
+    return [c.name for c in cards if c.architecture == "decoder-only" and c.ssm is None and c.shared_blocks is None
+            and c.vocab_size % 64 == 0]  # an unpadded vocabulary: the rank card's LM head is the card's
+
+
+@pytest.mark.parametrize("engine", ["ideal", "vllm", "hf-dynamic"])
+def test_rank_flops_of_one_rank_equal_the_models_flops(engine):
+    """Llama-4-Scout's chunked layers were once counted as full ones by the per-rank copy (51.9 vs 39.9 GFLOPs)."""
+    from kvplan.cost.flops import decode_step_flops, prefill_flops
+    from kvplan.cost.parallel import Layout
+    from kvplan.model.catalog import load_card
+    from kvplan.verify.rank_predict import rank_flops
+
+    names = _plain_decoders()
+    assert "llama-4-scout-17b-16e" in names and len(names) > 15
+    for name in names:
+        card, eng = load_card(name), get_engine(engine)
+        kw = dict(batch=2, prompt_len=9000, seq_len=9000, engine=engine)
+        assert rank_flops(card, Layout(), 0, phase="decode", **kw) == \
+            decode_step_flops(card, batch=2, cache_len=8999, engine=eng).total, name
+        assert rank_flops(card, Layout(), 0, phase="prefill", **kw) == \
+            prefill_flops(card, batch=2, prompt_len=9000, engine=eng).total, name

@@ -86,6 +86,14 @@ class Engine:
         """Keys a decode step attends in a chunked layer: its own chunk so far."""
         return (seq_len - 1) % chunk + 1
 
+    def step_keys(self, phase: str, tokens: int, window: int | None, chunk: int | None, run: CacheRun) -> int:
+        """Keys each new query of a step is scored against in a layer of this ``window`` or ``chunk``: the one rule
+        kvplan.cost.flops and the sharded verify's per-rank FLOPs both fold over. ``tokens``: the prompt (prefill)
+        or the length the decode step reaches. A chunked layer prefills as a sliding layer of W = chunk."""
+        if phase == "prefill":
+            return self.prefill_keys(tokens, window or chunk, run)
+        return self.chunk_decode_keys(tokens, chunk, run) if chunk else self.decode_keys(tokens, window, run)
+
     def mla_mode(self, phase: str) -> str:
         """MLA: expand the latent in prefill, absorb W_UK/W_UV in decode (vLLM MLACommonImpl, DeepSeek-V2 2.1.2)."""
         return "expand" if self.transformers or phase == "prefill" else "absorb"

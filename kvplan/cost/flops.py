@@ -130,7 +130,7 @@ def prefill_flops(card: ModelCard, *, batch: int, prompt_len: int, engine: Engin
     # P x P matrix in sliding layers too and masks it (DynamicSlidingWindowLayer.update returns the full states).
     # A chunked layer (Llama-4) is a sliding cache layer of W = chunk in transformers; causally a query attends its
     # own chunk so far.
-    keys = _tally((eng.prefill_keys(prompt_len, w or c, run), n) for (w, c), n in card.attention_spans)
+    keys = _tally((eng.step_keys("prefill", prompt_len, w, c, run), n) for (w, c), n in card.attention_spans)
     causal = _tally((_scores_prefill_chunked(prompt_len, c) if c else _scores_prefill_causal(prompt_len, w), n)
                     for (w, c), n in card.attention_spans)
     logit_rows = prompt_len if eng.transformers else 1
@@ -151,8 +151,7 @@ def decode_step_flops(card: ModelCard, *, batch: int, cache_len: int, engine: En
     eng.check_run(run, has_full_layer(card))
     # Sliding layers hold only the window: hf-dynamic keeps W-1 positions and appends the new one
     # (DynamicSlidingWindowLayer.update), StaticSlidingWindowLayer min(max_cache_len, W) slots, vLLM/ideal W.
-    keys = _tally((eng.chunk_decode_keys(seen, c, run) if c else eng.decode_keys(seen, w, run), n)
-                  for (w, c), n in card.attention_spans)
+    keys = _tally((eng.step_keys("decode", seen, w, c, run), n) for (w, c), n in card.attention_spans)
     causal = _tally(((seen - 1) % c + 1 if c else min(seen, w or seen), n) for (w, c), n in card.attention_spans)
     out = _breakdown(card, eng, "decode", batch=batch, new=1, keys=keys, causal_scores=causal, logit_rows=1)
     if card.architecture == "encoder-decoder":

@@ -38,14 +38,10 @@ def rank_flops(card: ModelCard, layout: Layout, pp_rank: int, *, phase: str, bat
     rc = rank_card(card, layout.tp)
     layers = pp_partition(card.num_layers, layout.pp)[pp_rank]
     mode = eng.mla_mode(phase) if card.mla else None
-    if phase == "prefill":
-        run, new = CacheRun(prompt_len, 0, max_cache_len), prompt_len
-        keys = [eng.prefill_keys(prompt_len, card.windows[i], run) for i in layers]
-        rows = prompt_len if eng.transformers else 1
-    else:
-        run, new = CacheRun(seq_len, 0, max_cache_len), 1
-        keys = [eng.decode_keys(seq_len, card.windows[i], run) for i in layers]
-        rows = 1
+    tokens, new = (prompt_len, prompt_len) if phase == "prefill" else (seq_len, 1)
+    run = CacheRun(tokens, 0, max_cache_len)
+    keys = [eng.step_keys(phase, tokens, card.window(i), card.chunk(i), run) for i in layers]
+    rows = prompt_len if phase == "prefill" and eng.transformers else 1
     total = sum(F.layer_flops(rc, i, batch=batch, new=new, keys=k, mode=mode) for i, k in zip(layers, keys))
     if pp_rank == layout.pp - 1:
         total += 2 * batch * rows * card.hidden_size * rc.vocab_size
