@@ -142,7 +142,7 @@ class MambaPage:
 
 
 @dataclass(frozen=True)
-class KVGroup:
+class KVCacheGroup:
     """One KV cache group (v1/core/kv_cache_utils.py get_kv_cache_groups): layers sharing one block table."""
 
     spec: KVLayerSpec | MambaPage
@@ -151,7 +151,7 @@ class KVGroup:
 
 
 def kv_cache_groups(specs: list, block_size: int = DEFAULT_BLOCK_SIZE,
-                    layers: list[int] | None = None) -> list[KVGroup]:
+                    layers: list[int] | None = None) -> list[KVCacheGroup]:
     """All layers alike: one group. Hybrid (_get_kv_cache_groups_uniform_page_size): bucket layers by spec;
     group_size = min layers per type (max when max < 1.5 min); each type splits into cdiv(n, group_size) groups,
     layer i of a type going to group i % num_groups. ``layers``: the decoder layer of each spec (default its index;
@@ -167,16 +167,16 @@ def kv_cache_groups(specs: list, block_size: int = DEFAULT_BLOCK_SIZE,
     groups = []
     for spec, layers in buckets.items():
         n = cdiv(len(layers), size)
-        groups += [KVGroup(spec, tuple(layers[j::n]), size) for j in range(n)]
+        groups += [KVCacheGroup(spec, tuple(layers[j::n]), size) for j in range(n)]
     return groups
 
 
-def padding_layers(groups: list[KVGroup]) -> int:
+def padding_layers(groups: list[KVCacheGroup]) -> int:
     """Empty layer slots: 'Add k padding layers, may waste at most p% KV cache memory'."""
     return sum(g.size - len(g.layers) for g in groups)
 
 
-def bytes_per_block(groups: list[KVGroup], block_size: int, layers: range | None = None) -> int:
+def bytes_per_block(groups: list[KVCacheGroup], block_size: int, layers: range | None = None) -> int:
     """kv_cache_utils.py: the largest group's pages; a PP worker sees its own layers of each group
     (_project_kv_cache_groups_to_worker). One group of all layers: layers x page."""
     slots = max(sum(1 for i in g.layers if layers is None or i in layers) for g in groups)
@@ -216,7 +216,7 @@ def num_blocks(available: int, block_bytes: int) -> int:
     return max(0, available) // block_bytes
 
 
-def blocks_per_request(groups: list[KVGroup], max_model_len: int, block_size: int, in_flight: int) -> int:
+def blocks_per_request(groups: list[KVCacheGroup], max_model_len: int, block_size: int, in_flight: int) -> int:
     """kv_cache_utils.py get_max_concurrency_for_kv_cache_config: sum over groups of pages one request needs."""
     return sum(pages_per_request(g.spec, max_model_len, block_size, in_flight) for g in groups)
 
@@ -236,7 +236,7 @@ def fits(available: int, block_bytes: int, needed: int) -> bool:
     return needed <= available - block_bytes
 
 
-def max_model_len_fit(groups: list[KVGroup], block_bytes: int, available: int, max_model_len: int, block_size: int,
+def max_model_len_fit(groups: list[KVCacheGroup], block_bytes: int, available: int, max_model_len: int, block_size: int,
                       in_flight: int) -> int:
     """_estimate_max_model_len_from_groups: binary search over [1, max_model_len] for the longest length whose one
     request fits; 0 when not even one token does."""

@@ -45,7 +45,7 @@ KV_COLUMNS = ("kv_cache.bytes_per_token", "kv_cache.bytes_per_sequence", "kv_cac
 
 
 @dataclass(frozen=True)
-class Layout:
+class SweepCase:
     """One (model, engine, layout, dtypes): resolved once, then sized per scenario by integer arithmetic."""
 
     card: ModelCard
@@ -71,8 +71,8 @@ class Layout:
         return total
 
 
-def build_layout(card: ModelCard, attention: str | None, engine: str, kv_dtype: str | None,
-                 weight_dtype: str | None, encoder_len: int | None, block_size: int) -> Layout:
+def build_case(card: ModelCard, attention: str | None, engine: str, kv_dtype: str | None,
+                 weight_dtype: str | None, encoder_len: int | None, block_size: int) -> SweepCase:
     """Resolve as ``estimate`` does (same checks, same errors) and sum the layer specs per window."""
     layout_card = with_layout(card, attention=attention) if attention not in (None, "card") else card
     r = resolve(layout_card, batch=1, seq_len=1, encoder_len=encoder_len, kv_dtype=kv_dtype,
@@ -85,7 +85,7 @@ def build_layout(card: ModelCard, attention: str | None, engine: str, kv_dtype: 
             windows[key] = windows.get(key, 0) + s.bytes_per_token
     cross = sum(s.bytes_per_token for s in specs if s.kind == "cross")
     states = sum(s.bytes_per_token for s in specs if s.per_sequence)  # one state per sequence (positions held 1)
-    return Layout(layout_card, None if attention in (None, "card") else attention, r.engine, r.kv_t, r.w_t,
+    return SweepCase(layout_card, None if attention in (None, "card") else attention, r.engine, r.kv_t, r.w_t,
                   tuple((w, c, b) for (w, c), b in windows.items()), cross, kv_bytes_per_token(specs),
                   weights_result(layout_card, r.w_t, r.kv_t, r.engine).bytes, states)
 
@@ -124,7 +124,7 @@ class Sweep:
     def __init__(self, grid: Grid):
         self.grid = grid
         self._capacity_cache: dict = {}
-        self._layouts = [self._layout(*key) for key in self._layout_keys()]  # errors surface before any row
+        self._layouts = [self._case(*key) for key in self._layout_keys()]  # errors surface before any row
         self.columns: tuple[str, ...] = self._columns()
 
     def __len__(self) -> int:
@@ -138,9 +138,9 @@ class Sweep:
         g = self.grid
         return itertools.product(g.models, g.engine, g.attention, g.kv_dtype, g.weight_dtype)
 
-    def _layout(self, card, engine, attention, kv_dtype, weight_dtype) -> Layout:
+    def _case(self, card, engine, attention, kv_dtype, weight_dtype) -> SweepCase:
         enc = self.grid.encoder_len[0]
-        return build_layout(card, attention, engine, kv_dtype, weight_dtype, enc, self.grid.block_size)
+        return build_case(card, attention, engine, kv_dtype, weight_dtype, enc, self.grid.block_size)
 
     def _columns(self) -> tuple[str, ...]:
         g = self.grid
@@ -169,7 +169,7 @@ class Sweep:
                     else:
                         yield from (head + (b, s, bpt, ps, b * ps, wb, b * ps + wb) for b in g.batch)
 
-    def _slow_row(self, lay: Layout, head: tuple, b: int, s: int, enc, gpu, par, ps: int) -> tuple:
+    def _slow_row(self, lay: SweepCase, head: tuple, b: int, s: int, enc, gpu, par, ps: int) -> tuple:
         g = self.grid
         row = head + (b, s) + ((enc,) if g.encoder_len != (None,) else ())
         kv = b * ps
