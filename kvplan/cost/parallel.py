@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import partial
+from functools import lru_cache, partial
 
 from kvplan.cost.engines import IDEAL_RULES, Engine, as_rules
 from kvplan.cost.kvspec import KVLayerSpec, decoder_layer_specs, layer_specs, state_specs, states_dtype
@@ -258,7 +258,15 @@ def rank_weights(card: ModelCard, w_t: DType, layout: Layout, tp_rank: int, pp_r
                  vocab_padding: int = DEFAULT_VOCAB_PADDING, include_buffers: bool = True,
                  kv_t: DType | None = None, stages: list[range] | None = None) -> RankWeights:
     """What GPU (tp_rank, pp_rank) holds after loading: its shards, replicated tensors, buffers, and (``kv_t`` fp8)
-    the per-layer K/V scales of its layers."""
+    the per-layer K/V scales of its layers. Computed once per (card, dtypes, layout, rank, stages): the layout
+    search asks for the same rank from many layouts."""
+    return _rank_weights(card, w_t, layout, tp_rank, pp_rank, vocab_padding, include_buffers, kv_t,
+                         None if stages is None else tuple(stages))
+
+
+@lru_cache(maxsize=2048)
+def _rank_weights(card: ModelCard, w_t: DType, layout: Layout, tp_rank: int, pp_rank: int, vocab_padding: int,
+                  include_buffers: bool, kv_t: DType | None, stages: tuple[range, ...] | None) -> RankWeights:
     check_layout(card, layout, vocab_padding=vocab_padding)
     if not (0 <= tp_rank < layout.tp and 0 <= pp_rank < layout.pp):
         raise KvplanError(f"rank ({tp_rank}, {pp_rank}) is outside tp {layout.tp} x pp {layout.pp}")
@@ -297,13 +305,21 @@ def rank_layer_specs(card: ModelCard, kv_t: DType, engine: Engine, layout: Layou
                      stages: list[range] | None = None,
                      state_t: DType | None = None) -> list[tuple[int, tuple[KVLayerSpec, ...]]]:
     """(decoder layer, its specs on one rank) for each layer of stage ``pp_rank``: attention K/V, then (state and
-    hybrid layers) the conv and SSM states; an mlp layer caches nothing."""
-    eng = as_rules(engine)
+    hybrid layers) the conv and SSM states; an mlp layer caches nothing. The per-layer table of a (card, dtypes,
+    layout, stage): built once, every sum over it (KV bytes, pages, groups) folds the same rows."""
+    return list(_rank_layer_specs(card, kv_t, as_rules(engine).transformers, layout, pp_rank,
+                                  None if stages is None else tuple(stages), state_t))
+
+
+@lru_cache(maxsize=2048)
+def _rank_layer_specs(card: ModelCard, kv_t: DType, transformers: bool, layout: Layout, pp_rank: int,
+                      stages: tuple[range, ...] | None, state_t: DType | None
+                      ) -> tuple[tuple[int, tuple[KVLayerSpec, ...]], ...]:
     check_layout(card, layout)
-    heads = kv_heads_per_rank(card.cached_kv_heads(eng.transformers), layout.tp)
-    states = state_specs(card, state_t or states_dtype(card, kv_t), eng.transformers, layout.tp) if card.ssm else ()
+    heads = kv_heads_per_rank(card.cached_kv_heads(transformers), layout.tp)
+    states = state_specs(card, state_t or states_dtype(card, kv_t), transformers, layout.tp) if card.ssm else ()
     layers = (stages or pp_partition(card.num_layers, layout.pp))[pp_rank]
-    return decoder_layer_specs(card, kv_t, heads, states, layers)
+    return tuple(decoder_layer_specs(card, kv_t, heads, states, layers))
 
 
 def _attention_layers(card: ModelCard, layers: range) -> int:

@@ -6,6 +6,8 @@ this runtime applies them: its options and defaults, what it refuses, a stage's 
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from kvplan.cost import serving_vllm as vl
 from kvplan.cost.engines import CacheRun
 from kvplan.cost.runtimes.base import (KVCachePool, Options, Pool, Server, ServingFlags, Setup, Stage, positive_size,
@@ -149,11 +151,7 @@ class VLLM(Server):
 
     def pool(self, s: Setup, sts: list[Stage]) -> Pool:
         """Groups of the whole model, each stage's bytes per block and blocks, the min over ranks."""
-        from kvplan.cost.parallel import Layout, rank_layer_specs
-
-        per_layer = rank_layer_specs(s.card, s.kv_t, self, Layout(tp=s.layout.tp), 0, state_t=s.state_t)
-        specs, layers = vl.vllm_layer_specs(per_layer, s.state_page_padded)
-        groups = vl.kv_cache_groups(specs, s.block_size, layers)
+        groups = _kv_cache_groups(self, s.card, s.kv_t, s.layout.tp, s.state_t, s.state_page_padded, s.block_size)
         mnbt = vl.scheduled_tokens(s.mnbt, s.max_num_seqs, s.max_model_len)
         inflight = vl.max_in_flight_tokens(mnbt, s.layout.pp)
         per_req = vl.blocks_per_request(groups, s.max_model_len, s.block_size, inflight)
@@ -210,6 +208,17 @@ class VLLM(Server):
         if s.activation is None:
             return "profile-run peak, ESTIMATED (--activation-memory)"
         return super().activation_rule(s)
+
+
+@lru_cache(maxsize=512)
+def _kv_cache_groups(rt: VLLM, card, kv_t, tp: int, state_t, padded: int | None, block_size: int) -> list:
+    """vLLM's KV cache groups of the whole model on one TP rank (serving_vllm.kv_cache_groups over the per-layer
+    table): the same for every pipeline split and memory budget, so computed once per (card, dtypes, tp, block)."""
+    from kvplan.cost.parallel import Layout, rank_layer_specs
+
+    per_layer = rank_layer_specs(card, kv_t, rt, Layout(tp=tp), 0, state_t=state_t)
+    specs, layers = vl.vllm_layer_specs(per_layer, padded)
+    return vl.kv_cache_groups(specs, block_size, layers)
 
 
 def _given(flag: str, value: int | None, default: int | None) -> int | None:
