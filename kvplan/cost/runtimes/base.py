@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from kvplan.model.card import ModelCard
     from kvplan.model.dtypes import DType
 
-RESULT = ConfigDict(frozen=True, extra="forbid")
+RESULT = ConfigDict(frozen=True, extra="forbid", defer_build=True)  # built when a plan first needs it, not on import
 DEFAULT_CONTEXT_BYTES = 512 * 2**20  # CUDA context + cuBLAS workspace (+ NCCL): kvplan.cost.serving_vllm cites it
 
 
