@@ -87,3 +87,18 @@ def test_cli_bad_input(cli, args, needle):
     code, out, err = cli("verify", "--model", "llama-2-7b", "--layers", "2", "--scale", "0.03", "--seq-len", "8",
                          *args)
     assert code == 2 and err.strip().startswith("error: ") and needle in err and "Traceback" not in out + err
+
+
+@pytest.mark.parametrize("timeout", ["inf", "nan", "0", "-1", "1e9"])
+def test_a_sharded_verify_refuses_a_deadline_that_is_no_finite_time(cli, timeout):
+    """One line naming --timeout before any rank starts (inf once reached the ranks as an OverflowError)."""
+    code, out, err = cli("verify", "--model", "llama-2-7b", "--layers", "2", "--scale", "0.0625", "--tp", "2",
+                         "--timeout", timeout)
+    assert code == 2, (out, err)
+    assert err.startswith("error: --timeout: ") and "allowed: 0 < seconds <= 604800" in err
+    assert len(err.splitlines()) == 1
+
+
+def test_a_verify_error_in_a_pipe_is_one_line_without_a_blank_one(cli):
+    code, _, err = cli("verify", "--model", "llama-2-7b", "--layers", "40", "--scale", "1", "--tp", "2")
+    assert code == 2 and err.startswith("error: --layers/--scale: ") and len(err.splitlines()) == 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated, Optional
 
 import typer
@@ -41,7 +42,8 @@ def verify(
     sharded = tp != 1 or pp != 1
     what = f" on {tp * pp} ranks (tp {tp} x pp {pp})" if sharded else ""
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
-                  console=make_console(stderr=True), transient=True, disable=as_json) as progress:
+                  console=make_console(stderr=True), transient=True,
+                  disable=as_json or not sys.stderr.isatty()) as progress:  # a pipe gets no spinner, no blank line
         progress.add_task(f"building and running the reference model of {escape(card.name)} on {escape(device)}"
                           f"{what}...")
         kw = dict(batch=batch, seq_len=seq_len, engine=engine, kv_dtype=kv_dtype, device=device, layers=layers,

@@ -91,6 +91,9 @@ class ShardedResult(BaseModel):
         return all(r.ok for r in self.ranks)
 
 
+MAX_TIMEOUT_S = 7 * 24 * 3600.0  # a week
+
+
 def verify_sharded(model: ModelCard | str | Path, *, tp: int = 1, pp: int = 1, batch: int = 1, seq_len: int = 32,
                    engine: str = "ideal", kv_dtype: str | None = None, device: str = "cpu", layers: int | None = None,
                    scale: float | None = None, decode_steps: int = 2, block_size: int = 16,
@@ -135,8 +138,9 @@ def _check_shardable(card: ModelCard, layout: Layout, engine: str, timeout: floa
     # kvplan plan shards state layers (kvplan.cost.parallel); the sharded reference model does not build them yet
     card.require_no_state_layers("kvplan verify --tp/--pp (the sharded reference model)")
     check_layout(card, layout)
-    if not timeout > 0:
-        raise KvplanError(f"--timeout: seconds before a hung run is stopped, must be positive; got {timeout}")
+    if not 0 < timeout <= MAX_TIMEOUT_S:  # NaN and inf fail too: a deadline must be a finite time
+        raise KvplanError(f"--timeout: seconds before a hung run is stopped; allowed: 0 < seconds <= "
+                          f"{MAX_TIMEOUT_S:g}, got {timeout}")
     if card.architecture != "decoder-only":
         raise KvplanError(f"--tp/--pp: the sharded verify runs decoder-only models; {card.name} is {card.architecture}")
     if tp > 1 and card.qk_norm_width == "all_heads":  # vLLM's Olmo2Attention all-gathers q/k for this norm
