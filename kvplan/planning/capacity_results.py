@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from kvplan.cost.runtimes.base import KVCachePool, RankRow  # noqa: F401 - part of the plan schema
+from kvplan.cost.runtimes.results import KVCachePool, RankRow  # noqa: F401 - part of the plan schema
 from kvplan.planning.results import RESULT
 
 PLAN_SCHEMA_VERSION = 1

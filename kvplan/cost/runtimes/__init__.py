@@ -1,20 +1,49 @@
 """The runtimes kvplan models, one module each: its cache rules and its serving rules (``base.Runtime``).
 
 ``get_engine(name)`` returns the one instance per runtime. A new runtime is one module (a ``Runtime`` subclass) and
-one line in ``RUNTIMES`` below; planning, the report and the CLI ask the object, never its name.
+one line in ``_MODULES`` below; planning, the report and the CLI ask the object, never its name. A runtime's module
+is imported the first time it is asked for, so a plain ``kvplan estimate`` loads only the runtime it runs.
 """
 
 from __future__ import annotations
 
 from kvplan.cost.runtimes.base import Runtime
-from kvplan.cost.runtimes.ideal import Ideal
-from kvplan.cost.runtimes.sglang import SGLang
-from kvplan.cost.runtimes.transformers import HFDynamic, HFStatic
-from kvplan.cost.runtimes.vllm import VLLM
 from kvplan.errors import KvplanError
 
-RUNTIMES: dict[str, Runtime] = {r.name: r for r in (Ideal(), HFDynamic(), HFStatic(), VLLM(), SGLang())}
-ENGINES = RUNTIMES  # the name earlier releases used
+
+def _ideal() -> Runtime:
+    from kvplan.cost.runtimes.ideal import Ideal
+
+    return Ideal()
+
+
+def _hf_dynamic() -> Runtime:
+    from kvplan.cost.runtimes.transformers import HFDynamic
+
+    return HFDynamic()
+
+
+def _hf_static() -> Runtime:
+    from kvplan.cost.runtimes.transformers import HFStatic
+
+    return HFStatic()
+
+
+def _vllm() -> Runtime:
+    from kvplan.cost.runtimes.vllm import VLLM
+
+    return VLLM()
+
+
+def _sglang() -> Runtime:
+    from kvplan.cost.runtimes.sglang import SGLang
+
+    return SGLang()
+
+
+# name -> the factory of its one instance, in the order errors and help list them
+_MODULES = {"ideal": _ideal, "hf-dynamic": _hf_dynamic, "hf-static": _hf_static, "vllm": _vllm, "sglang": _sglang}
+RUNTIMES: dict[str, Runtime] = {}  # the instances made so far, and the ones a user registered
 
 
 def register(runtime: Runtime) -> Runtime:
@@ -25,12 +54,19 @@ def register(runtime: Runtime) -> Runtime:
     return runtime
 
 
+def names() -> list[str]:
+    """Every runtime's name: the modelled ones, then those registered."""
+    return [*_MODULES, *(n for n in RUNTIMES if n not in _MODULES)]
+
+
 def get_engine(name: str | Runtime) -> Runtime:
     """The runtime object for ``name``; KvplanError lists the known ones."""
     if isinstance(name, Runtime):
         return name
     if name not in RUNTIMES:
-        raise KvplanError(f"--engine: unknown engine {str(name)[:60]!r}; allowed: {', '.join(RUNTIMES)}")
+        if not isinstance(name, str) or name not in _MODULES:
+            raise KvplanError(f"--engine: unknown engine {str(name)[:60]!r}; allowed: {', '.join(names())}")
+        RUNTIMES[name] = _MODULES[name]()
     return RUNTIMES[name]
 
 

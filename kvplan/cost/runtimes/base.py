@@ -13,8 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
-from pydantic import BaseModel, ConfigDict
-
 from kvplan.cost.engines import CacheRun, Engine
 from kvplan.errors import KvplanError, Refused
 from kvplan.units import fmt_bytes, require_fraction
@@ -23,10 +21,10 @@ if TYPE_CHECKING:
     from kvplan.cost.hardware import GPU
     from kvplan.cost.kvspec import KVLayerSpec
     from kvplan.cost.parallel import Layout
+    from kvplan.cost.runtimes.results import KVCachePool, RankRow
     from kvplan.model.card import ModelCard
     from kvplan.model.dtypes import DType
 
-RESULT = ConfigDict(frozen=True, extra="forbid", defer_build=True)  # built when a plan first needs it, not on import
 DEFAULT_CONTEXT_BYTES = 512 * 2**20  # CUDA context + cuBLAS workspace (+ NCCL): kvplan.cost.serving_vllm cites it
 
 
@@ -131,40 +129,6 @@ class Stage:
     def state_bytes(self) -> int:
         """The conv and SSM states of one request on this rank (all its state layers), unpadded."""
         return sum(s.bytes_per_token for s in self.specs if s.per_sequence)
-
-
-class RankRow(BaseModel):
-    """One pipeline stage (all TP ranks of a stage hold the same shapes)."""
-
-    model_config = RESULT
-    pp_rank: int
-    first_layer: int
-    last_layer: int
-    params: int
-    weights_bytes: int
-    activation_bytes: int
-    overhead_bytes: int
-    available_kv_bytes: int
-    kv_bytes_per_token: int
-    bytes_per_block: int
-    num_blocks: int  # this rank's own count, before the min over ranks
-    max_model_len_fit: int
-
-
-class KVCachePool(BaseModel):
-    model_config = RESULT
-    available_bytes: int  # per GPU, limiting rank
-    block_size: int
-    bytes_per_block: int  # one block of every layer slot on the limiting rank (SGLang: one token, all layers)
-    num_blocks: int  # min over ranks ("GPU blocks"; SGLang: max_total_num_tokens)
-    tokens: int  # "GPU KV cache size: N tokens" (vLLM 0.33: int(max_concurrency x max_model_len))
-    groups: int  # vLLM KV cache groups (hybrid models: more than 1)
-    padding_layers: int  # vLLM "Add k padding layers"
-    blocks_per_request: int  # blocks one request at max_model_len takes, summed over groups
-    state_bytes_per_request: int = 0  # state layers: one request's conv + SSM states on the rank (unpadded)
-    state_slots: int | None = None  # SGLang hybrid: max_mamba_cache_size (requests whose states fit)
-    state_page_bytes: int = 0  # vLLM: one state layer's page (conv + SSM states of one request), unpadded
-    state_page_padded_bytes: int | None = None  # vLLM hybrid: that page padded to the attention page
 
 
 @dataclass(frozen=True)
@@ -289,6 +253,8 @@ class Runtime(Engine):
 
     def pool(self, s: Setup, sts: list[Stage]) -> Pool:
         """A request holds what ``positions_held`` says, no pages (block size 1)."""
+        from kvplan.cost.runtimes.results import KVCachePool
+
         L = s.max_model_len
 
         def request(st: Stage, length: int) -> int:
@@ -382,6 +348,8 @@ def longest(ok, hi: int) -> int:
 
 
 def rank_row(st: Stage, bpb: int, blocks: int, fit: int) -> RankRow:
+    from kvplan.cost.runtimes.results import RankRow
+
     return RankRow(pp_rank=st.pp_rank, first_layer=st.layers.start, last_layer=st.layers.stop - 1, params=st.params,
                    weights_bytes=st.weights, activation_bytes=st.activation,
                    overhead_bytes=st.non_torch + st.cuda_graph, available_kv_bytes=st.available,

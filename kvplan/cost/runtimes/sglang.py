@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from kvplan.cost import serving_sglang as sg
 from kvplan.cost.engines import CacheRun
-from kvplan.cost.runtimes.base import (KVCachePool, Options, Pool, Server, ServingFlags, Setup, Stage, rank_row,
-                                       stage_weights)
+from kvplan.cost.runtimes.base import Options, Pool, Server, ServingFlags, Setup, Stage, rank_row, stage_weights
 from kvplan.cost.runtimes.vllm import dtype_flags
 from kvplan.errors import KvplanError, Refused
 from kvplan.units import cdiv, fmt_bytes, fmt_int, require_fraction, require_positive
@@ -75,6 +74,8 @@ class SGLang(Server):
         """Tokens per stage = pool // cell_size (page-rounded), MIN across ranks; a request takes its tokens. A hybrid
         first carves its state pool out of the pool (serving_sglang.mamba_split) and a running request also holds
         one state slot (HybridReqToTokenPool, MambaPool)."""
+        from kvplan.cost.runtimes.results import KVCachePool
+
         page, L = s.block_size, s.max_model_len
         rows, slots, states = [], [], []
         for st in sts:

@@ -10,8 +10,8 @@ from functools import lru_cache
 
 from kvplan.cost import serving_vllm as vl
 from kvplan.cost.engines import CacheRun
-from kvplan.cost.runtimes.base import (KVCachePool, Options, Pool, Server, ServingFlags, Setup, Stage, positive_size,
-                                       rank_row, refuse_zamba_v1, utilization)
+from kvplan.cost.runtimes.base import (Options, Pool, Server, ServingFlags, Setup, Stage, positive_size, rank_row,
+                                       refuse_zamba_v1, utilization)
 from kvplan.errors import Refused
 from kvplan.units import cdiv, fmt_bytes, fmt_int, require_positive
 
@@ -151,6 +151,8 @@ class VLLM(Server):
 
     def pool(self, s: Setup, sts: list[Stage]) -> Pool:
         """Groups of the whole model, each stage's bytes per block and blocks, the min over ranks."""
+        from kvplan.cost.runtimes.results import KVCachePool
+
         groups = _kv_cache_groups(self, s.card, s.kv_t, s.layout.tp, s.state_t, s.state_page_padded, s.block_size)
         mnbt = vl.scheduled_tokens(s.mnbt, s.max_num_seqs, s.max_model_len)
         inflight = vl.max_in_flight_tokens(mnbt, s.layout.pp)
