@@ -213,3 +213,13 @@ def test_planner_refusal_is_a_row(monkeypatch):
     rows = list(sweep("gpt2", seq_len="100", gpu="H100-SXM", tp="1,2"))
     assert [(r["fits"], r["max_concurrency"], bool(r["plan_error"])) for r in rows] == [(False, 0.0, True),
                                                                                         (True, 3.0, False)]
+
+
+def test_search_holds_an_fp32_checkpoint_on_one_h100_within_a_ttft_budget():
+    """Gemma-2-9B (float32 checkpoint, served in bf16) with a 500 ms TTFT budget: one H100 is enough."""
+    from kvplan.planning.search import search
+
+    res = search("gemma-2-9b", max_model_len=8192, concurrency=1, gpus=["H100-SXM"], ttft_ms=500)
+    best = res.options[0]
+    assert (best.num_gpus, best.tp) == (1, 1)
+    assert 140 < best.ttft_ms < 170

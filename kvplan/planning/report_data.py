@@ -50,6 +50,8 @@ class RoofPoint:
     attainable_flops_per_s: float  # FLOPs / time: min(peak, intensity x bandwidth)
     time_s: float
     bound: str
+    compute_dtype: str  # the dtype the engine computes in (the served weights'), whose peak bounds compute
+    peak_flops_per_s: float
 
 
 @dataclass(frozen=True)
@@ -215,7 +217,7 @@ def roof_points(card: ModelCard, dev: GPU, length: int, conc: int, engine: str) 
         r = estimate(card, batch=b, seq_len=length, engine=engine, gpu=dev.name).roofline
         for phase, p in (("prefill", r.prefill), ("decode", r.decode_step)):
             points.append(RoofPoint(dev.name, phase, b, p.arithmetic_intensity_flops_per_byte, p.flops / p.time_s,
-                                    p.time_s, p.bound))
+                                    p.time_s, p.bound, r.compute_dtype, r.peak_flops_per_s))
     return points
 
 

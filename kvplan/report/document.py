@@ -269,7 +269,8 @@ def _roofline(rep: Report, m: ModelReport) -> list[Block]:
     if not m.roof:
         return [Block("h3", "Roofline"), Block("p", "Roofline bounds are modelled for decoder-only models; "
                                                     f"{m.card.name} is {m.card.architecture}.")]
-    roofs = [(d.name, _peak(m, d), d.memory_bandwidth_bytes_per_s) for d in rep.gpus]
+    peaks = {p.gpu: p.peak_flops_per_s for p in m.roof}  # at the dtype the engine computes in
+    roofs = [(d.name, peaks[d.name], d.memory_bandwidth_bytes_per_s) for d in rep.gpus]
     pts = [(p.gpu, p.phase, p.batch, p.intensity, p.attainable_flops_per_s) for p in m.roof]
     svg = charts.roofline(f"{m.card.name}-roofline", f"Roofline, {fmt_int(rep.max_model_len)}-token sequences",
                           roofs, pts)
@@ -279,13 +280,6 @@ def _roofline(rep: Report, m: ModelReport) -> list[Block]:
     t = Table(f"{m.card.name}-roofline-table", "Roofline points (lower bounds on time, mfu = mbu = 1)",
               ["GPU", "phase", "batch", "FLOP/B", "FLOP/s", "time", "bound"], rows)
     return [Block("h3", "Roofline"), Block("chart", svg=svg), Block("table", table=t)]
-
-
-def _peak(m: ModelReport, dev) -> float:
-    from kvplan.cost.roofline import default_compute_dtype
-    from kvplan.model.dtypes import parse_dtype
-
-    return dev.peak(default_compute_dtype(m.card, parse_dtype(m.estimate.weights.dtype)))
 
 
 _FORMULA_NAME = {"conv_state": "conv state", "ssm_state": "recurrent state"}
