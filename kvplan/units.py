@@ -66,6 +66,23 @@ def fmt_int(n: int) -> str:
     return f"{n:,}"
 
 
+_TIME_UNITS = (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9))
+
+
+def fmt_seconds(s: float) -> str:
+    """A duration for people, three significant digits and never an exponent: 78.23 -> '78.2 s', 0.15824 ->
+    '158 ms', 2.3e-5 -> '23 µs', 1234.5 -> '1,234 s' (thousands separators from 100 up)."""
+    unit, scale = next(((u, k) for u, k in _TIME_UNITS if abs(s) >= k), _TIME_UNITS[-1])
+    v = s / scale
+    return f"{v:,.0f} {unit}" if abs(v) >= 99.95 else f"{v:.3g} {unit}"
+
+
+def plural(n: int | float, noun: str) -> str:
+    """'1 request', '16 requests', '1,024 tokens'."""
+    text = fmt_int(n) if isinstance(n, int) else f"{n:,.1f}"
+    return f"{text} {noun}" if n == 1 else f"{text} {noun}s"
+
+
 _SIZE_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9,
                "t": 10**12, "tb": 10**12, "p": 10**15, "pb": 10**15, "e": 10**18, "eb": 10**18,
                "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40, "pib": 2**50, "eib": 2**60}

@@ -257,3 +257,16 @@ def test_pyproject_table(tmp_path, monkeypatch, cli):
     assert "::error file=card.yaml,line=7," in out
     project_err = cli("check", "--config", "missing.toml")
     assert project_err[0] == 2 and "--config: missing.toml: no such file" in project_err[2]
+
+
+def test_ttft_budget_of_an_fp32_checkpoint_served_in_bf16(tmp_path, monkeypatch, cli):
+    """A 500 ms TTFT budget for Gemma-2-9B under vLLM on an H100 holds: the prefill runs at the bf16 peak (~0.16 s),
+    not the fp32 one (~2.3 s)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    (tmp_path / "kvplan.toml").write_text('[[scenarios]]\nname = "gemma"\nmodel = "gemma-2-9b"\nseq_len = 8192\n'
+                                          'engine = "vllm"\ngpu = "H100-SXM"\nmax_ttft_ms = 500\n')
+    code, out, err = cli("check", "--json")
+    data = json.loads(out)
+    assert code == 0, (out, err)
+    assert 140 < data["figures"]["gemma"]["ttft_ms"] < 170

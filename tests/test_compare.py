@@ -92,3 +92,56 @@ def test_mla_what_if_of_a_qk_norm_card_drops_its_per_head_norms(cli_json):
     40 layers x 128 latent + 64 rope key (head_dim 128 / 2) x 4 B (float32 card) per token."""
     rows = rows_by_layout(cli_json("compare", "-m", "olmo-2-13b", "--attention", "mla:128", "--seq-len", "64"))
     assert rows["mla:128"]["kv_bytes_per_token"] == 40 * (128 + 64) * 4
+
+
+def test_tp_plans_each_layout_on_the_gpus_of_the_group(cli_json):
+    """llama-2-70b fits no single H100 (138 GB of bf16 weights); on 4 every layout is planned by kvplan plan, and
+    its max batch is the plan's concurrency of the same layout."""
+    from kvplan.model.layouts import with_layout
+    from kvplan.planning.capacity import plan
+
+    one = rows_by_layout(cli_json("compare", "-m", "llama-2-70b", "--attention", LAYOUTS, "--gpu", "H100-SXM",
+                                  "--seq-len", "4096", "--engine", "vllm"))
+    assert all(r["max_batch"] == 0 and r["time_per_output_token_s"] is None for r in one.values())
+    res = cli_json("compare", "-m", "llama-2-70b", "--attention", LAYOUTS, "--gpu", "H100-SXM", "--seq-len", "4096",
+                   "--engine", "vllm", "--tp", "4")
+    assert res["tp"] == 4
+    four = rows_by_layout(res)
+    card = load_card("llama-2-70b")
+    for label in ("mha", "mqa"):
+        p = plan(with_layout(card, attention=label), gpu="H100-SXM", tp=4, max_model_len=4096, concurrency=1)
+        assert four[label]["max_batch"] == int(p.max_concurrency) > 0
+        assert four[label]["time_per_output_token_s"] == p.latency.tpot_ms / 1e3
+    assert four["mqa"]["max_batch"] > four["gqa:8"]["max_batch"] > four["mha"]["max_batch"]
+
+
+def test_tp_needs_a_gpu(cli):
+    code, _, err = cli("compare", "-m", "llama-2-7b", "--attention", "mqa", "--tp", "2")
+    assert code == 2 and "--tp" in err and "--gpu" in err
+
+
+def test_compare_and_gpus_list_read_at_80_columns():
+    """A terminal of 80 columns: no line longer, no number cut or split; `gpus list` under 40 lines."""
+    import re
+
+    from rich.console import Console
+
+    from kvplan.cost.hardware import load_gpus
+    from kvplan.planning.compare import compare
+    from kvplan.report.compare import render_compare
+    from kvplan.report.gpus import render_gpus
+
+    c = Console(width=80, record=True, file=open("/dev/null", "w"))
+    r = compare("llama-2-70b", attention="mha,gqa:8,mqa,mla:512", gpu="H100-SXM", tp=4, seq_len=4096, engine="vllm")
+    render_compare(r, c)
+    text = c.export_text()
+    assert max(len(line) for line in text.splitlines()) <= 80
+    for row in r.rows:  # each row on one line, its layout and its figures whole
+        line = next(ln for ln in text.splitlines() if ln.startswith(row.layout + " "))
+        assert f"{row.max_batch:,}" in line.split() and ("KiB" in line or "MiB" in line)
+    c = Console(width=80, record=True, file=open("/dev/null", "w"))
+    render_gpus(list(load_gpus().values()), c)
+    text = c.export_text()
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= 80 and len(lines) < 40
+    assert all(re.search(rf"^{re.escape(g)}\s", text, re.M) for g in load_gpus())

@@ -97,14 +97,33 @@ def _num(cell):
 
 
 def test_tables_equal_library_results(html_report):
+    from kvplan.errors import KvplanError
+    from kvplan.planning.capacity import plan
+
     _, _, doc = html_report
     for name in MODELS:
-        e = estimate(name, batch=16, seq_len=8192, engine="vllm")
-        for row in doc.tables[f"{name}-memory-table"][1:]:
-            gpu = load_gpu(row[0][1])
-            assert [_num(c) for c in row[1:5]] == [gpu.memory_bytes, e.weights.bytes, e.kv_cache.total_bytes,
-                                                   gpu.memory_bytes - e.total_bytes]
-            assert _num(row[6]) == max(0, (gpu.memory_bytes - e.weights.bytes) // e.kv_cache.bytes_per_sequence)
+        for row in doc.tables[f"{name}-capacity-table"][1:]:
+            p = plan(name, gpu=row[0][1], max_model_len=8192, engine="vllm", concurrency=16)
+            assert [_num(c) for c in row[1:7]] == [
+                p.per_gpu.weights_bytes, p.per_gpu.activation_bytes, p.per_gpu.overhead_bytes,
+                p.kv_cache.available_bytes, p.kv_cache.num_blocks, 16 * p.request_kv_bytes]
+            assert float(row[7][0]) == p.max_concurrency and row[8][1] == ("yes" if p.max_concurrency >= 16 else "no")
+            assert float(row[9][0]) == p.latency.ttft_ms / 1e3 and float(row[10][0]) == p.latency.tpot_ms / 1e3
+        for row in doc.tables[f"{name}-memory-table"][1:]:  # the same plan: one concurrency figure per layout
+            p = plan(name, gpu=row[0][1], max_model_len=8192, engine="vllm")
+            assert [_num(c) for c in row[1:4]] == [p.inputs.gpu_memory_bytes, p.per_gpu.requested_bytes,
+                                                   p.request_kv_bytes]
+            assert float(row[4][0]) == p.max_concurrency
+        planned = [r[0][1] for r in doc.tables[f"{name}-capacity-table"][1:]]  # the concurrency chart's columns
+        for row in doc.tables[f"{name}-concurrency-table"][1:]:
+            n = _num(row[0])
+            expected = []
+            for g in planned:
+                try:
+                    expected.append(plan(name, gpu=g, max_model_len=n).max_concurrency)
+                except KvplanError:
+                    expected.append(None)
+            assert [None if c[0] is None else float(c[0]) for c in row[1:]] == expected, n
         kv = doc.tables[f"{name}-kv-table"]
         for row in kv[1:]:
             n = _num(row[0])
@@ -120,6 +139,16 @@ def test_tables_equal_library_results(html_report):
         att = None if row[0][1] == "card" else row[0][1]
         assert _num(row[3]) == estimate("llama-3-8b", batch=16, seq_len=8192, engine="vllm",
                                         attention=att).kv_cache.total_bytes
+
+
+def test_no_time_in_exponent_notation_and_no_negative_size(html_report):
+    import re
+
+    _, text, doc = html_report
+    shown = " ".join(t for rows in doc.tables.values() for row in rows for _, t in row)
+    assert not re.search(r"\de[+-]\d+ (ms|s)\b", text) and not re.search(r"\d e[+-]", shown)
+    assert not re.search(r"-\d[\d,.]* (B|KiB|MiB|GiB|TiB)\b", shown)
+    assert not re.search(r"(?<![\d.,])1 concurrent requests", text)
 
 
 def test_markdown_links_its_charts(tmp_path, cli):
@@ -170,7 +199,7 @@ def test_estimate_and_sweep_never_import_matplotlib():
 def test_build_report_is_library_data():
     rep = build_report(["deepseek-v2-lite"], gpus=["H200"], max_model_len=4096)
     m = rep.models[0]
-    assert m.layouts is None and "MLA" in m.layout_note
+    assert m.attention_layouts is None and "MLA" in m.layout_note
     assert m.kv_curve["bf16"][m.kv_lengths.index(4096)] == estimate(
         "deepseek-v2-lite", seq_len=4096, engine="vllm").kv_cache.bytes_per_sequence
 
@@ -217,30 +246,50 @@ def test_every_bundled_card_reports(name, tmp_path, cli):
     assert doc.svgs >= 1 and all(r.startswith("#") for r in doc.refs)
 
 
-def test_capacity_sections_from_planner(monkeypatch, tmp_path, cli):
-    """With kvplan.planning.capacity present the report shows its per-GPU plan, refusals, and the launch command."""
-    import types
-
-    from kvplan.errors import KvplanError
-
-    def plan(card, *, gpu, max_model_len, engine):
-        if gpu.name == "L4":
-            raise KvplanError("--gpu-memory-utilization: no memory left for the cache")
-        return {"max_concurrency": 12.5, "fits": True, "kv_cache": {"available_bytes": 3 << 30, "num_blocks": 999},
-                "per_gpu": {"weights_bytes": 5, "activation_bytes": 6, "overhead_bytes": 7},
-                "launch_command": f"vllm serve {card.name} --max-model-len {max_model_len}"}
-
-    monkeypatch.setitem(sys.modules, "kvplan.planning.capacity", types.SimpleNamespace(plan=plan))
+def test_refused_layout_keeps_the_engine_reason(tmp_path, cli):
+    """llama-2-70b fits no single H100: that layout is refused with the engine's reason; TP 4 is planned."""
     out = tmp_path / "r.html"
-    code, _, err = cli("report", "-m", "llama-3-8b", "--gpu", "H100-SXM,L4", "-o", str(out))
+    code, _, err = cli("report", "-m", "llama-2-70b", "--gpu", "H100-SXM", "--tp", "1,4", "-o", str(out))
     assert code == 0, err
-    doc = Doc()
-    text = out.read_text()
+    doc, text = Doc(), out.read_text()
     doc.feed(text)
-    row = doc.tables["llama-3-8b-capacity-table"][1]
-    assert row[0][1] == "H100-SXM" and float(row[1][0]) == 12.5 and int(row[3][0]) == 3 << 30 and row[4][1] == "999"
-    assert "vllm serve llama-3-8b --max-model-len 8192" in text and "no memory left for the cache" in text
-    assert "not available" not in text
+    assert [r[0][1] for r in doc.tables["llama-2-70b-capacity-table"][1:]] == ["4x H100-SXM (TP 4)"]
+    assert "H100-SXM: refused: --gpu-memory-utilization" in text
+
+
+def test_tp4_report_describes_one_layout_everywhere(tmp_path, cli):
+    """The issue's report: every section is about 4x H100 (TP 4), none about one GPU; one concurrency figure."""
+    from kvplan.planning.capacity import plan
+
+    out = tmp_path / "r.html"
+    code, _, err = cli("report", "-m", "llama-2-70b", "--gpu", "H100-SXM", "--tp", "4", "--max-model-len", "8192",
+                       "-o", str(out))
+    assert code == 0, err
+    doc, text = Doc(), out.read_text()
+    doc.feed(text)
+    p = plan("llama-2-70b", gpu="H100-SXM", tp=4, max_model_len=8192)
+    label = "4x H100-SXM (TP 4)"
+    for tid in ("capacity", "memory", "roofline"):
+        assert {r[0][1] for r in doc.tables[f"llama-2-70b-{tid}-table"][1:]} == {label}, tid
+    figures = {float(r[7][0]) for r in doc.tables["llama-2-70b-capacity-table"][1:]}
+    figures |= {float(r[4][0]) for r in doc.tables["llama-2-70b-memory-table"][1:]}
+    figures |= {float(r[1][0]) for r in doc.tables["llama-2-70b-concurrency-table"][1:] if r[0][1] == "8,192"}
+    assert figures == {p.max_concurrency}
+    layouts = {r[0][1]: r for r in doc.tables["llama-2-70b-layouts-table"][1:]}
+    assert _num(layouts["card"][6]) == int(p.max_concurrency)  # the what-if table plans the same layout
+    assert "Not one request fits" not in text and "one GPU, no parallelism" not in text
+    assert "Verdict: deploy on 4x H100-SXM (TP 4): 1 request of 8,192 tokens fits" in text
+
+
+def test_verdict_picks_the_smallest_gpu_among_tp_layouts():
+    """Fewest GPUs, then the smallest GPU: 2x L40S before 2x H200, whatever order the GPUs are given in (the
+    label '2x H200 (TP 2)' is not split to find the GPU)."""
+    from kvplan.planning.report_data import choose
+
+    rep = build_report(["llama-3-8b"], gpus=["H200", "L40S"], tp=(2,), max_model_len=4096)
+    m = rep.models[0]
+    assert [lay.label for lay in m.layouts] == ["2x H200 (TP 2)", "2x L40S (TP 2)"]
+    assert m.chosen.label == "2x L40S (TP 2)" == choose(list(reversed(m.layouts)), 1).label
 
 
 def test_tensor_parallel_options_and_the_fewest_gpus_verdict(cli, tmp_path):
@@ -274,8 +323,7 @@ def test_state_card_report_splits_the_cache(cli, tmp_path):
     assert [(r[0][1], _num(r[1]), _num(r[3])) for r in parts] == [
         ("attention K/V", 4, groups["full"].total_bytes), ("conv state", 28, groups["conv_state"].total_bytes),
         ("recurrent state", 28, groups["ssm_state"].total_bytes)]
-    assert sum(_num(r[3]) for r in parts) == e.kv_cache.total_bytes == _num(doc.tables[
-        "jamba-1.5-mini-memory-table"][1][3])
+    assert sum(_num(r[3]) for r in parts) == e.kv_cache.total_bytes
     rows = doc.tables["jamba-1.5-mini-kv-table"][1:]
     assert all(len(r) == 7 for r in rows)  # tokens, bf16, fp32 and fp8 totals, then bf16 by part
     for r in rows:
@@ -299,7 +347,17 @@ def test_state_only_card_has_no_layouts_and_no_attention_part():
                                             state_size=8, num_heads=8, head_dim=16, n_groups=2).to_dict()
     rep = build_report([card_from_hf_config(cfg)], gpus=["H200"], max_model_len=1024)
     m = rep.models[0]
-    assert m.layouts is None and "no attention layers" in m.layout_note
+    assert m.attention_layouts is None and "no attention layers" in m.layout_note
     assert list(m.kv_parts) == ["conv state", "recurrent state"]
     assert len(set(m.kv_parts["recurrent state"])) == 1 and m.kv_curve["bf16"][0] == m.kv_curve["bf16"][-1]
     assert any(b.kind == "chart" for b in build_blocks(rep))
+
+
+@pytest.mark.parametrize("seconds, text", [(78.23, "78.2 s"), (0.15824, "158 ms"), (2.3e-5, "23 µs"),
+                                            (1234.5, "1,234 s"), (0.0999, "99.9 ms"), (99.97, "100 s"), (5.0, "5 s")])
+def test_durations_read_as_people_write_them(seconds, text):
+    from kvplan.units import fmt_seconds, plural
+
+    assert fmt_seconds(seconds) == text
+    assert (plural(1, "request"), plural(16, "request"), plural(1024, "token")) == ("1 request", "16 requests",
+                                                                                    "1,024 tokens")

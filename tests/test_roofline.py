@@ -3,7 +3,7 @@
 import pytest
 
 from kvplan import KvplanError
-from kvplan.model.catalog import load_card
+from kvplan.model.catalog import bundled_names, load_card
 from kvplan.model.dtypes import parse_dtype
 from kvplan.cost.flops import decode_step_flops, prefill_flops
 from kvplan.cost.hardware import COMPUTE_TYPES, load_gpu, load_gpus
@@ -110,3 +110,47 @@ def test_cli_compare_time_per_token_is_the_roofline(cli_json):
     expected = roofline(load_card("mistral-7b-v0.1"), batch=8, prompt_len=8192, seq_len=8192, gpu="L40S")
     assert res["rows"][0]["time_per_output_token_s"] == expected.time_per_output_token_s
     assert res["gpu"] == "L40S" and res["rows"][0]["max_batch"] >= 1
+
+
+# --- float32 checkpoints: the roofline runs at the dtype the engine serves ---------------------------------------
+FP32_DECODERS = tuple(n for n in bundled_names() if load_card(n).dtype == "float32"
+                      and load_card(n).architecture == "decoder-only")
+H100_BF16 = 989.5e12  # H100 SXM datasheet: 1,979 TFLOPS bf16 with 2:4 sparsity, half of it dense
+
+
+def test_every_fp32_decoder_card_is_covered():
+    assert {"gemma-2-9b", "gemma-2-27b", "gpt2", "gpt2-xl", "olmo-2-13b"} <= set(FP32_DECODERS)
+
+
+@pytest.mark.parametrize("name", FP32_DECODERS)
+def test_fp32_checkpoint_served_in_bf16_computes_at_the_bf16_peak(name):
+    """vLLM and SGLang serve a float32 checkpoint in bf16 (dtype=auto): its prefill runs on the bf16 tensor cores,
+    not at the card's fp32 peak (~15x slower on an H100)."""
+    card = load_card(name)
+    for engine in ("vllm", "sglang"):
+        r = roofline(card, batch=1, prompt_len=2048, seq_len=2048, gpu="H100-SXM", engine=engine)
+        assert (r.compute_dtype, r.peak_flops_per_s) == ("bf16", H100_BF16)
+        assert r.prefill.compute_time_s == pytest.approx(r.prefill.flops / H100_BF16, rel=1e-12)
+    kept = roofline(card, batch=1, prompt_len=2048, seq_len=2048, gpu="H100-SXM", engine="hf-dynamic")
+    assert (kept.compute_dtype, kept.peak_flops_per_s) == ("fp32", 67e12)  # transformers keeps float32
+    asked = roofline(card, batch=1, prompt_len=2048, seq_len=2048, gpu="H100-SXM", engine="vllm", weight_dtype="fp32")
+    assert asked.compute_dtype == "fp32"  # --weight-dtype fp32 is served (and computed) in float32
+
+
+def test_gemma_2_9b_ttft_of_an_8k_prompt_on_h100_is_the_bf16_bound():
+    """The issue's figure: one 8,192-token prompt of Gemma-2-9B under vLLM on one H100 is ~0.16 s, compute-bound.
+    Independent bound (Kaplan et al. 2020): 2 FLOPs per non-embedding parameter per token, plus attention, which
+    at 8k tokens (half the layers sliding over 4,096) adds under a quarter of that."""
+    card = load_card("gemma-2-9b")
+    r = roofline(card, batch=1, prompt_len=8192, seq_len=8192, gpu="H100-SXM", engine="vllm")
+    p = count_params(card)
+    dense_s = 2 * (p.total - p.embedding) * 8192 / H100_BF16  # 0.138 s
+    assert r.prefill.bound == "compute"
+    assert dense_s < r.time_to_first_token_one_request_s < 1.25 * dense_s
+    assert 0.14 < r.time_to_first_token_one_request_s < 0.17
+
+
+def test_weight_only_int8_of_an_fp32_checkpoint_computes_in_the_served_activation_dtype():
+    card = load_card("gemma-2-9b")
+    r = roofline(card, batch=1, prompt_len=512, seq_len=512, gpu="H100-SXM", engine="vllm", weight_dtype="int8")
+    assert r.compute_dtype == "bf16"  # dequantized to the activations, which vLLM serves in bf16

@@ -213,3 +213,28 @@ def test_planner_refusal_is_a_row(monkeypatch):
     rows = list(sweep("gpt2", seq_len="100", gpu="H100-SXM", tp="1,2"))
     assert [(r["fits"], r["max_concurrency"], bool(r["plan_error"])) for r in rows] == [(False, 0.0, True),
                                                                                         (True, 3.0, False)]
+
+
+def test_search_holds_an_fp32_checkpoint_on_one_h100_within_a_ttft_budget():
+    """Gemma-2-9B (float32 checkpoint, served in bf16) with a 500 ms TTFT budget: one H100 is enough."""
+    from kvplan.planning.search import search
+
+    res = search("gemma-2-9b", max_model_len=8192, concurrency=1, gpus=["H100-SXM"], ttft_ms=500)
+    best = res.options[0]
+    assert (best.num_gpus, best.tp) == (1, 1)
+    assert 140 < best.ttft_ms < 170
+
+
+def test_tp_with_the_default_engine_plans_without_a_block_size_nobody_gave():
+    """`sweep --tp 1,2 --gpu H100-SXM` (default engine ideal): every row planned by the ideal engine's own rules,
+    none blamed on --block-size; a block size the user gives still reaches the planner."""
+    from kvplan import sweep
+    from kvplan.planning.capacity import plan
+
+    rows = list(sweep("llama-3-8b", seq_len=4096, tp="1,2", gpu="H100-SXM"))
+    assert [(r["tp"], r["fits"], r["plan_error"]) for r in rows] == [(1, True, None), (2, True, None)]
+    for r in rows:
+        assert r["max_concurrency"] == plan("llama-3-8b", gpu="H100-SXM", tp=r["tp"], max_model_len=4096,
+                                            engine="ideal").max_concurrency
+    given = list(sweep("llama-3-8b", seq_len=4096, tp="1", gpu="H100-SXM", block_size=32))
+    assert given[0]["fits"] is False and "--block-size" in given[0]["plan_error"]

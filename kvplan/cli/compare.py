@@ -18,6 +18,7 @@ def compare(
                             "of rank R), comma-separated, e.g. mha,gqa:8,mqa.")] = ...,
     gpu: o.Gpu = None,
     gpu_file: o.GpuFile = None,
+    tp: Annotated[int, typer.Option("--tp", help="Plan each layout on this many GPUs of --gpu (tensor parallel).")] = 1,
     seq_len: Annotated[int, typer.Option("--seq-len", help="Tokens each sequence holds.")] = 4096,
     batch: Annotated[int, typer.Option("--batch", help="Sequences decoded together.")] = 1,
     engine: Annotated[str, typer.Option("--engine", help="ideal, hf-dynamic or vllm.")] = "ideal",
@@ -30,7 +31,7 @@ def compare(
     from kvplan.planning.compare import compare as run
 
     result = run(resolve_card(model, hf_config), attention=attention, seq_len=seq_len, batch=batch, gpu=gpu,
-                 engine=engine, kv_dtype=kv_dtype, weight_dtype=weight_dtype, gpu_file=gpu_file)
+                 engine=engine, kv_dtype=kv_dtype, weight_dtype=weight_dtype, gpu_file=gpu_file, tp=tp)
     from kvplan.report.compare import render_compare
 
     emit(result, as_json, render_compare)

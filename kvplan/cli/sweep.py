@@ -29,7 +29,7 @@ def sweep(
     pp: Annotated[Axis, typer.Option("--pp", help="Pipeline-parallel sizes (capacity plan columns; needs --gpu).")] = None,
     max_model_len: Annotated[Axis, typer.Option(
         "--max-model-len", help="Capacity plan length(s); default each row's --seq-len.")] = None,
-    block_size: o.BlockSize = 16,
+    block_size: o.PlanBlockSize = None,
     fmt: Annotated[Optional[str], typer.Option(
         "--format", help="csv, jsonl, markdown or table; default from -o's suffix, else table on a terminal, csv "
                          "in a pipe.")] = None,

@@ -79,7 +79,7 @@ def roofline(card: ModelCard, *, batch: int, prompt_len: int, seq_len: int, gpu:
     ``memory_needed_bytes`` (weights + KV cache, from the caller's estimate) is compared with the GPU's memory;
     ``steps``: those two steps' FLOPs (``step_breakdowns`` of the same arguments) where the caller has them."""
     check_efficiency(mfu, mbu)
-    compute = compute_dtype or default_compute_dtype(card, w_t)
+    compute = compute_dtype or default_compute_dtype(card, w_t, engine)
     peak, bw = gpu.peak(compute) * mfu, gpu.memory_bandwidth_bytes_per_s * mbu
     flops_kw = dict(batch=batch, engine=engine, max_cache_len=max_cache_len, encoder_len=encoder_len)
     pre_f, dec_f = steps or step_breakdowns(card, prompt_len=prompt_len, seq_len=seq_len, **flops_kw)
@@ -113,11 +113,16 @@ def _one_request_prefill_s(card: ModelCard, engine: Engine, w_t: DType, kv_t: DT
     return _phase(f, prefill_traffic(card, w_t, kv_t, engine, run, 1), peak, bw, engine.flops_basis).time_s
 
 
-def default_compute_dtype(card: ModelCard, w_t: DType) -> str:
-    """fp8 weights run on the fp8 units; int8/int4 weights are weight-only (dequantized to the card's dtype)."""
+def default_compute_dtype(card: ModelCard, w_t: DType, engine: Engine) -> str:
+    """The dtype the engine's matrix multiplies run in, whose peak bounds compute: the served weight dtype, not the
+    checkpoint's (vLLM and SGLang serve a float32 checkpoint in bfloat16: ``Engine.default_dtype``). fp8 weights run
+    on the fp8 units; int8/int4 weights are weight-only, dequantized to the activation dtype, the engine's default
+    for the checkpoint."""
     if w_t.name.startswith("fp8"):
         return "fp8"
-    return TORCH_NAMES[card.dtype]
+    if w_t.name in TORCH_NAMES.values():
+        return w_t.name
+    return engine.default_dtype(card.dtype)[0]
 
 
 def _phase(f: FlopsBreakdown, t: StepTraffic, peak: float, bw: float, basis: str) -> PhaseRoofline:

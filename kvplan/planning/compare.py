@@ -2,8 +2,9 @@
 
 One row per layout, the card's own first: KV bytes per token and for batch x seq_len, bytes one decode step moves,
 attention FLOPs of that step (the same for every layout: query heads and head_dim do not change), the parameter
-change of the K/V projections, the largest batch that fits the GPU after the weights, and the roofline time per
-output token.
+change of the K/V projections and, on a GPU, each layout's capacity plan (``kvplan.planning.capacity.plan`` on ``tp``
+GPUs, the same figure ``kvplan plan`` and ``kvplan report`` give): the most requests of ``seq_len`` tokens its KV
+pool holds and the latency bounds at ``batch`` (roofline / tp plus the TP all-reduce).
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ from pydantic import BaseModel, ConfigDict
 from kvplan.cost.runtimes import get_engine
 from kvplan.cost.flops import decode_step_flops
 from kvplan.cost.hardware import GPU, load_gpu
-from kvplan.cost.roofline import roofline
 from kvplan.cost.traffic import decode_traffic
 from kvplan.errors import KvplanError
+from kvplan.units import require_positive
 from kvplan.model.card import ModelCard
 from kvplan.model.catalog import load_card
 from kvplan.cost.params import count_params
@@ -43,15 +44,16 @@ class LayoutRow(BaseModel):
     decode_attention_flops: int  # QK^T + AV of one decode step (causal), whole batch
     params: int
     params_delta_vs_card: int  # from the K/V projections
-    max_batch: int | None  # sequences of seq_len that fit the GPU after the weights
-    time_per_output_token_s: float | None  # roofline lower bound at `batch`; None when nothing fits
-    time_to_first_token_s: float | None  # roofline lower bound of one request's prefill; None when nothing fits
+    max_batch: int | None  # sequences of seq_len the plan's KV pool holds on `tp` GPUs (0: none; None: no GPU)
+    time_per_output_token_s: float | None  # lower bound at `batch` (kvplan plan's latency); None when nothing fits
+    time_to_first_token_s: float | None  # lower bound of one request's prefill; None when nothing fits
 
 
 class CompareResult(BaseModel):
     model_config = _RESULT
     model: str
     gpu: str | None
+    tp: int  # GPUs of `gpu` each layout is planned on (tensor parallel)
     engine: str
     batch: int
     seq_len: int
@@ -70,8 +72,12 @@ class CompareResult(BaseModel):
 
 def compare(model: ModelCard | str, *, attention: str | list[str], seq_len: int = 4096, batch: int = 1,
             gpu: str | GPU | None = None, engine: str = "ideal", kv_dtype: str | None = None,
-            weight_dtype: str | None = None, gpu_file: str | None = None) -> CompareResult:
-    """Compare the card's own layout with each layout in ``attention`` ("mha,gqa:8,mqa" or a list)."""
+            weight_dtype: str | None = None, gpu_file: str | None = None, tp: int = 1) -> CompareResult:
+    """Compare the card's own layout with each layout in ``attention`` ("mha,gqa:8,mqa" or a list); on ``gpu``,
+    each one planned on ``tp`` GPUs."""
+    require_positive("--tp", tp, maximum=1024)
+    if tp > 1 and gpu is None:
+        raise KvplanError("--tp: plans the layouts on tp GPUs of --gpu NAME; give --gpu")
     card = model if isinstance(model, ModelCard) else load_card(model)
     if isinstance(attention, str):
         attention = attention.split(",")
@@ -88,25 +94,20 @@ def compare(model: ModelCard | str, *, attention: str | list[str], seq_len: int 
     variants = [("card", card)] + [(s, with_layout(card, attention=s)) for s in specs]
     base_params = count_params(card).total
     opts = dict(seq_len=seq_len, batch=batch, engine=engine, kv_dtype=kv_dtype, weight_dtype=weight_dtype)
-    rows = [_row(label, v, base_params, dev, opts) for label, v in variants]
+    rows = [_row(label, v, base_params, dev, tp, opts) for label, v in variants]
     first = estimate(card, **opts)
-    return CompareResult(model=card.name, gpu=dev.name if dev else None, engine=engine, batch=batch,
+    return CompareResult(model=card.name, gpu=dev.name if dev else None, tp=tp, engine=engine, batch=batch,
                          seq_len=seq_len, kv_dtype=first.kv_cache.dtype, weight_dtype=first.weights.dtype,
                          rows=rows, summary=SUMMARY + (MLA_SUMMARY if any(r.num_kv_heads is None for r in rows) else ""),
-                         notes=_notes(dev, any(r.num_kv_heads is None for r in rows)))
+                         notes=_notes(dev, tp, any(r.num_kv_heads is None for r in rows)))
 
 
-def _row(label: str, card: ModelCard, base_params: int, dev: GPU | None, opts: dict) -> LayoutRow:
+def _row(label: str, card: ModelCard, base_params: int, dev: GPU | None, tp: int, opts: dict) -> LayoutRow:
     est = estimate(card, **opts)
     r = resolve(card, encoder_len=None, max_cache_len=None, block_size=16, **opts)
     traffic = decode_traffic(card, r.w_t, r.kv_t, r.engine, r.run, r.batch)
     flops = decode_step_flops(card, batch=r.batch, cache_len=r.run.seq_len - 1, engine=r.engine)
-    fit = max_batch(est.weights.bytes, est.kv_cache.bytes_per_sequence, dev)
-    tpot = ttft = None
-    if dev is not None and fit:
-        roof = roofline(card, batch=r.batch, prompt_len=r.run.seq_len, seq_len=r.run.seq_len, gpu=dev,
-                        engine=r.engine, kv_t=r.kv_t, w_t=r.w_t, memory_needed_bytes=est.total_bytes)
-        tpot, ttft = roof.time_per_output_token_s, roof.time_to_first_token_one_request_s
+    fit, tpot, ttft = planned(card, dev, tp, opts) if dev is not None else (None, None, None)
     return LayoutRow(
         layout=label, attention=card.attention_label, num_kv_heads=None if card.mla else card.num_kv_heads,
         kv_bytes_per_token=est.kv_cache.bytes_per_token, kv_total_bytes=est.kv_cache.total_bytes,
@@ -115,21 +116,35 @@ def _row(label: str, card: ModelCard, base_params: int, dev: GPU | None, opts: d
         max_batch=fit, time_per_output_token_s=tpot, time_to_first_token_s=ttft)
 
 
-def max_batch(weights_bytes: int, kv_bytes_per_sequence: int, dev: GPU | None) -> int | None:
-    """Sequences whose KV cache fits next to the weights: (memory - weights) // KV per sequence."""
-    if dev is None or not kv_bytes_per_sequence:
-        return None
-    return max(0, (dev.memory_bytes - weights_bytes) // kv_bytes_per_sequence)
+def planned(card: ModelCard, dev: GPU, tp: int, opts: dict) -> tuple[int, float | None, float | None]:
+    """(requests of seq_len the engine's plan on ``tp`` GPUs holds, TPOT and TTFT bounds at ``batch``): 0 and no
+    latency where the plan holds none or the engine refuses the layout (the weights leave no room, the heads do not
+    divide)."""
+    from kvplan.planning.capacity import plan
+
+    if not card.has_kv_cache:
+        return 0, None, None
+    try:
+        p = plan(card, gpu=dev, tp=tp, max_model_len=opts["seq_len"], engine=opts["engine"],
+                 kv_dtype=opts["kv_dtype"], weight_dtype=opts["weight_dtype"], concurrency=opts["batch"])
+    except KvplanError:
+        return 0, None, None
+    fit = int(p.max_concurrency) if p.fits else 0
+    if not fit or p.latency is None:
+        return 0, None, None
+    return fit, p.latency.tpot_ms / 1e3, p.latency.ttft_ms / 1e3
 
 
-def _notes(dev: GPU | None, mla: bool) -> list[str]:
+def _notes(dev: GPU | None, tp: int, mla: bool) -> list[str]:
     notes = ["Decode attention FLOPs are identical across MHA/GQA/MQA layouts: they share K/V heads, but each query "
              "head still computes its own scores and output."]
     if mla:
         notes.append("MLA rows decode with absorbed weights (vLLM's MLA decode path): each query head scores the "
                      "kv_lora_rank + rope latent, so attention FLOPs grow with the rank while the cache shrinks.")
     if dev is not None:
-        notes.append(f"max_batch: {dev.name}'s stated {dev.memory_bytes:,} B minus the weights, divided by one "
-                     "sequence's KV cache; activations and the runtime's own memory are not subtracted.")
-        notes.append("time_per_output_token_s: roofline lower bound at the given batch (mfu = mbu = 1).")
+        where = dev.name if tp == 1 else f"{tp}x {dev.name} (TP {tp})"
+        notes.append(f"max_batch: requests of seq_len the engine's KV pool holds on {where} (kvplan plan: the "
+                     "weights, and for a serving engine its activation peak and overheads, subtracted).")
+        notes.append("time_per_output_token_s / time_to_first_token_s: kvplan plan's lower bounds at the given batch "
+                     "(roofline / tp at mfu = mbu = 1, plus the TP all-reduce).")
     return notes

@@ -7,9 +7,7 @@ a value the library returns (tests compare them). Capacity sections come from ``
 
 from __future__ import annotations
 
-import importlib
-
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from kvplan.cost.hardware import GPU, load_gpu
 from kvplan.cost.kvspec import STATE_DTYPES
@@ -17,6 +15,8 @@ from kvplan.errors import KvplanError
 from kvplan.units import require_positive
 from kvplan.model.card import MAX_COUNT, ModelCard
 from kvplan.model.catalog import load_card
+from kvplan.planning.capacity import plan
+from kvplan.planning.capacity_results import PlanResult
 from kvplan.planning.compare import CompareResult, compare
 from kvplan.planning.estimate import Estimate, estimate
 from kvplan.planning.sweep import sweep
@@ -30,49 +30,67 @@ ATTENTION_PART = "attention K/V"
 
 
 @dataclass(frozen=True)
-class GpuFit:
-    """One GPU holding the weights and ``concurrency`` requests of ``max_model_len`` tokens (no parallelism)."""
+class LayoutPlan:
+    """One layout the report was asked for (``tp`` GPUs of one type): the engine's plan (``kvplan plan``) at
+    max_model_len with the latency bounds at the target concurrency, or why the engine refuses the layout. Every
+    section of the report takes its memory, concurrency and latency figures from here."""
 
     gpu: GPU
-    weights_bytes: int
-    kv_bytes: int  # concurrency x one request's KV at max_model_len
-    free_bytes: int  # memory - weights - KV (negative: does not fit)
-    fits: bool
-    max_concurrency: int | None  # (memory - weights) // one request's KV: an upper bound; None: no KV cache
+    tp: int
+    plan: PlanResult | None  # None: refused
+    refused: str  # why the engine refuses the layout ("" when planned)
+    concurrency_curve: tuple[float | None, ...]  # the plan's max_concurrency at each of kv_lengths (None: refused)
+
+    @property
+    def label(self) -> str:
+        return layout_label(self.gpu.name, self.tp)
+
+    def holds(self, concurrency: int) -> bool:
+        """The requested load fits: the plan holds ``concurrency`` requests of max_model_len at once."""
+        return self.plan is not None and self.plan.fits and self.plan.max_concurrency >= concurrency
 
 
 @dataclass(frozen=True)
 class RoofPoint:
     gpu: str
+    tp: int  # each GPU of the TP group runs 1/tp of the FLOPs and moves 1/tp of the bytes
     phase: str  # prefill or decode
     batch: int
     intensity: float  # FLOP per byte moved
     attainable_flops_per_s: float  # FLOPs / time: min(peak, intensity x bandwidth)
-    time_s: float
+    time_s: float  # per GPU of the TP group: the roofline / tp (the TP all-reduce is in the plan's latency)
     bound: str
+    compute_dtype: str  # the dtype the engine computes in (the served weights'), whose peak bounds compute
+    peak_flops_per_s: float
 
 
 @dataclass(frozen=True)
 class ModelReport:
     card: ModelCard
-    estimate: Estimate  # concurrency x max_model_len on the report's engine
-    fits: list[GpuFit]
+    estimate: Estimate  # concurrency x max_model_len on the report's engine, the whole model (before any split)
+    layouts: list[LayoutPlan]  # one per GPU x TP asked; empty for a card the engines do not serve (why: serve_note)
+    serve_note: str  # why no layout is planned ("" when they are)
     kv_lengths: list[int]
     kv_curve: dict[str, list[int]]  # KV dtype -> one sequence's KV bytes at each of kv_lengths
     kv_parts: dict[str, list[int]]  # state cards: part (attention K/V, conv state, recurrent state) -> one
     # sequence's bytes of it at each of kv_lengths, default dtype; empty without state layers
     curve_note: str  # why a KV dtype is left out of kv_curve ("" when none is)
-    concurrency_curve: dict[str, list[int]]  # GPU -> max concurrency at each of kv_lengths (default dtype)
-    layouts: CompareResult | None
+    attention_layouts: CompareResult | None  # MHA/GQA/MQA what-ifs on the chosen layout's GPUs
     layout_note: str
     roof: list[RoofPoint]
-    capacity: list[dict] = field(default_factory=list)  # kvplan.planning.capacity, flattened, one per GPU, when present
+
+    @property
+    def chosen(self) -> LayoutPlan | None:
+        """The layout the verdict names: the fewest GPUs, then the smallest GPU, that holds the requested load;
+        else the planned layout holding the most requests; None when none is planned."""
+        return choose(self.layouts, self.estimate.inputs.batch)
 
 
 @dataclass(frozen=True)
 class Report:
     models: list[ModelReport]
     gpus: list[GPU]
+    tps: tuple[int, ...]
     max_model_len: int
     concurrency: int
     engine: str
@@ -81,48 +99,78 @@ class Report:
 def build_report(models: list[str | ModelCard], *, gpus: list[str] | None = None, tp: tuple[int, ...] = (1,),
                  max_model_len: int = 8192,
                  concurrency: int = 1, engine: str = "vllm", gpu_file: str | None = None) -> Report:
-    """Every number of the capacity report for ``models`` on ``gpus``."""
+    """Every number of the capacity report for ``models`` on ``tp`` GPUs of each of ``gpus``."""
     if not models:
         raise KvplanError("--model: give one or more models")
     for flag, value in (("--max-model-len", max_model_len), ("--concurrency", concurrency)):
         if not isinstance(value, int) or value < 1:
             raise KvplanError(f"{flag}: a positive integer, got {value}")
     devs = [load_gpu(g, gpu_file) for g in (gpus or DEFAULT_GPUS)]
-    planner = importlib.import_module("kvplan.planning.capacity")  # resolved through sys.modules (tests stub it)
     cards = [m if isinstance(m, ModelCard) else load_card(m) for m in models]
-    tps = tuple(tp)
+    tps = tuple(dict.fromkeys(tp))
     for t in tps:
         require_positive("--tp", t, maximum=1024)
-    reports = [_model_report(c, devs, max_model_len, concurrency, engine, planner, tps) for c in cards]
-    return Report(reports, devs, max_model_len, concurrency, engine)
+    reports = [_model_report(c, devs, max_model_len, concurrency, engine, tps, gpu_file) for c in cards]
+    return Report(reports, devs, tps, max_model_len, concurrency, engine)
 
 
-def _model_report(card: ModelCard, devs: list[GPU], length: int, conc: int, engine: str, planner,
-                  tps: tuple[int, ...] = (1,)) -> ModelReport:
+def choose(layouts: list[LayoutPlan], concurrency: int) -> LayoutPlan | None:
+    """The fewest GPUs, then the smallest GPU, holding ``concurrency`` requests; else the most requests held."""
+    holding = [lay for lay in layouts if lay.holds(concurrency)]
+    if holding:
+        return min(holding, key=lambda lay: (lay.tp, lay.gpu.memory_bytes))
+    planned = [lay for lay in layouts if lay.plan is not None and lay.plan.fits]
+    return max(planned, key=lambda lay: lay.plan.max_concurrency, default=None)
+
+
+def _model_report(card: ModelCard, devs: list[GPU], length: int, conc: int, engine: str, tps: tuple[int, ...],
+                  gpu_file: str | None) -> ModelReport:
     enc = length if card.architecture == "encoder-decoder" else None  # the encoder reads a max_model_len input
     est = estimate(card, batch=conc, seq_len=length, engine=engine, encoder_len=enc)
-    per_req = est.kv_cache.bytes_per_sequence
-    fits = [_fit(d, est.weights.bytes, per_req, conc) for d in devs]
-    lengths, curve, conc_curve, parts = [], {}, {}, {}
+    lengths, curve, parts = [], {}, {}
     if card.has_kv_cache:
         lengths = kv_lengths(card, length)
         curve = kv_curve(card, lengths, engine, est.kv_cache.dtype, enc)
         parts = state_parts_curve(card, lengths, engine, est.kv_cache.dtype) if card.ssm else {}
-        conc_curve = {d.name: [max(0, (d.memory_bytes - est.weights.bytes) // b) for b in curve[est.kv_cache.dtype]]
-                      for d in devs}
-    layouts, note = _layouts(card, length, conc, devs[0], engine)
+    layouts, serve_note = [], ""
+    if card.architecture == "decoder-only" and card.has_kv_cache:
+        layouts = [layout_plan(card, d, t, length, conc, engine, lengths) for d in devs for t in tps]
+    else:
+        serve_note = (f"Serving capacity is planned for decoder-only models (vLLM and SGLang serve them as "
+                      f"generators); {card.name} is {card.architecture}: the sizes below are kvplan estimate's.")
+    pick = choose(layouts, conc)
+    at = pick or (layouts[0] if layouts else None)
+    attn, note = _layouts(card, length, conc, at.gpu if at else devs[0], at.tp if at else 1, engine)
     roof = []
     if card.architecture == "decoder-only":
-        roof = [p for d in devs for p in roof_points(card, d, length, conc, engine)]
-    capacity = [_capacity(planner, card, d, length, engine, t) for d in devs for t in tps] if card.has_kv_cache else []
-    return ModelReport(card, est, fits, lengths, curve, parts, _curve_note(card, engine), conc_curve, layouts, note,
-                       roof, capacity)
+        planned = [lay for lay in layouts if lay.plan is not None] or layouts  # a refused layout runs nothing
+        roof = [p for lay in planned
+                for p in roof_points(card, lay.gpu, lay.tp, length, conc, engine, gpu_file)]
+    return ModelReport(card, est, layouts, serve_note, lengths, curve, parts, _curve_note(card, engine), attn, note,
+                       roof)
 
 
-def _fit(dev: GPU, weights: int, per_req: int, conc: int) -> GpuFit:
-    free = dev.memory_bytes - weights - conc * per_req
-    most = max(0, (dev.memory_bytes - weights) // per_req) if per_req else None
-    return GpuFit(dev, weights, conc * per_req, free, free >= 0, most)
+def layout_plan(card: ModelCard, dev: GPU, tp: int, length: int, conc: int, engine: str,
+                lengths: list[int]) -> LayoutPlan:
+    """The engine's plan of ``tp`` GPUs of ``dev`` at ``length`` (latency at ``conc`` requests), and its
+    concurrency at each of ``lengths``; a layout the engine refuses keeps the engine's reason."""
+    try:
+        p = plan(card, gpu=dev, tp=tp, max_model_len=length, engine=engine, concurrency=conc)
+    except KvplanError as exc:
+        return LayoutPlan(dev, tp, None, str(exc), ())
+    return LayoutPlan(dev, tp, p, "", tuple(_concurrency_at(card, dev, tp, n, engine) for n in lengths))
+
+
+def _concurrency_at(card: ModelCard, dev: GPU, tp: int, length: int, engine: str) -> float | None:
+    try:
+        p = plan(card, gpu=dev, tp=tp, max_model_len=length, engine=engine)
+    except KvplanError:
+        return None
+    return p.max_concurrency
+
+
+def layout_label(gpu: str, tp: int) -> str:
+    return gpu if tp == 1 else f"{tp}x {gpu} (TP {tp})"
 
 
 def kv_lengths(card: ModelCard, length: int) -> list[int]:
@@ -186,7 +234,8 @@ def _curve_note(card: ModelCard, engine: str) -> str:
             "mamba_cache_dtype 'auto', kvplan.cost.kvspec.states_dtype).")
 
 
-def _layouts(card: ModelCard, length: int, conc: int, dev: GPU, engine: str) -> tuple[CompareResult | None, str]:
+def _layouts(card: ModelCard, length: int, conc: int, dev: GPU, tp: int,
+             engine: str) -> tuple[CompareResult | None, str]:
     if card.architecture != "decoder-only":
         return None, (f"Layout what-ifs are compared for decoder-only models; {card.name} is {card.architecture}.")
     if card.mla is not None:
@@ -205,31 +254,17 @@ def _layouts(card: ModelCard, length: int, conc: int, dev: GPU, engine: str) -> 
         f"The layouts change the K/V heads of the {card.attention_layers} attention layers only; the conv and "
         f"recurrent states of the {card.state_layers} state layers are the same in every row, so the cache shrinks "
         "by less than the head ratio.")
-    return compare(card, attention=specs, seq_len=length, batch=conc, gpu=dev, engine=engine), note
+    return compare(card, attention=specs, seq_len=length, batch=conc, gpu=dev, tp=tp, engine=engine), note
 
 
-def roof_points(card: ModelCard, dev: GPU, length: int, conc: int, engine: str) -> list[RoofPoint]:
-    """Prefill and decode of ``length`` tokens at several batch sizes, as ``estimate(..., gpu=...)`` bounds them."""
+def roof_points(card: ModelCard, dev: GPU, tp: int, length: int, conc: int, engine: str,
+                gpu_file: str | None = None) -> list[RoofPoint]:
+    """Prefill and decode of ``length`` tokens at several batch sizes on each GPU of a TP group of ``tp``: the
+    roofline ``estimate(..., gpu=...)`` bounds, its time / tp (FLOPs and bytes split evenly; intensity unchanged)."""
     points = []
     for b in sorted({*ROOF_BATCHES, conc}):
-        r = estimate(card, batch=b, seq_len=length, engine=engine, gpu=dev.name).roofline
+        r = estimate(card, batch=b, seq_len=length, engine=engine, gpu=dev.name, gpu_file=gpu_file).roofline
         for phase, p in (("prefill", r.prefill), ("decode", r.decode_step)):
-            points.append(RoofPoint(dev.name, phase, b, p.arithmetic_intensity_flops_per_byte, p.flops / p.time_s,
-                                    p.time_s, p.bound))
+            points.append(RoofPoint(dev.name, tp, phase, b, p.arithmetic_intensity_flops_per_byte,
+                                    p.flops / p.time_s, p.time_s / tp, p.bound, r.compute_dtype, r.peak_flops_per_s))
     return points
-
-
-def _capacity(planner, card: ModelCard, dev: GPU, length: int, engine: str, tp: int = 1) -> dict:
-    """The planner's result for ``tp`` GPUs of one type, flattened with dots; {"error": why} where it refuses."""
-    from kvplan.planning.sweep_extra import flatten
-
-    try:
-        result = planner.plan(card, gpu=dev, max_model_len=length, engine=engine, **({"tp": tp} if tp > 1 else {}))
-    except KvplanError as exc:
-        return {"gpu": _option(dev.name, tp), "tp": tp, "error": str(exc)}
-    data = result.model_dump(mode="json") if hasattr(result, "model_dump") else dict(result)
-    return {"gpu": _option(dev.name, tp), "tp": tp, **flatten(data)}
-
-
-def _option(gpu: str, tp: int) -> str:
-    return gpu if tp == 1 else f"{tp}x {gpu} (TP {tp})"

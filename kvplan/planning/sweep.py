@@ -104,8 +104,13 @@ class Grid:
     gpu: tuple[str | None, ...]
     encoder_len: tuple[int | None, ...]
     parallel: tuple[tuple, ...]  # (tp, pp, max_model_len) per capacity option; ((None, None, None),) when none
-    block_size: int = 16
+    block_size: int | None = None  # None: the engine's default (16 for the KV sizes; the planner's own per engine)
     gpu_file: str | None = None
+
+    @property
+    def cache_block(self) -> int:
+        """Tokens per block for the KV sizes and the roofline: the one given, else vLLM's default 16."""
+        return 16 if self.block_size is None else self.block_size
 
     @property
     def size(self) -> int:
@@ -140,7 +145,7 @@ class Sweep:
 
     def _case(self, card, engine, attention, kv_dtype, weight_dtype) -> SweepCase:
         enc = self.grid.encoder_len[0]
-        return build_case(card, attention, engine, kv_dtype, weight_dtype, enc, self.grid.block_size)
+        return build_case(card, attention, engine, kv_dtype, weight_dtype, enc, self.grid.cache_block)
 
     def _columns(self) -> tuple[str, ...]:
         g = self.grid
@@ -161,7 +166,7 @@ class Sweep:
             bpt, wb = lay.bytes_per_token, lay.weights_bytes
             for gpu, par, enc in itertools.product(g.gpu, g.parallel, g.encoder_len):
                 for s in g.seq_len:
-                    ps = lay.per_sequence(s, enc or 0, g.block_size)
+                    ps = lay.per_sequence(s, enc or 0, g.cache_block)
                     if slow:
                         yield from (self._slow_row(lay, head, b, s, enc, gpu, par, ps) for b in g.batch)
                     elif with_enc:
@@ -175,7 +180,7 @@ class Sweep:
         kv = b * ps
         row += (lay.bytes_per_token, ps, kv, lay.weights_bytes, kv + lay.weights_bytes)
         if gpu is not None:
-            row += (gpu,) + extra.roofline_values(lay, b, s, gpu, g.gpu_file, kv + lay.weights_bytes, g.block_size)
+            row += (gpu,) + extra.roofline_values(lay, b, s, gpu, g.gpu_file, kv + lay.weights_bytes, g.cache_block)
         if g.capacity:
             row += par + extra.capacity_values(self._capacity_cache, lay, s, gpu, par, g.block_size, g.gpu_file)
         return row
@@ -197,7 +202,7 @@ class Sweep:
             bpt, wb = lay.bytes_per_token, lay.weights_bytes
             for enc in g.encoder_len:
                 for s in g.seq_len:
-                    ps = lay.per_sequence(s, enc or 0, g.block_size)
+                    ps = lay.per_sequence(s, enc or 0, g.cache_block)
                     mid = f",{s},{enc}," if enc is not None else f",{s},"
                     mid += f"{bpt},{ps},"
                     for i in range(0, len(g.batch), _BLOCK):  # bounded memory, whatever the batch axis holds
@@ -247,10 +252,11 @@ def _chunks(rows, size: int) -> Iterator[list]:
 
 
 def sweep(model: str | ModelCard | list, *, batch="1", seq_len, kv_dtype=None, weight_dtype=None, attention=None,
-          engine="ideal", gpu=None, encoder_len=None, tp=None, pp=None, max_model_len=None, block_size: int = 16,
+          engine="ideal", gpu=None, encoder_len=None, tp=None, pp=None, max_model_len=None, block_size: int | None = None,
           gpu_file: str | None = None) -> Sweep:
     """Every combination of the axes. Integer axes take ints, lists, or text ("1..256*2", "1,2,8"); name axes
-    take a name, a comma list, or a list. ``attention`` "card" (or None) is the card's own layout."""
+    take a name, a comma list, or a list. ``attention`` "card" (or None) is the card's own layout. ``block_size``
+    None: the engine's default (16 tokens for the KV sizes; the capacity plan's per engine)."""
     names = [m for m in (model if isinstance(model, (list, tuple)) else [model]) for m in _split(m)]
     if not names:
         raise KvplanError("--model: give one or more models")

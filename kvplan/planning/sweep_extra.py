@@ -74,9 +74,10 @@ def capacity_columns() -> tuple[str, ...]:
     return CAPACITY_COLUMNS
 
 
-def capacity_values(cache: dict, lay, seq_len: int, gpu: str, par: tuple, block_size: int,
+def capacity_values(cache: dict, lay, seq_len: int, gpu: str, par: tuple, block_size: int | None,
                     gpu_file: str | None) -> tuple:
-    """The plan's columns for (layout, GPU, tp, pp, max_model_len): computed once, shared by every batch."""
+    """The plan's columns for (layout, GPU, tp, pp, max_model_len): computed once, shared by every batch;
+    ``block_size`` None: the engine's own default (an engine without pages is never asked for one)."""
     tp, pp, mml = par
     key = (id(lay), gpu, tp, pp, mml or seq_len)
     if key not in cache:

@@ -9,11 +9,12 @@ from __future__ import annotations
 import errno
 import sys
 
+from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from kvplan.units import fmt_bytes, fmt_int
+from kvplan.units import fmt_bytes, fmt_int, fmt_seconds
 
 _UNLIMITED = 100_000  # columns for a file or a pipe: tables take their natural width
 
@@ -34,11 +35,17 @@ class _Console(Console):
         raise BrokenPipeError(errno.EPIPE, "the reader of the output left")
 
 
-def table(title: str, columns: list[str], *, left: tuple[str, ...] = (), show_header: bool = True) -> Table:
-    """A table whose cells fold rather than truncate when a terminal is too narrow: no number ever ends in '...'."""
-    t = Table(title=title, title_justify="left", show_header=show_header)
+def table(title: str, columns: list[str], *, left: tuple[str, ...] = (), show_header: bool = True,
+          compact: bool = False, fold: tuple[str, ...] = ()) -> Table:
+    """A table whose cells fold rather than truncate when a terminal is too narrow: no number ever ends in '...'.
+    ``compact``: made to read at 80 columns: a header rule instead of a box (two columns less per column), and
+    each cell kept on one line (a number or a name is never split mid-word) except in the ``fold`` columns, the
+    long free text that may wrap."""
+    kw = dict(box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0), show_edge=False) if compact else {}
+    t = Table(title=title, title_justify="left", show_header=show_header, **kw)
     for col in columns:
-        t.add_column(col, justify="left" if col in left else "right", overflow="fold")
+        t.add_column(col, justify="left" if col in left else "right", overflow="fold",
+                     no_wrap=compact and col not in fold)
     return t
 
 
@@ -48,7 +55,8 @@ def exact(n: int) -> str:
 
 
 def ms(seconds: float) -> str:
-    return f"{seconds * 1e3:.3g} ms"
+    """A duration for people: '158 ms', '2.34 s' (kvplan.units.fmt_seconds, never an exponent)."""
+    return fmt_seconds(seconds)
 
 
 def note(console: Console, text: str, label: str = "note") -> None:

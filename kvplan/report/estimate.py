@@ -103,8 +103,8 @@ def _roofline_table(roof: RooflineResult) -> Table:
     for phase, p in (("prefill", roof.prefill), ("decode", roof.decode_step)):
         t.add_row(phase, f"{p.flops:.3g}", fmt_bytes(p.bytes_moved), f"{p.arithmetic_intensity_flops_per_byte:.3g}",
                   ms(p.compute_time_s), ms(p.memory_time_s), ms(p.time_s), p.bound)
-    t.caption = (f"TTFT >= {roof.time_to_first_token_one_request_s * 1e3:.2f} ms for one request alone, "
-                 f"{roof.time_to_first_token_s * 1e3:.2f} ms for the batch of {roof.batch}; TPOT >= "
-                 f"{roof.time_per_output_token_s * 1e3:.2f} ms, decode <= {roof.decode_tokens_per_s:.0f} tok/s; "
+    t.caption = (f"TTFT >= {ms(roof.time_to_first_token_one_request_s)} for one request alone, "
+                 f"{ms(roof.time_to_first_token_s)} for the batch of {roof.batch}; TPOT >= "
+                 f"{ms(roof.time_per_output_token_s)}, decode <= {roof.decode_tokens_per_s:.0f} tok/s; "
                  f"fits in {fmt_bytes(roof.gpu_memory_bytes)}: {'yes' if roof.fits_in_memory else 'NO'}")
     return t

@@ -1,4 +1,4 @@
-"""``kvplan gpus list`` for people."""
+"""``kvplan gpus list`` for people: one narrow table (it reads at 80 columns), each GPU's source beneath it."""
 
 from __future__ import annotations
 
@@ -13,12 +13,22 @@ def _tflops(x: float | None) -> str:
     return "-" if x is None else f"{x / 1e12:,.0f}"
 
 
+def _half(g: GPU) -> str:
+    """bf16 and fp16 peaks, one figure where they are equal (every bundled GPU)."""
+    p = g.peak_flops
+    return _tflops(p.bf16) if p.bf16 == p.fp16 else f"{_tflops(p.bf16)} / {_tflops(p.fp16)}"
+
+
 def render_gpus(gpus: list[GPU], console: Console) -> None:
-    t = table("GPU catalog (dense peak TFLOP/s)", ["name", "vendor", "memory", "bandwidth", "bf16", "fp16", "fp8",
-                                                   "source"], left=("name", "vendor", "source"))
+    t = table("GPU catalog (dense peak TFLOP/s; sources below)",
+              ["name", "vendor", "memory", "bandwidth", "bf16/fp16", "fp8"], left=("name", "vendor"), compact=True)
     for g in gpus:
-        p = g.peak_flops
         t.add_row(escape(g.name), escape(g.vendor), fmt_bytes(g.memory_bytes),
-                  f"{g.memory_bandwidth_bytes_per_s / 1e12:.2f} TB/s", _tflops(p.bf16), _tflops(p.fp16),
-                  _tflops(p.fp8), escape(g.source))
+                  f"{g.memory_bandwidth_bytes_per_s / 1e12:.2f} TB/s", _half(g), _tflops(g.peak_flops.fp8))
     console.print(t)
+    console.print("sources:")
+    by_source: dict[str, list[str]] = {}
+    for g in gpus:
+        by_source.setdefault(g.source, []).append(g.name)
+    for source, names in by_source.items():
+        console.print(f"  {escape(', '.join(names))}: {escape(source)}", overflow="fold")

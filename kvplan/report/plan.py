@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.table import Table
 
 from kvplan.planning.capacity_results import PlanResult, SearchResult
-from kvplan.report.console import escape, exact, note, table
+from kvplan.report.console import escape, exact, ms, note, table
 from kvplan.units import fmt_bytes, fmt_int
 
 
@@ -18,8 +18,8 @@ def render_plan(r: PlanResult, console: Console) -> None:
     if r.latency:
         lat = r.latency
         console.print(f"[bold]latency bounds[/bold] (batch {lat.batch_per_replica} per replica, prompt "
-                      f"{fmt_int(lat.prompt_len)}): TTFT >= {lat.ttft_ms:.1f} ms, TPOT >= {lat.tpot_ms:.2f} ms "
-                      f"(of which all-reduce {lat.allreduce_ms_per_token:.2f} ms)")
+                      f"{fmt_int(lat.prompt_len)}): TTFT >= {ms(lat.ttft_ms / 1e3)}, TPOT >= {ms(lat.tpot_ms / 1e3)} "
+                      f"(of which all-reduce {ms(lat.allreduce_ms_per_token / 1e3)})")
     console.print(f"[bold]verdict[/bold] {escape(r.verdict)}")
     console.print(f"[bold]launch[/bold]  {escape(r.launch_command)}")
     for text in r.notes:
@@ -106,4 +106,4 @@ def render_search(r: SearchResult, console: Console) -> None:
 
 
 def _ms(value: float | None) -> str:
-    return "-" if value is None else f"{value:,.1f} ms"
+    return "-" if value is None else ms(value / 1e3)
