@@ -118,3 +118,27 @@ def test_the_engine_name_check_finds_a_comparison():
     assert engine_name_comparisons(ast.parse('if e.name == "vllm": pass')) == [1]
     assert engine_name_comparisons(ast.parse('x = e in ("sglang", "vllm")')) == [1]
     assert engine_name_comparisons(ast.parse('x = e.name == other')) == []
+
+
+PUBLIC_KEYWORD_API = {"kvplan.planning.capacity.plan", "kvplan.planning.estimate.estimate",
+                      "kvplan.planning.search.search", "kvplan.planning.sweep.sweep"}
+
+
+def parameter_counts(module: str, tree: ast.AST) -> dict[str, int]:
+    out = {}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            a = node.args
+            names = [x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)]
+            out[f"{module}.{node.name}"] = len([n for n in names if n not in ("self", "cls")]) + bool(a.vararg) \
+                + bool(a.kwarg)
+    return out
+
+
+def test_planning_and_cost_functions_take_at_most_ten_parameters():
+    """Typed requests (PlanRequest, Workload, Setup) instead of loose parameters; the keyword API users call is the
+    exception."""
+    wide = {name: n for m, p in MODULES.items() if m not in FACADE and layer(m) in ("planning", "cost")
+            for name, n in parameter_counts(m, ast.parse(p.read_text(encoding="utf-8"))).items()
+            if n > 10 and name not in PUBLIC_KEYWORD_API}
+    assert not wide, wide

@@ -85,9 +85,9 @@ def test_estimate_flops_and_roofline_equal_the_functions_called_alone(name, engi
     card = load_card(name)
     r = kvplan.estimate(card, batch=3, seq_len=3000, prompt_len=1000, engine=engine, gpu="H100-SXM")
     assert r.flops == step_flops(card, batch=3, prompt_len=1000, seq_len=3000, engine=get_engine(engine))
-    alone = roofline_module.roofline(card, batch=3, prompt_len=1000, seq_len=3000, gpu=hardware.load_gpu("H100-SXM"),
-                                     engine=get_engine(engine), kv_t=parse_dtype(r.inputs.kv_dtype),
-                                     w_t=parse_dtype(r.inputs.weight_dtype), memory_needed_bytes=r.total_bytes)
+    work = roofline_module.Workload(card, get_engine(engine), parse_dtype(r.inputs.kv_dtype),
+                                    parse_dtype(r.inputs.weight_dtype), 3, 1000, 3000)
+    alone = roofline_module.roofline(work, hardware.load_gpu("H100-SXM"), memory_needed_bytes=r.total_bytes)
     assert r.roofline == alone
 
 

@@ -10,6 +10,7 @@ matrix), the causal count for ideal and vllm (FlashAttention skips masked blocks
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -71,13 +72,31 @@ class RooflineResult(BaseModel):
     notes: list[str]
 
 
-def roofline(card: ModelCard, *, batch: int, prompt_len: int, seq_len: int, gpu: GPU, engine: Engine, kv_t: DType,
-             w_t: DType, memory_needed_bytes: int, compute_dtype: str | None = None, mfu: float = 1.0,
-             mbu: float = 1.0, max_cache_len: int | None = None, block_size: int = 16,
-             encoder_len: int = 0, steps: tuple[FlopsBreakdown, FlopsBreakdown] | None = None) -> RooflineResult:
+@dataclass(frozen=True)
+class Workload:
+    """What a roofline is taken of: the model as a runtime runs it, in which dtypes, at which batch and lengths."""
+
+    card: ModelCard
+    engine: Engine
+    kv_t: DType
+    w_t: DType
+    batch: int
+    prompt_len: int
+    seq_len: int
+    max_cache_len: int | None = None
+    block_size: int = 16
+    encoder_len: int = 0
+
+
+def roofline(work: Workload, gpu: GPU, *, memory_needed_bytes: int, compute_dtype: str | None = None,
+             mfu: float = 1.0, mbu: float = 1.0,
+             steps: tuple[FlopsBreakdown, FlopsBreakdown] | None = None) -> RooflineResult:
     """Roofline of prefilling ``prompt_len`` tokens and of the decode step that brings each sequence to ``seq_len``.
     ``memory_needed_bytes`` (weights + KV cache, from the caller's estimate) is compared with the GPU's memory;
     ``steps``: those two steps' FLOPs (``step_breakdowns`` of the same arguments) where the caller has them."""
+    card, engine, kv_t, w_t, batch = work.card, work.engine, work.kv_t, work.w_t, work.batch
+    prompt_len, seq_len, max_cache_len, encoder_len = work.prompt_len, work.seq_len, work.max_cache_len, work.encoder_len
+    block_size = work.block_size
     check_efficiency(mfu, mbu)
     compute = compute_dtype or default_compute_dtype(card, w_t, engine)
     peak, bw = gpu.peak(compute) * mfu, gpu.memory_bandwidth_bytes_per_s * mbu

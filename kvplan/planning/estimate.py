@@ -17,7 +17,7 @@ from kvplan.cost.flops import FlopsBreakdown, StepFlops
 from kvplan.cost.fp32 import FP32_BYTES, fp32_note
 from kvplan.cost.kvspec import KVLayerSpec, has_full_layer, kv_bytes_per_token, layer_spec_counts, layer_specs
 from kvplan.cost.params import count_params
-from kvplan.cost.roofline import check_efficiency, roofline, step_breakdowns
+from kvplan.cost.roofline import Workload, check_efficiency, roofline, step_breakdowns
 from kvplan.errors import KvplanError
 from kvplan.model.card import ModelCard
 from kvplan.model.catalog import checkpoint_of, load_card
@@ -76,22 +76,19 @@ def estimate(model: ModelCard | str | Path, *, batch: int = 1, seq_len: int, enc
         notes.append(fp32_note(card, r.w_t, weights.fp32_params))
     steps = _flops(r, prompt, notes)  # the roofline reuses them: computed once
     flops = None if steps is None else StepFlops(prefill=steps[0].result(), decode_step=steps[1].result())
-    roof = None if gpu is None else _roofline(card, r, steps, batch=batch, prompt=prompt, seq_len=seq_len, gpu=gpu,
-                                              gpu_file=gpu_file, mfu=mfu, mbu=mbu, block_size=block_size,
-                                              memory_needed_bytes=kv.total_bytes + weights.bytes)
+    work = Workload(card, r.engine, r.kv_t, r.w_t, batch, prompt, seq_len, r.run.max_cache_len, block_size)
+    roof = None if gpu is None else _roofline(work, steps, gpu, gpu_file, mfu, mbu, kv.total_bytes + weights.bytes)
     return Estimate(inputs=inputs, model=summarize(card, base), kv_cache=kv, weights=weights,
                     total_bytes=kv.total_bytes + weights.bytes, flops=flops, roofline=roof, notes=notes)
 
 
-def _roofline(card: ModelCard, r, steps, *, batch: int, prompt: int, seq_len: int, gpu: str, gpu_file: str | None,
-              mfu: float | None, mbu: float | None, block_size: int, memory_needed_bytes: int):
+def _roofline(work: Workload, steps, gpu: str, gpu_file: str | None, mfu: float | None, mbu: float | None,
+              memory_needed_bytes: int):
     """The roofline bounds on ``gpu`` (only with --gpu), reusing the step FLOPs already computed."""
     from kvplan.cost.hardware import load_gpu  # only with --gpu: a plain estimate imports no catalog code
 
-    return roofline(card, batch=batch, prompt_len=prompt, seq_len=seq_len, gpu=load_gpu(gpu, gpu_file),
-                    engine=r.engine, kv_t=r.kv_t, w_t=r.w_t, memory_needed_bytes=memory_needed_bytes,
-                    mfu=mfu or 1.0, mbu=mbu or 1.0, max_cache_len=r.run.max_cache_len, block_size=block_size,
-                    steps=steps)
+    return roofline(work, load_gpu(gpu, gpu_file), memory_needed_bytes=memory_needed_bytes, mfu=mfu or 1.0,
+                    mbu=mbu or 1.0, steps=steps)
 
 
 def resolve(card: ModelCard, *, batch: int, seq_len: int, encoder_len: int | None, kv_dtype: str | None,

@@ -7,7 +7,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from kvplan.cost.comm import comm_time_s
-from kvplan.cost.roofline import roofline
+from kvplan.cost.roofline import Workload, roofline
 from kvplan.cost.runtimes.base import Setup
 from kvplan.planning.capacity_results import Latency
 from kvplan.units import cdiv
@@ -33,5 +33,5 @@ def latency(s: Setup, concurrency: int, prompt_len: int | None = None) -> Latenc
 @lru_cache(maxsize=256)
 def _roofline(card, batch, prompt, seq_len, gpu, engine, kv_t, w_t, block_size):
     """One roofline per (card, GPU, batch, lengths): the search asks for the same one from several layouts."""
-    return roofline(card, batch=batch, prompt_len=prompt, seq_len=seq_len, gpu=gpu, engine=engine, kv_t=kv_t, w_t=w_t,
-                    memory_needed_bytes=0, block_size=block_size)
+    return roofline(Workload(card, engine, kv_t, w_t, batch, prompt, seq_len, block_size=block_size), gpu,
+                    memory_needed_bytes=0)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 
 from kvplan.cost.hardware import load_gpu
-from kvplan.cost.roofline import roofline
+from kvplan.cost.roofline import Workload, roofline
 from kvplan.errors import KvplanError
 from kvplan.model.card import ModelCard
 from kvplan.planning.grid import MAX_PARALLEL, parse_int_axis, require_rows
@@ -42,9 +42,9 @@ def check_roofline(models: tuple[ModelCard, ...], gpus: tuple, gpu_file: str | N
 def roofline_values(lay, batch: int, seq_len: int, gpu: str, gpu_file: str | None, needed: int,
                     block_size: int) -> tuple:
     """The roofline columns of one row, as ``estimate(..., gpu=gpu)`` computes them (prompt_len = seq_len)."""
-    r = roofline(lay.card, batch=batch, prompt_len=seq_len, seq_len=seq_len, gpu=load_gpu(gpu, gpu_file),
-                 engine=lay.engine, kv_t=lay.kv_t, w_t=lay.w_t, memory_needed_bytes=needed,
-                 max_cache_len=lay.engine.default_max_cache_len(seq_len), block_size=block_size)
+    work = Workload(lay.card, lay.engine, lay.kv_t, lay.w_t, batch, seq_len, seq_len,
+                    lay.engine.default_max_cache_len(seq_len), block_size)
+    r = roofline(work, load_gpu(gpu, gpu_file), memory_needed_bytes=needed)
     return (r.time_to_first_token_s, r.time_to_first_token_one_request_s, r.time_per_output_token_s,
             r.decode_tokens_per_s, r.gpu_memory_bytes, r.fits_in_memory)
 
