@@ -305,4 +305,14 @@ def nesting_depth(data: Any) -> int:
 
 # ---- writing: kvplan/writes.py (atomic files and folders, streams into devices and FIFOs) --------------------
 
-from kvplan.writes import open_atomic, write_atomic, write_folder_atomic  # noqa: E402,F401
+_WRITERS = ("open_atomic", "write_atomic", "write_folder_atomic")
+
+
+def __getattr__(name: str):
+    """``open_atomic``, ``write_atomic``, ``write_folder_atomic`` from kvplan.writes, loaded when first used: a run that
+    only reads (a plain estimate) does not import the writers."""
+    if name in _WRITERS:
+        from kvplan import writes
+
+        return getattr(writes, name)
+    raise AttributeError(f"module 'kvplan.files' has no attribute {name!r}")

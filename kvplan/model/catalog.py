@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kvplan.errors import KvplanError, clip
-from kvplan.files import is_dir, is_file, load_yaml, shown, write_atomic
+from kvplan.files import is_dir, is_file, load_yaml, shown
 from kvplan.model import cardcache
 from kvplan.model.card import ModelCard
 from kvplan.model.validation import card_from_dict  # noqa: F401 - re-exported: catalog.card_from_dict
@@ -117,5 +117,7 @@ def load_card_file(path: str | Path) -> ModelCard:
 
 
 if __name__ == "__main__":  # python -m kvplan.model.catalog: rewrite the cache after changing a bundled card
+    from kvplan.files import write_atomic
+
     write_atomic(cards_dir() / cardcache.FILE, card_cache_text())
     print(f"wrote {cards_dir() / cardcache.FILE}")

@@ -14,7 +14,6 @@ from pathlib import Path
 from kvplan.cost.engines import IDEAL_RULES, CacheRun, Engine
 from kvplan.cost.runtimes import get_engine
 from kvplan.cost.flops import FlopsBreakdown, StepFlops
-from kvplan.cost.fp32 import FP32_BYTES, fp32_note
 from kvplan.cost.kvspec import KVLayerSpec, has_full_layer, kv_bytes_per_token, layer_spec_counts, layer_specs
 from kvplan.cost.params import count_params
 from kvplan.cost.roofline import Workload, check_efficiency, roofline, step_breakdowns
@@ -73,6 +72,8 @@ def estimate(model: ModelCard | str | Path, *, batch: int = 1, seq_len: int, enc
     weights = _with_checkpoint(weights_result(card, r.w_t, r.kv_t, r.engine), base)
     notes = list(r.notes) + engine_notes(kv, batch)
     if weights.fp32_params:
+        from kvplan.cost.fp32 import fp32_note  # only for a model the runtime keeps partly in float32
+
         notes.append(fp32_note(card, r.w_t, weights.fp32_params))
     steps = _flops(r, prompt, notes)  # the roofline reuses them: computed once
     flops = None if steps is None else StepFlops(prefill=steps[0].result(), decode_step=steps[1].result())
@@ -239,7 +240,7 @@ def _with_checkpoint(weights: WeightsResult, base: ModelCard) -> WeightsResult:
 
 def _stored(w_t: DType, params: int, fp32: int) -> int:
     """``params`` in ``w_t``, ``fp32`` of them held in float32."""
-    return w_t.data_bytes(params - fp32) + FP32_BYTES * fp32
+    return w_t.data_bytes(params - fp32) + 4 * fp32  # float32: 4 B
 
 
 def _quantized(card: ModelCard, params: int, w_t: DType, fp32: int) -> QuantizedWeights | None:
