@@ -9,11 +9,14 @@ from __future__ import annotations
 from kvplan.cost.runtimes.base import Runtime
 from kvplan.cost.runtimes.ideal import Ideal
 from kvplan.cost.runtimes.sglang import SGLang
+from kvplan.cost.runtimes.tgi import TGI
 from kvplan.cost.runtimes.transformers import HFDynamic, HFStatic
+from kvplan.cost.runtimes.trtllm import TensorRTLLM
 from kvplan.cost.runtimes.vllm import VLLM
 from kvplan.errors import KvplanError
 
 RUNTIMES: dict[str, Runtime] = {r.name: r for r in (Ideal(), HFDynamic(), HFStatic(), VLLM(), SGLang())}
+RUNTIMES.update({r.name: r for r in (TensorRTLLM(), TGI())})  # issue 25
 ENGINES = RUNTIMES  # the name earlier releases used
 
 
