@@ -63,7 +63,7 @@ EXTRA_FLAGS = {"free_gpu_memory_fraction": ("--kv-cache-free-gpu-memory-fraction
                "cuda_memory_fraction": ("--cuda-memory-fraction", "tgi"),
                "max_batch_prefill_tokens": ("--max-batch-prefill-tokens", "tgi"),
                "speculative_config": ("--speculative-config", "vllm"),
-               "shared_prefix_len": ("--shared-prefix-len", "a paged engine (vllm, sglang, trtllm, tgi)"),
+               "shared_prefix_len": ("--shared-prefix-len", "vllm, trtllm or tgi"),
                "enable_lora": ("--enable-lora", "vllm"), "max_loras": ("--max-loras", "vllm"),
                "max_lora_rank": ("--max-lora-rank", "vllm")}
 

@@ -18,6 +18,7 @@ Read from TGI at ``db931fcf`` (2026-01-08; /work/shared/reference/serving-featur
 from __future__ import annotations
 
 from kvplan.cost.runtimes.base import Options, ServingFlags, Setup, Stage
+from kvplan.cost.features import shared_prefix as _prefix
 from kvplan.cost.runtimes.tokenpool import TokenPool, unverified
 from kvplan.errors import KvplanError, Refused
 from kvplan.units import cdiv, fmt_bytes, fmt_int, require_fraction, require_positive
@@ -88,7 +89,7 @@ class TGI(TokenPool):
         prefill = (min(DEFAULT_PREFILL_TOKENS, card.max_position_embeddings) if flags.max_batch_prefill_tokens is None
                    else require_positive("--max-batch-prefill-tokens", flags.max_batch_prefill_tokens))
         return Options(block_size=block, mnbt=prefill, cuda_memory_fraction=fraction,
-                       shared_prefix_len=flags.shared_prefix_len or 0)
+                       shared_prefix_len=_prefix(flags))
 
     def attention(self, s: Setup) -> str:
         return next(k for k, v in BLOCK_SIZES.items() if v == s.block_size)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from kvplan.cost import features as ft
 from kvplan.cost.runtimes.base import KVCachePool, Pool, Server, Setup, Stage, rank_row, stage_weights
 from kvplan.errors import KvplanError
 from kvplan.units import cdiv
@@ -103,7 +104,9 @@ class TokenPool(Server):
         pool = KVCachePool(available_bytes=sts[lim].available, block_size=page,
                            bytes_per_block=rows[lim].bytes_per_block, num_blocks=blocks, tokens=blocks * page,
                            groups=1, padding_layers=0, blocks_per_request=per_req)
-        return Pool(sts[lim], pool, blocks / per_req, per_req_tokens * per_token[lim], blocks >= per_req,
+        shared = ft.shared_blocks(s.opts.shared_prefix_len, s.max_model_len, page) if s.opts.shared_prefix_len else 0
+        conc = ft.concurrency_with_prefix(blocks, per_req, shared)  # prefix reuse: full blocks held once
+        return Pool(sts[lim], pool, conc, per_req_tokens * per_token[lim], blocks >= per_req,
                     min(r.max_model_len_fit for r in rows), rows)
 
     def running_limit(self, s: Setup) -> int | None:

@@ -22,6 +22,7 @@ section 4.1):
 from __future__ import annotations
 
 from kvplan.cost.runtimes.base import Options, ServingFlags, Setup, Stage
+from kvplan.cost.features import shared_prefix as _prefix
 from kvplan.cost.runtimes.tokenpool import TokenPool, unverified
 from kvplan.errors import KvplanError
 from kvplan.units import cdiv, fmt_bytes, fmt_int, require_fraction, require_positive
@@ -79,7 +80,7 @@ class TensorRTLLM(TokenPool):
         batch = (DEFAULT_MAX_BATCH_SIZE if flags.max_batch_size is None
                  else require_positive("--max-batch-size", flags.max_batch_size))
         return Options(block_size=block, mnbt=tokens, max_num_seqs=batch, free_gpu_memory_fraction=fraction,
-                       shared_prefix_len=flags.shared_prefix_len or 0)
+                       shared_prefix_len=_prefix(flags))
 
     # -- the budget --
 
