@@ -72,7 +72,7 @@ def test_schema_violation_names_file_and_field(cli, tmp_path):
         (("--batch", "0"), "--batch"),
         (("--seq-len", "-5"), "--seq-len"),
         (("--kv-dtype", "fp7"), "allowed: fp32"),
-        (("--engine", "tgi"), "allowed: ideal"),
+        (("--engine", "lmdeploy"), "allowed: ideal"),
         (("--attention", "gqa:5"), "gqa:5"),
         (("--kv-heads", "3"), "allowed: 1, 2, 4"),
         (("--engine", "hf-dynamic", "--kv-dtype", "int4"), "--kv-dtype"),

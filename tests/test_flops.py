@@ -191,7 +191,7 @@ def test_flops_result_json_and_errors():
     assert res.decode_step.attention_core == 32 * 4 * 32 * 4096  # 32 keys: the step that makes 32 tokens
     assert res.prefill.causal_total < res.prefill.total and res.decode_step.mla_mode is None
     with pytest.raises(KvplanError, match="engine"):
-        prefill_flops(load_card("llama-2-7b"), batch=1, prompt_len=4, engine=get_engine("tgi"))
+        prefill_flops(load_card("llama-2-7b"), batch=1, prompt_len=4, engine=get_engine("lmdeploy"))
     with pytest.raises(KvplanError, match="max-cache-len"):
         decode_step_flops(load_card("llama-2-7b"), batch=1, cache_len=4, engine=get_engine("hf-static"), max_cache_len=4)
     with pytest.raises(KvplanError, match="--encoder-len: t5-base is encoder-decoder"):

@@ -120,7 +120,7 @@ def test_the_cli_plans_sweeps_and_reports_with_it(toy, cli, tmp_path):
 
 def test_an_unknown_engine_lists_the_registered_ones(toy):
     with pytest.raises(KvplanError, match="allowed: .*toy"):
-        get_engine("tgi")
+        get_engine("lmdeploy")
 
 
 # ---- one keys rule: the sharded verify's per-rank FLOPs fold over the same rule as kvplan.cost.flops -----------

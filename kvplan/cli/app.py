@@ -40,9 +40,9 @@ def root(
 
 
 def _register() -> None:
-    from kvplan.cli import cards, check, compare, estimate, gpus, plan, report, sweep, verify
+    from kvplan.cli import cards, check, compare, disagg, estimate, gpus, plan, report, sweep, verify
 
-    for module in (estimate, plan, compare, sweep, report, verify, check):
+    for module in (estimate, plan, compare, sweep, report, verify, check, disagg):
         module.register(app)
     app.add_typer(cards.app, name="cards")
     app.add_typer(gpus.app, name="gpus")

@@ -33,7 +33,8 @@ GpuMemory = Annotated[_S, typer.Option(
 Tp = Annotated[Optional[int], typer.Option("--tp", help="Tensor-parallel size (default 1).")]
 Pp = Annotated[Optional[int], typer.Option("--pp", help="Pipeline-parallel size (default 1).")]
 Dp = Annotated[Optional[int], typer.Option("--dp", help="Data-parallel replicas (default 1).")]
-PlanEngine = Annotated[str, typer.Option("--engine", help="vllm, sglang, hf-static, hf-dynamic or ideal.")]
+PlanEngine = Annotated[str, typer.Option(
+    "--engine", help="vllm, sglang, trtllm, tgi, hf-static, hf-dynamic or ideal.")]
 Util = Annotated[Optional[float], typer.Option(
     "--gpu-memory-utilization", help="vLLM: share of GPU memory (default 0.92); hf/ideal: default 1.0.")]
 Mfs = Annotated[Optional[float], typer.Option("--mem-fraction-static", help="SGLang; default: its GPU formula.")]
@@ -60,3 +61,24 @@ PromptLen = Annotated[Optional[int], typer.Option(
     "--prompt-len", help="Prefill tokens for the TTFT bound (default --max-model-len).")]
 ExpertParallel = Annotated[bool, typer.Option(
     "--expert-parallel", metavar="", help="vLLM --enable-expert-parallel: routed experts spread over dp x tp ranks.")]
+
+# the engines' own flags (issue 25), spelled as each engine spells them so a command line pastes
+_F, _I = Optional[float], Optional[int]
+FreeGpuMemoryFraction = Annotated[_F, typer.Option(
+    "--kv-cache-free-gpu-memory-fraction", "--kv_cache_free_gpu_memory_fraction",
+    help="TensorRT-LLM: share of the memory free after the warm-up for the KV cache (default 0.9).")]
+MaxNumTokens = Annotated[_I, typer.Option("--max-num-tokens", "--max_num_tokens",
+                                          help="TensorRT-LLM: tokens per forward pass (default 8192).")]
+MaxBatchSize = Annotated[_I, typer.Option("--max-batch-size", "--max_batch_size",
+                                          help="TensorRT-LLM: requests per batch (default 2048).")]
+CudaMemoryFraction = Annotated[_F, typer.Option("--cuda-memory-fraction",
+                                                help="TGI: share of GPU memory the server may use (default 1.0).")]
+MaxBatchPrefillTokens = Annotated[_I, typer.Option(
+    "--max-batch-prefill-tokens", help="TGI: tokens of the warm-up prefill (default min(4096, max positions)).")]
+SpeculativeConfig = Annotated[_S, typer.Option(
+    "--speculative-config", help='vLLM: JSON, e.g. \'{"method": "eagle", "model": "...", "num_speculative_tokens": 3}\'.')]
+SharedPrefixLen = Annotated[_I, typer.Option(
+    "--shared-prefix-len", help="Prompt tokens every request shares (prefix caching: full blocks held once).")]
+EnableLora = Annotated[bool, typer.Option("--enable-lora", metavar="", help="vLLM: LoRA adapter slots on the GPU.")]
+MaxLoras = Annotated[_I, typer.Option("--max-loras", help="vLLM: adapters held at once (default 1).")]
+MaxLoraRank = Annotated[_I, typer.Option("--max-lora-rank", help="vLLM: the largest adapter rank (default 16).")]

@@ -17,6 +17,11 @@ def plan(
     context_memory: o.ContextMemory = None, concurrency: o.Concurrency = None, gpus: o.Gpus = None,
     max_gpus: o.MaxGpus = 8, ttft_ms: o.TtftMs = None, tpot_ms: o.TpotMs = None, prompt_len: o.PromptLen = None,
     expert_parallel: o.ExpertParallel = False, as_json: o.Json = False,
+    free_gpu_memory_fraction: o.FreeGpuMemoryFraction = None, max_num_tokens: o.MaxNumTokens = None,
+    max_batch_size: o.MaxBatchSize = None, cuda_memory_fraction: o.CudaMemoryFraction = None,
+    max_batch_prefill_tokens: o.MaxBatchPrefillTokens = None, speculative_config: o.SpeculativeConfig = None,
+    shared_prefix_len: o.SharedPrefixLen = None, enable_lora: o.EnableLora = False, max_loras: o.MaxLoras = None,
+    max_lora_rank: o.MaxLoraRank = None,
 ) -> None:
     """How many concurrent requests of --max-model-len fit, with the engine's own arithmetic; without --gpu, which
     GPUs and how many hold --concurrency of them."""
@@ -29,6 +34,12 @@ def plan(
                   weight_dtype=weight_dtype, activation_memory=activation_memory, non_torch_memory=non_torch_memory,
                   cuda_graph_memory=cuda_graph_memory, context_memory=context_memory, prompt_len=prompt_len,
                   expert_parallel=expert_parallel)
+    common.update({k: v for k, v in dict(
+        free_gpu_memory_fraction=free_gpu_memory_fraction, max_num_tokens=max_num_tokens,
+        max_batch_size=max_batch_size, cuda_memory_fraction=cuda_memory_fraction,
+        max_batch_prefill_tokens=max_batch_prefill_tokens, speculative_config=speculative_config,
+        shared_prefix_len=shared_prefix_len, enable_lora=enable_lora or None, max_loras=max_loras,
+        max_lora_rank=max_lora_rank).items() if v is not None})
     if gpu is None:
         _emit(_search(card, concurrency, (tp, pp, dp), gpus, max_gpus, ttft_ms, tpot_ms, common), as_json,
               "render_search")

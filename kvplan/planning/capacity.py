@@ -20,7 +20,7 @@ from pathlib import Path
 from kvplan.cost.hardware import GPU, load_gpu
 from kvplan.cost.parallel import Layout, check_layout
 from kvplan.cost.runtimes import get_engine
-from kvplan.cost.runtimes.base import Pool, Runtime, ServingFlags, Setup, Stage, positive_size
+from kvplan.cost.runtimes.base import EXTRA_FLAGS, Pool, Runtime, ServingFlags, Setup, Stage, positive_size
 from kvplan.errors import KvplanError
 from kvplan.model.card import ModelCard
 from kvplan.model.catalog import load_card
@@ -69,7 +69,8 @@ class PlanRequest:
                              mem_fraction_static=kw.pop("mem_fraction_static", None),
                              kv_cache_memory=kw.pop("kv_cache_memory", None),
                              max_num_batched_tokens=kw.pop("max_num_batched_tokens", None),
-                             max_num_seqs=kw.pop("max_num_seqs", None), block_size=kw.pop("block_size", None))
+                             max_num_seqs=kw.pop("max_num_seqs", None), block_size=kw.pop("block_size", None),
+                             **{k: v for k in EXTRA_FLAGS if (v := kw.pop(k, None)) is not None})
         gpu_memory = kw.pop("gpu_memory", None)
         return cls(gpu=g, max_model_len=max_model_len, runtime=get_engine(engine),
                    layout=Layout(tp, pp, dp, bool(kw.pop("expert_parallel", False))), flags=flags,
@@ -90,11 +91,17 @@ def plan(model: ModelCard | str | Path, *, gpu: str | GPU, max_model_len: int, t
          weight_dtype: str | None = None, activation_memory: int | str | None = None,
          non_torch_memory: int | str | None = None, cuda_graph_memory: int | str | None = None,
          context_memory: int | str | None = None, concurrency: int | None = None,
-         prompt_len: int | None = None, expert_parallel: bool = False) -> PlanResult:
+         prompt_len: int | None = None, expert_parallel: bool = False, **engine_flags) -> PlanResult:
     """Plan ``model`` on ``tp x pp`` GPUs (x ``dp`` replicas) of type ``gpu``; KvplanError on a layout the engine
     refuses or on memory that leaves nothing for the cache. A request that does not fit is an answer (fits=False).
     ``concurrency`` adds latency bounds at that many requests (``prompt_len`` tokens of prefill, default
-    max_model_len)."""
+    max_model_len). ``engine_flags``: the engines' own flags (``kvplan.cost.runtimes.base.EXTRA_FLAGS``:
+    free_gpu_memory_fraction, max_num_tokens, max_batch_size for trtllm; cuda_memory_fraction,
+    max_batch_prefill_tokens for tgi; speculative_config, enable_lora, max_loras, max_lora_rank for vllm;
+    shared_prefix_len for the paged engines)."""
+    unknown = set(engine_flags) - set(EXTRA_FLAGS)
+    if unknown:
+        raise TypeError(f"plan() got unexpected keyword arguments {sorted(unknown)}")
     card = model if isinstance(model, ModelCard) else load_card(model)
     req = PlanRequest.build(
         gpu=gpu, gpu_file=gpu_file, max_model_len=max_model_len, tp=tp, pp=pp, dp=dp, engine=engine,
@@ -102,7 +109,7 @@ def plan(model: ModelCard | str | Path, *, gpu: str | GPU, max_model_len: int, t
         kv_cache_memory=kv_cache_memory, max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,
         block_size=block_size, kv_dtype=kv_dtype, weight_dtype=weight_dtype, activation_memory=activation_memory,
         non_torch_memory=non_torch_memory, cuda_graph_memory=cuda_graph_memory, context_memory=context_memory,
-        concurrency=concurrency, prompt_len=prompt_len, expert_parallel=expert_parallel)
+        concurrency=concurrency, prompt_len=prompt_len, expert_parallel=expert_parallel, **engine_flags)
     return plan_request(card, req)
 
 
@@ -138,6 +145,7 @@ def setup(card: ModelCard, req: PlanRequest) -> Setup:
     kv_t, w_t = _dtype(card, rt, req.kv_dtype, "--kv-dtype")[0], _dtype(card, rt, req.weight_dtype, "--weight-dtype")[0]
     rt.check_dtype(kv_t)
     total = req.gpu.memory_bytes if req.gpu_memory is None else req.gpu_memory
+    rt.refuse_flags(req.flags)
     opts = rt.resolve(req.flags, card, req.gpu, total, layout, req.max_model_len)
     non_torch, cuda_graph, context = rt.overhead_defaults(layout.tp * layout.pp)
     state_t = rt.state_dtype(card, kv_t, _dtype(card, rt, None, "--kv-dtype")[0])
@@ -168,7 +176,10 @@ def result(s: Setup, sts: list[Stage], p: Pool, lat: Latency | None = None,
                         max_model_len=s.max_model_len, kv_dtype=s.kv_t.name, weight_dtype=s.w_t.name,
                         gpu_memory_utilization=s.util, mem_fraction_static=s.mfs,
                         kv_cache_memory_bytes=s.kv_cache_memory, max_num_batched_tokens=s.mnbt,
-                        max_num_seqs=s.max_num_seqs, block_size=s.block_size, paged=rt.server)
+                        max_num_seqs=s.max_num_seqs, block_size=s.block_size, paged=rt.server,
+                        free_gpu_memory_fraction=s.opts.free_gpu_memory_fraction,
+                        cuda_memory_fraction=s.opts.cuda_memory_fraction, shared_prefix_len=s.opts.shared_prefix_len,
+                        speculative=None if s.opts.speculative is None else str(s.opts.speculative))
     return PlanResult(inputs=inputs, per_gpu=per_gpu, kv_cache=p.pool, max_concurrency=p.concurrency,
                       max_concurrency_total=p.concurrency * s.layout.dp, request_kv_bytes=p.request_bytes,
                       fits=p.fits, max_model_len_fit=p.max_model_len_fit, ranks=p.ranks,

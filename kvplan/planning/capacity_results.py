@@ -33,6 +33,10 @@ class PlanInputs(BaseModel):
     max_num_seqs: int | None
     block_size: int  # vLLM block, SGLang page; 1 for the unpaged engines
     paged: bool = False  # a serving engine's block or page pool (vLLM, SGLang); False: unpaged (transformers, ideal)
+    free_gpu_memory_fraction: float | None = None  # TensorRT-LLM
+    cuda_memory_fraction: float | None = None  # TGI
+    shared_prefix_len: int = 0  # prompt tokens every request shares (prefix caching)
+    speculative: str | None = None  # vLLM --speculative-config as resolved, e.g. "eagle k=3 (1 draft layer)"
 
 
 class PerGPU(BaseModel):

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from kvplan.cost.hardware import GPU, load_gpus
 from kvplan.cost.parallel import Layout
+from kvplan.cost.runtimes.base import EXTRA_FLAGS
 from kvplan.errors import KvplanError, Refused
 from kvplan.model.card import ModelCard
 from kvplan.model.catalog import load_card
@@ -106,7 +107,7 @@ def _option(card: ModelCard, req: PlanRequest, max_gpus: int, ttft_ms, tpot_ms) 
 def _plan_defaults(kw: dict) -> dict:
     keys = ("gpu_memory", "gpu_memory_utilization", "mem_fraction_static", "kv_cache_memory",
             "max_num_batched_tokens", "max_num_seqs", "block_size", "kv_dtype", "weight_dtype", "activation_memory",
-            "non_torch_memory", "cuda_graph_memory", "context_memory", "expert_parallel")
+            "non_torch_memory", "cuda_graph_memory", "context_memory", "expert_parallel", *EXTRA_FLAGS)
     return {k: kw.get(k) for k in keys if kw.get(k) is not None}
 
 

@@ -41,8 +41,21 @@ def _sglang() -> Runtime:
     return SGLang()
 
 
+def _trtllm() -> Runtime:
+    from kvplan.cost.runtimes.trtllm import TensorRTLLM
+
+    return TensorRTLLM()
+
+
+def _tgi() -> Runtime:
+    from kvplan.cost.runtimes.tgi import TGI
+
+    return TGI()
+
+
 # name -> the factory of its one instance, in the order errors and help list them
-_MODULES = {"ideal": _ideal, "hf-dynamic": _hf_dynamic, "hf-static": _hf_static, "vllm": _vllm, "sglang": _sglang}
+_MODULES = {"ideal": _ideal, "hf-dynamic": _hf_dynamic, "hf-static": _hf_static, "vllm": _vllm, "sglang": _sglang,
+            "trtllm": _trtllm, "tgi": _tgi}
 RUNTIMES: dict[str, Runtime] = {}  # the instances made so far, and the ones a user registered
 
 

@@ -41,6 +41,29 @@ class ServingFlags:
     max_num_batched_tokens: int | None = None
     max_num_seqs: int | None = None
     block_size: int | None = None
+    # -- the engines' own flags beyond vLLM's and SGLang's budget (issue 25); each runtime names those it takes in
+    # ``Runtime.extra_flags`` and ``Runtime.refuse_flags`` refuses the rest by flag --
+    free_gpu_memory_fraction: float | None = None  # TensorRT-LLM kv_cache_config.free_gpu_memory_fraction
+    max_num_tokens: int | None = None  # TensorRT-LLM --max_num_tokens
+    max_batch_size: int | None = None  # TensorRT-LLM --max_batch_size
+    cuda_memory_fraction: float | None = None  # TGI --cuda-memory-fraction
+    max_batch_prefill_tokens: int | None = None  # TGI --max-batch-prefill-tokens
+    speculative_config: str | dict | None = None  # vLLM --speculative-config (JSON text or a dict)
+    shared_prefix_len: int | None = None  # tokens of prompt prefix every request shares (prefix caching)
+    enable_lora: bool = False  # vLLM --enable-lora
+    max_loras: int | None = None  # vLLM --max-loras
+    max_lora_rank: int | None = None  # vLLM --max-lora-rank
+
+
+# ServingFlags field -> (the flag as the CLI spells it, the engines that take it)
+EXTRA_FLAGS = {"free_gpu_memory_fraction": ("--kv-cache-free-gpu-memory-fraction", "trtllm"),
+               "max_num_tokens": ("--max-num-tokens", "trtllm"), "max_batch_size": ("--max-batch-size", "trtllm"),
+               "cuda_memory_fraction": ("--cuda-memory-fraction", "tgi"),
+               "max_batch_prefill_tokens": ("--max-batch-prefill-tokens", "tgi"),
+               "speculative_config": ("--speculative-config", "vllm"),
+               "shared_prefix_len": ("--shared-prefix-len", "vllm, trtllm or tgi"),
+               "enable_lora": ("--enable-lora", "vllm"), "max_loras": ("--max-loras", "vllm"),
+               "max_lora_rank": ("--max-lora-rank", "vllm")}
 
 
 @dataclass(frozen=True)
@@ -53,6 +76,11 @@ class Options:
     mnbt: int | None = None
     max_num_seqs: int | None = None
     block_size: int = 1  # tokens per page; 1 for the unpaged runtimes
+    free_gpu_memory_fraction: float | None = None  # TensorRT-LLM
+    cuda_memory_fraction: float | None = None  # TGI
+    speculative: object | None = None  # kvplan.cost.features.Speculative (vLLM --speculative-config)
+    shared_prefix_len: int = 0  # prompt tokens every request shares (prefix caching)
+    lora: object | None = None  # kvplan.cost.features.LoRA (vLLM --enable-lora)
 
 
 @dataclass(frozen=True)
@@ -154,8 +182,15 @@ class Runtime(Engine):
     server: ClassVar[bool] = False  # a serving engine: pads the vocabulary, keeps the rotary cache, pages its pool
     single_process: ClassVar[bool] = False  # one process on one GPU: no TP/PP
     budget_flag: ClassVar[str] = "--gpu-memory-utilization"  # the flag that sizes the pool
+    extra_flags: ClassVar[frozenset[str]] = frozenset()  # the ServingFlags of EXTRA_FLAGS this runtime takes
 
     # -- options and refusals --
+
+    def refuse_flags(self, flags: ServingFlags) -> None:
+        """Refuse, by flag, the engine-specific flags of ``EXTRA_FLAGS`` this runtime does not take."""
+        for name, (flag, owner) in EXTRA_FLAGS.items():
+            if name not in self.extra_flags and getattr(flags, name) not in (None, False):
+                raise KvplanError(f"{flag}: only for --engine {owner} (got --engine {self.name})")
 
     def resolve(self, flags: ServingFlags, card: ModelCard, gpu: GPU, total: int, layout: Layout,
                 max_model_len: int) -> Options:

@@ -10,6 +10,7 @@ from functools import lru_cache
 
 from kvplan.cost import serving_vllm as vl
 from kvplan.cost.engines import CacheRun
+from kvplan.cost.runtimes import vllm_features as vf
 from kvplan.cost.runtimes.base import (Options, Pool, Server, ServingFlags, Setup, Stage, positive_size, rank_row,
                                        refuse_zamba_v1, utilization)
 from kvplan.errors import Refused
@@ -27,6 +28,7 @@ class VLLM(Server):
     kv_dtypes = ("fp32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2")
     paged = True
     _dtype_hint = " (vLLM kv_cache_dtype: auto, fp8, fp8_e4m3, fp8_e5m2)"
+    extra_flags = frozenset({"speculative_config", "shared_prefix_len", "enable_lora", "max_loras", "max_lora_rank"})
 
     # -- cache rules --
 
@@ -68,7 +70,8 @@ class VLLM(Server):
         kv_mem = None if flags.kv_cache_memory is None else positive_size("--kv-cache-memory", flags.kv_cache_memory)
         return Options(util=util, kv_cache_memory=kv_mem, block_size=block,
                        mnbt=_given("--max-num-batched-tokens", flags.max_num_batched_tokens, mnbt),
-                       max_num_seqs=_given("--max-num-seqs", flags.max_num_seqs, seqs))
+                       max_num_seqs=_given("--max-num-seqs", flags.max_num_seqs, seqs),
+                       **vf.resolve_features(flags, card, layout))
 
     def check_servable(self, card, layout) -> None:
         if layout.expert_parallel:  # vLLM's --enable-expert-parallel is modelled (kvplan.cost.parallel)
@@ -124,6 +127,10 @@ class VLLM(Server):
 
     # -- budget --
 
+    def stage(self, s: Setup, pp_rank: int, parts: list[range]) -> Stage:
+        """The base budget, plus the draft model's weights and K/V layers and the LoRA slots (vllm_features)."""
+        return vf.with_features(s, super().stage(s, pp_rank, parts))
+
     def activation(self, s: Setup, last_stage: bool) -> int:
         """The profile run's peak: forward of max_num_batched_tokens tokens, sampler on max_num_seqs rows."""
         if s.activation is not None:
@@ -153,7 +160,15 @@ class VLLM(Server):
         """Groups of the whole model, each stage's bytes per block and blocks, the min over ranks."""
         from kvplan.cost.runtimes.results import KVCachePool
 
-        groups = _kv_cache_groups(self, s.card, s.kv_t, s.layout.tp, s.state_t, s.state_page_padded, s.block_size)
+        drafts = vf.draft_layer_specs(s)  # speculative decoding: the proposer's layers join the pool
+        if drafts:
+            from kvplan.cost.parallel import Layout, rank_layer_specs
+
+            per_layer = rank_layer_specs(s.card, s.kv_t, self, Layout(tp=s.layout.tp), 0, state_t=s.state_t) + drafts
+            specs, layers = vl.vllm_layer_specs(per_layer, s.state_page_padded)
+            groups = vl.kv_cache_groups(specs, s.block_size, layers)
+        else:
+            groups = _kv_cache_groups(self, s.card, s.kv_t, s.layout.tp, s.state_t, s.state_page_padded, s.block_size)
         mnbt = vl.scheduled_tokens(s.mnbt, s.max_num_seqs, s.max_model_len)
         inflight = vl.max_in_flight_tokens(mnbt, s.layout.pp)
         per_req = vl.blocks_per_request(groups, s.max_model_len, s.block_size, inflight)
@@ -164,7 +179,7 @@ class VLLM(Server):
             rows.append(rank_row(st, bpb, vl.num_blocks(st.available, bpb), fit))
         lim = min(range(len(sts)), key=lambda i: rows[i].num_blocks)
         blocks, bpb = rows[lim].num_blocks, rows[lim].bytes_per_block
-        conc = vl.max_concurrency(blocks, per_req)
+        conc = vf.prefix_concurrency(s, blocks, per_req, len(groups))
         pool = KVCachePool(available_bytes=sts[lim].available, block_size=s.block_size, bytes_per_block=bpb,
                            num_blocks=blocks, tokens=vl.kv_cache_tokens(conc, s.max_model_len), groups=len(groups),
                            padding_layers=vl.padding_layers(groups), blocks_per_request=per_req,
@@ -185,7 +200,7 @@ class VLLM(Server):
         cmd += [f"--pipeline-parallel-size {lay.pp}"] if lay.pp > 1 else []
         cmd += [f"--data-parallel-size {lay.dp}"] if lay.dp > 1 else []
         cmd += ["--enable-expert-parallel"] if lay.expert_parallel else []
-        cmd += [f"--max-model-len {s.max_model_len}"]
+        cmd += [f"--max-model-len {s.max_model_len}"] + vf.launch_flags(s)
         cmd += ([f"--kv-cache-memory-bytes {s.kv_cache_memory}"] if s.kv_cache_memory is not None
                 else [f"--gpu-memory-utilization {s.util}"])
         if s.block_size != vl.default_block_size(s.card, s.gpu.compute_capability) and not s.unified_block:
@@ -204,7 +219,7 @@ class VLLM(Server):
         if s.max_num_seqs is not None and p.concurrency > s.max_num_seqs:
             out.append(f"The scheduler runs at most --max-num-seqs {s.max_num_seqs} requests at once per replica; "
                        f"the pool would hold {p.concurrency:,.1f}.")
-        return out + _state_notes(s, p)
+        return out + _state_notes(s, p) + vf.notes(s, p)
 
     def activation_rule(self, s: Setup) -> str:
         if s.activation is None:

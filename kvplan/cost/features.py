@@ -1,0 +1,195 @@
+"""Serving features that move an engine's memory: speculative decoding (vLLM ``--speculative-config``), prefix
+caching (``--shared-prefix-len``) and LoRA slots (vLLM ``--enable-lora``). Pure functions and small typed values;
+the runtimes (``kvplan.cost.runtimes``) apply them. Rules read from vLLM (local-inference-lab/vllm 28be48fa, upstream
+to 2026-05-19; /work/shared/reference/serving-features.md section 2).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from kvplan.errors import KvplanError
+from kvplan.units import cdiv, require_positive
+
+if TYPE_CHECKING:
+    from kvplan.cost.parallel import Layout
+    from kvplan.model.card import ModelCard
+    from kvplan.model.dtypes import DType
+
+# ---- speculative decoding ----------------------------------------------------------------------------------------
+
+SPEC_METHODS = ("eagle", "eagle3", "mtp", "draft_model", "ngram", "suffix")
+_SPEC_KEYS = {"method", "model", "num_speculative_tokens", "draft_tensor_parallel_size", "revision",
+              "draft_model_revision", "quantization", "prompt_lookup_max", "prompt_lookup_min", "max_model_len"}
+EAGLE_LAYERS = 1  # EAGLE / EAGLE-3 heads for Llama, Qwen, ...: one decoder layer (num_hidden_layers 1)
+MTP_LAYERS = 1  # num_nextn_predict_layers of DeepSeek-V3, GLM-4.5, Qwen3-Next, MiMo
+
+
+@dataclass(frozen=True)
+class Speculative:
+    """A resolved ``--speculative-config``: the method, the draft, k, and the draft's decoder layers on the GPU."""
+
+    method: str
+    k: int  # num_speculative_tokens: lookahead slots per running request
+    model: str | None = None
+    draft_layers: int = 0  # attention layers the proposer adds to the KV pool
+    draft_card: ModelCard | None = None  # draft_model: the small model kvplan loaded
+
+    def __str__(self) -> str:
+        draft = f", draft {self.model}" if self.model else ""
+        return f"{self.method} k={self.k} ({self.draft_layers} draft layer{'s' * (self.draft_layers != 1)}{draft})"
+
+
+def parse_speculative(value: str | dict, card: ModelCard) -> Speculative:
+    """vLLM config/speculative.py SpeculativeConfig from ``--speculative-config`` (JSON text or a dict)."""
+    flag = "--speculative-config"
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as e:
+            raise KvplanError(f"{flag}: not JSON ({e.msg} at character {e.pos}); e.g. "
+                              '\'{"method": "eagle", "model": "ORG/NAME", "num_speculative_tokens": 3}\'') from None
+    if not isinstance(value, dict):
+        raise KvplanError(f"{flag}: a JSON object, got {type(value).__name__}")
+    unknown = sorted(set(value) - _SPEC_KEYS)
+    if unknown:
+        raise KvplanError(f"{flag}: unknown key {unknown[0]!r}; kvplan reads {', '.join(sorted(_SPEC_KEYS))}")
+    model = value.get("model")
+    method = value.get("method") or _infer_method(model)
+    if method not in SPEC_METHODS:
+        raise KvplanError(f"{flag}: method {str(method)[:40]!r}; allowed: {', '.join(SPEC_METHODS)}")
+    k = value.get("num_speculative_tokens", MTP_LAYERS if method == "mtp" else None)
+    if k is None:
+        raise KvplanError(f"{flag}: num_speculative_tokens is required for method {method}")
+    k = require_positive(f"{flag}: num_speculative_tokens", k, 64)
+    tp = value.get("draft_tensor_parallel_size")
+    if tp is not None and tp != 1 and method == "draft_model":
+        pass  # vLLM: 1 or the target TP; kvplan shards the draft as the target (the default)
+    if method in ("eagle", "eagle3"):
+        if not model:
+            raise KvplanError(f"{flag}: method {method} needs \"model\" (the EAGLE head's repository)")
+        return Speculative(method, k, model, EAGLE_LAYERS)
+    if method == "mtp":
+        if card.moe is None and card.mla is None and card.ssm is None:
+            raise KvplanError(f"{flag}: method mtp reuses the model's own multi-token-prediction layers (DeepSeek-V3, "
+                              f"GLM-4.5, Qwen3-Next, MiMo); {card.name} has none in its card")
+        return Speculative(method, k, model, MTP_LAYERS)
+    if method == "draft_model":
+        if not model:
+            raise KvplanError(f"{flag}: method draft_model needs \"model\": a card name, .yaml or Hub id kvplan reads")
+        from kvplan.model.catalog import load_card
+
+        draft = load_card(model)
+        return Speculative(method, k, model, draft.attention_layers, draft)
+    return Speculative(method, k, model, 0)  # ngram, suffix: proposers on the host, nothing on the GPU
+
+
+def _infer_method(model: str | None) -> str | None:
+    """vLLM SpeculativeConfig.__post_init__: a model named like an EAGLE head is eagle / eagle3, else draft_model."""
+    if not model:
+        return None
+    name = model.lower()
+    if "eagle3" in name or "eagle-3" in name:
+        return "eagle3"
+    return "eagle" if "eagle" in name else "draft_model"
+
+
+def draft_head_weight_bytes(card: ModelCard, w_t: DType, layout: Layout, spec: Speculative) -> int:
+    """Draft weights an EAGLE head or MTP module adds on one GPU, ESTIMATED from the target's shapes
+    (v1/spec_decode/llm_base_proposer.py load_model shares embed_tokens and lm_head with the target): one decoder
+    layer of the target's, sharded as the target's are, plus its replicated input projection (torch.nn.Linear, bias
+    free: EAGLE ``fc`` 2h x h, EAGLE-3 ``fc`` 3h x h, MTP ``eh_proj`` 2h x h)."""
+    from kvplan.cost.parallel import Layout, rank_weights
+
+    n = card.num_layers
+    if n < 3:
+        per_layer = rank_weights(card, w_t, Layout(layout.tp), 0, 0, include_buffers=False).bytes // n
+    else:  # a middle pipeline stage of one layer holds that layer's weights alone (no embeddings, no LM head)
+        stages = [range(0, n - 2), range(n - 2, n - 1), range(n - 1, n)]
+        per_layer = rank_weights(card, w_t, Layout(layout.tp, 3), 0, 1, include_buffers=False, stages=stages).bytes
+    fc_in = 3 if spec.method == "eagle3" else 2
+    return spec.draft_layers * per_layer + w_t.data_bytes(fc_in * card.hidden_size * card.hidden_size)
+
+
+def draft_model_weight_bytes(spec: Speculative, w_t: DType, layout: Layout) -> int:
+    """draft_model: the small model's own weights, sharded over the target's TP (draft_tensor_parallel_size
+    default), with its own embeddings and LM head."""
+    from kvplan.cost.parallel import Layout, rank_weights
+
+    return rank_weights(spec.draft_card, w_t, Layout(layout.tp), 0, 0).bytes
+
+
+# ---- prefix caching ----------------------------------------------------------------------------------------------
+
+def shared_prefix(flags) -> int:
+    """--shared-prefix-len as a count of tokens (0: none)."""
+    return 0 if flags.shared_prefix_len is None else require_positive("--shared-prefix-len", flags.shared_prefix_len)
+
+
+def shared_blocks(prefix_len: int, max_model_len: int, block_size: int) -> int:
+    """Blocks a shared prompt prefix saves per request: only full blocks are shared, and a request hits at most
+    num_tokens - 1 tokens (v1/core/kv_cache_manager.py get_computed_blocks: max_cache_hit_length =
+    request.num_tokens - 1): floor(min(P, L - 1) / block)."""
+    return min(prefix_len, max_model_len - 1) // block_size
+
+
+def concurrency_with_prefix(num_blocks: int, blocks_per_request: int, shared: int) -> float:
+    """N requests of blocks_per_request blocks, ``shared`` of them held once: s + N (b - s) <= blocks, so
+    N = (blocks - s) / (b - s)."""
+    if shared <= 0:
+        return num_blocks / blocks_per_request
+    if num_blocks < shared:
+        return 0.0
+    return (num_blocks - shared) / (blocks_per_request - shared)
+
+
+# ---- LoRA --------------------------------------------------------------------------------------------------------
+
+LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)  # vllm/config/lora.py max_lora_rank choices
+DEFAULT_MAX_LORAS, DEFAULT_MAX_LORA_RANK = 1, 16
+
+
+@dataclass(frozen=True)
+class LoRA:
+    """vLLM's GPU LoRA slots: max_loras adapters of rank max_lora_rank held at once."""
+
+    max_loras: int = DEFAULT_MAX_LORAS
+    max_lora_rank: int = DEFAULT_MAX_LORA_RANK
+
+
+def resolve_lora(enable: bool, max_loras: int | None, max_lora_rank: int | None) -> LoRA | None:
+    if not enable:
+        for flag, value in (("--max-loras", max_loras), ("--max-lora-rank", max_lora_rank)):
+            if value is not None:
+                raise KvplanError(f"{flag}: only with --enable-lora")
+        return None
+    loras = DEFAULT_MAX_LORAS if max_loras is None else require_positive("--max-loras", max_loras)
+    rank = DEFAULT_MAX_LORA_RANK if max_lora_rank is None else max_lora_rank
+    if rank not in LORA_RANKS:
+        raise KvplanError(f"--max-lora-rank: vLLM allows {', '.join(map(str, LORA_RANKS))}; got {rank!r}")
+    return LoRA(loras, rank)
+
+
+def lora_slot_elements(card: ModelCard, tp: int, rank: int) -> int:
+    """Elements of one LoRA slot on one TP rank, all decoder layers (vllm/lora/layers create_lora_weights, not
+    fully sharded): column-parallel slices take A = r x full input and B = (output / tp) x r; row-parallel A = r x
+    (input / tp) and B = full output x r. QKV: q, k, v slices; gate_up: 2 slices; o_proj, down_proj: 1."""
+    if card.mla is not None or card.moe is not None or card.ssm is not None:
+        raise KvplanError(f"--enable-lora: LoRA slots are modelled for dense attention models; {card.name} has "
+                          "MLA, MoE or state layers (vLLM's FusedMoEWithLoRA and MLA wrappers are not modelled)")
+    h, hd, r = card.hidden_size, card.head_dim, rank
+    kv_rank = max(1, card.num_kv_heads // tp)  # K/V heads on a rank, replicated when fewer than TP
+    q_out, kv_out = card.num_heads // tp * hd, kv_rank * hd
+    qkv = 3 * r * h + r * (q_out + 2 * kv_out)  # three slices: A r x h each, B out x r
+    o = r * (card.num_heads * hd // tp) + h * r  # row-parallel: A r x (in / tp), B h x r
+    i = card.ffn_size
+    mlp = (2 * r * h + 2 * (i // tp) * r + r * (i // tp) + h * r) if card.gated_ffn else (r * h + (i // tp) * r
+                                                                                           + r * (i // tp) + h * r)
+    return card.num_layers * (qkv + o + mlp)
+
+
+def lookahead_blocks(length: int, k: int, max_model_len: int, block_size: int) -> int:
+    """vLLM v1/core/sched allocate_slots: a decoding request holds cdiv(min(L + k, max_model_len), block) blocks."""
+    return cdiv(min(length + k, max_model_len), block_size)

@@ -1,0 +1,145 @@
+"""TensorRT-LLM (PyTorch backend, ``trtllm-serve``): ``free_gpu_memory_fraction`` of the memory left after a warm-up
+pass, divided by TensorRT-LLM's own per-token estimate, in blocks of ``tokens_per_block`` tokens.
+
+Read from TensorRT-LLM 1.x (2025-2026; paths inside ``tensorrt_llm``; /work/shared/reference/serving-features.md
+section 4.1):
+
+- ``_torch/pyexecutor/_util.py`` ``KvCacheCreator._cal_max_tokens``: after dummy context requests of
+  ``max_num_tokens`` tokens, ``available_kv_mem = (total_gpu_memory - peak_memory + tmp_kv) x fraction`` and
+  ``max_tokens = int(available_kv_mem // kv_size_per_token)`` ('Peak memory during memory usage profiling (torch +
+  non-torch): ... available KV cache memory when calculating max tokens: ...'); the peak holds the CUDA context,
+  the weights, the warm-up's activations and the temporary cache (added back), so available = (total - context -
+  weights - activations - runtime growth) x fraction.
+- ``_torch/pyexecutor/resource_manager.py`` ``KVCacheManager.get_cache_size_per_token``: ``kv_factor x
+  num_attention_layers(this PP rank) x head_dim`` with ``head_dim = head_dim x num_key_value_heads // tp_size``
+  (kv_factor 2), or for MLA ``kv_lora_rank + qk_rope_head_dim`` (kv_factor 1, not divided by TP); x 1 byte for an
+  fp8 cache, x 2 otherwise. ``calculate_max_num_blocks``: ``blocks = int(max_tokens // tokens_per_block)``, all
+  ranks take the MIN (allreduce).
+- ``llmapi/llm_args.py`` ``KvCacheConfig``: ``free_gpu_memory_fraction`` default 0.9 (must be < 1.0),
+  ``tokens_per_block`` 32; ``BaseLlmArgs``: ``max_batch_size`` 2048, ``max_num_tokens`` 8192.
+"""
+
+from __future__ import annotations
+
+from kvplan.cost.runtimes.base import Options, ServingFlags, Setup, Stage
+from kvplan.cost.features import shared_prefix as _prefix
+from kvplan.cost.runtimes.tokenpool import TokenPool, unverified
+from kvplan.errors import KvplanError
+from kvplan.units import cdiv, fmt_bytes, fmt_int, require_fraction, require_positive
+
+RULES = "TensorRT-LLM 1.x PyTorch backend (2025-2026 sources)"
+DEFAULT_FRACTION = 0.9  # llm_args.py KvCacheConfig.free_gpu_memory_fraction
+DEFAULT_TOKENS_PER_BLOCK = 32  # llm_args.py KvCacheConfig.tokens_per_block
+DEFAULT_MAX_NUM_TOKENS = 8192  # llm_args.py max_num_tokens
+DEFAULT_MAX_BATCH_SIZE = 2048  # llm_args.py max_batch_size
+
+
+def kv_size_per_token(kv_heads: int, head_dim: int, layers: int, tp: int, kv_bytes: int,
+                      mla_width: int | None = None) -> int:
+    """resource_manager.py get_cache_size_per_token: 2 x layers x (head_dim x kv_heads // tp) x bytes; MLA: 1 x
+    layers x (kv_lora_rank + qk_rope_head_dim) x bytes, whatever the TP. The integer division does not replicate
+    K/V heads when kv_heads < tp (the allocator does): an estimate."""
+    if mla_width is not None:
+        return layers * mla_width * kv_bytes
+    return 2 * layers * (head_dim * kv_heads // tp) * kv_bytes
+
+
+class TensorRTLLM(TokenPool):
+    name = "trtllm"
+    display_name = "TensorRT-LLM"
+    rules = RULES
+    budget_flag = "--kv-cache-free-gpu-memory-fraction"
+    description = ("TensorRT-LLM paged cache: blocks of tokens_per_block (32) tokens, every attention layer in full "
+                   "(max_attention_window unset)")
+    flops_rule = "TensorRT-LLM: logits for the last position of each sequence; fused attention over the cache"
+    kv_dtypes = ("fp16", "bf16", "fp8_e4m3")  # get_cache_size_per_token: fp8 1 B, otherwise 2 B
+    extra_flags = frozenset({"free_gpu_memory_fraction", "max_num_tokens", "max_batch_size", "shared_prefix_len"})
+    _dtype_hint = " (TensorRT-LLM kv_cache_config.dtype: auto, fp8)"
+
+    def positions_held(self, window, run):
+        """Whole blocks of tokens_per_block (32 by default; a plan's --block-size sets it), no window freeing."""
+        return cdiv(run.seq_len, DEFAULT_TOKENS_PER_BLOCK) * DEFAULT_TOKENS_PER_BLOCK
+
+    def resolve(self, flags: ServingFlags, card, gpu, total, layout, max_model_len) -> Options:
+        if flags.gpu_memory_utilization is not None or flags.mem_fraction_static is not None:
+            raise KvplanError("--gpu-memory-utilization/--mem-fraction-static: TensorRT-LLM sizes its pool with "
+                              "--kv-cache-free-gpu-memory-fraction (--kv_cache_free_gpu_memory_fraction)")
+        if flags.kv_cache_memory is not None or flags.max_num_batched_tokens is not None or flags.max_num_seqs:
+            raise KvplanError("--kv-cache-memory/--max-num-batched-tokens/--max-num-seqs: vLLM's; TensorRT-LLM takes "
+                              "--max-num-tokens and --max-batch-size")
+        fraction = DEFAULT_FRACTION
+        if flags.free_gpu_memory_fraction is not None:
+            fraction = require_fraction("--kv-cache-free-gpu-memory-fraction", flags.free_gpu_memory_fraction)
+            if fraction >= 1:  # resource_manager.py: assert free_mem_fraction < 1.0
+                raise KvplanError("--kv-cache-free-gpu-memory-fraction: TensorRT-LLM requires a fraction below 1.0 "
+                                  f"(got {fraction})")
+        block = (DEFAULT_TOKENS_PER_BLOCK if flags.block_size is None
+                 else require_positive("--block-size", flags.block_size))
+        tokens = (DEFAULT_MAX_NUM_TOKENS if flags.max_num_tokens is None
+                  else require_positive("--max-num-tokens", flags.max_num_tokens))
+        batch = (DEFAULT_MAX_BATCH_SIZE if flags.max_batch_size is None
+                 else require_positive("--max-batch-size", flags.max_batch_size))
+        return Options(block_size=block, mnbt=tokens, max_num_seqs=batch, free_gpu_memory_fraction=fraction,
+                       shared_prefix_len=_prefix(flags))
+
+    # -- the budget --
+
+    def budget(self, s: Setup, st: Stage) -> int:
+        """_util.py _cal_max_tokens: (free after the warm-up) x free_gpu_memory_fraction, in bytes."""
+        return int(st.available * s.opts.free_gpu_memory_fraction)
+
+    def token_bytes(self, s: Setup, st: Stage) -> int:
+        card = s.card
+        layers = sum(1 for sp in st.specs if not sp.per_sequence)
+        kv_bytes = 1 if s.kv_t.bits == 8 else 2
+        mla = card.mla.kv_lora_rank + card.mla.qk_rope_head_dim if card.mla else None
+        return kv_size_per_token(card.num_kv_heads, card.head_dim, layers, s.layout.tp, kv_bytes, mla)
+
+    def requested_rule(self, s: Setup) -> str:
+        return "total - CUDA context; the pool: free after the warm-up x free_gpu_memory_fraction"
+
+    def activation_rule(self, s: Setup) -> str:
+        if s.activation is None:
+            return "warm-up peak over max_num_tokens, ESTIMATED (--activation-memory)"
+        return super().activation_rule(s)
+
+    # -- what a plan prints --
+
+    def launch_command(self, s: Setup, repo: str, revision: str | None = None) -> str:
+        """trtllm-serve takes no revision: a pinned commit is downloaded first and served from its folder."""
+        lay = s.layout
+        if revision:
+            repo = f"$(huggingface-cli download {repo} --revision {revision})"
+        cmd = [f"trtllm-serve {repo}", "--backend pytorch", f"--tp_size {lay.tp}"]
+        cmd += [f"--pp_size {lay.pp}"] if lay.pp > 1 else []
+        cmd += [f"--max_seq_len {s.max_model_len}", f"--max_num_tokens {s.mnbt}", f"--max_batch_size {s.max_num_seqs}",
+                f"--kv_cache_free_gpu_memory_fraction {s.opts.free_gpu_memory_fraction}"]
+        if s.kv_t.bits == 8 or s.block_size != DEFAULT_TOKENS_PER_BLOCK:
+            cmd.append("--extra_llm_api_options kv_cache.yaml")
+        return " ".join(cmd)
+
+    def notes(self, s: Setup, p) -> list[str]:
+        card, lim = s.card, p.limiting
+        per_token = self.token_bytes(s, lim)
+        out = [f"{RULES}: KV pool = (total - CUDA context ({fmt_bytes(s.context)}) - weights - warm-up activations "
+               f"- runtime growth ({fmt_bytes(s.non_torch)}, --non-torch-memory)) x free_gpu_memory_fraction "
+               f"{s.opts.free_gpu_memory_fraction} = {fmt_bytes(lim.available)}; max_tokens = pool // "
+               f"{fmt_int(per_token)} B per token (get_cache_size_per_token) = {fmt_int(p.pool.tokens)} tokens in "
+               f"{fmt_int(p.pool.num_blocks)} blocks of {s.block_size}.",
+               unverified("TensorRT-LLM", "the budget, the per-token estimate and the warm-up activation peak "
+                          "(kvplan's vLLM-style approximation)")]
+        if card.mla is None and card.num_kv_heads < s.layout.tp:
+            out.append(f"TensorRT-LLM's per-token estimate divides head_dim x {card.num_kv_heads} K/V heads by TP "
+                       f"{s.layout.tp} without replicating heads: it counts {fmt_int(per_token)} B per token where "
+                       f"each rank holds {fmt_int(lim.kv_bytes_per_token)} B; the pool it sizes can overrun.")
+        if any(sp.window for sp in lim.specs):
+            out.append("Sliding-window layers are held in full: TensorRT-LLM's variable sliding window "
+                       "(kv_cache_config.max_attention_window) is not modelled.")
+        if s.kv_t.bits == 8 or s.block_size != DEFAULT_TOKENS_PER_BLOCK:
+            yaml = ", ".join((["dtype: fp8"] if s.kv_t.bits == 8 else [])
+                             + ([f"tokens_per_block: {s.block_size}"] if s.block_size != DEFAULT_TOKENS_PER_BLOCK
+                                else []))
+            out.append(f"kv_cache.yaml for --extra_llm_api_options: kv_cache_config: {{{yaml}}}")
+        if s.max_num_seqs is not None and p.concurrency > s.max_num_seqs:
+            out.append(f"The scheduler runs at most --max_batch_size {s.max_num_seqs} requests at once per replica.")
+        return out

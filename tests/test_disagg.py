@@ -1,0 +1,65 @@
+"""`kvplan disagg`: prefill and decode pools for a rate under TTFT/TPOT targets, the exact K/V hand-over per request
+(whole blocks of every layer and K/V head) and the link it needs; aiconfigurator's rate-matching factors."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from kvplan.errors import KvplanError
+from kvplan.planning.disagg import disagg
+
+ARGS = ("--model", "llama-3.1-70b", "--gpu", "H100-SXM", "--rate", "10", "--isl", "2048", "--osl", "256",
+        "--ttft-ms", "2000", "--tpot-ms", "50")
+
+
+def test_the_issue_command_answers_with_both_pools_and_the_exact_hand_over(cli):
+    code, out, err = cli("disagg", *ARGS, "--json")
+    assert code == 0, err
+    r = json.loads(out)
+    # Llama-3.1-70B config: 80 layers x 8 K/V heads x 128 x (K, V) x bf16 = 327,680 B per token; 2,048 tokens are
+    # 128 whole blocks of 16
+    assert r["kv_transfer_bytes_per_request"] == 80 * 8 * 128 * 2 * 2 * 2048 == 671_088_640
+    for role in ("prefill", "decode"):
+        pool = r[role]
+        assert {"gpus", "gpu", "tp", "pp", "replicas", "max_concurrency"} <= set(pool)
+        assert pool["gpus"] == pool["replicas"] * pool["tp"] * pool["pp"] and pool["gpu"] == "H100-SXM"
+    assert r["total_gpus"] == r["prefill"]["gpus"] + r["decode"]["gpus"]
+    assert r["ratio"] == f'{r["prefill"]["replicas"]}:{r["decode"]["replicas"]}'
+    budget_s = (2000 - 1.8 * r["prefill"]["ttft_ms"]) / 1e3
+    assert r["link_bytes_per_s_needed"] == pytest.approx(671_088_640 / budget_s)
+    assert r["kv_transfer_bytes_per_s"] == pytest.approx(10 * 671_088_640)
+    code, out, err = cli("disagg", *ARGS)
+    assert code == 0, err
+    assert "671,088,640 B" in out and "prefill" in out and "decode" in out
+
+
+def test_rate_matching_uses_aiconfigurators_factors():
+    r = disagg("llama-3.1-70b", gpu="H100-SXM", rate=10, isl=2048, osl=256, ttft_ms=2000, tpot_ms=50)
+    p, d = r.prefill, r.decode
+    assert p.replicas == math.ceil(10 / (p.requests_per_s * 0.9))
+    assert d.replicas == math.ceil(10 / (d.requests_per_s * 0.92))
+    assert p.ttft_ms * 1.8 < 2000 and d.tpot_ms <= 50
+    assert d.requests_per_s == pytest.approx(d.batch / (256 * d.tpot_ms / 1e3))  # Little's law
+    assert d.batch <= d.max_concurrency
+    slower = disagg("llama-3.1-70b", gpu="H100-SXM", rate=10, isl=2048, osl=256, ttft_ms=2000, tpot_ms=50,
+                    decode_factor=0.5, prefill_factor=0.5)
+    assert slower.decode.replicas >= d.replicas and slower.prefill.replicas >= p.replicas
+    assert slower.decode.replicas == math.ceil(10 / (slower.decode.requests_per_s * 0.5))
+
+
+def test_mla_hand_over_is_read_once_per_decode_rank():
+    r = disagg("deepseek-v2-lite", gpu="H100-SXM", rate=2, isl=1000, osl=100, ttft_ms=5000, tpot_ms=100)
+    per_token = 27 * (512 + 64) * 2  # DeepSeek-V2-Lite: 27 MLA layers, kv_lora_rank 512 + rope 64, bf16
+    assert r.kv_transfer_bytes_per_request == 1024 * per_token * r.decode.tp  # 16 blocks of 64 on Hopper
+
+
+@pytest.mark.parametrize("kw, flag", [
+    (dict(rate=0), "--rate"), (dict(isl=0), "--isl"), (dict(ttft_ms=1), "--ttft-ms"), (dict(tpot_ms=0.01), "--tpot-ms"),
+])
+def test_bad_or_unreachable_targets_name_their_flag(kw, flag):
+    args = dict(gpu="H100-SXM", rate=10, isl=2048, osl=256, ttft_ms=2000, tpot_ms=50) | kw
+    with pytest.raises(KvplanError, match=f"^{flag}"):
+        disagg("llama-3.1-70b", **args)

@@ -1,0 +1,127 @@
+"""vLLM's serving features: speculative decoding (--speculative-config), LoRA slots (--enable-lora) and prefix
+caching (--shared-prefix-len), each pinned to a published log or to a figure computed by hand from vLLM's source."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import kvplan
+from kvplan.cost.features import concurrency_with_prefix, shared_blocks
+from kvplan.errors import KvplanError
+from kvplan.units import parse_size
+
+GIB, MIB = 2**30, 2**20
+EAGLE = {"method": "eagle", "model": "yuhuili/EAGLE-LLaMA3.1-Instruct-8B", "num_speculative_tokens": 3}
+
+
+def test_eagle_log_of_vllm_19996_is_exact():
+    """vLLM #19996, Llama-3.1-8B + EAGLE, max_len 131,072: 'Available KV cache memory: 51.63 GiB', 'GPU KV cache
+    size: 410,128 tokens', 'Maximum concurrency for 131,072 tokens per request: 3.13x'."""
+    kw = dict(gpu="H100-SXM", max_model_len=131072, kv_cache_memory="51.63GiB")
+    r = kvplan.plan("llama-3.1-8b", speculative_config=json.dumps(EAGLE), **kw)
+    assert r.kv_cache.tokens == 410_128 and f"{r.max_concurrency:.2f}" == "3.13"
+    # by hand: the EAGLE head's layer joins the target's 32 in one group: 33 layers x 4,096 B per token x 16
+    assert r.kv_cache.num_blocks == parse_size("x", "51.63GiB") // (33 * 4096 * 16)
+    assert r.per_gpu.kv_bytes_per_token == 33 * 4096
+    assert "--speculative-config" in r.launch_command and r.inputs.speculative.startswith("eagle k=3")
+    assert kvplan.plan("llama-3.1-8b", **kw).kv_cache.tokens == 422_944  # without it: 32 layers, +3.1%
+
+
+def test_draft_weights_count_unless_the_pool_is_given():
+    base = kvplan.plan("llama-3.1-8b", gpu="H100-SXM", max_model_len=8192)
+    r = kvplan.plan("llama-3.1-8b", gpu="H100-SXM", max_model_len=8192, speculative_config=EAGLE)
+    # one Llama-3.1-8B decoder layer (4h^2 x 3/4 attention with GQA + 3 h x 14336 MLP + 2 norms) + fc 2h x h, bf16
+    h, i = 4096, 14336
+    layer = h * (4096 + 2 * 1024) + 4096 * h + 3 * h * i + 2 * h
+    assert r.per_gpu.weights_bytes - base.per_gpu.weights_bytes == 2 * (layer + 2 * h * h)
+    assert base.per_gpu.available_kv_bytes - r.per_gpu.available_kv_bytes == 2 * (layer + 2 * h * h)
+
+
+def test_mtp_reuses_the_models_mtp_layer():
+    kw = dict(gpu="H200", tp=8, max_model_len=8192, weight_dtype="fp8_e4m3")
+    r = kvplan.plan("deepseek-v3", speculative_config={"method": "mtp", "num_speculative_tokens": 1}, **kw)
+    assert r.per_gpu.kv_bytes_per_token == (61 + 1) * (512 + 64) * 2  # the MTP layer's MLA latent beside 61
+    with pytest.raises(KvplanError, match="^--speculative-config: method mtp"):
+        kvplan.plan("llama-3.1-8b", gpu="H100-SXM", max_model_len=8192, speculative_config={"method": "mtp"})
+
+
+def test_draft_model_adds_its_layers_and_weights():
+    kw = dict(gpu="H100-SXM", tp=4, max_model_len=8192)
+    base = kvplan.plan("llama-3.1-70b", **kw)
+    r = kvplan.plan("llama-3.1-70b", speculative_config={"model": "llama-3.1-8b", "num_speculative_tokens": 4}, **kw)
+    assert r.per_gpu.kv_bytes_per_token == (80 + 32) * 2 * 128 * 2 * 2  # 2 KV heads per rank, both models
+    assert r.inputs.speculative.startswith("draft_model k=4 (32 draft layers")
+    assert r.per_gpu.weights_bytes > base.per_gpu.weights_bytes + 3 * GIB  # an 8B model over 4 GPUs, bf16
+
+
+def test_ngram_holds_nothing_on_the_gpu():
+    kw = dict(gpu="H100-SXM", max_model_len=8192)
+    r = kvplan.plan("llama-3.1-8b", speculative_config={"method": "ngram", "num_speculative_tokens": 5}, **kw)
+    base = kvplan.plan("llama-3.1-8b", **kw)
+    assert (r.kv_cache.num_blocks, r.per_gpu.weights_bytes) == (base.kv_cache.num_blocks, base.per_gpu.weights_bytes)
+
+
+@pytest.mark.parametrize("value, match", [
+    ("{not json", "not JSON"), ('{"method": "medusa", "num_speculative_tokens": 2}', "method 'medusa'"),
+    ('{"method": "eagle", "num_speculative_tokens": 2}', "needs \"model\""),
+    ('{"method": "eagle", "model": "x"}', "num_speculative_tokens is required"),
+    ('{"method": "eagle", "model": "x", "num_speculative_tokens": 2, "typo": 1}', "unknown key 'typo'"),
+])
+def test_bad_speculative_config_names_the_flag(value, match):
+    with pytest.raises(KvplanError, match=f"^--speculative-config: .*{match}"):
+        kvplan.plan("llama-3.1-8b", gpu="H100-SXM", max_model_len=8192, speculative_config=value)
+
+
+def test_lora_slots_are_vllms_allocation():
+    """serving-features.md 2.2 worked example from vllm/lora/layers create_lora_weights: Llama-3.1-8B, TP1, rank
+    16, bf16, one slot = 1,310,720 elements per layer x 32 layers = 80 MiB."""
+    kw = dict(gpu="H100-SXM", max_model_len=8192)
+    base = kvplan.plan("llama-3.1-8b", **kw)
+    one = kvplan.plan("llama-3.1-8b", enable_lora=True, **kw)
+    assert one.per_gpu.weights_bytes - base.per_gpu.weights_bytes == 80 * MIB
+    four = kvplan.plan("llama-3.1-8b", enable_lora=True, max_loras=4, max_lora_rank=64, **kw)
+    assert four.per_gpu.weights_bytes - base.per_gpu.weights_bytes == 4 * 4 * 80 * MIB  # 4 slots x rank 64
+    assert base.kv_cache.available_bytes - four.kv_cache.available_bytes == 16 * 80 * MIB
+    assert "--enable-lora --max-loras 4 --max-lora-rank 64" in four.launch_command
+    with pytest.raises(KvplanError, match="^--max-lora-rank: vLLM allows"):
+        kvplan.plan("llama-3.1-8b", enable_lora=True, max_lora_rank=12, **kw)
+    with pytest.raises(KvplanError, match="^--max-loras: only with --enable-lora"):
+        kvplan.plan("llama-3.1-8b", max_loras=2, **kw)
+
+
+def _shared_requests(blocks: int, per_request: int, shared: int) -> int:
+    """Block sharing simulated: admit requests while the pool holds the shared blocks once and each request's own."""
+    n, used = 0, shared
+    while used + (per_request - shared) <= blocks:
+        used += per_request - shared
+        n += 1
+    return n
+
+
+@pytest.mark.parametrize("engine", ["vllm", "trtllm", "tgi"])
+def test_shared_prefix_raises_concurrency_as_block_sharing_does(engine):
+    kw = dict(gpu="H100-SXM", max_model_len=8192, engine=engine)
+    base = kvplan.plan("llama-3.1-8b", **kw)
+    r = kvplan.plan("llama-3.1-8b", shared_prefix_len=4000, **kw)
+    block, blocks, per_req = r.kv_cache.block_size, r.kv_cache.num_blocks, r.kv_cache.blocks_per_request
+    shared = 4000 // block  # only full blocks are shared
+    assert int(r.max_concurrency) == _shared_requests(blocks, per_req, shared)
+    assert r.max_concurrency > 1.9 * base.max_concurrency and r.inputs.shared_prefix_len == 4000
+
+
+def test_a_prefix_hit_covers_at_most_l_minus_1_tokens():
+    assert shared_blocks(10_000, 8192, 16) == 8191 // 16 == 511
+    assert concurrency_with_prefix(1000, 512, 511) == 489.0  # each request keeps its last block
+    assert concurrency_with_prefix(100, 512, 0) == 100 / 512
+
+
+def test_cli_takes_the_engines_flags(cli):
+    code, out, err = cli("plan", "-m", "llama-3.1-8b", "--gpu", "H100-SXM", "--max-model-len", "131072",
+                         "--kv-cache-memory", "51.63GiB", "--speculative-config", json.dumps(EAGLE), "--json")
+    assert code == 0, err
+    assert json.loads(out)["kv_cache"]["tokens"] == 410_128
+    code, out, err = cli("plan", "-m", "llama-3.1-8b", "--gpu", "H100-SXM", "--max-model-len", "8192",
+                         "--engine", "sglang", "--enable-lora")
+    assert code == 2 and "--enable-lora" in err
