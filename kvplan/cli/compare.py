@@ -21,7 +21,7 @@ def compare(
     tp: Annotated[int, typer.Option("--tp", help="Plan each layout on this many GPUs of --gpu (tensor parallel).")] = 1,
     seq_len: Annotated[int, typer.Option("--seq-len", help="Tokens each sequence holds.")] = 4096,
     batch: Annotated[int, typer.Option("--batch", help="Sequences decoded together.")] = 1,
-    engine: Annotated[str, typer.Option("--engine", help="ideal, hf-dynamic or vllm.")] = "ideal",
+    engine: Annotated[str, typer.Option("--engine", help=f"The runtime, {o.ENGINES_HELP}.")] = "ideal",
     kv_dtype: o.KvDtype = None,
     weight_dtype: o.WeightDtype = None,
     as_json: o.Json = False,

@@ -6,6 +6,8 @@ from typing import Annotated, Optional
 
 import typer
 
+from kvplan.cost.runtimes import names as runtime_names
+
 Model = Annotated[Optional[str], typer.Option(
     "--model", "-m", help="Bundled card name (llama-2-7b), a card .yaml, or a Hugging Face Hub id ORG/NAME[@REVISION].")]
 HfConfig = Annotated[Optional[str], typer.Option("--hf-config", help="A Hugging Face config.json, or its folder.")]
@@ -15,7 +17,8 @@ KvDtype = Annotated[Optional[str], typer.Option(
     "--kv-dtype", help="fp32, fp16, bf16, fp8_e4m3, fp8_e5m2, int8, int4; default: what the engine serves.")]
 WeightDtype = Annotated[Optional[str], typer.Option(
     "--weight-dtype", help="Weight dtype (same names); default: what the engine serves the checkpoint in.")]
-Engine = Annotated[str, typer.Option("--engine", help="ideal, hf-dynamic, hf-static, vllm or sglang.")]
+ENGINES_HELP = "one of: " + ", ".join(runtime_names())  # every runtime of kvplan.cost.runtimes, registered ones too
+Engine = Annotated[str, typer.Option("--engine", help=f"The runtime whose cache is sized, {ENGINES_HELP}.")]
 BlockSize = Annotated[int, typer.Option("--block-size", help="vllm: tokens per KV block.")]
 EncoderLen = Annotated[Optional[int], typer.Option("--encoder-len", help="Encoder tokens (encoder-decoder models).")]
 Gpu = Annotated[Optional[str], typer.Option("--gpu", help="A GPU of the catalog (`kvplan gpus list`), e.g. H100-SXM.")]
@@ -34,7 +37,7 @@ Tp = Annotated[Optional[int], typer.Option("--tp", help="Tensor-parallel size (d
 Pp = Annotated[Optional[int], typer.Option("--pp", help="Pipeline-parallel size (default 1).")]
 Dp = Annotated[Optional[int], typer.Option("--dp", help="Data-parallel replicas (default 1).")]
 PlanEngine = Annotated[str, typer.Option(
-    "--engine", help="vllm, sglang, trtllm, tgi, hf-static, hf-dynamic or ideal.")]
+    "--engine", help=f"The serving engine, {ENGINES_HELP}.")]
 Util = Annotated[Optional[float], typer.Option(
     "--gpu-memory-utilization", help="vLLM: share of GPU memory (default 0.92); hf/ideal: default 1.0.")]
 Mfs = Annotated[Optional[float], typer.Option("--mem-fraction-static", help="SGLang; default: its GPU formula.")]

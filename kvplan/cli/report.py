@@ -18,7 +18,7 @@ def report(
     tp: Annotated[str, typer.Option("--tp", help="Tensor-parallel sizes to plan for each GPU, comma-separated, e.g. 1,2,4.")] = "1",
     max_model_len: Annotated[int, typer.Option("--max-model-len", help="Tokens per request (prompt + output).")] = 8192,
     concurrency: Annotated[int, typer.Option("--concurrency", help="Requests held at once.")] = 1,
-    engine: Annotated[str, typer.Option("--engine", help="ideal, hf-dynamic or vllm.")] = "vllm",
+    engine: Annotated[str, typer.Option("--engine", help=f"The serving engine, {o.ENGINES_HELP}.")] = "vllm",
     output: Annotated[Path, typer.Option("--output", "-o", help="report.html (one self-contained file) or report.md "
                                                                 "(charts as SVG files beside it).")] = ...,
 ) -> None:

@@ -21,7 +21,7 @@ def sweep(
     weight_dtype: Annotated[Axis, typer.Option("--weight-dtype", help="Weight dtypes, comma list.")] = None,
     attention: Annotated[Axis, typer.Option(
         "--attention", help="Layouts, comma list: card (the card's own), mha, mqa, gqa:G.")] = None,
-    engine: Annotated[str, typer.Option("--engine", help="Engines, comma list: ideal, hf-dynamic, hf-static, vllm.")] = "ideal",
+    engine: Annotated[str, typer.Option("--engine", help=f"Engines, comma list, each {o.ENGINES_HELP}.")] = "ideal",
     gpu: Annotated[Axis, typer.Option("--gpu", help="GPUs, comma list: adds roofline columns (slower per row).")] = None,
     gpu_file: o.GpuFile = None,
     encoder_len: Annotated[Axis, typer.Option("--encoder-len", help=f"Encoder tokens (encoder-decoder): {_RANGE_HELP}.")] = None,
