@@ -320,7 +320,7 @@ def test_stdout_full_closed_or_left(args):
 
 import time
 
-from kvplan.planning.grid import MAX_ROWS
+from kvplan.planning.sweep.grid import MAX_ROWS
 
 GPU_ENTRY = ("    vendor: T\n    memory_bytes: 80000000000\n    memory_bandwidth_bytes_per_s: 2000000000000\n"
              "    peak_flops: {fp32: 6.7e+13, fp16: 9.9e+14, bf16: 9.9e+14}\n    source: https://example.org\n")

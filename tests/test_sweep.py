@@ -13,7 +13,7 @@ from helpers import one_line_error
 from kvplan import estimate, sweep
 from kvplan.errors import KvplanError
 from kvplan.model.catalog import bundled_names, load_card
-from kvplan.planning.grid import parse_int_axis
+from kvplan.planning.sweep.grid import parse_int_axis
 
 ENGINES = ("ideal", "hf-dynamic", "hf-static", "vllm")
 

@@ -29,7 +29,7 @@ def check(
     if schema:
         import json
 
-        from kvplan.planning.check_config import json_schema
+        from kvplan.planning.check.config import json_schema
 
         typer.echo(json.dumps(json_schema(), indent=2))
         return

@@ -36,7 +36,7 @@ def report(
     charts.require()
     models = [p.strip() for m in model for p in m.split(",") if p.strip()]
     gpus = [p.strip() for g in gpu for p in g.split(",") if p.strip()] if gpu else None
-    from kvplan.planning.grid import parse_int_axis
+    from kvplan.planning.sweep.grid import parse_int_axis
 
     rep = build_report(models, gpus=gpus, tp=tuple(parse_int_axis(tp, "--tp")), max_model_len=max_model_len, concurrency=concurrency, engine=engine,
                        gpu_file=gpu_file)

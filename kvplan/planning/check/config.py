@@ -19,7 +19,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt, Va
 from kvplan.errors import MAX_NAME_CHARS, KvplanError, clip, clip_text
 from kvplan.files import MAX_DEPTH, nesting_depth, read_text, shown
 from kvplan.model.validation import describe_validation_error
-from kvplan.planning.check_lines import ScenarioLines, key_line, scenario_lines
+from kvplan.planning.check.lines import ScenarioLines, key_line, scenario_lines
 from kvplan.units import parse_size
 
 if sys.version_info >= (3, 11):

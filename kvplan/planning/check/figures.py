@@ -12,7 +12,7 @@ from typing import Literal
 from kvplan.errors import KvplanError
 from kvplan.model.card import ModelCard
 from kvplan.model.catalog import load_card
-from kvplan.planning.check_config import BUDGET_KEYS, ESTIMATE_KEYS, PLAN_KEYS, LoadedConfig, Scenario
+from kvplan.planning.check.config import BUDGET_KEYS, ESTIMATE_KEYS, PLAN_KEYS, LoadedConfig, Scenario
 
 Value = int | float | bool
 _CARD_SKIP = {"name", "source", "published_params"}

@@ -17,10 +17,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from kvplan.planning.check_baseline import ACCEPT, read_baseline, regressed, write_baseline
-from kvplan.planning.check_config import LoadedConfig, find_config, load_config
-from kvplan.planning.check_figures import FIGURES, Evaluated, Figure, Value, evaluate
-from kvplan.planning.check_lines import yaml_field_line
+from kvplan.planning.check.baseline import ACCEPT, read_baseline, regressed, write_baseline
+from kvplan.planning.check.config import LoadedConfig, find_config, load_config
+from kvplan.planning.check.figures import FIGURES, Evaluated, Figure, Value, evaluate
+from kvplan.planning.check.lines import yaml_field_line
 from kvplan.errors import clip, clip_text
 from kvplan.units import fmt_bytes, fmt_int
 

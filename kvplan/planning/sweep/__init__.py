@@ -34,9 +34,9 @@ from kvplan.files import open_atomic
 from kvplan.model.catalog import load_card
 from kvplan.model.dtypes import DType
 from kvplan.model.layouts import with_layout
-from kvplan.planning.grid import parse_int_axis, parse_name_axis, require_rows
+from kvplan.planning.sweep.grid import parse_int_axis, parse_name_axis, require_rows
 from kvplan.planning.estimate import resolve, weights_result
-from kvplan.planning import sweep_extra as extra
+from kvplan.planning.sweep import extra
 
 _BLOCK = 4096  # rows per CSV block
 BASE_COLUMNS = ("model", "engine", "attention", "kv_dtype", "weight_dtype", "batch", "seq_len")

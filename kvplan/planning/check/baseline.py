@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, Stri
 
 from kvplan.errors import KvplanError, clip, clip_text
 from kvplan.files import parse_json, read_text, shown, write_atomic
-from kvplan.planning.check_figures import FIGURES
+from kvplan.planning.check.figures import FIGURES
 
 BASELINE_VERSION = 1
 ACCEPT = "kvplan check --update-baseline"

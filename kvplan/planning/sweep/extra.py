@@ -17,7 +17,7 @@ from kvplan.cost.hardware import load_gpu
 from kvplan.cost.roofline import Workload, roofline
 from kvplan.errors import KvplanError
 from kvplan.model.card import ModelCard
-from kvplan.planning.grid import MAX_PARALLEL, parse_int_axis, require_rows
+from kvplan.planning.sweep.grid import MAX_PARALLEL, parse_int_axis, require_rows
 
 ROOFLINE_COLUMNS = ("roofline.time_to_first_token_s", "roofline.time_to_first_token_one_request_s",
                     "roofline.time_per_output_token_s", "roofline.decode_tokens_per_s", "roofline.gpu_memory_bytes",
