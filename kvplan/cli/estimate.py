@@ -12,6 +12,7 @@ from kvplan.cli.output import emit
 
 def estimate(
     model: o.Model = None,
+    gguf: o.Gguf = None,
     hf_config: o.HfConfig = None,
     batch: o.Batch = 1,
     seq_len: Annotated[int, typer.Option("--seq-len", help="Tokens each sequence holds (prompt + generated).")] = ...,
@@ -36,7 +37,7 @@ def estimate(
     from kvplan.model.resolve import resolve_card
     from kvplan.planning.estimate import estimate as run
 
-    result = run(resolve_card(model, hf_config), batch=batch, seq_len=seq_len, encoder_len=encoder_len,
+    result = run(resolve_card(model, hf_config, gguf), batch=batch, seq_len=seq_len, encoder_len=encoder_len,
                  kv_dtype=kv_dtype, weight_dtype=weight_dtype, engine=engine, max_cache_len=max_cache_len,
                  block_size=block_size, kv_heads=kv_heads, attention=attention, prompt_len=prompt_len, gpu=gpu,
                  gpu_file=gpu_file, mfu=mfu, mbu=mbu)

@@ -8,6 +8,8 @@ import typer
 
 Model = Annotated[Optional[str], typer.Option(
     "--model", "-m", help="Bundled card name (llama-2-7b), a card .yaml, or a Hugging Face Hub id ORG/NAME[@REVISION].")]
+Gguf = Annotated[Optional[str], typer.Option(
+    "--gguf", help="A GGUF model file (llama.cpp; a split GGUF by its first part). Needs kvplan[gguf].")]
 HfConfig = Annotated[Optional[str], typer.Option("--hf-config", help="A Hugging Face config.json, or its folder.")]
 Json = Annotated[bool, typer.Option("--json", help="Print the result as JSON (exact bytes).", metavar="")]
 Batch = Annotated[int, typer.Option("--batch", help="Sequences held at once.")]

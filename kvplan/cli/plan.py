@@ -8,7 +8,7 @@ from kvplan.cli import options as o
 
 
 def plan(
-    model: o.Model = None, hf_config: o.HfConfig = None, max_model_len: o.MaxModelLen = ..., gpu: o.Gpu = None,
+    model: o.Model = None, hf_config: o.HfConfig = None, gguf: o.Gguf = None, max_model_len: o.MaxModelLen = ..., gpu: o.Gpu = None,
     gpu_file: o.GpuFile = None, gpu_memory: o.GpuMemory = None, tp: o.Tp = None, pp: o.Pp = None, dp: o.Dp = None,
     engine: o.PlanEngine = "vllm", util: o.Util = None, mfs: o.Mfs = None, kv_cache_memory: o.KvCacheMemory = None,
     mnbt: o.Mnbt = None, max_num_seqs: o.MaxNumSeqs = None, block_size: o.PlanBlockSize = None,
@@ -22,7 +22,7 @@ def plan(
     GPUs and how many hold --concurrency of them."""
     from kvplan.model.resolve import resolve_card
 
-    card = resolve_card(model, hf_config)
+    card = resolve_card(model, hf_config, gguf)
     common = dict(max_model_len=max_model_len, engine=engine, gpu_memory=gpu_memory, gpu_file=gpu_file,
                   gpu_memory_utilization=util, mem_fraction_static=mfs, kv_cache_memory=kv_cache_memory,
                   max_num_batched_tokens=mnbt, max_num_seqs=max_num_seqs, block_size=block_size, kv_dtype=kv_dtype,

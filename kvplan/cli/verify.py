@@ -11,6 +11,7 @@ from kvplan.cli import options as o
 
 def verify(
     model: o.Model = None,
+    gguf: o.Gguf = None,
     hf_config: o.HfConfig = None,
     batch: Annotated[int, typer.Option("--batch", help="Sequences run together.")] = 1,
     seq_len: Annotated[int, typer.Option("--seq-len", help="Tokens per sequence after decoding (prompt + decoded).")] = 32,
@@ -37,7 +38,7 @@ def verify(
     from kvplan.report.console import escape, make_console
     from kvplan.verify.run import verify as run
 
-    card = resolve_card(model, hf_config)
+    card = resolve_card(model, hf_config, gguf)
     sharded = tp != 1 or pp != 1
     what = f" on {tp * pp} ranks (tp {tp} x pp {pp})" if sharded else ""
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
