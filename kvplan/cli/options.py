@@ -62,3 +62,22 @@ PromptLen = Annotated[Optional[int], typer.Option(
     "--prompt-len", help="Prefill tokens for the TTFT bound (default --max-model-len).")]
 ExpertParallel = Annotated[bool, typer.Option(
     "--expert-parallel", metavar="", help="vLLM --enable-expert-parallel: routed experts spread over dp x tp ranks.")]
+
+# llama.cpp's own flag names (`--engine llamacpp|ollama`), so a llama-server command line pastes in
+CtxSize = Annotated[Optional[int], typer.Option("-c", "--ctx-size", help="llama.cpp n_ctx (default: --max-model-len "
+                                                "x slots, or the whole context with a unified cache).")]
+Parallel = Annotated[Optional[int], typer.Option("-np", "--parallel", help="llama.cpp slots (default: auto, 4 with a "
+                                                 "unified cache; Ollama 1).")]
+KvUnified = Annotated[Optional[bool], typer.Option("--kv-unified/--no-kv-unified", "-kvu", help="llama.cpp: one "
+                                                   "cache shared by all slots.")]
+CacheTypeK = Annotated[Optional[str], typer.Option("-ctk", "--cache-type-k", help="llama.cpp K cache type: f32, f16, "
+                                                   "bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1.")]
+CacheTypeV = Annotated[Optional[str], typer.Option("-ctv", "--cache-type-v", help="llama.cpp V cache type (quantized "
+                                                   "needs flash attention).")]
+FlashAttn = Annotated[Optional[str], typer.Option("-fa", "--flash-attn", help="llama.cpp: on, off or auto.")]
+NGpuLayers = Annotated[Optional[int], typer.Option("-ngl", "--n-gpu-layers", help="llama.cpp: layers on the GPU "
+                                                   "(default all).")]
+SwaFull = Annotated[bool, typer.Option("--swa-full", metavar="", help="llama.cpp: full-size cache for sliding layers.")]
+UbatchSize = Annotated[Optional[int], typer.Option("-ub", "--ubatch-size", help="llama.cpp physical batch (512).")]
+LlamaRules = Annotated[Optional[str], typer.Option("--llamacpp-rules", help="llama.cpp version rules: 2025-02, "
+                                                   "2025-12 or 2026-08 (default).")]

@@ -16,10 +16,14 @@ def plan(
     non_torch_memory: o.NonTorchMemory = None, cuda_graph_memory: o.CudaGraphMemory = None,
     context_memory: o.ContextMemory = None, concurrency: o.Concurrency = None, gpus: o.Gpus = None,
     max_gpus: o.MaxGpus = 8, ttft_ms: o.TtftMs = None, tpot_ms: o.TpotMs = None, prompt_len: o.PromptLen = None,
-    expert_parallel: o.ExpertParallel = False, as_json: o.Json = False,
+    expert_parallel: o.ExpertParallel = False, ctx_size: o.CtxSize = None, parallel: o.Parallel = None,
+    kv_unified: o.KvUnified = None, cache_type_k: o.CacheTypeK = None, cache_type_v: o.CacheTypeV = None,
+    flash_attn: o.FlashAttn = None, n_gpu_layers: o.NGpuLayers = None, swa_full: o.SwaFull = False,
+    ubatch_size: o.UbatchSize = None, llamacpp_rules: o.LlamaRules = None, as_json: o.Json = False,
 ) -> None:
     """How many concurrent requests of --max-model-len fit, with the engine's own arithmetic; without --gpu, which
     GPUs and how many hold --concurrency of them."""
+    from kvplan.cost.llamacpp import llama_flags
     from kvplan.model.resolve import resolve_card
 
     card = resolve_card(model, hf_config, gguf)
@@ -28,7 +32,10 @@ def plan(
                   max_num_batched_tokens=mnbt, max_num_seqs=max_num_seqs, block_size=block_size, kv_dtype=kv_dtype,
                   weight_dtype=weight_dtype, activation_memory=activation_memory, non_torch_memory=non_torch_memory,
                   cuda_graph_memory=cuda_graph_memory, context_memory=context_memory, prompt_len=prompt_len,
-                  expert_parallel=expert_parallel)
+                  expert_parallel=expert_parallel,
+                  llama=llama_flags(n_ctx=ctx_size, n_parallel=parallel, kv_unified=kv_unified, type_k=cache_type_k,
+                                    type_v=cache_type_v, flash_attn=flash_attn, n_gpu_layers=n_gpu_layers,
+                                    swa_full=swa_full or None, n_ubatch=ubatch_size, rules=llamacpp_rules))
     if gpu is None:
         _emit(_search(card, concurrency, (tp, pp, dp), gpus, max_gpus, ttft_ms, tpot_ms, common), as_json,
               "render_search")

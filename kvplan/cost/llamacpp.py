@@ -72,6 +72,12 @@ class LlamaFlags:
     embeddings: bool = False  # an output buffer of n_embd floats per output beside the logits (old Ollama runner)
 
 
+def llama_flags(**given) -> LlamaFlags | None:
+    """LlamaFlags from the flags given (None: not given; llama-server's defaults fill the rest); None when none is."""
+    given = {k: v for k, v in given.items() if v is not None}
+    return LlamaFlags(**given) if given else None
+
+
 @dataclass(frozen=True)
 class Context:
     """What llama_context logs: n_seq_max, n_ctx, n_ctx_seq, n_batch, n_ubatch, flash_attn, kv_unified."""
@@ -125,11 +131,10 @@ class Cache(BaseModel):
                 f"V ({self.v_type}): {mib(self.v_bytes)} MiB")
 
 
-class LlamaMemory(BaseModel):
-    """llama.cpp's allocations for one model and flags: the context, every cache, every buffer per device."""
+class LlamaContext(BaseModel):
+    """llama_context's logged sizes after padding."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
-    rules: str
     n_ctx: int
     n_ctx_seq: int
     n_seq_max: int
@@ -137,6 +142,14 @@ class LlamaMemory(BaseModel):
     flash_attn: bool
     n_gpu_layers: int  # layers offloaded, of n_layer + 1 (the output layer counts)
     n_layer: int
+    rules: str
+
+
+class LlamaMemory(BaseModel):
+    """llama.cpp's allocations for one model and flags: the context, every cache, every buffer per device."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    context: LlamaContext
     caches: list[Cache]
     buffers: list[Buffer]
     notes: list[str]
@@ -304,17 +317,17 @@ def memory(hp: LlamaHparams, f: LlamaFlags, weights: tuple[tuple[int, ...], int,
     buffers[(gpu0, "compute")] = compute_estimate(hp, c, f)
     rows = [Buffer(device=d, kind=k, bytes=b, estimated=k == "compute") for (d, k), b in buffers.items()
             if b or k in ("model", "compute")]
-    return LlamaMemory(rules=f.rules, n_ctx=c.n_ctx, n_ctx_seq=c.n_ctx_seq, n_seq_max=c.n_seq_max,
-                       kv_unified=c.kv_unified, flash_attn=c.flash_attn, n_gpu_layers=offloaded, n_layer=hp.n_layer,
-                       caches=caches, buffers=rows, notes=notes)
+    ctx = LlamaContext(n_ctx=c.n_ctx, n_ctx_seq=c.n_ctx_seq, n_seq_max=c.n_seq_max, kv_unified=c.kv_unified,
+                       flash_attn=c.flash_attn, n_gpu_layers=offloaded, n_layer=hp.n_layer, rules=f.rules)
+    return LlamaMemory(context=ctx, caches=caches, buffers=rows, notes=notes)
 
 
 def compute_estimate(hp: LlamaHparams, c: Context, f: LlamaFlags) -> int:
-    """The compute buffer of the first device, estimated: llama.cpp measures it (ggml-alloc over the reserved graph).
-    Dominant term of the worst-case pp graph (n_ubatch tokens): the f32 logits (n_vocab x n_ubatch x 4; 2026 builds
-    reserve 1 output, so n_vocab x n_seq_max x 4) or, without flash attention, the f32 KQ scores (n_ctx x n_ubatch x
-    n_head x 4), whichever is larger. Measured error on the public logs in docs/llamacpp.md: -8 to -48 MiB."""
-    outputs = c.n_seq_max if f.rules == LATEST else c.n_ubatch
-    logits = hp.n_vocab * outputs * 4
+    """The compute buffer of the first device, ESTIMATED: llama.cpp measures it (ggml-alloc over the reserved graph).
+    The dominant term of the worst-case pp graph (n_ubatch tokens, every one an output in builds to 2025-12): the f32
+    logits, n_vocab x n_ubatch x 4, or without flash attention the f32 KQ scores, n_ctx x n_ubatch x n_head x 4,
+    whichever is larger. Error on the public logs (docs/llamacpp.md): -7 to -48 MiB to 2025-12; 2026 builds reserve
+    one output per sequence and measure less (Llama-3-8B on Metal: 124 MiB logged, 250.5 estimated)."""
+    logits = hp.n_vocab * c.n_ubatch * 4
     kq = 0 if c.flash_attn else c.n_ctx * c.n_ubatch * max(hp.n_head, default=0) * 4
     return max(logits, kq)

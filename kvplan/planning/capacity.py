@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kvplan.cost.hardware import GPU, load_gpu
+from kvplan.cost.llamacpp import LlamaFlags
 from kvplan.cost.parallel import Layout, check_layout
 from kvplan.cost.runtimes import get_engine
 from kvplan.cost.runtimes.base import Pool, Runtime, ServingFlags, Setup, Stage, positive_size
@@ -69,7 +70,8 @@ class PlanRequest:
                              mem_fraction_static=kw.pop("mem_fraction_static", None),
                              kv_cache_memory=kw.pop("kv_cache_memory", None),
                              max_num_batched_tokens=kw.pop("max_num_batched_tokens", None),
-                             max_num_seqs=kw.pop("max_num_seqs", None), block_size=kw.pop("block_size", None))
+                             max_num_seqs=kw.pop("max_num_seqs", None), block_size=kw.pop("block_size", None),
+                             llama=kw.pop("llama", None))
         gpu_memory = kw.pop("gpu_memory", None)
         return cls(gpu=g, max_model_len=max_model_len, runtime=get_engine(engine),
                    layout=Layout(tp, pp, dp, bool(kw.pop("expert_parallel", False))), flags=flags,
@@ -90,7 +92,7 @@ def plan(model: ModelCard | str | Path, *, gpu: str | GPU, max_model_len: int, t
          weight_dtype: str | None = None, activation_memory: int | str | None = None,
          non_torch_memory: int | str | None = None, cuda_graph_memory: int | str | None = None,
          context_memory: int | str | None = None, concurrency: int | None = None,
-         prompt_len: int | None = None, expert_parallel: bool = False) -> PlanResult:
+         prompt_len: int | None = None, expert_parallel: bool = False, llama: LlamaFlags | None = None) -> PlanResult:
     """Plan ``model`` on ``tp x pp`` GPUs (x ``dp`` replicas) of type ``gpu``; KvplanError on a layout the engine
     refuses or on memory that leaves nothing for the cache. A request that does not fit is an answer (fits=False).
     ``concurrency`` adds latency bounds at that many requests (``prompt_len`` tokens of prefill, default
@@ -102,7 +104,7 @@ def plan(model: ModelCard | str | Path, *, gpu: str | GPU, max_model_len: int, t
         kv_cache_memory=kv_cache_memory, max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,
         block_size=block_size, kv_dtype=kv_dtype, weight_dtype=weight_dtype, activation_memory=activation_memory,
         non_torch_memory=non_torch_memory, cuda_graph_memory=cuda_graph_memory, context_memory=context_memory,
-        concurrency=concurrency, prompt_len=prompt_len, expert_parallel=expert_parallel)
+        concurrency=concurrency, prompt_len=prompt_len, expert_parallel=expert_parallel, llama=llama)
     return plan_request(card, req)
 
 
@@ -138,6 +140,7 @@ def setup(card: ModelCard, req: PlanRequest) -> Setup:
     kv_t, w_t = _dtype(card, rt, req.kv_dtype, "--kv-dtype")[0], _dtype(card, rt, req.weight_dtype, "--weight-dtype")[0]
     rt.check_dtype(kv_t)
     total = req.gpu.memory_bytes if req.gpu_memory is None else req.gpu_memory
+    rt.refuse_foreign(req.flags)
     opts = rt.resolve(req.flags, card, req.gpu, total, layout, req.max_model_len)
     non_torch, cuda_graph, context = rt.overhead_defaults(layout.tp * layout.pp)
     state_t = rt.state_dtype(card, kv_t, _dtype(card, rt, None, "--kv-dtype")[0])
@@ -173,4 +176,4 @@ def result(s: Setup, sts: list[Stage], p: Pool, lat: Latency | None = None,
                       max_concurrency_total=p.concurrency * s.layout.dp, request_kv_bytes=p.request_bytes,
                       fits=p.fits, max_model_len_fit=p.max_model_len_fit, ranks=p.ranks,
                       launch_command=launch_command(s), verdict=verdict(s, p, concurrency), latency=lat,
-                      notes=notes(s, p))
+                      notes=notes(s, p), **rt.plan_extras(s))

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 from kvplan.cost.runtimes.base import Runtime
 from kvplan.cost.runtimes.ideal import Ideal
+from kvplan.cost.runtimes.llamacpp import LlamaCpp
+from kvplan.cost.runtimes.ollama import Ollama
 from kvplan.cost.runtimes.sglang import SGLang
 from kvplan.cost.runtimes.transformers import HFDynamic, HFStatic
 from kvplan.cost.runtimes.vllm import VLLM
 from kvplan.errors import KvplanError
 
-RUNTIMES: dict[str, Runtime] = {r.name: r for r in (Ideal(), HFDynamic(), HFStatic(), VLLM(), SGLang())}
+RUNTIMES: dict[str, Runtime] = {r.name: r for r in (Ideal(), HFDynamic(), HFStatic(), VLLM(), SGLang(), LlamaCpp(),
+                                              Ollama())}
 ENGINES = RUNTIMES  # the name earlier releases used
 
 

@@ -21,6 +21,7 @@ from kvplan.units import fmt_bytes, require_fraction
 
 if TYPE_CHECKING:
     from kvplan.cost.hardware import GPU
+    from kvplan.cost.llamacpp import LlamaFlags
     from kvplan.cost.kvspec import KVLayerSpec
     from kvplan.cost.parallel import Layout
     from kvplan.model.card import ModelCard
@@ -43,6 +44,7 @@ class ServingFlags:
     max_num_batched_tokens: int | None = None
     max_num_seqs: int | None = None
     block_size: int | None = None
+    llama: LlamaFlags | None = None  # llama.cpp's own flags (-c, -np, -ctk, -ctv, -fa, -ngl, ...): llamacpp, ollama
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,7 @@ class Options:
     mnbt: int | None = None
     max_num_seqs: int | None = None
     block_size: int = 1  # tokens per page; 1 for the unpaged runtimes
+    llama: LlamaFlags | None = None  # llama.cpp's flags with its defaults (llamacpp, ollama)
 
 
 @dataclass(frozen=True)
@@ -214,6 +217,18 @@ class Runtime(Engine):
                             ("--max-num-seqs", flags.max_num_seqs)):
             if value is not None:
                 raise KvplanError(f"{flag}: a vLLM scheduler limit; not used by --engine {self.name}")
+
+    takes_llama_flags: ClassVar[bool] = False  # llama.cpp's flags (-c, -np, -ctk ...): llamacpp and ollama only
+
+    def refuse_foreign(self, flags: ServingFlags) -> None:
+        """Refuse llama.cpp's flags on a runtime that is not llama.cpp."""
+        if flags.llama is not None and not self.takes_llama_flags:
+            raise KvplanError(f"-c/-np/-ctk/-ctv/-fa/-ngl: llama.cpp's flags; only for --engine llamacpp or ollama "
+                              f"(got --engine {self.name})")
+
+    def plan_extras(self, s: Setup) -> dict:
+        """Fields a runtime adds to a plan's result (llama.cpp: its context and per-device buffers)."""
+        return {}
 
     def check_servable(self, card: ModelCard, layout: Layout) -> None:
         """What this runtime does not serve (or kvplan does not model) for this card and layout."""
