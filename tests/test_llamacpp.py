@@ -203,3 +203,42 @@ def test_plan_json_buffers_and_launch_line(cli_json, cli, llama31):
     assert code == 2 and "Flash Attention" in err
     code, _, err = cli("plan", "--model", "llama-3-8b", "--gpu", "H100-SXM", "--max-model-len", "8192", "-np", "2")
     assert code == 2 and "llamacpp" in err
+
+
+@pytest.mark.parametrize("model, seq_len, batch", [("gemma-3-12b", 32768, 1), ("gpt-oss-20b", 5000, 3),
+                                                   ("llama-3.1-8b", 8000, 2), ("gemma-2-9b", 9000, 2)])
+def test_estimate_engine_llamacpp_agrees_with_its_caches(cli_json, model, seq_len, batch):
+    """Two roads to the same bytes: kvplan's per-layer K/V (positions_held of the llamacpp runtime) and llama.cpp's
+    cache arithmetic (kvplan.cost.llamacpp) from the card's hparams, at f16, -np batch."""
+    r = cli_json("estimate", "--model", model, "--seq-len", str(seq_len), "--batch", str(batch), "--engine",
+                 "llamacpp", "--kv-dtype", "fp16")
+    caches = r["llamacpp"]["caches"]
+    assert r["kv_cache"]["total_bytes"] == sum(c["k_bytes"] + c["v_bytes"] for c in caches if c["kind"] != "recurrent")
+    assert r["llamacpp"]["context"]["n_ctx"] == -(-seq_len // 256) * 256 * batch
+
+
+def test_qwen35_27b_card_matches_its_published_log(cli_json):
+    """The bundled card reproduces the Qwen3.x-27B log's K/V line without a GGUF: 131072 cells x 16 layers x q8_0."""
+    r = cli_json("estimate", "--model", "qwen3.5-27b", "--seq-len", "131072", "--engine", "llamacpp", "-np", "4",
+                 "--kv-unified", "-ctk", "q8_0", "-ctv", "q8_0")
+    kv = [c for c in r["llamacpp"]["caches"] if c["kind"] == "kv"][0]
+    assert (kv["cells"], kv["layers"], kv["k_bytes"] / 2**20) == (131072, 16, 2176.0)
+    rec = [c for c in r["llamacpp"]["caches"] if c["kind"] == "recurrent"][0]
+    assert (rec["k_bytes"] / 2**20, rec["v_bytes"] / 2**20) == (22.5, 576.0)
+
+
+def test_fit_largest_context_and_most_layers(d, llama31):
+    """The inverse. Metadata only (no weights): 32 layers x 1024 x 2 (K, V) x 2 B = 128 KiB per cell, compute 250.5 MiB
+    (estimated, FA on): a budget of 4 GiB + 250.5 MiB holds exactly 32768 cells."""
+    from kvplan.cost.llamacpp import fit
+
+    hp = load_gguf(str(dense(d, "fit"))).hparams
+    compute = 128256 * 512 * 4
+    assert fit(hp, LlamaFlags(n_parallel=1), 4 * 2**30 + compute).max_n_ctx == 32768
+    assert fit(hp, LlamaFlags(n_parallel=1), 4 * 2**30 + compute - 1).max_n_ctx == 32768 - 256
+    # layers of the Q4_K_M table at 8192 cells: the output layer (Q6_K 430,940,160 B + norm) comes first (2026 rule),
+    # then blocks of 122,716,160 B (+16,220,160 where Q6_K) + 32 MiB of K/V each
+    hp = load_gguf(str(llama31)).hparams
+    budget = compute + 430_940_160 + 16_384 + 3 * (122_716_160 + 16_220_160 + 32 * 2**20) + 256  # 3 use_more_bits
+    assert fit(hp, LlamaFlags(n_ctx=8192, n_parallel=1), budget).max_gpu_layers == 4
+    assert fit(hp, LlamaFlags(n_ctx=8192, n_parallel=1), budget - 512).max_gpu_layers == 3

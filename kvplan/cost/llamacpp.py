@@ -20,7 +20,7 @@ says so (``estimated``).
 from __future__ import annotations
 
 from bisect import bisect_right
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pydantic import BaseModel, ConfigDict
 
@@ -331,3 +331,37 @@ def compute_estimate(hp: LlamaHparams, c: Context, f: LlamaFlags) -> int:
     logits = hp.n_vocab * c.n_ubatch * 4
     kq = 0 if c.flash_attn else c.n_ctx * c.n_ubatch * max(hp.n_head, default=0) * 4
     return max(logits, kq)
+
+
+FIT_TARGET = 2**30  # common/common.h fit_params_target: --fit leaves 1 GiB free per device
+
+
+class LlamaFit(BaseModel):
+    """The inverse: what fits a GPU of ``budget_bytes`` (its free memory less --fit's 1 GiB margin)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    budget_bytes: int
+    max_n_ctx: int  # the largest -c (a multiple of 256) with the layers as given; 0: none
+    max_gpu_layers: int  # the most -ngl at the n_ctx as given (of n_layer + 1); 0: none
+
+
+def gpu_bytes(m: LlamaMemory, backend: str = "CUDA") -> int:
+    """What the first GPU holds: its model, KV, recurrent and (estimated) compute buffers."""
+    return sum(b.bytes for b in m.buffers if b.device == f"{backend}0")
+
+
+def fit(hp: LlamaHparams, f: LlamaFlags, budget: int, weights=None) -> LlamaFit:
+    """The largest context and the most offloaded layers that fit ``budget`` bytes on the first GPU: what llama.cpp's
+    --fit steps 2 (context) and 3 (layers) look for (src/llama.cpp llama_params_fit_impl), over kvplan's byte
+    model (compute buffer estimated)."""
+    ok = lambda **kw: gpu_bytes(memory(hp, replace(f, **kw), weights), f.backend) <= budget  # noqa: E731
+    lo, hi = 0, max(1, (hp.n_ctx_train or f.n_ctx or 256) // 256)
+    while lo < hi:  # n_ctx in units of 256 cells
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if ok(n_ctx=mid * 256) else (lo, mid - 1)
+    layers = 0
+    for ngl in range(hp.n_layer + 2):
+        if not ok(n_gpu_layers=ngl):
+            break
+        layers = ngl
+    return LlamaFit(budget_bytes=budget, max_n_ctx=lo * 256, max_gpu_layers=min(layers, hp.n_layer + 1))

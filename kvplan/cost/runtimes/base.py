@@ -226,6 +226,11 @@ class Runtime(Engine):
             raise KvplanError(f"-c/-np/-ctk/-ctv/-fa/-ngl: llama.cpp's flags; only for --engine llamacpp or ollama "
                               f"(got --engine {self.name})")
 
+    def estimate_memory(self, card: ModelCard, w_bits: int, seq_len: int, batch: int, flags: LlamaFlags | None):
+        """What the engine itself allocates for ``batch`` sequences of ``seq_len`` (llama.cpp: every buffer per
+        device); None where the estimate's KV and weights say it all."""
+        return None
+
     def plan_extras(self, s: Setup) -> dict:
         """Fields a runtime adds to a plan's result (llama.cpp: its context and per-device buffers)."""
         return {}

@@ -11,8 +11,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from kvplan.cost import llamacpp as lc
+from kvplan.cost.engines import CacheRun
 from kvplan.cost.runtimes.base import KVCachePool, Options, Pool, Runtime, ServingFlags, Setup, Stage, longest, rank_row
-from kvplan.errors import KvplanError, Refused
+from kvplan.errors import KvplanError
 from kvplan.units import fmt_bytes
 
 
@@ -50,6 +51,31 @@ class LlamaCpp(Runtime):
     budget_flag = "-ngl/--n-gpu-layers"
     serves_fp32 = False
     default_parallel: int | None = None  # llama-server: auto (4 slots, unified)
+
+    kv_dtypes = ("fp32", "fp16", "bf16")
+    _dtype_hint = " (llama.cpp's quantized caches: -ctk/-ctv q8_0, q4_0, ... on estimate and plan)"
+
+    # -- cache rules: one sequence of seq_len tokens in its own stream (-np batch, no unified cache) --
+
+    def positions_held(self, window: int | None, run: CacheRun) -> int:
+        """Cells one sequence holds: n_ctx_seq = GGML_PAD(seq_len, 256); a sliding layer GGML_PAD(min(n_ctx_seq,
+        n_swa + n_ubatch), 256) (llama_kv_cache_iswa, n_ubatch 512; kvplan.cost.llamacpp)."""
+        cells = lc.pad(run.seq_len, 256)
+        return lc.pad(min(cells, window + 512), 256) if window else cells
+
+    def chunk_positions(self, chunk: int, run: CacheRun) -> int:
+        """Chunked layers (Llama-4) use the sliding cache with n_swa = the chunk."""
+        return self.positions_held(chunk, run)
+
+    def estimate_memory(self, card, w_bits, seq_len, batch, flags):
+        """``batch`` slots of ``seq_len`` cells each (-np batch, -c seq_len x batch) unless the flags say otherwise."""
+        hp, weights = hparams_and_weights(card, w_bits)
+        f = flags or lc.LlamaFlags()
+        if f.n_parallel is None:
+            f = replace(f, n_parallel=batch)
+        if f.n_ctx is None:
+            f = replace(f, n_ctx=seq_len if f.kv_unified else seq_len * f.n_parallel)
+        return lc.memory(hp, f, weights)
 
     def resolve(self, flags: ServingFlags, card, gpu, total, layout, max_model_len) -> Options:
         for flag, value in (("--gpu-memory-utilization", flags.gpu_memory_utilization),
@@ -104,14 +130,16 @@ class LlamaCpp(Runtime):
         return sum(b.bytes for b in m.buffers if b.device == gpu and b.kind in ("kv", "recurrent", "compute"))
 
     def check_budget(self, s: Setup, sts: list[Stage]) -> None:
-        if sts[0].available <= 0:
-            raise Refused(f"-ngl/--n-gpu-layers: {self.display_name}: the offloaded weights "
-                          f"({fmt_bytes(sts[0].weights)}) and compute buffer leave nothing of {fmt_bytes(s.total)}; "
-                          "offload fewer layers (-ngl) or use a bigger --gpu")
+        """No refusal: weights that overflow the GPU are an answer (fits false) with the most -ngl that fit
+        (``llamacpp_fit``), as llama.cpp's --fit would lower -ngl."""
+
+    def fit(self, s: Setup) -> lc.LlamaFit:
+        hp, weights = hparams_and_weights(s.card, s.w_t.bits)
+        return lc.fit(hp, s.opts.llama, s.total - lc.FIT_TARGET, weights)
 
     def plan_extras(self, s: Setup) -> dict:
         m = self.memory(s)
-        return {"context": m.context, "buffers": m.buffers, "caches": m.caches}
+        return {"context": m.context, "buffers": m.buffers, "caches": m.caches, "llamacpp_fit": self.fit(s)}
 
     def activation_estimated(self, s: Setup) -> bool:
         return True
@@ -150,4 +178,7 @@ class LlamaCpp(Runtime):
                "layers on the GPU. Buffers per device in the JSON (buffers); the compute buffer is ESTIMATED "
                "(llama.cpp measures it; error on public logs in docs/llamacpp.md); the output buffer is in host "
                "memory."]
+        ft = self.fit(s)
+        out.append(f"Fit (GPU memory less --fit's 1 GiB margin, {fmt_bytes(ft.budget_bytes)}): at most -c "
+                   f"{ft.max_n_ctx:,} with these layers; at most -ngl {ft.max_gpu_layers} at -c {c.n_ctx:,}.")
         return out + list(m.notes) + [c.log_line() for c in m.caches]
