@@ -242,3 +242,29 @@ def test_fit_largest_context_and_most_layers(d, llama31):
     budget = compute + 430_940_160 + 16_384 + 3 * (122_716_160 + 16_220_160 + 32 * 2**20) + 256  # 3 use_more_bits
     assert fit(hp, LlamaFlags(n_ctx=8192, n_parallel=1), budget).max_gpu_layers == 4
     assert fit(hp, LlamaFlags(n_ctx=8192, n_parallel=1), budget - 512).max_gpu_layers == 3
+
+
+def test_card_at_q4_k_m_is_the_published_tensor_table():
+    """llama-quant rules on the bundled llama-3.1-8b card give llama3.1:8b Q4_K_M's tensor bytes: layers 4,186,439,680
+    (16 use_more_bits layers with Q6_K attn_v and ffn_down), token_embd Q4_K 295,501,824, output Q6_K 430,940,160 +
+    norm; the published file adds the 256-byte rope_freqs tensor the card does not know."""
+    from kvplan.cost.gguf_quant import quant_weights
+    from kvplan.model.catalog import load_card
+
+    layers, embd, out = quant_weights(load_card("llama-3.1-8b"), "Q4_K_M")
+    assert sum(layers) == 4_186_439_680 and embd == 295_501_824 and out == 430_940_160 + 16_384
+    assert sum(layers) + embd + out + 256 == 4_912_898_304
+
+
+def test_quant_search_on_plan(cli_json, cli):
+    """Which GGUF of a 32B fits a 24 GB card at 32k: the plan lists every llama-quantize type, largest first."""
+    r = cli_json("plan", "--model", "qwq-32b", "--gpu", "RTX-4090", "--max-model-len", "32768", "--engine",
+                 "llamacpp", "-np", "1", "-ctk", "q4_0", "-ctv", "q4_0")
+    sizes = [q["model_bytes"] for q in r["quants"]]
+    assert sizes == sorted(sizes, reverse=True) and r["quants"][0]["quant"] == "F16"
+    fitting = [q["quant"] for q in r["quants"] if q["fits"]]
+    assert "Q4_K_M" in fitting and "Q8_0" not in fitting
+    assert any("--gguf-quant" in n for n in r["notes"])
+    code, _, err = cli("estimate", "--model", "llama-3.1-8b", "--seq-len", "8", "--engine", "llamacpp",
+                       "--gguf-quant", "Q3_XYZ")
+    assert code == 2 and "--gguf-quant" in err

@@ -34,7 +34,7 @@ def estimate(
     ctx_size: o.CtxSize = None, parallel: o.Parallel = None, kv_unified: o.KvUnified = None,
     cache_type_k: o.CacheTypeK = None, cache_type_v: o.CacheTypeV = None, flash_attn: o.FlashAttn = None,
     n_gpu_layers: o.NGpuLayers = None, swa_full: o.SwaFull = False, ubatch_size: o.UbatchSize = None,
-    llamacpp_rules: o.LlamaRules = None,
+    llamacpp_rules: o.LlamaRules = None, gguf_quant: o.GgufQuant = None,
     as_json: o.Json = False,
 ) -> None:
     """KV cache bytes (per token, per sequence, whole batch), weights, and the formula with numbers filled in."""
@@ -48,7 +48,8 @@ def estimate(
                  gpu_file=gpu_file, mfu=mfu, mbu=mbu,
                  llama=llama_flags(n_ctx=ctx_size, n_parallel=parallel, kv_unified=kv_unified, type_k=cache_type_k,
                                    type_v=cache_type_v, flash_attn=flash_attn, n_gpu_layers=n_gpu_layers,
-                                   swa_full=swa_full or None, n_ubatch=ubatch_size, rules=llamacpp_rules))
+                                   swa_full=swa_full or None, n_ubatch=ubatch_size, rules=llamacpp_rules,
+                                    gguf_quant=gguf_quant))
     from kvplan.report.estimate import render_estimate
 
     emit(result, as_json, render_estimate)

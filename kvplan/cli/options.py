@@ -81,3 +81,5 @@ SwaFull = Annotated[bool, typer.Option("--swa-full", metavar="", help="llama.cpp
 UbatchSize = Annotated[Optional[int], typer.Option("-ub", "--ubatch-size", help="llama.cpp physical batch (512).")]
 LlamaRules = Annotated[Optional[str], typer.Option("--llamacpp-rules", help="llama.cpp version rules: 2025-02, "
                                                    "2025-12 or 2026-08 (default).")]
+GgufQuant = Annotated[Optional[str], typer.Option("--gguf-quant", help="llama.cpp, a card without a GGUF: weights at "
+                                                  "this llama-quantize type (Q4_K_M, Q5_K_M, Q6_K, Q8_0, ...).")]

@@ -19,7 +19,7 @@ def plan(
     expert_parallel: o.ExpertParallel = False, ctx_size: o.CtxSize = None, parallel: o.Parallel = None,
     kv_unified: o.KvUnified = None, cache_type_k: o.CacheTypeK = None, cache_type_v: o.CacheTypeV = None,
     flash_attn: o.FlashAttn = None, n_gpu_layers: o.NGpuLayers = None, swa_full: o.SwaFull = False,
-    ubatch_size: o.UbatchSize = None, llamacpp_rules: o.LlamaRules = None, as_json: o.Json = False,
+    ubatch_size: o.UbatchSize = None, llamacpp_rules: o.LlamaRules = None, gguf_quant: o.GgufQuant = None, as_json: o.Json = False,
 ) -> None:
     """How many concurrent requests of --max-model-len fit, with the engine's own arithmetic; without --gpu, which
     GPUs and how many hold --concurrency of them."""
@@ -35,7 +35,8 @@ def plan(
                   expert_parallel=expert_parallel,
                   llama=llama_flags(n_ctx=ctx_size, n_parallel=parallel, kv_unified=kv_unified, type_k=cache_type_k,
                                     type_v=cache_type_v, flash_attn=flash_attn, n_gpu_layers=n_gpu_layers,
-                                    swa_full=swa_full or None, n_ubatch=ubatch_size, rules=llamacpp_rules))
+                                    swa_full=swa_full or None, n_ubatch=ubatch_size, rules=llamacpp_rules,
+                                    gguf_quant=gguf_quant))
     if gpu is None:
         _emit(_search(card, concurrency, (tp, pp, dp), gpus, max_gpus, ttft_ms, tpot_ms, common), as_json,
               "render_search")

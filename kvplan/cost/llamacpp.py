@@ -70,6 +70,7 @@ class LlamaFlags:
     backend: str = "CUDA"
     rules: str = LATEST
     embeddings: bool = False  # an output buffer of n_embd floats per output beside the logits (old Ollama runner)
+    gguf_quant: str | None = None  # a card without a GGUF: its weights at this llama-quantize type (Q4_K_M, ...)
 
 
 def llama_flags(**given) -> LlamaFlags | None:
@@ -343,6 +344,17 @@ class LlamaFit(BaseModel):
     budget_bytes: int
     max_n_ctx: int  # the largest -c (a multiple of 256) with the layers as given; 0: none
     max_gpu_layers: int  # the most -ngl at the n_ctx as given (of n_layer + 1); 0: none
+
+
+class QuantFit(BaseModel):
+    """One llama-quantize type of a card: its model size and what fits (the quant-type search)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    quant: str
+    model_bytes: int  # llama.cpp's "model size": every tensor once
+    max_n_ctx: int
+    max_gpu_layers: int
+    fits: bool  # all layers on the GPU at the plan's -c
 
 
 def gpu_bytes(m: LlamaMemory, backend: str = "CUDA") -> int:

@@ -17,17 +17,24 @@ from kvplan.errors import KvplanError
 from kvplan.units import fmt_bytes
 
 
-def hparams_and_weights(card, w_bits: int):
+def hparams_and_weights(card, w_bits: int, quant: str | None = None):
     """(LlamaHparams, (per-layer, input, output) weight bytes or None) of a card: the GGUF's own when the card came
-    from one, else the card's parameters at ``w_bits`` split evenly over its layers."""
+    from one; at a llama-quantize type (``quant``) by llama-quant.cpp's rules (kvplan.cost.gguf_quant); else the
+    card's parameters at ``w_bits`` split evenly over its layers."""
     from kvplan.model.gguf import gguf_path_of
     from kvplan.model.llama_hparams import hparams_from_card
 
     path = gguf_path_of(card)
     if path is not None:
+        if quant is not None:
+            raise KvplanError("--gguf-quant: the GGUF's own tensor table gives its weights; only for a card")
         from kvplan.model.gguf import load_gguf
 
         return load_gguf(path).hparams, None
+    if quant is not None:
+        from kvplan.cost.gguf_quant import quant_weights
+
+        return hparams_from_card(card), quant_weights(card, quant)
     from kvplan.cost.params import count_params
 
     p = count_params(card)
@@ -69,7 +76,7 @@ class LlamaCpp(Runtime):
 
     def estimate_memory(self, card, w_bits, seq_len, batch, flags):
         """``batch`` slots of ``seq_len`` cells each (-np batch, -c seq_len x batch) unless the flags say otherwise."""
-        hp, weights = hparams_and_weights(card, w_bits)
+        hp, weights = hparams_and_weights(card, w_bits, (flags or lc.LlamaFlags()).gguf_quant)
         f = flags or lc.LlamaFlags()
         if f.n_parallel is None:
             f = replace(f, n_parallel=batch)
@@ -94,7 +101,7 @@ class LlamaCpp(Runtime):
         return Options(util=1.0, llama=f)
 
     def memory(self, s: Setup, n_ctx: int | None = None) -> lc.LlamaMemory:
-        hp, weights = hparams_and_weights(s.card, s.w_t.bits)
+        hp, weights = hparams_and_weights(s.card, s.w_t.bits, s.opts.llama.gguf_quant)
         f = s.opts.llama if n_ctx is None else replace(s.opts.llama, n_ctx=n_ctx)
         return lc.memory(hp, f, weights)
 
@@ -133,13 +140,31 @@ class LlamaCpp(Runtime):
         """No refusal: weights that overflow the GPU are an answer (fits false) with the most -ngl that fit
         (``llamacpp_fit``), as llama.cpp's --fit would lower -ngl."""
 
-    def fit(self, s: Setup) -> lc.LlamaFit:
-        hp, weights = hparams_and_weights(s.card, s.w_t.bits)
+    def fit(self, s: Setup, quant: str | None = None) -> lc.LlamaFit:
+        hp, weights = hparams_and_weights(s.card, s.w_t.bits, quant or s.opts.llama.gguf_quant)
         return lc.fit(hp, s.opts.llama, s.total - lc.FIT_TARGET, weights)
+
+    def quant_table(self, s: Setup) -> list[lc.QuantFit] | None:
+        """A card without a GGUF: each llama-quantize type's weights and what fits (the quant-type search)."""
+        from kvplan.cost.gguf_quant import FILE_TYPES, quant_weights
+        from kvplan.model.gguf import gguf_path_of
+
+        if gguf_path_of(s.card) is not None or s.card.mla or s.card.ssm or s.card.shared_blocks:
+            return None
+        f, rows = s.opts.llama, []
+        for q in FILE_TYPES:
+            layers, inp, out = quant_weights(s.card, q)
+            ft = self.fit(s, q)
+            rows.append(lc.QuantFit(quant=q, model_bytes=sum(layers) + inp + out - (inp if s.card.tie_embeddings
+                                                                                    else 0),
+                                    max_n_ctx=ft.max_n_ctx, max_gpu_layers=ft.max_gpu_layers,
+                                    fits=ft.max_n_ctx >= (f.n_ctx or 0) and ft.max_n_ctx > 0))
+        return rows
 
     def plan_extras(self, s: Setup) -> dict:
         m = self.memory(s)
-        return {"context": m.context, "buffers": m.buffers, "caches": m.caches, "llamacpp_fit": self.fit(s)}
+        return {"context": m.context, "buffers": m.buffers, "caches": m.caches, "llamacpp_fit": self.fit(s),
+                "quants": self.quant_table(s)}
 
     def activation_estimated(self, s: Setup) -> bool:
         return True
@@ -181,4 +206,10 @@ class LlamaCpp(Runtime):
         ft = self.fit(s)
         out.append(f"Fit (GPU memory less --fit's 1 GiB margin, {fmt_bytes(ft.budget_bytes)}): at most -c "
                    f"{ft.max_n_ctx:,} with these layers; at most -ngl {ft.max_gpu_layers} at -c {c.n_ctx:,}.")
+        quants = self.quant_table(s)
+        if quants:
+            ok = [q.quant for q in quants if q.fits]
+            out.append(f"GGUF quant types that fit with all layers on the GPU at -c {c.n_ctx:,} (llama-quantize rules, "
+                       f"no imatrix overrides): {', '.join(ok) or 'none'}" + (f"; launch with --gguf-quant {ok[0]}"
+                                                                              " sized here" if ok else "") + ".")
         return out + list(m.notes) + [c.log_line() for c in m.caches]
