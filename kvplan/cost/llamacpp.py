@@ -270,6 +270,8 @@ def memory(hp: LlamaHparams, f: LlamaFlags, weights: tuple[tuple[int, ...], int,
     buffers: dict[tuple[str, str], int] = {("CPU", "model"): inp_w}
     for il in range(hp.n_layer):
         buffers[(devs[il], "model")] = buffers.get((devs[il], "model"), 0) + layer_w[il]
+    if devs[hp.n_layer] == "CPU" and hp.layer_bytes:  # mmap: a tied output on the CPU is the file's token_embd
+        out_w -= hp.output_dup_bytes
     buffers[(devs[hp.n_layer], "model")] = buffers.get((devs[hp.n_layer], "model"), 0) + out_w
     caches = []
     notes = []

@@ -55,6 +55,7 @@ class LlamaHparams:
     layer_bytes: tuple[int, ...] = ()  # weights of each blk.N (from the tensor table); () from a card
     input_bytes: int = 0  # token_embd (+ type/position embeddings)
     output_bytes: int = 0  # output.weight + output_norm (+ the duplicated token_embd of a tied model)
+    output_dup_bytes: int = 0  # of which the tied model's second token_embd (shared with the file's on the CPU)
     model_bytes: int = 0  # llama.cpp's "model size": every tensor once
     n_params: int = 0
     source: str = ""
@@ -127,6 +128,8 @@ def hparams_from_metadata(md: dict, tensors: dict, source: str = "") -> LlamaHpa
     if not n_vocab and "token_embd.weight" in tensors:
         n_vocab = tensors["token_embd.weight"].shape[1]
     layer_bytes, inp, out = _weights(tensors, n_layer)
+    dup = tensors["token_embd.weight"].nbytes if tensors and "output.weight" not in tensors and \
+        "token_embd.weight" in tensors else 0
     return LlamaHparams(
         arch=arch, n_layer=n_layer, n_embd=n_embd, n_vocab=n_vocab, n_ctx_train=int(get("context_length", 0) or 0),
         n_head=n_head, n_head_kv=n_head_kv, n_embd_k=n_embd_k, n_embd_v=n_embd_v, swa=swa, n_swa=n_swa,
@@ -134,7 +137,7 @@ def hparams_from_metadata(md: dict, tensors: dict, source: str = "") -> LlamaHpa
         n_embd_s=s, mla=get("attention.kv_lora_rank") is not None and
         get("attention.key_length_mla") is not None, n_expert=int(get("expert_count", 0) or 0),
         n_expert_used=int(get("expert_used_count", 0) or 0), layer_bytes=layer_bytes, input_bytes=inp,
-        output_bytes=out, model_bytes=sum(t.nbytes for t in tensors.values()),
+        output_bytes=out, output_dup_bytes=dup, model_bytes=sum(t.nbytes for t in tensors.values()),
         n_params=sum(t.n_elements for t in tensors.values()), source=source)
 
 
