@@ -267,12 +267,17 @@ def memory(hp: LlamaHparams, f: LlamaFlags, weights: tuple[tuple[int, ...], int,
     layer_w, inp_w, out_w = (hp.layer_bytes, hp.input_bytes, hp.output_bytes) if hp.layer_bytes else weights or (
         (0,) * hp.n_layer, 0, 0)
     host = f"{f.backend}_Host" if f.n_gpus else "CPU"
-    buffers: dict[tuple[str, str], int] = {("CPU", "model"): inp_w}
+    # (device, kind, cache): each cache allocates its own buffer per device (llama_kv_cache ctor), logged apart
+    buffers: dict[tuple[str, str, str], int] = {("CPU", "model", ""): inp_w}
+
+    def add(key: tuple[str, str, str], n: int) -> None:
+        buffers[key] = buffers.get(key, 0) + n
+
     for il in range(hp.n_layer):
-        buffers[(devs[il], "model")] = buffers.get((devs[il], "model"), 0) + layer_w[il]
+        add((devs[il], "model", ""), layer_w[il])
     if devs[hp.n_layer] == "CPU" and hp.layer_bytes:  # mmap: a tied output on the CPU is the file's token_embd
         out_w -= hp.output_dup_bytes
-    buffers[(devs[hp.n_layer], "model")] = buffers.get((devs[hp.n_layer], "model"), 0) + out_w
+    add((devs[hp.n_layer], "model", ""), out_w)
     caches = []
     notes = []
     kv_dev = lambda il: "CPU" if f.no_kv_offload else devs[il]  # noqa: E731 - offload_kqv = false: K/V on the CPU
@@ -296,7 +301,7 @@ def memory(hp: LlamaHparams, f: LlamaFlags, weights: tuple[tuple[int, ...], int,
             width = hp.n_embd_v[il] if c.flash_attn else fa_width  # v_trans pads V to the widest layer
             vb = 0 if v_less else row_size(f.type_v, width) * cells * c.n_stream
             k, v = k + kb, v + vb
-            buffers[(kv_dev(il), "kv")] = buffers.get((kv_dev(il), "kv"), 0) + kb + vb
+            add((kv_dev(il), "kv", kind), kb + vb)
         if layers or not any(hp.recurrent):
             caches.append(Cache(kind=kind, cells=cells, layers=len(layers), seqs=c.n_seq_max, streams=c.n_stream,
                                 k_type=f.type_k, v_type=v_type, k_bytes=k, v_bytes=v))
@@ -310,15 +315,15 @@ def memory(hp: LlamaHparams, f: LlamaFlags, weights: tuple[tuple[int, ...], int,
             rb, sb = hp.n_embd_r * cells * 4, hp.n_embd_s * cells * 4
             r, s = r + rb, s + sb
             dev = "CPU" if f.no_kv_offload else devs[il]
-            buffers[(dev, "recurrent")] = buffers.get((dev, "recurrent"), 0) + rb + sb
+            add((dev, "recurrent", ""), rb + sb)
         caches.append(Cache(kind="recurrent", cells=cells, layers=hp.n_layer, seqs=c.n_seq_max, streams=1,
                             k_type="f32", v_type="f32", k_bytes=r, v_bytes=s))
     # llama_context::output_reserve: n_outputs_max = n_seq_max; logits (+ embeddings) in f32, in host memory
     out = (hp.n_vocab + (hp.n_embd if f.embeddings else 0)) * c.n_seq_max * 4
-    buffers[(host, "output")] = out
+    buffers[(host, "output", "")] = out
     gpu0 = f"{f.backend}0" if offloaded else "CPU"
-    buffers[(gpu0, "compute")] = compute_estimate(hp, c, f)
-    rows = [Buffer(device=d, kind=k, bytes=b, estimated=k == "compute") for (d, k), b in buffers.items()
+    buffers[(gpu0, "compute", "")] = compute_estimate(hp, c, f)
+    rows = [Buffer(device=d, kind=k, bytes=b, estimated=k == "compute") for (d, k, _), b in buffers.items()
             if b or k in ("model", "compute")]
     ctx = LlamaContext(n_ctx=c.n_ctx, n_ctx_seq=c.n_ctx_seq, n_seq_max=c.n_seq_max, kv_unified=c.kv_unified,
                        flash_attn=c.flash_attn, n_gpu_layers=offloaded, n_layer=hp.n_layer, rules=f.rules)
