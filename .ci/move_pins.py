@@ -3,7 +3,8 @@
     python .ci/move_pins.py            # from the checkout, with any Python >= 3.10
 
 In a fresh venv it installs ``torch==2.13.0`` (the CPU wheel the test machines carry; TORCH=... to change it) and
-``.[dev]`` without the pins, so pip takes the newest release each range in pyproject.toml admits; runs the whole
+``.[dev,llamacpp]`` (the README's test extras) without the pins, so pip takes the newest release each range in
+pyproject.toml admits; runs the whole
 suite (``--tier all``) against them; lists every pin that moved (old -> new); and, when the suite passed, writes
 them to tests/constraints.txt. Exit: the suite's exit code. A failure here is what the next release would do to the
 pinned suite: follow the new behaviour in kvplan (say which version a rule follows) and run this again.
@@ -56,7 +57,7 @@ def main() -> int:
         python = env_dir / "bin" / "python"
         pip = [str(python), "-m", "pip", "install", "--quiet"]
         subprocess.run([*pip, "--upgrade", "pip"], check=True)
-        subprocess.run([*pip, f"torch=={os.environ.get('TORCH', '2.13.0')}", f"{ROOT}[dev]"], check=True)
+        subprocess.run([*pip, f"torch=={os.environ.get('TORCH', '2.13.0')}", f"{ROOT}[dev,llamacpp]"], check=True)
         new = freeze(python)
         old = read_pins(PINS.read_text(encoding="utf-8")) if PINS.exists() else {}
         for name in sorted(old.keys() | new.keys()):

@@ -91,7 +91,7 @@ def test_a_short_root():
     assert len(root) <= 6, root
 
 
-RUNTIME_NAMES = {"ideal", "vllm", "sglang", "hf-static", "hf-dynamic"}
+RUNTIME_NAMES = {"ideal", "vllm", "sglang", "hf-static", "hf-dynamic", "llamacpp", "ollama"}
 
 
 def engine_name_comparisons(tree: ast.AST) -> list[int]:

@@ -59,7 +59,7 @@ def cards_validate(paths: Annotated[list[str], typer.Argument(help="Card files (
 @app.command("import")
 def cards_import(
     path: Annotated[str, typer.Argument(
-        help="A config.json, a folder holding one, or a Hugging Face Hub id ORG/NAME[@REVISION].")],
+        help="A config.json, a folder holding one, a Hugging Face Hub id ORG/NAME[@REVISION], or a .gguf file.")],
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the card here instead of printing it.")] = None,
     name: Annotated[Optional[str], typer.Option("--name", help="Card name; default: the config's _name_or_path.")] = None,
     force: Annotated[bool, typer.Option("--force", metavar="", help="Overwrite an existing --output file.")] = False,
@@ -70,7 +70,12 @@ def cards_import(
     from kvplan.model.hf.config import card_yaml, import_hf_config
     from kvplan.report.console import escape, make_console
 
-    if not (is_file(path) or is_dir(path)) and parse_hub_id(path):  # a local path wins over a Hub id
+    if path.endswith(".gguf"):  # a GGUF's metadata and tensor table (kvplan[gguf])
+        from kvplan.model.gguf_card import card_from_gguf
+
+        card = card_from_gguf(path, name)
+        text = card_yaml(card, [])
+    elif not (is_file(path) or is_dir(path)) and parse_hub_id(path):  # a local path wins over a Hub id
         from kvplan.model.hf.hub import hub_card_yaml, load_hub_model
 
         hub = load_hub_model(path, name=name)

@@ -12,6 +12,7 @@ from kvplan.cli.output import emit
 
 def compare(
     model: o.Model = None,
+    gguf: o.Gguf = None,
     hf_config: o.HfConfig = None,
     attention: Annotated[str, typer.Option(
         "--attention", help="Layouts to compare: mha, mqa, gqa:G (G query heads per KV head), mla:R (an MLA latent "
@@ -30,7 +31,7 @@ def compare(
     from kvplan.model.resolve import resolve_card
     from kvplan.planning.compare import compare as run
 
-    result = run(resolve_card(model, hf_config), attention=attention, seq_len=seq_len, batch=batch, gpu=gpu,
+    result = run(resolve_card(model, hf_config, gguf), attention=attention, seq_len=seq_len, batch=batch, gpu=gpu,
                  engine=engine, kv_dtype=kv_dtype, weight_dtype=weight_dtype, gpu_file=gpu_file, tp=tp)
     from kvplan.report.compare import render_compare
 

@@ -12,6 +12,7 @@ from kvplan.cli.output import emit
 
 def estimate(
     model: o.Model = None,
+    gguf: o.Gguf = None,
     hf_config: o.HfConfig = None,
     batch: o.Batch = 1,
     seq_len: Annotated[int, typer.Option("--seq-len", help="Tokens each sequence holds (prompt + generated).")] = ...,
@@ -30,16 +31,25 @@ def estimate(
     gpu_file: o.GpuFile = None,
     mfu: Annotated[Optional[float], typer.Option("--mfu", help="With --gpu: achieved share of peak FLOP/s, (0, 1].")] = None,
     mbu: Annotated[Optional[float], typer.Option("--mbu", help="With --gpu: achieved share of bandwidth, (0, 1].")] = None,
+    ctx_size: o.CtxSize = None, parallel: o.Parallel = None, kv_unified: o.KvUnified = None,
+    cache_type_k: o.CacheTypeK = None, cache_type_v: o.CacheTypeV = None, flash_attn: o.FlashAttn = None,
+    n_gpu_layers: o.NGpuLayers = None, swa_full: o.SwaFull = False, ubatch_size: o.UbatchSize = None,
+    llamacpp_rules: o.LlamaRules = None, gguf_quant: o.GgufQuant = None,
     as_json: o.Json = False,
 ) -> None:
     """KV cache bytes (per token, per sequence, whole batch), weights, and the formula with numbers filled in."""
+    from kvplan.cost.llamacpp import llama_flags
     from kvplan.model.resolve import resolve_card
     from kvplan.planning.estimate import estimate as run
 
-    result = run(resolve_card(model, hf_config), batch=batch, seq_len=seq_len, encoder_len=encoder_len,
+    result = run(resolve_card(model, hf_config, gguf), batch=batch, seq_len=seq_len, encoder_len=encoder_len,
                  kv_dtype=kv_dtype, weight_dtype=weight_dtype, engine=engine, max_cache_len=max_cache_len,
                  block_size=block_size, kv_heads=kv_heads, attention=attention, prompt_len=prompt_len, gpu=gpu,
-                 gpu_file=gpu_file, mfu=mfu, mbu=mbu)
+                 gpu_file=gpu_file, mfu=mfu, mbu=mbu,
+                 llama=llama_flags(n_ctx=ctx_size, n_parallel=parallel, kv_unified=kv_unified, type_k=cache_type_k,
+                                   type_v=cache_type_v, flash_attn=flash_attn, n_gpu_layers=n_gpu_layers,
+                                   swa_full=swa_full or None, n_ubatch=ubatch_size, rules=llamacpp_rules,
+                                    gguf_quant=gguf_quant))
     from kvplan.report.estimate import render_estimate
 
     emit(result, as_json, render_estimate)

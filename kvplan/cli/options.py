@@ -10,6 +10,8 @@ from kvplan.cost.runtimes import names as runtime_names
 
 Model = Annotated[Optional[str], typer.Option(
     "--model", "-m", help="Bundled card name (llama-2-7b), a card .yaml, or a Hugging Face Hub id ORG/NAME[@REVISION].")]
+Gguf = Annotated[Optional[str], typer.Option(
+    "--gguf", help="A GGUF model file (llama.cpp; a split GGUF by its first part). Needs kvplan[gguf].")]
 HfConfig = Annotated[Optional[str], typer.Option("--hf-config", help="A Hugging Face config.json, or its folder.")]
 Json = Annotated[bool, typer.Option("--json", help="Print the result as JSON (exact bytes).", metavar="")]
 Batch = Annotated[int, typer.Option("--batch", help="Sequences held at once.")]
@@ -85,3 +87,24 @@ SharedPrefixLen = Annotated[_I, typer.Option(
 EnableLora = Annotated[bool, typer.Option("--enable-lora", metavar="", help="vLLM: LoRA adapter slots on the GPU.")]
 MaxLoras = Annotated[_I, typer.Option("--max-loras", help="vLLM: adapters held at once (default 1).")]
 MaxLoraRank = Annotated[_I, typer.Option("--max-lora-rank", help="vLLM: the largest adapter rank (default 16).")]
+
+# llama.cpp's own flag names (`--engine llamacpp|ollama`), so a llama-server command line pastes in
+CtxSize = Annotated[Optional[int], typer.Option("-c", "--ctx-size", help="llama.cpp n_ctx (default: --max-model-len "
+                                                "x slots, or the whole context with a unified cache).")]
+Parallel = Annotated[Optional[int], typer.Option("-np", "--parallel", help="llama.cpp slots (default: auto, 4 with a "
+                                                 "unified cache; Ollama 1).")]
+KvUnified = Annotated[Optional[bool], typer.Option("--kv-unified/--no-kv-unified", "-kvu", help="llama.cpp: one "
+                                                   "cache shared by all slots.")]
+CacheTypeK = Annotated[Optional[str], typer.Option("-ctk", "--cache-type-k", help="llama.cpp K cache type: f32, f16, "
+                                                   "bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1.")]
+CacheTypeV = Annotated[Optional[str], typer.Option("-ctv", "--cache-type-v", help="llama.cpp V cache type (quantized "
+                                                   "needs flash attention).")]
+FlashAttn = Annotated[Optional[str], typer.Option("-fa", "--flash-attn", help="llama.cpp: on, off or auto.")]
+NGpuLayers = Annotated[Optional[int], typer.Option("-ngl", "--n-gpu-layers", help="llama.cpp: layers on the GPU "
+                                                   "(default all).")]
+SwaFull = Annotated[bool, typer.Option("--swa-full", metavar="", help="llama.cpp: full-size cache for sliding layers.")]
+UbatchSize = Annotated[Optional[int], typer.Option("-ub", "--ubatch-size", help="llama.cpp physical batch (512).")]
+LlamaRules = Annotated[Optional[str], typer.Option("--llamacpp-rules", help="llama.cpp version rules: 2025-02, "
+                                                   "2025-12 or 2026-08 (default).")]
+GgufQuant = Annotated[Optional[str], typer.Option("--gguf-quant", help="llama.cpp, a card without a GGUF: weights at "
+                                                  "this llama-quantize type (Q4_K_M, Q5_K_M, Q6_K, Q8_0, ...).")]

@@ -8,7 +8,7 @@ from kvplan.cli import options as o
 
 
 def plan(
-    model: o.Model = None, hf_config: o.HfConfig = None, max_model_len: o.MaxModelLen = ..., gpu: o.Gpu = None,
+    model: o.Model = None, hf_config: o.HfConfig = None, gguf: o.Gguf = None, max_model_len: o.MaxModelLen = ..., gpu: o.Gpu = None,
     gpu_file: o.GpuFile = None, gpu_memory: o.GpuMemory = None, tp: o.Tp = None, pp: o.Pp = None, dp: o.Dp = None,
     engine: o.PlanEngine = "vllm", util: o.Util = None, mfs: o.Mfs = None, kv_cache_memory: o.KvCacheMemory = None,
     mnbt: o.Mnbt = None, max_num_seqs: o.MaxNumSeqs = None, block_size: o.PlanBlockSize = None,
@@ -16,7 +16,11 @@ def plan(
     non_torch_memory: o.NonTorchMemory = None, cuda_graph_memory: o.CudaGraphMemory = None,
     context_memory: o.ContextMemory = None, concurrency: o.Concurrency = None, gpus: o.Gpus = None,
     max_gpus: o.MaxGpus = 8, ttft_ms: o.TtftMs = None, tpot_ms: o.TpotMs = None, prompt_len: o.PromptLen = None,
-    expert_parallel: o.ExpertParallel = False, as_json: o.Json = False,
+    expert_parallel: o.ExpertParallel = False, ctx_size: o.CtxSize = None, parallel: o.Parallel = None,
+    kv_unified: o.KvUnified = None, cache_type_k: o.CacheTypeK = None, cache_type_v: o.CacheTypeV = None,
+    flash_attn: o.FlashAttn = None, n_gpu_layers: o.NGpuLayers = None, swa_full: o.SwaFull = False,
+    ubatch_size: o.UbatchSize = None, llamacpp_rules: o.LlamaRules = None, gguf_quant: o.GgufQuant = None,
+    as_json: o.Json = False,
     free_gpu_memory_fraction: o.FreeGpuMemoryFraction = None, max_num_tokens: o.MaxNumTokens = None,
     max_batch_size: o.MaxBatchSize = None, cuda_memory_fraction: o.CudaMemoryFraction = None,
     max_batch_prefill_tokens: o.MaxBatchPrefillTokens = None, speculative_config: o.SpeculativeConfig = None,
@@ -25,15 +29,20 @@ def plan(
 ) -> None:
     """How many concurrent requests of --max-model-len fit, with the engine's own arithmetic; without --gpu, which
     GPUs and how many hold --concurrency of them."""
+    from kvplan.cost.llamacpp import llama_flags
     from kvplan.model.resolve import resolve_card
 
-    card = resolve_card(model, hf_config)
+    card = resolve_card(model, hf_config, gguf)
     common = dict(max_model_len=max_model_len, engine=engine, gpu_memory=gpu_memory, gpu_file=gpu_file,
                   gpu_memory_utilization=util, mem_fraction_static=mfs, kv_cache_memory=kv_cache_memory,
                   max_num_batched_tokens=mnbt, max_num_seqs=max_num_seqs, block_size=block_size, kv_dtype=kv_dtype,
                   weight_dtype=weight_dtype, activation_memory=activation_memory, non_torch_memory=non_torch_memory,
                   cuda_graph_memory=cuda_graph_memory, context_memory=context_memory, prompt_len=prompt_len,
-                  expert_parallel=expert_parallel)
+                  expert_parallel=expert_parallel,
+                  llama=llama_flags(n_ctx=ctx_size, n_parallel=parallel, kv_unified=kv_unified, type_k=cache_type_k,
+                                    type_v=cache_type_v, flash_attn=flash_attn, n_gpu_layers=n_gpu_layers,
+                                    swa_full=swa_full or None, n_ubatch=ubatch_size, rules=llamacpp_rules,
+                                    gguf_quant=gguf_quant))
     common.update({k: v for k, v in dict(
         free_gpu_memory_fraction=free_gpu_memory_fraction, max_num_tokens=max_num_tokens,
         max_batch_size=max_batch_size, cuda_memory_fraction=cuda_memory_fraction,

@@ -12,10 +12,11 @@ from kvplan.cli import options as o
 
 def verify(
     model: o.Model = None,
+    gguf: o.Gguf = None,
     hf_config: o.HfConfig = None,
     batch: Annotated[int, typer.Option("--batch", help="Sequences run together.")] = 1,
     seq_len: Annotated[int, typer.Option("--seq-len", help="Tokens per sequence after decoding (prompt + decoded).")] = 32,
-    engine: Annotated[str, typer.Option("--engine", help="ideal, hf-static or vllm: the cache the reference keeps.")] = "ideal",
+    engine: Annotated[str, typer.Option("--engine", help="ideal, hf-static or vllm: the cache the reference keeps; llamacpp: the real llama.cpp.")] = "ideal",
     kv_dtype: Annotated[Optional[str], typer.Option("--kv-dtype", help="fp32, bf16 or fp16 (model and cache).")] = None,
     device: Annotated[str, typer.Option("--device", help="cpu or cuda.")] = "cpu",
     layers: Annotated[Optional[int], typer.Option("--layers", help="Shrink to N layers (keeps the layer pattern).")] = None,
@@ -34,11 +35,16 @@ def verify(
     Exit 0 when every check passes, 1 when one fails."""
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+    from kvplan.cost.runtimes import get_engine
+
+    if get_engine(engine).takes_llama_flags:  # the real llama.cpp on small GGUFs (kvplan.verify.llamacpp)
+        _verify_llamacpp(model, gguf, hf_config, as_json)
+        return
     from kvplan.model.resolve import resolve_card
     from kvplan.report.console import escape, make_console
     from kvplan.verify.run import verify as run
 
-    card = resolve_card(model, hf_config)
+    card = resolve_card(model, hf_config, gguf)
     sharded = tp != 1 or pp != 1
     what = f" on {tp * pp} ranks (tp {tp} x pp {pp})" if sharded else ""
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
@@ -65,6 +71,26 @@ def verify(
         from kvplan.report.verify import render_sharded, render_verify
 
         (render_sharded if sharded else render_verify)(result, make_console())
+    raise typer.Exit(0 if result.ok else 1)
+
+
+def _verify_llamacpp(model, gguf, hf_config, as_json: bool) -> None:
+    from kvplan.errors import KvplanError
+    from kvplan.report.console import make_console
+    from kvplan.verify.llamacpp import verify_llamacpp
+
+    if any(x is not None for x in (model, gguf, hf_config)):
+        raise KvplanError("--engine llamacpp: verify writes its own small GGUFs (dense, MoE, sliding window); "
+                          "leave out --model/--gguf/--hf-config")
+    result = verify_llamacpp()
+    if as_json:
+        from kvplan.report.jsonout import print_json
+
+        print_json(result)
+    else:
+        from kvplan.report.verify import render_llama_verify
+
+        render_llama_verify(result, make_console())
     raise typer.Exit(0 if result.ok else 1)
 
 

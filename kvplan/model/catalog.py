@@ -58,6 +58,10 @@ def load_card(name_or_path: str | Path) -> ModelCard:
         raise KvplanError(f"model: expected a card name or path, got {type(name_or_path).__name__}")
     text = str(name_or_path)
     path = Path(text)
+    if path.suffix == ".gguf":
+        from kvplan.model.gguf_card import card_from_gguf  # the gguf package: only when a GGUF is given
+
+        return card_from_gguf(text)
     if path.suffix in (".yaml", ".yml") or is_file(path):
         return load_card_file(path)
     if text in _bundled_set():

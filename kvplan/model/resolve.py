@@ -7,10 +7,14 @@ from kvplan.model.card import ModelCard
 from kvplan.model.catalog import load_card
 
 
-def resolve_card(model: str | None, hf_config: str | None) -> ModelCard:
-    """The card a command runs on: ``--model NAME|PATH`` or ``--hf-config PATH`` (exactly one of them)."""
-    if (model is None) == (hf_config is None):
-        raise KvplanError("give exactly one of --model NAME|PATH and --hf-config PATH")
+def resolve_card(model: str | None, hf_config: str | None, gguf: str | None = None) -> ModelCard:
+    """The card a command runs on: ``--model NAME|PATH``, ``--hf-config PATH`` or ``--gguf FILE`` (exactly one)."""
+    if sum(x is not None for x in (model, hf_config, gguf)) != 1:
+        raise KvplanError("give exactly one of --model NAME|PATH, --hf-config PATH and --gguf FILE")
+    if gguf is not None:
+        from kvplan.model.gguf_card import card_from_gguf  # the gguf package: only when a GGUF is given
+
+        return card_from_gguf(gguf)
     if hf_config is not None:
         from kvplan.model.hf.config import card_from_hf_config  # 40 model families: read only when asked for
 

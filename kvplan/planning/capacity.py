@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kvplan.cost.hardware import GPU, load_gpu
+from kvplan.cost.llamacpp import LlamaFlags
 from kvplan.cost.parallel import Layout, check_layout
 from kvplan.cost.runtimes import get_engine
 from kvplan.cost.runtimes.base import EXTRA_FLAGS, Pool, Runtime, ServingFlags, Setup, Stage, positive_size
@@ -184,4 +185,4 @@ def result(s: Setup, sts: list[Stage], p: Pool, lat: Latency | None = None,
                       max_concurrency_total=p.concurrency * s.layout.dp, request_kv_bytes=p.request_bytes,
                       fits=p.fits, max_model_len_fit=p.max_model_len_fit, ranks=p.ranks,
                       launch_command=launch_command(s), verdict=verdict(s, p, concurrency), latency=lat,
-                      notes=notes(s, p))
+                      notes=notes(s, p), **rt.plan_extras(s))

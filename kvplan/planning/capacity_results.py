@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
+from kvplan.cost.llamacpp import Buffer, Cache, LlamaContext, LlamaFit, QuantFit  # noqa: F401 - part of the plan schema
 from kvplan.cost.runtimes.results import KVCachePool, RankRow  # noqa: F401 - part of the plan schema
 from kvplan.planning.results import RESULT
 
@@ -89,6 +90,11 @@ class PlanResult(BaseModel):
     verdict: str
     latency: Latency | None = None
     notes: list[str]
+    context: LlamaContext | None = None  # llama.cpp: n_ctx and n_ctx_seq after padding, slots, unified cache
+    buffers: list[Buffer] | None = None  # llama.cpp: every buffer per device (model, kv, recurrent, output, compute)
+    caches: list[Cache] | None = None  # llama.cpp: the cache summaries it logs
+    llamacpp_fit: LlamaFit | None = None  # llama.cpp: the largest -c and the most -ngl that fit (the inverse)
+    quants: list[QuantFit] | None = None  # llama.cpp, a card without a GGUF: each quant type's size and fit
 
     def _repr_html_(self) -> str:
         """A notebook shows the plan as a table (stdlib HTML, kvplan.planning.htmlrepr)."""

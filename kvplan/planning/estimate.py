@@ -12,7 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kvplan.cost.engines import IDEAL_RULES, CacheRun, Engine
+from kvplan.cost.llamacpp import LlamaFlags
 from kvplan.cost.runtimes import get_engine
+from kvplan.cost.runtimes.base import ServingFlags
 from kvplan.cost.flops import FlopsBreakdown, StepFlops
 from kvplan.cost.kvspec import KVLayerSpec, has_full_layer, kv_bytes_per_token, layer_spec_counts, layer_specs
 from kvplan.cost.params import count_params
@@ -45,7 +47,8 @@ def estimate(model: ModelCard | str | Path, *, batch: int = 1, seq_len: int, enc
              kv_dtype: str | None = None, weight_dtype: str | None = None, engine: str = "ideal",
              max_cache_len: int | None = None, block_size: int = 16, kv_heads: int | None = None,
              attention: str | None = None, prompt_len: int | None = None, gpu: str | None = None,
-             gpu_file: str | None = None, mfu: float | None = None, mbu: float | None = None) -> Estimate:
+             gpu_file: str | None = None, mfu: float | None = None, mbu: float | None = None,
+             llama: LlamaFlags | None = None) -> Estimate:
     """Estimate KV cache and weight bytes of ``model`` (a card, a bundled name, a card path or a Hub id ORG/NAME).
 
     ``seq_len`` is the tokens each of ``batch`` sequences holds; ``encoder_len`` the encoder tokens that
@@ -79,8 +82,12 @@ def estimate(model: ModelCard | str | Path, *, batch: int = 1, seq_len: int, enc
     flops = None if steps is None else StepFlops(prefill=steps[0].result(), decode_step=steps[1].result())
     work = Workload(card, r.engine, r.kv_t, r.w_t, batch, prompt, seq_len, r.run.max_cache_len, block_size)
     roof = None if gpu is None else _roofline(work, steps, gpu, gpu_file, mfu, mbu, kv.total_bytes + weights.bytes)
+    r.engine.refuse_flags(ServingFlags(llama=llama))
+    lcpp = r.engine.estimate_memory(card, r.w_t.bits, seq_len, batch, llama)
+    notes += [] if lcpp is None else lcpp.log_lines()
     return Estimate(inputs=inputs, model=summarize(card, base), kv_cache=kv, weights=weights,
-                    total_bytes=kv.total_bytes + weights.bytes, flops=flops, roofline=roof, notes=notes)
+                    total_bytes=kv.total_bytes + weights.bytes, flops=flops, roofline=roof, notes=notes,
+                    llamacpp=lcpp)
 
 
 def _roofline(work: Workload, steps, gpu: str, gpu_file: str | None, mfu: float | None, mbu: float | None,

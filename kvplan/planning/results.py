@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
+from kvplan.cost.llamacpp import LlamaMemory  # noqa: F401 - part of the estimate schema
 from kvplan.cost.flops import StepFlops
 from kvplan.cost.roofline import RooflineResult
 
@@ -143,6 +144,7 @@ class Estimate(BaseModel):
     flops: StepFlops | None  # prefill and decode_step; decoder-only and encoder-decoder cards
     roofline: RooflineResult | None = None  # with --gpu
     notes: list[str]
+    llamacpp: LlamaMemory | None = None  # --engine llamacpp|ollama: context, caches and buffers per device
 
     def _repr_html_(self) -> str:
         """A notebook shows the estimate as a table (stdlib HTML, kvplan.planning.htmlrepr)."""

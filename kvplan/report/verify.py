@@ -68,3 +68,13 @@ def render_sharded(r: ShardedResult, console: Console) -> None:
     if r.shrunk:
         console.print("shrunk: " + escape("; ".join(r.shrunk)))
     console.print("[green]all checks pass on every rank[/green]" if r.ok else "[red]some checks failed[/red]")
+
+
+def render_llama_verify(r, console: Console) -> None:
+    """`kvplan verify --engine llamacpp`: each case's buffers and caches, kvplan's MiB against llama.cpp's log."""
+    t = table(f"kvplan verify --engine llamacpp: llama.cpp (llama-cpp-python {escape(r.llama_cpp_python)}) on the CPU",
+              ["case", "what", "predicted", "llama.cpp logged", "verdict"], left=("case", "what", "verdict"))
+    for c in r.checks:
+        t.add_row(escape(c.case), escape(c.what), c.predicted, escape(c.measured), "ok" if c.ok else "[red]DIFFERS[/red]")
+    console.print(t)
+    console.print("[green]all checks pass[/green]" if r.ok else "[red]some checks failed[/red]")

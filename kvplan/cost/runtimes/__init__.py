@@ -53,9 +53,21 @@ def _tgi() -> Runtime:
     return TGI()
 
 
+def _llamacpp() -> Runtime:
+    from kvplan.cost.runtimes.llamacpp import LlamaCpp
+
+    return LlamaCpp()
+
+
+def _ollama() -> Runtime:
+    from kvplan.cost.runtimes.ollama import Ollama
+
+    return Ollama()
+
+
 # name -> the factory of its one instance, in the order errors and help list them
 _MODULES = {"ideal": _ideal, "hf-dynamic": _hf_dynamic, "hf-static": _hf_static, "vllm": _vllm, "sglang": _sglang,
-            "trtllm": _trtllm, "tgi": _tgi}
+            "trtllm": _trtllm, "tgi": _tgi, "llamacpp": _llamacpp, "ollama": _ollama}
 RUNTIMES: dict[str, Runtime] = {}  # the instances made so far, and the ones a user registered
 
 

@@ -19,6 +19,7 @@ from kvplan.units import fmt_bytes, require_fraction
 
 if TYPE_CHECKING:
     from kvplan.cost.hardware import GPU
+    from kvplan.cost.llamacpp import LlamaFlags
     from kvplan.cost.kvspec import KVLayerSpec
     from kvplan.cost.parallel import Layout
     from kvplan.cost.runtimes.results import KVCachePool, RankRow
@@ -53,6 +54,7 @@ class ServingFlags:
     enable_lora: bool = False  # vLLM --enable-lora
     max_loras: int | None = None  # vLLM --max-loras
     max_lora_rank: int | None = None  # vLLM --max-lora-rank
+    llama: LlamaFlags | None = None  # llama.cpp's own flags (-c, -np, -ctk, -ctv, -fa, -ngl, ...): llamacpp, ollama
 
 
 # ServingFlags field -> (the flag as the CLI spells it, the engines that take it)
@@ -63,7 +65,8 @@ EXTRA_FLAGS = {"free_gpu_memory_fraction": ("--kv-cache-free-gpu-memory-fraction
                "speculative_config": ("--speculative-config", "vllm"),
                "shared_prefix_len": ("--shared-prefix-len", "vllm, trtllm or tgi"),
                "enable_lora": ("--enable-lora", "vllm"), "max_loras": ("--max-loras", "vllm"),
-               "max_lora_rank": ("--max-lora-rank", "vllm")}
+               "max_lora_rank": ("--max-lora-rank", "vllm"),
+               "llama": ("-c/-np/-ctk/-ctv/-fa/-ngl", "llamacpp or ollama")}
 
 
 @dataclass(frozen=True)
@@ -81,6 +84,7 @@ class Options:
     speculative: object | None = None  # kvplan.cost.features.Speculative (vLLM --speculative-config)
     shared_prefix_len: int = 0  # prompt tokens every request shares (prefix caching)
     lora: object | None = None  # kvplan.cost.features.LoRA (vLLM --enable-lora)
+    llama: LlamaFlags | None = None  # llama.cpp's flags with its defaults (llamacpp, ollama)
 
 
 @dataclass(frozen=True)
@@ -213,6 +217,21 @@ class Runtime(Engine):
                             ("--max-num-seqs", flags.max_num_seqs)):
             if value is not None:
                 raise KvplanError(f"{flag}: a vLLM scheduler limit; not used by --engine {self.name}")
+
+
+    @property
+    def takes_llama_flags(self) -> bool:
+        """llama.cpp's flags (-c, -np, -ctk ...): llamacpp and ollama."""
+        return "llama" in self.extra_flags
+
+    def estimate_memory(self, card: ModelCard, w_bits: int, seq_len: int, batch: int, flags: LlamaFlags | None):
+        """What the engine itself allocates for ``batch`` sequences of ``seq_len`` (llama.cpp: every buffer per
+        device); None where the estimate's KV and weights say it all."""
+        return None
+
+    def plan_extras(self, s: Setup) -> dict:
+        """Fields a runtime adds to a plan's result (llama.cpp: its context and per-device buffers)."""
+        return {}
 
     def check_servable(self, card: ModelCard, layout: Layout) -> None:
         """What this runtime does not serve (or kvplan does not model) for this card and layout."""

@@ -1,0 +1,270 @@
+"""llama.cpp's buffers from GGUF metadata and flags, against published llama.cpp log lines (quoted in
+../shared/reference/llamacpp.md, each with its source). Log lines are compared with runs of spaces collapsed (the
+quotes collapse llama.cpp's %6u/%3d padding); every number is compared as printed."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("gguf")
+
+from gguf_files import write_gguf  # noqa: E402
+from gguf_models import deepseek_v3, dense, llama31_8b_q4_k_m, qwen35  # noqa: E402
+
+from kvplan.cost.llamacpp import LlamaFlags, memory  # noqa: E402
+from kvplan.errors import KvplanError, Refused  # noqa: E402
+from kvplan.model.gguf import load_gguf  # noqa: E402
+
+MIB = 2**20
+
+
+def squash(line: str) -> str:
+    return " ".join(line.split()).replace("( ", "(")
+
+
+def mem(path, **flags):
+    return memory(load_gguf(str(path)).hparams, LlamaFlags(**flags))
+
+
+def line(m, prefix: str, device: str | None = None, kind: str | None = None) -> str:
+    hits = [squash(x) for x in m.log_lines() if squash(x).startswith(prefix) and (device is None or device in x)
+            and (kind is None or kind in x)]
+    assert len(hits) == 1, (prefix, m.log_lines())
+    return hits[0]
+
+
+@pytest.fixture(scope="module")
+def d(tmp_path_factory):
+    return tmp_path_factory.mktemp("logs")
+
+
+@pytest.fixture(scope="module")
+def llama31(d):
+    return llama31_8b_q4_k_m(d)
+
+
+def test_ollama_llama31_8b_q4_k_m_model_and_kv_buffers(llama31):
+    """Ollama issue log (Nov 2024 build): num_ctx 2048 x num_parallel 4 = n_ctx 8192, FA off, old runner with
+    embeddings: `CPU model buffer size = 281.81 MiB`, `CUDA0 model buffer size = 4403.49 MiB`, `CUDA0 KV buffer size =
+    1024.00 MiB`, output 2.02 MiB."""
+    m = mem(llama31, n_ctx=8192, n_parallel=4, flash_attn="off", rules="2025-02", embeddings=True)
+    assert line(m, "load_tensors: CPU model") == "load_tensors: CPU model buffer size = 281.81 MiB"
+    assert line(m, "load_tensors: CUDA0 model") == "load_tensors: CUDA0 model buffer size = 4403.49 MiB"
+    assert line(m, "llama_kv_cache: CUDA0 KV") == "llama_kv_cache: CUDA0 KV buffer size = 1024.00 MiB"
+    assert line(m, "llama_context: CUDA_Host output") == "llama_context: CUDA_Host output buffer size = 2.02 MiB"
+    assert m.context.n_ctx == 8192
+
+
+def test_kvcalc_metal_llama3_8b(llama31):
+    """kvcalc README, Meta-Llama-3-8B Q4_K_M, `-c 8192 -np 1`, Metal: `size = 1024.00 MiB (8192 cells, 32 layers,
+    1/1 seqs), K (f16): 512.00 MiB, V (f16): 512.00 MiB`; MTL0 5551 MiB = 4403 model + 1024 KV + 124 compute (measured).
+    Llama-3 and 3.1 share the tensor table but for 3.1's 256-byte rope_freqs."""
+    m = mem(llama31, n_ctx=8192, n_parallel=1, backend="MTL")
+    assert int(m.device_bytes("MTL0") - [b for b in m.buffers if b.kind == "compute"][0].bytes) // MIB + 124 == 5551
+    assert line(m, "llama_kv_cache: size") == ("llama_kv_cache: size = 1024.00 MiB (8192 cells, 32 layers, 1/1 seqs), "
+                                               "K (f16): 512.00 MiB, V (f16): 512.00 MiB")
+
+
+def test_partial_offload_old_and_2026_rules(d):
+    """llama-server log: 32-layer GQA-8, 32768 cells: `CPU KV buffer size = 2304.00 MiB`, `CUDA0 KV buffer size =
+    1792.00 MiB` (14 layers on the GPU). 2025 rule: -ngl 14 offloads the last 14 blocks; 2026: the output first, so
+    -ngl 15 does."""
+    p = dense(d, "gqa8")
+    for ngl, rules in ((14, "2025-12"), (15, "2026-08")):
+        m = mem(p, n_ctx=32768, n_parallel=1, n_gpu_layers=ngl, rules=rules)
+        assert line(m, "llama_kv_cache: CPU KV") == "llama_kv_cache: CPU KV buffer size = 2304.00 MiB"
+        assert line(m, "llama_kv_cache: CUDA0 KV") == "llama_kv_cache: CUDA0 KV buffer size = 1792.00 MiB"
+        assert line(m, "llama_kv_cache: size").startswith("llama_kv_cache: size = 4096.00 MiB (32768 cells, 32 layers")
+    assert mem(p, n_ctx=32768, n_parallel=1, n_gpu_layers=15, rules="2025-12").context.n_gpu_layers == 15  # 15 blocks there
+
+
+def test_ngl_1_offloads_the_output_layer_first(d):
+    """gguf-parser-go #42 quoting a 2026 build: `-ngl 1` on a 28-block model: `layer 28 assigned to device CUDA0`,
+    `offloaded 1/29 layers to GPU`: no K/V on the GPU."""
+    m = mem(dense(d, "b28", layers=28), n_ctx=4096, n_parallel=1, n_gpu_layers=1)
+    assert (m.context.n_gpu_layers, m.context.n_layer + 1) == (1, 29)
+    assert not [b for b in m.buffers if b.device == "CUDA0" and b.kind == "kv"]
+
+
+def test_laguna_q4_0_and_swa(d):
+    """Laguna test log, 1,048,576 cells, q4_0 K/V: `size = 13824.00 MiB (1048576 cells, 12 layers, 1/1 seqs), K (q4_0):
+    6912.00 MiB` and SWA `size = 40.50 MiB (1024 cells, 36 layers, 1/1 seqs)` (n_swa 512, n_ubatch 512)."""
+    p = write_gguf(d / "laguna.gguf", "laguna", {
+        "block_count": 48, "embedding_length": 2048, "attention.head_count": 16, "attention.head_count_kv": 8,
+        "attention.key_length": 128, "attention.value_length": 128, "attention.sliding_window": 512,
+        "attention.sliding_window_pattern": [il % 4 != 3 for il in range(48)], "context_length": 1048576,
+        "vocab_size": 100352})
+    m = mem(p, n_ctx=1048576, n_parallel=1, type_k="q4_0", type_v="q4_0", flash_attn="on")
+    full, swa = [squash(c.log_line()) for c in m.caches]
+    assert full.startswith("llama_kv_cache: size = 13824.00 MiB (1048576 cells, 12 layers, 1/1 seqs), K (q4_0): "
+                           "6912.00 MiB")
+    assert swa.startswith("llama_kv_cache: size = 40.50 MiB (1024 cells, 36 layers, 1/1 seqs)")
+
+
+def test_gemma_family_iswa(d):
+    """A Gemma-family log: non-SWA `102400 cells, 4 layers` = 1600.00 MiB, SWA `1536 cells, 20 layers` = 60.00 MiB;
+    1536 = pad(1024 + 512, 256). Global layers 512 wide, sliding 256 (key_length_swa)."""
+    p = write_gguf(d / "gemma4.gguf", "gemma4", {
+        "block_count": 24, "embedding_length": 2048, "attention.head_count": 8, "attention.head_count_kv": 2,
+        "attention.key_length": 512, "attention.value_length": 512, "attention.key_length_swa": 256,
+        "attention.value_length_swa": 256, "attention.sliding_window": 1024,
+        "attention.sliding_window_pattern": [il % 6 != 5 for il in range(24)], "context_length": 131072,
+        "vocab_size": 262144})
+    m = mem(p, n_ctx=102400, n_parallel=1)
+    full, swa = [c for c in m.caches]
+    assert (full.cells, full.layers, f"{full.bytes / MIB:.2f}") == (102400, 4, "1600.00")
+    assert (swa.cells, swa.layers, f"{swa.bytes / MIB:.2f}") == (1536, 20, "60.00")
+    assert mem(p, n_ctx=102400, n_parallel=1, swa_full=True).caches[1].cells == 102400
+
+
+def test_qwen35_9b_hybrid(d):
+    """Qwen3.5-9B: `llama_kv_cache: size = 4224.00 MiB (135168 cells, 8 layers, 4/1 seqs), K (f16): 2112.00 MiB` and
+    `llama_memory_recurrent: size = 201.00 MiB (4 cells, 32 layers, 4 seqs), R (f32): 9.00 MiB, S (f32): 192.00 MiB`
+    (llama-server's auto -np: 4 slots, unified)."""
+    m = mem(qwen35(d, "qwen35-9b", 32, 4, 4096), n_ctx=135168)
+    kv, rec = [squash(c.log_line()) for c in m.caches]
+    assert kv.startswith("llama_kv_cache: size = 4224.00 MiB (135168 cells, 8 layers, 4/1 seqs), K (f16): 2112.00 MiB")
+    assert rec == ("llama_memory_recurrent: size = 201.00 MiB (4 cells, 32 layers, 4 seqs), R (f32): 9.00 MiB, "
+                   "S (f32): 192.00 MiB")
+
+
+def test_qwen35_27b_q8_0_with_an_mtp_block(d):
+    """Qwen3.x-27B-class (2026-05 log): `size = 4352.00 MiB (131072 cells, 16 layers, 4/1 seqs), K (q8_0): 2176.00 MiB`
+    and `llama_memory_recurrent: size = 598.50 MiB (4 cells, 65 layers, 4 seqs), R (f32): 22.50 MiB, S (f32): 576.00
+    MiB`: 64 blocks + 1 MTP block (no cache of its own)."""
+    m = mem(qwen35(d, "qwen35-27b", 64, 4, 6144, nextn=1), n_ctx=131072, type_k="q8_0", type_v="q8_0")
+    kv, rec = [squash(c.log_line()) for c in m.caches]
+    assert kv.startswith("llama_kv_cache: size = 4352.00 MiB (131072 cells, 16 layers, 4/1 seqs), K (q8_0): "
+                         "2176.00 MiB")
+    assert rec == ("llama_memory_recurrent: size = 598.50 MiB (4 cells, 65 layers, 4 seqs), R (f32): 22.50 MiB, "
+                   "S (f32): 576.00 MiB")
+
+
+def test_mla_latent_then_v_less(d):
+    """DeepSeek-V3 (61 layers): Dec 2025 K 576 + V 512 per token and layer, f16: 2176 B x 61 = 132,736 B/token;
+    from PR #19067 (2026) K only: 1152 B, `V (f16): 0.00 MiB`."""
+    p = deepseek_v3(d)
+    old = mem(p, n_ctx=4096, n_parallel=1, rules="2025-12")
+    new = mem(p, n_ctx=4096, n_parallel=1)
+    assert old.caches[0].bytes == 132_736 * 4096
+    assert new.caches[0].bytes == 1152 * 61 * 4096 and squash(new.caches[0].log_line()).endswith("V (f16): 0.00 MiB")
+
+
+def test_output_buffer_in_host_memory(d):
+    """Qwen vocabulary (151936), 1 sequence: `CUDA_Host output buffer size = 0.58 MiB`: never VRAM."""
+    m = mem(dense(d, "qwen-vocab", vocab=151936), n_ctx=4096, n_parallel=1)
+    assert line(m, "llama_context: CUDA_Host output") == "llama_context: CUDA_Host output buffer size = 0.58 MiB"
+
+
+def test_n_ctx_padding_by_version(d):
+    p = dense(d, "pad")
+    assert mem(p, n_ctx=5000, n_parallel=1, rules="2025-02", flash_attn="off").context.n_ctx == 5024  # pad 32 without FA
+    assert mem(p, n_ctx=5000, n_parallel=1, rules="2025-02").context.n_ctx == 5120  # pad 256 with FA
+    assert mem(p, n_ctx=5000, n_parallel=1).context.n_ctx == 5120
+    split = mem(p, n_ctx=10000, n_parallel=3)  # n_ctx_seq = pad(pad(10000, 256) / 3, 256) = pad(3413, 256) = 3584
+    assert (split.context.n_ctx_seq, split.context.n_ctx, split.context.kv_unified) == (3584, 3 * 3584, False)
+    auto = mem(p, n_ctx=10000)  # -np auto: 4 slots sharing one cache
+    assert (auto.context.n_seq_max, auto.context.kv_unified, auto.context.n_ctx) == (4, True, 10240)
+
+
+def test_refusals(d):
+    p = dense(d, "refuse")
+    with pytest.raises(Refused, match="Flash Attention"):
+        mem(p, n_ctx=4096, type_v="q8_0", flash_attn="off")
+    with pytest.raises(KvplanError, match="turbo3"):
+        mem(p, n_ctx=4096, type_k="turbo3")
+    odd = dense(d, "odd", head=80)
+    with pytest.raises(Refused, match="block size 32"):
+        mem(odd, n_ctx=4096, type_k="q4_0")
+
+
+def test_compute_buffer_estimate_within_stated_error(llama31):
+    """Logged compute buffers (2024-2025 builds): Llama-3.1-8B CUDA, n_ctx 8192, FA off: 560.00 MiB; Llama-3-8B CPU,
+    FA: 258.50 MiB. kvplan's estimate is labelled estimated and within -48 MiB of them."""
+    for flags, logged in ((dict(n_ctx=8192, n_parallel=1, flash_attn="off", rules="2025-12"), 560.00),
+                          (dict(n_ctx=4096, n_parallel=1, rules="2025-12"), 258.50)):
+        b = [b for b in mem(llama31, **flags).buffers if b.kind == "compute"][0]
+        assert b.estimated and -48 <= b.bytes / MIB - logged <= 0
+
+
+def test_plan_json_buffers_and_launch_line(cli_json, cli, llama31):
+    r = cli_json("plan", "--gguf", str(llama31), "--gpu", "RTX-4090", "--max-model-len", "8192", "--engine",
+                 "llamacpp", "-np", "2", "-ctk", "q8_0", "-ctv", "q8_0", "-ngl", "20")
+    assert r["context"]["n_ctx"] == 16384 and r["context"]["n_ctx_seq"] == 8192
+    kinds = {(b["device"], b["kind"]) for b in r["buffers"]}
+    assert {("CPU", "model"), ("CUDA0", "model"), ("CUDA0", "kv"), ("CPU", "kv"), ("CUDA_Host", "output")} <= kinds
+    assert all(b["estimated"] == (b["kind"] == "compute") for b in r["buffers"])
+    assert r["launch_command"].startswith(f"llama-server -m {llama31} -c 16384 -np 2 -ctk q8_0 -ctv q8_0")
+    assert r["fits"] and r["max_concurrency"] == 2
+    o = cli_json("plan", "--gguf", str(llama31), "--gpu", "RTX-4090", "--max-model-len", "8192", "--engine", "ollama")
+    assert o["context"]["n_ctx"] == 8192 and "OLLAMA_NUM_PARALLEL=1" in o["launch_command"]
+    code, _, err = cli("plan", "--gguf", str(llama31), "--gpu", "RTX-4090", "--max-model-len", "8192", "--engine",
+                       "llamacpp", "-ctv", "q4_0", "-fa", "off")
+    assert code == 2 and "Flash Attention" in err
+    code, _, err = cli("plan", "--model", "llama-3-8b", "--gpu", "H100-SXM", "--max-model-len", "8192", "-np", "2")
+    assert code == 2 and "llamacpp" in err
+
+
+@pytest.mark.parametrize("model, seq_len, batch", [("gemma-3-12b", 32768, 1), ("gpt-oss-20b", 5000, 3),
+                                                   ("llama-3.1-8b", 8000, 2), ("gemma-2-9b", 9000, 2)])
+def test_estimate_engine_llamacpp_agrees_with_its_caches(cli_json, model, seq_len, batch):
+    """Two roads to the same bytes: kvplan's per-layer K/V (positions_held of the llamacpp runtime) and llama.cpp's
+    cache arithmetic (kvplan.cost.llamacpp) from the card's hparams, at f16, -np batch."""
+    r = cli_json("estimate", "--model", model, "--seq-len", str(seq_len), "--batch", str(batch), "--engine",
+                 "llamacpp", "--kv-dtype", "fp16")
+    caches = r["llamacpp"]["caches"]
+    assert r["kv_cache"]["total_bytes"] == sum(c["k_bytes"] + c["v_bytes"] for c in caches if c["kind"] != "recurrent")
+    assert r["llamacpp"]["context"]["n_ctx"] == -(-seq_len // 256) * 256 * batch
+
+
+def test_qwen35_27b_card_matches_its_published_log(cli_json):
+    """The bundled card reproduces the Qwen3.x-27B log's K/V line without a GGUF: 131072 cells x 16 layers x q8_0."""
+    r = cli_json("estimate", "--model", "qwen3.5-27b", "--seq-len", "131072", "--engine", "llamacpp", "-np", "4",
+                 "--kv-unified", "-ctk", "q8_0", "-ctv", "q8_0")
+    kv = [c for c in r["llamacpp"]["caches"] if c["kind"] == "kv"][0]
+    assert (kv["cells"], kv["layers"], kv["k_bytes"] / 2**20) == (131072, 16, 2176.0)
+    rec = [c for c in r["llamacpp"]["caches"] if c["kind"] == "recurrent"][0]
+    assert (rec["k_bytes"] / 2**20, rec["v_bytes"] / 2**20) == (22.5, 576.0)
+
+
+def test_fit_largest_context_and_most_layers(d, llama31):
+    """The inverse. Metadata only (no weights): 32 layers x 1024 x 2 (K, V) x 2 B = 128 KiB per cell, compute 250.5 MiB
+    (estimated, FA on): a budget of 4 GiB + 250.5 MiB holds exactly 32768 cells."""
+    from kvplan.cost.llamacpp import fit
+
+    hp = load_gguf(str(dense(d, "fit"))).hparams
+    compute = 128256 * 512 * 4
+    assert fit(hp, LlamaFlags(n_parallel=1), 4 * 2**30 + compute).max_n_ctx == 32768
+    assert fit(hp, LlamaFlags(n_parallel=1), 4 * 2**30 + compute - 1).max_n_ctx == 32768 - 256
+    # layers of the Q4_K_M table at 8192 cells: the output layer (Q6_K 430,940,160 B + norm) comes first (2026 rule),
+    # then blocks of 122,716,160 B (+16,220,160 where Q6_K) + 32 MiB of K/V each
+    hp = load_gguf(str(llama31)).hparams
+    budget = compute + 430_940_160 + 16_384 + 3 * (122_716_160 + 16_220_160 + 32 * 2**20) + 256  # 3 use_more_bits
+    assert fit(hp, LlamaFlags(n_ctx=8192, n_parallel=1), budget).max_gpu_layers == 4
+    assert fit(hp, LlamaFlags(n_ctx=8192, n_parallel=1), budget - 512).max_gpu_layers == 3
+
+
+def test_card_at_q4_k_m_is_the_published_tensor_table():
+    """llama-quant rules on the bundled llama-3.1-8b card give llama3.1:8b Q4_K_M's tensor bytes: layers 4,186,439,680
+    (16 use_more_bits layers with Q6_K attn_v and ffn_down), token_embd Q4_K 295,501,824, output Q6_K 430,940,160 +
+    norm; the published file adds the 256-byte rope_freqs tensor the card does not know."""
+    from kvplan.cost.gguf_quant import quant_weights
+    from kvplan.model.catalog import load_card
+
+    layers, embd, out = quant_weights(load_card("llama-3.1-8b"), "Q4_K_M")
+    assert sum(layers) == 4_186_439_680 and embd == 295_501_824 and out == 430_940_160 + 16_384
+    assert sum(layers) + embd + out + 256 == 4_912_898_304
+
+
+def test_quant_search_on_plan(cli_json, cli):
+    """Which GGUF of a 32B fits a 24 GB card at 32k: the plan lists every llama-quantize type, largest first."""
+    r = cli_json("plan", "--model", "qwq-32b", "--gpu", "RTX-4090", "--max-model-len", "32768", "--engine",
+                 "llamacpp", "-np", "1", "-ctk", "q4_0", "-ctv", "q4_0")
+    sizes = [q["model_bytes"] for q in r["quants"]]
+    assert sizes == sorted(sizes, reverse=True) and r["quants"][0]["quant"] == "F16"
+    fitting = [q["quant"] for q in r["quants"] if q["fits"]]
+    assert "Q4_K_M" in fitting and "Q8_0" not in fitting
+    assert any("--gguf-quant" in n for n in r["notes"])
+    code, _, err = cli("estimate", "--model", "llama-3.1-8b", "--seq-len", "8", "--engine", "llamacpp",
+                       "--gguf-quant", "Q3_XYZ")
+    assert code == 2 and "--gguf-quant" in err
