@@ -4,8 +4,7 @@
 
 In a fresh venv it installs ``torch==2.13.0`` (the CPU wheel the test machines carry; TORCH=... to change it) and
 ``.[dev,llamacpp]`` (the README's test extras) without the pins, so pip takes the newest release each range in
-pyproject.toml admits; runs the whole
-suite (``--tier all``) against them; lists every pin that moved (old -> new); and, when the suite passed, writes
+pyproject.toml admits; runs the whole suite (``--tier all``) against them; lists every pin that moved (old -> new); and, when the suite passed, writes
 them to tests/constraints.txt. Exit: the suite's exit code. A failure here is what the next release would do to the
 pinned suite: follow the new behaviour in kvplan (say which version a rule follows) and run this again.
 """
