@@ -97,7 +97,7 @@ class Buffer(BaseModel):
     """One llama.cpp buffer: the device (CPU, CUDA0, CUDA_Host), its kind (model, kv, recurrent, output, compute),
     exact bytes, and whether kvplan estimates them (compute buffers are measured by llama.cpp)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
     device: str
     kind: str
     bytes: int
@@ -107,7 +107,7 @@ class Buffer(BaseModel):
 class Cache(BaseModel):
     """One cache summary line (``llama_kv_cache: size = ...`` or ``llama_memory_recurrent: size = ...``)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
     kind: str  # kv, kv_swa, recurrent
     cells: int  # per stream
     layers: int
@@ -135,7 +135,7 @@ class Cache(BaseModel):
 class LlamaContext(BaseModel):
     """llama_context's logged sizes after padding."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
     n_ctx: int
     n_ctx_seq: int
     n_seq_max: int
@@ -149,7 +149,7 @@ class LlamaContext(BaseModel):
 class LlamaMemory(BaseModel):
     """llama.cpp's allocations for one model and flags: the context, every cache, every buffer per device."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
     context: LlamaContext
     caches: list[Cache]
     buffers: list[Buffer]
@@ -347,7 +347,7 @@ FIT_TARGET = 2**30  # common/common.h fit_params_target: --fit leaves 1 GiB free
 class LlamaFit(BaseModel):
     """The inverse: what fits a GPU of ``budget_bytes`` (its free memory less --fit's 1 GiB margin)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
     budget_bytes: int
     max_n_ctx: int  # the largest -c (a multiple of 256) with the layers as given; 0: none
     max_gpu_layers: int  # the most -ngl at the n_ctx as given (of n_layer + 1); 0: none
@@ -356,7 +356,7 @@ class LlamaFit(BaseModel):
 class QuantFit(BaseModel):
     """One llama-quantize type of a card: its model size and what fits (the quant-type search)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
     quant: str
     model_bytes: int  # llama.cpp's "model size": every tensor once
     max_n_ctx: int
