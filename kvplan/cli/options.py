@@ -29,7 +29,7 @@ _S = Optional[str]
 MaxModelLen = Annotated[int, typer.Option(
     "--max-model-len", help="Tokens per request (prompt + output): the engine's max_model_len / context length.")]
 GpuMemory = Annotated[_S, typer.Option(
-    "--gpu-memory", help="Memory per GPU (80GB, 81559MiB, bytes); default: the catalog's.")]
+    "--gpu-memory", help="Memory per GPU as torch sees it (79.19GiB, bytes); default: the catalog's visible total.")]
 Tp = Annotated[Optional[int], typer.Option("--tp", help="Tensor-parallel size (default 1).")]
 Pp = Annotated[Optional[int], typer.Option("--pp", help="Pipeline-parallel size (default 1).")]
 Dp = Annotated[Optional[int], typer.Option("--dp", help="Data-parallel replicas (default 1).")]

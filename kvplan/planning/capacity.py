@@ -137,7 +137,7 @@ def setup(card: ModelCard, req: PlanRequest) -> Setup:
                           + (" --encoder-len N" if card.architecture == "encoder-decoder" else ""))
     kv_t, w_t = _dtype(card, rt, req.kv_dtype, "--kv-dtype")[0], _dtype(card, rt, req.weight_dtype, "--weight-dtype")[0]
     rt.check_dtype(kv_t)
-    total = req.gpu.memory_bytes if req.gpu_memory is None else req.gpu_memory
+    total = req.gpu.engine_memory_bytes if req.gpu_memory is None else req.gpu_memory  # what torch sees
     opts = rt.resolve(req.flags, card, req.gpu, total, layout, req.max_model_len)
     non_torch, cuda_graph, context = rt.overhead_defaults(layout.tp * layout.pp)
     state_t = rt.state_dtype(card, kv_t, _dtype(card, rt, None, "--kv-dtype")[0])

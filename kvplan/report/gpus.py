@@ -14,11 +14,12 @@ def _tflops(x: float | None) -> str:
 
 
 def render_gpus(gpus: list[GPU], console: Console) -> None:
-    t = table("GPU catalog (dense peak TFLOP/s)", ["name", "vendor", "memory", "bandwidth", "bf16", "fp16", "fp8",
+    t = table("GPU catalog (dense peak TFLOP/s)", ["name", "vendor", "memory", "visible", "bandwidth", "bf16", "fp16", "fp8",
                                                    "source"], left=("name", "vendor", "source"))
     for g in gpus:
         p = g.peak_flops
         t.add_row(escape(g.name), escape(g.vendor), fmt_bytes(g.memory_bytes),
+                  "-" if g.visible_memory_bytes is None else fmt_bytes(g.visible_memory_bytes),
                   f"{g.memory_bandwidth_bytes_per_s / 1e12:.2f} TB/s", _tflops(p.bf16), _tflops(p.fp16),
                   _tflops(p.fp8), escape(g.source))
     console.print(t)
