@@ -48,3 +48,50 @@ def test_every_visible_total_has_a_source_and_sits_between_datasheet_and_nvidia_
 def test_gpus_list_shows_the_visible_total(cli):
     code, out, _ = cli("gpus", "list")
     assert code == 0 and "79.2 GiB" in out and "visible" in out
+
+
+# ---- engine versions ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("engine, rules, util", [
+    ("vllm", "vLLM 0.21+", 0.92), ("vllm==0.11", "vLLM 0.10-0.17", 0.9), ("vllm==0.10.2", "vLLM 0.10-0.17", 0.9),
+    ("vllm==0.19", "vLLM 0.18-0.20", 0.9), ("vllm==0.21.0", "vLLM 0.21+", 0.92), ("vllm==0.33", "vLLM 0.21+", 0.92),
+    ("sglang==0.5.2", "SGLang 0.5", None)])
+def test_engine_version_is_an_input_named_in_the_output(engine, rules, util):
+    r = plan("llama-3.1-8b", gpu="H100-SXM", max_model_len=8192, engine=engine)
+    assert r.inputs.engine_rules.startswith(rules)
+    assert r.inputs.gpu_memory_utilization == util
+
+
+@pytest.mark.parametrize("engine", ["vllm==0.9", "vllm==0.6.3", "vllm==x", "sglang==0.4", "ideal==1", "tgi==1"])
+def test_unmodelled_versions_are_bad_input_naming_the_flag(engine):
+    from kvplan.errors import KvplanError
+
+    with pytest.raises(KvplanError, match="^--engine: "):
+        plan("llama-3.1-8b", gpu="H100-SXM", max_model_len=8192, engine=engine)
+
+
+def test_cuda_graphs_enter_the_budget_from_0_21():
+    old = plan("llama-3.1-8b", gpu="H100-SXM", max_model_len=8192, engine="vllm==0.20")
+    new = plan("llama-3.1-8b", gpu="H100-SXM", max_model_len=8192, engine="vllm==0.21")
+    assert old.per_gpu.cuda_graph_bytes == 0 and new.per_gpu.cuda_graph_bytes > 0
+
+
+def test_printed_token_count_by_version():
+    # Gemma-3-1b (2 KV cache groups of 7 slots at 0.13): 0.10-0.17 print num_blocks // groups x block_size,
+    # 0.18+ int(concurrency x max_model_len) (docs/capacity.md row 10: 950,864 logged by 0.13)
+    kw = dict(gpu="H100-SXM", max_model_len=2048, kv_cache_memory="25.39GiB")
+    old, new = plan("gemma-3-1b", engine="vllm==0.13", **kw), plan("gemma-3-1b", engine="vllm==0.18", **kw)
+    assert old.kv_cache.num_blocks == new.kv_cache.num_blocks
+    assert old.kv_cache.tokens == old.kv_cache.num_blocks // old.kv_cache.groups * 16
+    assert new.kv_cache.tokens == int(new.max_concurrency * 2048)
+    assert abs(old.kv_cache.tokens / 950_864 - 1) < 0.0001
+
+
+def test_null_block_reserved_only_where_the_version_does():
+    # one request of exactly the pool: 0.21+ keeps the null block free (check_memory = available - block), older not
+    card = "llama-3.1-8b"
+    bpb = 16 * 32 * 8 * 128 * 2 * 2  # block of 16 tokens, 32 layers, 8 KV heads x 128, K and V, bf16
+    kw = dict(gpu="H100-SXM", max_model_len=8192, kv_cache_memory=512 * bpb)
+    assert plan(card, engine="vllm==0.20", **kw).fits
+    new = plan(card, engine="vllm==0.21", **kw)
+    assert not new.fits and new.max_model_len_fit == 511 * 16

@@ -26,12 +26,15 @@ def register(runtime: Runtime) -> Runtime:
 
 
 def get_engine(name: str | Runtime) -> Runtime:
-    """The runtime object for ``name``; KvplanError lists the known ones."""
+    """The runtime object for ``name``, or for ``name==version`` (``vllm==0.11``: the rules of the modelled range
+    that covers that release; no version: the newest modelled); KvplanError lists the known ones."""
     if isinstance(name, Runtime):
         return name
-    if name not in RUNTIMES:
-        raise KvplanError(f"--engine: unknown engine {str(name)[:60]!r}; allowed: {', '.join(RUNTIMES)}")
-    return RUNTIMES[name]
+    base, _, version = str(name).partition("==")
+    if base not in RUNTIMES:
+        known = ", ".join(f"{n} (=={'|=='.join(r.versions)})" if r.versions else n for n, r in RUNTIMES.items())
+        raise KvplanError(f"--engine: unknown engine {str(name)[:60]!r}; allowed: {known}")
+    return RUNTIMES[base].at_version(version) if version else RUNTIMES[base]
 
 
 get_runtime = get_engine

@@ -190,6 +190,11 @@ class Runtime(Engine):
     server: ClassVar[bool] = False  # a serving engine: pads the vocabulary, keeps the rotary cache, pages its pool
     single_process: ClassVar[bool] = False  # one process on one GPU: no TP/PP
     budget_flag: ClassVar[str] = "--gpu-memory-utilization"  # the flag that sizes the pool
+    versions: ClassVar[tuple[str, ...]] = ()  # the release ranges modelled (``--engine NAME==VERSION``)
+
+    def at_version(self, text: str) -> Runtime:
+        """The runtime for release ``text`` of this engine; KvplanError where no version is modelled."""
+        raise KvplanError(f"--engine: {self.name} models no engine versions; use --engine {self.name}")
 
     # -- options and refusals --
 

@@ -19,6 +19,15 @@ class SGLang(Server):
     name = "sglang"
     display_name = "SGLang"
     rules = sg.RULES
+    versions = ("0.5",)
+
+    def at_version(self, text: str) -> SGLang:
+        """``--engine sglang==0.5.x``: the one SGLang range modelled (the rules of 0.5.23)."""
+        from kvplan.cost.runtimes.vllm import parse_version
+
+        if parse_version("--engine", text) != (0, 5):
+            raise KvplanError(f"--engine: SGLang {text} is not modelled; modelled: sglang==0.5 ({sg.RULES})")
+        return self
     budget_flag = "--mem-fraction-static"
     description = ("SGLang token pool, page size 1: one slot per token and layer (sliding layers counted in full; "
                    "its hybrid SWA pool is not modelled)")
