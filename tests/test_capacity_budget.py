@@ -95,3 +95,40 @@ def test_null_block_reserved_only_where_the_version_does():
     assert plan(card, engine="vllm==0.20", **kw).fits
     new = plan(card, engine="vllm==0.21", **kw)
     assert not new.fits and new.max_model_len_fit == 511 * 16
+
+
+# ---- weights as loaded -----------------------------------------------------------------------------------------
+
+def test_gpt_oss_120b_experts_load_in_mxfp4_and_fit_one_h100():
+    r = plan("gpt-oss-120b", gpu="H100-SXM", max_model_len=8192)
+    # vLLM mxfp4.py: per expert, w13 [2 x I_pad, H_pad / 2] + scales [2 x I_pad, H_pad / 32], w2 [H_pad, I_pad / 2] +
+    # [H_pad, I_pad / 32] uint8; Marlin padding: I 2880 -> 2944 (128), H 2880 -> 3072 (256)
+    experts = 36 * 128 * 3 * 2944 * 3072 * 17 // 32
+    expert_params = 36 * 128 * 3 * 2880 * 2880
+    rest = 2 * (r.per_gpu.params - expert_params)  # attention, router, embeddings, LM head, norms, biases: bf16
+    assert r.per_gpu.weights_bytes - r.per_gpu.buffers_bytes == experts + rest
+    assert 64 * GIB <= r.per_gpu.weights_bytes <= 66 * GIB  # public H100 logs: 64 - 66 GiB (serving-budget.md)
+    assert r.fits and r.max_concurrency > 1
+
+
+def test_gpt_oss_20b_loads_in_about_13_5_gib():
+    w = plan("gpt-oss-20b", gpu="H100-SXM", max_model_len=8192).per_gpu.weights_bytes
+    assert abs(w / (13.5 * GIB) - 1) < 0.03
+
+
+def test_mxfp4_is_read_from_the_config():
+    from kvplan.model.hf.config import card_from_hf_config
+    from hf_configs_2025 import CONFIGS
+
+    q = card_from_hf_config(CONFIGS["gpt-oss-20b"]).quantization
+    assert q.method == "mxfp4" and q.quantizes("down_proj") and not q.quantizes("q_proj")
+
+
+def test_online_fp8_keeps_embeddings_and_lm_head_in_the_model_dtype():
+    r16 = plan("qwen3-8b", gpu="H100-SXM", max_model_len=8192)
+    r8 = plan("qwen3-8b", gpu="H100-SXM", max_model_len=8192, weight_dtype="fp8_e4m3")
+    embed_and_head = 2 * 151_936 * 4_096  # elements, untied, kept in bf16
+    linears = r16.per_gpu.params - embed_and_head - (36 * 2 + 1) * 4096 - 36 * 2 * 128  # less norms, q/k norms
+    saved = r16.per_gpu.weights_bytes - r8.per_gpu.weights_bytes
+    assert saved == linears - 36 * 7 * 4  # one fp8 byte instead of two per linear weight, + one fp32 scale each
+    assert "--quantization fp8" in r8.launch_command

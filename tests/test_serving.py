@@ -224,9 +224,13 @@ def test_mla_fp8_checkpoint_adds_dequantized_kv_b_proj():
     # 61 layers x kv_lora_rank 512 x 128/8 heads x (128 nope + 128 v) x 2 B
     assert vl.mla_dequant_bytes(card, 8, 61, 8) == 61 * 512 * 16 * 256 * 2
     assert vl.mla_dequant_bytes(card, 8, 61, 16) == 0
-    r = plan(card, gpu="H200", tp=8, max_model_len=8192, weight_dtype="fp8_e4m3", kv_cache_memory="10GiB")
-    assert r.per_gpu.weights_bytes - r.per_gpu.buffers_bytes == (
-        r.per_gpu.params + 61 * 512 * 16 * 256 * 2)  # fp8: one byte per parameter, plus the bf16 copies
+    from kvplan.cost.parallel import Layout, rank_weights
+    from kvplan.model.dtypes import parse_dtype
+
+    fp8 = load_card("deepseek-v3-fp8")  # the FP8 checkpoint: block-scaled linears, bf16 embeddings and norms
+    stored = rank_weights(fp8, parse_dtype("bf16"), Layout(tp=8), 0, 0, include_buffers=False).bytes
+    r = plan(fp8, gpu="H200", tp=8, max_model_len=8192, kv_cache_memory="10GiB")
+    assert r.per_gpu.weights_bytes - r.per_gpu.buffers_bytes - stored == 61 * 512 * 16 * 256 * 2  # the bf16 copies
 
 
 def test_public_logs_reproduced():

@@ -239,6 +239,10 @@ def rank_quant(card: ModelCard, layout: Layout, pp_rank: int, *, stages: list[ra
         raise KvplanError(f"quantization: {card.name} has {card.state_layers} state-space layers, whose quantized "
                           "mixer projections kvplan does not model yet (their weights would be counted unquantized); "
                           "remove the card's quantization block to size it unquantized")
+    if card.quantization.method == "mxfp4" and (card.moe is None or card.moe.first_dense_layers
+                                                 or card.moe.num_shared_experts):
+        raise KvplanError(f"quantization: mxfp4 is modelled for MoE models whose every FFN is routed experts "
+                          f"(gpt-oss); {card.name} has dense or shared-expert FFNs")
     measure = partial(matrix_bytes, card.quantization)
     layers = (stages or pp_partition(card.num_layers, layout.pp))[pp_rank]
     return (_attention_layers(card, layers) * _projections_rank(card, layout.tp, measure)

@@ -137,6 +137,7 @@ def setup(card: ModelCard, req: PlanRequest) -> Setup:
                           + (" --encoder-len N" if card.architecture == "encoder-decoder" else ""))
     kv_t, w_t = _dtype(card, rt, req.kv_dtype, "--kv-dtype")[0], _dtype(card, rt, req.weight_dtype, "--weight-dtype")[0]
     rt.check_dtype(kv_t)
+    served, (card, w_t, load_notes) = card, rt.loaded_card(card, w_t, _dtype(card, rt, None, "--weight-dtype")[0])
     total = req.gpu.engine_memory_bytes if req.gpu_memory is None else req.gpu_memory  # what torch sees
     opts = rt.resolve(req.flags, card, req.gpu, total, layout, req.max_model_len)
     non_torch, cuda_graph, context = rt.overhead_defaults(layout.tp * layout.pp)
@@ -146,7 +147,8 @@ def setup(card: ModelCard, req: PlanRequest) -> Setup:
     return Setup(card=card, engine=rt, gpu=req.gpu, total=total, layout=layout, max_model_len=req.max_model_len,
                  kv_t=kv_t, w_t=w_t, opts=opts, activation=req.activation, non_torch=pick(req.non_torch, non_torch),
                  cuda_graph=pick(req.cuda_graph, cuda_graph), context=pick(req.context, context), block_size=block,
-                 state_page_padded=padded, state_page_bytes=state_page, state_t=state_t, card_notes=card_notes)
+                 state_page_padded=padded, state_page_bytes=state_page, state_t=state_t,
+                 card_notes=card_notes + load_notes, online_fp8=card is not served)
 
 
 def result(s: Setup, sts: list[Stage], p: Pool, lat: Latency | None = None,

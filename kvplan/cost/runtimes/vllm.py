@@ -289,7 +289,7 @@ _KV_DTYPE_FLAG = {"fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2"}
 def dtype_flags(s: Setup, kv_flag: str) -> list[str]:
     """The K/V and weight dtype flags of a server's launch line (vLLM and SGLang spell them alike)."""
     flags = [f"{kv_flag} {_KV_DTYPE_FLAG[s.kv_t.name]}"] if s.kv_t.name in _KV_DTYPE_FLAG else []
-    if s.w_t.name.startswith("fp8"):  # online fp8 for a 16-bit checkpoint; consistent with an fp8 checkpoint's config
+    if s.w_t.name.startswith("fp8") or s.online_fp8:  # online fp8 for a 16-bit checkpoint
         flags.append("--quantization fp8")
     if s.w_t.name in ("fp16", "fp32") and s.w_t.name != {"float16": "fp16", "float32": "fp32"}.get(s.card.dtype):
         flags.append(f"--dtype {'float16' if s.w_t.name == 'fp16' else 'float32'}")
