@@ -53,8 +53,8 @@ def test_gpus_list_shows_the_visible_total(cli):
 # ---- engine versions ---------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("engine, rules, util", [
-    ("vllm", "vLLM 0.21+", 0.92), ("vllm==0.11", "vLLM 0.10-0.17", 0.9), ("vllm==0.10.2", "vLLM 0.10-0.17", 0.9),
-    ("vllm==0.19", "vLLM 0.18-0.20", 0.9), ("vllm==0.21.0", "vLLM 0.21+", 0.92), ("vllm==0.33", "vLLM 0.21+", 0.92),
+    ("vllm", "vLLM 0.26+", 0.92), ("vllm==0.11", "vLLM 0.10-0.17", 0.9), ("vllm==0.10.2", "vLLM 0.10-0.17", 0.9),
+    ("vllm==0.19", "vLLM 0.18-0.20", 0.9), ("vllm==0.21.0", "vLLM 0.21-0.25", 0.92), ("vllm==0.33", "vLLM 0.26+", 0.92),
     ("sglang==0.5.2", "SGLang 0.5", None)])
 def test_engine_version_is_an_input_named_in_the_output(engine, rules, util):
     r = plan("llama-3.1-8b", gpu="H100-SXM", max_model_len=8192, engine=engine)
@@ -88,12 +88,13 @@ def test_printed_token_count_by_version():
 
 
 def test_null_block_reserved_only_where_the_version_does():
-    # one request of exactly the pool: 0.21+ keeps the null block free (check_memory = available - block), older not
+    # one request of exactly the pool: 0.26+ keeps the null block free (check_memory = available - block), older not
     card = "llama-3.1-8b"
     bpb = 16 * 32 * 8 * 128 * 2 * 2  # block of 16 tokens, 32 layers, 8 KV heads x 128, K and V, bf16
     kw = dict(gpu="H100-SXM", max_model_len=8192, kv_cache_memory=512 * bpb)
     assert plan(card, engine="vllm==0.20", **kw).fits
-    new = plan(card, engine="vllm==0.21", **kw)
+    assert plan(card, engine="vllm==0.25", **kw).fits
+    new = plan(card, engine="vllm==0.26", **kw)
     assert not new.fits and new.max_model_len_fit == 511 * 16
 
 
@@ -132,3 +133,40 @@ def test_online_fp8_keeps_embeddings_and_lm_head_in_the_model_dtype():
     saved = r16.per_gpu.weights_bytes - r8.per_gpu.weights_bytes
     assert saved == linears - 36 * 7 * 4  # one fp8 byte instead of two per linear weight, + one fp32 scale each
     assert "--quantization fp8" in r8.launch_command
+
+
+# ---- public logs from launch flags (docs/capacity.md, "From launch flags alone") -----------------------------------
+
+def _flags_benchmark():
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "capacity_flags.py"
+    spec = importlib.util.spec_from_file_location("capacity_flags", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclass looks its module up
+    spec.loader.exec_module(module)
+    return module, path.parents[1]
+
+
+def test_public_logs_from_launch_flags_agree_as_documented(capsys):
+    bench, root = _flags_benchmark()
+    rows = bench.results()
+    available, stated, weights, weighed = bench.agreement(rows)
+    assert (available, weights) == (stated, weighed) and stated >= 3  # every log within 5%, weights within 0.5%
+    bench.main()
+    out = capsys.readouterr().out.strip()
+    docs = (root / "docs" / "capacity.md").read_text(encoding="utf-8")
+    assert out.split("\n\n")[0] in docs  # the table is current
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    assert f"within 5% of the log in {available} of {stated}" in readme
+
+
+def test_the_sampler_peak_of_0_10_matches_the_logged_torch_peak():
+    # F1: "torch peak memory increase: 1.40GiB" at 256 rows x 151,936 (Qwen3), the sorted-vocabulary sampler
+    r = plan("qwen3-8b", gpu="RTX-4090", gpu_memory="23.53GiB", engine="vllm==0.11", gpu_memory_utilization=0.8,
+             max_model_len=1024, weight_dtype="fp8_e4m3")
+    assert r.per_gpu.activation_bytes == 38 * 256 * 151_936
+    assert abs(r.per_gpu.activation_bytes / (1.40 * GIB) - 1) < 0.02
+    assert r.per_gpu.activation_estimated

@@ -34,7 +34,7 @@ Tp = Annotated[Optional[int], typer.Option("--tp", help="Tensor-parallel size (d
 Pp = Annotated[Optional[int], typer.Option("--pp", help="Pipeline-parallel size (default 1).")]
 Dp = Annotated[Optional[int], typer.Option("--dp", help="Data-parallel replicas (default 1).")]
 PlanEngine = Annotated[str, typer.Option("--engine", help="vllm, sglang, hf-static, hf-dynamic or ideal; a version "
-                                         "as vllm==0.11 (modelled: 0.10-0.17, 0.18-0.20, 0.21+; default the newest) "
+                                         "as vllm==0.11 (modelled: 0.10-0.17, 0.18-0.20, 0.21-0.25, 0.26+; default the newest) "
                                          "or sglang==0.5.")]
 Util = Annotated[Optional[float], typer.Option(
     "--gpu-memory-utilization", help="vLLM: share of GPU memory (default 0.92); hf/ideal: default 1.0.")]

@@ -44,7 +44,11 @@ VERSIONS = (
                 vl.SORTED_SAMPLER_BYTES_PER_LOGIT),
     VllmVersion("vLLM 0.18-0.20 (V1 engine)", (0, 18), (0, 20), 0.9, False, False, False,
                 vl.SORTED_SAMPLER_BYTES_PER_LOGIT),
-    VllmVersion(f"vLLM 0.21+ (V1 engine; {vl.RULES.split(' (')[0]} rules)", (0, 21), None, vl.DEFAULT_UTILIZATION,
+    VllmVersion("vLLM 0.21-0.25 (V1 engine)", (0, 21), (0, 25), vl.DEFAULT_UTILIZATION, True, False, False,
+                vl.SORTED_SAMPLER_BYTES_PER_LOGIT),
+    # the profile "may skip top_k, top_p" and 0.26 logs show lower peaks (serving-budget.md); the null-block
+    # reservation (PR 47272) is placed here too: kvplan knows it from 0.33's source, not the release that added it
+    VllmVersion(f"vLLM 0.26+ (V1 engine; {vl.RULES.split(' (')[0]} rules)", (0, 26), None, vl.DEFAULT_UTILIZATION,
                 True, False, True, None),
 )
 
@@ -308,7 +312,7 @@ def _budget_note(s: Setup) -> str:
               else "CUDA graphs (captured after the pool is sized before 0.21: not in the budget)")
     sampler = ("; the profile peak is the larger of the dummy forward and the dummy sampler, which sorts the whole "
                f"vocabulary of max_num_seqs rows in this version (FITTED: {v.sampler_bytes_per_logit} B per row and "
-               "entry, within 5% of public 0.10-0.11 logs; an ESTIMATE)" if v.sampler_bytes_per_logit else "")
+               "entry, within 5% of public 0.10-0.24 logs; an ESTIMATE)" if v.sampler_bytes_per_logit else "")
     return (f"{v.label}: available = ceil(total x {s.util}) - weights - activation peak - non-torch "
             f"({fmt_bytes(s.non_torch)}) - {graphs}; activation peak: {act}{sampler}. "
             "Non-torch and CUDA-graph figures are documented defaults (--non-torch-memory, --cuda-graph-memory).")
