@@ -19,7 +19,7 @@ def roofline(card, **kw):
     """The roofline block of an estimate with --gpu: the same inputs a user gives."""
     return estimate(card, **kw).roofline
 EXPECTED_GPUS = {"A100-40GB", "A100-80GB", "H100-SXM", "H100-PCIe", "H200", "B200", "L4", "L40S", "A10G",
-                 "RTX-4090", "MI300X"}
+                 "RTX-4090", "MI300X", "A40"}
 
 
 def test_catalog_entries_are_sourced_and_dense():
