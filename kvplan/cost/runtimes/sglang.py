@@ -62,7 +62,7 @@ class SGLang(Server):
     def overhead_defaults(self, gpus: int) -> tuple[int, int, int]:
         from kvplan.cost.serving_vllm import DEFAULT_CONTEXT_BYTES
 
-        return 0, 0, DEFAULT_CONTEXT_BYTES
+        return (sg.DEFAULT_LOAD_OVERHEAD_MULTI_GPU_BYTES if gpus > 1 else 0), 0, DEFAULT_CONTEXT_BYTES
 
     def partition(self, card, pp: int) -> list[range]:
         from kvplan.cost.parallel import stage_ranges
@@ -75,8 +75,8 @@ class SGLang(Server):
         w, specs = stage_weights(s, pp_rank, parts)
         weights = w.bytes + w.buffers_bytes
         requested = int((s.total - s.context) * s.mfs)
-        return Stage(pp_rank, w.layers, w.params, weights, w.buffers_bytes, 0, 0, 0, requested,
-                     sg.pool_bytes(s.total - s.context, s.mfs, weights), specs)
+        return Stage(pp_rank, w.layers, w.params, weights, w.buffers_bytes, 0, s.non_torch, 0, requested,
+                     sg.pool_bytes(s.total - s.context, s.mfs, weights + s.non_torch), specs)
 
     # -- pool --
 
@@ -134,7 +134,9 @@ class SGLang(Server):
         reqs = sg.max_running_requests(p.pool.tokens, s.max_model_len) if p.pool.tokens >= 2 else 0
         out.append(f"SGLang admits at most max_running_requests = {reqs:,} requests at once (resolve_max_num_reqs: "
                    "min(clamp(tokens / context_len x 512, 2048, 4096), tokens // 2)).")
-        out.append(f"SGLang: pool = (free memory at start x mem_fraction_static {s.mfs}) - weights; free memory = "
+        out.append(f"SGLang: pool = (free memory at start x mem_fraction_static {s.mfs}) - weights - what the load "
+                   f"allocates beyond them ({fmt_bytes(s.non_torch)}, an ESTIMATE: 0.19-0.27 GiB logged at TP 4; "
+                   "--non-torch-memory); free memory = "
                    f"total - {fmt_bytes(s.context)} CUDA context (--context-memory). Activations and CUDA graphs use "
                    "the remaining (1 - mem_fraction_static); the pool's 'fixed overhead' term is not modelled.")
         return out
