@@ -170,3 +170,25 @@ def test_the_sampler_peak_of_0_10_matches_the_logged_torch_peak():
     assert r.per_gpu.activation_bytes == 38 * 256 * 151_936
     assert abs(r.per_gpu.activation_bytes / (1.40 * GIB) - 1) < 0.02
     assert r.per_gpu.activation_estimated
+
+
+def test_fp8_blocks_under_expert_parallelism_are_served():
+    # Qwen3-235B-A22B-FP8 (moe_intermediate 1,536, 128 x 128 blocks) at TP 8: 192 rows per rank break the block
+    # check (vLLM refuses); with --enable-expert-parallel each rank holds whole experts and vLLM serves it
+    from kvplan.errors import KvplanError
+    from kvplan.model.catalog import card_from_dict, load_card
+
+    data = load_card("qwen3-235b-a22b").model_dump(exclude_none=True)
+    card = card_from_dict({**data, "name": "qwen3-235b-a22b-fp8",
+                           "quantization": {"method": "fp8", "weight_scales": "block", "block": [128, 128]}},
+                          origin="test")
+    with pytest.raises(KvplanError, match="^--tp: .*fp8 block 128"):
+        plan(card, gpu="H100-SXM", tp=8, max_model_len=8192)
+    r = plan(card, gpu="H100-SXM", tp=8, max_model_len=8192, expert_parallel=True)
+    assert r.fits and r.inputs.expert_parallel
+    # one more whole expert per rank (136 experts over 8 ranks: 17): per layer 3 matrices of 4,096 x 1,536 fp8 bytes
+    # with 32 x 12 fp32 block scales each, and the router (replicated, bf16) 8 outputs wider
+    more = dict(data, name="more-experts", moe={**data["moe"], "num_experts": 136},
+                quantization={"method": "fp8", "weight_scales": "block", "block": [128, 128]})
+    r2 = plan(card_from_dict(more, origin="test"), gpu="H100-SXM", tp=8, max_model_len=8192, expert_parallel=True)
+    assert r2.per_gpu.weights_bytes - r.per_gpu.weights_bytes == 94 * (3 * (4096 * 1536 + 32 * 12 * 4) + 8 * 4096 * 2)

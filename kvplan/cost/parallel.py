@@ -173,7 +173,8 @@ def _mlp_rank(card: ModelCard, layer: int, tp: int, expert_tp: int | None = None
         return sum(measure(m, tp) for m in ffn_matrices(card, card.ffn_size))
     moe = card.moe
     expert = sum(measure(m, expert_tp or tp) for m in ffn_matrices(card, moe.expert_ffn_size))
-    shared = sum(measure(m, tp) for m in ffn_matrices(card, moe.shared_ffn))
+    # none: not measured (a shape check of absent shared experts must not refuse, e.g. fp8 blocks under EP)
+    shared = sum(measure(m, tp) for m in ffn_matrices(card, moe.shared_ffn)) if moe.num_shared_experts else 0
     router = sum(measure(m, tp) for m in router_matrices(card))
     n = moe.num_experts if experts is None else experts
     return router + n * expert + moe.num_shared_experts * shared

@@ -5,7 +5,8 @@
 >>> r.kv_cache.num_blocks > 0, r.fits
 (True, True)
 
-Engines: every runtime of ``kvplan.cost.runtimes`` (``vllm``: V1, 0.33 rules; ``sglang``: 0.5.23 rules;
+Engines: every runtime of ``kvplan.cost.runtimes`` (``vllm``: V1, the newest modelled range, 0.26+ with 0.33's
+rules; ``vllm==0.11`` and the like: an older range's; ``sglang``: 0.5.23 rules;
 ``hf-static`` / ``hf-dynamic``: transformers, one GPU; ``ideal``: exactly the tokens attention needs, no overheads).
 A plan is assembled here from the runtime's answers (options, refusals, budget, pool, launch line, notes); this
 module never asks a runtime's name. ``PlanRequest`` is the typed input, validated once; ``plan_request(card, req)``
