@@ -192,3 +192,15 @@ def test_fp8_blocks_under_expert_parallelism_are_served():
                 quantization={"method": "fp8", "weight_scales": "block", "block": [128, 128]})
     r2 = plan(card_from_dict(more, origin="test"), gpu="H100-SXM", tp=8, max_model_len=8192, expert_parallel=True)
     assert r2.per_gpu.weights_bytes - r.per_gpu.weights_bytes == 94 * (3 * (4096 * 1536 + 32 * 12 * 4) + 8 * 4096 * 2)
+
+
+def test_a_gpu_without_bf16_units_serves_a_bf16_model_in_fp16():
+    # T4 (Turing): no bf16 matrix units; the latency bound runs on its fp16 peak and the launch line says so
+    r = plan("qwen2.5-7b", gpu="T4", tp=2, max_model_len=4096, concurrency=4)
+    assert r.per_gpu.weights_bytes > 0 and "--dtype float16" in r.launch_command
+    assert r.inputs.gpu_memory_bytes == 15095 * MIB  # torch's total on a T4
+    assert r.latency.tpot_ms > 0
+    from kvplan import estimate
+
+    roof = estimate("qwen2.5-7b", seq_len=1024, gpu="T4").roofline
+    assert (roof.compute_dtype, roof.peak_flops_per_s) == ("fp16", 65e12)

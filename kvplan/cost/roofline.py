@@ -79,7 +79,7 @@ def roofline(card: ModelCard, *, batch: int, prompt_len: int, seq_len: int, gpu:
     ``memory_needed_bytes`` (weights + KV cache, from the caller's estimate) is compared with the GPU's memory;
     ``steps``: those two steps' FLOPs (``step_breakdowns`` of the same arguments) where the caller has them."""
     check_efficiency(mfu, mbu)
-    compute = compute_dtype or default_compute_dtype(card, w_t)
+    compute = compute_dtype or served_compute_dtype(gpu, default_compute_dtype(card, w_t))
     peak, bw = gpu.peak(compute) * mfu, gpu.memory_bandwidth_bytes_per_s * mbu
     flops_kw = dict(batch=batch, engine=engine, max_cache_len=max_cache_len, encoder_len=encoder_len)
     pre_f, dec_f = steps or step_breakdowns(card, prompt_len=prompt_len, seq_len=seq_len, **flops_kw)
@@ -118,6 +118,14 @@ def default_compute_dtype(card: ModelCard, w_t: DType) -> str:
     if w_t.name.startswith("fp8"):
         return "fp8"
     return TORCH_NAMES[card.dtype]
+
+
+def served_compute_dtype(gpu: GPU, compute: str) -> str:
+    """bf16 on a GPU without bf16 matrix units (Turing: T4) runs in fp16: vLLM's dtype "auto" serves a bf16 checkpoint
+    in float16 where the platform lacks bfloat16 (compute capability below 8.0); an explicit choice is kept."""
+    if compute == "bf16" and gpu.peak_flops.bf16 is None and gpu.peak_flops.fp16 is not None:
+        return "fp16"
+    return compute
 
 
 def _phase(f: FlopsBreakdown, t: StepTraffic, peak: float, bw: float, basis: str) -> PhaseRoofline:

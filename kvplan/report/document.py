@@ -282,10 +282,10 @@ def _roofline(rep: Report, m: ModelReport) -> list[Block]:
 
 
 def _peak(m: ModelReport, dev) -> float:
-    from kvplan.cost.roofline import default_compute_dtype
+    from kvplan.cost.roofline import default_compute_dtype, served_compute_dtype
     from kvplan.model.dtypes import parse_dtype
 
-    return dev.peak(default_compute_dtype(m.card, parse_dtype(m.estimate.weights.dtype)))
+    return dev.peak(served_compute_dtype(dev, default_compute_dtype(m.card, parse_dtype(m.estimate.weights.dtype))))
 
 
 _FORMULA_NAME = {"conv_state": "conv state", "ssm_state": "recurrent state"}

@@ -297,6 +297,8 @@ def dtype_flags(s: Setup, kv_flag: str) -> list[str]:
         flags.append("--quantization fp8")
     if s.w_t.name in ("fp16", "fp32") and s.w_t.name != {"float16": "fp16", "float32": "fp32"}.get(s.card.dtype):
         flags.append(f"--dtype {'float16' if s.w_t.name == 'fp16' else 'float32'}")
+    elif s.w_t.name == "bf16" and s.gpu.peak_flops.bf16 is None:  # no bf16 units (T4): served in float16
+        flags.append("--dtype float16")
     return flags
 
 
