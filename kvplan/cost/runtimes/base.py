@@ -370,6 +370,15 @@ def utilization(value: float | None, default: float) -> float:
     return util
 
 
+def parse_version(flag: str, text: str) -> tuple[int, int]:
+    """'0.11', '0.11.2', 'v0.11.0rc1' -> (0, 11); KvplanError naming the flag otherwise."""
+    parts = str(text).strip().lstrip("v").split(".")
+    try:
+        return int(parts[0]), int("".join(c for c in parts[1] if c.isdigit()) if len(parts) > 1 else "x")
+    except ValueError:
+        raise KvplanError(f"{flag}: a version is MAJOR.MINOR[.PATCH] (e.g. vllm==0.11), got {str(text)[:40]!r}") from None
+
+
 def stage_weights(s: Setup, pp_rank: int, parts: list[range]):
     """One rank of a stage: its weight shards (kvplan.cost.parallel.rank_weights) and its KV layer specs. Servers
     pad the vocabulary and keep the rotary cos/sin cache as buffers."""

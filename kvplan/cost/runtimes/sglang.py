@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from kvplan.cost import serving_sglang as sg
 from kvplan.cost.engines import CacheRun
-from kvplan.cost.runtimes.base import (KVCachePool, Options, Pool, Server, ServingFlags, Setup, Stage, rank_row,
-                                       stage_weights)
+from kvplan.cost.runtimes.base import (KVCachePool, Options, Pool, Server, ServingFlags, Setup, Stage, parse_version,
+                                       rank_row, stage_weights)
 from kvplan.cost.runtimes.vllm import dtype_flags
 from kvplan.errors import KvplanError, Refused
 from kvplan.units import cdiv, fmt_bytes, fmt_int, require_fraction, require_positive
@@ -20,14 +20,6 @@ class SGLang(Server):
     display_name = "SGLang"
     rules = sg.RULES
     versions = ("0.5",)
-
-    def at_version(self, text: str) -> SGLang:
-        """``--engine sglang==0.5.x``: the one SGLang range modelled (the rules of 0.5.23)."""
-        from kvplan.cost.runtimes.vllm import parse_version
-
-        if parse_version("--engine", text) != (0, 5):
-            raise KvplanError(f"--engine: SGLang {text} is not modelled; modelled: sglang==0.5 ({sg.RULES})")
-        return self
     budget_flag = "--mem-fraction-static"
     description = ("SGLang token pool, page size 1: one slot per token and layer (sliding layers counted in full; "
                    "its hybrid SWA pool is not modelled)")
@@ -35,6 +27,12 @@ class SGLang(Server):
                   "tokens (sliding: last W); MLA: expand in prefill, absorb in decode")
     kv_dtypes = ("fp32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2")
     _dtype_hint = " (SGLang --kv-cache-dtype: auto, fp8_e4m3, fp8_e5m2)"
+
+    def at_version(self, text: str) -> SGLang:
+        """``--engine sglang==0.5.x``: the one SGLang range modelled (the rules of 0.5.23)."""
+        if parse_version("--engine", text) != (0, 5):
+            raise KvplanError(f"--engine: SGLang {text} is not modelled; modelled: sglang==0.5 ({sg.RULES})")
+        return self
 
     def positions_held(self, window: int | None, run: CacheRun) -> int:
         # srt/mem_cache/memory_pool.py MHATokenToKVPool: page_size 1 by default, a slot per cached token

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 from kvplan.cost import serving_vllm as vl
 from kvplan.cost.engines import CacheRun
-from kvplan.cost.runtimes.base import (KVCachePool, Options, Pool, Server, ServingFlags, Setup, Stage, positive_size,
-                                       rank_row, refuse_zamba_v1, utilization)
+from kvplan.cost.runtimes.base import (KVCachePool, Options, Pool, Server, ServingFlags, Setup, Stage, parse_version,
+                                       positive_size, rank_row, refuse_zamba_v1, utilization)
 from kvplan.errors import KvplanError, Refused
 from kvplan.units import cdiv, fmt_bytes, fmt_int, require_positive
 
@@ -53,21 +53,20 @@ VERSIONS = (
 )
 
 
-def parse_version(flag: str, text: str) -> tuple[int, int]:
-    """'0.11', '0.11.2', 'v0.11.0rc1' -> (0, 11); KvplanError naming the flag otherwise."""
-    parts = str(text).strip().lstrip("v").split(".")
-    try:
-        return int(parts[0]), int("".join(c for c in parts[1] if c.isdigit()) if len(parts) > 1 else "x")
-    except ValueError:
-        raise KvplanError(f"{flag}: a version is MAJOR.MINOR[.PATCH] (e.g. vllm==0.11), got {str(text)[:40]!r}") from None
-
-
 class VLLM(Server):
     name = "vllm"
     display_name = "vLLM"
     rules = VERSIONS[-1].label
     version = VERSIONS[-1]
     versions = tuple(v.span for v in VERSIONS)
+
+    description = ("vLLM v1 paged cache: whole blocks of block_size tokens; sliding layers free blocks that left "
+                   "the window")
+    flops_rule = ("vLLM: logits only for the last position of each sequence; FlashAttention over the sequence's "
+                  "own tokens (sliding: last W); MLA: expand in prefill, absorb in decode (MLACommonImpl)")
+    kv_dtypes = ("fp32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2")
+    paged = True
+    _dtype_hint = " (vLLM kv_cache_dtype: auto, fp8, fp8_e4m3, fp8_e5m2)"
 
     def at_version(self, text: str) -> VLLM:
         """The runtime for the release ``text`` (``--engine vllm==0.11``): the modelled range that covers it."""
@@ -77,13 +76,6 @@ class VLLM(Server):
             raise KvplanError(f"--engine: vLLM {text} is not modelled (before 0.10: the V0 engine); modelled: "
                               f"{', '.join('vllm==' + f.span for f in VERSIONS)}")
         return self if family is self.version else _at(family)
-    description = ("vLLM v1 paged cache: whole blocks of block_size tokens; sliding layers free blocks that left "
-                   "the window")
-    flops_rule = ("vLLM: logits only for the last position of each sequence; FlashAttention over the sequence's "
-                  "own tokens (sliding: last W); MLA: expand in prefill, absorb in decode (MLACommonImpl)")
-    kv_dtypes = ("fp32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2")
-    paged = True
-    _dtype_hint = " (vLLM kv_cache_dtype: auto, fp8, fp8_e4m3, fp8_e5m2)"
 
     # -- cache rules --
 
@@ -310,7 +302,7 @@ def _budget_note(s: Setup) -> str:
         "kvplan's APPROXIMATION of vLLM's profile run (forward of max_num_batched_tokens tokens, sampler on "
         "max_num_seqs rows); vLLM measures it, so pass --activation-memory with the logged figure")
     v = s.engine.version
-    graphs = (f"CUDA graphs ({fmt_bytes(s.cuda_graph)})" if v.cuda_graphs_in_budget
+    graphs = (f"CUDA graphs ({fmt_bytes(s.cuda_graph)})" if v.cuda_graphs_in_budget or s.cuda_graph
               else "CUDA graphs (captured after the pool is sized before 0.21: not in the budget)")
     sampler = ("; the profile peak is the larger of the dummy forward and the dummy sampler, which sorts the whole "
                f"vocabulary of max_num_seqs rows in this version (FITTED: {v.sampler_bytes_per_logit} B per row and "
