@@ -62,7 +62,8 @@ def test_engine_version_is_an_input_named_in_the_output(engine, rules, util):
     assert r.inputs.gpu_memory_utilization == util
 
 
-@pytest.mark.parametrize("engine", ["vllm==0.9", "vllm==0.6.3", "vllm==x", "sglang==0.4", "ideal==1", "tgi==1"])
+@pytest.mark.parametrize("engine", ["vllm==0.9", "vllm==0.6.3", "vllm==x", "vllm==", "vllm==0.11==x", "vllm==11",
+                                    "sglang==0.4", "ideal==1", "tgi==1"])
 def test_unmodelled_versions_are_bad_input_naming_the_flag(engine):
     from kvplan.errors import KvplanError
 
@@ -204,3 +205,12 @@ def test_a_gpu_without_bf16_units_serves_a_bf16_model_in_fp16():
 
     roof = estimate("qwen2.5-7b", seq_len=1024, gpu="T4").roofline
     assert (roof.compute_dtype, roof.peak_flops_per_s) == ("fp16", 65e12)
+
+
+def test_cli_engine_version_bad_input_exits_2_naming_the_flag(cli):
+    code, out, err = cli("plan", "--model", "llama-3.1-8b", "--gpu", "H100-SXM", "--max-model-len", "8192",
+                         "--engine", "vllm==0.9")
+    assert code == 2 and "--engine" in err and "Traceback" not in err
+    code, out, _ = cli("plan", "--model", "llama-3.1-8b", "--gpu", "H100-SXM", "--max-model-len", "8192",
+                       "--engine", "vllm==0.11", "--json")
+    assert code == 0 and '"engine_rules": "vLLM 0.10-0.17 (V1 engine)"' in out

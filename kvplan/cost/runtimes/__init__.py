@@ -34,7 +34,7 @@ def get_engine(name: str | Runtime) -> Runtime:
     if base not in RUNTIMES:
         known = ", ".join(f"{n} (=={'|=='.join(r.versions)})" if r.versions else n for n, r in RUNTIMES.items())
         raise KvplanError(f"--engine: unknown engine {str(name)[:60]!r}; allowed: {known}")
-    return RUNTIMES[base].at_version(version) if version else RUNTIMES[base]
+    return RUNTIMES[base].at_version(version) if "==" in str(name) else RUNTIMES[base]
 
 
 get_runtime = get_engine

@@ -371,12 +371,13 @@ def utilization(value: float | None, default: float) -> float:
 
 
 def parse_version(flag: str, text: str) -> tuple[int, int]:
-    """'0.11', '0.11.2', 'v0.11.0rc1' -> (0, 11); KvplanError naming the flag otherwise."""
-    parts = str(text).strip().lstrip("v").split(".")
-    try:
-        return int(parts[0]), int("".join(c for c in parts[1] if c.isdigit()) if len(parts) > 1 else "x")
-    except ValueError:
-        raise KvplanError(f"{flag}: a version is MAJOR.MINOR[.PATCH] (e.g. vllm==0.11), got {str(text)[:40]!r}") from None
+    """'0.11', '0.11.2', 'v0.11.0rc1', '0.10.1.dev8168' -> (0, 11), ...; KvplanError naming the flag otherwise."""
+    import re
+
+    m = re.fullmatch(r"v?(\d{1,4})\.(\d{1,4})(?:\.\d{1,6})?(?:[.+-]?[A-Za-z0-9.+]{1,40})?", str(text).strip())
+    if m is None:
+        raise KvplanError(f"{flag}: a version is MAJOR.MINOR[.PATCH] (e.g. vllm==0.11), got {str(text)[:40]!r}")
+    return int(m[1]), int(m[2])
 
 
 def stage_weights(s: Setup, pp_rank: int, parts: list[range]):
