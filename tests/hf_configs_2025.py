@@ -4,7 +4,9 @@ give them (the keys kvplan reads; typed from the files, not downloaded in the te
 GPT_OSS = dict(model_type="gpt_oss", hidden_size=2880, intermediate_size=2880, num_attention_heads=64,
                num_key_value_heads=8, head_dim=64, num_experts_per_tok=4, vocab_size=201088, sliding_window=128,
                max_position_embeddings=131072, tie_word_embeddings=False, attention_bias=True,
-               torch_dtype="bfloat16", hidden_act="silu")
+               torch_dtype="bfloat16", hidden_act="silu",
+               quantization_config={"quant_method": "mxfp4", "modules_to_not_convert": [
+                   "model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"]})
 CONFIGS = {
     "gpt-oss-20b": dict(GPT_OSS, _name_or_path="openai/gpt-oss-20b", num_hidden_layers=24, num_local_experts=32,
                         layer_types=["sliding_attention", "full_attention"] * 12),

@@ -70,7 +70,7 @@ def test_plan_assembles_the_runtimes_answers(toy):
     gpu = load_gpu("H100-SXM")
     weights = kvplan.estimate("llama-2-7b", seq_len=1, engine="toy").weights.bytes
     r = kvplan.plan("llama-2-7b", gpu="H100-SXM", max_model_len=1000, engine="toy")
-    available = -(-gpu.memory_bytes * 95 // 100) - weights - OVERHEAD  # ceil(total x 0.95) - weights - overhead
+    available = -(-gpu.engine_memory_bytes * 95 // 100) - weights - OVERHEAD  # ceil(total x 0.95) - weights - overhead
     request = cdiv(1000, PAGE) * PAGE * 524_288  # 1,024 positions x Llama-2-7B's 512 KiB per token
     assert r.kv_cache.available_bytes == available
     assert r.request_kv_bytes == request

@@ -34,12 +34,13 @@ _S = Optional[str]
 MaxModelLen = Annotated[int, typer.Option(
     "--max-model-len", help="Tokens per request (prompt + output): the engine's max_model_len / context length.")]
 GpuMemory = Annotated[_S, typer.Option(
-    "--gpu-memory", help="Memory per GPU (80GB, 81559MiB, bytes); default: the catalog's.")]
+    "--gpu-memory", help="Memory per GPU as torch sees it (79.19GiB, bytes); default: the catalog's visible total.")]
 Tp = Annotated[Optional[int], typer.Option("--tp", help="Tensor-parallel size (default 1).")]
 Pp = Annotated[Optional[int], typer.Option("--pp", help="Pipeline-parallel size (default 1).")]
 Dp = Annotated[Optional[int], typer.Option("--dp", help="Data-parallel replicas (default 1).")]
 PlanEngine = Annotated[str, typer.Option(
-    "--engine", help=f"The serving engine, {ENGINES_HELP}.")]
+    "--engine", help=f"The serving engine, {ENGINES_HELP}; a version as vllm==0.11 (modelled: 0.10-0.17, 0.18-0.20, "
+                     "0.21-0.25, 0.26+; default the newest) or sglang==0.5.")]
 Util = Annotated[Optional[float], typer.Option(
     "--gpu-memory-utilization", help="vLLM: share of GPU memory (default 0.92); hf/ideal: default 1.0.")]
 Mfs = Annotated[Optional[float], typer.Option("--mem-fraction-static", help="SGLang; default: its GPU formula.")]

@@ -51,7 +51,13 @@ class GPU(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)  # built when a catalog is read
     name: str
     vendor: str
-    memory_bytes: Count = Field(description="Vendor-stated capacity, decimal GB x 10^9.")
+    memory_bytes: Count = Field(description="Vendor-stated capacity, decimal GB x 10^9 (for display).")
+    visible_memory_bytes: Count | None = Field(
+        None, description="The total torch sees (torch.cuda.mem_get_info()[1] = get_device_properties().total_memory, "
+                          "cudaMemGetInfo), which vLLM and SGLang start from; plans start from it. Below nvidia-smi's "
+                          "figure by what the driver reserves.")
+    visible_memory_source: str = Field("", description="The public log or output the visible total was read from.")
+    nvidia_smi_memory_mib: Count | None = Field(None, description="memory.total as nvidia-smi prints it, MiB.")
     memory_bandwidth_bytes_per_s: Count
     peak_flops: PeakFlops
     source: str = Field(min_length=1, description="Vendor datasheet URL the figures come from.")
@@ -62,6 +68,11 @@ class GPU(BaseModel):
     interconnect: str = Field("", description="What the interconnect figure is (NVLink 4, PCIe Gen4 x16, ...).")
     compute_capability: Rate | None = Field(None, description="NVIDIA compute capability (9.0: Hopper).")
     price_per_hour: Rate | None = Field(None, description="Your price per GPU-hour, any currency.")
+
+    @property
+    def engine_memory_bytes(self) -> int:
+        """The total a plan starts from: the visible total where the catalog records one, else the datasheet's."""
+        return self.visible_memory_bytes or self.memory_bytes
 
     def peak(self, compute: str) -> float:
         """Dense peak FLOP/s for ``compute``; KvplanError where the GPU has no such matrix unit."""
@@ -127,7 +138,7 @@ def read_gpu_file(path: Path) -> dict[str, GPU]:
             out[name] = GPU.model_validate({"name": name, **entry})
         except ValidationError as exc:
             raise KvplanError(f"{where}: {_describe(exc)}") from None
-        for field in ("vendor", "source"):
+        for field in ("vendor", "source", "visible_memory_source"):
             if getattr(out[name], field):
                 require_line(f"{where}: {field}", getattr(out[name], field), 1000)
     return out

@@ -173,7 +173,8 @@ def _mlp_rank(card: ModelCard, layer: int, tp: int, expert_tp: int | None = None
         return sum(measure(m, tp) for m in ffn_matrices(card, card.ffn_size))
     moe = card.moe
     expert = sum(measure(m, expert_tp or tp) for m in ffn_matrices(card, moe.expert_ffn_size))
-    shared = sum(measure(m, tp) for m in ffn_matrices(card, moe.shared_ffn))
+    # none: not measured (a shape check of absent shared experts must not refuse, e.g. fp8 blocks under EP)
+    shared = sum(measure(m, tp) for m in ffn_matrices(card, moe.shared_ffn)) if moe.num_shared_experts else 0
     router = sum(measure(m, tp) for m in router_matrices(card))
     n = moe.num_experts if experts is None else experts
     return router + n * expert + moe.num_shared_experts * shared
@@ -239,6 +240,10 @@ def rank_quant(card: ModelCard, layout: Layout, pp_rank: int, *, stages: list[ra
         raise KvplanError(f"quantization: {card.name} has {card.state_layers} state-space layers, whose quantized "
                           "mixer projections kvplan does not model yet (their weights would be counted unquantized); "
                           "remove the card's quantization block to size it unquantized")
+    if card.quantization.method == "mxfp4" and (card.moe is None or card.moe.first_dense_layers
+                                                 or card.moe.num_shared_experts):
+        raise KvplanError(f"quantization: mxfp4 is modelled for MoE models whose every FFN is routed experts "
+                          f"(gpt-oss); {card.name} has dense or shared-expert FFNs")
     measure = partial(matrix_bytes, card.quantization)
     layers = (stages or pp_partition(card.num_layers, layout.pp))[pp_rank]
     return (_attention_layers(card, layers) * _projections_rank(card, layout.tp, measure)

@@ -72,6 +72,8 @@ def matrix_bytes(q: Quantization, m: Matrix, tp: int = 1, kv_heads: int | None =
     s = m.shard(tp, kv_heads, head_dim)
     if q.method == "fp8":
         return _fp8(q, m, s, tp)
+    if q.method == "mxfp4":
+        return _mxfp4(m, s)
     pack = 32 // q.bits
     group = m.n_in if q.group_size == -1 else q.group_size  # -1: vLLM group_size = input_size (the full input)
     _check_aligned(q, m, s, tp, pack, group)
@@ -97,6 +99,29 @@ def _fp8(q: Quantization, m: Matrix, s: Matrix, tp: int) -> QuantBytes:
         scales = s.n_out if q.weight_scales == "channel" else 1
     static = FP32 if q.activation_scheme == "static" else 0
     return QuantBytes(s.elems, s.elems, scales * q.scale_bytes + static)
+
+
+# vLLM mxfp4.py Mxfp4MoEMethod.create_weights pads each expert for its kernels; kvplan takes the Marlin backend's
+# padding ("n % 256 == 0 and k % 128 == 0": hidden to 256, intermediate per rank to 128), which puts gpt-oss-120b at
+# 65.8 GiB on one GPU, inside the 64 - 66 GiB public H100 logs show (serving-budget.md). Hopper's Triton backend
+# pads the intermediate to 64 and then swizzles; Blackwell's FlashInfer pads both to 256: an ESTIMATE within ~5%.
+MXFP4_HIDDEN_PAD, MXFP4_INTERMEDIATE_PAD = 256, 128
+
+
+def _mxfp4(m: Matrix, s: Matrix) -> QuantBytes:
+    """An expert's gate/up (hidden -> intermediate) or down (intermediate -> hidden) matrix on one rank: padded
+    values at half a byte each (w13_weight / w2_weight uint8 [.., n, k // 2]) plus one e8m0 byte per 32
+    (w13_weight_scale / w2_weight_scale [.., n, k // 32])."""
+    from kvplan.model.quant import MXFP4_BLOCK
+
+    hidden_first = m.name != "down_proj"
+    n_in = _round_up(s.n_in, MXFP4_HIDDEN_PAD if hidden_first else MXFP4_INTERMEDIATE_PAD)
+    n_out = _round_up(s.n_out, MXFP4_INTERMEDIATE_PAD if hidden_first else MXFP4_HIDDEN_PAD)
+    return QuantBytes(s.elems, n_out * n_in // 2, n_out * (n_in // MXFP4_BLOCK))
+
+
+def _round_up(n: int, multiple: int) -> int:
+    return cdiv(n, multiple) * multiple
 
 
 def _check_aligned(q: Quantization, m: Matrix, s: Matrix, tp: int, pack: int, group: int) -> None:

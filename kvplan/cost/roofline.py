@@ -98,7 +98,7 @@ def roofline(work: Workload, gpu: GPU, *, memory_needed_bytes: int, compute_dtyp
     prompt_len, seq_len, max_cache_len, encoder_len = work.prompt_len, work.seq_len, work.max_cache_len, work.encoder_len
     block_size = work.block_size
     check_efficiency(mfu, mbu)
-    compute = compute_dtype or default_compute_dtype(card, w_t, engine)
+    compute = compute_dtype or served_compute_dtype(gpu, default_compute_dtype(card, w_t, engine))
     peak, bw = gpu.peak(compute) * mfu, gpu.memory_bandwidth_bytes_per_s * mbu
     flops_kw = dict(batch=batch, engine=engine, max_cache_len=max_cache_len, encoder_len=encoder_len)
     pre_f, dec_f = steps or step_breakdowns(card, prompt_len=prompt_len, seq_len=seq_len, **flops_kw)
@@ -142,6 +142,14 @@ def default_compute_dtype(card: ModelCard, w_t: DType, engine: Engine) -> str:
     if w_t.name in TORCH_NAMES.values():
         return w_t.name
     return engine.default_dtype(card.dtype)[0]
+
+
+def served_compute_dtype(gpu: GPU, compute: str) -> str:
+    """bf16 on a GPU without bf16 matrix units (Turing: T4) runs in fp16: vLLM's dtype "auto" serves a bf16 checkpoint
+    in float16 where the platform lacks bfloat16 (compute capability below 8.0); an explicit choice is kept."""
+    if compute == "bf16" and gpu.peak_flops.bf16 is None and gpu.peak_flops.fp16 is not None:
+        return "fp16"
+    return compute
 
 
 def _phase(f: FlopsBreakdown, t: StepTraffic, peak: float, bw: float, basis: str) -> PhaseRoofline:

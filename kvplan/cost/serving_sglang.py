@@ -15,6 +15,12 @@ from kvplan.errors import KvplanError
 RULES = "SGLang 0.5.23"
 DEFAULT_PAGE_SIZE = 1  # srt/arg_groups/overrides.py _page_size_default: 1 on CUDA
 MIB = 2**20
+# The pool comes from measured memory (model_runner.py profile_max_num_token: rest = free after the load - free at
+# start x (1 - mem_fraction_static)), so whatever the load allocates beyond the parameters counts: SGLang's logged
+# "mem usage" at load runs 0.19 - 0.27 GiB above the parameter bytes at TP 4 (serving-budget.md; QwQ-32B on 4x L4:
+# 15.54 GiB logged, 15.27 GiB of parameters). kvplan charges the middle, 0.23 GiB, with more than one GPU (NCCL and
+# custom all-reduce buffers); one GPU: none (no public figure). An ESTIMATE; --non-torch-memory overrides it.
+DEFAULT_LOAD_OVERHEAD_MULTI_GPU_BYTES = 235 * MIB
 _GIB_MIB = 1024
 # srt/arg_groups/memory_hook.py handle_gpu_memory_settings: (below this many MiB, chunked_prefill_size,
 # decode CUDA-graph max batch size for tp < 4, for tp >= 4)

@@ -35,9 +35,10 @@ GIB, MIB = 2**30, 2**20
 # Estimated CUDA graph memory: profiled since 0.21 (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1); public logs show
 # 0.07 - 2.35 GiB, about 0.5 GiB for the default capture list (gpu_model_runner.py profile_cudagraph_memory).
 DEFAULT_CUDA_GRAPH_BYTES = 512 * MIB
-# Non-torch growth after the start-up snapshot (cuBLAS/attention workspaces, lazy NCCL buffers): 0.16 - 0.2 GiB
-# at TP1 in public logs (PRs 12126, 14447), more with more ranks.
-DEFAULT_NON_TORCH_BYTES = 256 * MIB
+# Non-torch growth during the profile run (cuBLAS/attention workspaces, lazy NCCL buffers): V1 logs "non-torch
+# forward increase memory" of 0.01 - 0.14 GiB on one GPU (serving-budget.md; 0.02 GiB in the 0.10 logs of
+# docs/capacity.md); 64 MiB is the middle of that range. More ranks add NCCL buffers.
+DEFAULT_NON_TORCH_BYTES = 64 * MIB
 DEFAULT_NON_TORCH_MULTI_GPU_BYTES = 512 * MIB
 # CUDA context + NCCL communicators + custom all-reduce buffers, allocated before the snapshot: outside `requested`,
 # it must fit in (1 - utilization) x total (request_memory's free >= requested check); ~0.4 GiB per GPU observed.
@@ -81,12 +82,23 @@ def available_kv_bytes(requested: int, weights: int, activation: int, non_torch:
     return requested - weights - activation - non_torch - cuda_graph
 
 
+# The dummy sampler of vLLM 0.10 - 0.20 (v1/worker/gpu_model_runner.py _dummy_sampler_run): max_num_seqs rows of
+# full-vocabulary logits with top_p < 1 and top_k = vocab - 1, so ops/topk_topp_sampler.py sorts the whole
+# vocabulary of every row (float32 logits, sorted values and int64 indices, softmax, cumsum, masks). FITTED, not
+# derived: the non-weight torch peak of public 0.10 - 0.11 logs is about 38 B per row and vocabulary entry (4.8 - 5.6
+# GiB at 1,024 rows on H100 for vocabularies of 128k - 152k, about 1.4 GiB at 256 rows; within 5%,
+# serving-budget.md), the same at TP 1 and TP 2. A run with FlashInfer's sampler logs less (docs/capacity.md).
+SORTED_SAMPLER_BYTES_PER_LOGIT = 38
+
+
 def profile_activation_bytes(card: ModelCard, tp: int, act_bytes: int, num_tokens: int, num_reqs: int,
-                             padded_vocab: int, last_stage: bool, expert_tp: int | None = None) -> int:
+                             padded_vocab: int, last_stage: bool, expert_tp: int | None = None,
+                             sampler_bytes_per_logit: int | None = None) -> int:
     """Approximate torch peak of profile_run (gpu_model_runner.py _dummy_run + _dummy_sampler_run), kvplan's own:
     forward: N tokens x (gate_up + act output (3 I/tp) + q/k/v (/tp) + 4 hidden-wide buffers) x act bytes; MoE:
     the Triton fused-MoE workspace N·k·max(I/tp, H) + N·k·max(2I/tp, H) + N·H (fused_moe/experts/triton_moe.py).
-    Sampler (last stage): R rows x padded vocab x (act bytes + 4 for the float32 copy)."""
+    Sampler (last stage): R rows x padded vocab x ``sampler_bytes_per_logit`` (the version's sampler; default act
+    bytes + 4 for the float32 copy, the sampler that skips top-k/top-p). The peak is the larger of the two phases."""
     h = card.hidden_size
     qkv = sum(m.n_out for m in attention_matrices(card) if m.tp == "column") // tp
     dense = 3 * card.ffn_size // tp + qkv + 4 * h
@@ -94,7 +106,8 @@ def profile_activation_bytes(card: ModelCard, tp: int, act_bytes: int, num_token
     if card.moe:
         k, inner = card.moe.experts_per_token, card.moe.expert_ffn_size // (expert_tp or tp)
         forward = max(forward, k * max(inner, h) + k * max(2 * inner, h) + h + qkv + 4 * h)
-    sampler = num_reqs * padded_vocab * (act_bytes + 4) if last_stage else 0
+    per_logit = act_bytes + 4 if sampler_bytes_per_logit is None else sampler_bytes_per_logit
+    sampler = num_reqs * padded_vocab * per_logit if last_stage else 0
     return max(num_tokens * forward * act_bytes, sampler)
 
 
@@ -227,21 +240,28 @@ def max_concurrency(blocks: int, per_request: int) -> float:
 
 
 def kv_cache_tokens(concurrency: float, max_model_len: int) -> int:
-    """0.33 get_kv_cache_capacity: int(max_concurrency x max_model_len) ('GPU KV cache size: N tokens')."""
+    """0.18+ get_kv_cache_capacity: int(max_concurrency x max_model_len) ('GPU KV cache size: N tokens')."""
     return int(concurrency * max_model_len)
 
 
-def fits(available: int, block_bytes: int, needed: int) -> bool:
-    """_check_enough_kv_cache_memory (0.33 reserves the null block): needed <= available - bytes_per_block."""
-    return needed <= available - block_bytes
+def kv_cache_tokens_by_blocks(num_blocks: int, groups: int, block_size: int) -> int:
+    """0.10 - 0.17 kv_cache_utils.py: num_blocks // len(kv_cache_groups) x block_size ('GPU KV cache size')."""
+    return num_blocks // groups * block_size
+
+
+def fits(available: int, block_bytes: int, needed: int, reserve_null: bool = True) -> bool:
+    """_check_enough_kv_cache_memory: needed <= available, less one block where the version reserves BlockPool's
+    null block (vLLM PR 47272: check_memory = available - bytes_per_block)."""
+    return needed <= available - (block_bytes if reserve_null else 0)
 
 
 def max_model_len_fit(groups: list[KVCacheGroup], block_bytes: int, available: int, max_model_len: int, block_size: int,
-                      in_flight: int) -> int:
+                      in_flight: int, reserve_null: bool = True) -> int:
     """_estimate_max_model_len_from_groups: binary search over [1, max_model_len] for the longest length whose one
     request fits; 0 when not even one token does."""
     def ok(length: int) -> bool:
-        return fits(available, block_bytes, block_bytes * blocks_per_request(groups, length, block_size, in_flight))
+        return fits(available, block_bytes, block_bytes * blocks_per_request(groups, length, block_size, in_flight),
+                    reserve_null)
 
     lo, hi = 0, max_model_len
     while lo < hi:

@@ -9,6 +9,9 @@ GPTQ; transformers' quantizers skip ``get_keys_to_not_convert``: the LM head).
 - ``fp8``: one float8 byte per weight plus fp32 scales: one per tensor (``tensor``), per output channel
   (``channel``), or per ``block`` = [n, k] tile (DeepSeek-V3 and Qwen3-FP8 ``weight_block_size: [128, 128]``,
   stored as ``weight_scale_inv``); ``activation_scheme: static`` adds one fp32 ``input_scale`` per matrix.
+- ``mxfp4`` (gpt-oss): the MoE experts' values as 4-bit e2m1, two per byte, with one e8m0 scale byte per 32 values
+  (4.25 bits a weight); attention, routers, embeddings and the LM head stay in the card dtype (vLLM ``mxfp4.py``
+  ``Mxfp4Config`` quantizes FusedMoE layers only).
 - ``awq`` (AutoAWQ GEMM) and ``gptq`` (AutoGPTQ / GPTQModel): ``bits``-wide integers packed 32 / bits to an int32,
   with per-``group_size`` scales (fp16) and packed int32 zero points (``qzeros``); GPTQ also stores ``g_idx`` (one
   int32 per input row: its group, permuted when ``desc_act``). ``group_size: -1``: one group over the whole input.
@@ -20,16 +23,20 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, model_validator
 
-QuantMethod = Literal["fp8", "awq", "gptq"]
+QuantMethod = Literal["fp8", "awq", "gptq", "mxfp4"]
 # The linears of kvplan.cost.shapes a format may quantize (routers are never quantized)
 QuantizableLinear = Literal["q_proj", "k_proj", "v_proj", "o_proj", "q_a_proj", "q_b_proj", "kv_a_proj_with_mqa",
                             "kv_b_proj", "gate_proj", "up_proj", "down_proj"]
 QUANTIZABLE: frozenset[str] = frozenset(QuantizableLinear.__args__)
-ScaleDType = Literal["float32", "float16", "bfloat16"]
-SCALE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
-# AutoAWQ WQLinear_GEMM and AutoGPTQ QuantLinear store fp16 scales; fp8 stores fp32 (weight_scale_inv / weight_scale)
-_DEFAULT_SCALE_DTYPE = {"fp8": "float32", "awq": "float16", "gptq": "float16"}
-_BITS = {"fp8": (8,), "awq": (4,), "gptq": (4, 8)}  # vLLM AWQConfig: 4-bit only; GPTQ kernels: 2/3/4/8 (kvplan: 4, 8)
+ScaleDType = Literal["float32", "float16", "bfloat16", "float8_e8m0"]
+SCALE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float8_e8m0": 1}
+# AutoAWQ WQLinear_GEMM and AutoGPTQ QuantLinear store fp16 scales; fp8 stores fp32 (weight_scale_inv / weight_scale);
+# MXFP4 (OCP microscaling) one E8M0 exponent byte per 32 values (vLLM mxfp4.py: scale_dtype uint8, mxfp4_block 32)
+_DEFAULT_SCALE_DTYPE = {"fp8": "float32", "awq": "float16", "gptq": "float16", "mxfp4": "float8_e8m0"}
+_BITS = {"fp8": (8,), "awq": (4,), "gptq": (4, 8), "mxfp4": (4,)}  # vLLM AWQConfig: 4-bit only; GPTQ: kvplan 4, 8
+MXFP4_BLOCK = 32  # values per E8M0 scale
+# vLLM Mxfp4Config.get_quant_method quantizes FusedMoE layers only (every LinearBase stays unquantized)
+_MXFP4_LINEARS = frozenset({"gate_proj", "up_proj", "down_proj"})
 _STRICT = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 _Pos = Annotated[StrictInt, Field(gt=0, le=10_000_000)]
 
@@ -59,8 +66,8 @@ class Quantization(BaseModel):
     @model_validator(mode="after")
     def _check(self) -> Quantization:
         method = self.method
-        if self.bits is None and method == "fp8":
-            object.__setattr__(self, "bits", 8)
+        if self.bits is None and method in ("fp8", "mxfp4"):
+            object.__setattr__(self, "bits", 8 if method == "fp8" else 4)
         if self.bits not in _BITS[method]:
             raise ValueError(f"quantization.bits: {self.bits} with method {method}; allowed: "
                              f"{', '.join(map(str, _BITS[method]))}")
@@ -68,6 +75,8 @@ class Quantization(BaseModel):
             object.__setattr__(self, "scale_dtype", _DEFAULT_SCALE_DTYPE[method])
         if method == "fp8":
             self._check_fp8()
+        elif method == "mxfp4":
+            self._check_mxfp4()
         else:
             self._check_int()
         return self
@@ -80,6 +89,13 @@ class Quantization(BaseModel):
         if (self.weight_scales == "block") != (self.block is not None):
             raise ValueError("quantization.block: required with (and allowed only with) weight_scales block; "
                              "allowed: [n, k], e.g. [128, 128]")
+
+    def _check_mxfp4(self) -> None:
+        if (self.weight_scales is not None or self.block is not None or self.desc_act
+                or self.group_size not in (None, MXFP4_BLOCK) or self.scale_dtype != "float8_e8m0"):
+            raise ValueError(f"quantization: mxfp4 has one float8_e8m0 scale per {MXFP4_BLOCK} values (group_size "
+                             f"{MXFP4_BLOCK}); weight_scales, block, desc_act and other scale dtypes do not apply")
+        object.__setattr__(self, "group_size", MXFP4_BLOCK)
 
     def _check_int(self) -> None:
         if self.weight_scales is not None or self.block is not None or self.activation_scheme != "dynamic":
@@ -97,6 +113,8 @@ class Quantization(BaseModel):
 
     def quantizes(self, linear: str) -> bool:
         """Whether the checkpoint stores linear ``linear`` (a kvplan.cost.shapes name) quantized."""
+        if self.method == "mxfp4" and linear not in _MXFP4_LINEARS:
+            return False
         return linear in QUANTIZABLE and linear not in self.unquantized
 
     @property
@@ -105,5 +123,7 @@ class Quantization(BaseModel):
         if self.method == "fp8":
             scales = f"block {self.block[0]}x{self.block[1]}" if self.block else f"per-{self.weight_scales}"
             return f"fp8 ({scales} scales, {self.activation_scheme} activations)"
+        if self.method == "mxfp4":
+            return f"mxfp4 (MoE experts: e2m1 values + an e8m0 scale per {MXFP4_BLOCK})"
         group = "per-channel" if self.group_size == -1 else f"group {self.group_size}"
         return f"{self.method} int{self.bits} ({group}{', desc_act' if self.desc_act else ''})"

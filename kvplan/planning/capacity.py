@@ -5,7 +5,8 @@
 >>> r.kv_cache.num_blocks > 0, r.fits
 (True, True)
 
-Engines: every runtime of ``kvplan.cost.runtimes`` (``vllm``: V1, 0.33 rules; ``sglang``: 0.5.23 rules;
+Engines: every runtime of ``kvplan.cost.runtimes`` (``vllm``: V1, the newest modelled range, 0.26+ with 0.33's
+rules; ``vllm==0.11`` and the like: an older range's; ``sglang``: 0.5.23 rules;
 ``hf-static`` / ``hf-dynamic``: transformers, one GPU; ``ideal``: exactly the tokens attention needs, no overheads).
 A plan is assembled here from the runtime's answers (options, refusals, budget, pool, launch line, notes); this
 module never asks a runtime's name. ``PlanRequest`` is the typed input, validated once; ``plan_request(card, req)``
@@ -145,7 +146,8 @@ def setup(card: ModelCard, req: PlanRequest) -> Setup:
                           + (" --encoder-len N" if card.architecture == "encoder-decoder" else ""))
     kv_t, w_t = _dtype(card, rt, req.kv_dtype, "--kv-dtype")[0], _dtype(card, rt, req.weight_dtype, "--weight-dtype")[0]
     rt.check_dtype(kv_t)
-    total = req.gpu.memory_bytes if req.gpu_memory is None else req.gpu_memory
+    served, (card, w_t, load_notes) = card, rt.loaded_card(card, w_t, _dtype(card, rt, None, "--weight-dtype")[0])
+    total = req.gpu.engine_memory_bytes if req.gpu_memory is None else req.gpu_memory  # what torch sees
     rt.refuse_flags(req.flags)
     opts = rt.resolve(req.flags, card, req.gpu, total, layout, req.max_model_len)
     non_torch, cuda_graph, context = rt.overhead_defaults(layout.tp * layout.pp)
@@ -155,7 +157,8 @@ def setup(card: ModelCard, req: PlanRequest) -> Setup:
     return Setup(card=card, engine=rt, gpu=req.gpu, total=total, layout=layout, max_model_len=req.max_model_len,
                  kv_t=kv_t, w_t=w_t, opts=opts, activation=req.activation, non_torch=pick(req.non_torch, non_torch),
                  cuda_graph=pick(req.cuda_graph, cuda_graph), context=pick(req.context, context), block_size=block,
-                 state_page_padded=padded, state_page_bytes=state_page, state_t=state_t, card_notes=card_notes)
+                 state_page_padded=padded, state_page_bytes=state_page, state_t=state_t,
+                 card_notes=card_notes + load_notes, online_fp8=card is not served)
 
 
 def result(s: Setup, sts: list[Stage], p: Pool, lat: Latency | None = None,

@@ -38,10 +38,13 @@ def notes(s: Setup, p: Pool) -> list[str]:
                    "counted." + (" MLA: vLLM's bf16 W_UK/W_UV copies of kv_b_proj are." if s.card.mla else ""))
     if s.kv_t.name.startswith("fp8"):
         out.append("fp8 KV: per-layer fp32 k_scale and v_scale are parameters, counted with the weights.")
-    if s.total == s.gpu.memory_bytes:
-        out.append(f"GPU memory: the catalog's {fmt_bytes(s.total)} (vendor-stated); the engine sees "
-                   "cudaMemGetInfo's total, which differs: pass --gpu-memory with nvidia-smi's figure (e.g. 81559MiB "
-                   "on an H100 80GB).")
+    if s.total == s.gpu.memory_bytes and s.gpu.visible_memory_bytes is None:
+        out.append(f"GPU memory: the catalog's {fmt_bytes(s.total)} (vendor-stated): no visible total is recorded for "
+                   f"{s.gpu.name}; the engine starts from torch's total (torch.cuda.mem_get_info), a little less than "
+                   "nvidia-smi's: pass --gpu-memory with it.")
+    elif s.total == s.gpu.visible_memory_bytes:
+        out.append(f"GPU memory: {fmt_bytes(s.total)}, the total torch sees on a {s.gpu.name} (the datasheet states "
+                   f"{fmt_bytes(s.gpu.memory_bytes)}); drivers move it by about 0.1 GiB: --gpu-memory takes yours.")
     if s.max_model_len > s.card.max_position_embeddings:
         out.append(f"--max-model-len {s.max_model_len} exceeds the model's max_position_embeddings "
                    f"({s.card.max_position_embeddings}); vLLM refuses it unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1.")

@@ -21,9 +21,10 @@ def _half(g: GPU) -> str:
 
 def render_gpus(gpus: list[GPU], console: Console) -> None:
     t = table("GPU catalog (dense peak TFLOP/s; sources below)",
-              ["name", "vendor", "memory", "bandwidth", "bf16/fp16", "fp8"], left=("name", "vendor"), compact=True)
+              ["name", "vendor", "memory", "visible", "bandwidth", "bf16/fp16", "fp8"], left=("name", "vendor"), compact=True)
     for g in gpus:
         t.add_row(escape(g.name), escape(g.vendor), fmt_bytes(g.memory_bytes),
+                  "-" if g.visible_memory_bytes is None else fmt_bytes(g.visible_memory_bytes),
                   f"{g.memory_bandwidth_bytes_per_s / 1e12:.2f} TB/s", _half(g), _tflops(g.peak_flops.fp8))
     console.print(t)
     console.print("sources:")

@@ -32,7 +32,7 @@ def _budget_table(r: PlanResult) -> Table:
     t = table(f"kvplan plan: {escape(i.model)} on {i.tp * i.pp * i.dp}x {escape(i.gpu)} ({i.engine_rules}), per GPU"
               f"{rank}", ["", "bytes", "how"], left=("", "how"))
     t.columns[0].style = "bold"
-    t.add_row("GPU memory", exact(i.gpu_memory_bytes), "--gpu-memory, else the catalog's")
+    t.add_row("GPU memory", exact(i.gpu_memory_bytes), "--gpu-memory, else the total torch sees (catalog)")
     t.add_row("context + NCCL", exact(g.context_bytes), "before the engine's snapshot; outside the budget")
     t.add_row("requested", exact(g.requested_bytes), _requested_how(r))
     t.add_row("- weights", exact(g.weights_bytes),

@@ -85,14 +85,19 @@ def names() -> list[str]:
 
 
 def get_engine(name: str | Runtime) -> Runtime:
-    """The runtime object for ``name``; KvplanError lists the known ones."""
+    """The runtime object for ``name``, or for ``name==version`` (``vllm==0.11``: the rules of the modelled range
+    that covers that release; no version: the newest modelled); KvplanError lists the known ones."""
     if isinstance(name, Runtime):
         return name
-    if name not in RUNTIMES:
-        if not isinstance(name, str) or name not in _MODULES:
-            raise KvplanError(f"--engine: unknown engine {str(name)[:60]!r}; allowed: {', '.join(names())}")
-        RUNTIMES[name] = _MODULES[name]()
-    return RUNTIMES[name]
+    base, _, version = name.partition("==") if isinstance(name, str) else (name, "", "")
+    if base not in RUNTIMES:
+        if not isinstance(base, str) or base not in _MODULES:
+            every = [get_engine(n) for n in names()]  # an error: load them all to list their versions
+            known = ", ".join(f"{r.name} (=={'|=='.join(r.versions)})" if r.versions else r.name for r in every)
+            raise KvplanError(f"--engine: unknown engine {str(name)[:60]!r}; allowed: {known}")
+        RUNTIMES[base] = _MODULES[base]()
+    return RUNTIMES[base].at_version(version) if "==" in name else RUNTIMES[base]
+
 
 
 get_runtime = get_engine

@@ -109,6 +109,7 @@ class Setup:
     state_page_bytes: int = 0  # vLLM: one state layer's conv + SSM states of one request on one rank (unpadded)
     state_t: DType | None = None  # the states' dtype beside a quantized KV cache (mamba_cache_dtype auto: model dtype)
     card_notes: tuple[str, ...] = ()  # how the card differs as the runtime builds it (Runtime.served_card)
+    online_fp8: bool = False  # --quantization fp8 on a 16-bit checkpoint (Runtime.loaded_card)
 
     @property
     def util(self) -> float | None:
@@ -187,6 +188,11 @@ class Runtime(Engine):
     single_process: ClassVar[bool] = False  # one process on one GPU: no TP/PP
     budget_flag: ClassVar[str] = "--gpu-memory-utilization"  # the flag that sizes the pool
     extra_flags: ClassVar[frozenset[str]] = frozenset()  # the ServingFlags of EXTRA_FLAGS this runtime takes
+    versions: ClassVar[tuple[str, ...]] = ()  # the release ranges modelled (``--engine NAME==VERSION``)
+
+    def at_version(self, text: str) -> Runtime:
+        """The runtime for release ``text`` of this engine; KvplanError where no version is modelled."""
+        raise KvplanError(f"--engine: {self.name} models no engine versions; use --engine {self.name}")
 
     # -- options and refusals --
 
@@ -248,6 +254,10 @@ class Runtime(Engine):
     def overhead_defaults(self, gpus: int) -> tuple[int, int, int]:
         """(non-torch, CUDA graphs, CUDA context) bytes when not given."""
         return 0, 0, 0
+
+    def loaded_card(self, card: ModelCard, w_t: DType, model_t: DType) -> tuple[ModelCard, DType, tuple[str, ...]]:
+        """(the card as its weights are loaded, the dtype of its unquantized tensors, notes): unchanged here."""
+        return card, w_t, ()
 
     def state_dtype(self, card: ModelCard, kv_t: DType, model_t: DType) -> DType | None:
         """The dtype of conv and SSM states when it differs from the K/V dtype; None: the same."""
@@ -380,6 +390,16 @@ def utilization(value: float | None, default: float) -> float:
     return util
 
 
+def parse_version(flag: str, text: str) -> tuple[int, int]:
+    """'0.11', '0.11.2', 'v0.11.0rc1', '0.10.1.dev8168' -> (0, 11), ...; KvplanError naming the flag otherwise."""
+    import re
+
+    m = re.fullmatch(r"v?(\d{1,4})\.(\d{1,4})(?:\.\d{1,6})?(?:[.+-]?[A-Za-z0-9.+]{1,40})?", str(text).strip())
+    if m is None:
+        raise KvplanError(f"{flag}: a version is MAJOR.MINOR[.PATCH] (e.g. vllm==0.11), got {str(text)[:40]!r}")
+    return int(m[1]), int(m[2])
+
+
 def stage_weights(s: Setup, pp_rank: int, parts: list[range]):
     """One rank of a stage: its weight shards (kvplan.cost.parallel.rank_weights) and its KV layer specs. Servers
     pad the vocabulary and keep the rotary cos/sin cache as buffers."""
@@ -441,6 +461,23 @@ class Server(Runtime):
             raise KvplanError(f"--engine {self.name}: {self.display_name} serves no Zamba2 model; use --engine vllm "
                               "(models/zamba2.py)")
         return card, ()
+
+    def loaded_card(self, card: ModelCard, w_t: DType, model_t: DType) -> tuple[ModelCard, DType, tuple[str, ...]]:
+        """Online fp8 (``--quantization fp8`` on a 16-bit checkpoint; vLLM quantization/fp8.py
+        Fp8Config.get_quant_method, SGLang alike): linear and MoE layers in float8 with one fp32 scale per tensor
+        (per expert), quantized at load; embeddings, a tied or untied LM head, norms and routers stay in the model
+        dtype."""
+        if not (w_t.name.startswith("fp8") and card.quantization is None and model_t.bits >= 16) or (
+                card.ssm is not None or card.shared_blocks is not None):  # no quantized-mixer rule: all fp8 there
+            return card, w_t, ()
+        from kvplan.model.catalog import card_from_dict
+
+        data = card.model_dump(exclude_none=True)
+        data["quantization"] = {"method": "fp8", "weight_scales": "tensor", "activation_scheme": "dynamic"}
+        loaded = card_from_dict(data, origin=f"{card.name} with --quantization fp8")
+        return loaded, model_t, (f"--quantization fp8 (online, {self.display_name}): the linear and MoE layers are "
+                                 "quantized to float8 at load with one fp32 scale per tensor; embeddings, the LM head, "
+                                 f"norms and routers stay {model_t.name}.",)
 
     def state_dtype(self, card: ModelCard, kv_t: DType, model_t: DType) -> DType | None:
         """vLLM mamba_cache_dtype "auto" is the model dtype (MambaStateDtypeCalculator); SGLang mamba2_state_dtype."""

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from kvplan.cost import serving_sglang as sg
 from kvplan.cost.engines import CacheRun
-from kvplan.cost.runtimes.base import Options, Pool, Server, ServingFlags, Setup, Stage, rank_row, stage_weights
+from kvplan.cost.runtimes.base import (Options, Pool, Server, ServingFlags, Setup, Stage, parse_version, rank_row,
+                                       stage_weights)
 from kvplan.cost.runtimes.vllm import dtype_flags
 from kvplan.errors import KvplanError, Refused
 from kvplan.units import cdiv, fmt_bytes, fmt_int, require_fraction, require_positive
@@ -18,6 +19,7 @@ class SGLang(Server):
     name = "sglang"
     display_name = "SGLang"
     rules = sg.RULES
+    versions = ("0.5",)
     budget_flag = "--mem-fraction-static"
     description = ("SGLang token pool, page size 1: one slot per token and layer (sliding layers counted in full; "
                    "its hybrid SWA pool is not modelled)")
@@ -25,6 +27,12 @@ class SGLang(Server):
                   "tokens (sliding: last W); MLA: expand in prefill, absorb in decode")
     kv_dtypes = ("fp32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2")
     _dtype_hint = " (SGLang --kv-cache-dtype: auto, fp8_e4m3, fp8_e5m2)"
+
+    def at_version(self, text: str) -> SGLang:
+        """``--engine sglang==0.5.x``: the one SGLang range modelled (the rules of 0.5.23)."""
+        if parse_version("--engine", text) != (0, 5):
+            raise KvplanError(f"--engine: SGLang {text} is not modelled; modelled: sglang==0.5 ({sg.RULES})")
+        return self
 
     def positions_held(self, window: int | None, run: CacheRun) -> int:
         # srt/mem_cache/memory_pool.py MHATokenToKVPool: page_size 1 by default, a slot per cached token
@@ -52,7 +60,7 @@ class SGLang(Server):
     def overhead_defaults(self, gpus: int) -> tuple[int, int, int]:
         from kvplan.cost.serving_vllm import DEFAULT_CONTEXT_BYTES
 
-        return 0, 0, DEFAULT_CONTEXT_BYTES
+        return (sg.DEFAULT_LOAD_OVERHEAD_MULTI_GPU_BYTES if gpus > 1 else 0), 0, DEFAULT_CONTEXT_BYTES
 
     def partition(self, card, pp: int) -> list[range]:
         from kvplan.cost.parallel import stage_ranges
@@ -65,8 +73,8 @@ class SGLang(Server):
         w, specs = stage_weights(s, pp_rank, parts)
         weights = w.bytes + w.buffers_bytes
         requested = int((s.total - s.context) * s.mfs)
-        return Stage(pp_rank, w.layers, w.params, weights, w.buffers_bytes, 0, 0, 0, requested,
-                     sg.pool_bytes(s.total - s.context, s.mfs, weights), specs)
+        return Stage(pp_rank, w.layers, w.params, weights, w.buffers_bytes, 0, s.non_torch, 0, requested,
+                     sg.pool_bytes(s.total - s.context, s.mfs, weights + s.non_torch), specs)
 
     # -- pool --
 
@@ -126,7 +134,9 @@ class SGLang(Server):
         reqs = sg.max_running_requests(p.pool.tokens, s.max_model_len) if p.pool.tokens >= 2 else 0
         out.append(f"SGLang admits at most max_running_requests = {reqs:,} requests at once (resolve_max_num_reqs: "
                    "min(clamp(tokens / context_len x 512, 2048, 4096), tokens // 2)).")
-        out.append(f"SGLang: pool = (free memory at start x mem_fraction_static {s.mfs}) - weights; free memory = "
+        out.append(f"SGLang: pool = (free memory at start x mem_fraction_static {s.mfs}) - weights - what the load "
+                   f"allocates beyond them ({fmt_bytes(s.non_torch)}, an ESTIMATE: 0.19-0.27 GiB logged at TP 4; "
+                   "--non-torch-memory); free memory = "
                    f"total - {fmt_bytes(s.context)} CUDA context (--context-memory). Activations and CUDA graphs use "
                    "the remaining (1 - mem_fraction_static); the pool's 'fixed overhead' term is not modelled.")
         return out

@@ -17,6 +17,8 @@ from kvplan.errors import KvplanError
 from kvplan.units import cdiv
 
 
+GROWTH_BYTES, GROWTH_MULTI_GPU_BYTES = 256 * 2**20, 512 * 2**20  # non-torch growth: estimates (see below)
+
 class TokenPool(Server):
     """A paged pool sized after a warm-up pass; subclasses give ``token_bytes`` and ``pool_tokens``."""
 
@@ -30,12 +32,12 @@ class TokenPool(Server):
                               f"modelled for {self.display_name}; use --engine vllm or sglang")
 
     def overhead_defaults(self, gpus: int) -> tuple[int, int, int]:
-        """vLLM's documented non-torch and CUDA-context defaults (kvplan.cost.serving_vllm); no CUDA-graph term: both
-        engines capture their graphs after sizing the pool, out of the share the fraction leaves."""
+        """(runtime growth, no CUDA-graph term, the CUDA context): both engines capture their graphs after sizing the
+        pool, out of the share the fraction leaves. The growth is an ESTIMATE no log of these engines pins: 256 MiB on
+        one GPU, 512 MiB with NCCL (the figures kvplan used for vLLM before its logs measured 0.01-0.14 GiB)."""
         from kvplan.cost import serving_vllm as vl
 
-        non_torch = vl.DEFAULT_NON_TORCH_BYTES if gpus == 1 else vl.DEFAULT_NON_TORCH_MULTI_GPU_BYTES
-        return non_torch, 0, vl.DEFAULT_CONTEXT_BYTES
+        return (GROWTH_BYTES if gpus == 1 else GROWTH_MULTI_GPU_BYTES), 0, vl.DEFAULT_CONTEXT_BYTES
 
     # -- what a subclass gives --
 

@@ -6,21 +6,62 @@ this runtime applies them: its options and defaults, what it refuses, a stage's 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
 
 from kvplan.cost import serving_vllm as vl
 from kvplan.cost.engines import CacheRun
 from kvplan.cost.runtimes import vllm_features as vf
-from kvplan.cost.runtimes.base import (Options, Pool, Server, ServingFlags, Setup, Stage, positive_size, rank_row,
-                                       refuse_zamba_v1, utilization)
-from kvplan.errors import Refused
+from kvplan.cost.runtimes.base import (Options, Pool, Server, ServingFlags, Setup, Stage, parse_version, positive_size,
+                                       rank_row, refuse_zamba_v1, utilization)
+from kvplan.errors import KvplanError, Refused
 from kvplan.units import cdiv, fmt_bytes, fmt_int, require_positive
+
+
+@dataclass(frozen=True)
+class VllmVersion:
+    """The rules that differ between vLLM releases (serving-budget.md, "Versions change the printed figures"); one
+    object per modelled range of releases, named in a plan's ``engine_rules``."""
+
+    label: str
+    first: tuple[int, int]  # (major, minor) of the first release covered
+    last: tuple[int, int] | None  # the last one; None: up to the newest
+    default_utilization: float  # config/cache.py gpu_memory_utilization: 0.9, 0.92 since 0.21 (PR 38284)
+    cuda_graphs_in_budget: bool  # 0.21+: profile_cudagraph_memory subtracts the estimate before sizing the pool
+    tokens_by_blocks: bool  # 0.10 - 0.17: "GPU KV cache size" = num_blocks // groups x block_size
+    reserves_null_block: bool  # the fits check and the longest-length search keep BlockPool's null block free
+    sampler_bytes_per_logit: int | None  # the dummy sampler's peak per row and vocabulary entry (None: kvplan's)
+
+    def covers(self, version: tuple[int, int]) -> bool:
+        return self.first <= version and (self.last is None or version <= self.last)
+
+    @property
+    def span(self) -> str:
+        first = ".".join(map(str, self.first))
+        return f"{first}+" if self.last is None else f"{first}-{'.'.join(map(str, self.last))}"
+
+
+VERSIONS = (
+    VllmVersion("vLLM 0.10-0.17 (V1 engine)", (0, 10), (0, 17), 0.9, False, True, False,
+                vl.SORTED_SAMPLER_BYTES_PER_LOGIT),
+    VllmVersion("vLLM 0.18-0.20 (V1 engine)", (0, 18), (0, 20), 0.9, False, False, False,
+                vl.SORTED_SAMPLER_BYTES_PER_LOGIT),
+    VllmVersion("vLLM 0.21-0.25 (V1 engine)", (0, 21), (0, 25), vl.DEFAULT_UTILIZATION, True, False, False,
+                vl.SORTED_SAMPLER_BYTES_PER_LOGIT),
+    # the profile "may skip top_k, top_p" and 0.26 logs show lower peaks (serving-budget.md); the null-block
+    # reservation (PR 47272) is placed here too: kvplan knows it from 0.33's source, not the release that added it
+    VllmVersion(f"vLLM 0.26+ (V1 engine; {vl.RULES.split(' (')[0]} rules)", (0, 26), None, vl.DEFAULT_UTILIZATION,
+                True, False, True, None),
+)
 
 
 class VLLM(Server):
     name = "vllm"
     display_name = "vLLM"
-    rules = vl.RULES
+    rules = VERSIONS[-1].label
+    version = VERSIONS[-1]
+    versions = tuple(v.span for v in VERSIONS)
+
     description = ("vLLM v1 paged cache: whole blocks of block_size tokens; sliding layers free blocks that left "
                    "the window")
     flops_rule = ("vLLM: logits only for the last position of each sequence; FlashAttention over the sequence's "
@@ -29,6 +70,15 @@ class VLLM(Server):
     paged = True
     _dtype_hint = " (vLLM kv_cache_dtype: auto, fp8, fp8_e4m3, fp8_e5m2)"
     extra_flags = frozenset({"speculative_config", "shared_prefix_len", "enable_lora", "max_loras", "max_lora_rank"})
+
+    def at_version(self, text: str) -> VLLM:
+        """The runtime for the release ``text`` (``--engine vllm==0.11``): the modelled range that covers it."""
+        v = parse_version("--engine", text)
+        family = next((f for f in VERSIONS if f.covers(v)), None)
+        if family is None:
+            raise KvplanError(f"--engine: vLLM {text} is not modelled (before 0.10: the V0 engine); modelled: "
+                              f"{', '.join('vllm==' + f.span for f in VERSIONS)}")
+        return self if family is self.version else _at(family)
 
     # -- cache rules --
 
@@ -65,7 +115,7 @@ class VLLM(Server):
         mnbt, seqs = vl.batch_defaults(total, gpu.name)
         block = (require_positive("--block-size", flags.block_size) if flags.block_size is not None
                  else vl.default_block_size(card, gpu.compute_capability))
-        util = utilization(flags.gpu_memory_utilization, vl.DEFAULT_UTILIZATION)
+        util = utilization(flags.gpu_memory_utilization, self.version.default_utilization)
         self._refuse_sglang_only(flags)
         kv_mem = None if flags.kv_cache_memory is None else positive_size("--kv-cache-memory", flags.kv_cache_memory)
         return Options(util=util, kv_cache_memory=kv_mem, block_size=block,
@@ -106,7 +156,8 @@ class VLLM(Server):
 
     def overhead_defaults(self, gpus: int) -> tuple[int, int, int]:
         non_torch = vl.DEFAULT_NON_TORCH_BYTES if gpus == 1 else vl.DEFAULT_NON_TORCH_MULTI_GPU_BYTES
-        return non_torch, vl.DEFAULT_CUDA_GRAPH_BYTES, vl.DEFAULT_CONTEXT_BYTES
+        graphs = vl.DEFAULT_CUDA_GRAPH_BYTES if self.version.cuda_graphs_in_budget else 0  # before 0.21: outside
+        return non_torch, graphs, vl.DEFAULT_CONTEXT_BYTES
 
     def hybrid_block(self, card, kv_t, layout, block_size, state_t):
         """vLLM hybrid (attention + state layers): (the block size raised so one attention page holds a state page,
@@ -140,7 +191,8 @@ class VLLM(Server):
         mnbt = vl.scheduled_tokens(s.mnbt, s.max_num_seqs, s.max_model_len)
         act_bytes = 4 if s.w_t.bits == 32 else 2
         return vl.profile_activation_bytes(s.card, s.layout.tp, act_bytes, mnbt, min(s.max_num_seqs, mnbt),
-                                           pad_vocab(s.card.vocab_size), last_stage, moe_tp(s.layout))
+                                           pad_vocab(s.card.vocab_size), last_stage, moe_tp(s.layout),
+                                           self.version.sampler_bytes_per_logit)
 
     def activation_estimated(self, s: Setup) -> bool:
         return s.activation is None
@@ -175,17 +227,22 @@ class VLLM(Server):
         rows = []
         for st in sts:
             bpb = vl.bytes_per_block(groups, s.block_size, st.layers if s.layout.pp > 1 else None)
-            fit = vl.max_model_len_fit(groups, bpb, st.available, s.max_model_len, s.block_size, inflight)
+            fit = vl.max_model_len_fit(groups, bpb, st.available, s.max_model_len, s.block_size, inflight,
+                                       self.version.reserves_null_block)
             rows.append(rank_row(st, bpb, vl.num_blocks(st.available, bpb), fit))
         lim = min(range(len(sts)), key=lambda i: rows[i].num_blocks)
         blocks, bpb = rows[lim].num_blocks, rows[lim].bytes_per_block
-        conc = vf.prefix_concurrency(s, blocks, per_req, len(groups))
+        conc = (vf.prefix_concurrency(s, blocks, per_req, len(groups)) if s.opts.shared_prefix_len
+                else vl.max_concurrency(blocks, per_req))
+        tokens = (vl.kv_cache_tokens_by_blocks(blocks, len(groups), s.block_size) if self.version.tokens_by_blocks
+                  else vl.kv_cache_tokens(conc, s.max_model_len))
         pool = KVCachePool(available_bytes=sts[lim].available, block_size=s.block_size, bytes_per_block=bpb,
-                           num_blocks=blocks, tokens=vl.kv_cache_tokens(conc, s.max_model_len), groups=len(groups),
+                           num_blocks=blocks, tokens=tokens, groups=len(groups),
                            padding_layers=vl.padding_layers(groups), blocks_per_request=per_req,
                            state_bytes_per_request=sts[lim].state_bytes, state_page_bytes=s.state_page_bytes,
                            state_page_padded_bytes=s.state_page_padded)
-        fits = all(vl.fits(st.available, r.bytes_per_block, r.bytes_per_block * per_req) for st, r in zip(sts, rows))
+        fits = all(vl.fits(st.available, r.bytes_per_block, r.bytes_per_block * per_req,
+                           self.version.reserves_null_block) for st, r in zip(sts, rows))
         return Pool(sts[lim], pool, conc, bpb * per_req, fits, min(r.max_model_len_fit for r in rows), rows)
 
     def running_limit(self, s: Setup) -> int | None:
@@ -254,10 +311,12 @@ _KV_DTYPE_FLAG = {"fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2"}
 def dtype_flags(s: Setup, kv_flag: str) -> list[str]:
     """The K/V and weight dtype flags of a server's launch line (vLLM and SGLang spell them alike)."""
     flags = [f"{kv_flag} {_KV_DTYPE_FLAG[s.kv_t.name]}"] if s.kv_t.name in _KV_DTYPE_FLAG else []
-    if s.w_t.name.startswith("fp8"):  # online fp8 for a 16-bit checkpoint; consistent with an fp8 checkpoint's config
+    if s.w_t.name.startswith("fp8") or s.online_fp8:  # online fp8 for a 16-bit checkpoint
         flags.append("--quantization fp8")
     if s.w_t.name in ("fp16", "fp32") and s.w_t.name != {"float16": "fp16", "float32": "fp32"}.get(s.card.dtype):
         flags.append(f"--dtype {'float16' if s.w_t.name == 'fp16' else 'float32'}")
+    elif s.w_t.name == "bf16" and s.gpu.peak_flops.bf16 is None:  # no bf16 units (T4): served in float16
+        flags.append("--dtype float16")
     return flags
 
 
@@ -268,8 +327,14 @@ def _budget_note(s: Setup) -> str:
     act = "given (--activation-memory)" if s.activation is not None else (
         "kvplan's APPROXIMATION of vLLM's profile run (forward of max_num_batched_tokens tokens, sampler on "
         "max_num_seqs rows); vLLM measures it, so pass --activation-memory with the logged figure")
-    return (f"{vl.RULES}: available = ceil(total x {s.util}) - weights - activation peak - non-torch "
-            f"({fmt_bytes(s.non_torch)}) - CUDA graphs ({fmt_bytes(s.cuda_graph)}); activation peak: {act}. "
+    v = s.engine.version
+    graphs = (f"CUDA graphs ({fmt_bytes(s.cuda_graph)})" if v.cuda_graphs_in_budget or s.cuda_graph
+              else "CUDA graphs (captured after the pool is sized before 0.21: not in the budget)")
+    sampler = ("; the profile peak is the larger of the dummy forward and the dummy sampler, which sorts the whole "
+               f"vocabulary of max_num_seqs rows in this version (FITTED: {v.sampler_bytes_per_logit} B per row and "
+               "entry, within 5% of public 0.10-0.24 logs; an ESTIMATE)" if v.sampler_bytes_per_logit else "")
+    return (f"{v.label}: available = ceil(total x {s.util}) - weights - activation peak - non-torch "
+            f"({fmt_bytes(s.non_torch)}) - {graphs}; activation peak: {act}{sampler}. "
             "Non-torch and CUDA-graph figures are documented defaults (--non-torch-memory, --cuda-graph-memory).")
 
 
@@ -296,3 +361,15 @@ def _state_notes(s: Setup, p: Pool) -> list[str]:
                       if s.state_page_padded else "the pages are equal: no padding."))
     return out
 
+
+
+_FAMILIES: dict[VllmVersion, VLLM] = {}
+
+
+def _at(family: VllmVersion) -> VLLM:
+    """One runtime object per modelled range (a subclass whose ``version`` and ``rules`` are that range's)."""
+    if family not in _FAMILIES:
+        cls = type(f"VLLM_{family.span.replace('.', '_').replace('-', '_').replace('+', '_up')}", (VLLM,),
+                   {"version": family, "rules": family.label, "__doc__": f"vLLM's rules as of {family.label}."})
+        _FAMILIES[family] = cls()
+    return _FAMILIES[family]

@@ -14,7 +14,7 @@ from typing import Any
 from kvplan.errors import KvplanError, clip
 from kvplan.model.quant import QUANTIZABLE
 
-SUPPORTED = ("awq", "compressed-tensors (float8 weights)", "fp8", "gptq")
+SUPPORTED = ("awq", "compressed-tensors (float8 weights)", "fp8", "gptq", "mxfp4")
 # modules no format quantizes (kvplan counts them in the card dtype anyway): heads, embeddings, routers, norms
 _ALWAYS_UNQUANTIZED = re.compile(r"(lm_head|embed\w*|wte|gate|router|shared_expert_gate|\w*norm\w*)$")
 
@@ -27,7 +27,8 @@ def read_quantization(data: dict, origin: str) -> dict | None:
     if not isinstance(qc, dict):
         raise KvplanError(f"{origin}: quantization_config: {clip(qc)} is not an object")
     method = qc.get("quant_method")
-    readers = {"fp8": _fp8, "awq": _awq, "gptq": _gptq, "compressed-tensors": _compressed_tensors}
+    readers = {"fp8": _fp8, "awq": _awq, "gptq": _gptq, "compressed-tensors": _compressed_tensors,
+               "mxfp4": lambda qc, origin: {"method": "mxfp4"}}  # gpt-oss: the experts (Mxfp4Config)
     if method not in readers:
         raise KvplanError(f"{origin}: quantization_config.quant_method {clip(method)} is not supported; supported: "
                           f"{', '.join(SUPPORTED)}")

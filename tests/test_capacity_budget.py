@@ -1,0 +1,216 @@
+"""Capacity from launch flags (issue 20): the GPU total torch sees, engine versions, the profile-run peak, weights as
+the engine loads them, and public start-up logs reproduced from their flags alone."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvplan.cost.hardware import load_gpu, load_gpus
+from kvplan.planning.capacity import plan
+
+GIB, MIB = 2**30, 2**20
+
+
+def test_a_default_h100_plan_starts_from_what_torch_sees():
+    # vLLM logs "total_gpu_memory (79.19GiB)" on an H100 80GB; the datasheet's 80e9 B is 74.5 GiB
+    r = plan("llama-3.1-8b", gpu="H100-SXM", max_model_len=8192)
+    assert r.inputs.gpu_memory_bytes == 85_030_322_176
+    assert f"{r.inputs.gpu_memory_bytes / GIB:.2f}" == "79.19"
+    assert r.per_gpu.requested_bytes == -(-85_030_322_176 * 92 // 100)  # ceil(total x 0.92)
+    assert any("torch sees" in n for n in r.notes)
+
+
+def test_gpu_memory_still_overrides_the_visible_total():
+    r = plan("llama-3.1-8b", gpu="H100-SXM", max_model_len=8192, gpu_memory="80GB")
+    assert r.inputs.gpu_memory_bytes == 80_000_000_000
+
+
+def test_a_gpu_without_a_visible_total_plans_from_the_datasheet_and_says_so():
+    gpu = load_gpu("A100-80GB")
+    assert gpu.visible_memory_bytes is None and gpu.engine_memory_bytes == gpu.memory_bytes
+    r = plan("llama-3.1-8b", gpu="A100-80GB", max_model_len=8192)
+    assert r.inputs.gpu_memory_bytes == 80_000_000_000
+    assert any("no visible total" in n for n in r.notes)
+
+
+@pytest.mark.parametrize("name", sorted(load_gpus()))
+def test_every_visible_total_has_a_source_and_sits_between_datasheet_and_nvidia_smi(name):
+    gpu = load_gpu(name)
+    if gpu.visible_memory_bytes is None:
+        return
+    assert gpu.visible_memory_source
+    # the HBM/GDDR stacks come in GiB: what torch sees is below the binary capacity, above 90% of it
+    assert 0.9 * gpu.memory_bytes < gpu.visible_memory_bytes
+    if gpu.nvidia_smi_memory_mib is not None:
+        assert gpu.visible_memory_bytes <= gpu.nvidia_smi_memory_mib * MIB
+
+
+def test_gpus_list_shows_the_visible_total(cli):
+    code, out, _ = cli("gpus", "list")
+    assert code == 0 and "79.2 GiB" in out and "visible" in out
+
+
+# ---- engine versions ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("engine, rules, util", [
+    ("vllm", "vLLM 0.26+", 0.92), ("vllm==0.11", "vLLM 0.10-0.17", 0.9), ("vllm==0.10.2", "vLLM 0.10-0.17", 0.9),
+    ("vllm==0.19", "vLLM 0.18-0.20", 0.9), ("vllm==0.21.0", "vLLM 0.21-0.25", 0.92), ("vllm==0.33", "vLLM 0.26+", 0.92),
+    ("sglang==0.5.2", "SGLang 0.5", None)])
+def test_engine_version_is_an_input_named_in_the_output(engine, rules, util):
+    r = plan("llama-3.1-8b", gpu="H100-SXM", max_model_len=8192, engine=engine)
+    assert r.inputs.engine_rules.startswith(rules)
+    assert r.inputs.gpu_memory_utilization == util
+
+
+@pytest.mark.parametrize("engine", ["vllm==0.9", "vllm==0.6.3", "vllm==x", "vllm==", "vllm==0.11==x", "vllm==11",
+                                    "sglang==0.4", "ideal==1", "tgi==1"])
+def test_unmodelled_versions_are_bad_input_naming_the_flag(engine):
+    from kvplan.errors import KvplanError
+
+    with pytest.raises(KvplanError, match="^--engine: "):
+        plan("llama-3.1-8b", gpu="H100-SXM", max_model_len=8192, engine=engine)
+
+
+def test_cuda_graphs_enter_the_budget_from_0_21():
+    old = plan("llama-3.1-8b", gpu="H100-SXM", max_model_len=8192, engine="vllm==0.20")
+    new = plan("llama-3.1-8b", gpu="H100-SXM", max_model_len=8192, engine="vllm==0.21")
+    assert old.per_gpu.cuda_graph_bytes == 0 and new.per_gpu.cuda_graph_bytes > 0
+
+
+def test_printed_token_count_by_version():
+    # Gemma-3-1b (2 KV cache groups of 7 slots at 0.13): 0.10-0.17 print num_blocks // groups x block_size,
+    # 0.18+ int(concurrency x max_model_len) (docs/capacity.md row 10: 950,864 logged by 0.13)
+    kw = dict(gpu="H100-SXM", max_model_len=2048, kv_cache_memory="25.39GiB")
+    old, new = plan("gemma-3-1b", engine="vllm==0.13", **kw), plan("gemma-3-1b", engine="vllm==0.18", **kw)
+    assert old.kv_cache.num_blocks == new.kv_cache.num_blocks
+    assert old.kv_cache.tokens == old.kv_cache.num_blocks // old.kv_cache.groups * 16
+    assert new.kv_cache.tokens == int(new.max_concurrency * 2048)
+    assert abs(old.kv_cache.tokens / 950_864 - 1) < 0.0001
+
+
+def test_null_block_reserved_only_where_the_version_does():
+    # one request of exactly the pool: 0.26+ keeps the null block free (check_memory = available - block), older not
+    card = "llama-3.1-8b"
+    bpb = 16 * 32 * 8 * 128 * 2 * 2  # block of 16 tokens, 32 layers, 8 KV heads x 128, K and V, bf16
+    kw = dict(gpu="H100-SXM", max_model_len=8192, kv_cache_memory=512 * bpb)
+    assert plan(card, engine="vllm==0.20", **kw).fits
+    assert plan(card, engine="vllm==0.25", **kw).fits
+    new = plan(card, engine="vllm==0.26", **kw)
+    assert not new.fits and new.max_model_len_fit == 511 * 16
+
+
+# ---- weights as loaded -----------------------------------------------------------------------------------------
+
+def test_gpt_oss_120b_experts_load_in_mxfp4_and_fit_one_h100():
+    r = plan("gpt-oss-120b", gpu="H100-SXM", max_model_len=8192)
+    # vLLM mxfp4.py: per expert, w13 [2 x I_pad, H_pad / 2] + scales [2 x I_pad, H_pad / 32], w2 [H_pad, I_pad / 2] +
+    # [H_pad, I_pad / 32] uint8; Marlin padding: I 2880 -> 2944 (128), H 2880 -> 3072 (256)
+    experts = 36 * 128 * 3 * 2944 * 3072 * 17 // 32
+    expert_params = 36 * 128 * 3 * 2880 * 2880
+    rest = 2 * (r.per_gpu.params - expert_params)  # attention, router, embeddings, LM head, norms, biases: bf16
+    assert r.per_gpu.weights_bytes - r.per_gpu.buffers_bytes == experts + rest
+    assert 64 * GIB <= r.per_gpu.weights_bytes <= 66 * GIB  # public H100 logs: 64 - 66 GiB (serving-budget.md)
+    assert r.fits and r.max_concurrency > 1
+
+
+def test_gpt_oss_20b_loads_in_about_13_5_gib():
+    w = plan("gpt-oss-20b", gpu="H100-SXM", max_model_len=8192).per_gpu.weights_bytes
+    assert abs(w / (13.5 * GIB) - 1) < 0.03
+
+
+def test_mxfp4_is_read_from_the_config():
+    from kvplan.model.hf.config import card_from_hf_config
+    from hf_configs_2025 import CONFIGS
+
+    q = card_from_hf_config(CONFIGS["gpt-oss-20b"]).quantization
+    assert q.method == "mxfp4" and q.quantizes("down_proj") and not q.quantizes("q_proj")
+
+
+def test_online_fp8_keeps_embeddings_and_lm_head_in_the_model_dtype():
+    r16 = plan("qwen3-8b", gpu="H100-SXM", max_model_len=8192)
+    r8 = plan("qwen3-8b", gpu="H100-SXM", max_model_len=8192, weight_dtype="fp8_e4m3")
+    embed_and_head = 2 * 151_936 * 4_096  # elements, untied, kept in bf16
+    linears = r16.per_gpu.params - embed_and_head - (36 * 2 + 1) * 4096 - 36 * 2 * 128  # less norms, q/k norms
+    saved = r16.per_gpu.weights_bytes - r8.per_gpu.weights_bytes
+    assert saved == linears - 36 * 7 * 4  # one fp8 byte instead of two per linear weight, + one fp32 scale each
+    assert "--quantization fp8" in r8.launch_command
+
+
+# ---- public logs from launch flags (docs/capacity.md, "From launch flags alone") -----------------------------------
+
+def _flags_benchmark():
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "capacity_flags.py"
+    spec = importlib.util.spec_from_file_location("capacity_flags", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclass looks its module up
+    spec.loader.exec_module(module)
+    return module, path.parents[1]
+
+
+def test_public_logs_from_launch_flags_agree_as_documented(capsys):
+    bench, root = _flags_benchmark()
+    rows = bench.results()
+    available, stated, weights, weighed = bench.agreement(rows)
+    assert (available, weights) == (stated, weighed) and stated >= 3  # every log within 5%, weights within 0.5%
+    bench.main()
+    out = capsys.readouterr().out.strip()
+    docs = (root / "docs" / "capacity.md").read_text(encoding="utf-8")
+    assert out.split("\n\n")[0] in docs  # the table is current
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    assert f"within 5% of the log in {available} of {stated}" in readme
+
+
+def test_the_sampler_peak_of_0_10_matches_the_logged_torch_peak():
+    # F1: "torch peak memory increase: 1.40GiB" at 256 rows x 151,936 (Qwen3), the sorted-vocabulary sampler
+    r = plan("qwen3-8b", gpu="RTX-4090", gpu_memory="23.53GiB", engine="vllm==0.11", gpu_memory_utilization=0.8,
+             max_model_len=1024, weight_dtype="fp8_e4m3")
+    assert r.per_gpu.activation_bytes == 38 * 256 * 151_936
+    assert abs(r.per_gpu.activation_bytes / (1.40 * GIB) - 1) < 0.02
+    assert r.per_gpu.activation_estimated
+
+
+def test_fp8_blocks_under_expert_parallelism_are_served():
+    # Qwen3-235B-A22B-FP8 (moe_intermediate 1,536, 128 x 128 blocks) at TP 8: 192 rows per rank break the block
+    # check (vLLM refuses); with --enable-expert-parallel each rank holds whole experts and vLLM serves it
+    from kvplan.errors import KvplanError
+    from kvplan.model.catalog import card_from_dict, load_card
+
+    data = load_card("qwen3-235b-a22b").model_dump(exclude_none=True)
+    card = card_from_dict({**data, "name": "qwen3-235b-a22b-fp8",
+                           "quantization": {"method": "fp8", "weight_scales": "block", "block": [128, 128]}},
+                          origin="test")
+    with pytest.raises(KvplanError, match="^--tp: .*fp8 block 128"):
+        plan(card, gpu="H100-SXM", tp=8, max_model_len=8192)
+    r = plan(card, gpu="H100-SXM", tp=8, max_model_len=8192, expert_parallel=True)
+    assert r.fits and r.inputs.expert_parallel
+    # one more whole expert per rank (136 experts over 8 ranks: 17): per layer 3 matrices of 4,096 x 1,536 fp8 bytes
+    # with 32 x 12 fp32 block scales each, and the router (replicated, bf16) 8 outputs wider
+    more = dict(data, name="more-experts", moe={**data["moe"], "num_experts": 136},
+                quantization={"method": "fp8", "weight_scales": "block", "block": [128, 128]})
+    r2 = plan(card_from_dict(more, origin="test"), gpu="H100-SXM", tp=8, max_model_len=8192, expert_parallel=True)
+    assert r2.per_gpu.weights_bytes - r.per_gpu.weights_bytes == 94 * (3 * (4096 * 1536 + 32 * 12 * 4) + 8 * 4096 * 2)
+
+
+def test_a_gpu_without_bf16_units_serves_a_bf16_model_in_fp16():
+    # T4 (Turing): no bf16 matrix units; the latency bound runs on its fp16 peak and the launch line says so
+    r = plan("qwen2.5-7b", gpu="T4", tp=2, max_model_len=4096, concurrency=4)
+    assert r.per_gpu.weights_bytes > 0 and "--dtype float16" in r.launch_command
+    assert r.inputs.gpu_memory_bytes == 15095 * MIB  # torch's total on a T4
+    assert r.latency.tpot_ms > 0
+    from kvplan import estimate
+
+    roof = estimate("qwen2.5-7b", seq_len=1024, gpu="T4").roofline
+    assert (roof.compute_dtype, roof.peak_flops_per_s) == ("fp16", 65e12)
+
+
+def test_cli_engine_version_bad_input_exits_2_naming_the_flag(cli):
+    code, out, err = cli("plan", "--model", "llama-3.1-8b", "--gpu", "H100-SXM", "--max-model-len", "8192",
+                         "--engine", "vllm==0.9")
+    assert code == 2 and "--engine" in err and "Traceback" not in err
+    code, out, _ = cli("plan", "--model", "llama-3.1-8b", "--gpu", "H100-SXM", "--max-model-len", "8192",
+                       "--engine", "vllm==0.11", "--json")
+    assert code == 0 and '"engine_rules": "vLLM 0.10-0.17 (V1 engine)"' in out
