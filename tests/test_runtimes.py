@@ -10,7 +10,8 @@ import pytest
 import kvplan
 from kvplan.cost.hardware import load_gpu
 from kvplan.cost.runtimes import RUNTIMES, get_engine, register
-from kvplan.cost.runtimes.base import Runtime, Setup
+from kvplan.cost.runtimes.base import Runtime
+from kvplan.cost.runtimes.setup import Setup
 from kvplan.errors import KvplanError, Refused
 from kvplan.units import cdiv
 
@@ -34,7 +35,8 @@ class Toy(Runtime):
         return held * PAGE
 
     def resolve(self, flags, card, gpu, total, layout, max_model_len):
-        from kvplan.cost.runtimes.base import Options, utilization
+        from kvplan.cost.runtimes.base import utilization
+        from kvplan.cost.runtimes.setup import Options
 
         return Options(util=utilization(flags.gpu_memory_utilization, 0.95))
 

@@ -22,7 +22,8 @@ from kvplan.cost.hardware import GPU, load_gpu
 from kvplan.cost.llamacpp import LlamaFlags
 from kvplan.cost.parallel import Layout, check_layout
 from kvplan.cost.runtimes import get_engine
-from kvplan.cost.runtimes.base import EXTRA_FLAGS, Pool, Runtime, ServingFlags, Setup, Stage, positive_size
+from kvplan.cost.runtimes.base import Runtime, positive_size
+from kvplan.cost.runtimes.setup import EXTRA_FLAGS, Pool, ServingFlags, Setup, Stage
 from kvplan.errors import KvplanError
 from kvplan.model.card import ModelCard
 from kvplan.model.catalog import load_card

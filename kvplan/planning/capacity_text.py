@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from kvplan.cost.runtimes.base import Pool, Setup
+from kvplan.cost.runtimes.setup import Pool, Setup
 from kvplan.model.card import ModelCard
 from kvplan.units import fmt_bytes, fmt_int
 

@@ -14,7 +14,6 @@ from pathlib import Path
 from kvplan.cost.engines import IDEAL_RULES, CacheRun, Engine
 from kvplan.cost.llamacpp import LlamaFlags
 from kvplan.cost.runtimes import get_engine
-from kvplan.cost.runtimes.base import ServingFlags
 from kvplan.cost.flops import FlopsBreakdown, StepFlops
 from kvplan.cost.kvspec import KVLayerSpec, has_full_layer, kv_bytes_per_token, layer_spec_counts, layer_specs
 from kvplan.cost.params import count_params
@@ -82,7 +81,10 @@ def estimate(model: ModelCard | str | Path, *, batch: int = 1, seq_len: int, enc
     flops = None if steps is None else StepFlops(prefill=steps[0].result(), decode_step=steps[1].result())
     work = Workload(card, r.engine, r.kv_t, r.w_t, batch, prompt, seq_len, r.run.max_cache_len, block_size)
     roof = None if gpu is None else _roofline(work, steps, gpu, gpu_file, mfu, mbu, kv.total_bytes + weights.bytes)
-    r.engine.refuse_flags(ServingFlags(llama=llama))
+    if llama is not None:  # llama.cpp's flags: refused by every runtime but llama.cpp's
+        from kvplan.cost.runtimes.setup import ServingFlags
+
+        r.engine.refuse_flags(ServingFlags(llama=llama))
     lcpp = r.engine.estimate_memory(card, r.w_t.bits, seq_len, batch, llama)
     notes += [] if lcpp is None else lcpp.log_lines()
     return Estimate(inputs=inputs, model=summarize(card, base), kv_cache=kv, weights=weights,

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from kvplan.cost.hardware import GPU, load_gpus
 from kvplan.cost.parallel import Layout
-from kvplan.cost.runtimes.base import EXTRA_FLAGS
+from kvplan.cost.runtimes.setup import EXTRA_FLAGS
 from kvplan.errors import KvplanError, Refused
 from kvplan.model.card import ModelCard
 from kvplan.model.catalog import load_card

@@ -12,7 +12,8 @@ from dataclasses import replace
 
 from kvplan.cost import llamacpp as lc
 from kvplan.cost.engines import CacheRun
-from kvplan.cost.runtimes.base import Options, Pool, Runtime, ServingFlags, Setup, Stage, longest, rank_row
+from kvplan.cost.runtimes.base import Runtime, longest, rank_row
+from kvplan.cost.runtimes.setup import Options, Pool, ServingFlags, Setup, Stage
 from kvplan.cost.runtimes.results import KVCachePool
 from kvplan.errors import KvplanError
 from kvplan.units import fmt_bytes

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from kvplan.cost.runtimes.base import Options, Setup
+from kvplan.cost.runtimes.setup import Options, Setup
 from kvplan.cost.runtimes.llamacpp import LlamaCpp
 
 GIB = 2**30

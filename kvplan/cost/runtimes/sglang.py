@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from kvplan.cost import serving_sglang as sg
 from kvplan.cost.engines import CacheRun
-from kvplan.cost.runtimes.base import (Options, Pool, Server, ServingFlags, Setup, Stage, parse_version, rank_row,
-                                       stage_weights)
+from kvplan.cost.runtimes.base import Server, parse_version, rank_row, stage_weights
+from kvplan.cost.runtimes.setup import Options, Pool, ServingFlags, Setup, Stage
 from kvplan.cost.runtimes.vllm import dtype_flags
 from kvplan.errors import KvplanError, Refused
 from kvplan.units import cdiv, fmt_bytes, fmt_int, require_fraction, require_positive

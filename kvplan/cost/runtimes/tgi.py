@@ -17,7 +17,7 @@ Read from TGI at ``db931fcf`` (2026-01-08; /work/shared/reference/serving-featur
 
 from __future__ import annotations
 
-from kvplan.cost.runtimes.base import Options, ServingFlags, Setup, Stage
+from kvplan.cost.runtimes.setup import Options, ServingFlags, Setup, Stage
 from kvplan.cost.features import shared_prefix as _prefix
 from kvplan.cost.runtimes.tokenpool import TokenPool, unverified
 from kvplan.errors import KvplanError, Refused

@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from kvplan.cost import features as ft
-from kvplan.cost.runtimes.base import Pool, Server, Setup, Stage, rank_row, stage_weights
+from kvplan.cost.runtimes.base import Server, rank_row, stage_weights
+from kvplan.cost.runtimes.setup import Pool, Setup, Stage
 from kvplan.cost.runtimes.results import KVCachePool
 from kvplan.errors import KvplanError
 from kvplan.units import cdiv

@@ -7,11 +7,14 @@ StaticSlidingWindowLayer).
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from kvplan.cost.engines import CacheRun
-from kvplan.cost.runtimes.base import DEFAULT_CONTEXT_BYTES, Runtime, Setup
+from kvplan.cost.runtimes.base import DEFAULT_CONTEXT_BYTES, Runtime
 from kvplan.errors import KvplanError
+
+if TYPE_CHECKING:
+    from kvplan.cost.runtimes.setup import Setup
 
 
 class HFDynamic(Runtime):

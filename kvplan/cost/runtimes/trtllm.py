@@ -21,7 +21,7 @@ section 4.1):
 
 from __future__ import annotations
 
-from kvplan.cost.runtimes.base import Options, ServingFlags, Setup, Stage
+from kvplan.cost.runtimes.setup import Options, ServingFlags, Setup, Stage
 from kvplan.cost.features import shared_prefix as _prefix
 from kvplan.cost.runtimes.tokenpool import TokenPool, unverified
 from kvplan.errors import KvplanError

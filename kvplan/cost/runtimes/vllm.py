@@ -12,8 +12,8 @@ from functools import lru_cache
 from kvplan.cost import serving_vllm as vl
 from kvplan.cost.engines import CacheRun
 from kvplan.cost.runtimes import vllm_features as vf
-from kvplan.cost.runtimes.base import (Options, Pool, Server, ServingFlags, Setup, Stage, parse_version, positive_size,
-                                       rank_row, refuse_zamba_v1, utilization)
+from kvplan.cost.runtimes.base import Server, parse_version, positive_size, rank_row, refuse_zamba_v1, utilization
+from kvplan.cost.runtimes.setup import Options, Pool, ServingFlags, Setup, Stage
 from kvplan.errors import KvplanError, Refused
 from kvplan.units import cdiv, fmt_bytes, fmt_int, require_positive
 

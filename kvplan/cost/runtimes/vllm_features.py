@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from kvplan.cost import features as ft
-from kvplan.cost.runtimes.base import ServingFlags, Setup, Stage
+from kvplan.cost.runtimes.setup import ServingFlags, Setup, Stage
 from kvplan.errors import KvplanError
 from kvplan.units import fmt_bytes, fmt_int
 

@@ -1,0 +1,165 @@
+"""What a plan asks a runtime (``ServingFlags``), what the runtime resolves (``Options``, ``Setup``), and what its
+budget and pool come to (``Stage``, ``Pool``): the data ``kvplan.cost.runtimes.base.Runtime`` works on. Loaded by a
+plan only: a plain estimate never builds these classes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kvplan.cost.hardware import GPU
+    from kvplan.cost.kvspec import KVLayerSpec
+    from kvplan.cost.llamacpp import LlamaFlags
+    from kvplan.cost.parallel import Layout
+    from kvplan.cost.runtimes.results import KVCachePool
+    from kvplan.model.card import ModelCard
+    from kvplan.model.dtypes import DType
+
+
+# ---- what a plan asks and what the runtime resolves ---------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ServingFlags:
+    """The serving options a plan was given (None: not given); each runtime takes those it has, refuses the rest
+    by flag, and fills its defaults (``Runtime.resolve``)."""
+
+    gpu_memory_utilization: float | None = None
+    mem_fraction_static: float | None = None
+    kv_cache_memory: int | str | None = None  # bytes or a size as text: parsed by the runtime that takes it
+    max_num_batched_tokens: int | None = None
+    max_num_seqs: int | None = None
+    block_size: int | None = None
+    # -- the engines' own flags beyond vLLM's and SGLang's budget (issue 25); each runtime names those it takes in
+    # ``Runtime.extra_flags`` and ``Runtime.refuse_flags`` refuses the rest by flag --
+    free_gpu_memory_fraction: float | None = None  # TensorRT-LLM kv_cache_config.free_gpu_memory_fraction
+    max_num_tokens: int | None = None  # TensorRT-LLM --max_num_tokens
+    max_batch_size: int | None = None  # TensorRT-LLM --max_batch_size
+    cuda_memory_fraction: float | None = None  # TGI --cuda-memory-fraction
+    max_batch_prefill_tokens: int | None = None  # TGI --max-batch-prefill-tokens
+    speculative_config: str | dict | None = None  # vLLM --speculative-config (JSON text or a dict)
+    shared_prefix_len: int | None = None  # tokens of prompt prefix every request shares (prefix caching)
+    enable_lora: bool = False  # vLLM --enable-lora
+    max_loras: int | None = None  # vLLM --max-loras
+    max_lora_rank: int | None = None  # vLLM --max-lora-rank
+    llama: LlamaFlags | None = None  # llama.cpp's own flags (-c, -np, -ctk, -ctv, -fa, -ngl, ...): llamacpp, ollama
+
+
+# ServingFlags field -> (the flag as the CLI spells it, the engines that take it)
+EXTRA_FLAGS = {"free_gpu_memory_fraction": ("--kv-cache-free-gpu-memory-fraction", "trtllm"),
+               "max_num_tokens": ("--max-num-tokens", "trtllm"), "max_batch_size": ("--max-batch-size", "trtllm"),
+               "cuda_memory_fraction": ("--cuda-memory-fraction", "tgi"),
+               "max_batch_prefill_tokens": ("--max-batch-prefill-tokens", "tgi"),
+               "speculative_config": ("--speculative-config", "vllm"),
+               "shared_prefix_len": ("--shared-prefix-len", "vllm, trtllm or tgi"),
+               "enable_lora": ("--enable-lora", "vllm"), "max_loras": ("--max-loras", "vllm"),
+               "max_lora_rank": ("--max-lora-rank", "vllm"),
+               "llama": ("-c/-np/-ctk/-ctv/-fa/-ngl", "llamacpp or ollama")}
+
+
+@dataclass(frozen=True)
+class Options:
+    """A runtime's options with its defaults filled in (None: the runtime has no such option)."""
+
+    util: float | None = None
+    mfs: float | None = None
+    kv_cache_memory: int | None = None
+    mnbt: int | None = None
+    max_num_seqs: int | None = None
+    block_size: int = 1  # tokens per page; 1 for the unpaged runtimes
+    free_gpu_memory_fraction: float | None = None  # TensorRT-LLM
+    cuda_memory_fraction: float | None = None  # TGI
+    speculative: object | None = None  # kvplan.cost.features.Speculative (vLLM --speculative-config)
+    shared_prefix_len: int = 0  # prompt tokens every request shares (prefix caching)
+    lora: object | None = None  # kvplan.cost.features.LoRA (vLLM --enable-lora)
+    llama: LlamaFlags | None = None  # llama.cpp's flags with its defaults (llamacpp, ollama)
+
+
+@dataclass(frozen=True)
+class Setup:
+    """A plan's inputs after the runtime's defaults and checks."""
+
+    card: ModelCard
+    engine: Runtime
+    gpu: GPU
+    total: int  # bytes per GPU
+    layout: Layout
+    max_model_len: int
+    kv_t: DType
+    w_t: DType
+    opts: Options
+    activation: int | None  # given; None: the runtime's estimate
+    non_torch: int
+    cuda_graph: int
+    context: int
+    block_size: int  # after a hybrid's page unification (vLLM)
+    state_page_padded: int | None = None  # vLLM hybrid: the mamba page padded to the attention page
+    state_page_bytes: int = 0  # vLLM: one state layer's conv + SSM states of one request on one rank (unpadded)
+    state_t: DType | None = None  # the states' dtype beside a quantized KV cache (mamba_cache_dtype auto: model dtype)
+    card_notes: tuple[str, ...] = ()  # how the card differs as the runtime builds it (Runtime.served_card)
+    online_fp8: bool = False  # --quantization fp8 on a 16-bit checkpoint (Runtime.loaded_card)
+
+    @property
+    def util(self) -> float | None:
+        return self.opts.util
+
+    @property
+    def mfs(self) -> float | None:
+        return self.opts.mfs
+
+    @property
+    def kv_cache_memory(self) -> int | None:
+        return self.opts.kv_cache_memory
+
+    @property
+    def mnbt(self) -> int | None:
+        return self.opts.mnbt
+
+    @property
+    def max_num_seqs(self) -> int | None:
+        return self.opts.max_num_seqs
+
+    @property
+    def unified_block(self) -> bool:
+        """vLLM hybrid: block_size was raised so an attention page holds a state page."""
+        return self.block_size != self.opts.block_size
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One pipeline stage's budget (every TP rank of a stage holds the same shapes)."""
+
+    pp_rank: int
+    layers: range
+    params: int
+    weights: int  # incl. buffers
+    buffers: int
+    activation: int
+    non_torch: int
+    cuda_graph: int
+    requested: int
+    available: int
+    specs: list[KVLayerSpec] = field(default_factory=list)
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        """K/V bytes one more token adds to one request on this rank (state layers add none)."""
+        return sum(s.bytes_per_token for s in self.specs if not s.per_sequence)
+
+    @property
+    def state_bytes(self) -> int:
+        """The conv and SSM states of one request on this rank (all its state layers), unpadded."""
+        return sum(s.bytes_per_token for s in self.specs if s.per_sequence)
+
+
+@dataclass(frozen=True)
+class Pool:
+    """What a runtime's pool gives: the limiting stage, the pool, concurrency, fit, and every stage's row."""
+
+    limiting: Stage
+    pool: KVCachePool
+    concurrency: float
+    request_bytes: int
+    fits: bool
+    max_model_len_fit: int
+    ranks: list[RankRow]
