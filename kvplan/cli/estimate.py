@@ -38,18 +38,21 @@ def estimate(
     as_json: o.Json = False,
 ) -> None:
     """KV cache bytes (per token, per sequence, whole batch), weights, and the formula with numbers filled in."""
-    from kvplan.cost.llamacpp import llama_flags
     from kvplan.model.resolve import resolve_card
     from kvplan.planning.estimate import estimate as run
 
+    given = dict(n_ctx=ctx_size, n_parallel=parallel, kv_unified=kv_unified, type_k=cache_type_k, type_v=cache_type_v,
+                 flash_attn=flash_attn, n_gpu_layers=n_gpu_layers, swa_full=swa_full or None, n_ubatch=ubatch_size,
+                 rules=llamacpp_rules, gguf_quant=gguf_quant)
+    llama = None
+    if any(v is not None for v in given.values()):  # llama.cpp's flags: its module loads only when one is given
+        from kvplan.cost.llamacpp import llama_flags
+
+        llama = llama_flags(**given)
     result = run(resolve_card(model, hf_config, gguf), batch=batch, seq_len=seq_len, encoder_len=encoder_len,
                  kv_dtype=kv_dtype, weight_dtype=weight_dtype, engine=engine, max_cache_len=max_cache_len,
                  block_size=block_size, kv_heads=kv_heads, attention=attention, prompt_len=prompt_len, gpu=gpu,
-                 gpu_file=gpu_file, mfu=mfu, mbu=mbu,
-                 llama=llama_flags(n_ctx=ctx_size, n_parallel=parallel, kv_unified=kv_unified, type_k=cache_type_k,
-                                   type_v=cache_type_v, flash_attn=flash_attn, n_gpu_layers=n_gpu_layers,
-                                   swa_full=swa_full or None, n_ubatch=ubatch_size, rules=llamacpp_rules,
-                                    gguf_quant=gguf_quant))
+                 gpu_file=gpu_file, mfu=mfu, mbu=mbu, llama=llama)
     from kvplan.report.estimate import render_estimate
 
     emit(result, as_json, render_estimate)

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kvplan.cost.hardware import GPU, load_gpu
-from kvplan.cost.llamacpp import LlamaFlags
 from kvplan.cost.parallel import Layout, check_layout
 from kvplan.cost.runtimes import get_engine
 from kvplan.cost.runtimes.base import Runtime, positive_size
@@ -30,6 +30,9 @@ from kvplan.model.catalog import load_card
 from kvplan.planning.capacity_results import Latency, PerGPU, PlanInputs, PlanResult
 from kvplan.planning.estimate import _dtype
 from kvplan.units import parse_size, require_positive
+
+if TYPE_CHECKING:
+    from kvplan.cost.llamacpp import LlamaFlags
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from kvplan.cost.llamacpp import Buffer, Cache, LlamaContext, LlamaFit, QuantFit  # noqa: F401 - part of the plan schema
+from kvplan.cost.llamacpp_results import Buffer, Cache, LlamaContext, LlamaFit, QuantFit  # noqa: F401 - part of the plan schema
 from kvplan.cost.runtimes.results import KVCachePool, RankRow  # noqa: F401 - part of the plan schema
 from kvplan.planning.results import RESULT
 

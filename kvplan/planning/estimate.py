@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kvplan.cost.engines import IDEAL_RULES, CacheRun, Engine
-from kvplan.cost.llamacpp import LlamaFlags
 from kvplan.cost.runtimes import get_engine
 from kvplan.cost.flops import FlopsBreakdown, StepFlops
 from kvplan.cost.kvspec import KVLayerSpec, has_full_layer, kv_bytes_per_token, layer_spec_counts, layer_specs
@@ -27,6 +27,9 @@ from kvplan.planning.notes import engine_notes, input_notes
 from kvplan.planning.results import (Estimate, EstimateInputs, KVCacheResult, KVGroup, ModelSummary,
                                      QuantizedWeights, WeightsResult)
 from kvplan.units import fmt_bytes, require_positive, require_text
+
+if TYPE_CHECKING:
+    from kvplan.cost.llamacpp import LlamaFlags
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-from kvplan.cost.llamacpp import LlamaMemory  # noqa: F401 - part of the estimate schema
+from kvplan.cost.llamacpp_results import LlamaMemory  # noqa: F401 - part of the estimate schema
 from kvplan.cost.flops import StepFlops
 from kvplan.cost.roofline import RooflineResult
 
