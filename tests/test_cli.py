@@ -142,3 +142,26 @@ def test_estimate_flops_and_roofline(cli, cli_json):
     t5 = cli_json("estimate", "--model", "t5-base", "--seq-len", "10", "--encoder-len", "20")["flops"]
     assert t5["prefill"]["total"] > t5["decode_step"]["total"] > 0  # encoder-decoder FLOPs (exact: test_flops.py)
     assert cli_json("estimate", "--model", "bert-base-uncased", "--seq-len", "10")["flops"] is None
+
+
+def test_a_table_too_wide_for_the_terminal_is_stacked_not_folded_mid_word():
+    """At 80 columns a table wider than the terminal prints each row as a block of 'header: value' lines: no name or
+    number is split or cut; a table that fits, and any pipe, keep the table."""
+    import io
+
+    from rich.console import Console
+
+    from kvplan.report.console import table
+
+    t = table("wide", ["name", *(f"column {i}" for i in range(9))], left=("name",))
+    t.add_row("llama-4-scout-17b-16e", *(f"{i},234,567,890" for i in range(9)))
+    out = io.StringIO()
+    Console(file=out, width=80, color_system=None).print(t)
+    lines = out.getvalue().splitlines()
+    assert max(map(len, lines)) <= 80
+    assert "llama-4-scout-17b-16e" in lines and "  column 8: 8,234,567,890" in [line.rstrip() for line in lines]
+    narrow = table("fits", ["name", "value"], left=("name",))
+    narrow.add_row("gpt2", "1")
+    out = io.StringIO()
+    Console(file=out, width=80, color_system=None).print(narrow)
+    assert "value" in out.getvalue().splitlines()[2]  # the header row of a real table (title, rule, header)

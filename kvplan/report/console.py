@@ -12,6 +12,7 @@ import sys
 from rich import box
 from rich.console import Console
 from rich.markup import escape
+from rich.measure import Measurement
 from rich.table import Table
 
 from kvplan.units import fmt_bytes, fmt_int, fmt_seconds
@@ -42,11 +43,42 @@ def table(title: str, columns: list[str], *, left: tuple[str, ...] = (), show_he
     each cell kept on one line (a number or a name is never split mid-word) except in the ``fold`` columns, the
     long free text that may wrap."""
     kw = dict(box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0), show_edge=False) if compact else {}
-    t = Table(title=title, title_justify="left", show_header=show_header, **kw)
+    t = FitTable(title=title, title_justify="left", show_header=show_header, **kw)
     for col in columns:
         t.add_column(col, justify="left" if col in left else "right", overflow="fold",
                      no_wrap=compact and col not in fold)
     return t
+
+
+class FitTable(Table):
+    """A table that reads on a narrow terminal: when its natural width exceeds the console's, each row is printed as
+    a block (the first cell, then one ``header: value`` line per column) instead of folding names and numbers
+    mid-word. A pipe or a file has no width limit (``make_console``), so it always gets the table itself."""
+
+    def __rich_console__(self, console, options):
+        natural = Measurement.get(console, options.update(width=_UNLIMITED), self).maximum
+        if natural <= options.max_width or not self.columns or not self.show_header:
+            yield from super().__rich_console__(console, options)
+            return
+        yield from stacked(self)
+
+
+def stacked(t: Table):
+    """The rows of ``t`` as blocks: the first cell in bold, then each other column as 'header: value'."""
+    from rich.text import Text
+
+    if t.title:
+        yield Text.from_markup(str(t.title), style="italic") if isinstance(t.title, str) else t.title
+    headers = [str(c.header) for c in t.columns]
+    for cells in zip(*(c._cells for c in t.columns)):
+        first = Text.from_markup(cells[0]) if isinstance(cells[0], str) else cells[0]
+        yield Text.assemble(first, style="bold") if isinstance(first, Text) else first
+        grid = Table.grid(padding=(0, 1))
+        grid.add_column(no_wrap=True, style="dim")
+        grid.add_column(overflow="fold")
+        for header, cell in zip(headers[1:], cells[1:]):
+            grid.add_row(f"  {escape(header)}:", cell)
+        yield grid
 
 
 def exact(n: int) -> str:

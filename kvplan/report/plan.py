@@ -92,10 +92,10 @@ def _ranks_table(r: PlanResult) -> Table:
 def render_search(r: SearchResult, console: Console) -> None:
     title = (f"kvplan plan: {escape(r.model)}, {fmt_int(r.concurrency)} requests of {fmt_int(r.max_model_len)} "
              f"tokens ({r.engine}); {r.layouts_tried} layouts tried")
-    t = table(title, ["GPU", "GPUs", "TP", "PP", "DP", "concurrency", "weights/GPU", "KV pool/GPU", "TTFT >=",
-                      "TPOT >=", "price/h"], left=("GPU",))
+    t = table(title, ["GPU", "GPUs", "TPxPPxDP", "requests", "weights", "KV pool", "TTFT>=", "TPOT>=", "$/h"],
+              left=("GPU",), compact=True)  # weights and KV pool: per GPU
     for o in r.options:
-        t.add_row(escape(o.gpu), str(o.num_gpus), str(o.tp), str(o.pp), str(o.dp), f"{o.max_concurrency:,.1f}",
+        t.add_row(escape(o.gpu), str(o.num_gpus), f"{o.tp}x{o.pp}x{o.dp}", f"{o.max_concurrency:,.1f}",
                   fmt_bytes(o.per_gpu.weights_bytes), fmt_bytes(o.kv_cache.available_bytes), _ms(o.ttft_ms),
                   _ms(o.tpot_ms), f"{o.price_per_hour:,.2f}" if o.price_per_hour else "-")
     console.print(t)
