@@ -47,7 +47,8 @@ class Engine:
     serves_fp32: ClassVar[bool] = True  # runs a float32 checkpoint in float32 when no dtype is given
     paged: ClassVar[bool] = False  # holds whole pages of block_size tokens (vLLM's block pool)
     static: ClassVar[bool] = False  # preallocates its buffers to max_cache_len and attends every slot
-    sliding_view: ClassVar[bool] = False  # holds a sliding layer's cache as a view of a longer tensor
+    sliding_view: ClassVar[bool] = False
+    reference_cache: ClassVar[bool] = False  # kvplan verify's reference model implements this cache  # holds a sliding layer's cache as a view of a longer tensor
 
     def positions_held(self, window: int | None, run: CacheRun) -> int:
         """Token positions one layer of one sequence holds: all of them, or the last W of a sliding layer."""

@@ -252,7 +252,7 @@ def _with_checkpoint(weights: WeightsResult, base: ModelCard) -> WeightsResult:
 
 def _stored(w_t: DType, params: int, fp32: int) -> int:
     """``params`` in ``w_t``, ``fp32`` of them held in float32."""
-    return w_t.data_bytes(params - fp32) + 4 * fp32  # float32: 4 B
+    return w_t.data_bytes(params - fp32) + parse_dtype("fp32").data_bytes(fp32)
 
 
 def _quantized(card: ModelCard, params: int, w_t: DType, fp32: int) -> QuantizedWeights | None:

@@ -14,7 +14,6 @@ from pathlib import Path
 
 from kvplan.cost.hardware import GPU, load_gpus
 from kvplan.cost.parallel import Layout
-from kvplan.cost.runtimes.setup import EXTRA_FLAGS
 from kvplan.errors import KvplanError, Refused
 from kvplan.model.card import ModelCard
 from kvplan.model.catalog import load_card
@@ -40,7 +39,8 @@ def search(model: ModelCard | str | Path, *, max_model_len: int, concurrency: in
     options, tried = [], 0
     for g in chosen:
         base = PlanRequest.build(gpu=g, max_model_len=max_model_len, engine=engine, concurrency=concurrency,
-                                 prompt_len=prompt_len, **_plan_defaults(plan_kw))
+                                 prompt_len=prompt_len,
+                                 **{k: v for k, v in plan_kw.items() if v is not None})
         best = None
         for tp in TP_SIZES:
             for pp in PP_SIZES:
@@ -102,13 +102,6 @@ def _option(card: ModelCard, req: PlanRequest, max_gpus: int, ttft_ms, tpot_ms) 
                       price_per_hour=g.price_per_hour * n if g.price_per_hour else None,
                       ttft_ms=lat.ttft_ms if lat else None, tpot_ms=lat.tpot_ms if lat else None,
                       launch_command=r.launch_command, per_gpu=r.per_gpu, kv_cache=r.kv_cache)
-
-
-def _plan_defaults(kw: dict) -> dict:
-    keys = ("gpu_memory", "gpu_memory_utilization", "mem_fraction_static", "kv_cache_memory",
-            "max_num_batched_tokens", "max_num_seqs", "block_size", "kv_dtype", "weight_dtype", "activation_memory",
-            "non_torch_memory", "cuda_graph_memory", "context_memory", "expert_parallel", *EXTRA_FLAGS)
-    return {k: kw.get(k) for k in keys if kw.get(k) is not None}
 
 
 def _key(o: PlanOption) -> tuple:

@@ -12,7 +12,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, computed_field
 
 from kvplan.cost.engines import CacheRun
-from kvplan.cost.runtimes import get_engine
+from kvplan.cost.runtimes import get_engine, names as runtime_names
 from kvplan.errors import KvplanError
 from kvplan.model.card import ModelCard
 from kvplan.model.catalog import load_card
@@ -24,7 +24,6 @@ from kvplan.verify.limits import check_fits_machine, check_time
 from kvplan.verify.reference.shrink import REFERENCE_SSM_KINDS, require_reference_mixer, shrink
 from kvplan.units import require_positive
 
-VERIFY_ENGINES = ("ideal", "hf-static", "vllm")
 VERIFY_SSM_KINDS = REFERENCE_SSM_KINDS
 VERIFY_DTYPES = ("fp32", "bf16", "fp16")
 PEAK_TOLERANCE = 0.05
@@ -176,8 +175,9 @@ def _elementwise_states(f) -> int:
 
 def _check_inputs(card: ModelCard, engine: str, dtype: str, device: str, batch: int, seq_len: int,
                   decode_steps: int, encoder_len: int | None) -> None:
-    if engine not in VERIFY_ENGINES:
-        raise KvplanError(f"--engine: verify implements {', '.join(VERIFY_ENGINES)} caches; got {engine!r}")
+    if not get_engine(engine).reference_cache:
+        known = [n for n in runtime_names() if get_engine(n).reference_cache]
+        raise KvplanError(f"--engine: verify implements {', '.join(known)} caches; got {engine!r}")
     if dtype not in VERIFY_DTYPES:
         raise KvplanError(f"--kv-dtype: the reference caches store {', '.join(VERIFY_DTYPES)}; got {dtype}")
     if device != "cpu" and not device.startswith("cuda"):

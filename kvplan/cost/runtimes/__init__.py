@@ -98,6 +98,3 @@ def get_engine(name: str | Runtime) -> Runtime:
         RUNTIMES[base] = _MODULES[base]()
     return RUNTIMES[base].at_version(version) if "==" in name else RUNTIMES[base]
 
-
-
-get_runtime = get_engine

@@ -26,7 +26,6 @@ if TYPE_CHECKING:
     from kvplan.model.card import ModelCard
     from kvplan.model.dtypes import DType
 
-DEFAULT_CONTEXT_BYTES = 512 * 2**20  # CUDA context + cuBLAS workspace (+ NCCL): kvplan.cost.serving_vllm cites it
 
 
 # ---- the runtime ------------------------------------------------------------------------------------------------

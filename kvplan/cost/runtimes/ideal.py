@@ -12,3 +12,4 @@ from kvplan.cost.runtimes.base import Runtime
 class Ideal(Runtime):
     name = "ideal"
     display_name = "ideal"
+    reference_cache = True

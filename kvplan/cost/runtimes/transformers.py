@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, ClassVar
 
 from kvplan.cost.engines import CacheRun
-from kvplan.cost.runtimes.base import DEFAULT_CONTEXT_BYTES, Runtime
+from kvplan.cost.runtimes.base import Runtime
 from kvplan.errors import KvplanError
 
 if TYPE_CHECKING:
@@ -51,6 +51,8 @@ class HFDynamic(Runtime):
         return hf_fp32_params(card, w_t)
 
     def overhead_defaults(self, gpus: int) -> tuple[int, int, int]:
+        from kvplan.cost.serving_vllm import DEFAULT_CONTEXT_BYTES
+
         return DEFAULT_CONTEXT_BYTES, 0, 0  # the CUDA context and cuBLAS workspace share the GPU
 
     def launch_command(self, s: Setup, repo: str, revision: str | None = None) -> str:
@@ -65,6 +67,7 @@ class HFStatic(HFDynamic):
     static = True
     cache_implementation = "static"
     sliding_view = False
+    reference_cache = True
     description = ("transformers StaticCache: preallocated to max_cache_len positions (sliding layers "
                    "min(max_cache_len, W))")
     flops_rule = ("transformers StaticCache: LM head on all P prefill positions; every step attends all "

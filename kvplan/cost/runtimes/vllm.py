@@ -68,6 +68,7 @@ class VLLM(Server):
                   "own tokens (sliding: last W); MLA: expand in prefill, absorb in decode (MLACommonImpl)")
     kv_dtypes = ("fp32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2")
     paged = True
+    reference_cache = True
     _dtype_hint = " (vLLM kv_cache_dtype: auto, fp8, fp8_e4m3, fp8_e5m2)"
     extra_flags = frozenset({"speculative_config", "shared_prefix_len", "enable_lora", "max_loras", "max_lora_rank"})
 
