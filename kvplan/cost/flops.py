@@ -55,7 +55,7 @@ from kvplan.model.card import ModelCard
 class PhaseFlops(BaseModel):
     """``flops.prefill`` / ``flops.decode_step`` in results: exact ints, whole batch."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
     total: int
     projections: int
     attention_core: int
@@ -68,7 +68,7 @@ class PhaseFlops(BaseModel):
 
 
 class StepFlops(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
     prefill: PhaseFlops
     decode_step: PhaseFlops
 

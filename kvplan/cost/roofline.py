@@ -25,7 +25,7 @@ from kvplan.model.dtypes import TORCH_NAMES, DType
 if TYPE_CHECKING:  # a plain estimate imports no catalog code
     from kvplan.cost.hardware import GPU
 
-_RESULT = ConfigDict(frozen=True, extra="forbid")
+_RESULT = ConfigDict(frozen=True, extra="forbid", defer_build=True)  # built when a roofline is computed
 
 
 class PhaseRoofline(BaseModel):

@@ -9,7 +9,7 @@ from kvplan.cost.flops import StepFlops
 from kvplan.cost.roofline import RooflineResult
 
 SCHEMA_VERSION = 2
-RESULT = ConfigDict(frozen=True, extra="forbid")
+RESULT = ConfigDict(frozen=True, extra="forbid", defer_build=True)  # built on first use: a plain estimate builds only the models it fills
 
 
 class EstimateInputs(BaseModel):
