@@ -223,3 +223,43 @@ def test_unguarded_caller_script_and_no_torch_at_import(tmp_path):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=env)
     assert out.stdout.split() == ["False", "True"], out.stderr[-2000:]
+
+
+def _session(sid: int) -> list[str]:
+    """Live processes of session ``sid`` (zombies aside: their parent has gone, the system's init reaps them)."""
+    import subprocess
+
+    rows = subprocess.run(["ps", "-ww", "-eo", "pid=,sid=,stat=,args="], capture_output=True, text=True).stdout.splitlines()
+    return [r for r in rows if r.split()[1] == str(sid) and not r.split()[2].startswith("Z")]
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize("when", ["forkserver starting", "ranks started", "ranks running"])
+def test_a_signal_while_ranks_start_stops_every_rank_quietly(tmp_path, sig, when):
+    """Ctrl-C (to the whole process group, as a terminal sends it) or SIGTERM at three points of a sharded run's
+    start: exit 130 / 143, no traceback from any process, no rank left running, no run folder left."""
+    import signal
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kvplan", "verify", "-m", "llama-2-7b", "--tp", "2", "--layers", "2", "--scale",
+         "0.0625"], env={**os.environ, "TMPDIR": str(tmp_path), "PYTHONPATH": os.getcwd()}, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    ready = {"forkserver starting": lambda: any("forkserver" in r for r in _session(proc.pid)),
+             "ranks started": lambda: any(tmp_path.glob("kvplan-verify-*/rank*.log")),
+             "ranks running": lambda: any(p.read_text().strip() not in ("", "started")
+                                          for p in tmp_path.glob("kvplan-verify-*/rank*.phase"))}[when]
+    deadline = time.monotonic() + 120
+    while not ready() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert proc.poll() is None, f"the run ended before {when!r}"
+    os.killpg(proc.pid, getattr(signal, sig))
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == {"SIGINT": 130, "SIGTERM": 143}[sig], err
+    assert "Traceback" not in err and "Error" not in err, err
+    deadline = time.monotonic() + 30  # a forkserver mid-import notices its parent's exit when the import ends
+    while _session(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _session(proc.pid) == [] and list(tmp_path.glob("kvplan-*")) == []  # (torch keeps its compile cache there)

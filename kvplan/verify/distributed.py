@@ -246,7 +246,8 @@ def launch(cfg: dict, timeout: float) -> list[dict]:
         (d / "config.json").write_text(json.dumps(cfg))
         procs = []
         try:
-            with _main_not_reimported():
+            with _main_not_reimported(), _signals_held():
+                _start_forkserver_deaf()
                 for r in range(world):
                     p = ctx.Process(target=entry, args=(str(d / "config.json"), r), name=f"kvplan-rank{r}")
                     p.start()
@@ -259,6 +260,51 @@ def launch(cfg: dict, timeout: float) -> list[dict]:
             for p in procs:
                 p.join()
         return [json.loads((d / f"rank{r}.json").read_text()) for r in range(world)]
+
+
+@contextmanager
+def _signals_held():
+    """Ctrl-C and SIGTERM are held while the ranks start and delivered once every started rank is in ``procs``, so
+    the ``finally`` of ``launch`` stops each of them (an interrupt between ``start`` and ``append`` orphaned a rank,
+    whose traceback came after the run folder was gone). Held by Python-level handlers that record the signal (they
+    run in the main thread whichever thread the kernel picks; a blocked mask would cover the main thread only, and
+    torch's threads would take the signal), then re-raised with the handlers in force before (KeyboardInterrupt; the
+    CLI's SIGTERM exit). The forkserver and the ranks ignore SIGINT (``_start_forkserver_deaf``)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
+        yield
+        return
+    caught: list[int] = []
+    held = (signal.SIGINT, signal.SIGTERM)
+    before = {sig: signal.signal(sig, lambda signum, _frame: caught.append(signum)) for sig in held}
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+        if caught:
+            signal.raise_signal(caught[0])
+
+
+def _start_forkserver_deaf() -> None:
+    """Start multiprocessing's forkserver with SIGINT ignored, so that it and every rank it forks ignore a Ctrl-C sent
+    to the whole process group (a terminal's); the parent alone answers it and stops the ranks with SIGKILL.
+
+    An ignored disposition survives exec (POSIX), and CPython starts the forkserver with ``restore_signals=False``
+    (``multiprocessing.util.spawnv_passfds``); the forkserver itself ignores SIGINT only after importing its preload
+    (CPython 3.11 ``multiprocessing/forkserver.py`` ``main``), so a Ctrl-C while it imported torch printed a
+    KeyboardInterrupt traceback, and its children inherit the handler it saved. ``ensure_running`` returns once the
+    process exists (its imports run after), so the parent ignores SIGINT for a few milliseconds only."""
+    import signal
+    from multiprocessing import forkserver
+
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        forkserver.ensure_running()
+    finally:
+        signal.signal(signal.SIGINT, before)
 
 
 @contextmanager
