@@ -361,3 +361,14 @@ def test_durations_read_as_people_write_them(seconds, text):
     assert fmt_seconds(seconds) == text
     assert (plural(1, "request"), plural(16, "request"), plural(1024, "token")) == ("1 request", "16 requests",
                                                                                     "1,024 tokens")
+
+
+def test_a_long_report_shows_progress_per_model(monkeypatch):
+    """Charts take seconds per model: the CLI's bar (stderr, a terminal only) advances once per model built."""
+    from kvplan.planning.report_data import build_report
+    from kvplan.report.document import build_blocks
+
+    seen: list[int] = []
+    rep = build_report(["llama-2-7b", "qwen3-8b"], gpus=["H100-SXM"])
+    blocks = build_blocks(rep, seen.append)
+    assert seen == [1, 1] and blocks == build_blocks(rep)

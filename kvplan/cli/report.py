@@ -43,7 +43,10 @@ def report(
     from kvplan.report.docformat import to_html, write_markdown
     from kvplan.report.document import build_blocks
 
-    blocks = build_blocks(rep)
+    from kvplan.report.tabular import Progress
+
+    with Progress(len(rep.models), label="charting models") as progress:  # a bar on a terminal's stderr once it runs over a second
+        blocks = build_blocks(rep, progress.advance)
     if suffix in (".md", ".markdown"):
         write_markdown(output, blocks)
     else:

@@ -93,8 +93,8 @@ def _table(columns: tuple[str, ...], rows: Iterable[tuple], f: IO[str]) -> int:
 class Progress:
     """Counts rows; after ``delay_s`` shows a rich progress bar on stderr (a terminal only). Use as a context."""
 
-    def __init__(self, total: int, delay_s: float = 1.0):
-        self.total, self.delay_s, self.done = total, delay_s, 0
+    def __init__(self, total: int, delay_s: float = 1.0, label: str = "scenarios"):
+        self.total, self.delay_s, self.done, self.label = total, delay_s, 0, label
         self.start, self.bar, self.task = time.monotonic(), None, None
 
     def __enter__(self) -> "Progress":
@@ -107,7 +107,7 @@ class Progress:
     def advance(self, n: int) -> None:
         self.done += n
         if self.bar is None and time.monotonic() - self.start > self.delay_s and sys.stderr.isatty():
-            self.bar, self.task = _start_bar(self.total)
+            self.bar, self.task = _start_bar(self.total, self.label)
         if self.bar is not None:
             self.bar.update(self.task, completed=self.done)
 
@@ -135,12 +135,12 @@ def write_sweep(fmt: str, sweep: Sweep, f: IO[str]) -> int:
         return progress.done
 
 
-def _start_bar(total: int):
+def _start_bar(total: int, label: str):
     from rich.progress import BarColumn, MofNCompleteColumn, Progress as Bar, TimeRemainingColumn
 
     from kvplan.report.console import make_console
 
-    bar = Bar("scenarios", BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+    bar = Bar(label, BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
               console=make_console(stderr=True), transient=True)
     bar.start()
     return bar, bar.add_task("sweep", total=total)
