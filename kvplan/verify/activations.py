@@ -13,8 +13,11 @@ The peak is the largest of a few candidate moments, each a sum of the tensors li
 Resident throughout: weights, token ids, the static caches (allocated before prefill), and for the paged cache the
 pages a step holds. Decode also counts the paged cache's gathered copy of one layer's K/V (cat + stack: 2x).
 
-Error: the model leaves out RMSNorm/LayerNorm and RoPE temporaries (a few B x T x hidden or head-width tensors that
-die before the candidate moments, but can overlap them), bool masks (T x S bytes), and routing imbalance (an
+- on the CPU, an RMSNorm: its float32 copies of the B x T x hidden input (``_norm``), the peak of a rank at a high
+  TP degree, where the sharded MLP and attention transients are small.
+
+Error: the model leaves out RoPE temporaries (a few B x T x head-width tensors that die before the candidate
+moments, but can overlap them), bool masks (T x S bytes), and routing imbalance (an
 expert's batch is taken as all tokens, an upper bound). These are O(B x T x hidden), so the error is largest when
 the transients are small next to weights + KV; tests/test_activations.py pins the measured error. Sizes of kernel
 scratch buffers (oneDNN, cuBLAS) are not in the CPU tracker's view at all.
@@ -47,7 +50,7 @@ class ActivationEstimate:
 
 def activation_peaks(card: ModelCard, *, batch: int, prompt_len: int, dtype: str, engine: str | Engine = "ideal",
                      decode_steps: int = 1, encoder_len: int | None = None, max_cache_len: int | None = None,
-                     block_size: int = 16) -> ActivationEstimate:
+                     block_size: int = 16, device: str = "cpu") -> ActivationEstimate:
     """Predicted absolute peak bytes of prefill and of the last decode step (seq_len = prompt_len + decode_steps)."""
     e = parse_dtype(dtype).bits // 8
     eng = get_engine(engine)
@@ -66,15 +69,16 @@ def activation_peaks(card: ModelCard, *, batch: int, prompt_len: int, dtype: str
     keys, fresh = _prefill_keys(card, prompt_len, eng, mcl)
     # LM head rows: every prompt position for transformers engines and encoder-only passes, else the last one
     rows = batch * prompt_len if eng.transformers or not card.has_kv_cache else batch
+    upcast = device.split(":")[0] == "cpu" and card.norm not in ("layernorm", "layernorm_nobias")
     pre = _transient(card, e, tokens=batch * prompt_len, queries=prompt_len, batch=batch, keys=keys, rows=rows,
-                     fresh_kv=fresh, absorb=False)
+                     fresh_kv=fresh, absorb=False, norm_upcast=upcast)
     if enc:  # the encoder output stays live through the decoder (cross-attention reads it at prefill)
         pre += e * batch * encoder_len * card.hidden_size
     dec = 0
     if decode_steps and card.has_kv_cache:
         dkeys = _decode_keys(card, seq_len, eng, mcl)
         dec = _transient(card, e, tokens=batch, queries=1, batch=batch, keys=dkeys, rows=batch, fresh_kv=False,
-                         absorb=bool(card.mla) and eng.mla_mode("decode") == "absorb")
+                         absorb=bool(card.mla) and eng.mla_mode("decode") == "absorb", norm_upcast=upcast)
         if eng.paged:  # read() gathers one layer's pages: per-sequence cat, then stack (both live at once)
             pages = max(g.total_bytes // g.layers for g in est.kv_cache.groups)
             gather = e * (3 * batch * card.hidden_size + 4 * batch * card.num_heads * card.head_dim) + 2 * pages
@@ -106,8 +110,8 @@ def _decode_keys(card: ModelCard, seq_len: int, eng: Engine, mcl: int | None) ->
 
 
 def _transient(card: ModelCard, e: int, *, tokens: int, queries: int, batch: int, keys: int, rows: int,
-               fresh_kv: bool, absorb: bool) -> int:
-    """Largest of the attention, MLP and LM-head candidates, in bytes above the resident ones."""
+               fresh_kv: bool, absorb: bool, norm_upcast: bool = False) -> int:
+    """Largest of the attention, MLP, LM-head and (CPU RMSNorm) norm candidates, in bytes above the resident ones."""
     h, heads = card.hidden_size, card.num_heads
     if card.mla:
         m = card.mla
@@ -132,4 +136,16 @@ def _transient(card: ModelCard, e: int, *, tokens: int, queries: int, batch: int
     if card.moe:
         mlp += tokens * (h + 2 * card.moe.num_experts)
     lm_head = tokens * h + rows * card.vocab_size
-    return e * max(attention, mlp, lm_head)
+    return max(e * max(attention, mlp, lm_head), _norm(tokens, h, e) if norm_upcast else 0)
+
+
+def _norm(tokens: int, h: int, e: int) -> int:
+    """torch.nn.RMSNorm on the CPU (torch 2.13: F.rms_norm decomposed at float32 "opmath") holds float32 copies of its
+    T x h input while it runs: the upcast, its square and the normalized product (2 when the input is already float32,
+    the upcast then being the input itself), plus the T float32 reciprocal RMS; measured with the StorageTracker
+    (tests/test_activations.py). Live beside them: the embedding output and the block input held by the callers and
+    the residual sum being normed (3 x T x h in the compute dtype). CUDA's fused kernel keeps none of the copies, and
+    LayerNorm (fused on both) none; this candidate sets the peak where the other transients are small, e.g. a rank of
+    a high TP degree (verify --tp 16 of a shrunk llama-2-7b: the MLP holds 43 of 688 FFN columns)."""
+    copies = 3 if e < 4 else 2
+    return 3 * tokens * h * e + copies * tokens * h * 4 + tokens * 4

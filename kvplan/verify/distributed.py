@@ -108,7 +108,8 @@ def verify_sharded(model: ModelCard | str | Path, *, tp: int = 1, pp: int = 1, b
     steps, prompt = decode_steps, seq_len - decode_steps
     mcl = estimate(card, batch=batch, seq_len=seq_len, kv_dtype=dtype, weight_dtype=dtype, engine=engine,
                    max_cache_len=max_cache_len, block_size=block_size).inputs.max_cache_len
-    kw = dict(batch=batch, prompt_len=prompt, seq_len=seq_len, engine=engine, block_size=block_size, mcl=mcl)
+    kw = dict(batch=batch, prompt_len=prompt, seq_len=seq_len, engine=engine, block_size=block_size, mcl=mcl,
+              device=device)
     preds = [_predict(card, layout, r % tp, r // tp, dtype, **kw) for r in range(tp * pp)]
     full = estimate(card, batch=1, seq_len=seq_len, weight_dtype=dtype, kv_dtype=dtype, engine=engine,
                     max_cache_len=mcl, block_size=block_size).weights.bytes  # every rank builds the full model once
@@ -152,7 +153,7 @@ def _check_shardable(card: ModelCard, layout: Layout, engine: str, timeout: floa
 
 
 def _predict(card: ModelCard, layout: Layout, tp_rank: int, pp_rank: int, dtype: str, *, batch: int, prompt_len: int,
-             seq_len: int, engine: str, block_size: int, mcl: int | None) -> dict:
+             seq_len: int, engine: str, block_size: int, mcl: int | None, device: str) -> dict:
     t, e = parse_dtype(dtype), parse_dtype(dtype).bits // 8
     w = rank_weights(card, t, layout, tp_rank, pp_rank, include_buffers=False)
     kv_kw = dict(batch=batch, seq_len=seq_len, block_size=block_size, max_cache_len=mcl)
@@ -162,7 +163,7 @@ def _predict(card: ModelCard, layout: Layout, tp_rank: int, pp_rank: int, dtype:
     fl = dict(batch=batch, prompt_len=prompt_len, seq_len=seq_len, engine=engine, max_cache_len=mcl)
     # transients of the rank's shapes; the resident bytes (weights, KV) are the rank's own
     act = activation_peaks(rank_card(card, layout.tp), batch=batch, prompt_len=prompt_len, dtype=dtype, engine=engine,
-                           decode_steps=seq_len - prompt_len, max_cache_len=mcl, block_size=block_size)
+                           decode_steps=seq_len - prompt_len, max_cache_len=mcl, block_size=block_size, device=device)
     last = pp_rank == layout.pp - 1
     rows = prompt_len if eng.transformers else 1
     inputs = TOKEN_ID_BYTES * batch * seq_len  # every rank draws the whole token sequence

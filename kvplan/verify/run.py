@@ -80,7 +80,7 @@ def verify(model: ModelCard | str | Path, *, batch: int = 1, seq_len: int = 32, 
                    engine=engine, max_cache_len=max_cache_len, block_size=block_size)
     mcl = est.inputs.max_cache_len
     act = activation_peaks(card, batch=batch, prompt_len=prompt_len, dtype=dtype, engine=engine, decode_steps=steps,
-                           encoder_len=enc_len, max_cache_len=mcl, block_size=block_size)
+                           encoder_len=enc_len, max_cache_len=mcl, block_size=block_size, device=device)
     check_fits_machine(act.peak_prefill_bytes, act.peak_decode_bytes, device, steps, prompt_len, batch)
     check_time(_run_flops(est, steps, batch * seq_len), device, dtype)
     m = _measure(card, batch=batch, prompt_len=prompt_len, decode_steps=steps, engine=engine, dtype=dtype,
