@@ -43,7 +43,7 @@ class Log:
     weights_gib: float | None  # "Model loading took X GiB" (per GPU)
     available_gib: float  # "Available KV cache memory: X GiB"
     tokens: int  # "GPU KV cache size: N tokens"
-    concurrency: float  # "Maximum concurrency for L tokens per request: C x"
+    concurrency: float | None  # "Maximum concurrency for L tokens per request: C x" (None: not in the excerpt)
     xfail: str = ""  # why the flags-alone prediction misses, where it does
     model: str = field(default="")
 
@@ -58,6 +58,15 @@ def _q2(util: float, tp: int, **kw) -> dict:
     config.json differs in max_position_embeddings, 32,768)."""
     return dict(model="qwen2.5-7b", engine="vllm==0.10", tp=tp, gpu_memory_utilization=util, max_model_len=16384, **kw)
 
+
+# At 0.90 and 0.86 these logs' non-KV residual (utilization x 23.70 GiB - weights - pool) is 0.66 GiB (Llama) and
+# 0.76 GiB (Qwen), about 0.17 GiB above kvplan's (the 14 B sampler peak + 64 MiB non-torch; part of it is the Triton
+# kernel's per-SM row buffer, ops/topk_topp_triton.py: num_sm x vocabulary x 4 B, 0.04 GiB on 82 SMs, which kvplan
+# does not charge for want of SM counts): +3.0% to +4.6%. Near the boundary the same 0.17 GiB is a large share of a
+# small pool.
+_SMALL_POOL = ("near-boundary run: the ~0.17 GiB of non-KV memory kvplan does not charge on this RTX 3090 (the "
+               "Triton kernel's per-SM buffer and non-torch growth above the 64 MiB default) is 8% of a 2.13 GiB pool "
+               "and 26% of a 0.49 GiB one")
 
 CASES = [
     # dennislee22/vLLM-benchmarking: Cloudera ML pods, vLLM 0.10.1.1; the A100 80GB runs log "Using FlashInfer for
@@ -86,6 +95,16 @@ CASES = [
     Log("vllm-friday-hermes-3-llama-3.1-8b-rtx3090.log",
         dict(model="llama-3.1-8b", gpu="RTX-4090", gpu_memory=RTX_3090, engine="vllm==0.11",
              gpu_memory_utilization=0.85, max_model_len=16384), 14.9889, 3.78, 30_960, 1.89),
+    # TheBuccaneer/vllm-offload-profiles: vLLM 0.17.1 (environment/README.md), one RTX 3090, `vllm serve` with
+    # --max-model-len 8192 and the utilization the log names; the dummy sampler's top-k/top-p runs in 0.17's Triton
+    # kernel (no sort)
+    *[Log(f"vllm-vllm-offload-profiles-{card}-u{round(util * 100):03d}-rtx3090.log",
+          dict(model=card, gpu="RTX-4090", gpu_memory=RTX_3090, engine="vllm==0.17", gpu_memory_utilization=util,
+               max_model_len=8192), weights, available, tokens, None, xfail=why)
+      for card, util, weights, available, tokens, why in (
+          ("llama-3.1-8b", 0.9, 14.99, 5.68, 46_544, ""), ("qwen2.5-7b", 0.9, 14.25, 6.32, 118_304, ""),
+          ("llama-3.1-8b", 0.86, 14.99, 4.73, 38_736, ""), ("qwen2.5-7b", 0.86, 14.25, 5.35, 100_256, ""),
+          ("llama-3.1-8b", 0.75, 14.99, 2.13, 17_424, _SMALL_POOL), ("qwen2.5-7b", 0.65, 14.25, 0.49, 9_088, _SMALL_POOL))],
     # Qwen3-14B on an L40S, vLLM 0.28.0, `vllm serve Qwen/Qwen3-14B --disable-log-stats` (utilization 0.92, 40,960)
     Log("vllm-blog-llm-optimization-capstone-qwen3-14b-l40s.log",
         dict(model="qwen3-14b", gpu="L40S", engine="vllm==0.28", max_model_len=40960), 27.52, 11.57, 75_824, 1.85,
@@ -112,7 +131,8 @@ def test_every_case_names_a_log_file_and_its_figures():
         assert text.startswith("# source: ")
         assert f"Available KV cache memory: {c.available_gib:g}" in text
         assert f"GPU KV cache size: {c.tokens:,} tokens" in text
-        assert f"tokens per request: {c.concurrency:.2f}x" in text
+        if c.concurrency is not None:
+            assert f"tokens per request: {c.concurrency:.2f}x" in text
         if c.weights_gib is not None:
             assert f"Model loading took {c.weights_gib:g} GiB" in text
 
@@ -130,7 +150,8 @@ def test_logged_pool_within_the_logs_rounding(case: Log):
     pool = round(case.available_gib * GIB)
     low, high = _run(case, kv_cache_memory=pool - int(ROUNDING)), _run(case, kv_cache_memory=pool + int(ROUNDING))
     assert low.kv_cache.tokens <= case.tokens <= high.kv_cache.tokens
-    assert round(low.max_concurrency, 2) <= case.concurrency <= round(high.max_concurrency, 2)
+    if case.concurrency is not None:
+        assert round(low.max_concurrency, 2) <= case.concurrency <= round(high.max_concurrency, 2)
 
 
 def test_flashinfer_sampler_is_what_closes_the_a100_logs():
