@@ -53,7 +53,7 @@ def test_gpus_list_shows_the_visible_total(cli):
 # ---- engine versions ---------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("engine, rules, util", [
-    ("vllm", "vLLM 0.26+", 0.92), ("vllm==0.11", "vLLM 0.10-0.17", 0.9), ("vllm==0.10.2", "vLLM 0.10-0.17", 0.9),
+    ("vllm", "vLLM 0.26+", 0.92), ("vllm==0.11", "vLLM 0.10-0.16", 0.9), ("vllm==0.10.2", "vLLM 0.10-0.16", 0.9),
     ("vllm==0.19", "vLLM 0.18-0.20", 0.9), ("vllm==0.21.0", "vLLM 0.21-0.25", 0.92), ("vllm==0.33", "vLLM 0.26+", 0.92),
     ("sglang==0.5.2", "SGLang 0.5", None)])
 def test_engine_version_is_an_input_named_in_the_output(engine, rules, util):
@@ -213,4 +213,4 @@ def test_cli_engine_version_bad_input_exits_2_naming_the_flag(cli):
     assert code == 2 and "--engine" in err and "Traceback" not in err
     code, out, _ = cli("plan", "--model", "llama-3.1-8b", "--gpu", "H100-SXM", "--max-model-len", "8192",
                        "--engine", "vllm==0.11", "--json")
-    assert code == 0 and '"engine_rules": "vLLM 0.10-0.17 (V1 engine)"' in out
+    assert code == 0 and '"engine_rules": "vLLM 0.10-0.16 (V1 engine)"' in out

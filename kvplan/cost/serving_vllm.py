@@ -82,13 +82,23 @@ def available_kv_bytes(requested: int, weights: int, activation: int, non_torch:
     return requested - weights - activation - non_torch - cuda_graph
 
 
-# The dummy sampler of vLLM 0.10 - 0.20 (v1/worker/gpu_model_runner.py _dummy_sampler_run): max_num_seqs rows of
-# full-vocabulary logits with top_p < 1 and top_k = vocab - 1, so ops/topk_topp_sampler.py sorts the whole
-# vocabulary of every row (float32 logits, sorted values and int64 indices, softmax, cumsum, masks). FITTED, not
+# The dummy sampler of vLLM 0.10 - 0.16 (v1/worker/gpu_model_runner.py _dummy_sampler_run): max_num_seqs rows of
+# full-vocabulary logits with top_p < 1 and top_k = vocab - 1, so ops/topk_topp_sampler.py (apply_top_k_top_p,
+# PyTorch) sorts the whole vocabulary of every row (float32 logits, sorted values and int64 indices, softmax, cumsum, masks). FITTED, not
 # derived: the non-weight torch peak of public 0.10 - 0.11 logs is about 38 B per row and vocabulary entry (4.8 - 5.6
 # GiB at 1,024 rows on H100 for vocabularies of 128k - 152k, about 1.4 GiB at 256 rows; within 5%,
 # serving-budget.md), the same at TP 1 and TP 2. A run with FlashInfer's sampler logs less (docs/capacity.md).
 SORTED_SAMPLER_BYTES_PER_LOGIT = 38
+# The dummy sampler WITHOUT a sort, derived from the source: vLLM 0.17+ masks top-k/top-p in place with a Triton kernel
+# for 8+ rows (v1/sample/ops/topk_topp_sampler.py apply_top_k_top_p -> ops/topk_topp_triton.py
+# apply_top_k_top_p_triton, "modified in-place"; first in 0.17.0, absent in 0.16.0), and 0.10-0.11 do the same work in
+# FlashInfer when it is installed (TopKTopPSampler: "Using FlashInfer for top-p & top-k sampling.", forward_cuda ->
+# flashinfer top_k_top_p_sampling_from_logits; opt-in with VLLM_USE_FLASHINFER_SAMPLER=1 from 0.13). Beside the
+# model-dtype logits of compute_logits live three float32 tensors of the same shape: the copy
+# (v1/sample/sampler.py forward: logits.to(torch.float32)), the probabilities (forward_native: softmax(dtype=float32);
+# FlashInfer: top_k_mask_logits' masked copy, then its softmax) and the exponential noise (random_sample:
+# q = torch.empty_like(probs); FlashInfer: the softmax of the masked copy), 12 B per row and vocabulary entry.
+UNSORTED_SAMPLER_EXTRA_BYTES = 12
 
 
 def profile_activation_bytes(card: ModelCard, tp: int, act_bytes: int, num_tokens: int, num_reqs: int,
@@ -97,8 +107,8 @@ def profile_activation_bytes(card: ModelCard, tp: int, act_bytes: int, num_token
     """Approximate torch peak of profile_run (gpu_model_runner.py _dummy_run + _dummy_sampler_run), kvplan's own:
     forward: N tokens x (gate_up + act output (3 I/tp) + q/k/v (/tp) + 4 hidden-wide buffers) x act bytes; MoE:
     the Triton fused-MoE workspace N·k·max(I/tp, H) + N·k·max(2I/tp, H) + N·H (fused_moe/experts/triton_moe.py).
-    Sampler (last stage): R rows x padded vocab x ``sampler_bytes_per_logit`` (the version's sampler; default act
-    bytes + 4 for the float32 copy, the sampler that skips top-k/top-p). The peak is the larger of the two phases."""
+    Sampler (last stage): R rows x padded vocab x ``sampler_bytes_per_logit`` (the version's sorting sampler; None:
+    the sampler without a sort, act bytes + UNSORTED_SAMPLER_EXTRA_BYTES). The peak is the larger of the two phases."""
     h = card.hidden_size
     qkv = sum(m.n_out for m in attention_matrices(card) if m.tp == "column") // tp
     dense = 3 * card.ffn_size // tp + qkv + 4 * h
@@ -106,7 +116,8 @@ def profile_activation_bytes(card: ModelCard, tp: int, act_bytes: int, num_token
     if card.moe:
         k, inner = card.moe.experts_per_token, card.moe.expert_ffn_size // (expert_tp or tp)
         forward = max(forward, k * max(inner, h) + k * max(2 * inner, h) + h + qkv + 4 * h)
-    per_logit = act_bytes + 4 if sampler_bytes_per_logit is None else sampler_bytes_per_logit
+    per_logit = (act_bytes + UNSORTED_SAMPLER_EXTRA_BYTES if sampler_bytes_per_logit is None
+                 else sampler_bytes_per_logit)
     sampler = num_reqs * padded_vocab * per_logit if last_stage else 0
     return max(num_tokens * forward * act_bytes, sampler)
 

@@ -30,7 +30,9 @@ class VllmVersion:
     cuda_graphs_in_budget: bool  # 0.21+: profile_cudagraph_memory subtracts the estimate before sizing the pool
     tokens_by_blocks: bool  # 0.10 - 0.17: "GPU KV cache size" = num_blocks // groups x block_size
     reserves_null_block: bool  # the fits check and the longest-length search keep BlockPool's null block free
-    sampler_bytes_per_logit: int | None  # the dummy sampler's peak per row and vocabulary entry (None: kvplan's)
+    # the dummy sampler's peak per row and vocabulary entry when it sorts (None: no sort, serving_vllm's
+    # UNSORTED_SAMPLER_EXTRA_BYTES beside the logits; also what FlashInfer's sampler takes, --flashinfer-sampler)
+    sampler_bytes_per_logit: int | None
 
     def covers(self, version: tuple[int, int]) -> bool:
         return self.first <= version and (self.last is None or version <= self.last)
@@ -42,14 +44,15 @@ class VllmVersion:
 
 
 VERSIONS = (
-    VllmVersion("vLLM 0.10-0.17 (V1 engine)", (0, 10), (0, 17), 0.9, False, True, False,
+    VllmVersion("vLLM 0.10-0.16 (V1 engine)", (0, 10), (0, 16), 0.9, False, True, False,
                 vl.SORTED_SAMPLER_BYTES_PER_LOGIT),
-    VllmVersion("vLLM 0.18-0.20 (V1 engine)", (0, 18), (0, 20), 0.9, False, False, False,
-                vl.SORTED_SAMPLER_BYTES_PER_LOGIT),
-    VllmVersion("vLLM 0.21-0.25 (V1 engine)", (0, 21), (0, 25), vl.DEFAULT_UTILIZATION, True, False, False,
-                vl.SORTED_SAMPLER_BYTES_PER_LOGIT),
-    # the profile "may skip top_k, top_p" and 0.26 logs show lower peaks (serving-budget.md); the null-block
-    # reservation (PR 47272) is placed here too: kvplan knows it from 0.33's source, not the release that added it
+    # 0.17.0 adds ops/topk_topp_triton.py: the dummy sampler's top-k/top-p no longer sorts (serving_vllm)
+    VllmVersion("vLLM 0.17 (V1 engine)", (0, 17), (0, 17), 0.9, False, True, False, None),
+    VllmVersion("vLLM 0.18-0.20 (V1 engine)", (0, 18), (0, 20), 0.9, False, False, False, None),
+    VllmVersion("vLLM 0.21-0.25 (V1 engine)", (0, 21), (0, 25), vl.DEFAULT_UTILIZATION, True, False, False, None),
+    # 0.28's _dummy_sampler_run still samples with top_k and top_p (through the Triton kernel, then once more through
+    # forward_native with a generator; the peak is one call's); the null-block reservation (PR 47272) is placed here:
+    # kvplan knows it from 0.33's source, not the release that added it
     VllmVersion(f"vLLM 0.26+ (V1 engine; {vl.RULES.split(' (')[0]} rules)", (0, 26), None, vl.DEFAULT_UTILIZATION,
                 True, False, True, None),
 )
@@ -70,7 +73,8 @@ class VLLM(Server):
     paged = True
     reference_cache = True
     _dtype_hint = " (vLLM kv_cache_dtype: auto, fp8, fp8_e4m3, fp8_e5m2)"
-    extra_flags = frozenset({"speculative_config", "shared_prefix_len", "enable_lora", "max_loras", "max_lora_rank"})
+    extra_flags = frozenset({"speculative_config", "shared_prefix_len", "enable_lora", "max_loras", "max_lora_rank",
+                             "flashinfer_sampler"})
 
     def at_version(self, text: str) -> VLLM:
         """The runtime for the release ``text`` (``--engine vllm==0.11``): the modelled range that covers it."""
@@ -122,7 +126,7 @@ class VLLM(Server):
         return Options(util=util, kv_cache_memory=kv_mem, block_size=block,
                        mnbt=_given("--max-num-batched-tokens", flags.max_num_batched_tokens, mnbt),
                        max_num_seqs=_given("--max-num-seqs", flags.max_num_seqs, seqs),
-                       **vf.resolve_features(flags, card, layout))
+                       flashinfer_sampler=flags.flashinfer_sampler, **vf.resolve_features(flags, card, layout))
 
     def check_servable(self, card, layout) -> None:
         if layout.expert_parallel:  # vLLM's --enable-expert-parallel is modelled (kvplan.cost.parallel)
@@ -193,7 +197,7 @@ class VLLM(Server):
         act_bytes = 4 if s.w_t.bits == 32 else 2
         return vl.profile_activation_bytes(s.card, s.layout.tp, act_bytes, mnbt, min(s.max_num_seqs, mnbt),
                                            pad_vocab(s.card.vocab_size), last_stage, moe_tp(s.layout),
-                                           self.version.sampler_bytes_per_logit)
+                                           _sampler_bytes_per_logit(s))
 
     def activation_estimated(self, s: Setup) -> bool:
         return s.activation is None
@@ -329,14 +333,24 @@ def _budget_note(s: Setup) -> str:
         "kvplan's APPROXIMATION of vLLM's profile run (forward of max_num_batched_tokens tokens, sampler on "
         "max_num_seqs rows); vLLM measures it, so pass --activation-memory with the logged figure")
     v = s.engine.version
+    sorted_bytes = _sampler_bytes_per_logit(s)
     graphs = (f"CUDA graphs ({fmt_bytes(s.cuda_graph)})" if v.cuda_graphs_in_budget or s.cuda_graph
               else "CUDA graphs (captured after the pool is sized before 0.21: not in the budget)")
     sampler = ("; the profile peak is the larger of the dummy forward and the dummy sampler, which sorts the whole "
-               f"vocabulary of max_num_seqs rows in this version (FITTED: {v.sampler_bytes_per_logit} B per row and "
-               "entry, within 5% of public 0.10-0.24 logs; an ESTIMATE)" if v.sampler_bytes_per_logit else "")
+               f"vocabulary of max_num_seqs rows in this version (FITTED: {sorted_bytes} B per row and entry, within "
+               "5% of public 0.10-0.11 logs; an ESTIMATE)" if sorted_bytes else
+               "; the profile peak is the larger of the dummy forward and the dummy sampler over max_num_seqs rows of "
+               f"the vocabulary without a sort ({'FlashInfer' if s.opts.flashinfer_sampler else 'Triton'} top-k/top-p:"
+               f" the logits plus {vl.UNSORTED_SAMPLER_EXTRA_BYTES} B of float32 copies per row and entry)")
     return (f"{v.label}: available = ceil(total x {s.util}) - weights - activation peak - non-torch "
             f"({fmt_bytes(s.non_torch)}) - {graphs}; activation peak: {act}{sampler}. "
             "Non-torch and CUDA-graph figures are documented defaults (--non-torch-memory, --cuda-graph-memory).")
+
+
+def _sampler_bytes_per_logit(s: Setup) -> int | None:
+    """The dummy sampler's sorted bytes per row and vocabulary entry; None where it does not sort (the version's
+    Triton kernel, or FlashInfer's sampler: --flashinfer-sampler, 'Using FlashInfer for top-p & top-k sampling.')."""
+    return None if s.opts.flashinfer_sampler else s.engine.version.sampler_bytes_per_logit
 
 
 def _state_notes(s: Setup, p: Pool) -> list[str]:
