@@ -89,6 +89,12 @@ def available_kv_bytes(requested: int, weights: int, activation: int, non_torch:
 # GiB at 1,024 rows on H100 for vocabularies of 128k - 152k, about 1.4 GiB at 256 rows; within 5%,
 # serving-budget.md), the same at TP 1 and TP 2. A run with FlashInfer's sampler logs less (docs/capacity.md).
 SORTED_SAMPLER_BYTES_PER_LOGIT = 38
+# MXFP4 experts under the Triton backend vLLM 0.11+ picks on Hopper (mxfp4.py: the intermediate per rank rounded up
+# to 64, "to hold non-uniform sharded tensor as well as swizzling"; the triton_kernels swizzle of the value and scale
+# tensors lays the hidden dimension out in multiples of 256). ESTIMATE: kvplan takes (hidden 256, intermediate 64),
+# which gives gpt-oss-120b 64.56 GiB where vLLM 0.14.1 on H100 logs 64.38 GiB (+0.29%) and gpt-oss-20b 13.46 GiB where
+# 0.11.0 logs 13.47 (docs/logs/vllm-issue33155-gpt-oss-120b-h100.log, docs/capacity.md).
+MXFP4_TRITON_HOPPER_PAD = (256, 64)
 
 
 def profile_activation_bytes(card: ModelCard, tp: int, act_bytes: int, num_tokens: int, num_reqs: int,

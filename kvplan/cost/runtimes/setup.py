@@ -42,6 +42,7 @@ class ServingFlags:
     enable_lora: bool = False  # vLLM --enable-lora
     max_loras: int | None = None  # vLLM --max-loras
     max_lora_rank: int | None = None  # vLLM --max-lora-rank
+    pp_layer_partition: str | None = None  # vLLM's VLLM_PP_LAYER_PARTITION, e.g. "16,32" (layers per stage)
     llama: LlamaFlags | None = None  # llama.cpp's own flags (-c, -np, -ctk, -ctv, -fa, -ngl, ...): llamacpp, ollama
 
 
@@ -54,6 +55,7 @@ EXTRA_FLAGS = {"free_gpu_memory_fraction": ("--kv-cache-free-gpu-memory-fraction
                "shared_prefix_len": ("--shared-prefix-len", "vllm, trtllm or tgi"),
                "enable_lora": ("--enable-lora", "vllm"), "max_loras": ("--max-loras", "vllm"),
                "max_lora_rank": ("--max-lora-rank", "vllm"),
+               "pp_layer_partition": ("--pp-layer-partition", "vllm"),
                "llama": ("-c/-np/-ctk/-ctv/-fa/-ngl", "llamacpp or ollama")}
 
 
@@ -72,6 +74,7 @@ class Options:
     speculative: object | None = None  # kvplan.cost.features.Speculative (vLLM --speculative-config)
     shared_prefix_len: int = 0  # prompt tokens every request shares (prefix caching)
     lora: object | None = None  # kvplan.cost.features.LoRA (vLLM --enable-lora)
+    pp_layer_partition: tuple[int, ...] | None = None  # vLLM VLLM_PP_LAYER_PARTITION: decoder layers per stage
     llama: LlamaFlags | None = None  # llama.cpp's flags with its defaults (llamacpp, ollama)
 
 
