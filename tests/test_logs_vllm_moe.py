@@ -84,6 +84,13 @@ LOGS_MOE = [
     Log("vllm-issue33155-gpt-oss-120b-h100.log", "gpt-oss-120b",
         dict(gpu="H100-SXM", engine="vllm==0.14.1", gpu_memory_utilization=0.97, max_model_len=5120, max_num_seqs=1),
         checks=("weights",), pool=False),
+    # GH200 is not in the catalog and the log prints no total: an H100 stands in (with the logged pool the GPU only
+    # sets the scheduler's defaults, which change nothing for a full-attention model)
+    Log("vllm-code31259794699-qwen3-30b-a3b-pp2-gh200.log", "qwen3-30b-a3b",
+        dict(gpu="H100-SXM", tp=4, pp=2, engine="vllm==0.10.1", max_model_len=262144), checks=("weights",),
+        gaps={"weights": "vLLM 0.10's Qwen3MoeForCausalLM builds embed_tokens and lm_head on every pipeline stage "
+                         "(qwen3_moe.py: no PPMissingLayer), and the 2507 checkpoint's rotary cache has 262,144 "
+                         "positions; kvplan puts the embedding on the first stage, the head on the last (-2.7%)"}),
 ]
 IDS = [lg.file.removesuffix(".log") for lg in LOGS_MOE]
 
@@ -106,7 +113,9 @@ def test_every_log_file_is_covered_and_states_its_source():
 
 
 @pytest.mark.parametrize("lg", LOGS_MOE, ids=IDS)
-def test_weights_per_gpu_from_launch_flags(lg):
+def test_weights_per_gpu_from_launch_flags(lg, request):
+    if "weights" in lg.gaps:
+        request.applymarker(pytest.mark.xfail(strict=True, reason=lg.gaps["weights"]))
     want = logged(lg.text)["weights"] * GIB
     r = predicted(lg, kv_cache_memory="1GiB")  # the weights do not depend on the budget
     got = r.per_gpu.weights_bytes
@@ -139,6 +148,20 @@ def test_gpt_oss_120b_without_room_is_refused_as_vllm_refused_it():
     assert logged(lg.text)["available"] < 0
     with pytest.raises(Refused, match="no available memory"):
         predicted(lg)
+
+
+def test_the_pp_weights_gap_is_the_vocabulary_on_both_stages_and_the_longer_rotary_cache():
+    """The open gap of the GH200 TP 4 x PP 2 log, measured: kvplan's stage weights plus one more vocab-parallel
+    matrix (151,936 x 2,048 / 4 x 2 B: every stage holds both embed_tokens and lm_head) plus the rotary cache of
+    262,144 instead of 40,960 positions (x 128 x 2 B) is the logged 7.3272 GiB to 0.05%."""
+    lg = LOGS_MOE[IDS.index("vllm-code31259794699-qwen3-30b-a3b-pp2-gh200")]
+    r = predicted(lg, kv_cache_memory="1GiB")
+    extra_vocab = 151936 * 2048 // 4 * 2
+    longer_rope = (262144 - 40960) * 128 * 2
+    want = logged(lg.text)["weights"] * GIB
+    assert abs((r.per_gpu.weights_bytes + extra_vocab + longer_rope) / want - 1) < 0.0005
+    # both stages load alike, as logged (they differ by the final norm, 2,048 x 2 B)
+    assert max(rank.weights_bytes for rank in r.ranks) - min(rank.weights_bytes for rank in r.ranks) == 2048 * 2
 
 
 # ---- FP8 block shapes under expert parallelism --------------------------------------------------------------
