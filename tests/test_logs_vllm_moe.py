@@ -84,6 +84,10 @@ LOGS_MOE = [
     Log("vllm-issue33155-gpt-oss-120b-h100.log", "gpt-oss-120b",
         dict(gpu="H100-SXM", engine="vllm==0.14.1", gpu_memory_utilization=0.97, max_model_len=5120, max_num_seqs=1),
         checks=("weights",), pool=False),
+    # "a single 80GB card", vLLM version not quoted: the bf16 weights depend on neither
+    Log("vllm-code59866590576-qwen3-coder-30b-a3b-80gb.log", "qwen3-coder-30b-a3b-instruct.json",
+        dict(gpu="H100-SXM", max_model_len=131072, gpu_memory_utilization=0.9, max_num_seqs=8), checks=("weights",),
+        pool=False),
     # GH200 is not in the catalog and the log prints no total: an H100 stands in (with the logged pool the GPU only
     # sets the scheduler's defaults, which change nothing for a full-attention model)
     Log("vllm-code31259794699-qwen3-30b-a3b-pp2-gh200.log", "qwen3-30b-a3b",
@@ -265,3 +269,6 @@ def test_pp_layer_partition_is_vllm_only(cli):
     code, out, _ = cli("plan", "--model", "qwen3-30b-a3b", "--gpu", "L40S", "--pp", "2", "--max-model-len", "8192",
                        "--pp-layer-partition", "16,32", "--json")
     assert code == 0 and "VLLM_PP_LAYER_PARTITION=16,32" in out
+    code, out, err = cli("plan", "--model", "qwen3-30b-a3b", "--concurrency", "4", "--max-model-len", "8192",
+                         "--pp-layer-partition", "16,32")  # the search: no single layout to split
+    assert code == 2 and "--pp-layer-partition" in err and "--gpu" in err

@@ -73,6 +73,9 @@ def _search(card, concurrency, layout, gpus, max_gpus, ttft_ms, tpot_ms, common)
         if value is not None:
             raise KvplanError(f"{flag}: the search tries TP 1,2,4,8 x PP 1..4 x DP itself; give --gpu to plan one "
                               "layout")
+    if common.get("pp_layer_partition") is not None:
+        raise KvplanError("--pp-layer-partition: the split of one layout; give --gpu and --pp N to plan it (the search "
+                          "tries its own layouts)")
     names = [n.strip() for n in gpus.split(",") if n.strip()] if gpus else None
     return search(card, concurrency=concurrency, gpus=names, max_gpus=max_gpus, ttft_ms=ttft_ms, tpot_ms=tpot_ms,
                   **common)
