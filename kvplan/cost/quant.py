@@ -12,6 +12,11 @@ the matching rows or columns of the scales and zero points (``model_executor/lay
 - AWQ (AutoAWQ ``WQLinear_GEMM``; vLLM ``awq.py`` AWQLinearMethod): qweight int32 ``[k, n / pack]``, qzeros int32
   ``[k / g, n / pack]``, scales ``[k / g, n]``; pack = 32 / bits, g = group_size (-1: the whole input).
   ``k % g == 0`` and ``n % pack == 0`` (AutoAWQ asserts both; vLLM raises "input size is not aligned").
+  On CUDA GPUs of compute capability 8.0+ vLLM serves AWQ as ``awq_marlin`` (AWQMarlinConfig
+  .override_quantization_method): process_weights_after_loading repacks qweight to the Marlin tiles
+  ``[k / 16, n * 16 / pack]`` int32 and permutes scales ``[k / g, n]`` and qzeros ``[k / g, n / pack]``: the same
+  element counts, so these bytes stand (tests/test_logs_vllm_moe.py pins them to the repack shapes and to two public
+  logs). Not counted: one int32 workspace of the SM count per linear (marlin_make_workspace_new, <= 1 KiB).
 - GPTQ (AutoGPTQ ``QuantLinear``; vLLM ``gptq.py`` GPTQLinearMethod): qweight int32 ``[k / pack, n]``, qzeros int32
   ``[G, n / pack]``, scales ``[G, n]``, g_idx int32 ``[k]``. G = ``k / g``, except on a row-parallel shard with
   ``desc_act`` (act-order scatters groups over the rows, so vLLM keeps all ``n_in / g`` groups on every rank) or
