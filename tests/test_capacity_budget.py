@@ -53,7 +53,7 @@ def test_gpus_list_shows_the_visible_total(cli):
 # ---- engine versions ---------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("engine, rules, util", [
-    ("vllm", "vLLM 0.26+", 0.92), ("vllm==0.11", "vLLM 0.10-0.16", 0.9), ("vllm==0.10.2", "vLLM 0.10-0.16", 0.9),
+    ("vllm", "vLLM 0.26+", 0.92), ("vllm==0.11", "vLLM 0.11-0.16", 0.9), ("vllm==0.10.2", "vLLM 0.10 (V1", 0.9),
     ("vllm==0.19", "vLLM 0.18-0.20", 0.9), ("vllm==0.21.0", "vLLM 0.21-0.25", 0.92), ("vllm==0.33", "vLLM 0.26+", 0.92),
     ("sglang==0.5.2", "SGLang 0.5", None)])
 def test_engine_version_is_an_input_named_in_the_output(engine, rules, util):
@@ -101,11 +101,14 @@ def test_null_block_reserved_only_where_the_version_does():
 
 # ---- weights as loaded -----------------------------------------------------------------------------------------
 
-def test_gpt_oss_120b_experts_load_in_mxfp4_and_fit_one_h100():
-    r = plan("gpt-oss-120b", gpu="H100-SXM", max_model_len=8192)
+@pytest.mark.parametrize("engine, gpu, i_pad", [("vllm==0.10", "H100-SXM", 2944), ("vllm", "A100-80GB", 2944),
+                                               ("vllm==0.14", "H100-SXM", 2880), ("vllm", "H100-SXM", 2880)])
+def test_gpt_oss_120b_experts_load_in_mxfp4_and_fit_one_gpu(engine, gpu, i_pad):
+    r = plan("gpt-oss-120b", gpu=gpu, max_model_len=8192, engine=engine, gpu_memory_utilization=0.95)
     # vLLM mxfp4.py: per expert, w13 [2 x I_pad, H_pad / 2] + scales [2 x I_pad, H_pad / 32], w2 [H_pad, I_pad / 2] +
-    # [H_pad, I_pad / 32] uint8; Marlin padding: I 2880 -> 2944 (128), H 2880 -> 3072 (256)
-    experts = 36 * 128 * 3 * 2944 * 3072 * 17 // 32
+    # [H_pad, I_pad / 32] uint8; Marlin padding (0.10 on Hopper, Ampere): I 2880 -> 2944 (128), H 2880 -> 3072 (256);
+    # the Triton backend of 0.11+ on Hopper: I to 64 (2880 stays), H 3072
+    experts = 36 * 128 * 3 * i_pad * 3072 * 17 // 32
     expert_params = 36 * 128 * 3 * 2880 * 2880
     rest = 2 * (r.per_gpu.params - expert_params)  # attention, router, embeddings, LM head, norms, biases: bf16
     assert r.per_gpu.weights_bytes - r.per_gpu.buffers_bytes == experts + rest
@@ -213,4 +216,4 @@ def test_cli_engine_version_bad_input_exits_2_naming_the_flag(cli):
     assert code == 2 and "--engine" in err and "Traceback" not in err
     code, out, _ = cli("plan", "--model", "llama-3.1-8b", "--gpu", "H100-SXM", "--max-model-len", "8192",
                        "--engine", "vllm==0.11", "--json")
-    assert code == 0 and '"engine_rules": "vLLM 0.10-0.16 (V1 engine)"' in out
+    assert code == 0 and '"engine_rules": "vLLM 0.11-0.16 (V1 engine)"' in out

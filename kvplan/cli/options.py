@@ -39,7 +39,7 @@ Tp = Annotated[Optional[int], typer.Option("--tp", help="Tensor-parallel size (d
 Pp = Annotated[Optional[int], typer.Option("--pp", help="Pipeline-parallel size (default 1).")]
 Dp = Annotated[Optional[int], typer.Option("--dp", help="Data-parallel replicas (default 1).")]
 PlanEngine = Annotated[str, typer.Option(
-    "--engine", help=f"The serving engine, {ENGINES_HELP}; a version as vllm==0.11 (modelled: 0.10-0.16, 0.17, 0.18-0.20, "
+    "--engine", help=f"The serving engine, {ENGINES_HELP}; a version as vllm==0.11 (modelled: 0.10, 0.11-0.16, 0.17, 0.18-0.20, "
                      "0.21-0.25, 0.26+; default the newest) or sglang==0.5.")]
 Util = Annotated[Optional[float], typer.Option(
     "--gpu-memory-utilization", help="vLLM: share of GPU memory (default 0.92); hf/ideal: default 1.0.")]
@@ -92,6 +92,8 @@ FlashinferSampler = Annotated[bool, typer.Option(
     "--flashinfer-sampler", metavar="",
     help="vLLM: top-k/top-p sampling in FlashInfer (the log says 'Using FlashInfer for top-p & top-k sampling.'; "
          "0.10-0.11 with FlashInfer installed, VLLM_USE_FLASHINFER_SAMPLER=1 later): no sort in the profile run.")]
+PpLayerPartition = Annotated[_S, typer.Option(
+    "--pp-layer-partition", help="vLLM: decoder layers per pipeline stage, e.g. 16,32 (VLLM_PP_LAYER_PARTITION).")]
 
 # llama.cpp's own flag names (`--engine llamacpp|ollama`), so a llama-server command line pastes in
 CtxSize = Annotated[Optional[int], typer.Option("-c", "--ctx-size", help="llama.cpp n_ctx (default: --max-model-len "

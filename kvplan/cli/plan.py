@@ -26,6 +26,7 @@ def plan(
     max_batch_prefill_tokens: o.MaxBatchPrefillTokens = None, speculative_config: o.SpeculativeConfig = None,
     shared_prefix_len: o.SharedPrefixLen = None, enable_lora: o.EnableLora = False, max_loras: o.MaxLoras = None,
     max_lora_rank: o.MaxLoraRank = None, flashinfer_sampler: o.FlashinferSampler = False,
+    pp_layer_partition: o.PpLayerPartition = None,
 ) -> None:
     """How many concurrent requests of --max-model-len fit, with the engine's own arithmetic; without --gpu, which
     GPUs and how many hold --concurrency of them."""
@@ -48,7 +49,8 @@ def plan(
         max_batch_size=max_batch_size, cuda_memory_fraction=cuda_memory_fraction,
         max_batch_prefill_tokens=max_batch_prefill_tokens, speculative_config=speculative_config,
         shared_prefix_len=shared_prefix_len, enable_lora=enable_lora or None, max_loras=max_loras,
-        max_lora_rank=max_lora_rank, flashinfer_sampler=flashinfer_sampler or None).items() if v is not None})
+        max_lora_rank=max_lora_rank, flashinfer_sampler=flashinfer_sampler or None,
+        pp_layer_partition=pp_layer_partition).items() if v is not None})
     if gpu is None:
         _emit(_search(card, concurrency, (tp, pp, dp), gpus, max_gpus, ttft_ms, tpot_ms, common), as_json,
               "render_search")
@@ -73,6 +75,9 @@ def _search(card, concurrency, layout, gpus, max_gpus, ttft_ms, tpot_ms, common)
         if value is not None:
             raise KvplanError(f"{flag}: the search tries TP 1,2,4,8 x PP 1..4 x DP itself; give --gpu to plan one "
                               "layout")
+    if common.get("pp_layer_partition") is not None:
+        raise KvplanError("--pp-layer-partition: the split of one layout; give --gpu and --pp N to plan it (the search "
+                          "tries its own layouts)")
     names = [n.strip() for n in gpus.split(",") if n.strip()] if gpus else None
     return search(card, concurrency=concurrency, gpus=names, max_gpus=max_gpus, ttft_ms=ttft_ms, tpot_ms=tpot_ms,
                   **common)

@@ -70,6 +70,26 @@ def pp_partition(num_layers: int, pp: int) -> list[range]:
     return stage_ranges(sizes)
 
 
+def custom_pp_partition(text: str | list[int] | tuple[int, ...], num_layers: int, pp: int) -> tuple[int, ...]:
+    """A custom pipeline split, as vLLM reads ``VLLM_PP_LAYER_PARTITION`` (vllm/distributed/utils.py get_pp_indices,
+    0.10 - 0.33): ``[int(x) for x in text.split(",")]``, one count per stage (``len(partitions) == pp_size``) summing
+    to the model's decoder layers (``sum(partitions) == num_hidden_layers``); stage r holds layers
+    [sum(p[:r]), sum(p[:r + 1])). Refused with vLLM's reason otherwise."""
+    flag = "--pp-layer-partition"
+    try:
+        sizes = [int(x) for x in text.split(",")] if isinstance(text, str) else [int(x) for x in text]
+    except (TypeError, ValueError):
+        raise KvplanError(f"{flag}: comma-separated layer counts per stage (VLLM_PP_LAYER_PARTITION, e.g. 16,32), "
+                          f"got {str(text)[:40]!r}") from None
+    if len(sizes) != pp:
+        raise KvplanError(f"{flag}: {len(sizes)} stage sizes for --pp {pp} (vLLM: len(partitions) does not match "
+                          "pp_size)")
+    if sum(sizes) != num_layers or min(sizes) < 1:
+        raise KvplanError(f"{flag}: the stage sizes {','.join(map(str, sizes))} must be positive and sum to the "
+                          f"model's {num_layers} layers (vLLM: sum(partitions) does not match num_hidden_layers)")
+    return tuple(sizes)
+
+
 def stage_ranges(sizes: list[int]) -> list[range]:
     """Consecutive layer ranges of the given stage sizes."""
     starts = [sum(sizes[:i]) for i in range(len(sizes))]

@@ -12,6 +12,11 @@ the matching rows or columns of the scales and zero points (``model_executor/lay
 - AWQ (AutoAWQ ``WQLinear_GEMM``; vLLM ``awq.py`` AWQLinearMethod): qweight int32 ``[k, n / pack]``, qzeros int32
   ``[k / g, n / pack]``, scales ``[k / g, n]``; pack = 32 / bits, g = group_size (-1: the whole input).
   ``k % g == 0`` and ``n % pack == 0`` (AutoAWQ asserts both; vLLM raises "input size is not aligned").
+  On CUDA GPUs of compute capability 8.0+ vLLM serves AWQ as ``awq_marlin`` (AWQMarlinConfig
+  .override_quantization_method): process_weights_after_loading repacks qweight to the Marlin tiles
+  ``[k / 16, n * 16 / pack]`` int32 and permutes scales ``[k / g, n]`` and qzeros ``[k / g, n / pack]``: the same
+  element counts, so these bytes stand (tests/test_logs_vllm_moe.py pins them to the repack shapes and to two public
+  logs). Not counted: one int32 workspace of the SM count per linear (marlin_make_workspace_new, <= 1 KiB).
 - GPTQ (AutoGPTQ ``QuantLinear``; vLLM ``gptq.py`` GPTQLinearMethod): qweight int32 ``[k / pack, n]``, qzeros int32
   ``[G, n / pack]``, scales ``[G, n]``, g_idx int32 ``[k]``. G = ``k / g``, except on a row-parallel shard with
   ``desc_act`` (act-order scatters groups over the rows, so vLLM keeps all ``n_in / g`` groups on every rank) or
@@ -73,7 +78,7 @@ def matrix_bytes(q: Quantization, m: Matrix, tp: int = 1, kv_heads: int | None =
     if q.method == "fp8":
         return _fp8(q, m, s, tp)
     if q.method == "mxfp4":
-        return _mxfp4(m, s)
+        return _mxfp4(m, s, q.kernel_pad or (MXFP4_HIDDEN_PAD, MXFP4_INTERMEDIATE_PAD))
     pack = 32 // q.bits
     group = m.n_in if q.group_size == -1 else q.group_size  # -1: vLLM group_size = input_size (the full input)
     _check_aligned(q, m, s, tp, pack, group)
@@ -101,22 +106,24 @@ def _fp8(q: Quantization, m: Matrix, s: Matrix, tp: int) -> QuantBytes:
     return QuantBytes(s.elems, s.elems, scales * q.scale_bytes + static)
 
 
-# vLLM mxfp4.py Mxfp4MoEMethod.create_weights pads each expert for its kernels; kvplan takes the Marlin backend's
-# padding ("n % 256 == 0 and k % 128 == 0": hidden to 256, intermediate per rank to 128), which puts gpt-oss-120b at
-# 65.8 GiB on one GPU, inside the 64 - 66 GiB public H100 logs show (serving-budget.md). Hopper's Triton backend
-# pads the intermediate to 64 and then swizzles; Blackwell's FlashInfer pads both to 256: an ESTIMATE within ~5%.
+# vLLM mxfp4.py Mxfp4MoEMethod.create_weights pads each expert for its kernels; the default is the Marlin backend's
+# padding ("The moe marlin kernel requires that for each linear n % 256 == 0 and k % 128 == 0": hidden to 256,
+# intermediate per rank to 128), which puts gpt-oss-120b at 65.91 GiB on one GPU where vLLM 0.10.1 on H100 (Marlin)
+# logs 65.9651 GiB (docs/logs/vllm-issue23278-gpt-oss-120b-h100.log). A runtime sets Quantization.kernel_pad for
+# another backend (vLLM 0.11+ on Hopper: the Triton backend, kvplan.cost.runtimes.vllm).
 MXFP4_HIDDEN_PAD, MXFP4_INTERMEDIATE_PAD = 256, 128
 
 
-def _mxfp4(m: Matrix, s: Matrix) -> QuantBytes:
+def _mxfp4(m: Matrix, s: Matrix, pad: tuple[int, int]) -> QuantBytes:
     """An expert's gate/up (hidden -> intermediate) or down (intermediate -> hidden) matrix on one rank: padded
     values at half a byte each (w13_weight / w2_weight uint8 [.., n, k // 2]) plus one e8m0 byte per 32
     (w13_weight_scale / w2_weight_scale [.., n, k // 32])."""
     from kvplan.model.quant import MXFP4_BLOCK
 
     hidden_first = m.name != "down_proj"
-    n_in = _round_up(s.n_in, MXFP4_HIDDEN_PAD if hidden_first else MXFP4_INTERMEDIATE_PAD)
-    n_out = _round_up(s.n_out, MXFP4_INTERMEDIATE_PAD if hidden_first else MXFP4_HIDDEN_PAD)
+    hidden_pad, inter_pad = pad
+    n_in = _round_up(s.n_in, hidden_pad if hidden_first else inter_pad)
+    n_out = _round_up(s.n_out, inter_pad if hidden_first else hidden_pad)
     return QuantBytes(s.elems, n_out * n_in // 2, n_out * (n_in // MXFP4_BLOCK))
 
 

@@ -99,6 +99,12 @@ SORTED_SAMPLER_BYTES_PER_LOGIT = 38
 # FlashInfer: top_k_mask_logits' masked copy, then its softmax) and the exponential noise (random_sample:
 # q = torch.empty_like(probs); FlashInfer: the softmax of the masked copy), 12 B per row and vocabulary entry.
 UNSORTED_SAMPLER_EXTRA_BYTES = 12
+# MXFP4 experts under the Triton backend vLLM 0.11+ picks on Hopper (mxfp4.py: the intermediate per rank rounded up
+# to 64, "to hold non-uniform sharded tensor as well as swizzling"; the triton_kernels swizzle of the value and scale
+# tensors lays the hidden dimension out in multiples of 256). ESTIMATE: kvplan takes (hidden 256, intermediate 64),
+# which gives gpt-oss-120b 64.56 GiB where vLLM 0.14.1 on H100 logs 64.38 GiB (+0.29%) and gpt-oss-20b 13.46 GiB where
+# 0.11.0 logs 13.47 (docs/logs/vllm-issue33155-gpt-oss-120b-h100.log, docs/capacity.md).
+MXFP4_TRITON_HOPPER_PAD = (256, 64)
 
 
 def profile_activation_bytes(card: ModelCard, tp: int, act_bytes: int, num_tokens: int, num_reqs: int,

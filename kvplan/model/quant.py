@@ -59,6 +59,9 @@ class Quantization(BaseModel):
     sym: StrictBool | None = Field(None, description="Symmetric; null: the format's default. Both awq and gptq "
                                                      "store qzeros either way, so bytes do not change.")
     scale_dtype: ScaleDType | None = Field(None, description="Scale storage; null: float32 for fp8, float16 else.")
+    kernel_pad: tuple[_Pos, _Pos] | None = Field(
+        None, description="mxfp4 as an engine loads it: the (hidden, intermediate) multiples its MoE kernel pads each "
+                          "expert to; null: the Marlin backend's (256, 128). Set by the runtime, not by a checkpoint.")
     unquantized: tuple[QuantizableLinear, ...] = Field(
         (), description="Linears the checkpoint keeps in the card dtype in every layer (modules_to_not_convert, "
                         "ignored_layers); embeddings, lm_head, norms and routers always are.")
@@ -91,6 +94,8 @@ class Quantization(BaseModel):
                              "allowed: [n, k], e.g. [128, 128]")
 
     def _check_mxfp4(self) -> None:
+        if self.kernel_pad is not None and self.method != "mxfp4":
+            raise ValueError("quantization.kernel_pad: mxfp4 only")
         if (self.weight_scales is not None or self.block is not None or self.desc_act
                 or self.group_size not in (None, MXFP4_BLOCK) or self.scale_dtype != "float8_e8m0"):
             raise ValueError(f"quantization: mxfp4 has one float8_e8m0 scale per {MXFP4_BLOCK} values (group_size "

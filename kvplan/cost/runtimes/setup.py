@@ -43,6 +43,7 @@ class ServingFlags:
     max_loras: int | None = None  # vLLM --max-loras
     max_lora_rank: int | None = None  # vLLM --max-lora-rank
     flashinfer_sampler: bool = False  # vLLM samples top-k/top-p in FlashInfer (0.10-0.11 with it installed; opt-in since)
+    pp_layer_partition: str | None = None  # vLLM's VLLM_PP_LAYER_PARTITION, e.g. "16,32" (layers per stage)
     llama: LlamaFlags | None = None  # llama.cpp's own flags (-c, -np, -ctk, -ctv, -fa, -ngl, ...): llamacpp, ollama
 
 
@@ -56,6 +57,7 @@ EXTRA_FLAGS = {"free_gpu_memory_fraction": ("--kv-cache-free-gpu-memory-fraction
                "enable_lora": ("--enable-lora", "vllm"), "max_loras": ("--max-loras", "vllm"),
                "max_lora_rank": ("--max-lora-rank", "vllm"),
                "flashinfer_sampler": ("--flashinfer-sampler", "vllm"),
+               "pp_layer_partition": ("--pp-layer-partition", "vllm"),
                "llama": ("-c/-np/-ctk/-ctv/-fa/-ngl", "llamacpp or ollama")}
 
 
@@ -75,6 +77,7 @@ class Options:
     shared_prefix_len: int = 0  # prompt tokens every request shares (prefix caching)
     lora: object | None = None  # kvplan.cost.features.LoRA (vLLM --enable-lora)
     flashinfer_sampler: bool = False  # vLLM: the dummy sampler runs in FlashInfer (no sort)
+    pp_layer_partition: tuple[int, ...] | None = None  # vLLM VLLM_PP_LAYER_PARTITION: decoder layers per stage
     llama: LlamaFlags | None = None  # llama.cpp's flags with its defaults (llamacpp, ollama)
 
 

@@ -33,6 +33,10 @@ class VllmVersion:
     # the dummy sampler's peak per row and vocabulary entry when it sorts (None: no sort, serving_vllm's
     # UNSORTED_SAMPLER_EXTRA_BYTES beside the logits; also what FlashInfer's sampler takes, --flashinfer-sampler)
     sampler_bytes_per_logit: int | None
+    # MXFP4 experts on Hopper (compute capability 9.x): the (hidden, intermediate) padding of the backend this version
+    # picks there; None: the Marlin backend (kvplan.cost.quant's default), as vLLM 0.10.1 logs on H100 ("leveraging
+    # the Marlin kernel", 65.9651 GiB for gpt-oss-120b, docs/logs/vllm-issue23278-gpt-oss-120b-h100.log)
+    mxfp4_hopper_pad: tuple[int, int] | None = None
 
     def covers(self, version: tuple[int, int]) -> bool:
         return self.first <= version and (self.last is None or version <= self.last)
@@ -44,17 +48,21 @@ class VllmVersion:
 
 
 VERSIONS = (
-    VllmVersion("vLLM 0.10-0.16 (V1 engine)", (0, 10), (0, 16), 0.9, False, True, False,
+    VllmVersion("vLLM 0.10 (V1 engine)", (0, 10), (0, 10), 0.9, False, True, False,
                 vl.SORTED_SAMPLER_BYTES_PER_LOGIT),
+    VllmVersion("vLLM 0.11-0.16 (V1 engine)", (0, 11), (0, 16), 0.9, False, True, False,
+                vl.SORTED_SAMPLER_BYTES_PER_LOGIT, vl.MXFP4_TRITON_HOPPER_PAD),
     # 0.17.0 adds ops/topk_topp_triton.py: the dummy sampler's top-k/top-p no longer sorts (serving_vllm)
-    VllmVersion("vLLM 0.17 (V1 engine)", (0, 17), (0, 17), 0.9, False, True, False, None),
-    VllmVersion("vLLM 0.18-0.20 (V1 engine)", (0, 18), (0, 20), 0.9, False, False, False, None),
-    VllmVersion("vLLM 0.21-0.25 (V1 engine)", (0, 21), (0, 25), vl.DEFAULT_UTILIZATION, True, False, False, None),
+    VllmVersion("vLLM 0.17 (V1 engine)", (0, 17), (0, 17), 0.9, False, True, False, None, vl.MXFP4_TRITON_HOPPER_PAD),
+    VllmVersion("vLLM 0.18-0.20 (V1 engine)", (0, 18), (0, 20), 0.9, False, False, False, None,
+                vl.MXFP4_TRITON_HOPPER_PAD),
+    VllmVersion("vLLM 0.21-0.25 (V1 engine)", (0, 21), (0, 25), vl.DEFAULT_UTILIZATION, True, False, False, None,
+                vl.MXFP4_TRITON_HOPPER_PAD),
     # 0.28's _dummy_sampler_run still samples with top_k and top_p (through the Triton kernel, then once more through
     # forward_native with a generator; the peak is one call's); the null-block reservation (PR 47272) is placed here:
     # kvplan knows it from 0.33's source, not the release that added it
     VllmVersion(f"vLLM 0.26+ (V1 engine; {vl.RULES.split(' (')[0]} rules)", (0, 26), None, vl.DEFAULT_UTILIZATION,
-                True, False, True, None),
+                True, False, True, None, vl.MXFP4_TRITON_HOPPER_PAD),
 )
 
 
@@ -74,7 +82,7 @@ class VLLM(Server):
     reference_cache = True
     _dtype_hint = " (vLLM kv_cache_dtype: auto, fp8, fp8_e4m3, fp8_e5m2)"
     extra_flags = frozenset({"speculative_config", "shared_prefix_len", "enable_lora", "max_loras", "max_lora_rank",
-                             "flashinfer_sampler"})
+                             "flashinfer_sampler", "pp_layer_partition"})
 
     def at_version(self, text: str) -> VLLM:
         """The runtime for the release ``text`` (``--engine vllm==0.11``): the modelled range that covers it."""
@@ -123,7 +131,12 @@ class VLLM(Server):
         util = utilization(flags.gpu_memory_utilization, self.version.default_utilization)
         self._refuse_sglang_only(flags)
         kv_mem = None if flags.kv_cache_memory is None else positive_size("--kv-cache-memory", flags.kv_cache_memory)
-        return Options(util=util, kv_cache_memory=kv_mem, block_size=block,
+        split = None
+        if flags.pp_layer_partition is not None:
+            from kvplan.cost.parallel import custom_pp_partition
+
+            split = custom_pp_partition(flags.pp_layer_partition, card.num_layers, layout.pp)
+        return Options(util=util, kv_cache_memory=kv_mem, block_size=block, pp_layer_partition=split,
                        mnbt=_given("--max-num-batched-tokens", flags.max_num_batched_tokens, mnbt),
                        max_num_seqs=_given("--max-num-seqs", flags.max_num_seqs, seqs),
                        flashinfer_sampler=flags.flashinfer_sampler, **vf.resolve_features(flags, card, layout))
@@ -182,6 +195,18 @@ class VLLM(Server):
         return (*vl.hybrid_block_size(attn, mamba, block_size, hybrid_alignment(card)), mamba)
 
     # -- budget --
+
+    def stages(self, s: Setup) -> list[Stage]:
+        """Each stage's budget over vLLM's split: VLLM_PP_LAYER_PARTITION when given (--pp-layer-partition), else
+        get_pp_indices' default (kvplan.cost.parallel.pp_partition); MXFP4 experts padded for this version's
+        backend on this GPU (``mxfp4_loaded``)."""
+        s = mxfp4_loaded(s)
+        if s.opts.pp_layer_partition is None:
+            return super().stages(s)
+        from kvplan.cost.parallel import stage_ranges
+
+        parts = stage_ranges(list(s.opts.pp_layer_partition))
+        return [self.stage(s, i, parts) for i in range(s.layout.pp)]
 
     def stage(self, s: Setup, pp_rank: int, parts: list[range]) -> Stage:
         """The base budget, plus the draft model's weights and K/V layers and the LoRA slots (vllm_features)."""
@@ -257,7 +282,9 @@ class VLLM(Server):
 
     def launch_command(self, s: Setup, repo: str, revision: str | None = None) -> str:
         lay = s.layout
-        cmd = [f"vllm serve {repo}", *([f"--revision {revision}"] if revision else []),
+        env = (f"VLLM_PP_LAYER_PARTITION={','.join(map(str, s.opts.pp_layer_partition))} "
+               if s.opts.pp_layer_partition else "")
+        cmd = [f"{env}vllm serve {repo}", *([f"--revision {revision}"] if revision else []),
                f"--tensor-parallel-size {lay.tp}"]
         cmd += [f"--pipeline-parallel-size {lay.pp}"] if lay.pp > 1 else []
         cmd += [f"--data-parallel-size {lay.dp}"] if lay.dp > 1 else []
@@ -287,6 +314,23 @@ class VLLM(Server):
         if s.activation is None:
             return "profile-run peak, ESTIMATED (--activation-memory)"
         return super().activation_rule(s)
+
+
+def mxfp4_loaded(s: Setup) -> Setup:
+    """MXFP4 experts as this version loads them on this GPU: on Hopper (compute capability 9.x) vLLM 0.11+ picks the
+    Triton backend (mxfp4.py get_mxfp4_backend; "Using Triton backend" in the 0.14.1 log of
+    docs/logs/vllm-issue33155-gpt-oss-120b-h100.log), whose padding is ``VllmVersion.mxfp4_hopper_pad``; elsewhere,
+    and on 0.10, the Marlin backend's padding (kvplan.cost.quant)."""
+    q, cc, pad = s.card.quantization, s.gpu.compute_capability, s.engine.version.mxfp4_hopper_pad
+    if q is None or q.method != "mxfp4" or pad is None or cc is None or not 9 <= cc < 10:
+        return s
+    from dataclasses import replace
+
+    from kvplan.model.catalog import card_from_dict
+
+    data = s.card.model_dump(exclude_none=True)
+    data["quantization"] = {**data["quantization"], "kernel_pad": list(pad)}
+    return replace(s, card=card_from_dict(data, origin=f"{s.card.name} (MXFP4, Triton backend)"))
 
 
 @lru_cache(maxsize=512)
