@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from kvplan.cost import serving_vllm as vl
+from kvplan.cost import serving_vllm_v0 as v0
 from kvplan.cost.engines import CacheRun
 from kvplan.cost.runtimes import vllm_features as vf
 from kvplan.cost.runtimes.base import Server, parse_version, positive_size, rank_row, refuse_zamba_v1, utilization
@@ -31,6 +32,13 @@ class VllmVersion:
     tokens_by_blocks: bool  # 0.10 - 0.17: "GPU KV cache size" = num_blocks // groups x block_size
     reserves_null_block: bool  # the fits check and the longest-length search keep BlockPool's null block free
     sampler_bytes_per_logit: int | None  # the dummy sampler's peak per row and vocabulary entry (None: kvplan's)
+    # V0 (serving_vllm_v0.py): one block table over all attention layers (no KV cache groups), each MLA entry padded
+    # to 256 B, --swap-space CPU blocks, max_num_seqs 256 on every GPU, the whole max_model_len in the profile's
+    # forward below 32K tokens, concurrency = blocks x block_size / max_model_len
+    v0_engine: bool = False
+    entry_alignment_bytes: int = 0  # CacheEngine align_to_256bytes (MLA entries), 0: none
+    swap_space_bytes: int = 0  # --swap-space: CPU blocks of the same size ("# CPU blocks: M")
+    profile_holds_qkv: bool = True  # the profile forward's peak (at the MLP) still holds the q/k/v output
 
     def covers(self, version: tuple[int, int]) -> bool:
         return self.first <= version and (self.last is None or version <= self.last)
@@ -41,7 +49,11 @@ class VllmVersion:
         return f"{first}+" if self.last is None else f"{first}-{'.'.join(map(str, self.last))}"
 
 
+V0 = VllmVersion("vLLM 0.2-0.9 (V0 engine)", (0, 2), (0, 9), 0.9, False, False, False,
+                 vl.SORTED_SAMPLER_BYTES_PER_LOGIT, True, v0.ENTRY_ALIGNMENT_BYTES, v0.DEFAULT_SWAP_SPACE_BYTES,
+                 profile_holds_qkv=False)
 VERSIONS = (
+    V0,
     VllmVersion("vLLM 0.10-0.17 (V1 engine)", (0, 10), (0, 17), 0.9, False, True, False,
                 vl.SORTED_SAMPLER_BYTES_PER_LOGIT),
     VllmVersion("vLLM 0.18-0.20 (V1 engine)", (0, 18), (0, 20), 0.9, False, False, False,
@@ -77,7 +89,7 @@ class VLLM(Server):
         v = parse_version("--engine", text)
         family = next((f for f in VERSIONS if f.covers(v)), None)
         if family is None:
-            raise KvplanError(f"--engine: vLLM {text} is not modelled (before 0.10: the V0 engine); modelled: "
+            raise KvplanError(f"--engine: vLLM {text} is not modelled; modelled: "
                               f"{', '.join('vllm==' + f.span for f in VERSIONS)}")
         return self if family is self.version else _at(family)
 
@@ -114,6 +126,11 @@ class VLLM(Server):
 
     def resolve(self, flags: ServingFlags, card, gpu, total, layout, max_model_len) -> Options:
         mnbt, seqs = vl.batch_defaults(total, gpu.name)
+        if self.version.v0_engine:  # V0: 256 sequences on every GPU; no chunking below 32K tokens
+            mnbt, seqs = v0.max_num_batched_tokens(max_model_len), v0.DEFAULT_MAX_NUM_SEQS
+            if card.ssm is not None:
+                raise KvplanError(f"--engine: vLLM V0 keeps state layers in its own MambaCacheManager (not modelled); "
+                                  f"plan {card.name} with --engine vllm==0.10 or later")
         block = (require_positive("--block-size", flags.block_size) if flags.block_size is not None
                  else vl.default_block_size(card, gpu.compute_capability))
         util = utilization(flags.gpu_memory_utilization, self.version.default_utilization)
@@ -193,7 +210,7 @@ class VLLM(Server):
         act_bytes = 4 if s.w_t.bits == 32 else 2
         return vl.profile_activation_bytes(s.card, s.layout.tp, act_bytes, mnbt, min(s.max_num_seqs, mnbt),
                                            pad_vocab(s.card.vocab_size), last_stage, moe_tp(s.layout),
-                                           self.version.sampler_bytes_per_logit)
+                                           self.version.sampler_bytes_per_logit, self.version.profile_holds_qkv)
 
     def activation_estimated(self, s: Setup) -> bool:
         return s.activation is None
@@ -213,6 +230,8 @@ class VLLM(Server):
         """Groups of the whole model, each stage's bytes per block and blocks, the min over ranks."""
         from kvplan.cost.runtimes.results import KVCachePool
 
+        if self.version.v0_engine:
+            return _v0_pool(s, sts)
         drafts = vf.draft_layer_specs(s)  # speculative decoding: the proposer's layers join the pool
         if drafts:
             from kvplan.cost.parallel import Layout, rank_layer_specs
@@ -270,6 +289,8 @@ class VLLM(Server):
 
     def notes(self, s: Setup, p: Pool) -> list[str]:
         out = [_budget_note(s)]
+        if self.version.v0_engine:
+            out.append(_v0_note(s, p))
         if p.pool.padding_layers:
             out.append(f"vLLM hybrid KV cache: {p.pool.groups} groups share one block pool; 'Add "
                        f"{p.pool.padding_layers} padding layers' (kv_cache_utils.py); a request takes "
@@ -283,6 +304,44 @@ class VLLM(Server):
         if s.activation is None:
             return "profile-run peak, ESTIMATED (--activation-memory)"
         return super().activation_rule(s)
+
+
+def _v0_pool(s: Setup, sts: list[Stage]) -> Pool:
+    """vLLM V0 (serving_vllm_v0.py): one block of every attention layer on the rank (MLA entries padded to 256 B),
+    int(available // block) per worker and the min over workers (executor: min of determine_num_available_blocks);
+    a request of max_model_len tokens fits when the pool holds block_size x blocks >= that many tokens."""
+    from kvplan.cost.runtimes.results import KVCachePool
+
+    L, bs, rows = s.max_model_len, s.block_size, []
+    model_bytes = 4 if s.w_t.bits == 32 else 2  # the alignment counts elements of model_config.dtype
+    align = s.engine.version.entry_alignment_bytes
+    for st in sts:
+        entries = [(count * (v0.aligned_entry_elems(elems, model_bytes) if align and sp.kind == "mla" else elems),
+                    sp.dtype.bits // 8) for sp in st.specs if not sp.per_sequence for count, elems in sp.vectors]
+        bpb = v0.cache_block_bytes(entries, bs)
+        blocks = v0.num_blocks(st.available, bpb)
+        rows.append(rank_row(st, bpb, blocks, min(L, v0.max_tokens(blocks, bs))))
+    lim = min(range(len(sts)), key=lambda i: rows[i].num_blocks)
+    blocks, bpb = rows[lim].num_blocks, rows[lim].bytes_per_block
+    per_req = cdiv(L, bs)
+    pool = KVCachePool(available_bytes=sts[lim].available, block_size=bs, bytes_per_block=bpb, num_blocks=blocks,
+                       tokens=v0.max_tokens(blocks, bs), groups=1, padding_layers=0, blocks_per_request=per_req)
+    fits = v0.max_tokens(blocks, bs) >= L
+    return Pool(sts[lim], pool, v0.max_concurrency(blocks, bs, L), bpb * per_req, fits,
+                min(r.max_model_len_fit for r in rows), rows)
+
+
+def _v0_note(s: Setup, p: Pool) -> str:
+    """The V0 figures a log prints beside the pool: '# GPU blocks: N, # CPU blocks: M' and the concurrency rule."""
+    swap = s.engine.version.swap_space_bytes
+    cpu = v0.cpu_blocks(swap, p.pool.bytes_per_block)
+    mla = (" Each MLA latent entry is padded to a multiple of 256 bytes (cache_engine.py align_to_256bytes)."
+           if s.card.mla is not None else "")
+    return (f"vLLM V0 (worker.py determine_num_available_blocks): '# GPU blocks: {fmt_int(p.pool.num_blocks)}, "
+            f"# CPU blocks: {fmt_int(cpu)}' (--swap-space {fmt_bytes(swap)} of pinned host memory per GPU); "
+            f"concurrency = blocks x {s.block_size} / max_model_len (executor_base.py), one block table over all "
+            f"layers (sliding windows are not freed per layer); a max_model_len above "
+            f"{fmt_int(p.pool.tokens)} tokens is refused.{mla}")
 
 
 @lru_cache(maxsize=512)
