@@ -197,8 +197,8 @@ def _state_bytes(card, st: Stage) -> int:
     if card.ssm is None:
         return 0
     if card.ssm.kind not in sg.SSM_STATE_KINDS:
-        raise KvplanError(f"--engine sglang: SGLang's state pool is modelled for Mamba-2 and Gated DeltaNet mixers "
-                          f"(Mamba2StateShape); {card.name}'s is {card.ssm.kind}: use --engine vllm")
+        raise KvplanError(f"--engine sglang: SGLang's state pool is modelled for Mamba-2, Gated DeltaNet and LFM2 "
+                          f"short-conv mixers (Mamba2StateShape); {card.name}'s is {card.ssm.kind}: use --engine vllm")
     conv = sum(c * e for sp in st.specs if sp.kind == "conv_state" for c, e in sp.vectors)  # elements, all layers
     ssm = sum(c * e for sp in st.specs if sp.kind == "ssm_state" for c, e in sp.vectors)
     return sg.state_bytes_per_request(conv, ssm)

@@ -300,6 +300,11 @@ class VLLM(Server):
                        f"the pool would hold {p.concurrency:,.1f}.")
         return out + _state_notes(s, p) + vf.notes(s, p)
 
+    def requested_rule(self, s: Setup) -> str:
+        if self.version.v0_engine:  # worker.py determine_num_available_blocks: a float, blocks = int(rest // block)
+            return f"total x gpu_memory_utilization {s.util} (V0)"
+        return super().requested_rule(s)
+
     def activation_rule(self, s: Setup) -> str:
         if s.activation is None:
             return "profile-run peak, ESTIMATED (--activation-memory)"
@@ -392,8 +397,10 @@ def _budget_note(s: Setup) -> str:
               else "CUDA graphs (captured after the pool is sized before 0.21: not in the budget)")
     sampler = ("; the profile peak is the larger of the dummy forward and the dummy sampler, which sorts the whole "
                f"vocabulary of max_num_seqs rows in this version (FITTED: {v.sampler_bytes_per_logit} B per row and "
-               "entry, within 5% of public 0.10-0.24 logs; an ESTIMATE)" if v.sampler_bytes_per_logit else "")
-    return (f"{v.label}: available = ceil(total x {s.util}) - weights - activation peak - non-torch "
+               "entry, within 5% of public V0 (0.6-0.8) and 0.10-0.24 logs; an ESTIMATE; a build whose FlashInfer "
+               "sampler sorts nothing logs less)" if v.sampler_bytes_per_logit else "")
+    requested = f"total x {s.util}" if v.v0_engine else f"ceil(total x {s.util})"  # V0: a float, then // block
+    return (f"{v.label}: available = {requested} - weights - activation peak - non-torch "
             f"({fmt_bytes(s.non_torch)}) - {graphs}; activation peak: {act}{sampler}. "
             "Non-torch and CUDA-graph figures are documented defaults (--non-torch-memory, --cuda-graph-memory).")
 
