@@ -39,6 +39,8 @@ class VllmVersion:
     entry_alignment_bytes: int = 0  # CacheEngine align_to_256bytes (MLA entries), 0: none
     swap_space_bytes: int = 0  # --swap-space: CPU blocks of the same size ("# CPU blocks: M")
     profile_holds_qkv: bool = True  # the profile forward's peak (at the MLP) still holds the q/k/v output
+    fixed_max_num_seqs: int | None = None  # V0: 256 on every GPU (None: by GPU memory, arg_utils get_batch_defaults)
+    mnbt_covers_max_model_len: bool = False  # V0: max(max_model_len, 2048) up to 32K tokens, chunked (2048) above
 
     def covers(self, version: tuple[int, int]) -> bool:
         return self.first <= version and (self.last is None or version <= self.last)
@@ -51,7 +53,7 @@ class VllmVersion:
 
 V0 = VllmVersion("vLLM 0.2-0.9 (V0 engine)", (0, 2), (0, 9), 0.9, False, False, False,
                  vl.SORTED_SAMPLER_BYTES_PER_LOGIT, True, v0.ENTRY_ALIGNMENT_BYTES, v0.DEFAULT_SWAP_SPACE_BYTES,
-                 profile_holds_qkv=False)
+                 profile_holds_qkv=False, fixed_max_num_seqs=v0.DEFAULT_MAX_NUM_SEQS, mnbt_covers_max_model_len=True)
 VERSIONS = (
     V0,
     VllmVersion("vLLM 0.10-0.17 (V1 engine)", (0, 10), (0, 17), 0.9, False, True, False,
@@ -126,10 +128,11 @@ class VLLM(Server):
 
     def resolve(self, flags: ServingFlags, card, gpu, total, layout, max_model_len) -> Options:
         mnbt, seqs = vl.batch_defaults(total, gpu.name)
-        if self.version.v0_engine:  # V0: 256 sequences on every GPU; no chunking below 32K tokens
-            mnbt, seqs = v0.max_num_batched_tokens(max_model_len), v0.DEFAULT_MAX_NUM_SEQS
-            if card.ssm is not None:
-                raise KvplanError(f"--engine: vLLM V0 keeps state layers in its own MambaCacheManager (not modelled); "
+        v = self.version
+        mnbt = v0.max_num_batched_tokens(max_model_len) if v.mnbt_covers_max_model_len else mnbt
+        seqs = v.fixed_max_num_seqs or seqs
+        if v.v0_engine and card.ssm is not None:
+            raise KvplanError(f"--engine: vLLM V0 keeps state layers in its own MambaCacheManager (not modelled); "
                                   f"plan {card.name} with --engine vllm==0.10 or later")
         block = (require_positive("--block-size", flags.block_size) if flags.block_size is not None
                  else vl.default_block_size(card, gpu.compute_capability))
