@@ -55,15 +55,16 @@ def test_gpus_list_shows_the_visible_total(cli):
 @pytest.mark.parametrize("engine, rules, util", [
     ("vllm", "vLLM 0.26+", 0.92), ("vllm==0.11", "vLLM 0.11-0.16", 0.9), ("vllm==0.10.2", "vLLM 0.10 (V1", 0.9),
     ("vllm==0.19", "vLLM 0.18-0.20", 0.9), ("vllm==0.21.0", "vLLM 0.21-0.25", 0.92), ("vllm==0.33", "vLLM 0.26+", 0.92),
-    ("sglang==0.5.2", "SGLang 0.5", None)])
+    ("sglang==0.5.2", "SGLang 0.5.0-0.5.22", None), ("sglang==0.4.3.post4", "SGLang 0.4", None),
+    ("sglang", "SGLang 0.5.23", None), ("vllm==0.6.3", "vLLM 0.2-0.9 (V0", 0.9), ("vllm==0.9", "vLLM 0.2-0.9", 0.9)])
 def test_engine_version_is_an_input_named_in_the_output(engine, rules, util):
     r = plan("llama-3.1-8b", gpu="H100-SXM", max_model_len=8192, engine=engine)
     assert r.inputs.engine_rules.startswith(rules)
     assert r.inputs.gpu_memory_utilization == util
 
 
-@pytest.mark.parametrize("engine", ["vllm==0.9", "vllm==0.6.3", "vllm==x", "vllm==", "vllm==0.11==x", "vllm==11",
-                                    "sglang==0.4", "ideal==1", "tgi==1"])
+@pytest.mark.parametrize("engine", ["vllm==0.1", "vllm==0.1.7", "vllm==x", "vllm==", "vllm==0.11==x", "vllm==11",
+                                    "sglang==0.3", "ideal==1", "tgi==1"])
 def test_unmodelled_versions_are_bad_input_naming_the_flag(engine):
     from kvplan.errors import KvplanError
 
@@ -212,7 +213,7 @@ def test_a_gpu_without_bf16_units_serves_a_bf16_model_in_fp16():
 
 def test_cli_engine_version_bad_input_exits_2_naming_the_flag(cli):
     code, out, err = cli("plan", "--model", "llama-3.1-8b", "--gpu", "H100-SXM", "--max-model-len", "8192",
-                         "--engine", "vllm==0.9")
+                         "--engine", "vllm==0.1")
     assert code == 2 and "--engine" in err and "Traceback" not in err
     code, out, _ = cli("plan", "--model", "llama-3.1-8b", "--gpu", "H100-SXM", "--max-model-len", "8192",
                        "--engine", "vllm==0.11", "--json")

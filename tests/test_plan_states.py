@@ -228,7 +228,7 @@ def test_latency_of_a_hybrid_is_its_roofline_per_rank_plus_collectives(cli):
 @pytest.mark.parametrize(("card", "args", "match"), [
     (lambda: _mamba2(n_groups=2), dict(tp=4), "num_groups must equal 1"),
     (lambda: _mamba2(n_groups=1), dict(tp=3), "num_heads 128 is not divisible by tensor parallel size 3"),
-    (lambda: _card(LFM25), dict(engine="sglang"), "--engine sglang: SGLang's state pool is modelled for Mamba-2"),
+    (lambda: _card(JAMBA), dict(engine="sglang"), "--engine sglang: SGLang's state pool is modelled for Mamba-2"),
     (lambda: card_from_hf_config({"model_type": "recurrent_gemma", "hidden_size": 256, "num_hidden_layers": 3,
                                   "num_attention_heads": 4, "vocab_size": 1000, "intermediate_size": 512,
                                   "lru_width": 256}), {}, "--engine vllm: .*RG-LRU"),

@@ -39,8 +39,9 @@ Tp = Annotated[Optional[int], typer.Option("--tp", help="Tensor-parallel size (d
 Pp = Annotated[Optional[int], typer.Option("--pp", help="Pipeline-parallel size (default 1).")]
 Dp = Annotated[Optional[int], typer.Option("--dp", help="Data-parallel replicas (default 1).")]
 PlanEngine = Annotated[str, typer.Option(
-    "--engine", help=f"The serving engine, {ENGINES_HELP}; a version as vllm==0.11 (modelled: 0.10, 0.11-0.16, 0.17, 0.18-0.20, "
-                     "0.21-0.25, 0.26+; default the newest) or sglang==0.5.")]
+    "--engine", help=f"The serving engine, {ENGINES_HELP}; a version as vllm==0.11 (modelled: 0.2-0.9 (V0), 0.10, "
+                     "0.11-0.16, 0.17, 0.18-0.20, 0.21-0.25, 0.26+; default the newest) or sglang==0.5.6 (0.4, "
+                     "0.5.0-0.5.22, 0.5.23+).")]
 Util = Annotated[Optional[float], typer.Option(
     "--gpu-memory-utilization", help="vLLM: share of GPU memory (default 0.92); hf/ideal: default 1.0.")]
 Mfs = Annotated[Optional[float], typer.Option("--mem-fraction-static", help="SGLang; default: its GPU formula.")]

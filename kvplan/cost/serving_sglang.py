@@ -47,15 +47,24 @@ def prefill_graph_sizes(max_bs: int) -> list[int]:
     return sizes
 
 
-def default_mem_fraction_static(gpu_mem_mib: int, tp: int, pp: int, mla: bool) -> float:
+def default_mem_fraction_static(gpu_mem_mib: int, tp: int, pp: int, mla: bool, prefill_graphs: bool = True) -> float:
     """memory_hook.py: reserved = 512 + 1.5 x max(chunked_prefill, 2048) + tp·pp/8 x 1024 + 2 x decode max_bs +
-    prefill graphs (8 MiB each; MLA 1536), at least 10240 above 60 GiB; mfs = round((gpu - reserved) / gpu, 3)."""
+    prefill graphs (8 MiB each; MLA 1536), at least 10240 above 60 GiB; mfs = round((gpu - reserved) / gpu, 3).
+    ``prefill_graphs`` False: the releases whose piecewise (prefill) CUDA graphs are off by default reserve nothing
+    for them (server_args.py _handle_gpu_memory_settings, "if self.enable_piecewise_cuda_graph: reserved_mem +=
+    len(self.piecewise_cuda_graph_tokens) * 8"; the heuristic of sglang PR 10975)."""
     chunk, max_bs = gpu_defaults(gpu_mem_mib, tp)
-    graphs = 2 * max_bs + (1536 if mla else 8 * len(prefill_graph_sizes(chunk)))
+    graphs = 2 * max_bs + ((1536 if mla else 8 * len(prefill_graph_sizes(chunk))) if prefill_graphs else 0)
     reserved = 512 + 1.5 * max(chunk, 2048) + tp * pp / 8 * 1024 + graphs
     if gpu_mem_mib > 60 * _GIB_MIB:
         reserved = max(reserved, 10240)
     return round((gpu_mem_mib - reserved) / gpu_mem_mib, 3)
+
+
+def mem_fraction_by_tp(tp: int) -> float:
+    """SGLang 0.4 (srt/server_args.py ServerArgs.__post_init__): the default mem_fraction_static by TP size alone:
+    0.79 from 16 GPUs, 0.81 from 8, 0.85 from 4, 0.87 from 2, 0.88 on one."""
+    return next(f for least, f in ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87), (1, 0.88)) if tp >= least)
 
 
 def pool_bytes(free_at_start: int, mem_fraction_static: float, weights: int) -> int:
@@ -82,7 +91,10 @@ def pp_partition_sizes(num_layers: int, pp: int) -> list[int]:
 
 
 DEFAULT_MAMBA_FULL_MEMORY_RATIO = 0.9  # server_args.py mamba_full_memory_ratio
-SSM_STATE_KINDS = ("mamba2", "gated_deltanet")  # configs/mamba_utils.py Mamba2StateShape (NemotronH, FalconH1, Qwen3Next)
+# configs/mamba_utils.py Mamba2StateShape (NemotronH, FalconH1, Qwen3Next); LFM2's short convolutions (configs/lfm2.py
+# Lfm2Config.mamba2_cache_params: a conv state of hidden x (L_cache - 1) per layer, no temporal state: the log prints
+# "Mamba Cache is allocated. max_mamba_cache_size: N, conv_state size: X GB, ssm_state size: 0.00GB")
+SSM_STATE_KINDS = ("mamba2", "gated_deltanet", "short_conv")
 CONV_STATE_BYTES, SSM_STATE_BYTES = 2, 4  # mamba2_state_dtype: conv bfloat16 (SGLANG_MAMBA_CONV_DTYPE), SSM float32
 #                                           unless the config's mamba_ssm_dtype or SGLANG_MAMBA_SSM_DTYPE says otherwise
 

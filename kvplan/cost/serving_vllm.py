@@ -109,14 +109,16 @@ MXFP4_TRITON_HOPPER_PAD = (256, 64)
 
 def profile_activation_bytes(card: ModelCard, tp: int, act_bytes: int, num_tokens: int, num_reqs: int,
                              padded_vocab: int, last_stage: bool, expert_tp: int | None = None,
-                             sampler_bytes_per_logit: int | None = None) -> int:
+                             sampler_bytes_per_logit: int | None = None, hold_qkv: bool = True) -> int:
     """Approximate torch peak of profile_run (gpu_model_runner.py _dummy_run + _dummy_sampler_run), kvplan's own:
     forward: N tokens x (gate_up + act output (3 I/tp) + q/k/v (/tp) + 4 hidden-wide buffers) x act bytes; MoE:
     the Triton fused-MoE workspace N·k·max(I/tp, H) + N·k·max(2I/tp, H) + N·H (fused_moe/experts/triton_moe.py).
     Sampler (last stage): R rows x padded vocab x ``sampler_bytes_per_logit`` (the version's sorting sampler; None:
-    the sampler without a sort, act bytes + UNSORTED_SAMPLER_EXTRA_BYTES). The peak is the larger of the two phases."""
+    the sampler without a sort, act bytes + UNSORTED_SAMPLER_EXTRA_BYTES). The peak is the larger of the two phases.
+    ``hold_qkv`` False (V0's eager forward): the q/k/v output is freed before the MLP that sets the peak (measured:
+    a V0 0.7.2 log of Qwen2.5-1.5B over 32,768 tokens logs 2.02 GiB = 32,768 x (3 I + 4 H) x 2 B, docs/logs)."""
     h = card.hidden_size
-    qkv = sum(m.n_out for m in attention_matrices(card) if m.tp == "column") // tp
+    qkv = sum(m.n_out for m in attention_matrices(card) if m.tp == "column") // tp if hold_qkv else 0
     dense = 3 * card.ffn_size // tp + qkv + 4 * h
     forward = dense if card.moe is None or card.moe.first_dense_layers else 0
     if card.moe:

@@ -250,12 +250,17 @@ def utilization(value: float | None, default: float) -> float:
 
 def parse_version(flag: str, text: str) -> tuple[int, int]:
     """'0.11', '0.11.2', 'v0.11.0rc1', '0.10.1.dev8168' -> (0, 11), ...; KvplanError naming the flag otherwise."""
+    return parse_release(flag, text)[:2]
+
+
+def parse_release(flag: str, text: str) -> tuple[int, int, int]:
+    """(major, minor, patch): '0.5.6.post2' -> (0, 5, 6); a missing patch is 0."""
     import re
 
-    m = re.fullmatch(r"v?(\d{1,4})\.(\d{1,4})(?:\.\d{1,6})?(?:[.+-]?[A-Za-z0-9.+]{1,40})?", str(text).strip())
+    m = re.fullmatch(r"v?(\d{1,4})\.(\d{1,4})(?:\.(\d{1,6}))?(?:[.+-]?[A-Za-z0-9.+]{1,40})?", str(text).strip())
     if m is None:
         raise KvplanError(f"{flag}: a version is MAJOR.MINOR[.PATCH] (e.g. vllm==0.11), got {str(text)[:40]!r}")
-    return int(m[1]), int(m[2])
+    return int(m[1]), int(m[2]), int(m[3] or 0)
 
 
 def stage_weights(s: Setup, pp_rank: int, parts: list[range]):

@@ -6,20 +6,53 @@ The formulas, each with its SGLang source, are in ``kvplan.cost.serving_sglang``
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from kvplan.cost import serving_sglang as sg
 from kvplan.cost.engines import CacheRun
-from kvplan.cost.runtimes.base import Server, parse_version, rank_row, stage_weights
+from kvplan.cost.runtimes.base import Server, parse_release, rank_row, stage_weights
 from kvplan.cost.runtimes.setup import Options, Pool, ServingFlags, Setup, Stage
 from kvplan.cost.runtimes.vllm import dtype_flags
 from kvplan.errors import KvplanError, Refused
 from kvplan.units import cdiv, fmt_bytes, fmt_int, require_fraction, require_positive
 
 
+@dataclass(frozen=True)
+class SglangVersion:
+    """The rules that differ between SGLang releases; one object per modelled range, named in a plan's rules."""
+
+    label: str
+    first: tuple[int, int, int]
+    last: tuple[int, int, int] | None
+    mfs_by_tp: bool  # 0.4: the default mem_fraction_static by TP size alone (sg.mem_fraction_by_tp)
+    reserves_prefill_graphs: bool  # the default's reservation counts piecewise prefill CUDA graphs (8 MiB each)
+
+    def covers(self, version: tuple[int, int, int]) -> bool:
+        return self.first <= version and (self.last is None or version <= self.last)
+
+    @property
+    def span(self) -> str:
+        first = ".".join(map(str, self.first))
+        return f"{first}+" if self.last is None else f"{first}-{'.'.join(map(str, self.last))}"
+
+
+VERSIONS = (
+    SglangVersion("SGLang 0.4 (mem_fraction_static by TP size)", (0, 4, 0), (0, 4, 99), True, False),
+    # sglang PR 10975's heuristic (reserved MiB by GPU memory); the prefill-graph term only where piecewise CUDA
+    # graphs are on by default: not in 0.5.6 (docs/logs/sglang-code46415979912-lfm2-700m.log), in 0.5.23's source.
+    # The boundary between is not known: kvplan places it at 0.5.23, the release it read.
+    SglangVersion("SGLang 0.5.0-0.5.22 (reserved-memory default, no prefill graphs)", (0, 5, 0), (0, 5, 22), False,
+                  False),
+    SglangVersion(f"{sg.RULES} (reserved-memory default with prefill graphs)", (0, 5, 23), None, False, True),
+)
+
+
 class SGLang(Server):
     name = "sglang"
     display_name = "SGLang"
-    rules = sg.RULES
-    versions = ("0.5",)
+    rules = VERSIONS[-1].label
+    version = VERSIONS[-1]
+    versions = tuple(v.span for v in VERSIONS)
     budget_flag = "--mem-fraction-static"
     description = ("SGLang token pool, page size 1: one slot per token and layer (sliding layers counted in full; "
                    "its hybrid SWA pool is not modelled)")
@@ -29,10 +62,19 @@ class SGLang(Server):
     _dtype_hint = " (SGLang --kv-cache-dtype: auto, fp8_e4m3, fp8_e5m2)"
 
     def at_version(self, text: str) -> SGLang:
-        """``--engine sglang==0.5.x``: the one SGLang range modelled (the rules of 0.5.23)."""
-        if parse_version("--engine", text) != (0, 5):
-            raise KvplanError(f"--engine: SGLang {text} is not modelled; modelled: sglang==0.5 ({sg.RULES})")
-        return self
+        """``--engine sglang==0.5.6``: the modelled range that covers the release (a bare 0.5 is 0.5.0)."""
+        v = parse_release("--engine", text)
+        family = next((f for f in VERSIONS if f.covers(v)), None)
+        if family is None:
+            raise KvplanError(f"--engine: SGLang {text} is not modelled; modelled: "
+                              f"{', '.join('sglang==' + f.span for f in VERSIONS)}")
+        if family is self.version:
+            return self
+        if family not in _FAMILIES:
+            cls = type(f"SGLang_{'_'.join(map(str, family.first))}", (SGLang,),
+                       {"version": family, "rules": family.label, "__doc__": f"SGLang's rules as of {family.label}."})
+            _FAMILIES[family] = cls()
+        return _FAMILIES[family]
 
     def positions_held(self, window: int | None, run: CacheRun) -> int:
         # srt/mem_cache/memory_pool.py MHATokenToKVPool: page_size 1 by default, a slot per cached token
@@ -46,8 +88,10 @@ class SGLang(Server):
         if flags.gpu_memory_utilization is not None:
             raise KvplanError("--gpu-memory-utilization: SGLang sizes its pool with --mem-fraction-static instead")
         value = flags.mem_fraction_static
-        mfs = (sg.default_mem_fraction_static(total // sg.MIB, layout.tp, layout.pp, card.mla is not None)
-               if value is None else value)
+        v = self.version
+        mfs = (value if value is not None else sg.mem_fraction_by_tp(layout.tp) if v.mfs_by_tp else
+               sg.default_mem_fraction_static(total // sg.MIB, layout.tp, layout.pp, card.mla is not None,
+                                              v.reserves_prefill_graphs))
         if value is not None:
             require_fraction("--mem-fraction-static", value)
         if not 0 < mfs <= 1:
@@ -153,8 +197,8 @@ def _state_bytes(card, st: Stage) -> int:
     if card.ssm is None:
         return 0
     if card.ssm.kind not in sg.SSM_STATE_KINDS:
-        raise KvplanError(f"--engine sglang: SGLang's state pool is modelled for Mamba-2 and Gated DeltaNet mixers "
-                          f"(Mamba2StateShape); {card.name}'s is {card.ssm.kind}: use --engine vllm")
+        raise KvplanError(f"--engine sglang: SGLang's state pool is modelled for Mamba-2, Gated DeltaNet and LFM2 "
+                          f"short-conv mixers (Mamba2StateShape); {card.name}'s is {card.ssm.kind}: use --engine vllm")
     conv = sum(c * e for sp in st.specs if sp.kind == "conv_state" for c, e in sp.vectors)  # elements, all layers
     ssm = sum(c * e for sp in st.specs if sp.kind == "ssm_state" for c, e in sp.vectors)
     return sg.state_bytes_per_request(conv, ssm)
@@ -165,3 +209,6 @@ def _concurrency(st: Stage, by_tokens: float, slots: int | None) -> float:
     if slots is None:
         return by_tokens
     return float(slots) if not st.kv_bytes_per_token else min(by_tokens, float(slots))
+
+
+_FAMILIES: dict[SglangVersion, SGLang] = {}

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from kvplan.cost import serving_vllm as vl
+from kvplan.cost import serving_vllm_v0 as v0
 from kvplan.cost.engines import CacheRun
 from kvplan.cost.runtimes import vllm_features as vf
 from kvplan.cost.runtimes.base import Server, parse_version, positive_size, rank_row, refuse_zamba_v1, utilization
@@ -37,6 +38,15 @@ class VllmVersion:
     # picks there; None: the Marlin backend (kvplan.cost.quant's default), as vLLM 0.10.1 logs on H100 ("leveraging
     # the Marlin kernel", 65.9651 GiB for gpt-oss-120b, docs/logs/vllm-issue23278-gpt-oss-120b-h100.log)
     mxfp4_hopper_pad: tuple[int, int] | None = None
+    # V0 (serving_vllm_v0.py): one block table over all attention layers (no KV cache groups), each MLA entry padded
+    # to 256 B, --swap-space CPU blocks, max_num_seqs 256 on every GPU, the whole max_model_len in the profile's
+    # forward below 32K tokens, concurrency = blocks x block_size / max_model_len
+    v0_engine: bool = False
+    entry_alignment_bytes: int = 0  # CacheEngine align_to_256bytes (MLA entries), 0: none
+    swap_space_bytes: int = 0  # --swap-space: CPU blocks of the same size ("# CPU blocks: M")
+    profile_holds_qkv: bool = True  # the profile forward's peak (at the MLP) still holds the q/k/v output
+    fixed_max_num_seqs: int | None = None  # V0: 256 on every GPU (None: by GPU memory, arg_utils get_batch_defaults)
+    mnbt_covers_max_model_len: bool = False  # V0: max(max_model_len, 2048) up to 32K tokens, chunked (2048) above
 
     def covers(self, version: tuple[int, int]) -> bool:
         return self.first <= version and (self.last is None or version <= self.last)
@@ -47,7 +57,12 @@ class VllmVersion:
         return f"{first}+" if self.last is None else f"{first}-{'.'.join(map(str, self.last))}"
 
 
+V0 = VllmVersion("vLLM 0.2-0.9 (V0 engine)", (0, 2), (0, 9), 0.9, False, False, False,
+                 vl.SORTED_SAMPLER_BYTES_PER_LOGIT, v0_engine=True, entry_alignment_bytes=v0.ENTRY_ALIGNMENT_BYTES,
+                 swap_space_bytes=v0.DEFAULT_SWAP_SPACE_BYTES, profile_holds_qkv=False,
+                 fixed_max_num_seqs=v0.DEFAULT_MAX_NUM_SEQS, mnbt_covers_max_model_len=True)
 VERSIONS = (
+    V0,
     VllmVersion("vLLM 0.10 (V1 engine)", (0, 10), (0, 10), 0.9, False, True, False,
                 vl.SORTED_SAMPLER_BYTES_PER_LOGIT),
     VllmVersion("vLLM 0.11-0.16 (V1 engine)", (0, 11), (0, 16), 0.9, False, True, False,
@@ -89,7 +104,7 @@ class VLLM(Server):
         v = parse_version("--engine", text)
         family = next((f for f in VERSIONS if f.covers(v)), None)
         if family is None:
-            raise KvplanError(f"--engine: vLLM {text} is not modelled (before 0.10: the V0 engine); modelled: "
+            raise KvplanError(f"--engine: vLLM {text} is not modelled; modelled: "
                               f"{', '.join('vllm==' + f.span for f in VERSIONS)}")
         return self if family is self.version else _at(family)
 
@@ -126,6 +141,12 @@ class VLLM(Server):
 
     def resolve(self, flags: ServingFlags, card, gpu, total, layout, max_model_len) -> Options:
         mnbt, seqs = vl.batch_defaults(total, gpu.name)
+        v = self.version
+        mnbt = v0.max_num_batched_tokens(max_model_len) if v.mnbt_covers_max_model_len else mnbt
+        seqs = v.fixed_max_num_seqs or seqs
+        if v.v0_engine and card.ssm is not None:
+            raise KvplanError(f"--engine: vLLM V0 keeps state layers in its own MambaCacheManager (not modelled); "
+                                  f"plan {card.name} with --engine vllm==0.10 or later")
         block = (require_positive("--block-size", flags.block_size) if flags.block_size is not None
                  else vl.default_block_size(card, gpu.compute_capability))
         util = utilization(flags.gpu_memory_utilization, self.version.default_utilization)
@@ -222,7 +243,7 @@ class VLLM(Server):
         act_bytes = 4 if s.w_t.bits == 32 else 2
         return vl.profile_activation_bytes(s.card, s.layout.tp, act_bytes, mnbt, min(s.max_num_seqs, mnbt),
                                            pad_vocab(s.card.vocab_size), last_stage, moe_tp(s.layout),
-                                           _sampler_bytes_per_logit(s))
+                                           _sampler_bytes_per_logit(s), self.version.profile_holds_qkv)
 
     def activation_estimated(self, s: Setup) -> bool:
         return s.activation is None
@@ -242,6 +263,8 @@ class VLLM(Server):
         """Groups of the whole model, each stage's bytes per block and blocks, the min over ranks."""
         from kvplan.cost.runtimes.results import KVCachePool
 
+        if self.version.v0_engine:
+            return _v0_pool(s, sts)
         drafts = vf.draft_layer_specs(s)  # speculative decoding: the proposer's layers join the pool
         if drafts:
             from kvplan.cost.parallel import Layout, rank_layer_specs
@@ -301,6 +324,8 @@ class VLLM(Server):
 
     def notes(self, s: Setup, p: Pool) -> list[str]:
         out = [_budget_note(s)]
+        if self.version.v0_engine:
+            out.append(_v0_note(s, p))
         if p.pool.padding_layers:
             out.append(f"vLLM hybrid KV cache: {p.pool.groups} groups share one block pool; 'Add "
                        f"{p.pool.padding_layers} padding layers' (kv_cache_utils.py); a request takes "
@@ -309,6 +334,11 @@ class VLLM(Server):
             out.append(f"The scheduler runs at most --max-num-seqs {s.max_num_seqs} requests at once per replica; "
                        f"the pool would hold {p.concurrency:,.1f}.")
         return out + _state_notes(s, p) + vf.notes(s, p)
+
+    def requested_rule(self, s: Setup) -> str:
+        if self.version.v0_engine:  # worker.py determine_num_available_blocks: a float, blocks = int(rest // block)
+            return f"total x gpu_memory_utilization {s.util} (V0)"
+        return super().requested_rule(s)
 
     def activation_rule(self, s: Setup) -> str:
         if s.activation is None:
@@ -331,6 +361,44 @@ def mxfp4_loaded(s: Setup) -> Setup:
     data = s.card.model_dump(exclude_none=True)
     data["quantization"] = {**data["quantization"], "kernel_pad": list(pad)}
     return replace(s, card=card_from_dict(data, origin=f"{s.card.name} (MXFP4, Triton backend)"))
+
+
+def _v0_pool(s: Setup, sts: list[Stage]) -> Pool:
+    """vLLM V0 (serving_vllm_v0.py): one block of every attention layer on the rank (MLA entries padded to 256 B),
+    int(available // block) per worker and the min over workers (executor: min of determine_num_available_blocks);
+    a request of max_model_len tokens fits when the pool holds block_size x blocks >= that many tokens."""
+    from kvplan.cost.runtimes.results import KVCachePool
+
+    L, bs, rows = s.max_model_len, s.block_size, []
+    model_bytes = 4 if s.w_t.bits == 32 else 2  # the alignment counts elements of model_config.dtype
+    align = s.engine.version.entry_alignment_bytes
+    for st in sts:
+        entries = [(count * (v0.aligned_entry_elems(elems, model_bytes) if align and sp.kind == "mla" else elems),
+                    sp.dtype.bits // 8) for sp in st.specs if not sp.per_sequence for count, elems in sp.vectors]
+        bpb = v0.cache_block_bytes(entries, bs)
+        blocks = v0.num_blocks(st.available, bpb)
+        rows.append(rank_row(st, bpb, blocks, min(L, v0.max_tokens(blocks, bs))))
+    lim = min(range(len(sts)), key=lambda i: rows[i].num_blocks)
+    blocks, bpb = rows[lim].num_blocks, rows[lim].bytes_per_block
+    per_req = cdiv(L, bs)
+    pool = KVCachePool(available_bytes=sts[lim].available, block_size=bs, bytes_per_block=bpb, num_blocks=blocks,
+                       tokens=v0.max_tokens(blocks, bs), groups=1, padding_layers=0, blocks_per_request=per_req)
+    fits = v0.max_tokens(blocks, bs) >= L
+    return Pool(sts[lim], pool, v0.max_concurrency(blocks, bs, L), bpb * per_req, fits,
+                min(r.max_model_len_fit for r in rows), rows)
+
+
+def _v0_note(s: Setup, p: Pool) -> str:
+    """The V0 figures a log prints beside the pool: '# GPU blocks: N, # CPU blocks: M' and the concurrency rule."""
+    swap = s.engine.version.swap_space_bytes
+    cpu = v0.cpu_blocks(swap, p.pool.bytes_per_block)
+    mla = (" Each MLA latent entry is padded to a multiple of 256 bytes (cache_engine.py align_to_256bytes)."
+           if s.card.mla is not None else "")
+    return (f"vLLM V0 (worker.py determine_num_available_blocks): '# GPU blocks: {fmt_int(p.pool.num_blocks)}, "
+            f"# CPU blocks: {fmt_int(cpu)}' (--swap-space {fmt_bytes(swap)} of pinned host memory per GPU); "
+            f"concurrency = blocks x {s.block_size} / max_model_len (executor_base.py), one block table over all "
+            f"layers (sliding windows are not freed per layer); a max_model_len above "
+            f"{fmt_int(p.pool.tokens)} tokens is refused.{mla}")
 
 
 @lru_cache(maxsize=512)
@@ -382,11 +450,12 @@ def _budget_note(s: Setup) -> str:
               else "CUDA graphs (captured after the pool is sized before 0.21: not in the budget)")
     sampler = ("; the profile peak is the larger of the dummy forward and the dummy sampler, which sorts the whole "
                f"vocabulary of max_num_seqs rows in this version (FITTED: {sorted_bytes} B per row and entry, within "
-               "5% of public 0.10-0.11 logs; an ESTIMATE)" if sorted_bytes else
+               "5% of public V0 (0.6-0.8) and 0.10-0.16 logs; an ESTIMATE)" if sorted_bytes else
                "; the profile peak is the larger of the dummy forward and the dummy sampler over max_num_seqs rows of "
                f"the vocabulary without a sort ({'FlashInfer' if s.opts.flashinfer_sampler else 'Triton'} top-k/top-p:"
                f" the logits plus {vl.UNSORTED_SAMPLER_EXTRA_BYTES} B of float32 copies per row and entry)")
-    return (f"{v.label}: available = ceil(total x {s.util}) - weights - activation peak - non-torch "
+    requested = f"total x {s.util}" if v.v0_engine else f"ceil(total x {s.util})"  # V0: a float, then // block
+    return (f"{v.label}: available = {requested} - weights - activation peak - non-torch "
             f"({fmt_bytes(s.non_torch)}) - {graphs}; activation peak: {act}{sampler}. "
             "Non-torch and CUDA-graph figures are documented defaults (--non-torch-memory, --cuda-graph-memory).")
 

@@ -1,0 +1,78 @@
+"""vLLM's V0 engine (the default engine up to 0.7; ``VLLM_USE_V1=0`` until 0.10): its memory rules as small pure
+functions. Followed: vLLM 0.6.4 - 0.8.5 (paths inside the ``vllm`` package); each differs from V1 where noted.
+
+The budget (``worker/worker.py`` ``Worker.determine_num_available_blocks``)::
+
+    available      = total_gpu_memory x gpu_memory_utilization - (weights + torch peak + non-torch growth)
+    num_gpu_blocks = int(available // cache_block_size)
+    num_cpu_blocks = int(swap_space_bytes // cache_block_size)            # --swap-space, 4 GiB per GPU by default
+
+logged as ``# GPU blocks: N, # CPU blocks: M`` (``# cuda blocks`` / ``# CUDA blocks`` from 0.7: the platform's
+device name), then ``Maximum concurrency for L tokens per request: C x`` with C = N x block_size / L
+(``executor/executor_base.py`` ``initialize_cache``). The profile run (``worker/model_runner.py`` ``profile_run``)
+is a forward of max_num_batched_tokens tokens split over max_num_seqs dummy sequences with ``SamplingParams(top_p=0.99,
+top_k=vocab - 1)``, so V0's sampler sorts the whole vocabulary of every row (``layers/sampler.py``
+``_apply_top_k_top_p``) as V1's dummy sampler does. CUDA graphs are captured after the pool is sized.
+"""
+
+from __future__ import annotations
+
+from kvplan.units import cdiv
+
+GIB = 2**30
+DEFAULT_SWAP_SPACE_BYTES = 4 * GIB  # engine/arg_utils.py EngineArgs.swap_space = 4 (GiB, per GPU)
+DEFAULT_MAX_NUM_SEQS = 256  # engine/arg_utils.py EngineArgs.max_num_seqs = 256 on every GPU (V1: by GPU memory)
+# config.py SchedulerConfig: _DEFAULT_MAX_NUM_BATCHED_TOKENS = 2048; chunked prefill is turned on by default for
+# max_model_len > 32K (arg_utils.py create_engine_config, "use_long_context")
+DEFAULT_MAX_NUM_BATCHED_TOKENS = 2048
+LONG_CONTEXT = 32 * 1024
+# worker/cache_engine.py align_to_256bytes: "Primarily targets MLA" (CacheEngine._align_cache: use_mla on CUDA,
+# VLLM_CUDA_MEM_ALIGN_KV_CACHE default on): each key-cache entry of num_heads x head_size elements is rounded up to
+# a multiple of 256 bytes in the model dtype (the PR that added it: "for MLA with a head dim of 576 ... we allocate
+# 640 elements per cache entry", 1,280 B in bf16)
+ENTRY_ALIGNMENT_BYTES = 256
+
+
+def max_num_batched_tokens(max_model_len: int) -> int:
+    """config.py SchedulerConfig.__post_init__: chunked prefill (on by default above 32K tokens) -> 2048; without it
+    max(max_model_len, 2048), so the profile run's forward covers a whole max-length prompt."""
+    if max_model_len > LONG_CONTEXT:
+        return DEFAULT_MAX_NUM_BATCHED_TOKENS
+    return max(max_model_len, DEFAULT_MAX_NUM_BATCHED_TOKENS)
+
+
+def aligned_entry_elems(elems: int, model_dtype_bytes: int) -> int:
+    """align_to_256bytes(extent, model_config.dtype): round up to 256 // itemsize elements (of the MODEL dtype)."""
+    step = ENTRY_ALIGNMENT_BYTES // model_dtype_bytes
+    return cdiv(elems, step) * step
+
+
+def cache_block_bytes(entries: list[tuple[int, int]], block_size: int) -> int:
+    """CacheEngine.get_cache_block_size: one block of every attention layer on the rank: sum over layers of
+    block_size x (K entry + V entry (none for MLA)) x cache dtype bytes; ``entries`` is (elements one token stores
+    in a layer, the entries aligned, and the cache dtype's bytes per element) per attention layer (vLLM's cache dtypes
+    are whole bytes: fp32, fp16, bf16, fp8). V0 has one block table for all layers (no KV cache
+    groups, no per-layer windows)."""
+    return block_size * sum(elems * nbytes for elems, nbytes in entries)
+
+
+def num_blocks(available: int, block_bytes: int) -> int:
+    """int(available // cache_block_size), at least 0 (worker.py determine_num_available_blocks)."""
+    return max(0, available) // block_bytes
+
+
+def cpu_blocks(swap_space_bytes: int, block_bytes: int) -> int:
+    """int(swap_space_bytes // cache_block_size): the '# CPU blocks' of the log (pinned host memory for swapping)."""
+    return swap_space_bytes // block_bytes
+
+
+def max_concurrency(blocks: int, block_size: int, max_model_len: int) -> float:
+    """executor_base.py: num_gpu_blocks x block_size / max_model_len ('Maximum concurrency for L tokens per
+    request'); V1 divides by the blocks one request takes instead (cdiv(L, block_size))."""
+    return blocks * block_size / max_model_len
+
+
+def max_tokens(blocks: int, block_size: int) -> int:
+    """worker.py raise_if_cache_size_invalid: max_seq_len = block_size x num_gpu_blocks ('the maximum number of tokens
+    that can be stored in KV cache'); a max_model_len above it is refused."""
+    return blocks * block_size

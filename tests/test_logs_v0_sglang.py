@@ -1,0 +1,267 @@
+"""Public vLLM V0 and SGLang start-up logs (docs/logs/*.log) reproduced by kvplan (issue 20).
+
+For each log: (1) from launch flags alone (the model, the GPU or the total the log prints, the engine version, TP,
+utilization / mem_fraction_static, max_model_len, dtype) the memory left for the cache is within 5% of the log and,
+where the log states them, the weights per GPU within 0.5%; (2) given the logged pool, the blocks / tokens /
+concurrency / CPU blocks / state slots agree within the log's own print rounding. A gap that stays open is an
+xfail(strict=True) with its reason. Each figure used here is quoted from its file (``quotes``), so the numbers below
+cannot drift from the public text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from kvplan.cost import serving_sglang as sg
+from kvplan.cost import serving_vllm_v0 as v0
+from kvplan.planning.capacity import plan
+
+GIB = 2**30
+LOGS = Path(__file__).resolve().parents[1] / "docs" / "logs"
+AVAILABLE_TOLERANCE, WEIGHTS_TOLERANCE = 0.05, 0.005  # issue 20
+PRINT = 0.005  # a figure printed with two decimals is itself +-0.005
+
+
+@dataclass(frozen=True)
+class Log:
+    file: str
+    flags: dict  # kvplan.plan keywords: the launch flags and the GPU, nothing measured
+    available_gib: float  # the memory the log says was left for the cache (SGLang: K + V (+ state pool))
+    quotes: tuple[str, ...]  # the lines (or parts) the figures come from, verbatim in the file
+    weights_gib: float | None = None  # vLLM's "Loading model weights took X GB" (GiB)
+    pool: dict = field(default_factory=dict)  # the logged pool's figures
+    open_gap: str = ""  # why the flags-alone budget misses (xfail, strict)
+    weights_gap: str = ""  # why the weights miss (xfail, strict)
+
+
+LOGS_V0 = [
+    Log("vllm-code55594152188-qwen2.5-1.5b-t4.log",
+        dict(model="tests/data/configs/qwen2.5-1.5b-instruct", gpu="T4", gpu_memory="14.56GiB", engine="vllm==0.7.2",
+             gpu_memory_utilization=0.5, max_model_len=32768, weight_dtype="fp16"),
+        2.36, ("Loading model weights took 2.8875 GB", "the rest of the memory reserved for KV Cache is 2.36GiB",
+               "# CUDA blocks: 5519, # CPU blocks: 9362", "Maximum concurrency for 32768 tokens per request: 2.69x"),
+        weights_gib=2.8875, pool=dict(blocks=5519, cpu_blocks=9362, concurrency=2.69)),
+    Log("vllm-code69421856836-qwen2.5-0.5b-t4.log",
+        dict(model="tests/data/configs/qwen2.5-0.5b", gpu="T4", gpu_memory="14.56GiB", engine="vllm==0.6.6",
+             max_model_len=32768, weight_dtype="fp16"),
+        10.63, ("Loading model weights took 0.9276 GB", "the rest of the memory reserved for KV Cache is 10.63GiB",
+                "# GPU blocks: 58059, # CPU blocks: 21845", "Maximum concurrency for 32768 tokens per request: 28.35x"),
+        weights_gib=0.9276, pool=dict(blocks=58059, cpu_blocks=21845, concurrency=28.35)),
+    Log("vllm-code14319663172-llama-3.1-8b-a10.log",
+        dict(model="llama-3.1-8b", gpu="A10G", gpu_memory="22.07GiB", engine="vllm==0.7", max_model_len=131072),
+        4.60, ("Loading model weights took 14.9888 GB", "the rest of the memory reserved for KV Cache is 4.60GiB",
+               "# CUDA blocks: 2356, # CPU blocks: 2048", "Maximum concurrency for 131072 tokens per request: 0.29x",
+               "stored in KV cache (37696)"),
+        weights_gib=14.9888, pool=dict(blocks=2356, cpu_blocks=2048, concurrency=0.29, longest=37696),
+        open_gap="the logged profile peak is 0.22 GiB, the 2,048-token forward alone: this build's sampler sorted "
+                 "nothing (FlashInfer's top-k/top-p sampler); kvplan charges V0's sorting sampler, 256 rows x 128,256 "
+                 "x 38 B = 1.16 GiB, so its pool is 0.94 GiB (-21%) short. --activation-memory 0.22GiB reproduces it"),
+    Log("vllm-code13068150713-qwen3-8b-tp4-v0.log",
+        dict(model="qwen3-8b", gpu="A10G", gpu_memory="21.48GiB", tp=4, engine="vllm==0.8.5",
+             gpu_memory_utilization=0.93, max_model_len=65536, weight_dtype="fp16", max_num_batched_tokens=8192),
+        14.49, ("model weights take 3.85GiB", "PyTorch activation peak memory takes 1.45GiB",
+                "the rest of the memory reserved for KV Cache is 14.49GiB"),
+        weights_gib=3.85, weights_gap="kvplan's 3.824 GiB per rank is 0.026 GiB (-0.67%) under the logged 3.85 "
+                                      "(3.845 at the print's low end: -0.54%); not explained yet"),
+    *(Log(f"vllm-issue10517-llama-3.1-8b-{length // 1000}k.log",  # one RTX 3090, two max_model_len
+          dict(model="llama-3.1-8b", gpu="RTX-4090", gpu_memory="23.58GiB", engine="vllm==0.6.4", max_model_len=length),
+          kv, ("Loading model weights took 14.9888 GB", f"kv_cache_size={kv:.2f}GiB gpu_memory_utilization=0.90",
+               f"GPU blocks: {blocks}, # CPU blocks: 2048",
+               f"Maximum concurrency for {length} tokens per request: {conc:.2f}x", *quotes),
+          weights_gib=14.9888, pool=dict(blocks=blocks, cpu_blocks=2048, concurrency=conc, **more))
+      for length, kv, blocks, conc, quotes, more in ((20000, 3.81, 1952, 1.56, (), {}),
+                                                      (29000, 2.89, 1478, 0.82, ("stored in KV cache (23648)",),
+                                                       dict(longest=23648)))),
+    Log("vllm-code5773335890-phi-4-gptq-h100.log",
+        dict(model="tests/data/configs/phi-4-gptq", gpu="H100-SXM", gpu_memory="79.25GiB", engine="vllm==0.6.5",
+             gpu_memory_utilization=0.15, max_model_len=2048),
+        2.18, ("Loading model weights took 8.5107 GB", "non_torch_memory takes 0.26GiB",
+               "the rest of the memory reserved for KV Cache is 2.18GiB", "# GPU blocks: 715, # CPU blocks: 1310",
+               "Maximum concurrency for 2048 tokens per request: 5.59x"),
+        weights_gib=8.5107, pool=dict(blocks=715, cpu_blocks=1310, concurrency=5.59),
+        open_gap="the run's non-torch growth is 0.26 GiB (GPTQ-Marlin workspaces among it) where kvplan charges 64 "
+                 "MiB on one GPU; at utilization 0.15 the 0.2 GiB is 9% of a 2.18 GiB pool (kvplan 2.39 GiB)"),
+    Log("vllm-code43801487237-llama-3.1-70b-fp8-mi300x.log",
+        dict(model="llama-3.1-70b", gpu="MI300X", gpu_memory="191.98GiB", engine="vllm==0.6.4",
+             gpu_memory_utilization=0.98, max_num_seqs=4096, max_model_len=32768, weight_dtype="fp8_e4m3"),
+        95.28, ("Loading model weights took 67.6979 GB", "peak_torch_memory=86.79GiB", "kv_cache_size=95.28GiB",
+                "# GPU blocks: 19513, # CPU blocks: 819", "Maximum concurrency for 32768 tokens per request: 9.53x"),
+        weights_gib=67.6979, pool=dict(blocks=19513, cpu_blocks=819, concurrency=9.53),
+        open_gap="ROCm: 0.6.4's non_torch_memory (everything on the GPU outside torch, the HIP context and "
+                 "hipBLASLt workspaces among it) is 6.07 GiB here where kvplan charges 64 MiB: +6.8% on the pool. "
+                 "The profile peak itself agrees: 86.79 - 67.70 = 19.09 GiB logged, kvplan's sorting sampler over "
+                 "4,096 rows x 128,256 x 38 B = 18.59 GiB (-2.6%)"),
+    Log("vllm-code43538788302-llama-3.1-8b-rocm.log",
+        dict(model="llama-3.1-8b", gpu="L40S", gpu_memory="44.98GiB", engine="vllm==0.6.4", max_model_len=131072),
+        23.84, ("total_gpu_memory=44.98GiB", "kv_cache_size=23.84GiB", "gpu_memory_utilization=0.90")),
+]
+
+LOGS_SGLANG = [
+    Log("sglang-didierdurand-qwq-32b-l4.log",  # 'Load weight begin. avail mem=21.63 GB' is the total it sizes from
+        dict(model="qwq-32b", gpu="L4", gpu_memory="21.63GiB", context_memory=0, tp=4, engine="sglang==0.4.3",
+             max_model_len=131072),
+        2 * 1.42, ("Load weight begin. avail mem=21.63 GB", "avail mem=6.09 GB, mem usage=15.54 GB.",
+                   "KV Cache is allocated. #tokens: 46611, K size: 1.42 GB, V size: 1.42 GB", "mem_fraction_static=0.85"),
+        pool=dict(tokens=46611, k_gib=1.42, start_gib=21.63, after_load_gib=6.09, mfs=0.85)),
+    Log("sglang-docs-send-request-llama-3.1-8b.log",
+        dict(model="llama-3.1-8b", gpu="H100-SXM", engine="sglang==0.4", max_model_len=131072),
+        2 * 27.13, ("Load weight begin. avail mem=78.81 GB", "avail mem=63.72 GB",
+                    "KV Cache is allocated. K size: 27.13 GB, V size: 27.13 GB.", "max_total_num_tokens=444500"),
+        pool=dict(tokens=444500, k_gib=27.13, start_gib=78.81, after_load_gib=63.72, mfs=0.88)),
+    Log("sglang-code49361099215-llama-3.1-8b-24gb.log",  # free at start = the two figures of 'Load weight end'
+        dict(model="llama-3.1-8b", gpu="RTX-4090", gpu_memory="22.39GiB", context_memory=0, engine="sglang==0.4",
+             max_model_len=131072),
+        2 * 2.33, ("avail mem=7.37 GB, mem usage=15.02 GB.", "#tokens: 38141, K size: 2.33 GB, V size: 2.33 GB",
+                   "max_total_num_tokens=38141", "context_len=131072"),
+        pool=dict(tokens=38141, k_gib=2.33, start_gib=7.37 + 15.02, start_print=2 * PRINT, after_load_gib=7.37,
+                  mfs=0.88, pool_gap="this July 2025 build sized its pool 172 tokens (21 MiB, -0.45%) below what the "
+                                     "two 'avail mem' figures and mfs 0.88 give: something allocated between the "
+                                     "load's measurement and the pool's, not identified")),
+    Log("sglang-code55529353766-qwen3-14b-tp4.log",
+        dict(model="qwen3-14b", gpu="RTX-4090", tp=4, engine="sglang", mem_fraction_static=0.8, max_model_len=40960),
+        2 * 5.69, ("KV Cache is allocated. #tokens: 298447, K size: 5.69 GB, V size: 5.69 GB",
+                   "max_total_num_tokens=298447", "max_running_requests=3730, context_len=40960"),
+        pool=dict(tokens=298447, k_gib=5.69, max_running_requests=3730)),
+    Log("sglang-code46415979912-lfm2-700m.log",
+        dict(model="tests/data/configs/lfm2-700m", gpu="RTX-4090", gpu_memory="15.33GiB", context_memory=0,
+             engine="sglang==0.5.6", max_model_len=128000),
+        2 * 2.71 + 4.88, ("Load weight begin. avail mem=15.33 GB",
+                          "max_mamba_cache_size: 85292, conv_state size: 4.88GB, ssm_state size: 0.00GB",
+                          "KV Cache is allocated. #tokens: 473854, K size: 2.71 GB, V size: 2.71 GB"),
+        pool=dict(tokens=473854, k_gib=2.71, slots=85292, conv_gib=4.88)),
+]
+
+ALL = LOGS_V0 + LOGS_SGLANG
+
+
+def _plan(log: Log, **extra):
+    kw = dict(log.flags, **extra)
+    return plan(kw.pop("model"), **kw)
+
+
+def _param(log: Log, open_gap: str = ""):
+    marks = [pytest.mark.xfail(strict=True, reason=open_gap)] if open_gap else []
+    return pytest.param(log, id=log.file.removesuffix(".log"), marks=marks)
+
+
+@pytest.mark.parametrize("log", [_param(x) for x in ALL])
+def test_the_figures_are_quoted_from_the_public_log_file(log):
+    text = (LOGS / log.file).read_text(encoding="utf-8")
+    head = text.splitlines()[0]
+    assert head.startswith("# source: ")
+    for quote in log.quotes:
+        assert quote in text, quote
+
+
+@pytest.mark.parametrize("log", [_param(x, x.open_gap) for x in ALL])
+def test_flags_alone_leave_the_logged_memory_for_the_cache(log):
+    got = _plan(log).per_gpu.available_kv_bytes / GIB
+    assert abs(got / log.available_gib - 1) <= AVAILABLE_TOLERANCE, (got, log.available_gib)
+
+
+@pytest.mark.parametrize("log", [_param(x, x.weights_gap) for x in ALL if x.weights_gib])
+def test_flags_alone_weights_per_gpu(log):
+    got = _plan(log).per_gpu.weights_bytes / GIB
+    assert abs(got / log.weights_gib - 1) <= WEIGHTS_TOLERANCE, (got, log.weights_gib)
+
+
+# ---- the logged pool: vLLM V0 ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("log", [_param(x) for x in LOGS_V0 if x.pool])
+def test_v0_blocks_cpu_blocks_and_concurrency_from_the_logged_memory(log):
+    """int(available // cache_block_size) within the print rounding of the logged GiB; '# CPU blocks' is the 4 GiB
+    --swap-space // the same block size, exactly; concurrency = blocks x 16 / max_model_len as printed."""
+    p, L = log.pool, log.flags["max_model_len"]
+    r = _plan(log, kv_cache_memory=f"{log.available_gib}GiB")
+    bpb, bs = r.kv_cache.bytes_per_block, r.kv_cache.block_size
+    lo, hi = (int((log.available_gib + d) * GIB) // bpb for d in (-PRINT, PRINT))
+    assert lo <= p["blocks"] <= hi and lo <= r.kv_cache.num_blocks <= hi
+    assert v0.cpu_blocks(v0.DEFAULT_SWAP_SPACE_BYTES, bpb) == p["cpu_blocks"]
+    assert f"{v0.max_concurrency(p['blocks'], bs, L):.2f}" == f"{p['concurrency']:.2f}"
+    assert r.max_concurrency == v0.max_concurrency(r.kv_cache.num_blocks, bs, L)
+    if "longest" in p:  # 'the maximum number of tokens that can be stored in KV cache (37696)': refused, not fit
+        assert v0.max_tokens(p["blocks"], bs) == p["longest"] and not r.fits
+
+
+def test_v0_pads_each_mla_entry_to_256_bytes():
+    """cache_engine.py align_to_256bytes ("for MLA with a head dim of 576 ... 640 elements per cache entry ...
+    (1280 bytes"): DeepSeek-V2-Lite's block is 27 layers x 640 x 2 B x 16 in V0, 576 wide in V1; a 4,096-wide
+    (non-MLA) entry is not padded."""
+    kw = dict(gpu="L4", max_model_len=32768, kv_cache_memory="1GiB")
+    old, new = plan("deepseek-v2-lite", engine="vllm==0.7", **kw), plan("deepseek-v2-lite", engine="vllm==0.10", **kw)
+    assert old.kv_cache.bytes_per_block == 27 * 640 * 2 * 16 and new.kv_cache.bytes_per_block == 27 * 576 * 2 * 16
+    assert v0.aligned_entry_elems(576, 2) == 640 and v0.aligned_entry_elems(4096, 2) == 4096
+    llama = [plan("llama-3.1-8b", engine=e, **kw).kv_cache.bytes_per_block for e in ("vllm==0.6", "vllm==0.10")]
+    assert llama[0] == llama[1] == 32 * 8 * 128 * 2 * 2 * 16
+
+
+def test_v0_batch_defaults():
+    """256 sequences on every GPU; the profile's forward covers max(max_model_len, 2048) tokens up to 32K, 2048
+    (chunked prefill) above (config.py SchedulerConfig); 0.10 chooses by GPU (1,024 rows on an H100)."""
+    assert [v0.max_num_batched_tokens(n) for n in (1024, 32768, 32769)] == [2048, 32768, 2048]
+    a = plan("llama-3.1-8b", gpu="H100-SXM", max_model_len=8192, engine="vllm==0.6").per_gpu.activation_bytes
+    b = plan("llama-3.1-8b", gpu="H100-SXM", max_model_len=8192, engine="vllm==0.10").per_gpu.activation_bytes
+    assert b == 4 * a  # the sorting sampler over 1,024 rows in 0.10 vs 256 in V0 (128,256 x 38 B each)
+
+
+def test_v0_refuses_state_layers_by_flag():
+    from kvplan.errors import KvplanError
+
+    with pytest.raises(KvplanError, match="^--engine: vLLM V0"):
+        plan("jamba-1.5-mini", gpu="H100-SXM", max_model_len=8192, engine="vllm==0.6")
+
+
+# ---- the logged pool: SGLang -------------------------------------------------------------------------------------
+
+def _cell(log: Log) -> int:
+    return _plan(log).per_gpu.kv_bytes_per_token
+
+
+@pytest.mark.parametrize("log", [_param(x) for x in LOGS_SGLANG])
+def test_sglang_k_size_is_tokens_times_the_cell(log):
+    """'KV Cache is allocated. #tokens: N, K size: X GB' (GB = 2^30 B): N x cell / 2 prints as X."""
+    p = log.pool
+    assert f"{p['tokens'] * _cell(log) / 2 / GIB:.2f}" == f"{p['k_gib']:.2f}"
+
+
+@pytest.mark.parametrize("log", [_param(x, x.pool.get("pool_gap", "")) for x in LOGS_SGLANG if "start_gib" in x.pool])
+def test_sglang_pool_from_measured_free_memory(log):
+    """model_runner.py profile_max_num_token: rest = free after the load - free at start x (1 - mfs), tokens =
+    rest // cell: from the log's 'avail mem' figures (each +-0.005) and its mfs, the logged tokens are inside; the
+    version's default mfs (0.4: by TP size) is the logged one."""
+    p, cell = log.pool, _cell(log)
+    start_print = p.get("start_print", PRINT)
+    lo, hi = ((p["after_load_gib"] + d - (p["start_gib"] - d / PRINT * start_print) * (1 - p["mfs"])) * GIB // cell
+              for d in (-PRINT, PRINT))
+    assert lo <= p["tokens"] <= hi
+    assert _plan(log).inputs.mem_fraction_static == p["mfs"]
+
+
+def test_sglang_max_running_requests():
+    log = next(x for x in LOGS_SGLANG if "max_running_requests" in x.pool)
+    assert sg.max_running_requests(log.pool["tokens"], log.flags["max_model_len"]) == log.pool["max_running_requests"]
+
+
+def test_sglang_lfm2_short_conv_state_pool():
+    """LFM2 on SGLang: a conv-state-only MambaPool beside the token pool, split by mamba_full_memory_ratio 0.9
+    (kv_cache_configurator.py _handle_max_mamba_cache): the rest implied by the log's two pools splits back into
+    the logged 85,292 state slots and 473,854 tokens; 10 conv layers x 1,536 x 2 x 2 B a slot."""
+    log = next(x for x in LOGS_SGLANG if "slots" in x.pool)
+    p, r = log.pool, _plan(log)
+    per_req, cell = r.kv_cache.state_bytes_per_request, r.per_gpu.kv_bytes_per_token
+    assert per_req == 10 * 1536 * 2 * 2 and cell == 6 * 2 * 8 * 64 * 2
+    assert f"{p['slots'] * per_req / GIB:.2f}" == f"{p['conv_gib']:.2f}"
+    kv, slots = sg.mamba_split(p["slots"] * per_req + p["tokens"] * cell, per_req)
+    assert slots == p["slots"] and kv // cell == p["tokens"]
+
+
+def test_sglang_versions_choose_the_default_mem_fraction_static():
+    """0.4: by TP size (server_args.py __post_init__); 0.5.x: (gpu - reserved) / gpu, reserved MiB = 512 + 1.5 x
+    2048 + 2 x 8 + 128 on a 16 GB GPU (PR 10975); 0.5.23 adds 8 MiB per prefill CUDA graph."""
+    assert [sg.mem_fraction_by_tp(t) for t in (1, 2, 4, 8, 16)] == [0.88, 0.87, 0.85, 0.81, 0.79]
+    assert sg.default_mem_fraction_static(16376, 1, 1, False, prefill_graphs=False) == round(
+        (16376 - 3728) / 16376, 3) == 0.772
+    assert sg.default_mem_fraction_static(16376, 1, 1, False) < 0.772
