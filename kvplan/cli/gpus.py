@@ -12,6 +12,11 @@ same name::
         memory_bandwidth_bytes_per_s: 3350000000000
         peak_flops: {fp32: 6.7e13, bf16: 9.89e14, fp16: 9.89e14, fp8: 1.979e15}   # dense, not 2:4 sparse
         source: https://vendor.example/datasheet.pdf
+        price_per_hour_usd: 2.5                # on-demand, per GPU-hour, optional (--sort cost)
+        price_source: https://cloud.example/pricing
+        price_date: "2026-11-01"
+      H100-SXM:                                # a bundled GPU with only a price: just its price is yours
+        price_per_hour_usd: 1.85
 """
 
 from __future__ import annotations
