@@ -92,15 +92,21 @@ def _ranks_table(r: PlanResult) -> Table:
 def render_search(r: SearchResult, console: Console) -> None:
     title = (f"kvplan plan: {escape(r.model)}, {fmt_int(r.concurrency)} requests of {fmt_int(r.max_model_len)} "
              f"tokens ({r.engine}); {r.layouts_tried} layouts tried")
-    t = table(title, ["GPU", "GPUs", "TPxPPxDP", "requests", "weights", "KV pool", "TTFT>=", "TPOT>=", "$/h"],
-              left=("GPU",), compact=True)  # weights and KV pool: per GPU
+    t = table(title, ["GPU", "GPUs", "TPxPPxDP", "reqs", "KV/GPU", "TTFT>=", "TPOT>=", "$/h", "$/Mtok"],
+              left=("GPU",), compact=True)  # the weights per GPU: --json (per_gpu.weights_bytes)
     for o in r.options:
         t.add_row(escape(o.gpu), str(o.num_gpus), f"{o.tp}x{o.pp}x{o.dp}", f"{o.max_concurrency:,.1f}",
-                  fmt_bytes(o.per_gpu.weights_bytes), fmt_bytes(o.kv_cache.available_bytes), _ms(o.ttft_ms),
-                  _ms(o.tpot_ms), f"{o.price_per_hour:,.2f}" if o.price_per_hour else "-")
+                  fmt_bytes(o.kv_cache.available_bytes), _ms(o.ttft_ms),
+                  _ms(o.tpot_ms), "-" if o.price_per_hour is None else f"{o.price_per_hour:,.2f}",
+                  "-" if o.usd_per_million_output_tokens is None else f"{o.usd_per_million_output_tokens:,.2f}")
     console.print(t)
     for o in r.options:
         console.print(f"[bold]{escape(o.gpu)}[/bold]  {escape(o.launch_command)}")
+    for o in r.options:
+        if o.price_source:
+            date = f", read {o.price_date}" if o.price_date and o.price_date not in o.price_source else ""
+            console.print(f"[bold]{escape(o.gpu)} price[/bold]  ${o.price_per_gpu_hour:,.2f} per GPU-hour x "
+                          f"{o.num_gpus}: {escape(o.price_source)}{escape(date)}", overflow="fold")
     for text in r.notes:
         note(console, text)
 
