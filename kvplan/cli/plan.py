@@ -93,4 +93,6 @@ def _emit(result, as_json: bool, renderer: str) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    app.command()(plan)
+    from kvplan.cli.examples import epilog
+
+    app.command(epilog=epilog("plan"))(plan)

@@ -54,4 +54,6 @@ def report(
 
 
 def register(app: typer.Typer) -> None:
-    app.command()(report)
+    from kvplan.cli.examples import epilog
+
+    app.command(epilog=epilog("report"))(report)
