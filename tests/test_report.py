@@ -361,3 +361,62 @@ def test_durations_read_as_people_write_them(seconds, text):
     assert fmt_seconds(seconds) == text
     assert (plural(1, "request"), plural(16, "request"), plural(1024, "token")) == ("1 request", "16 requests",
                                                                                     "1,024 tokens")
+
+
+def _cells(html: str) -> list[list[str]]:
+    """The rows of an HTML table, each a list of its cell texts (stdlib parser)."""
+    from html.parser import HTMLParser
+
+    class Rows(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.rows, self.cell = [], None
+
+        def handle_starttag(self, tag, attrs):
+            if tag == "tr":
+                self.rows.append([])
+            elif tag in ("td", "th"):
+                self.cell = ""
+
+        def handle_endtag(self, tag):
+            if tag in ("td", "th") and self.cell is not None:
+                self.rows[-1].append(self.cell)
+                self.cell = None
+
+        def handle_data(self, data):
+            if self.cell is not None:
+                self.cell += data
+
+    parser = Rows()
+    parser.feed(html)
+    return parser.rows
+
+
+def test_search_sweep_and_check_have_notebook_tables():
+    from kvplan.planning.check import run_check
+    from kvplan.planning.search import search
+    from kvplan.planning.sweep import sweep
+
+    r = search("llama-3.1-8b", max_model_len=8192, concurrency=8, gpus=["H100-SXM", "L4"], sort="cost")
+    rows = _cells(r._repr_html_())
+    assert [row[0] for row in rows[1:]] == [o.gpu for o in r.options] and rows[0][-2:] == ["$/h", "$/Mtok"]
+    assert f"{r.options[0].price_per_hour:,.2f}" in rows[1] and "runpod.io/pricing" in r._repr_html_()
+    s = sweep("llama-3-8b", batch="1,2", seq_len="1024,2048")
+    rows = _cells(s._repr_html_())
+    assert rows[0] == list(s.columns) and len(rows) == 1 + len(s) == 5
+    first = next(iter(s))
+    assert rows[1][s.columns.index("kv_cache.total_bytes")] == f"{first['kv_cache.total_bytes']:,}"
+    big = sweep("llama-3-8b", batch="1..512+1", seq_len="1024,2048")
+    assert len(_cells(big._repr_html_())) == 1 + 100 and f"first 100 of {len(big):,} rows" in big._repr_html_()
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    c = run_check(str(root / "kvplan.toml"), cwd=root)
+    rows = _cells(c._repr_html_())
+    assert len(rows) == 1 + len(c.rows) and rows[0][-1] == "verdict"
+    assert f"{c.failed} failed" in c._repr_html_()
+    from kvplan.planning.disagg import disagg
+
+    d = disagg("llama-3-8b", gpu="L40S", rate=5, isl=4096, osl=512, ttft_ms=1000, tpot_ms=40)
+    rows = _cells(d._repr_html_())
+    assert [row[0] for row in rows[1:]] == ["prefill", "decode"] and rows[2][4] == str(d.decode.gpus)

@@ -139,3 +139,9 @@ class SearchResult(BaseModel):
     options: list[PlanOption]  # the minimal layout(s) per GPU type, best first
     notes: list[str]
     sort: str = "gpus"  # --sort: gpus, cost or latency
+
+    def _repr_html_(self) -> str:
+        """A notebook shows the options as a table (kvplan.planning.htmlrepr)."""
+        from kvplan.planning.htmlrepr import search_html
+
+        return search_html(self)
