@@ -46,14 +46,15 @@ def cards_show(name: Annotated[str, typer.Argument(help="Card name or path.")], 
 
 @app.command("validate", epilog=epilog("cards validate"))
 def cards_validate(paths: Annotated[list[str], typer.Argument(help="Card files (or bundled names) to check.")]) -> None:
-    """Check cards against the schema: one line per card; exit 0 when all are valid, 2 when one is not."""
+    """Check cards against the schema: 'ok PATH' per valid card, every problem of every invalid one on stderr (one
+    line each, naming the file and the field); exit 0 when all are valid, 2 when one is not."""
     from kvplan.model.catalog import validate_cards
     from kvplan.report.cards import render_validation
     from kvplan.report.console import make_console
 
     results = validate_cards(paths)
-    render_validation(results, make_console())
-    if any(problem is not None for _, problem in results):
+    render_validation(results, make_console(), make_console(stderr=True))
+    if any(problems for _, problems in results):
         raise typer.Exit(2)
 
 
