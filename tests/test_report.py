@@ -420,3 +420,16 @@ def test_search_sweep_and_check_have_notebook_tables():
     d = disagg("llama-3-8b", gpu="L40S", rate=5, isl=4096, osl=512, ttft_ms=1000, tpot_ms=40)
     rows = _cells(d._repr_html_())
     assert [row[0] for row in rows[1:]] == ["prefill", "decode"] and rows[2][4] == str(d.decode.gpus)
+
+
+def test_charts_keep_their_natural_size_and_the_page_states_the_visible_total(html_report):
+    import re
+
+    _, text, _ = html_report
+    svgs = re.findall(r"<svg [^>]*>", text)
+    assert svgs and all(re.search(r'style="max-width: min\(100%, \d+px\)"', s) for s in svgs)
+    for s in svgs:  # the cap is the viewBox's width in points as pixels (1 pt = 4/3 px): 10-pt text at 13.3 px
+        width_pt = float(re.search(r'viewBox="[\d.]+ [\d.]+ ([\d.]+)', s)[1])
+        assert int(re.search(r"min\(100%, (\d+)px\)", s)[1]) == round(width_pt * 4 / 3)
+    visible = __import__("kvplan").cost.hardware.load_gpu("H100-SXM").visible_memory_bytes
+    assert f"{visible:,} B as torch sees it" in text and "--seq-len" not in text
