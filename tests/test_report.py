@@ -254,7 +254,7 @@ def test_refused_layout_keeps_the_engine_reason(tmp_path, cli):
     doc, text = Doc(), out.read_text()
     doc.feed(text)
     assert [r[0][1] for r in doc.tables["llama-2-70b-capacity-table"][1:]] == ["4x H100-SXM (TP 4)"]
-    assert "H100-SXM: refused: --gpu-memory-utilization" in text
+    assert "H100-SXM: refused: --gpu: the weights alone do not fit" in text
 
 
 def test_tp4_report_describes_one_layout_everywhere(tmp_path, cli):

@@ -161,9 +161,10 @@ class Runtime(Engine):
 
     def check_budget(self, s: Setup, sts: list[Stage]) -> None:
         """Refuse, as the runtime would, a memory that leaves nothing for the cache; where the weights alone exceed
-        the GPU (after the CUDA context), say so: no budget flag helps then."""
+        the GPU (after the CUDA context), say so: no budget flag helps then (unless --kv-cache-memory fixes the pool:
+        a log reproduced on a stand-in GPU of the catalog)."""
         heavy = max(sts, key=lambda st: st.weights)
-        if heavy.weights >= s.total - s.context:
+        if s.kv_cache_memory is None and heavy.weights >= s.total - s.context:
             raise WeightsDoNotFit(
                 f"--gpu: the weights alone do not fit: {fmt_bytes(heavy.weights)} per GPU on pipeline stage "
                 f"{heavy.pp_rank} of {s.layout.tp * s.layout.pp}x {s.gpu.name}, which holds {fmt_bytes(s.total)} "
