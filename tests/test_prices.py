@@ -63,3 +63,15 @@ def test_cli_sort_cost_shows_prices_with_their_source(cli, cli_json):
     assert code == 2 and "--sort" in err and "cost" in err
     code, _, err = cli("plan", "--max-model-len", "8192", "--gpu", "H100-SXM", "-m", "llama-3.1-8b", "--sort", "cost")
     assert code == 2 and "--sort" in err
+
+
+def test_a_plan_with_a_concurrency_costs_its_gpus_and_a_million_tokens():
+    from kvplan.planning.capacity import plan
+
+    p = plan("llama-3.1-70b", gpu="H100-SXM", tp=4, max_model_len=8192, concurrency=16)
+    lat = p.latency
+    assert lat.price_per_hour == pytest.approx(4 * load_gpu("H100-SXM").price_per_hour_usd)
+    assert lat.usd_per_million_output_tokens == pytest.approx(lat.price_per_hour / (16 / (lat.tpot_ms / 1e3) * 3600)
+                                                              * 1e6)
+    assert f"${lat.price_per_hour:,.2f}/h" in p._repr_html_()
+    assert plan("llama-3-8b", gpu="A40", max_model_len=2048, concurrency=4).latency.price_per_hour is None  # unpriced

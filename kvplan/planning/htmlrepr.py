@@ -74,6 +74,11 @@ def plan_html(p) -> str:
             ("blocks", f"{fmt_int(kv.num_blocks)} of {kv.block_size} tokens"), ("tokens", fmt_int(kv.tokens)),
             ("max concurrency", f"{p.max_concurrency:.2f}"), ("fits", "yes" if p.fits else "no"),
             ("longest max_model_len that fits", fmt_int(p.max_model_len_fit))]
+    if p.latency:
+        rows += [("TTFT bound", _ms(p.latency.ttft_ms)), ("TPOT bound", _ms(p.latency.tpot_ms))]
+        if p.latency.price_per_hour is not None:
+            rows += [("price (on-demand)", f"${p.latency.price_per_hour:,.2f}/h"),
+                     ("per million output tokens", f">= ${p.latency.usd_per_million_output_tokens:,.2f}")]
     return key_value_table(f"kvplan plan: {i.model} on {i.gpu}", rows, p.notes)
 
 

@@ -18,7 +18,7 @@ from kvplan.errors import KvplanError, Refused
 from kvplan.model.card import ModelCard
 from kvplan.model.catalog import load_card
 from kvplan.planning.capacity import PlanRequest, assemble, result, setup
-from kvplan.planning.latency import latency
+from kvplan.planning.latency import latency, per_million_tokens
 from kvplan.planning.capacity_results import PlanOption, PlanResult, SearchResult
 from kvplan.units import require_positive
 
@@ -104,22 +104,14 @@ def _option(card: ModelCard, req: PlanRequest, max_gpus: int, ttft_ms, tpot_ms) 
     r: PlanResult = result(s, sts, p)
     n = lay.tp * lay.pp * dp
     price = g.price_per_hour_usd * n if g.price_per_hour_usd else None  # replicas x GPUs x price per GPU-hour
+    per_mtok = per_million_tokens(price, C, lat.tpot_ms) if lat else None
     return PlanOption(gpu=g.name, num_gpus=n, tp=lay.tp, pp=lay.pp, dp=dp, max_concurrency=per_replica * dp, fits=True,
                       price_per_hour=price, price_per_gpu_hour=g.price_per_hour_usd,
                       price_source=(g.price_source or "--gpu-file") if price else None,
                       price_date=g.price_date or None if price else None,
-                      usd_per_million_output_tokens=_per_million_tokens(price, C, lat.tpot_ms if lat else None),
+                      usd_per_million_output_tokens=per_mtok,
                       ttft_ms=lat.ttft_ms if lat else None, tpot_ms=lat.tpot_ms if lat else None,
                       launch_command=r.launch_command, per_gpu=r.per_gpu, kv_cache=r.kv_cache)
-
-
-def _per_million_tokens(price_per_hour: float | None, concurrency: int, tpot_ms: float | None) -> float | None:
-    """Price of a million output tokens at the decode bound: every one of ``concurrency`` requests gets a token per
-    TPOT, so the layout emits concurrency / TPOT tokens a second at most, and a million cost at least
-    price/h / 3600 x 1e6 / that. A floor: the roofline TPOT is a lower bound on the step time."""
-    if price_per_hour is None or not tpot_ms:
-        return None
-    return price_per_hour / 3600 * 1e6 / (concurrency / (tpot_ms / 1e3))
 
 
 def _inf(x: float | None) -> float:

@@ -20,10 +20,18 @@ def render_plan(r: PlanResult, console: Console) -> None:
         console.print(f"[bold]latency bounds[/bold] (batch {lat.batch_per_replica} per replica, prompt "
                       f"{fmt_int(lat.prompt_len)}): TTFT >= {ms(lat.ttft_ms / 1e3)}, TPOT >= {ms(lat.tpot_ms / 1e3)} "
                       f"(of which all-reduce {ms(lat.allreduce_ms_per_token / 1e3)})")
+        if lat.price_per_hour is not None:
+            console.print(f"[bold]cost[/bold] ${lat.price_per_hour:,.2f}/h for {_gpus(r)} GPUs (on-demand list price: "
+                          f"`kvplan gpus show {escape(r.inputs.gpu)}`); >= "
+                          f"${lat.usd_per_million_output_tokens:,.2f} per million output tokens at the decode bound")
     console.print(f"[bold]verdict[/bold] {escape(r.verdict)}")
     console.print(f"[bold]launch[/bold]  {escape(r.launch_command)}")
     for text in r.notes:
         note(console, text)
+
+
+def _gpus(r: PlanResult) -> int:
+    return r.inputs.tp * r.inputs.pp * r.inputs.dp
 
 
 def _budget_table(r: PlanResult) -> Table:
