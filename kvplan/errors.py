@@ -12,6 +12,15 @@ class KvplanError(ValueError):
     """
 
 
+class SchemaErrors(KvplanError):
+    """A file that fails its schema: the message is the first problem (one line, as every KvplanError);
+    ``problems`` holds every one of them, each a line naming its field (``kvplan cards validate`` lists them all)."""
+
+    def __init__(self, origin: str, problems: list[str]):
+        super().__init__(f"{origin}: {problems[0]}")
+        self.problems = [f"{origin}: {p}" for p in problems]
+
+
 class Refused(KvplanError):
     """A layout or setup the engine itself refuses (a head count TP does not divide, no memory left for the cache):
     an answer about that layout, which the layout search skips; any other KvplanError is the user's input."""
@@ -82,3 +91,8 @@ def _digits(n: int) -> int:
     n = abs(n)
     estimate = int(n.bit_length() * 0.30102999566398114)  # floor(log10(2^bits)) is within one of the answer
     return estimate + 1 if n >= 10 ** estimate else estimate
+
+
+class WeightsDoNotFit(Refused):
+    """The weights alone exceed a GPU's memory on some rank: no flag of the budget helps, only more GPUs, a bigger
+    GPU or smaller weights (the plan names a bundled quantized card of the same model where there is one)."""

@@ -26,10 +26,10 @@ def test_gpu_memory_still_overrides_the_visible_total():
 
 
 def test_a_gpu_without_a_visible_total_plans_from_the_datasheet_and_says_so():
-    gpu = load_gpu("A100-80GB")
+    gpu = load_gpu("GH200")
     assert gpu.visible_memory_bytes is None and gpu.engine_memory_bytes == gpu.memory_bytes
-    r = plan("llama-3.1-8b", gpu="A100-80GB", max_model_len=8192)
-    assert r.inputs.gpu_memory_bytes == 80_000_000_000
+    r = plan("llama-3.1-8b", gpu="GH200", max_model_len=8192)
+    assert r.inputs.gpu_memory_bytes == 96_000_000_000
     assert any("no visible total" in n for n in r.notes)
 
 
@@ -218,3 +218,45 @@ def test_cli_engine_version_bad_input_exits_2_naming_the_flag(cli):
     code, out, _ = cli("plan", "--model", "llama-3.1-8b", "--gpu", "H100-SXM", "--max-model-len", "8192",
                        "--engine", "vllm==0.11", "--json")
     assert code == 0 and '"engine_rules": "vLLM 0.11-0.16 (V1 engine)"' in out
+
+
+@pytest.mark.parametrize("name", sorted(load_gpus()))
+def test_every_visible_total_reproduces_the_output_it_cites(name):
+    """The figure is re-derived from the quoted line: torch's `total_memory=NMB` (MiB, floored), deviceQuery's
+    `(B bytes)`, or Unsloth's `Max memory: X GB` (round(total_memory / 1024**3, 3))."""
+    import re
+
+    gpu = load_gpu(name)
+    if gpu.visible_memory_bytes is None:
+        assert "no public" in gpu.visible_memory_source
+        return
+    src, v = gpu.visible_memory_source, gpu.visible_memory_bytes
+    if m := re.match(r"vLLM's start-up log `total_gpu_memory \(([\d.]+)GiB\)", src):
+        assert f"{v / GIB:.2f}" == m.group(1)
+    elif m := re.search(r"\((\d+) bytes\)", src):
+        assert v == int(m.group(1))
+    elif m := re.search(r"Max memory: ([\d.]+) GB", src):
+        assert f"{v / GIB:.3f}" == m.group(1) and v % MIB == 0
+        assert sum(1 for mib in range(v // MIB - 3, v // MIB + 4) if f"{mib / 1024:.3f}" == m.group(1)) == 1
+    elif m := re.search(r"total_memory=(\d+)MB", src):
+        assert v == int(m.group(1)) * MIB
+    else:
+        raise AssertionError(f"{name}: no output quoted in {src!r}")
+
+
+def test_a_price_only_gpu_file_entry_keeps_every_other_catalog_figure(tmp_path):
+    path = tmp_path / "prices.yaml"
+    path.write_text("gpus:\n  h100-sxm:\n    price_per_hour_usd: 2.0\n    price_source: my contract\n")
+    ours, catalog = load_gpu("H100-SXM", path), load_gpu("H100-SXM")
+    assert (ours.price_per_hour_usd, ours.price_source, ours.price_date) == (2.0, "my contract", "")
+    assert ours.model_dump(exclude={"price_per_hour_usd", "price_source", "price_date"}) == catalog.model_dump(
+        exclude={"price_per_hour_usd", "price_source", "price_date"})
+    assert catalog.price_per_hour_usd == 3.49 and catalog.price_date == "2026-09-25"
+    path.write_text("gpus:\n  H100-SXM:\n    price_per_hour: 1.5\n")  # the r6 field name still reads
+    assert load_gpu("H100-SXM", path).price_per_hour_usd == 1.5
+
+
+def test_every_catalog_price_names_its_page_and_date():
+    for gpu in load_gpus().values():
+        if gpu.price_per_hour_usd is not None:
+            assert gpu.price_source.startswith("https://") and len(gpu.price_date) == 10

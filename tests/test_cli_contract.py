@@ -83,6 +83,22 @@ def test_cards_show_redirected_is_a_valid_card(cli, tmp_path):
     assert cli("estimate", "--model", str(card_file), "--seq-len", "8", "--json")[0] == 0
 
 
+def test_cards_validate_lists_every_problem_of_every_file_on_stderr(cli, tmp_path):
+    from kvplan.model.catalog import cards_dir
+
+    text = (cards_dir() / "llama-2-7b.yaml").read_text()
+    one, two = tmp_path / "one.yaml", tmp_path / "two.yaml"
+    one.write_text(text.replace("num_layers: 32", "num_layers: -1").replace("vocab_size: 32000", "vocab_size: x"))
+    two.write_text(text.replace("hidden_size: 4096", "hidden_size: 0").replace("ffn_size: 11008", "ffn_sise: 1"))
+    code, out, err = cli("cards", "validate", str(one), "llama-2-7b", str(two))
+    lines = err.splitlines()
+    assert code == 2 and out.split() == ["ok", "llama-2-7b"]
+    assert [ln.split(": ")[1:3] for ln in lines] == [
+        [str(one), "num_layers"], [str(one), "vocab_size"], [str(two), "hidden_size"], [str(two), "ffn_size"],
+        [str(two), "ffn_sise"]]
+    assert all(ln.startswith("error: ") for ln in lines)
+
+
 def test_version_validate_and_gpus(cli, tmp_path):
     code, out, _ = cli("--version")
     assert code == 0 and out.strip() == f"kvplan {kvplan.__version__}"
@@ -91,7 +107,7 @@ def test_version_validate_and_gpus(cli, tmp_path):
 
     bad.write_text((cards_dir() / "llama-2-7b.yaml").read_text().replace("num_layers: 32", "num_layers: true"))
     code, out, err = cli("cards", "validate", "llama-2-7b", str(bad))
-    assert code == 2 and "ok llama-2-7b" in out and f"error: {bad}: num_layers" in out
+    assert code == 2 and "ok llama-2-7b" in out and f"error: {bad}: num_layers" in err and "error" not in out
     assert cli("cards", "validate", "llama-2-7b")[0] == 0
     code, out, _ = cli("gpus", "list", "--json")
     assert code == 0 and {g["name"] for g in json.loads(out)} >= {"H100-SXM", "A100-80GB", "MI300X"}

@@ -64,7 +64,7 @@ def test_human_table_and_summary(cli):
 @pytest.mark.parametrize(("args", "message"), [
     (("-m", "deepseek-v3", "--attention", "mha"), "MLA"),
     (("-m", "llama-2-7b", "--attention", "gqa:3"), "divisible"),
-    (("-m", "llama-2-7b", "--attention", "mha", "--gpu", "TPU-v5"), "known: A100-40GB"),
+    (("-m", "llama-2-7b", "--attention", "mha", "--gpu", "TPU-v5"), "known: A10, A100-40GB"),
     (("-m", "llama-2-7b", "--attention", " , "), "one or more layouts"),
     (("-m", "llama-2-7b", "--attention", "mqa", "--engine", "hf-static"), "hf-static"),
 ])

@@ -254,7 +254,7 @@ def test_refused_layout_keeps_the_engine_reason(tmp_path, cli):
     doc, text = Doc(), out.read_text()
     doc.feed(text)
     assert [r[0][1] for r in doc.tables["llama-2-70b-capacity-table"][1:]] == ["4x H100-SXM (TP 4)"]
-    assert "H100-SXM: refused: --gpu-memory-utilization" in text
+    assert "H100-SXM: refused: --gpu: the weights alone do not fit" in text
 
 
 def test_tp4_report_describes_one_layout_everywhere(tmp_path, cli):
@@ -372,3 +372,75 @@ def test_a_long_report_shows_progress_per_model(monkeypatch):
     rep = build_report(["llama-2-7b", "qwen3-8b"], gpus=["H100-SXM"])
     blocks = build_blocks(rep, seen.append)
     assert seen == [1, 1] and blocks == build_blocks(rep)
+
+
+def _cells(html: str) -> list[list[str]]:
+    """The rows of an HTML table, each a list of its cell texts (stdlib parser)."""
+    from html.parser import HTMLParser
+
+    class Rows(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.rows, self.cell = [], None
+
+        def handle_starttag(self, tag, attrs):
+            if tag == "tr":
+                self.rows.append([])
+            elif tag in ("td", "th"):
+                self.cell = ""
+
+        def handle_endtag(self, tag):
+            if tag in ("td", "th") and self.cell is not None:
+                self.rows[-1].append(self.cell)
+                self.cell = None
+
+        def handle_data(self, data):
+            if self.cell is not None:
+                self.cell += data
+
+    parser = Rows()
+    parser.feed(html)
+    return parser.rows
+
+
+def test_search_sweep_and_check_have_notebook_tables():
+    from kvplan.planning.check import run_check
+    from kvplan.planning.search import search
+    from kvplan.planning.sweep import sweep
+
+    r = search("llama-3.1-8b", max_model_len=8192, concurrency=8, gpus=["H100-SXM", "L4"], sort="cost")
+    rows = _cells(r._repr_html_())
+    assert [row[0] for row in rows[1:]] == [o.gpu for o in r.options] and rows[0][-2:] == ["$/h", "$/Mtok"]
+    assert f"{r.options[0].price_per_hour:,.2f}" in rows[1] and "runpod.io/pricing" in r._repr_html_()
+    s = sweep("llama-3-8b", batch="1,2", seq_len="1024,2048")
+    rows = _cells(s._repr_html_())
+    assert rows[0] == list(s.columns) and len(rows) == 1 + len(s) == 5
+    first = next(iter(s))
+    assert rows[1][s.columns.index("kv_cache.total_bytes")] == f"{first['kv_cache.total_bytes']:,}"
+    big = sweep("llama-3-8b", batch="1..512+1", seq_len="1024,2048")
+    assert len(_cells(big._repr_html_())) == 1 + 100 and f"first 100 of {len(big):,} rows" in big._repr_html_()
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    c = run_check(str(root / "kvplan.toml"), cwd=root)
+    rows = _cells(c._repr_html_())
+    assert len(rows) == 1 + len(c.rows) and rows[0][-1] == "verdict"
+    assert f"{c.failed} failed" in c._repr_html_()
+    from kvplan.planning.disagg import disagg
+
+    d = disagg("llama-3-8b", gpu="L40S", rate=5, isl=4096, osl=512, ttft_ms=1000, tpot_ms=40)
+    rows = _cells(d._repr_html_())
+    assert [row[0] for row in rows[1:]] == ["prefill", "decode"] and rows[2][4] == str(d.decode.gpus)
+
+
+def test_charts_keep_their_natural_size_and_the_page_states_the_visible_total(html_report):
+    import re
+
+    _, text, _ = html_report
+    svgs = re.findall(r"<svg [^>]*>", text)
+    assert svgs and all(re.search(r'style="max-width: min\(100%, \d+px\)"', s) for s in svgs)
+    for s in svgs:  # the cap is the viewBox's width in points as pixels (1 pt = 4/3 px): 10-pt text at 13.3 px
+        width_pt = float(re.search(r'viewBox="[\d.]+ [\d.]+ ([\d.]+)', s)[1])
+        assert int(re.search(r"min\(100%, (\d+)px\)", s)[1]) == round(width_pt * 4 / 3)
+    visible = __import__("kvplan").cost.hardware.load_gpu("H100-SXM").visible_memory_bytes
+    assert f"{visible:,} B as torch sees it" in text and "--seq-len" not in text

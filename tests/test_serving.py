@@ -194,7 +194,10 @@ def test_cli_plan_sglang(cli_json):
 def test_cli_search(cli_json):
     d = cli_json("plan", "--model", "llama-3.1-70b", "--max-model-len", "8192", "--concurrency", "64",
                  "--gpus", "H100-SXM,A100-80GB", "--max-gpus", "8")
-    assert [o["gpu"] for o in d["options"]] == ["H100-SXM", "A100-80GB"]
+    assert sorted(o["gpu"] for o in d["options"]) == ["A100-80GB", "H100-SXM"]
+    # the default order: fewest GPUs, then the catalog's price (both hold 64 x 8k on 4 GPUs; the A100 costs less)
+    assert [(o["num_gpus"], o["price_per_hour"]) for o in d["options"]] == sorted(
+        (o["num_gpus"], o["price_per_hour"]) for o in d["options"])
     for o in d["options"]:
         assert o["num_gpus"] == o["tp"] * o["pp"] * o["dp"] <= 8 and o["max_concurrency"] >= 64 and o["fits"]
         assert o["tpot_ms"] > 0 and o["ttft_ms"] > o["tpot_ms"]

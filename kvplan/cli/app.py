@@ -16,8 +16,10 @@ from typing import Annotated
 import typer
 
 from kvplan.cli.errors import KvplanGroup
+from kvplan.cli.examples import epilog
 
 app = typer.Typer(help="Size the KV cache, weights and memory of transformer LLMs, exactly.", cls=KvplanGroup,
+                  epilog=epilog("kvplan"),
                   no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
                   context_settings={"help_option_names": ["-h", "--help"]})
 

@@ -9,12 +9,13 @@ from typing import Annotated, Optional
 import typer
 
 from kvplan.cli import options as o
+from kvplan.cli.examples import epilog
 from kvplan.cli.output import emit
 
 app = typer.Typer(help="List, show, validate and import model cards.", no_args_is_help=True)
 
 
-@app.command("list")
+@app.command("list", epilog=epilog("cards list"))
 def cards_list(as_json: o.Json = False) -> None:
     """The bundled cards, with attention kind, parameters and KV bytes per token."""
     from kvplan.model.catalog import bundled_names, load_card
@@ -25,7 +26,7 @@ def cards_list(as_json: o.Json = False) -> None:
     emit([card_row(load_card(name)) for name in bundled_names()], as_json, render_cards)
 
 
-@app.command("show")
+@app.command("show", epilog=epilog("cards show"))
 def cards_show(name: Annotated[str, typer.Argument(help="Card name or path.")], as_json: o.Json = False) -> None:
     """One card as YAML (a valid card file when redirected), followed by what it implies as comments."""
     from kvplan.model.catalog import load_card
@@ -43,20 +44,21 @@ def cards_show(name: Annotated[str, typer.Argument(help="Card name or path.")], 
     render_card(card, derived)
 
 
-@app.command("validate")
+@app.command("validate", epilog=epilog("cards validate"))
 def cards_validate(paths: Annotated[list[str], typer.Argument(help="Card files (or bundled names) to check.")]) -> None:
-    """Check cards against the schema: one line per card; exit 0 when all are valid, 2 when one is not."""
+    """Check cards against the schema: 'ok PATH' per valid card, every problem of every invalid one on stderr (one
+    line each, naming the file and the field); exit 0 when all are valid, 2 when one is not."""
     from kvplan.model.catalog import validate_cards
     from kvplan.report.cards import render_validation
     from kvplan.report.console import make_console
 
     results = validate_cards(paths)
-    render_validation(results, make_console())
-    if any(problem is not None for _, problem in results):
+    render_validation(results, make_console(), make_console(stderr=True))
+    if any(problems for _, problems in results):
         raise typer.Exit(2)
 
 
-@app.command("import")
+@app.command("import", epilog=epilog("cards import"))
 def cards_import(
     path: Annotated[str, typer.Argument(
         help="A config.json, a folder holding one, a Hugging Face Hub id ORG/NAME[@REVISION], or a .gguf file.")],
@@ -90,7 +92,7 @@ def cards_import(
     make_console(stderr=True).print(f"wrote {escape(str(output))} ({card.name}, {escape(card.attention_label)})")
 
 
-@app.command("schema")
+@app.command("schema", epilog=epilog("cards schema"))
 def cards_schema() -> None:
     """The JSON Schema of a model card, for editors and validators."""
     from kvplan.model.card import ModelCard

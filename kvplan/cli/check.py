@@ -91,4 +91,6 @@ def _print(report, fmt: str, as_json: bool) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    app.command()(check)
+    from kvplan.cli.examples import epilog
+
+    app.command(epilog=epilog("check"))(check)

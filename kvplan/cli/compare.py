@@ -39,4 +39,6 @@ def compare(
 
 
 def register(app: typer.Typer) -> None:
-    app.command()(compare)
+    from kvplan.cli.examples import epilog
+
+    app.command(epilog=epilog("compare"))(compare)

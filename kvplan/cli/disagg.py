@@ -50,4 +50,6 @@ def disagg(
 
 
 def register(app: typer.Typer) -> None:
-    app.command()(disagg)
+    from kvplan.cli.examples import epilog
+
+    app.command(epilog=epilog("disagg"))(disagg)

@@ -59,4 +59,6 @@ def estimate(
 
 
 def register(app: typer.Typer) -> None:
-    app.command()(estimate)
+    from kvplan.cli.examples import epilog
+
+    app.command(epilog=epilog("estimate"))(estimate)

@@ -12,6 +12,11 @@ same name::
         memory_bandwidth_bytes_per_s: 3350000000000
         peak_flops: {fp32: 6.7e13, bf16: 9.89e14, fp16: 9.89e14, fp8: 1.979e15}   # dense, not 2:4 sparse
         source: https://vendor.example/datasheet.pdf
+        price_per_hour_usd: 2.5                # on-demand, per GPU-hour, optional (--sort cost)
+        price_source: https://cloud.example/pricing
+        price_date: "2026-11-01"
+      H100-SXM:                                # a bundled GPU with only a price: just its price is yours
+        price_per_hour_usd: 1.85
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from typing import Annotated
 import typer
 
 from kvplan.cli import options as o
+from kvplan.cli.examples import epilog
 from kvplan.cli.output import emit
 
 app = typer.Typer(help="The GPU catalog (memory, bandwidth, peak FLOP/s, interconnect, sources); extend it with "
@@ -28,7 +34,7 @@ app = typer.Typer(help="The GPU catalog (memory, bandwidth, peak FLOP/s, interco
                   no_args_is_help=True, epilog=__doc__.split("\n\n", 1)[1].replace("::", ":"))
 
 
-@app.command("list")
+@app.command("list", epilog=epilog("gpus list"))
 def gpus_list(gpu_file: o.GpuFile = None, as_json: o.Json = False) -> None:
     """The GPUs kvplan knows: memory, bandwidth, dense peak FLOP/s, source."""
     from kvplan.cost.hardware import load_gpus
@@ -38,7 +44,7 @@ def gpus_list(gpu_file: o.GpuFile = None, as_json: o.Json = False) -> None:
     emit(list(load_gpus(gpu_file).values()), as_json, render_gpus)
 
 
-@app.command("show")
+@app.command("show", epilog=epilog("gpus show"))
 def gpus_show(name: Annotated[str, typer.Argument(help="GPU name, e.g. H100-SXM.")], gpu_file: o.GpuFile = None) -> None:
     """One GPU's figures as JSON (exact integers)."""
     from kvplan.cost.hardware import load_gpu

@@ -62,6 +62,8 @@ Concurrency = Annotated[Optional[int], typer.Option(
     "--concurrency", help="Requests to hold at once: latency bounds with --gpu; without --gpu, search.")]
 Gpus = Annotated[_S, typer.Option("--gpus", help="Search: GPU types to try, comma-separated (default: all).")]
 MaxGpus = Annotated[int, typer.Option("--max-gpus", help="Search: at most this many GPUs.")]
+Sort = Annotated[str, typer.Option("--sort", help="Search: order the options by gpus (fewest GPUs, then price), cost "
+                                   "(GPUs x price per GPU-hour) or latency (the decode bound).")]
 TtftMs = Annotated[Optional[float], typer.Option("--ttft-ms", help="Search: time-to-first-token bound to meet.")]
 TpotMs = Annotated[Optional[float], typer.Option("--tpot-ms", help="Search: time-per-output-token bound to meet.")]
 PromptLen = Annotated[Optional[int], typer.Option(

@@ -15,7 +15,7 @@ def plan(
     kv_dtype: o.KvDtype = None, weight_dtype: o.WeightDtype = None, activation_memory: o.ActivationMemory = None,
     non_torch_memory: o.NonTorchMemory = None, cuda_graph_memory: o.CudaGraphMemory = None,
     context_memory: o.ContextMemory = None, concurrency: o.Concurrency = None, gpus: o.Gpus = None,
-    max_gpus: o.MaxGpus = 8, ttft_ms: o.TtftMs = None, tpot_ms: o.TpotMs = None, prompt_len: o.PromptLen = None,
+    max_gpus: o.MaxGpus = 8, sort: o.Sort = "gpus", ttft_ms: o.TtftMs = None, tpot_ms: o.TpotMs = None, prompt_len: o.PromptLen = None,
     expert_parallel: o.ExpertParallel = False, ctx_size: o.CtxSize = None, parallel: o.Parallel = None,
     kv_unified: o.KvUnified = None, cache_type_k: o.CacheTypeK = None, cache_type_v: o.CacheTypeV = None,
     flash_attn: o.FlashAttn = None, n_gpu_layers: o.NGpuLayers = None, swa_full: o.SwaFull = False,
@@ -52,20 +52,21 @@ def plan(
         max_lora_rank=max_lora_rank, flashinfer_sampler=flashinfer_sampler or None,
         pp_layer_partition=pp_layer_partition).items() if v is not None})
     if gpu is None:
-        _emit(_search(card, concurrency, (tp, pp, dp), gpus, max_gpus, ttft_ms, tpot_ms, common), as_json,
+        _emit(_search(card, concurrency, (tp, pp, dp), gpus, max_gpus, (ttft_ms, tpot_ms, sort), common), as_json,
               "render_search")
         return
     from kvplan.errors import KvplanError
     from kvplan.planning.capacity import plan as run
 
-    for flag, value in (("--gpus", gpus), ("--ttft-ms", ttft_ms), ("--tpot-ms", tpot_ms)):
+    for flag, value in (("--gpus", gpus), ("--ttft-ms", ttft_ms), ("--tpot-ms", tpot_ms),
+                        ("--sort", None if sort == "gpus" else sort)):
         if value is not None:
             raise KvplanError(f"{flag}: only used by the search (without --gpu)")
     _emit(run(card, gpu=gpu, tp=tp or 1, pp=pp or 1, dp=dp or 1, concurrency=concurrency, **common), as_json,
           "render_plan")
 
 
-def _search(card, concurrency, layout, gpus, max_gpus, ttft_ms, tpot_ms, common):
+def _search(card, concurrency, layout, gpus, max_gpus, targets, common):
     from kvplan.errors import KvplanError
     from kvplan.planning.search import search
 
@@ -79,8 +80,9 @@ def _search(card, concurrency, layout, gpus, max_gpus, ttft_ms, tpot_ms, common)
         raise KvplanError("--pp-layer-partition: the split of one layout; give --gpu and --pp N to plan it (the search "
                           "tries its own layouts)")
     names = [n.strip() for n in gpus.split(",") if n.strip()] if gpus else None
+    ttft_ms, tpot_ms, sort = targets
     return search(card, concurrency=concurrency, gpus=names, max_gpus=max_gpus, ttft_ms=ttft_ms, tpot_ms=tpot_ms,
-                  **common)
+                  sort=sort, **common)
 
 
 def _emit(result, as_json: bool, renderer: str) -> None:
@@ -96,4 +98,6 @@ def _emit(result, as_json: bool, renderer: str) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    app.command()(plan)
+    from kvplan.cli.examples import epilog
+
+    app.command(epilog=epilog("plan"))(plan)

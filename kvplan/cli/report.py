@@ -57,4 +57,6 @@ def report(
 
 
 def register(app: typer.Typer) -> None:
-    app.command()(report)
+    from kvplan.cli.examples import epilog
+
+    app.command(epilog=epilog("report"))(report)

@@ -55,4 +55,6 @@ def sweep(
 
 
 def register(app: typer.Typer) -> None:
-    app.command()(sweep)
+    from kvplan.cli.examples import epilog
+
+    app.command(epilog=epilog("sweep"))(sweep)

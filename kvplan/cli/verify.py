@@ -95,4 +95,6 @@ def _verify_llamacpp(model, gguf, hf_config, as_json: bool) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    app.command()(verify)
+    from kvplan.cli.examples import epilog
+
+    app.command(epilog=epilog("verify"))(verify)

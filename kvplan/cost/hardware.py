@@ -23,7 +23,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any, Union
 
-from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, ValidationError, model_validator
 
 from kvplan.errors import KvplanError, clip, clip_text, require_line
 
@@ -36,10 +36,11 @@ Count = Annotated[StrictInt, Field(gt=0, le=10**18)]  # bytes, bytes/s: true is 
 
 
 class PeakFlops(BaseModel):
-    """Dense (not 2:4-sparse) peak FLOP/s of the matrix units; a type the GPU lacks is null."""
+    """Dense (not 2:4-sparse) peak FLOP/s of the matrix units; a type the GPU lacks (or its vendor does not state:
+    Gaudi 3 states no FP32 matrix rate) is null."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)  # built when a catalog is read
-    fp32: Rate
+    fp32: Rate | None = None
     tf32: Rate | None = None
     bf16: Rate | None = None
     fp16: Rate | None = None
@@ -67,7 +68,25 @@ class GPU(BaseModel):
                           "directions; PCIe x16 both directions); the TP all-reduce bound uses half per direction.")
     interconnect: str = Field("", description="What the interconnect figure is (NVLink 4, PCIe Gen4 x16, ...).")
     compute_capability: Rate | None = Field(None, description="NVIDIA compute capability (9.0: Hopper).")
-    price_per_hour: Rate | None = Field(None, description="Your price per GPU-hour, any currency.")
+    price_per_hour_usd: Rate | None = Field(
+        None, description="A public on-demand list price per GPU-hour, USD (the catalog's), or yours (--gpu-file).")
+    price_source: str = Field("", description="Where the price was read (pricing page URL, provider, product).")
+    price_date: str = Field("", description="The day the price was read, YYYY-MM-DD.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_price(cls, data: Any) -> Any:
+        """``price_per_hour`` (kvplan <= r6 GPU files) is read as ``price_per_hour_usd``."""
+        if isinstance(data, dict) and "price_per_hour" in data:
+            data = dict(data)
+            price = data.pop("price_per_hour")
+            data.setdefault("price_per_hour_usd", price)
+        return data
+
+    @property
+    def price_per_hour(self) -> float | None:
+        """The price per GPU-hour (``price_per_hour_usd``); kept for callers of kvplan <= r6."""
+        return self.price_per_hour_usd
 
     @property
     def engine_memory_bytes(self) -> int:
@@ -88,11 +107,15 @@ def bundled_gpu_file() -> Path:
 
 
 def load_gpus(extra: str | Path | None = None) -> dict[str, GPU]:
-    """The bundled catalog, then ``extra``'s entries (same name: extra wins)."""
+    """The bundled catalog, then ``extra``'s entries (same name: extra wins). An extra entry that names a bundled GPU
+    (case-insensitively) and sets only its price (``PRICE_FIELDS``) replaces just the price."""
     gpus = dict(_bundled())
     if extra is not None:
-        gpus.update(read_gpu_file(Path(extra)))
+        gpus.update(read_gpu_file(Path(extra), base=gpus))
     return gpus
+
+
+PRICE_FIELDS = frozenset({"price_per_hour_usd", "price_per_hour", "price_source", "price_date"})
 
 
 @lru_cache(maxsize=1)
@@ -115,8 +138,9 @@ MAX_GPU_ENTRIES = 256  # a --gpu-file's entries: the plan search tries each (som
 MAX_GPU_NAME = 100
 
 
-def read_gpu_file(path: Path) -> dict[str, GPU]:
-    """A GPU file (``gpus: {NAME: {...}}``) read and every entry validated; KvplanError names the entry."""
+def read_gpu_file(path: Path, base: dict[str, GPU] | None = None) -> dict[str, GPU]:
+    """A GPU file (``gpus: {NAME: {...}}``) read and every entry validated; KvplanError names the entry. An entry
+    that names a GPU of ``base`` and sets only price fields keeps every other figure of that GPU."""
     from kvplan.files import load_yaml, shown
 
     data = load_yaml(path, what="GPU file")
@@ -134,6 +158,9 @@ def read_gpu_file(path: Path) -> dict[str, GPU]:
             raise KvplanError(f"{where}: an entry is a mapping (memory_bytes, memory_bandwidth_bytes_per_s, "
                               f"peak_flops, ...), got {type(entry).__name__}")
         require_line(where, name, MAX_GPU_NAME)  # names reach tables, CSV, workflow commands: one printable line
+        known = {k.lower(): v for k, v in (base or {}).items()}.get(name.lower())
+        if known is not None and entry and set(entry) <= PRICE_FIELDS:
+            name, entry = known.name, _price_only(known, entry)
         try:
             out[name] = GPU.model_validate({"name": name, **entry})
         except ValidationError as exc:
@@ -142,6 +169,14 @@ def read_gpu_file(path: Path) -> dict[str, GPU]:
             if getattr(out[name], field):
                 require_line(f"{where}: {field}", getattr(out[name], field), 1000)
     return out
+
+
+def _price_only(gpu: GPU, entry: dict[str, Any]) -> dict[str, Any]:
+    """The bundled GPU's fields with ``entry``'s price (its source and date, or none: a price the catalog did not
+    give keeps no source of the catalog's)."""
+    fields = {k: v for k, v in _encode(gpu).items() if k not in ("$set", "name") and k not in PRICE_FIELDS}
+    fields["peak_flops"] = {k: v for k, v in fields["peak_flops"].items() if k != "$set" and v is not None}
+    return {**{k: v for k, v in fields.items() if v is not None}, **entry}
 
 
 def _describe(exc: ValidationError) -> str:

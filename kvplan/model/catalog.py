@@ -99,15 +99,15 @@ def checkpoint_of(card: ModelCard) -> Checkpoint | None:
     return _CHECKPOINTS.get(card.source)
 
 
-def validate_cards(paths: list[str]) -> list[tuple[str, str | None]]:
-    """(path, None) for each valid card, (path, one-line problem) for each invalid one."""
-    out: list[tuple[str, str | None]] = []
+def validate_cards(paths: list[str]) -> list[tuple[str, list[str]]]:
+    """(path, []) for each valid card, (path, every problem, one line each) for each invalid one."""
+    out: list[tuple[str, list[str]]] = []
     for path in paths:
         try:
             load_card(path)
-            out.append((path, None))
+            out.append((path, []))
         except KvplanError as exc:
-            out.append((path, str(exc)))
+            out.append((path, list(getattr(exc, "problems", None) or [str(exc)])))
     return out
 
 

@@ -10,21 +10,30 @@ import functools
 
 from pydantic import BaseModel, ValidationError
 
-from kvplan.errors import KvplanError, clip, clip_text
+from kvplan.errors import SchemaErrors, clip, clip_text
 from kvplan.model.card import ModelCard
 
 
 def card_from_dict(data: dict, *, origin: str = "card") -> ModelCard:
-    """Validate a plain dict as a ModelCard; schema errors become a one-line KvplanError naming the field."""
+    """Validate a plain dict as a ModelCard; schema errors become a one-line KvplanError naming the field (a
+    SchemaErrors: its ``problems`` are every error pydantic found, one line each)."""
     try:
         return ModelCard.model_validate(data)
     except ValidationError as exc:
-        raise KvplanError(f"{origin}: {describe_validation_error(exc, ModelCard)}") from None
+        raise SchemaErrors(origin, describe_validation_errors(exc, ModelCard)) from None
 
 
 def describe_validation_error(exc: ValidationError, model_cls: type[BaseModel]) -> str:
     """The first schema error as one line: 'field.path: message (got VALUE); allowed: ...'."""
-    err = exc.errors(include_url=False)[0]
+    return _describe(exc.errors(include_url=False)[0], model_cls)
+
+
+def describe_validation_errors(exc: ValidationError, model_cls: type[BaseModel]) -> list[str]:
+    """Every schema error, one line each (as ``describe_validation_error``), in pydantic's order."""
+    return list(dict.fromkeys(_describe(err, model_cls) for err in exc.errors(include_url=False)))
+
+
+def _describe(err: dict, model_cls: type[BaseModel]) -> str:
     path = _without_union_tags(model_cls, tuple(err["loc"]))
     loc = ".".join(_part(p) for p in path)
     msg = " ".join(str(err["msg"]).removeprefix("Value error, ").split())

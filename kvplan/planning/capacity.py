@@ -24,7 +24,7 @@ from kvplan.cost.parallel import Layout, check_layout
 from kvplan.cost.runtimes import get_engine
 from kvplan.cost.runtimes.base import Runtime, positive_size
 from kvplan.cost.runtimes.setup import EXTRA_FLAGS, Pool, ServingFlags, Setup, Stage
-from kvplan.errors import KvplanError
+from kvplan.errors import KvplanError, WeightsDoNotFit
 from kvplan.model.card import ModelCard
 from kvplan.model.catalog import load_card
 from kvplan.planning.capacity_results import Latency, PerGPU, PlanInputs, PlanResult
@@ -33,6 +33,20 @@ from kvplan.units import parse_size, require_positive
 
 if TYPE_CHECKING:
     from kvplan.cost.llamacpp import LlamaFlags
+
+
+MIN_GPU_MEMORY = 256 * 2**20  # no GPU that holds an LLM has less: a smaller --gpu-memory is a unit left out
+
+
+def gpu_memory_size(value) -> int:
+    """--gpu-memory in bytes; KvplanError naming --gpu-memory for a figure no GPU has (a bare ``80`` is 80 bytes)."""
+    from kvplan.units import fmt_bytes
+
+    n = positive_size("--gpu-memory", value)
+    if n < MIN_GPU_MEMORY:
+        raise KvplanError(f"--gpu-memory: {value!r} is {fmt_bytes(n)}, less than any GPU holds (a bare number is "
+                          f"bytes); give a unit, e.g. 80GiB or 81559MiB, or leave it out for the catalog's total")
+    return n
 
 
 @dataclass(frozen=True)
@@ -81,7 +95,7 @@ class PlanRequest:
         return cls(gpu=g, max_model_len=max_model_len, runtime=get_engine(engine),
                    layout=Layout(tp, pp, dp, bool(kw.pop("expert_parallel", False))), flags=flags,
                    kv_dtype=kw.pop("kv_dtype", None), weight_dtype=kw.pop("weight_dtype", None),
-                   gpu_memory=None if gpu_memory is None else positive_size("--gpu-memory", gpu_memory),
+                   gpu_memory=None if gpu_memory is None else gpu_memory_size(gpu_memory),
                    activation=size("--activation-memory", kw.pop("activation_memory", None)),
                    non_torch=size("--non-torch-memory", kw.pop("non_torch_memory", None)),
                    cuda_graph=size("--cuda-graph-memory", kw.pop("cuda_graph_memory", None)),
@@ -122,12 +136,29 @@ def plan(model: ModelCard | str | Path, *, gpu: str | GPU, max_model_len: int, t
 def plan_request(card: ModelCard, req: PlanRequest) -> PlanResult:
     """The orchestrator: the runtime's setup, stages, pool and budget check, then the result."""
     s = setup(card, req)
-    sts, p = assemble(s)
+    try:
+        sts, p = assemble(s)
+    except WeightsDoNotFit as exc:
+        smaller = quantized_variants(card)
+        if not smaller:
+            raise
+        raise WeightsDoNotFit(f"{exc}; bundled quantized card(s) of this model: {', '.join(smaller)} "
+                              f"(-m {smaller[0]})") from None
     if req.concurrency is None:
         return result(s, sts, p)
     from kvplan.planning.latency import latency
 
     return result(s, sts, p, latency(s, req.concurrency, req.prompt_len), req.concurrency)
+
+
+def quantized_variants(card: ModelCard) -> list[str]:
+    """The bundled cards of the same model with quantized weights: named ``<card>-<suffix>`` with a
+    ``quantization`` (deepseek-v3 -> deepseek-v3-fp8, qwen3-8b -> qwen3-8b-awq); none for a card that is quantized."""
+    from kvplan.model.catalog import bundled_names
+
+    if card.quantization is not None:
+        return []
+    return [n for n in bundled_names() if n.startswith(f"{card.name}-") and load_card(n).quantization is not None]
 
 
 def assemble(s: Setup) -> tuple[list[Stage], Pool]:

@@ -72,6 +72,8 @@ class Latency(BaseModel):
     tpot_ms: float  # one decode step of the replica's batch at max_model_len
     allreduce_ms_per_token: float  # decode: 2 all-reduces per layer of batch x hidden
     notes: list[str]
+    price_per_hour: float | None = None  # USD, all the layout's GPUs at the catalog's (or --gpu-file's) price
+    usd_per_million_output_tokens: float | None = None  # that price over the decode bound's tokens: a floor
 
 
 class PlanResult(BaseModel):
@@ -114,7 +116,11 @@ class PlanOption(BaseModel):
     dp: int
     max_concurrency: float  # all replicas
     fits: bool
-    price_per_hour: float | None  # all GPUs, where the catalog or --gpu-file gives a price
+    price_per_hour: float | None  # all GPUs (replicas x GPUs x price per GPU-hour), where the catalog or --gpu-file gives one
+    price_per_gpu_hour: float | None = None  # USD, the catalog's public on-demand price or the --gpu-file's
+    price_source: str | None = None  # the pricing page (provider, product) the price was read from, or "--gpu-file"
+    price_date: str | None = None  # the day it was read
+    usd_per_million_output_tokens: float | None = None  # price at the decode bound (a floor), --concurrency decoding
     ttft_ms: float | None
     tpot_ms: float | None
     launch_command: str
@@ -134,3 +140,10 @@ class SearchResult(BaseModel):
     layouts_tried: int
     options: list[PlanOption]  # the minimal layout(s) per GPU type, best first
     notes: list[str]
+    sort: str = "gpus"  # --sort: gpus, cost or latency
+
+    def _repr_html_(self) -> str:
+        """A notebook shows the options as a table (kvplan.planning.htmlrepr)."""
+        from kvplan.planning.htmlrepr import search_html
+
+        return search_html(self)

@@ -33,6 +33,9 @@ def verdict(s: Setup, p: Pool, concurrency: int | None = None) -> str:
 
 def notes(s: Setup, p: Pool) -> list[str]:
     out = s.engine.notes(s, p) + list(s.card_notes)
+    if hf_repo(s.card) == PLACEHOLDER:
+        out.append(f"launch: replace {PLACEHOLDER} with the folder or Hugging Face id of the checkpoint this "
+                   "config.json belongs to (it names none: its _name_or_path is empty or a local path).")
     if s.w_t.name.startswith("fp8"):
         out.append("fp8 weights: the values only; block-wise fp32 scales (one per 128x128 block, +0.02%) are not "
                    "counted." + (" MLA: vLLM's bf16 W_UK/W_UV copies of kv_b_proj are." if s.card.mla else ""))
@@ -54,11 +57,18 @@ def notes(s: Setup, p: Pool) -> list[str]:
 _PINNED = re.compile(r"/(?P<repo>[\w.-]+/[\w.-]+)/blob/(?P<commit>[0-9a-f]{40})/config\.json$")
 
 
+PLACEHOLDER = "<path-or-repo-of-this-config>"  # a config.json that names no Hub id: the user names the checkpoint
+
+
 def hf_repo(card: ModelCard) -> str:
     """The Hugging Face repository named in the card's source, else the card name. A card read from the Hub names
-    ``ENDPOINT/ORG/NAME/blob/COMMIT/config.json`` (kvplan.model.hf.hub), whatever HF_ENDPOINT is."""
+    ``ENDPOINT/ORG/NAME/blob/COMMIT/config.json`` (kvplan.model.hf.hub), whatever HF_ENDPOINT is. A config.json
+    read from a file that names no Hub id (kvplan.model.hf.config._source) gives ``PLACEHOLDER``: the card's name
+    is no checkpoint an engine can load."""
     m = re.search(r"huggingface\.co/([\w.-]+/[\w.-]+)", card.source) or _PINNED.search(card.source)
-    return m.group(1) if m else card.name
+    if m:
+        return m.group(1)
+    return PLACEHOLDER if card.source.startswith("config.json imported from") else card.name
 
 
 def revision(card: ModelCard) -> str | None:

@@ -80,6 +80,12 @@ class DisaggResult(BaseModel):
     aggregated_concurrency: float  # the same GPUs as aggregated replicas of the decode layout, at ISL + OSL
     notes: list[str]
 
+    def _repr_html_(self) -> str:
+        """A notebook shows the two pools as a table (kvplan.planning.htmlrepr)."""
+        from kvplan.planning.htmlrepr import disagg_html
+
+        return disagg_html(self)
+
 
 def disagg(model: ModelCard | str | Path, *, gpu: str, rate: float, isl: int, osl: int, ttft_ms: float,
            tpot_ms: float, engine: str = "vllm", max_gpus_per_worker: int = 8, prefill_factor: float = PREFILL_FACTOR,

@@ -1,4 +1,5 @@
-"""Small stdlib-only HTML tables for notebooks: ``_repr_html_`` of ``Estimate``, ``CompareResult`` and ``PlanResult``.
+"""Small stdlib-only HTML tables for notebooks: ``_repr_html_`` of every result (``Estimate``, ``CompareResult``,
+``PlanResult``, ``SearchResult``, ``Sweep``, ``CheckReport``).
 
 They live in the plan layer on purpose (no import of kvplan.report, no matplotlib): a notebook shows a result as a
 table without the report extra. ``kvplan report`` is the full document with charts.
@@ -22,9 +23,8 @@ def key_value_table(title: str, rows: list[tuple[str, str]], notes: list[str] = 
     """A two-column table: label, value."""
     body = "".join(f'<tr><th style="{_CELL.format("left")}">{escape(k)}</th>'
                    f'<td style="{_CELL.format("left")}">{escape(v)}</td></tr>' for k, v in rows)
-    foot = "".join(f"<li>{escape(n)}</li>" for n in notes)
     return (f'<table style="{_STYLE}"><caption style="text-align:left;font-weight:bold">{escape(title)}</caption>'
-            f"{body}</table>" + (f'<ul style="font-size:0.85em">{foot}</ul>' if foot else ""))
+            f"{body}</table>" + notes_html(list(notes)))
 
 
 def grid_table(title: str, columns: list[str], rows: list[list[str]]) -> str:
@@ -74,4 +74,80 @@ def plan_html(p) -> str:
             ("blocks", f"{fmt_int(kv.num_blocks)} of {kv.block_size} tokens"), ("tokens", fmt_int(kv.tokens)),
             ("max concurrency", f"{p.max_concurrency:.2f}"), ("fits", "yes" if p.fits else "no"),
             ("longest max_model_len that fits", fmt_int(p.max_model_len_fit))]
+    if p.latency:
+        rows += [("TTFT bound", _ms(p.latency.ttft_ms)), ("TPOT bound", _ms(p.latency.tpot_ms))]
+        if p.latency.price_per_hour is not None:
+            rows += [("price (on-demand)", f"${p.latency.price_per_hour:,.2f}/h"),
+                     ("per million output tokens", f">= ${p.latency.usd_per_million_output_tokens:,.2f}")]
     return key_value_table(f"kvplan plan: {i.model} on {i.gpu}", rows, p.notes)
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.4g} ms"
+
+
+def _money(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.2f}"
+
+
+def notes_html(notes: list[str]) -> str:
+    return f'<ul style="font-size:0.85em">{"".join(f"<li>{escape(n)}</li>" for n in notes)}</ul>' if notes else ""
+
+
+def search_html(r) -> str:
+    """The plan search: one row per GPU type in the order asked (--sort), its price with where it was read."""
+    rows = [[o.gpu, str(o.num_gpus), f"{o.tp}x{o.pp}x{o.dp}", f"{o.max_concurrency:,.1f}",
+             exact_bytes(o.per_gpu.weights_bytes), exact_bytes(o.kv_cache.available_bytes), _ms(o.ttft_ms),
+             _ms(o.tpot_ms), _money(o.price_per_hour), _money(o.usd_per_million_output_tokens)] for o in r.options]
+    title = (f"kvplan plan: {r.model}, {fmt_int(r.concurrency)} requests of {fmt_int(r.max_model_len)} tokens "
+             f"({r.engine}); sorted by {r.sort}; {r.layouts_tried} layouts tried")
+    table = grid_table(title, ["GPU", "GPUs", "TPxPPxDP", "requests", "weights/GPU", "KV pool/GPU", "TTFT >=",
+                               "TPOT >=", "$/h", "$/Mtok"], rows)
+    launch = [f"{o.gpu}: {o.launch_command}" for o in r.options]
+    prices = [f"{o.gpu}: ${o.price_per_gpu_hour:,.2f} per GPU-hour x {o.num_gpus}, {o.price_source}"
+              for o in r.options if o.price_source]
+    return table + notes_html(launch + prices + r.notes)
+
+
+SWEEP_ROWS = 100  # a notebook shows the first rows of a sweep; to_csv() writes them all
+
+
+def sweep_html(s) -> str:
+    """The first ``SWEEP_ROWS`` rows of a sweep (a sweep is lazy: its rows are computed as they are shown)."""
+    from itertools import islice
+
+    shown = list(islice(s.tuples(), SWEEP_ROWS))
+    rows = [[_cell(v) for v in row] for row in shown]
+    more = [f"first {len(shown):,} of {len(s):,} rows; Sweep.to_csv(path) writes them all"] if len(s) > len(shown) \
+        else []
+    return grid_table(f"kvplan sweep: {len(s):,} rows", list(s.columns), rows) + notes_html(more)
+
+
+def _cell(v) -> str:
+    """A sweep cell: bytes as exact integers (as in its CSV), floats to 4 significant digits, None as '-'."""
+    if v is None:
+        return "-"
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return str(v)
+    return fmt_int(v) if isinstance(v, int) else f"{v:,.4g}"
+
+
+def check_html(c) -> str:
+    """Each budget and baseline figure of every scenario: the limit, the value, the verdict."""
+    rows = [[r.scenario, r.check, r.figure, "-" if r.limit is None else _cell(r.limit), _cell(r.value),
+             "-" if r.delta is None else _cell(r.delta), r.verdict.upper() if r.verdict == "fail" else r.verdict]
+            for r in c.rows]
+    title = (f"kvplan check: {c.config} ({len(c.figures)} scenarios, {len(c.rows)} checks, {c.failed} failed; "
+             f"baseline {c.baseline}{'' if c.baseline_found else ': none yet'})")
+    return grid_table(title, ["scenario", "check", "figure", "limit", "value", "delta", "verdict"], rows) + \
+        notes_html(c.notes)
+
+
+def disagg_html(d) -> str:
+    """The prefill and decode pools, and the K/V each request hands over."""
+    rows = [[p.role, p.gpu, f"{p.tp}x{p.pp}", fmt_int(p.replicas), fmt_int(p.gpus), fmt_int(p.batch),
+             _ms(p.ttft_ms), _ms(p.tpot_ms), f"{p.requests_per_s:,.3g}"] for p in (d.prefill, d.decode)]
+    title = (f"kvplan disagg: {d.model}, {d.rate:g} req/s of {fmt_int(d.isl)} + {fmt_int(d.osl)} tokens ({d.engine}); "
+             f"{d.ratio}, {d.total_gpus} GPUs; K/V per request {exact_bytes(d.kv_transfer_bytes_per_request)}")
+    return grid_table(title, ["role", "GPU", "TPxPP", "workers", "GPUs", "batch", "TTFT >=", "TPOT >=", "req/s"],
+                      rows) + notes_html([f"{p.role}: {p.launch_command}" for p in (d.prefill, d.decode)] + d.notes)

@@ -18,21 +18,26 @@ from kvplan.errors import KvplanError, Refused
 from kvplan.model.card import ModelCard
 from kvplan.model.catalog import load_card
 from kvplan.planning.capacity import PlanRequest, assemble, result, setup
-from kvplan.planning.latency import latency
+from kvplan.planning.latency import latency, per_million_tokens
 from kvplan.planning.capacity_results import PlanOption, PlanResult, SearchResult
 from kvplan.units import require_positive
 
 TP_SIZES, PP_SIZES = (1, 2, 4, 8), (1, 2, 3, 4)
+SORTS = ("gpus", "cost", "latency")
 
 
 def search(model: ModelCard | str | Path, *, max_model_len: int, concurrency: int, gpus: list[str] | None = None,
            max_gpus: int = 8, engine: str = "vllm", ttft_ms: float | None = None, tpot_ms: float | None = None,
-           prompt_len: int | None = None, gpu_file: str | None = None, **plan_kw) -> SearchResult:
+           prompt_len: int | None = None, gpu_file: str | None = None, sort: str = "gpus", **plan_kw) -> SearchResult:
     """Every catalog GPU (or ``gpus``) x TP 1,2,4,8 x PP 1..4 x DP: the layouts that hold ``concurrency`` requests of
-    ``max_model_len`` tokens within ``max_gpus`` GPUs (and the latency targets), the fewest GPUs per type first.
-    Bad input exits at once naming its flag; only the layouts an engine refuses (``Refused``) are skipped."""
+    ``max_model_len`` tokens within ``max_gpus`` GPUs (and the latency targets), one per GPU type, ordered by
+    ``sort``: ``gpus`` (fewest GPUs, then price), ``cost`` (replicas x GPUs x price per GPU-hour; unpriced last) or
+    ``latency`` (the decode-step bound). Bad input exits at once naming its flag; only the layouts an engine refuses
+    (``Refused``) are skipped."""
     require_positive("--concurrency", concurrency)
     require_positive("--max-gpus", max_gpus)
+    if sort not in SORTS:
+        raise KvplanError(f"--sort: {sort!r}; allowed: {', '.join(SORTS)}")
     card = model if isinstance(model, ModelCard) else load_card(model)
     catalog = load_gpus(gpu_file)
     chosen = _chosen(catalog, gpus)
@@ -49,14 +54,14 @@ def search(model: ModelCard | str | Path, *, max_model_len: int, concurrency: in
                 tried += 1
                 opt = _option(card, replace(base, layout=Layout(tp, pp, 1, base.layout.expert_parallel)), max_gpus,
                               ttft_ms, tpot_ms)
-                if opt is not None and (best is None or _key(opt) < _key(best)):
+                if opt is not None and (best is None or _KEYS[sort](opt) < _KEYS[sort](best)):
                     best = opt
         if best is not None:
             options.append(best)
-    options.sort(key=_key)
+    options.sort(key=_KEYS[sort])
     return SearchResult(model=card.name, engine=engine, max_model_len=max_model_len, concurrency=concurrency,
-                        ttft_ms=ttft_ms, tpot_ms=tpot_ms, layouts_tried=tried, options=options,
-                        notes=_search_notes(options, max_gpus))
+                        ttft_ms=ttft_ms, tpot_ms=tpot_ms, layouts_tried=tried, options=options, sort=sort,
+                        notes=_search_notes(options, max_gpus, sort))
 
 
 def _chosen(catalog: dict[str, GPU], names: list[str] | None) -> list[GPU]:
@@ -98,21 +103,40 @@ def _option(card: ModelCard, req: PlanRequest, max_gpus: int, ttft_ms, tpot_ms) 
         return None
     r: PlanResult = result(s, sts, p)
     n = lay.tp * lay.pp * dp
+    price = g.price_per_hour_usd * n if g.price_per_hour_usd else None  # replicas x GPUs x price per GPU-hour
+    per_mtok = per_million_tokens(price, C, lat.tpot_ms) if lat else None
     return PlanOption(gpu=g.name, num_gpus=n, tp=lay.tp, pp=lay.pp, dp=dp, max_concurrency=per_replica * dp, fits=True,
-                      price_per_hour=g.price_per_hour * n if g.price_per_hour else None,
+                      price_per_hour=price, price_per_gpu_hour=g.price_per_hour_usd,
+                      price_source=(g.price_source or "--gpu-file") if price else None,
+                      price_date=g.price_date or None if price else None,
+                      usd_per_million_output_tokens=per_mtok,
                       ttft_ms=lat.ttft_ms if lat else None, tpot_ms=lat.tpot_ms if lat else None,
                       launch_command=r.launch_command, per_gpu=r.per_gpu, kv_cache=r.kv_cache)
 
 
-def _key(o: PlanOption) -> tuple:
-    """Fewest GPUs, then price (where known), then decode latency, then fewer pipeline stages."""
-    return (o.num_gpus, o.price_per_hour if o.price_per_hour is not None else math.inf,
-            o.tpot_ms if o.tpot_ms is not None else math.inf, o.pp, o.tp)
+def _inf(x: float | None) -> float:
+    return math.inf if x is None else x
 
 
-def _search_notes(options: list[PlanOption], max_gpus: int) -> list[str]:
+_KEYS = {  # the orders of --sort; each breaks ties by the others, then fewer pipeline stages
+    "gpus": lambda o: (o.num_gpus, _inf(o.price_per_hour), _inf(o.tpot_ms), o.pp, o.tp),
+    "cost": lambda o: (_inf(o.price_per_hour), o.num_gpus, _inf(o.tpot_ms), o.pp, o.tp),
+    "latency": lambda o: (_inf(o.tpot_ms), _inf(o.price_per_hour), o.num_gpus, o.pp, o.tp),
+}
+
+
+def _search_notes(options: list[PlanOption], max_gpus: int, sort: str) -> list[str]:
     if not options:
         return [f"No layout within --max-gpus {max_gpus} holds the requests; raise --max-gpus, shorten "
                 "--max-model-len or use fp8 (--kv-dtype / --weight-dtype)."]
-    return ["One option per GPU type: the fewest GPUs that hold the requests (DP replicas multiply concurrency), "
-            "then price where the catalog or --gpu-file gives one, then the decode-latency bound."]
+    order = {"gpus": "the fewest GPUs first, then price, then the decode-latency bound",
+             "cost": "the lowest price first (GPUs x price per GPU-hour; GPUs without a price last), then fewer GPUs",
+             "latency": "the lowest decode-latency bound (TPOT) first, then price"}[sort]
+    notes = [f"One option per GPU type (DP replicas multiply concurrency), {order} (--sort {sort})."]
+    priced = [o for o in options if o.price_per_hour is not None]
+    if priced:
+        notes.append("$/h: all the option's GPUs at public on-demand list prices (the catalog's, read on the date "
+                     "shown; a --gpu-file entry with only price_per_hour_usd replaces one); $/Mtok: the price of a "
+                     "million output tokens at the decode bound with --concurrency requests decoding, a floor (real "
+                     "steps are slower than the roofline).")
+    return notes

@@ -34,10 +34,11 @@ def render_card(card: ModelCard, derived: dict) -> None:
     sys.stdout.write(card_text(card, derived))
 
 
-def render_validation(results: list[tuple[str, str | None]], console: Console) -> None:
-    """One line per card: 'ok PATH (name)' or 'error: PATH: problem'."""
-    for path, problem in results:
-        if problem is None:
+def render_validation(results: list[tuple[str, list[str]]], console: Console, errors: Console) -> None:
+    """'ok PATH' on ``console`` for each valid card; 'error: PATH: problem' on ``errors`` (stderr) for every problem
+    of every invalid one."""
+    for path, problems in results:
+        if not problems:
             console.print(f"[green]ok[/green] {escape(path)}")
-        else:
-            console.print(f"[red]error:[/red] {escape(problem)}")
+        for problem in problems:
+            errors.print(f"[red]error:[/red] {escape(problem)}")

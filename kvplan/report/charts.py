@@ -47,7 +47,12 @@ def _svg(fig, chart_id: str, title: str) -> str:
     plt.close(fig)
     text = buf.getvalue()
     text = text[text.index("<svg"):]
+    # no fixed size: the viewBox scales; drawn at most at its natural size (matplotlib's points are 4/3 px), so its
+    # 10-point text stays the size of the report's tables instead of growing with the page's width
+    natural = re.search(r'<svg[^>]*?\swidth="([\d.]+)pt"', text)
     text = re.sub(r'(<svg[^>]*?)\s+width="[^"]*"\s+height="[^"]*"', r"\1", text, count=1)
+    if natural:
+        text = text.replace("<svg", f'<svg style="max-width: min(100%, {float(natural[1]) * 4 / 3:.0f}px)"', 1)
     text = re.sub(r'id="([^"]+)"', lambda m: f'id="{chart_id}-{m[1]}"', text)
     text = re.sub(r'(href|clip-path)="(url\()?#([^")]+)', lambda m: f'{m[1]}="{m[2] or ""}#{chart_id}-{m[3]}', text)
     text = re.sub(r"url\(#(?!" + re.escape(chart_id) + r"-)([^)]+)\)", lambda m: f"url(#{chart_id}-{m[1]})", text)

@@ -15,7 +15,7 @@ CSS = """
 :root { color-scheme: light; --ink: #1a1a1a; --muted: #555; --rule: #d0d0d0; --accent: #0072B2; }
 * { box-sizing: border-box; }
 body { font: 16px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: var(--ink);
-       max-width: 60rem; margin: 0 auto; padding: 1rem; background: #fff; }
+       max-width: 68rem; margin: 0 auto; padding: 1rem; background: #fff; }
 h1 { font-size: 1.6rem; margin: 0.5rem 0; } h2 { font-size: 1.35rem; margin-top: 2rem;
      border-bottom: 2px solid var(--accent); } h3 { font-size: 1.1rem; margin-top: 1.5rem; }
 figure { margin: 0.75rem 0; } svg { width: 100%; height: auto; max-width: 100%; display: block; }
@@ -23,7 +23,7 @@ figure { margin: 0.75rem 0; } svg { width: 100%; height: auto; max-width: 100%; 
 table { border-collapse: collapse; font-size: 0.85rem; margin: 0.5rem 0 1rem; min-width: 50%; }
 caption { text-align: left; font-weight: 600; padding: 0.25rem 0; color: var(--muted); }
 th, td { padding: 0.25rem 0.6rem; border-bottom: 1px solid var(--rule); white-space: nowrap; }
-th { text-align: left; background: #f3f6f9; } td.n { text-align: right; font-variant-numeric: tabular-nums; }
+th { text-align: left; background: #f3f6f9; white-space: normal; vertical-align: bottom; } td.n { text-align: right; font-variant-numeric: tabular-nums; }
 code, .formula { font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 0.85rem; }
 ul.formulas { list-style: none; padding-left: 0; } ul.formulas li { background: #f6f6f6; padding: 0.3rem 0.5rem;
        margin: 0.25rem 0; overflow-wrap: anywhere; }

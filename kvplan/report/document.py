@@ -371,7 +371,16 @@ def assumptions(rep: Report, m: ModelReport) -> list[str]:
     out = [f"Engine {e.kv_cache.engine}: {e.kv_cache.engine_rule}.",
            f"KV dtype {e.kv_cache.dtype}, weights {e.weights.dtype} (what the engine serves unless given).",
            f"Card: {m.card.source}"]
-    out += [f"{d.name}: {fmt_int(d.memory_bytes)} B, {fmt_int(d.memory_bandwidth_bytes_per_s)} B/s ({d.source})"
+    out += [f"{d.name}: {_gpu_memory(d)}, {fmt_int(d.memory_bandwidth_bytes_per_s)} B/s ({d.source})"
             for d in rep.gpus]
-    out += list(e.notes)
+    # the report's estimate runs at the --max-model-len asked: its notes name that flag
+    out += [n.replace("--seq-len ", "--max-model-len ", 1) if n.startswith("--seq-len ") else n for n in e.notes]
     return out
+
+
+def _gpu_memory(d) -> str:
+    """The total the plans start from (what torch sees) beside the datasheet's figure."""
+    if d.visible_memory_bytes is None:
+        return f"{fmt_int(d.memory_bytes)} B (the datasheet's; no visible total known: --gpu-memory takes yours)"
+    return (f"{fmt_int(d.visible_memory_bytes)} B as torch sees it, which the plans start from (the datasheet's "
+            f"{fmt_int(d.memory_bytes)} B)")

@@ -21,15 +21,29 @@ def _half(g: GPU) -> str:
 
 def render_gpus(gpus: list[GPU], console: Console) -> None:
     t = table("GPU catalog (dense peak TFLOP/s; sources below)",
-              ["name", "vendor", "memory", "visible", "bandwidth", "bf16/fp16", "fp8"], left=("name", "vendor"), compact=True)
+              ["name", "vendor", "memory", "visible", "bandwidth", "bf16/fp16", "fp8", "$/h"], left=("name", "vendor"),
+              compact=True)
     for g in gpus:
         t.add_row(escape(g.name), escape(g.vendor), fmt_bytes(g.memory_bytes),
                   "-" if g.visible_memory_bytes is None else fmt_bytes(g.visible_memory_bytes),
-                  f"{g.memory_bandwidth_bytes_per_s / 1e12:.2f} TB/s", _half(g), _tflops(g.peak_flops.fp8))
+                  f"{g.memory_bandwidth_bytes_per_s / 1e12:.2f} TB/s", _half(g), _tflops(g.peak_flops.fp8),
+                  "-" if g.price_per_hour_usd is None else f"{g.price_per_hour_usd:,.2f}")
     console.print(t)
+    if console.width < 120 and len(gpus) > 12:  # a terminal: the table, and where each figure's source is
+        console.print("sources: `kvplan gpus show NAME` (the datasheet, the visible total and the price, each with "
+                      "where it was read); piped, this list prints them all", overflow="fold")
+        return
     console.print("sources:")
     by_source: dict[str, list[str]] = {}
     for g in gpus:
         by_source.setdefault(g.source, []).append(g.name)
     for source, names in by_source.items():
         console.print(f"  {escape(', '.join(names))}: {escape(source)}", overflow="fold")
+    priced = [g for g in gpus if g.price_per_hour_usd is not None]
+    if priced:
+        console.print("$/h: public on-demand USD per GPU-hour (`kvplan gpus show NAME` gives its page and date):")
+        by_date: dict[str, list[str]] = {}
+        for g in priced:
+            by_date.setdefault(g.price_date or "your --gpu-file", []).append(g.name)
+        for date, names in by_date.items():
+            console.print(f"  read {escape(date)}: {escape(', '.join(names))}", overflow="fold")

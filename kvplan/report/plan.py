@@ -20,10 +20,18 @@ def render_plan(r: PlanResult, console: Console) -> None:
         console.print(f"[bold]latency bounds[/bold] (batch {lat.batch_per_replica} per replica, prompt "
                       f"{fmt_int(lat.prompt_len)}): TTFT >= {ms(lat.ttft_ms / 1e3)}, TPOT >= {ms(lat.tpot_ms / 1e3)} "
                       f"(of which all-reduce {ms(lat.allreduce_ms_per_token / 1e3)})")
+        if lat.price_per_hour is not None:
+            console.print(f"[bold]cost[/bold] ${lat.price_per_hour:,.2f}/h for {_gpus(r)} GPUs (on-demand list price: "
+                          f"`kvplan gpus show {escape(r.inputs.gpu)}`); >= "
+                          f"${lat.usd_per_million_output_tokens:,.2f} per million output tokens at the decode bound")
     console.print(f"[bold]verdict[/bold] {escape(r.verdict)}")
     console.print(f"[bold]launch[/bold]  {escape(r.launch_command)}")
     for text in r.notes:
         note(console, text)
+
+
+def _gpus(r: PlanResult) -> int:
+    return r.inputs.tp * r.inputs.pp * r.inputs.dp
 
 
 def _budget_table(r: PlanResult) -> Table:
@@ -92,15 +100,21 @@ def _ranks_table(r: PlanResult) -> Table:
 def render_search(r: SearchResult, console: Console) -> None:
     title = (f"kvplan plan: {escape(r.model)}, {fmt_int(r.concurrency)} requests of {fmt_int(r.max_model_len)} "
              f"tokens ({r.engine}); {r.layouts_tried} layouts tried")
-    t = table(title, ["GPU", "GPUs", "TPxPPxDP", "requests", "weights", "KV pool", "TTFT>=", "TPOT>=", "$/h"],
-              left=("GPU",), compact=True)  # weights and KV pool: per GPU
+    t = table(title, ["GPU", "GPUs", "TPxPPxDP", "reqs", "KV/GPU", "TTFT>=", "TPOT>=", "$/h", "$/Mtok"],
+              left=("GPU",), compact=True)  # the weights per GPU: --json (per_gpu.weights_bytes)
     for o in r.options:
         t.add_row(escape(o.gpu), str(o.num_gpus), f"{o.tp}x{o.pp}x{o.dp}", f"{o.max_concurrency:,.1f}",
-                  fmt_bytes(o.per_gpu.weights_bytes), fmt_bytes(o.kv_cache.available_bytes), _ms(o.ttft_ms),
-                  _ms(o.tpot_ms), f"{o.price_per_hour:,.2f}" if o.price_per_hour else "-")
+                  fmt_bytes(o.kv_cache.available_bytes), _ms(o.ttft_ms),
+                  _ms(o.tpot_ms), "-" if o.price_per_hour is None else f"{o.price_per_hour:,.2f}",
+                  "-" if o.usd_per_million_output_tokens is None else f"{o.usd_per_million_output_tokens:,.2f}")
     console.print(t)
     for o in r.options:
         console.print(f"[bold]{escape(o.gpu)}[/bold]  {escape(o.launch_command)}")
+    for o in r.options:
+        if o.price_source:
+            date = f", read {o.price_date}" if o.price_date and o.price_date not in o.price_source else ""
+            console.print(f"[bold]{escape(o.gpu)} price[/bold]  ${o.price_per_gpu_hour:,.2f} per GPU-hour x "
+                          f"{o.num_gpus}: {escape(o.price_source)}{escape(date)}", overflow="fold")
     for text in r.notes:
         note(console, text)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, ClassVar
 
 from kvplan.cost.engines import CacheRun, Engine
-from kvplan.errors import KvplanError, Refused
+from kvplan.errors import KvplanError, Refused, WeightsDoNotFit
 from kvplan.units import fmt_bytes, require_fraction
 
 if TYPE_CHECKING:
@@ -160,7 +160,16 @@ class Runtime(Engine):
         return False
 
     def check_budget(self, s: Setup, sts: list[Stage]) -> None:
-        """Refuse, as the runtime would, a memory that leaves nothing for the cache."""
+        """Refuse, as the runtime would, a memory that leaves nothing for the cache; where the weights alone exceed
+        the GPU (after the CUDA context), say so: no budget flag helps then (unless --kv-cache-memory fixes the pool:
+        a log reproduced on a stand-in GPU of the catalog)."""
+        heavy = max(sts, key=lambda st: st.weights)
+        if s.kv_cache_memory is None and heavy.weights >= s.total - s.context:
+            raise WeightsDoNotFit(
+                f"--gpu: the weights alone do not fit: {fmt_bytes(heavy.weights)} per GPU on pipeline stage "
+                f"{heavy.pp_rank} of {s.layout.tp * s.layout.pp}x {s.gpu.name}, which holds {fmt_bytes(s.total)} "
+                f"({fmt_bytes(s.context)} of it the CUDA context); use more GPUs (--tp/--pp), a GPU with more memory, "
+                "or smaller weights (--weight-dtype fp8, a quantized checkpoint)")
         worst = min(sts, key=lambda st: st.available)
         if worst.available <= 0:
             flag = self.budget_flag

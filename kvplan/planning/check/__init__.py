@@ -57,6 +57,12 @@ class CheckReport(BaseModel):
     failed: int
     notes: list[str]
 
+    def _repr_html_(self) -> str:
+        """A notebook shows every check as a table (kvplan.planning.htmlrepr)."""
+        from kvplan.planning.htmlrepr import check_html
+
+        return check_html(self)
+
 
 def run_check(config: str | None = None, *, cwd: Path | None = None, update_baseline: bool = False) -> CheckReport:
     """Evaluate every scenario; with ``update_baseline`` write the current figures as the new baseline first."""

@@ -135,6 +135,12 @@ class Sweep:
     def __len__(self) -> int:
         return self.grid.size
 
+    def _repr_html_(self) -> str:
+        """A notebook shows the first rows as a table (kvplan.planning.htmlrepr)."""
+        from kvplan.planning.htmlrepr import sweep_html
+
+        return sweep_html(self)
+
     def __iter__(self) -> Iterator[dict]:
         cols = self.columns
         return (dict(zip(cols, row)) for row in self.tuples())
