@@ -55,7 +55,8 @@ def agreement(rows: list[tuple[Path, FromLog | str]]) -> tuple[int, int, int, in
 def _cell(value: float | None, row: Row) -> str:
     if value is None:
         return "-"
-    decimals = len(row.logged.text.replace(",", "").split(".")[1]) if "." in row.logged.text else 0
+    text = row.logged.text.split(" + ")[0].replace(",", "")  # SGLang's pool: K size + V size
+    decimals = len(text.split(".")[1]) if "." in text else 0
     return f"{value:,.{max(decimals, 2)}f}" if decimals or not float(value).is_integer() else f"{int(value):,}"
 
 

@@ -16,6 +16,15 @@ from kvplan.planning.logparse import GIB, Figure, parse_log
 
 LOGS = sorted((Path(__file__).resolve().parents[1] / "docs" / "logs").glob("*.log"))
 AGREE = ("exact", "within rounding")
+# logged-pool figures that differ for a reason outside kvplan's block arithmetic (docs/capacity.md, "Misses,
+# explained"); each must stay off, so the list cannot outlive its reason
+KNOWN_MISSES = {
+    ("vllm-issue21348-qwen3-235b-fp8-tp4.log", "tokens"): "the logged pool is one rank's and the run used the LMCache "
+    "connector: 178,880 tokens x 48,128 B is 8.02 GiB, not the 8.11 GiB logged",
+    ("sglang-didierdurand-qwq-32b-tp4.log", "max_running_requests"): "SGLang 0.4.3 logs 2,049, one above 0.5.23's "
+    "resolve_max_num_reqs (min(clamp(46,611 / 131,072 x 512, 2048, 4096), 46,611 // 2) = 2,048), the release "
+    "kvplan models",
+}
 
 
 @pytest.mark.parametrize("path", LOGS, ids=[p.name for p in LOGS])
@@ -26,7 +35,10 @@ def test_every_log_reproduced_from_its_logged_pool(path):
     compared = [x for x in r.rows if x.pool_verdict is not None]
     assert compared, "nothing compared from the logged pool"
     for x in compared:
-        assert x.pool_verdict in AGREE, (x.figure, x.logged.text, x.logged_pool, x.pool_low, x.pool_high)
+        if (path.name, x.figure) in KNOWN_MISSES:
+            assert x.pool_verdict == "off", (x.figure, "agrees now: drop it from KNOWN_MISSES")
+        else:
+            assert x.pool_verdict in AGREE, (x.figure, x.logged.text, x.logged_pool, x.pool_low, x.pool_high)
 
 
 @pytest.mark.parametrize("path", LOGS, ids=[p.name for p in LOGS])

@@ -120,10 +120,13 @@ def _sglang(log: ParsedLog, card, new: dict, flat: PlanResult, what_ifs: dict) -
                 f"load usage {fmt_bytes(usage)} ({_where(log, 'weights')}): kvplan's weights + "
                 f"{fmt_bytes(beyond)} the load allocated beyond them"]
     tokens = log.figure("tokens")
+    # free memory and usage are printed to 0.01 GB each: the pool they give is good to their sum, so the token count
+    # to that many bytes' worth of tokens (and the one token a page boundary can add)
+    spread = round((log.free_at_start_gib.rounding + log.figure("weights").rounding) * GIB)
+    slack = -(-spread // max(1, p.per_gpu.kv_bytes_per_token)) + 1
     return Calibration(what_ifs=what_ifs, measured=measured, scaled=[], activation_bytes=0, non_torch_bytes=beyond,
-                       cuda_graph_bytes=0,
-                       reproduces_log=not what_ifs and tokens is not None and p.kv_cache.tokens == tokens.value,
-                       plan=p)
+                       cuda_graph_bytes=0, reproduces_log=not what_ifs and tokens is not None
+                       and abs(p.kv_cache.tokens - tokens.value) <= slack, plan=p)
 
 
 def _where(log: ParsedLog, name: str) -> str:

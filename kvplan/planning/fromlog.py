@@ -187,8 +187,9 @@ def _engine(log: ParsedLog, engine: str | None, notes: list[str]) -> str:
         oldest = get_engine(log.engine).versions[0]
         first = re.match(r"[\d.]+\d", oldest).group(0)
         notes.append(f"{log.engine} {log.version} is not modelled: the rules of {log.engine}=={oldest} (the oldest "
-                     "modelled) are used; figures that differ by version (the profile peak, the printed token "
-                     "count, V0's 256-byte MLA entry padding) can differ for that reason.")
+                     "modelled) are used; a figure whose rule changed between releases (vLLM V0's profile run over "
+                     "max_model_len tokens, the printed token count, V0's 256-byte MLA entry padding) can differ "
+                     "for that reason.")
         return f"{log.engine}=={first}"
 
 
@@ -220,9 +221,11 @@ def _gpu(log: ParsedLog, gpu: str | None, gpu_memory) -> tuple[str, int | str | 
 def _plan_args(log: ParsedLog, card, notes: list[str]) -> dict:
     f = dict(log.flags)
     if "max_model_len" not in f:
-        raise KvplanError(f"{log.path}: no max_model_len (no --max-model-len / --context-length, config line, or "
-                          "'Maximum concurrency for N tokens' line); add it to the `# command:` header or pass "
-                          "--max-model-len")
+        # vLLM's and SGLang's default: the model's own length (vllm config _get_and_verify_max_len; SGLang
+        # model_config.context_len from max_position_embeddings), rope scaling aside
+        f["max_model_len"] = card.max_position_embeddings
+        notes.append(f"No max_model_len in the log: the engines' default, the model's max_position_embeddings "
+                     f"({card.max_position_embeddings:,}), is used (--max-model-len to override).")
     dtype = f.pop("dtype", None)
     quant = (log.quantization or "").lower() or _quant_suffix(log.model_id)
     weight = None

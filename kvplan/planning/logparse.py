@@ -16,7 +16,8 @@ Every pattern below is a line the engine prints, with the file and function that
   X GB`` (worker/model_runner.py load_model: float_memory_usage / 2**30, so GiB although it prints GB), ``Memory
   profiling takes ... total_gpu_memory (X GiB) x gpu_memory_utilization (U) = Y GiB ... model weights take X GiB;
   non_torch_memory takes X GiB; PyTorch activation peak memory takes X GiB; the rest of the memory reserved for KV
-  Cache is X GiB`` (worker/worker.py determine_num_available_blocks), ``kv_cache_size=X GiB`` (0.6's variant).
+  Cache is X GiB`` (worker/worker.py determine_num_available_blocks), and 0.6's variant ``Memory profiling results:
+  total_gpu_memory=X GiB ... non_torch_memory=X GiB kv_cache_size=X GiB gpu_memory_utilization=U``.
 - SGLang: ``server_args=ServerArgs(model_path=..., tp_size=..., mem_fraction_static=...)``, ``Load weight begin.
   avail mem=X GB`` / ``Load weight end. ... avail mem=X GB, mem usage=Y GB``, ``KV Cache is allocated. #tokens: N,
   K size: X GB, V size: Y GB`` (srt/model_executor/model_runner.py; its "GB" is 2**30 bytes:
@@ -94,7 +95,7 @@ class ParsedLog(BaseModel):
 
 # ---- the lines ---------------------------------------------------------------------------------------------------
 
-_NUM = r"(\d[\d,]*(?:\.\d+)?)"
+_NUM = r"(\d+(?:,\d{3})*(?:\.\d+)?)"
 _GIB = _NUM + r" ?GiB"
 
 # (figure, pattern); the first group is the value. Memory in GiB (V0's "GB" and SGLang's "GB" are 2**30 bytes).
@@ -110,12 +111,13 @@ _VLLM_LINES = [
     ("non_torch", r"non-torch forward increase memory: " + _GIB),
     ("non_torch", r"non_torch_memory takes " + _GIB),
     ("non_torch", _GIB + r" for non-torch memory"),
+    ("non_torch", r"\bnon_torch_memory=" + _GIB),
     ("cuda_graph", r"Graph capturing finished in \d+ secs?, took " + _GIB),
     ("cuda_graph", _GIB + r" for CUDAGraph memory"),
     ("available", r"Available KV cache memory: +" + _GIB),
     ("available", r"the rest of the memory reserved for KV Cache is " + _GIB),
     ("available", r"kv_cache_size=" + _GIB),
-    ("blocks", r"# GPU blocks: " + _NUM),
+    ("blocks", r"GPU blocks: " + _NUM + ", # CPU blocks"),
     ("blocks", r"num_gpu_blocks is: " + _NUM),
     ("tokens", r"GPU KV cache size: +" + _NUM + " tokens"),
     ("concurrency", r"Maximum concurrency for [\d,]+ tokens per request: " + _NUM + "x"),
@@ -174,7 +176,7 @@ def parse_log(path: str | Path) -> ParsedLog:
                           "memory, GPU KV cache size, # GPU blocks, KV Cache is allocated, ...)")
     sglang_kv = _sglang_kv(body)
     if sglang_kv is not None:
-        figures.append(sglang_kv)
+        figures = _ordered([*figures, sglang_kv])
     return ParsedLog(path=str(path), source=header.get("source"), engine=engine,
                      version=_version(header, body), model_id=flags.pop("model", None),
                      model_header=header.get("model"), gpu_header=header.get("gpu"),
@@ -197,7 +199,12 @@ def _figures(body: list[tuple[int, str]], patterns) -> list[Figure]:
         for n, line in body:
             if m := rx.search(line):
                 out.append(_figure(name, m.group(1), n))
-    return sorted(out, key=lambda f: (list(FIGURES).index(f.name), f.rounding, f.line))  # the most precise first
+    return _ordered(out)
+
+
+def _ordered(figures: list[Figure]) -> list[Figure]:
+    """In FIGURES' order; of one figure's statements the most precise first, then the earliest."""
+    return sorted(figures, key=lambda f: (list(FIGURES).index(f.name), f.rounding, f.line))
 
 
 def _sglang_kv(body) -> Figure | None:
@@ -217,7 +224,8 @@ def _first(body, pattern: str) -> tuple[int, re.Match] | None:
 
 
 def _total(body) -> Figure | None:
-    for pattern in (r"Free memory on device \([\d.]+/" + _NUM + r" GiB\)", r"total_gpu_memory \(" + _GIB + r"\)"):
+    for pattern in (r"Free memory on device \([\d.]+/" + _NUM + r" GiB\)", r"total_gpu_memory \(" + _GIB + r"\)",
+                    r"total_gpu_memory=" + _GIB):
         if hit := _first(body, pattern):
             return _figure("total", hit[1].group(1), hit[0])
     return None
@@ -253,8 +261,13 @@ def _flags(header: dict[str, str], body) -> tuple[dict, dict, str | None]:
         layers.append(("config line", _pairs(hit[1].group(1))))
     if hit := _first(body, r"ServerArgs\((.*)\)"):
         layers.append(("server_args", _pairs(hit[1].group(1))))
+    if hit := _first(body, r"(?:Memory profiling results: .*|total_gpu_memory \(.*)"):  # V0: the utilization used
+        util = re.search(r"gpu_memory_utilization(?:=| \()([\d.]+)", hit[1].group(0))
+        layers.append(("Memory profiling line", {"gpu_memory_utilization": util.group(1)} if util else {}))
     if hit := _first(body, r"Maximum concurrency for ([\d,]+) tokens per request"):
         layers.append(("Maximum concurrency line", {"max_model_len": hit[1].group(1).replace(",", "")}))
+    if hit := _first(body, r"max_total_num_tokens=.*\bcontext_len=(\d+)"):  # SGLang's scheduler: the length used
+        layers.append(("scheduler line", {"max_model_len": hit[1].group(1)}))
     if hit := _first(body, r"Using max model len (\d+)"):
         layers.append(("Using max model len", {"max_model_len": hit[1].group(1)}))
     if hit := _first(body, r"non-default args: (\{.*\})"):

@@ -35,7 +35,8 @@ def render_from_log(r: FromLog, console: Console) -> None:
 def _num(row: Row, v: float | None) -> str:
     if v is None:
         return "-"
-    decimals = len(row.logged.text.replace(",", "").split(".")[1]) if "." in row.logged.text else 0
+    text = row.logged.text.split(" + ")[0].replace(",", "")  # SGLang's pool: K size + V size
+    decimals = len(text.split(".")[1]) if "." in text else 0
     return fmt_int(int(v)) if decimals == 0 and float(v).is_integer() else f"{v:,.{max(decimals, 2)}f}"
 
 
@@ -64,4 +65,4 @@ def _calibration(r: FromLog, console: Console) -> None:
     t.add_row("fits", "yes" if p.fits else f"NO: the longest max_model_len that fits is {fmt_int(p.max_model_len_fit)}")
     console.print(t)
     if c.reproduces_log:
-        console.print("  the calibrated pool is the logged pool to the byte")
+        console.print("  no what-if: the calibrated pool reproduces the logged one (vLLM: to the byte)")
