@@ -8,7 +8,8 @@ from kvplan.cli import options as o
 
 
 def plan(
-    model: o.Model = None, hf_config: o.HfConfig = None, gguf: o.Gguf = None, max_model_len: o.PlanMaxModelLen = None, gpu: o.Gpu = None,
+    model: o.Model = None, hf_config: o.HfConfig = None, gguf: o.Gguf = None, max_model_len: o.PlanMaxModelLen = None,
+    gpu: o.Gpu = None,
     gpu_file: o.GpuFile = None, gpu_memory: o.GpuMemory = None, tp: o.Tp = None, pp: o.Pp = None, dp: o.Dp = None,
     engine: o.PlanEngineOrLog = None, util: o.Util = None, mfs: o.Mfs = None, kv_cache_memory: o.KvCacheMemory = None,
     mnbt: o.Mnbt = None, max_num_seqs: o.MaxNumSeqs = None, block_size: o.PlanBlockSize = None,
@@ -28,11 +29,19 @@ def plan(
     max_lora_rank: o.MaxLoraRank = None, from_log: o.FromLog = None, calibrate: o.Calibrate = False,
 ) -> None:
     """How many concurrent requests of --max-model-len fit, with the engine's own arithmetic; without --gpu, which
-    GPUs and how many hold --concurrency of them."""
+    GPUs and how many hold --concurrency of them; with --from-log FILE, kvplan beside every figure of a real vLLM or
+    SGLang start-up log (--calibrate: what-ifs on its measured budget)."""
     from kvplan.errors import KvplanError
 
     if from_log is not None:
         from kvplan.planning.fromlog import from_log as run_log
+
+        for flag, value in (("--kv-cache-memory", kv_cache_memory), ("--activation-memory", activation_memory),
+                            ("--non-torch-memory", non_torch_memory), ("--cuda-graph-memory", cuda_graph_memory),
+                            ("--context-memory", context_memory), ("--concurrency", concurrency), ("--gpus", gpus)):
+            if value is not None:
+                raise KvplanError(f"{flag}: not used with --from-log (the log's own figures are compared; "
+                                  "--calibrate reuses its measured overheads)")
 
         card = None if model is None and hf_config is None and gguf is None else _card(model, hf_config, gguf)
         _emit(run_log(from_log, model=card, gpu=gpu, gpu_memory=gpu_memory, engine=engine,

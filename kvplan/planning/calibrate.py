@@ -75,9 +75,6 @@ def calibrated(log: ParsedLog, card, kw: dict, flat: PlanResult, pool_bytes: int
     non_torch = residual - act - graphs
     w_f = log.figure("weights")
     w_delta = round(w_f.value * GIB) - g.weights_bytes if w_f else 0
-    measured.append(f"non-torch + the load beyond kvplan's weights + the rounding of the printed figures: "
-                    f"{fmt_bytes(non_torch)} (requested {fmt_bytes(g.requested_bytes)} - kvplan's weights "
-                    f"{fmt_bytes(g.weights_bytes)} - pool - peak - graphs)")
     if ranks(new) != ranks(kw) and w_delta:
         moved = w_delta * ranks(kw) // ranks(new) - w_delta
         non_torch += moved
@@ -98,6 +95,9 @@ def calibrated(log: ParsedLog, card, kw: dict, flat: PlanResult, pool_bytes: int
         if act < 0:
             raise KvplanError(f"--calibrate: kvplan's weights exceed everything {log.path} spent outside the pool; "
                               "the log and kvplan's model of it disagree too much to calibrate")
+    measured.append(f"non-torch + the load beyond kvplan's weights + the rounding of the printed figures: "
+                    f"{fmt_bytes(non_torch)} (requested {fmt_bytes(g.requested_bytes)} - kvplan's weights "
+                    f"{fmt_bytes(g.weights_bytes)} - pool - peak - graphs)")
     p = plan(card, **new, activation_memory=act, non_torch_memory=non_torch, cuda_graph_memory=graphs)
     return Calibration(what_ifs=what_ifs, measured=measured, scaled=scaled, activation_bytes=act,
                        non_torch_bytes=non_torch, cuda_graph_bytes=graphs,

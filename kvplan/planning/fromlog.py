@@ -81,8 +81,8 @@ def from_log(path: str | Path, *, model=None, gpu: str | None = None, gpu_memory
     notes: list[str] = []
     spec = _engine(log, engine, notes)
     g, total, gpu_how = _gpu(log, gpu, gpu_memory)
-    base = _plan_args(log, card, notes)
     given = {k: v for k, v in flags.items() if v is not None}
+    base = _plan_args(log, card, notes, say_length=calibrate or "max_model_len" not in given)
     args = {**base, **({} if calibrate else given)}
     kw = dict(gpu=g, gpu_memory=total, engine=spec, **args)
     flat = plan(card, **kw)
@@ -218,14 +218,15 @@ def _gpu(log: ParsedLog, gpu: str | None, gpu_memory) -> tuple[str, int | str | 
                       "a GPU the catalog lacks) or pass --gpu")
 
 
-def _plan_args(log: ParsedLog, card, notes: list[str]) -> dict:
+def _plan_args(log: ParsedLog, card, notes: list[str], say_length: bool) -> dict:
     f = dict(log.flags)
     if "max_model_len" not in f:
         # vLLM's and SGLang's default: the model's own length (vllm config _get_and_verify_max_len; SGLang
         # model_config.context_len from max_position_embeddings), rope scaling aside
         f["max_model_len"] = card.max_position_embeddings
-        notes.append(f"No max_model_len in the log: the engines' default, the model's max_position_embeddings "
-                     f"({card.max_position_embeddings:,}), is used (--max-model-len to override).")
+        if say_length:
+            notes.append(f"No max_model_len in the log: the engines' default, the model's max_position_embeddings "
+                         f"({card.max_position_embeddings:,}), is used (--max-model-len to override).")
     dtype = f.pop("dtype", None)
     quant = (log.quantization or "").lower() or _quant_suffix(log.model_id)
     weight = None
