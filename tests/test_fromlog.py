@@ -215,3 +215,23 @@ def test_exact_pool_within_the_printed_one():
     lg = parse_log(_log(QWEN_NEXT))
     f = lg.figure("available")
     assert abs(lg.exact_available_bytes / GIB - f.value) <= f.rounding
+
+
+def test_newer_v1_lines_parsed(tmp_path):
+    # public lines: vllm PR 13596 (V1's first "# GPU blocks" line), issue 46462 (0.21+'s CUDA-graph estimate),
+    # issue 39734 (the banner's version), club-3090 issue 1087 (0.2x's Free memory line, weights and non-torch summed)
+    p = _write(tmp_path, "INFO 02-20 00:01:02 kv_cache_utils.py:522] # GPU blocks: 127626\n"
+               "(EngineCore pid=29723) INFO 06-23 10:27:28 [gpu_model_runner.py:6042] Estimated CUDA graph memory: "
+               "6.24 GiB total\n"
+               "(APIServer pid=1327189) INFO 04-15 07:22:41 [utils.py:299]  ▄▄ ▄█ █     █     █ ▀▄▀ █  version "
+               "0.19.1rc1.dev301+g60995c05b\n"
+               "(Worker_TP0 pid=223) INFO 08-22 04:42:13 [gpu_worker.py:789] Free memory on device (30.27/31.4 GiB) "
+               "on startup. Desired GPU memory utilization is (0.92, 28.88 GiB). Actual usage is 15.03 GiB for "
+               "consumed memory (weights + non-torch), 1.59 GiB for peak activation, and 0.09 GiB for CUDAGraph "
+               "memory.\n")
+    lg = parse_log(p)
+    assert lg.version == "0.19.1rc1.dev301+g60995c05b" and lg.total_memory_gib.value == 31.4
+    assert {f.name: lg.figure(f.name).value for f in lg.figures} == {"blocks": 127626, "activation": 1.59,
+                                                                      "cuda_graph": 6.24}
+    assert lg.figure("weights") is None  # "consumed memory (weights + non-torch)" is no weights figure
+    assert sorted(f.value for f in lg.figures if f.name == "cuda_graph") == [0.09, 6.24]

@@ -114,10 +114,13 @@ _VLLM_LINES = [
     ("non_torch", r"\bnon_torch_memory=" + _GIB),
     ("cuda_graph", r"Graph capturing finished in \d+ secs?, took " + _GIB),
     ("cuda_graph", _GIB + r" for CUDAGraph memory"),
+    ("cuda_graph", r"Estimated CUDA graph memory: " + _GIB + " total"),  # 0.21+: charged before the pool is sized
+    ("cuda_graph", r"CUDA graph pool memory: " + _GIB + r" \(actual\)"),
     ("available", r"Available KV cache memory: +" + _GIB),
     ("available", r"the rest of the memory reserved for KV Cache is " + _GIB),
     ("available", r"kv_cache_size=" + _GIB),
-    ("blocks", r"GPU blocks: " + _NUM + ", # CPU blocks"),
+    ("blocks", r"# GPU blocks: " + _NUM),
+    ("blocks", r"(?<!# )GPU blocks: " + _NUM + ", # CPU blocks"),  # as pasted where Markdown ate the "# "
     ("blocks", r"num_gpu_blocks is: " + _NUM),
     ("tokens", r"GPU KV cache size: +" + _NUM + " tokens"),
     ("concurrency", r"Maximum concurrency for [\d,]+ tokens per request: " + _NUM + "x"),
@@ -127,12 +130,14 @@ _SGLANG_LINES = [
     ("weights", r"Load weight end\..*?mem usage=" + _NUM + " ?GB"),
     ("tokens", r"KV Cache is allocated\. #tokens: " + _NUM),
     ("tokens", r"max_total_num_tokens=" + _NUM),
+    ("available", r"KV Cache is allocated\. #tokens: \d+, KV size: " + _NUM + " GB"),  # MLA: one latent pool
     ("max_running_requests", r"max_running_requests=" + _NUM),
     ("cuda_graph", r"Capture cuda graph end\..*?mem usage=" + _NUM + " ?GB"),
 ]
 _SGLANG_MARKERS = re.compile(r"Load weight (?:begin|end)\.|KV Cache is allocated\. #tokens|max_total_num_tokens=|"
                              r"sglang\.launch_server|ServerArgs\(")
 _VERSION_LINES = [r"Initializing an? (?:V[01] )?LLM engine \(v(\d+\.\d+[\w.+-]*)\)",
+                  r"█ +version (\d+\.\d+[\w.+-]*)",  # the start-up banner of 0.11+
                   r"vLLM API server version (\d+\.\d+[\w.+-]*)", r"\bvllm==(\d+\.\d+[\w.+-]*)"]
 _LAUNCH = re.compile(r"(?:^|\s|\$ )((?:vllm serve|python3? -m (?:vllm\.entrypoints\.openai\.api_server|"
                      r"sglang\.launch_server))\s.*)$")
