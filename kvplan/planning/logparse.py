@@ -103,13 +103,13 @@ _VLLM_LINES = [
     ("weights", r"Model loading took " + _GIB),
     ("weights", r"Loading model weights took " + _NUM + r" ?GB"),
     ("weights", r"weights memory: " + _GIB),
-    ("weights", r"model weights take " + _GIB),
+    ("weights", r"model weights take\s+" + _GIB),
     ("weights", _GIB + r" for weight\b"),
     ("activation", r"torch peak memory increase: " + _GIB),
-    ("activation", r"PyTorch activation peak memory takes " + _GIB),
+    ("activation", r"PyTorch activation peak memory (?:takes )?\s*" + _GIB),
     ("activation", _GIB + r" for peak activation"),
     ("non_torch", r"non-torch forward increase memory: " + _GIB),
-    ("non_torch", r"non_torch_memory takes " + _GIB),
+    ("non_torch", r"non_torch_memory (?:takes )?\s*" + _GIB),
     ("non_torch", _GIB + r" for non-torch memory"),
     ("non_torch", r"\bnon_torch_memory=" + _GIB),
     ("cuda_graph", r"Graph capturing finished in \d+ secs?, took " + _GIB),
@@ -119,6 +119,7 @@ _VLLM_LINES = [
     ("available", r"Available KV cache memory: +" + _GIB),
     ("available", r"the rest of the memory reserved for KV Cache is " + _GIB),
     ("available", r"kv_cache_size=" + _GIB),
+    ("available", r"available_kv_cache_memory\s+" + _GIB),  # 0.6.5's table of "Memory profiling results:"
     ("blocks", r"# GPU blocks: " + _NUM),
     ("blocks", r"(?<!# )GPU blocks: " + _NUM + ", # CPU blocks"),  # as pasted where Markdown ate the "# "
     ("blocks", r"num_gpu_blocks is: " + _NUM),
@@ -230,7 +231,7 @@ def _first(body, pattern: str) -> tuple[int, re.Match] | None:
 
 def _total(body) -> Figure | None:
     for pattern in (r"Free memory on device \([\d.]+/" + _NUM + r" GiB\)", r"total_gpu_memory \(" + _GIB + r"\)",
-                    r"total_gpu_memory=" + _GIB):
+                    r"total_gpu_memory[=\s]\s*" + _GIB):
         if hit := _first(body, pattern):
             return _figure("total", hit[1].group(1), hit[0])
     return None
@@ -269,6 +270,8 @@ def _flags(header: dict[str, str], body) -> tuple[dict, dict, str | None]:
     if hit := _first(body, r"(?:Memory profiling results: .*|total_gpu_memory \(.*)"):  # V0: the utilization used
         util = re.search(r"gpu_memory_utilization(?:=| \()([\d.]+)", hit[1].group(0))
         layers.append(("Memory profiling line", {"gpu_memory_utilization": util.group(1)} if util else {}))
+    if hit := _first(body, r"\] gpu_memory_utilization\s+([\d.]+)\s*$"):  # the table form of the same
+        layers.append(("Memory profiling table", {"gpu_memory_utilization": hit[1].group(1)}))
     if hit := _first(body, r"Maximum concurrency for ([\d,]+) tokens per request"):
         layers.append(("Maximum concurrency line", {"max_model_len": hit[1].group(1).replace(",", "")}))
     if hit := _first(body, r"max_total_num_tokens=.*\bcontext_len=(\d+)"):  # SGLang's scheduler: the length used
