@@ -90,7 +90,7 @@ def from_log(path: str | Path, *, model=None, gpu: str | None = None, gpu_memory
     pooled = None if pool_kw is None else plan(card, **pool_kw)
     ends = [] if pool_kw is None or not spread else [plan(card, **{**pool_kw, **_shift(log, pool_kw, d)})
                                                      for d in (-spread, spread)]
-    rows = [_row(log, f, flat, pooled, ends) for f in _stated(log)]
+    rows = [_row(f, flat, pooled, ends, pool_bytes is not None) for f in _stated(log)]
     cal = None
     if calibrate:
         from kvplan.planning.calibrate import calibrated
@@ -267,11 +267,16 @@ def _pool_args(log: ParsedLog, flat: PlanResult, kw: dict) -> tuple[dict | None,
         args = {**kw, "gpu_memory": round(log.free_at_start_gib.value * GIB), "context_memory": 0,
                 "non_torch_memory": beyond}
         return args, None, log.free_at_start_gib.rounding + weights.rounding
-    if avail is None or "mem_fraction_static" in kw:
+    if avail is None:
         return None, None, 0.0
     exact = log.exact_available_bytes
     pool = exact if exact is not None else round(avail.value * GIB)
-    return {**kw, "kv_cache_memory": pool}, pool, 0.0 if exact is not None else avail.rounding
+    spread = 0.0 if exact is not None else avail.rounding
+    if flat.inputs.mem_fraction_static is not None:
+        # a pool sized as (free x mem_fraction_static) - weights - the load's rest: the logged pool given as that rest
+        rest = flat.per_gpu.requested_bytes - flat.per_gpu.weights_bytes - pool
+        return ({**kw, "non_torch_memory": rest}, pool, spread) if rest >= 0 else (None, None, 0.0)
+    return {**kw, "kv_cache_memory": pool}, pool, spread
 
 
 def _shift(log: ParsedLog, pool_kw: dict, gib: float) -> dict:
@@ -279,7 +284,9 @@ def _shift(log: ParsedLog, pool_kw: dict, gib: float) -> dict:
     d = round(gib * GIB)
     if "kv_cache_memory" in pool_kw:
         return {"kv_cache_memory": pool_kw["kv_cache_memory"] + d}
-    return {"gpu_memory": pool_kw["gpu_memory"] + d}
+    if "context_memory" in pool_kw:  # SGLang from its free memory at start
+        return {"gpu_memory": pool_kw["gpu_memory"] + d}
+    return {"non_torch_memory": max(0, pool_kw["non_torch_memory"] - d)}
 
 
 # ---- the verdicts ------------------------------------------------------------------------------------------------
@@ -321,7 +328,7 @@ def judge(f: Figure, ours: float | None, low: float | None = None, high: float |
     return "off", err
 
 
-def _row(log: ParsedLog, f: Figure, flat: PlanResult, pooled: PlanResult | None, ends: list[PlanResult]) -> Row:
+def _row(f: Figure, flat: PlanResult, pooled: PlanResult | None, ends: list[PlanResult], pool_given: bool) -> Row:
     what, unit = FIGURES[f.name]
     ours = value_of(f.name, flat)
     verdict, err = judge(f, ours)
@@ -332,7 +339,7 @@ def _row(log: ParsedLog, f: Figure, flat: PlanResult, pooled: PlanResult | None,
     # the pool given to the second column is the logged one: its own row (and the overheads, not re-predicted
     # from it) compare nothing new, except SGLang's, whose pool the second column computes from free memory
     if pooled is not None and f.name not in ("weights", "activation", "non_torch", "cuda_graph") and not (
-            f.name == "available" and pooled.inputs.kv_cache_memory_bytes is not None):
+            f.name == "available" and pool_given):
         pool_value = value_of(f.name, pooled)
         vals = [value_of(f.name, e) for e in ends]
         if vals and None not in vals and pool_value is not None:
