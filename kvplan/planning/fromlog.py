@@ -88,7 +88,7 @@ def from_log(path: str | Path, *, model=None, gpu: str | None = None, gpu_memory
     flat = plan(card, **kw)
     pool_kw, pool_bytes, spread = _pool_args(log, flat, kw)
     pooled = None if pool_kw is None else plan(card, **pool_kw)
-    ends = [] if pool_kw is None or not spread else [plan(card, **{**pool_kw, **_shift(log, pool_kw, d)})
+    ends = [] if pool_kw is None or not spread else [plan(card, **{**pool_kw, **_shift(pool_kw, d)})
                                                      for d in (-spread, spread)]
     rows = [_row(f, flat, pooled, ends, pool_bytes is not None) for f in _stated(log)]
     cal = None
@@ -279,7 +279,7 @@ def _pool_args(log: ParsedLog, flat: PlanResult, kw: dict) -> tuple[dict | None,
     return {**kw, "kv_cache_memory": pool}, pool, spread
 
 
-def _shift(log: ParsedLog, pool_kw: dict, gib: float) -> dict:
+def _shift(pool_kw: dict, gib: float) -> dict:
     """The logged pool moved by ``gib``: the end of its printed rounding."""
     d = round(gib * GIB)
     if "kv_cache_memory" in pool_kw:
