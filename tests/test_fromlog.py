@@ -237,3 +237,14 @@ def test_newer_v1_lines_parsed(tmp_path):
                                                                       "cuda_graph": 6.24}
     assert lg.figure("weights") is None  # "consumed memory (weights + non-torch)" is no weights figure
     assert sorted(f.value for f in lg.figures if f.name == "cuda_graph") == [0.09, 6.24]
+
+
+def test_gpu_memory_header_alone_borrows_the_nearest_catalog_gpu(tmp_path):
+    # the format's `# gpu-memory:` for a GPU the catalog lacks: the plan starts from that total
+    text = _log(QWEN_8B).read_text().replace("# gpu: RTX-4090\n", "# gpu-memory: 23.53GiB\n")
+    r = from_log(_write(tmp_path, text))
+    from kvplan.cost.hardware import load_gpus
+
+    gap = {n: abs(g.engine_memory_bytes - 23.53 * GIB) for n, g in load_gpus().items()}
+    assert gap[r.gpu] == min(gap.values())  # the catalog GPU nearest the given total (today RTX-4090, 23.99 GiB)
+    assert "stands in" in r.gpu_how and r.gpu_memory_bytes == int(23.53 * GIB)

@@ -209,13 +209,25 @@ def _gpu(log: ParsedLog, gpu: str | None, gpu_memory) -> tuple[str, int | str | 
     if logged:
         # torch's totals of one model differ by a few MiB between boards (H200: 139.80 and 139.81 GiB logged): the
         # nearest catalog total within 0.1% names the GPU (H100 SXM and PCIe are 0.1% apart: a header decides)
-        near = [(abs(g.engine_memory_bytes - logged) / logged, n) for n, g in load_gpus().items()]
-        err, best = min(near)
+        err, best = _nearest(load_gpus(), logged)
         if err <= 0.001:
             return best, total, f"the log's total matches {best}'s visible total; total: {how}"
+    if log.gpu_memory_header:
+        # a GPU the catalog lacks (the format's `# gpu-memory:` alone): the plan starts from that total; the catalog
+        # GPU nearest in memory lends only what the total does not say (its name for the scheduler defaults, its
+        # compute capability for the block size), said so
+        from kvplan.units import parse_size
+
+        best = _nearest(load_gpus(), parse_size("# gpu-memory", log.gpu_memory_header))[1]
+        return best, total, f"not in the catalog: {best} (nearest in memory) stands in; total: {how}"
     raise KvplanError(f"{log.path}: no GPU: the log prints no total that matches a catalog GPU (`kvplan gpus list`); "
                       "add a header line `# gpu: <catalog GPU>` (and `# gpu-memory: <the total the log prints>` for "
                       "a GPU the catalog lacks) or pass --gpu")
+
+
+def _nearest(gpus: dict, total: int) -> tuple[float, str]:
+    """(relative distance, name) of the catalog GPU whose visible total is nearest ``total``."""
+    return min((abs(g.engine_memory_bytes - total) / total, n) for n, g in gpus.items())
 
 
 def _plan_args(log: ParsedLog, card, notes: list[str], say_length: bool) -> dict:
