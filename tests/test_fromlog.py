@@ -248,3 +248,9 @@ def test_gpu_memory_header_alone_borrows_the_nearest_catalog_gpu(tmp_path):
     gap = {n: abs(g.engine_memory_bytes - 23.53 * GIB) for n, g in load_gpus().items()}
     assert gap[r.gpu] == min(gap.values())  # the catalog GPU nearest the given total (today RTX-4090, 23.99 GiB)
     assert "stands in" in r.gpu_how and r.gpu_memory_bytes == int(23.53 * GIB)
+
+
+def test_calibrate_says_when_the_release_is_not_modelled():
+    c = from_log(_log("vllm-issue10517-llama-3.1-8b-20k.log"), calibrate=True, max_model_len=29000).calibration
+    assert any("not one kvplan models" in t for t in c.scaled)
+    assert not from_log(_log(QWEN_NEXT), calibrate=True, max_model_len=131072).calibration.scaled

@@ -39,7 +39,8 @@ class Calibration(BaseModel):
     plan: PlanResult
 
 
-def calibrated(log: ParsedLog, card, kw: dict, flat: PlanResult, pool_bytes: int | None, what_ifs: dict):
+def calibrated(log: ParsedLog, card, kw: dict, flat: PlanResult, pool_bytes: int | None, what_ifs: dict,
+               modelled: bool = True):
     from kvplan.planning.capacity import plan
 
     bad = sorted(set(what_ifs) - set(WHAT_IFS))
@@ -90,6 +91,10 @@ def calibrated(log: ParsedLog, card, kw: dict, flat: PlanResult, pool_bytes: int
             act = max(0, act + est - g.activation_bytes)
         if graphs and ("max_num_seqs" in what_ifs or "tp" in what_ifs):
             scaled.append("CUDA graphs: kept as measured although the capture sizes (max_num_seqs) or shards changed")
+    if what_ifs and not modelled:
+        scaled.append(f"the log's release ({log.version or 'not printed'}) is not one kvplan models: a what-if is "
+                      "scaled by the rules of the range used, and a rule that differs in that release (V0 profiles "
+                      "max_model_len tokens, so its peak grows with --max-model-len) is not followed")
     if non_torch < 0:  # kvplan's weights above the load: the peak takes the difference
         act, non_torch = act + non_torch, 0
         if act < 0:

@@ -79,7 +79,7 @@ def from_log(path: str | Path, *, model=None, gpu: str | None = None, gpu_memory
     log = parse_log(path)
     card, model_how = _card(log, model)
     notes: list[str] = []
-    spec = _engine(log, engine, notes)
+    spec, modelled = _engine(log, engine, notes)
     g, total, gpu_how = _gpu(log, gpu, gpu_memory)
     given = {k: v for k, v in flags.items() if v is not None}
     base = _plan_args(log, card, notes, say_length=calibrate or "max_model_len" not in given)
@@ -95,7 +95,8 @@ def from_log(path: str | Path, *, model=None, gpu: str | None = None, gpu_memory
     if calibrate:
         from kvplan.planning.calibrate import calibrated
 
-        cal = calibrated(log, card, kw, flat, pool_bytes, {k: v for k, v in given.items() if base.get(k) != v})
+        cal = calibrated(log, card, kw, flat, pool_bytes, {k: v for k, v in given.items() if base.get(k) != v},
+                         modelled)
     return FromLog(log=log, model=card.name, model_how=model_how, gpu=g, gpu_memory_bytes=flat.inputs.gpu_memory_bytes,
                    gpu_how=gpu_how, engine=spec, plan_args={k: v for k, v in args.items() if v is not None},
                    logged_pool_bytes=pool_bytes, rows=rows, plan=flat, pooled=pooled, calibration=cal, notes=notes)
@@ -167,22 +168,23 @@ def _bundled_by_source(model_id: str) -> str | None:
     return by_id.get(key) or by_name.get(key.split("/")[-1]) or by_stem.get(_stem(model_id))
 
 
-def _engine(log: ParsedLog, engine: str | None, notes: list[str]) -> str:
-    """``vllm==0.10`` from the version printed; an unmodelled release runs on the oldest modelled range, said so."""
+def _engine(log: ParsedLog, engine: str | None, notes: list[str]) -> tuple[str, bool]:
+    """(``vllm==0.10`` from the version printed, whether that release is modelled); an unmodelled release runs on the
+    oldest modelled range, and a log without a version on the newest, said so."""
     from kvplan.cost.runtimes import get_engine
 
     if engine:
         get_engine(engine)
-        return engine
+        return engine, True
     if log.version is None:
         notes.append(f"The log prints no {log.engine} version (add `# engine: {log.engine}==X.Y`): the newest "
                      "modelled rules are used.")
-        return log.engine
+        return log.engine, False
     m = re.match(r"(\d+)\.(\d+)", log.version)
     spec = f"{log.engine}=={m.group(1)}.{m.group(2)}" if m else log.engine
     try:
         get_engine(spec)
-        return spec
+        return spec, True
     except KvplanError:
         oldest = get_engine(log.engine).versions[0]
         first = re.match(r"[\d.]+\d", oldest).group(0)
@@ -190,7 +192,7 @@ def _engine(log: ParsedLog, engine: str | None, notes: list[str]) -> str:
                      "modelled) are used; a figure whose rule changed between releases (vLLM V0's profile run over "
                      "max_model_len tokens, the printed token count, V0's 256-byte MLA entry padding) can differ "
                      "for that reason.")
-        return f"{log.engine}=={first}"
+        return f"{log.engine}=={first}", False
 
 
 def _gpu(log: ParsedLog, gpu: str | None, gpu_memory) -> tuple[str, int | str | None, str]:
