@@ -254,3 +254,15 @@ def test_calibrate_says_when_the_release_is_not_modelled():
     c = from_log(_log("vllm-issue10517-llama-3.1-8b-20k.log"), calibrate=True, max_model_len=29000).calibration
     assert any("not one kvplan models" in t for t in c.scaled)
     assert not from_log(_log(QWEN_NEXT), calibrate=True, max_model_len=131072).calibration.scaled
+
+
+def test_model_header_names_a_vendored_config(tmp_path):
+    # `# model: FILE.json#ORG/NAME`: one config of a file of vendored configs (tests/data/hf_configs_hybrid.json)
+    configs = Path(__file__).resolve().parent / "data" / "hf_configs_hybrid.json"
+    text = _log(QWEN_NEXT).read_text().replace(
+        "# posted:", f"# model: {configs}#Qwen/Qwen3-Next-80B-A3B-Instruct\n# posted:")
+    r = from_log(_write(tmp_path, text))
+    assert "hf_configs_hybrid.json" in r.model_how
+    assert {x.figure: x.logged_pool for x in r.rows}["tokens"] == 973760  # the printed figure, to the token
+    with pytest.raises(KvplanError, match="holds no config"):
+        from_log(_write(tmp_path, text.replace("#Qwen/Qwen3-Next", "#Qwen/Nothing")))

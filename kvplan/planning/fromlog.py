@@ -122,7 +122,7 @@ def _card(log: ParsedLog, model):
     if model:
         return load_card(model), "--model"
     if log.model_header:
-        return load_card(_near(log.path, log.model_header)), "the `# model:` header"
+        return _header_card(log), f"the `# model:` header ({log.model_header})"
     if not log.model_id:
         raise KvplanError(f"{log.path}: no model found (no launch line, non-default args or V1 config line names "
                           "one); add a header line `# model: <bundled card name or card path>` or pass --model")
@@ -132,6 +132,28 @@ def _card(log: ParsedLog, model):
                           "Hub ids; `kvplan cards list`); add a header line `# model: <card name or path>` or pass "
                           "--model")
     return load_card(name), f"{log.model_id} -> {name} (the card's source Hub id)"
+
+
+def _header_card(log: ParsedLog):
+    """`# model:` as a bundled card name, a card or config path, or ``FILE.json#ORG/NAME``: one config of a file of
+    vendored configs ({"configs": {id: config.json}}, as tests/data/hf_configs*.json)."""
+    from kvplan.model.catalog import load_card
+
+    text, _, key = log.model_header.partition("#")
+    path = _near(log.path, text.strip())
+    if not path.endswith(".json"):
+        return load_card(path)
+    from kvplan.model.hf.config import card_from_hf_config
+
+    if not key:
+        return card_from_hf_config(path)
+    from kvplan.files import load_json
+
+    data = load_json(path, what="configs")
+    configs = data.get("configs", data) if isinstance(data, dict) else {}
+    if key.strip() not in configs:
+        raise KvplanError(f"{log.path}: `# model: {log.model_header}`: {text.strip()} holds no config {key.strip()!r}")
+    return card_from_hf_config(configs[key.strip()])
 
 
 def _near(log_path: str, text: str) -> str:
