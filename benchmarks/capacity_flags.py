@@ -61,7 +61,8 @@ def _cell(value: float | None, row: Row) -> str:
 
 
 def _verdict(kind: str | None, err: float | None) -> str:
-    return {"off": f"{err:+.2f}%" if err is not None else "off", "within rounding": "rounding",
+    shown = None if err is None else f"{err:+.2f}%" if abs(err) >= 0.01 else f"{err:+.4f}%"
+    return {"off": shown or "off", "within rounding": "rounding",
             None: "-"}.get(kind, kind)
 
 

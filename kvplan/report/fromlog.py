@@ -42,7 +42,7 @@ def _num(row: Row, v: float | None) -> str:
 
 def _verdict(kind: str | None, err: float | None) -> str:
     if kind == "off":
-        return f"off by {err:+.2f}%"
+        return f"off by {err:+.2f}%" if abs(err) >= 0.01 else f"off by {err:+.4f}%"
     if kind == "within rounding":
         return "within the log's rounding"
     return kind or "-"
