@@ -173,10 +173,12 @@ def parse_log(path: str | Path) -> ParsedLog:
             header[m.group(1)] = m.group(2).strip()
         else:
             body.append((n, line))
-    is_sglang = any(_SGLANG_MARKERS.search(line) for _, line in body) or header.get("engine", "").startswith("sglang")
-    engine = "sglang" if is_sglang else "vllm"
+    # the family of lines: SGLang's own markers, else vLLM's; a `# engine:` header names the runtime
+    sglang_lines = any(_SGLANG_MARKERS.search(line) for _, line in body)
+    named = re.match(r"[a-z]+", header.get("engine", ""))
+    engine = named.group(0) if named else "sglang" if sglang_lines else "vllm"
     flags, sources, quant = _flags(header, body)
-    figures = _figures(body, _SGLANG_LINES if is_sglang else _VLLM_LINES)
+    figures = _figures(body, _SGLANG_LINES if sglang_lines else _VLLM_LINES)
     if not figures:
         raise KvplanError(f"{path}: no vLLM or SGLang start-up figure found (Model loading took, Available KV cache "
                           "memory, GPU KV cache size, # GPU blocks, KV Cache is allocated, ...)")
