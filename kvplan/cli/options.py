@@ -33,15 +33,28 @@ Attention = Annotated[Optional[str], typer.Option(
 _S = Optional[str]
 MaxModelLen = Annotated[int, typer.Option(
     "--max-model-len", help="Tokens per request (prompt + output): the engine's max_model_len / context length.")]
+PlanMaxModelLen = Annotated[Optional[int], typer.Option(
+    "--max-model-len", help="Tokens per request (prompt + output): the engine's max_model_len / context length "
+    "(required, except with --from-log).")]
+FromLog = Annotated[Optional[str], typer.Option(
+    "--from-log", help="A vLLM or SGLang start-up log (format: docs/capacity.md): kvplan beside every figure it "
+    "states; flags given here override the log's.")]
+Calibrate = Annotated[bool, typer.Option(
+    "--calibrate", help="With --from-log: reuse the log's measured overheads, so what-ifs (--max-model-len, "
+    "--kv-dtype, --gpu-memory-utilization, --max-num-seqs, --tp) are exact for that deployment.")]
 GpuMemory = Annotated[_S, typer.Option(
     "--gpu-memory", help="Memory per GPU as torch sees it (79.19GiB, bytes); default: the catalog's visible total.")]
 Tp = Annotated[Optional[int], typer.Option("--tp", help="Tensor-parallel size (default 1).")]
 Pp = Annotated[Optional[int], typer.Option("--pp", help="Pipeline-parallel size (default 1).")]
 Dp = Annotated[Optional[int], typer.Option("--dp", help="Data-parallel replicas (default 1).")]
+_VERSIONS_HELP = "0.2-0.9 (V0), 0.10, 0.11-0.16, 0.17, 0.18-0.20, 0.21-0.25, 0.26+"
 PlanEngine = Annotated[str, typer.Option(
-    "--engine", help=f"The serving engine, {ENGINES_HELP}; a version as vllm==0.11 (modelled: 0.2-0.9 (V0), 0.10, "
-                     "0.11-0.16, 0.17, 0.18-0.20, 0.21-0.25, 0.26+; default the newest) or sglang==0.5.6 (0.4, "
-                     "0.5.0-0.5.22, 0.5.23+).")]
+    "--engine", help=f"The serving engine, {ENGINES_HELP}; a version as vllm==0.11 (modelled: {_VERSIONS_HELP}; "
+                     "default the newest) or sglang==0.5.6 (0.4, 0.5.0-0.5.22, 0.5.23+).")]
+PlanEngineOrLog = Annotated[Optional[str], typer.Option(
+    "--engine", help=f"The serving engine (default vllm), {ENGINES_HELP}; a version as vllm==0.11 (modelled: "
+                     f"{_VERSIONS_HELP}; default the newest) or sglang==0.5.6; with --from-log: the log's engine and "
+                     "version unless given.")]
 Util = Annotated[Optional[float], typer.Option(
     "--gpu-memory-utilization", help="vLLM: share of GPU memory (default 0.92); hf/ideal: default 1.0.")]
 Mfs = Annotated[Optional[float], typer.Option("--mem-fraction-static", help="SGLang; default: its GPU formula.")]

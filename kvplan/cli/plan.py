@@ -8,9 +8,10 @@ from kvplan.cli import options as o
 
 
 def plan(
-    model: o.Model = None, hf_config: o.HfConfig = None, gguf: o.Gguf = None, max_model_len: o.MaxModelLen = ..., gpu: o.Gpu = None,
+    model: o.Model = None, hf_config: o.HfConfig = None, gguf: o.Gguf = None, max_model_len: o.PlanMaxModelLen = None,
+    gpu: o.Gpu = None,
     gpu_file: o.GpuFile = None, gpu_memory: o.GpuMemory = None, tp: o.Tp = None, pp: o.Pp = None, dp: o.Dp = None,
-    engine: o.PlanEngine = "vllm", util: o.Util = None, mfs: o.Mfs = None, kv_cache_memory: o.KvCacheMemory = None,
+    engine: o.PlanEngineOrLog = None, util: o.Util = None, mfs: o.Mfs = None, kv_cache_memory: o.KvCacheMemory = None,
     mnbt: o.Mnbt = None, max_num_seqs: o.MaxNumSeqs = None, block_size: o.PlanBlockSize = None,
     kv_dtype: o.KvDtype = None, weight_dtype: o.WeightDtype = None, activation_memory: o.ActivationMemory = None,
     non_torch_memory: o.NonTorchMemory = None, cuda_graph_memory: o.CudaGraphMemory = None,
@@ -26,15 +27,38 @@ def plan(
     max_batch_prefill_tokens: o.MaxBatchPrefillTokens = None, speculative_config: o.SpeculativeConfig = None,
     shared_prefix_len: o.SharedPrefixLen = None, enable_lora: o.EnableLora = False, max_loras: o.MaxLoras = None,
     max_lora_rank: o.MaxLoraRank = None, flashinfer_sampler: o.FlashinferSampler = False,
-    pp_layer_partition: o.PpLayerPartition = None,
+    pp_layer_partition: o.PpLayerPartition = None, from_log: o.FromLog = None, calibrate: o.Calibrate = False,
 ) -> None:
     """How many concurrent requests of --max-model-len fit, with the engine's own arithmetic; without --gpu, which
-    GPUs and how many hold --concurrency of them."""
-    from kvplan.cost.llamacpp import llama_flags
-    from kvplan.model.resolve import resolve_card
+    GPUs and how many hold --concurrency of them; with --from-log FILE, kvplan beside every figure of a real vLLM or
+    SGLang start-up log (--calibrate: what-ifs on its measured budget)."""
+    from kvplan.errors import KvplanError
 
-    card = resolve_card(model, hf_config, gguf)
-    common = dict(max_model_len=max_model_len, engine=engine, gpu_memory=gpu_memory, gpu_file=gpu_file,
+    if from_log is not None:
+        from kvplan.planning.fromlog import from_log as run_log
+
+        for flag, value in (("--kv-cache-memory", kv_cache_memory), ("--activation-memory", activation_memory),
+                            ("--non-torch-memory", non_torch_memory), ("--cuda-graph-memory", cuda_graph_memory),
+                            ("--context-memory", context_memory), ("--concurrency", concurrency), ("--gpus", gpus)):
+            if value is not None:
+                raise KvplanError(f"{flag}: not used with --from-log (the log's own figures are compared; "
+                                  "--calibrate reuses its measured overheads)")
+
+        card = None if model is None and hf_config is None and gguf is None else _card(model, hf_config, gguf)
+        _emit(run_log(from_log, model=card, gpu=gpu, gpu_memory=gpu_memory, engine=engine,
+                      calibrate=calibrate, max_model_len=max_model_len, tp=tp, pp=pp, dp=dp,
+                      gpu_memory_utilization=util, mem_fraction_static=mfs, max_num_batched_tokens=mnbt,
+                      max_num_seqs=max_num_seqs, block_size=block_size, kv_dtype=kv_dtype, weight_dtype=weight_dtype,
+                      expert_parallel=expert_parallel or None), as_json, "render_from_log", "fromlog")
+        return
+    if calibrate:
+        raise KvplanError("--calibrate: only with --from-log FILE (the log whose measured overheads are reused)")
+    if max_model_len is None:
+        raise KvplanError("--max-model-len: required (tokens per request), except with --from-log")
+    from kvplan.cost.llamacpp import llama_flags
+
+    card = _card(model, hf_config, gguf)
+    common = dict(max_model_len=max_model_len, engine=engine or "vllm", gpu_memory=gpu_memory, gpu_file=gpu_file,
                   gpu_memory_utilization=util, mem_fraction_static=mfs, kv_cache_memory=kv_cache_memory,
                   max_num_batched_tokens=mnbt, max_num_seqs=max_num_seqs, block_size=block_size, kv_dtype=kv_dtype,
                   weight_dtype=weight_dtype, activation_memory=activation_memory, non_torch_memory=non_torch_memory,
@@ -55,7 +79,6 @@ def plan(
         _emit(_search(card, concurrency, (tp, pp, dp), gpus, max_gpus, (ttft_ms, tpot_ms, sort), common), as_json,
               "render_search")
         return
-    from kvplan.errors import KvplanError
     from kvplan.planning.capacity import plan as run
 
     for flag, value in (("--gpus", gpus), ("--ttft-ms", ttft_ms), ("--tpot-ms", tpot_ms),
@@ -85,16 +108,23 @@ def _search(card, concurrency, layout, gpus, max_gpus, targets, common):
                   sort=sort, **common)
 
 
-def _emit(result, as_json: bool, renderer: str) -> None:
+def _card(model, hf_config, gguf):
+    from kvplan.model.resolve import resolve_card
+
+    return resolve_card(model, hf_config, gguf)
+
+
+def _emit(result, as_json: bool, renderer: str, module: str = "plan") -> None:
     if as_json:
         from kvplan.report.jsonout import print_json
 
         print_json(result)
         return
-    from kvplan.report import plan as report
+    from importlib import import_module
+
     from kvplan.report.console import make_console
 
-    getattr(report, renderer)(result, make_console())
+    getattr(import_module(f"kvplan.report.{module}"), renderer)(result, make_console())
 
 
 def register(app: typer.Typer) -> None:

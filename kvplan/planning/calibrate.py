@@ -1,0 +1,141 @@
+"""``kvplan plan --from-log FILE --calibrate``: the log's measured budget reused, so what-ifs on the user's own
+deployment are exact where nothing measured changes, and say what is rescaled where something does.
+
+vLLM sizes the pool as requested - weights - profile peak - non-torch growth (- CUDA graphs from 0.21)
+(v1/worker/gpu_worker.py determine_available_memory). The log states the pool and, depending on the version, some of
+those terms; calibration charges, through the plan's overrides (activation_memory, non_torch_memory,
+cuda_graph_memory), exactly what the log measured beyond kvplan's weights: with no what-if the plan's pool is the
+logged pool to the byte. SGLang's pool is free memory at start x mem_fraction_static less what the load took
+(srt/model_executor/model_runner.py profile_max_num_token): both are logged, and are reused as they are.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from kvplan.errors import KvplanError
+from kvplan.planning.capacity_results import PlanResult
+from kvplan.planning.logparse import GIB, ParsedLog
+from kvplan.planning.results import RESULT
+from kvplan.units import fmt_bytes
+
+# what-ifs calibration answers (a plan keyword each); anything else (model, engine version, GPU) changes what the
+# log measured and is refused
+WHAT_IFS = ("max_model_len", "kv_dtype", "gpu_memory_utilization", "mem_fraction_static", "max_num_seqs",
+            "max_num_batched_tokens", "tp", "pp", "dp", "block_size", "expert_parallel")
+
+
+class Calibration(BaseModel):
+    """``--calibrate``: the plan with the log's measured overheads, and what was measured, kept or scaled."""
+
+    model_config = RESULT
+    what_ifs: dict[str, int | float | str | bool]  # the flags changed from the log's
+    measured: list[str]  # figures taken from the log
+    scaled: list[str]  # figures rescaled for a what-if, and how
+    activation_bytes: int
+    non_torch_bytes: int
+    cuda_graph_bytes: int
+    reproduces_log: bool  # no what-if: the plan's pool equals the logged pool to the byte
+    plan: PlanResult
+
+
+def calibrated(log: ParsedLog, card, kw: dict, flat: PlanResult, pool_bytes: int | None, what_ifs: dict,
+               modelled: bool = True):
+    from kvplan.planning.capacity import plan
+
+    bad = sorted(set(what_ifs) - set(WHAT_IFS))
+    if bad:
+        raise KvplanError(f"--calibrate: {', '.join('--' + b.replace('_', '-') for b in bad)} changes what the log "
+                          f"measured; calibration answers {', '.join('--' + w.replace('_', '-') for w in WHAT_IFS)}")
+    ranks = lambda a: a.get("tp", 1) * a.get("pp", 1)  # noqa: E731 - GPUs one replica spans
+    new = {**kw, **what_ifs}
+    if (ranks(kw) == 1) != (ranks(new) == 1):
+        raise KvplanError(f"--calibrate: the log ran on {ranks(kw)} GPU(s) per replica and the what-if on "
+                          f"{ranks(new)}: non-torch memory measured without NCCL buffers (or with them) does not carry "
+                          "over; plan it without --calibrate, or calibrate with a log of a multi-GPU run")
+    weights = log.figure("weights")
+    if log.free_at_start_gib is not None and weights is not None:
+        return _sglang(log, card, new, flat, what_ifs)
+    if pool_bytes is None:
+        raise KvplanError(f"--calibrate: {log.path} states no memory left for the KV cache (Available KV cache "
+                          "memory / the rest of the memory reserved for KV Cache): nothing to calibrate against")
+    g = flat.per_gpu
+    measured, scaled = [], []
+    # everything non-KV the log measured beyond kvplan's weights: requested - kvplan's weights - the logged pool
+    residual = g.requested_bytes - g.weights_bytes - pool_bytes
+    act_f, cg_f = log.figure("activation"), log.figure("cuda_graph")
+    act = round(act_f.value * GIB) if act_f else g.activation_bytes
+    measured.append(f"the pool: {fmt_bytes(pool_bytes)} ({_where(log, 'available')})")
+    measured.append(f"profile peak {fmt_bytes(act)} ({_where(log, 'activation')})" if act_f else
+                    f"profile peak: not logged; kvplan's estimate {fmt_bytes(act)} is kept and the rest of the "
+                    "measured budget goes to non-torch")
+    graphs = g.cuda_graph_bytes
+    if cg_f and g.cuda_graph_bytes:  # 0.21+: the graphs are inside the budget; before, outside (0 charged)
+        graphs = round(cg_f.value * GIB)
+        measured.append(f"CUDA graphs {fmt_bytes(graphs)} ({_where(log, 'cuda_graph')})")
+    non_torch = residual - act - graphs
+    w_f = log.figure("weights")
+    w_delta = round(w_f.value * GIB) - g.weights_bytes if w_f else 0
+    if ranks(new) != ranks(kw) and w_delta:
+        moved = w_delta * ranks(kw) // ranks(new) - w_delta
+        non_torch += moved
+        scaled.append(f"weights: kvplan's at TP {new.get('tp', 1)} x PP {new.get('pp', 1)}; the logged load's "
+                      f"difference from kvplan's ({fmt_bytes(w_delta)} per GPU) spread over "
+                      f"{ranks(new)} GPUs instead of {ranks(kw)}")
+    if what_ifs:
+        est = plan(card, **new).per_gpu.activation_bytes
+        if est != g.activation_bytes:
+            scaled.append(f"profile peak: the measured {fmt_bytes(act)} moved by kvplan's estimate's change "
+                          f"({fmt_bytes(g.activation_bytes)} -> {fmt_bytes(est)}: the dummy sampler over "
+                          "max_num_seqs rows, the forward over max_num_batched_tokens)")
+            act = max(0, act + est - g.activation_bytes)
+        if graphs and ("max_num_seqs" in what_ifs or "tp" in what_ifs):
+            scaled.append("CUDA graphs: kept as measured although the capture sizes (max_num_seqs) or shards changed")
+    if what_ifs and not modelled:
+        scaled.append(f"the log's release ({log.version or 'not printed'}) is not one kvplan models: a what-if is "
+                      "scaled by the rules of the range used, and a rule that differs in that release (V0 profiles "
+                      "max_model_len tokens, so its peak grows with --max-model-len) is not followed")
+    if non_torch < 0:  # kvplan's weights above the load: the peak takes the difference
+        act, non_torch = act + non_torch, 0
+        if act < 0:
+            raise KvplanError(f"--calibrate: kvplan's weights exceed everything {log.path} spent outside the pool; "
+                              "the log and kvplan's model of it disagree too much to calibrate")
+    measured.append(f"non-torch + the load beyond kvplan's weights + the rounding of the printed figures: "
+                    f"{fmt_bytes(non_torch)} (requested {fmt_bytes(g.requested_bytes)} - kvplan's weights "
+                    f"{fmt_bytes(g.weights_bytes)} - pool - peak - graphs)")
+    p = plan(card, **new, activation_memory=act, non_torch_memory=non_torch, cuda_graph_memory=graphs)
+    return Calibration(what_ifs=what_ifs, measured=measured, scaled=scaled, activation_bytes=act,
+                       non_torch_bytes=non_torch, cuda_graph_bytes=graphs,
+                       reproduces_log=not what_ifs and p.kv_cache.available_bytes == pool_bytes, plan=p)
+
+
+def _sglang(log: ParsedLog, card, new: dict, flat: PlanResult, what_ifs: dict) -> Calibration:
+    from kvplan.planning.capacity import plan
+
+    if {"tp", "pp"} & set(what_ifs):
+        raise KvplanError("--calibrate: SGLang's free memory and load usage are measured at the log's layout; a "
+                          "TP/PP what-if changes both: plan it without --calibrate")
+    usage = round(log.figure("weights").value * GIB)
+    beyond = usage - flat.per_gpu.weights_bytes
+    if beyond < 0:
+        raise KvplanError(f"--calibrate: kvplan's weights exceed the load usage {log.path} logs; cannot calibrate")
+    start = round(log.free_at_start_gib.value * GIB)
+    p = plan(card, **{**new, "gpu_memory": start, "context_memory": 0, "non_torch_memory": beyond})
+    measured = [f"free memory at start {fmt_bytes(start)} (line {log.free_at_start_gib.line}: the pool's base)",
+                f"load usage {fmt_bytes(usage)} ({_where(log, 'weights')}): kvplan's weights + "
+                f"{fmt_bytes(beyond)} the load allocated beyond them"]
+    tokens = log.figure("tokens")
+    # free memory and usage are printed to 0.01 GB each: the pool they give is good to their sum, so the token count
+    # to that many bytes' worth of tokens (and the one token a page boundary can add)
+    spread = round((log.free_at_start_gib.rounding + log.figure("weights").rounding) * GIB)
+    slack = -(-spread // max(1, p.per_gpu.kv_bytes_per_token)) + 1
+    return Calibration(what_ifs=what_ifs, measured=measured, scaled=[], activation_bytes=0, non_torch_bytes=beyond,
+                       cuda_graph_bytes=0, reproduces_log=not what_ifs and tokens is not None
+                       and abs(p.kv_cache.tokens - tokens.value) <= slack, plan=p)
+
+
+def _where(log: ParsedLog, name: str) -> str:
+    f = log.figure(name)
+    if name == "available" and log.exact_available_bytes is not None:
+        return "logged to the byte: kv cache memory in use"
+    return f"logged {f.text} GiB, line {f.line}" if f else "not logged"

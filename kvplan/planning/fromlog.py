@@ -1,0 +1,408 @@
+"""``kvplan plan --from-log FILE``: a real start-up log's figures beside kvplan's, from the launch flags alone and from
+the logged pool; ``--calibrate``: the log's measured overheads reused for what-ifs (kvplan.planning.calibrate).
+
+The log is read by ``kvplan.planning.logparse``; this module turns what it found into ``kvplan.plan`` arguments (the
+model through the bundled cards' ``source`` ids, the GPU, the engine version, the flags), runs the plans, and judges
+each stated figure: exact, within the log's rounding, or off by x%.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel
+
+from kvplan.errors import KvplanError, Refused
+from kvplan.planning.calibrate import Calibration
+from kvplan.planning.capacity_results import PlanResult
+from kvplan.planning.logparse import FIGURES, GIB, Figure, ParsedLog, parse_log
+from kvplan.planning.results import RESULT
+
+FROMLOG_SCHEMA_VERSION = 1
+
+# The verdict tolerances, per figure (each is the log's own rounding; nothing else is forgiven):
+# - a figure printed with d decimals (6.51 GiB, 1.30x, 74.2812 GiB) stands for any value within half its last digit
+#   (Figure.rounding: 0.005 for two decimals), because vLLM and SGLang print f"{x:.2f}" / f"{x:.4f}";
+# - an integer (blocks, tokens, max_running_requests) is exact as printed: rounding 0;
+# - in the logged-pool column the pool given to kvplan is itself the rounded figure, so kvplan is run at both ends
+#   of its rounding (A - r, A + r GiB) and a figure within [low - rounding, high + rounding] agrees: a pool printed
+#   as 6.51 GiB holds a range of whole blocks, and every block count in that range is the log's rounding, not a rule.
+Verdict = Literal["exact", "within rounding", "off", "not predicted", "outside the budget", "refused, as logged",
+                  "GPU unknown"]
+
+
+class Row(BaseModel):
+    """One figure the log states, kvplan's two predictions and their verdicts."""
+
+    model_config = RESULT
+    figure: str  # a key of logparse.FIGURES
+    what: str
+    unit: str
+    logged: Figure
+    flags_alone: float | None  # kvplan from the launch flags alone
+    flags_verdict: Verdict
+    flags_error_pct: float | None
+    logged_pool: float | None  # kvplan given the logged pool (None: the figure is the pool itself, or not given)
+    pool_low: float | None  # the logged pool at the low and high end of its printed rounding
+    pool_high: float | None
+    pool_verdict: Verdict | None
+    pool_error_pct: float | None
+
+
+class FromLog(BaseModel):
+    model_config = RESULT
+    schema_version: int = FROMLOG_SCHEMA_VERSION
+    log: ParsedLog
+    model: str  # the card used
+    model_how: str  # how the card was found
+    gpu: str
+    gpu_memory_bytes: int  # the total the plans start from
+    gpu_how: str
+    engine: str  # the --engine spec used, e.g. vllm==0.10
+    plan_args: dict[str, int | float | str | bool]  # what kvplan.plan was given (the launch flags alone)
+    logged_pool_bytes: int | None  # the pool handed to the second column
+    rows: list[Row]
+    plan: PlanResult  # from the launch flags alone
+    pooled: PlanResult | None  # from the logged pool
+    calibration: Calibration | None
+    notes: list[str]
+
+
+def from_log(path: str | Path, *, model=None, gpu: str | None = None, gpu_memory: int | str | None = None,
+             engine: str | None = None, calibrate: bool = False, **flags) -> FromLog:
+    """Read ``path`` and compare kvplan with every figure it states. ``model`` (a card or its name), ``gpu``,
+    ``gpu_memory``, ``engine`` and ``flags`` (kvplan.plan keywords: tp, max_model_len, kv_dtype, ...) override what
+    the log says; with ``calibrate`` the flags that differ from the log's are what-ifs on its measured overheads."""
+    from kvplan.planning.capacity import plan
+
+    log = parse_log(path)
+    card, model_how = _card(log, model)
+    notes: list[str] = []
+    spec, modelled = _engine(log, engine, notes)
+    g, total, gpu_how = _gpu(log, gpu, gpu_memory)
+    given = {k: v for k, v in flags.items() if v is not None}
+    base = _plan_args(log, card, notes, say_length=calibrate or "max_model_len" not in given)
+    args = {**base, **({} if calibrate else given)}
+    kw = dict(gpu=g, gpu_memory=total, engine=spec, **args)
+    refused = None
+    try:
+        flat = plan(card, **kw)
+    except Refused as exc:  # the budget leaves nothing for the cache: right when the log's own pool is negative
+        stated = log.figure("available")
+        if stated is None or stated.value > 0:
+            raise
+        refused = str(exc)
+        notes.append(f"kvplan refuses this deployment from its flags, as the engine did (the log's available KV cache "
+                     f"memory is {stated.text} GiB): {refused}; the other figures are planned with a nominal pool")
+        flat = plan(card, **{**kw, "kv_cache_memory": "1GiB"})
+    pool_kw, pool_bytes, spread = _pool_args(log, flat, kw) if refused is None else (None, None, 0.0)
+    pooled = None if pool_kw is None else plan(card, **pool_kw)
+    ends = [] if pool_kw is None or not spread else [plan(card, **{**pool_kw, **_shift(pool_kw, d)})
+                                                     for d in (-spread, spread)]
+    rows = [_row(f, flat, pooled, ends, pool_bytes is not None) for f in _stated(log)]
+    if "stand-in" in (log.gpu_header or "") and not gpu:  # `# gpu: X (stand-in: ...)`: the total is not known
+        rows = [r.model_copy(update=dict(flags_alone=None, flags_verdict="GPU unknown", flags_error_pct=None))
+                if r.figure != "weights" else r for r in rows]
+    if refused is not None:  # the pool's own figures: both refuse
+        rows = [r.model_copy(update=dict(flags_alone=None, flags_verdict="refused, as logged", flags_error_pct=None))
+                if r.figure in ("available", "blocks", "tokens", "concurrency") else r for r in rows]
+    cal = None
+    if calibrate:
+        from kvplan.planning.calibrate import calibrated
+
+        cal = calibrated(log, card, kw, flat, pool_bytes, {k: v for k, v in given.items() if base.get(k) != v},
+                         modelled)
+    return FromLog(log=log, model=card.name, model_how=model_how, gpu=g, gpu_memory_bytes=flat.inputs.gpu_memory_bytes,
+                   gpu_how=gpu_how, engine=spec, plan_args={k: v for k, v in args.items() if v is not None},
+                   logged_pool_bytes=pool_bytes, rows=rows, plan=flat, pooled=pooled, calibration=cal, notes=notes)
+
+
+# ---- the inputs --------------------------------------------------------------------------------------------------
+
+_QUANT_SUFFIX = re.compile(r"-(fp8(?:-dynamic)?|awq|gptq(?:-int[48])?|int[48]|w4a16|w8a8)$")
+_VARIANT_SUFFIX = re.compile(r"-(instruct(?:-\d+)?|chat|it|base|hf|\d{4})$")
+# --quantization / a checkpoint suffix -> the weight dtype kvplan sizes it in (cards without a quantization block)
+_QUANT_DTYPES = {"fp8": "fp8_e4m3", "fp8-dynamic": "fp8_e4m3", "awq": "int4", "awq_marlin": "int4", "gptq": "int4",
+                 "gptq_marlin": "int4", "gptq-int4": "int4", "int4": "int4", "w4a16": "int4", "gptq-int8": "int8",
+                 "int8": "int8", "w8a8": "int8"}
+_DTYPES = {"float16": "fp16", "half": "fp16", "bfloat16": "bf16", "float32": "fp32", "float": "fp32"}
+
+
+def _card(log: ParsedLog, model):
+    from kvplan.model.catalog import load_card
+    from kvplan.model.card import ModelCard
+
+    if isinstance(model, ModelCard):
+        return model, "--model"
+    if model:
+        return load_card(model), "--model"
+    if log.model_header:
+        return _header_card(log), f"the `# model:` header ({log.model_header})"
+    if not log.model_id:
+        raise KvplanError(f"{log.path}: no model found (no launch line, non-default args or V1 config line names "
+                          "one); add a header line `# model: <bundled card name or card path>` or pass --model")
+    from kvplan.planning.logparse import hub_id
+
+    name = _bundled_by_source(hub_id(log.model_id))
+    if name is None:
+        raise KvplanError(f"{log.path}: model {log.model_id!r} is no bundled card (matched by the cards' source "
+                          "Hub ids; `kvplan cards list`); add a header line `# model: <card name or path>` or pass "
+                          "--model")
+    return load_card(name), f"{log.model_id} -> {name} (the card's source Hub id)"
+
+
+def _header_card(log: ParsedLog):
+    """`# model:` as a bundled card name, a card or config path, or ``FILE.json#ORG/NAME``: one config of a file of
+    vendored configs ({"configs": {id: config.json}}, as tests/data/hf_configs*.json)."""
+    from kvplan.model.catalog import load_card
+
+    text, _, key = log.model_header.partition("#")
+    path = _near(log.path, text.strip())
+    if not path.endswith(".json"):
+        return load_card(path)
+    from kvplan.model.hf.config import card_from_hf_config
+
+    if not key:
+        return card_from_hf_config(path)
+    from kvplan.files import load_json
+
+    data = load_json(path, what="configs")
+    configs = data.get("configs", data) if isinstance(data, dict) else {}
+    if key.strip() not in configs:
+        raise KvplanError(f"{log.path}: `# model: {log.model_header}`: {text.strip()} holds no config {key.strip()!r}")
+    return card_from_hf_config(configs[key.strip()])
+
+
+def _near(log_path: str, text: str) -> str:
+    """A `# model:` path as given, else relative to a folder above the log (docs/logs/x.log -> tests/data/...)."""
+    p = Path(text)
+    if p.is_absolute() or p.exists() or "/" not in text:
+        return text
+    for parent in Path(log_path).resolve().parents:
+        if (parent / p).exists():
+            return str(parent / p)
+    return text
+
+
+def _stem(name: str) -> str:
+    s = name.rstrip("/").split("/")[-1].lower().removeprefix("meta-")
+    while (t := _VARIANT_SUFFIX.sub("", _QUANT_SUFFIX.sub("", s))) != s:
+        s = t
+    return s
+
+
+def _bundled_by_source(model_id: str) -> str | None:
+    """The bundled card whose source Hub id names ``model_id`` (a Hub id or a local folder named like one): the
+    whole id first, then the name without its quantization and variant suffixes (-FP8, -AWQ, -Instruct, ...)."""
+    from kvplan.model.catalog import bundled_names, load_card
+
+    by_id, by_name, by_stem = {}, {}, {}
+    for n in bundled_names():
+        m = re.search(r"huggingface\.co/([^/\s]+/[^/\s]+)/", load_card(n).source or "")
+        if m:
+            by_id.setdefault(m.group(1).lower(), n)
+            by_name.setdefault(m.group(1).split("/")[1].lower(), n)
+            by_stem.setdefault(_stem(m.group(1)), n)
+    key = model_id.lower().strip("/")
+    return by_id.get(key) or by_name.get(key.split("/")[-1]) or by_stem.get(_stem(model_id))
+
+
+def _engine(log: ParsedLog, engine: str | None, notes: list[str]) -> tuple[str, bool]:
+    """(``vllm==0.10`` from the version printed, whether that release is modelled); an unmodelled release runs on the
+    oldest modelled range, and a log without a version on the newest, said so."""
+    from kvplan.cost.runtimes import get_engine
+
+    if engine:
+        get_engine(engine)
+        return engine, True
+    if log.version is None:
+        notes.append(f"The log prints no {log.engine} version (add `# engine: {log.engine}==X.Y`): the newest "
+                     "modelled rules are used.")
+        return log.engine, False
+    m = re.match(r"(\d+)\.(\d+)((?:\.\d+)?)", log.version)
+    for spec in ([f"{log.engine}=={m.group(1)}.{m.group(2)}{m.group(3)}", f"{log.engine}=={m.group(1)}.{m.group(2)}"]
+                 if m else [log.engine]):  # the release printed (SGLang's rules differ by patch), else its minor
+        try:
+            get_engine(spec)
+            return spec, True
+        except KvplanError:
+            continue
+    else:
+        oldest = get_engine(log.engine).versions[0]
+        first = re.match(r"[\d.]+\d", oldest).group(0)
+        notes.append(f"{log.engine} {log.version} is not modelled: the rules of {log.engine}=={oldest} (the oldest "
+                     "modelled) are used; a figure whose rule changed between releases (vLLM V0's profile run over "
+                     "max_model_len tokens, the printed token count, V0's 256-byte MLA entry padding) can differ "
+                     "for that reason.")
+        return f"{log.engine}=={first}", False
+
+
+def _gpu(log: ParsedLog, gpu: str | None, gpu_memory) -> tuple[str, int | str | None, str]:
+    """(catalog GPU, total per GPU, how): --gpu / `# gpu:`, else the catalog GPU whose visible total is the log's;
+    the total is --gpu-memory / `# gpu-memory:`, else the one the log prints, else the catalog's."""
+    from kvplan.cost.hardware import load_gpus
+
+    logged = None if log.total_memory_gib is None else round(log.total_memory_gib.value * GIB)
+    total = gpu_memory or log.gpu_memory_header or logged
+    how = ("--gpu-memory" if gpu_memory else "the `# gpu-memory:` header" if log.gpu_memory_header
+           else f"the log's total ({log.total_memory_gib.text} GiB, line {log.total_memory_gib.line})" if logged
+           else "the catalog's visible total")
+    name = gpu or (log.gpu_header or "").split(" (stand-in")[0] or None
+    if name:
+        return name, total, f"{'--gpu' if gpu else 'the `# gpu:` header'}; total: {how}"
+    if logged:
+        # torch's totals of one model differ by a few MiB between boards (H200: 139.80 and 139.81 GiB logged): the
+        # nearest catalog total within 0.1% names the GPU (H100 SXM and PCIe are 0.1% apart: a header decides)
+        err, best = _nearest(load_gpus(), logged)
+        if err <= 0.001:
+            return best, total, f"the log's total matches {best}'s visible total; total: {how}"
+    if log.gpu_memory_header:
+        # a GPU the catalog lacks (the format's `# gpu-memory:` alone): the plan starts from that total; the catalog
+        # GPU nearest in memory lends only what the total does not say (its name for the scheduler defaults, its
+        # compute capability for the block size), said so
+        from kvplan.units import parse_size
+
+        best = _nearest(load_gpus(), parse_size("# gpu-memory", log.gpu_memory_header))[1]
+        return best, total, f"not in the catalog: {best} (nearest in memory) stands in; total: {how}"
+    raise KvplanError(f"{log.path}: no GPU: the log prints no total that matches a catalog GPU (`kvplan gpus list`); "
+                      "add a header line `# gpu: <catalog GPU>` (and `# gpu-memory: <the total the log prints>` for "
+                      "a GPU the catalog lacks) or pass --gpu")
+
+
+def _nearest(gpus: dict, total: int) -> tuple[float, str]:
+    """(relative distance, name) of the catalog GPU whose visible total is nearest ``total``."""
+    return min((abs(g.engine_memory_bytes - total) / total, n) for n, g in gpus.items())
+
+
+def _plan_args(log: ParsedLog, card, notes: list[str], say_length: bool) -> dict:
+    f = dict(log.flags)
+    if "max_model_len" not in f:
+        # vLLM's and SGLang's default: the model's own length (vllm config _get_and_verify_max_len; SGLang
+        # model_config.context_len from max_position_embeddings), rope scaling aside
+        f["max_model_len"] = card.max_position_embeddings
+        if say_length:
+            notes.append(f"No max_model_len in the log: the engines' default, the model's max_position_embeddings "
+                         f"({card.max_position_embeddings:,}), is used (--max-model-len to override).")
+    dtype = f.pop("dtype", None)
+    quant = (log.quantization or "").lower() or _quant_suffix(log.model_id)
+    weight = None
+    if quant and card.quantization is None:
+        weight = _QUANT_DTYPES.get(quant)
+        if weight is None:
+            notes.append(f"quantization {quant!r}: not modelled from a log; the card's dtype is used "
+                         "(--weight-dtype to override).")
+    elif dtype is not None and card.quantization is None:
+        weight = _DTYPES.get(str(dtype).lower(), str(dtype))
+    out = {k: v for k, v in f.items() if k != "dtype"}
+    if weight:
+        out["weight_dtype"] = weight
+    return out
+
+
+def _quant_suffix(model_id: str | None) -> str | None:
+    m = _QUANT_SUFFIX.search((model_id or "").rstrip("/").lower())
+    return m.group(1) if m else None
+
+
+# ---- the logged pool ---------------------------------------------------------------------------------------------
+
+def _pool_args(log: ParsedLog, flat: PlanResult, kw: dict) -> tuple[dict | None, int | None, float]:
+    """(plan arguments giving kvplan the logged pool, the pool in bytes, its printed rounding in GiB).
+
+    vLLM: the logged available memory as ``kv_cache_memory`` (to the byte where the log prints
+    "kv cache memory in use is N bytes"). SGLang, whose pool is measured free memory x mem_fraction_static less what
+    the load took: the logged free memory at start as the GPU total (no context: it is after it) and the logged load
+    usage beyond kvplan's weights as the load's overhead, so the pool is SGLang's own from its own figures."""
+    avail = log.figure("available")
+    weights = log.figure("weights")
+    if log.free_at_start_gib is not None and weights is not None:
+        usage = round(weights.value * GIB)
+        beyond = usage - flat.per_gpu.weights_bytes
+        if beyond < 0:
+            return None, None, 0.0
+        args = {**kw, "gpu_memory": round(log.free_at_start_gib.value * GIB), "context_memory": 0,
+                "non_torch_memory": beyond}
+        return args, None, log.free_at_start_gib.rounding + weights.rounding
+    if avail is None:
+        return None, None, 0.0
+    exact = log.exact_available_bytes
+    pool = exact if exact is not None else round(avail.value * GIB)
+    spread = 0.0 if exact is not None else avail.rounding
+    if flat.inputs.mem_fraction_static is not None:
+        # a pool sized as (free x mem_fraction_static) - weights - the load's rest: the logged pool given as that rest
+        rest = flat.per_gpu.requested_bytes - flat.per_gpu.weights_bytes - pool
+        return ({**kw, "non_torch_memory": rest}, pool, spread) if rest >= 0 else (None, None, 0.0)
+    return {**kw, "kv_cache_memory": pool}, pool, spread
+
+
+def _shift(pool_kw: dict, gib: float) -> dict:
+    """The logged pool moved by ``gib``: the end of its printed rounding."""
+    d = round(gib * GIB)
+    if "kv_cache_memory" in pool_kw:
+        return {"kv_cache_memory": pool_kw["kv_cache_memory"] + d}
+    if "context_memory" in pool_kw:  # SGLang from its free memory at start
+        return {"gpu_memory": pool_kw["gpu_memory"] + d}
+    return {"non_torch_memory": max(0, pool_kw["non_torch_memory"] - d)}
+
+
+# ---- the verdicts ------------------------------------------------------------------------------------------------
+
+def _stated(log: ParsedLog) -> list[Figure]:
+    seen, out = set(), []
+    for f in log.figures:
+        if f.name not in seen:
+            seen.add(f.name)
+            out.append(f)
+    return out
+
+
+def value_of(name: str, r: PlanResult) -> float | None:
+    """kvplan's figure ``name`` (a key of logparse.FIGURES) in the log's unit."""
+    from kvplan.cost.serving_sglang import max_running_requests
+
+    g, kv = r.per_gpu, r.kv_cache
+    return {"weights": g.weights_bytes / GIB, "activation": g.activation_bytes / GIB,
+            "non_torch": g.non_torch_bytes / GIB, "cuda_graph": g.cuda_graph_bytes / GIB,
+            "available": kv.available_bytes / GIB, "blocks": kv.num_blocks if r.inputs.paged else None,
+            "tokens": kv.tokens, "concurrency": r.max_concurrency, "longest_fit": r.max_model_len_fit,
+            "max_running_requests": max_running_requests(kv.tokens, r.inputs.max_model_len) if kv.tokens >= 2
+            else None}[name]
+
+
+def judge(f: Figure, ours: float | None, low: float | None = None, high: float | None = None
+          ) -> tuple[Verdict, float | None]:
+    """Exact (the same digits as printed), within the log's rounding (see the tolerances above), or off by x%."""
+    if ours is None:
+        return "not predicted", None
+    err = None if f.value == 0 else round((ours - f.value) / f.value * 100, 4)
+    decimals = len(f.text.replace(",", "").split(".")[1]) if "." in f.text and "+" not in f.text else 0
+    if f"{ours:,.{decimals}f}".replace(",", "") == f"{f.value:.{decimals}f}" and "+" not in f.text:
+        return "exact", err
+    lo, hi = min(ours, low if low is not None else ours), max(ours, high if high is not None else ours)
+    if lo - f.rounding - 1e-9 <= f.value <= hi + f.rounding + 1e-9:
+        return "within rounding", err
+    return "off", err
+
+
+def _row(f: Figure, flat: PlanResult, pooled: PlanResult | None, ends: list[PlanResult], pool_given: bool) -> Row:
+    what, unit = FIGURES[f.name]
+    ours = value_of(f.name, flat)
+    verdict, err = judge(f, ours)
+    if f.name == "cuda_graph" and ours == 0 and f.value > 0:
+        verdict, err = "outside the budget", None  # vLLM before 0.21 sizes the pool before capturing graphs
+    pool_value = low = high = None
+    pv = pe = None
+    # the pool given to the second column is the logged one: its own row (and the overheads, not re-predicted
+    # from it) compare nothing new, except SGLang's, whose pool the second column computes from free memory
+    if pooled is not None and f.name not in ("weights", "activation", "non_torch", "cuda_graph") and not (
+            f.name == "available" and pool_given):
+        pool_value = value_of(f.name, pooled)
+        vals = [value_of(f.name, e) for e in ends]
+        if vals and None not in vals and pool_value is not None:
+            low, high = min(vals), max(vals)
+        pv, pe = judge(f, pool_value, low, high)
+    return Row(figure=f.name, what=what, unit=unit, logged=f, flags_alone=ours, flags_verdict=verdict,
+               flags_error_pct=err, logged_pool=pool_value, pool_low=low, pool_high=high, pool_verdict=pv,
+               pool_error_pct=pe)

@@ -1,0 +1,391 @@
+"""Reading a public vLLM or SGLang start-up log (the file format of docs/logs/, docs/capacity.md "From a log"):
+the `# ` header lines, the launch line, and the lines the engines print, into typed figures and launch flags.
+
+Every pattern below is a line the engine prints, with the file and function that prints it:
+
+- vLLM V1 (0.10 - 0.2x): ``Initializing a V1 LLM engine (vX.Y.Z) with config: model=..., tensor_parallel_size=...``
+  (v1/engine/core.py), ``non-default args: {...}`` (entrypoints/utils.py log_non_default_args), ``Model loading
+  took X GiB`` (v1/worker/gpu_model_runner.py load_model), ``Available KV cache memory: X GiB`` (v1/worker/
+  gpu_worker.py determine_available_memory), ``GPU KV cache size: N tokens`` / ``Maximum concurrency for N tokens per
+  request: Xx`` (v1/core/kv_cache_utils.py), ``Graph capturing finished in N secs, took X GiB``
+  (gpu_model_runner.py capture_model), ``Free memory on device (a/b GiB) on startup. ... Actual usage is X GiB for
+  weight, ...`` and ``Current kv cache memory in use is N bytes`` (gpu_worker.py compile_or_warm_up_model, 0.10.2+),
+  the DEBUG line ``torch peak memory increase: X GiB; non-torch forward increase memory: X GiB; weights memory:
+  X GiB`` (gpu_worker.py determine_available_memory).
+- vLLM V0 (0.4 - 0.9): ``# GPU blocks: N, # CPU blocks: M`` (executor/gpu_executor.py), ``Loading model weights took
+  X GB`` (worker/model_runner.py load_model: float_memory_usage / 2**30, so GiB although it prints GB), ``Memory
+  profiling takes ... total_gpu_memory (X GiB) x gpu_memory_utilization (U) = Y GiB ... model weights take X GiB;
+  non_torch_memory takes X GiB; PyTorch activation peak memory takes X GiB; the rest of the memory reserved for KV
+  Cache is X GiB`` (worker/worker.py determine_num_available_blocks), and 0.6's variant ``Memory profiling results:
+  total_gpu_memory=X GiB ... non_torch_memory=X GiB kv_cache_size=X GiB gpu_memory_utilization=U``.
+- SGLang: ``server_args=ServerArgs(model_path=..., tp_size=..., mem_fraction_static=...)``, ``Load weight begin.
+  avail mem=X GB`` / ``Load weight end. ... avail mem=X GB, mem usage=Y GB``, ``KV Cache is allocated. #tokens: N,
+  K size: X GB, V size: Y GB`` (srt/model_executor/model_runner.py; its "GB" is 2**30 bytes:
+  get_available_gpu_memory divides by 1 << 30), ``max_total_num_tokens=N, ..., max_running_requests=R,
+  context_len=L`` (srt/managers/scheduler.py), ``Capture cuda graph end. ... mem usage=X GB``.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import shlex
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from kvplan.errors import KvplanError
+from kvplan.files import read_text
+from kvplan.planning.results import RESULT
+
+GIB = 2**30
+
+# ---- what a log states -------------------------------------------------------------------------------------------
+
+# figure name -> (what it is, unit); the names are the keys of FromLog's rows
+FIGURES = {
+    "weights": ("weights per GPU as loaded", "GiB"),
+    "activation": ("profile-run peak (torch, beyond the weights)", "GiB"),
+    "non_torch": ("non-torch memory growth during profiling", "GiB"),
+    "cuda_graph": ("CUDA graphs", "GiB"),
+    "available": ("memory left for the KV cache", "GiB"),
+    "blocks": ("KV cache blocks (GPU blocks)", "blocks"),
+    "tokens": ("KV cache tokens (GPU KV cache size / #tokens)", "tokens"),
+    "concurrency": ("maximum concurrency at max_model_len", "x"),
+    "longest_fit": ("longest max_model_len that fits", "tokens"),
+    "max_running_requests": ("SGLang max_running_requests", "requests"),
+}
+
+
+class Figure(BaseModel):
+    """One figure as a log prints it: the value, the text, and half its last printed digit (the log's rounding)."""
+
+    model_config = RESULT
+    name: str  # a key of FIGURES
+    value: float  # in the unit of FIGURES (GiB for memory)
+    text: str  # as printed, e.g. "6.51"
+    rounding: float  # half the last printed digit: 6.51 -> 0.005; integers -> 0 (exact)
+    line: int  # 1-based line number in the file
+
+
+class ParsedLog(BaseModel):
+    """A start-up log as read: header, the engine and its version, the launch flags found, every figure stated."""
+
+    model_config = RESULT
+    path: str
+    source: str | None
+    engine: str  # "vllm" or "sglang": the family of lines found (a runtime name for kvplan.get_engine)
+    version: str | None  # as printed, e.g. "0.10.2"; None: not printed and no `# engine:` header
+    model_id: str | None  # the model as launched (Hub id or a local path)
+    model_header: str | None  # `# model:`: a bundled card name or a card / config path
+    gpu_header: str | None  # `# gpu:`
+    gpu_memory_header: str | None  # `# gpu-memory:`
+    flags: dict[str, int | float | str | bool]  # kvplan.plan keyword -> value (tp, max_model_len, ...)
+    flag_sources: dict[str, str]  # keyword -> where it was read (command, non-default args, config, ...)
+    quantization: str | None  # the launch's --quantization / the config's quantization=
+    total_memory_gib: Figure | None  # the GPU total the log prints (torch's view)
+    free_at_start_gib: Figure | None  # free memory before the load (SGLang's pool starts from it)
+    figures: list[Figure]  # every figure stated, first statement of each name first
+    exact_available_bytes: int | None  # "kv cache memory in use is N bytes" (vLLM 0.10.2+): the pool to the byte
+
+    def figure(self, name: str) -> Figure | None:
+        """The first statement of ``name`` (ranks print alike; a later one is a repeat)."""
+        return next((f for f in self.figures if f.name == name), None)
+
+
+# ---- the lines ---------------------------------------------------------------------------------------------------
+
+_NUM = r"(\d+(?:,\d{3})*(?:\.\d+)?)"
+_GIB = _NUM + r" ?GiB"
+
+# (figure, pattern); the first group is the value. Memory in GiB (V0's "GB" and SGLang's "GB" are 2**30 bytes).
+_VLLM_LINES = [
+    ("weights", r"Model loading took " + _GIB),
+    ("weights", r"Loading model weights took " + _NUM + r" ?GB"),
+    ("weights", r"weights memory: " + _GIB),
+    ("weights", r"model weights take\s+" + _GIB),
+    ("weights", _GIB + r" for weight\b"),
+    ("activation", r"torch peak memory increase: " + _GIB),
+    ("activation", r"PyTorch activation peak memory (?:takes )?\s*" + _GIB),
+    ("activation", _GIB + r" for peak activation"),
+    ("non_torch", r"non-torch forward increase memory: " + _GIB),
+    ("non_torch", r"non_torch_memory (?:takes )?\s*" + _GIB),
+    ("non_torch", _GIB + r" for non-torch memory"),
+    ("non_torch", r"\bnon_torch_memory=" + _GIB),
+    ("cuda_graph", r"Graph capturing finished in \d+ secs?, took " + _GIB),
+    ("cuda_graph", _GIB + r" for CUDAGraph memory"),
+    ("cuda_graph", r"Estimated CUDA graph memory: " + _GIB + " total"),  # 0.21+: charged before the pool is sized
+    ("cuda_graph", r"CUDA graph pool memory: " + _GIB + r" \(actual\)"),
+    ("available", r"Available KV cache memory: +" + r"(-?\d+(?:,\d{3})*(?:\.\d+)?) ?GiB"),  # negative: no room (the engine stops)
+    ("available", r"the rest of the memory reserved for KV Cache is " + _GIB),
+    ("available", r"kv_cache_size=" + _GIB),
+    ("available", r"available_kv_cache_memory\s+" + _GIB),  # 0.6.5's table of "Memory profiling results:"
+    ("blocks", r"# GPU blocks: " + _NUM),
+    ("blocks", r"(?<!# )GPU blocks: " + _NUM + ", # CPU blocks"),  # as pasted where Markdown ate the "# "
+    ("blocks", r"num_gpu_blocks is: " + _NUM),
+    ("tokens", r"GPU KV cache size: +" + _NUM + " tokens"),
+    ("concurrency", r"Maximum concurrency for [\d,]+ tokens per request: " + _NUM + "x"),
+    ("longest_fit", r"maximum number of tokens that can be stored in KV cache \(" + _NUM + r"\)"),
+]
+_SGLANG_LINES = [
+    ("weights", r"Load weight end\..*?mem usage=" + _NUM + " ?GB"),
+    ("tokens", r"KV Cache is allocated\. #tokens: " + _NUM),
+    ("tokens", r"max_total_num_tokens=" + _NUM),
+    ("available", r"KV Cache is allocated\. #tokens: \d+, KV size: " + _NUM + " GB"),  # MLA: one latent pool
+    ("max_running_requests", r"max_running_requests=" + _NUM),
+    ("cuda_graph", r"Capture cuda graph end\..*?mem usage=" + _NUM + " ?GB"),
+]
+_SGLANG_MARKERS = re.compile(r"Load weight (?:begin|end)\.|KV Cache is allocated\. #tokens|max_total_num_tokens=|"
+                             r"sglang\.launch_server|ServerArgs\(")
+_VERSION_LINES = [r"Initializing an? (?:V[01] )?LLM engine \(v(\d+\.\d+[\w.+-]*)\)",
+                  r"█ +version (\d+\.\d+[\w.+-]*)",  # the start-up banner of 0.11+
+                  r"vLLM API server version (\d+\.\d+[\w.+-]*)", r"\bvllm==(\d+\.\d+[\w.+-]*)"]
+_LAUNCH = re.compile(r"(?:^|\s|\$ )((?:vllm serve|python3? -m (?:vllm\.entrypoints\.openai\.api_server|"
+                     r"sglang\.launch_server))\s.*)$")
+
+# launch-flag spellings (command line, non-default args, the V1 config line, SGLang's ServerArgs) -> plan keyword
+_FLAG_NAMES = {
+    "tensor_parallel_size": "tp", "tp": "tp", "tp_size": "tp",
+    "pipeline_parallel_size": "pp", "pp": "pp", "pp_size": "pp",
+    "data_parallel_size": "dp", "dp": "dp", "dp_size": "dp",
+    "max_model_len": "max_model_len", "max_seq_len": "max_model_len", "context_length": "max_model_len",
+    "gpu_memory_utilization": "gpu_memory_utilization", "mem_fraction_static": "mem_fraction_static",
+    "max_num_seqs": "max_num_seqs", "max_num_batched_tokens": "max_num_batched_tokens",
+    "kv_cache_dtype": "kv_dtype", "dtype": "dtype", "quantization": "quantization", "q": "quantization",
+    "enable_expert_parallel": "expert_parallel", "block_size": "block_size", "page_size": "block_size",
+    "model": "model", "model_path": "model", "model_tag": "model", "kv_cache_memory": "kv_cache_memory",
+    "kv_cache_memory_bytes": "kv_cache_memory", "flashinfer_sampler": "flashinfer_sampler",
+}
+_INT_FLAGS = {"tp", "pp", "dp", "max_model_len", "max_num_seqs", "max_num_batched_tokens", "block_size"}
+_FLOAT_FLAGS = {"gpu_memory_utilization", "mem_fraction_static"}
+_BOOL_FLAGS = {"expert_parallel", "flashinfer_sampler"}
+_HEADERS = ("source", "posted", "gpu", "gpu-memory", "model", "engine", "command")
+
+
+def parse_log(path: str | Path) -> ParsedLog:
+    """Read ``path`` (the format of docs/logs/); KvplanError naming the file when it is no vLLM or SGLang log."""
+    text = read_text(path, what="log")
+    header: dict[str, str] = {}
+    body: list[tuple[int, str]] = []
+    for n, line in enumerate(text.splitlines(), 1):
+        m = re.match(r"# ([a-z-]+): ?(.*)$", line)
+        if m and m.group(1) in _HEADERS and not body:
+            header[m.group(1)] = m.group(2).strip()
+        else:
+            body.append((n, line))
+    # the family of lines: SGLang's own markers, else vLLM's; a `# engine:` header names the runtime
+    sglang_lines = any(_SGLANG_MARKERS.search(line) for _, line in body)
+    named = re.match(r"[a-z]+", header.get("engine", ""))
+    engine = named.group(0) if named else "sglang" if sglang_lines else "vllm"
+    flags, sources, quant = _flags(header, body)
+    figures = _figures(body, _SGLANG_LINES if sglang_lines else _VLLM_LINES)
+    if not figures:
+        raise KvplanError(f"{path}: no vLLM or SGLang start-up figure found (Model loading took, Available KV cache "
+                          "memory, GPU KV cache size, # GPU blocks, KV Cache is allocated, ...)")
+    sglang_kv = _sglang_kv(body)
+    if sglang_kv is not None:
+        figures = _ordered([*figures, sglang_kv])
+    return ParsedLog(path=str(path), source=header.get("source"), engine=engine,
+                     version=_version(header, body), model_id=flags.pop("model", None),
+                     model_header=header.get("model"), gpu_header=header.get("gpu"),
+                     gpu_memory_header=header.get("gpu-memory"), flags=flags, flag_sources=sources,
+                     quantization=quant, total_memory_gib=_total(body), free_at_start_gib=_free_at_start(body),
+                     figures=figures, exact_available_bytes=_exact_available(body))
+
+
+def _figure(name: str, text: str, line: int) -> Figure:
+    plain = text.replace(",", "")
+    decimals = len(plain.split(".")[1]) if "." in plain else 0
+    return Figure(name=name, value=float(plain), text=text, rounding=0.5 * 10 ** -decimals if decimals else 0.0,
+                  line=line)
+
+
+def _figures(body: list[tuple[int, str]], patterns) -> list[Figure]:
+    out: list[Figure] = []
+    for name, pattern in patterns:
+        rx = re.compile(pattern)
+        for n, line in body:
+            if m := rx.search(line):
+                out.append(_figure(name, m.group(1), n))
+    return _ordered(out)
+
+
+def _ordered(figures: list[Figure]) -> list[Figure]:
+    """In FIGURES' order; of one figure's statements the most precise first, then the earliest."""
+    return sorted(figures, key=lambda f: (list(FIGURES).index(f.name), f.rounding, f.line))
+
+
+def _sglang_kv(body) -> Figure | None:
+    """SGLang's pool, K size + V size (each printed to 0.01 GB: the sum is good to 0.01)."""
+    rx = re.compile(r"KV Cache is allocated\. #tokens: \d+, K size: " + _NUM + r" GB, V size: " + _NUM + " GB")
+    # a hybrid model's state pool is sized from the same budget first (SGLang's MambaPool: "conv_state size: X GB,
+    # ssm_state size: Y GB"), so the memory left for the cache is K + V + the states
+    states = re.compile(r"conv_state size: " + _NUM + r" ?GB, ssm_state size: " + _NUM + r" ?GB")
+    parts = [m.groups() for _, line in body if (m := states.search(line))][:1]
+    for n, line in body:
+        if m := rx.search(line):
+            texts = [m.group(1), m.group(2), *(t for p in parts for t in p)]
+            figs = [_figure("available", t, n) for t in texts]
+            return Figure(name="available", value=sum(f.value for f in figs), text=" + ".join(texts),
+                          rounding=sum(f.rounding for f in figs), line=n)
+    return None
+
+
+def _first(body, pattern: str) -> tuple[int, re.Match] | None:
+    rx = re.compile(pattern)
+    return next(((n, m) for n, line in body if (m := rx.search(line))), None)
+
+
+def _total(body) -> Figure | None:
+    for pattern in (r"Free memory on device \([\d.]+/" + _NUM + r" GiB\)", r"total_gpu_memory \(" + _GIB + r"\)",
+                    r"total_gpu_memory[=\s]\s*" + _GIB):
+        if hit := _first(body, pattern):
+            return _figure("total", hit[1].group(1), hit[0])
+    return None
+
+
+def _free_at_start(body) -> Figure | None:
+    hit = _first(body, r"Load weight begin\..*?avail mem=" + _NUM + " ?GB")
+    return _figure("free", hit[1].group(1), hit[0]) if hit else None
+
+
+def _exact_available(body) -> int | None:
+    hit = _first(body, r"[Cc]urrent kv cache memory in use is (\d+) bytes")
+    return int(hit[1].group(1)) if hit else None
+
+
+def _version(header: dict[str, str], body) -> str | None:
+    if "engine" in header:
+        m = re.match(r"[a-z]+==(\S+)$", header["engine"])
+        return m.group(1) if m else None
+    for pattern in _VERSION_LINES:
+        if hit := _first(body, pattern):
+            return hit[1].group(1)
+    return None
+
+
+# ---- launch flags ------------------------------------------------------------------------------------------------
+
+def _flags(header: dict[str, str], body) -> tuple[dict, dict, str | None]:
+    """Launch flags by source, later sources winning: the V1 config line and SGLang's ServerArgs (the resolved
+    values), `Using max model len`, the `Maximum concurrency for N tokens` line, non-default args, the launch line."""
+    layers: list[tuple[str, dict[str, object]]] = []
+    if hit := _first(body, r"with config: (.*)$"):
+        layers.append(("config line", _pairs(hit[1].group(1))))
+    if hit := _first(body, r"ServerArgs\((.*)\)"):
+        layers.append(("server_args", _pairs(hit[1].group(1))))
+    if hit := _first(body, r"(?:Memory profiling results: .*|total_gpu_memory \(.*)"):  # V0: the utilization used
+        util = re.search(r"gpu_memory_utilization(?:=| \()(\d+(?:\.\d+)?)", hit[1].group(0))
+        layers.append(("Memory profiling line", {"gpu_memory_utilization": util.group(1)} if util else {}))
+    if hit := _first(body, r"\] gpu_memory_utilization\s+(\d+(?:\.\d+)?)\s*$"):  # the table form of the same
+        layers.append(("Memory profiling table", {"gpu_memory_utilization": hit[1].group(1)}))
+    if hit := _first(body, r"Maximum concurrency for ([\d,]+) tokens per request"):
+        layers.append(("Maximum concurrency line", {"max_model_len": hit[1].group(1).replace(",", "")}))
+    if hit := _first(body, r"max_total_num_tokens=.*\bcontext_len=(\d+)"):  # SGLang's scheduler: the length used
+        layers.append(("scheduler line", {"max_model_len": hit[1].group(1)}))
+    if hit := _first(body, r"Using max model len (\d+)"):
+        layers.append(("Using max model len", {"max_model_len": hit[1].group(1)}))
+    if args := _non_default_args(body):
+        layers.append(("non-default args", _dict(args)))
+    if _first(body, r"Using FlashInfer for top-p & top-k sampling"):  # vLLM 0.10-0.16's TopKTopPSampler
+        layers.append(("FlashInfer sampler line", {"flashinfer_sampler": "True"}))
+    command = header.get("command") or next((m.group(1) for _, line in body if (m := _LAUNCH.search(line))), None)
+    if command:
+        layers.append(("launch line", _command(command)))
+    flags: dict[str, object] = {}
+    sources: dict[str, str] = {}
+    for where, values in layers:
+        for key, value in values.items():
+            name = _FLAG_NAMES.get(key.lstrip("-").replace("-", "_"))
+            if name is None or value in (None, "None", "auto", ""):
+                continue
+            flags[name], sources[name] = _typed(name, value), where
+    quant = flags.pop("quantization", None)
+    sources.pop("quantization", None)
+    return flags, sources, None if quant is None else str(quant)
+
+
+def _non_default_args(body) -> str | None:
+    """The dict of vLLM's ``non-default args: {...}`` line, joined across the line breaks a post may have put in it."""
+    for i, (_, line) in enumerate(body):
+        if (at := line.find("non-default args: {")) >= 0:
+            text = line[at + len("non-default args: "):]
+            for _, more in body[i + 1:i + 20]:
+                if text.count("{") <= text.count("}"):
+                    break
+                text += more
+            end = text.rfind("}")
+            return text[:end + 1] if end >= 0 else None
+    return None
+
+
+def _typed(name: str, value: object) -> int | float | str | bool:
+    text = str(value).strip("'\"")
+    try:
+        if name in _INT_FLAGS:
+            return _human_int(text)
+        if name in _FLOAT_FLAGS:
+            return float(text)
+    except ValueError:
+        raise KvplanError(f"log: {name} = {text!r} is not a number") from None
+    if name in _BOOL_FLAGS:
+        return text not in ("False", "false", "0")
+    return text.removeprefix("torch.")
+
+
+def _human_int(text: str) -> int:
+    """An integer flag as vLLM reads it (``vllm/utils`` ``human_readable_int``, the type of --max-model-len and
+    --max-num-batched-tokens since 0.10): a decimal suffix in lower case (1k = 1,000, 1m = 10^6, 1g = 10^9) and a
+    binary one in upper case (32K = 32,768, 1M = 2^20, 1G = 2^30)."""
+    if m := re.fullmatch(r"(\d+(?:\.\d+)?)([kmgKMG])", text):
+        scale = {"k": 10**3, "m": 10**6, "g": 10**9, "K": 2**10, "M": 2**20, "G": 2**30}[m.group(2)]
+        number = float(m.group(1))
+        if m.group(2).isupper() and not number.is_integer():
+            raise ValueError(text)  # vLLM: "Decimals are not allowed with binary suffixes"
+        return int(number * scale)
+    return int(text)
+
+
+def hub_id(model: str) -> str:
+    """The Hub id of a model given as a huggingface_hub cache folder (``.../models--ORG--NAME/snapshots/<commit>``),
+    as servers launched on a downloaded snapshot print it; any other text as it is."""
+    m = re.search(r"models--([^/\s]+?)--([^/\s]+)", model)
+    return f"{m.group(1)}/{m.group(2)}" if m else model
+
+
+def _pairs(text: str) -> dict[str, str]:
+    """``key=value, key='v, w', key={...}`` of the V1 config line and ServerArgs(...): the scalar values."""
+    return {m.group(1): m.group(2) or m.group(3) for m in re.finditer(r"\b(\w+)=(?:'([^']*)'|([^,'{\[(]+))", text)}
+
+
+def _dict(text: str) -> dict[str, object]:
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError):  # a value printed as an object: take the scalar pairs
+        return {m.group(1): m.group(2) for m in re.finditer(r"'(\w+)': ('[^']*'|[\w.]+)", text)}
+    return value if isinstance(value, dict) else {}
+
+
+def _command(text: str) -> dict[str, object]:
+    """``vllm serve MODEL --flag value --switch ...`` (and python -m ... api_server / sglang.launch_server)."""
+    try:
+        words = shlex.split(text.replace("\\\n", " "))
+    except ValueError:
+        words = text.split()
+    out: dict[str, object] = {}
+    if m := re.match(r"\s*vllm serve\s+([^-\s]\S*)", " ".join(words[:3])):  # `vllm serve MODEL`: positional
+        out["model"] = m.group(1)
+    i = 0
+    while i < len(words):
+        w = words[i]
+        if w.startswith("-"):
+            key, _, value = w.lstrip("-").partition("=")
+            if not value:
+                nxt = words[i + 1] if i + 1 < len(words) else None
+                if nxt is not None and not nxt.startswith("-"):
+                    value, i = nxt, i + 1
+                else:
+                    value = "True"
+            out[key.replace("-", "_")] = value
+        i += 1
+    return out

@@ -1,0 +1,293 @@
+"""`kvplan plan --from-log` / `--calibrate`: every public log in docs/logs/ read and reproduced, the parser on each
+line kind, the verdicts and their tolerances, calibration's exactness."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from kvplan.cli.app import app
+from kvplan.errors import KvplanError
+from kvplan.planning.fromlog import from_log, judge
+from kvplan.planning.logparse import GIB, Figure, parse_log
+
+LOGS = sorted((Path(__file__).resolve().parents[1] / "docs" / "logs").glob("*.log"))
+# the logs that state the pool (vLLM's available memory, SGLang's free memory and load): calibration's input
+POOLED = [p for p in LOGS if parse_log(p).figure("available") or parse_log(p).free_at_start_gib]
+AGREE = ("exact", "within rounding")
+# logged-pool figures that differ for a reason outside kvplan's block arithmetic (docs/capacity.md, "Misses,
+# explained"); each must stay off, so the list cannot outlive its reason
+KNOWN_MISSES = {
+    ("vllm-issue21348-qwen3-235b-fp8-tp4.log", "tokens"): "the logged pool is one rank's and the run used the LMCache "
+    "connector: 178,880 tokens x 48,128 B is 8.02 GiB, not the 8.11 GiB logged",
+    ("sglang-didierdurand-qwq-32b-tp4.log", "max_running_requests"): "SGLang 0.4.3 logs 2,049, one above 0.5.23's "
+    "resolve_max_num_reqs (min(clamp(46,611 / 131,072 x 512, 2048, 4096), 46,611 // 2) = 2,048), the release "
+    "kvplan models",
+    ("sglang-didierdurand-qwq-32b-l4.log", "max_running_requests"): "the same run as the TP-4 file: 2,049 logged, "
+    "2,048 by 0.5.23's resolve_max_num_reqs",
+    ("sglang-code46415979912-lfm2-700m.log", "available"): "bench_one_batch measures its free memory after the CUDA "
+    "context exists (`avail mem=15.33 GB` at the load), and kvplan's logged-pool column subtracts a context again; "
+    "the flags-alone column is -3.7% (tests/test_logs_v0_sglang.py pins it with context_memory=0)",
+    ("sglang-code46415979912-lfm2-700m.log", "tokens"): "the pool above, split by the same state/token ratio",
+    ("vllm-code38962983769-qwen3-235b-fp8-ep-l40s.log", "concurrency"): "as its tokens: another rank's line",
+    ("vllm-code38962983769-qwen3-235b-fp8-ep-l40s.log", "tokens"): "eight EP ranks print their own `GPU KV cache "
+    "size` (237,344 - 238,208 tokens); the first line read is not the rank whose `Available KV cache memory` is "
+    "the first one printed (tests/test_logs_vllm_moe.py pairs them by rank)",
+}
+# logs --calibrate refuses, with the reason it names (exit 2): no pool stated, or a budget kvplan cannot split
+CALIBRATE_REFUSED = {
+    "sglang-code49361099215-llama-3.1-8b-24gb.log": "states no memory left",
+    "sglang-docs-send-request-llama-3.1-8b.log": "states no memory left",
+    "vllm-issue23278-gpt-oss-120b-h100.log": "states no memory left",  # the engine failed: -2.14 GiB
+    "vllm-code31259794699-qwen3-30b-a3b-pp2-gh200.log": "disagree too much",  # a stand-in GPU, no total logged
+}
+# calibrated, but not to the logged pool: the context the logged free memory already excludes (KNOWN_MISSES)
+CALIBRATE_OFF = {"sglang-code46415979912-lfm2-700m.log"}
+
+
+@pytest.mark.parametrize("path", LOGS, ids=[p.name for p in LOGS])
+def test_every_log_reproduced_from_its_logged_pool(path):
+    """Every figure the logged-pool column predicts agrees with the log within the log's own rounding."""
+    r = from_log(path)
+    assert r.rows, "a log in docs/logs states no figure"
+    compared = [x for x in r.rows if x.pool_verdict is not None]
+    derived = {"blocks", "tokens", "concurrency", "longest_fit", "max_running_requests"}
+    if path in POOLED and r.pooled is not None and derived & {x.figure for x in r.rows}:
+        assert compared, "a log stating its pool and what it holds compares nothing from it"
+    for x in compared:
+        if (path.name, x.figure) in KNOWN_MISSES:
+            assert x.pool_verdict == "off", (x.figure, "agrees now: drop it from KNOWN_MISSES")
+        else:
+            assert x.pool_verdict in AGREE, (x.figure, x.logged.text, x.logged_pool, x.pool_low, x.pool_high)
+
+
+@pytest.mark.parametrize("path", POOLED, ids=[p.name for p in POOLED])
+def test_calibrate_without_what_if_reproduces_the_logged_pool(path):
+    if path.name in CALIBRATE_REFUSED:
+        with pytest.raises(KvplanError, match=CALIBRATE_REFUSED[path.name]):
+            from_log(path, calibrate=True)
+        return
+    r = from_log(path, calibrate=True)
+    c = r.calibration
+    assert c.reproduces_log is (path.name not in CALIBRATE_OFF)
+    if r.logged_pool_bytes is not None:
+        assert c.plan.kv_cache.available_bytes == r.logged_pool_bytes
+        assert c.plan.kv_cache.tokens == r.pooled.kv_cache.tokens
+
+
+def _write(tmp_path, text: str) -> Path:
+    p = tmp_path / "x.log"
+    p.write_text(text)
+    return p
+
+
+QWEN_NEXT = "vllm-codeindex7292846353-qwen3-next-80b-tp2.log"
+QWEN_8B = "vllm-codeindex34681159919-qwen3-8b-fp8.log"
+
+
+def _log(name: str) -> Path:
+    return next(p for p in LOGS if p.name == name)
+
+
+def test_v1_lines_parsed():
+    lg = parse_log(_log(QWEN_NEXT))
+    assert lg.engine == "vllm" and lg.version == "0.10.2"
+    assert lg.model_id == "/data/models/Qwen3-Next-80B-A3B-Instruct"
+    assert lg.flags["tp"] == 2 and lg.flags["max_model_len"] == 262144 and lg.flags["dtype"] == "bfloat16"
+    assert lg.flag_sources["tp"] == "launch line"
+    got = {f.name: lg.figure(f.name).text for f in lg.figures}
+    assert got == {"weights": "74.2812", "activation": "5.58", "non_torch": "1.38", "cuda_graph": "2.37",
+                   "available": "44.59", "blocks": "7162", "tokens": "973,760", "concurrency": "14.77"}
+    assert lg.figure("weights").rounding == 0.00005 and lg.figure("tokens").rounding == 0
+    assert lg.total_memory_gib.value == 139.81
+    assert lg.exact_available_bytes == 47878721024
+
+
+def test_debug_and_split_lines_parsed():
+    lg = parse_log(_log(QWEN_8B))
+    assert lg.version == "0.11" and lg.flags["gpu_memory_utilization"] == 0.8 and lg.flags["max_model_len"] == 1024
+    # "8.8 GiB for weight" and the DEBUG "weights memory: 8.80GiB": the more precise statement is the one compared
+    assert lg.figure("weights").text == "8.80" and lg.figure("activation").text == "1.40"
+    assert lg.figure("non_torch").text == "0.02" and lg.total_memory_gib.text == "23.53"
+
+
+def test_v0_lines_parsed(tmp_path):
+    # public V0 lines: vllm PR 4650 (the config line), PR 14447 (worker.py's profiling lines), issue 13061 (the
+    # weights), issue 5248 (gpu_executor's blocks); each parsed into its figure
+    p = _write(tmp_path, "# gpu: RTX-4090\n"
+               "INFO 05-22 23:31:03 llm_engine.py:100] Initializing an LLM engine (v0.4.2) with config: "
+               "model='DeepSeek-V2-Lite-Chat', speculative_config=None, tokenizer='DeepSeek-V2-Lite-Chat', "
+               "skip_tokenizer_init=False, tokenizer_mode=auto, revision=None, tokenizer_revision=None, "
+               "trust_remote_code=True, dtype=torch.bfloat16, max_seq_len=1024, download_dir=None, "
+               "load_format=LoadFormat.AUTO, tensor_parallel_size=4, disable_custom_all_reduce=False, "
+               "quantization=None, enforce_eager=True, kv_cache_dtype=auto\n"
+               "(VllmWorkerProcess pid=1786) INFO 02-11 07:40:45 model_runner.py:1115] Loading model weights took "
+               "13.9476 GB\n"
+               "(VllmWorkerProcess pid=507) INFO 04-12 08:21:19 [worker.py:267] the current vLLM instance can use "
+               "total_gpu_memory (23.58GiB) x gpu_memory_utilization (0.99) = 23.35GiB\n"
+               "(VllmWorkerProcess pid=507) INFO 04-12 08:21:19 [worker.py:267] model weights take 21.21GiB; "
+               "non_torch_memory takes 0.20GiB; PyTorch activation peak memory takes 0.37GiB; the rest of the memory "
+               "reserved for KV Cache is 1.57GiB.\n"
+               "INFO 06-12 08:12:23 distributed_gpu_executor.py:45] # GPU blocks: 507, # CPU blocks: 1024\n")
+    lg = parse_log(p)
+    assert lg.version == "0.4.2" and lg.model_id == "DeepSeek-V2-Lite-Chat"
+    assert lg.flags == {"max_model_len": 1024, "tp": 4, "dtype": "bfloat16", "gpu_memory_utilization": 0.99}
+    assert {f.name: lg.figure(f.name).value for f in lg.figures} == {
+        "weights": 13.9476, "activation": 0.37, "non_torch": 0.20, "available": 1.57, "blocks": 507}
+    assert [f.value for f in lg.figures if f.name == "weights"] == [13.9476, 21.21]  # the most precise first
+    assert lg.total_memory_gib.value == 23.58
+
+
+def test_v0_log_runs_on_the_v0_rules():
+    r = from_log(_log("vllm-issue10517-llama-3.1-8b-20k.log"))
+    assert r.engine == "vllm==0.6.4" and not any("not modelled" in n for n in r.notes)
+    assert "V0" in r.plan.model_dump_json()
+    assert abs(r.gpu_memory_bytes - 23.58 * GIB) < 1  # the total the log prints (`total_gpu_memory=23.58GiB`)
+
+
+def test_gpu_found_by_the_logged_total():
+    r = from_log(_log(QWEN_NEXT))
+    assert r.gpu == "H200" and "matches" in r.gpu_how  # 139.81 GiB logged, the catalog's H200 139.80 GiB
+
+
+def test_sglang_lines_parsed(tmp_path):
+    # SGLang model_runner.py / scheduler.py lines (docs/capacity.md source 15, didier-durand/llms-in-clouds)
+    p = _write(tmp_path, "# gpu: L4\n# engine: sglang==0.4\n# model: qwq-32b\n"
+               "server_args=ServerArgs(model_path='Qwen/QwQ-32B', tp_size=4, mem_fraction_static=0.85, "
+               "context_length=None)\n"
+               "[TP0] Load weight begin. avail mem=21.63 GB\n"
+               "[TP0] Load weight end. type=Qwen2ForCausalLM, dtype=torch.bfloat16, avail mem=6.09 GB, "
+               "mem usage=15.54 GB.\n"
+               "[TP0] KV Cache is allocated. #tokens: 46611, K size: 1.42 GB, V size: 1.42 GB\n")
+    lg = parse_log(p)
+    assert lg.engine == "sglang" and lg.model_id == "Qwen/QwQ-32B"
+    assert lg.flags == {"tp": 4, "mem_fraction_static": 0.85}
+    assert lg.free_at_start_gib.value == 21.63 and lg.figure("weights").value == 15.54
+    assert lg.figure("available").value == pytest.approx(2.84) and lg.figure("available").rounding == 0.01
+    assert lg.figure("tokens").value == 46611
+
+
+def test_judge_tolerances():
+    f = Figure(name="available", value=6.51, text="6.51", rounding=0.005, line=1)
+    assert judge(f, 6.51)[0] == "exact"
+    assert judge(f, 6.5149)[0] == "exact"  # prints as 6.51
+    assert judge(f, 6.5049)[0] == "off"  # 6.51 stands for [6.505, 6.515]
+    assert judge(f, 6.52, 6.50, 6.52)[0] == "within rounding"  # kvplan at the ends of a given pool's rounding
+    assert judge(f, 6.53) == ("off", pytest.approx(0.3072, abs=1e-3))
+    t = Figure(name="tokens", value=42656, text="42,656", rounding=0.0, line=1)
+    assert judge(t, 42656)[0] == "exact" and judge(t, 42672)[0] == "off"
+    assert judge(t, 42672, 42640, 42672)[0] == "within rounding"  # the logged pool's rounding spans it
+
+
+def test_flags_override_the_log():
+    r = from_log(_log(QWEN_8B), max_model_len=2048)
+    assert r.plan.inputs.max_model_len == 2048 and r.plan_args["max_model_len"] == 2048
+
+
+def test_calibrate_what_ifs_exact_where_nothing_measured_changes():
+    base = from_log(_log(QWEN_NEXT), calibrate=True).calibration
+    longer = from_log(_log(QWEN_NEXT), calibrate=True, max_model_len=131072).calibration
+    assert longer.what_ifs == {"max_model_len": 131072} and not longer.scaled
+    assert longer.plan.kv_cache.available_bytes == base.plan.kv_cache.available_bytes  # the same measured pool
+    util = from_log(_log(QWEN_NEXT), calibrate=True, gpu_memory_utilization=0.85).calibration
+    requested = base.plan.per_gpu.requested_bytes - util.plan.per_gpu.requested_bytes
+    assert base.plan.kv_cache.available_bytes - util.plan.kv_cache.available_bytes == requested
+    seqs = from_log(_log(QWEN_NEXT), calibrate=True, max_num_seqs=256).calibration
+    assert seqs.scaled and seqs.activation_bytes < base.activation_bytes  # the sampler over fewer rows
+
+
+def test_calibrate_tp_what_if_rescales_the_weights():
+    base = from_log(_log(QWEN_NEXT), calibrate=True).calibration
+    tp4 = from_log(_log(QWEN_NEXT), calibrate=True, tp=4).calibration
+    assert any(t.startswith("weights:") for t in tp4.scaled)
+    assert tp4.plan.per_gpu.weights_bytes < base.plan.per_gpu.weights_bytes
+    assert tp4.activation_bytes == base.activation_bytes  # the sampler runs on every rank: the peak is kept
+    assert tp4.plan.kv_cache.available_bytes > base.plan.kv_cache.available_bytes
+
+
+def test_calibrate_refuses_what_it_cannot_answer():
+    with pytest.raises(KvplanError, match="NCCL"):
+        from_log(_log(QWEN_8B), calibrate=True, tp=2)
+    with pytest.raises(KvplanError, match="changes what the log measured"):
+        from_log(_log(QWEN_8B), calibrate=True, weight_dtype="bf16")
+
+
+def test_unreadable_log_names_the_header(tmp_path):
+    p = _write(tmp_path, "INFO Available KV cache memory: 1.00 GiB\n")
+    res = CliRunner().invoke(app, ["plan", "--from-log", str(p)])
+    assert res.exit_code == 2 and "# model:" in res.output
+    p = _write(tmp_path, "# model: not-a-model-card\nAvailable KV cache memory: 1.00 GiB\n")
+    assert CliRunner().invoke(app, ["plan", "--from-log", str(p)]).exit_code == 2
+
+
+def test_cli_from_log_json_and_text():
+    res = CliRunner().invoke(app, ["plan", "--from-log", str(_log(QWEN_NEXT)), "--json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.output)
+    assert data["plan"]["inputs"]["tp"] == 2 and data["logged_pool_bytes"] == 47878721024
+    res = CliRunner().invoke(app, ["plan", "--from-log", str(_log(QWEN_NEXT)), "--calibrate", "--kv-dtype", "fp8"])
+    assert res.exit_code == 0, res.output
+    assert "measured" in res.output
+    assert CliRunner().invoke(app, ["plan", "-m", "llama-2-7b", "--gpu", "H100-SXM"]).exit_code == 2
+    assert CliRunner().invoke(app, ["plan", "-m", "llama-2-7b", "--gpu", "H100-SXM", "--max-model-len", "4096",
+                                    "--calibrate"]).exit_code == 2
+
+
+def test_exact_pool_within_the_printed_one():
+    """vLLM 0.10.2+'s "kv cache memory in use is N bytes" is the printed "Available KV cache memory" to the byte."""
+    lg = parse_log(_log(QWEN_NEXT))
+    f = lg.figure("available")
+    assert abs(lg.exact_available_bytes / GIB - f.value) <= f.rounding
+
+
+def test_newer_v1_lines_parsed(tmp_path):
+    # public lines: vllm PR 13596 (V1's first "# GPU blocks" line), issue 46462 (0.21+'s CUDA-graph estimate),
+    # issue 39734 (the banner's version), club-3090 issue 1087 (0.2x's Free memory line, weights and non-torch summed)
+    p = _write(tmp_path, "INFO 02-20 00:01:02 kv_cache_utils.py:522] # GPU blocks: 127626\n"
+               "(EngineCore pid=29723) INFO 06-23 10:27:28 [gpu_model_runner.py:6042] Estimated CUDA graph memory: "
+               "6.24 GiB total\n"
+               "(APIServer pid=1327189) INFO 04-15 07:22:41 [utils.py:299]  ▄▄ ▄█ █     █     █ ▀▄▀ █  version "
+               "0.19.1rc1.dev301+g60995c05b\n"
+               "(Worker_TP0 pid=223) INFO 08-22 04:42:13 [gpu_worker.py:789] Free memory on device (30.27/31.4 GiB) "
+               "on startup. Desired GPU memory utilization is (0.92, 28.88 GiB). Actual usage is 15.03 GiB for "
+               "consumed memory (weights + non-torch), 1.59 GiB for peak activation, and 0.09 GiB for CUDAGraph "
+               "memory.\n")
+    lg = parse_log(p)
+    assert lg.version == "0.19.1rc1.dev301+g60995c05b" and lg.total_memory_gib.value == 31.4
+    assert {f.name: lg.figure(f.name).value for f in lg.figures} == {"blocks": 127626, "activation": 1.59,
+                                                                      "cuda_graph": 6.24}
+    assert lg.figure("weights") is None  # "consumed memory (weights + non-torch)" is no weights figure
+    assert sorted(f.value for f in lg.figures if f.name == "cuda_graph") == [0.09, 6.24]
+
+
+def test_gpu_memory_header_alone_borrows_the_nearest_catalog_gpu(tmp_path):
+    # the format's `# gpu-memory:` for a GPU the catalog lacks: the plan starts from that total
+    text = _log(QWEN_8B).read_text().replace("# gpu: RTX-4090\n", "# gpu-memory: 23.53GiB\n")
+    r = from_log(_write(tmp_path, text))
+    from kvplan.cost.hardware import load_gpus
+
+    gap = {n: abs(g.engine_memory_bytes - 23.53 * GIB) for n, g in load_gpus().items()}
+    assert gap[r.gpu] == min(gap.values())  # the catalog GPU nearest the given total (today RTX-4090, 23.99 GiB)
+    assert "stands in" in r.gpu_how and r.gpu_memory_bytes == int(23.53 * GIB)
+
+
+def test_calibrate_says_when_the_release_is_not_modelled(tmp_path):
+    text = _log("vllm-issue10517-llama-3.1-8b-20k.log").read_text().replace("# engine: vllm==0.6.4", "# engine: vllm==0.1")
+    c = from_log(_write(tmp_path, text), calibrate=True, max_model_len=29000).calibration
+    assert any("not one kvplan models" in t for t in c.scaled)
+    assert not from_log(_log(QWEN_NEXT), calibrate=True, max_model_len=131072).calibration.scaled
+
+
+def test_model_header_names_a_vendored_config(tmp_path):
+    # `# model: FILE.json#ORG/NAME`: one config of a file of vendored configs (tests/data/hf_configs_hybrid.json)
+    configs = Path(__file__).resolve().parent / "data" / "hf_configs_hybrid.json"
+    text = _log(QWEN_NEXT).read_text().replace(
+        "# posted:", f"# model: {configs}#Qwen/Qwen3-Next-80B-A3B-Instruct\n# posted:")
+    r = from_log(_write(tmp_path, text))
+    assert "hf_configs_hybrid.json" in r.model_how
+    assert {x.figure: x.logged_pool for x in r.rows}["tokens"] == 973760  # the printed figure, to the token
+    with pytest.raises(KvplanError, match="holds no config"):
+        from_log(_write(tmp_path, text.replace("#Qwen/Qwen3-Next", "#Qwen/Nothing")))
