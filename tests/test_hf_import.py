@@ -12,7 +12,7 @@ warnings.filterwarnings("ignore")
 
 from kvplan import count_params, estimate  # noqa: E402
 from kvplan.model.hf.config import card_from_hf_config  # noqa: E402
-from kvplan.model.hf.defaults import DEFAULTS  # noqa: E402
+from kvplan.model.hf.families.dense import DEFAULTS  # noqa: E402
 from tiny_models import KV_BATCH as BATCH, build_kv_model, kv_layer_bytes, predicted_kv_layer_bytes  # noqa: E402
 
 DEC = dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4, vocab_size=128)

@@ -14,7 +14,7 @@ warnings.filterwarnings("ignore")
 from kvplan import count_params, estimate  # noqa: E402
 from kvplan.errors import KvplanError  # noqa: E402
 from kvplan.model.hf.config import card_from_hf_config  # noqa: E402
-from kvplan.model.hf.defaults_2025 import DEFAULTS_2025  # noqa: E402
+from kvplan.model.hf.families.mla import DEFAULTS as DEFAULTS_2025  # noqa: E402
 from kvplan.cost.runtimes import get_engine  # noqa: E402
 from tiny_models import KV_BATCH as BATCH, build_kv_model, count_flops, kv_layer_bytes  # noqa: E402
 from tiny_models import predicted_kv_layer_bytes  # noqa: E402

@@ -16,7 +16,7 @@ from kvplan import count_params, estimate  # noqa: E402
 from kvplan.errors import KvplanError  # noqa: E402
 from kvplan.model.card import ModelCard  # noqa: E402
 from kvplan.model.hf.config import card_from_hf_config  # noqa: E402
-from kvplan.model.hf.defaults_ssm import DEFAULTS_SSM  # noqa: E402
+from kvplan.model.hf.families.state_space import DEFAULTS as DEFAULTS_SSM  # noqa: E402
 from cases import ATTN, STATE_CASES as CASES  # noqa: E402
 from tiny_models import check_bf16_cache, check_static_cache, dynamic_cache_test  # noqa: E402
 
