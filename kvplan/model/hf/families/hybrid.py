@@ -6,11 +6,13 @@ Layer rules:
 - Bamba (modeling_bamba.py BambaDecoderLayer): attends in ``attn_layer_indices``, a Mamba-2 mixer elsewhere, every
   layer with an FFN.
 - Nemotron-H (modeling_nemotron_h.py NemotronHBlock): ``layers_block_type`` gives one module per block, a Mamba-2
-  mixer, attention, or a squared-ReLU MLP.
+  mixer, attention, a squared-ReLU MLP, or a MoE of squared-ReLU experts with a shared MLP (Nemotron-3 Nano; card
+  layer type "mlp", routed through ``moe``).
 - Granite-MoE-Hybrid (modeling_granitemoehybrid.py): ``layer_types`` ("mamba"/"linear_attention" -> a Mamba-2
   mixer, "attention"/"full_attention" -> attention; default all Mamba-2); every layer holds routed experts
   (``num_local_experts`` of ``intermediate_size``; none when 0) plus one always-on ``shared_mlp`` of
-  ``shared_intermediate_size``; RoPE only when ``position_embedding_type`` is "rope".
+  ``shared_intermediate_size``; RoPE only when ``position_embedding_type`` is "rope". The dense granite-4.0
+  models (granite-4.0-micro) are this class with attention layers only and no experts.
 - Jamba (modeling_jamba.py): layer i attends iff i % attn_layer_period == attn_layer_offset, else a Mamba-1 mixer with
   RMSNorms on dt, B and C; its FFN is MoE (num_experts > 1) iff i % expert_layer_period == expert_layer_offset.
 - Falcon-H1 (modeling_falcon_h1.py): every layer runs attention and a Mamba-2 mixer side by side (cache layer
@@ -54,36 +56,69 @@ def bamba(cfg: Config) -> dict:
 
 
 _NEMOTRON_H_TYPES = {"mamba": "mamba", "linear_attention": "mamba", "attention": "global",
-                     "full_attention": "global", "mlp": "mlp"}
-
-
-# transformers NemotronHConfig._pattern_to_list (E, a MoE block, is refused below: not modelled)
+                     "full_attention": "global", "mlp": "mlp", "moe": "moe"}
+# transformers NemotronHConfig._pattern_to_list
 _NEMOTRON_H_PATTERN = {"M": "linear_attention", "*": "full_attention", "-": "mlp", "E": "moe"}
 
 
 def nemotron_h(cfg: Config) -> dict:
-    types = _nemotron_h_types(cfg)
+    blocks = _nemotron_h_types(cfg)
+    types = ["mlp" if t == "moe" else t for t in blocks]  # an FFN-only block, dense or routed (card.is_moe_layer)
     n = len(types)
     # NemotronHMamba2Mixer: intermediate = mamba_num_heads x mamba_head_dim; in/out_proj biased by use_bias.
     # NemotronHConfig.__post_init__ renames the legacy mamba_n_groups, mamba_d_conv, mamba_chunk_size and
     # mamba_conv_bias (the legacy key wins when both are given); mamba_num_heads, mamba_head_dim and ssm_state_size
     # are its own names, with no legacy alias
-    heads, head_dim = cfg.integer("mamba_num_heads"), cfg.integer("mamba_head_dim")
-    ssm = {"kind": "mamba2", "d_state": cfg.integer("ssm_state_size"),
-           "d_conv": cfg.integer("mamba_d_conv", "conv_kernel"), "intermediate_size": heads * head_dim,
-           "num_heads": heads, "head_dim": head_dim, "n_groups": cfg.integer("mamba_n_groups", "n_groups"),
-           "chunk_size": cfg.integer("mamba_chunk_size", "chunk_size"),
-           "conv_bias": cfg.flag("mamba_conv_bias", "use_conv_bias"), "proj_bias": cfg.flag("use_bias"),
-           "state_dtype": _state_dtype(cfg)}
-    # NemotronHConfig.num_hidden_layers is len(layers_block_type); its to_dict() leaves the key out
-    act = cfg.derive({**cfg.data, "hidden_act": cfg.text("mlp_hidden_act"), "num_hidden_layers": n})
+    ssm = None
+    if "mamba" in types:
+        heads, head_dim = cfg.integer("mamba_num_heads"), cfg.integer("mamba_head_dim")
+        ssm = {"kind": "mamba2", "d_state": cfg.integer("ssm_state_size"),
+               "d_conv": cfg.integer("mamba_d_conv", "conv_kernel"), "intermediate_size": heads * head_dim,
+               "num_heads": heads, "head_dim": head_dim, "n_groups": cfg.integer("mamba_n_groups", "n_groups"),
+               "chunk_size": cfg.integer("mamba_chunk_size", "chunk_size"),
+               "conv_bias": cfg.flag("mamba_conv_bias", "use_conv_bias"), "proj_bias": cfg.flag("use_bias"),
+               "state_dtype": _state_dtype(cfg)}
+    # NemotronHConfig.num_hidden_layers is len(layers_block_type); its to_dict() leaves the key out. A config of
+    # MoE blocks only has no dense intermediate_size that any block reads
+    data = {**cfg.data, "hidden_act": cfg.text("mlp_hidden_act"), "num_hidden_layers": n}
+    if "mlp" not in blocks and not cfg.has("intermediate_size"):
+        data["intermediate_size"] = cfg.integer("moe_intermediate_size")
+    act = cfg.derive(data)
     # head_dim: the published configs name it attention_head_dim (read by the checkpoints' own NemotronHConfig and
     # vLLM); transformers 5.x reads head_dim only (default 128, the value of every published Nemotron-H)
     core = {**relu2_core(act), "head_dim": cfg.integer("head_dim", "attention_head_dim")}
     # NemotronHAttention: q/k/v/o without bias whatever attention_bias says, and no rotary embedding (the model has no
     # rotary_emb: the Mamba-2 blocks carry position); NemotronHMLP: up, down (mlp_bias)
-    return {**core, "gated_ffn": False, "mlp_bias": cfg.flag("mlp_bias"), "norms_per_layer": 1, "mixer_mlp": False,
-            "layer_pattern": compress(types), "ssm": ssm, "position": "none"}
+    fields = {**core, "gated_ffn": False, "mlp_bias": cfg.flag("mlp_bias"), "norms_per_layer": 1,
+              "mixer_mlp": False, "layer_pattern": compress(types), "ssm": ssm, "position": "none"}
+    return {**fields, **_nemotron_h_moe(cfg, blocks)}
+
+
+def _nemotron_h_moe(cfg: Config, blocks: list[str]) -> dict:
+    """The MoE blocks (``moe`` / 'E', Nemotron-3 Nano), transformers 5.24 modeling_nemotron_h.py NemotronHMoE:
+    n_routed_experts non-gated experts (up, down; 3-D tensors, no biases) of moe_intermediate_size behind a bias-free
+    float32 router (NemotronHTopkRouter: its e_score_correction_bias is a buffer), plus one always-on NemotronHMLP of
+    moe_shared_expert_intermediate_size (n_shared_experts is not read). moe_latent_size (fc1/fc2_latent_proj around
+    the experts) is refused: not modelled. Dense mlp blocks may only precede the first MoE block
+    (card.moe.first_dense_layers)."""
+    if "moe" not in blocks:
+        return {}
+    first = blocks.index("moe")
+    if "mlp" in blocks[first:]:
+        key = "layers_block_type" if cfg.data.get("layers_block_type") or cfg.data.get("layer_types") else \
+            "hybrid_override_pattern"
+        raise KvplanError(f"{cfg.origin}: {key}: an mlp block after the first moe block (layer {first}) is not "
+                          "modelled; allowed: dense mlp blocks before every moe block")
+    latent = cfg.lookup("moe_latent_size")
+    if latent is not None:
+        raise KvplanError(f"{cfg.origin}: moe_latent_size: {clip(latent)} (latent expert projections) is not "
+                          "modelled; allowed: null")
+    moe = {"num_experts": cfg.integer("n_routed_experts", "num_local_experts"),
+           "experts_per_token": cfg.integer("num_experts_per_tok"),
+           "expert_ffn_size": cfg.integer("moe_intermediate_size"), "num_shared_experts": 1,
+           "shared_expert_ffn_size": cfg.integer("moe_shared_expert_intermediate_size"), "first_dense_layers": first}
+    # _keep_in_fp32_modules_strict = ["e_score_correction_bias", "gate.weight"] (kvplan.cost.fp32)
+    return {"moe": moe, "hf_fp32": ("router",)}
 
 
 def _nemotron_h_types(cfg: Config) -> list[str]:
@@ -107,8 +142,8 @@ def _nemotron_h_types(cfg: Config) -> list[str]:
     unknown = [t for t in types if t not in _NEMOTRON_H_TYPES]
     if unknown:
         key = "layers_block_type" if pattern is None or "layers_block_type" in cfg.data else "hybrid_override_pattern"
-        raise KvplanError(f"{cfg.origin}: {key}: {clip(unknown[0])} unsupported (MoE blocks are not "
-                          f"modelled yet); allowed: {', '.join(_NEMOTRON_H_TYPES)}")
+        raise KvplanError(f"{cfg.origin}: {key}: {clip(unknown[0])} unsupported; allowed: "
+                          f"{', '.join(_NEMOTRON_H_TYPES)}")
     return [_NEMOTRON_H_TYPES[t] for t in types]
 
 
@@ -136,7 +171,11 @@ def granitemoehybrid(cfg: Config) -> dict:
         ffn = {"ffn_size": shared}
     bias = cfg.flag("attention_bias")
     rope = cfg.lookup("position_embedding_type") == "rope"
-    return {**decoder_core(cfg), **ffn, "layer_pattern": compress(types), "ssm": mamba2_block(cfg),
+    # the dense granite-4.0 models (granite-4.0-micro) list attention layers only: no Mamba-2 mixer is built, and
+    # whatever mamba_* keys the file carries are read by no module
+    ssm = mamba2_block(cfg) if "mamba" in types else None
+    pattern = compress(types)
+    return {**decoder_core(cfg), **ffn, "layer_pattern": None if pattern == ["global"] else pattern, "ssm": ssm,
             "qkv_bias": bias, "out_bias": bias, "position": "rope" if rope else "none"}
 
 
@@ -288,6 +327,7 @@ DEFAULTS: dict[str, dict] = {
               "tie_word_embeddings": False},
     "nemotron_h": {"chunk_size": 128, "conv_kernel": 4, "mamba_ssm_cache_dtype": "float32",
                    "max_position_embeddings": 4096, "mlp_bias": False, "mlp_hidden_act": "relu2", "n_groups": 8,
+                   "num_experts_per_tok": 2, "moe_latent_size": None,
                    "tie_word_embeddings": False, "use_bias": False, "use_conv_bias": True},
     "granitemoehybrid": {"attention_bias": False, "hidden_act": "silu", "mamba_chunk_size": 256,
                          "mamba_conv_bias": True, "mamba_d_conv": 4, "mamba_d_head": "auto", "mamba_expand": 2,

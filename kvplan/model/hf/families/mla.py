@@ -1,4 +1,5 @@
-"""Multi-head latent attention (MLA) decoders with MoE FFNs, as transformers 5.x builds them: DeepSeek-V2, DeepSeek-V3.
+"""Multi-head latent attention (MLA) decoders with MoE FFNs, as transformers 5.x builds them: DeepSeek-V2, DeepSeek-V3,
+and Kimi-K2 (model_type kimi_k2, architecture DeepseekV3ForCausalLM: DeepSeek-V3's layers).
 
 The cache holds one compressed latent (kv_lora_rank) plus the shared RoPE key (qk_rope_head_dim) per token and layer
 (modeling_deepseek_v3.py DeepseekV3Attention); ``DEFAULTS`` (transformers 5.23 config classes) are checked in
@@ -35,8 +36,12 @@ def deepseek(cfg: Config) -> dict:
     return {**core, "mla": mla, "moe": moe, "qkv_bias": bias, "out_bias": bias, "hf_fp32": ("router",)}
 
 
+# kimi_k2 (moonshotai/Kimi-K2-*): the checkpoints name architecture DeepseekV3ForCausalLM and ship DeepSeek's own
+# configuration_deepseek.DeepseekV3Config as remote code; vLLM builds them as DeepseekV3ForCausalLM (MLA, its
+# is_deepseek_mla list names kimi_k2) and transformers' DeepseekV3ForCausalLM holds the same parameters. transformers
+# has no kimi_k2 config class, so no defaults: every key the reader needs must be in the file.
 READERS: dict[str, Callable[[Config], dict]] = {
-    "deepseek_v2": deepseek, "deepseek_v3": deepseek,
+    "deepseek_v2": deepseek, "deepseek_v3": deepseek, "kimi_k2": deepseek,
 }
 
 DEFAULTS: dict[str, dict] = {

@@ -1,5 +1,5 @@
 """Mixture-of-experts decoders with standard attention, as transformers 5.x builds them: Mixtral, Qwen2-MoE,
-Qwen3-MoE, Granite-MoE, gpt-oss, Llama-4 text, ERNIE-4.5-MoE.
+Qwen3-MoE, Granite-MoE, gpt-oss, Llama-4 text, ERNIE-4.5-MoE, GLM-4.5 / 4.6 / 4.7 (glm4_moe).
 
 - ERNIE-4.5-MoE (modeling_ernie4_5_moe.py): layer i is MoE iff (i + 1) % moe_layer_interval == 0 and
   moe_layer_start_index <= i <= moe_layer_end_index (-1: the last layer, Ernie4_5_MoeConfig.__post_init__), else a
@@ -135,9 +135,33 @@ def ernie4_5_moe(cfg: Config) -> dict:
     return {**fields, "moe": moe}
 
 
+def glm4_moe(cfg: Config) -> dict:
+    """GLM-4.5 / 4.6 / 4.7, transformers 5.24 modeling_glm4_moe.py. Glm4MoeAttention: q/k/v biased by attention_bias,
+    o_proj never; per-head q/k RMSNorms with use_qk_norm; RoPE over partial_rotary_factor (0.5) of head_dim (no
+    parameters; the cache holds whole heads). Layers >= first_k_dense_replace: Glm4MoeMoE, n_routed_experts gated
+    experts of moe_intermediate_size (3-D tensors, no biases), a bias-free float32 router (Glm4MoeTopkRouter; its
+    e_score_correction_bias is a buffer; n_group / topk_group only choose experts) and one shared Glm4MoeMLP of
+    moe_intermediate_size x n_shared_experts (as many parameters as n_shared_experts experts); earlier layers a
+    Glm4MoeMLP of intermediate_size. The num_nextn_predict_layers MTP layers the checkpoints store after the last
+    decoder layer (model.layers.{num_hidden_layers}) are not built: Glm4MoePreTrainedModel
+    ._keys_to_ignore_on_load_unexpected skips them, as vLLM's and SGLang's Glm4MoeForCausalLM do unless they load
+    them as a speculative draft."""
+    n, bias = cfg.layers("num_hidden_layers"), cfg.flag("attention_bias")
+    dense = cfg.integer("first_k_dense_replace", minimum=0)
+    fields = {**decoder_core(cfg), "qkv_bias": bias, "out_bias": False, "qk_norm": cfg.flag("use_qk_norm")}
+    if dense >= n:  # no layer reaches the MoE
+        return fields
+    moe = {"num_experts": cfg.integer("n_routed_experts", "num_local_experts"),
+           "experts_per_token": cfg.integer("num_experts_per_tok"),
+           "expert_ffn_size": cfg.integer("moe_intermediate_size"),
+           "num_shared_experts": cfg.integer("n_shared_experts", minimum=0), "first_dense_layers": dense}
+    # _keep_in_fp32_modules_strict = ["e_score_correction_bias", "gate.weight"] (kvplan.cost.fp32)
+    return {**fields, "moe": moe, "hf_fp32": ("router",)}
+
+
 READERS: dict[str, Callable[[Config], dict]] = {
     "mixtral": mixtral, "qwen2_moe": qwen2_moe, "qwen3_moe": qwen3_moe, "granitemoe": granitemoe, "gpt_oss": gpt_oss,
-    "llama4_text": llama4_text, "ernie4_5_moe": ernie4_5_moe,
+    "llama4_text": llama4_text, "ernie4_5_moe": ernie4_5_moe, "glm4_moe": glm4_moe,
 }
 
 DEFAULTS: dict[str, dict] = {
@@ -160,4 +184,7 @@ DEFAULTS: dict[str, dict] = {
                      "use_bias": False, "num_key_value_heads": 4, "moe_intermediate_size": 1536, "moe_k": 6,
                      "moe_num_experts": 64, "moe_num_shared_experts": 2, "moe_layer_start_index": 1,
                      "moe_layer_end_index": -1, "moe_layer_interval": 1},
+    "glm4_moe": {"attention_bias": False, "first_k_dense_replace": 1, "hidden_act": "silu",
+                 "max_position_embeddings": 131072, "n_shared_experts": 1, "num_experts_per_tok": 8,
+                 "tie_word_embeddings": False, "use_qk_norm": False},
 }
