@@ -142,3 +142,14 @@ def test_verify_takes_hf_config(cli, tmp_path):
     assert code == 0, err
     checks = {c["name"]: c for c in json.loads(out)["checks"]}
     assert checks["kv_cache_bytes"]["measured"] == checks["kv_cache_bytes"]["predicted"] == 2 * 2 * 8 * 16 * 2 * 4
+
+
+def test_one_registry_reads_each_model_type_once():
+    """model/hf/families: every architecture module lists its readers and, beside them, the defaults of those model
+    types only; the registry merges them without one module overriding another."""
+    from kvplan.model.hf.families import DEFAULTS, MODULES, READERS
+
+    types = [t for m in MODULES for t in m.READERS]
+    assert len(types) == len(set(types)) == len(READERS)
+    assert all(set(m.DEFAULTS) <= set(m.READERS) for m in MODULES)
+    assert sum(len(m.DEFAULTS) for m in MODULES) == len(DEFAULTS)

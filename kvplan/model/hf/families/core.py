@@ -86,3 +86,13 @@ def sized_head(cfg: Config) -> dict:
     """Families whose config class defaults head_dim to a fixed number (GLM 128, gpt-oss 64, ...): no default."""
     return {**decoder_core(cfg), "head_dim": cfg.get("head_dim")}
 
+
+def mtp_layers(cfg: Config, *aliases: str) -> dict:
+    """``num_nextn_predict_layers`` (or an alias): the multi-token-prediction layers a checkpoint stores after its
+    decoder layers (model.layers.{num_hidden_layers}...), which transformers never builds
+    (_keys_to_ignore_on_load_unexpected) and vLLM / SGLang skip at load (get_spec_layer_idx_from_weight_name) unless
+    they serve them as a speculative draft. Absent with no transformers default: the card does not say."""
+    keys = ("num_nextn_predict_layers", *aliases)
+    if all(cfg.data.get(k) is None for k in keys) and not any(k in cfg.defaults for k in keys):
+        return {}
+    return {"mtp_layers": cfg.integer(*keys, minimum=0)}

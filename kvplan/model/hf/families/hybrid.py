@@ -37,7 +37,7 @@ from __future__ import annotations
 from typing import Callable
 
 from kvplan.errors import KvplanError, clip
-from kvplan.model.hf.families.core import compress, decoder_core, relu2_core
+from kvplan.model.hf.families.core import compress, decoder_core, mtp_layers, relu2_core
 from kvplan.model.hf.families.state_space import mamba2_block
 from kvplan.model.hf.reader import Config
 
@@ -91,7 +91,7 @@ def nemotron_h(cfg: Config) -> dict:
     # rotary_emb: the Mamba-2 blocks carry position); NemotronHMLP: up, down (mlp_bias)
     fields = {**core, "gated_ffn": False, "mlp_bias": cfg.flag("mlp_bias"), "norms_per_layer": 1,
               "mixer_mlp": False, "layer_pattern": compress(types), "ssm": ssm, "position": "none"}
-    return {**fields, **_nemotron_h_moe(cfg, blocks)}
+    return {**fields, **_nemotron_h_moe(cfg, blocks), **mtp_layers(cfg)}
 
 
 def _nemotron_h_moe(cfg: Config, blocks: list[str]) -> dict:
@@ -327,7 +327,7 @@ DEFAULTS: dict[str, dict] = {
               "tie_word_embeddings": False},
     "nemotron_h": {"chunk_size": 128, "conv_kernel": 4, "mamba_ssm_cache_dtype": "float32",
                    "max_position_embeddings": 4096, "mlp_bias": False, "mlp_hidden_act": "relu2", "n_groups": 8,
-                   "num_experts_per_tok": 2, "moe_latent_size": None,
+                   "num_experts_per_tok": 2, "moe_latent_size": None, "num_nextn_predict_layers": 0,
                    "tie_word_embeddings": False, "use_bias": False, "use_conv_bias": True},
     "granitemoehybrid": {"attention_bias": False, "hidden_act": "silu", "mamba_chunk_size": 256,
                          "mamba_conv_bias": True, "mamba_d_conv": 4, "mamba_d_head": "auto", "mamba_expand": 2,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Callable
 
 from kvplan.errors import KvplanError, clip
-from kvplan.model.hf.families.core import decoder_core
+from kvplan.model.hf.families.core import decoder_core, mtp_layers
 from kvplan.model.hf.reader import Config
 
 
@@ -33,7 +33,8 @@ def deepseek(cfg: Config) -> dict:
     core.pop("head_dim")  # MLA heads are qk_nope + qk_rope wide for Q/K and v_head_dim for V: the mla block says so
     bias = cfg.flag("attention_bias")  # q_a_proj, kv_a_proj_with_mqa and o_proj (kvplan.cost.shapes.mla_matrices)
     # transformers 5.24 DeepseekV2/V3PreTrainedModel._keep_in_fp32_modules_strict: "gate.weight" (kvplan.cost.fp32)
-    return {**core, "mla": mla, "moe": moe, "qkv_bias": bias, "out_bias": bias, "hf_fp32": ("router",)}
+    return {**core, "mla": mla, "moe": moe, "qkv_bias": bias, "out_bias": bias, "hf_fp32": ("router",),
+            **mtp_layers(cfg)}
 
 
 # kimi_k2 (moonshotai/Kimi-K2-*): the checkpoints name architecture DeepseekV3ForCausalLM and ship DeepSeek's own
@@ -50,5 +51,5 @@ DEFAULTS: dict[str, dict] = {
                     "tie_word_embeddings": False},
     "deepseek_v3": {"attention_bias": False, "first_k_dense_replace": 3, "hidden_act": "silu",
                     "max_position_embeddings": 4096, "n_shared_experts": 1, "num_experts_per_tok": 8,
-                    "tie_word_embeddings": False},
+                    "tie_word_embeddings": False, "num_nextn_predict_layers": 1},
 }

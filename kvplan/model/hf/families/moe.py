@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Callable
 
 from kvplan.errors import KvplanError, clip
-from kvplan.model.hf.families.core import compress, decoder_core, every_nth, sized_head, window
+from kvplan.model.hf.families.core import compress, decoder_core, every_nth, mtp_layers, sized_head, window
 from kvplan.model.hf.families.dense import qwen2, qwen3
 from kvplan.model.hf.reader import Config
 
@@ -148,7 +148,8 @@ def glm4_moe(cfg: Config) -> dict:
     them as a speculative draft."""
     n, bias = cfg.layers("num_hidden_layers"), cfg.flag("attention_bias")
     dense = cfg.integer("first_k_dense_replace", minimum=0)
-    fields = {**decoder_core(cfg), "qkv_bias": bias, "out_bias": False, "qk_norm": cfg.flag("use_qk_norm")}
+    fields = {**decoder_core(cfg), "qkv_bias": bias, "out_bias": False, "qk_norm": cfg.flag("use_qk_norm"),
+              **mtp_layers(cfg, "num_mtp_layers")}
     if dense >= n:  # no layer reaches the MoE
         return fields
     moe = {"num_experts": cfg.integer("n_routed_experts", "num_local_experts"),
@@ -186,5 +187,5 @@ DEFAULTS: dict[str, dict] = {
                      "moe_layer_end_index": -1, "moe_layer_interval": 1},
     "glm4_moe": {"attention_bias": False, "first_k_dense_replace": 1, "hidden_act": "silu",
                  "max_position_embeddings": 131072, "n_shared_experts": 1, "num_experts_per_tok": 8,
-                 "tie_word_embeddings": False, "use_qk_norm": False},
+                 "tie_word_embeddings": False, "use_qk_norm": False, "num_mtp_layers": 1},
 }
