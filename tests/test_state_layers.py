@@ -108,6 +108,8 @@ def test_defaults_ssm_are_transformers_defaults():
     ("nemotron_h", dict(hidden_size=64, layers_block_type=["mamba", "moe"], n_routed_experts=4,
                         moe_intermediate_size=8, moe_shared_expert_intermediate_size=8, moe_latent_size=16),
      "moe_latent_size: 16 .* not modelled"),
+    ("nemotron_h", dict(hidden_size=64, layers_block_type=["mamba", "moe"], n_routed_experts=4, n_shared_experts=2,
+                        moe_intermediate_size=8, moe_shared_expert_intermediate_size=8), "n_shared_experts: 2: "),
     ("bamba", dict(hidden_size=64, num_hidden_layers=2, attn_layer_indices=[5]), "attn_layer_indices: \\[5\\]"),
 ])
 def test_inconsistent_configs_name_the_keys(model_type, kwargs, match):

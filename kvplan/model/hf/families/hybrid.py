@@ -98,8 +98,9 @@ def _nemotron_h_moe(cfg: Config, blocks: list[str]) -> dict:
     """The MoE blocks (``moe`` / 'E', Nemotron-3 Nano), transformers 5.24 modeling_nemotron_h.py NemotronHMoE:
     n_routed_experts non-gated experts (up, down; 3-D tensors, no biases) of moe_intermediate_size behind a bias-free
     float32 router (NemotronHTopkRouter: its e_score_correction_bias is a buffer), plus one always-on NemotronHMLP of
-    moe_shared_expert_intermediate_size (n_shared_experts is not read). moe_latent_size (fc1/fc2_latent_proj around
-    the experts) is refused: not modelled. Dense mlp blocks may only precede the first MoE block
+    moe_shared_expert_intermediate_size (transformers does not read n_shared_experts; vLLM's NemotronHMoE multiplies
+    the width by it, so only 1 is accepted). moe_latent_size (fc1/fc2_latent_proj around the experts; vLLM:
+    ReplicatedLinear) is refused: not modelled. Dense mlp blocks may only precede the first MoE block
     (card.moe.first_dense_layers)."""
     if "moe" not in blocks:
         return {}
@@ -109,6 +110,11 @@ def _nemotron_h_moe(cfg: Config, blocks: list[str]) -> dict:
             "hybrid_override_pattern"
         raise KvplanError(f"{cfg.origin}: {key}: an mlp block after the first moe block (layer {first}) is not "
                           "modelled; allowed: dense mlp blocks before every moe block")
+    shared = cfg.data.get("n_shared_experts")
+    if shared is not None and shared != 1:  # vLLM nemotron_h.py NemotronHMoE: moe_shared_expert_intermediate_size x
+        raise KvplanError(f"{cfg.origin}: n_shared_experts: {clip(shared)}: transformers builds one shared MLP of "
+                          "moe_shared_expert_intermediate_size whatever it says, vLLM one of that size x "
+                          "n_shared_experts (none for 0); not modelled; allowed: 1")
     latent = cfg.lookup("moe_latent_size")
     if latent is not None:
         raise KvplanError(f"{cfg.origin}: moe_latent_size: {clip(latent)} (latent expert projections) is not "
