@@ -22,6 +22,11 @@ STATE_CASES = [
     ("nemotron_h", "nemotron_h", dict(BASE, **ATTN, head_dim=16, mamba_num_heads=4, mamba_head_dim=16, n_groups=2,
                                       ssm_state_size=8, conv_kernel=3, use_bias=True, mlp_bias=True,
                                       layers_block_type=["mamba", "mlp", "mamba", "attention", "mlp"])),
+    # Nemotron-3 Nano's blocks: MoE of squared-ReLU experts with a shared MLP, after a dense mlp block
+    ("nemotron_h-moe", "nemotron_h", dict(BASE, **ATTN, head_dim=16, mamba_num_heads=4, mamba_head_dim=16, n_groups=2,
+                                          ssm_state_size=8, conv_kernel=3, n_routed_experts=4, num_experts_per_tok=2,
+                                          moe_intermediate_size=32, moe_shared_expert_intermediate_size=48,
+                                          layers_block_type=["mamba", "mlp", "attention", "moe", "mamba", "moe"])),
 ]
 
 MAMBA2 = dict(mamba_n_heads=8, mamba_d_state=8, mamba_n_groups=2)
@@ -34,6 +39,10 @@ HYBRID_CASES = [
     ("granite-hybrid-dense-nope", "granitemoehybrid", dict(
         BASE, **ATTN, **MAMBA2, num_hidden_layers=4, shared_intermediate_size=80, num_local_experts=0,
         layer_types=["mamba", "mamba", "mamba", "attention"], mamba_d_conv=3)),
+    # granite-4.0-micro: the hybrid class with attention layers only (no Mamba-2 mixer) and no experts
+    ("granite-dense-attention", "granitemoehybrid", dict(
+        BASE, **ATTN, **MAMBA2, num_hidden_layers=3, shared_intermediate_size=80, num_local_experts=0,
+        layer_types=["attention"] * 3, position_embedding_type="rope")),
     ("jamba", "jamba", dict(BASE, **ATTN, num_hidden_layers=4, mamba_d_state=8, num_experts=4, num_experts_per_tok=2,
                             attn_layer_period=2, attn_layer_offset=1)),
     ("jamba-dense-rank", "jamba", dict(BASE, **ATTN, num_hidden_layers=3, mamba_d_state=8, num_experts=1,

@@ -32,6 +32,10 @@ BUNDLED = {
     "ai21labs/AI21-Jamba-1.5-Mini": "jamba-1.5-mini", "Qwen/Qwen3.5-27B": "qwen3.5-27b",
     "nvidia/Nemotron-H-56B-Base-8K": "nemotron-h-56b", "Qwen/Qwen3-Next-80B-A3B-Instruct": "qwen3-next-80b-a3b",
     "mistralai/Mamba-Codestral-7B-v0.1": "mamba-codestral-7b",
+    # glm4_moe, kimi_k2, the dense granitemoehybrid, Nemotron-H with MoE blocks
+    "zai-org/GLM-4.5-Air": "glm-4.5-air", "zai-org/GLM-4.6": "glm-4.6", "moonshotai/Kimi-K2-Instruct": "kimi-k2-instruct",
+    "ibm-granite/granite-4.0-micro": "granite-4.0-micro",
+    "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16": "nemotron-3-nano-30b-a3b",
 }
 
 
@@ -70,6 +74,17 @@ SCOUT_VISION_PARAMS = 871_932_416
      and (round(p.total / 1e9), round((p.active - p.embedding - p.lm_head) / 1e9)) == (80, 3)),
     # Mistral AI: Codestral Mamba, "an instructed model, with 7,285,403,648 parameters"
     ("mamba-codestral-7b", lambda p: p.total == 7_285_403_648),
+    # zai-org: GLM-4.5-Air 106B total / 12B active, GLM-4.5 (GLM-4.6's architecture) 355B / 32B; active without
+    # embeddings and LM head (106.85B / 12.18B; 352.80B / 32.08B, the MTP layer not counted: 356.8B with it)
+    ("glm-4.5-air", lambda p: (p.total // 10**9, round((p.active - p.embedding - p.lm_head) / 1e9)) == (106, 12)),
+    ("glm-4.6", lambda p: 352e9 < p.total < 355e9 and round((p.active - p.embedding - p.lm_head) / 1e9) == 32),
+    # Moonshot: Kimi-K2 1T total, 32B activated (1.026T; 31.69B without the input embeddings)
+    ("kimi-k2-instruct", lambda p: (round(p.total / 1e12), round((p.active - p.embedding) / 1e9)) == (1, 32)),
+    # IBM: Granite-4.0-Micro, 3B (3.40B)
+    ("granite-4.0-micro", lambda p: round(p.total / 1e9) == 3 and p.active == p.total),
+    # NVIDIA: Nemotron 3 Nano 31.6B total, 3.2B active (3.6B with embeddings): 31.58B, 3.58B
+    ("nemotron-3-nano-30b-a3b", lambda p: (round(p.total / 1e8), round(p.active / 1e8),
+                                          round((p.active - p.embedding) / 1e8)) == (316, 36, 32)),
 ])
 def test_2025_cards_match_their_published_sizes(card_name, check):
     from kvplan import count_params
@@ -127,3 +142,14 @@ def test_verify_takes_hf_config(cli, tmp_path):
     assert code == 0, err
     checks = {c["name"]: c for c in json.loads(out)["checks"]}
     assert checks["kv_cache_bytes"]["measured"] == checks["kv_cache_bytes"]["predicted"] == 2 * 2 * 8 * 16 * 2 * 4
+
+
+def test_one_registry_reads_each_model_type_once():
+    """model/hf/families: every architecture module lists its readers and, beside them, the defaults of those model
+    types only; the registry merges them without one module overriding another."""
+    from kvplan.model.hf.families import DEFAULTS, MODULES, READERS
+
+    types = [t for m in MODULES for t in m.READERS]
+    assert len(types) == len(set(types)) == len(READERS)
+    assert all(set(m.DEFAULTS) <= set(m.READERS) for m in MODULES)
+    assert sum(len(m.DEFAULTS) for m in MODULES) == len(DEFAULTS)

@@ -11,8 +11,9 @@ transformers = pytest.importorskip("transformers")
 warnings.filterwarnings("ignore")
 
 from kvplan import count_params, estimate  # noqa: E402
+from kvplan.errors import KvplanError  # noqa: E402
 from kvplan.model.hf.config import card_from_hf_config  # noqa: E402
-from kvplan.model.hf.defaults import DEFAULTS  # noqa: E402
+from kvplan.model.hf.families.dense import DEFAULTS  # noqa: E402
 from tiny_models import KV_BATCH as BATCH, build_kv_model, kv_layer_bytes, predicted_kv_layer_bytes  # noqa: E402
 
 DEC = dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4, vocab_size=128)
@@ -119,6 +120,22 @@ def test_bert_params_match_bert_model():
     card = card_from_hf_config(cfg.to_dict())
     assert card.architecture == "encoder-only" and not card.has_kv_cache
     assert count_params(card).total == sum(p.numel() for p in transformers.BertModel(cfg).parameters())
+
+
+def test_kimi_k2_is_deepseek_v3_as_built():
+    """Kimi-K2 (model_type kimi_k2, architecture DeepseekV3ForCausalLM): the card of its config is DeepSeek-V3's, and
+    transformers' DeepseekV3ForCausalLM built from that config holds exactly the card's parameters and cache."""
+    model_type, kwargs = next(c[1:] for c in CASES if c[0] == "deepseek-v3-mla")
+    cfg, model = build_kv_model(model_type, {**kwargs, "first_k_dense_replace": 1, "n_shared_experts": 1})
+    kimi = {**cfg.to_dict(), "model_type": "kimi_k2", "architectures": ["DeepseekV3ForCausalLM"]}
+    card = card_from_hf_config(kimi)
+    assert card.model_dump(exclude={"name", "source"}) == card_from_hf_config(cfg.to_dict()).model_dump(
+        exclude={"name", "source"})
+    assert count_params(card).total == sum(p.numel() for p in model.parameters())
+    cache = _run(model, transformers.DynamicCache(config=cfg), torch.randint(0, 128, (BATCH, PROMPT)))
+    assert kv_layer_bytes(cache) == predicted_kv_layer_bytes(card, "hf-dynamic", PROMPT + STEPS)
+    with pytest.raises(KvplanError, match="missing key 'first_k_dense_replace'"):  # no transformers defaults
+        card_from_hf_config({k: v for k, v in kimi.items() if k != "first_k_dense_replace"})
 
 
 def test_defaults_are_transformers_defaults():

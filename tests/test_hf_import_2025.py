@@ -14,7 +14,7 @@ warnings.filterwarnings("ignore")
 from kvplan import count_params, estimate  # noqa: E402
 from kvplan.errors import KvplanError  # noqa: E402
 from kvplan.model.hf.config import card_from_hf_config  # noqa: E402
-from kvplan.model.hf.defaults_2025 import DEFAULTS_2025  # noqa: E402
+from kvplan.model.hf.families.mla import DEFAULTS as DEFAULTS_2025  # noqa: E402
 from kvplan.cost.runtimes import get_engine  # noqa: E402
 from tiny_models import KV_BATCH as BATCH, build_kv_model, count_flops, kv_layer_bytes  # noqa: E402
 from tiny_models import predicted_kv_layer_bytes  # noqa: E402
@@ -39,6 +39,14 @@ CASES = [
                                            use_parallel_residual=True)),
     ("persimmon", "persimmon", dict(DEC)),
     ("nemotron", "nemotron", dict(DEC, num_key_value_heads=2, head_dim=16)),
+    # GLM-4.5: a dense first layer, then routed experts plus a shared MLP of 2 x moe_intermediate_size; q/k norms
+    ("glm4-moe-qk-norm", "glm4_moe", dict(DEC, num_hidden_layers=3, num_key_value_heads=2, head_dim=32,
+                                          attention_bias=True, use_qk_norm=True, n_routed_experts=4,
+                                          num_experts_per_tok=2, moe_intermediate_size=32, n_shared_experts=2,
+                                          n_group=2, topk_group=1)),
+    ("glm4-moe-air", "glm4_moe", dict(DEC, num_hidden_layers=2, num_key_value_heads=1, head_dim=16,
+                                      n_routed_experts=4, num_experts_per_tok=1, moe_intermediate_size=24,
+                                      num_nextn_predict_layers=1)),
     ("gpt-oss", "gpt_oss", dict(DEC, num_hidden_layers=3, num_key_value_heads=2, head_dim=16, sliding_window=W,
                                 num_local_experts=4, num_experts_per_tok=2)),
     ("llama4-chunked", "llama4_text", dict(DEC, num_hidden_layers=4, num_key_value_heads=2, head_dim=16,
@@ -125,7 +133,7 @@ def test_unsupported_variants_are_named(model_type, kwargs, match):
         card_from_hf_config({k: v for k, v in data.items() if v is not None})
 
 
-@pytest.mark.parametrize("case", ["llama4-chunked", "gpt-oss", "olmo3-sliding", "phi-qk-layernorm", "glm4"])
+@pytest.mark.parametrize("case", ["llama4-chunked", "gpt-oss", "olmo3-sliding", "phi-qk-layernorm", "glm4", "glm4-moe-qk-norm"])
 def test_flops_match_flop_counter(case):
     """Prefill of 11 tokens and the decode step after 9 (past the chunk/window of 6) against FlopCounterMode."""
     from kvplan.cost.flops import decode_step_flops, prefill_flops

@@ -85,7 +85,7 @@ def test_layers_block_type_wins_over_the_pattern():
 @pytest.mark.parametrize(("pattern", "match"), [
     ("M-X", r"hybrid_override_pattern: 'M-X' is not a string of block characters; allowed: M, \*, -, E"),
     (["M", "-"], "hybrid_override_pattern: .* is not a string"),
-    ("M-E", "hybrid_override_pattern: 'moe' unsupported"),
+    ("ME-", "hybrid_override_pattern: an mlp block after the first moe block"),
 ])
 def test_bad_patterns_name_the_key(pattern, match):
     with pytest.raises(KvplanError, match=match):

@@ -21,7 +21,7 @@ from kvplan.planning.capacity import plan  # noqa: E402
 from kvplan.verify.reference.shrink import shrink  # noqa: E402
 from kvplan.verify.run import verify  # noqa: E402
 from kvplan.model.hf.config import card_from_hf_config  # noqa: E402
-from kvplan.model.hf.defaults_zamba import DEFAULTS_ZAMBA  # noqa: E402
+from kvplan.model.hf.families.moe import DEFAULTS as DEFAULTS_ZAMBA  # noqa: E402
 from cases import ATTN, MOE, ZAMBA_CASES as CASES  # noqa: E402
 from tiny_models import HYBRID_LENGTHS, case, case_card, dynamic_cache_test  # noqa: E402
 from tiny_models import check_bf16_cache, check_config_defaults, check_static_cache, full_size_card  # noqa: E402

@@ -47,6 +47,19 @@ def test_mtp_reuses_the_models_mtp_layer():
         kvplan.plan("llama-3.1-8b", gpu="H100-SXM", max_model_len=8192, speculative_config={"method": "mtp"})
 
 
+def test_mtp_follows_the_checkpoints_num_nextn_predict_layers():
+    """GLM-4.5-Air ships one MTP layer (num_nextn_predict_layers 1: vLLM's Glm4MoeMTP draft), not built without
+    --speculative-config; Kimi-K2 ships none, so method mtp is refused for it."""
+    kw = dict(gpu="H100-SXM", tp=8, max_model_len=32768)
+    base = kvplan.plan("glm-4.5-air", **kw)
+    r = kvplan.plan("glm-4.5-air", speculative_config={"method": "mtp"}, **kw)
+    assert base.per_gpu.kv_bytes_per_token == 46 * 1 * 128 * 2 * 2  # 8 KV heads over TP 8: one per GPU, K and V
+    assert r.per_gpu.kv_bytes_per_token == (46 + 1) * 1 * 128 * 2 * 2  # the MTP layer's K/V beside the 46
+    assert r.per_gpu.weights_bytes > base.per_gpu.weights_bytes
+    with pytest.raises(KvplanError, match="^--speculative-config: method mtp .* kimi-k2-instruct has none"):
+        kvplan.plan("kimi-k2-instruct", gpu="H200", tp=8, max_model_len=8192, speculative_config={"method": "mtp"})
+
+
 def test_draft_model_adds_its_layers_and_weights():
     kw = dict(gpu="H100-SXM", tp=4, max_model_len=8192)
     base = kvplan.plan("llama-3.1-70b", **kw)

@@ -16,7 +16,7 @@ from kvplan import count_params, estimate  # noqa: E402
 from kvplan.errors import KvplanError  # noqa: E402
 from kvplan.model.card import ModelCard  # noqa: E402
 from kvplan.model.hf.config import card_from_hf_config  # noqa: E402
-from kvplan.model.hf.defaults_ssm import DEFAULTS_SSM  # noqa: E402
+from kvplan.model.hf.families.state_space import DEFAULTS as DEFAULTS_SSM  # noqa: E402
 from cases import ATTN, STATE_CASES as CASES  # noqa: E402
 from tiny_models import check_bf16_cache, check_static_cache, dynamic_cache_test  # noqa: E402
 
@@ -103,7 +103,13 @@ def test_defaults_ssm_are_transformers_defaults():
      "ssm.n_groups: 3 does not divide ssm.num_heads 8"),
     ("nemotron_h", dict(hidden_size=64, num_hidden_layers=3, layers_block_type=["mamba", "attention"]),
      r"num_hidden_layers \(3\) and layers_block_type \(2 entries\) disagree"),
-    ("nemotron_h", dict(hidden_size=64, layers_block_type=["mamba", "moe"]), "layers_block_type: 'moe' unsupported"),
+    ("nemotron_h", dict(hidden_size=64, layers_block_type=["moe", "mlp"], n_routed_experts=4, moe_intermediate_size=8,
+                        moe_shared_expert_intermediate_size=8), "an mlp block after the first moe block"),
+    ("nemotron_h", dict(hidden_size=64, layers_block_type=["mamba", "moe"], n_routed_experts=4,
+                        moe_intermediate_size=8, moe_shared_expert_intermediate_size=8, moe_latent_size=16),
+     "moe_latent_size: 16 .* not modelled"),
+    ("nemotron_h", dict(hidden_size=64, layers_block_type=["mamba", "moe"], n_routed_experts=4, n_shared_experts=2,
+                        moe_intermediate_size=8, moe_shared_expert_intermediate_size=8), "n_shared_experts: 2: "),
     ("bamba", dict(hidden_size=64, num_hidden_layers=2, attn_layer_indices=[5]), "attn_layer_indices: \\[5\\]"),
 ])
 def test_inconsistent_configs_name_the_keys(model_type, kwargs, match):

@@ -17,7 +17,7 @@ warnings.filterwarnings("ignore")
 from kvplan import count_params, estimate  # noqa: E402
 from kvplan.errors import KvplanError  # noqa: E402
 from kvplan.model.hf.config import card_from_hf_config  # noqa: E402
-from kvplan.model.hf.defaults_hybrid import DEFAULTS_HYBRID  # noqa: E402
+from kvplan.model.hf.families.hybrid import DEFAULTS as DEFAULTS_HYBRID  # noqa: E402
 from cases import ATTN, GDN, HYBRID_CASES as CASES, JAMBA_V01, MAMBA2, QWEN3_NEXT_80B  # noqa: E402
 from tiny_models import HYBRID_LENGTHS, case, case_card, dynamic_cache_test  # noqa: E402
 from tiny_models import check_bf16_cache, check_config_defaults, check_static_cache, full_size_card  # noqa: E402

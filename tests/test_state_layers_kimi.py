@@ -21,7 +21,7 @@ from kvplan.cost.flops import step_flops  # noqa: E402
 from kvplan.errors import KvplanError  # noqa: E402
 from kvplan.model.catalog import card_from_dict  # noqa: E402
 from kvplan.model.hf.config import card_from_hf_config, import_hf_config  # noqa: E402
-from kvplan.model.hf.defaults_kimi import DEFAULTS_KIMI  # noqa: E402
+from kvplan.model.hf.families.linear import DEFAULTS as DEFAULTS_KIMI  # noqa: E402
 from cases import KIMI, KIMI_48B, KIMI_CASES as CASES  # noqa: E402
 from tiny_models import HYBRID_LENGTHS, build_model, case, case_card, dynamic_cache_test  # noqa: E402
 from tiny_models import check_bf16_cache, check_static_cache, full_size_card  # noqa: E402

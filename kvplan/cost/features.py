@@ -24,7 +24,7 @@ SPEC_METHODS = ("eagle", "eagle3", "mtp", "draft_model", "ngram", "suffix")
 _SPEC_KEYS = {"method", "model", "num_speculative_tokens", "draft_tensor_parallel_size", "revision",
               "draft_model_revision", "quantization", "prompt_lookup_max", "prompt_lookup_min", "max_model_len"}
 EAGLE_LAYERS = 1  # EAGLE / EAGLE-3 heads for Llama, Qwen, ...: one decoder layer (num_hidden_layers 1)
-MTP_LAYERS = 1  # num_nextn_predict_layers of DeepSeek-V3, GLM-4.5, Qwen3-Next, MiMo
+MTP_LAYERS = 1  # num_nextn_predict_layers of DeepSeek-V3, GLM-4.5, Qwen3-Next, MiMo (a card without mtp_layers)
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,14 @@ def parse_speculative(value: str | dict, card: ModelCard) -> Speculative:
     method = value.get("method") or _infer_method(model)
     if method not in SPEC_METHODS:
         raise KvplanError(f"{flag}: method {str(method)[:40]!r}; allowed: {', '.join(SPEC_METHODS)}")
-    k = value.get("num_speculative_tokens", MTP_LAYERS if method == "mtp" else None)
+    # the card's mtp_layers when it says (Kimi-K2: 0), else the MoE / MLA / hybrid families that ship them
+    if method == "mtp" and (card.mtp_layers == 0 or (card.mtp_layers is None and card.moe is None
+                                                     and card.mla is None and card.ssm is None)):
+        raise KvplanError(f"{flag}: method mtp reuses the model's own multi-token-prediction layers (DeepSeek-V3, "
+                          f"GLM-4.5, Qwen3-Next, MiMo); {card.name} has none in its card")
+    # vLLM SpeculativeConfig: mtp's num_speculative_tokens defaults to the checkpoint's num_nextn_predict_layers
+    mtp_layers = card.mtp_layers or MTP_LAYERS
+    k = value.get("num_speculative_tokens", mtp_layers if method == "mtp" else None)
     if k is None:
         raise KvplanError(f"{flag}: num_speculative_tokens is required for method {method}")
     k = require_positive(f"{flag}: num_speculative_tokens", k, 64)
@@ -72,10 +79,7 @@ def parse_speculative(value: str | dict, card: ModelCard) -> Speculative:
             raise KvplanError(f"{flag}: method {method} needs \"model\" (the EAGLE head's repository)")
         return Speculative(method, k, model, EAGLE_LAYERS)
     if method == "mtp":
-        if card.moe is None and card.mla is None and card.ssm is None:
-            raise KvplanError(f"{flag}: method mtp reuses the model's own multi-token-prediction layers (DeepSeek-V3, "
-                              f"GLM-4.5, Qwen3-Next, MiMo); {card.name} has none in its card")
-        return Speculative(method, k, model, MTP_LAYERS)
+        return Speculative(method, k, model, mtp_layers)
     if method == "draft_model":
         if not model:
             raise KvplanError(f"{flag}: method draft_model needs \"model\": a card name, .yaml or Hub id kvplan reads")

@@ -175,6 +175,10 @@ class ModelCard(BaseModel):
     mixer_mlp: StrictBool = Field(True, description="Every block holds its mixer and an FFN; false: each block holds one "
                                   "module, a mixer or, in an mlp layer, the FFN (Nemotron-H; Mamba, which has no FFN).")
     moe: MoE | None = None
+    mtp_layers: StrictInt | None = Field(
+        None, ge=0, le=MAX_LAYERS, description="Multi-token-prediction layers the checkpoint stores after the decoder "
+        "(num_nextn_predict_layers): never built or counted with the model; vLLM and SGLang load them only as a "
+        "speculative draft (--speculative-config method mtp). null: the card does not say.")
     shared_blocks: SharedBlocks | None = Field(None, description="Transformer blocks the hybrid layers share (Zamba, "
                                                "Zamba2; kvplan.model.shared): weights counted once, cached per invocation.")
     dtype: Literal["float32", "float16", "bfloat16"] = Field(description="The checkpoint's dtype.")

@@ -1,9 +1,9 @@
 """Importing a Hugging Face ``config.json`` into a ModelCard, reading it the way transformers reads it.
 
-Where a key is missing, the value is the default of transformers' own config class for that ``model_type``
-(``hf_defaults.DEFAULTS``, checked against transformers in the tests), and the card says which defaults it assumed.
-A key with no default that the card needs is an error naming the key; an unknown ``model_type`` is an error
-listing the supported ones. Nothing is guessed silently.
+Where a key is missing, the value is the default of transformers' own config class for that ``model_type`` (the
+``DEFAULTS`` beside its reader in ``model/hf/families/``, checked against transformers in the tests), and the card
+says which defaults it assumed. A key with no default that the card needs is an error naming the key; an unknown
+``model_type`` is an error listing the supported ones. Nothing is guessed silently.
 """
 
 from __future__ import annotations
@@ -18,12 +18,9 @@ from kvplan.errors import KvplanError, clip, clip_text
 from kvplan.files import MAX_DEPTH, is_dir, load_json, nesting_depth, shown
 from kvplan.model.card import ModelCard
 from kvplan.model.validation import card_from_dict
-from kvplan.model.hf.families_kimi import READERS as _KIMI
-from kvplan.model.hf.families_zamba import ALL_READERS as _ZAMBA
+from kvplan.model.hf.families import DEFAULTS, READERS
 from kvplan.model.hf.quant import read_quantization
 from kvplan.model.hf.reader import Config
-
-READERS = _ZAMBA | _KIMI  # every model type the importer reads
 
 _TEXT_DECODERS = {"gemma3": "gemma3_text", "qwen3_5": "qwen3_5_text", "qwen3_5_moe": "qwen3_5_moe_text"}
 _DTYPES = {"float32": "float32", "float16": "float16", "bfloat16": "bfloat16", "fp32": "float32",
@@ -75,7 +72,7 @@ def import_hf_config(config: dict | str | Path, *, name: str | None = None, orig
         near = difflib.get_close_matches(model_type[:100], READERS, n=3, cutoff=0.5)
         raise KvplanError(f"{origin}: unsupported model_type {clip(model_type)}; supported: "
                           f"{', '.join(sorted(READERS))}{'; nearest: ' + ', '.join(near) if near else ''}")
-    cfg = Config(data, model_type, origin)
+    cfg = Config(data, model_type, origin, DEFAULTS.get(model_type))
     fields = READERS[model_type](cfg)
     if name is not None and not isinstance(name, str):
         raise KvplanError(f"name: expected a string, got {type(name).__name__}")

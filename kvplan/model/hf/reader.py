@@ -7,26 +7,26 @@ from typing import Any
 
 from kvplan.errors import KvplanError, clip
 from kvplan.model.card import MAX_LAYERS
-from kvplan.model.hf.defaults import DEFAULTS as _DEFAULTS
-from kvplan.model.hf.defaults_2025 import DEFAULTS_2025
-from kvplan.model.hf.defaults_hybrid import DEFAULTS_HYBRID
-from kvplan.model.hf.defaults_kimi import DEFAULTS_KIMI
-from kvplan.model.hf.defaults_ssm import DEFAULTS_SSM
-from kvplan.model.hf.defaults_zamba import DEFAULTS_ZAMBA
-
-DEFAULTS = _DEFAULTS | DEFAULTS_2025 | DEFAULTS_SSM | DEFAULTS_HYBRID  # 2025-2026, state-space and hybrid families
-DEFAULTS |= DEFAULTS_ZAMBA  # ERNIE-4.5-MoE, Zamba, Zamba2
-DEFAULTS |= DEFAULTS_KIMI  # Kimi-Linear and OLMo-hybrid
 
 _ACTIVATIONS = {"silu": "silu", "swish": "silu", "gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_fast": "gelu_tanh",
                 "gelu_pytorch_tanh": "gelu_tanh", "gelu_tanh": "gelu_tanh", "relu": "relu"}
 
-class Config:
-    """A config.json dict plus the model type's transformers defaults; records every default it falls back to."""
 
-    def __init__(self, data: dict, model_type: str, origin: str):
+class Config:
+    """A config.json dict plus the model type's transformers defaults (its family module's ``DEFAULTS`` entry, given
+    by the registry); records every default it falls back to."""
+
+    def __init__(self, data: dict, model_type: str, origin: str, defaults: dict | None = None):
         self.data, self.model_type, self.origin = data, model_type, origin
+        self.defaults: dict = defaults or {}
         self.assumed: list[str] = []
+
+    def derive(self, data: dict) -> Config:
+        """The same model type, defaults and record of assumed defaults over ``data`` (keys a reader rewrote the way
+        the config class's ``__post_init__`` does)."""
+        own = Config(data, self.model_type, self.origin, self.defaults)
+        own.assumed = self.assumed  # one record of the defaults assumed
+        return own
 
     def has(self, key: str) -> bool:
         return self.data.get(key) is not None
@@ -40,7 +40,7 @@ class Config:
         for k in (key, *fallback_keys):
             if self.data.get(k) is not None:
                 return k, self.data[k]
-        defaults = DEFAULTS.get(self.model_type, {})
+        defaults = self.defaults
         for k in (key, *fallback_keys):
             if k in defaults:
                 self.assumed.append(f"{k}={defaults[k]!r} (transformers default for {self.model_type})")
@@ -94,7 +94,7 @@ class Config:
         """The file's value when the key is present (even null), else the transformers default, else None."""
         if key in self.data:
             return self.data[key]
-        return self.get(key) if key in DEFAULTS.get(self.model_type, {}) else None
+        return self.get(key) if key in self.defaults else None
 
 
 def activation(cfg: Config, key: str, *fallback_keys: str) -> str:

@@ -1,0 +1,98 @@
+"""What every reader shares: the Llama-style decoder keys, the sliding / global layer rules, and the pattern a
+list of layer types repeats.
+
+Each reader (``dense``, ``moe``, ``mla``, ``state_space``, ``hybrid``, ``linear``) returns the architecture fields of
+a card (the importer adds name, source and dtype); shapes follow transformers' ``models/<type>/modeling_<type>.py``.
+Where a config.json omits ``layer_types``, the layer rule is the config class's own ``__post_init__`` fallback.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from kvplan.errors import KvplanError, clip
+from kvplan.model.hf.reader import Config, activation
+
+
+LAYER_TYPES = {"sliding_attention": "sliding", "full_attention": "global"}
+
+
+def decoder_core(cfg: Config, act_keys: tuple[str, ...] = ("hidden_act",)) -> dict:
+    """Keys shared by the Llama family (llama, mistral, qwen, gemma, phi3, deepseek)."""
+    heads = cfg.integer("num_attention_heads")
+    return dict(
+        num_layers=cfg.layers("num_hidden_layers"), hidden_size=cfg.integer("hidden_size"), num_heads=heads,
+        num_kv_heads=cfg.integer("num_key_value_heads") if cfg.has("num_key_value_heads") else heads,
+        head_dim=cfg.optional("head_dim"), ffn_size=cfg.integer("intermediate_size"), gated_ffn=True,
+        activation=activation(cfg, *act_keys), vocab_size=cfg.integer("vocab_size"),
+        tie_embeddings=cfg.flag("tie_word_embeddings"), norm="rmsnorm", position="rope",
+        max_position_embeddings=cfg.integer("max_position_embeddings"))
+
+
+def compress(types: list[str]) -> list[str]:
+    """The shortest pattern that repeats into ``types`` (Gemma-2's 42 entries -> [sliding, global])."""
+    for n in range(1, len(types) + 1):
+        if all(types[i] == types[i % n] for i in range(len(types))):
+            return types[:n]
+    return types
+
+
+def window(cfg: Config, fallback: Callable[[int], list[str]] | None = None) -> dict:
+    """Sliding-window layers: ``layer_types`` when the config lists them, else the model type's own rule."""
+    n = cfg.layers("num_hidden_layers")
+    if cfg.has("layer_types"):
+        types = [LAYER_TYPES[t] for t in layer_types(cfg, n)][:n]
+    elif fallback is not None:
+        types = fallback(n)
+    else:  # transformers' default when no layer_types: every layer sliding when sliding_window is set
+        types = ["sliding" if cfg.lookup("sliding_window") else "global"] * n
+    if "sliding" not in types:
+        return {}
+    pattern = compress(types)  # all-sliding needs no pattern: it is the card's default once a window is set
+    return {"sliding_window": cfg.integer("sliding_window"),
+            "layer_pattern": None if pattern == ["sliding"] else pattern}
+
+
+def layer_types(cfg: Config, n: int) -> list[str]:
+    """``layer_types``: a list of at least num_hidden_layers known names."""
+    types = cfg.data["layer_types"]
+    allowed = f"allowed: a list of {n} entries from {', '.join(LAYER_TYPES)}"
+    if not isinstance(types, list) or len(types) < n:
+        raise KvplanError(f"{cfg.origin}: layer_types: {clip(types)} is not a list of num_hidden_layers ({n}) "
+                          f"entries; {allowed}")
+    unknown = [t for t in types if not isinstance(t, str) or t not in LAYER_TYPES]
+    if unknown:
+        raise KvplanError(f"{cfg.origin}: layer_types: {clip(unknown[0])} unsupported; {allowed}")
+    return types
+
+
+def every_nth(n: int, kind: str = "sliding") -> Callable[[int], list[str]]:
+    """Layer i is global iff (i + 1) % n == 0, else ``kind`` (OLMo-3, EXAONE-4, Cohere2 fallbacks)."""
+    return lambda layers: [kind if (i + 1) % n else "global" for i in range(layers)]
+
+
+def relu2_core(cfg: Config) -> dict:
+    """``decoder_core``, plus squared ReLU (Nemotron, Persimmon) besides the activations ``reader.activation`` knows."""
+    if cfg.get("hidden_act") != "relu2":
+        return decoder_core(cfg)
+    data, cfg.data = cfg.data, {**cfg.data, "hidden_act": "relu"}
+    try:
+        return {**decoder_core(cfg), "activation": "relu2"}
+    finally:
+        cfg.data = data
+
+
+def sized_head(cfg: Config) -> dict:
+    """Families whose config class defaults head_dim to a fixed number (GLM 128, gpt-oss 64, ...): no default."""
+    return {**decoder_core(cfg), "head_dim": cfg.get("head_dim")}
+
+
+def mtp_layers(cfg: Config, *aliases: str) -> dict:
+    """``num_nextn_predict_layers`` (or an alias): the multi-token-prediction layers a checkpoint stores after its
+    decoder layers (model.layers.{num_hidden_layers}...), which transformers never builds
+    (_keys_to_ignore_on_load_unexpected) and vLLM / SGLang skip at load (get_spec_layer_idx_from_weight_name) unless
+    they serve them as a speculative draft. Absent with no transformers default: the card does not say."""
+    keys = ("num_nextn_predict_layers", *aliases)
+    if all(cfg.data.get(k) is None for k in keys) and not any(k in cfg.defaults for k in keys):
+        return {}
+    return {"mtp_layers": cfg.integer(*keys, minimum=0)}
