@@ -107,5 +107,14 @@ SwaFull = Annotated[bool, typer.Option("--swa-full", metavar="", help="llama.cpp
 UbatchSize = Annotated[Optional[int], typer.Option("-ub", "--ubatch-size", help="llama.cpp physical batch (512).")]
 LlamaRules = Annotated[Optional[str], typer.Option("--llamacpp-rules", help="llama.cpp version rules: 2025-02, "
                                                    "2025-12 or 2026-08 (default).")]
+TensorSplit = Annotated[Optional[str], typer.Option("-ts", "--tensor-split", help="llama.cpp: the layers' shares per "
+                                                    "GPU, e.g. 3,1 (default even; plan: --pp GPUs, one per share).")]
+OverrideTensor = Annotated[Optional[list[str]], typer.Option("-ot", "--override-tensor", help="llama.cpp: "
+                                                             "PATTERN=BUFFER (CPU, CUDA0 ...), e.g. exps=CPU; "
+                                                             "repeatable, comma-separated.")]
+CpuMoe = Annotated[bool, typer.Option("--cpu-moe", "-cmoe", metavar="", help="llama.cpp: every layer's expert "
+                                      "weights in host memory.")]
+NCpuMoe = Annotated[Optional[int], typer.Option("--n-cpu-moe", "-ncmoe", help="llama.cpp: the expert weights of the "
+                                                "first N layers in host memory.")]
 GgufQuant = Annotated[Optional[str], typer.Option("--gguf-quant", help="llama.cpp, a card without a GGUF: weights at "
                                                   "this llama-quantize type (Q4_K_M, Q5_K_M, Q6_K, Q8_0, ...).")]

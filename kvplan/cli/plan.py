@@ -20,6 +20,8 @@ def plan(
     kv_unified: o.KvUnified = None, cache_type_k: o.CacheTypeK = None, cache_type_v: o.CacheTypeV = None,
     flash_attn: o.FlashAttn = None, n_gpu_layers: o.NGpuLayers = None, swa_full: o.SwaFull = False,
     ubatch_size: o.UbatchSize = None, llamacpp_rules: o.LlamaRules = None, gguf_quant: o.GgufQuant = None,
+    tensor_split: o.TensorSplit = None, override_tensor: o.OverrideTensor = None, cpu_moe: o.CpuMoe = False,
+    n_cpu_moe: o.NCpuMoe = None,
     as_json: o.Json = False,
     free_gpu_memory_fraction: o.FreeGpuMemoryFraction = None, max_num_tokens: o.MaxNumTokens = None,
     max_batch_size: o.MaxBatchSize = None, cuda_memory_fraction: o.CudaMemoryFraction = None,
@@ -42,7 +44,8 @@ def plan(
                   llama=llama_flags(n_ctx=ctx_size, n_parallel=parallel, kv_unified=kv_unified, type_k=cache_type_k,
                                     type_v=cache_type_v, flash_attn=flash_attn, n_gpu_layers=n_gpu_layers,
                                     swa_full=swa_full or None, n_ubatch=ubatch_size, rules=llamacpp_rules,
-                                    gguf_quant=gguf_quant))
+                                    gguf_quant=gguf_quant, tensor_split=tensor_split, overrides=override_tensor,
+                                    cpu_moe=cpu_moe or None, n_cpu_moe=n_cpu_moe))
     common.update({k: v for k, v in dict(
         free_gpu_memory_fraction=free_gpu_memory_fraction, max_num_tokens=max_num_tokens,
         max_batch_size=max_batch_size, cuda_memory_fraction=cuda_memory_fraction,
@@ -59,8 +62,9 @@ def plan(
     for flag, value in (("--gpus", gpus), ("--ttft-ms", ttft_ms), ("--tpot-ms", tpot_ms)):
         if value is not None:
             raise KvplanError(f"{flag}: only used by the search (without --gpu)")
-    _emit(run(card, gpu=gpu, tp=tp or 1, pp=pp or 1, dp=dp or 1, concurrency=concurrency, **common), as_json,
-          "render_plan")
+    split = common["llama"].tensor_split if common["llama"] else None  # llama.cpp: one GPU per -ts share
+    _emit(run(card, gpu=gpu, tp=tp or 1, pp=pp or (len(split) if split else 1), dp=dp or 1, concurrency=concurrency,
+              **common), as_json, "render_plan")
 
 
 def _search(card, concurrency, layout, gpus, max_gpus, ttft_ms, tpot_ms, common):

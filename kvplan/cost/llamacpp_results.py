@@ -95,6 +95,7 @@ class LlamaFit(BaseModel):
     budget_bytes: int
     max_n_ctx: int  # the largest -c (a multiple of 256) with the layers as given; 0: none
     max_gpu_layers: int  # the most -ngl at the n_ctx as given (of n_layer + 1); 0: none
+    min_n_cpu_moe: int | None = None  # MoE: the fewest --n-cpu-moe with every layer as given that fits; None: none
 
 
 class QuantFit(BaseModel):
