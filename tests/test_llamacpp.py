@@ -379,3 +379,61 @@ def test_plan_slots_are_llama_servers_np(cli_json):
     gpu = sum(b["bytes"] for b in p["buffers"] if b["device"] == "CUDA0")
     one_more = gpu + 8192 * 32 * 1024 * 2 * 2
     assert gpu <= p["inputs"]["gpu_memory_bytes"] < one_more
+
+
+# ---- LoRA adapters (--lora FILE, or --lora-rank on --lora-targets) ------------------------------------------------
+
+LORA_TARGETS = ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down")
+LLAMA3_SHAPES = {"attn_q": (4096, 4096), "attn_k": (4096, 1024), "attn_v": (4096, 1024),
+                 "attn_output": (4096, 4096), "ffn_gate": (4096, 14336), "ffn_up": (4096, 14336),
+                 "ffn_down": (14336, 4096)}
+
+
+def lora_gguf(d, rank: int = 32):
+    """An adapter as convert_lora_to_gguf.py writes it for Llama-3-8B: f16 lora_a (ne0 x r) and lora_b (r x ne1) on
+    the 7 projections of the 32 layers and on output.weight: 225 pairs, 450 tensors."""
+    t = []
+    for i in range(32):
+        for k in LORA_TARGETS:
+            ne0, ne1 = LLAMA3_SHAPES[k]
+            t += [(f"blk.{i}.{k}.weight.lora_a", (ne0, rank), "F16"), (f"blk.{i}.{k}.weight.lora_b", (rank, ne1), "F16")]
+    t += [("output.weight.lora_a", (4096, rank), "F16"), ("output.weight.lora_b", (rank, 128256), "F16")]
+    return write_gguf(d / "lora.gguf", "llama", {"general.type": "adapter", "adapter.type": "lora",
+                                                "adapter.lora.alpha": 16.0}, t)
+
+
+def test_lora_buffers_per_device_as_published(d):
+    """slaren's log (ngxson/llama.cpp PR #9, 2024-07-10): Meta-Llama-3-8B-Instruct f16, `-ngl 30` over two GPUs,
+    rwitz/Llama-3-8B-Instruct-abliterated-lora (`loaded 450 tensors`): `CUDA_Host LoRA buffer size = 18.08 MiB`,
+    `CUDA0 ... = 110.00 MiB`, `CUDA1 ... = 40.00 MiB`. llama-adapter.cpp puts each pair in its base tensor's buffer
+    type: the 2 layers and the output left on the host (the 2024 -ngl rule), 22 and 8 layers on the GPUs (split by
+    free memory, which the log does not print: -ts 22,8 gives it). Rank 32 on the 7 projections: 5 MiB per layer."""
+    from kvplan.model.gguf import load_lora
+
+    lora = load_lora(str(lora_gguf(d)))
+    assert len(lora) == 450
+    hp = load_gguf(str(dense(d, "llama3-8b"))).hparams
+    m = memory(hp, LlamaFlags(n_ctx=512, n_parallel=1, n_gpu_layers=30, rules="2025-02", n_gpus=2,
+                              tensor_split=(22.0, 8.0)), lora=lora)
+    got = {b.device: round(b.bytes / MIB, 2) for b in m.buffers if b.kind == "lora"}
+    assert got == {"CPU": 18.08, "CUDA0": 110.00, "CUDA1": 40.00}
+    assert line(m, "llama_adapter_lora_init_impl: CUDA1") == ("llama_adapter_lora_init_impl: CUDA1 LoRA buffer size = "
+                                                              "40.00 MiB")
+
+
+def test_lora_rank_without_a_file_matches_the_file(cli_json, d):
+    """Two roads: --lora-rank 32 on the 7 projections of the bundled llama-3-8b card gives the file's layer bytes
+    (the file adds output.weight's pair: 32 x (4096 + 128256) x 2 B); the plan charges them to the GPU's weights."""
+    targets = ",".join(LORA_TARGETS)
+    r = cli_json("estimate", "--model", "llama-3-8b", "--seq-len", "4096", "--engine", "llamacpp", "-np", "1",
+                 "--lora-rank", "32", "--lora-targets", targets)
+    by_rank = sum(b["bytes"] for b in r["llamacpp"]["buffers"] if b["kind"] == "lora")
+    f = cli_json("estimate", "--model", "llama-3-8b", "--seq-len", "4096", "--engine", "llamacpp", "-np", "1",
+                 "--lora", str(lora_gguf(d)))
+    by_file = sum(b["bytes"] for b in f["llamacpp"]["buffers"] if b["kind"] == "lora")
+    assert by_rank == 32 * 5 * MIB and by_file - by_rank == 32 * (4096 + 128256) * 2
+    p = cli_json("plan", "--model", "llama-3-8b", "--gpu", "H100-SXM", "--max-model-len", "4096", "--engine",
+                 "llamacpp", "-np", "1", "--lora-rank", "32", "--lora-targets", targets)
+    q = cli_json("plan", "--model", "llama-3-8b", "--gpu", "H100-SXM", "--max-model-len", "4096", "--engine",
+                 "llamacpp", "-np", "1")
+    assert p["per_gpu"]["weights_bytes"] - q["per_gpu"]["weights_bytes"] == 32 * 5 * MIB

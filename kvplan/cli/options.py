@@ -116,5 +116,11 @@ CpuMoe = Annotated[bool, typer.Option("--cpu-moe", "-cmoe", metavar="", help="ll
                                       "weights in host memory.")]
 NCpuMoe = Annotated[Optional[int], typer.Option("--n-cpu-moe", "-ncmoe", help="llama.cpp: the expert weights of the "
                                                 "first N layers in host memory.")]
+Lora = Annotated[Optional[list[str]], typer.Option("--lora", help="llama.cpp: a LoRA adapter GGUF (repeatable); its "
+                                                  "tensors on their base tensors' devices.")]
+LoraRank = Annotated[Optional[int], typer.Option("--lora-rank", help="llama.cpp, no adapter file: an f16 adapter of "
+                                                 "this rank on --lora-targets.")]
+LoraTargets = Annotated[Optional[str], typer.Option("--lora-targets", help="llama.cpp with --lora-rank: tensors of "
+                                                    "every layer, comma-separated (default attn_q,attn_v).")]
 GgufQuant = Annotated[Optional[str], typer.Option("--gguf-quant", help="llama.cpp, a card without a GGUF: weights at "
                                                   "this llama-quantize type (Q4_K_M, Q5_K_M, Q6_K, Q8_0, ...).")]

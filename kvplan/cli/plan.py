@@ -21,7 +21,8 @@ def plan(
     flash_attn: o.FlashAttn = None, n_gpu_layers: o.NGpuLayers = None, swa_full: o.SwaFull = False,
     ubatch_size: o.UbatchSize = None, llamacpp_rules: o.LlamaRules = None, gguf_quant: o.GgufQuant = None,
     tensor_split: o.TensorSplit = None, override_tensor: o.OverrideTensor = None, cpu_moe: o.CpuMoe = False,
-    n_cpu_moe: o.NCpuMoe = None,
+    n_cpu_moe: o.NCpuMoe = None, lora: o.Lora = None, lora_rank: o.LoraRank = None,
+    lora_targets: o.LoraTargets = None,
     as_json: o.Json = False,
     free_gpu_memory_fraction: o.FreeGpuMemoryFraction = None, max_num_tokens: o.MaxNumTokens = None,
     max_batch_size: o.MaxBatchSize = None, cuda_memory_fraction: o.CudaMemoryFraction = None,
@@ -45,7 +46,8 @@ def plan(
                                     type_v=cache_type_v, flash_attn=flash_attn, n_gpu_layers=n_gpu_layers,
                                     swa_full=swa_full or None, n_ubatch=ubatch_size, rules=llamacpp_rules,
                                     gguf_quant=gguf_quant, tensor_split=tensor_split, overrides=override_tensor,
-                                    cpu_moe=cpu_moe or None, n_cpu_moe=n_cpu_moe))
+                                    cpu_moe=cpu_moe or None, n_cpu_moe=n_cpu_moe, lora=lora, lora_rank=lora_rank,
+                                    lora_targets=lora_targets))
     common.update({k: v for k, v in dict(
         free_gpu_memory_fraction=free_gpu_memory_fraction, max_num_tokens=max_num_tokens,
         max_batch_size=max_batch_size, cuda_memory_fraction=cuda_memory_fraction,

@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict
 
 from kvplan.cost.llamacpp_results import Buffer, Cache, LlamaContext, LlamaFit, LlamaMemory, QuantFit  # noqa: F401
 from kvplan.errors import KvplanError, Refused
-from kvplan.model.llama_hparams import LlamaHparams
+from kvplan.model.llama_hparams import INPUT_TENSORS, LlamaHparams
 
 MIB = 2**20
 RULES = ("2025-02", "2025-12", "2026-08")
@@ -72,6 +72,9 @@ class LlamaFlags:
     overrides: tuple[tuple[str, str], ...] = ()  # -ot/--override-tensor PATTERN=BUFFER_TYPE, in order
     cpu_moe: bool = False  # --cpu-moe: every layer's expert tensors in host memory
     n_cpu_moe: int = 0  # --n-cpu-moe N: the expert tensors of the first N layers in host memory
+    lora: tuple[str, ...] = ()  # --lora FILE: adapter GGUFs loaded at start-up
+    lora_rank: int = 0  # no adapter file: an adapter of this rank (f16, convert_lora_to_gguf.py's default type)
+    lora_targets: tuple[str, ...] = ("attn_q", "attn_v")  # ... on these tensors of every layer (PEFT's llama default)
     no_kv_offload: bool = False  # -nkvo
     n_gpus: int = 1
     backend: str = "CUDA"
@@ -88,6 +91,10 @@ def llama_flags(**given) -> LlamaFlags | None:
         given["tensor_split"] = parse_split(given["tensor_split"])
     if given.get("overrides") and not isinstance(given["overrides"][0], tuple):
         given["overrides"] = parse_overrides(given["overrides"])
+    if isinstance(given.get("lora_targets"), str):
+        given["lora_targets"] = tuple(t.strip() for t in given["lora_targets"].split(",") if t.strip())
+    if given.get("lora"):
+        given["lora"] = tuple(given["lora"])
     if given.get("tensor_split") and "n_gpus" not in given:  # one share per GPU
         given["n_gpus"] = len(given["tensor_split"])
     return LlamaFlags(**given) if given else None
@@ -252,6 +259,19 @@ def tensor_overrides(f: LlamaFlags) -> list[tuple[re.Pattern, str]]:
     return out
 
 
+def lora_device(base: str, devs: list[str], rules: list[tuple[re.Pattern, str]]) -> str:
+    """The device of the model tensor ``base`` (llama_adapter_lora_init_impl: ``ggml_backend_buffer_get_type(
+    model_tensor->buffer)``; a CPU repack buffer falls back to the CPU): the input layer on the CPU, a block's tensor
+    on its override's or its layer's device, the rest with the output layer. Tensor alignment padding (32 B CPU,
+    128 B CUDA) is not added, as for the model buffers."""
+    if base.startswith(INPUT_TENSORS):
+        return "CPU"
+    m = re.match(r"blk\.(\d+)\.", base)
+    if m and int(m.group(1)) < len(devs) - 1:
+        return override_device(base, rules) or devs[int(m.group(1))]
+    return devs[-1]
+
+
 def override_device(name: str, rules: list[tuple[re.Pattern, str]]) -> str | None:
     """llama-model.cpp ``create_tensor``: the first override whose pattern ``std::regex_search``es the tensor's name
     sets its buffer type (then ``break``); None: the layer's device."""
@@ -279,11 +299,11 @@ def layer_tensors(hp: LlamaHparams, weights) -> list[tuple[tuple[str, int], ...]
             for il in range(hp.n_layer)]
 
 
-def memory(hp: LlamaHparams, f: LlamaFlags, weights=None) -> LlamaMemory:
+def memory(hp: LlamaHparams, f: LlamaFlags, weights=None, lora: tuple[tuple[str, int], ...] = ()) -> LlamaMemory:
     """Every buffer llama.cpp allocates for ``hp`` under ``f``. ``weights``: (per-layer, input, output[, per-layer
     expert tensors]) bytes when the hparams carry no tensor table (a card's weights at a dtype); the GGUF's own tensor
     table otherwise. A tensor an override (-ot, --cpu-moe, --n-cpu-moe) names is on that buffer's device, whatever
-    its layer's."""
+    its layer's. ``lora``: the adapters' tensors as (base tensor name, bytes), each on its base tensor's device."""
     c = resolve_context(hp, f)
     check_types(hp, f, c.flash_attn)
     devs, offloaded = placement(hp, f)
@@ -302,6 +322,8 @@ def memory(hp: LlamaHparams, f: LlamaFlags, weights=None) -> LlamaMemory:
     if devs[hp.n_layer] == "CPU" and hp.layer_bytes:  # mmap: a tied output on the CPU is the file's token_embd
         out_w -= hp.output_dup_bytes
     add((devs[hp.n_layer], "model", ""), out_w)
+    for base, nbytes in lora:  # llama-adapter.cpp: lora_a/lora_b in the buffer type of the tensor they modify
+        add((lora_device(base, devs, rules), "lora", ""), nbytes)
     caches = []
     notes = []
     kv_dev = lambda il: "CPU" if f.no_kv_offload else devs[il]  # noqa: E731 - offload_kqv = false: K/V on the CPU
@@ -385,12 +407,12 @@ def gpu_bytes(m: LlamaMemory, backend: str = "CUDA") -> int:
                default=0)
 
 
-def fit(hp: LlamaHparams, f: LlamaFlags, budget: int, weights=None) -> LlamaFit:
+def fit(hp: LlamaHparams, f: LlamaFlags, budget: int, weights=None, lora: tuple = ()) -> LlamaFit:
     """The largest context, the most offloaded layers and (MoE) the fewest layers whose experts stay in host memory
     that fit ``budget`` bytes on every GPU: what llama.cpp's --fit steps 2 (context) and 3 (layers; for MoE, expert
     tensors to system memory first) look for (src/llama.cpp llama_params_fit_impl), over kvplan's byte model
     (compute buffer estimated)."""
-    ok = lambda **kw: gpu_bytes(memory(hp, replace(f, **kw), weights), f.backend) <= budget  # noqa: E731
+    ok = lambda **kw: gpu_bytes(memory(hp, replace(f, **kw), weights, lora), f.backend) <= budget  # noqa: E731
     lo, hi = 0, max(1, max(hp.n_ctx_train * (f.n_parallel or 1), f.n_ctx or 256) // 256)
     while lo < hi:  # n_ctx in units of 256 cells
         mid = (lo + hi + 1) // 2

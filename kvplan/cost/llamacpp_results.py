@@ -10,7 +10,7 @@ MIB = 2**20
 
 
 class Buffer(BaseModel):
-    """One llama.cpp buffer: the device (CPU, CUDA0, CUDA_Host), its kind (model, kv, recurrent, output, compute),
+    """One llama.cpp buffer: the device (CPU, CUDA0, CUDA_Host), its kind (model, lora, kv, recurrent, output, compute),
     exact bytes, and whether kvplan estimates them (compute buffers are measured by llama.cpp)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
@@ -81,8 +81,8 @@ class LlamaMemory(BaseModel):
     def log_lines(self) -> list[str]:
         """The buffer lines llama.cpp prints (model, KV, RS, output, compute), then the cache summaries."""
         prefix = {"model": "load_tensors", "kv": "llama_kv_cache", "recurrent": "llama_memory_recurrent",
-                  "output": "llama_context", "compute": "llama_context"}
-        name = {"kv": "KV", "recurrent": "RS"}
+                  "output": "llama_context", "compute": "llama_context", "lora": "llama_adapter_lora_init_impl"}
+        name = {"kv": "KV", "recurrent": "RS", "lora": "LoRA"}
         lines = [f"{prefix[b.kind]}: {b.device:>10s} {name.get(b.kind, b.kind)} buffer size = {b.bytes / MIB:8.2f} MiB"
                  for b in self.buffers]
         return lines + [c.log_line() for c in self.caches]

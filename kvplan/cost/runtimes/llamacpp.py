@@ -67,20 +67,69 @@ def _expert_tensors(card, i: int) -> tuple[tuple[str, int], ...]:
     return gate + ((f"blk.{i}.ffn_up_exps.weight", up), (f"blk.{i}.ffn_down_exps.weight", down))
 
 
+@lru_cache(maxsize=32)
+def adapters(card, f: lc.LlamaFlags) -> tuple[tuple[str, int], ...]:
+    """The LoRA adapters' tensors as (base tensor, bytes): each --lora file's own tensor table
+    (kvplan.model.gguf.load_lora); without a file, --lora-rank r on --lora-targets of every layer as
+    convert_lora_to_gguf.py writes it: lora_a (ne0 x r) and lora_b (r x ne1) of the base tensor (ne0 x ne1), f16."""
+    if f.lora:
+        from kvplan.model.gguf import load_lora
+
+        if f.lora_rank:
+            raise KvplanError("--lora-rank: sizes an adapter without a file; not with --lora FILE")
+        return tuple(t for path in f.lora for t in load_lora(path))
+    if not f.lora_rank:
+        return ()
+    if f.lora_rank < 0:
+        raise KvplanError(f"--lora-rank: {f.lora_rank}; allowed: a positive rank")
+    shapes = _tensor_shapes(card)
+    kinds = {name.split(".")[2] for name in shapes if name.startswith("blk.")}
+    unknown = [t for t in f.lora_targets if t not in kinds]
+    if unknown:
+        raise KvplanError(f"--lora-targets: {unknown[0]!r} is not a tensor of every layer; allowed: "
+                          f"{', '.join(sorted(kinds))}")
+    r = f.lora_rank
+    return tuple((name, 2 * r * (ne0 + ne1)) for name, (ne0, ne1) in shapes.items()
+                 if name.startswith("blk.") and name.split(".")[2] in f.lora_targets)
+
+
+def _tensor_shapes(card) -> dict[str, tuple[int, int]]:
+    """(ne0, ne1) of each 2-D layer weight: the GGUF's tensor table, or a dense card's projections as the converter
+    writes them (attn_q h x heads*hd, attn_k/attn_v h x kv*hd, attn_output heads*hd x h, ffn_gate/ffn_up h x ffn,
+    ffn_down ffn x h)."""
+    from kvplan.model.gguf import gguf_path_of, load_gguf
+
+    path = gguf_path_of(card)
+    if path is not None:
+        return {t.name: (t.shape[0], t.shape[1]) for t in load_gguf(path).tensors if len(t.shape) == 2}
+    h, q, kv = card.hidden_size, card.num_heads * card.head_dim, card.num_kv_heads * card.head_dim
+    out = {}
+    for i in range(card.num_layers):
+        b = f"blk.{i}."
+        out.update({b + "attn_q.weight": (h, q), b + "attn_k.weight": (h, kv), b + "attn_v.weight": (h, kv),
+                    b + "attn_output.weight": (q, h)})
+        if not card.is_moe_layer(i) and card.has_mlp(i):
+            out.update({b + "ffn_up.weight": (h, card.ffn_size), b + "ffn_down.weight": (card.ffn_size, h)})
+            if card.gated_ffn:
+                out[b + "ffn_gate.weight"] = (h, card.ffn_size)
+    return out
+
+
 @lru_cache(maxsize=256)
 def most_slots(card, f: lc.LlamaFlags, total: int, max_model_len: int, w_bits: int) -> lc.LlamaFlags:
     """``f`` with -np N -c N x max_model_len for the largest N in 1..LLAMA_MAX_SEQ whose buffers fit every GPU of
     ``total`` bytes (``LlamaCpp.flags``)."""
     hp, weights = hparams_and_weights(card, w_bits, f.gguf_quant)
     at = lambda n: replace(f, n_parallel=n, n_ctx=n * max_model_len, kv_unified=False)  # noqa: E731
-    fits = lambda n: lc.gpu_bytes(lc.memory(hp, at(n), weights), f.backend) <= total  # noqa: E731
+    lora = adapters(card, f)
+    fits = lambda n: lc.gpu_bytes(lc.memory(hp, at(n), weights, lora), f.backend) <= total  # noqa: E731
     return at(longest(lambda n: n <= 1 or fits(n), lc.MAX_SEQ) or 1)
 
 
 @lru_cache(maxsize=256)
 def _fit(card, f: lc.LlamaFlags, total: int, w_bits: int, quant: str | None) -> lc.LlamaFit:
     hp, weights = hparams_and_weights(card, w_bits, quant or f.gguf_quant)
-    return lc.fit(hp, f, total - lc.FIT_TARGET, weights)
+    return lc.fit(hp, f, total - lc.FIT_TARGET, weights, adapters(card, f))
 
 
 class LlamaCpp(Runtime):
@@ -117,7 +166,7 @@ class LlamaCpp(Runtime):
             f = replace(f, n_parallel=batch)
         if f.n_ctx is None:
             f = replace(f, n_ctx=seq_len if f.kv_unified else seq_len * f.n_parallel)
-        return lc.memory(hp, f, weights)
+        return lc.memory(hp, f, weights, adapters(card, f))
 
     def check_servable(self, card, layout) -> None:
         """One llama-server: its layers split over --pp GPUs (-ts, --split-mode layer, the default); llama.cpp's
@@ -156,7 +205,7 @@ class LlamaCpp(Runtime):
     def memory(self, s: Setup, n_ctx: int | None = None) -> lc.LlamaMemory:
         f = self.flags(s)
         hp, weights = hparams_and_weights(s.card, s.w_t.bits, f.gguf_quant)
-        return lc.memory(hp, f if n_ctx is None else replace(f, n_ctx=n_ctx), weights)
+        return lc.memory(hp, f if n_ctx is None else replace(f, n_ctx=n_ctx), weights, adapters(s.card, f))
 
     def _gpus(self, s: Setup) -> list[str]:
         return [f"{s.opts.llama.backend}{i}" for i in range(s.opts.llama.n_gpus)]
@@ -166,7 +215,7 @@ class LlamaCpp(Runtime):
         m, out = self.memory(s), []
         for i, gpu in enumerate(self._gpus(s)):
             on = lambda kind: sum(b.bytes for b in m.buffers if b.device == gpu and b.kind == kind)  # noqa: E731
-            weights, compute = on("model"), on("compute")
+            weights, compute = on("model") + on("lora"), on("compute")
             out.append(Stage(i, range(s.card.num_layers), 0, weights, 0, compute, 0, 0, s.total,
                              s.total - weights - compute))
         return out
@@ -258,6 +307,7 @@ class LlamaCpp(Runtime):
         cmd += [f"-ot '{p}={b}'" for p, b in f.overrides]
         cmd += ["--cpu-moe"] if f.cpu_moe else []
         cmd += [f"--n-cpu-moe {f.n_cpu_moe}"] if f.n_cpu_moe else []
+        cmd += [f"--lora {path}" for path in f.lora]
         return " ".join(cmd)
 
     def notes(self, s: Setup, p: Pool) -> list[str]:
