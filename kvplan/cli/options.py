@@ -65,6 +65,8 @@ TtftMs = Annotated[Optional[float], typer.Option("--ttft-ms", help="Search: time
 TpotMs = Annotated[Optional[float], typer.Option("--tpot-ms", help="Search: time-per-output-token bound to meet.")]
 PromptLen = Annotated[Optional[int], typer.Option(
     "--prompt-len", help="Prefill tokens for the TTFT bound (default --max-model-len).")]
+AcceptanceRate = Annotated[Optional[float], typer.Option(
+    "--acceptance-rate", help="Speculative decoding: each drafted token's acceptance probability, for the TPOT bound.")]
 ExpertParallel = Annotated[bool, typer.Option(
     "--expert-parallel", metavar="", help="vLLM --enable-expert-parallel: routed experts spread over dp x tp ranks.")]
 

@@ -121,6 +121,28 @@ def draft_model_weight_bytes(spec: Speculative, w_t: DType, layout: Layout) -> i
     return rank_weights(spec.draft_card, w_t, Layout(layout.tp), 0, 0).bytes
 
 
+def expected_tokens_per_step(acceptance_rate: float, k: int) -> float:
+    """Tokens a request gains per verification step with k drafted tokens each accepted with probability a, i.i.d.:
+    E = (1 - a^(k+1)) / (1 - a) (Leviathan, Kalman & Matias 2023, "Fast Inference from Transformers via Speculative
+    Decoding", ICML, eq. 1), k + 1 at a = 1."""
+    a = acceptance_rate
+    if not 0.0 <= a <= 1.0:
+        raise KvplanError(f"--acceptance-rate: {a}; allowed: a probability in [0, 1]")
+    return float(k + 1) if a == 1.0 else (1.0 - a ** (k + 1)) / (1.0 - a)
+
+
+def draft_step_cost(card: ModelCard, w_t: DType, spec: Speculative, batch: int, kv_read_bytes: int) -> tuple[int, int]:
+    """(FLOPs, bytes) of one drafting step of ``batch`` requests by an EAGLE head or MTP module, ESTIMATED: its
+    decoder layer(s) and input projection (``draft_head_weight_bytes``) plus the target's LM head it shares (vocab x
+    hidden), read once and multiplied by 2 FLOPs per weight and token; ``kv_read_bytes`` of its layers' K/V."""
+    from kvplan.cost.parallel import Layout
+
+    head = draft_head_weight_bytes(card, w_t, Layout(), spec)
+    lm_head = w_t.data_bytes(card.vocab_size * card.hidden_size)
+    params = (head + lm_head) * 8 // max(1, w_t.bits)
+    return 2 * batch * params, head + lm_head + kv_read_bytes
+
+
 # ---- prefix caching ----------------------------------------------------------------------------------------------
 
 def shared_prefix(flags) -> int:

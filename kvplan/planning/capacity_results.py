@@ -71,6 +71,7 @@ class Latency(BaseModel):
     ttft_ms: float  # one request's prefill alone
     tpot_ms: float  # one decode step of the replica's batch at max_model_len
     allreduce_ms_per_token: float  # decode: 2 all-reduces per layer of batch x hidden
+    tokens_per_step: float = 1.0  # speculative decoding: tokens a request gains per step (--acceptance-rate)
     notes: list[str]
 
 
