@@ -160,3 +160,34 @@ def test_speculative_tpot_verifies_k_plus_1_for_the_price_of_a_memory_bound_step
     assert plan("llama-3.1-8b", speculative_config=eagle, acceptance_rate=0.0, **kw).latency.tpot_ms > base.tpot_ms
     with pytest.raises(KvplanError, match="--acceptance-rate"):
         plan("llama-3.1-8b", acceptance_rate=0.5, **kw)
+
+
+# ---- SGLang speculative decoding: the draft's K/V in the token pool -----------------------------------------------
+
+def test_sglang_eagle_draft_scales_the_cell_size(cli_json, cli):
+    """sgl-project/sglang pool_configurator.py DefaultPoolConfigurator: with EAGLE / STANDALONE the target's cell size
+    becomes int(cell x (1 + draft_layers / num_layers)) and the draft worker inherits max_total_num_tokens. Llama-3.1-8B
+    bf16: 131,072 B per token over 32 layers; one EAGLE layer makes it 135,168 B; the pool bytes are unchanged (the
+    draft loads after the pool is sized)."""
+    args = ("plan", "--model", "llama-3.1-8b", "--gpu", "H100-SXM", "--max-model-len", "8192", "--engine", "sglang")
+    plain = cli_json(*args)
+    eagle = cli_json(*args, "--speculative-algorithm", "EAGLE", "--speculative-draft-model-path",
+                     "yuhuili/EAGLE-LLaMA3.1-Instruct-8B", "--speculative-num-steps", "3")
+    assert plain["kv_cache"]["available_bytes"] == eagle["kv_cache"]["available_bytes"]
+    avail = eagle["kv_cache"]["available_bytes"]
+    assert plain["kv_cache"]["tokens"] == avail // 131_072
+    assert eagle["kv_cache"]["tokens"] == avail // 135_168 < plain["kv_cache"]["tokens"]
+    assert "eagle k=3" in eagle["inputs"]["speculative"]
+    own = cli_json(*args, "--speculative-algorithm", "STANDALONE", "--speculative-draft-model-path", "llama-3.1-8b")
+    assert own["kv_cache"]["tokens"] == avail // 262_144  # a 32-layer draft: the cell twice
+    lat = cli_json(*args, "--speculative-algorithm", "EAGLE", "--speculative-draft-model-path", "x/EAGLE",
+                   "--concurrency", "1", "--acceptance-rate", "0.5")["latency"]
+    assert lat["tokens_per_step"] == pytest.approx(1 + 0.5 + 0.25 + 0.125)
+    code, _, err = cli(*args, "--speculative-algorithm", "NEXTN")
+    assert code == 2 and "NEXTN" in err
+    code, _, err = cli(*args, "--speculative-algorithm", "MEDUSA")
+    assert code == 2 and "--speculative-algorithm" in err
+    code, _, err = cli(*args, "--speculative-num-steps", "3")
+    assert code == 2 and "--speculative-algorithm" in err
+    code, _, err = cli(*args[:-1], "vllm", "--speculative-algorithm", "EAGLE")
+    assert code == 2 and "--speculative-algorithm" in err and "sglang" in err

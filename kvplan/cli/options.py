@@ -85,6 +85,14 @@ MaxBatchPrefillTokens = Annotated[_I, typer.Option(
     "--max-batch-prefill-tokens", help="TGI: tokens of the warm-up prefill (default min(4096, max positions)).")]
 SpeculativeConfig = Annotated[_S, typer.Option(
     "--speculative-config", help='vLLM: JSON, e.g. \'{"method": "eagle", "model": "...", "num_speculative_tokens": 3}\'.')]
+SpecAlgorithm = Annotated[_S, typer.Option("--speculative-algorithm", help="SGLang: EAGLE, EAGLE3, NEXTN, STANDALONE "
+                                           "or NGRAM (the draft's K/V in the token pool).")]
+SpecDraftPath = Annotated[_S, typer.Option("--speculative-draft-model-path", help="SGLang: the draft (EAGLE head, or "
+                                           "STANDALONE: a model kvplan reads).")]
+SpecNumSteps = Annotated[_I, typer.Option("--speculative-num-steps", help="SGLang: drafting steps (default 3).")]
+SpecEagleTopk = Annotated[_I, typer.Option("--speculative-eagle-topk", help="SGLang: branches per drafting step.")]
+SpecDraftTokens = Annotated[_I, typer.Option("--speculative-num-draft-tokens", help="SGLang: tokens verified per "
+                                             "step.")]
 SharedPrefixLen = Annotated[_I, typer.Option(
     "--shared-prefix-len", help="Prompt tokens every request shares (prefix caching: full blocks held once).")]
 EnableLora = Annotated[bool, typer.Option("--enable-lora", metavar="", help="vLLM: LoRA adapter slots on the GPU.")]

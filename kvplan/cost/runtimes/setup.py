@@ -43,6 +43,11 @@ class ServingFlags:
     max_loras: int | None = None  # vLLM --max-loras
     max_lora_rank: int | None = None  # vLLM --max-lora-rank
     llama: LlamaFlags | None = None  # llama.cpp's own flags (-c, -np, -ctk, -ctv, -fa, -ngl, ...): llamacpp, ollama
+    speculative_algorithm: str | None = None  # SGLang --speculative-algorithm EAGLE|EAGLE3|NEXTN|STANDALONE|NGRAM
+    speculative_draft_model_path: str | None = None  # SGLang --speculative-draft-model-path
+    speculative_num_steps: int | None = None  # SGLang --speculative-num-steps
+    speculative_eagle_topk: int | None = None  # SGLang --speculative-eagle-topk
+    speculative_num_draft_tokens: int | None = None  # SGLang --speculative-num-draft-tokens
 
 
 # ServingFlags field -> (the flag as the CLI spells it, the engines that take it)
@@ -54,7 +59,12 @@ EXTRA_FLAGS = {"free_gpu_memory_fraction": ("--kv-cache-free-gpu-memory-fraction
                "shared_prefix_len": ("--shared-prefix-len", "vllm, trtllm or tgi"),
                "enable_lora": ("--enable-lora", "vllm"), "max_loras": ("--max-loras", "vllm"),
                "max_lora_rank": ("--max-lora-rank", "vllm"),
-               "llama": ("-c/-np/-ctk/-ctv/-fa/-ngl", "llamacpp or ollama")}
+               "llama": ("-c/-np/-ctk/-ctv/-fa/-ngl", "llamacpp or ollama"),
+               "speculative_algorithm": ("--speculative-algorithm", "sglang"),
+               "speculative_draft_model_path": ("--speculative-draft-model-path", "sglang"),
+               "speculative_num_steps": ("--speculative-num-steps", "sglang"),
+               "speculative_eagle_topk": ("--speculative-eagle-topk", "sglang"),
+               "speculative_num_draft_tokens": ("--speculative-num-draft-tokens", "sglang")}
 
 
 @dataclass(frozen=True)
