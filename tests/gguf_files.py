@@ -24,7 +24,7 @@ def write_gguf(path: Path, arch: str, kv: dict, tensors: list[tuple[str, tuple[i
 
     w = GGUFWriter(str(path), arch, split_max_tensors=split_max_tensors)
     for key, value in kv.items():
-        full = key if key.startswith(("general.", "tokenizer.")) else f"{arch}.{key}"
+        full = key if key.startswith(("general.", "tokenizer.", "adapter.")) else f"{arch}.{key}"
         if isinstance(value, bool):
             w.add_bool(full, value)
         elif isinstance(value, int):

@@ -59,3 +59,25 @@ def deepseek_v3(d: Path) -> Path:
           "expert_feed_forward_length": 2048, "expert_count": 256, "expert_used_count": 8, "expert_shared_count": 1,
           "leading_dense_block_count": 3, "vocab_size": 129280}
     return write_gguf(d / "deepseek-v3.gguf", "deepseek2", kv)
+
+
+def moe_q4(d: Path, layers: int = 4) -> Path:
+    """A small MoE (llama arch, 8 experts of 1024, one shared expert) with a Q4_K tensor table: routed experts
+    ``blk.N.ffn_{gate,up,down}_exps.weight`` as convert_hf_to_gguf.py names them, the shared expert ``ffn_*_shexp``."""
+    h, ff, n_exp, vocab = 2048, 1024, 8, 32000
+    kv = {"block_count": layers, "embedding_length": h, "attention.head_count": 16, "attention.head_count_kv": 4,
+          "context_length": 32768, "feed_forward_length": ff, "vocab_size": vocab, "expert_count": n_exp,
+          "expert_used_count": 2}
+    t = [("token_embd.weight", (h, vocab), "Q4_K"), ("output.weight", (h, vocab), "Q6_K"),
+         ("output_norm.weight", (h,), "F32")]
+    for i in range(layers):
+        t += [(f"blk.{i}.attn_norm.weight", (h,), "F32"), (f"blk.{i}.ffn_norm.weight", (h,), "F32"),
+              (f"blk.{i}.attn_q.weight", (h, h), "Q4_K"), (f"blk.{i}.attn_k.weight", (h, 512), "Q4_K"),
+              (f"blk.{i}.attn_v.weight", (h, 512), "Q6_K"), (f"blk.{i}.attn_output.weight", (h, h), "Q4_K"),
+              (f"blk.{i}.ffn_gate_inp.weight", (h, n_exp), "F32"),
+              (f"blk.{i}.ffn_gate_exps.weight", (h, ff, n_exp), "Q4_K"),
+              (f"blk.{i}.ffn_up_exps.weight", (h, ff, n_exp), "Q4_K"),
+              (f"blk.{i}.ffn_down_exps.weight", (ff, h, n_exp), "Q6_K"),
+              (f"blk.{i}.ffn_up_shexp.weight", (h, ff), "Q4_K"), (f"blk.{i}.ffn_gate_shexp.weight", (h, ff), "Q4_K"),
+              (f"blk.{i}.ffn_down_shexp.weight", (ff, h), "Q4_K")]
+    return write_gguf(d / "moe-q4.gguf", "llama", kv, t)

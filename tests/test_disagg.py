@@ -63,3 +63,47 @@ def test_bad_or_unreachable_targets_name_their_flag(kw, flag):
     args = dict(gpu="H100-SXM", rate=10, isl=2048, osl=256, ttft_ms=2000, tpot_ms=50) | kw
     with pytest.raises(KvplanError, match=f"^{flag}"):
         disagg("llama-3.1-70b", **args)
+
+
+DISAGG_CONFIG = """\
+[[scenarios]]
+name = "disagg-70b"
+model = "llama-3.1-70b"
+gpu = "H100-SXM"
+rate = 10
+isl = 2048
+osl = 256
+ttft_ms = 2000
+tpot_ms = 50
+max_kv_transfer_bytes = {transfer}
+max_gpus = {gpus}
+max_link_gb_per_s = {link}
+"""
+
+
+def test_check_budgets_a_disagg_scenario(cli, tmp_path, monkeypatch):
+    """A kvplan.toml scenario with rate/isl/osl/targets is a disagg scenario: its hand-over (671,088,640 B exact),
+    the link it needs and the GPUs of both pools are figures, bounded by max_kv_transfer_bytes, max_link_gb_per_s
+    and max_gpus; a budget one byte short fails naming the scenario's line; a missing target exits 2 naming it."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    r = disagg("llama-3.1-70b", gpu="H100-SXM", rate=10, isl=2048, osl=256, ttft_ms=2000, tpot_ms=50)
+    link = math.ceil(r.link_bytes_per_s_needed / 1e9 * 100) / 100
+    (tmp_path / "kvplan.toml").write_text(DISAGG_CONFIG.format(transfer=671_088_640, gpus=r.total_gpus, link=link))
+    code, out, err = cli("check", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    fig = data["figures"]["disagg-70b"]
+    assert fig["kv_transfer_bytes"] == 671_088_640 and fig["disagg_gpus"] == r.total_gpus
+    assert {row["check"] for row in data["rows"]} == {"max_kv_transfer_bytes", "max_gpus", "max_link_gb_per_s"}
+    (tmp_path / "kvplan.toml").write_text(DISAGG_CONFIG.format(transfer=671_088_639, gpus=r.total_gpus - 1,
+                                                               link=link))
+    code, out, err = cli("check", "--json")
+    data = json.loads(out)
+    assert code == 1 and data["failed"] == 2
+    bad = {row["check"]: row for row in data["rows"] if row["verdict"] == "fail"}
+    assert bad["max_kv_transfer_bytes"]["delta"] == 1 and bad["max_gpus"]["delta"] == 1
+    (tmp_path / "kvplan.toml").write_text(DISAGG_CONFIG.format(transfer=1, gpus=1, link=1).replace("tpot_ms = 50\n",
+                                                                                                  ""))
+    code, _, err = cli("check")
+    assert code == 2 and "tpot_ms" in err

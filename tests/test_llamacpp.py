@@ -268,3 +268,172 @@ def test_quant_search_on_plan(cli_json, cli):
     code, _, err = cli("estimate", "--model", "llama-3.1-8b", "--seq-len", "8", "--engine", "llamacpp",
                        "--gguf-quant", "Q3_XYZ")
     assert code == 2 and "--gguf-quant" in err
+
+
+# ---- placement over several GPUs (-ts) and expert weights in host memory (--cpu-moe, --n-cpu-moe, -ot) ----------
+
+def kv_mib(m, device: str) -> float:
+    return sum(b.bytes for b in m.buffers if b.device == device and b.kind == "kv") / MIB
+
+
+def test_tensor_split_layers_by_upper_bound_over_the_split_points(d):
+    """llama-model.cpp load_tensors: offloaded layer il goes to upper_bound(splits, (il - i_gpu_start) /
+    act_gpu_layers). 32 blocks + the output = 33 offloaded layers: an even split puts il/33 < 0.5, i.e. blocks 0..16
+    (17 blocks) on CUDA0 and 15 blocks + the output on CUDA1; -ts 3,1 puts il/33 < 0.75, blocks 0..24 (25), on CUDA0.
+    32 MiB of f16 K/V per block at 8192 cells (8192 x 1024 x 2 x 2 B)."""
+    path = dense(d, "split")
+    m = mem(path, n_ctx=8192, n_parallel=1, n_gpus=2)
+    assert (kv_mib(m, "CUDA0"), kv_mib(m, "CUDA1")) == (17 * 32, 15 * 32)
+    m = mem(path, n_ctx=8192, n_parallel=1, n_gpus=2, tensor_split=(3.0, 1.0))
+    assert (kv_mib(m, "CUDA0"), kv_mib(m, "CUDA1")) == (25 * 32, 7 * 32)
+    # a zero share gets no layers; -ngl 10 (2026: the output first, then blocks 23..31) split 1:1 over 10 layers
+    m = mem(path, n_ctx=8192, n_parallel=1, n_gpus=3, tensor_split=(1.0, 0.0, 1.0))
+    assert kv_mib(m, "CUDA1") == 0 and kv_mib(m, "CUDA0") + kv_mib(m, "CUDA2") == 32 * 32
+    m = mem(path, n_ctx=8192, n_parallel=1, n_gpus=2, n_gpu_layers=10)
+    assert (kv_mib(m, "CPU"), kv_mib(m, "CUDA0"), kv_mib(m, "CUDA1")) == (23 * 32, 5 * 32, 4 * 32)
+    assert {b.device for b in m.buffers if b.kind == "compute"} == {"CUDA0", "CUDA1"}
+    with pytest.raises(KvplanError, match="-ts"):
+        mem(path, n_ctx=8192, n_gpus=2, tensor_split=(1.0,))
+
+
+def test_expert_tensors_to_host_memory(d):
+    """--cpu-moe adds common.h's LLM_FFN_EXPS_REGEX override to the CPU buffer type; --n-cpu-moe N one per layer
+    blk\\.i<regex> for the first N; -ot PATTERN=BUFFER as given (first match wins). The bytes moved are the GGUF's own
+    tensor bytes: routed experts only (the shared expert ffn_*_shexp does not match)."""
+    from gguf_models import moe_q4
+
+    path = moe_q4(d)
+    t = load_gguf(str(path)).tensors_by_name()
+    exps = lambda i: sum(t[f"blk.{i}.ffn_{k}_exps.weight"].nbytes for k in ("gate", "up", "down"))  # noqa: E731
+    model = lambda m, dev: sum(b.bytes for b in m.buffers if b.device == dev and b.kind == "model")  # noqa: E731
+    base = mem(path, n_ctx=4096, n_parallel=1)
+    assert model(base, "CPU") == t["token_embd.weight"].nbytes
+    for flags, moved in ((dict(cpu_moe=True), sum(exps(i) for i in range(4))), (dict(n_cpu_moe=2), exps(0) + exps(1)),
+                         (dict(overrides=((r"blk\.3\.ffn_up_exps", "CPU"),)), t["blk.3.ffn_up_exps.weight"].nbytes),
+                         (dict(overrides=(("exps", "CPU"),)), sum(exps(i) for i in range(4)))):
+        m = mem(path, n_ctx=4096, n_parallel=1, **flags)
+        assert model(m, "CPU") - model(base, "CPU") == moved == model(base, "CUDA0") - model(m, "CUDA0")
+        assert kv_mib(m, "CUDA0") == kv_mib(base, "CUDA0")  # K/V stay with their layers
+    # an override to a GPU wins over the layer split; the first matching override wins
+    m = mem(path, n_ctx=4096, n_parallel=1, n_gpus=2, overrides=(("exps", "CUDA1"), ("ffn", "CPU")))
+    assert model(m, "CUDA1") >= sum(exps(i) for i in range(4)) and model(m, "CPU") > t["token_embd.weight"].nbytes
+    with pytest.raises(KvplanError, match="-ot"):
+        mem(path, n_ctx=4096, overrides=(("exps", "CUDA3"),))
+    with pytest.raises(KvplanError, match="-ot"):
+        mem(path, n_ctx=4096, overrides=(("exps[", "CPU"),))
+
+
+def test_fit_fewest_cpu_moe_layers(d):
+    """The inverse with experts: the fewest --n-cpu-moe with every layer on the GPU that fits, from the tensor
+    bytes: a budget of everything less the experts of 2 layers (and less 1 B) needs 2 (3)."""
+    from gguf_models import moe_q4
+
+    from kvplan.cost.llamacpp import fit
+
+    path = moe_q4(d)
+    hp = load_gguf(str(path)).hparams
+    t = load_gguf(str(path)).tensors_by_name()
+    exps = lambda i: sum(t[f"blk.{i}.ffn_{k}_exps.weight"].nbytes for k in ("gate", "up", "down"))  # noqa: E731
+    f = LlamaFlags(n_ctx=4096, n_parallel=1)
+    full = memory(hp, f).device_bytes("CUDA0")
+    assert fit(hp, f, full - exps(0) - exps(1)).min_n_cpu_moe == 2
+    assert fit(hp, f, full - exps(0) - exps(1) - 1).min_n_cpu_moe == 3
+    assert fit(hp, f, full).min_n_cpu_moe == 0
+    assert load_gguf(str(dense(d, "fitdense"))).hparams.n_expert == 0
+
+
+def test_plan_over_two_gpus_with_expert_offload(cli_json, cli, d):
+    """plan -ts 1,1 (two GPUs, one llama-server): one stage per GPU, buffers per device, the launch line carries the
+    split and the overrides; without -c and -np the plan sizes the most slots of --max-model-len that fit."""
+    from gguf_models import moe_q4
+
+    path = str(moe_q4(d))
+    r = cli_json("plan", "--gguf", path, "--gpu", "RTX-4090", "--max-model-len", "4096", "--engine", "llamacpp",
+                 "-ts", "1,1", "--n-cpu-moe", "1", "-np", "2")
+    devices = {b["device"] for b in r["buffers"] if b["kind"] == "kv"}
+    assert devices == {"CUDA0", "CUDA1"} and r["inputs"]["pp"] == 2 and len(r["ranks"]) == 2
+    assert "-ts 1,1" in r["launch_command"] and "--n-cpu-moe 1" in r["launch_command"]
+    code, _, err = cli("plan", "--gguf", path, "--gpu", "RTX-4090", "--max-model-len", "4096", "--engine",
+                       "llamacpp", "-ts", "1,1", "--pp", "3")
+    assert code == 2 and "-ts" in err
+    code, _, err = cli("plan", "--gguf", path, "--gpu", "RTX-4090", "--max-model-len", "4096", "--engine",
+                       "llamacpp", "--tp", "2")
+    assert code == 2 and "--tp" in err
+
+
+def test_plan_slots_are_llama_servers_np(cli_json):
+    """Without -c/-np the plan answers llama-server's slots (-np N -c N x L, the largest N that fits, at most
+    LLAMA_MAX_SEQ 256), so a search for 4 requests of an 8B needs one GPU, not one replica per request; the slots'
+    K/V is N streams of L cells: 128 KiB per cell (32 layers x 1024 x 2 x 2 B)."""
+    r = cli_json("plan", "--model", "llama-3.1-8b", "--engine", "llamacpp", "--concurrency", "4",
+                 "--max-model-len", "8192", "--gpus", "H100-SXM")
+    best = r["options"][0]
+    assert best["num_gpus"] == 1 and best["dp"] == 1 and best["max_concurrency"] >= 4
+    n = int(best["max_concurrency"])
+    assert f"-np {n} " in best["launch_command"] + " " and f"-c {n * 8192}" in best["launch_command"]
+    p = cli_json("plan", "--model", "llama-3.1-8b", "--engine", "llamacpp", "--gpu", "H100-SXM",
+                 "--max-model-len", "8192")
+    assert p["max_concurrency"] == n and p["context"]["n_seq_max"] == n and not p["context"]["kv_unified"]
+    kv = sum(b["bytes"] for b in p["buffers"] if b["kind"] == "kv")
+    assert kv == n * 8192 * 32 * 1024 * 2 * 2
+    gpu = sum(b["bytes"] for b in p["buffers"] if b["device"] == "CUDA0")
+    one_more = gpu + 8192 * 32 * 1024 * 2 * 2
+    assert gpu <= p["inputs"]["gpu_memory_bytes"] < one_more
+
+
+# ---- LoRA adapters (--lora FILE, or --lora-rank on --lora-targets) ------------------------------------------------
+
+LORA_TARGETS = ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down")
+LLAMA3_SHAPES = {"attn_q": (4096, 4096), "attn_k": (4096, 1024), "attn_v": (4096, 1024),
+                 "attn_output": (4096, 4096), "ffn_gate": (4096, 14336), "ffn_up": (4096, 14336),
+                 "ffn_down": (14336, 4096)}
+
+
+def lora_gguf(d, rank: int = 32):
+    """An adapter as convert_lora_to_gguf.py writes it for Llama-3-8B: f16 lora_a (ne0 x r) and lora_b (r x ne1) on
+    the 7 projections of the 32 layers and on output.weight: 225 pairs, 450 tensors."""
+    t = []
+    for i in range(32):
+        for k in LORA_TARGETS:
+            ne0, ne1 = LLAMA3_SHAPES[k]
+            t += [(f"blk.{i}.{k}.weight.lora_a", (ne0, rank), "F16"), (f"blk.{i}.{k}.weight.lora_b", (rank, ne1), "F16")]
+    t += [("output.weight.lora_a", (4096, rank), "F16"), ("output.weight.lora_b", (rank, 128256), "F16")]
+    return write_gguf(d / "lora.gguf", "llama", {"general.type": "adapter", "adapter.type": "lora",
+                                                "adapter.lora.alpha": 16.0}, t)
+
+
+def test_lora_buffers_per_device_as_published(d):
+    """slaren's log (ngxson/llama.cpp PR #9, 2024-07-10): Meta-Llama-3-8B-Instruct f16, `-ngl 30` over two GPUs,
+    rwitz/Llama-3-8B-Instruct-abliterated-lora (`loaded 450 tensors`): `CUDA_Host LoRA buffer size = 18.08 MiB`,
+    `CUDA0 ... = 110.00 MiB`, `CUDA1 ... = 40.00 MiB`. llama-adapter.cpp puts each pair in its base tensor's buffer
+    type: the 2 layers and the output left on the host (the 2024 -ngl rule), 22 and 8 layers on the GPUs (split by
+    free memory, which the log does not print: -ts 22,8 gives it). Rank 32 on the 7 projections: 5 MiB per layer."""
+    from kvplan.model.gguf import load_lora
+
+    lora = load_lora(str(lora_gguf(d)))
+    assert len(lora) == 450
+    hp = load_gguf(str(dense(d, "llama3-8b"))).hparams
+    m = memory(hp, LlamaFlags(n_ctx=512, n_parallel=1, n_gpu_layers=30, rules="2025-02", n_gpus=2,
+                              tensor_split=(22.0, 8.0)), lora=lora)
+    got = {b.device: round(b.bytes / MIB, 2) for b in m.buffers if b.kind == "lora"}
+    assert got == {"CPU": 18.08, "CUDA0": 110.00, "CUDA1": 40.00}
+    assert line(m, "llama_adapter_lora_init_impl: CUDA1") == ("llama_adapter_lora_init_impl: CUDA1 LoRA buffer size = "
+                                                              "40.00 MiB")
+
+
+def test_lora_rank_without_a_file_matches_the_file(cli_json, d):
+    """Two roads: --lora-rank 32 on the 7 projections of the bundled llama-3-8b card gives the file's layer bytes
+    (the file adds output.weight's pair: 32 x (4096 + 128256) x 2 B); the plan charges them to the GPU's weights."""
+    targets = ",".join(LORA_TARGETS)
+    r = cli_json("estimate", "--model", "llama-3-8b", "--seq-len", "4096", "--engine", "llamacpp", "-np", "1",
+                 "--lora-rank", "32", "--lora-targets", targets)
+    by_rank = sum(b["bytes"] for b in r["llamacpp"]["buffers"] if b["kind"] == "lora")
+    f = cli_json("estimate", "--model", "llama-3-8b", "--seq-len", "4096", "--engine", "llamacpp", "-np", "1",
+                 "--lora", str(lora_gguf(d)))
+    by_file = sum(b["bytes"] for b in f["llamacpp"]["buffers"] if b["kind"] == "lora")
+    assert by_rank == 32 * 5 * MIB and by_file - by_rank == 32 * (4096 + 128256) * 2
+    p = cli_json("plan", "--model", "llama-3-8b", "--gpu", "H100-SXM", "--max-model-len", "4096", "--engine",
+                 "llamacpp", "-np", "1", "--lora-rank", "32", "--lora-targets", targets)
+    q = cli_json("plan", "--model", "llama-3-8b", "--gpu", "H100-SXM", "--max-model-len", "4096", "--engine",
+                 "llamacpp", "-np", "1")
+    assert p["per_gpu"]["weights_bytes"] - q["per_gpu"]["weights_bytes"] == 32 * 5 * MIB

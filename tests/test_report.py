@@ -444,3 +444,29 @@ def test_charts_keep_their_natural_size_and_the_page_states_the_visible_total(ht
         assert int(re.search(r"min\(100%, (\d+)px\)", s)[1]) == round(width_pt * 4 / 3)
     visible = __import__("kvplan").cost.hardware.load_gpu("H100-SXM").visible_memory_bytes
     assert f"{visible:,} B as torch sees it" in text and "--seq-len" not in text
+
+
+def test_report_disagg_section_is_kvplan_disagg(cli, tmp_path):
+    """--rate --isl --osl --ttft-ms --tpot-ms add kvplan disagg's section (HTML and Markdown): both pools as
+    disagg() computes them, the exact hand-over per request and the link it needs; a partial set exits 2."""
+    from kvplan.planning.disagg import disagg
+    from kvplan.report.document import build_blocks
+
+    targets = dict(rate=10, isl=2048, osl=256, ttft_ms=2000, tpot_ms=50)
+    rep = build_report(["llama-3.1-70b"], gpus=["H100-SXM"], tp=(4,), max_model_len=4096, disagg=targets)
+    r = disagg("llama-3.1-70b", gpu="H100-SXM", **targets)
+    assert rep.models[0].disagg == r
+    blocks = build_blocks(rep)
+    table = next(b.table for b in blocks if b.kind == "table" and b.table.id.endswith("-disagg-table"))
+    cells = {row[0].text: row for row in table.rows}
+    assert cells["prefill"][5].value == r.prefill.gpus and cells["decode"][4].value == r.decode.replicas
+    assert any("671,088,640 B" in b.text for b in blocks if b.kind == "p")
+    out = tmp_path / "r.html"
+    args = ("report", "-m", "llama-3.1-70b", "--gpu", "H100-SXM", "--tp", "4", "--max-model-len", "4096")
+    code, _, err = cli(*args, "--rate", "10", "--isl", "2048", "--osl", "256", "--ttft-ms", "2000", "--tpot-ms",
+                       "50", "-o", str(out))
+    assert code == 0, err
+    html = out.read_text()
+    assert "Disaggregated serving" in html and "671,088,640 B" in html
+    code, _, err = cli(*args, "--rate", "10", "-o", str(out))
+    assert code == 2 and "--isl" in err

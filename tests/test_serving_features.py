@@ -138,3 +138,69 @@ def test_cli_takes_the_engines_flags(cli):
     code, out, err = cli("plan", "-m", "llama-3.1-8b", "--gpu", "H100-SXM", "--max-model-len", "8192",
                          "--engine", "sglang", "--enable-lora")
     assert code == 2 and "--enable-lora" in err
+
+
+# ---- speculative decoding in the latency bounds (--acceptance-rate) -----------------------------------------------
+
+def test_expected_tokens_per_step_is_leviathan_eq_1():
+    """Leviathan, Kalman & Matias 2023, eq. 1: E = (1 - a^(k+1)) / (1 - a); k + 1 at a = 1, 1 at a = 0."""
+    from kvplan.cost.features import expected_tokens_per_step
+
+    assert expected_tokens_per_step(0.8, 4) == pytest.approx((1 - 0.8 ** 5) / 0.2) == pytest.approx(3.3616)
+    assert expected_tokens_per_step(1.0, 3) == 4.0 and expected_tokens_per_step(0.0, 5) == 1.0
+    with pytest.raises(KvplanError, match="--acceptance-rate"):
+        expected_tokens_per_step(1.5, 3)
+
+
+def test_speculative_tpot_verifies_k_plus_1_for_the_price_of_a_memory_bound_step():
+    """A memory-bound decode (one 8B request on an H100) verifies k+1 tokens in about the time of one step (the
+    weights are read once): ngram (no draft on the GPU), k = 3, every draft accepted: TPOT = step / 4 (+ 3 K/V
+    writes). A draft model as large as the target, nothing accepted: the verify plus 3 draft steps, about 4 steps
+    per token. EAGLE in between; --acceptance-rate without a speculative config exits naming it."""
+    from kvplan.planning.capacity import plan
+
+    kw = dict(gpu="H100-SXM", max_model_len=8192, concurrency=1)
+    base = plan("llama-3.1-8b", **kw).latency
+    ngram = plan("llama-3.1-8b", speculative_config='{"method": "ngram", "num_speculative_tokens": 3}',
+                 acceptance_rate=1.0, **kw).latency
+    assert ngram.tokens_per_step == 4.0 and 1.0 <= ngram.tpot_ms * 4 / base.tpot_ms < 1.01
+    draft = plan("llama-3.1-8b", speculative_config='{"method": "draft_model", "model": "llama-3.1-8b", '
+                 '"num_speculative_tokens": 3}', acceptance_rate=0.0, **kw).latency
+    assert 4.0 <= draft.tpot_ms / base.tpot_ms < 4.04
+    eagle = '{"method": "eagle", "model": "yuhuili/EAGLE-LLaMA3.1-Instruct-8B", "num_speculative_tokens": 3}'
+    e = plan("llama-3.1-8b", speculative_config=eagle, acceptance_rate=0.7, **kw).latency
+    assert e.tokens_per_step == pytest.approx(1 + 0.7 + 0.49 + 0.343) and e.tpot_ms < base.tpot_ms
+    assert plan("llama-3.1-8b", speculative_config=eagle, acceptance_rate=0.0, **kw).latency.tpot_ms > base.tpot_ms
+    with pytest.raises(KvplanError, match="--acceptance-rate"):
+        plan("llama-3.1-8b", acceptance_rate=0.5, **kw)
+
+
+# ---- SGLang speculative decoding: the draft's K/V in the token pool -----------------------------------------------
+
+def test_sglang_eagle_draft_scales_the_cell_size(cli_json, cli):
+    """sgl-project/sglang pool_configurator.py DefaultPoolConfigurator: with EAGLE / STANDALONE the target's cell size
+    becomes int(cell x (1 + draft_layers / num_layers)) and the draft worker inherits max_total_num_tokens. Llama-3.1-8B
+    bf16: 131,072 B per token over 32 layers; one EAGLE layer makes it 135,168 B; the pool bytes are unchanged (the
+    draft loads after the pool is sized)."""
+    args = ("plan", "--model", "llama-3.1-8b", "--gpu", "H100-SXM", "--max-model-len", "8192", "--engine", "sglang")
+    plain = cli_json(*args)
+    eagle = cli_json(*args, "--speculative-algorithm", "EAGLE", "--speculative-draft-model-path",
+                     "yuhuili/EAGLE-LLaMA3.1-Instruct-8B", "--speculative-num-steps", "3")
+    assert plain["kv_cache"]["available_bytes"] == eagle["kv_cache"]["available_bytes"]
+    avail = eagle["kv_cache"]["available_bytes"]
+    assert plain["kv_cache"]["tokens"] == avail // 131_072
+    assert eagle["kv_cache"]["tokens"] == avail // 135_168 < plain["kv_cache"]["tokens"]
+    assert "eagle k=3" in eagle["inputs"]["speculative"]
+    own = cli_json(*args, "--speculative-algorithm", "STANDALONE", "--speculative-draft-model-path", "llama-3.1-8b")
+    assert own["kv_cache"]["tokens"] == avail // 262_144  # a 32-layer draft: the cell twice
+    lat = cli_json(*args, "--speculative-algorithm", "EAGLE", "--speculative-draft-model-path", "x/EAGLE",
+                   "--concurrency", "1", "--acceptance-rate", "0.5")["latency"]
+    assert lat["tokens_per_step"] == pytest.approx(1 + 0.5 + 0.25 + 0.125)
+    code, _, err = cli(*args, "--speculative-algorithm", "NEXTN")
+    assert code == 2 and "NEXTN" in err
+    code, _, err = cli(*args, "--speculative-algorithm", "MEDUSA")
+    assert code == 2 and "--speculative-algorithm" in err
+    code, _, err = cli(*args, "--speculative-num-steps", "3")
+    assert code == 2 and "--speculative-algorithm" in err
+    code, _, err = cli(*args[:-1], "vllm", "--speculative-algorithm", "EAGLE")
+    assert code == 2 and "--speculative-algorithm" in err and "sglang" in err

@@ -18,7 +18,8 @@ def test_every_case_matches_llama_cpp():
     bad = [c for c in r.checks if not c.ok]
     assert not bad, bad
     assert {c.case for c in r.checks} >= {"dense-f16", "dense-q8_0-fa", "dense-np3", "moe", "gemma3-swa", "mamba",
-                                          "deepseek2-mla", "lfm2-hybrid"}
+                                          "deepseek2-mla", "lfm2-hybrid", "dense-lora"}
+    assert any(c.case == "dense-lora" and c.what == "CPU lora buffer(s)" for c in r.checks)
 
 
 def test_a_wrong_prediction_is_caught(monkeypatch):

@@ -35,6 +35,9 @@ def estimate(
     cache_type_k: o.CacheTypeK = None, cache_type_v: o.CacheTypeV = None, flash_attn: o.FlashAttn = None,
     n_gpu_layers: o.NGpuLayers = None, swa_full: o.SwaFull = False, ubatch_size: o.UbatchSize = None,
     llamacpp_rules: o.LlamaRules = None, gguf_quant: o.GgufQuant = None,
+    tensor_split: o.TensorSplit = None, override_tensor: o.OverrideTensor = None, cpu_moe: o.CpuMoe = False,
+    n_cpu_moe: o.NCpuMoe = None, lora: o.Lora = None, lora_rank: o.LoraRank = None,
+    lora_targets: o.LoraTargets = None,
     as_json: o.Json = False,
 ) -> None:
     """KV cache bytes (per token, per sequence, whole batch), weights, and the formula with numbers filled in."""
@@ -43,7 +46,9 @@ def estimate(
 
     given = dict(n_ctx=ctx_size, n_parallel=parallel, kv_unified=kv_unified, type_k=cache_type_k, type_v=cache_type_v,
                  flash_attn=flash_attn, n_gpu_layers=n_gpu_layers, swa_full=swa_full or None, n_ubatch=ubatch_size,
-                 rules=llamacpp_rules, gguf_quant=gguf_quant)
+                 rules=llamacpp_rules, gguf_quant=gguf_quant,
+                 tensor_split=tensor_split, overrides=override_tensor, cpu_moe=cpu_moe or None, n_cpu_moe=n_cpu_moe,
+                 lora=lora, lora_rank=lora_rank, lora_targets=lora_targets)
     llama = None
     if any(v is not None for v in given.values()):  # llama.cpp's flags: its module loads only when one is given
         from kvplan.cost.llamacpp import llama_flags

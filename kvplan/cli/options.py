@@ -81,6 +81,8 @@ TtftMs = Annotated[Optional[float], typer.Option("--ttft-ms", help="Search: time
 TpotMs = Annotated[Optional[float], typer.Option("--tpot-ms", help="Search: time-per-output-token bound to meet.")]
 PromptLen = Annotated[Optional[int], typer.Option(
     "--prompt-len", help="Prefill tokens for the TTFT bound (default --max-model-len).")]
+AcceptanceRate = Annotated[Optional[float], typer.Option(
+    "--acceptance-rate", help="Speculative decoding: each drafted token's acceptance probability, for the TPOT bound.")]
 ExpertParallel = Annotated[bool, typer.Option(
     "--expert-parallel", metavar="", help="vLLM --enable-expert-parallel: routed experts spread over dp x tp ranks.")]
 
@@ -99,6 +101,14 @@ MaxBatchPrefillTokens = Annotated[_I, typer.Option(
     "--max-batch-prefill-tokens", help="TGI: tokens of the warm-up prefill (default min(4096, max positions)).")]
 SpeculativeConfig = Annotated[_S, typer.Option(
     "--speculative-config", help='vLLM: JSON, e.g. \'{"method": "eagle", "model": "...", "num_speculative_tokens": 3}\'.')]
+SpecAlgorithm = Annotated[_S, typer.Option("--speculative-algorithm", help="SGLang: EAGLE, EAGLE3, NEXTN, STANDALONE "
+                                           "or NGRAM (the draft's K/V in the token pool).")]
+SpecDraftPath = Annotated[_S, typer.Option("--speculative-draft-model-path", help="SGLang: the draft (EAGLE head, or "
+                                           "STANDALONE: a model kvplan reads).")]
+SpecNumSteps = Annotated[_I, typer.Option("--speculative-num-steps", help="SGLang: drafting steps (default 3).")]
+SpecEagleTopk = Annotated[_I, typer.Option("--speculative-eagle-topk", help="SGLang: branches per drafting step.")]
+SpecDraftTokens = Annotated[_I, typer.Option("--speculative-num-draft-tokens", help="SGLang: tokens verified per "
+                                             "step.")]
 SharedPrefixLen = Annotated[_I, typer.Option(
     "--shared-prefix-len", help="Prompt tokens every request shares (prefix caching: full blocks held once).")]
 EnableLora = Annotated[bool, typer.Option("--enable-lora", metavar="", help="vLLM: LoRA adapter slots on the GPU.")]
@@ -129,5 +139,20 @@ SwaFull = Annotated[bool, typer.Option("--swa-full", metavar="", help="llama.cpp
 UbatchSize = Annotated[Optional[int], typer.Option("-ub", "--ubatch-size", help="llama.cpp physical batch (512).")]
 LlamaRules = Annotated[Optional[str], typer.Option("--llamacpp-rules", help="llama.cpp version rules: 2025-02, "
                                                    "2025-12 or 2026-08 (default).")]
+TensorSplit = Annotated[Optional[str], typer.Option("-ts", "--tensor-split", help="llama.cpp: the layers' shares per "
+                                                    "GPU, e.g. 3,1 (default even; plan: --pp GPUs, one per share).")]
+OverrideTensor = Annotated[Optional[list[str]], typer.Option("-ot", "--override-tensor", help="llama.cpp: "
+                                                             "PATTERN=BUFFER (CPU, CUDA0 ...), e.g. exps=CPU; "
+                                                             "repeatable, comma-separated.")]
+CpuMoe = Annotated[bool, typer.Option("--cpu-moe", "-cmoe", metavar="", help="llama.cpp: every layer's expert "
+                                      "weights in host memory.")]
+NCpuMoe = Annotated[Optional[int], typer.Option("--n-cpu-moe", "-ncmoe", help="llama.cpp: the expert weights of the "
+                                                "first N layers in host memory.")]
+Lora = Annotated[Optional[list[str]], typer.Option("--lora", help="llama.cpp: a LoRA adapter GGUF (repeatable); its "
+                                                  "tensors on their base tensors' devices.")]
+LoraRank = Annotated[Optional[int], typer.Option("--lora-rank", help="llama.cpp, no adapter file: an f16 adapter of "
+                                                 "this rank on --lora-targets.")]
+LoraTargets = Annotated[Optional[str], typer.Option("--lora-targets", help="llama.cpp with --lora-rank: tensors of "
+                                                    "every layer, comma-separated (default attn_q,attn_v).")]
 GgufQuant = Annotated[Optional[str], typer.Option("--gguf-quant", help="llama.cpp, a card without a GGUF: weights at "
                                                   "this llama-quantize type (Q4_K_M, Q5_K_M, Q6_K, Q8_0, ...).")]

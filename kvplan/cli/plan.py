@@ -16,11 +16,15 @@ def plan(
     kv_dtype: o.KvDtype = None, weight_dtype: o.WeightDtype = None, activation_memory: o.ActivationMemory = None,
     non_torch_memory: o.NonTorchMemory = None, cuda_graph_memory: o.CudaGraphMemory = None,
     context_memory: o.ContextMemory = None, concurrency: o.Concurrency = None, gpus: o.Gpus = None,
-    max_gpus: o.MaxGpus = 8, sort: o.Sort = "gpus", ttft_ms: o.TtftMs = None, tpot_ms: o.TpotMs = None, prompt_len: o.PromptLen = None,
-    expert_parallel: o.ExpertParallel = False, ctx_size: o.CtxSize = None, parallel: o.Parallel = None,
+    max_gpus: o.MaxGpus = 8, sort: o.Sort = "gpus", ttft_ms: o.TtftMs = None, tpot_ms: o.TpotMs = None,
+    prompt_len: o.PromptLen = None, acceptance_rate: o.AcceptanceRate = None, expert_parallel: o.ExpertParallel = False,
+    ctx_size: o.CtxSize = None, parallel: o.Parallel = None,
     kv_unified: o.KvUnified = None, cache_type_k: o.CacheTypeK = None, cache_type_v: o.CacheTypeV = None,
     flash_attn: o.FlashAttn = None, n_gpu_layers: o.NGpuLayers = None, swa_full: o.SwaFull = False,
     ubatch_size: o.UbatchSize = None, llamacpp_rules: o.LlamaRules = None, gguf_quant: o.GgufQuant = None,
+    tensor_split: o.TensorSplit = None, override_tensor: o.OverrideTensor = None, cpu_moe: o.CpuMoe = False,
+    n_cpu_moe: o.NCpuMoe = None, lora: o.Lora = None, lora_rank: o.LoraRank = None,
+    lora_targets: o.LoraTargets = None,
     as_json: o.Json = False,
     free_gpu_memory_fraction: o.FreeGpuMemoryFraction = None, max_num_tokens: o.MaxNumTokens = None,
     max_batch_size: o.MaxBatchSize = None, cuda_memory_fraction: o.CudaMemoryFraction = None,
@@ -28,6 +32,9 @@ def plan(
     shared_prefix_len: o.SharedPrefixLen = None, enable_lora: o.EnableLora = False, max_loras: o.MaxLoras = None,
     max_lora_rank: o.MaxLoraRank = None, flashinfer_sampler: o.FlashinferSampler = False,
     pp_layer_partition: o.PpLayerPartition = None, from_log: o.FromLog = None, calibrate: o.Calibrate = False,
+    speculative_algorithm: o.SpecAlgorithm = None, speculative_draft_model_path: o.SpecDraftPath = None,
+    speculative_num_steps: o.SpecNumSteps = None, speculative_eagle_topk: o.SpecEagleTopk = None,
+    speculative_num_draft_tokens: o.SpecDraftTokens = None,
 ) -> None:
     """How many concurrent requests of --max-model-len fit, with the engine's own arithmetic; without --gpu, which
     GPUs and how many hold --concurrency of them; with --from-log FILE, kvplan beside every figure of a real vLLM or
@@ -63,18 +70,24 @@ def plan(
                   max_num_batched_tokens=mnbt, max_num_seqs=max_num_seqs, block_size=block_size, kv_dtype=kv_dtype,
                   weight_dtype=weight_dtype, activation_memory=activation_memory, non_torch_memory=non_torch_memory,
                   cuda_graph_memory=cuda_graph_memory, context_memory=context_memory, prompt_len=prompt_len,
+                  acceptance_rate=acceptance_rate,
                   expert_parallel=expert_parallel,
                   llama=llama_flags(n_ctx=ctx_size, n_parallel=parallel, kv_unified=kv_unified, type_k=cache_type_k,
                                     type_v=cache_type_v, flash_attn=flash_attn, n_gpu_layers=n_gpu_layers,
                                     swa_full=swa_full or None, n_ubatch=ubatch_size, rules=llamacpp_rules,
-                                    gguf_quant=gguf_quant))
+                                    gguf_quant=gguf_quant, tensor_split=tensor_split, overrides=override_tensor,
+                                    cpu_moe=cpu_moe or None, n_cpu_moe=n_cpu_moe, lora=lora, lora_rank=lora_rank,
+                                    lora_targets=lora_targets))
     common.update({k: v for k, v in dict(
         free_gpu_memory_fraction=free_gpu_memory_fraction, max_num_tokens=max_num_tokens,
         max_batch_size=max_batch_size, cuda_memory_fraction=cuda_memory_fraction,
         max_batch_prefill_tokens=max_batch_prefill_tokens, speculative_config=speculative_config,
         shared_prefix_len=shared_prefix_len, enable_lora=enable_lora or None, max_loras=max_loras,
         max_lora_rank=max_lora_rank, flashinfer_sampler=flashinfer_sampler or None,
-        pp_layer_partition=pp_layer_partition).items() if v is not None})
+        pp_layer_partition=pp_layer_partition, speculative_algorithm=speculative_algorithm,
+        speculative_draft_model_path=speculative_draft_model_path, speculative_num_steps=speculative_num_steps,
+        speculative_eagle_topk=speculative_eagle_topk, speculative_num_draft_tokens=speculative_num_draft_tokens,
+    ).items() if v is not None})
     if gpu is None:
         _emit(_search(card, concurrency, (tp, pp, dp), gpus, max_gpus, (ttft_ms, tpot_ms, sort), common), as_json,
               "render_search")
@@ -85,8 +98,9 @@ def plan(
                         ("--sort", None if sort == "gpus" else sort)):
         if value is not None:
             raise KvplanError(f"{flag}: only used by the search (without --gpu)")
-    _emit(run(card, gpu=gpu, tp=tp or 1, pp=pp or 1, dp=dp or 1, concurrency=concurrency, **common), as_json,
-          "render_plan")
+    split = common["llama"].tensor_split if common["llama"] else None  # llama.cpp: one GPU per -ts share
+    _emit(run(card, gpu=gpu, tp=tp or 1, pp=pp or (len(split) if split else 1), dp=dp or 1, concurrency=concurrency,
+              **common), as_json, "render_plan")
 
 
 def _search(card, concurrency, layout, gpus, max_gpus, targets, common):

@@ -21,6 +21,12 @@ def report(
     engine: Annotated[str, typer.Option("--engine", help=f"The serving engine, {o.ENGINES_HELP}.")] = "vllm",
     output: Annotated[Path, typer.Option("--output", "-o", help="report.html (one self-contained file) or report.md "
                                                                 "(charts as SVG files beside it).")] = ...,
+    rate: Annotated[Optional[float], typer.Option("--rate", help="Adds kvplan disagg's section: requests/s (with "
+                                                  "--isl, --osl, --ttft-ms, --tpot-ms), on the first --gpu.")] = None,
+    isl: Annotated[Optional[int], typer.Option("--isl", help="disagg: prompt tokens per request.")] = None,
+    osl: Annotated[Optional[int], typer.Option("--osl", help="disagg: output tokens per request.")] = None,
+    ttft_ms: Annotated[Optional[float], typer.Option("--ttft-ms", help="disagg: time-to-first-token target.")] = None,
+    tpot_ms: Annotated[Optional[float], typer.Option("--tpot-ms", help="disagg: time-per-output-token target.")] = None,
 ) -> None:
     """A capacity-planning document: verdict, memory per GPU, KV against context, layouts, roofline, formulas."""
     from kvplan.errors import KvplanError
@@ -38,8 +44,14 @@ def report(
     gpus = [p.strip() for g in gpu for p in g.split(",") if p.strip()] if gpu else None
     from kvplan.planning.sweep.grid import parse_int_axis
 
-    rep = build_report(models, gpus=gpus, tp=tuple(parse_int_axis(tp, "--tp")), max_model_len=max_model_len, concurrency=concurrency, engine=engine,
-                       gpu_file=gpu_file)
+    targets = dict(rate=rate, isl=isl, osl=osl, ttft_ms=ttft_ms, tpot_ms=tpot_ms)
+    given = {k: v for k, v in targets.items() if v is not None}
+    if given and len(given) < len(targets):
+        missing = next(k for k, v in targets.items() if v is None)
+        raise KvplanError(f"--{missing.replace('_', '-')}: the disagg section needs --rate, --isl, --osl, --ttft-ms "
+                          "and --tpot-ms together")
+    rep = build_report(models, gpus=gpus, tp=tuple(parse_int_axis(tp, "--tp")), max_model_len=max_model_len,
+                       concurrency=concurrency, engine=engine, gpu_file=gpu_file, disagg=given or None)
     from kvplan.report.docformat import to_html, write_markdown
     from kvplan.report.document import build_blocks
 

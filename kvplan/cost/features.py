@@ -90,6 +90,61 @@ def parse_speculative(value: str | dict, card: ModelCard) -> Speculative:
     return Speculative(method, k, model, 0)  # ngram, suffix: proposers on the host, nothing on the GPU
 
 
+SGLANG_SPEC = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")
+SGLANG_DEFAULT_STEPS = 3  # server_args auto-choice for most models when unset (3 steps, topk 1, 4 draft tokens)
+
+
+def parse_sglang_speculative(flags, card: ModelCard) -> Speculative | None:
+    """SGLang's --speculative-* flags (server_args.py): NEXTN runs as EAGLE on the model's own MTP layers; EAGLE /
+    EAGLE3 heads have one decoder layer; STANDALONE loads the draft model (a card kvplan reads); NGRAM keeps nothing
+    on the GPU. k = --speculative-num-steps (the drafted chain; default 3, SGLang's usual auto-choice, unverified)."""
+    algo = flags.speculative_algorithm
+    given = [n for n in ("speculative_draft_model_path", "speculative_num_steps", "speculative_eagle_topk",
+                         "speculative_num_draft_tokens") if getattr(flags, n) is not None]
+    if algo is None:
+        if given:
+            raise KvplanError(f"--{given[0].replace('_', '-')}: needs --speculative-algorithm")
+        return None
+    name = str(algo).upper()
+    if name not in SGLANG_SPEC:
+        raise KvplanError(f"--speculative-algorithm: {str(algo)[:40]!r}; allowed: {', '.join(SGLANG_SPEC)}")
+    steps = flags.speculative_num_steps
+    k = SGLANG_DEFAULT_STEPS if steps is None else require_positive("--speculative-num-steps", steps, 64)
+    for flag, v in (("--speculative-eagle-topk", flags.speculative_eagle_topk),
+                    ("--speculative-num-draft-tokens", flags.speculative_num_draft_tokens)):
+        if v is not None:
+            require_positive(flag, v, 1024)
+    path = flags.speculative_draft_model_path
+    if name == "NEXTN":
+        if card.moe is None and card.mla is None and card.ssm is None:
+            raise KvplanError(f"--speculative-algorithm: NEXTN reuses the model's own multi-token-prediction layers "
+                              f"(DeepSeek-V3, GLM-4.5, Qwen3-Next, MiMo); {card.name} has none in its card")
+        return Speculative("nextn", k, path, MTP_LAYERS)
+    if name in ("EAGLE", "EAGLE3"):
+        if not path:
+            raise KvplanError(f"--speculative-draft-model-path: {name} needs the draft head's repository")
+        return Speculative(name.lower(), k, path, EAGLE_LAYERS)
+    if name == "STANDALONE":
+        if not path:
+            raise KvplanError("--speculative-draft-model-path: STANDALONE needs the draft model (a card name, .yaml "
+                              "or Hub id kvplan reads)")
+        from kvplan.model.catalog import load_card
+
+        draft = load_card(path)
+        return Speculative("standalone", k, path, draft.attention_layers, draft)
+    return Speculative("ngram", k, path, 0)
+
+
+def sglang_spec_cell_size(cell_size: int, spec: Speculative | None, num_layers: int) -> int:
+    """SGLang's target cell size with an EAGLE / STANDALONE draft in the same token pool (sgl-project/sglang
+    003fca80 ``pool_configurator.py`` ``DefaultPoolConfigurator.__init__``): ``int(cell_size * (1 +
+    eagle_draft_num_layers / num_layers))``, assuming the draft's layers cache as the target's do; the draft worker
+    inherits ``max_total_num_tokens``."""
+    if spec is None or not spec.draft_layers or num_layers <= 0:
+        return cell_size
+    return int(cell_size * (1 + spec.draft_layers / num_layers))
+
+
 def _infer_method(model: str | None) -> str | None:
     """vLLM SpeculativeConfig.__post_init__: a model named like an EAGLE head is eagle / eagle3, else draft_model."""
     if not model:
@@ -123,6 +178,28 @@ def draft_model_weight_bytes(spec: Speculative, w_t: DType, layout: Layout) -> i
     from kvplan.cost.parallel import Layout, rank_weights
 
     return rank_weights(spec.draft_card, w_t, Layout(layout.tp), 0, 0).bytes
+
+
+def expected_tokens_per_step(acceptance_rate: float, k: int) -> float:
+    """Tokens a request gains per verification step with k drafted tokens each accepted with probability a, i.i.d.:
+    E = (1 - a^(k+1)) / (1 - a) (Leviathan, Kalman & Matias 2023, "Fast Inference from Transformers via Speculative
+    Decoding", ICML, eq. 1), k + 1 at a = 1."""
+    a = acceptance_rate
+    if not 0.0 <= a <= 1.0:
+        raise KvplanError(f"--acceptance-rate: {a}; allowed: a probability in [0, 1]")
+    return float(k + 1) if a == 1.0 else (1.0 - a ** (k + 1)) / (1.0 - a)
+
+
+def draft_step_cost(card: ModelCard, w_t: DType, spec: Speculative, batch: int, kv_read_bytes: int) -> tuple[int, int]:
+    """(FLOPs, bytes) of one drafting step of ``batch`` requests by an EAGLE head or MTP module, ESTIMATED: its
+    decoder layer(s) and input projection (``draft_head_weight_bytes``) plus the target's LM head it shares (vocab x
+    hidden), read once and multiplied by 2 FLOPs per weight and token; ``kv_read_bytes`` of its layers' K/V."""
+    from kvplan.cost.parallel import Layout
+
+    head = draft_head_weight_bytes(card, w_t, Layout(), spec)
+    lm_head = w_t.data_bytes(card.vocab_size * card.hidden_size)
+    params = (head + lm_head) * 8 // max(1, w_t.bits)
+    return 2 * batch * params, head + lm_head + kv_read_bytes
 
 
 # ---- prefix caching ----------------------------------------------------------------------------------------------

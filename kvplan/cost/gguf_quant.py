@@ -70,6 +70,12 @@ def tensor_type(ftype: str, kind: str, i: int, n: int, n_expert: int) -> str:
 
 def quant_weights(card, ftype: str) -> tuple[list[int], int, int]:
     """(per-layer, input, output) bytes of ``card`` quantized to ``ftype`` as llama-quantize writes it."""
+    return quant_tensors(card, ftype)[:3]
+
+
+def quant_tensors(card, ftype: str) -> tuple[list[int], int, int, list[tuple[tuple[str, int], ...]]]:
+    """``quant_weights`` and each layer's routed-expert tensors as (name, bytes), named as convert_hf_to_gguf.py
+    writes them (``blk.N.ffn_gate_exps.weight``, ``ffn_up_exps``, ``ffn_down_exps``): what -ot / --cpu-moe match."""
     if ftype not in BASE:
         raise KvplanError(f"--gguf-quant: {ftype!r}; allowed: {', '.join(FILE_TYPES)}")
     if card.mla or card.ssm or card.shared_blocks or card.architecture != "decoder-only":
@@ -79,7 +85,7 @@ def quant_weights(card, ftype: str) -> tuple[list[int], int, int]:
     n_exp = card.moe.num_experts if card.moe else 0
     q = lambda kind, ne0, rows, i=0: nbytes(_fit(tensor_type(ftype, kind, i, n, n_exp), ne0), ne0, rows)  # noqa: E731
     f32 = 4 * h
-    layers = []
+    layers, experts = [], []
     for i in range(n):
         b = 2 * f32 if card.norms_per_layer >= 2 else f32
         b += 4 * 2 * hd if card.qk_norm else 0
@@ -91,14 +97,19 @@ def quant_weights(card, ftype: str) -> tuple[list[int], int, int]:
             m = card.moe
             b += 4 * h * n_exp  # ffn_gate_inp: the router stays f32
             ups = 2 if card.gated_ffn else 1
-            b += n_exp * (ups * q("ffn_up", h, m.expert_ffn_size) + q("ffn_down", m.expert_ffn_size, h, i))
+            up, down = n_exp * q("ffn_up", h, m.expert_ffn_size), n_exp * q("ffn_down", m.expert_ffn_size, h, i)
+            exps = ((f"blk.{i}.ffn_gate_exps.weight", up),) if ups == 2 else ()
+            experts.append(exps + ((f"blk.{i}.ffn_up_exps.weight", up), (f"blk.{i}.ffn_down_exps.weight", down)))
+            b += ups * up + down
             if m.num_shared_experts:
                 sh = m.shared_ffn * m.num_shared_experts
                 b += ups * q("ffn_up", h, sh) + q("ffn_down", sh, h, i)
         else:
             b += (2 if card.gated_ffn else 1) * q("ffn_up", h, card.ffn_size) + q("ffn_down", card.ffn_size, h, i)
+        if len(experts) < len(layers) + 1:
+            experts.append(())
         layers.append(b)
     # a tied model's token_embd takes the output rule (it is the output); llama.cpp loads it again as the output
     embd = q("output" if card.tie_embeddings else "token_embd", h, card.vocab_size)
     out = f32 + (embd if card.tie_embeddings else q("output", h, card.vocab_size))
-    return layers, embd, out
+    return layers, embd, out, experts

@@ -19,6 +19,8 @@ says so (``estimated``).
 
 from __future__ import annotations
 
+import re
+import struct
 from bisect import bisect_right
 from dataclasses import dataclass, replace
 
@@ -26,7 +28,7 @@ from pydantic import BaseModel, ConfigDict
 
 from kvplan.cost.llamacpp_results import Buffer, Cache, LlamaContext, LlamaFit, LlamaMemory, QuantFit  # noqa: F401
 from kvplan.errors import KvplanError, Refused
-from kvplan.model.llama_hparams import LlamaHparams
+from kvplan.model.llama_hparams import INPUT_TENSORS, LlamaHparams
 
 MIB = 2**20
 RULES = ("2025-02", "2025-12", "2026-08")
@@ -38,6 +40,7 @@ KV_TYPES: dict[str, tuple[int, int]] = {
     "iq4_nl": (32, 18), "q5_0": (32, 22), "q5_1": (32, 24),
 }
 FLASH_ATTN = ("on", "off", "auto")
+MAX_SEQ = 256  # src/llama-cparams.h LLAMA_MAX_SEQ: llama_init_from_model refuses n_seq_max above it
 
 
 def pad(x: int, n: int) -> int:
@@ -66,6 +69,12 @@ class LlamaFlags:
     n_gpu_layers: int | None = None  # -ngl; None: all (llama_model_default_params().n_gpu_layers = 999)
     swa_full: bool = False  # --swa-full
     tensor_split: tuple[float, ...] | None = None  # -ts; None: equal shares (identical GPUs' free memory)
+    overrides: tuple[tuple[str, str], ...] = ()  # -ot/--override-tensor PATTERN=BUFFER_TYPE, in order
+    cpu_moe: bool = False  # --cpu-moe: every layer's expert tensors in host memory
+    n_cpu_moe: int = 0  # --n-cpu-moe N: the expert tensors of the first N layers in host memory
+    lora: tuple[str, ...] = ()  # --lora FILE: adapter GGUFs loaded at start-up
+    lora_rank: int = 0  # no adapter file: an adapter of this rank (f16, convert_lora_to_gguf.py's default type)
+    lora_targets: tuple[str, ...] = ("attn_q", "attn_v")  # ... on these tensors of every layer (PEFT's llama default)
     no_kv_offload: bool = False  # -nkvo
     n_gpus: int = 1
     backend: str = "CUDA"
@@ -75,9 +84,44 @@ class LlamaFlags:
 
 
 def llama_flags(**given) -> LlamaFlags | None:
-    """LlamaFlags from the flags given (None: not given; llama-server's defaults fill the rest); None when none is."""
-    given = {k: v for k, v in given.items() if v is not None}
+    """LlamaFlags from the flags given (None: not given; llama-server's defaults fill the rest); None when none is.
+    ``tensor_split`` may be llama.cpp's text ("3,1"), ``overrides`` its -ot values ("exps=CPU,attn=CUDA0")."""
+    given = {k: v for k, v in given.items() if v not in (None, False, [], ())}
+    if isinstance(given.get("tensor_split"), str):
+        given["tensor_split"] = parse_split(given["tensor_split"])
+    if given.get("overrides") and not isinstance(given["overrides"][0], tuple):
+        given["overrides"] = parse_overrides(given["overrides"])
+    if isinstance(given.get("lora_targets"), str):
+        given["lora_targets"] = tuple(t.strip() for t in given["lora_targets"].split(",") if t.strip())
+    if given.get("lora"):
+        given["lora"] = tuple(given["lora"])
+    if given.get("tensor_split") and "n_gpus" not in given:  # one share per GPU
+        given["n_gpus"] = len(given["tensor_split"])
     return LlamaFlags(**given) if given else None
+
+
+def parse_split(text: str) -> tuple[float, ...]:
+    """-ts/--tensor-split "3,1" (common/arg.cpp: split on , or /, each a float)."""
+    try:
+        shares = tuple(float(x) for x in re.split(r"[,/]", text.strip()))
+    except ValueError:
+        shares = ()
+    if not shares or any(not s >= 0 for s in shares) or not sum(shares):
+        raise KvplanError(f"-ts/--tensor-split: {text[:40]!r}; allowed: non-negative shares per GPU, e.g. 3,1")
+    return shares
+
+
+def parse_overrides(values) -> tuple[tuple[str, str], ...]:
+    """-ot/--override-tensor values: "PATTERN=BUFFER_TYPE[,PATTERN=BUFFER_TYPE...]" (common/arg.cpp)."""
+    out = []
+    for value in values:
+        for item in str(value).split(","):
+            pattern, sep, buft = item.partition("=")
+            if not sep or not pattern or not buft:
+                raise KvplanError(f"-ot/--override-tensor: {item[:40]!r}; allowed: PATTERN=BUFFER_TYPE, e.g. "
+                                  "exps=CPU")
+            out.append((pattern, buft))
+    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -108,8 +152,9 @@ def resolve_context(hp: LlamaHparams, f: LlamaFlags) -> Context:
     n_par, unified = f.n_parallel, f.kv_unified
     if n_par is None:  # server.cpp: n_parallel == 1 (auto) -> 4 slots with a unified cache (PR #17997)
         n_par, unified = (1, True) if old else (4, True if unified is None else unified)
-    if n_par < 1:
-        raise KvplanError(f"-np/--parallel: {n_par}; allowed: a positive number of slots")
+    if not 1 <= n_par <= MAX_SEQ:
+        raise KvplanError(f"-np/--parallel: {n_par}; allowed: 1 to {MAX_SEQ} slots (llama.cpp: n_seq_max must be "
+                          f"<= {MAX_SEQ})")
     unified = bool(unified) or old  # before streams (2025-02) every sequence shared one cache
     if old:
         n_ctx = pad(n_ctx, 256 if fa else 32)
@@ -142,13 +187,30 @@ def check_types(hp: LlamaHparams, f: LlamaFlags, fa: bool) -> None:
                           f"head size {min(h for h in heads if h % blck)}")
 
 
+def _f32(x: float) -> float:
+    """x rounded to a C float (llama.cpp computes the split points in float)."""
+    return struct.unpack("f", struct.pack("f", x))[0]
+
+
+def split_points(shares: list[float]) -> list[float]:
+    """llama-model.cpp ``load_tensors``: the running sums of the --tensor-split shares (given as floats), each divided
+    by their total, in float: ``splits[i] = (s_0 + ... + s_i) / sum``."""
+    acc, sums = 0.0, []
+    for s in shares:
+        acc = _f32(acc + _f32(s))
+        sums.append(acc)
+    return [_f32(x / acc) for x in sums]
+
+
 def placement(hp: LlamaHparams, f: LlamaFlags) -> tuple[list[str], int]:
     """The device of layers 0..n_layer (index n_layer: the output layer) and how many are offloaded.
 
     llama-model.cpp ``load_tensors``: ``act_gpu_layers = min(n_gpu_layers, n_layer + 1)``; layer il is on a GPU iff
     ``il >= i_gpu_start && il - i_gpu_start < act_gpu_layers`` with ``i_gpu_start = max(n_layer - n_gpu_layers, 0)``
-    (2025) or ``max(n_layer + 1 - n_gpu_layers, 0)`` (2026: the output layer first). GPU of an offloaded layer:
-    ``upper_bound(splits, (il - i_gpu_start) / act_gpu_layers)`` over the cumulative normalized --tensor-split."""
+    (2025) or ``max(n_layer + 1 - n_gpu_layers, 0)`` (2026: the output layer first). GPU of an offloaded layer
+    (``get_layer_buft_list``): ``upper_bound(splits, float(il - i_gpu_start) / act_gpu_layers)`` over the split
+    points of --tensor-split (``split_points``; without -ts each device's free memory: equal shares here, identical
+    GPUs). So an even split of 33 offloaded layers puts 17 on the first GPU."""
     n = hp.n_layer
     if f.n_gpus == 0:
         return ["CPU"] * (n + 1), 0
@@ -159,18 +221,64 @@ def placement(hp: LlamaHparams, f: LlamaFlags) -> tuple[list[str], int]:
     act = min(ngl, n + 1)
     shares = list(f.tensor_split) if f.tensor_split else [1.0] * f.n_gpus
     if len(shares) != f.n_gpus or any(s < 0 for s in shares) or not sum(shares):
-        raise KvplanError(f"-ts/--tensor-split: {len(shares)} non-negative shares for {f.n_gpus} GPU(s) expected")
-    total, acc, splits = sum(shares), 0.0, []
-    for s in shares:
-        acc += s / total
-        splits.append(acc)
+        raise KvplanError(f"-ts/--tensor-split: {len(shares)} non-negative shares for {f.n_gpus} GPU(s) expected "
+                          "(one per GPU of the server, not all zero)")
+    splits = split_points(shares)
     devs = []
     for il in range(n + 1):
         if il >= start and il - start < act:
-            devs.append(f"{f.backend}{min(bisect_right(splits, (il - start) / act), f.n_gpus - 1)}")
+            devs.append(f"{f.backend}{min(bisect_right(splits, _f32((il - start) / act)), f.n_gpus - 1)}")
         else:
             devs.append("CPU")
     return devs, sum(d != "CPU" for d in devs)
+
+
+# common/common.h (ggml-org/llama.cpp 001d906a): LLM_FFN_EXPS_REGEX, what --cpu-moe overrides to the CPU buffer type,
+# and llm_ffn_block_regex(i, ...) = "blk\\.%d" + it, what --n-cpu-moe N adds for each of the first N layers
+EXPS_REGEX = r"\.ffn_(up|down|gate|gate_up)_(ch|)exps"
+
+
+def tensor_overrides(f: LlamaFlags) -> list[tuple[re.Pattern, str]]:
+    """The buffer-type overrides in llama.cpp's order (common/arg.cpp pushes each flag's overrides onto
+    ``tensor_buft_overrides`` as parsed; kvplan takes -ot first, then --cpu-moe, then --n-cpu-moe, so an -ot pattern
+    keeps priority as PR #15077 documents). Buffer types: CPU or one of the server's GPUs."""
+    allowed = ["CPU"] + [f"{f.backend}{i}" for i in range(f.n_gpus)]
+    out = []
+    if f.n_cpu_moe < 0:
+        raise KvplanError(f"--n-cpu-moe: {f.n_cpu_moe}; allowed: 0 or more layers")
+    pairs = list(f.overrides) + ([(EXPS_REGEX, "CPU")] if f.cpu_moe else []) + [
+        (rf"blk\.{i}{EXPS_REGEX}", "CPU") for i in range(f.n_cpu_moe)]
+    for pattern, buft in pairs:
+        if buft not in allowed:
+            raise KvplanError(f"-ot/--override-tensor: buffer type {buft!r} for {pattern!r}; allowed: "
+                              f"{', '.join(allowed)}")
+        try:
+            out.append((re.compile(pattern), buft))
+        except re.error as e:
+            raise KvplanError(f"-ot/--override-tensor: {pattern!r} is not a regular expression ({e.msg})") from e
+    return out
+
+
+def lora_device(base: str, devs: list[str], rules: list[tuple[re.Pattern, str]]) -> str:
+    """The device of the model tensor ``base`` (llama_adapter_lora_init_impl: ``ggml_backend_buffer_get_type(
+    model_tensor->buffer)``; a CPU repack buffer falls back to the CPU): the input layer on the CPU, a block's tensor
+    on its override's or its layer's device, the rest with the output layer. Tensor alignment padding (32 B CPU,
+    128 B CUDA) is not added, as for the model buffers."""
+    if base.startswith(INPUT_TENSORS):
+        return "CPU"
+    m = re.match(r"blk\.(\d+)\.", base)
+    if m and int(m.group(1)) < len(devs) - 1:
+        return override_device(base, rules) or devs[int(m.group(1))]
+    return devs[-1]
+
+
+def override_device(name: str, rules: list[tuple[re.Pattern, str]]) -> str | None:
+    """llama-model.cpp ``create_tensor``: the first override whose pattern ``std::regex_search``es the tensor's name
+    sets its buffer type (then ``break``); None: the layer's device."""
+    for pattern, buft in rules:
+        if pattern.search(name):
+            return buft
+    return None
 
 
 def swa_cells(hp: LlamaHparams, f: LlamaFlags, c: Context) -> int:
@@ -180,14 +288,27 @@ def swa_cells(hp: LlamaHparams, f: LlamaFlags, c: Context) -> int:
     return pad(min(c.n_ctx_seq, hp.n_swa * (c.n_seq_max if c.kv_unified else 1) + c.n_ubatch), 256)
 
 
-def memory(hp: LlamaHparams, f: LlamaFlags, weights: tuple[tuple[int, ...], int, int] | None = None) -> LlamaMemory:
-    """Every buffer llama.cpp allocates for ``hp`` under ``f``. ``weights``: (per-layer, input, output) bytes when the
-    hparams carry no tensor table (a card's weights at a dtype); the GGUF's own tensor table otherwise."""
+def layer_tensors(hp: LlamaHparams, weights) -> list[tuple[tuple[str, int], ...]]:
+    """Each layer's weights as (tensor name, bytes): the GGUF's tensor table, or for a card its routed experts named
+    as the converter names them (``blk.N.ffn_{gate,up,down}_exps.weight``) and the rest of the layer as ``blk.N``."""
+    if hp.layer_tensors:
+        return list(hp.layer_tensors)
+    layer_w = weights[0] if weights else (0,) * hp.n_layer
+    experts = weights[3] if weights and len(weights) > 3 else ((),) * hp.n_layer
+    return [tuple(experts[il]) + ((f"blk.{il}", layer_w[il] - sum(b for _, b in experts[il])),)
+            for il in range(hp.n_layer)]
+
+
+def memory(hp: LlamaHparams, f: LlamaFlags, weights=None, lora: tuple[tuple[str, int], ...] = ()) -> LlamaMemory:
+    """Every buffer llama.cpp allocates for ``hp`` under ``f``. ``weights``: (per-layer, input, output[, per-layer
+    expert tensors]) bytes when the hparams carry no tensor table (a card's weights at a dtype); the GGUF's own tensor
+    table otherwise. A tensor an override (-ot, --cpu-moe, --n-cpu-moe) names is on that buffer's device, whatever
+    its layer's. ``lora``: the adapters' tensors as (base tensor name, bytes), each on its base tensor's device."""
     c = resolve_context(hp, f)
     check_types(hp, f, c.flash_attn)
     devs, offloaded = placement(hp, f)
-    layer_w, inp_w, out_w = (hp.layer_bytes, hp.input_bytes, hp.output_bytes) if hp.layer_bytes else weights or (
-        (0,) * hp.n_layer, 0, 0)
+    inp_w, out_w = (hp.input_bytes, hp.output_bytes) if hp.layer_bytes else (weights or ((), 0, 0))[1:3]
+    rules = tensor_overrides(f)
     host = f"{f.backend}_Host" if f.n_gpus else "CPU"
     # (device, kind, cache): each cache allocates its own buffer per device (llama_kv_cache ctor), logged apart
     buffers: dict[tuple[str, str, str], int] = {("CPU", "model", ""): inp_w}
@@ -195,11 +316,14 @@ def memory(hp: LlamaHparams, f: LlamaFlags, weights: tuple[tuple[int, ...], int,
     def add(key: tuple[str, str, str], n: int) -> None:
         buffers[key] = buffers.get(key, 0) + n
 
-    for il in range(hp.n_layer):
-        add((devs[il], "model", ""), layer_w[il])
+    for il, tensors in enumerate(layer_tensors(hp, weights)):
+        for name, nbytes in tensors:
+            add((override_device(name, rules) or devs[il], "model", ""), nbytes)
     if devs[hp.n_layer] == "CPU" and hp.layer_bytes:  # mmap: a tied output on the CPU is the file's token_embd
         out_w -= hp.output_dup_bytes
     add((devs[hp.n_layer], "model", ""), out_w)
+    for base, nbytes in lora:  # llama-adapter.cpp: lora_a/lora_b in the buffer type of the tensor they modify
+        add((lora_device(base, devs, rules), "lora", ""), nbytes)
     caches = []
     notes = []
     kv_dev = lambda il: "CPU" if f.no_kv_offload else devs[il]  # noqa: E731 - offload_kqv = false: K/V on the CPU
@@ -243,8 +367,18 @@ def memory(hp: LlamaHparams, f: LlamaFlags, weights: tuple[tuple[int, ...], int,
     # llama_context::output_reserve: n_outputs_max = n_seq_max; logits (+ embeddings) in f32, in host memory
     out = (hp.n_vocab + (hp.n_embd if f.embeddings else 0)) * c.n_seq_max * 4
     buffers[(host, "output", "")] = out
-    gpu0 = f"{f.backend}0" if offloaded else "CPU"
-    buffers[(gpu0, "compute", "")] = compute_estimate(hp, c, f)
+    # one compute buffer per device that runs layers (the scheduler reserves each backend's part of the graph); the
+    # logits go with the output layer, or to the first GPU when it stays on the CPU (ggml-backend's op offload runs
+    # a large batch's matmul on the GPU)
+    gpus = sorted({d for d in devs if d != "CPU"}, key=lambda d: int(d[len(f.backend):])) or ["CPU"]
+    out_dev = devs[hp.n_layer] if devs[hp.n_layer] != "CPU" else gpus[0]
+    for d in gpus:
+        buffers[(d, "compute", "")] = compute_estimate(hp, c, f, logits=d == out_dev,
+                                                       attention=d == "CPU" or any(devs[il] == d for il in hp.kv_layers))
+    if len(gpus) > 1:
+        notes.append(f"{len(gpus)} GPUs, layers split by -ts {'/'.join(map(str, f.tensor_split or [1] * f.n_gpus))}: "
+                     "with every layer offloaded llama.cpp enables pipeline parallelism (n_copies 4), which enlarges "
+                     "its measured compute buffers beyond kvplan's estimate.")
     rows = [Buffer(device=d, kind=k, bytes=b, estimated=k == "compute") for (d, k, _), b in buffers.items()
             if b or k in ("model", "compute")]
     ctx = LlamaContext(n_ctx=c.n_ctx, n_ctx_seq=c.n_ctx_seq, n_seq_max=c.n_seq_max, kv_unified=c.kv_unified,
@@ -252,31 +386,34 @@ def memory(hp: LlamaHparams, f: LlamaFlags, weights: tuple[tuple[int, ...], int,
     return LlamaMemory(context=ctx, caches=caches, buffers=rows, notes=notes)
 
 
-def compute_estimate(hp: LlamaHparams, c: Context, f: LlamaFlags) -> int:
-    """The compute buffer of the first device, ESTIMATED: llama.cpp measures it (ggml-alloc over the reserved graph).
-    The dominant term of the worst-case pp graph (n_ubatch tokens, every one an output in builds to 2025-12): the f32
-    logits, n_vocab x n_ubatch x 4, or without flash attention the f32 KQ scores, n_ctx x n_ubatch x n_head x 4,
-    whichever is larger. Error on the public logs (docs/llamacpp.md): -7 to -48 MiB to 2025-12; 2026 builds reserve
-    one output per sequence and measure less (Llama-3-8B on Metal: 124 MiB logged, 250.5 estimated)."""
-    logits = hp.n_vocab * c.n_ubatch * 4
-    kq = 0 if c.flash_attn else c.n_ctx * c.n_ubatch * max(hp.n_head, default=0) * 4
-    return max(logits, kq)
+def compute_estimate(hp: LlamaHparams, c: Context, f: LlamaFlags, logits: bool = True, attention: bool = True) -> int:
+    """A device's compute buffer, ESTIMATED: llama.cpp measures it (ggml-alloc over the reserved graph). The dominant
+    term of the worst-case pp graph (n_ubatch tokens, every one an output in builds to 2025-12): the f32 logits,
+    n_vocab x n_ubatch x 4, on the output layer's device, or without flash attention the f32 KQ scores, n_ctx x
+    n_ubatch x n_head x 4, on a device that runs attention, whichever is larger. Error on the public logs
+    (docs/llamacpp.md): -7 to -48 MiB to 2025-12; 2026 builds reserve one output per sequence and measure less
+    (Llama-3-8B on Metal: 124 MiB logged, 250.5 estimated)."""
+    lg = hp.n_vocab * c.n_ubatch * 4 if logits else 0
+    kq = 0 if c.flash_attn or not attention else c.n_ctx * c.n_ubatch * max(hp.n_head, default=0) * 4
+    return max(lg, kq)
 
 
 FIT_TARGET = 2**30  # common/common.h fit_params_target: --fit leaves 1 GiB free per device
 
 
 def gpu_bytes(m: LlamaMemory, backend: str = "CUDA") -> int:
-    """What the first GPU holds: its model, KV, recurrent and (estimated) compute buffers."""
-    return sum(b.bytes for b in m.buffers if b.device == f"{backend}0")
+    """What the fullest GPU holds: its model, KV, recurrent and (estimated) compute buffers."""
+    return max((m.device_bytes(d) for d in m.devices if d.startswith(backend) and d[len(backend):].isdigit()),
+               default=0)
 
 
-def fit(hp: LlamaHparams, f: LlamaFlags, budget: int, weights=None) -> LlamaFit:
-    """The largest context and the most offloaded layers that fit ``budget`` bytes on the first GPU: what llama.cpp's
-    --fit steps 2 (context) and 3 (layers) look for (src/llama.cpp llama_params_fit_impl), over kvplan's byte
-    model (compute buffer estimated)."""
-    ok = lambda **kw: gpu_bytes(memory(hp, replace(f, **kw), weights), f.backend) <= budget  # noqa: E731
-    lo, hi = 0, max(1, (hp.n_ctx_train or f.n_ctx or 256) // 256)
+def fit(hp: LlamaHparams, f: LlamaFlags, budget: int, weights=None, lora: tuple = ()) -> LlamaFit:
+    """The largest context, the most offloaded layers and (MoE) the fewest layers whose experts stay in host memory
+    that fit ``budget`` bytes on every GPU: what llama.cpp's --fit steps 2 (context) and 3 (layers; for MoE, expert
+    tensors to system memory first) look for (src/llama.cpp llama_params_fit_impl), over kvplan's byte model
+    (compute buffer estimated)."""
+    ok = lambda **kw: gpu_bytes(memory(hp, replace(f, **kw), weights, lora), f.backend) <= budget  # noqa: E731
+    lo, hi = 0, max(1, max(hp.n_ctx_train * (f.n_parallel or 1), f.n_ctx or 256) // 256)
     while lo < hi:  # n_ctx in units of 256 cells
         mid = (lo + hi + 1) // 2
         lo, hi = (mid, hi) if ok(n_ctx=mid * 256) else (lo, mid - 1)
@@ -285,4 +422,12 @@ def fit(hp: LlamaHparams, f: LlamaFlags, budget: int, weights=None) -> LlamaFit:
         if not ok(n_gpu_layers=ngl):
             break
         layers = ngl
-    return LlamaFit(budget_bytes=budget, max_n_ctx=lo * 256, max_gpu_layers=min(layers, hp.n_layer + 1))
+    cpu_moe = None
+    if hp.n_expert and ok(cpu_moe=False, n_cpu_moe=hp.n_layer):  # the first N layers' experts on the CPU
+        a, b = 0, hp.n_layer
+        while a < b:
+            mid = (a + b) // 2
+            a, b = (a, mid) if ok(cpu_moe=False, n_cpu_moe=mid) else (mid + 1, b)
+        cpu_moe = a
+    return LlamaFit(budget_bytes=budget, max_n_ctx=lo * 256, max_gpu_layers=min(layers, hp.n_layer + 1),
+                    min_n_cpu_moe=cpu_moe)

@@ -10,7 +10,7 @@ MIB = 2**20
 
 
 class Buffer(BaseModel):
-    """One llama.cpp buffer: the device (CPU, CUDA0, CUDA_Host), its kind (model, kv, recurrent, output, compute),
+    """One llama.cpp buffer: the device (CPU, CUDA0, CUDA_Host), its kind (model, lora, kv, recurrent, output, compute),
     exact bytes, and whether kvplan estimates them (compute buffers are measured by llama.cpp)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
@@ -81,8 +81,8 @@ class LlamaMemory(BaseModel):
     def log_lines(self) -> list[str]:
         """The buffer lines llama.cpp prints (model, KV, RS, output, compute), then the cache summaries."""
         prefix = {"model": "load_tensors", "kv": "llama_kv_cache", "recurrent": "llama_memory_recurrent",
-                  "output": "llama_context", "compute": "llama_context"}
-        name = {"kv": "KV", "recurrent": "RS"}
+                  "output": "llama_context", "compute": "llama_context", "lora": "llama_adapter_lora_init_impl"}
+        name = {"kv": "KV", "recurrent": "RS", "lora": "LoRA"}
         lines = [f"{prefix[b.kind]}: {b.device:>10s} {name.get(b.kind, b.kind)} buffer size = {b.bytes / MIB:8.2f} MiB"
                  for b in self.buffers]
         return lines + [c.log_line() for c in self.caches]
@@ -95,6 +95,7 @@ class LlamaFit(BaseModel):
     budget_bytes: int
     max_n_ctx: int  # the largest -c (a multiple of 256) with the layers as given; 0: none
     max_gpu_layers: int  # the most -ngl at the n_ctx as given (of n_layer + 1); 0: none
+    min_n_cpu_moe: int | None = None  # MoE: the fewest --n-cpu-moe with every layer as given that fits; None: none
 
 
 class QuantFit(BaseModel):

@@ -140,3 +140,25 @@ def gguf_path_of(card: ModelCard) -> str | None:
     """The GGUF a card was made from (``card_from_gguf``), else None."""
     return card.source[len(GGUF_SOURCE):] if card.source.startswith(GGUF_SOURCE) else None
 
+
+
+LORA_SUFFIXES = (".lora_a", ".lora_b")
+
+
+def load_lora(path: str) -> tuple[tuple[str, int], ...]:
+    """A LoRA adapter GGUF (convert_lora_to_gguf.py): each ``NAME.lora_a`` / ``NAME.lora_b`` tensor as (the base
+    tensor NAME it modifies, its bytes). llama-adapter.cpp ``llama_adapter_lora_init_impl`` refuses a file whose
+    ``general.type`` is not ``adapter`` or whose ``adapter.type`` is not ``lora``, and skips ``*_norm.weight``."""
+    g = load_gguf(path)
+    md = g.metadata
+    if md.get("general.type") != "adapter" or md.get("adapter.type") != "lora":
+        raise KvplanError(f"--lora: {clip(path)} is not a LoRA adapter GGUF (general.type {md.get('general.type')!r}, "
+                          f"adapter.type {md.get('adapter.type')!r}; llama.cpp expects adapter / lora)")
+    out = []
+    for t in g.tensors:
+        if t.name.endswith("_norm.weight"):
+            continue
+        if not t.name.endswith(LORA_SUFFIXES):
+            raise KvplanError(f"--lora: {clip(path)}: tensor {t.name!r} has unexpected suffix (llama.cpp refuses it)")
+        out.append((t.name[: -len(".lora_a")], t.nbytes))
+    return tuple(out)

@@ -12,6 +12,7 @@ bool array names each layer), recurrent layers and their state widths (``n_embd_
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from kvplan.errors import KvplanError
 
@@ -53,6 +54,7 @@ class LlamaHparams:
     n_expert: int = 0
     n_expert_used: int = 0
     layer_bytes: tuple[int, ...] = ()  # weights of each blk.N (from the tensor table); () from a card
+    layer_tensors: tuple[tuple[tuple[str, int], ...], ...] = ()  # each blk.N's (tensor name, bytes): -ot matches them
     input_bytes: int = 0  # token_embd (+ type/position embeddings)
     output_bytes: int = 0  # output.weight + output_norm (+ the duplicated token_embd of a tied model)
     output_dup_bytes: int = 0  # of which the tied model's second token_embd (shared with the file's on the CPU)
@@ -66,7 +68,7 @@ class LlamaHparams:
         attends = self.attention[il] if self.attention else not self.recurrent[il]
         return attends and self.n_head_kv[il] > 0
 
-    @property
+    @cached_property
     def kv_layers(self) -> tuple[int, ...]:
         return tuple(il for il in range(self.n_layer) if self.has_kv(il) and (self.n_embd_k[il] or self.n_embd_v[il]))
 
@@ -128,6 +130,12 @@ def hparams_from_metadata(md: dict, tensors: dict, source: str = "") -> LlamaHpa
     if not n_vocab and "token_embd.weight" in tensors:
         n_vocab = tensors["token_embd.weight"].shape[1]
     layer_bytes, inp, out = _weights(tensors, n_layer)
+    named: list[list[tuple[str, int]]] = [[] for _ in range(n_layer)]
+    for name, t in tensors.items():
+        if t.layer is not None and t.layer < n_layer:
+            named[t.layer].append((name, t.nbytes))
+        elif name.startswith("rope_freqs") and n_layer:
+            named[0].append((name, t.nbytes))
     dup = tensors["token_embd.weight"].nbytes if tensors and "output.weight" not in tensors and \
         "token_embd.weight" in tensors else 0
     return LlamaHparams(
@@ -136,7 +144,8 @@ def hparams_from_metadata(md: dict, tensors: dict, source: str = "") -> LlamaHpa
         recurrent=recurrent, attention=tuple(arch == "falcon-h1" or not x for x in recurrent), n_embd_r=r,
         n_embd_s=s, mla=get("attention.kv_lora_rank") is not None and
         get("attention.key_length_mla") is not None, n_expert=int(get("expert_count", 0) or 0),
-        n_expert_used=int(get("expert_used_count", 0) or 0), layer_bytes=layer_bytes, input_bytes=inp,
+        n_expert_used=int(get("expert_used_count", 0) or 0), layer_bytes=layer_bytes,
+        layer_tensors=tuple(tuple(x) for x in named) if tensors else (), input_bytes=inp,
         output_bytes=out, output_dup_bytes=dup, model_bytes=sum(t.nbytes for t in tensors.values()),
         n_params=sum(t.n_elements for t in tensors.values()), source=source)
 

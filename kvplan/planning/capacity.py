@@ -68,6 +68,7 @@ class PlanRequest:
     context: int | None = None
     concurrency: int | None = None
     prompt_len: int | None = None
+    acceptance_rate: float | None = None  # speculative decoding: each drafted token's acceptance probability
 
     def __post_init__(self) -> None:
         require_positive("--max-model-len", self.max_model_len)
@@ -77,6 +78,12 @@ class PlanRequest:
             require_positive("--concurrency", self.concurrency)
         if self.prompt_len is not None:
             require_positive("--prompt-len", self.prompt_len)
+        if self.acceptance_rate is not None:
+            from kvplan.cost.features import expected_tokens_per_step
+
+            if self.concurrency is None:
+                raise KvplanError("--acceptance-rate: only used with --concurrency (latency bounds)")
+            expected_tokens_per_step(self.acceptance_rate, 1)  # a probability in [0, 1]
 
     @classmethod
     def build(cls, *, gpu: str | GPU, max_model_len: int, tp: int = 1, pp: int = 1, dp: int = 1,
@@ -100,7 +107,8 @@ class PlanRequest:
                    non_torch=size("--non-torch-memory", kw.pop("non_torch_memory", None)),
                    cuda_graph=size("--cuda-graph-memory", kw.pop("cuda_graph_memory", None)),
                    context=size("--context-memory", kw.pop("context_memory", None)),
-                   concurrency=kw.pop("concurrency", None), prompt_len=kw.pop("prompt_len", None), **kw)
+                   concurrency=kw.pop("concurrency", None), prompt_len=kw.pop("prompt_len", None),
+                   acceptance_rate=kw.pop("acceptance_rate", None), **kw)
 
 
 def plan(model: ModelCard | str | Path, *, gpu: str | GPU, max_model_len: int, tp: int = 1, pp: int = 1, dp: int = 1,
@@ -111,7 +119,8 @@ def plan(model: ModelCard | str | Path, *, gpu: str | GPU, max_model_len: int, t
          weight_dtype: str | None = None, activation_memory: int | str | None = None,
          non_torch_memory: int | str | None = None, cuda_graph_memory: int | str | None = None,
          context_memory: int | str | None = None, concurrency: int | None = None,
-         prompt_len: int | None = None, expert_parallel: bool = False, **engine_flags) -> PlanResult:
+         prompt_len: int | None = None, expert_parallel: bool = False, acceptance_rate: float | None = None,
+         **engine_flags) -> PlanResult:
     """Plan ``model`` on ``tp x pp`` GPUs (x ``dp`` replicas) of type ``gpu``; KvplanError on a layout the engine
     refuses or on memory that leaves nothing for the cache. A request that does not fit is an answer (fits=False).
     ``concurrency`` adds latency bounds at that many requests (``prompt_len`` tokens of prefill, default
@@ -129,7 +138,8 @@ def plan(model: ModelCard | str | Path, *, gpu: str | GPU, max_model_len: int, t
         kv_cache_memory=kv_cache_memory, max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,
         block_size=block_size, kv_dtype=kv_dtype, weight_dtype=weight_dtype, activation_memory=activation_memory,
         non_torch_memory=non_torch_memory, cuda_graph_memory=cuda_graph_memory, context_memory=context_memory,
-        concurrency=concurrency, prompt_len=prompt_len, expert_parallel=expert_parallel, **engine_flags)
+        concurrency=concurrency, prompt_len=prompt_len, expert_parallel=expert_parallel,
+        acceptance_rate=acceptance_rate, **engine_flags)
     return plan_request(card, req)
 
 
@@ -148,7 +158,7 @@ def plan_request(card: ModelCard, req: PlanRequest) -> PlanResult:
         return result(s, sts, p)
     from kvplan.planning.latency import latency
 
-    return result(s, sts, p, latency(s, req.concurrency, req.prompt_len), req.concurrency)
+    return result(s, sts, p, latency(s, req.concurrency, req.prompt_len, req.acceptance_rate), req.concurrency)
 
 
 def quantized_variants(card: ModelCard) -> list[str]:

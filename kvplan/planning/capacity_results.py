@@ -71,6 +71,7 @@ class Latency(BaseModel):
     ttft_ms: float  # one request's prefill alone
     tpot_ms: float  # one decode step of the replica's batch at max_model_len
     allreduce_ms_per_token: float  # decode: 2 all-reduces per layer of batch x hidden
+    tokens_per_step: float = 1.0  # speculative decoding: tokens a request gains per step (--acceptance-rate)
     notes: list[str]
     price_per_hour: float | None = None  # USD, all the layout's GPUs at the catalog's (or --gpu-file's) price
     usd_per_million_output_tokens: float | None = None  # that price over the decode bound's tokens: a floor

@@ -18,6 +18,7 @@ from kvplan.model.catalog import load_card
 from kvplan.planning.capacity import plan
 from kvplan.planning.capacity_results import PlanResult
 from kvplan.planning.compare import CompareResult, compare
+from kvplan.planning.disagg import DisaggResult
 from kvplan.planning.estimate import Estimate, estimate
 from kvplan.planning.sweep import sweep
 
@@ -78,6 +79,7 @@ class ModelReport:
     attention_layouts: CompareResult | None  # MHA/GQA/MQA what-ifs on the chosen layout's GPUs
     layout_note: str
     roof: list[RoofPoint]
+    disagg: DisaggResult | None = None  # kvplan disagg on the report's first GPU, when a rate was asked
 
     @property
     def chosen(self) -> LayoutPlan | None:
@@ -94,12 +96,14 @@ class Report:
     max_model_len: int
     concurrency: int
     engine: str
+    disagg: dict | None = None  # kvplan disagg's rate, isl, osl, ttft_ms, tpot_ms
 
 
 def build_report(models: list[str | ModelCard], *, gpus: list[str] | None = None, tp: tuple[int, ...] = (1,),
-                 max_model_len: int = 8192,
-                 concurrency: int = 1, engine: str = "vllm", gpu_file: str | None = None) -> Report:
-    """Every number of the capacity report for ``models`` on ``tp`` GPUs of each of ``gpus``."""
+                 max_model_len: int = 8192, concurrency: int = 1, engine: str = "vllm", gpu_file: str | None = None,
+                 disagg: dict | None = None) -> Report:
+    """Every number of the capacity report for ``models`` on ``tp`` GPUs of each of ``gpus``; with ``disagg`` (rate,
+    isl, osl, ttft_ms, tpot_ms) each decoder's prefill and decode pools on the first GPU (``kvplan disagg``)."""
     if not models:
         raise KvplanError("--model: give one or more models")
     for flag, value in (("--max-model-len", max_model_len), ("--concurrency", concurrency)):
@@ -110,8 +114,8 @@ def build_report(models: list[str | ModelCard], *, gpus: list[str] | None = None
     tps = tuple(dict.fromkeys(tp))
     for t in tps:
         require_positive("--tp", t, maximum=1024)
-    reports = [_model_report(c, devs, max_model_len, concurrency, engine, tps, gpu_file) for c in cards]
-    return Report(reports, devs, tps, max_model_len, concurrency, engine)
+    reports = [_model_report(c, devs, max_model_len, concurrency, engine, tps, gpu_file, disagg) for c in cards]
+    return Report(reports, devs, tps, max_model_len, concurrency, engine, disagg)
 
 
 def choose(layouts: list[LayoutPlan], concurrency: int) -> LayoutPlan | None:
@@ -124,7 +128,7 @@ def choose(layouts: list[LayoutPlan], concurrency: int) -> LayoutPlan | None:
 
 
 def _model_report(card: ModelCard, devs: list[GPU], length: int, conc: int, engine: str, tps: tuple[int, ...],
-                  gpu_file: str | None) -> ModelReport:
+                  gpu_file: str | None, targets: dict | None = None) -> ModelReport:
     enc = length if card.architecture == "encoder-decoder" else None  # the encoder reads a max_model_len input
     est = estimate(card, batch=conc, seq_len=length, engine=engine, encoder_len=enc)
     lengths, curve, parts = [], {}, {}
@@ -146,8 +150,13 @@ def _model_report(card: ModelCard, devs: list[GPU], length: int, conc: int, engi
         planned = [lay for lay in layouts if lay.plan is not None] or layouts  # a refused layout runs nothing
         roof = [p for lay in planned
                 for p in roof_points(card, lay.gpu, lay.tp, length, conc, engine, gpu_file)]
+    pools = None
+    if targets and card.architecture == "decoder-only":
+        from kvplan.planning.disagg import disagg
+
+        pools = disagg(card, gpu=devs[0].name, engine=engine, gpu_file=gpu_file, **targets)
     return ModelReport(card, est, layouts, serve_note, lengths, curve, parts, _curve_note(card, engine), attn, note,
-                       roof)
+                       roof, pools)
 
 
 def layout_plan(card: ModelCard, dev: GPU, tp: int, length: int, conc: int, engine: str,

@@ -98,7 +98,7 @@ def _option(card: ModelCard, req: PlanRequest, max_gpus: int, ttft_ms, tpot_ms) 
         p = s.engine.pool(s, sts)
         per_replica = min(p.concurrency, s.engine.running_limit(s) or math.inf)
     g = req.gpu
-    lat = latency(s, C, req.prompt_len) if (ttft_ms or tpot_ms or g.interconnect_bandwidth_bytes_per_s) else None
+    lat = latency(s, C, req.prompt_len, req.acceptance_rate) if (ttft_ms or tpot_ms or g.interconnect_bandwidth_bytes_per_s) else None
     if lat and ((ttft_ms and lat.ttft_ms > ttft_ms) or (tpot_ms and lat.tpot_ms > tpot_ms)):
         return None
     r: PlanResult = result(s, sts, p)

@@ -81,6 +81,7 @@ def model_blocks(rep: Report, m: ModelReport) -> list[Block]:
     out = [Block("h2", f"{name}: {m.card.attention_label}"), Block("p", verdict(rep, m))]
     out += _capacity(rep, m)
     out += _breakdown(rep, m) + _kv_curve(rep, m) + _concurrency(rep, m) + _layouts(rep, m) + _roofline(rep, m)
+    out += _disagg(m)
     out += [Block("h3", "Formulas with the numbers filled in"), Block("formulas", items=formulas(rep, m)),
             Block("h3", "Assumptions"), Block("list", items=assumptions(rep, m))]
     return out
@@ -146,6 +147,36 @@ def _capacity(rep: Report, m: ModelReport) -> list[Block]:
     if best is not None:
         out += [Block("h3", f"Launch command ({best.label})"), Block("formulas", items=[best.plan.launch_command])]
     return out
+
+
+DISAGG_COLUMNS = ("pool", "GPU", "TP", "PP", "workers", "GPUs", "batch", "concurrency per worker", "TTFT >=",
+                  "TPOT >=", "requests/s per worker")
+
+
+def _disagg(m: ModelReport) -> list[Block]:
+    """``kvplan disagg``'s answer: both pools, the K/V each request hands over and the link that needs, beside the
+    same GPUs aggregated."""
+    r = m.disagg
+    if r is None:
+        return []
+    rows = [[Cell(p.role), Cell(p.gpu), count(p.tp), count(p.pp), count(p.replicas), count(p.gpus), count(p.batch),
+             conc(p.max_concurrency), secs(p.ttft_ms / 1e3) if p.ttft_ms is not None else Cell("-"),
+             secs(p.tpot_ms / 1e3) if p.tpot_ms is not None else Cell("-"), Cell(f"{p.requests_per_s:,.2f}",
+                                                                                  p.requests_per_s)]
+            for p in (r.prefill, r.decode)]
+    t = Table(f"{m.card.name}-disagg-table", f"Prefill and decode pools for {r.rate:g} requests/s of "
+              f"{fmt_int(r.isl)} + {fmt_int(r.osl)} tokens, TTFT <= {r.ttft_ms:g} ms, TPOT <= {r.tpot_ms:g} ms "
+              f"({r.engine})", list(DISAGG_COLUMNS), rows)
+    hand = (f"Ratio {r.ratio} prefill:decode workers, {plural(r.total_gpus, 'GPU')}. Each request hands over "
+            f"{fmt_int(r.kv_transfer_bytes_per_request)} B ({fmt_bytes(r.kv_transfer_bytes_per_request)}) of K/V; "
+            f"{r.kv_transfer_bytes_per_s / 1e9:,.2f} GB/s over all links; one transfer within "
+            f"{r.transfer_budget_ms:.0f} ms needs {r.link_bytes_per_s_needed / 1e9:,.2f} GB/s of link. A prefill "
+            f"worker holds {fmt_bytes(r.prefill_held_bytes_per_worker)} of finished requests until decode reads them; "
+            f"the same GPUs aggregated hold {r.aggregated_concurrency:,.1f} requests.")
+    return [Block("h3", "Disaggregated serving (kvplan disagg)"), Block("table", table=t), Block("p", hand),
+            Block("list", items=list(r.notes)),
+            Block("formulas", items=[f"prefill launch: {r.prefill.launch_command}",
+                                     f"decode launch: {r.decode.launch_command}"])]
 
 
 def _breakdown(rep: Report, m: ModelReport) -> list[Block]:

@@ -21,7 +21,8 @@ from kvplan.cost.llamacpp import LlamaFlags, memory
 from kvplan.errors import KvplanError
 from kvplan.model.gguf import load_gguf
 
-_LINE = re.compile(r"(?P<prefix>\w+):\s+(?P<dev>\S+)\s+(?P<kind>model|KV|RS|output) buffer size =\s+(?P<mib>[\d.]+) MiB")
+_LINE = re.compile(r"(?P<prefix>\w+):\s+(?P<dev>\S+)\s+(?P<kind>model|KV|RS|output|LoRA) buffer size =\s+"
+                   r"(?P<mib>[\d.]+) MiB")
 _CACHE = re.compile(r"(?P<prefix>llama_kv_cache|llama_memory_recurrent)(?:_\w+)?: size =\s+(?P<mib>[\d.]+) MiB \(\s*"
                     r"(?P<cells>\d+) cells,\s+(?P<layers>\d+) layers")
 
@@ -33,6 +34,7 @@ class Case:
     kv: dict
     tensors: list = field(default_factory=list)  # (name, ne) in F32 (1-D) or F16
     kvplan: dict = field(default_factory=dict)  # LlamaFlags: the context llama.cpp builds and kvplan predicts
+    lora: list = field(default_factory=list)  # (name, ne) of an f16 LoRA adapter llama.cpp loads beside the model
 
 
 class Check(BaseModel):
@@ -138,7 +140,31 @@ def cases() -> list[Case]:
                                                          flash_attn="on")))
     out.append(Case("gemma3-swa", "gemma3", g3, gt, dict(n_ctx=4096, n_parallel=1)))
     out.append(Case("gemma3-swa-full", "gemma3", g3, gt, dict(n_ctx=4096, n_parallel=2, swa_full=True)))
+    r = 64  # a rank-64 adapter on attn_q, attn_v, ffn_down of every layer (convert_lora_to_gguf.py: lora_a ne0 x r,
+    # lora_b r x ne1 of the base tensor ne0 x ne1)
+    lora = [(f"blk.{i}.{t}.weight.lora_{ab}", (ne0, r) if ab == "a" else (r, ne1)) for i in range(n)
+            for t, ne0, ne1 in (("attn_q", h, heads * hd), ("attn_v", h, kv * hd), ("ffn_down", ff, h)) for ab in "ab"]
+    out.append(Case("dense-lora", "llama", base, dense, dict(n_ctx=512, n_parallel=1), lora))
     return out
+
+
+def write_lora(case: Case, path: Path) -> Path:
+    """The case's adapter as convert_lora_to_gguf.py writes it: general.type adapter, adapter.type lora, f16."""
+    import numpy as np
+    from gguf import GGUFWriter
+
+    w = GGUFWriter(str(path), case.arch)
+    w.add_string("general.type", "adapter")
+    w.add_string("adapter.type", "lora")
+    w.add_float32("adapter.lora.alpha", 16.0)
+    rng = np.random.default_rng(1)
+    for name, ne in case.lora:
+        w.add_tensor(name, (rng.standard_normal(tuple(reversed(ne))) * 0.02).astype(np.float16))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
 
 
 def write_case(case: Case, path: Path) -> Path:
@@ -193,6 +219,11 @@ def run_case(case: Case, path: Path) -> list[str]:
     model = llama_cpp.llama_model_load_from_file(str(path).encode(), mp)
     if not model:
         raise KvplanError(f"llama.cpp could not load the {case.name} GGUF: {''.join(lines)[-300:]}")
+    adapter = None
+    if case.lora:  # llama_adapter_lora_init logs its buffers per buffer type
+        adapter = llama_cpp.llama_adapter_lora_init(model, str(_lora_path(path)).encode())
+        if not adapter:
+            raise KvplanError(f"llama.cpp could not load the {case.name} adapter: {''.join(lines)[-300:]}")
     cp = llama_cpp.llama_context_default_params()
     f = LlamaFlags(**case.kvplan)
     names = {n for n, _ in cp._fields_}
@@ -210,6 +241,8 @@ def run_case(case: Case, path: Path) -> list[str]:
     if not ctx:
         raise KvplanError(f"llama.cpp refused the {case.name} context: {''.join(lines)[-300:]}")
     llama_cpp.llama_free(ctx)
+    if adapter:
+        llama_cpp.llama_adapter_lora_free(adapter)
     llama_cpp.llama_model_free(model)
     return "".join(lines).splitlines()
 
@@ -217,13 +250,19 @@ def run_case(case: Case, path: Path) -> list[str]:
 def compare(case: Case, log: list[str], path: Path) -> list[Check]:
     flags = dict(case.kvplan)
     flags.setdefault("n_gpus", 0)
-    m = memory(load_gguf(str(path)).hparams, LlamaFlags(**flags))
+    lora = ()
+    if case.lora:
+        from kvplan.model.gguf import load_lora
+
+        lora = load_lora(str(_lora_path(path)))
+    m = memory(load_gguf(str(path)).hparams, LlamaFlags(**flags), lora=lora)
     measured: dict[tuple[str, str], list[str]] = {}
     for ln in log:
         g = _LINE.search(ln)
         if g:
             dev = "CPU" if g["dev"] == "CPU_Mapped" else g["dev"]
-            measured.setdefault((dev, {"KV": "kv", "RS": "recurrent"}.get(g["kind"], g["kind"])), []).append(g["mib"])
+            kind = {"KV": "kv", "RS": "recurrent", "LoRA": "lora"}.get(g["kind"], g["kind"])
+            measured.setdefault((dev, kind), []).append(g["mib"])
     predicted: dict[tuple[str, str], list[str]] = {}
     for b in m.buffers:
         if b.kind != "compute":  # measured by llama.cpp, estimated by kvplan: not compared
@@ -241,6 +280,10 @@ def compare(case: Case, log: list[str], path: Path) -> list[Check]:
     return checks
 
 
+def _lora_path(path: Path) -> Path:
+    return path.with_name(path.stem + "-lora.gguf")
+
+
 def verify_llamacpp(names: list[str] | None = None) -> LlamaVerifyResult:
     try:
         import llama_cpp
@@ -251,6 +294,8 @@ def verify_llamacpp(names: list[str] | None = None) -> LlamaVerifyResult:
     with tempfile.TemporaryDirectory() as d:
         for case in chosen:
             path = write_case(case, Path(d) / f"{case.name}.gguf")
+            if case.lora:
+                write_lora(case, _lora_path(path))
             load_gguf.cache_clear()
             checks += compare(case, run_case(case, path), path)
     return LlamaVerifyResult(llama_cpp_python=getattr(llama_cpp, "__version__", "?"), checks=checks)

@@ -9,20 +9,23 @@ quantized tensor); a bundled card from its architecture, weights at the plan's -
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import lru_cache
 
 from kvplan.cost import llamacpp as lc
 from kvplan.cost.engines import CacheRun
 from kvplan.cost.runtimes.base import Runtime, longest, rank_row
 from kvplan.cost.runtimes.setup import Options, Pool, ServingFlags, Setup, Stage
 from kvplan.cost.runtimes.results import KVCachePool
-from kvplan.errors import KvplanError
+from kvplan.errors import KvplanError, Refused
 from kvplan.units import fmt_bytes
 
 
+@lru_cache(maxsize=32)
 def hparams_and_weights(card, w_bits: int, quant: str | None = None):
-    """(LlamaHparams, (per-layer, input, output) weight bytes or None) of a card: the GGUF's own when the card came
-    from one; at a llama-quantize type (``quant``) by llama-quant.cpp's rules (kvplan.cost.gguf_quant); else the
-    card's parameters at ``w_bits`` split evenly over its layers."""
+    """(LlamaHparams, (per-layer, input, output, per-layer expert tensors) weight bytes or None) of a card: the
+    GGUF's own when the card came from one; at a llama-quantize type (``quant``) by llama-quant.cpp's rules
+    (kvplan.cost.gguf_quant); else the card's parameters at ``w_bits``: routed experts per MoE layer, the rest split
+    evenly over its layers."""
     from kvplan.model.gguf import gguf_path_of
     from kvplan.model.llama_hparams import hparams_from_card
 
@@ -34,20 +37,99 @@ def hparams_and_weights(card, w_bits: int, quant: str | None = None):
 
         return load_gguf(path).hparams, None
     if quant is not None:
-        from kvplan.cost.gguf_quant import quant_weights
+        from kvplan.cost.gguf_quant import quant_tensors
 
-        return hparams_from_card(card), quant_weights(card, quant)
+        return hparams_from_card(card), quant_tensors(card, quant)
     from kvplan.cost.params import count_params
 
     p = count_params(card)
     emb = p.embedding + p.positions
     out = p.lm_head + (0 if card.final_norm is False else card.hidden_size)
-    body = p.total - emb - p.lm_head
+    to_bytes = lambda n: n * w_bits // 8  # noqa: E731
+    elems = [_expert_tensors(card, i) for i in range(card.num_layers)]
+    experts = [tuple((name, to_bytes(n)) for name, n in layer) for layer in elems]
+    body = p.total - emb - p.lm_head - sum(n for layer in elems for _, n in layer)
     per = [body // card.num_layers] * card.num_layers
     per[0] += body - sum(per)
-    to_bytes = lambda n: n * w_bits // 8  # noqa: E731
     tied_copy = p.embedding if card.tie_embeddings else 0  # llama.cpp loads a tied token_embd again as the output
-    return hparams_from_card(card), ([to_bytes(x) for x in per], to_bytes(emb), to_bytes(out + tied_copy))
+    layers = [to_bytes(x) + sum(b for _, b in e) for x, e in zip(per, experts)]
+    return hparams_from_card(card), (layers, to_bytes(emb), to_bytes(out + tied_copy), experts)
+
+
+def _expert_tensors(card, i: int) -> tuple[tuple[str, int], ...]:
+    """Layer i's routed experts in elements (gate, up and down: hidden x expert_ffn per expert each) as
+    convert_hf_to_gguf.py names them; () for a dense layer."""
+    if not card.is_moe_layer(i):
+        return ()
+    m = card.moe
+    up = down = m.num_experts * card.hidden_size * m.expert_ffn_size
+    gate = ((f"blk.{i}.ffn_gate_exps.weight", up),) if card.gated_ffn else ()
+    return gate + ((f"blk.{i}.ffn_up_exps.weight", up), (f"blk.{i}.ffn_down_exps.weight", down))
+
+
+@lru_cache(maxsize=32)
+def adapters(card, f: lc.LlamaFlags) -> tuple[tuple[str, int], ...]:
+    """The LoRA adapters' tensors as (base tensor, bytes): each --lora file's own tensor table
+    (kvplan.model.gguf.load_lora); without a file, --lora-rank r on --lora-targets of every layer as
+    convert_lora_to_gguf.py writes it: lora_a (ne0 x r) and lora_b (r x ne1) of the base tensor (ne0 x ne1), f16."""
+    if f.lora:
+        from kvplan.model.gguf import load_lora
+
+        if f.lora_rank:
+            raise KvplanError("--lora-rank: sizes an adapter without a file; not with --lora FILE")
+        return tuple(t for path in f.lora for t in load_lora(path))
+    if not f.lora_rank:
+        return ()
+    if f.lora_rank < 0:
+        raise KvplanError(f"--lora-rank: {f.lora_rank}; allowed: a positive rank")
+    shapes = _tensor_shapes(card)
+    kinds = {name.split(".")[2] for name in shapes if name.startswith("blk.")}
+    unknown = [t for t in f.lora_targets if t not in kinds]
+    if unknown:
+        raise KvplanError(f"--lora-targets: {unknown[0]!r} is not a tensor of every layer; allowed: "
+                          f"{', '.join(sorted(kinds))}")
+    r = f.lora_rank
+    return tuple((name, 2 * r * (ne0 + ne1)) for name, (ne0, ne1) in shapes.items()
+                 if name.startswith("blk.") and name.split(".")[2] in f.lora_targets)
+
+
+def _tensor_shapes(card) -> dict[str, tuple[int, int]]:
+    """(ne0, ne1) of each 2-D layer weight: the GGUF's tensor table, or a dense card's projections as the converter
+    writes them (attn_q h x heads*hd, attn_k/attn_v h x kv*hd, attn_output heads*hd x h, ffn_gate/ffn_up h x ffn,
+    ffn_down ffn x h)."""
+    from kvplan.model.gguf import gguf_path_of, load_gguf
+
+    path = gguf_path_of(card)
+    if path is not None:
+        return {t.name: (t.shape[0], t.shape[1]) for t in load_gguf(path).tensors if len(t.shape) == 2}
+    h, q, kv = card.hidden_size, card.num_heads * card.head_dim, card.num_kv_heads * card.head_dim
+    out = {}
+    for i in range(card.num_layers):
+        b = f"blk.{i}."
+        out.update({b + "attn_q.weight": (h, q), b + "attn_k.weight": (h, kv), b + "attn_v.weight": (h, kv),
+                    b + "attn_output.weight": (q, h)})
+        if not card.is_moe_layer(i) and card.has_mlp(i):
+            out.update({b + "ffn_up.weight": (h, card.ffn_size), b + "ffn_down.weight": (card.ffn_size, h)})
+            if card.gated_ffn:
+                out[b + "ffn_gate.weight"] = (h, card.ffn_size)
+    return out
+
+
+@lru_cache(maxsize=256)
+def most_slots(card, f: lc.LlamaFlags, total: int, max_model_len: int, w_bits: int) -> lc.LlamaFlags:
+    """``f`` with -np N -c N x max_model_len for the largest N in 1..LLAMA_MAX_SEQ whose buffers fit every GPU of
+    ``total`` bytes (``LlamaCpp.flags``)."""
+    hp, weights = hparams_and_weights(card, w_bits, f.gguf_quant)
+    at = lambda n: replace(f, n_parallel=n, n_ctx=n * max_model_len, kv_unified=False)  # noqa: E731
+    lora = adapters(card, f)
+    fits = lambda n: lc.gpu_bytes(lc.memory(hp, at(n), weights, lora), f.backend) <= total  # noqa: E731
+    return at(longest(lambda n: n <= 1 or fits(n), lc.MAX_SEQ) or 1)
+
+
+@lru_cache(maxsize=256)
+def _fit(card, f: lc.LlamaFlags, total: int, w_bits: int, quant: str | None) -> lc.LlamaFit:
+    hp, weights = hparams_and_weights(card, w_bits, quant or f.gguf_quant)
+    return lc.fit(hp, f, total - lc.FIT_TARGET, weights, adapters(card, f))
 
 
 class LlamaCpp(Runtime):
@@ -84,7 +166,15 @@ class LlamaCpp(Runtime):
             f = replace(f, n_parallel=batch)
         if f.n_ctx is None:
             f = replace(f, n_ctx=seq_len if f.kv_unified else seq_len * f.n_parallel)
-        return lc.memory(hp, f, weights)
+        return lc.memory(hp, f, weights, adapters(card, f))
+
+    def check_servable(self, card, layout) -> None:
+        """One llama-server: its layers split over --pp GPUs (-ts, --split-mode layer, the default); llama.cpp's
+        row split (--split-mode row) is not modelled."""
+        if layout.tp > 1:
+            raise Refused("--tp: llama.cpp's --split-mode row is not modelled; its layers split over --pp GPUs "
+                          "(-ts/--tensor-split, --split-mode layer)")
+        super().check_servable(card, replace(layout, pp=1))
 
     def resolve(self, flags: ServingFlags, card, gpu, total, layout, max_model_len) -> Options:
         for flag, value in (("--gpu-memory-utilization", flags.gpu_memory_utilization),
@@ -94,57 +184,75 @@ class LlamaCpp(Runtime):
         self._refuse_sglang_only(flags)
         self._refuse_vllm_only(flags)
         f = flags.llama or lc.LlamaFlags()
+        if f.tensor_split and len(f.tensor_split) != layout.pp:
+            raise KvplanError(f"-ts/--tensor-split: {len(f.tensor_split)} shares for --pp {layout.pp} GPU(s); give "
+                              "one share per GPU of the server")
+        f = replace(f, n_gpus=layout.pp)
         if f.n_parallel is None and self.default_parallel is not None:
             f = replace(f, n_parallel=self.default_parallel)
-        if f.n_ctx is None:  # each slot holds --max-model-len tokens
-            unified = f.kv_unified if f.n_parallel is not None else (f.kv_unified is not False)
-            slots = f.n_parallel or 4
-            f = replace(f, n_ctx=max_model_len if unified else max_model_len * slots)
+        if f.n_ctx is None and f.n_parallel is not None:  # each slot holds --max-model-len tokens
+            f = replace(f, n_ctx=max_model_len if f.kv_unified else max_model_len * f.n_parallel)
         return Options(util=1.0, llama=f)
 
+    def flags(self, s: Setup) -> lc.LlamaFlags:
+        """The plan's llama.cpp flags. Neither -c nor -np given: -np N -c N x --max-model-len (a stream of
+        max_model_len cells per slot, as an explicit -np gives) for the largest N (at most LLAMA_MAX_SEQ) whose
+        buffers fit every GPU, so the plan's concurrency is llama-server's slots; 1 when none does (the plan then
+        says it does not fit). llama-server alone would start 4 unified slots sharing the model's whole context."""
+        f = s.opts.llama
+        return f if f.n_ctx is not None else most_slots(s.card, f, s.total, s.max_model_len, s.w_t.bits)
+
     def memory(self, s: Setup, n_ctx: int | None = None) -> lc.LlamaMemory:
-        hp, weights = hparams_and_weights(s.card, s.w_t.bits, s.opts.llama.gguf_quant)
-        f = s.opts.llama if n_ctx is None else replace(s.opts.llama, n_ctx=n_ctx)
-        return lc.memory(hp, f, weights)
+        f = self.flags(s)
+        hp, weights = hparams_and_weights(s.card, s.w_t.bits, f.gguf_quant)
+        return lc.memory(hp, f if n_ctx is None else replace(f, n_ctx=n_ctx), weights, adapters(s.card, f))
+
+    def _gpus(self, s: Setup) -> list[str]:
+        return [f"{s.opts.llama.backend}{i}" for i in range(s.opts.llama.n_gpus)]
 
     def stages(self, s: Setup) -> list[Stage]:
-        m = self.memory(s)
-        gpu = f"{s.opts.llama.backend}0"
-        weights = sum(b.bytes for b in m.buffers if b.device == gpu and b.kind == "model")
-        compute = sum(b.bytes for b in m.buffers if b.device == gpu and b.kind == "compute")
-        available = s.total - weights - compute
-        return [Stage(0, range(s.card.num_layers), 0, weights, 0, compute, 0, 0, s.total, available)]
+        """One stage per GPU of the server: its model and (estimated) compute buffers; the rest holds its caches."""
+        m, out = self.memory(s), []
+        for i, gpu in enumerate(self._gpus(s)):
+            on = lambda kind: sum(b.bytes for b in m.buffers if b.device == gpu and b.kind == kind)  # noqa: E731
+            weights, compute = on("model") + on("lora"), on("compute")
+            out.append(Stage(i, range(s.card.num_layers), 0, weights, 0, compute, 0, 0, s.total,
+                             s.total - weights - compute))
+        return out
 
     def pool(self, s: Setup, sts: list[Stage]) -> Pool:
-        """The cache llama.cpp allocates at start-up (n_ctx cells, whatever the requests): it fits or it does not;
-        slots of --max-model-len that fit: -np (own cells each), or n_ctx // max_model_len of a unified cache."""
-        st, m = sts[0], self.memory(s)
+        """The cache llama.cpp allocates at start-up (n_ctx cells, whatever the requests): it fits every GPU or it
+        does not; slots of --max-model-len that fit: -np (own cells each), or n_ctx // max_model_len of a unified
+        cache."""
+        m = self.memory(s)
         c = m.context
-        gpu = f"{s.opts.llama.backend}0"
-        cache = sum(b.bytes for b in m.buffers if b.device == gpu and b.kind in ("kv", "recurrent"))
-        fits = cache <= st.available and c.n_ctx_seq >= s.max_model_len
+        caches = [sum(b.bytes for b in m.buffers if b.device == gpu and b.kind in ("kv", "recurrent"))
+                  for gpu in self._gpus(s)]
+        lim = max(range(len(sts)), key=lambda i: caches[i] - sts[i].available)
+        st, cache = sts[lim], caches[lim]
+        fits = all(cb <= x.available for cb, x in zip(caches, sts)) and c.n_ctx_seq >= s.max_model_len
         slots = c.n_seq_max if not c.kv_unified else min(c.n_seq_max, c.n_ctx // s.max_model_len)
         conc = float(slots) if fits else 0.0
-        ok = lambda L: self._gpu_cache(s, L) <= st.available  # noqa: E731
+        ok = lambda L: self._fits_cache(s, L)  # noqa: E731
         fit = longest(ok, max(c.n_ctx, s.max_model_len)) if ok(1) else 0
-        row = rank_row(st, cache // max(1, c.n_ctx), c.n_ctx, fit)
-        pool = KVCachePool(available_bytes=st.available, block_size=1, bytes_per_block=cache // max(1, c.n_ctx),
+        per_cell = cache // max(1, c.n_ctx)
+        rows = [rank_row(x, cb // max(1, c.n_ctx), c.n_ctx, fit) for x, cb in zip(sts, caches)]
+        pool = KVCachePool(available_bytes=st.available, block_size=1, bytes_per_block=per_cell,
                            num_blocks=c.n_ctx, tokens=c.n_ctx, groups=len(m.caches), padding_layers=0,
                            blocks_per_request=c.n_ctx_seq)
-        return Pool(st, pool, conc, cache, fits, fit, [row])
+        return Pool(st, pool, conc, cache, fits, fit, rows)
 
-    def _gpu_cache(self, s: Setup, n_ctx: int) -> int:
+    def _fits_cache(self, s: Setup, n_ctx: int) -> bool:
+        """Every GPU holds its model, caches and compute buffers at ``n_ctx`` cells."""
         m = self.memory(s, n_ctx)
-        gpu = f"{s.opts.llama.backend}0"
-        return sum(b.bytes for b in m.buffers if b.device == gpu and b.kind in ("kv", "recurrent", "compute"))
+        return all(m.device_bytes(gpu) <= s.total for gpu in self._gpus(s))
 
     def check_budget(self, s: Setup, sts: list[Stage]) -> None:
         """No refusal: weights that overflow the GPU are an answer (fits false) with the most -ngl that fit
         (``llamacpp_fit``), as llama.cpp's --fit would lower -ngl."""
 
     def fit(self, s: Setup, quant: str | None = None) -> lc.LlamaFit:
-        hp, weights = hparams_and_weights(s.card, s.w_t.bits, quant or s.opts.llama.gguf_quant)
-        return lc.fit(hp, s.opts.llama, s.total - lc.FIT_TARGET, weights)
+        return _fit(s.card, self.flags(s), s.total, s.w_t.bits, quant)
 
     def quant_table(self, s: Setup) -> list[lc.QuantFit] | None:
         """A card without a GGUF: each llama-quantize type's weights and what fits (the quant-type search)."""
@@ -153,7 +261,7 @@ class LlamaCpp(Runtime):
 
         if gguf_path_of(s.card) is not None or s.card.mla or s.card.ssm or s.card.shared_blocks:
             return None
-        f, rows = s.opts.llama, []
+        f, rows = self.flags(s), []
         for q in FILE_TYPES:
             layers, inp, out = quant_weights(s.card, q)
             ft = self.fit(s, q)
@@ -183,7 +291,7 @@ class LlamaCpp(Runtime):
     def launch_command(self, s: Setup, repo: str, revision: str | None = None) -> str:
         from kvplan.model.gguf import gguf_path_of
 
-        f, m = s.opts.llama, self.memory(s)
+        f, m = self.flags(s), self.memory(s)
         cmd = ["llama-server", f"-m {gguf_path_of(s.card) or repo + '.gguf'}", f"-c {m.context.n_ctx}"]
         if f.n_parallel is not None:
             cmd.append(f"-np {f.n_parallel}")
@@ -195,6 +303,11 @@ class LlamaCpp(Runtime):
         cmd += [f"-ngl {f.n_gpu_layers}"] if f.n_gpu_layers is not None else []
         cmd += ["--swa-full"] if f.swa_full else []
         cmd += [f"-ub {f.n_ubatch}"] if f.n_ubatch != 512 else []
+        cmd += [f"-ts {','.join(f'{x:g}' for x in f.tensor_split)}"] if f.tensor_split else []
+        cmd += [f"-ot '{p}={b}'" for p, b in f.overrides]
+        cmd += ["--cpu-moe"] if f.cpu_moe else []
+        cmd += [f"--n-cpu-moe {f.n_cpu_moe}"] if f.n_cpu_moe else []
+        cmd += [f"--lora {path}" for path in f.lora]
         return " ".join(cmd)
 
     def notes(self, s: Setup, p: Pool) -> list[str]:
@@ -202,12 +315,19 @@ class LlamaCpp(Runtime):
         c = m.context
         out = [f"{self.display_name} ({c.rules} rules): n_ctx {c.n_ctx:,} cells, {c.n_ctx_seq:,} per slot, "
                f"{c.n_seq_max} slot(s){', unified cache' if c.kv_unified else ''}; {c.n_gpu_layers}/{c.n_layer + 1} "
-               "layers on the GPU. Buffers per device in the JSON (buffers); the compute buffer is ESTIMATED "
+               f"layers on {s.opts.llama.n_gpus} GPU(s). Buffers per device in the JSON (buffers); the compute buffer "
+               "is ESTIMATED "
                "(llama.cpp measures it; error on public logs in docs/llamacpp.md); the output buffer is in host "
                "memory."]
+        if s.opts.llama.n_ctx is None:
+            out.append(f"Slots: neither -c nor -np given, so the plan sizes llama-server for the most slots of "
+                       f"--max-model-len that fit: -np {c.n_seq_max} -c {c.n_ctx:,} (llama-server alone starts 4 "
+                       "unified slots sharing -c).")
         ft = self.fit(s)
-        out.append(f"Fit (GPU memory less --fit's 1 GiB margin, {fmt_bytes(ft.budget_bytes)}): at most -c "
-                   f"{ft.max_n_ctx:,} with these layers; at most -ngl {ft.max_gpu_layers} at -c {c.n_ctx:,}.")
+        moe = "" if ft.min_n_cpu_moe is None else (f"; with every layer on the GPU(s), at least --n-cpu-moe "
+                                                   f"{ft.min_n_cpu_moe} (experts of the first layers in host memory)")
+        out.append(f"Fit (GPU memory less --fit's 1 GiB margin, {fmt_bytes(ft.budget_bytes)} per GPU): at most -c "
+                   f"{ft.max_n_ctx:,} with these layers; at most -ngl {ft.max_gpu_layers} at -c {c.n_ctx:,}{moe}.")
         quants = self.quant_table(s)
         if quants:
             ok = [q.quant for q in quants if q.fits]

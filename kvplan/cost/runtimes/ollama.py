@@ -35,7 +35,7 @@ class Ollama(LlamaCpp):
         return Options(util=1.0, llama=replace(f, kv_unified=False))
 
     def launch_command(self, s: Setup, repo: str, revision: str | None = None) -> str:
-        f = s.opts.llama
+        f = self.flags(s)
         env = [f"OLLAMA_NUM_PARALLEL={f.n_parallel}"]
         if f.type_k != "f16":
             env.append(f"OLLAMA_KV_CACHE_TYPE={f.type_k}")

@@ -45,6 +45,11 @@ class ServingFlags:
     flashinfer_sampler: bool = False  # vLLM samples top-k/top-p in FlashInfer (0.10-0.11 with it installed; opt-in since)
     pp_layer_partition: str | None = None  # vLLM's VLLM_PP_LAYER_PARTITION, e.g. "16,32" (layers per stage)
     llama: LlamaFlags | None = None  # llama.cpp's own flags (-c, -np, -ctk, -ctv, -fa, -ngl, ...): llamacpp, ollama
+    speculative_algorithm: str | None = None  # SGLang --speculative-algorithm EAGLE|EAGLE3|NEXTN|STANDALONE|NGRAM
+    speculative_draft_model_path: str | None = None  # SGLang --speculative-draft-model-path
+    speculative_num_steps: int | None = None  # SGLang --speculative-num-steps
+    speculative_eagle_topk: int | None = None  # SGLang --speculative-eagle-topk
+    speculative_num_draft_tokens: int | None = None  # SGLang --speculative-num-draft-tokens
 
 
 # ServingFlags field -> (the flag as the CLI spells it, the engines that take it)
@@ -58,7 +63,12 @@ EXTRA_FLAGS = {"free_gpu_memory_fraction": ("--kv-cache-free-gpu-memory-fraction
                "max_lora_rank": ("--max-lora-rank", "vllm"),
                "flashinfer_sampler": ("--flashinfer-sampler", "vllm"),
                "pp_layer_partition": ("--pp-layer-partition", "vllm"),
-               "llama": ("-c/-np/-ctk/-ctv/-fa/-ngl", "llamacpp or ollama")}
+               "llama": ("-c/-np/-ctk/-ctv/-fa/-ngl", "llamacpp or ollama"),
+               "speculative_algorithm": ("--speculative-algorithm", "sglang"),
+               "speculative_draft_model_path": ("--speculative-draft-model-path", "sglang"),
+               "speculative_num_steps": ("--speculative-num-steps", "sglang"),
+               "speculative_eagle_topk": ("--speculative-eagle-topk", "sglang"),
+               "speculative_num_draft_tokens": ("--speculative-num-draft-tokens", "sglang")}
 
 
 @dataclass(frozen=True)

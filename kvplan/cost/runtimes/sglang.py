@@ -53,6 +53,8 @@ class SGLang(Server):
     rules = VERSIONS[-1].label
     version = VERSIONS[-1]
     versions = tuple(v.span for v in VERSIONS)
+    extra_flags = frozenset({"speculative_algorithm", "speculative_draft_model_path", "speculative_num_steps",
+                             "speculative_eagle_topk", "speculative_num_draft_tokens"})
     budget_flag = "--mem-fraction-static"
     description = ("SGLang token pool, page size 1: one slot per token and layer (sliding layers counted in full; "
                    "its hybrid SWA pool is not modelled)")
@@ -99,7 +101,9 @@ class SGLang(Server):
             raise error(f"--mem-fraction-static: SGLang needs a fraction in (0, 1], got {mfs} "
                         f"{'(its default formula for this GPU)' if value is None else ''}".rstrip())
         self._refuse_vllm_only(flags)
-        return Options(mfs=mfs, block_size=block)
+        from kvplan.cost.features import parse_sglang_speculative
+
+        return Options(mfs=mfs, block_size=block, speculative=parse_sglang_speculative(flags, card))
 
     def overhead_defaults(self, gpus: int) -> tuple[int, int, int]:
         from kvplan.cost.serving_vllm import DEFAULT_CONTEXT_BYTES
@@ -133,7 +137,7 @@ class SGLang(Server):
         for st in sts:
             state = _state_bytes(s.card, st)
             kv, n = sg.mamba_split(st.available, state) if s.card.ssm else (st.available, None)
-            tokens = sg.max_total_tokens(kv, st.kv_bytes_per_token, page) if st.kv_bytes_per_token else 0
+            tokens = sg.max_total_tokens(kv, _cell(s, st), page) if st.kv_bytes_per_token else 0
             rows.append(rank_row(st, st.kv_bytes_per_token * page, tokens // page, min(L, tokens) if tokens else L))
             slots.append(n)
             states.append(state)
@@ -190,6 +194,14 @@ class SGLang(Server):
 
     def activation_rule(self, s: Setup) -> str:
         return "not charged: SGLang keeps activations in free x (1 - mem_fraction_static)"
+
+
+def _cell(s: Setup, st: Stage) -> int:
+    """The token pool's bytes per token on this stage: its K/V, scaled for a draft sharing the pool."""
+    from kvplan.cost.features import sglang_spec_cell_size
+
+    return sglang_spec_cell_size(st.kv_bytes_per_token, s.opts.speculative,
+                                 sum(1 for sp in st.specs if not sp.per_sequence))
 
 
 def _state_bytes(card, st: Stage) -> int:

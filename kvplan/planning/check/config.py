@@ -32,9 +32,13 @@ ESTIMATE_KEYS = ("batch", "seq_len", "engine", "kv_dtype", "weight_dtype", "enco
                  "block_size", "kv_heads", "attention", "prompt_len", "gpu", "gpu_file", "mfu", "mbu")
 PLAN_KEYS = ("tp", "pp", "dp", "max_model_len", "gpu_memory", "gpu_memory_utilization", "kv_cache_memory",
              "max_num_batched_tokens", "max_num_seqs")  # options only the capacity planner (`kvplan plan`) takes
-SIZE_KEYS = ("max_kv_bytes", "max_total_bytes", "max_gpu_bytes", "gpu_memory", "kv_cache_memory")
+DISAGG_KEYS = ("rate", "isl", "osl", "ttft_ms", "tpot_ms")  # `kvplan disagg`: a scenario with these is kind disagg
+SIZE_KEYS = ("max_kv_bytes", "max_total_bytes", "max_gpu_bytes", "gpu_memory", "kv_cache_memory",
+             "max_kv_transfer_bytes")
 PLAN_BUDGETS = ("max_gpu_bytes", "min_concurrency", "fits")
-BUDGET_KEYS = ("max_kv_bytes", "max_total_bytes", "max_ttft_ms", "max_tpot_ms", *PLAN_BUDGETS, "tolerance")
+DISAGG_BUDGETS = ("max_kv_transfer_bytes", "max_link_gb_per_s", "max_gpus")
+BUDGET_KEYS = ("max_kv_bytes", "max_total_bytes", "max_ttft_ms", "max_tpot_ms", *PLAN_BUDGETS, *DISAGG_BUDGETS,
+               "tolerance")
 _SIZE_PATTERN = r"^\s*(\d+(\.\d+)?|\.\d+)\s*([kKmMgGtTpPeE]i?[bB]?|[bB])?\s*$"
 Size = Annotated[int, Field(ge=0), WithJsonSchema({
     "anyOf": [{"type": "integer", "minimum": 0}, {"type": "string", "pattern": _SIZE_PATTERN}],
@@ -97,6 +101,18 @@ class Scenario(BaseModel):
     max_ttft_ms: Optional[float] = Field(_OPT, gt=0, description="Budget: roofline time to first token (needs gpu).")
     max_tpot_ms: Optional[float] = Field(_OPT, gt=0, description="Budget: roofline time per output token (needs gpu).")
     fits: Optional[Literal[True]] = Field(_OPT, description="Budget (kvplan plan): the plan must fit.")
+    rate: Optional[float] = Field(_OPT, gt=0, description="kvplan disagg --rate: requests per second (with isl, osl, "
+                                                          "ttft_ms, tpot_ms and gpu: a disagg scenario).")
+    isl: Optional[PosInt] = Field(_OPT, description="kvplan disagg --isl: prompt tokens per request.")
+    osl: Optional[PosInt] = Field(_OPT, description="kvplan disagg --osl: output tokens per request.")
+    ttft_ms: Optional[float] = Field(_OPT, gt=0, description="kvplan disagg --ttft-ms: the time-to-first-token target.")
+    tpot_ms: Optional[float] = Field(_OPT, gt=0, description="kvplan disagg --tpot-ms: the time-per-output-token "
+                                                             "target.")
+    max_kv_transfer_bytes: Optional[Size] = Field(_OPT, description="Budget (kvplan disagg): K/V handed over per "
+                                                                    "request.")
+    max_link_gb_per_s: Optional[float] = Field(_OPT, gt=0, description="Budget (kvplan disagg): the link one hand-over "
+                                                                       "needs within the TTFT target, GB/s.")
+    max_gpus: Optional[PosInt] = Field(_OPT, description="Budget (kvplan disagg): GPUs of both pools.")
     tolerance: float = Field(0.0, ge=0, description="Growth over the baseline allowed, as a fraction (0.05 = 5%).")
 
     def options(self, keys: tuple[str, ...]) -> dict[str, object]:
@@ -106,6 +122,11 @@ class Scenario(BaseModel):
     @property
     def uses_plan(self) -> bool:
         return bool(self.options(PLAN_KEYS + PLAN_BUDGETS))
+
+    @property
+    def uses_disagg(self) -> bool:
+        """A disagg scenario (``kvplan disagg``): it sets the rate, lengths or targets, or a disagg budget."""
+        return bool(self.options(DISAGG_KEYS + DISAGG_BUDGETS))
 
 
 class CheckConfig(BaseModel):

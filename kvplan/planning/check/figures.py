@@ -12,7 +12,8 @@ from typing import Literal
 from kvplan.errors import KvplanError
 from kvplan.model.card import ModelCard
 from kvplan.model.catalog import load_card
-from kvplan.planning.check.config import BUDGET_KEYS, ESTIMATE_KEYS, PLAN_KEYS, LoadedConfig, Scenario
+from kvplan.planning.check.config import (BUDGET_KEYS, DISAGG_KEYS, ESTIMATE_KEYS, PLAN_KEYS, LoadedConfig,
+                                          Scenario)
 
 Value = int | float | bool
 _CARD_SKIP = {"name", "source", "published_params"}
@@ -37,6 +38,9 @@ FIGURES = {f.name: f for f in (
     Figure("gpu_bytes", "bytes", "max_gpu_bytes"),
     Figure("concurrency", "count", "min_concurrency", higher_is_better=True),
     Figure("fits", "bool", "fits", higher_is_better=True),
+    Figure("kv_transfer_bytes", "bytes", "max_kv_transfer_bytes", kv=True),
+    Figure("link_gb_per_s", "count", "max_link_gb_per_s"),
+    Figure("disagg_gpus", "count", "max_gpus"),
 )}
 
 
@@ -60,6 +64,8 @@ def evaluate(loaded: LoadedConfig, index: int) -> Evaluated:
         figures = _estimate_figures(s, card, loaded.root) if s.seq_len is not None else {}
         if s.uses_plan:
             figures.update(_plan_figures(s, card))
+        if s.uses_disagg:
+            figures.update(_disagg_figures(s, card))
     except KvplanError as exc:
         message = _as_keys(str(exc))
         key = message.partition(":")[0]
@@ -129,6 +135,19 @@ def _plan_figures(s: Scenario, card: ModelCard) -> dict[str, Value]:
                           f"{', '.join(k for k in ESTIMATE_KEYS + PLAN_KEYS if k in accepted)}")
     result = plan(card, **opts)
     return {"gpu_bytes": gpu_bytes(result.per_gpu), "concurrency": result.max_concurrency, "fits": bool(result.fits)}
+
+
+def _disagg_figures(s: Scenario, card: ModelCard) -> dict[str, Value]:
+    """The hand-over, the link it needs and the GPUs of both pools, from ``kvplan.planning.disagg.disagg``."""
+    from kvplan.planning.disagg import disagg
+
+    missing = [k for k in (*DISAGG_KEYS, "gpu") if getattr(s, k) is None]
+    if missing:
+        raise KvplanError(f"{missing[0]}: required by a disagg scenario (rate, isl, osl, ttft_ms, tpot_ms, gpu)")
+    opts = s.options(("engine", "kv_dtype", "weight_dtype", "gpu_file"))
+    r = disagg(card, gpu=s.gpu, **s.options(DISAGG_KEYS), **opts)
+    return {"kv_transfer_bytes": r.kv_transfer_bytes_per_request, "link_gb_per_s": r.link_bytes_per_s_needed / 1e9,
+            "disagg_gpus": r.total_gpus}
 
 
 def gpu_bytes(g) -> int:
