@@ -88,6 +88,10 @@ SharedPrefixLen = Annotated[_I, typer.Option(
 EnableLora = Annotated[bool, typer.Option("--enable-lora", metavar="", help="vLLM: LoRA adapter slots on the GPU.")]
 MaxLoras = Annotated[_I, typer.Option("--max-loras", help="vLLM: adapters held at once (default 1).")]
 MaxLoraRank = Annotated[_I, typer.Option("--max-lora-rank", help="vLLM: the largest adapter rank (default 16).")]
+LimitMmPerPrompt = Annotated[_S, typer.Option(
+    "--limit-mm-per-prompt", help='vLLM: images per prompt, JSON like \'{"image": 4}\'; {"image": 0}: text-only.')]
+MmEncoderTpMode = Annotated[_S, typer.Option(
+    "--mm-encoder-tp-mode", help="vLLM: weights (the vision tower split over TP, default) or data (whole per GPU).")]
 
 # llama.cpp's own flag names (`--engine llamacpp|ollama`), so a llama-server command line pastes in
 CtxSize = Annotated[Optional[int], typer.Option("-c", "--ctx-size", help="llama.cpp n_ctx (default: --max-model-len "

@@ -25,7 +25,8 @@ def plan(
     max_batch_size: o.MaxBatchSize = None, cuda_memory_fraction: o.CudaMemoryFraction = None,
     max_batch_prefill_tokens: o.MaxBatchPrefillTokens = None, speculative_config: o.SpeculativeConfig = None,
     shared_prefix_len: o.SharedPrefixLen = None, enable_lora: o.EnableLora = False, max_loras: o.MaxLoras = None,
-    max_lora_rank: o.MaxLoraRank = None,
+    max_lora_rank: o.MaxLoraRank = None, limit_mm_per_prompt: o.LimitMmPerPrompt = None,
+    mm_encoder_tp_mode: o.MmEncoderTpMode = None,
 ) -> None:
     """How many concurrent requests of --max-model-len fit, with the engine's own arithmetic; without --gpu, which
     GPUs and how many hold --concurrency of them."""
@@ -48,7 +49,8 @@ def plan(
         max_batch_size=max_batch_size, cuda_memory_fraction=cuda_memory_fraction,
         max_batch_prefill_tokens=max_batch_prefill_tokens, speculative_config=speculative_config,
         shared_prefix_len=shared_prefix_len, enable_lora=enable_lora or None, max_loras=max_loras,
-        max_lora_rank=max_lora_rank).items() if v is not None})
+        max_lora_rank=max_lora_rank, limit_mm_per_prompt=limit_mm_per_prompt,
+        mm_encoder_tp_mode=mm_encoder_tp_mode).items() if v is not None})
     if gpu is None:
         _emit(_search(card, concurrency, (tp, pp, dp), gpus, max_gpus, ttft_ms, tpot_ms, common), as_json,
               "render_search")

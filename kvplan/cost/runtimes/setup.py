@@ -42,6 +42,8 @@ class ServingFlags:
     enable_lora: bool = False  # vLLM --enable-lora
     max_loras: int | None = None  # vLLM --max-loras
     max_lora_rank: int | None = None  # vLLM --max-lora-rank
+    limit_mm_per_prompt: str | dict | None = None  # vLLM --limit-mm-per-prompt (JSON text or a dict)
+    mm_encoder_tp_mode: str | None = None  # vLLM --mm-encoder-tp-mode: weights (default) or data
     llama: LlamaFlags | None = None  # llama.cpp's own flags (-c, -np, -ctk, -ctv, -fa, -ngl, ...): llamacpp, ollama
 
 
@@ -54,6 +56,8 @@ EXTRA_FLAGS = {"free_gpu_memory_fraction": ("--kv-cache-free-gpu-memory-fraction
                "shared_prefix_len": ("--shared-prefix-len", "vllm, trtllm or tgi"),
                "enable_lora": ("--enable-lora", "vllm"), "max_loras": ("--max-loras", "vllm"),
                "max_lora_rank": ("--max-lora-rank", "vllm"),
+               "limit_mm_per_prompt": ("--limit-mm-per-prompt", "vllm"),
+               "mm_encoder_tp_mode": ("--mm-encoder-tp-mode", "vllm"),
                "llama": ("-c/-np/-ctk/-ctv/-fa/-ngl", "llamacpp or ollama")}
 
 
@@ -72,6 +76,9 @@ class Options:
     speculative: object | None = None  # kvplan.cost.features.Speculative (vLLM --speculative-config)
     shared_prefix_len: int = 0  # prompt tokens every request shares (prefix caching)
     lora: object | None = None  # kvplan.cost.features.LoRA (vLLM --enable-lora)
+    mm_limit: int | None = None  # images per prompt (vLLM --limit-mm-per-prompt; multimodal cards)
+    mm_encoder_data: bool = False  # the vision tower whole on every rank (--mm-encoder-tp-mode data, where supported)
+    mm_encoder_mode: str | None = None  # --mm-encoder-tp-mode as given
     llama: LlamaFlags | None = None  # llama.cpp's flags with its defaults (llamacpp, ollama)
 
 
