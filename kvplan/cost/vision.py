@@ -46,14 +46,18 @@ def block_matrices(v: VisionTower) -> tuple[Matrix, ...]:
                 Matrix("v_proj", h, h, False, "column"), Matrix("o_proj", h, h, False, "row"),
                 Matrix("gate_proj", h, f, False, "column"), Matrix("up_proj", h, f, False, "column"),
                 Matrix("down_proj", f, h, False, "row"))
+    if v.kind == "qwen3_vl":
+        return (Matrix("qkv", h, 3 * h, True, "column"), Matrix("proj", h, h, True, "row"),
+                Matrix("linear_fc1", h, f, True, "column"), Matrix("linear_fc2", f, h, True, "row"))
     return (Matrix("qkv", h, 3 * h, True, "column"), Matrix("proj", h, h, True, "row"),  # qwen2_5_vl
             Matrix("gate_proj", h, f, True, "column"), Matrix("up_proj", h, f, True, "column"),
             Matrix("down_proj", f, h, True, "row"))
 
 
 def block_vectors(v: VisionTower) -> int:
-    """The norms of one block: two LayerNorms (weight and bias) for CLIP and SigLIP, two RMSNorms otherwise."""
-    return 2 * v.hidden_size * (2 if v.kind in ("clip", "siglip") else 1)
+    """The norms of one block: two LayerNorms (weight and bias) for CLIP, SigLIP and Qwen3-VL, two RMSNorms
+    otherwise."""
+    return 2 * v.hidden_size * (2 if v.kind in ("clip", "siglip", "qwen3_vl") else 1)
 
 
 def patches_per_side(v: VisionTower) -> int:
@@ -71,6 +75,8 @@ def _embeddings(v: VisionTower, hf: bool) -> tuple[int, int]:
         return c * p * p * h + h + post, patches_per_side(v) ** 2 * h
     if v.kind == "pixtral":  # patch_conv (no bias), ln_pre RMSNorm; 2-D RoPE, no table
         return c * p * p * h + h, 0
+    if v.kind == "qwen3_vl":  # Conv3d with bias; pos_embed an nn.Embedding, whole on every rank (qwen3_vl.py)
+        return c * v.temporal_patch_size * p * p * h + h + (v.num_position_embeddings or 0) * h, 0
     return c * v.temporal_patch_size * p * p * h, 0  # qwen2_5_vl: Conv3d patch embedding without bias
 
 
@@ -81,17 +87,20 @@ def projector_matrices(v: VisionTower, text_hidden: int) -> tuple[Matrix, ...]:
         return Matrix("linear_1", vh, text_hidden, b, "column"), Matrix("linear_2", text_hidden, text_hidden, b, "row")
     if v.projector == "mistral3":
         return (Matrix("patch_merger", vh * m2, vh, False, "replicated"),
-                Matrix("linear_1", vh, text_hidden, b, "column"), Matrix("linear_2", text_hidden, text_hidden, b, "row"))
+                Matrix("linear_1", vh, text_hidden, b, "column"),
+                Matrix("linear_2", text_hidden, text_hidden, b, "row"))
     if v.projector == "gemma3":  # mm_input_projection_weight: an nn.Parameter, whole on every rank
         return (Matrix("mm_input_projection", vh, text_hidden, False, "replicated"),)
-    return (Matrix("mlp.0", vh * m2, vh * m2, True, "column"),  # qwen_merger
-            Matrix("mlp.2", vh * m2, text_hidden, True, "row"))
+    merger = (Matrix("fc1", vh * m2, vh * m2, True, "column"), Matrix("fc2", vh * m2, text_hidden, True, "row"))
+    return merger * (1 + v.deepstack_mergers)  # qwen_merger; qwen3_merger: one more per DeepStack layer
 
 
 def projector_vectors(v: VisionTower, text_hidden: int) -> int:
     """The projector's norm (RMSNorm of the vision width: gemma3 mm_soft_emb_norm, mistral3 norm, Qwen ln_q) and
     LLaVA-NeXT's image_newline."""
     norm = v.hidden_size if v.projector in ("gemma3", "mistral3", "qwen_merger") else 0
+    if v.projector == "qwen3_merger":  # LayerNorms: the merger's of the vision width, each DeepStack merger's v m^2
+        norm = 2 * v.hidden_size + v.deepstack_mergers * 2 * v.hidden_size * v.spatial_merge_size ** 2
     return norm + (text_hidden if v.image_newline else 0)
 
 
@@ -176,7 +185,7 @@ def encoder_budget(v: VisionTower, mnbt: int, max_num_seqs: int, max_model_len: 
 def encoder_patches(v: VisionTower) -> int:
     """Encoder tokens of the largest item: its tokens before the spatial merge (Qwen2.5-VL, Pixtral-in-Mistral3:
     merge^2 patches per token; CLIP and SigLIP: every patch of every tile, the CLS token too)."""
-    if v.kind == "qwen2_5_vl" or v.kind == "pixtral":
+    if v.kind in ("qwen2_5_vl", "qwen3_vl", "pixtral"):
         return v.max_tokens_per_item * v.spatial_merge_size ** 2
     side = patches_per_side(v)
     per_tile = side * side + (1 if v.kind == "clip" else 0)
@@ -192,6 +201,6 @@ def encoder_peak_bytes(v: VisionTower, b: EncoderBudget, text_hidden: int, act_b
     the intermediate 2x (plain) or 3x (gated: gate, up, product)); attention itself is memory-efficient (no
     tokens^2 matrix in vLLM's vision backends)."""
     kept = b.items * b.tokens_per_item * text_hidden * act_bytes
-    gated = v.kind in ("pixtral", "qwen2_5_vl")
+    gated = v.kind in ("pixtral", "qwen2_5_vl")  # Qwen3-VL, CLIP, SigLIP: plain fc1 / fc2
     per_token = max(8 * v.hidden_size, 2 * v.hidden_size + (3 if gated else 2) * v.ffn_size)
     return kept, b.encoder_tokens * per_token * act_bytes

@@ -16,11 +16,14 @@ transformers module (``models/<type>/modeling_<type>.py``) and vLLM's (``vllm/mo
   of RMSNorm + q/k/v/o without bias + RMSNorm + gated SiLU MLP without bias; 2-D RoPE (no position table).
 - ``qwen2_5_vl`` (``Qwen2_5_VisionTransformerPretrainedModel``): patch Conv3d (temporal x patch x patch) without
   bias, blocks of RMSNorm + fused biased qkv + biased proj + RMSNorm + gated biased MLP; 2-D RoPE.
+- ``qwen3_vl`` (``Qwen3VLVisionModel``): patch Conv3d with bias, a learned position table
+  (``num_position_embeddings``), blocks of LayerNorm + biased qkv / proj + LayerNorm + biased fc1 / fc2 (GELU).
 
 Projectors: ``llava`` (linear_1 vision -> text, GELU, linear_2 text -> text, biased unless
 ``multimodal_projector_bias`` is false), ``gemma3`` (RMSNorm of the vision width, then one vision x text matrix,
 ``mm_input_projection_weight``), ``mistral3`` (RMSNorm, ``patch_merger`` Linear(vision x merge^2, vision) without
-bias, then the llava MLP), ``qwen_merger`` (RMSNorm, Linear(v m^2, v m^2) + GELU + Linear(v m^2, text), biased).
+bias, then the llava MLP), ``qwen_merger`` (RMSNorm, Linear(v m^2, v m^2) + GELU + Linear(v m^2, text), biased),
+``qwen3_merger`` (the same with a LayerNorm, plus one more merger per DeepStack layer, its LayerNorm v m^2 wide).
 """
 
 from __future__ import annotations
@@ -32,8 +35,8 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 _Size = Annotated[StrictInt, Field(gt=0, le=10_000_000)]
 _Small = Annotated[StrictInt, Field(gt=0, le=10_000)]
 
-TowerKind = Literal["clip", "siglip", "pixtral", "qwen2_5_vl"]
-ProjectorKind = Literal["llava", "gemma3", "mistral3", "qwen_merger"]
+TowerKind = Literal["clip", "siglip", "pixtral", "qwen2_5_vl", "qwen3_vl"]
+ProjectorKind = Literal["llava", "gemma3", "mistral3", "qwen_merger", "qwen3_merger"]
 
 
 class VisionTower(BaseModel):
@@ -55,6 +58,11 @@ class VisionTower(BaseModel):
                                                        "position table (CLIP, SigLIP, Pixtral); null: none (Qwen2.5-VL "
                                                        "takes any size).")
     num_channels: _Small = 3
+    num_position_embeddings: _Size | None = Field(None, description="Rows of a learned position table sized apart "
+                                                  "from image_size (Qwen3-VL); null: none, or from image_size.")
+    deepstack_mergers: Annotated[StrictInt, Field(ge=0, le=10_000)] = Field(
+        0, description="Extra patch mergers feeding intermediate blocks' features to the decoder (Qwen3-VL "
+                       "deepstack_visual_indexes).")
     temporal_patch_size: _Small = Field(1, description="Frames per patch (Qwen2.5-VL Conv3d: 2).")
     spatial_merge_size: _Small = Field(1, description="Patches merged per side into one token (Pixtral-in-Mistral3, "
                                                       "Qwen2.5-VL: 2).")

@@ -4,8 +4,8 @@ tower's weights on every rank, and the encoder's part of the profile run (kvplan
 - Weights: the tower and projector are built in the model's ``__init__`` on every rank and counted in "Model
   loading took" (``gpu_model_runner.py`` ``load_model`` profiles the whole model). They are split by TP
   (``--mm-encoder-tp-mode weights``, the default) or, with ``data`` on a model that ``supports_encoder_tp_data``
-  (``qwen2_5_vl.py``), built whole on every rank (``vllm/config/multimodal.py`` ``mm_encoder_tp_mode``; a model
-  without it falls back to ``weights``).
+  (``qwen2_5_vl.py``, ``qwen3_vl.py``), built whole on every rank (``vllm/config/multimodal.py``
+  ``mm_encoder_tp_mode``; a model without it falls back to ``weights``).
 - Profile run (``gpu_model_runner.py`` ``profile_run``; budget in ``kvplan.cost.vision.encoder_budget``): the
   encoder runs on the dummy batch of the largest items, its outputs stay in the encoder cache while the text dummy
   pass runs; ``--limit-mm-per-prompt '{"image": 0}'`` (a text-only deployment) skips it.
@@ -21,7 +21,8 @@ from kvplan.errors import KvplanError, clip
 from kvplan.units import fmt_bytes, fmt_int
 
 TP_MODES = ("weights", "data")
-DATA_PARALLEL_KINDS = ("qwen2_5_vl",)  # towers whose model class sets supports_encoder_tp_data (qwen2_5_vl.py)
+# towers whose model class sets supports_encoder_tp_data (qwen2_5_vl.py, qwen3_vl.py: disable_tp=use_data_parallel)
+DATA_PARALLEL_KINDS = ("qwen2_5_vl", "qwen3_vl")
 
 
 def resolve_mm(flags: ServingFlags, card) -> dict:
@@ -106,9 +107,10 @@ def notes(s: Setup) -> list[str]:
     tower = vz.vision_params(s.card, hf=False, tp=1 if s.opts.mm_encoder_data else s.layout.tp)
     how = ("whole on every GPU (--mm-encoder-tp-mode data)" if s.opts.mm_encoder_data or s.layout.tp == 1
            else f"split over TP {s.layout.tp} (--mm-encoder-tp-mode weights)")
+    size = fmt_bytes(s.w_t.data_bytes(tower.total))
     out = [f"Vision tower ({v.kind}, {v.built_layers} of {v.num_layers} blocks built) and projector ({v.projector}): "
-           f"{fmt_int(tower.tower)} + {fmt_int(tower.projector)} parameters = {fmt_bytes(s.w_t.data_bytes(tower.total))} "
-           f"per GPU, {how}, counted with the weights ('Model loading took')."]
+           f"{fmt_int(tower.tower)} + {fmt_int(tower.projector)} parameters = {size} per GPU, {how}, counted with "
+           "the weights ('Model loading took')."]
     if s.opts.mm_encoder_mode == "data" and not s.opts.mm_encoder_data:
         out.append(f"--mm-encoder-tp-mode data: {v.kind} towers do not support it in vLLM (no "
                    "supports_encoder_tp_data); vLLM falls back to weights.")
@@ -117,11 +119,10 @@ def notes(s: Setup) -> list[str]:
         out.append("--limit-mm-per-prompt image 0 (text-only): the profile run encodes no dummy images; the tower's "
                    "weights are still counted (kvplan does not model releases that skip loading it).")
         return out
-    act = 4 if s.w_t.bits == 32 else 2
-    kept, enc = vz.encoder_peak_bytes(v, b, s.card.hidden_size, act)
+    kept, enc = vz.encoder_peak_bytes(v, b, s.card.hidden_size, 4 if s.w_t.bits == 32 else 2)
+    enc //= 1 if s.opts.mm_encoder_data else s.layout.tp
     out.append(f"Encoder profile: 'Encoder cache will be initialized with a budget of {b.budget_tokens} tokens, and "
                f"profiled with {b.items} image items of the maximum feature size' ({fmt_int(b.tokens_per_item)} "
                f"tokens per image, {fmt_int(b.encoder_tokens)} encoder tokens); the kept outputs "
-               f"({fmt_bytes(kept)}) and the encoder's peak ({fmt_bytes(enc // (1 if s.opts.mm_encoder_data else s.layout.tp))}"
-               ", ESTIMATED) enter the profile-run peak.")
+               f"({fmt_bytes(kept)}) and the encoder's peak ({fmt_bytes(enc)}, ESTIMATED) enter the profile-run peak.")
     return out

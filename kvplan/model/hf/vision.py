@@ -3,10 +3,11 @@ flat files) for the card's decoder fields, and ``vision_config`` plus the top-le
 ``vision`` block (kvplan.model.vision), as transformers' config classes read them.
 
 Each vision config falls back to its transformers class's defaults (recorded as assumed): ``CLIPVisionConfig``,
-``SiglipVisionConfig``, ``PixtralVisionConfig``, ``Qwen2_5_VLVisionConfig`` (transformers 5.24, checked in
-tests/test_multimodal.py). The decoder tokens of the largest image follow vLLM's processors
-(``vllm/model_executor/models/llava_next.py`` ``get_num_image_tokens`` / ``get_image_size_with_most_features``,
-``gemma3_mm.py``, ``mistral3.py``, ``qwen2_vl.py`` ``get_max_image_tokens``).
+``SiglipVisionConfig``, ``PixtralVisionConfig``, ``Qwen2_5_VLVisionConfig``, ``Qwen3VLVisionConfig``
+(transformers 5.24, checked in tests/test_multimodal_hf.py). The decoder tokens of the largest image follow vLLM's
+processors (``vllm/model_executor/models/llava_next.py`` ``get_num_image_tokens`` /
+``get_image_size_with_most_features``, ``gemma3_mm.py``, ``mistral3.py``, ``qwen2_vl.py`` / ``qwen3_vl.py``
+``get_max_image_tokens``).
 """
 
 from __future__ import annotations
@@ -23,9 +24,12 @@ MULTIMODAL = {
     "mistral3": ("mistral", "pixtral", "mistral3"),
     "gemma3": ("gemma3_text", "siglip", "gemma3"),
     "qwen2_5_vl": ("qwen2", "qwen2_5_vl", "qwen_merger"),
+    "qwen3_vl": ("qwen3", "qwen3_vl", "qwen3_merger"),
+    "qwen3_vl_moe": ("qwen3_moe", "qwen3_vl", "qwen3_merger"),
 }
 # text decoders read by another reader: Gemma 3's text model is gemma3_text; Qwen2.5-VL's decoder is Qwen2's
-_TEXT_TYPES = {"gemma3": "gemma3_text", "qwen2_5_vl_text": "qwen2", "qwen2_5_vl": "qwen2"}
+_TEXT_TYPES = {"gemma3": "gemma3_text", "qwen2_5_vl_text": "qwen2", "qwen2_5_vl": "qwen2", "qwen3_vl_text": "qwen3",
+               "qwen3_vl_moe_text": "qwen3_moe"}
 
 # transformers 5.24 vision config classes' defaults (configuration_<type>.py)
 VISION_DEFAULTS: dict[str, dict[str, Any]] = {
@@ -37,10 +41,17 @@ VISION_DEFAULTS: dict[str, dict[str, Any]] = {
                 "num_channels": 3, "image_size": 1024, "patch_size": 16},
     "qwen2_5_vl": {"depth": 32, "hidden_size": 3584, "intermediate_size": 3420, "num_heads": 16, "in_channels": 3,
                    "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2},
+    "qwen3_vl": {"depth": 27, "hidden_size": 1152, "intermediate_size": 4304, "num_heads": 16, "in_channels": 3,
+                 "patch_size": 16, "spatial_merge_size": 2, "temporal_patch_size": 2, "num_position_embeddings": 2304,
+                 "deepstack_visual_indexes": [8, 16, 24]},
 }
 # the vision_config a multimodal class builds when the file gives none (LlavaConfig: CLIP ViT-L/14-336)
 _VISION_TYPE = {"llava": "clip_vision_model", "llava_next": "clip_vision_model", "mistral3": "pixtral",
-                "gemma3": "siglip_vision_model", "qwen2_5_vl": "qwen2_5_vl"}
+                "gemma3": "siglip_vision_model", "qwen2_5_vl": "qwen2_5_vl", "qwen3_vl": "qwen3_vl",
+                "qwen3_vl_moe": "qwen3_vl"}
+# vision_config model_type spellings of the same class (transformers 5 renames what older files wrote)
+_VISION_ALIASES = {"qwen2_5_vl_vision": "qwen2_5_vl", "qwen3_vl_vision": "qwen3_vl", "qwen3_vl_moe": "qwen3_vl",
+                   "qwen3_vl_moe_vision": "qwen3_vl"}
 # top-level keys with the multimodal class's defaults (LlavaConfig, LlavaNextConfig, Mistral3Config, Gemma3Config)
 TOP_DEFAULTS: dict[str, dict[str, Any]] = {
     "llava": {"vision_feature_layer": -2, "vision_feature_select_strategy": "default",
@@ -50,7 +61,7 @@ TOP_DEFAULTS: dict[str, dict[str, Any]] = {
                    "image_grid_pinpoints": [[336, 672], [672, 336], [672, 672], [1008, 336], [336, 1008]]},
     "mistral3": {"vision_feature_layer": -1, "multimodal_projector_bias": False, "spatial_merge_size": 2},
     "gemma3": {"mm_tokens_per_image": 256},
-    "qwen2_5_vl": {},
+    "qwen2_5_vl": {}, "qwen3_vl": {}, "qwen3_vl_moe": {},
 }
 # the text_config of a multimodal file names only what differs from its class (LLaVA-NeXT's Mistral-7B-v0.2 decoder):
 # the defaults of MistralConfig / LlamaConfig (transformers 5.24) that kvplan's text readers have no table for
@@ -61,7 +72,10 @@ TEXT_DEFAULTS: dict[str, dict[str, Any]] = {
     "llama": {"hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32, "num_attention_heads": 32,
               "vocab_size": 32000, "max_position_embeddings": 2048},
 }
-QWEN_MAX_PIXELS = 12_845_056  # Qwen2VLImageProcessor max_pixels (28 x 28 x 16384; Qwen2.5-VL preprocessor_config)
+# the largest image vLLM's processor takes, from the checkpoints' preprocessor_config.json (config.json does not
+# carry it): Qwen2.5-VL "max_pixels": 12845056 (28 x 28 x 16384), Qwen3-VL "size": {"longest_edge": 16777216}
+# (32 x 32 x 16384)
+MAX_PIXELS = {"qwen2_5_vl": 12_845_056, "qwen3_vl": 16_777_216}
 
 
 class _Keys(Config):
@@ -114,10 +128,12 @@ def vision_fields(data: dict, text_hidden: int, origin: str, assumed: list[str])
     if not isinstance(raw, dict):
         raise KvplanError(f"{origin}: vision_config: {clip(raw)} is not an object")
     vtype = raw.get("model_type") or _VISION_TYPE[model_type]
+    vtype = _VISION_ALIASES.get(vtype, vtype) if isinstance(vtype, str) else vtype
     if vtype not in VISION_DEFAULTS:
         raise KvplanError(f"{origin}: vision_config.model_type {clip(vtype)} unsupported; allowed: "
                           f"{', '.join(VISION_DEFAULTS)}")
-    if kind == "qwen2_5_vl" and vtype != "qwen2_5_vl" or kind != "qwen2_5_vl" and vtype == "qwen2_5_vl":
+    if (kind in ("qwen2_5_vl", "qwen3_vl")) != (vtype in ("qwen2_5_vl", "qwen3_vl")) or (
+            kind in ("qwen2_5_vl", "qwen3_vl") and vtype != kind):
         raise KvplanError(f"{origin}: vision_config.model_type {vtype} does not belong to a {model_type} model")
     kind = {"clip_vision_model": "clip", "siglip_vision_model": "siglip"}.get(vtype, kind)
     vis = _Keys(raw, vtype, f"{origin}: vision_config", VISION_DEFAULTS[vtype])
@@ -131,12 +147,19 @@ def vision_fields(data: dict, text_hidden: int, origin: str, assumed: list[str])
 
 
 def _tower(kind: str, vis: Config) -> dict:
-    if kind == "qwen2_5_vl":
-        return dict(num_layers=vis.layers("depth"), hidden_size=vis.integer("hidden_size"),
-                    ffn_size=vis.integer("intermediate_size"), num_heads=vis.integer("num_heads"),
-                    patch_size=vis.integer("patch_size"), num_channels=vis.integer("in_channels", "in_chans"),
-                    temporal_patch_size=vis.integer("temporal_patch_size"),
-                    spatial_merge_size=vis.integer("spatial_merge_size"))
+    if kind in ("qwen2_5_vl", "qwen3_vl"):
+        out = dict(num_layers=vis.layers("depth"), hidden_size=vis.integer("hidden_size"),
+                   ffn_size=vis.integer("intermediate_size"), num_heads=vis.integer("num_heads"),
+                   patch_size=vis.integer("patch_size"), num_channels=vis.integer("in_channels", "in_chans"),
+                   temporal_patch_size=vis.integer("temporal_patch_size"),
+                   spatial_merge_size=vis.integer("spatial_merge_size"))
+        if kind == "qwen3_vl":
+            found, deep = vis.find("deepstack_visual_indexes")
+            if not isinstance(deep, list) or any(type(i) is not int or not 0 <= i < out["num_layers"] for i in deep):
+                raise KvplanError(f"{vis.origin}: {found}: {clip(deep)} is not a list of block indexes; allowed: "
+                                  f"integers 0..{out['num_layers'] - 1}")
+            out |= {"num_position_embeddings": vis.integer("num_position_embeddings"), "deepstack_mergers": len(deep)}
+        return out
     return dict(num_layers=vis.layers("num_hidden_layers"), hidden_size=vis.integer("hidden_size"),
                 ffn_size=vis.integer("intermediate_size"), num_heads=vis.integer("num_attention_heads"),
                 patch_size=vis.integer("patch_size"), image_size=vis.integer("image_size"),
@@ -170,11 +193,11 @@ def _feature_layers(top: Config, layers: int) -> int | None:
 def _tokens_per_item(model_type: str, kind: str, top: Config, vis: Config, fields: dict) -> int:
     if model_type == "gemma3":
         return top.integer("mm_tokens_per_image")
-    if kind == "qwen2_5_vl":  # qwen2_vl.py get_max_image_tokens: the largest image of max_pixels, merged
-        top.assumed.append(f"max_pixels={QWEN_MAX_PIXELS} (Qwen2VLImageProcessor default; preprocessor_config.json "
-                           "is not read)")
+    if kind in MAX_PIXELS:  # qwen2_vl.py / qwen3_vl.py get_max_image_tokens: the largest image, merged
+        top.assumed.append(f"max_pixels={MAX_PIXELS[kind]} (the {kind} checkpoints' preprocessor_config.json, which "
+                           "kvplan does not read)")
         unit = fields["patch_size"] * fields["spatial_merge_size"]
-        return QWEN_MAX_PIXELS // (unit * unit)
+        return MAX_PIXELS[kind] // (unit * unit)
     side = fields["image_size"] // fields["patch_size"]
     if model_type == "mistral3":  # mistral3.py get_num_image_tokens: ncols x nrows merged patches
         merged = side // fields["spatial_merge_size"]
