@@ -151,3 +151,12 @@ def test_encoder_budget_against_the_qwen_log():
     r = plan("qwen2.5-vl-7b", gpu="H100-SXM", max_model_len=128000)
     note = next(n for n in r.notes if "Encoder cache will be initialized" in n)
     assert f"budget of {m[1]} tokens, and profiled with {m[2]} image items" in note
+
+
+def test_verify_measures_the_decoder_of_a_multimodal_card():
+    """verify's reference model is the decoder: shrink drops the vision block and says so."""
+    from kvplan.verify.reference.shrink import shrink
+
+    card, changes = shrink(load_card("qwen2.5-vl-7b"))
+    assert card.vision is None and "vision: qwen2_5_vl tower -> none (the reference model is the decoder)" in changes
+    assert count_params(card).total == count_params(load_card("qwen2.5-vl-7b")).total - 676_550_144
