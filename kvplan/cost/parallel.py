@@ -33,7 +33,7 @@ from kvplan.cost.params import attention_extras, norm_params
 from kvplan.cost.quant import QuantBytes, matrix_bytes
 from kvplan.cost.shared import shared_rank_params, shared_tp_reason
 from kvplan.cost.ssm import check_state_tp, ssm_rank_params
-from kvplan.cost.vision import tp_reason as vision_tp_reason, vision_params
+from kvplan.cost.vision import rope_cache_positions, tp_reason as vision_tp_reason, vision_params
 from kvplan.cost.shapes import Matrix, attention_matrices, ffn_matrices, kv_heads_per_rank, router_matrices
 from kvplan.errors import KvplanError, Refused
 from kvplan.model.card import ModelCard
@@ -260,7 +260,7 @@ def rope_buffer_bytes(card: ModelCard, dtype_bytes: int) -> int:
     if card.position != "rope":
         return 0
     rotary_dim = card.mla.qk_rope_head_dim if card.mla else card.head_dim
-    return card.max_position_embeddings * rotary_dim * dtype_bytes
+    return rope_cache_positions(card) * rotary_dim * dtype_bytes  # M-RoPE (Qwen-VL): 4 x max_position (cost.vision)
 
 
 def rank_weights(card: ModelCard, w_t: DType, layout: Layout, tp_rank: int, pp_rank: int, *,

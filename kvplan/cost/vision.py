@@ -135,6 +135,19 @@ def vision_params(card: ModelCard, *, hf: bool = True, tp: int = 1, data_paralle
     return VisionParams(whole + table + layers * block, projector)
 
 
+# vllm/model_executor/layers/rotary_embedding/mrope.py MRotaryEmbedding.__init__: "In Qwen2.5-VL, the maximum index
+# value is related to the duration of the input video. We enlarge max_position_embeddings to 4 times":
+# cache_max_position_num = max_position_embeddings * 4 (the decoders of Qwen2.5-VL and Qwen3-VL use M-RoPE)
+MROPE_CACHE_FACTOR = 4
+MROPE_KINDS = ("qwen2_5_vl", "qwen3_vl")
+
+
+def rope_cache_positions(card: ModelCard) -> int:
+    """Positions of vLLM's rotary cos/sin cache: max_position_embeddings, four times that for an M-RoPE decoder."""
+    mrope = card.vision is not None and card.vision.kind in MROPE_KINDS
+    return card.max_position_embeddings * (MROPE_CACHE_FACTOR if mrope else 1)
+
+
 def tp_reason(card: ModelCard, tp: int) -> str | None:
     """Why vLLM cannot split this tower over ``tp`` ranks (its heads and widths must divide), else None."""
     v = card.vision
