@@ -127,6 +127,8 @@ def _loading_gib(text: str) -> float:
 # counts the parameters and the rotary cache. Qwen2.5-VL is within issue 20's 0.5%; Gemma 3 is not (vLLM 0.8's
 # linear-scaling rotary cache, docs/capacity.md); the bounds pin each gap so a change shows.
 LOGS = [
+    ("vllm-code34680831065-llava-v1.6-mistral-7b.log", "llava-v1.6-mistral-7b", 1, 0.0),
+    ("vllm-code10873344026-llava-v1.6-mistral-7b.log", "llava-v1.6-mistral-7b", 1, 0.0),
     ("vllm-qwenvl1057-qwen2.5-vl-7b.log", "qwen2.5-vl-7b", 1, -0.38),
     ("vllm-issue15676-gemma-3-27b-it.log", "gemma-3-27b-it", 4, -2.65),
     ("vllm-issue16378-gemma-3-27b-it.log", "gemma-3-27b-it", 4, -2.65),
@@ -155,12 +157,33 @@ def test_kv_pool_from_launch_flags_against_the_qwen_log():
     assert abs(r.kv_cache.tokens / logged - 1) < 0.05
 
 
-def test_encoder_budget_against_the_qwen_log():
-    text = _log("vllm-qwenvl1057-qwen2.5-vl-7b.log")
-    m = re.search(r"budget of (\d+) tokens, and profiled with (\d+) image items", text)
-    r = plan("qwen2.5-vl-7b", gpu="H100-SXM", max_model_len=128000)
+@pytest.mark.parametrize(("name", "card", "flags"), [
+    ("vllm-qwenvl1057-qwen2.5-vl-7b.log", "qwen2.5-vl-7b", dict(max_model_len=128000)),
+    # the LLM class's 16,384 batched tokens; 16,384 // 2,928 = 5 images
+    ("vllm-code34680831065-llava-v1.6-mistral-7b.log", "llava-v1.6-mistral-7b",
+     dict(max_model_len=4096, max_num_batched_tokens=16384)),
+    # max_num_seqs 1 x max(1, min(999, 4,096 // 2,928)) = 1 image although the budget holds 2
+    ("vllm-code10873344026-llava-v1.6-mistral-7b.log", "llava-v1.6-mistral-7b",
+     dict(max_model_len=4096, max_num_batched_tokens=8192, max_num_seqs=1)),
+])
+def test_encoder_budget_against_logs(name, card, flags):
+    m = re.search(r"budget of (\d+) tokens, and profiled with (\d+) image items", _log(name))
+    r = plan(card, gpu="H100-SXM", **flags)
     note = next(n for n in r.notes if "Encoder cache will be initialized" in n)
     assert f"budget of {m[1]} tokens, and profiled with {m[2]} image items" in note
+
+
+def test_llava_next_h100_log_from_launch_flags():
+    """vLLM 0.10.2, llava-v1.6-mistral-7b-hf on an 80 GB GPU (79.19 GiB as the log prints it), the LLM class's
+    defaults: the memory left for the cache and the pool within 5% (measured -0.24%), from launch flags alone."""
+    text = _log("vllm-code34680831065-llava-v1.6-mistral-7b.log")
+    available = float(re.search(r"Available KV cache memory: ([\d.]+) GiB", text)[1]) * GIB
+    tokens = int(re.search(r"GPU KV cache size: ([\d,]+) tokens", text)[1].replace(",", ""))
+    total = re.search(r"Free memory on device \([\d.]+/([\d.]+) GiB\)", text)[1] + "GiB"
+    r = plan("llava-v1.6-mistral-7b", gpu="H100-SXM", gpu_memory=total, max_model_len=4096, engine="vllm==0.10",
+             max_num_batched_tokens=16384)
+    assert abs(r.kv_cache.available_bytes / available - 1) < 0.005
+    assert abs(r.kv_cache.tokens / tokens - 1) < 0.005
 
 
 def test_verify_measures_the_decoder_of_a_multimodal_card():

@@ -71,12 +71,12 @@ def data_parallel_extra(s: Setup) -> int:
 
 
 def budget(s: Setup) -> vz.EncoderBudget | None:
-    from kvplan.cost import serving_vllm as vl
-
+    """The encoder budget starts from the scheduler config's max_num_batched_tokens as given, even where it exceeds
+    max_num_seqs x max_model_len (vLLM warns and keeps it: a public 0.11 log with max_num_seqs 1, max_model_len 4,096
+    prints "a budget of 8192 tokens")."""
     if s.card.vision is None:
         return None
-    mnbt = vl.scheduled_tokens(s.mnbt, s.max_num_seqs, s.max_model_len)
-    return vz.encoder_budget(s.card.vision, mnbt, s.max_num_seqs, s.max_model_len, s.opts.mm_limit)
+    return vz.encoder_budget(s.card.vision, s.mnbt, s.max_num_seqs, s.max_model_len, s.opts.mm_limit)
 
 
 def profile_bytes(s: Setup, text_peak: int, act_bytes: int) -> int:
