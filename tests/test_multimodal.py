@@ -201,3 +201,13 @@ def test_mrope_decoders_cache_four_times_the_positions():
 
     assert rope_buffer_bytes(load_card("qwen2.5-vl-7b"), 2) == 4 * 128_000 * 128 * 2
     assert rope_buffer_bytes(load_card("qwen2.5-7b"), 2) == 131_072 * 128 * 2
+
+
+def test_a_decode_step_reads_the_decoder_not_the_tower():
+    """The roofline's weight traffic of a multimodal card is its decoder's: the tower runs once per image."""
+    from kvplan.cost.traffic import weights_read_bytes
+    from kvplan.model.dtypes import DTYPES
+
+    card = load_card("qwen2.5-vl-7b")
+    text = card.model_copy(update={"vision": None})
+    assert weights_read_bytes(card, DTYPES["bf16"], 1) == weights_read_bytes(text, DTYPES["bf16"], 1)
