@@ -67,6 +67,21 @@ CASES = {
 }
 
 
+def _qwen3_5(model_type: str, text_case: str) -> dict:
+    """Qwen3.5 (hybrid Gated DeltaNet decoder) with Qwen3-VL's tower without DeepStack, text from tests/cases.py."""
+    from cases import HYBRID_CASES as TEXT_CASES
+
+    text_type, kwargs = next((t, k) for name, t, k in TEXT_CASES if name == text_case)
+    return dict(model_type=model_type, text_config=dict(kwargs, model_type=text_type),
+                vision_config=dict(depth=2, hidden_size=32, intermediate_size=48, num_heads=4, out_hidden_size=64,
+                                   patch_size=4, spatial_merge_size=2, temporal_patch_size=2,
+                                   num_position_embeddings=16),
+                image_token_id=150, video_token_id=151)
+
+
+CASES |= {"qwen3_5": _qwen3_5("qwen3_5", "qwen3.5"), "qwen3_5_moe": _qwen3_5("qwen3_5_moe", "qwen3.5-moe")}
+
+
 def _model(cfg: dict):
     config = transformers.AutoConfig.for_model(**cfg)
     with torch.device("meta"):
@@ -105,5 +120,6 @@ def test_vision_defaults_are_transformers(vision_type):
     config = transformers.AutoConfig.for_model(vision_type)
     config = getattr(config, "vision_config", config)
     for key, value in VISION_DEFAULTS[vision_type].items():
-        found = getattr(config, key)
+        # a class without DeepStack mergers (Qwen3.5) has no deepstack_visual_indexes: none
+        found = getattr(config, key) if key != "deepstack_visual_indexes" else getattr(config, key, [])
         assert (list(found) if isinstance(found, tuple) else found) == value, key

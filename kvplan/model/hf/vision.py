@@ -26,6 +26,8 @@ MULTIMODAL = {
     "qwen2_5_vl": ("qwen2", "qwen2_5_vl", "qwen_merger"),
     "qwen3_vl": ("qwen3", "qwen3_vl", "qwen3_merger"),
     "qwen3_vl_moe": ("qwen3_moe", "qwen3_vl", "qwen3_merger"),
+    "qwen3_5": ("qwen3_5_text", "qwen3_vl", "qwen3_merger"),  # Qwen3.5: Qwen3-VL's tower without DeepStack
+    "qwen3_5_moe": ("qwen3_5_moe_text", "qwen3_vl", "qwen3_merger"),
 }
 # text decoders read by another reader: Gemma 3's text model is gemma3_text; Qwen2.5-VL's decoder is Qwen2's
 _TEXT_TYPES = {"gemma3": "gemma3_text", "qwen2_5_vl_text": "qwen2", "qwen2_5_vl": "qwen2", "qwen3_vl_text": "qwen3",
@@ -44,14 +46,21 @@ VISION_DEFAULTS: dict[str, dict[str, Any]] = {
     "qwen3_vl": {"depth": 27, "hidden_size": 1152, "intermediate_size": 4304, "num_heads": 16, "in_channels": 3,
                  "patch_size": 16, "spatial_merge_size": 2, "temporal_patch_size": 2, "num_position_embeddings": 2304,
                  "deepstack_visual_indexes": [8, 16, 24]},
+    "qwen3_5": {"depth": 27, "hidden_size": 1152, "intermediate_size": 4304, "num_heads": 16, "in_channels": 3,
+                "patch_size": 16, "spatial_merge_size": 2, "temporal_patch_size": 2, "num_position_embeddings": 2304,
+                "deepstack_visual_indexes": []},
 }
+# the tower kind of each vision config class (Qwen3.5's Qwen3_5VisionModel is Qwen3-VL's without DeepStack mergers)
+VISION_KIND = {"clip_vision_model": "clip", "siglip_vision_model": "siglip", "pixtral": "pixtral",
+               "qwen2_5_vl": "qwen2_5_vl", "qwen3_vl": "qwen3_vl", "qwen3_5": "qwen3_vl"}
 # the vision_config a multimodal class builds when the file gives none (LlavaConfig: CLIP ViT-L/14-336)
 _VISION_TYPE = {"llava": "clip_vision_model", "llava_next": "clip_vision_model", "mistral3": "pixtral",
                 "gemma3": "siglip_vision_model", "qwen2_5_vl": "qwen2_5_vl", "qwen3_vl": "qwen3_vl",
-                "qwen3_vl_moe": "qwen3_vl"}
+                "qwen3_vl_moe": "qwen3_vl", "qwen3_5": "qwen3_5", "qwen3_5_moe": "qwen3_5"}
 # vision_config model_type spellings of the same class (transformers 5 renames what older files wrote)
 _VISION_ALIASES = {"qwen2_5_vl_vision": "qwen2_5_vl", "qwen3_vl_vision": "qwen3_vl", "qwen3_vl_moe": "qwen3_vl",
-                   "qwen3_vl_moe_vision": "qwen3_vl"}
+                   "qwen3_vl_moe_vision": "qwen3_vl", "qwen3_5_vision": "qwen3_5", "qwen3_5_moe": "qwen3_5",
+                   "qwen3_5_moe_vision": "qwen3_5"}
 # top-level keys with the multimodal class's defaults (LlavaConfig, LlavaNextConfig, Mistral3Config, Gemma3Config)
 TOP_DEFAULTS: dict[str, dict[str, Any]] = {
     "llava": {"vision_feature_layer": -2, "vision_feature_select_strategy": "default",
@@ -61,7 +70,7 @@ TOP_DEFAULTS: dict[str, dict[str, Any]] = {
                    "image_grid_pinpoints": [[336, 672], [672, 336], [672, 672], [1008, 336], [336, 1008]]},
     "mistral3": {"vision_feature_layer": -1, "multimodal_projector_bias": False, "spatial_merge_size": 2},
     "gemma3": {"mm_tokens_per_image": 256},
-    "qwen2_5_vl": {}, "qwen3_vl": {}, "qwen3_vl_moe": {},
+    "qwen2_5_vl": {}, "qwen3_vl": {}, "qwen3_vl_moe": {}, "qwen3_5": {}, "qwen3_5_moe": {},
 }
 # the text_config of a multimodal file names only what differs from its class (LLaVA-NeXT's Mistral-7B-v0.2 decoder):
 # the defaults of MistralConfig / LlamaConfig (transformers 5.24) that kvplan's text readers have no table for
@@ -132,10 +141,10 @@ def vision_fields(data: dict, text_hidden: int, origin: str, assumed: list[str])
     if vtype not in VISION_DEFAULTS:
         raise KvplanError(f"{origin}: vision_config.model_type {clip(vtype)} unsupported; allowed: "
                           f"{', '.join(VISION_DEFAULTS)}")
-    if (kind in ("qwen2_5_vl", "qwen3_vl")) != (vtype in ("qwen2_5_vl", "qwen3_vl")) or (
-            kind in ("qwen2_5_vl", "qwen3_vl") and vtype != kind):
+    qwen = ("qwen2_5_vl", "qwen3_vl")  # Qwen towers belong to their own models only; LLaVA-style ones anywhere else
+    if (kind in qwen or VISION_KIND[vtype] in qwen) and VISION_KIND[vtype] != kind:
         raise KvplanError(f"{origin}: vision_config.model_type {vtype} does not belong to a {model_type} model")
-    kind = {"clip_vision_model": "clip", "siglip_vision_model": "siglip"}.get(vtype, kind)
+    kind = VISION_KIND[vtype]
     vis = _Keys(raw, vtype, f"{origin}: vision_config", VISION_DEFAULTS[vtype])
     top = _Keys(data, model_type, origin, TOP_DEFAULTS[model_type])
     try:
