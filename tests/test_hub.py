@@ -139,6 +139,31 @@ def test_differences_kvplan_can_explain(hub, cli_json):
     assert c["warning"] is None
 
 
+def test_a_multimodal_checkpoint_is_counted_whole(hub, cli_json):
+    """A gemma3 checkpoint with its SigLIP tower: the card counts the tower, so nothing is left to explain; the
+    text-only reading of the same file explains the tower's tensors as what kvplan leaves out."""
+    text = {k: CONFIG[k] for k in ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+                                   "num_key_value_heads", "vocab_size")}
+    vision = {"model_type": "siglip_vision_model", "hidden_size": 32, "intermediate_size": 48,
+              "num_hidden_layers": 2, "num_attention_heads": 4, "image_size": 28, "patch_size": 7}
+    cfg = {"model_type": "gemma3", "torch_dtype": "bfloat16", "mm_tokens_per_image": 4, "vision_config": vision,
+           "text_config": {**text, "model_type": "gemma3_text", "head_dim": 16, "max_position_embeddings": 2048}}
+    tensors = {f"language_model.{k}": v for k, v in llama_tensors(lm_head=False).items()}
+    for n in range(2):  # gemma3: q/k norms and four norms per layer
+        p = f"language_model.model.layers.{n}."
+        tensors |= {p + "self_attn.q_norm.weight": ("BF16", [16]), p + "self_attn.k_norm.weight": ("BF16", [16]),
+                    p + "pre_feedforward_layernorm.weight": ("BF16", [64]),
+                    p + "post_feedforward_layernorm.weight": ("BF16", [64])}
+    from kvplan.model.hf.config import card_from_hf_config
+    from kvplan.cost.params import count_params
+
+    tower = count_params(card_from_hf_config(cfg)).vision
+    tensors["vision_tower.vision_model.all.weight"] = ("BF16", [tower])  # the tower's and projector's elements
+    hub.add("acme/tiny-gemma3", repo_files(cfg, tensors))
+    c = cli_json("estimate", "--model", "acme/tiny-gemma3", "--seq-len", "64")["weights"]["checkpoint"]
+    assert (c["difference_bytes"], c["unexplained_bytes"], c["explained"]) == (0, 0, [])
+
+
 def test_a_difference_kvplan_cannot_explain_is_a_warning_naming_the_tensors(hub, cli, cli_json):
     tensors = llama_tensors()
     for n in range(2):

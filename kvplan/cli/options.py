@@ -120,6 +120,10 @@ FlashinferSampler = Annotated[bool, typer.Option(
          "0.10-0.11 with FlashInfer installed, VLLM_USE_FLASHINFER_SAMPLER=1 later): no sort in the profile run.")]
 PpLayerPartition = Annotated[_S, typer.Option(
     "--pp-layer-partition", help="vLLM: decoder layers per pipeline stage, e.g. 16,32 (VLLM_PP_LAYER_PARTITION).")]
+LimitMmPerPrompt = Annotated[_S, typer.Option(
+    "--limit-mm-per-prompt", help='vLLM: images per prompt, JSON like \'{"image": 4}\'; {"image": 0}: text-only.')]
+MmEncoderTpMode = Annotated[_S, typer.Option(
+    "--mm-encoder-tp-mode", help="vLLM: weights (the vision tower split over TP, default) or data (whole per GPU).")]
 
 # llama.cpp's own flag names (`--engine llamacpp|ollama`), so a llama-server command line pastes in
 CtxSize = Annotated[Optional[int], typer.Option("-c", "--ctx-size", help="llama.cpp n_ctx (default: --max-model-len "

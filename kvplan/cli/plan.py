@@ -35,6 +35,7 @@ def plan(
     speculative_algorithm: o.SpecAlgorithm = None, speculative_draft_model_path: o.SpecDraftPath = None,
     speculative_num_steps: o.SpecNumSteps = None, speculative_eagle_topk: o.SpecEagleTopk = None,
     speculative_num_draft_tokens: o.SpecDraftTokens = None,
+    limit_mm_per_prompt: o.LimitMmPerPrompt = None, mm_encoder_tp_mode: o.MmEncoderTpMode = None,
 ) -> None:
     """How many concurrent requests of --max-model-len fit, with the engine's own arithmetic; without --gpu, which
     GPUs and how many hold --concurrency of them; with --from-log FILE, kvplan beside every figure of a real vLLM or
@@ -87,6 +88,7 @@ def plan(
         pp_layer_partition=pp_layer_partition, speculative_algorithm=speculative_algorithm,
         speculative_draft_model_path=speculative_draft_model_path, speculative_num_steps=speculative_num_steps,
         speculative_eagle_topk=speculative_eagle_topk, speculative_num_draft_tokens=speculative_num_draft_tokens,
+        limit_mm_per_prompt=limit_mm_per_prompt, mm_encoder_tp_mode=mm_encoder_tp_mode,
     ).items() if v is not None})
     if gpu is None:
         _emit(_search(card, concurrency, (tp, pp, dp), gpus, max_gpus, (ttft_ms, tpot_ms, sort), common), as_json,

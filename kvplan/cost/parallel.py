@@ -33,6 +33,7 @@ from kvplan.cost.params import attention_extras, norm_params
 from kvplan.cost.quant import QuantBytes, matrix_bytes
 from kvplan.cost.shared import shared_rank_params, shared_tp_reason
 from kvplan.cost.ssm import check_state_tp, ssm_rank_params
+from kvplan.cost.vision import rope_cache_positions, tp_reason as vision_tp_reason, vision_params
 from kvplan.cost.shapes import Matrix, attention_matrices, ffn_matrices, kv_heads_per_rank, router_matrices
 from kvplan.errors import KvplanError, Refused
 from kvplan.model.card import ModelCard
@@ -115,7 +116,7 @@ def check_layout(card: ModelCard, layout: Layout, *, vocab_padding: int = DEFAUL
     reason = shared_tp_reason(card, tp, layout.pp) if card.shared_blocks else None
     if reason:
         raise Refused(reason)
-    reason = check_state_tp(card, tp) if card.ssm else None
+    reason = check_state_tp(card, tp) if card.ssm else vision_tp_reason(card, tp)
     if reason:
         raise Refused(f"--tp: {reason}")
     if card.attention_layers and card.num_heads % tp:  # vllm/config/model.py verify_with_parallel_config
@@ -216,8 +217,11 @@ def rank_breakdown(card: ModelCard, layout: Layout, pp_rank: int, *, vocab_paddi
     ssm = {"ssm": _state_layers(card, layers) * ssm_rank_params(card, tp)} if card.ssm else {}  # state mixers
     shared = shared_rank_params(card, tp)  # one stage only (check_layout): the blocks and every invocation
     own_attention = 0 if card.shared_blocks else _attention_layers(card, layers)  # hybrid layers invoke a block
+    # the vision tower and projector: on every rank of every stage (llava.py & co. build them in __init__), split
+    # by TP as vLLM builds them (kvplan.cost.vision; --mm-encoder-tp-mode data: runtimes/vllm_mm.py)
+    vision = {"vision": vision_params(card, hf=False, tp=tp).total} if card.vision else {}
     return {
-        **ssm,
+        **ssm, **vision,
         "embedding": rows * h if holds_embedding else 0,
         "attention": own_attention * _attention_rank(card, tp) + shared.attention,
         "mlp": _mlp_stage(card, layers, layout, tp_rank) + shared.mlp,
@@ -276,7 +280,7 @@ def rope_buffer_bytes(card: ModelCard, dtype_bytes: int) -> int:
     if card.position != "rope":
         return 0
     rotary_dim = card.mla.qk_rope_head_dim if card.mla else card.head_dim
-    return card.max_position_embeddings * rotary_dim * dtype_bytes
+    return rope_cache_positions(card) * rotary_dim * dtype_bytes  # M-RoPE (Qwen-VL): 4 x max_position (cost.vision)
 
 
 def rank_weights(card: ModelCard, w_t: DType, layout: Layout, tp_rank: int, pp_rank: int, *,

@@ -13,6 +13,7 @@ from functools import cached_property, lru_cache
 from kvplan.cost.shapes import attention_matrices, ffn_matrices, router_matrices, total
 from kvplan.cost.shared import shared_params
 from kvplan.cost.ssm import ssm_params
+from kvplan.cost.vision import vision_params
 from kvplan.model.card import ModelCard
 
 
@@ -29,6 +30,7 @@ class ParamBreakdown:
     other: int
     mlp_active: int
     ssm: int = 0  # the state-space mixers of mamba layers (kvplan.cost.ssm)
+    vision: int = 0  # a multimodal checkpoint's vision tower and projector, as transformers builds them (cost.vision)
 
     @cached_property  # frozen: summed once
     def total(self) -> int:
@@ -118,4 +120,5 @@ def count_params(card: ModelCard) -> ParamBreakdown:
         other=other + shared.other,
         mlp_active=sum(m[1] for m in mlp) + shared.mlp,
         ssm=card.state_layers * ssm_params(card) if card.ssm else 0,
+        vision=vision_params(card).total if card.vision else 0,
     )

@@ -10,6 +10,8 @@ attention kernel, fp8 per-layer K/V scales, allocator padding.
 
 Choices, explicit:
 
+- A multimodal card's vision tower and projector (kvplan.cost.vision) are not read by a decoder step: the encoder
+  runs once per image, before the prefill that consumes its tokens.
 - Embedding tables are gathered, not streamed: a step reads only its tokens' rows (tokens x hidden, and the same
   for a learned position table). A tied LM head streams the whole embedding matrix.
 - MoE: a step reads the weights of the experts its tokens are routed to. Per MoE layer that is
@@ -43,7 +45,7 @@ class StepTraffic:
 def weights_read_bytes(card: ModelCard, w_t: DType, tokens: int, *, experts_touched: int | None = None) -> int:
     """Weight bytes one step over ``tokens`` tokens (whole batch) reads; see the module docstring for MoE."""
     p = count_params(card)
-    elems = p.total - p.embedding - p.positions + tokens * card.hidden_size
+    elems = p.total - p.vision - p.embedding - p.positions + tokens * card.hidden_size
     if card.tie_embeddings:
         elems += p.embedding  # the LM head streams the tied matrix
     if card.position == "learned":

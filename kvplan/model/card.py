@@ -29,6 +29,7 @@ from kvplan.errors import KvplanError
 from kvplan.model.ssm import SSM, derive_ssm
 from kvplan.model.quant import Quantization
 from kvplan.model.shared import SharedBlocks, check_shared_blocks
+from kvplan.model.vision import VisionTower
 from kvplan.units import divisors
 
 Architecture = Literal["decoder-only", "encoder-only", "encoder-decoder"]
@@ -181,6 +182,8 @@ class ModelCard(BaseModel):
         "speculative draft (--speculative-config method mtp). null: the card does not say.")
     shared_blocks: SharedBlocks | None = Field(None, description="Transformer blocks the hybrid layers share (Zamba, "
                                                "Zamba2; kvplan.model.shared): weights counted once, cached per invocation.")
+    vision: VisionTower | None = Field(None, description="A multimodal checkpoint's vision tower and projector "
+                                       "(kvplan.model.vision), loaded beside the decoder; null: a text model.")
     dtype: Literal["float32", "float16", "bfloat16"] = Field(description="The checkpoint's dtype.")
     quantization: Quantization | None = Field(
         None, description="How the checkpoint stores quantized linears (kvplan.model.quant); null: all in dtype.")
@@ -229,6 +232,9 @@ class ModelCard(BaseModel):
                              f"({self.moe.first_dense_layers}..{self.num_layers - 1})")
         if self.quantization and self.architecture != "decoder-only":
             raise ValueError(f"quantization: modelled for decoder-only cards; {self.name} is {self.architecture}")
+        if self.vision and self.architecture != "decoder-only":
+            raise ValueError(f"vision: a vision tower is modelled for decoder-only cards; {self.name} is "
+                             f"{self.architecture}")
         if self.mla and self.architecture != "decoder-only":
             raise ValueError(f"mla: not supported with architecture {self.architecture}; allowed: decoder-only")
         for field in ("sliding_window", "layer_pattern", "hf_kv_heads"):

@@ -24,9 +24,11 @@ from kvplan.model.card import MLA, ModelCard, MoE, PublishedParams
 from kvplan.model.quant import Quantization
 from kvplan.model.shared import SharedBlocks
 from kvplan.model.ssm import SSM
+from kvplan.model.vision import VisionTower
 
 FILE = "validated.json"
-MODELS = {cls.__name__: cls for cls in (ModelCard, MLA, MoE, SSM, Quantization, PublishedParams, SharedBlocks)}
+MODELS = {cls.__name__: cls for cls in (ModelCard, MLA, MoE, SSM, Quantization, PublishedParams, SharedBlocks,
+                                                 VisionTower)}
 
 
 def sha256(data: bytes) -> str:

@@ -218,7 +218,7 @@ def result(s: Setup, sts: list[Stage], p: Pool, lat: Latency | None = None,
                      overhead_bytes=lim.non_torch + lim.cuda_graph, context_bytes=s.context,
                      requested_bytes=lim.requested, kv_bytes_per_token=lim.kv_bytes_per_token,
                      available_kv_bytes=lim.available, requested_rule=rt.requested_rule(s),
-                     activation_rule=rt.activation_rule(s))
+                     activation_rule=rt.activation_rule(s), vision_bytes=_vision_bytes(s))
     inputs = PlanInputs(model=s.card.name, engine=rt.name, engine_rules=rt.rules_text, gpu=s.gpu.name,
                         gpu_memory_bytes=s.total, tp=s.layout.tp, pp=s.layout.pp, dp=s.layout.dp,
                         expert_parallel=s.layout.expert_parallel,
@@ -234,3 +234,14 @@ def result(s: Setup, sts: list[Stage], p: Pool, lat: Latency | None = None,
                       fits=p.fits, max_model_len_fit=p.max_model_len_fit, ranks=p.ranks,
                       launch_command=launch_command(s), verdict=verdict(s, p, concurrency), latency=lat,
                       notes=notes(s, p), **rt.plan_extras(s))
+
+
+def _vision_bytes(s: Setup) -> int:
+    """The vision tower and projector on one GPU (kvplan.cost.vision): split by TP, whole with
+    ``--mm-encoder-tp-mode data`` where the model supports it."""
+    if s.card.vision is None:
+        return 0
+    from kvplan.cost.vision import vision_params
+
+    tp = 1 if s.opts.mm_encoder_data else s.layout.tp
+    return s.w_t.data_bytes(vision_params(s.card, hf=False, tp=tp).total)

@@ -8,7 +8,8 @@ the safetensors headers, where kvplan knows why a checkpoint holds more (or othe
   ``tie_weights`` makes them one tensor at load, so it is held once);
 - layers past the card's ``num_layers`` and ``mtp.*``: multi-token-prediction modules (DeepSeek-V3
   ``num_nextn_predict_layers``, Qwen3-Next, GLM-4.5) that vLLM loads only for speculative decoding;
-- vision and audio towers and projectors of a multimodal checkpoint (kvplan sizes the text decoder);
+- vision and audio towers and projectors of a multimodal checkpoint whose card has no ``vision`` block (kvplan
+  sizes its text decoder; a card with one counts its tower, kvplan.cost.vision);
 - buffers saved beside the parameters (rotary ``inv_freq``, GPT-2's ``attn.bias`` mask);
 - quantization side tensors (``*_scale``, ``*.qzeros``, ``*.g_idx``) of a card without quantization;
 - tensors stored in another dtype than the card's (fp32 norms or routers in a bf16 checkpoint): exactly
@@ -62,7 +63,7 @@ _INDEX = "model.safetensors.index.json"
 
 
 def _kind(card: ModelCard, t: Tensor) -> str | None:
-    if any(v in t.name for v in _VISION):
+    if card.vision is None and any(v in t.name for v in _VISION):  # a card with a tower counts it
         return "vision"
     m = _LAYER.search(t.name)
     if card.architecture == "decoder-only" and (t.name.startswith("mtp.") or (m and int(m[1]) >= card.num_layers)):

@@ -225,6 +225,8 @@ def weights_result(card: ModelCard, w_t: DType, kv_t: DType, engine: Engine) -> 
                  "norms": p.norms, "lm_head": p.lm_head, "other": p.other}
     if card.ssm:
         breakdown["ssm"] = p.ssm
+    if card.vision:  # the vision tower and projector of a multimodal checkpoint (kvplan.cost.vision)
+        breakdown["vision"] = p.vision
     # vLLM holds fp8 k_scale / v_scale as per-layer fp32 parameters (vllm/attention/layer.py), not in the KV pool
     scales = kv_t.layer_scale_bytes and kv_t.layer_scale_bytes * sum(
         n for s, n in layer_spec_counts(card, kv_t, IDEAL_RULES) if not s.per_sequence)

@@ -100,7 +100,7 @@ _GIB = _NUM + r" ?GiB"
 
 # (figure, pattern); the first group is the value. Memory in GiB (V0's "GB" and SGLang's "GB" are 2**30 bytes).
 _VLLM_LINES = [
-    ("weights", r"Model loading took " + _GIB),
+    ("weights", r"Model loading took " + _NUM + r" ?G(?:i)?B\b"),  # "GB" before 0.9: the same GiB figure (/ 2**30)
     ("weights", r"Loading model weights took " + _NUM + r" ?GB"),
     ("weights", r"weights memory: " + _GIB),
     ("weights", r"model weights take\s+" + _GIB),
@@ -116,7 +116,8 @@ _VLLM_LINES = [
     ("cuda_graph", _GIB + r" for CUDAGraph memory"),
     ("cuda_graph", r"Estimated CUDA graph memory: " + _GIB + " total"),  # 0.21+: charged before the pool is sized
     ("cuda_graph", r"CUDA graph pool memory: " + _GIB + r" \(actual\)"),
-    ("available", r"Available KV cache memory: +" + r"(-?\d+(?:,\d{3})*(?:\.\d+)?) ?GiB"),  # negative: no room (the engine stops)
+    # negative: no room (the engine stops)
+    ("available", r"Available KV cache memory: +" + r"(-?\d+(?:,\d{3})*(?:\.\d+)?) ?GiB"),
     ("available", r"the rest of the memory reserved for KV Cache is " + _GIB),
     ("available", r"kv_cache_size=" + _GIB),
     ("available", r"available_kv_cache_memory\s+" + _GIB),  # 0.6.5's table of "Memory profiling results:"
@@ -292,6 +293,13 @@ def _flags(header: dict[str, str], body) -> tuple[dict, dict, str | None]:
     command = header.get("command") or next((m.group(1) for _, line in body if (m := _LAUNCH.search(line))), None)
     if command:
         layers.append(("launch line", _command(command)))
+    ranks = {int(m.group(1)) for _, line in body if (m := re.search(r"VllmWorker (?:rank=|TP)(\d+)", line))}
+    # V0: each worker process and the driver print their weights once (a repeated pid is a repeated paste)
+    loads = len({(m.group(1) if (m := re.search(r"pid=(\d+)", line)) else "driver")
+                 for _, line in body if "Model loading took" in line})
+    if ranks or loads > 1:  # one process per GPU: the world size when no flag says TP (PP then 1)
+        world = max(ranks) + 1 if ranks else loads
+        layers.insert(0, ("worker ranks" if ranks else "one weights line per GPU", {"tensor_parallel_size": str(world)}))
     flags: dict[str, object] = {}
     sources: dict[str, str] = {}
     for where, values in layers:

@@ -48,6 +48,9 @@ def _summary_table(r: Estimate) -> Table:
     if w.fp32_params:  # transformers keeps some modules in float32 (kvplan.cost.fp32)
         stored += f" ({fmt_int(w.fp32_params)} of them in fp32)"
     t.add_row("weights", f"{fmt_int(w.params)} params, {stored}{scales}: {exact(w.bytes)}")
+    if w.breakdown.get("vision"):  # a multimodal checkpoint: its vision tower and projector (kvplan.cost.vision)
+        t.add_row("  of which vision", f"{fmt_int(w.breakdown['vision'])} params (vision tower + projector, as "
+                                       "transformers builds them)")
     if q:
         extra = "".join(f" + {name} {exact(n)}" for name, n in (("zeros", q.zero_bytes), ("g_idx", q.g_idx_bytes)) if n)
         t.add_row("  quantized", f"{fmt_int(q.quantized_params)} params: values {exact(q.quantized_bytes)} + scales "

@@ -46,6 +46,8 @@ def _budget_table(r: PlanResult) -> Table:
     t.add_row("- weights", exact(g.weights_bytes),
               f"{fmt_int(g.params)} params on this rank ({g.layers} layers), {i.weight_dtype}; "
               f"+ rotary cache {fmt_bytes(g.buffers_bytes)}")
+    if g.vision_bytes:
+        t.add_row("  of which vision", exact(g.vision_bytes), "vision tower + projector, loaded on every GPU")
     t.add_row("- activations", exact(g.activation_bytes),
               "profile-run peak, ESTIMATED (--activation-memory)" if g.activation_estimated else _act_how(r))
     t.add_row("- non-torch", exact(g.non_torch_bytes), "default (--non-torch-memory)")

@@ -44,6 +44,8 @@ class ServingFlags:
     max_lora_rank: int | None = None  # vLLM --max-lora-rank
     flashinfer_sampler: bool = False  # vLLM samples top-k/top-p in FlashInfer (0.10-0.11 with it installed; opt-in since)
     pp_layer_partition: str | None = None  # vLLM's VLLM_PP_LAYER_PARTITION, e.g. "16,32" (layers per stage)
+    limit_mm_per_prompt: str | dict | None = None  # vLLM --limit-mm-per-prompt (JSON text or a dict)
+    mm_encoder_tp_mode: str | None = None  # vLLM --mm-encoder-tp-mode: weights (default) or data
     llama: LlamaFlags | None = None  # llama.cpp's own flags (-c, -np, -ctk, -ctv, -fa, -ngl, ...): llamacpp, ollama
     speculative_algorithm: str | None = None  # SGLang --speculative-algorithm EAGLE|EAGLE3|NEXTN|STANDALONE|NGRAM
     speculative_draft_model_path: str | None = None  # SGLang --speculative-draft-model-path
@@ -63,6 +65,8 @@ EXTRA_FLAGS = {"free_gpu_memory_fraction": ("--kv-cache-free-gpu-memory-fraction
                "max_lora_rank": ("--max-lora-rank", "vllm"),
                "flashinfer_sampler": ("--flashinfer-sampler", "vllm"),
                "pp_layer_partition": ("--pp-layer-partition", "vllm"),
+               "limit_mm_per_prompt": ("--limit-mm-per-prompt", "vllm"),
+               "mm_encoder_tp_mode": ("--mm-encoder-tp-mode", "vllm"),
                "llama": ("-c/-np/-ctk/-ctv/-fa/-ngl", "llamacpp or ollama"),
                "speculative_algorithm": ("--speculative-algorithm", "sglang"),
                "speculative_draft_model_path": ("--speculative-draft-model-path", "sglang"),
@@ -88,6 +92,9 @@ class Options:
     lora: object | None = None  # kvplan.cost.features.LoRA (vLLM --enable-lora)
     flashinfer_sampler: bool = False  # vLLM: the dummy sampler runs in FlashInfer (no sort)
     pp_layer_partition: tuple[int, ...] | None = None  # vLLM VLLM_PP_LAYER_PARTITION: decoder layers per stage
+    mm_limit: int | None = None  # images per prompt (vLLM --limit-mm-per-prompt; multimodal cards)
+    mm_encoder_data: bool = False  # the vision tower whole on every rank (--mm-encoder-tp-mode data, where supported)
+    mm_encoder_mode: str | None = None  # --mm-encoder-tp-mode as given
     llama: LlamaFlags | None = None  # llama.cpp's flags with its defaults (llamacpp, ollama)
 
 

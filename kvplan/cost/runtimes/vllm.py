@@ -13,6 +13,7 @@ from kvplan.cost import serving_vllm as vl
 from kvplan.cost import serving_vllm_v0 as v0
 from kvplan.cost.engines import CacheRun
 from kvplan.cost.runtimes import vllm_features as vf
+from kvplan.cost.runtimes import vllm_mm as vm
 from kvplan.cost.runtimes.base import Server, parse_version, positive_size, rank_row, refuse_zamba_v1, utilization
 from kvplan.cost.runtimes.setup import Options, Pool, ServingFlags, Setup, Stage
 from kvplan.errors import KvplanError, Refused
@@ -97,7 +98,7 @@ class VLLM(Server):
     reference_cache = True
     _dtype_hint = " (vLLM kv_cache_dtype: auto, fp8, fp8_e4m3, fp8_e5m2)"
     extra_flags = frozenset({"speculative_config", "shared_prefix_len", "enable_lora", "max_loras", "max_lora_rank",
-                             "flashinfer_sampler", "pp_layer_partition"})
+                             "flashinfer_sampler", "pp_layer_partition", "limit_mm_per_prompt", "mm_encoder_tp_mode"})
 
     def at_version(self, text: str) -> VLLM:
         """The runtime for the release ``text`` (``--engine vllm==0.11``): the modelled range that covers it."""
@@ -160,7 +161,8 @@ class VLLM(Server):
         return Options(util=util, kv_cache_memory=kv_mem, block_size=block, pp_layer_partition=split,
                        mnbt=_given("--max-num-batched-tokens", flags.max_num_batched_tokens, mnbt),
                        max_num_seqs=_given("--max-num-seqs", flags.max_num_seqs, seqs),
-                       flashinfer_sampler=flags.flashinfer_sampler, **vf.resolve_features(flags, card, layout))
+                       flashinfer_sampler=flags.flashinfer_sampler, **vf.resolve_features(flags, card, layout),
+                       **vm.resolve_mm(flags, card))
 
     def check_servable(self, card, layout) -> None:
         if layout.expert_parallel:  # vLLM's --enable-expert-parallel is modelled (kvplan.cost.parallel)
@@ -231,7 +233,14 @@ class VLLM(Server):
 
     def stage(self, s: Setup, pp_rank: int, parts: list[range]) -> Stage:
         """The base budget, plus the draft model's weights and K/V layers and the LoRA slots (vllm_features)."""
-        return vf.with_features(s, super().stage(s, pp_rank, parts))
+        st = vf.with_features(s, super().stage(s, pp_rank, parts))
+        extra = vm.data_parallel_extra(s)  # --mm-encoder-tp-mode data: the vision tower whole on every rank
+        if not extra:
+            return st
+        from dataclasses import replace
+
+        return replace(st, weights=st.weights + extra,
+                       available=st.available if s.kv_cache_memory is not None else st.available - extra)
 
     def activation(self, s: Setup, last_stage: bool) -> int:
         """The profile run's peak: forward of max_num_batched_tokens tokens, sampler on max_num_seqs rows."""
@@ -241,9 +250,10 @@ class VLLM(Server):
 
         mnbt = vl.scheduled_tokens(s.mnbt, s.max_num_seqs, s.max_model_len)
         act_bytes = 4 if s.w_t.bits == 32 else 2
-        return vl.profile_activation_bytes(s.card, s.layout.tp, act_bytes, mnbt, min(s.max_num_seqs, mnbt),
+        text = vl.profile_activation_bytes(s.card, s.layout.tp, act_bytes, mnbt, min(s.max_num_seqs, mnbt),
                                            pad_vocab(s.card.vocab_size), last_stage, moe_tp(s.layout),
                                            _sampler_bytes_per_logit(s), self.version.profile_holds_qkv)
+        return vm.profile_bytes(s, text, act_bytes)  # a multimodal card: the encoder's dummy batch too
 
     def activation_estimated(self, s: Setup) -> bool:
         return s.activation is None
@@ -312,7 +322,7 @@ class VLLM(Server):
         cmd += [f"--pipeline-parallel-size {lay.pp}"] if lay.pp > 1 else []
         cmd += [f"--data-parallel-size {lay.dp}"] if lay.dp > 1 else []
         cmd += ["--enable-expert-parallel"] if lay.expert_parallel else []
-        cmd += [f"--max-model-len {s.max_model_len}"] + vf.launch_flags(s)
+        cmd += [f"--max-model-len {s.max_model_len}"] + vf.launch_flags(s) + vm.launch_flags(s)
         cmd += ([f"--kv-cache-memory-bytes {s.kv_cache_memory}"] if s.kv_cache_memory is not None
                 else [f"--gpu-memory-utilization {s.util}"])
         if s.block_size != vl.default_block_size(s.card, s.gpu.compute_capability) and not s.unified_block:
@@ -333,7 +343,7 @@ class VLLM(Server):
         if s.max_num_seqs is not None and p.concurrency > s.max_num_seqs:
             out.append(f"The scheduler runs at most --max-num-seqs {s.max_num_seqs} requests at once per replica; "
                        f"the pool would hold {p.concurrency:,.1f}.")
-        return out + _state_notes(s, p) + vf.notes(s, p)
+        return out + _state_notes(s, p) + vf.notes(s, p) + vm.notes(s)
 
     def requested_rule(self, s: Setup) -> str:
         if self.version.v0_engine:  # worker.py determine_num_available_blocks: a float, blocks = int(rest // block)

@@ -21,6 +21,7 @@ from kvplan.model.validation import card_from_dict
 from kvplan.model.hf.families import DEFAULTS, READERS
 from kvplan.model.hf.quant import read_quantization
 from kvplan.model.hf.reader import Config
+from kvplan.model.hf.vision import text_part, vision_fields
 
 _TEXT_DECODERS = {"gemma3": "gemma3_text", "qwen3_5": "qwen3_5_text", "qwen3_5_moe": "qwen3_5_moe_text"}
 _DTYPES = {"float32": "float32", "float16": "float16", "bfloat16": "bfloat16", "fp32": "float32",
@@ -63,7 +64,8 @@ def import_hf_config(config: dict | str | Path, *, name: str | None = None, orig
     if not isinstance(model_type, str):
         raise KvplanError(f"{origin}: model_type: {clip(model_type)} is not a string; "
                           f"supported: {', '.join(sorted(READERS))}")
-    if model_type in _TEXT_DECODERS and isinstance(data.get("text_config"), dict):  # multimodal: the text decoder
+    data, model_type, whole, text_assumed = text_part(data, model_type, origin)  # multimodal (model.hf.vision): the decoder, then the tower
+    if whole is None and model_type in _TEXT_DECODERS and isinstance(data.get("text_config"), dict):
         model_type = _TEXT_DECODERS[model_type]
         data = {**data["text_config"], "torch_dtype": data.get("torch_dtype") or data.get("dtype"),
                 "_name_or_path": data.get("_name_or_path"), "model_type": model_type,
@@ -73,12 +75,15 @@ def import_hf_config(config: dict | str | Path, *, name: str | None = None, orig
         raise KvplanError(f"{origin}: unsupported model_type {clip(model_type)}; supported: "
                           f"{', '.join(sorted(READERS))}{'; nearest: ' + ', '.join(near) if near else ''}")
     cfg = Config(data, model_type, origin, DEFAULTS.get(model_type))
+    cfg.assumed += text_assumed
     fields = READERS[model_type](cfg)
     if name is not None and not isinstance(name, str):
         raise KvplanError(f"name: expected a string, got {type(name).__name__}")
     card_name = _card_name(name, _name_or_path(cfg), origin)
     fields = {"name": card_name, "source": source or _source(data, origin), **fields, "dtype": _dtype(cfg),
               "quantization": read_quantization(data, origin)}
+    if whole is not None:
+        fields["vision"] = vision_fields(whole, fields["hidden_size"], origin, cfg.assumed)
     return card_from_dict(_drop_derivable(fields), origin=origin), cfg.assumed
 
 

@@ -46,13 +46,16 @@ def min_layers(card: ModelCard) -> int:
 def shrink(card: ModelCard, *, layers: int | None = None, scale: float | None = None,
            seq_len: int | None = None) -> tuple[ModelCard, list[str]]:
     """The shrunk card and the list of changes (empty when nothing was asked). A quantized card loses its
-    quantization: the reference model runs the architecture in float weights. A state mixer the reference model
-    lacks is refused here (require_reference_mixer), before its widths are shrunk."""
+    quantization: the reference model runs the architecture in float weights. A multimodal card loses its vision
+    block: the reference model is the decoder (the tower's parameters are proven against transformers in
+    tests/test_multimodal_hf.py). A state mixer the reference model lacks is refused here (require_reference_mixer),
+    before its widths are shrunk."""
     require_reference_mixer(card)
-    if layers is None and scale is None and card.quantization is None:
+    if layers is None and scale is None and card.quantization is None and card.vision is None:
         return card, []
     data = card.model_dump(exclude_none=True)
     data.pop("quantization", None)
+    data.pop("vision", None)
     if "num_kv_heads" not in card.model_fields_set:
         data.pop("num_kv_heads", None)
     if "head_dim" not in card.model_fields_set:
@@ -146,6 +149,8 @@ def _diff(old: ModelCard, new: ModelCard) -> list[str]:
                 walk(f"{prefix}{key}.", a[key], b[key])
             elif key == "quantization" and a[key]:
                 out.append(f"quantization: {old.quantization.label} -> none (the reference model runs float weights)")
+            elif key == "vision" and a[key]:
+                out.append(f"vision: {old.vision.kind} tower -> none (the reference model is the decoder)")
             elif a[key] != b.get(key):
                 out.append(f"{prefix}{key}: {a[key]} -> {b.get(key)}")
 
