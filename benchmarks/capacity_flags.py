@@ -44,7 +44,8 @@ def _within(row: Row | None, pct: float) -> bool | None:
 def agreement(rows: list[tuple[Path, FromLog | str]]) -> tuple[int, int, int, int]:
     """(logs whose available memory is within 5%, logs stating it, weights within 0.5%, logs stating weights)."""
     def count(figure: str, pct: float) -> tuple[int, int]:
-        hits = [_within(next((x for x in r.rows if x.figure == figure), None), pct)
+        names = (figure, "load_usage") if figure == "weights" else (figure,)  # SGLang logs its load's usage
+        hits = [_within(next((x for x in r.rows if x.figure in names), None), pct)
                 for _, r in rows if not isinstance(r, str)]
         stated = [h for h in hits if h is not None]
         return sum(stated), len(stated)

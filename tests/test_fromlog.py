@@ -166,7 +166,7 @@ def test_sglang_lines_parsed(tmp_path):
     lg = parse_log(p)
     assert lg.engine == "sglang" and lg.model_id == "Qwen/QwQ-32B"
     assert lg.flags == {"tp": 4, "mem_fraction_static": 0.85}
-    assert lg.free_at_start_gib.value == 21.63 and lg.figure("weights").value == 15.54
+    assert lg.free_at_start_gib.value == 21.63 and lg.figure("load_usage").value == 15.54
     assert lg.figure("available").value == pytest.approx(2.84) and lg.figure("available").rounding == 0.01
     assert lg.figure("tokens").value == 46611
 

@@ -53,8 +53,7 @@ def calibrated(log: ParsedLog, card, kw: dict, flat: PlanResult, pool_bytes: int
         raise KvplanError(f"--calibrate: the log ran on {ranks(kw)} GPU(s) per replica and the what-if on "
                           f"{ranks(new)}: non-torch memory measured without NCCL buffers (or with them) does not carry "
                           "over; plan it without --calibrate, or calibrate with a log of a multi-GPU run")
-    weights = log.figure("weights")
-    if log.free_at_start_gib is not None and weights is not None:
+    if log.free_at_start_gib is not None and log.figure("load_usage") is not None:
         return _sglang(log, card, new, flat, what_ifs)
     if pool_bytes is None:
         raise KvplanError(f"--calibrate: {log.path} states no memory left for the KV cache (Available KV cache "
@@ -115,19 +114,19 @@ def _sglang(log: ParsedLog, card, new: dict, flat: PlanResult, what_ifs: dict) -
     if {"tp", "pp"} & set(what_ifs):
         raise KvplanError("--calibrate: SGLang's free memory and load usage are measured at the log's layout; a "
                           "TP/PP what-if changes both: plan it without --calibrate")
-    usage = round(log.figure("weights").value * GIB)
+    usage = round(log.figure("load_usage").value * GIB)
     beyond = usage - flat.per_gpu.weights_bytes
     if beyond < 0:
         raise KvplanError(f"--calibrate: kvplan's weights exceed the load usage {log.path} logs; cannot calibrate")
     start = round(log.free_at_start_gib.value * GIB)
     p = plan(card, **{**new, "gpu_memory": start, "context_memory": 0, "non_torch_memory": beyond})
     measured = [f"free memory at start {fmt_bytes(start)} (line {log.free_at_start_gib.line}: the pool's base)",
-                f"load usage {fmt_bytes(usage)} ({_where(log, 'weights')}): kvplan's weights + "
+                f"load usage {fmt_bytes(usage)} ({_where(log, 'load_usage')}): kvplan's weights + "
                 f"{fmt_bytes(beyond)} the load allocated beyond them"]
     tokens = log.figure("tokens")
     # free memory and usage are printed to 0.01 GB each: the pool they give is good to their sum, so the token count
     # to that many bytes' worth of tokens (and the one token a page boundary can add)
-    spread = round((log.free_at_start_gib.rounding + log.figure("weights").rounding) * GIB)
+    spread = round((log.free_at_start_gib.rounding + log.figure("load_usage").rounding) * GIB)
     slack = -(-spread // max(1, p.per_gpu.kv_bytes_per_token)) + 1
     return Calibration(what_ifs=what_ifs, measured=measured, scaled=[], activation_bytes=0, non_torch_bytes=beyond,
                        cuda_graph_bytes=0, reproduces_log=not what_ifs and tokens is not None

@@ -104,7 +104,7 @@ def from_log(path: str | Path, *, model=None, gpu: str | None = None, gpu_memory
     rows = [_row(f, flat, pooled, ends, pool_bytes is not None) for f in _stated(log)]
     if "stand-in" in (log.gpu_header or "") and not gpu:  # `# gpu: X (stand-in: ...)`: the total is not known
         rows = [r.model_copy(update=dict(flags_alone=None, flags_verdict="GPU unknown", flags_error_pct=None))
-                if r.figure != "weights" else r for r in rows]
+                if r.figure not in ("weights", "load_usage") else r for r in rows]
     if refused is not None:  # the pool's own figures: both refuse
         rows = [r.model_copy(update=dict(flags_alone=None, flags_verdict="refused, as logged", flags_error_pct=None))
                 if r.figure in ("available", "blocks", "tokens", "concurrency") else r for r in rows]
@@ -316,7 +316,7 @@ def _pool_args(log: ParsedLog, flat: PlanResult, kw: dict) -> tuple[dict | None,
     the load took: the logged free memory at start as the GPU total (no context: it is after it) and the logged load
     usage beyond kvplan's weights as the load's overhead, so the pool is SGLang's own from its own figures."""
     avail = log.figure("available")
-    weights = log.figure("weights")
+    weights = log.figure("load_usage")
     if log.free_at_start_gib is not None and weights is not None:
         usage = round(weights.value * GIB)
         beyond = usage - flat.per_gpu.weights_bytes
@@ -363,7 +363,8 @@ def value_of(name: str, r: PlanResult) -> float | None:
     from kvplan.cost.serving_sglang import max_running_requests
 
     g, kv = r.per_gpu, r.kv_cache
-    return {"weights": g.weights_bytes / GIB, "activation": g.activation_bytes / GIB,
+    return {"weights": g.weights_bytes / GIB, "load_usage": (g.weights_bytes + g.non_torch_bytes) / GIB,
+            "activation": g.activation_bytes / GIB,
             "non_torch": g.non_torch_bytes / GIB, "cuda_graph": g.cuda_graph_bytes / GIB,
             "available": kv.available_bytes / GIB, "blocks": kv.num_blocks if r.inputs.paged else None,
             "tokens": kv.tokens, "concurrency": r.max_concurrency, "longest_fit": r.max_model_len_fit,
@@ -396,7 +397,7 @@ def _row(f: Figure, flat: PlanResult, pooled: PlanResult | None, ends: list[Plan
     pv = pe = None
     # the pool given to the second column is the logged one: its own row (and the overheads, not re-predicted
     # from it) compare nothing new, except SGLang's, whose pool the second column computes from free memory
-    if pooled is not None and f.name not in ("weights", "activation", "non_torch", "cuda_graph") and not (
+    if pooled is not None and f.name not in ("weights", "load_usage", "activation", "non_torch", "cuda_graph") and not (
             f.name == "available" and pool_given):
         pool_value = value_of(f.name, pooled)
         vals = [value_of(f.name, e) for e in ends]

@@ -45,6 +45,9 @@ GIB = 2**30
 # figure name -> (what it is, unit); the names are the keys of FromLog's rows
 FIGURES = {
     "weights": ("weights per GPU as loaded", "GiB"),
+    # SGLang's "Load weight end ... mem usage": free memory before less after the load, the weights and whatever the
+    # load allocated beside them (kvplan: weights + the load overhead it charges, serving_sglang)
+    "load_usage": ("memory the weights' load took (weights and load overhead)", "GiB"),
     "activation": ("profile-run peak (torch, beyond the weights)", "GiB"),
     "non_torch": ("non-torch memory growth during profiling", "GiB"),
     "cuda_graph": ("CUDA graphs", "GiB"),
@@ -129,7 +132,7 @@ _VLLM_LINES = [
     ("longest_fit", r"maximum number of tokens that can be stored in KV cache \(" + _NUM + r"\)"),
 ]
 _SGLANG_LINES = [
-    ("weights", r"Load weight end\..*?mem usage=" + _NUM + " ?GB"),
+    ("load_usage", r"Load weight end\..*?mem usage=" + _NUM + " ?GB"),
     ("tokens", r"KV Cache is allocated\. #tokens: " + _NUM),
     ("tokens", r"max_total_num_tokens=" + _NUM),
     ("available", r"KV Cache is allocated\. #tokens: \d+, KV size: " + _NUM + " GB"),  # MLA: one latent pool
