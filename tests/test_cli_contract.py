@@ -53,7 +53,7 @@ def test_internal_error_is_exit_3_with_traceback_only_under_debug(cli, monkeypat
     def boom(*a, **k):
         raise RuntimeError("synthetic failure")
 
-    monkeypatch.setattr(est, "estimate", boom)
+    monkeypatch.setattr(est, "estimate_request", boom)
     code, out, err = cli(*EST)
     assert code == 3 and "internal error: RuntimeError: synthetic failure" in err and "please report" in err
     assert "Traceback" not in err

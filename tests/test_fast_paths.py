@@ -117,8 +117,10 @@ def gpus_copy(tmp_path, monkeypatch):
     shutil.copy(hardware.bundled_gpu_file().with_name(hardware.CACHE_FILE), tmp_path / hardware.CACHE_FILE)
     monkeypatch.setattr(hardware, "bundled_gpu_file", lambda: path)
     hardware._bundled.cache_clear()
+    hardware._cached_entries.cache_clear()
     yield path
     hardware._bundled.cache_clear()
+    hardware._cached_entries.cache_clear()
 
 
 def tamper_gpu(path, **fields) -> None:

@@ -127,6 +127,10 @@ def _bundled() -> dict[str, GPU]:
 
 def load_gpu(name: str, gpu_file: str | Path | None = None) -> GPU:
     """One GPU by name, case-insensitively; KvplanError lists the known names."""
+    if gpu_file is None and isinstance(name, str):  # one bundled GPU: decode its cache entry alone
+        entries = _cached_entries()
+        if entries is not None and (hit := entries.get(name.lower())) is not None:
+            return _decode(hit)
     gpus = load_gpus(gpu_file)
     by_lower = {k.lower(): v for k, v in gpus.items()}
     if not isinstance(name, str) or name.lower() not in by_lower:
@@ -195,13 +199,20 @@ def cache_key(yaml_bytes: bytes) -> str:
 
 def cached_catalog() -> dict[str, GPU] | None:
     """The bundled catalog from the cache; None when there is none that matches ``gpus.yaml`` and this module."""
+    entries = _cached_entries()
+    return None if entries is None else {entry["name"]: _decode(entry) for entry in entries.values()}
+
+
+@lru_cache(maxsize=1)
+def _cached_entries() -> dict[str, dict[str, Any]] | None:
+    """The cache's entries by lower-case name, undecoded; None when the cache does not match ``gpus.yaml``."""
     path = bundled_gpu_file()
     try:
         data = json.loads(path.with_name(CACHE_FILE).read_bytes())
         fresh = isinstance(data, dict) and data.get("key") == cache_key(path.read_bytes())
     except (OSError, ValueError):  # no cache, an unreadable one, or a module without its source file
         return None
-    return {name: _decode(entry) for name, entry in data["gpus"].items()} if fresh else None
+    return {name.lower(): {**entry, "name": name} for name, entry in data["gpus"].items()} if fresh else None
 
 
 def cache_text() -> str:

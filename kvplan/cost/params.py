@@ -13,7 +13,6 @@ from functools import cached_property, lru_cache
 from kvplan.cost.shapes import attention_matrices, ffn_matrices, router_matrices, total
 from kvplan.cost.shared import shared_params
 from kvplan.cost.ssm import ssm_params
-from kvplan.cost.vision import vision_params
 from kvplan.model.card import ModelCard
 
 
@@ -120,5 +119,12 @@ def count_params(card: ModelCard) -> ParamBreakdown:
         other=other + shared.other,
         mlp_active=sum(m[1] for m in mlp) + shared.mlp,
         ssm=card.state_layers * ssm_params(card) if card.ssm else 0,
-        vision=vision_params(card).total if card.vision else 0,
+        vision=_vision_params(card) if card.vision else 0,
     )
+
+
+def _vision_params(card: ModelCard) -> int:
+    """The vision tower's and projector's parameters (cost.vision, loaded only for a multimodal card)."""
+    from kvplan.cost.vision import vision_params
+
+    return vision_params(card).total

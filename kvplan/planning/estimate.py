@@ -45,6 +45,44 @@ class Resolved:
     notes: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class EstimateRequest:
+    """What ``kvplan estimate`` is asked, validated once on construction (``build``): sizes positive, names one
+    printable line; what depends on the card (the engine's dtypes, the encoder length) is resolved with it
+    (``resolve``). The CLI and the keyword API build it; ``estimate_request(card, request)`` answers it."""
+
+    seq_len: int
+    batch: int = 1
+    encoder_len: int | None = None
+    kv_dtype: str | None = None
+    weight_dtype: str | None = None
+    engine: str = "ideal"
+    max_cache_len: int | None = None
+    block_size: int = 16
+    kv_heads: int | None = None
+    attention: str | None = None
+    prompt_len: int | None = None
+    gpu: str | None = None
+    gpu_file: str | None = None
+    mfu: float | None = None
+    mbu: float | None = None
+    llama: LlamaFlags | None = None
+
+    @classmethod
+    def build(cls, **kw) -> EstimateRequest:
+        req = cls(**kw)
+        for flag, text in (("--kv-dtype", req.kv_dtype), ("--weight-dtype", req.weight_dtype),
+                           ("--attention", req.attention), ("--gpu", req.gpu), ("--gpu-file", req.gpu_file)):
+            require_text(flag, text)
+        require_positive("--batch", req.batch)
+        require_positive("--seq-len", req.seq_len)
+        require_positive("--block-size", req.block_size, maximum=1 << 20)
+        for flag, value in (("--kv-heads", req.kv_heads), ("--max-cache-len", req.max_cache_len)):
+            if value is not None:
+                require_positive(flag, value)
+        return req
+
+
 def estimate(model: ModelCard | str | Path, *, batch: int = 1, seq_len: int, encoder_len: int | None = None,
              kv_dtype: str | None = None, weight_dtype: str | None = None, engine: str = "ideal",
              max_cache_len: int | None = None, block_size: int = 16, kv_heads: int | None = None,
@@ -58,50 +96,52 @@ def estimate(model: ModelCard | str | Path, *, batch: int = 1, seq_len: int, enc
     ``prompt_len`` (default ``seq_len``) sizes the prefill FLOPs; ``gpu`` adds roofline bounds. Raises KvplanError
     on bad input.
     """
-    for flag, text in (("--kv-dtype", kv_dtype), ("--weight-dtype", weight_dtype), ("--attention", attention),
-                       ("--gpu", gpu), ("--gpu-file", gpu_file)):
-        require_text(flag, text)
-    if kv_heads is not None:
-        require_positive("--kv-heads", kv_heads)
-    base = model if isinstance(model, ModelCard) else load_card(model)
-    card = with_layout(base, kv_heads=kv_heads, attention=attention)
-    r = resolve(card, batch=batch, seq_len=seq_len, encoder_len=encoder_len, kv_dtype=kv_dtype,
-                weight_dtype=weight_dtype, engine=engine, max_cache_len=max_cache_len, block_size=block_size)
-    prompt = seq_len if prompt_len is None else prompt_len
-    _check_compute_flags(card, prompt, seq_len, gpu=gpu, gpu_file=gpu_file, mfu=mfu, mbu=mbu)
-    inputs = EstimateInputs(model=card.name, batch=batch, seq_len=seq_len, encoder_len=encoder_len,
+    req = EstimateRequest.build(
+        batch=batch, seq_len=seq_len, encoder_len=encoder_len, kv_dtype=kv_dtype, weight_dtype=weight_dtype,
+        engine=engine, max_cache_len=max_cache_len, block_size=block_size, kv_heads=kv_heads, attention=attention,
+        prompt_len=prompt_len, gpu=gpu, gpu_file=gpu_file, mfu=mfu, mbu=mbu, llama=llama)
+    return estimate_request(model if isinstance(model, ModelCard) else load_card(model), req)
+
+
+def estimate_request(base: ModelCard, q: EstimateRequest) -> Estimate:
+    """The orchestrator: the card in the asked layout, the runtime's resolution, KV, weights, FLOPs, roofline."""
+    card = with_layout(base, kv_heads=q.kv_heads, attention=q.attention)
+    r = resolve(card, batch=q.batch, seq_len=q.seq_len, encoder_len=q.encoder_len, kv_dtype=q.kv_dtype,
+                weight_dtype=q.weight_dtype, engine=q.engine, max_cache_len=q.max_cache_len, block_size=q.block_size)
+    prompt = q.seq_len if q.prompt_len is None else q.prompt_len
+    _check_compute_flags(card, prompt, q.seq_len, gpu=q.gpu, gpu_file=q.gpu_file, mfu=q.mfu, mbu=q.mbu)
+    inputs = EstimateInputs(model=card.name, batch=q.batch, seq_len=q.seq_len, encoder_len=q.encoder_len,
                             kv_dtype=r.kv_t.name, weight_dtype=r.w_t.name, engine=r.engine.name,
-                            max_cache_len=r.run.max_cache_len, block_size=block_size, kv_heads=kv_heads,
-                            attention=attention, prompt_len=prompt, gpu=gpu)
+                            max_cache_len=r.run.max_cache_len, block_size=q.block_size, kv_heads=q.kv_heads,
+                            attention=q.attention, prompt_len=prompt, gpu=q.gpu)
     kv = kv_cache(r)
     weights = _with_checkpoint(weights_result(card, r.w_t, r.kv_t, r.engine), base)
-    notes = list(r.notes) + engine_notes(kv, batch)
+    notes = list(r.notes) + engine_notes(kv, q.batch)
     if weights.fp32_params:
         from kvplan.cost.fp32 import fp32_note  # only for a model the runtime keeps partly in float32
 
         notes.append(fp32_note(card, r.w_t, weights.fp32_params))
     steps = _flops(r, prompt, notes)  # the roofline reuses them: computed once
     flops = None if steps is None else StepFlops(prefill=steps[0].result(), decode_step=steps[1].result())
-    work = Workload(card, r.engine, r.kv_t, r.w_t, batch, prompt, seq_len, r.run.max_cache_len, block_size)
-    roof = None if gpu is None else _roofline(work, steps, gpu, gpu_file, mfu, mbu, kv.total_bytes + weights.bytes)
-    if llama is not None:  # llama.cpp's flags: refused by every runtime but llama.cpp's
+    work = Workload(card, r.engine, r.kv_t, r.w_t, q.batch, prompt, q.seq_len, r.run.max_cache_len, q.block_size)
+    roof = None if q.gpu is None else _roofline(work, steps, q, kv.total_bytes + weights.bytes)
+    if q.llama is not None:  # llama.cpp's flags: refused by every runtime but llama.cpp's
         from kvplan.cost.runtimes.setup import ServingFlags
 
-        r.engine.refuse_flags(ServingFlags(llama=llama))
-    lcpp = r.engine.estimate_memory(card, r.w_t.bits, seq_len, batch, llama)
+        r.engine.refuse_flags(ServingFlags(llama=q.llama))
+    lcpp = r.engine.estimate_memory(card, r.w_t.bits, q.seq_len, q.batch, q.llama)
     notes += [] if lcpp is None else lcpp.log_lines()
     return Estimate(inputs=inputs, model=summarize(card, base), kv_cache=kv, weights=weights,
                     total_bytes=kv.total_bytes + weights.bytes, flops=flops, roofline=roof, notes=notes,
                     llamacpp=lcpp)
 
 
-def _roofline(work: Workload, steps, gpu: str, gpu_file: str | None, mfu: float | None, mbu: float | None,
-              memory_needed_bytes: int):
-    """The roofline bounds on ``gpu`` (only with --gpu), reusing the step FLOPs already computed."""
+def _roofline(work: Workload, steps, q: EstimateRequest, memory_needed_bytes: int):
+    """The roofline bounds on ``q.gpu`` (only with --gpu), reusing the step FLOPs already computed."""
     from kvplan.cost.hardware import load_gpu  # only with --gpu: a plain estimate imports no catalog code
 
-    return roofline(work, load_gpu(gpu, gpu_file), memory_needed_bytes=memory_needed_bytes, mfu=mfu or 1.0,
-                    mbu=mbu or 1.0, steps=steps)
+    return roofline(work, load_gpu(q.gpu, q.gpu_file), memory_needed_bytes=memory_needed_bytes, mfu=q.mfu or 1.0,
+                    mbu=q.mbu or 1.0, steps=steps)
 
 
 def resolve(card: ModelCard, *, batch: int, seq_len: int, encoder_len: int | None, kv_dtype: str | None,
