@@ -31,6 +31,12 @@ run, each against the floor with the same options):
     kvplan.estimate() ~12,200 calls/s, with gpu= ~6,700/s (per-card layer summaries, sums over distinct layer
     specs, the roofline reuses the estimate's FLOPs)
 
+Measured 2026-11-25 (same machine, medians of 12, two runs): after the catalog grew to 25 GPUs and the estimate
+options to llama.cpp's, estimate 1.22-1.24x, --gpu 1.25-1.28x; the estimate's result models then built with
+``model_construct`` (no pydantic schema built on a plain run: 6 ms -> 0.7 ms in estimate_request) and one bundled
+GPU decoded from the cache alone: estimate 1.18x, --gpu 1.21-1.22x (the --gpu target is missed by 1-2%: the
+roofline's modules and rendering its rows).
+
 Where PYTHONDONTWRITEBYTECODE is set and kvplan runs from a source checkout, every run also compiles kvplan's
 modules (the libraries have .pyc from pip): after, 202 ms against the floor's 149 ms (1.36x).
 """

@@ -160,3 +160,30 @@ def test_estimate_with_a_gpu_loads_no_yaml_and_builds_no_schema_of_cards_or_gpus
     assert "roofline lower bounds on H100-SXM" in run.stdout
     assert built.split() == []  # not one card block (SharedBlocks was built at import) nor the GPU model
     assert [m for m in modules.split() if m == "yaml" or m.startswith("yaml.")] == []
+
+
+def _bundled_cards():
+    from kvplan.model.catalog import bundled_names
+
+    return sorted(bundled_names())
+
+
+@pytest.mark.parametrize("name", _bundled_cards())
+def test_an_estimate_built_without_validation_is_valid(name):
+    """The estimate's result models are built with ``model_construct`` (a cold estimate builds no pydantic schema):
+    every one of them must still be exactly what validation accepts, with no value of a wrong type (a serializer
+    warning turns into an error here)."""
+    import warnings
+
+    from kvplan.model.catalog import load_card
+    from kvplan.planning.results import Estimate
+
+    card = load_card(name)
+    enc = {"encoder_len": 16} if card.architecture == "encoder-decoder" else {}
+    gpu = {"gpu": "H100-SXM"} if card.architecture == "decoder-only" else {}  # the roofline is decoder-only's
+    e = kvplan.estimate(name, batch=2, seq_len=64, **enc, **gpu)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        data = e.model_dump(mode="json")
+    assert Estimate.model_validate(data, strict=False).model_dump(mode="json") == data
+    assert Estimate.model_validate(e.model_dump()) == e

@@ -113,7 +113,7 @@ class FlopsBreakdown:
                        causal_attention_core=self.causal_attention_core + causal_core)
 
     def result(self) -> PhaseFlops:
-        return PhaseFlops(total=self.total, projections=self.projections, attention_core=self.attention_core,
+        return PhaseFlops.model_construct(total=self.total, projections=self.projections, attention_core=self.attention_core,
                           mlp=self.mlp, lm_head=self.lm_head, state_mixer=self.state_mixer,
                           causal_total=self.causal_total,
                           causal_attention_core=self.causal_attention_core, mla_mode=self.mla_mode)
@@ -166,7 +166,7 @@ def step_flops(card: ModelCard, *, batch: int, prompt_len: int, seq_len: int, en
     kw = dict(batch=batch, engine=engine, max_cache_len=max_cache_len, encoder_len=encoder_len)
     pre = prefill_flops(card, prompt_len=prompt_len, **kw)
     dec = decode_step_flops(card, cache_len=seq_len - 1, **kw)
-    return StepFlops(prefill=pre.result(), decode_step=dec.result())
+    return StepFlops.model_construct(prefill=pre.result(), decode_step=dec.result())
 
 
 # ---- score entries per (sequence, head) of each layer ----------------------------------------------------------

@@ -106,7 +106,7 @@ def roofline(work: Workload, gpu: GPU, *, memory_needed_bytes: int, compute_dtyp
     dec_run = CacheRun(seq_len, encoder_len, max_cache_len, block_size)
     pre = _phase(pre_f, prefill_traffic(card, w_t, kv_t, engine, pre_run, batch), peak, bw, engine.flops_basis)
     dec = _phase(dec_f, decode_traffic(card, w_t, kv_t, engine, dec_run, batch), peak, bw, engine.flops_basis)
-    return RooflineResult(
+    return RooflineResult.model_construct(
         gpu=gpu.name, gpu_source=gpu.source, engine=engine.name, batch=batch, prompt_len=prompt_len, seq_len=seq_len,
         compute_dtype=compute, peak_flops_per_s=gpu.peak(compute), ridge_point_flops_per_byte=peak / bw,
         memory_bandwidth_bytes_per_s=gpu.memory_bandwidth_bytes_per_s, mfu=mfu, mbu=mbu,
@@ -155,7 +155,7 @@ def served_compute_dtype(gpu: GPU, compute: str) -> str:
 def _phase(f: FlopsBreakdown, t: StepTraffic, peak: float, bw: float, basis: str) -> PhaseRoofline:
     flops = f.executed(basis)
     compute_s, memory_s = flops / peak, t.total_bytes / bw
-    return PhaseRoofline(
+    return PhaseRoofline.model_construct(
         flops=flops, flops_basis=basis, weights_read_bytes=t.weights_read_bytes,
         kv_read_bytes=t.kv_read_bytes, kv_write_bytes=t.kv_write_bytes, bytes_moved=t.total_bytes,
         arithmetic_intensity_flops_per_byte=flops / t.total_bytes, compute_time_s=compute_s,

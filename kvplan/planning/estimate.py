@@ -110,7 +110,7 @@ def estimate_request(base: ModelCard, q: EstimateRequest) -> Estimate:
                 weight_dtype=q.weight_dtype, engine=q.engine, max_cache_len=q.max_cache_len, block_size=q.block_size)
     prompt = q.seq_len if q.prompt_len is None else q.prompt_len
     _check_compute_flags(card, prompt, q.seq_len, gpu=q.gpu, gpu_file=q.gpu_file, mfu=q.mfu, mbu=q.mbu)
-    inputs = EstimateInputs(model=card.name, batch=q.batch, seq_len=q.seq_len, encoder_len=q.encoder_len,
+    inputs = EstimateInputs.model_construct(model=card.name, batch=q.batch, seq_len=q.seq_len, encoder_len=q.encoder_len,
                             kv_dtype=r.kv_t.name, weight_dtype=r.w_t.name, engine=r.engine.name,
                             max_cache_len=r.run.max_cache_len, block_size=q.block_size, kv_heads=q.kv_heads,
                             attention=q.attention, prompt_len=prompt, gpu=q.gpu)
@@ -122,7 +122,7 @@ def estimate_request(base: ModelCard, q: EstimateRequest) -> Estimate:
 
         notes.append(fp32_note(card, r.w_t, weights.fp32_params))
     steps = _flops(r, prompt, notes)  # the roofline reuses them: computed once
-    flops = None if steps is None else StepFlops(prefill=steps[0].result(), decode_step=steps[1].result())
+    flops = None if steps is None else StepFlops.model_construct(prefill=steps[0].result(), decode_step=steps[1].result())
     work = Workload(card, r.engine, r.kv_t, r.w_t, q.batch, prompt, q.seq_len, r.run.max_cache_len, q.block_size)
     roof = None if q.gpu is None else _roofline(work, steps, q, kv.total_bytes + weights.bytes)
     if q.llama is not None:  # llama.cpp's flags: refused by every runtime but llama.cpp's
@@ -131,7 +131,7 @@ def estimate_request(base: ModelCard, q: EstimateRequest) -> Estimate:
         r.engine.refuse_flags(ServingFlags(llama=q.llama))
     lcpp = r.engine.estimate_memory(card, r.w_t.bits, q.seq_len, q.batch, q.llama)
     notes += [] if lcpp is None else lcpp.log_lines()
-    return Estimate(inputs=inputs, model=summarize(card, base), kv_cache=kv, weights=weights,
+    return Estimate.model_construct(inputs=inputs, model=summarize(card, base), kv_cache=kv, weights=weights,
                     total_bytes=kv.total_bytes + weights.bytes, flops=flops, roofline=roof, notes=notes,
                     llamacpp=lcpp)
 
@@ -233,7 +233,7 @@ def kv_cache(r: Resolved) -> KVCacheResult:
         groups.setdefault((spec.kind, spec.vectors, spec.window), [spec, 0])[1] += n
     rows = [_group_row(spec, layers, r) for spec, layers in groups.values()]
     per_seq = sum(n * s.positions_held(r.engine, r.run) * s.bytes_per_token for s, n in counts)
-    return KVCacheResult(engine=r.engine.name, engine_rule=r.engine.description, dtype=r.kv_t.name,
+    return KVCacheResult.model_construct(engine=r.engine.name, engine_rule=r.engine.description, dtype=r.kv_t.name,
                          bytes_per_token=kv_bytes_per_token(layer_specs(r.card, r.kv_t, r.engine)),
                          bytes_per_sequence=per_seq,
                          total_bytes=r.batch * per_seq, groups=rows)
@@ -245,7 +245,7 @@ def _group_row(spec: KVLayerSpec, layers: int, r: Resolved) -> KVGroup:
         total = r.batch * layers * spec.bytes_per_token
         formula = (f"{r.batch} seq x {layers} layers x {spec.shape} x {spec.dtype.describe_element()} (one state per "
                    f"sequence, constant in tokens) = {fmt_bytes(total)}")
-        return KVGroup(kind=spec.kind, layers=layers, window=None, bytes_per_token=0, positions_held=held,
+        return KVGroup.model_construct(kind=spec.kind, layers=layers, window=None, bytes_per_token=0, positions_held=held,
                        total_bytes=total, formula=formula)
     total = r.batch * layers * held * spec.bytes_per_token
     tokens = f"{held} tokens"
@@ -255,7 +255,7 @@ def _group_row(spec: KVLayerSpec, layers: int, r: Resolved) -> KVGroup:
     formula = f"{r.batch} seq x {layers} layers x {spec.shape} x {tokens}{factor} x {spec.dtype.describe_element()}"
     if spec.scale_bytes_per_token:
         formula += f" + scales {spec.scale_bytes_per_token} B per token and layer"
-    return KVGroup(kind=spec.kind, layers=layers, window=spec.window, bytes_per_token=spec.bytes_per_token,
+    return KVGroup.model_construct(kind=spec.kind, layers=layers, window=spec.window, bytes_per_token=spec.bytes_per_token,
                    positions_held=held, total_bytes=total, formula=f"{formula} = {fmt_bytes(total)}")
 
 
@@ -273,7 +273,7 @@ def weights_result(card: ModelCard, w_t: DType, kv_t: DType, engine: Engine) -> 
     fp32 = engine.fp32_params(card, w_t)  # modules the runtime keeps in float32 in a half-precision model
     quant = _quantized(card, p.total, w_t, fp32)
     stored = _stored(w_t, p.total, fp32) if quant is None else quant.stored_bytes
-    return WeightsResult(params=p.total, active_params=p.active, dtype=w_t.name, bytes=stored + scales,
+    return WeightsResult.model_construct(params=p.total, active_params=p.active, dtype=w_t.name, bytes=stored + scales,
                          kv_scale_bytes=scales, fp32_params=fp32, breakdown=breakdown, quantization=quant)
 
 
@@ -306,14 +306,14 @@ def _quantized(card: ModelCard, params: int, w_t: DType, fp32: int) -> Quantized
 
     q = rank_quant(card, Layout(), 0)
     rest = params - q.quantized_elems
-    return QuantizedWeights(method=card.quantization.method, format=card.quantization.label,
+    return QuantizedWeights.model_construct(method=card.quantization.method, format=card.quantization.label,
                             quantized_params=q.quantized_elems, quantized_bytes=q.data, scale_bytes=q.scales,
                             zero_bytes=q.zeros, g_idx_bytes=q.g_idx, unquantized_params=rest,
                             unquantized_bytes=_stored(w_t, rest, fp32))
 
 
 def summarize(card: ModelCard, base: ModelCard) -> ModelSummary:
-    return ModelSummary(name=card.name, source=card.source, architecture=card.architecture,
+    return ModelSummary.model_construct(name=card.name, source=card.source, architecture=card.architecture,
                         attention=card.attention_kind, attention_detail=card.attention_label,
                         num_layers=card.num_layers, num_kv_heads=card.num_kv_heads, head_dim=card.head_dim,
                         layout_changed=card.num_kv_heads != base.num_kv_heads)
