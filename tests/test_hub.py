@@ -182,6 +182,11 @@ def test_plan_sweep_compare_and_cards_take_hub_ids(hub, cli, cli_json, tmp_path)
     commit = hub.add("acme/tiny-llama", repo_files())
     plan = cli_json("plan", "--model", "acme/tiny-llama", "--gpu", "H100-SXM", "--max-model-len", "2048")
     assert plan["launch_command"].startswith(f"vllm serve acme/tiny-llama --revision {commit} ")
+    est = cli_json("estimate", "--model", "acme/tiny-llama", "--seq-len", "64")
+    assert plan["checkpoint"] == est["weights"]["checkpoint"] and plan["checkpoint"]["commit"] == commit
+    assert cli_json("plan", "--model", "llama-2-7b", "--gpu", "H100-SXM", "--max-model-len", "2048")["checkpoint"] is None
+    code, text, _ = cli("plan", "--model", "acme/tiny-llama", "--gpu", "H100-SXM", "--max-model-len", "2048")
+    assert code == 0 and f"acme/tiny-llama @ {commit[:12]}" in text and f"{plan['checkpoint']['bytes']:,} B" in text
     sglang = cli_json("plan", "--model", "acme/tiny-llama", "--gpu", "H100-SXM", "--max-model-len", "2048",
                       "--engine", "sglang")
     assert f"--model-path acme/tiny-llama --revision {commit} " in sglang["launch_command"]

@@ -144,7 +144,8 @@ def plan(model: ModelCard | str | Path, *, gpu: str | GPU, max_model_len: int, t
 
 
 def plan_request(card: ModelCard, req: PlanRequest) -> PlanResult:
-    """The orchestrator: the runtime's setup, stages, pool and budget check, then the result."""
+    """The orchestrator: the runtime's setup, stages, pool and budget check, then the result (with a Hub model's
+    checkpoint bytes beside kvplan's whole-model count, as the estimate has them)."""
     s = setup(card, req)
     try:
         sts, p = assemble(s)
@@ -155,10 +156,15 @@ def plan_request(card: ModelCard, req: PlanRequest) -> PlanResult:
         raise WeightsDoNotFit(f"{exc}; bundled quantized card(s) of this model: {', '.join(smaller)} "
                               f"(-m {smaller[0]})") from None
     if req.concurrency is None:
-        return result(s, sts, p)
-    from kvplan.planning.latency import latency
+        out = result(s, sts, p)
+    else:
+        from kvplan.planning.latency import latency
 
-    return result(s, sts, p, latency(s, req.concurrency, req.prompt_len, req.acceptance_rate), req.concurrency)
+        out = result(s, sts, p, latency(s, req.concurrency, req.prompt_len, req.acceptance_rate), req.concurrency)
+    from kvplan.planning.estimate import checkpoint_of_card  # a Hub model: its checkpoint's bytes, as the estimate's
+
+    check = checkpoint_of_card(card)
+    return out if check is None else out.model_copy(update={"checkpoint": check})
 
 
 def quantized_variants(card: ModelCard) -> list[str]:

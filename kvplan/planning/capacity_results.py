@@ -6,7 +6,7 @@ from pydantic import BaseModel
 
 from kvplan.cost.llamacpp_results import Buffer, Cache, LlamaContext, LlamaFit, QuantFit  # noqa: F401 - part of the plan schema
 from kvplan.cost.runtimes.results import KVCachePool, RankRow  # noqa: F401 - part of the plan schema
-from kvplan.planning.results import RESULT
+from kvplan.planning.results import RESULT, CheckpointCheck  # noqa: F401 - part of the plan schema
 
 PLAN_SCHEMA_VERSION = 1
 
@@ -99,6 +99,7 @@ class PlanResult(BaseModel):
     caches: list[Cache] | None = None  # llama.cpp: the cache summaries it logs
     llamacpp_fit: LlamaFit | None = None  # llama.cpp: the largest -c and the most -ngl that fit (the inverse)
     quants: list[QuantFit] | None = None  # llama.cpp, a card without a GGUF: each quant type's size and fit
+    checkpoint: CheckpointCheck | None = None  # a Hub model: the checkpoint's bytes beside kvplan's whole-model count
 
     def _repr_html_(self) -> str:
         """A notebook shows the plan as a table (stdlib HTML, kvplan.planning.htmlrepr)."""

@@ -24,8 +24,8 @@ from kvplan.model.catalog import checkpoint_of, load_card
 from kvplan.model.dtypes import DType, parse_dtype
 from kvplan.model.layouts import with_layout
 from kvplan.planning.notes import engine_notes, input_notes
-from kvplan.planning.results import (Estimate, EstimateInputs, KVCacheResult, KVGroup, ModelSummary,
-                                     QuantizedWeights, WeightsResult)
+from kvplan.planning.results import (CheckpointCheck, Estimate, EstimateInputs, KVCacheResult, KVGroup,
+                                     ModelSummary, QuantizedWeights, WeightsResult)
 from kvplan.units import fmt_bytes, require_positive, require_text
 
 if TYPE_CHECKING:
@@ -278,18 +278,23 @@ def weights_result(card: ModelCard, w_t: DType, kv_t: DType, engine: Engine) -> 
 
 
 def _with_checkpoint(weights: WeightsResult, base: ModelCard) -> WeightsResult:
-    """A Hub model's checkpoint bytes beside kvplan's count of ``base`` (the card before any what-if layout) as the
-    checkpoint stores it: in the card's dtype, quantized as the card says."""
-    ckpt = checkpoint_of(base)
-    if ckpt is None:
-        return weights
-    from kvplan.planning.checkpoint import checkpoint_check  # only for a model read from the Hub
-
-    stored = parse_dtype(base.dtype)
-    check = checkpoint_check(base, ckpt, weights_result(base, stored, stored, IDEAL_RULES).bytes)
+    """``weights`` with the Hub checkpoint's bytes beside them (a card read from the Hub)."""
+    check = checkpoint_of_card(base)
     if check is None:
         return weights
     return weights.model_copy(update={"checkpoint_bytes": check.bytes, "checkpoint": check})
+
+
+def checkpoint_of_card(base: ModelCard) -> CheckpointCheck | None:
+    """A Hub model's checkpoint bytes beside kvplan's count of ``base`` (the card before any what-if layout) as the
+    checkpoint stores it: in the card's dtype, quantized as the card says; None for a card not read from the Hub."""
+    ckpt = checkpoint_of(base)
+    if ckpt is None:
+        return None
+    from kvplan.planning.checkpoint import checkpoint_check  # only for a model read from the Hub
+
+    stored = parse_dtype(base.dtype)
+    return checkpoint_check(base, ckpt, weights_result(base, stored, stored, IDEAL_RULES).bytes)
 
 
 def _stored(w_t: DType, params: int, fp32: int) -> int:

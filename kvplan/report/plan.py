@@ -26,6 +26,13 @@ def render_plan(r: PlanResult, console: Console) -> None:
                           f"${lat.usd_per_million_output_tokens:,.2f} per million output tokens at the decode bound")
     console.print(f"[bold]verdict[/bold] {escape(r.verdict)}")
     console.print(f"[bold]launch[/bold]  {escape(r.launch_command)}")
+    if r.checkpoint is not None:  # a Hub model: the checkpoint's bytes beside kvplan's whole-model count
+        c = r.checkpoint
+        console.print(f"[bold]checkpoint[/bold] {escape(f'{c.repo} @ {c.commit[:12]}')}: {exact(c.bytes)}; kvplan "
+                      f"{exact(c.kvplan_bytes)} as stored, difference {c.difference_bytes:+,} B"
+                      + (f" ({c.unexplained_bytes:+,} B unexplained)" if c.unexplained_bytes else ""))
+        if c.warning:
+            note(console, c.warning, label="warning")
     for text in r.notes:
         note(console, text)
 
