@@ -454,3 +454,32 @@ def test_tiny_efficiencies_are_refused_not_infinite(value):
     assert line.startswith("error: --mbu: a fraction in (0, 1]")
     code, out, _ = run("estimate", "-m", "llama-2-7b", "--seq-len", "8", "--gpu", "H100-SXM", "--mbu", "1e-6", "--json")
     assert code == 0 and "Infinity" not in out and "NaN" not in out
+
+
+@pytest.mark.slow
+@settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
+@given(delay_s=st.floats(min_value=0.0, max_value=1.5), sig=st.sampled_from(["SIGINT", "SIGTERM"]),
+       fmt=st.sampled_from(["csv", "jsonl", "markdown"]))
+def test_a_signal_at_any_point_of_a_write_leaves_nothing_half_written(tmp_path_factory, delay_s, sig, fmt):
+    """Ctrl-C or SIGTERM at a random point of `sweep -o` (interpreter start, imports, the grid, the streamed write):
+    130 / 143 (or 0 if it finished first), no traceback, and the folder holds the whole file or nothing."""
+    import signal
+
+    folder = tmp_path_factory.mktemp("sig")
+    proc = subprocess.Popen([sys.executable, "-c", MAIN, "sweep", "-m", "llama-2-7b", "--batch", "1..400+1",
+                             "--seq-len", "1..4000+1", "--format", fmt, "-o", f"out.{fmt}"], cwd=folder,
+                            env={**os.environ, "PYTHONPATH": os.getcwd()}, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    time.sleep(delay_s)
+    if proc.poll() is None:
+        os.killpg(proc.pid, getattr(signal, sig))
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode in (0, {"SIGINT": 130, "SIGTERM": 143}[sig], -getattr(signal, sig)), err
+    assert "Traceback" not in err
+    left = sorted(p.name for p in folder.iterdir())
+    assert left in ([], [f"out.{fmt}"]), left  # never a temporary file
+    if left:  # whole: every one of the 400 x 4,000 rows and the header
+        with open(folder / left[0], encoding="utf-8") as f:
+            lines = sum(1 for _ in f)
+        assert lines == 400 * 4000 + {"csv": 1, "jsonl": 0, "markdown": 2}[fmt]
