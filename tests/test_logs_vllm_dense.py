@@ -107,10 +107,12 @@ CASES = [
           ("llama-3.1-8b", 0.75, 14.99, 2.13, 17_424, _SMALL_POOL), ("qwen2.5-7b", 0.65, 14.25, 0.49, 9_088, _SMALL_POOL))],
     # Qwen3-14B on an L40S, vLLM 0.28.0, `vllm serve Qwen/Qwen3-14B --disable-log-stats` (utilization 0.92, 40,960)
     Log("vllm-blog-llm-optimization-capstone-qwen3-14b-l40s.log",
-        dict(model="qwen3-14b", gpu="L40S", engine="vllm==0.28", max_model_len=40960), 27.52, 11.57, 75_824, 1.85,
-        xfail="0.21+ subtracts the profiled CUDA-graph memory; kvplan's default estimate is 0.5 GiB, while this log's "
-              "residual (0.92 x 44.52 - 27.52 - 11.57 = 1.87 GiB) less the 0.51 GiB sampler peak implies about 1.3 GiB "
-              "of graphs and non-torch memory (FULL_AND_PIECEWISE capture of a 40-layer model): +6.9%"),
+        dict(model="qwen3-14b", gpu="L40S", engine="vllm==0.28", max_model_len=40960), 27.52, 11.57, 75_824, 1.85),
+    # Qwen2.5-72B-Instruct at TP 4 on four L40S (g6e.12xlarge), vLLM 0.19.0, --max-model-len 8192, utilization 0.9;
+    # the log prints "Estimated CUDA graph memory: 2.73 GiB total" (not charged before 0.21)
+    Log("vllm-codeindex53041548781-qwen2.5-72b-tp4-l40s.log",
+        dict(model="qwen2.5-72b", gpu="L40S", engine="vllm==0.19", tp=4, max_model_len=8192), 33.98, 5.11, 67_024,
+        8.18),
 ]
 
 
