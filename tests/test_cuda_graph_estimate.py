@@ -67,16 +67,37 @@ def test_fitted_0_19_estimate_error_is_as_documented(log: Path, error: float):
 
 def test_the_estimate_is_charged_from_0_21_only():
     kw = dict(gpu="L40S", max_model_len=40960)
-    new, old = plan("qwen3-14b", engine="vllm==0.28", **kw), plan("qwen3-14b", engine="vllm==0.19", **kw)
+    new, old = plan("qwen3-14b", engine="vllm==0.24", **kw), plan("qwen3-14b", engine="vllm==0.19", **kw)
     assert new.per_gpu.cuda_graph_bytes == 85 * vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21
     assert old.per_gpu.cuda_graph_bytes == 0  # 0.19 prints its estimate but sizes the pool before capturing
     h100 = plan("qwen3-14b", gpu="H100-SXM", max_model_len=40960)
     assert h100.per_gpu.cuda_graph_bytes == 101 * vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21
     # --cuda-graph-memory still replaces it
-    assert plan("qwen3-14b", engine="vllm==0.28", cuda_graph_memory="1GiB", **kw).per_gpu.cuda_graph_bytes == GIB
+    assert plan("qwen3-14b", engine="vllm==0.24", cuda_graph_memory="1GiB", **kw).per_gpu.cuda_graph_bytes == GIB
     assert "PIECEWISE + 35 FULL graphs" in " ".join(old.notes) and "not charged" in " ".join(old.notes)
 
 
 def test_every_v1_range_from_0_18_has_a_per_graph_estimate():
     for v in VERSIONS:
         assert (v.cuda_graph_bytes_per_graph is not None) == (v.first >= (0, 18))
+
+
+V2_LOG = LOGS / "vllm-code61815222665-qwen2.5-0.5b-rtx4090-v2runner.log"
+
+
+def test_dense_models_on_0_25_to_0_28_charge_no_graphs():
+    """Model Runner V2, the default for dense models in 0.25-0.28, returns 0 from profile_cudagraph_memory: the 0.27.1
+    log of Qwen2.5-0.5B prints '0.0 GiB for CUDAGraph memory'; MoE and hybrid models stay on V1 (estimated), and 0.29+
+    estimates every model's graphs again."""
+    logged = re.search(r"and ([\d.]+) GiB for CUDAGraph memory", V2_LOG.read_text(encoding="utf-8")).group(1)
+    kw = dict(gpu="L40S", max_model_len=8192)
+    graphs = {e: plan("qwen3-14b", engine=e, **kw).per_gpu.cuda_graph_bytes
+              for e in ("vllm==0.24", "vllm==0.25", "vllm==0.28", "vllm==0.29")}
+    assert graphs["vllm==0.25"] == graphs["vllm==0.28"] == float(logged) * GIB == 0
+    assert graphs["vllm==0.24"] == graphs["vllm==0.29"] == 85 * vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21
+    moe = plan("qwen3-30b-a3b", engine="vllm==0.28", gpu="H100-SXM", max_model_len=8192)
+    assert moe.per_gpu.cuda_graph_bytes == 101 * vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21
+    ngram = plan("qwen3-14b", engine="vllm==0.28", speculative_config={"method": "ngram", "num_speculative_tokens": 2},
+                 **kw)
+    assert ngram.per_gpu.cuda_graph_bytes > 0  # V2 lacks ngram speculation: V1 estimates the graphs
+    assert "Model Runner V2" in " ".join(plan("qwen3-14b", engine="vllm==0.28", **kw).notes)

@@ -110,7 +110,7 @@ class Runtime(Engine):
         """(non-torch, CUDA graphs, CUDA context) bytes when not given."""
         return 0, 0, 0
 
-    def cuda_graph_default(self, opts: Options, default: int) -> int:
+    def cuda_graph_default(self, opts: Options, default: int, card: ModelCard | None = None) -> int:
         """The CUDA-graph bytes charged when not given, once the options are known (``default``: overhead_defaults')."""
         return default
 
