@@ -32,9 +32,20 @@ DEFAULT_BLOCK_SIZE = 16  # config/cache.py CacheConfig.DEFAULT_BLOCK_SIZE
 # multiple of 128" (TRTLLM/FlashInfer MLA decode kernels): kernel_block_alignment_size = max(alignment, 128)
 MLA_HYBRID_ALIGNMENT = 128
 GIB, MIB = 2**30, 2**20
-# Estimated CUDA graph memory: profiled since 0.21 (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1); public logs show
-# 0.07 - 2.35 GiB, about 0.5 GiB for the default capture list (gpu_model_runner.py profile_cudagraph_memory).
+# Estimated CUDA graph memory: the flat figure kvplan charged before it counted the capture list (kept for runtimes
+# and versions without a per-graph estimate; VllmVersion.cuda_graph_bytes_per_graph replaces it for vLLM 0.21+).
 DEFAULT_CUDA_GRAPH_BYTES = 512 * MIB
+# The memory one captured CUDA graph adds to vLLM's estimate (cuda_graph_estimate_bytes), ESTIMATES fitted to the
+# "Estimated CUDA graph memory: X GiB total" lines of public logs with the default capture list (51 PIECEWISE + 35
+# FULL graphs, max_num_seqs 256); vLLM measures it per model, kvplan cannot (docs/capacity.md states the error).
+# 0.18 - 0.20 print it without charging it ("In v0.19, CUDA graph memory profiling will be enabled by default"):
+# Qwen3-8B on A100-40GB 2.35 GiB and Qwen2.5-72B at TP 4 on L40S 2.73 GiB (vLLM 0.19.0, docs/logs) -> 30 MiB a graph
+# (2.49 GiB: +6.0%, -8.8%). 0.21+ charge it (gpu_worker.py determine_available_memory: "CUDA graph memory profiling
+# is enabled (default since v0.21.0)"), and its figures are about a third of 0.19's: gemma-4-E4B 0.79 GiB (0.22.1,
+# 51 + 35 graphs), 0.76 GiB for 51 + 51 graphs (0.2x on a 180 GiB GPU; GitHub code index files 54492899325 and
+# 63390294774) -> 9 MiB a graph (0.75 GiB: -5.4%; 0.89 GiB: +17%).
+CUDA_GRAPH_BYTES_PER_GRAPH_0_19 = 30 * MIB
+CUDA_GRAPH_BYTES_PER_GRAPH_0_21 = 9 * MIB
 # Non-torch growth during the profile run (cuBLAS/attention workspaces, lazy NCCL buffers): V1 logs "non-torch
 # forward increase memory" of 0.01 - 0.14 GiB on one GPU (serving-budget.md; 0.02 GiB in the 0.10 logs of
 # docs/capacity.md); 64 MiB is the middle of that range. More ranks add NCCL buffers.
@@ -75,6 +86,37 @@ def requested_memory(total_bytes: int, utilization: float) -> int:
         raise KvplanError(f"--gpu-memory-utilization: vLLM requires 0 < utilization <= 1 (config/cache.py "
                           f"Field(gt=0, le=1)), got {utilization}")
     return math.ceil(total_bytes * utilization)
+
+
+def cudagraph_capture_sizes(max_num_seqs: int, max_num_batched_tokens: int, decode_query_len: int = 1) -> list[int]:
+    """config/vllm.py VllmConfig._set_cudagraph_sizes (0.21.0), the default list: the largest size
+    min(max_num_seqs x decode_query_len x 2, 512, max_num_batched_tokens); [1, 2, 4], then every 8 below 256, every 16
+    from 256; max_num_batched_tokens itself when it is below the largest (e.g. 51 sizes up to 512 at 256 sequences)."""
+    largest = min(max_num_seqs * decode_query_len * 2, 512, max_num_batched_tokens)
+    sizes = [i for i in (1, 2, 4) if i <= largest]
+    sizes += list(range(8, min(largest + 1, 256), 8)) if largest >= 8 else []
+    sizes += list(range(256, largest + 1, 16)) if largest >= 256 else []
+    if max_num_batched_tokens <= largest:
+        sizes.append(max_num_batched_tokens)
+    return sorted(set(sizes))
+
+
+def cudagraph_counts(max_num_seqs: int, max_num_batched_tokens: int, decode_query_len: int = 1) -> tuple[int, int]:
+    """(PIECEWISE, FULL) graphs of the default cudagraph_mode FULL_AND_PIECEWISE ('Profiling CUDA graph memory:
+    PIECEWISE=51 (largest=512), FULL=35 (largest=256)'): a PIECEWISE graph per capture size; a FULL decode graph per
+    size from decode_query_len up to decode_query_len x max_num_seqs (v1/cudagraph_dispatcher.py
+    initialize_cudagraph_keys)."""
+    sizes = cudagraph_capture_sizes(max_num_seqs, max_num_batched_tokens, decode_query_len)
+    full = [x for x in sizes if decode_query_len <= x <= decode_query_len * max_num_seqs]
+    return len(sizes), len(full)
+
+
+def cuda_graph_estimate_bytes(counts: tuple[int, ...], bytes_per_graph: int) -> int:
+    """v1/worker/gpu_model_runner.py profile_cudagraph_memory (0.21.0): per mode, the first (largest) capture plus
+    (n - 1) x the second's; the modes share one pool, so the largest first capture once: max(first) + sum((n - 1) x
+    per graph). ESTIMATE: every capture, first or not, costs ``bytes_per_graph`` (fitted, VllmVersion)."""
+    graphs = [n for n in counts if n]
+    return bytes_per_graph * (1 + sum(n - 1 for n in graphs)) if graphs else 0
 
 
 def available_kv_bytes(requested: int, weights: int, activation: int, non_torch: int, cuda_graph: int) -> int:

@@ -5,7 +5,7 @@
 >>> r.kv_cache.num_blocks > 0, r.fits
 (True, True)
 
-Engines: every runtime of ``kvplan.cost.runtimes`` (``vllm``: V1, the newest modelled range, 0.26+ with 0.33's
+Engines: every runtime of ``kvplan.cost.runtimes`` (``vllm``: V1, the newest modelled range, 0.29+ with 0.33's
 rules; ``vllm==0.11`` and the like: an older range's; ``sglang``: 0.5.23 rules;
 ``hf-static`` / ``hf-dynamic``: transformers, one GPU; ``ideal``: exactly the tokens attention needs, no overheads).
 A plan is assembled here from the runtime's answers (options, refusals, budget, pool, launch line, notes); this
@@ -202,6 +202,7 @@ def setup(card: ModelCard, req: PlanRequest) -> Setup:
     rt.refuse_flags(req.flags)
     opts = rt.resolve(req.flags, card, req.gpu, total, layout, req.max_model_len)
     non_torch, cuda_graph, context = rt.overhead_defaults(layout.tp * layout.pp)
+    cuda_graph = rt.cuda_graph_default(opts, cuda_graph, card)
     state_t = rt.state_dtype(card, kv_t, _dtype(card, rt, None, "--kv-dtype")[0])
     block, padded, state_page = rt.hybrid_block(card, kv_t, layout, opts.block_size, state_t)
     pick = lambda given, default: default if given is None else given  # noqa: E731

@@ -41,6 +41,8 @@ def _num(row: Row, v: float | None) -> str:
 
 
 def _verdict(kind: str | None, err: float | None) -> str:
+    if kind == "off" and err is None:  # the log prints 0 (e.g. "0.0 GiB for CUDAGraph memory"): no relative error
+        return "off (logged 0)"
     if kind == "off":
         return f"off by {err:+.2f}%" if abs(err) >= 0.01 else f"off by {err:+.4f}%"
     if kind == "within rounding":

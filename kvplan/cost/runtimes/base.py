@@ -110,6 +110,10 @@ class Runtime(Engine):
         """(non-torch, CUDA graphs, CUDA context) bytes when not given."""
         return 0, 0, 0
 
+    def cuda_graph_default(self, opts: Options, default: int, card: ModelCard | None = None) -> int:
+        """The CUDA-graph bytes charged when not given, once the options are known (``default``: overhead_defaults')."""
+        return default
+
     def loaded_card(self, card: ModelCard, w_t: DType, model_t: DType) -> tuple[ModelCard, DType, tuple[str, ...]]:
         """(the card as its weights are loaded, the dtype of its unquantized tensors, notes): unchanged here."""
         return card, w_t, ()

@@ -48,6 +48,12 @@ class VllmVersion:
     profile_holds_qkv: bool = True  # the profile forward's peak (at the MLP) still holds the q/k/v output
     fixed_max_num_seqs: int | None = None  # V0: 256 on every GPU (None: by GPU memory, arg_utils get_batch_defaults)
     mnbt_covers_max_model_len: bool = False  # V0: max(max_model_len, 2048) up to 32K tokens, chunked (2048) above
+    # ESTIMATE: the memory each captured CUDA graph adds to profile_cudagraph_memory's figure (serving_vllm
+    # cuda_graph_estimate_bytes, fitted to public logs); charged where cuda_graphs_in_budget, only printed in 0.18-0.20;
+    # None: the version prints no estimate (graphs captured after the pool is sized)
+    cuda_graph_bytes_per_graph: int | None = None
+    # 0.25 - 0.28: dense (not MoE, not hybrid) models run Model Runner V2, which estimates no graphs (0 charged)
+    dense_runner_without_graph_estimate: bool = False
 
     def covers(self, version: tuple[int, int]) -> bool:
         return self.first <= version and (self.last is None or version <= self.last)
@@ -71,14 +77,27 @@ VERSIONS = (
     # 0.17.0 adds ops/topk_topp_triton.py: the dummy sampler's top-k/top-p no longer sorts (serving_vllm)
     VllmVersion("vLLM 0.17 (V1 engine)", (0, 17), (0, 17), 0.9, False, True, False, None, vl.MXFP4_TRITON_HOPPER_PAD),
     VllmVersion("vLLM 0.18-0.20 (V1 engine)", (0, 18), (0, 20), 0.9, False, False, False, None,
-                vl.MXFP4_TRITON_HOPPER_PAD),
-    VllmVersion("vLLM 0.21-0.25 (V1 engine)", (0, 21), (0, 25), vl.DEFAULT_UTILIZATION, True, False, False, None,
-                vl.MXFP4_TRITON_HOPPER_PAD),
+                vl.MXFP4_TRITON_HOPPER_PAD, cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_19),
+    VllmVersion("vLLM 0.21-0.24 (V1 engine)", (0, 21), (0, 24), vl.DEFAULT_UTILIZATION, True, False, False, None,
+                vl.MXFP4_TRITON_HOPPER_PAD, cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21),
+    # 0.25 - 0.28: dense models run Model Runner V2 (config/vllm.py _is_default_v2_model_runner_model: "or not
+    # model_config.is_moe", hybrid and attention-free models excluded; first in 0.25.0, absent in 0.24.0), whose
+    # profile_cudagraph_memory returns 0 ("NOTE(woosuk): It is TBD whether we keep this API or not", v1/worker/gpu/
+    # model_runner.py 0.25.0 - 0.28.0; implemented from 0.29.0): no graphs in their budget
+    VllmVersion("vLLM 0.25 (V1 engine)", (0, 25), (0, 25), vl.DEFAULT_UTILIZATION, True, False, False, None,
+                vl.MXFP4_TRITON_HOPPER_PAD, cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21,
+                dense_runner_without_graph_estimate=True),
     # 0.28's _dummy_sampler_run still samples with top_k and top_p (through the Triton kernel, then once more through
     # forward_native with a generator; the peak is one call's); the null-block reservation (PR 47272) is placed here:
     # kvplan knows it from 0.33's source, not the release that added it
-    VllmVersion(f"vLLM 0.26+ (V1 engine; {vl.RULES.split(' (')[0]} rules)", (0, 26), None, vl.DEFAULT_UTILIZATION,
-                True, False, True, None, vl.MXFP4_TRITON_HOPPER_PAD),
+    VllmVersion("vLLM 0.26-0.28 (V1 engine)", (0, 26), (0, 28), vl.DEFAULT_UTILIZATION, True, False, True, None,
+                vl.MXFP4_TRITON_HOPPER_PAD, cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21,
+                dense_runner_without_graph_estimate=True),
+    # 0.29+: Model Runner V2 for every model it supports (config/vllm.py use_v2_model_runner), and its
+    # profile_cudagraph_memory estimates the graphs (_profile_cudagraph_memory)
+    VllmVersion(f"vLLM 0.29+ (V1 engine; {vl.RULES.split(' (')[0]} rules)", (0, 29), None, vl.DEFAULT_UTILIZATION,
+                True, False, True, None, vl.MXFP4_TRITON_HOPPER_PAD,
+                cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21),
 )
 
 
@@ -199,6 +218,25 @@ class VLLM(Server):
         non_torch = vl.DEFAULT_NON_TORCH_BYTES if gpus == 1 else vl.DEFAULT_NON_TORCH_MULTI_GPU_BYTES
         graphs = vl.DEFAULT_CUDA_GRAPH_BYTES if self.version.cuda_graphs_in_budget else 0  # before 0.21: outside
         return non_torch, graphs, vl.DEFAULT_CONTEXT_BYTES
+
+    def cuda_graph_default(self, opts: Options, default: int, card=None) -> int:
+        """0.21+: profile_cudagraph_memory's ESTIMATE for this capture list (serving_vllm.cuda_graph_estimate_bytes
+        over cudagraph_counts of max_num_seqs and max_num_batched_tokens, decode queries of 1 + k speculative
+        tokens); before 0.21 the graphs are captured after the pool is sized: ``default`` (0); 0.25 - 0.28 dense
+        models: 0 (``runs_graphless_v2``)."""
+        v = self.version
+        if not v.cuda_graphs_in_budget or v.cuda_graph_bytes_per_graph is None:
+            return default
+        if card is not None and self.runs_graphless_v2(card, opts):
+            return 0
+        return vl.cuda_graph_estimate_bytes(_graph_counts(opts), v.cuda_graph_bytes_per_graph)
+
+    def runs_graphless_v2(self, card, opts: Options) -> bool:
+        """0.25 - 0.28: a dense model (not MoE, no state layers) runs Model Runner V2, whose profile_cudagraph_memory
+        returns 0, unless a feature V2 lacks sends it back to V1 (ngram speculation: _get_v2_model_runner_unsupported_
+        features)."""
+        ngram = opts.speculative is not None and opts.speculative.method.startswith("ngram")
+        return self.version.dense_runner_without_graph_estimate and card.moe is None and card.ssm is None and not ngram
 
     def hybrid_block(self, card, kv_t, layout, block_size, state_t):
         """vLLM hybrid (attention + state layers): (the block size raised so one attention page holds a state page,
@@ -422,6 +460,12 @@ def _kv_cache_groups(rt: VLLM, card, kv_t, tp: int, state_t, padded: int | None,
     return vl.kv_cache_groups(specs, block_size, layers)
 
 
+def _graph_counts(opts: Options) -> tuple[int, int]:
+    """(PIECEWISE, FULL) CUDA graphs vLLM captures with these options (serving_vllm.cudagraph_counts)."""
+    query = 1 + (opts.speculative.k if opts.speculative is not None else 0)
+    return vl.cudagraph_counts(opts.max_num_seqs, opts.mnbt, query)
+
+
 def _given(flag: str, value: int | None, default: int | None) -> int | None:
     return default if value is None else require_positive(flag, value)
 
@@ -458,6 +502,15 @@ def _budget_note(s: Setup) -> str:
     sorted_bytes = _sampler_bytes_per_logit(s)
     graphs = (f"CUDA graphs ({fmt_bytes(s.cuda_graph)})" if v.cuda_graphs_in_budget or s.cuda_graph
               else "CUDA graphs (captured after the pool is sized before 0.21: not in the budget)")
+    if v.cuda_graphs_in_budget and s.engine.runs_graphless_v2(s.card, s.opts):
+        graphs += (" [Model Runner V2, the default for dense models in 0.25-0.28, estimates no graphs: "
+                   "profile_cudagraph_memory returns 0]")
+    elif v.cuda_graph_bytes_per_graph is not None and s.opts.max_num_seqs and s.opts.mnbt:
+        pw, full = _graph_counts(s.opts)
+        est = vl.cuda_graph_estimate_bytes((pw, full), v.cuda_graph_bytes_per_graph)
+        graphs += (f" [{pw} PIECEWISE + {full} FULL graphs x {fmt_bytes(v.cuda_graph_bytes_per_graph)}, an ESTIMATE "
+                   f"fitted to public logs: 'Estimated CUDA graph memory: {est / 2**30:.2f} GiB total'"
+                   + ("" if v.cuda_graphs_in_budget else ", printed, not charged, before 0.21") + "]")
     sampler = ("; the profile peak is the larger of the dummy forward and the dummy sampler, which sorts the whole "
                f"vocabulary of max_num_seqs rows in this version (FITTED: {sorted_bytes} B per row and entry, within "
                "5% of public V0 (0.6-0.8) and 0.10-0.16 logs; an ESTIMATE)" if sorted_bytes else
