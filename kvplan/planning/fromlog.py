@@ -322,8 +322,10 @@ def _pool_args(log: ParsedLog, flat: PlanResult, kw: dict) -> tuple[dict | None,
         beyond = usage - flat.per_gpu.weights_bytes
         if beyond < 0:
             return None, None, 0.0
+        # the fraction the flags resolved to stays: SGLang's default is a function of the GPU's total, not of the free
+        # memory this column hands kvplan as the total
         args = {**kw, "gpu_memory": round(log.free_at_start_gib.value * GIB), "context_memory": 0,
-                "non_torch_memory": beyond}
+                "non_torch_memory": beyond, "mem_fraction_static": flat.inputs.mem_fraction_static}
         return args, None, log.free_at_start_gib.rounding + weights.rounding
     if avail is None:
         return None, None, 0.0
