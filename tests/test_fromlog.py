@@ -194,6 +194,15 @@ def test_sglang_0_4_0_and_0_5_line_kinds_parsed():
     assert abs(r.plan.per_gpu.weights_bytes / GIB - 29.15) < 0.15
 
 
+def test_sglang_max_running_requests_flag_is_not_predicted():
+    """A launch with --max-running-requests caps the scheduler's printed max_running_requests, a flag kvplan does
+    not take: the row says so instead of comparing resolve_max_num_reqs with the cap (SGLang's k8s docs log)."""
+    name = "sglang-docs-k8s-deepseek-r1-tp16-h20.log"
+    assert parse_log(_log(name)).running_requests_cap == 20 and "max_running_requests" not in parse_log(_log(name)).flags
+    rows = {x.figure: x for x in from_log(_log(name)).rows}
+    assert rows["max_running_requests"].flags_verdict == "not predicted" and rows["tokens"].flags_alone is not None
+
+
 def test_judge_tolerances():
     f = Figure(name="available", value=6.51, text="6.51", rounding=0.005, line=1)
     assert judge(f, 6.51)[0] == "exact"

@@ -92,6 +92,7 @@ class ParsedLog(BaseModel):
     free_at_start_gib: Figure | None  # free memory before the load (SGLang's pool starts from it)
     figures: list[Figure]  # every figure stated, first statement of each name first
     exact_available_bytes: int | None  # "kv cache memory in use is N bytes" (vLLM 0.10.2+): the pool to the byte
+    running_requests_cap: int | None = None  # SGLang --max-running-requests: the scheduler's printed cap is not kvplan's
 
     def figure(self, name: str) -> Figure | None:
         """The first statement of ``name`` (ranks print alike; a later one is a repeat)."""
@@ -167,8 +168,10 @@ _FLAG_NAMES = {
     "enable_expert_parallel": "expert_parallel", "block_size": "block_size", "page_size": "block_size",
     "model": "model", "model_path": "model", "model_tag": "model", "kv_cache_memory": "kv_cache_memory",
     "kv_cache_memory_bytes": "kv_cache_memory", "flashinfer_sampler": "flashinfer_sampler",
+    "max_running_requests": "max_running_requests",
 }
-_INT_FLAGS = {"tp", "pp", "dp", "max_model_len", "max_num_seqs", "max_num_batched_tokens", "block_size"}
+_INT_FLAGS = {"tp", "pp", "dp", "max_model_len", "max_num_seqs", "max_num_batched_tokens", "block_size",
+              "max_running_requests"}
 _FLOAT_FLAGS = {"gpu_memory_utilization", "mem_fraction_static"}
 _BOOL_FLAGS = {"expert_parallel", "flashinfer_sampler"}
 _HEADERS = ("source", "posted", "gpu", "gpu-memory", "model", "engine", "command")
@@ -197,7 +200,9 @@ def parse_log(path: str | Path) -> ParsedLog:
     sglang_kv = _sglang_kv(body)
     if sglang_kv is not None:
         figures = _ordered([*figures, sglang_kv])
-    return ParsedLog(path=str(path), source=header.get("source"), engine=engine,
+    cap = flags.pop("max_running_requests", None)
+    sources.pop("max_running_requests", None)
+    return ParsedLog(path=str(path), source=header.get("source"), engine=engine, running_requests_cap=cap,
                      version=_version(header, body), model_id=flags.pop("model", None),
                      model_header=header.get("model"), gpu_header=header.get("gpu"),
                      gpu_memory_header=header.get("gpu-memory"), flags=flags, flag_sources=sources,
