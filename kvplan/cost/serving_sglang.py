@@ -17,23 +17,42 @@ DEFAULT_PAGE_SIZE = 1  # srt/arg_groups/overrides.py _page_size_default: 1 on CU
 MIB = 2**20
 # The pool comes from measured memory (model_runner.py profile_max_num_token: rest = free after the load - free at
 # start x (1 - mem_fraction_static)), so whatever the load allocates beyond the parameters counts: SGLang's logged
-# "mem usage" at load runs 0.19 - 0.27 GiB above the parameter bytes at TP 4 (serving-budget.md; QwQ-32B on 4x L4:
-# 15.54 GiB logged, 15.27 GiB of parameters). kvplan charges the middle, 0.23 GiB, with more than one GPU (NCCL and
-# custom all-reduce buffers); one GPU: none (no public figure). An ESTIMATE; --non-torch-memory overrides it.
-DEFAULT_LOAD_OVERHEAD_MULTI_GPU_BYTES = 235 * MIB
+# "mem usage" at load runs 0.18 - 0.24 GiB above the parameters and the float32 rotary cache (rope_cache_bytes) at
+# TP 4 (docs/logs/sglang-code55529353766-qwen3-14b-tp4.log: 7.08 GiB logged, 6.90 GiB; sglang-didierdurand-qwq-32b:
+# 15.54 logged, 15.30). kvplan charges the middle, 217 MiB, with more than one GPU (NCCL and custom all-reduce
+# buffers); one GPU: none (0.00 - 0.09 GiB logged: docs/capacity.md). An ESTIMATE; --non-torch-memory overrides it.
+DEFAULT_LOAD_OVERHEAD_MULTI_GPU_BYTES = 217 * MIB
 _GIB_MIB = 1024
-# srt/arg_groups/memory_hook.py handle_gpu_memory_settings: (below this many MiB, chunked_prefill_size,
-# decode CUDA-graph max batch size for tp < 4, for tp >= 4)
-_GPU_TIERS = ((20 * _GIB_MIB, 2048, 8, 8), (35 * _GIB_MIB, 4096, 48, 160), (60 * _GIB_MIB, 4096, 32, 160),
+# The 20 - 35 GiB tier of the defaults below (A10, L4, RTX 4090): (chunked_prefill_size, decode CUDA-graph max batch
+# size for tp < 4, for tp >= 4), as each release sets it (server_args.py _handle_gpu_memory_settings; from 0.5.20
+# srt/arg_groups/memory_hook.py handle_gpu_memory_settings; read in the PyPI wheels)
+MID_TIER_0_5_3 = (2048, 16, 80)  # 0.5.3 - 0.5.4
+MID_TIER_0_5_5 = (2048, 24, 80)  # 0.5.5 - 0.5.19
+MID_TIER_0_5_20 = (4096, 48, 160)  # 0.5.20 on
+# (below this many MiB, chunked_prefill_size, decode max batch size for tp < 4, for tp >= 4); the 20 - 35 GiB row is
+# the release's MID_TIER
+_GPU_TIERS = ((20 * _GIB_MIB, 2048, 8, 8), (35 * _GIB_MIB, *MID_TIER_0_5_20), (60 * _GIB_MIB, 4096, 32, 160),
               (90 * _GIB_MIB, 8192, 256, 512), (160 * _GIB_MIB, 8192, 256, 512))
 _PREFILL_GRAPH_STEPS = ((4, 32, 4), (48, 256, 16), (288, 512, 32), (576, 1024, 64), (1280, 4096, 256),
                         (4608, None, 512))
 
 
-def gpu_defaults(gpu_mem_mib: int, tp: int) -> tuple[int, int]:
+def capacity_mib(total: int, catalog_total: int, nvidia_smi_mib: int | None) -> int:
+    """The GPU memory SGLang's defaults are a function of (utils/common.py get_device_memory_capacity: on CUDA
+    get_nvgpu_memory_capacity, ``nvidia-smi --query-gpu=memory.total``, the minimum over the GPUs, MiB): the catalog's
+    nvidia-smi figure where it has one (H100 80GB: 81,559 MiB, where torch sees 81,091), else the plan's total; a
+    total the user gave (--gpu-memory) is taken as given."""
+    if nvidia_smi_mib is not None and total == catalog_total:
+        return nvidia_smi_mib
+    return total // MIB
+
+
+def gpu_defaults(gpu_mem_mib: int, tp: int, mid_tier: tuple[int, int, int] = MID_TIER_0_5_20) -> tuple[int, int]:
     """(chunked_prefill_size, decode cuda_graph_max_bs) by GPU memory (memory_hook.py handle_gpu_memory_settings)."""
     for limit, chunk, small_tp, big_tp in _GPU_TIERS:
         if gpu_mem_mib < limit:
+            if limit == 35 * _GIB_MIB:
+                chunk, small_tp, big_tp = mid_tier
             return chunk, small_tp if tp < 4 else big_tp
     return 16384, 512
 
@@ -47,13 +66,14 @@ def prefill_graph_sizes(max_bs: int) -> list[int]:
     return sizes
 
 
-def default_mem_fraction_static(gpu_mem_mib: int, tp: int, pp: int, mla: bool, prefill_graphs: bool = True) -> float:
-    """memory_hook.py: reserved = 512 + 1.5 x max(chunked_prefill, 2048) + tp·pp/8 x 1024 + 2 x decode max_bs +
-    prefill graphs (8 MiB each; MLA 1536), at least 10240 above 60 GiB; mfs = round((gpu - reserved) / gpu, 3).
-    ``prefill_graphs`` False: the releases whose piecewise (prefill) CUDA graphs are off by default reserve nothing
-    for them (server_args.py _handle_gpu_memory_settings, "if self.enable_piecewise_cuda_graph: reserved_mem +=
-    len(self.piecewise_cuda_graph_tokens) * 8"; the heuristic of sglang PR 10975)."""
-    chunk, max_bs = gpu_defaults(gpu_mem_mib, tp)
+def default_mem_fraction_static(gpu_mem_mib: int, tp: int, pp: int, mla: bool, prefill_graphs: bool = True,
+                                mid_tier: tuple[int, int, int] = MID_TIER_0_5_20) -> float:
+    """0.5.3 on (memory_hook.py; server_args.py _handle_gpu_memory_settings before 0.5.20): reserved = 512 + 1.5 x
+    max(chunked_prefill, 2048) + tp·pp/8 x 1024 + 2 x decode max_bs + prefill graphs (8 MiB each; MLA 1536), at
+    least 10240 above 60 GiB; mfs = round((gpu - reserved) / gpu, 3). ``prefill_graphs`` False: before 0.5.10
+    piecewise (prefill) CUDA graphs are off by default (enable_piecewise_cuda_graph = False; 0.5.10:
+    disable_piecewise_cuda_graph = False) and nothing is reserved for them."""
+    chunk, max_bs = gpu_defaults(gpu_mem_mib, tp, mid_tier)
     graphs = 2 * max_bs + ((1536 if mla else 8 * len(prefill_graph_sizes(chunk))) if prefill_graphs else 0)
     reserved = 512 + 1.5 * max(chunk, 2048) + tp * pp / 8 * 1024 + graphs
     if gpu_mem_mib > 60 * _GIB_MIB:
@@ -62,9 +82,53 @@ def default_mem_fraction_static(gpu_mem_mib: int, tp: int, pp: int, mla: bool, p
 
 
 def mem_fraction_by_tp(tp: int) -> float:
-    """SGLang 0.4 (srt/server_args.py ServerArgs.__post_init__): the default mem_fraction_static by TP size alone:
-    0.79 from 16 GPUs, 0.81 from 8, 0.85 from 4, 0.87 from 2, 0.88 on one."""
+    """SGLang 0.4.0 - 0.4.5 (srt/server_args.py ServerArgs.__post_init__): the default mem_fraction_static by TP size
+    alone: 0.79 from 16 GPUs, 0.81 from 8, 0.85 from 4, 0.87 from 2, 0.88 on one."""
     return next(f for least, f in ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87), (1, 0.88)) if tp >= least)
+
+
+def mem_fraction_0_4_6(gpu_mem_mib: int, tp: int) -> float:
+    """SGLang 0.4.6 (server_args.py __post_init__): by TP size up to 81,920 MiB, above it (gpu - 13 GiB) / gpu
+    ("FIXME: more fine grained auto-selection polices"), unrounded."""
+    return mem_fraction_by_tp(tp) if gpu_mem_mib <= 81920 else (gpu_mem_mib - 13 * _GIB_MIB) / gpu_mem_mib
+
+
+def mem_fraction_0_4_7(gpu_mem_mib: int, tp: int, pp: int, cuda: bool) -> float:
+    """SGLang 0.4.7 (server_args.py __post_init__): by tp x pp up to 81,920 MiB, else 0.88; then 0.79 above 180,000
+    MiB on CUDA, and above 96 GiB min(m + 48 GiB x (1 - m) / gpu, (gpu - 18 GiB) / gpu) ("15 GB + additional 3GB
+    for cuda graph"); no speculative decoding."""
+    m = mem_fraction_by_tp(tp * pp) if gpu_mem_mib <= 81920 else 0.88
+    if gpu_mem_mib > 180 * 1000 and cuda:
+        return 0.79
+    if gpu_mem_mib > 96 * _GIB_MIB:
+        return min(m + 48 * _GIB_MIB * (1 - m) / gpu_mem_mib, (gpu_mem_mib - 18 * _GIB_MIB) / gpu_mem_mib)
+    return m
+
+
+# SGLang 0.4.8 - 0.5.2 (server_args.py __post_init__ / _handle_gpu_memory_settings, "Set mem fraction static"): the
+# memory kept from weights and pool, in GiB, by GPU memory: (below this many MiB, GiB fixed, GiB per tp x pp GPU)
+_RESERVED_TIERS_GIB = ((20 * _GIB_MIB, 2.8, 0.1), (35 * _GIB_MIB, 2.8, 0.1), (90 * _GIB_MIB, 9.5, 0.5),
+                       (100 * _GIB_MIB, 12, 0.5), (160 * _GIB_MIB, 12, 0.5))
+
+
+def mem_fraction_by_tier(gpu_mem_mib: int, tp: int, pp: int) -> float:
+    """SGLang 0.4.8 - 0.5.2: reserved = (fixed + tp·pp x per GPU) GiB of its GPU tier (32 GiB from 160 GiB: B200,
+    MI300X); mfs = round((gpu - reserved) / gpu, 3). H100 80 GB (81,559 MiB), TP 1: (81559 - 10240) / 81559 =
+    0.874, the value SGLang's docs notebooks print in June 2025. No speculative decoding, no DP attention."""
+    fixed, per_gpu = next(((f, g) for limit, f, g in _RESERVED_TIERS_GIB if gpu_mem_mib < limit), (32, 0))
+    return round((gpu_mem_mib - (fixed + tp * pp * per_gpu) * _GIB_MIB) / gpu_mem_mib, 3)
+
+
+def rope_cache_bytes(model_dtype_cache: int, model_dtype_bytes: int, fp32: bool) -> int:
+    """The rotary cos/sin cache as SGLang holds it from the load on (srt/layers/rotary_embedding.py
+    RotaryEmbedding.__init__: "cache needs to be in FP32 for numerical stability", ``if not _is_cuda: cache =
+    cache.to(dtype)``; sglang PR 3134, first released in 0.4.2): float32 on CUDA, the model dtype elsewhere (ROCm) and
+    before 0.4.2. ``model_dtype_cache``: the cache in the model dtype (kvplan.cost.parallel.rope_buffer_bytes). The
+    pool is sized after the load, so the fp32 cache is in what it measures (Llama 3.1 8B, 131,072 x 128 positions:
+    64 MiB, not 32)."""
+    if not fp32 or model_dtype_bytes >= 4:
+        return model_dtype_cache
+    return model_dtype_cache // model_dtype_bytes * 4
 
 
 def pool_bytes(free_at_start: int, mem_fraction_static: float, weights: int) -> int:

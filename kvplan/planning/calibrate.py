@@ -119,7 +119,10 @@ def _sglang(log: ParsedLog, card, new: dict, flat: PlanResult, what_ifs: dict) -
     if beyond < 0:
         raise KvplanError(f"--calibrate: kvplan's weights exceed the load usage {log.path} logs; cannot calibrate")
     start = round(log.free_at_start_gib.value * GIB)
-    p = plan(card, **{**new, "gpu_memory": start, "context_memory": 0, "non_torch_memory": beyond})
+    # the default fraction is the GPU's (its nvidia-smi total), not one of the free memory handed over as the total
+    mfs = new.get("mem_fraction_static") or flat.inputs.mem_fraction_static
+    p = plan(card, **{**new, "gpu_memory": start, "context_memory": 0, "non_torch_memory": beyond,
+                      "mem_fraction_static": mfs})
     measured = [f"free memory at start {fmt_bytes(start)} (line {log.free_at_start_gib.line}: the pool's base)",
                 f"load usage {fmt_bytes(usage)} ({_where(log, 'load_usage')}): kvplan's weights + "
                 f"{fmt_bytes(beyond)} the load allocated beyond them"]

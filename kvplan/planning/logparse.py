@@ -19,10 +19,12 @@ Every pattern below is a line the engine prints, with the file and function that
   Cache is X GiB`` (worker/worker.py determine_num_available_blocks), and 0.6's variant ``Memory profiling results:
   total_gpu_memory=X GiB ... non_torch_memory=X GiB kv_cache_size=X GiB gpu_memory_utilization=U``.
 - SGLang: ``server_args=ServerArgs(model_path=..., tp_size=..., mem_fraction_static=...)``, ``Load weight begin.
-  avail mem=X GB`` / ``Load weight end. ... avail mem=X GB, mem usage=Y GB``, ``KV Cache is allocated. #tokens: N,
-  K size: X GB, V size: Y GB`` (srt/model_executor/model_runner.py; its "GB" is 2**30 bytes:
-  get_available_gpu_memory divides by 1 << 30), ``max_total_num_tokens=N, ..., max_running_requests=R,
-  context_len=L`` (srt/managers/scheduler.py), ``Capture cuda graph end. ... mem usage=X GB``.
+  avail mem=X GB`` / ``Load weight end. ... [quant=fp8, ...] avail mem=X GB, mem usage=Y GB``, ``KV Cache is
+  allocated. [dtype: torch.bfloat16, ]#tokens: N, K size: X GB, V size: Y GB`` (0.4.0 - 0.4.1: ``KV Cache is
+  allocated. K size: X GB, V size: Y GB.``) (srt/model_executor/model_runner.py, srt/mem_cache/memory_pool.py; its
+  "GB" is 2**30 bytes: get_available_gpu_memory divides by 1 << 30), ``max_total_num_tokens=N, ...,
+  max_running_requests=R, context_len=L`` (srt/managers/scheduler.py), ``Capture cuda graph end. ... mem usage=X
+  GB`` / ``Capture target decode CUDA graph end. elapsed=..., mem usage=X GB``.
 """
 
 from __future__ import annotations
@@ -90,6 +92,7 @@ class ParsedLog(BaseModel):
     free_at_start_gib: Figure | None  # free memory before the load (SGLang's pool starts from it)
     figures: list[Figure]  # every figure stated, first statement of each name first
     exact_available_bytes: int | None  # "kv cache memory in use is N bytes" (vLLM 0.10.2+): the pool to the byte
+    running_requests_cap: int | None = None  # SGLang --max-running-requests: the scheduler's printed cap is not kvplan's
 
     def figure(self, name: str) -> Figure | None:
         """The first statement of ``name`` (ranks print alike; a later one is a repeat)."""
@@ -131,15 +134,21 @@ _VLLM_LINES = [
     ("concurrency", r"Maximum concurrency for [\d,]+ tokens per request: " + _NUM + "x"),
     ("longest_fit", r"maximum number of tokens that can be stored in KV cache \(" + _NUM + r"\)"),
 ]
+# "KV Cache is allocated. " then, from 0.5.x on, "dtype: torch.bfloat16, " (mem_cache/memory_pool.py
+# _finalize_allocation_log); 0.4.0 - 0.4.1 print no "#tokens: N, " (MHATokenToKVPool.__init__: "K size: X GB, V size:
+# Y GB.")
+_SGLANG_KV = r"KV Cache is allocated\. (?:dtype: [\w.]+, )?"
 _SGLANG_LINES = [
     ("load_usage", r"Load weight end\..*?mem usage=" + _NUM + " ?GB"),
-    ("tokens", r"KV Cache is allocated\. #tokens: " + _NUM),
+    ("tokens", _SGLANG_KV + r"#tokens: " + _NUM),
     ("tokens", r"max_total_num_tokens=" + _NUM),
-    ("available", r"KV Cache is allocated\. #tokens: \d+, KV size: " + _NUM + " GB"),  # MLA: one latent pool
+    ("available", _SGLANG_KV + r"#tokens: \d+, KV size: " + _NUM + " GB"),  # MLA: one latent pool
     ("max_running_requests", r"max_running_requests=" + _NUM),
-    ("cuda_graph", r"Capture cuda graph end\..*?mem usage=" + _NUM + " ?GB"),
+    # 0.5.x's graph runners: "Capture cuda graph end. Time elapsed: ... mem usage=X GB", and from the split decode /
+    # prefill runners on "Capture target decode CUDA graph end. elapsed=..., mem usage=X GB" (the decode graphs)
+    ("cuda_graph", r"Capture (?:cuda graph|target decode CUDA graph) end\..*?mem usage=" + _NUM + " ?GB"),
 ]
-_SGLANG_MARKERS = re.compile(r"Load weight (?:begin|end)\.|KV Cache is allocated\. #tokens|max_total_num_tokens=|"
+_SGLANG_MARKERS = re.compile(r"Load weight (?:begin|end)\.|KV Cache is allocated\.|max_total_num_tokens=|"
                              r"sglang\.launch_server|ServerArgs\(")
 _VERSION_LINES = [r"Initializing an? (?:V[01] )?LLM engine \(v(\d+\.\d+[\w.+-]*)\)",
                   r"█ +version (\d+\.\d+[\w.+-]*)",  # the start-up banner of 0.11+
@@ -159,8 +168,10 @@ _FLAG_NAMES = {
     "enable_expert_parallel": "expert_parallel", "block_size": "block_size", "page_size": "block_size",
     "model": "model", "model_path": "model", "model_tag": "model", "kv_cache_memory": "kv_cache_memory",
     "kv_cache_memory_bytes": "kv_cache_memory", "flashinfer_sampler": "flashinfer_sampler",
+    "max_running_requests": "max_running_requests",
 }
-_INT_FLAGS = {"tp", "pp", "dp", "max_model_len", "max_num_seqs", "max_num_batched_tokens", "block_size"}
+_INT_FLAGS = {"tp", "pp", "dp", "max_model_len", "max_num_seqs", "max_num_batched_tokens", "block_size",
+              "max_running_requests"}
 _FLOAT_FLAGS = {"gpu_memory_utilization", "mem_fraction_static"}
 _BOOL_FLAGS = {"expert_parallel", "flashinfer_sampler"}
 _HEADERS = ("source", "posted", "gpu", "gpu-memory", "model", "engine", "command")
@@ -189,7 +200,9 @@ def parse_log(path: str | Path) -> ParsedLog:
     sglang_kv = _sglang_kv(body)
     if sglang_kv is not None:
         figures = _ordered([*figures, sglang_kv])
-    return ParsedLog(path=str(path), source=header.get("source"), engine=engine,
+    cap = flags.pop("max_running_requests", None)
+    sources.pop("max_running_requests", None)
+    return ParsedLog(path=str(path), source=header.get("source"), engine=engine, running_requests_cap=cap,
                      version=_version(header, body), model_id=flags.pop("model", None),
                      model_header=header.get("model"), gpu_header=header.get("gpu"),
                      gpu_memory_header=header.get("gpu-memory"), flags=flags, flag_sources=sources,
@@ -221,7 +234,7 @@ def _ordered(figures: list[Figure]) -> list[Figure]:
 
 def _sglang_kv(body) -> Figure | None:
     """SGLang's pool, K size + V size (each printed to 0.01 GB: the sum is good to 0.01)."""
-    rx = re.compile(r"KV Cache is allocated\. #tokens: \d+, K size: " + _NUM + r" GB, V size: " + _NUM + " GB")
+    rx = re.compile(_SGLANG_KV + r"(?:#tokens: \d+, )?K size: " + _NUM + r" GB, V size: " + _NUM + " GB")
     # a hybrid model's state pool is sized from the same budget first (SGLang's MambaPool: "conv_state size: X GB,
     # ssm_state size: Y GB"), so the memory left for the cache is K + V + the states
     states = re.compile(r"conv_state size: " + _NUM + r" ?GB, ssm_state size: " + _NUM + r" ?GB")
@@ -287,6 +300,8 @@ def _flags(header: dict[str, str], body) -> tuple[dict, dict, str | None]:
         layers.append(("Maximum concurrency line", {"max_model_len": hit[1].group(1).replace(",", "")}))
     if hit := _first(body, r"max_total_num_tokens=.*\bcontext_len=(\d+)"):  # SGLang's scheduler: the length used
         layers.append(("scheduler line", {"max_model_len": hit[1].group(1)}))
+    if hit := _first(body, r"Load weight end\..*?\bquant=([\w-]+)"):  # SGLang 0.5.x: the checkpoint's quantization
+        layers.append(("Load weight end line", {"quantization": hit[1].group(1)}))
     if hit := _first(body, r"Using max model len (\d+)"):
         layers.append(("Using max model len", {"max_model_len": hit[1].group(1)}))
     if args := _non_default_args(body):

@@ -19,13 +19,19 @@ from kvplan.units import cdiv, fmt_bytes, fmt_int, require_fraction, require_pos
 
 @dataclass(frozen=True)
 class SglangVersion:
-    """The rules that differ between SGLang releases; one object per modelled range, named in a plan's rules."""
+    """The rules that differ between SGLang releases; one object per modelled range, named in a plan's rules. Each
+    range was read in the release's PyPI wheel (srt/server_args.py, srt/arg_groups/memory_hook.py,
+    srt/layers/rotary_embedding.py)."""
 
     label: str
     first: tuple[int, int, int]
     last: tuple[int, int, int] | None
-    mfs_by_tp: bool  # 0.4: the default mem_fraction_static by TP size alone (sg.mem_fraction_by_tp)
-    reserves_prefill_graphs: bool  # the default's reservation counts piecewise prefill CUDA graphs (8 MiB each)
+    # the default mem_fraction_static: "tp" (sg.mem_fraction_by_tp), "0.4.6", "0.4.7" (sg.mem_fraction_0_4_6 / _7),
+    # "tiers" (sg.mem_fraction_by_tier), "reserved" (sg.default_mem_fraction_static)
+    mfs_rule: str
+    reserves_prefill_graphs: bool  # the reserved default counts piecewise prefill CUDA graphs (on by default)
+    rope_cache_fp32: bool  # the rotary cos/sin cache stays float32 on CUDA (sglang PR 3134, 0.4.2; sg.rope_cache_bytes)
+    mid_tier: tuple[int, int, int] = sg.MID_TIER_0_5_20  # the reserved default's 20 - 35 GiB GPU tier
 
     def covers(self, version: tuple[int, int, int]) -> bool:
         return self.first <= version and (self.last is None or version <= self.last)
@@ -35,15 +41,39 @@ class SglangVersion:
         first = ".".join(map(str, self.first))
         return f"{first}+" if self.last is None else f"{first}-{'.'.join(map(str, self.last))}"
 
+    def default_mfs(self, gpu_mem_mib: int, tp: int, pp: int, mla: bool, cuda: bool) -> float:
+        """SGLang's mem_fraction_static when --mem-fraction-static is not given, as this release computes it."""
+        if self.mfs_rule == "tp":
+            return sg.mem_fraction_by_tp(tp)
+        if self.mfs_rule == "0.4.6":
+            return sg.mem_fraction_0_4_6(gpu_mem_mib, tp)
+        if self.mfs_rule == "0.4.7":
+            return sg.mem_fraction_0_4_7(gpu_mem_mib, tp, pp, cuda)
+        if self.mfs_rule == "tiers":
+            return sg.mem_fraction_by_tier(gpu_mem_mib, tp, pp)
+        return sg.default_mem_fraction_static(gpu_mem_mib, tp, pp, mla, self.reserves_prefill_graphs, self.mid_tier)
+
 
 VERSIONS = (
-    SglangVersion("SGLang 0.4 (mem_fraction_static by TP size)", (0, 4, 0), (0, 4, 99), True, False),
-    # sglang PR 10975's heuristic (reserved MiB by GPU memory); the prefill-graph term only where piecewise CUDA
-    # graphs are on by default: not in 0.5.6 (docs/logs/sglang-code46415979912-lfm2-700m.log), in 0.5.23's source.
-    # The boundary between is not known: kvplan places it at 0.5.23, the release it read.
-    SglangVersion("SGLang 0.5.0-0.5.22 (reserved-memory default, no prefill graphs)", (0, 5, 0), (0, 5, 22), False,
-                  False),
-    SglangVersion(f"{sg.RULES} (reserved-memory default with prefill graphs)", (0, 5, 23), None, False, True),
+    SglangVersion("SGLang 0.4.0-0.4.1 (mem_fraction_static by TP size, rotary cache in the model dtype)", (0, 4, 0),
+                  (0, 4, 1), "tp", False, False),
+    SglangVersion("SGLang 0.4.2-0.4.5 (mem_fraction_static by TP size)", (0, 4, 2), (0, 4, 5), "tp", False, True),
+    SglangVersion("SGLang 0.4.6 (by TP size up to 80 GiB, 13 GiB kept above)", (0, 4, 6), (0, 4, 6), "0.4.6", False,
+                  True),
+    SglangVersion("SGLang 0.4.7 (by TP x PP up to 80 GiB, 18 GiB kept above 96 GiB)", (0, 4, 7), (0, 4, 7), "0.4.7",
+                  False, True),
+    SglangVersion("SGLang 0.4.8-0.5.2 (GiB kept by GPU tier)", (0, 4, 8), (0, 5, 2), "tiers", False, True),
+    # sglang PR 10975's heuristic (reserved MiB by GPU memory)
+    SglangVersion("SGLang 0.5.3-0.5.4 (reserved-memory default, no prefill graphs)", (0, 5, 3), (0, 5, 4),
+                  "reserved", False, True, sg.MID_TIER_0_5_3),
+    SglangVersion("SGLang 0.5.5-0.5.9 (reserved-memory default, no prefill graphs)", (0, 5, 5), (0, 5, 9),
+                  "reserved", False, True, sg.MID_TIER_0_5_5),
+    # piecewise (prefill) CUDA graphs on by default from 0.5.10 (docs/logs/sglang-code52132052242-qwen3-8b-b200.log
+    # captures them); 0.5.6 has them off (docs/logs/sglang-code46415979912-lfm2-700m.log)
+    SglangVersion("SGLang 0.5.10-0.5.19 (reserved-memory default with prefill graphs)", (0, 5, 10), (0, 5, 19),
+                  "reserved", True, True, sg.MID_TIER_0_5_5),
+    SglangVersion(f"SGLang 0.5.20+ (read in {sg.RULES.split()[-1]}; reserved-memory default with prefill graphs)",
+                  (0, 5, 20), None, "reserved", True, True),
 )
 
 
@@ -90,10 +120,9 @@ class SGLang(Server):
         if flags.gpu_memory_utilization is not None:
             raise KvplanError("--gpu-memory-utilization: SGLang sizes its pool with --mem-fraction-static instead")
         value = flags.mem_fraction_static
-        v = self.version
-        mfs = (value if value is not None else sg.mem_fraction_by_tp(layout.tp) if v.mfs_by_tp else
-               sg.default_mem_fraction_static(total // sg.MIB, layout.tp, layout.pp, card.mla is not None,
-                                              v.reserves_prefill_graphs))
+        mfs = value if value is not None else self.version.default_mfs(
+            sg.capacity_mib(total, gpu.engine_memory_bytes, gpu.nvidia_smi_memory_mib), layout.tp, layout.pp,
+            card.mla is not None, gpu.vendor == "NVIDIA")
         if value is not None:
             require_fraction("--mem-fraction-static", value)
         if not 0 < mfs <= 1:
@@ -119,9 +148,12 @@ class SGLang(Server):
 
     def stage(self, s: Setup, pp_rank: int, parts: list[range]) -> Stage:
         w, specs = stage_weights(s, pp_rank, parts)
-        weights = w.bytes + w.buffers_bytes
+        # rank_weights holds the cache in the model dtype: float32 for a float32 model, else 16-bit
+        buffers = sg.rope_cache_bytes(w.buffers_bytes, 4 if s.w_t.bits == 32 else 2,
+                                      self.version.rope_cache_fp32 and s.gpu.vendor == "NVIDIA")
+        weights = w.bytes + buffers
         requested = int((s.total - s.context) * s.mfs)
-        return Stage(pp_rank, w.layers, w.params, weights, w.buffers_bytes, 0, s.non_torch, 0, requested,
+        return Stage(pp_rank, w.layers, w.params, weights, buffers, 0, s.non_torch, 0, requested,
                      sg.pool_bytes(s.total - s.context, s.mfs, weights + s.non_torch), specs)
 
     # -- pool --
@@ -183,7 +215,7 @@ class SGLang(Server):
         out.append(f"SGLang admits at most max_running_requests = {reqs:,} requests at once (resolve_max_num_reqs: "
                    "min(clamp(tokens / context_len x 512, 2048, 4096), tokens // 2)).")
         out.append(f"SGLang: pool = (free memory at start x mem_fraction_static {s.mfs}) - weights - what the load "
-                   f"allocates beyond them ({fmt_bytes(s.non_torch)}, an ESTIMATE: 0.19-0.27 GiB logged at TP 4; "
+                   f"allocates beyond them ({fmt_bytes(s.non_torch)}, an ESTIMATE: 0.18-0.24 GiB logged at TP 4; "
                    "--non-torch-memory); free memory = "
                    f"total - {fmt_bytes(s.context)} CUDA context (--context-memory). Activations and CUDA graphs use "
                    "the remaining (1 - mem_fraction_static); the pool's 'fixed overhead' term is not modelled.")
