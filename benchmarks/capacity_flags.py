@@ -3,7 +3,7 @@ flags alone" table of docs/capacity.md and its summary.
 
     PYTHONPATH=. python benchmarks/capacity_flags.py
 
-One code path: each file is read by kvplan.planning.fromlog.from_log, exactly as `kvplan plan --from-log FILE` reads
+One code path: each file is read by kvplan.planning.capacity.fromlog.from_log, exactly as `kvplan plan --from-log FILE` reads
 it (the model, GPU, engine version and launch flags from the file; no logged memory goes into the flags-alone
 column). The second column gives kvplan the logged pool, so block arithmetic and budget errors are told apart. The
 folder is globbed: a log added there is in the next run.
@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from kvplan.errors import KvplanError
-from kvplan.planning.fromlog import FromLog, Row, from_log
+from kvplan.planning.capacity.fromlog import FromLog, Row, from_log
 
 LOGS = Path(__file__).resolve().parents[1] / "docs" / "logs"
 AVAILABLE_TOLERANCE_PCT = 5.0  # issue 20: memory left for the cache within 5% of the log

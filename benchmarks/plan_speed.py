@@ -11,8 +11,8 @@ import time
 
 from kvplan.planning.capacity import plan
 from kvplan.cost.hardware import load_gpus
-from kvplan.planning.latency import _roofline
-from kvplan.planning.search import search
+from kvplan.planning.capacity.latency import _roofline
+from kvplan.planning.capacity.search import search
 
 
 def timed(fn, repeat: int) -> tuple[float, float]:

@@ -17,8 +17,8 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "estimate": "kvplan.planning.estimate",
     "plan": "kvplan.planning.capacity",
-    "PlanResult": "kvplan.planning.capacity_results",
-    "search": "kvplan.planning.search",
+    "PlanResult": "kvplan.planning.capacity.results",
+    "search": "kvplan.planning.capacity.search",
     "Estimate": "kvplan.planning.estimate",
     "sweep": "kvplan.planning.sweep",
     "Sweep": "kvplan.planning.sweep",

@@ -121,7 +121,7 @@ def test_the_engine_name_check_finds_a_comparison():
 
 
 PUBLIC_KEYWORD_API = {"kvplan.planning.capacity.plan", "kvplan.planning.estimate.estimate",
-                      "kvplan.planning.search.search", "kvplan.planning.sweep.sweep", "kvplan.planning.disagg.disagg"}
+                      "kvplan.planning.capacity.search.search", "kvplan.planning.sweep.sweep", "kvplan.planning.disagg.disagg"}
 
 
 def parameter_counts(module: str, tree: ast.AST) -> dict[str, int]:

@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 
 from kvplan.cli.app import app
 from kvplan.errors import KvplanError
-from kvplan.planning.fromlog import from_log, judge
-from kvplan.planning.logparse import GIB, Figure, parse_log
+from kvplan.planning.capacity.fromlog import from_log, judge
+from kvplan.planning.capacity.logparse import GIB, Figure, parse_log
 
 LOGS = sorted((Path(__file__).resolve().parents[1] / "docs" / "logs").glob("*.log"))
 # the logs that state the pool (vLLM's available memory, SGLang's free memory and load): calibration's input

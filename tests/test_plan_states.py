@@ -20,7 +20,7 @@ from kvplan.model.dtypes import DTYPES
 from kvplan.model.catalog import card_from_dict
 from kvplan.model.hf.config import card_from_hf_config
 from kvplan.planning.capacity import plan
-from kvplan.planning.search import search
+from kvplan.planning.capacity.search import search
 from kvplan.cost.runtimes import get_engine  # noqa: E402
 
 GIB = 2**30

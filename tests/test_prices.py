@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kvplan.cost.hardware import load_gpu
-from kvplan.planning.search import search
+from kvplan.planning.capacity.search import search
 
 
 @pytest.fixture(scope="module")

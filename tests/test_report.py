@@ -405,7 +405,7 @@ def _cells(html: str) -> list[list[str]]:
 
 def test_search_sweep_and_check_have_notebook_tables():
     from kvplan.planning.check import run_check
-    from kvplan.planning.search import search
+    from kvplan.planning.capacity.search import search
     from kvplan.planning.sweep import sweep
 
     r = search("llama-3.1-8b", max_model_len=8192, concurrency=8, gpus=["H100-SXM", "L4"], sort="cost")

@@ -85,7 +85,7 @@ def test_plan_assembles_the_runtimes_answers(toy):
 def test_the_runtime_refuses_its_own_layouts_and_the_search_skips_them(toy):
     with pytest.raises(Refused, match="--tp: toy serves at most 2"):
         kvplan.plan("llama-2-7b", gpu="H100-SXM", max_model_len=1000, engine="toy", tp=4)
-    from kvplan.planning.search import search
+    from kvplan.planning.capacity.search import search
 
     s = search("llama-2-70b", max_model_len=4096, concurrency=4, engine="toy", gpus=["H100-SXM"])
     assert s.options and all(o.tp <= 2 for o in s.options)
@@ -93,7 +93,7 @@ def test_the_runtime_refuses_its_own_layouts_and_the_search_skips_them(toy):
 
 
 def test_bad_input_under_the_search_names_its_flag():
-    from kvplan.planning.search import search
+    from kvplan.planning.capacity.search import search
 
     with pytest.raises(KvplanError, match="--gpu-memory") as err:
         search("llama-2-7b", max_model_len=4096, concurrency=4, gpu_memory="banana")

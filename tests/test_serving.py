@@ -267,7 +267,7 @@ def test_search_skips_a_dp_layout_vllm_refuses():
     """DeepSeek-V3 without expert parallelism: the MoE's TP group is dp x tp, which must divide
     moe_intermediate_size 2048 (fused_moe/config.py); a layout needing dp 3 at tp 4 (12) is skipped, not an error
     that ends the whole search."""
-    from kvplan.planning.search import search
+    from kvplan.planning.capacity.search import search
 
     r = search("deepseek-v3", max_model_len=8192, concurrency=64, max_gpus=64)
     assert r.options and all(2048 % (o.tp * o.dp) == 0 for o in r.options)

@@ -217,7 +217,7 @@ def test_planner_refusal_is_a_row(monkeypatch):
 
 def test_search_holds_an_fp32_checkpoint_on_one_h100_within_a_ttft_budget():
     """Gemma-2-9B (float32 checkpoint, served in bf16) with a 500 ms TTFT budget: one H100 is enough."""
-    from kvplan.planning.search import search
+    from kvplan.planning.capacity.search import search
 
     res = search("gemma-2-9b", max_model_len=8192, concurrency=1, gpus=["H100-SXM"], ttft_ms=500)
     best = res.options[0]

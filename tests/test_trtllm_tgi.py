@@ -93,7 +93,7 @@ def test_an_engine_refuses_another_engines_flag_by_name(engine, flag, kw):
 
 
 def test_search_skips_tgi_pipeline_layouts():
-    from kvplan.planning.search import search
+    from kvplan.planning.capacity.search import search
 
     s = search("llama-3.1-70b", max_model_len=8192, concurrency=8, engine="tgi", gpus=["H100-SXM"])
     assert s.options and all(o.pp == 1 for o in s.options)

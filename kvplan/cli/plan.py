@@ -43,7 +43,7 @@ def plan(
     from kvplan.errors import KvplanError
 
     if from_log is not None:
-        from kvplan.planning.fromlog import from_log as run_log
+        from kvplan.planning.capacity.fromlog import from_log as run_log
 
         for flag, value in (("--kv-cache-memory", kv_cache_memory), ("--activation-memory", activation_memory),
                             ("--non-torch-memory", non_torch_memory), ("--cuda-graph-memory", cuda_graph_memory),
@@ -107,7 +107,7 @@ def plan(
 
 def _search(card, concurrency, layout, gpus, max_gpus, targets, common):
     from kvplan.errors import KvplanError
-    from kvplan.planning.search import search
+    from kvplan.planning.capacity.search import search
 
     if concurrency is None:
         raise KvplanError("--gpu: give a GPU (`kvplan gpus list`), or --concurrency N to search for GPUs")

@@ -29,7 +29,7 @@ from kvplan.errors import KvplanError, Refused
 from kvplan.model.card import ModelCard
 from kvplan.model.catalog import load_card
 from kvplan.planning.capacity import PlanRequest, assemble, result, setup
-from kvplan.planning.latency import latency
+from kvplan.planning.capacity.latency import latency
 from kvplan.planning.results import RESULT
 from kvplan.units import cdiv, require_positive
 
@@ -123,7 +123,7 @@ def disagg(model: ModelCard | str | Path, *, gpu: str, rate: float, isl: int, os
         notes_held = []
     total = prefill.pool.gpus + decode.pool.gpus
     agg = (total // (decode.tp * decode.pp)) * decode.pool.max_concurrency
-    notes = [f"Latencies are kvplan's roofline lower bounds (kvplan.planning.latency); aiconfigurator's factors: "
+    notes = [f"Latencies are kvplan's roofline lower bounds (kvplan.planning.capacity.latency); aiconfigurator's factors: "
              f"prefill x {prefill_factor}, decode x {decode_factor}, TTFT queueing x {ttft_factor} "
              "(--prefill-factor, --decode-factor, --ttft-factor).",
              f"Hand-over: cdiv({isl}, {p_block}) x {p_block} tokens x {per_token:,} B of K/V per token (every layer "

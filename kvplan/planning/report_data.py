@@ -16,7 +16,7 @@ from kvplan.units import require_positive
 from kvplan.model.card import MAX_COUNT, ModelCard
 from kvplan.model.catalog import load_card
 from kvplan.planning.capacity import plan
-from kvplan.planning.capacity_results import PlanResult
+from kvplan.planning.capacity.results import PlanResult
 from kvplan.planning.compare import CompareResult, compare
 from kvplan.planning.disagg import DisaggResult
 from kvplan.planning.estimate import Estimate, estimate

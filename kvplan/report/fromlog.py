@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from kvplan.planning.fromlog import FromLog, Row
+from kvplan.planning.capacity.fromlog import FromLog, Row
 from kvplan.report.console import escape, exact, note, table
 from kvplan.units import fmt_int
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from kvplan.planning.capacity_results import PlanResult, SearchResult
+from kvplan.planning.capacity.results import PlanResult, SearchResult
 from kvplan.report.console import escape, exact, ms, note, table
 from kvplan.units import fmt_bytes, fmt_int
 

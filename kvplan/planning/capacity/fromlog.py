@@ -1,7 +1,7 @@
 """``kvplan plan --from-log FILE``: a real start-up log's figures beside kvplan's, from the launch flags alone and from
-the logged pool; ``--calibrate``: the log's measured overheads reused for what-ifs (kvplan.planning.calibrate).
+the logged pool; ``--calibrate``: the log's measured overheads reused for what-ifs (kvplan.planning.capacity.calibrate).
 
-The log is read by ``kvplan.planning.logparse``; this module turns what it found into ``kvplan.plan`` arguments (the
+The log is read by ``kvplan.planning.capacity.logparse``; this module turns what it found into ``kvplan.plan`` arguments (the
 model through the bundled cards' ``source`` ids, the GPU, the engine version, the flags), runs the plans, and judges
 each stated figure: exact, within the log's rounding, or off by x%.
 """
@@ -15,9 +15,9 @@ from typing import Literal
 from pydantic import BaseModel
 
 from kvplan.errors import KvplanError, Refused
-from kvplan.planning.calibrate import Calibration
-from kvplan.planning.capacity_results import PlanResult
-from kvplan.planning.logparse import FIGURES, GIB, Figure, ParsedLog, parse_log
+from kvplan.planning.capacity.calibrate import Calibration
+from kvplan.planning.capacity.results import PlanResult
+from kvplan.planning.capacity.logparse import FIGURES, GIB, Figure, ParsedLog, parse_log
 from kvplan.planning.results import RESULT
 
 FROMLOG_SCHEMA_VERSION = 1
@@ -114,7 +114,7 @@ def from_log(path: str | Path, *, model=None, gpu: str | None = None, gpu_memory
                 if r.figure in ("available", "blocks", "tokens", "concurrency") else r for r in rows]
     cal = None
     if calibrate:
-        from kvplan.planning.calibrate import calibrated
+        from kvplan.planning.capacity.calibrate import calibrated
 
         cal = calibrated(log, card, kw, flat, pool_bytes, {k: v for k, v in given.items() if base.get(k) != v},
                          modelled)
@@ -147,7 +147,7 @@ def _card(log: ParsedLog, model):
     if not log.model_id:
         raise KvplanError(f"{log.path}: no model found (no launch line, non-default args or V1 config line names "
                           "one); add a header line `# model: <bundled card name or card path>` or pass --model")
-    from kvplan.planning.logparse import hub_id
+    from kvplan.planning.capacity.logparse import hub_id
 
     name = _bundled_by_source(hub_id(log.model_id))
     if name is None:

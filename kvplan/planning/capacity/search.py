@@ -18,8 +18,8 @@ from kvplan.errors import KvplanError, Refused
 from kvplan.model.card import ModelCard
 from kvplan.model.catalog import load_card
 from kvplan.planning.capacity import PlanRequest, assemble, result, setup
-from kvplan.planning.latency import latency, per_million_tokens
-from kvplan.planning.capacity_results import PlanOption, PlanResult, SearchResult
+from kvplan.planning.capacity.latency import latency, per_million_tokens
+from kvplan.planning.capacity.results import PlanOption, PlanResult, SearchResult
 from kvplan.units import require_positive
 
 TP_SIZES, PP_SIZES = (1, 2, 4, 8), (1, 2, 3, 4)

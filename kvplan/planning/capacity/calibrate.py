@@ -14,8 +14,8 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from kvplan.errors import KvplanError
-from kvplan.planning.capacity_results import PlanResult
-from kvplan.planning.logparse import GIB, ParsedLog
+from kvplan.planning.capacity.results import PlanResult
+from kvplan.planning.capacity.logparse import GIB, ParsedLog
 from kvplan.planning.results import RESULT
 from kvplan.units import fmt_bytes
 

@@ -27,7 +27,7 @@ from kvplan.cost.runtimes.setup import EXTRA_FLAGS, Pool, ServingFlags, Setup, S
 from kvplan.errors import KvplanError, WeightsDoNotFit
 from kvplan.model.card import ModelCard
 from kvplan.model.catalog import load_card
-from kvplan.planning.capacity_results import Latency, PerGPU, PlanInputs, PlanResult
+from kvplan.planning.capacity.results import Latency, PerGPU, PlanInputs, PlanResult
 from kvplan.planning.estimate import _dtype
 from kvplan.units import parse_size, require_positive
 
@@ -158,7 +158,7 @@ def plan_request(card: ModelCard, req: PlanRequest) -> PlanResult:
     if req.concurrency is None:
         out = result(s, sts, p)
     else:
-        from kvplan.planning.latency import latency
+        from kvplan.planning.capacity.latency import latency
 
         out = result(s, sts, p, latency(s, req.concurrency, req.prompt_len, req.acceptance_rate), req.concurrency)
     from kvplan.planning.estimate import checkpoint_of_card  # a Hub model: its checkpoint's bytes, as the estimate's
@@ -215,7 +215,7 @@ def setup(card: ModelCard, req: PlanRequest) -> Setup:
 
 def result(s: Setup, sts: list[Stage], p: Pool, lat: Latency | None = None,
            concurrency: int | None = None) -> PlanResult:
-    from kvplan.planning.capacity_text import launch_command, notes, verdict
+    from kvplan.planning.capacity.text import launch_command, notes, verdict
 
     lim, rt = p.limiting, s.engine
     per_gpu = PerGPU(pp_rank=lim.pp_rank, layers=len(lim.layers), params=lim.params, weights_bytes=lim.weights,

@@ -9,7 +9,7 @@ from functools import lru_cache
 from kvplan.cost.comm import comm_time_s
 from kvplan.cost.roofline import Workload, roofline
 from kvplan.cost.runtimes.setup import Setup
-from kvplan.planning.capacity_results import Latency
+from kvplan.planning.capacity.results import Latency
 from kvplan.errors import KvplanError
 from kvplan.units import cdiv
 
