@@ -1,3 +1,3 @@
-from kvplan.cli.app import main
+from kvplan.cli import main
 
 main()

@@ -145,7 +145,7 @@ import threading
 from kvplan.errors import KvplanError
 from kvplan.files import write_atomic, write_folder_atomic
 
-MAIN = "import sys; sys.argv = ['kvplan', *sys.argv[1:]]\nfrom kvplan.cli.app import main\nmain()"
+MAIN = "import sys; sys.argv = ['kvplan', *sys.argv[1:]]\nfrom kvplan.cli import main\nmain()"  # the script's
 SWEEP = ("sweep", "-m", "llama-2-7b", "--seq-len", "1,2", "--format", "csv")
 KINDS = ["new", "file", "readonly", "symlink-file", "dangling", "folder", "null-device", "symlink-device", "fifo",
          "socket"]
@@ -458,7 +458,8 @@ def test_tiny_efficiencies_are_refused_not_infinite(value):
 
 @pytest.mark.slow
 @settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
-@given(delay_s=st.floats(min_value=0.0, max_value=1.5), sig=st.sampled_from(["SIGINT", "SIGTERM"]),
+# from 50 ms: the interpreter's own start-up (before any kvplan code runs) answers a signal as Python does
+@given(delay_s=st.floats(min_value=0.05, max_value=1.5), sig=st.sampled_from(["SIGINT", "SIGTERM"]),
        fmt=st.sampled_from(["csv", "jsonl", "markdown"]))
 def test_a_signal_at_any_point_of_a_write_leaves_nothing_half_written(tmp_path_factory, delay_s, sig, fmt):
     """Ctrl-C or SIGTERM at a random point of `sweep -o` (interpreter start, imports, the grid, the streamed write):
@@ -475,7 +476,7 @@ def test_a_signal_at_any_point_of_a_write_leaves_nothing_half_written(tmp_path_f
     if proc.poll() is None:
         os.killpg(proc.pid, getattr(signal, sig))
     _, err = proc.communicate(timeout=120)
-    assert proc.returncode in (0, {"SIGINT": 130, "SIGTERM": 143}[sig], -getattr(signal, sig)), err
+    assert proc.returncode in (0, {"SIGINT": 130, "SIGTERM": 143}[sig]), err
     assert "Traceback" not in err
     left = sorted(p.name for p in folder.iterdir())
     assert left in ([], [f"out.{fmt}"]), left  # never a temporary file

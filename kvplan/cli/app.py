@@ -16,6 +16,7 @@ from typing import Annotated
 import typer
 
 from kvplan.cli.errors import KvplanGroup
+from kvplan.cli.signals import on_sigterm
 from kvplan.cli.examples import epilog
 
 app = typer.Typer(help="Size the KV cache, weights and memory of transformer LLMs, exactly.", cls=KvplanGroup,
@@ -95,17 +96,12 @@ def _exit_now(code: object) -> None:
     os._exit(code)
 
 
-def _on_sigterm(signum, frame) -> None:
-    from kvplan.cli.errors import Terminated
-
-    raise Terminated(signum)
-
-
 def _standard_streams() -> None:
     """Streams any command can write to: SIGTERM unwinds like Ctrl-C (temporary files removed); a closed stdout
     or stderr (``>&-``) gets the null device under its number (so that no file kvplan opens takes it) and a
     stdout whose first write fails (one line, exit 2); text the stream's encoding cannot hold is escaped."""
-    signal.signal(signal.SIGTERM, _on_sigterm)
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:  # run without kvplan.cli.main's quiet handlers
+        signal.signal(signal.SIGTERM, on_sigterm)
     for fd, name in ((1, "stdout"), (2, "stderr")):
         if getattr(sys, name) is None:
             try:

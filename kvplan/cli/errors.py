@@ -14,6 +14,7 @@ import traceback
 
 from typer.core import TyperGroup
 
+from kvplan.cli.signals import Terminated, arm, on_sigterm
 from kvplan.errors import KvplanError
 
 EXIT_BAD_INPUT = 2
@@ -33,15 +34,6 @@ def _say(prefix: str, message: str) -> None:
 
     # one printable line, bounded whatever the input held (a 1 MB name, a terminal escape, a newline)
     Console(stderr=True, soft_wrap=True, highlight=False).print(f"[red]{prefix}[/red] {escape(clip_text(message, 2000))}")
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM (CI cancel, ``timeout``, ``docker stop``), raised where the process is so that it unwinds like
-    Ctrl-C: temporary files are removed; the exit code is 128 + the signal's number (143)."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
 
 
 class _Signalled(Exception):
@@ -114,6 +106,7 @@ class KvplanGroup(TyperGroup):
     def invoke(self, ctx):
         """The command, with what typer would turn into other exit codes caught first: SIGTERM (typer: 130), a reader
         that left (typer: exit 1), a stdout that cannot be written (exit 3 otherwise)."""
+        arm(on_sigterm)  # the command's signals raise from here on (kvplan.cli.signals)
         try:
             return super().invoke(ctx)
         except Terminated as exc:
