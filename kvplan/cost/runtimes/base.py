@@ -261,6 +261,27 @@ def utilization(value: float | None, default: float) -> float:
     return util
 
 
+_RANGES: dict[tuple[type, object], Runtime] = {}
+
+
+def at_range(rt: Runtime, root: type, engine: str, text: str, versions, release: tuple[int, ...]) -> Runtime:
+    """``--engine NAME==X.Y[.Z]``: the runtime object of the modelled range of ``versions`` covering ``release``, one
+    instance per range (a subclass of ``root`` whose ``version`` and ``rules`` are that range's); KvplanError naming
+    --engine and the modelled ranges otherwise."""
+    family = next((f for f in versions if f.covers(release)), None)
+    if family is None:
+        raise KvplanError(f"--engine: {engine} {text} is not modelled; modelled: "
+                          f"{', '.join(f'{rt.name}==' + f.span for f in versions)}")
+    if family is rt.version:
+        return rt
+    if (root, family) not in _RANGES:
+        suffix = family.span.replace(".", "_").replace("-", "_").replace("+", "_up")
+        cls = type(f"{root.__name__}_{suffix}", (root,),
+                   {"version": family, "rules": family.label, "__doc__": f"{engine}'s rules as of {family.label}."})
+        _RANGES[root, family] = cls()
+    return _RANGES[root, family]
+
+
 def parse_version(flag: str, text: str) -> tuple[int, int]:
     """'0.11', '0.11.2', 'v0.11.0rc1', '0.10.1.dev8168' -> (0, 11), ...; KvplanError naming the flag otherwise."""
     return parse_release(flag, text)[:2]

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from kvplan.cost import serving_sglang as sg
 from kvplan.cost.engines import CacheRun
-from kvplan.cost.runtimes.base import Server, parse_release, rank_row, stage_weights
+from kvplan.cost.runtimes.base import Server, at_range, parse_release, rank_row, stage_weights
 from kvplan.cost.runtimes.setup import Options, Pool, ServingFlags, Setup, Stage
 from kvplan.cost.runtimes.vllm import dtype_flags
 from kvplan.errors import KvplanError, Refused
@@ -95,18 +95,7 @@ class SGLang(Server):
 
     def at_version(self, text: str) -> SGLang:
         """``--engine sglang==0.5.6``: the modelled range that covers the release (a bare 0.5 is 0.5.0)."""
-        v = parse_release("--engine", text)
-        family = next((f for f in VERSIONS if f.covers(v)), None)
-        if family is None:
-            raise KvplanError(f"--engine: SGLang {text} is not modelled; modelled: "
-                              f"{', '.join('sglang==' + f.span for f in VERSIONS)}")
-        if family is self.version:
-            return self
-        if family not in _FAMILIES:
-            cls = type(f"SGLang_{'_'.join(map(str, family.first))}", (SGLang,),
-                       {"version": family, "rules": family.label, "__doc__": f"SGLang's rules as of {family.label}."})
-            _FAMILIES[family] = cls()
-        return _FAMILIES[family]
+        return at_range(self, SGLang, "SGLang", text, VERSIONS, parse_release("--engine", text))
 
     def positions_held(self, window: int | None, run: CacheRun) -> int:
         # srt/mem_cache/memory_pool.py MHATokenToKVPool: page_size 1 by default, a slot per cached token
@@ -255,4 +244,3 @@ def _concurrency(st: Stage, by_tokens: float, slots: int | None) -> float:
     return float(slots) if not st.kv_bytes_per_token else min(by_tokens, float(slots))
 
 
-_FAMILIES: dict[SglangVersion, SGLang] = {}

@@ -14,7 +14,7 @@ from kvplan.cost import serving_vllm_v0 as v0
 from kvplan.cost.engines import CacheRun
 from kvplan.cost.runtimes import vllm_features as vf
 from kvplan.cost.runtimes import vllm_mm as vm
-from kvplan.cost.runtimes.base import Server, parse_version, positive_size, rank_row, refuse_zamba_v1, utilization
+from kvplan.cost.runtimes.base import Server, at_range, parse_version, positive_size, rank_row, refuse_zamba_v1, utilization
 from kvplan.cost.runtimes.setup import Options, Pool, ServingFlags, Setup, Stage
 from kvplan.errors import KvplanError, Refused
 from kvplan.units import cdiv, fmt_bytes, fmt_int, require_positive
@@ -121,12 +121,7 @@ class VLLM(Server):
 
     def at_version(self, text: str) -> VLLM:
         """The runtime for the release ``text`` (``--engine vllm==0.11``): the modelled range that covers it."""
-        v = parse_version("--engine", text)
-        family = next((f for f in VERSIONS if f.covers(v)), None)
-        if family is None:
-            raise KvplanError(f"--engine: vLLM {text} is not modelled; modelled: "
-                              f"{', '.join('vllm==' + f.span for f in VERSIONS)}")
-        return self if family is self.version else _at(family)
+        return at_range(self, VLLM, "vLLM", text, VERSIONS, parse_version("--engine", text))
 
     # -- cache rules --
 
@@ -551,16 +546,3 @@ def _state_notes(s: Setup, p: Pool) -> list[str]:
                    + (f"the state page is padded by {pct:.2f}% to equal it ('Padding mamba page size by {pct:.2f}%')."
                       if s.state_page_padded else "the pages are equal: no padding."))
     return out
-
-
-
-_FAMILIES: dict[VllmVersion, VLLM] = {}
-
-
-def _at(family: VllmVersion) -> VLLM:
-    """One runtime object per modelled range (a subclass whose ``version`` and ``rules`` are that range's)."""
-    if family not in _FAMILIES:
-        cls = type(f"VLLM_{family.span.replace('.', '_').replace('-', '_').replace('+', '_up')}", (VLLM,),
-                   {"version": family, "rules": family.label, "__doc__": f"vLLM's rules as of {family.label}."})
-        _FAMILIES[family] = cls()
-    return _FAMILIES[family]
