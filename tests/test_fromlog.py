@@ -324,3 +324,19 @@ def test_model_header_names_a_vendored_config(tmp_path):
     assert {x.figure: x.logged_pool for x in r.rows}["tokens"] == 973760  # the printed figure, to the token
     with pytest.raises(KvplanError, match="holds no config"):
         from_log(_write(tmp_path, text.replace("#Qwen/Qwen3-Next", "#Qwen/Nothing")))
+
+
+def test_bad_launch_flags_and_layouts_name_the_file_or_flag(tmp_path):
+    """A launch flag no engine reads names the log; a non-positive --tp with --calibrate names --tp (exit 2)."""
+    runner = CliRunner()
+    bad = _write(tmp_path, "# model: llama-2-7b\n# gpu: H100-SXM\n# command: vllm serve x --max-model-len 32Q\n"
+                 "Available KV cache memory: 5 GiB\n")
+    r = runner.invoke(app, ["plan", "--from-log", str(bad)])
+    assert r.exit_code == 2 and str(bad) in r.stderr and "max_model_len" in r.stderr and "Traceback" not in r.stderr
+    good = _write(tmp_path, "# model: llama-2-7b\n# gpu: H100-SXM\nAvailable KV cache memory: 5 GiB\n")
+    r = runner.invoke(app, ["plan", "--from-log", str(good), "--calibrate", "--tp", "0"])
+    assert r.exit_code == 2 and r.stderr.startswith("error: --tp:") and len(r.stderr.strip().splitlines()) == 1
+    k = tmp_path / "k.log"  # vLLM's human_readable_int: an upper-case suffix is binary
+    k.write_text("# model: llama-2-7b\n# gpu: H100-SXM\n# command: vllm serve x --max-model-len 32K\n"
+                 "Available KV cache memory: 5 GiB\n")
+    assert parse_log(k).flags["max_model_len"] == 32768

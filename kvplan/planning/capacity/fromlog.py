@@ -15,6 +15,7 @@ from typing import Literal
 from pydantic import BaseModel
 
 from kvplan.errors import KvplanError, Refused
+from kvplan.units import require_positive
 from kvplan.planning.capacity.calibrate import Calibration
 from kvplan.planning.capacity.results import PlanResult
 from kvplan.planning.capacity.logparse import FIGURES, GIB, Figure, ParsedLog, parse_log
@@ -83,6 +84,9 @@ def from_log(path: str | Path, *, model=None, gpu: str | None = None, gpu_memory
     spec, modelled = _engine(log, engine, notes)
     g, total, gpu_how = _gpu(log, gpu, gpu_memory)
     given = {k: v for k, v in flags.items() if v is not None}
+    for key in ("tp", "pp", "dp"):  # checked before --calibrate compares GPU counts with them
+        if key in given:
+            require_positive(f"--{key}", given[key])
     base = _plan_args(log, card, notes, say_length=calibrate or "max_model_len" not in given)
     args = {**base, **({} if calibrate else given)}
     kw = dict(gpu=g, gpu_memory=total, engine=spec, **args)

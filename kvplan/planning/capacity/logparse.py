@@ -192,7 +192,10 @@ def parse_log(path: str | Path) -> ParsedLog:
     sglang_lines = any(_SGLANG_MARKERS.search(line) for _, line in body)
     named = re.match(r"[a-z]+", header.get("engine", ""))
     engine = named.group(0) if named else "sglang" if sglang_lines else "vllm"
-    flags, sources, quant = _flags(header, body)
+    try:
+        flags, sources, quant = _flags(header, body)
+    except KvplanError as exc:  # a launch flag the log (or its `# command:` line) gives in a form no engine reads
+        raise KvplanError(f"{path}: launch flags: {exc}") from None
     figures = _figures(body, _SGLANG_LINES if sglang_lines else _VLLM_LINES)
     if not figures:
         raise KvplanError(f"{path}: no vLLM or SGLang start-up figure found (Model loading took, Available KV cache "
@@ -353,7 +356,7 @@ def _typed(name: str, value: object) -> int | float | str | bool:
         if name in _FLOAT_FLAGS:
             return float(text)
     except ValueError:
-        raise KvplanError(f"log: {name} = {text!r} is not a number") from None
+        raise KvplanError(f"{name} = {text!r} is not a number") from None
     if name in _BOOL_FLAGS:
         return text not in ("False", "false", "0")
     return text.removeprefix("torch.")
