@@ -96,6 +96,20 @@ def test_fit_and_errors():
     card = load_card("llama-2-70b")
     assert not roofline(card, batch=1, prompt_len=8, seq_len=16, gpu="L4").fits_in_memory
     assert roofline(card, batch=1, prompt_len=8, seq_len=16, gpu="MI300X").fits_in_memory
+
+
+def test_fit_is_against_what_torch_sees():
+    """An H100 holds 85,030,322,176 B as torch sees it (the catalog's visible total), not the datasheet's 80e9: a
+    need between the two fits, as it does in vLLM's budget."""
+    from kvplan.cost.hardware import load_gpu
+
+    h100, card = load_gpu("H100-SXM"), load_card("llama-2-13b")
+    assert h100.memory_bytes == 80_000_000_000 < h100.visible_memory_bytes == 85_030_322_176
+    # at 17,000 tokens (800 KiB per token): batch 4 needs 81.7 GB, between the two; batch 5 95.6 GB, neither
+    need = {b: roofline(card, batch=b, prompt_len=8, seq_len=17_000, gpu="H100-SXM") for b in (3, 4, 5)}
+    assert all(r.gpu_memory_bytes == 85_030_322_176 for r in need.values())
+    assert 80_000_000_000 < need[4].memory_needed_bytes <= 85_030_322_176 and need[4].fits_in_memory
+    assert need[3].fits_in_memory and not need[5].fits_in_memory
     r = roofline(card, batch=1, prompt_len=8, seq_len=16, gpu="H100-SXM", weight_dtype="fp8")
     assert r.compute_dtype == "fp8" and r.peak_flops_per_s == 1979e12
     with pytest.raises(KvplanError, match="--prompt-len"):

@@ -60,7 +60,7 @@ class RooflineResult(BaseModel):
     mfu: float
     mbu: float
     memory_needed_bytes: int  # weights + KV cache at seq_len (kvplan.planning.estimate.estimate)
-    gpu_memory_bytes: int
+    gpu_memory_bytes: int  # the total torch sees (GPU.engine_memory_bytes: the catalog's visible total, else datasheet)
     fits_in_memory: bool
     prefill: PhaseRoofline
     decode_step: PhaseRoofline
@@ -110,8 +110,8 @@ def roofline(work: Workload, gpu: GPU, *, memory_needed_bytes: int, compute_dtyp
         gpu=gpu.name, gpu_source=gpu.source, engine=engine.name, batch=batch, prompt_len=prompt_len, seq_len=seq_len,
         compute_dtype=compute, peak_flops_per_s=gpu.peak(compute), ridge_point_flops_per_byte=peak / bw,
         memory_bandwidth_bytes_per_s=gpu.memory_bandwidth_bytes_per_s, mfu=mfu, mbu=mbu,
-        memory_needed_bytes=memory_needed_bytes, gpu_memory_bytes=gpu.memory_bytes,
-        fits_in_memory=memory_needed_bytes <= gpu.memory_bytes, prefill=pre, decode_step=dec,
+        memory_needed_bytes=memory_needed_bytes, gpu_memory_bytes=gpu.engine_memory_bytes,
+        fits_in_memory=memory_needed_bytes <= gpu.engine_memory_bytes, prefill=pre, decode_step=dec,
         moe_decode_weights_read_bytes_min=moe_weights_read_bytes_min(card, w_t, batch) if card.moe else None,
         time_to_first_token_s=pre.time_s, time_per_output_token_s=dec.time_s,
         time_to_first_token_one_request_s=_one_request_prefill_s(card, engine, w_t, kv_t, pre_run, peak, bw, flops_kw),

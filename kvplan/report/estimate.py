@@ -109,5 +109,5 @@ def _roofline_table(roof: RooflineResult) -> Table:
     t.caption = (f"TTFT >= {ms(roof.time_to_first_token_one_request_s)} for one request alone, "
                  f"{ms(roof.time_to_first_token_s)} for the batch of {roof.batch}; TPOT >= "
                  f"{ms(roof.time_per_output_token_s)}, decode <= {roof.decode_tokens_per_s:.0f} tok/s; "
-                 f"fits in {fmt_bytes(roof.gpu_memory_bytes)}: {'yes' if roof.fits_in_memory else 'NO'}")
+                 f"fits in {fmt_bytes(roof.gpu_memory_bytes)} (what torch sees): {'yes' if roof.fits_in_memory else 'NO'}")
     return t
