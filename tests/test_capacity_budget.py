@@ -26,10 +26,10 @@ def test_gpu_memory_still_overrides_the_visible_total():
 
 
 def test_a_gpu_without_a_visible_total_plans_from_the_datasheet_and_says_so():
-    gpu = load_gpu("GH200")
+    gpu = load_gpu("Gaudi-3")
     assert gpu.visible_memory_bytes is None and gpu.engine_memory_bytes == gpu.memory_bytes
-    r = plan("llama-3.1-8b", gpu="GH200", max_model_len=8192)
-    assert r.inputs.gpu_memory_bytes == 96_000_000_000
+    r = plan("llama-3.1-8b", gpu="Gaudi-3", max_model_len=8192)
+    assert r.inputs.gpu_memory_bytes == 128_000_000_000
     assert any("no visible total" in n for n in r.notes)
 
 
@@ -238,6 +238,8 @@ def test_every_visible_total_reproduces_the_output_it_cites(name):
         assert f"{v / GIB:.2f}" == m.group(1)
     elif m := re.search(r"\((\d+) bytes\)", src):
         assert v == int(m.group(1))
+    elif m := re.search(r"([\d,]+) bytes / (\d+) MiB", src):  # a report quoting torch's total in bytes and MiB
+        assert v == int(m.group(1).replace(",", "")) == int(m.group(2)) * MIB
     elif m := re.search(r"Max memory: ([\d.]+) GB", src):
         assert f"{v / GIB:.3f}" == m.group(1) and v % MIB == 0
         assert sum(1 for mib in range(v // MIB - 3, v // MIB + 4) if f"{mib / 1024:.3f}" == m.group(1)) == 1
@@ -245,6 +247,24 @@ def test_every_visible_total_reproduces_the_output_it_cites(name):
         assert v == int(m.group(1)) * MIB
     else:
         raise AssertionError(f"{name}: no output quoted in {src!r}")
+
+
+def test_the_r8_visible_totals_are_the_printed_figures():
+    """A10, GH200 (96 GB HBM3) and MI325X: the bytes are the printed figure, and the printed MiB / GiB beside it agree."""
+    a10, gh200, mi325x = (load_gpu(n) for n in ("A10", "GH200", "MI325X"))
+    # deviceQuery prints totalGlobalMem in bytes and in MiB rounded; mixbench floors it (22515 MB) and its
+    # cudaMemGetInfo total is the same byte count
+    assert a10.visible_memory_bytes == 23_609_475_072 and round(23_609_475_072 / MIB) == 22516
+    assert 23_609_475_072 // MIB == 22515 and "Total GPU memory 23609475072" in a10.visible_memory_source
+    assert a10.visible_memory_bytes < 23_696_375_808 < 23028 * MIB  # the other driver's total, below nvidia-smi's
+    # 97280 MiB exactly, which vLLM's format_gib (round(b / GiB, 2)) prints as 95.0 on the GH200 120GB board
+    assert gh200.visible_memory_bytes == 97280 * MIB == 102_005_473_280 and round(97280 / 1024, 2) == 95.0
+    assert gh200.visible_memory_bytes < 97871 * MIB and gh200.memory_bytes == 96_000_000_000
+    assert "97280 MBytes (102005473280 bytes)" in gh200.visible_memory_source
+    # 262128 MiB = 256 GiB - 16 MiB (the MI300X: 196592 MiB = 192 GiB - 16 MiB), 255.98 GiB to two decimals
+    assert mi325x.visible_memory_bytes == 262128 * MIB == 256 * GIB - 16 * MIB
+    assert load_gpu("MI300X").visible_memory_bytes == 192 * GIB - 16 * MIB
+    assert f"{mi325x.visible_memory_bytes / GIB:.2f}" == "255.98" and "255.98 GiB" in mi325x.visible_memory_source
 
 
 def test_a_price_only_gpu_file_entry_keeps_every_other_catalog_figure(tmp_path):

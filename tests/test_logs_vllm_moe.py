@@ -86,10 +86,10 @@ LOGS_MOE = [
     Log("vllm-code59866590576-qwen3-coder-30b-a3b-80gb.log", "qwen3-coder-30b-a3b-instruct.json",
         dict(gpu="H100-SXM", max_model_len=131072, gpu_memory_utilization=0.9, max_num_seqs=8), checks=("weights",),
         pool=False),
-    # GH200 is not in the catalog and the log prints no total: an H100 stands in (with the logged pool the GPU only
+    # the log prints no total: the catalog's GH200 (96 GB HBM3) visible total (with the logged pool the GPU only
     # sets the scheduler's defaults, which change nothing for a full-attention model)
     Log("vllm-code31259794699-qwen3-30b-a3b-pp2-gh200.log", "qwen3-30b-a3b",
-        dict(gpu="H100-SXM", tp=4, pp=2, engine="vllm==0.10.1", max_model_len=262144), checks=("weights",),
+        dict(gpu="GH200", tp=4, pp=2, engine="vllm==0.10.1", max_model_len=262144), checks=("weights",),
         gaps={"weights": "vLLM 0.10's Qwen3MoeForCausalLM builds embed_tokens and lm_head on every pipeline stage "
                          "(qwen3_moe.py: no PPMissingLayer), and the 2507 checkpoint's rotary cache has 262,144 "
                          "positions; kvplan puts the embedding on the first stage, the head on the last (-2.7%)"}),
