@@ -40,6 +40,10 @@ KNOWN_MISSES = {
     ("sglang-code8893364747-r1-distill-qwen-7b-rtx3090.log", "max_running_requests"): "SGLang 0.4.2 logs 2,049, "
     "one above 0.5.23's resolve_max_num_reqs, as the QwQ-32B logs",
     ("vllm-code38962983769-qwen3-235b-fp8-ep-l40s.log", "concurrency"): "as its tokens: another rank's line",
+    ("vllm-code58928701347-r1-distill-qwen-32b-dcu-tp8.log", "blocks"): "V0's `# rocm blocks` is the minimum over the "
+    "eight workers (executor/executor_base.py determine_num_available_blocks: min of each worker's), the quoted "
+    "39.51 GiB one worker's profile line: 40,178 blocks of 1 MiB (the 4,096 CPU blocks of 4 GiB confirm the size) "
+    "are 39.24 GiB on the lowest rank",
     ("vllm-code38962983769-qwen3-235b-fp8-ep-l40s.log", "tokens"): "eight EP ranks print their own `GPU KV cache "
     "size` (237,344 - 238,208 tokens); the first line read is not the rank whose `Available KV cache memory` is "
     "the first one printed (tests/test_logs_vllm_moe.py pairs them by rank)",

@@ -139,7 +139,9 @@ SORTED_SAMPLER_BYTES_PER_LOGIT = 38
 # model-dtype logits of compute_logits live three float32 tensors of the same shape: the copy
 # (v1/sample/sampler.py forward: logits.to(torch.float32)), the probabilities (forward_native: softmax(dtype=float32);
 # FlashInfer: top_k_mask_logits' masked copy, then its softmax) and the exponential noise (random_sample:
-# q = torch.empty_like(probs); FlashInfer: the softmax of the masked copy), 12 B per row and vocabulary entry.
+# q = torch.empty_like(probs); FlashInfer: the softmax of the masked copy), 12 B per row and vocabulary entry. V0's
+# FlashInfer path (0.6-0.9, model_executor/layers/sampler.py forward with VLLM_USE_FLASHINFER_SAMPLER=1) holds the
+# same three: logits.to(torch.float), torch.softmax and torch.log_softmax (dtype=torch.float).
 UNSORTED_SAMPLER_EXTRA_BYTES = 12
 # MXFP4 experts under the Triton backend vLLM 0.11+ picks on Hopper (mxfp4.py: the intermediate per rank rounded up
 # to 64, "to hold non-uniform sharded tensor as well as swizzling"; the triton_kernels swizzle of the value and scale

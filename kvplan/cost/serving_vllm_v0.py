@@ -12,7 +12,16 @@ device name), then ``Maximum concurrency for L tokens per request: C x`` with C 
 (``executor/executor_base.py`` ``initialize_cache``). The profile run (``worker/model_runner.py`` ``profile_run``)
 is a forward of max_num_batched_tokens tokens split over max_num_seqs dummy sequences with ``SamplingParams(top_p=0.99,
 top_k=vocab - 1)``, so V0's sampler sorts the whole vocabulary of every row (``layers/sampler.py``
-``_apply_top_k_top_p``) as V1's dummy sampler does. CUDA graphs are captured after the pool is sized.
+``_apply_top_k_top_p``) as V1's dummy sampler does. FlashInfer's top-k/top-p path replaces the sort only when
+``VLLM_USE_FLASHINFER_SAMPLER`` is set (``envs.py``: default "0" in 0.6.x, unset = None from 0.7, which the V0 sampler
+reads as off); it still holds the float32 copy, probabilities and log-probabilities beside the logits (sampler.py
+forward), serving_vllm.UNSORTED_SAMPLER_EXTRA_BYTES, which ``--flashinfer-sampler`` selects. CUDA graphs are captured
+after the pool is sized.
+
+Not modelled: before 0.6.5 the chunked-prefill default was 512 tokens (config.py SchedulerConfig 0.6.4: "the values
+that have the best balance between ITL and TTFT on A100"), 2048 from 0.6.5; kvplan uses 2048 for every V0 release
+(its V0 range has no patch-level split). A long-context 0.6.4 run's profile forward is then a quarter of kvplan's;
+the sampler over 256 rows sets the peak for the 8B-class models of docs/logs either way.
 """
 
 from __future__ import annotations

@@ -33,7 +33,8 @@ class VllmVersion:
     tokens_by_blocks: bool  # 0.10 - 0.17: "GPU KV cache size" = num_blocks // groups x block_size
     reserves_null_block: bool  # the fits check and the longest-length search keep BlockPool's null block free
     # the dummy sampler's peak per row and vocabulary entry when it sorts (None: no sort, serving_vllm's
-    # UNSORTED_SAMPLER_EXTRA_BYTES beside the logits; also what FlashInfer's sampler takes, --flashinfer-sampler)
+    # UNSORTED_SAMPLER_EXTRA_BYTES beside the logits; also what FlashInfer's sampler takes, --flashinfer-sampler; V0
+    # sorts unless VLLM_USE_FLASHINFER_SAMPLER is set, serving_vllm_v0)
     sampler_bytes_per_logit: int | None
     # MXFP4 experts on Hopper (compute capability 9.x): the (hidden, intermediate) padding of the backend this version
     # picks there; None: the Marlin backend (kvplan.cost.quant's default), as vLLM 0.10.1 logs on H100 ("leveraging

@@ -12,7 +12,8 @@ Every pattern below is a line the engine prints, with the file and function that
   weight, ...`` and ``Current kv cache memory in use is N bytes`` (gpu_worker.py compile_or_warm_up_model, 0.10.2+),
   the DEBUG line ``torch peak memory increase: X GiB; non-torch forward increase memory: X GiB; weights memory:
   X GiB`` (gpu_worker.py determine_available_memory).
-- vLLM V0 (0.4 - 0.9): ``# GPU blocks: N, # CPU blocks: M`` (executor/gpu_executor.py), ``Loading model weights took
+- vLLM V0 (0.4 - 0.9): ``# GPU blocks: N, # CPU blocks: M`` (executor/gpu_executor.py; ``# CUDA blocks`` in 0.7,
+  ``# cuda blocks`` / ``# rocm blocks`` from 0.8: executor_base.py), ``Loading model weights took
   X GB`` (worker/model_runner.py load_model: float_memory_usage / 2**30, so GiB although it prints GB), ``Memory
   profiling takes ... total_gpu_memory (X GiB) x gpu_memory_utilization (U) = Y GiB ... model weights take X GiB;
   non_torch_memory takes X GiB; PyTorch activation peak memory takes X GiB; the rest of the memory reserved for KV
@@ -128,6 +129,9 @@ _VLLM_LINES = [
     ("available", r"kv_cache_size=" + _GIB),
     ("available", r"available_kv_cache_memory\s+" + _GIB),  # 0.6.5's table of "Memory profiling results:"
     ("blocks", r"# GPU blocks: " + _NUM),
+    # V0 0.7+ (executor/executor_base.py initialize_cache: "# %s blocks" with the platform's dispatch_key, "CUDA"
+    # on CUDA and ROCm, in 0.7; its device_name, "cuda" / "rocm", from 0.8)
+    ("blocks", r"# (?:CUDA|cuda|rocm) blocks: " + _NUM),
     ("blocks", r"(?<!# )GPU blocks: " + _NUM + ", # CPU blocks"),  # as pasted where Markdown ate the "# "
     ("blocks", r"num_gpu_blocks is: " + _NUM),
     ("tokens", r"GPU KV cache size: +" + _NUM + " tokens"),
