@@ -14,7 +14,7 @@ from kvplan.errors import KvplanError
 from kvplan.planning.capacity.fromlog import from_log, judge
 from kvplan.planning.capacity.logparse import GIB, Figure, parse_log
 
-LOGS = sorted((Path(__file__).resolve().parents[1] / "docs" / "logs").glob("*.log"))
+LOGS = sorted((Path(__file__).resolve().parents[1] / "docs" / "logs").rglob("*.log"))  # vendor-builds/ too
 # the logs that state the pool (vLLM's available memory, SGLang's free memory and load): calibration's input
 POOLED = [p for p in LOGS if parse_log(p).figure("available") or parse_log(p).free_at_start_gib]
 AGREE = ("exact", "within rounding")

@@ -100,7 +100,7 @@ LOGS_V0 = [
                  "The profile peak itself agrees: 86.79 - 67.70 = 19.09 GiB logged, kvplan's sorting sampler over "
                  "4,096 rows x 128,256 x 38 B = 18.59 GiB (-2.6%)"),
     # ROCm V0 logs (non-torch 0.46 - 1.78 GiB where CUDA V0 0.7+ logs 0.01 - 0.20 GiB; not modelled, docs/capacity.md)
-    Log("vllm-code54382809113-qwen3-0.6b-radeon-pro-vii.log",
+    Log("vendor-builds/vllm-code54382809113-qwen3-0.6b-radeon-pro-vii.log",
         dict(model="tests/data/configs/qwen3-0.6b", gpu="RTX-4080", gpu_memory="15.98GiB", engine="vllm==0.8.5",
              max_model_len=40960),
         11.10, ("Model loading took 1.3379 GiB", "non_torch_memory takes 0.46GiB",
@@ -111,7 +111,7 @@ LOGS_V0 = [
                  "count (below) leave 0.62 GiB too much",
         weights_gap="1.3379 GiB logged, 1.12 GiB for Qwen3-0.6B's 596M bf16 parameters (LM head tied, as vLLM's "
                     "Qwen3ForCausalLM ties it): 0.22 GiB not identified, in a gfx906 fork (nalanzeyu/vllm-gfx906)"),
-    Log("vllm-code6727521558-opt-125m-rocm.log",
+    Log("vendor-builds/vllm-code6727521558-opt-125m-rocm.log",
         dict(model="tests/data/configs/opt-125m", gpu="RTX-4090", gpu_memory="23.98GiB", engine="vllm==0.9",
              max_model_len=2048, weight_dtype="fp16"),
         20.33, ("Model loading took 0.2363 GiB", "non_torch_memory takes 0.53GiB",
@@ -121,7 +121,7 @@ LOGS_V0 = [
         weights_gap="3 MiB above OPT-125m's 125.2M fp16 parameters, not identified; the weights come in through "
                     "ServerlessLLM's loader (load_format=SERVERLESS_LLM), not vLLM's"),
     # no pool figures: the blocks are the minimum over eight workers, the quoted 39.51 GiB one worker's (KNOWN_MISSES)
-    Log("vllm-code58928701347-r1-distill-qwen-32b-dcu-tp8.log",
+    Log("vendor-builds/vllm-code58928701347-r1-distill-qwen-32b-dcu-tp8.log",
         dict(model="qwq-32b", gpu="MI250X", gpu_memory="63.98GiB", tp=8, engine="vllm==0.8.5",
              gpu_memory_utilization=0.8, max_model_len=32768, block_size=32, weight_dtype="fp16"),
         39.51, ("model weights take 7.71GiB", "non_torch_memory takes 1.78GiB",
