@@ -70,7 +70,9 @@ NonTorchMemory = Annotated[_S, typer.Option(
     "--non-torch-memory", help="vLLM non-torch growth (default 256MiB; 512MiB multi-GPU).")]
 CudaGraphMemory = Annotated[_S, typer.Option(
     "--cuda-graph-memory", help="vLLM CUDA-graph estimate (default 512MiB; 0 for --enforce-eager).")]
-ContextMemory = Annotated[_S, typer.Option("--context-memory", help="CUDA context + NCCL per GPU (default 512MiB).")]
+ContextMemory = Annotated[_S, typer.Option(
+    "--context-memory", help="CUDA context + NCCL per GPU (default 512MiB; SGLang at TP x PP > 1 over NVLink: + an "
+                             "estimated 1649MiB of NCCL buffers).")]
 Concurrency = Annotated[Optional[int], typer.Option(
     "--concurrency", help="Requests to hold at once: latency bounds with --gpu; without --gpu, search.")]
 Gpus = Annotated[_S, typer.Option("--gpus", help="Search: GPU types to try, comma-separated (default: all).")]

@@ -68,6 +68,9 @@ class GPU(BaseModel):
                           "directions; PCIe x16 both directions); the TP all-reduce bound uses half per direction.")
     interconnect: str = Field("", description="What the interconnect figure is (NVLink 4, PCIe Gen4 x16, ...).")
     compute_capability: Rate | None = Field(None, description="NVIDIA compute capability (9.0: Hopper).")
+    nvlink_all_gpus: bool = Field(
+        False, description="Every GPU of a server reaches the others over NVLink (SXM / HGX with NVSwitch): NCCL's "
+                           "communicators run over NVLink (more channels, more buffer memory than over PCIe).")
     price_per_hour_usd: Rate | None = Field(
         None, description="A public on-demand list price per GPU-hour, USD (the catalog's), or yours (--gpu-file).")
     price_source: str = Field("", description="Where the price was read (pricing page URL, provider, product).")

@@ -22,6 +22,25 @@ MIB = 2**20
 # 15.54 logged, 15.30). kvplan charges the middle, 217 MiB, with more than one GPU (NCCL and custom all-reduce
 # buffers); one GPU: none (0.00 - 0.09 GiB logged: docs/capacity.md). An ESTIMATE; --non-torch-memory overrides it.
 DEFAULT_LOAD_OVERHEAD_MULTI_GPU_BYTES = 217 * MIB
+# The free memory that mem_fraction_static multiplies is read after the distributed init (model_runner.py
+# init_torch_distributed, 0.4.9.post2 and 0.5.x: before_avail_memory, then init_distributed_environment and
+# initialize_model_parallel, then min_per_gpu_memory): at TP > 1 that init builds the TP group's NCCL communicator
+# (distributed/device_communicators/pynccl.py PyNcclCommunicator: "A small all_reduce for warmup", which makes NCCL
+# allocate its channel buffers) and the custom all-reduce buffers (8 MiB max_size), logged as "Init torch distributed
+# ends. mem usage=X GB". How much NCCL takes is its own choice by topology, not SGLang's: over PCIe 0.13 GiB (4x L4,
+# docs/logs/sglang-didierdurand-qwq-32b-*.log: 22.16 - 21.63 = 0.53 GiB in use at the load, inside the 512 MiB
+# context kvplan charges to 0.03 GiB), over NVLink (SXM / HGX boards, gpus.yaml nvlink_all_gpus) 1.25 GiB logged
+# (8x H100 80GB HBM3, nccl 2.27.3, Sep 2025, GitHub code index file 45518106035: "Load weight begin. avail mem=77.43
+# GB" of 79.19: 1.76 GiB in use) and 1.96 GiB (8x H200, sglang PR 11716, Oct 2025, rank 0: 137.34 of 139.80 GiB free
+# at the load: 2.46 GiB in use). FITTED: the middle of the two NVLink logs' memory in use beyond the 512 MiB context
+# (1.26, 1.96 GiB), 1,649 MiB, -0.35 / +0.35 GiB on them; an ESTIMATE, --context-memory overrides the sum.
+NCCL_NVLINK_BYTES = 1649 * MIB
+
+
+def start_in_use_bytes(context_bytes: int, gpus: int, nvlink: bool) -> int:
+    """The memory in use on a GPU when SGLang reads the free memory it sizes from: the CUDA context, plus at more than
+    one GPU over NVLink the communicators' buffers (NCCL_NVLINK_BYTES; over PCIe they fit the context's figure)."""
+    return context_bytes + (NCCL_NVLINK_BYTES if gpus > 1 and nvlink else 0)
 _GIB_MIB = 1024
 # The 20 - 35 GiB tier of the defaults below (A10, L4, RTX 4090): (chunked_prefill_size, decode CUDA-graph max batch
 # size for tp < 4, for tp >= 4), as each release sets it (server_args.py _handle_gpu_memory_settings; from 0.5.20

@@ -110,6 +110,11 @@ class Runtime(Engine):
         """(non-torch, CUDA graphs, CUDA context) bytes when not given."""
         return 0, 0, 0
 
+    def context_default(self, gpus: int, gpu, default: int) -> int:
+        """The memory in use before the engine reads its free memory (CUDA context, communicators) when not given,
+        on ``gpus`` GPUs of ``gpu`` (a catalog GPU); ``default``: overhead_defaults'."""
+        return default
+
     def cuda_graph_default(self, opts: Options, default: int, card: ModelCard | None = None) -> int:
         """The CUDA-graph bytes charged when not given, once the options are known (``default``: overhead_defaults')."""
         return default

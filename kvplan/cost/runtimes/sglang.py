@@ -128,6 +128,11 @@ class SGLang(Server):
 
         return (sg.DEFAULT_LOAD_OVERHEAD_MULTI_GPU_BYTES if gpus > 1 else 0), 0, DEFAULT_CONTEXT_BYTES
 
+    def context_default(self, gpus: int, gpu, default: int) -> int:
+        """SGLang reads the free memory that mem_fraction_static multiplies after its communicators are built
+        (model_runner.py init_torch_distributed; serving_sglang.start_in_use_bytes)."""
+        return sg.start_in_use_bytes(default, gpus, gpu.nvlink_all_gpus)
+
     def partition(self, card, pp: int) -> list[range]:
         from kvplan.cost.parallel import stage_ranges
 
@@ -206,7 +211,8 @@ class SGLang(Server):
         out.append(f"SGLang: pool = (free memory at start x mem_fraction_static {s.mfs}) - weights - what the load "
                    f"allocates beyond them ({fmt_bytes(s.non_torch)}, an ESTIMATE: 0.18-0.24 GiB logged at TP 4; "
                    "--non-torch-memory); free memory = "
-                   f"total - {fmt_bytes(s.context)} CUDA context (--context-memory). Activations and CUDA graphs use "
+                   f"total - {fmt_bytes(s.context)} CUDA context{_nccl_note(s)} (--context-memory). Activations and "
+                   "CUDA graphs use "
                    "the remaining (1 - mem_fraction_static); the pool's 'fixed overhead' term is not modelled.")
         return out
 
@@ -244,3 +250,12 @@ def _concurrency(st: Stage, by_tokens: float, slots: int | None) -> float:
     return float(slots) if not st.kv_bytes_per_token else min(by_tokens, float(slots))
 
 
+def _nccl_note(s: Setup) -> str:
+    """What the default context figure holds beyond the CUDA context at TP > 1 over NVLink (sg.NCCL_NVLINK_BYTES)."""
+    from kvplan.cost.serving_vllm import DEFAULT_CONTEXT_BYTES
+
+    with_nccl = sg.start_in_use_bytes(DEFAULT_CONTEXT_BYTES, s.layout.tp * s.layout.pp, s.gpu.nvlink_all_gpus)
+    if with_nccl == DEFAULT_CONTEXT_BYTES or s.context != with_nccl:
+        return ""
+    return (f" and NCCL communicators over NVLink ({fmt_bytes(sg.NCCL_NVLINK_BYTES)} of it, an ESTIMATE: 1.25-2.01 GiB "
+            "logged at TP 8)")
