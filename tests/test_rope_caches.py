@@ -80,6 +80,12 @@ def test_longrope_holds_short_and_long_caches():
     ({"rope_parameters": {"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
                           "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6}}},
      {"rope_type": "linear", "factor": 8.0}),
+    # no original context: the top-level key (Phi-3), else max_position_embeddings, as transformers falls back
+    ({"rope_scaling": {"rope_type": "yarn", "factor": 4.0}},
+     {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 1001}),
+    ({"original_max_position_embeddings": 64, "rope_scaling": {"type": "longrope", "short_factor": [1.0],
+                                                                "long_factor": [2.0]}},
+     {"rope_type": "longrope", "original_max_position_embeddings": 64}),
     # these leave the cache at max_position_embeddings: not carried
     ({"rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                        "original_max_position_embeddings": 64}}, None),
@@ -95,7 +101,8 @@ def test_reader_carries_the_scalings_that_size_the_cache(rope, expected):
 @pytest.mark.parametrize(("rope", "field"), [
     ({"rope_scaling": {"rope_type": "linear", "factor": "8"}}, "rope_scaling.factor"),
     ({"rope_scaling": {"rope_type": "linear", "factor": -1}}, "rope_scaling.factor"),
-    ({"rope_scaling": {"rope_type": "yarn", "factor": 4.0}}, "rope_scaling.original_max_position_embeddings"),
+    ({"rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 0}},
+     "rope_scaling.original_max_position_embeddings"),
     ({"rope_scaling": [1, 2]}, "rope_scaling"),
 ])
 def test_bad_rope_scaling_names_the_key(rope, field):
@@ -109,6 +116,7 @@ def test_bad_rope_scaling_names_the_key(rope, field):
     ({"position": "learned", "rope_scaling": {"rope_type": "linear", "factor": 2.0}}, "rope_scaling"),
     ({"rope_scaling": {"rope_type": "yarn", "factor": 2.0}}, "original_max_position_embeddings"),
     ({"rope_scaling": {"rope_type": "linear"}}, "factor"),
+    ({"rope_scaling": {"rope_type": "linear", "factor": "8"}}, "factor"),  # strict: a YAML string is not a number
 ])
 def test_card_refuses_inconsistent_rope_fields(change, field):
     with pytest.raises(KvplanError, match=field):

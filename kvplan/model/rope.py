@@ -29,7 +29,7 @@ class RopeScaling(BaseModel):
 
     model_config = _STRICT
     rope_type: RopeType = Field(description="linear, dynamic, yarn (DeepSeek's deepseek_yarn too) or longrope.")
-    factor: Annotated[float, Field(gt=0, le=1e6)] | None = Field(
+    factor: Annotated[float, Field(strict=True, gt=0, le=1e6)] | None = Field(
         None, description="The scaling factor (linear, dynamic, yarn); longrope has per-dimension factors instead.")
     original_max_position_embeddings: _Positions | None = Field(
         None, description="The pre-training context (yarn, longrope).")

@@ -33,9 +33,20 @@ def rope_scaling(cfg: Config) -> dict:
     if kind != "longrope":
         out["factor"] = _number(cfg, key, raw.get("factor"))
     if kind in ("yarn", "longrope"):
-        out["original_max_position_embeddings"] = cfg.check_int(
-            f"{key}.original_max_position_embeddings", raw.get("original_max_position_embeddings"))
+        out["original_max_position_embeddings"] = _original(cfg, key, raw)
     return {"rope_scaling": out}
+
+
+def _original(cfg: Config, key: str, raw: dict) -> int:
+    """The pre-training context as transformers 5.x standardizes it (modeling_rope_utils.py
+    ``standardize_rope_params``): the top-level key first (Phi-3 keeps it there), then the scaling's own, else
+    max_position_embeddings (recorded as assumed)."""
+    if cfg.has("original_max_position_embeddings"):
+        return cfg.integer("original_max_position_embeddings")
+    if raw.get("original_max_position_embeddings") is not None:
+        return cfg.check_int(f"{key}.original_max_position_embeddings", raw["original_max_position_embeddings"])
+    cfg.assumed.append(f"{key}.original_max_position_embeddings=max_position_embeddings (transformers' fallback)")
+    return cfg.integer("max_position_embeddings")
 
 
 def _raw(cfg: Config) -> tuple[Any, str]:
