@@ -130,15 +130,15 @@ def test_gemma3_reader_marks_the_local_rope_only_with_sliding_layers():
 
 
 def test_allocator_replay_accounts_for_the_rest_of_the_gemma3_logs():
-    """benchmarks/allocator_gemma3.py (an investigation, not a kvplan rule): the tensors vLLM 0.8.2 creates on one TP
+    """benchmarks/allocator_replay.py (an investigation, not a kvplan rule): the tensors vLLM 0.8.2 creates on one TP
     rank of Gemma-3-27B-it, replayed through a model of PyTorch's caching allocator, request kvplan's weights per GPU
     (to the small Attention scalars and position_ids kvplan does not count) and hold the 13.1665 GiB vllm#15676
     logs: the 0.099 GiB kvplan still misses are the unsplit tails of segments rounded up to 2 MiB."""
     import importlib.util
     import sys
 
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "allocator_gemma3.py"
-    spec = importlib.util.spec_from_file_location("allocator_gemma3", path)
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "allocator_replay.py"
+    spec = importlib.util.spec_from_file_location("allocator_replay", path)
     sim = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = sim  # its dataclasses look their module up
     spec.loader.exec_module(sim)
@@ -151,3 +151,5 @@ def test_allocator_replay_accounts_for_the_rest_of_the_gemma3_logs():
     assert 0 < a.requested - (w.bytes + w.buffers_bytes) < 64 * 1024  # scalars and position_ids only
     assert round(a.allocated / 2**30, 4) == 13.1665
     assert 100 * 2**20 < a.allocated - a.requested < 103 * 2**20
+    # the same allocator over vLLM 0.10.1's Qwen2-7B-Instruct: the dennislee22 logs' figures (TP 1 and TP 2)
+    assert [round(sim.replay_qwen2(tp).allocated / 2**30, 4) for tp in (1, 2)] == [14.2488, 7.1217]

@@ -1,7 +1,7 @@
 """Investigation, not a kvplan rule: does PyTorch's CUDA caching allocator explain the last 0.1 GiB between kvplan's
 weights per GPU and the two public vLLM 0.8 Gemma-3-27B-it TP 4 logs (docs/logs/vllm-issue15676-*, vllm-issue16378-*)?
 
-    PYTHONPATH=. python benchmarks/allocator_gemma3.py
+    PYTHONPATH=. python benchmarks/allocator_replay.py
 
 vLLM logs ``Model loading took X GB`` from ``torch.cuda.max_memory_allocated`` right after a peak reset, i.e. the
 bytes of the allocator's allocated blocks (vllm/utils.py DeviceMemoryProfiler, platforms/cuda.py
@@ -15,7 +15,8 @@ Gemma3ForConditionalGeneration on one TP rank, in construction order: the SigLIP
 temporaries at layers 0 and 5 (rotary_embedding.py RotaryEmbedding / LinearScalingRotaryEmbedding
 _compute_cos_sin_cache), Attention's seven scalar tensors (attention/layer.py), gate_up, down, four norms). The
 sizes come from the bundled card; the order and the temporaries are read from those files, so the result is an
-estimate of the mechanism, not a measurement.
+estimate of the mechanism, not a measurement. The same allocator over vLLM 0.10.1's Qwen2-7B-Instruct
+(``replay_qwen2``) holds the five dennislee22 logs' 14.2488 GiB (TP 1) and 7.1217 GiB (TP 2) to four decimals.
 """
 
 from __future__ import annotations
@@ -127,6 +128,29 @@ def replay(tp: int = 4) -> CachingAllocator:
     return a
 
 
+def replay_qwen2(tp: int) -> CachingAllocator:
+    """The same allocator over vLLM 0.10.1's Qwen2ForCausalLM (qwen2.py: embed_tokens, per layer qkv with bias,
+    o_proj, the rotary cache at layer 0, Attention's scalars, gate_up, down, two norms; final norm; an untied
+    lm_head) for Qwen2-7B-Instruct, the model of the five docs/logs/vllm-dennislee22-qwen2-7b-* logs: the shapes of
+    the bundled qwen2.5-7b card (the logs' stand-in), with Qwen2-7B-Instruct's max_position_embeddings of 32,768
+    (its config.json) where the card has Qwen2.5's 131,072."""
+    card, bf, positions = load_card("qwen2.5-7b"), 2, 32_768
+    h, d, rows = card.hidden_size, card.head_dim, card.vocab_size // tp  # 152,064: a multiple of 64
+    a = CachingAllocator()
+    a.malloc(rows * h * bf)
+    for layer in range(card.num_layers):
+        qkv = (card.num_heads + 2 * card.num_kv_heads) // tp * d
+        a.malloc(qkv * h * bf), a.malloc(qkv * bf), a.malloc(h * card.num_heads * d // tp * bf)
+        if layer == 0:
+            _rotary(a, positions, 1, d)
+        for _ in range(7):
+            a.malloc(4)
+        a.malloc(2 * card.ffn_size // tp * h * bf), a.malloc(h * card.ffn_size // tp * bf)
+        a.malloc(h * bf), a.malloc(h * bf)
+    a.malloc(h * bf), a.malloc(rows * h * bf)
+    return a
+
+
 def _rotary(a: CachingAllocator, positions: int, factor: int, rotary_dim: int) -> None:
     """_compute_cos_sin_cache on the device: float32 t (divided by the factor when scaled), freqs, cos, sin, their
     concatenation (copied again by LinearScalingRotaryEmbedding's torch.cat(cache_list)), then .to(bfloat16)."""
@@ -161,6 +185,10 @@ def main() -> None:
           f"{a.requested / gib:.4f} GiB; allocator's allocated blocks: {a.allocated / gib:.4f} GiB "
           f"(+{(a.allocated - a.requested) / 2 ** 20:.1f} MiB of unsplit segment tails); logged: "
           f"{' / '.join(map(str, LOGGED_GIB))} GiB")
+    for tp, logged in ((1, 14.2488), (2, 7.1217)):
+        q = replay_qwen2(tp)
+        print(f"Qwen2-7B-Instruct TP {tp}: requested {q.requested / gib:.4f} GiB, allocated {q.allocated / gib:.4f} GiB "
+              f"(+{(q.allocated - q.requested) / 2 ** 20:.1f} MiB); logged {logged} GiB (vLLM 0.10.1.1)")
 
 
 if __name__ == "__main__":
