@@ -124,14 +124,15 @@ def _loading_gib(text: str) -> float:
 
 
 # (log, card, tp, the error kvplan's weights per GPU show against "Model loading took", measured, in %): kvplan
-# counts the parameters and the rotary cache. Qwen2.5-VL is within issue 20's 0.5%; Gemma 3 is not (vLLM 0.8's
-# linear-scaling rotary cache, docs/capacity.md); the bounds pin each gap so a change shows.
+# counts the parameters and the rotary caches. Qwen2.5-VL is within issue 20's 0.5%; Gemma 3 is not: its two rotary
+# caches (288 MiB, kvplan.cost.parallel.rope_caches) took it from -2.65% to -0.75%; the rest is not modelled
+# (docs/capacity.md: the caching allocator's segment tails, benchmarks/allocator_replay.py); the bounds pin each gap.
 LOGS = [
     ("vllm-code34680831065-llava-v1.6-mistral-7b.log", "llava-v1.6-mistral-7b", 1, 0.0),
     ("vllm-code10873344026-llava-v1.6-mistral-7b.log", "llava-v1.6-mistral-7b", 1, 0.0),
     ("vllm-qwenvl1057-qwen2.5-vl-7b.log", "qwen2.5-vl-7b", 1, -0.38),
-    ("vllm-issue15676-gemma-3-27b-it.log", "gemma-3-27b-it", 4, -2.65),
-    ("vllm-issue16378-gemma-3-27b-it.log", "gemma-3-27b-it", 4, -2.65),
+    ("vllm-issue15676-gemma-3-27b-it.log", "gemma-3-27b-it", 4, -0.75),
+    ("vllm-issue16378-gemma-3-27b-it.log", "gemma-3-27b-it", 4, -0.75),
 ]
 
 

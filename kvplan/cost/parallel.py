@@ -23,6 +23,7 @@ Pure arithmetic over a card, exact ints. The rules (vLLM 0.33 paths, inside the 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache, partial
@@ -274,13 +275,46 @@ def rank_quant(card: ModelCard, layout: Layout, pp_rank: int, *, stages: list[ra
             + _mlp_stage(card, layers, layout, tp_rank, measure))
 
 
+def rope_caches(card: ModelCard) -> tuple[int, ...]:
+    """Positions of each rotary cos/sin cache vLLM builds for ``card``: get_rope keeps one per distinct (head_size,
+    rotary_dim, max_position, base, is_neox_style, rope_scaling, dtype), shared by every layer asking for it
+    (model_executor/layers/rotary_embedding.py ``get_rope`` / ``_ROPE_DICT``, 0.8.x; rotary_embedding/__init__.py in
+    0.10+, the key then holding rope_parameters with rope_theta). The global layers' cache:
+
+    - none, default, llama3: max_position_embeddings (``RotaryEmbedding._compute_cos_sin_cache``; llama3 changes
+      only inv_freq), 4x for an M-RoPE decoder (kvplan.cost.vision.rope_cache_positions);
+    - linear: max_position_embeddings x factor (``LinearScalingRotaryEmbedding._compute_cos_sin_cache``: "the
+      maximum length after applying the rope scaling is self.max_position_embeddings * self.scaling_factor";
+      unchanged from 0.8.x to linear_scaling_rope.py of 0.11+); dynamic the same
+      (``DynamicNTKScalingRotaryEmbedding``);
+    - yarn (DeepSeek's deepseek_yarn too): original_max_position_embeddings x factor (get_rope passes
+      original_max_position; ``YaRNScalingRotaryEmbedding`` / ``DeepseekScalingRotaryEmbedding``
+      ``torch.arange(self.max_position_embeddings * self.scaling_factor)``);
+    - longrope: original_max_position_embeddings + max_position_embeddings (``Phi3LongRoPEScaledRotaryEmbedding``:
+      its short and long caches concatenated).
+
+    ``torch.arange`` of a float end holds ceil(end) positions. ``local_rope`` (Gemma 3) adds the sliding layers'
+    unscaled cache of max_position_embeddings (gemma3.py ``Gemma3Attention``: base rope_local_base_freq,
+    rope_scaling {"rope_type": "default"}, a different key). SGLang's get_rope and gemma3_causal.py build the same
+    caches (srt/layers/rotary_embedding.py, adapted from vLLM 0.6.6)."""
+    positions, scaling = rope_cache_positions(card), card.rope_scaling  # M-RoPE (Qwen-VL): 4 x max_position
+    if scaling is None:
+        scaled = positions
+    elif scaling.rope_type == "longrope":
+        scaled = scaling.original_max_position_embeddings + card.max_position_embeddings
+    else:
+        start = scaling.original_max_position_embeddings if scaling.rope_type == "yarn" else card.max_position_embeddings
+        scaled = math.ceil(start * scaling.factor)
+    return (scaled, card.max_position_embeddings) if card.local_rope else (scaled,)
+
+
 def rope_buffer_bytes(card: ModelCard, dtype_bytes: int) -> int:
-    """vLLM rotary_embedding/base.py: one cos_sin_cache of max_position x rotary_dim in the model dtype, shared by
-    every layer through get_rope's cache (MLA: rotary_dim = qk_rope_head_dim)."""
+    """vLLM rotary_embedding/base.py ``RotaryEmbedding.__init__``: each cache (rope_caches) is positions x rotary_dim
+    in the model dtype (``cache.to(dtype)``, a non-persistent buffer); MLA: rotary_dim = qk_rope_head_dim."""
     if card.position != "rope":
         return 0
     rotary_dim = card.mla.qk_rope_head_dim if card.mla else card.head_dim
-    return rope_cache_positions(card) * rotary_dim * dtype_bytes  # M-RoPE (Qwen-VL): 4 x max_position (cost.vision)
+    return sum(rope_caches(card)) * rotary_dim * dtype_bytes
 
 
 def rank_weights(card: ModelCard, w_t: DType, layout: Layout, tp_rank: int, pp_rank: int, *,

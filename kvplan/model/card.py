@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, model_
 from kvplan.errors import KvplanError
 from kvplan.model.ssm import SSM, derive_ssm
 from kvplan.model.quant import Quantization
+from kvplan.model.rope import RopeScaling
 from kvplan.model.shared import SharedBlocks, check_shared_blocks
 from kvplan.model.vision import VisionTower
 from kvplan.units import divisors
@@ -155,6 +156,12 @@ class ModelCard(BaseModel):
     max_position_embeddings: Count
     learned_position_offset: StrictInt = Field(0, ge=0, le=MAX_WIDTH, description="Extra learned position rows (OPT: 2).")
     relative_attention_num_buckets: Width | None = Field(None, description="T5 relative-position buckets.")
+    rope_scaling: RopeScaling | None = Field(
+        None, description="The global layers' RoPE scaling where it sets the length of an engine's rotary cache "
+                          "(kvplan.model.rope: linear, dynamic, yarn, longrope); null: none, default or llama3.")
+    local_rope: StrictBool = Field(
+        False, description="Sliding layers build their own unscaled rotary embedding (Gemma 3: rope_local_base_freq): "
+                           "a second rotary cache beside the global layers'.")
     type_vocab_size: StrictInt = Field(0, ge=0, le=MAX_COUNT, description="BERT token-type embeddings.")
     embedding_norm: StrictBool = Field(False, description="A norm right after the embeddings (BERT, BLOOM).")
     pooler: StrictBool = Field(False, description="BERT's pooler (hidden x hidden dense with bias).")
@@ -223,6 +230,9 @@ class ModelCard(BaseModel):
             raise ValueError("relative_attention_num_buckets: allowed only when position is relative")
         if self.position != "learned" and self.learned_position_offset:
             raise ValueError("learned_position_offset: allowed only when position is learned")
+        for field in ("rope_scaling", "local_rope"):
+            if self.position != "rope" and getattr(self, field):
+                raise ValueError(f"{field}: allowed only when position is rope")
         if self.moe and self.moe.first_dense_layers >= self.num_layers:
             raise ValueError(f"moe.first_dense_layers: {self.moe.first_dense_layers} leaves no MoE layer of "
                              f"num_layers ({self.num_layers}); allowed: 0..{self.num_layers - 1}")
@@ -265,6 +275,8 @@ class ModelCard(BaseModel):
             raise ValueError("qk_norm_width: only with qk_norm true")
         if self.mla and self.sliding_window:
             raise ValueError("sliding_window: not supported together with mla")
+        if self.local_rope and "sliding" not in self.layer_types:
+            raise ValueError("local_rope: the card has no sliding layers to build it; allowed: false")
         if pattern is not None and self.sliding_window is not None and "sliding" not in pattern:
             raise ValueError("sliding_window: set, but layer_pattern has no sliding layers; allowed: leave it out, "
                              "or add sliding layers to layer_pattern")

@@ -22,13 +22,14 @@ from pydantic import BaseModel
 
 from kvplan.model.card import MLA, ModelCard, MoE, PublishedParams
 from kvplan.model.quant import Quantization
+from kvplan.model.rope import RopeScaling
 from kvplan.model.shared import SharedBlocks
 from kvplan.model.ssm import SSM
 from kvplan.model.vision import VisionTower
 
 FILE = "validated.json"
 MODELS = {cls.__name__: cls for cls in (ModelCard, MLA, MoE, SSM, Quantization, PublishedParams, SharedBlocks,
-                                                 VisionTower)}
+                                                 VisionTower, RopeScaling)}
 
 
 def sha256(data: bytes) -> str:

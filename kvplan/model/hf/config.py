@@ -21,6 +21,7 @@ from kvplan.model.validation import card_from_dict
 from kvplan.model.hf.families import DEFAULTS, READERS
 from kvplan.model.hf.quant import read_quantization
 from kvplan.model.hf.reader import Config
+from kvplan.model.hf.rope import rope_scaling
 from kvplan.model.hf.vision import text_part, vision_fields
 
 _TEXT_DECODERS = {"gemma3": "gemma3_text", "qwen3_5": "qwen3_5_text", "qwen3_5_moe": "qwen3_5_moe_text"}
@@ -77,6 +78,8 @@ def import_hf_config(config: dict | str | Path, *, name: str | None = None, orig
     cfg = Config(data, model_type, origin, DEFAULTS.get(model_type))
     cfg.assumed += text_assumed
     fields = READERS[model_type](cfg)
+    if fields.get("position") == "rope":  # what the engines size their rotary caches by (model.hf.rope)
+        fields.update(rope_scaling(cfg))
     if name is not None and not isinstance(name, str):
         raise KvplanError(f"name: expected a string, got {type(name).__name__}")
     card_name = _card_name(name, _name_or_path(cfg), origin)

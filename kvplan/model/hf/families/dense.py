@@ -61,7 +61,10 @@ def gemma3_text(cfg: Config) -> dict:
     # Gemma3 without layer_types: layer i is global iff (i + 1) % sliding_window_pattern == 0.
     every = cfg.integer("sliding_window_pattern") if cfg.has("sliding_window_pattern") else 6
     pattern = lambda n: ["sliding" if (i + 1) % every else "global" for i in range(n)]  # noqa: E731
-    return {**gemma(cfg), **window(cfg, pattern), "norms_per_layer": 4, "qk_norm": True}
+    layers = window(cfg, pattern)
+    # vLLM / SGLang gemma3.py Gemma3Attention: a sliding layer builds get_rope(base=rope_local_base_freq,
+    # rope_scaling={"rope_type": "default"}), a global one get_rope(rope_theta, config.rope_scaling): two caches
+    return {**gemma(cfg), **layers, "norms_per_layer": 4, "qk_norm": True, "local_rope": bool(layers)}
 
 
 def phi3(cfg: Config) -> dict:
