@@ -73,6 +73,17 @@ def test_unmodelled_versions_are_bad_input_naming_the_flag(engine):
         plan("llama-3.1-8b", gpu="H100-SXM", max_model_len=8192, engine=engine)
 
 
+def test_the_refusal_lists_each_modelled_range_once_and_plainly():
+    """A range of one minor release reads "vllm==0.10", not "vllm==0.10-0.10"; the newest ends with "+"."""
+    from kvplan.errors import KvplanError
+
+    with pytest.raises(KvplanError) as err:
+        plan("llama-3.1-8b", gpu="H100-SXM", max_model_len=8192, engine="vllm==0.1")
+    ranges = str(err.value).split("modelled: ")[1].split(", ")
+    assert "vllm==0.10" in ranges and "vllm==0.2-0.9" in ranges and ranges[-1].endswith("+")
+    assert not any(r.split("==")[1].split("-")[0] == r.split("-")[-1] for r in ranges if "-" in r)
+
+
 def test_cuda_graphs_enter_the_budget_from_0_21():
     old = plan("llama-3.1-8b", gpu="H100-SXM", max_model_len=8192, engine="vllm==0.20")
     new = plan("llama-3.1-8b", gpu="H100-SXM", max_model_len=8192, engine="vllm==0.21")

@@ -39,7 +39,9 @@ class SglangVersion:
     @property
     def span(self) -> str:
         first = ".".join(map(str, self.first))
-        return f"{first}+" if self.last is None else f"{first}-{'.'.join(map(str, self.last))}"
+        if self.last is None or self.last == self.first:  # "0.29+", "0.10" (one minor release), "0.11-0.16"
+            return first if self.last else f"{first}+"
+        return f"{first}-{'.'.join(map(str, self.last))}"
 
     def default_mfs(self, gpu_mem_mib: int, tp: int, pp: int, mla: bool, cuda: bool) -> float:
         """SGLang's mem_fraction_static when --mem-fraction-static is not given, as this release computes it."""

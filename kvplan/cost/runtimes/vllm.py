@@ -62,7 +62,9 @@ class VllmVersion:
     @property
     def span(self) -> str:
         first = ".".join(map(str, self.first))
-        return f"{first}+" if self.last is None else f"{first}-{'.'.join(map(str, self.last))}"
+        if self.last is None or self.last == self.first:  # "0.29+", "0.10" (one minor release), "0.11-0.16"
+            return first if self.last else f"{first}+"
+        return f"{first}-{'.'.join(map(str, self.last))}"
 
 
 V0 = VllmVersion("vLLM 0.2-0.9 (V0 engine)", (0, 2), (0, 9), 0.9, False, False, False,
