@@ -68,6 +68,10 @@ class GPU(BaseModel):
                           "directions; PCIe x16 both directions); the TP all-reduce bound uses half per direction.")
     interconnect: str = Field("", description="What the interconnect figure is (NVLink 4, PCIe Gen4 x16, ...).")
     compute_capability: Rate | None = Field(None, description="NVIDIA compute capability (9.0: Hopper).")
+    sm_count: Count | None = Field(
+        None, description="Streaming multiprocessors (AMD: compute units) as torch's get_device_properties()"
+                          ".multi_processor_count reports them, which vLLM's num_compute_units reads; None: not known.")
+    sm_count_source: str = Field("", description="The public output or datasheet the SM count was read from.")
     price_per_hour_usd: Rate | None = Field(
         None, description="A public on-demand list price per GPU-hour, USD (the catalog's), or yours (--gpu-file).")
     price_source: str = Field("", description="Where the price was read (pricing page URL, provider, product).")
@@ -169,7 +173,9 @@ def read_gpu_file(path: Path, base: dict[str, GPU] | None = None) -> dict[str, G
             out[name] = GPU.model_validate({"name": name, **entry})
         except ValidationError as exc:
             raise KvplanError(f"{where}: {_describe(exc)}") from None
-        for field in ("vendor", "source", "visible_memory_source"):
+        if out[name].sm_count is not None and not out[name].sm_count_source:
+            raise KvplanError(f"{where}: sm_count needs sm_count_source (the output or datasheet it was read from)")
+        for field in ("vendor", "source", "visible_memory_source", "sm_count_source"):
             if getattr(out[name], field):
                 require_line(f"{where}: {field}", getattr(out[name], field), 1000)
     return out
