@@ -206,6 +206,13 @@ def dummy_sampler_bytes(num_reqs: int, padded_vocab: int, act_bytes: int,
     return num_reqs * padded_vocab * per_logit
 
 
+def held_hidden_bytes(num_tokens: int, num_reqs: int, hidden_size: int, act_bytes: int) -> int:
+    """What the V1 runner's profile_run still holds while its dummy sampler runs (v1/worker/gpu_model_runner.py,
+    0.10.1 - 0.28.0): the forward's output (num_tokens x hidden), its last rows (``hidden_states[logit_indices]``)
+    and _dummy_sampler_run's ``torch.rand_like`` of them, in the model dtype."""
+    return (num_tokens + 2 * num_reqs) * hidden_size * act_bytes
+
+
 def profile_activation_bytes(card: ModelCard, tp: int, act_bytes: int, num_tokens: int, num_reqs: int,
                              padded_vocab: int, last_stage: bool, expert_tp: int | None = None,
                              sampler_bytes_per_logit: int | None = None, hold_qkv: bool = True) -> int:
