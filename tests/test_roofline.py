@@ -19,7 +19,7 @@ def roofline(card, **kw):
     """The roofline block of an estimate with --gpu: the same inputs a user gives."""
     return estimate(card, **kw).roofline
 EXPECTED_GPUS = {"A100-40GB", "A100-80GB", "H100-SXM", "H100-PCIe", "H200", "B200", "L4", "L40S", "A10G",
-                 "RTX-4090", "MI300X", "A40", "T4", "RTX-4080", "RTX-5090", "RTX-6000-Ada", "RTX-PRO-6000", "A10",
+                 "RTX-4090", "RTX-3090", "MI300X", "A40", "T4", "RTX-4080", "RTX-5090", "RTX-6000-Ada", "RTX-PRO-6000", "A10",
                  "L20", "H20", "H100-NVL", "GH200", "MI250X", "MI325X", "Gaudi-3"}
 
 

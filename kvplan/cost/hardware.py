@@ -71,6 +71,10 @@ class GPU(BaseModel):
     nvlink_all_gpus: bool = Field(
         False, description="Every GPU of a server reaches the others over NVLink (SXM / HGX with NVSwitch): NCCL's "
                            "communicators run over NVLink (more channels, more buffer memory than over PCIe).")
+    sm_count: Count | None = Field(
+        None, description="Streaming multiprocessors (AMD: compute units) as torch's get_device_properties()"
+                          ".multi_processor_count reports them, which vLLM's num_compute_units reads; None: not known.")
+    sm_count_source: str = Field("", description="The public output or datasheet the SM count was read from.")
     price_per_hour_usd: Rate | None = Field(
         None, description="A public on-demand list price per GPU-hour, USD (the catalog's), or yours (--gpu-file).")
     price_source: str = Field("", description="Where the price was read (pricing page URL, provider, product).")
@@ -172,7 +176,9 @@ def read_gpu_file(path: Path, base: dict[str, GPU] | None = None) -> dict[str, G
             out[name] = GPU.model_validate({"name": name, **entry})
         except ValidationError as exc:
             raise KvplanError(f"{where}: {_describe(exc)}") from None
-        for field in ("vendor", "source", "visible_memory_source"):
+        if out[name].sm_count is not None and not out[name].sm_count_source:
+            raise KvplanError(f"{where}: sm_count needs sm_count_source (the output or datasheet it was read from)")
+        for field in ("vendor", "source", "visible_memory_source", "sm_count_source"):
             if getattr(out[name], field):
                 require_line(f"{where}: {field}", getattr(out[name], field), 1000)
     return out

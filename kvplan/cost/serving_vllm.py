@@ -151,6 +151,70 @@ UNSORTED_SAMPLER_EXTRA_BYTES = 12
 MXFP4_TRITON_HOPPER_PAD = (256, 64)
 
 
+# vLLM 0.17.0+'s Triton top-k/top-p (v1/sample/ops/topk_topp_triton.py apply_top_k_top_p_triton, read in 0.17.0, 0.18.0,
+# 0.19.1 and 0.28.0): for 8+ rows (topk_topp_sampler.py apply_top_k_top_p: "if HAS_TRITON and logits.shape[0] >= 8")
+# it launches NUM_PROGRAMS = min(num_sm, rows) programs and caches one float32 scratch row of the vocabulary per
+# program, `logits.new_empty((min(next_power_of_2(NUM_PROGRAMS), num_sm), vocab_size))` in _TRITON_BUFFER_CACHE;
+# num_sm is platforms num_compute_units, torch's multi_processor_count. The buffer outlives the profile run, so it
+# sits in vLLM's non-KV figure beside the sampler's float32 tensors. (Its two lookup tables, under 4 KiB, are left out.)
+TRITON_TOPK_TOPP_MIN_ROWS = 8
+TRITON_TOPK_TOPP_BUFFER_BYTES_PER_ENTRY = 4  # float32: apply_top_k_top_p_triton asserts logits.dtype == torch.float32
+
+
+def triton_topk_topp_buffer_bytes(num_sms: int, num_rows: int, vocab_size: int) -> int:
+    """The Triton top-k/top-p kernel's cached scratch buffer (``TRITON_TOPK_TOPP_MIN_ROWS``): min(next_power_of_2(
+    min(num_sm, rows)), num_sm) rows of the vocabulary in float32; none below 8 rows (the PyTorch sort runs then)."""
+    if num_rows < TRITON_TOPK_TOPP_MIN_ROWS:
+        return 0
+    programs = min(num_sms, num_rows)
+    rows = min(1 << (programs - 1).bit_length(), num_sms)  # vllm.utils.math_utils.next_power_of_2
+    return rows * vocab_size * TRITON_TOPK_TOPP_BUFFER_BYTES_PER_ENTRY
+
+
+# Model Runner V2 (v1/worker/gpu/, the default for dense models in 0.25-0.28; read in 0.25.0, 0.26.0, 0.27.0, 0.28.0).
+# Its _dummy_sampler_run adds no request to the sampler, so every SamplingStates row keeps its defaults (top_k =
+# vocab, top_p = 1, temperature 0: sample/states.py) and Sampler._requires_logits_processing / needs_logits_processing
+# is false: no float32 copy, no top-k/top-p; gumbel_sample reads the model-dtype logits of compute_logits and keeps
+# int64 and float32 partial maxima per row and 1,024-entry block (sample/gumbel.py local_argmax / local_max).
+GUMBEL_BLOCK = 1024
+GUMBEL_PARTIAL_BYTES = 8 + 4  # local_argmax int64 + local_max float32 (float64 only with use_fp64_gumbel)
+# Its persistent sampler state, allocated in load_model after "Model loading took" is measured: PenaltiesState
+# prompt_bin_mask (max_num_reqs x cdiv(vocab, 32) int32) and output_bin_counts (max_num_reqs x vocab int32, "can be
+# very large, taking up GBs"), StructuredOutputsWorker grammar_bitmask (max_num_reqs x decode_query_len x cdiv(vocab,
+# 32) int32). vLLM 0.27.0+ counts it (utils/mem_utils.py memory_profiling: non_kv_cache_memory = total_consumed, the
+# drop of free memory since the worker's first snapshot, + the transient peak); 0.25-0.26 do not (weights +
+# torch peak increase during the profile + non-torch growth: torch memory allocated before the profile is in none).
+# Smaller per-request tables (logit bias, stop and logprob token ids, about 1 MiB each at 256 requests) are left out.
+
+
+def v2_dummy_sampler_bytes(num_reqs: int, padded_vocab: int, vocab_size: int, act_bytes: int) -> int:
+    """Model Runner V2's dummy sampler: the model-dtype logits (the LM head's padded width) and gumbel_sample's
+    partial maxima, no float32 copy."""
+    return num_reqs * padded_vocab * act_bytes + num_reqs * cdiv(vocab_size, GUMBEL_BLOCK) * GUMBEL_PARTIAL_BYTES
+
+
+def v2_sampler_state_bytes(max_num_reqs: int, vocab_size: int, decode_query_len: int = 1) -> int:
+    """Model Runner V2's persistent vocabulary-wide sampler state (the note above ``v2_dummy_sampler_bytes``):
+    output_bin_counts + prompt_bin_mask + grammar_bitmask, int32."""
+    words = cdiv(vocab_size, 32)
+    return 4 * (max_num_reqs * vocab_size + max_num_reqs * words + max_num_reqs * decode_query_len * words)
+
+
+def dummy_sampler_bytes(num_reqs: int, padded_vocab: int, act_bytes: int,
+                        sampler_bytes_per_logit: int | None = None) -> int:
+    """The V1 runner's dummy sampler over ``num_reqs`` rows: ``sampler_bytes_per_logit`` per row and entry (the
+    version's sorting sampler), else the model-dtype logits + UNSORTED_SAMPLER_EXTRA_BYTES of float32 copies."""
+    per_logit = act_bytes + UNSORTED_SAMPLER_EXTRA_BYTES if sampler_bytes_per_logit is None else sampler_bytes_per_logit
+    return num_reqs * padded_vocab * per_logit
+
+
+def held_hidden_bytes(num_tokens: int, num_reqs: int, hidden_size: int, act_bytes: int) -> int:
+    """What the V1 runner's profile_run still holds while its dummy sampler runs (v1/worker/gpu_model_runner.py,
+    0.10.1 - 0.28.0): the forward's output (num_tokens x hidden), its last rows (``hidden_states[logit_indices]``)
+    and _dummy_sampler_run's ``torch.rand_like`` of them, in the model dtype."""
+    return (num_tokens + 2 * num_reqs) * hidden_size * act_bytes
+
+
 def profile_activation_bytes(card: ModelCard, tp: int, act_bytes: int, num_tokens: int, num_reqs: int,
                              padded_vocab: int, last_stage: bool, expert_tp: int | None = None,
                              sampler_bytes_per_logit: int | None = None, hold_qkv: bool = True) -> int:
@@ -168,9 +232,7 @@ def profile_activation_bytes(card: ModelCard, tp: int, act_bytes: int, num_token
     if card.moe:
         k, inner = card.moe.experts_per_token, card.moe.expert_ffn_size // (expert_tp or tp)
         forward = max(forward, k * max(inner, h) + k * max(2 * inner, h) + h + qkv + 4 * h)
-    per_logit = (act_bytes + UNSORTED_SAMPLER_EXTRA_BYTES if sampler_bytes_per_logit is None
-                 else sampler_bytes_per_logit)
-    sampler = num_reqs * padded_vocab * per_logit if last_stage else 0
+    sampler = dummy_sampler_bytes(num_reqs, padded_vocab, act_bytes, sampler_bytes_per_logit) if last_stage else 0
     return max(num_tokens * forward * act_bytes, sampler)
 
 

@@ -119,6 +119,10 @@ class Runtime(Engine):
         """The CUDA-graph bytes charged when not given, once the options are known (``default``: overhead_defaults')."""
         return default
 
+    def non_torch_default(self, opts: Options, default: int, card: ModelCard) -> int:
+        """The non-torch bytes charged when not given, once the options are known (``default``: overhead_defaults')."""
+        return default
+
     def loaded_card(self, card: ModelCard, w_t: DType, model_t: DType) -> tuple[ModelCard, DType, tuple[str, ...]]:
         """(the card as its weights are loaded, the dtype of its unquantized tensors, notes): unchanged here."""
         return card, w_t, ()

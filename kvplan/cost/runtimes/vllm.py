@@ -55,6 +55,17 @@ class VllmVersion:
     cuda_graph_bytes_per_graph: int | None = None
     # 0.25 - 0.28: dense (not MoE, not hybrid) models run Model Runner V2, which estimates no graphs (0 charged)
     dense_runner_without_graph_estimate: bool = False
+    # 0.17 - 0.28: the V1 runner's dummy sampler masks top-k/top-p with ops/topk_topp_triton.py, whose cached scratch
+    # buffer (serving_vllm.triton_topk_topp_buffer_bytes: a float32 vocabulary row per SM) joins the sampler's peak
+    triton_topk_topp_buffer: bool = False
+    # 0.27+: the profile's non-KV figure is total_consumed (free memory dropped since the first snapshot) + the
+    # transient peak (utils/mem_utils.py memory_profiling), so torch memory allocated after the weights' measurement
+    # and before the profile counts (Model Runner V2's sampler state, serving_vllm.v2_sampler_state_bytes); before
+    # 0.27 it is in no term (weights + the torch peak's increase during the profile + non-torch growth)
+    counts_torch_state_before_profile: bool = False
+    # 0.10 - 0.28 (V1 runner, read in 0.10.1.1, 0.17.0 and 0.28.0): profile_run holds the forward's output and its
+    # last rows while _dummy_sampler_run runs (serving_vllm.held_hidden_bytes); 0.29+ is not read here
+    sampler_holds_hidden: bool = False
 
     def covers(self, version: tuple[int, int]) -> bool:
         return self.first <= version and (self.last is None or version <= self.last)
@@ -74,28 +85,37 @@ V0 = VllmVersion("vLLM 0.2-0.9 (V0 engine)", (0, 2), (0, 9), 0.9, False, False, 
 VERSIONS = (
     V0,
     VllmVersion("vLLM 0.10 (V1 engine)", (0, 10), (0, 10), 0.9, False, True, False,
-                vl.SORTED_SAMPLER_BYTES_PER_LOGIT),
+                vl.SORTED_SAMPLER_BYTES_PER_LOGIT, sampler_holds_hidden=True),
     VllmVersion("vLLM 0.11-0.16 (V1 engine)", (0, 11), (0, 16), 0.9, False, True, False,
-                vl.SORTED_SAMPLER_BYTES_PER_LOGIT, vl.MXFP4_TRITON_HOPPER_PAD),
+                vl.SORTED_SAMPLER_BYTES_PER_LOGIT, vl.MXFP4_TRITON_HOPPER_PAD, sampler_holds_hidden=True),
     # 0.17.0 adds ops/topk_topp_triton.py: the dummy sampler's top-k/top-p no longer sorts (serving_vllm)
-    VllmVersion("vLLM 0.17 (V1 engine)", (0, 17), (0, 17), 0.9, False, True, False, None, vl.MXFP4_TRITON_HOPPER_PAD),
+    VllmVersion("vLLM 0.17 (V1 engine)", (0, 17), (0, 17), 0.9, False, True, False, None, vl.MXFP4_TRITON_HOPPER_PAD,
+                triton_topk_topp_buffer=True, sampler_holds_hidden=True),
     VllmVersion("vLLM 0.18-0.20 (V1 engine)", (0, 18), (0, 20), 0.9, False, False, False, None,
-                vl.MXFP4_TRITON_HOPPER_PAD, cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_19),
+                vl.MXFP4_TRITON_HOPPER_PAD, cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_19,
+                triton_topk_topp_buffer=True, sampler_holds_hidden=True),
+    # the Triton kernel's buffer is the same in 0.19.1 and 0.28.0 (read), taken as unchanged between them
     VllmVersion("vLLM 0.21-0.24 (V1 engine)", (0, 21), (0, 24), vl.DEFAULT_UTILIZATION, True, False, False, None,
-                vl.MXFP4_TRITON_HOPPER_PAD, cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21),
+                vl.MXFP4_TRITON_HOPPER_PAD, cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21,
+                triton_topk_topp_buffer=True, sampler_holds_hidden=True),
     # 0.25 - 0.28: dense models run Model Runner V2 (config/vllm.py _is_default_v2_model_runner_model: "or not
     # model_config.is_moe", hybrid and attention-free models excluded; first in 0.25.0, absent in 0.24.0), whose
     # profile_cudagraph_memory returns 0 ("NOTE(woosuk): It is TBD whether we keep this API or not", v1/worker/gpu/
     # model_runner.py 0.25.0 - 0.28.0; implemented from 0.29.0): no graphs in their budget
     VllmVersion("vLLM 0.25 (V1 engine)", (0, 25), (0, 25), vl.DEFAULT_UTILIZATION, True, False, False, None,
                 vl.MXFP4_TRITON_HOPPER_PAD, cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21,
-                dense_runner_without_graph_estimate=True),
-    # 0.28's _dummy_sampler_run still samples with top_k and top_p (through the Triton kernel, then once more through
-    # forward_native with a generator; the peak is one call's); the null-block reservation (PR 47272) is placed here:
-    # kvplan knows it from 0.33's source, not the release that added it
-    VllmVersion("vLLM 0.26-0.28 (V1 engine)", (0, 26), (0, 28), vl.DEFAULT_UTILIZATION, True, False, True, None,
+                dense_runner_without_graph_estimate=True, triton_topk_topp_buffer=True, sampler_holds_hidden=True),
+    # 0.26 - 0.28: 0.28's _dummy_sampler_run (V1 runner) still samples with top_k and top_p (through the Triton
+    # kernel, then once more through forward_native with a generator; the peak is one call's); the null-block
+    # reservation (PR 47272) is placed from 0.26: kvplan knows it from 0.33's source, not the release that added it
+    VllmVersion("vLLM 0.26 (V1 engine)", (0, 26), (0, 26), vl.DEFAULT_UTILIZATION, True, False, True, None,
                 vl.MXFP4_TRITON_HOPPER_PAD, cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21,
-                dense_runner_without_graph_estimate=True),
+                dense_runner_without_graph_estimate=True, triton_topk_topp_buffer=True, sampler_holds_hidden=True),
+    # 0.27.0's memory_profiling counts total_consumed (the first release with it; 0.26.0 does not)
+    VllmVersion("vLLM 0.27-0.28 (V1 engine)", (0, 27), (0, 28), vl.DEFAULT_UTILIZATION, True, False, True, None,
+                vl.MXFP4_TRITON_HOPPER_PAD, cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21,
+                dense_runner_without_graph_estimate=True, triton_topk_topp_buffer=True,
+                counts_torch_state_before_profile=True, sampler_holds_hidden=True),
     # 0.29+: Model Runner V2 for every model it supports (config/vllm.py use_v2_model_runner), and its
     # profile_cudagraph_memory estimates the graphs (_profile_cudagraph_memory)
     VllmVersion(f"vLLM 0.29+ (V1 engine; {vl.RULES.split(' (')[0]} rules)", (0, 29), None, vl.DEFAULT_UTILIZATION,
@@ -286,10 +306,37 @@ class VLLM(Server):
 
         mnbt = vl.scheduled_tokens(s.mnbt, s.max_num_seqs, s.max_model_len)
         act_bytes = 4 if s.w_t.bits == 32 else 2
-        text = vl.profile_activation_bytes(s.card, s.layout.tp, act_bytes, mnbt, min(s.max_num_seqs, mnbt),
-                                           pad_vocab(s.card.vocab_size), last_stage, moe_tp(s.layout),
-                                           _sampler_bytes_per_logit(s), self.version.profile_holds_qkv)
+        rows, padded = min(s.max_num_seqs, mnbt), pad_vocab(s.card.vocab_size)
+        forward = vl.profile_activation_bytes(s.card, s.layout.tp, act_bytes, mnbt, rows, padded, False,
+                                              moe_tp(s.layout), None, self.version.profile_holds_qkv)
+        text = max(forward, self.sampler_peak(s, (mnbt, rows), act_bytes) if last_stage else 0)
         return vm.profile_bytes(s, text, act_bytes)  # a multimodal card: the encoder's dummy batch too
+
+    def sampler_peak(self, s: Setup, batch: tuple[int, int], act_bytes: int) -> int:
+        """The dummy sampler's peak after a forward of ``batch`` = (tokens, rows): Model Runner V2's logits alone
+        (0.25 - 0.28 dense models), else the V1 runner's: the fitted sort, or the float32 copies plus the hidden
+        states profile_run holds and the Triton top-k/top-p kernel's buffer where this version runs it and the
+        catalog knows the GPU's SM count."""
+        from kvplan.cost.parallel import pad_vocab
+
+        (tokens, rows), padded = batch, pad_vocab(s.card.vocab_size)
+        if self.runs_graphless_v2(s.card, s.opts):
+            return vl.v2_dummy_sampler_bytes(rows, padded, s.card.vocab_size, act_bytes)
+        per_logit = _sampler_bytes_per_logit(s)
+        if per_logit is not None:  # the fitted sort (its fit holds the rest)
+            return vl.dummy_sampler_bytes(rows, padded, act_bytes, per_logit)
+        held = vl.held_hidden_bytes(tokens, rows, s.card.hidden_size, act_bytes)
+        held = held if self.version.sampler_holds_hidden else 0
+        return vl.dummy_sampler_bytes(rows, padded, act_bytes) + held + _triton_buffer_bytes(s, rows)
+
+    def non_torch_default(self, opts: Options, default: int, card) -> int:
+        """The non-torch growth default, plus Model Runner V2's persistent sampler state where this version's non-KV
+        figure counts it (0.27 - 0.28: serving_vllm.v2_sampler_state_bytes; the log's "consumed memory (weights +
+        non-torch)" holds it). With pipeline parallelism only the last stage holds it; kvplan charges every stage."""
+        if not (self.version.counts_torch_state_before_profile and self.runs_graphless_v2(card, opts)):
+            return default
+        reqs = min(opts.max_num_seqs, opts.mnbt)  # arg_utils: max_num_seqs = min(max_num_seqs, max_num_batched_tokens)
+        return default + vl.v2_sampler_state_bytes(reqs, card.vocab_size, _decode_query_len(opts))
 
     def activation_estimated(self, s: Setup) -> bool:
         return s.activation is None
@@ -460,8 +507,12 @@ def _kv_cache_groups(rt: VLLM, card, kv_t, tp: int, state_t, padded: int | None,
 
 def _graph_counts(opts: Options) -> tuple[int, int]:
     """(PIECEWISE, FULL) CUDA graphs vLLM captures with these options (serving_vllm.cudagraph_counts)."""
-    query = 1 + (opts.speculative.k if opts.speculative is not None else 0)
-    return vl.cudagraph_counts(opts.max_num_seqs, opts.mnbt, query)
+    return vl.cudagraph_counts(opts.max_num_seqs, opts.mnbt, _decode_query_len(opts))
+
+
+def _decode_query_len(opts: Options) -> int:
+    """Tokens a decode step of one request verifies: 1, plus the draft tokens of speculative decoding."""
+    return 1 + (opts.speculative.k if opts.speculative is not None else 0)
 
 
 def _given(flag: str, value: int | None, default: int | None) -> int | None:
@@ -514,11 +565,39 @@ def _budget_note(s: Setup) -> str:
                "5% of public V0 (0.6-0.8) and 0.10-0.16 logs; an ESTIMATE)" if sorted_bytes else
                "; the profile peak is the larger of the dummy forward and the dummy sampler over max_num_seqs rows of "
                f"the vocabulary without a sort ({'FlashInfer' if s.opts.flashinfer_sampler else 'Triton'} top-k/top-p:"
-               f" the logits plus {vl.UNSORTED_SAMPLER_EXTRA_BYTES} B of float32 copies per row and entry)")
+               f" the logits plus {vl.UNSORTED_SAMPLER_EXTRA_BYTES} B of float32 copies per row and entry"
+               + _triton_buffer_note(s) + ")")
+    if s.engine.runs_graphless_v2(s.card, s.opts):
+        state = ("; its persistent sampler state (penalty counts and masks, max_num_seqs x vocabulary x 4 B) is in "
+                 "the non-torch figure" if v.counts_torch_state_before_profile else
+                 "; its persistent sampler state is allocated before the profile and this version's non-KV figure "
+                 "leaves it out")
+        sampler = ("; the profile peak is the larger of the dummy forward and Model Runner V2's dummy sampler, which "
+                   "samples the model-dtype logits of max_num_seqs rows without top-k/top-p (no request sets them)"
+                   + state)
     requested = f"total x {s.util}" if v.v0_engine else f"ceil(total x {s.util})"  # V0: a float, then // block
     return (f"{v.label}: available = {requested} - weights - activation peak - non-torch "
             f"({fmt_bytes(s.non_torch)}) - {graphs}; activation peak: {act}{sampler}. "
             "Non-torch and CUDA-graph figures are documented defaults (--non-torch-memory, --cuda-graph-memory).")
+
+
+def _triton_buffer_bytes(s: Setup, rows: int) -> int:
+    """The Triton top-k/top-p kernel's buffer (serving_vllm.triton_topk_topp_buffer_bytes) where this version's dummy
+    sampler runs it (not FlashInfer's sampler) and the catalog gives the GPU's SM count; else 0."""
+    if not s.engine.version.triton_topk_topp_buffer or s.opts.flashinfer_sampler or s.gpu.sm_count is None:
+        return 0
+    return vl.triton_topk_topp_buffer_bytes(s.gpu.sm_count, rows, s.card.vocab_size)
+
+
+def _triton_buffer_note(s: Setup) -> str:
+    """What the budget note says of the Triton kernel's per-SM buffer."""
+    if not s.engine.version.triton_topk_topp_buffer or s.opts.flashinfer_sampler:
+        return ""
+    if s.gpu.sm_count is None:
+        return f"; the kernel's per-SM scratch rows are not charged: the catalog has no SM count for {s.gpu.name}"
+    rows = min(s.max_num_seqs, vl.scheduled_tokens(s.mnbt, s.max_num_seqs, s.max_model_len))
+    return (f", and the kernel's cached scratch rows, one float32 vocabulary row per program on {s.gpu.sm_count} SMs: "
+            f"{fmt_bytes(_triton_buffer_bytes(s, rows))}")
 
 
 def _sampler_bytes_per_logit(s: Setup) -> int | None:

@@ -204,6 +204,7 @@ def setup(card: ModelCard, req: PlanRequest) -> Setup:
     non_torch, cuda_graph, context = rt.overhead_defaults(layout.tp * layout.pp)
     cuda_graph = rt.cuda_graph_default(opts, cuda_graph, card)
     context = rt.context_default(layout.tp * layout.pp, req.gpu, context)
+    non_torch = rt.non_torch_default(opts, non_torch, card)
     state_t = rt.state_dtype(card, kv_t, _dtype(card, rt, None, "--kv-dtype")[0])
     block, padded, state_page = rt.hybrid_block(card, kv_t, layout, opts.block_size, state_t)
     pick = lambda given, default: default if given is None else given  # noqa: E731

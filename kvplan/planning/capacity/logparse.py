@@ -292,7 +292,8 @@ def _version(header: dict[str, str], body) -> str | None:
 
 def _flags(header: dict[str, str], body) -> tuple[dict, dict, str | None]:
     """Launch flags by source, later sources winning: the V1 config line and SGLang's ServerArgs (the resolved
-    values), `Using max model len`, the `Maximum concurrency for N tokens` line, non-default args, the launch line."""
+    values), `Using max model len`, the `Maximum concurrency for N tokens` line, `Chunked prefill is enabled with
+    max_num_batched_tokens=N`, non-default args, the launch line."""
     layers: list[tuple[str, dict[str, object]]] = []
     if hit := _first(body, r"with config: (.*)$"):
         layers.append(("config line", _pairs(hit[1].group(1))))
@@ -311,6 +312,8 @@ def _flags(header: dict[str, str], body) -> tuple[dict, dict, str | None]:
         layers.append(("Load weight end line", {"quantization": hit[1].group(1)}))
     if hit := _first(body, r"Using max model len (\d+)"):
         layers.append(("Using max model len", {"max_model_len": hit[1].group(1)}))
+    if hit := _first(body, r"Chunked prefill is enabled with max_num_batched_tokens=(\d+)"):  # SchedulerConfig's
+        layers.append(("Chunked prefill line", {"max_num_batched_tokens": hit[1].group(1)}))  # resolved value
     if args := _non_default_args(body):
         layers.append(("non-default args", _dict(args)))
     if _first(body, r"Using FlashInfer for top-p & top-k sampling"):  # vLLM 0.10-0.16's TopKTopPSampler

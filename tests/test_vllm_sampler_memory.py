@@ -1,0 +1,124 @@
+"""vLLM's dummy sampler by release: the Triton top-k/top-p kernel's per-SM buffer (0.17+ V1 runner), Model Runner V2's
+logits-only sampler and its persistent state (0.25-0.28 dense models), the SM counts of the GPU catalog, and the
+resolved max_num_batched_tokens a log prints."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from kvplan.cost import serving_vllm as vl
+from kvplan.cost.hardware import load_gpu, load_gpus
+from kvplan.planning.capacity import plan
+from kvplan.planning.capacity.logparse import parse_log
+
+GIB, MIB = 2**30, 2**20
+LOGS = Path(__file__).resolve().parents[1] / "docs" / "logs"
+LLAMA_VOCAB, QWEN25_VOCAB = 128_256, 152_064
+
+
+@pytest.mark.parametrize(("sms", "rows", "buffer_rows"), [
+    (82, 256, 82),  # min(next_power_of_2(min(82, 256)) = 128, 82)
+    (82, 8, 8),  # 8 programs, next_power_of_2(8) = 8
+    (132, 20, 32),  # next_power_of_2(20) = 32 <= 132
+    (128, 100, 128),  # next_power_of_2(100) = 128 = num_sm
+    (82, 7, 0),  # below 8 rows vLLM sorts in PyTorch (apply_top_k_top_p): no Triton buffer
+])
+def test_the_triton_buffer_is_sized_as_apply_top_k_top_p_triton_allocates_it(sms, rows, buffer_rows):
+    # ops/topk_topp_triton.py: NUM_PROGRAMS = min(num_sm, batch); new_empty((min(next_power_of_2(NUM_PROGRAMS),
+    # num_sm), vocab_size)) of the float32 logits
+    assert vl.triton_topk_topp_buffer_bytes(sms, rows, LLAMA_VOCAB) == buffer_rows * LLAMA_VOCAB * 4
+
+
+def _plan(engine: str, gpu: str = "RTX-3090", model: str = "llama-3.1-8b", **kw):
+    return plan(model, gpu=gpu, engine=engine, max_model_len=8192, **kw)
+
+
+def test_0_17_charges_the_buffer_beside_the_unsorted_sampler_on_a_gpu_with_an_sm_count():
+    # 256 rows x (bf16 logits + 12 B of float32 copies), the 2,048-token forward's output and its last rows twice
+    # (hidden_states[logit_indices], _dummy_sampler_run's rand_like), still held by profile_run, + 82 float32 rows
+    sampler = 256 * LLAMA_VOCAB * (2 + 12) + (2048 + 2 * 256) * 4096 * 2
+    assert _plan("vllm==0.17").per_gpu.activation_bytes == sampler + 82 * LLAMA_VOCAB * 4
+    assert _plan("vllm==0.17", flashinfer_sampler=True).per_gpu.activation_bytes == sampler
+    # a GPU the catalog gives no SM count charges none, and says so
+    r = plan("llama-3.1-8b", gpu="L20", engine="vllm==0.17", max_model_len=8192)
+    assert r.per_gpu.activation_bytes == sampler
+    assert any("no SM count for L20" in n for n in r.notes)
+    # 0.16 sorts (the fitted 38 B): no Triton kernel, no buffer
+    assert _plan("vllm==0.16").per_gpu.activation_bytes == 256 * LLAMA_VOCAB * 38
+
+
+def test_the_buffer_brings_the_0_17_rtx_3090_logs_closer_without_passing_them():
+    # TheBuccaneer/vllm-offload-profiles, vLLM 0.17.1, Qwen2.5-7B at 0.90: "Available KV cache memory: 6.32 GiB";
+    # the 82-SM buffer is 46.4 MiB of the ~0.19 GiB kvplan missed before (FlashInfer's sampler has no such buffer)
+    r = plan("qwen2.5-7b", gpu="RTX-3090", engine="vllm==0.17", max_model_len=8192)
+    without = plan("qwen2.5-7b", gpu="RTX-3090", engine="vllm==0.17", max_model_len=8192, flashinfer_sampler=True)
+    assert without.per_gpu.available_kv_bytes - r.per_gpu.available_kv_bytes == 82 * QWEN25_VOCAB * 4
+    assert 6.32 * GIB < r.per_gpu.available_kv_bytes < without.per_gpu.available_kv_bytes
+
+
+def test_model_runner_v2_samples_the_logits_alone_and_0_27_counts_its_persistent_state():
+    v = 151_936  # Qwen3
+    r28 = plan("qwen3-8b", gpu="L40S", engine="vllm==0.28", max_model_len=8192)
+    sampler = 256 * v * 2 + 256 * -(-v // 1024) * 12  # bf16 logits + gumbel_sample's partial maxima
+    forward = r28.per_gpu.activation_bytes
+    assert forward > sampler  # the forward of 2,048 tokens is the peak: the sampler sorts nothing, copies nothing
+    state = 4 * (256 * v + 2 * 256 * -(-v // 32))  # output_bin_counts + prompt_bin_mask + grammar_bitmask
+    assert r28.per_gpu.non_torch_bytes == 64 * MIB + state
+    r26 = plan("qwen3-8b", gpu="L40S", engine="vllm==0.26", max_model_len=8192)
+    assert r26.per_gpu.non_torch_bytes == 64 * MIB  # 0.26's non-KV figure leaves torch state before the profile out
+    assert r26.per_gpu.activation_bytes == forward
+    # a MoE model stays on the V1 runner: the unsorted sampler and the Triton buffer (132 SMs)
+    moe = plan("qwen3-30b-a3b", gpu="H200", engine="vllm==0.28", max_model_len=8192)
+    assert moe.per_gpu.non_torch_bytes == 64 * MIB
+    assert moe.per_gpu.activation_bytes == 1024 * v * 14 + (8192 + 2 * 1024) * 2048 * 2 + 132 * v * 4
+    # --non-torch-memory replaces the whole figure (a calibration passes the log's residual)
+    given = plan("qwen3-8b", gpu="L40S", engine="vllm==0.28", max_model_len=8192, non_torch_memory=100 * MIB)
+    assert given.per_gpu.non_torch_bytes == 100 * MIB
+
+
+def test_the_v2_profile_peak_of_the_0_27_log_is_the_forward():
+    # vLLM 0.27.1, Qwen2.5-0.5B, the LLM class (8,192 batched tokens): "0.31 GiB for peak activation"
+    log = LOGS / "vllm-code61815222665-qwen2.5-0.5b-rtx4090-v2runner.log"
+    assert parse_log(log).flags["max_num_batched_tokens"] == 8192  # its "Chunked prefill is enabled with" line
+    config = Path(__file__).resolve().parent / "data" / "configs" / "qwen2.5-0.5b"
+    r = plan(str(config), gpu="RTX-4090", gpu_memory="23.99GiB", engine="vllm==0.27", max_model_len=32768,
+             max_num_batched_tokens=8192)
+    assert "0.31 GiB for peak activation" in log.read_text()
+    assert abs(r.per_gpu.activation_bytes / (0.31 * GIB) - 1) < 0.06
+
+
+def test_a_logged_chunked_prefill_line_gives_the_batched_tokens(tmp_path):
+    p = tmp_path / "x.log"
+    p.write_text("# gpu: H100-SXM\n# model: qwen3-8b\n# engine: vllm==0.19\n"
+                 "INFO [scheduler.py:242] Chunked prefill is enabled with max_num_batched_tokens=4096.\n"
+                 "INFO [gpu_worker.py:424] Available KV cache memory: 50.00 GiB\n")
+    lg = parse_log(p)
+    assert lg.flags["max_num_batched_tokens"] == 4096 and lg.flag_sources["max_num_batched_tokens"]
+
+
+@pytest.mark.parametrize("name", sorted(load_gpus()))
+def test_every_sm_count_reproduces_the_output_it_cites(name):
+    """torch's `multi_processor_count=N` (what vLLM's num_compute_units reads), else the whitepaper or data sheet's
+    "N SMs" / "N compute units"."""
+    gpu = load_gpu(name)
+    if gpu.sm_count is None:
+        assert not gpu.sm_count_source
+        return
+    src = gpu.sm_count_source
+    m = re.search(r"multi_processor_count=(\d+)", src) or re.search(r"(\d+) (?:SMs|compute units)", src)
+    assert m, f"{name}: no count quoted in {src!r}"
+    assert gpu.sm_count == int(m.group(1))
+
+
+def test_an_sm_count_without_its_source_is_refused(tmp_path):
+    from kvplan.errors import KvplanError
+
+    p = tmp_path / "gpus.yaml"
+    p.write_text("gpus:\n  X:\n    vendor: NVIDIA\n    memory_bytes: 24000000000\n"
+                 "    memory_bandwidth_bytes_per_s: 900000000000\n    peak_flops: {bf16: 1.0e+14}\n"
+                 "    source: https://example.invalid/x\n    sm_count: 80\n")
+    with pytest.raises(KvplanError, match="sm_count_source"):
+        load_gpus(p)
