@@ -79,6 +79,18 @@ def test_max_model_len_binary_search_reserves_the_null_block():
     assert vl.max_model_len_fit(groups, bpb, bpb, 8192, 16, 0) == 0
 
 
+@pytest.mark.parametrize("card, in_flight", [("llama-3-8b", 0), ("gemma-3-27b", 0), ("gemma-3-27b", 2048)])
+def test_max_model_len_fit_is_the_longest_length_that_fits(card, in_flight):
+    """Against a scan of every length (the bisection and its first probe at max_model_len, sliding groups too):
+    the longest length one request of which fits, and max_model_len itself where it fits."""
+    groups = vl.kv_cache_groups(layer_specs(load_card(card), BF16, get_engine("vllm")))
+    bpb = vl.bytes_per_block(groups, 16)
+    for blocks, cap in ((3, 4096), (40, 4096), (300, 600), (1, 64)):
+        fits = [n for n in range(1, cap + 1) if vl.fits(blocks * bpb, bpb, bpb * vl.blocks_per_request(
+            groups, n, 16, in_flight))]
+        assert vl.max_model_len_fit(groups, bpb, blocks * bpb, cap, 16, in_flight) == max(fits, default=0)
+
+
 def test_plan_does_not_fit_is_an_answer():
     r = plan("llama-3.1-70b", gpu="H100-SXM", tp=4, max_model_len=131072, kv_cache_memory="2GiB")
     assert not r.fits

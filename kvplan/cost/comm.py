@@ -17,6 +17,8 @@ bytes over one direction of the link, half the both-way figure catalogs state.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from kvplan.cost.parallel import Layout, pad_vocab, pp_partition
 from kvplan.cost.shared import adapter_gathers
 from kvplan.errors import KvplanError
@@ -34,12 +36,18 @@ def comm_bytes(card: ModelCard, layout: Layout, pp_rank: int, *, batch: int, new
     adapters = calls * adapter_gathers(card) * batch * new_tokens * (card.shared_blocks.adapter_rank or 0) // tp * e \
         if calls else 0
     return {
-        "all_reduce": (sum(_reduces(card, i) for i in layers) + first) * hidden if tp > 1 else 0,
+        "all_reduce": (_stage_reduces(card, layout.pp, pp_rank) + first) * hidden if tp > 1 else 0,
         "all_gather": (batch * logit_rows * pad_vocab(card.vocab_size) // tp * e if last else 0) + adapters
         if tp > 1 else 0,
         "send": hidden if layout.pp > 1 and not last else 0,
         "recv": hidden if layout.pp > 1 and not first else 0,
     }
+
+
+@lru_cache(maxsize=256)
+def _stage_reduces(card: ModelCard, pp: int, pp_rank: int) -> int:
+    """The all-reduces of one pipeline stage's layers (a search asks each stage of each layout once per GPU type)."""
+    return sum(_reduces(card, i) for i in pp_partition(card.num_layers, pp)[pp_rank])
 
 
 def _reduces(card: ModelCard, layer: int) -> int:

@@ -388,7 +388,9 @@ def max_model_len_fit(groups: list[KVCacheGroup], block_bytes: int, available: i
         return fits(available, block_bytes, block_bytes * blocks_per_request(groups, length, block_size, in_flight),
                     reserve_null)
 
-    lo, hi = 0, max_model_len
+    if ok(max_model_len):  # the usual case in a search; ok is monotone in length, so the bisection would agree
+        return max_model_len
+    lo, hi = 0, max_model_len - 1
     while lo < hi:
         mid = (lo + hi + 1) // 2
         lo, hi = (mid, hi) if ok(mid) else (lo, mid - 1)

@@ -5,6 +5,7 @@ plan only: a plain estimate never builds these classes."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -164,12 +165,12 @@ class Stage:
     available: int
     specs: list[KVLayerSpec] = field(default_factory=list)
 
-    @property
+    @cached_property  # specs never change once a stage is built (dataclasses.replace makes a new one)
     def kv_bytes_per_token(self) -> int:
         """K/V bytes one more token adds to one request on this rank (state layers add none)."""
         return sum(s.bytes_per_token for s in self.specs if not s.per_sequence)
 
-    @property
+    @cached_property
     def state_bytes(self) -> int:
         """The conv and SSM states of one request on this rank (all its state layers), unpadded."""
         return sum(s.bytes_per_token for s in self.specs if s.per_sequence)
