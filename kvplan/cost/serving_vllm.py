@@ -119,6 +119,51 @@ def cuda_graph_estimate_bytes(counts: tuple[int, ...], bytes_per_graph: int) -> 
     return bytes_per_graph * (1 + sum(n - 1 for n in graphs)) if graphs else 0
 
 
+# Pipeline parallelism: where the vocabulary lives. vLLM's llama.py builds embed_tokens only on the first stage (and on
+# the last when tied: ``if get_pp_group().is_first_rank or (config.tie_word_embeddings and get_pp_group().is_last_rank)``)
+# and lm_head only on the last (``else: self.lm_head = PPMissingLayer()``). The model modules below build them without
+# that guard, so EVERY stage allocates and loads them (VocabParallelEmbedding / ParallelLMHead create their weight in
+# __init__; load_weights skips only PPMissingLayer parameters, model_executor/models/utils.py is_pp_missing_parameter).
+# Read from each release's vllm/model_executor/models/<module>.py (the registry's module for the architecture) in the
+# wheels of 0.5.5, 0.6.0/.3/.6, 0.7.0/.3, 0.8.0/.4/.5, 0.9.0-0.9.2, 0.10.0-0.10.2, 0.11.0/.2 and every minor release
+# 0.12.0 - 0.33.0 (an assignment of VocabParallelEmbedding / ParallelLMHead not under an ``if`` on is_first_rank /
+# is_last_rank, in a module with a SupportsPP class). architecture -> (what every stage holds, first, last release
+# (major, minor); None: still in 0.33.0). The first release is where the module became SupportsPP or was added (0.5.x
+# refuse PP for all of them). A tied lm_head aliases the embedding (tie_weights: the head's own weight is dropped),
+# so for tied models only the embedding counts. Not listed: DeepseekV2/V3ForCausalLM (lm_head on every stage in
+# 0.6.3 - 0.7.3, guarded from 0.8.0: a patch range inside kvplan's V0 range), Qwen2ForCausalLM (0.6.3 only),
+# Olmo2ForCausalLM from 0.26 (served by the Transformers backend, not read).
+EVERY_STAGE_BOTH = ("embedding", "lm_head")
+PP_VOCAB_EVERY_STAGE: dict[str, tuple[tuple[str, ...], tuple[int, int], tuple[int, int] | None]] = {
+    "Qwen3MoeForCausalLM": (EVERY_STAGE_BOTH, (0, 8), None),  # qwen3_moe.py, added in 0.8.4
+    "Qwen2MoeForCausalLM": (EVERY_STAGE_BOTH, (0, 6), None),  # qwen2_moe.py
+    "MixtralForCausalLM": (EVERY_STAGE_BOTH, (0, 6), None),  # mixtral.py
+    "OlmoeForCausalLM": (EVERY_STAGE_BOTH, (0, 6), None),  # olmoe.py
+    "FalconForCausalLM": (EVERY_STAGE_BOTH, (0, 6), None),  # falcon.py
+    "GPT2LMHeadModel": (EVERY_STAGE_BOTH, (0, 6), None),  # gpt2.py
+    "JambaForCausalLM": (EVERY_STAGE_BOTH, (0, 6), None),  # jamba.py, SupportsPP from 0.6.6
+    "Olmo2ForCausalLM": (EVERY_STAGE_BOTH, (0, 6), (0, 25)),  # olmo2.py, added in 0.6.6
+    "NemotronHForCausalLM": (EVERY_STAGE_BOTH, (0, 9), None),  # nemotron_h.py, added in 0.9.1
+    "GraniteMoeHybridForCausalLM": (EVERY_STAGE_BOTH, (0, 9), None),  # granitemoehybrid.py
+    "GptOssForCausalLM": (EVERY_STAGE_BOTH, (0, 10), None),  # gpt_oss.py, SupportsPP from 0.10.2
+    "Qwen3NextForCausalLM": (EVERY_STAGE_BOTH, (0, 10), None),  # qwen3_next.py, added in 0.10.2
+    "Gemma2ForCausalLM": (("embedding",), (0, 6), None),  # gemma2.py (tied)
+    "Gemma3ForCausalLM": (("embedding",), (0, 8), None),  # gemma3.py (tied; its lm_head is tie_weights'd from 0.14)
+    "Gemma3ForConditionalGeneration": (("embedding",), (0, 8), None),  # gemma3_mm.py: its language model is gemma3.py's
+    "Qwen3_5ForConditionalGeneration": (("embedding",), (0, 17), None),  # qwen3_5.py, added in 0.17.0
+    "Qwen3_5ForCausalLM": (("embedding",), (0, 26), None),  # qwen3_5.py, registered from 0.26.0
+}
+
+
+def pp_vocab_every_stage(first: tuple[int, int], last: tuple[int, int] | None) -> dict[str, tuple[str, ...]]:
+    """The architectures whose vocabulary matrices every pipeline stage holds in the releases first..last (a kvplan
+    range): those of PP_VOCAB_EVERY_STAGE whose span overlaps it (no span starts or ends inside a modelled range but
+    V0's, whose earlier releases refuse pipeline parallelism for these models)."""
+    inf = (10**6, 0)
+    return {arch: what for arch, (what, lo, hi) in PP_VOCAB_EVERY_STAGE.items()
+            if lo <= (last or inf) and first <= (hi or inf)}
+
+
 def available_kv_bytes(requested: int, weights: int, activation: int, non_torch: int, cuda_graph: int) -> int:
     """gpu_worker.py determine_available_memory: requested - non-KV memory - the CUDA-graph estimate."""
     return requested - weights - activation - non_torch - cuda_graph

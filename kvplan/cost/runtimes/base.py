@@ -94,6 +94,11 @@ class Runtime(Engine):
         """Fields a runtime adds to a plan's result (llama.cpp: its context and per-device buffers)."""
         return {}
 
+    def vocab_every_stage(self, card: ModelCard) -> frozenset[str]:
+        """What of the vocabulary ("embedding", "lm_head") every pipeline stage holds beside its own layers; empty:
+        the embedding on the first stage (and the last when tied), the head on the last (vLLM's llama.py)."""
+        return frozenset()
+
     def check_servable(self, card: ModelCard, layout: Layout) -> None:
         """What this runtime does not serve (or kvplan does not model) for this card and layout."""
         if layout.expert_parallel:
@@ -304,7 +309,8 @@ def stage_weights(s: Setup, pp_rank: int, parts: list[range]):
 
     served = s.engine.server
     w = rank_weights(s.card, s.w_t, s.layout, 0, pp_rank, kv_t=s.kv_t, stages=parts, include_buffers=served,
-                     vocab_padding=DEFAULT_VOCAB_PADDING if served else 1)
+                     vocab_padding=DEFAULT_VOCAB_PADDING if served else 1,
+                     vocab_every_stage=s.engine.vocab_every_stage(s.card) if served else frozenset())
     specs = rank_kv_specs(s.card, s.kv_t, s.engine, s.layout, pp_rank, stages=parts, state_t=s.state_t)
     return w, specs
 

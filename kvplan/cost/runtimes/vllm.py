@@ -55,6 +55,12 @@ class VllmVersion:
     # 0.25 - 0.28: dense (not MoE, not hybrid) models run Model Runner V2, which estimates no graphs (0 charged)
     dense_runner_without_graph_estimate: bool = False
 
+    def pp_vocab_every_stage(self, hf_architecture: str | None) -> frozenset[str]:
+        """What of the vocabulary ("embedding", "lm_head") every pipeline stage holds for this architecture in this
+        range (serving_vllm.PP_VOCAB_EVERY_STAGE: modules without PPMissingLayer for them); empty: llama.py's
+        placement (the embedding on the first stage, and the last when tied; the head on the last)."""
+        return frozenset(vl.pp_vocab_every_stage(self.first, self.last).get(hf_architecture or "", ()))
+
     def covers(self, version: tuple[int, int]) -> bool:
         return self.first <= version and (self.last is None or version <= self.last)
 
@@ -177,6 +183,9 @@ class VLLM(Server):
                        max_num_seqs=_given("--max-num-seqs", flags.max_num_seqs, seqs),
                        flashinfer_sampler=flags.flashinfer_sampler, **vf.resolve_features(flags, card, layout),
                        **vm.resolve_mm(flags, card))
+
+    def vocab_every_stage(self, card) -> frozenset[str]:
+        return self.version.pp_vocab_every_stage(card.hf_architecture)
 
     def check_servable(self, card, layout) -> None:
         if layout.expert_parallel:  # vLLM's --enable-expert-parallel is modelled (kvplan.cost.parallel)

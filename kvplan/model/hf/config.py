@@ -60,6 +60,8 @@ def import_hf_config(config: dict | str | Path, *, name: str | None = None, orig
     data, where = (_own_copy(config), "config") if isinstance(config, dict) else load_hf_config(config)
     origin = origin or where
 
+    arch = data.get("architectures")
+    hf_architecture = arch[0] if isinstance(arch, list) and arch and isinstance(arch[0], str) else None
     model_type = data.get("model_type", "")
     if not isinstance(model_type, str):
         raise KvplanError(f"{origin}: model_type: {clip(model_type)} is not a string; "
@@ -80,7 +82,8 @@ def import_hf_config(config: dict | str | Path, *, name: str | None = None, orig
     if name is not None and not isinstance(name, str):
         raise KvplanError(f"name: expected a string, got {type(name).__name__}")
     card_name = _card_name(name, _name_or_path(cfg), origin)
-    fields = {"name": card_name, "source": source or _source(data, origin), **fields, "dtype": _dtype(cfg),
+    fields = {"name": card_name, "source": source or _source(data, origin), "hf_architecture": hf_architecture,
+              **fields, "dtype": _dtype(cfg),
               "quantization": read_quantization(data, origin)}
     if whole is not None:
         fields["vision"] = vision_fields(whole, fields["hidden_size"], origin, cfg.assumed)
