@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 from kvplan.cost.kvspec import KVLayerSpec
-from kvplan.cost.shapes import attention_matrices
+from kvplan.cost.shapes import attention_matrices, ffn_matrices
 from kvplan.errors import KvplanError
 from kvplan.model.card import ModelCard
 from kvplan.units import cdiv
@@ -225,6 +226,71 @@ def mla_dequant_bytes(card: ModelCard, tp: int, layers: int, w_bits: int) -> int
         return 0
     m = card.mla
     return layers * m.kv_lora_rank * (card.num_heads // tp) * (m.qk_nope_head_dim + m.v_head_dim) * 2
+
+
+def plain_load_order(card: ModelCard) -> bool:
+    """A card whose load kvplan can replay tensor by tensor (load_allocator_bytes): an unquantized decoder whose every
+    layer is attention (no MLA) and a dense FFN, without vision tower or shared blocks."""
+    return (card.quantization is None and card.moe is None and card.ssm is None and card.mla is None
+            and card.vision is None and card.shared_blocks is None and card.architecture == "decoder-only"
+            and all(card.mixer(i) == "attention" and card.has_mlp(i) for i in range(card.num_layers)))
+
+
+@lru_cache(maxsize=2048)  # the layout search asks for the same rank from many budgets
+def load_allocator_bytes(card: ModelCard, tp: int, layers: range, vocab_rows: tuple[int, int], elem_bytes: int,
+                         rope_positions: int) -> int:
+    """The bytes the caching allocator holds beyond the tensors after vLLM builds this rank's model
+    (kvplan.cost.allocator: whole blocks whose rest was not split off), for a card of plain_load_order; 0 for others.
+
+    The order is the one vLLM's llama.py-style modules allocate in (model_loader: the model is built on the device,
+    every parameter torch.empty'd in __init__ order, then filled in place): the embedding ``vocab_rows[0]`` x hidden,
+    then per layer QKVParallelLinear's fused q/k/v weight and o_proj's (biases and norms are small-pool tensors of at
+    most a few KiB, counted exactly by the caller), at the first attention layer get_rope's cos/sin cache
+    (rotary_embedding/base.py RotaryEmbedding.__init__, on the device: float32 inv_freq, positions, freqs, cos, sin, their
+    concatenation, freed once the model-dtype copy is made; 0.6 - 0.33), MergedColumnParallelLinear's fused gate/up
+    and down_proj; after the final norm ParallelLMHead's ``vocab_rows[1]`` x hidden (0: tied or not on this stage).
+    A learned position table follows the embedding. One rotary cache (Gemma-2/3's second one, for their local
+    layers, and a YaRN cache's extra temporaries are not replayed): an ESTIMATE for those, exact in the order above."""
+    if not plain_load_order(card):
+        return 0
+    from kvplan.cost.allocator import allocated_bytes
+
+    h, hd = card.hidden_size, card.head_dim
+    mats = {m.name: m.shard(tp, card.num_kv_heads, hd).elems for m in attention_matrices(card)}
+    ffn = {m.name: m.shard(tp).elems for m in ffn_matrices(card, card.ffn_size)}
+    events: list[tuple[str, int]] = []
+    kept = 0
+
+    def keep(nbytes: int) -> None:
+        nonlocal kept
+        kept += nbytes
+        events.append(("alloc", nbytes))
+
+    def temp(nbytes: int) -> int:
+        events.append(("alloc", nbytes))
+        return len(events) - 1
+
+    if vocab_rows[0]:
+        keep(vocab_rows[0] * h * elem_bytes)
+        if card.position == "learned":  # gpt2.py / opt.py: wpe right after wte, on the first stage
+            keep((card.max_position_embeddings + card.learned_position_offset) * h * elem_bytes)
+    rope = card.position == "rope"
+    for i, _ in enumerate(layers):
+        keep((mats["q_proj"] + mats["k_proj"] + mats["v_proj"]) * elem_bytes)
+        keep(mats["o_proj"] * elem_bytes)
+        if i == 0 and rope:  # _compute_inv_freq, _compute_cos_sin_cache, cache.to(dtype)
+            half = rope_positions * hd // 2 * 4
+            small = [temp(hd // 2 * 4), temp(rope_positions * 4)]
+            parts = [temp(half), temp(half), temp(half)]  # freqs, cos, sin
+            cat = temp(2 * half)
+            events += [("free", j) for j in small + parts]
+            keep(rope_positions * hd * elem_bytes)
+            events.append(("free", cat))
+        keep(sum(v for k, v in ffn.items() if k != "down_proj") * elem_bytes)
+        keep(ffn["down_proj"] * elem_bytes)
+    if vocab_rows[1]:
+        keep(vocab_rows[1] * h * elem_bytes)
+    return allocated_bytes(events) - kept
 
 
 def max_in_flight_tokens(max_num_batched_tokens: int, pp: int, async_scheduling: bool = True) -> int:
