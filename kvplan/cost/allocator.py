@@ -36,6 +36,10 @@ ROUND_LARGE = 2 << 20  # kRoundLarge
 
 
 def round_size(nbytes: int) -> int:
+    """Bytes the allocator hands out for a request of ``nbytes`` (round_size); a zero-byte tensor allocates nothing
+    (``malloc`` returns nullptr for size 0)."""
+    if nbytes <= 0:
+        return 0
     return MIN_BLOCK if nbytes < MIN_BLOCK else MIN_BLOCK * -(-nbytes // MIN_BLOCK)
 
 
@@ -121,7 +125,7 @@ def allocated_bytes(events: Iterable[tuple[str, int]]) -> int:
     a, blocks = CachingAllocator(), []
     for kind, n in events:
         if kind == "alloc":
-            blocks.append(a.malloc(n))
-        else:
+            blocks.append(a.malloc(n) if n > 0 else None)
+        elif blocks[n] is not None:
             a.free(blocks[n])
     return a.allocated
