@@ -44,6 +44,8 @@ def test_full_size_configs_import_to_bundled_cards(repo, card_name):
     imported = card_from_hf_config(CONFIGS[repo]["config"], name=card_name)
     bundled = load_card(card_name)
     skip = {"name", "source", "published_params"}
+    if "architectures" not in CONFIGS[repo]["config"]:  # the vendored copy leaves it out: the card's own source says it
+        skip.add("hf_architecture")
     assert imported.model_dump(exclude=skip) == bundled.model_dump(exclude=skip)
 
 

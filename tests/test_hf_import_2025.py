@@ -196,6 +196,8 @@ def test_bundled_2025_cards_are_their_configs(name):
     from kvplan import load_card
 
     skip = {"name", "source", "published_params"}
+    if "architectures" not in CONFIGS[name]:  # the copy here leaves it out: the card's own source says it
+        skip.add("hf_architecture")
     bundled = load_card(name)
     assert card_from_hf_config(CONFIGS[name], name=name).model_dump(exclude=skip) == bundled.model_dump(exclude=skip)
     # gpt-oss: OpenAI's model card gives 20.91B / 116.83B total and 3.61B / 5.13B active (without the embedding)

@@ -61,12 +61,12 @@ LOGS_V0 = [
                  "test_v0_a10_peak_is_below_any_256_row_sampler), ran in it; kvplan's pool is 0.94 GiB (-21%) short. "
                  "--activation-memory 0.22GiB reproduces it"),
     Log("vllm-code13068150713-qwen3-8b-tp4-v0.log",
-        dict(model="qwen3-8b", gpu="A10G", gpu_memory="21.48GiB", tp=4, engine="vllm==0.8.5",
+        dict(model="tests/data/configs/deepseek-r1-0528-qwen3-8b", gpu="A10G", gpu_memory="21.48GiB", tp=4,
+             engine="vllm==0.8.5",
              gpu_memory_utilization=0.93, max_model_len=65536, weight_dtype="fp16", max_num_batched_tokens=8192),
         14.49, ("model weights take 3.85GiB", "PyTorch activation peak memory takes 1.45GiB",
                 "the rest of the memory reserved for KV Cache is 14.49GiB"),
-        weights_gib=3.85, weights_gap="kvplan's 3.824 GiB per rank is 0.026 GiB (-0.67%) under the logged 3.85 "
-                                      "(3.845 at the print's low end: -0.54%); not explained yet"),
+        weights_gib=3.85),
     *(Log(f"vllm-issue10517-llama-3.1-8b-{length // 1000}k.log",  # one RTX 3090, two max_model_len
           dict(model="llama-3.1-8b", gpu="RTX-4090", gpu_memory="23.58GiB", engine="vllm==0.6.4", max_model_len=length),
           kv, ("Loading model weights took 14.9888 GB", f"kv_cache_size={kv:.2f}GiB gpu_memory_utilization=0.90",
@@ -118,18 +118,16 @@ LOGS_V0 = [
                 "the rest of the memory reserved for KV Cache is 20.33GiB", "# rocm blocks: 37011, # CPU blocks: 7281",
                 "Maximum concurrency for 2048 tokens per request: 289.15x"),
         weights_gib=0.2363, pool=dict(blocks=37011, cpu_blocks=7281, concurrency=289.15),
-        weights_gap="3 MiB above OPT-125m's 125.2M fp16 parameters, not identified; the weights come in through "
-                    "ServerlessLLM's loader (load_format=SERVERLESS_LLM), not vLLM's"),
+        weights_gap="+1.1% (2.6 MiB above the logged figure with kvplan's allocator replay of vLLM's own load; 3 MiB "
+                    "below it without): the weights come in through ServerlessLLM's loader "
+                    "(load_format=SERVERLESS_LLM), not vLLM's"),
     # no pool figures: the blocks are the minimum over eight workers, the quoted 39.51 GiB one worker's (KNOWN_MISSES)
     Log("vendor-builds/vllm-code58928701347-r1-distill-qwen-32b-dcu-tp8.log",
         dict(model="qwq-32b", gpu="MI250X", gpu_memory="63.98GiB", tp=8, engine="vllm==0.8.5",
              gpu_memory_utilization=0.8, max_model_len=32768, block_size=32, weight_dtype="fp16"),
         39.51, ("model weights take 7.71GiB", "non_torch_memory takes 1.78GiB",
                 "the rest of the memory reserved for KV Cache is 39.51GiB", "# rocm blocks: 40178, # CPU blocks: 4096"),
-        weights_gib=7.71,
-        weights_gap="7.71 GiB printed, 7.64 GiB for the Qwen2.5-32B shapes at TP 8: a private fine-tune whose "
-                    "config is not public (its architecture from the 4,096 CPU blocks of 1 MiB: 64 layers x one KV "
-                    "head per rank x 128 x 32 tokens x 2 x 2 B)"),
+        weights_gib=7.71),  # 7.69 GiB as the caching allocator rounds the Qwen2.5-32B shapes' blocks (-0.30%)
     Log("vllm-code43538788302-llama-3.1-8b-rocm.log",
         dict(model="llama-3.1-8b", gpu="L40S", gpu_memory="44.98GiB", engine="vllm==0.6.4", max_model_len=131072),
         23.84, ("total_gpu_memory=44.98GiB", "kv_cache_size=23.84GiB", "gpu_memory_utilization=0.90")),
@@ -241,6 +239,22 @@ def test_v0_pads_each_mla_entry_to_256_bytes():
     assert v0.aligned_entry_elems(576, 2) == 640 and v0.aligned_entry_elems(4096, 2) == 4096
     llama = [plan("llama-3.1-8b", engine=e, **kw).kv_cache.bytes_per_block for e in ("vllm==0.6", "vllm==0.10")]
     assert llama[0] == llama[1] == 32 * 8 * 128 * 2 * 2 * 16
+
+
+def test_the_yarn_rotary_cache_of_deepseek_r1_qwen3_8b_at_tp4():
+    """The TP 4 A10G log serves DeepSeek-R1-0528-Qwen3-8B (its source line), Qwen3-8B's geometry with YaRN rope
+    scaling factor 4 over 32,768 positions: vLLM 0.8.5 get_rope builds YaRNScalingRotaryEmbedding, whose
+    _compute_cos_sin_cache spans original_max_position x scaling_factor = 131,072 positions of head_dim 128 in the
+    model dtype (fp16 here) on every rank: 32 MiB, where Qwen3-8B's own 40,960 positions take 10 MiB. Those 22 MiB are
+    the 0.026 GiB per rank kvplan lacked with the qwen3-8b card; the launch's --max-model-len 65536 is itself above
+    Qwen3-8B's 40,960 (vLLM 0.8.5 config.py _get_and_verify_max_len refuses it unless VLLM_ALLOW_LONG_MAX_MODEL_LEN)."""
+    log = next(x for x in ALL if x.file == "vllm-code13068150713-qwen3-8b-tp4-v0.log")
+    assert "DeepSeek-R1-0528-Qwen3-8B" in (LOGS / log.file).read_text(encoding="utf-8").splitlines()[0]
+    r = _plan(log)
+    base = _plan(log, model="qwen3-8b")
+    assert r.per_gpu.weights_bytes - base.per_gpu.weights_bytes == (32768 * 4 - 40960) * 128 * 2
+    assert 3.845 <= r.per_gpu.weights_bytes / GIB < 3.855  # "model weights take 3.85GiB"
+    assert not 3.845 <= base.per_gpu.weights_bytes / GIB < 3.855
 
 
 def test_v0_batch_defaults():

@@ -88,11 +88,8 @@ LOGS_MOE = [
         pool=False),
     # the log prints no total: the catalog's GH200 (96 GB HBM3) visible total (with the logged pool the GPU only
     # sets the scheduler's defaults, which change nothing for a full-attention model)
-    Log("vllm-code31259794699-qwen3-30b-a3b-pp2-gh200.log", "qwen3-30b-a3b",
-        dict(gpu="GH200", tp=4, pp=2, engine="vllm==0.10.1", max_model_len=262144), checks=("weights",),
-        gaps={"weights": "vLLM 0.10's Qwen3MoeForCausalLM builds embed_tokens and lm_head on every pipeline stage "
-                         "(qwen3_moe.py: no PPMissingLayer), and the 2507 checkpoint's rotary cache has 262,144 "
-                         "positions; kvplan puts the embedding on the first stage, the head on the last (-2.7%)"}),
+    Log("vllm-code31259794699-qwen3-30b-a3b-pp2-gh200.log", "qwen3-30b-a3b-instruct-2507.json",
+        dict(gpu="GH200", tp=4, pp=2, engine="vllm==0.10.1", max_model_len=262144), checks=("weights",)),
 ]
 IDS = [lg.file.removesuffix(".log") for lg in LOGS_MOE]
 
@@ -152,18 +149,29 @@ def test_gpt_oss_120b_without_room_is_refused_as_vllm_refused_it():
         predicted(lg)
 
 
-def test_the_pp_weights_gap_is_the_vocabulary_on_both_stages_and_the_longer_rotary_cache():
-    """The open gap of the GH200 TP 4 x PP 2 log, measured: kvplan's stage weights plus one more vocab-parallel
-    matrix (151,936 x 2,048 / 4 x 2 B: every stage holds both embed_tokens and lm_head) plus the rotary cache of
-    262,144 instead of 40,960 positions (x 128 x 2 B) is the logged 7.3272 GiB to 0.05%."""
+def test_qwen3_moe_holds_the_vocabulary_on_every_pipeline_stage():
+    """vLLM's qwen3_moe.py builds embed_tokens and lm_head without PPMissingLayer (serving_vllm.PP_VOCAB_EVERY_STAGE):
+    on the GH200 TP 4 x PP 2 log both stages load 7.3272 GiB, kvplan's 7.3251 GiB. Counted independently of the rule:
+    llama.py's placement (embedding on the first stage, head on the last) plus one more vocab-parallel matrix of
+    151,936 x 2,048 / 4 in bf16 on each stage; the rotary cache is the 2507 checkpoint's 262,144 positions x 128 x 2 B
+    (qwen3_moe.py get_rope(max_position=max_position_embeddings); the log: 'Using max model len 262144')."""
+    from kvplan.cost.parallel import Layout, rank_weights
+    from kvplan.model.dtypes import parse_dtype
+
     lg = LOGS_MOE[IDS.index("vllm-code31259794699-qwen3-30b-a3b-pp2-gh200")]
+    assert "Using max model len 262144" in lg.text
+    card = card_of(lg)
+    assert card.hf_architecture == "Qwen3MoeForCausalLM" and card.max_position_embeddings == 262144
     r = predicted(lg, kv_cache_memory="1GiB")
-    extra_vocab = 151936 * 2048 // 4 * 2
-    longer_rope = (262144 - 40960) * 128 * 2
-    want = logged(lg.text)["weights"] * GIB
-    assert abs((r.per_gpu.weights_bytes + extra_vocab + longer_rope) / want - 1) < 0.0005
+    llama_like = [rank_weights(card, parse_dtype("bf16"), Layout(4, 2), 0, pp) for pp in (0, 1)]
+    vocab = 151936 * 2048 // 4 * 2
+    assert [rank.weights_bytes for rank in r.ranks] == [w.bytes + vocab + w.buffers_bytes for w in llama_like]
+    assert llama_like[0].buffers_bytes == 262144 * 128 * 2
     # both stages load alike, as logged (they differ by the final norm, 2,048 x 2 B)
-    assert max(rank.weights_bytes for rank in r.ranks) - min(rank.weights_bytes for rank in r.ranks) == 2048 * 2
+    assert r.ranks[1].weights_bytes - r.ranks[0].weights_bytes == 2048 * 2
+    # the original Qwen3-30B-A3B config (40,960 positions) on the same flags: the rotary cache is 6.4x shorter
+    short = plan("qwen3-30b-a3b", **{**lg.flags, "kv_cache_memory": "1GiB"})
+    assert r.per_gpu.weights_bytes - short.per_gpu.weights_bytes == (262144 - 40960) * 128 * 2
 
 
 # ---- FP8 block shapes under expert parallelism --------------------------------------------------------------

@@ -161,3 +161,40 @@ def test_expert_parallel_spreads_whole_experts():
     first = rank_weights(card, BF16, lay, 0, 0).breakdown["mlp"]
     last = rank_weights(card, BF16, lay, 3, 0).breakdown["mlp"]
     assert first == 5 * (router + 3 * expert) and last == 5 * (router + 2 * expert)  # 10 // 4 = 2, r = 2
+
+
+# ---- where the vocabulary lives under pipeline parallelism (serving_vllm.PP_VOCAB_EVERY_STAGE) -----------------
+
+def _stage_vocab(card, engine: str, pp: int) -> list[tuple[int, int]]:
+    """(embedding, lm_head) parameters of each stage as the engine's runtime places them."""
+    every = get_engine("vllm").at_version(engine).vocab_every_stage(card)
+    return [(w.breakdown["embedding"], w.breakdown["lm_head"])
+            for w in (rank_weights(card, BF16, Layout(pp=pp), 0, r, vocab_every_stage=every) for r in range(pp))]
+
+
+def test_modules_without_pp_missing_layer_hold_the_vocabulary_on_every_stage():
+    """mixtral.py builds embed_tokens and lm_head unguarded (every release 0.6 - 0.33), llama.py behind is_first_rank /
+    is_last_rank: Mixtral's every stage holds 32,000 x 4,096 twice, Llama's first stage the embedding, its last the
+    head. gemma2.py (tied) builds the embedding on every stage: the middle one of three holds it too."""
+    mixtral, llama, gemma = load_card("mixtral-8x7b"), load_card("llama-3.1-8b"), load_card("gemma-2-9b")
+    assert mixtral.hf_architecture == "MixtralForCausalLM" and llama.hf_architecture is None
+    vocab = 32000 * 4096
+    assert _stage_vocab(mixtral, "0.10.1", 2) == [(vocab, vocab), (vocab, vocab)]
+    assert _stage_vocab(llama, "0.10.1", 2) == [(128256 * 4096, 0), (0, 128256 * 4096)]
+    g = 256000 * 3584
+    assert _stage_vocab(gemma, "0.10.1", 3) == [(g, 0), (g, 0), (g, 0)]  # tied: lm_head aliases it
+    assert rank_weights(gemma, BF16, Layout(pp=3), 0, 1).breakdown["embedding"] == 0  # llama.py's placement
+
+
+def test_the_vocabulary_table_is_read_per_release_range():
+    """Olmo2ForCausalLM runs olmo2.py up to 0.25 and the Transformers backend from 0.26 (not read: llama placement);
+    gpt_oss.py is SupportsPP from 0.10.2; qwen3_moe.py builds both on every stage in every release that has it."""
+    vllm = get_engine("vllm")
+    olmo, oss, qwen = load_card("olmo-2-13b"), load_card("gpt-oss-20b"), load_card("qwen3-30b-a3b")
+    both = frozenset({"embedding", "lm_head"})
+    assert vllm.at_version("0.25").vocab_every_stage(olmo) == both
+    assert vllm.at_version("0.26").vocab_every_stage(olmo) == frozenset()
+    assert vllm.at_version("0.9").vocab_every_stage(oss) == frozenset()
+    assert vllm.at_version("0.10.2").vocab_every_stage(oss) == both
+    for release in ("0.8.5", "0.10.1", "0.14", "0.27.1", "0.33"):
+        assert vllm.at_version(release).vocab_every_stage(qwen) == both

@@ -9,7 +9,8 @@ Pure arithmetic over a card, exact ints. The rules (vLLM 0.33 paths, inside the 
 - The vocabulary is padded to a multiple of 64, then split evenly (``vocab_parallel_embedding.py: pad_vocab_size``).
 - PP gives each stage ``L // pp`` layers; the remainder adds one each to the 2nd-last, 3rd-last, ... stage, never
   the last (``distributed/utils.py: get_pp_indices``). The embedding lives on the first stage (and on the last one
-  too when tied), the LM head and final norm on the last stage.
+  too when tied), the LM head and final norm on the last stage (``llama.py``); the modules of
+  ``serving_vllm.PP_VOCAB_EVERY_STAGE`` (Qwen3-MoE, Mixtral, ...) build the embedding and/or head on every stage.
 - MLA latents are not split by TP: every rank caches the full ``kv_lora_rank + qk_rope_head_dim`` per token and layer
   (``ModelConfig.get_num_kv_heads`` returns 1 for MLA).
 - State mixers (Mamba-1/2, Gated DeltaNet, short conv, lightning): their weights split as vLLM's MambaMixer /
@@ -203,15 +204,19 @@ def _mlp_rank(card: ModelCard, layer: int, tp: int, expert_tp: int | None = None
 
 
 def rank_breakdown(card: ModelCard, layout: Layout, pp_rank: int, *, vocab_padding: int = DEFAULT_VOCAB_PADDING,
-                   stages: list[range] | None = None, tp_rank: int = 0) -> dict[str, int]:
+                   stages: list[range] | None = None, tp_rank: int = 0,
+                   vocab_every_stage: frozenset[str] = frozenset()) -> dict[str, int]:
     """Parameters by component on any TP rank of stage ``pp_rank`` (all TP ranks of a stage hold the same shapes).
-    ``stages``: another engine's layer split (default vLLM's pp_partition)."""
+    ``stages``: another engine's layer split (default vLLM's pp_partition). ``vocab_every_stage``: "embedding" and/or
+    "lm_head" where the engine's module for this architecture builds them on every stage (Runtime.vocab_every_stage;
+    vLLM: serving_vllm.PP_VOCAB_EVERY_STAGE)."""
     tp, h = layout.tp, card.hidden_size
     layers = (stages or pp_partition(card.num_layers, layout.pp))[pp_rank]
     first, last = pp_rank == 0, pp_rank == layout.pp - 1
     rows = pad_vocab(card.vocab_size, vocab_padding) // tp
     # llama.py: embed_tokens on the first stage, and on the last stage too when tied (lm_head aliases it)
-    holds_embedding = first or (card.tie_embeddings and last)
+    holds_embedding = first or (card.tie_embeddings and last) or "embedding" in vocab_every_stage
+    holds_lm_head = last or "lm_head" in vocab_every_stage  # tied: it aliases the embedding (no bytes of its own)
     lm_head = (0 if card.tie_embeddings else rows * h) + (rows if card.lm_head_bias else 0)
     norms = (len(layers) * card.norms_per_layer + (card.final_norm if last else 0)
              + (card.embedding_norm if first else 0))
@@ -227,7 +232,7 @@ def rank_breakdown(card: ModelCard, layout: Layout, pp_rank: int, *, vocab_paddi
         "attention": own_attention * _attention_rank(card, tp) + shared.attention,
         "mlp": _mlp_stage(card, layers, layout, tp_rank) + shared.mlp,
         "norms": norms * norm_params(card, h) + shared.norms,
-        "lm_head": lm_head if last else 0,
+        "lm_head": lm_head if holds_lm_head else 0,
         # learned position table (+ token types), replicated over TP; encoder extras are refused above
         "other": (_positions(card) + card.type_vocab_size * h if first else 0) + shared.other,
     }
@@ -319,21 +324,24 @@ def rope_buffer_bytes(card: ModelCard, dtype_bytes: int) -> int:
 
 def rank_weights(card: ModelCard, w_t: DType, layout: Layout, tp_rank: int, pp_rank: int, *,
                  vocab_padding: int = DEFAULT_VOCAB_PADDING, include_buffers: bool = True,
-                 kv_t: DType | None = None, stages: list[range] | None = None) -> RankWeights:
+                 kv_t: DType | None = None, stages: list[range] | None = None,
+                 vocab_every_stage: frozenset[str] = frozenset()) -> RankWeights:
     """What GPU (tp_rank, pp_rank) holds after loading: its shards, replicated tensors, buffers, and (``kv_t`` fp8)
     the per-layer K/V scales of its layers. Computed once per (card, dtypes, layout, rank, stages): the layout
     search asks for the same rank from many layouts."""
     return _rank_weights(card, w_t, layout, tp_rank, pp_rank, vocab_padding, include_buffers, kv_t,
-                         None if stages is None else tuple(stages))
+                         None if stages is None else tuple(stages), frozenset(vocab_every_stage))
 
 
 @lru_cache(maxsize=2048)
 def _rank_weights(card: ModelCard, w_t: DType, layout: Layout, tp_rank: int, pp_rank: int, vocab_padding: int,
-                  include_buffers: bool, kv_t: DType | None, stages: tuple[range, ...] | None) -> RankWeights:
+                  include_buffers: bool, kv_t: DType | None, stages: tuple[range, ...] | None,
+                  vocab_every_stage: frozenset[str]) -> RankWeights:
     check_layout(card, layout, vocab_padding=vocab_padding)
     if not (0 <= tp_rank < layout.tp and 0 <= pp_rank < layout.pp):
         raise KvplanError(f"rank ({tp_rank}, {pp_rank}) is outside tp {layout.tp} x pp {layout.pp}")
-    breakdown = rank_breakdown(card, layout, pp_rank, vocab_padding=vocab_padding, stages=stages, tp_rank=tp_rank)
+    breakdown = rank_breakdown(card, layout, pp_rank, vocab_padding=vocab_padding, stages=stages, tp_rank=tp_rank,
+                               vocab_every_stage=vocab_every_stage)
     layers = (stages or pp_partition(card.num_layers, layout.pp))[pp_rank]
     params = sum(breakdown.values())
     # fp8 KV: a fp32 k_scale and v_scale parameter per attention layer (vllm attention/layer.py), on its stage

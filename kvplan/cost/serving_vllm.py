@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 from kvplan.cost.kvspec import KVLayerSpec
-from kvplan.cost.shapes import attention_matrices
+from kvplan.cost.shapes import attention_matrices, ffn_matrices
 from kvplan.errors import KvplanError
 from kvplan.model.card import ModelCard
 from kvplan.units import cdiv
@@ -117,6 +118,51 @@ def cuda_graph_estimate_bytes(counts: tuple[int, ...], bytes_per_graph: int) -> 
     per graph). ESTIMATE: every capture, first or not, costs ``bytes_per_graph`` (fitted, VllmVersion)."""
     graphs = [n for n in counts if n]
     return bytes_per_graph * (1 + sum(n - 1 for n in graphs)) if graphs else 0
+
+
+# Pipeline parallelism: where the vocabulary lives. vLLM's llama.py builds embed_tokens only on the first stage (and on
+# the last when tied: ``if get_pp_group().is_first_rank or (config.tie_word_embeddings and get_pp_group().is_last_rank)``)
+# and lm_head only on the last (``else: self.lm_head = PPMissingLayer()``). The model modules below build them without
+# that guard, so EVERY stage allocates and loads them (VocabParallelEmbedding / ParallelLMHead create their weight in
+# __init__; load_weights skips only PPMissingLayer parameters, model_executor/models/utils.py is_pp_missing_parameter).
+# Read from each release's vllm/model_executor/models/<module>.py (the registry's module for the architecture) in the
+# wheels of 0.5.5, 0.6.0/.3/.6, 0.7.0/.3, 0.8.0/.4/.5, 0.9.0-0.9.2, 0.10.0-0.10.2, 0.11.0/.2 and every minor release
+# 0.12.0 - 0.33.0 (an assignment of VocabParallelEmbedding / ParallelLMHead not under an ``if`` on is_first_rank /
+# is_last_rank, in a module with a SupportsPP class). architecture -> (what every stage holds, first, last release
+# (major, minor); None: still in 0.33.0). The first release is where the module became SupportsPP or was added (0.5.x
+# refuse PP for all of them). A tied lm_head aliases the embedding (tie_weights: the head's own weight is dropped),
+# so for tied models only the embedding counts. Not listed: DeepseekV2/V3ForCausalLM (lm_head on every stage in
+# 0.6.3 - 0.7.3, guarded from 0.8.0: a patch range inside kvplan's V0 range), Qwen2ForCausalLM (0.6.3 only),
+# Olmo2ForCausalLM from 0.26 (served by the Transformers backend, not read).
+EVERY_STAGE_BOTH = ("embedding", "lm_head")
+PP_VOCAB_EVERY_STAGE: dict[str, tuple[tuple[str, ...], tuple[int, int], tuple[int, int] | None]] = {
+    "Qwen3MoeForCausalLM": (EVERY_STAGE_BOTH, (0, 8), None),  # qwen3_moe.py, added in 0.8.4
+    "Qwen2MoeForCausalLM": (EVERY_STAGE_BOTH, (0, 6), None),  # qwen2_moe.py
+    "MixtralForCausalLM": (EVERY_STAGE_BOTH, (0, 6), None),  # mixtral.py
+    "OlmoeForCausalLM": (EVERY_STAGE_BOTH, (0, 6), None),  # olmoe.py
+    "FalconForCausalLM": (EVERY_STAGE_BOTH, (0, 6), None),  # falcon.py
+    "GPT2LMHeadModel": (EVERY_STAGE_BOTH, (0, 6), None),  # gpt2.py
+    "JambaForCausalLM": (EVERY_STAGE_BOTH, (0, 6), None),  # jamba.py, SupportsPP from 0.6.6
+    "Olmo2ForCausalLM": (EVERY_STAGE_BOTH, (0, 6), (0, 25)),  # olmo2.py, added in 0.6.6
+    "NemotronHForCausalLM": (EVERY_STAGE_BOTH, (0, 9), None),  # nemotron_h.py, added in 0.9.1
+    "GraniteMoeHybridForCausalLM": (EVERY_STAGE_BOTH, (0, 9), None),  # granitemoehybrid.py
+    "GptOssForCausalLM": (EVERY_STAGE_BOTH, (0, 10), None),  # gpt_oss.py, SupportsPP from 0.10.2
+    "Qwen3NextForCausalLM": (EVERY_STAGE_BOTH, (0, 10), None),  # qwen3_next.py, added in 0.10.2
+    "Gemma2ForCausalLM": (("embedding",), (0, 6), None),  # gemma2.py (tied)
+    "Gemma3ForCausalLM": (("embedding",), (0, 8), None),  # gemma3.py (tied; its lm_head is tie_weights'd from 0.14)
+    "Gemma3ForConditionalGeneration": (("embedding",), (0, 8), None),  # gemma3_mm.py: its language model is gemma3.py's
+    "Qwen3_5ForConditionalGeneration": (("embedding",), (0, 17), None),  # qwen3_5.py, added in 0.17.0
+    "Qwen3_5ForCausalLM": (("embedding",), (0, 26), None),  # qwen3_5.py, registered from 0.26.0
+}
+
+
+def pp_vocab_every_stage(first: tuple[int, int], last: tuple[int, int] | None) -> dict[str, tuple[str, ...]]:
+    """The architectures whose vocabulary matrices every pipeline stage holds in the releases first..last (a kvplan
+    range): those of PP_VOCAB_EVERY_STAGE whose span overlaps it (no span starts or ends inside a modelled range but
+    V0's, whose earlier releases refuse pipeline parallelism for these models)."""
+    inf = (10**6, 0)
+    return {arch: what for arch, (what, lo, hi) in PP_VOCAB_EVERY_STAGE.items()
+            if lo <= (last or inf) and first <= (hi or inf)}
 
 
 def available_kv_bytes(requested: int, weights: int, activation: int, non_torch: int, cuda_graph: int) -> int:
@@ -244,6 +290,71 @@ def mla_dequant_bytes(card: ModelCard, tp: int, layers: int, w_bits: int) -> int
         return 0
     m = card.mla
     return layers * m.kv_lora_rank * (card.num_heads // tp) * (m.qk_nope_head_dim + m.v_head_dim) * 2
+
+
+def plain_load_order(card: ModelCard) -> bool:
+    """A card whose load kvplan can replay tensor by tensor (load_allocator_bytes): an unquantized decoder whose every
+    layer is attention (no MLA) and a dense FFN, without vision tower or shared blocks."""
+    return (card.quantization is None and card.moe is None and card.ssm is None and card.mla is None
+            and card.vision is None and card.shared_blocks is None and card.architecture == "decoder-only"
+            and all(card.mixer(i) == "attention" and card.has_mlp(i) for i in range(card.num_layers)))
+
+
+@lru_cache(maxsize=2048)  # the layout search asks for the same rank from many budgets
+def load_allocator_bytes(card: ModelCard, tp: int, layers: range, vocab_rows: tuple[int, int], elem_bytes: int,
+                         rope_positions: int) -> int:
+    """The bytes the caching allocator holds beyond the tensors after vLLM builds this rank's model
+    (kvplan.cost.allocator: whole blocks whose rest was not split off), for a card of plain_load_order; 0 for others.
+
+    The order is the one vLLM's llama.py-style modules allocate in (model_loader: the model is built on the device,
+    every parameter torch.empty'd in __init__ order, then filled in place): the embedding ``vocab_rows[0]`` x hidden,
+    then per layer QKVParallelLinear's fused q/k/v weight and o_proj's (biases and norms are small-pool tensors of at
+    most a few KiB, counted exactly by the caller), at the first attention layer get_rope's cos/sin cache
+    (rotary_embedding/base.py RotaryEmbedding.__init__, on the device: float32 inv_freq, positions, freqs, cos, sin, their
+    concatenation, freed once the model-dtype copy is made; 0.6 - 0.33), MergedColumnParallelLinear's fused gate/up
+    and down_proj; after the final norm ParallelLMHead's ``vocab_rows[1]`` x hidden (0: tied or not on this stage).
+    A learned position table follows the embedding. One rotary cache (Gemma-2/3's second one, for their local
+    layers, and a YaRN cache's extra temporaries are not replayed): an ESTIMATE for those, exact in the order above."""
+    if not plain_load_order(card):
+        return 0
+    from kvplan.cost.allocator import allocated_bytes
+
+    h, hd = card.hidden_size, card.head_dim
+    mats = {m.name: m.shard(tp, card.num_kv_heads, hd).elems for m in attention_matrices(card)}
+    ffn = {m.name: m.shard(tp).elems for m in ffn_matrices(card, card.ffn_size)}
+    events: list[tuple[str, int]] = []
+    kept = 0
+
+    def keep(nbytes: int) -> None:
+        nonlocal kept
+        kept += nbytes
+        events.append(("alloc", nbytes))
+
+    def temp(nbytes: int) -> int:
+        events.append(("alloc", nbytes))
+        return len(events) - 1
+
+    if vocab_rows[0]:
+        keep(vocab_rows[0] * h * elem_bytes)
+        if card.position == "learned":  # gpt2.py / opt.py: wpe right after wte, on the first stage
+            keep((card.max_position_embeddings + card.learned_position_offset) * h * elem_bytes)
+    rope = card.position == "rope"
+    for i, _ in enumerate(layers):
+        keep((mats["q_proj"] + mats["k_proj"] + mats["v_proj"]) * elem_bytes)
+        keep(mats["o_proj"] * elem_bytes)
+        if i == 0 and rope:  # _compute_inv_freq, _compute_cos_sin_cache, cache.to(dtype)
+            half = rope_positions * hd // 2 * 4
+            small = [temp(hd // 2 * 4), temp(rope_positions * 4)]
+            parts = [temp(half), temp(half), temp(half)]  # freqs, cos, sin
+            cat = temp(2 * half)
+            events += [("free", j) for j in small + parts]
+            keep(rope_positions * hd * elem_bytes)
+            events.append(("free", cat))
+        keep(sum(v for k, v in ffn.items() if k != "down_proj") * elem_bytes)
+        keep(ffn["down_proj"] * elem_bytes)
+    if vocab_rows[1]:
+        keep(vocab_rows[1] * h * elem_bytes)
+    return allocated_bytes(events) - kept
 
 
 def max_in_flight_tokens(max_num_batched_tokens: int, pp: int, async_scheduling: bool = True) -> int:

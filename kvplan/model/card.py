@@ -122,6 +122,11 @@ class ModelCard(BaseModel):
     name: str = Field(max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", description="Card name, e.g. llama-2-7b.")
     source: str = Field(min_length=1, description="Where the facts come from (config.json URL, paper).")
     architecture: Architecture = "decoder-only"
+    hf_architecture: str | None = Field(
+        None, max_length=100, pattern=r"^[A-Za-z][A-Za-z0-9_]*$",
+        description="config.json architectures[0] (e.g. Qwen3MoeForCausalLM): the class an engine builds, where an "
+                    "engine's placement of the vocabulary under pipeline parallelism depends on it (kvplan.cost."
+                    "serving_vllm PP_VOCAB_EVERY_STAGE); null: not stated (vLLM's llama.py placement).")
     num_layers: Layers = Field(description="Blocks in the decoder (the encoder for encoder-only models).")
     num_encoder_layers: Layers | None = Field(None, description="Encoder blocks; encoder-decoder only.")
     hidden_size: Width

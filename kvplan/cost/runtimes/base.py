@@ -94,6 +94,11 @@ class Runtime(Engine):
         """Fields a runtime adds to a plan's result (llama.cpp: its context and per-device buffers)."""
         return {}
 
+    def vocab_every_stage(self, card: ModelCard) -> frozenset[str]:
+        """What of the vocabulary ("embedding", "lm_head") every pipeline stage holds beside its own layers; empty:
+        the embedding on the first stage (and the last when tied), the head on the last (vLLM's llama.py)."""
+        return frozenset()
+
     def check_servable(self, card: ModelCard, layout: Layout) -> None:
         """What this runtime does not serve (or kvplan does not model) for this card and layout."""
         if layout.expert_parallel:
@@ -155,7 +160,7 @@ class Runtime(Engine):
         weights, act = w.bytes + w.buffers_bytes, self.activation(s, pp_rank == s.layout.pp - 1)
         q = s.card.quantization  # a quantized kv_b_proj is dequantized into bf16 W_UK / W_UV copies
         w_bits = q.bits if q and q.quantizes("kv_b_proj") else s.w_t.bits
-        weights += vl.mla_dequant_bytes(s.card, s.layout.tp, len(w.layers), w_bits)
+        weights += vl.mla_dequant_bytes(s.card, s.layout.tp, len(w.layers), w_bits) + self.allocator_bytes(s, w)
         requested = vl.requested_memory(s.total, s.util)
         available = vl.available_kv_bytes(requested, weights, act, s.non_torch, s.cuda_graph)
         if s.kv_cache_memory is not None:  # vLLM gpu_worker.py: kv_cache_memory_bytes skips the profiling arithmetic
@@ -164,6 +169,10 @@ class Runtime(Engine):
 
         return Stage(pp_rank, w.layers, w.params, weights, w.buffers_bytes, act, s.non_torch, s.cuda_graph,
                      requested, available, specs)
+
+    def allocator_bytes(self, s: Setup, w) -> int:
+        """Memory the caching allocator holds beyond the loaded tensors of rank ``w`` (whole blocks); none by default."""
+        return 0
 
     def activation(self, s: Setup, last_stage: bool) -> int:
         """The activation peak charged to the budget: the given one, else none."""
@@ -313,7 +322,8 @@ def stage_weights(s: Setup, pp_rank: int, parts: list[range]):
 
     served = s.engine.server
     w = rank_weights(s.card, s.w_t, s.layout, 0, pp_rank, kv_t=s.kv_t, stages=parts, include_buffers=served,
-                     vocab_padding=DEFAULT_VOCAB_PADDING if served else 1)
+                     vocab_padding=DEFAULT_VOCAB_PADDING if served else 1,
+                     vocab_every_stage=s.engine.vocab_every_stage(s.card) if served else frozenset())
     specs = rank_kv_specs(s.card, s.kv_t, s.engine, s.layout, pp_rank, stages=parts, state_t=s.state_t)
     return w, specs
 

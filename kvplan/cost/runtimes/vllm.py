@@ -67,6 +67,12 @@ class VllmVersion:
     # last rows while _dummy_sampler_run runs (serving_vllm.held_hidden_bytes); 0.29+ is not read here
     sampler_holds_hidden: bool = False
 
+    def pp_vocab_every_stage(self, hf_architecture: str | None) -> frozenset[str]:
+        """What of the vocabulary ("embedding", "lm_head") every pipeline stage holds for this architecture in this
+        range (serving_vllm.PP_VOCAB_EVERY_STAGE: modules without PPMissingLayer for them); empty: llama.py's
+        placement (the embedding on the first stage, and the last when tied; the head on the last)."""
+        return frozenset(vl.pp_vocab_every_stage(self.first, self.last).get(hf_architecture or "", ()))
+
     def covers(self, version: tuple[int, int]) -> bool:
         return self.first <= version and (self.last is None or version <= self.last)
 
@@ -200,6 +206,24 @@ class VLLM(Server):
                        max_num_seqs=_given("--max-num-seqs", flags.max_num_seqs, seqs),
                        flashinfer_sampler=flags.flashinfer_sampler, **vf.resolve_features(flags, card, layout),
                        **vm.resolve_mm(flags, card))
+
+    def vocab_every_stage(self, card) -> frozenset[str]:
+        return self.version.pp_vocab_every_stage(card.hf_architecture)
+
+    def allocator_bytes(self, s: Setup, w) -> int:
+        """"Model loading took" counts the caching allocator's whole blocks (serving_vllm.load_allocator_bytes over
+        kvplan.cost.allocator): for a card whose load kvplan replays, the unsplit rests of its weights' blocks. Not
+        with online fp8 (its process_weights_after_loading allocates the fp8 copies and frees the 16-bit weights)."""
+        if s.online_fp8 or s.w_t.bits < 16 or not vl.plain_load_order(s.card):
+            return 0
+        from kvplan.cost.parallel import pad_vocab
+        from kvplan.cost.vision import rope_cache_positions
+
+        rows = pad_vocab(s.card.vocab_size) // s.layout.tp
+        embed = rows if w.breakdown.get("embedding") else 0
+        head = rows if w.breakdown.get("lm_head", 0) >= rows * s.card.hidden_size else 0
+        return vl.load_allocator_bytes(s.card, s.layout.tp, w.layers, (embed, head), s.w_t.bits // 8,
+                                       rope_cache_positions(s.card))
 
     def check_servable(self, card, layout) -> None:
         if layout.expert_parallel:  # vLLM's --enable-expert-parallel is modelled (kvplan.cost.parallel)

@@ -61,6 +61,8 @@ def import_hf_config(config: dict | str | Path, *, name: str | None = None, orig
     data, where = (_own_copy(config), "config") if isinstance(config, dict) else load_hf_config(config)
     origin = origin or where
 
+    arch = data.get("architectures")
+    hf_architecture = arch[0] if isinstance(arch, list) and arch and isinstance(arch[0], str) else None
     model_type = data.get("model_type", "")
     if not isinstance(model_type, str):
         raise KvplanError(f"{origin}: model_type: {clip(model_type)} is not a string; "
@@ -83,7 +85,8 @@ def import_hf_config(config: dict | str | Path, *, name: str | None = None, orig
     if name is not None and not isinstance(name, str):
         raise KvplanError(f"name: expected a string, got {type(name).__name__}")
     card_name = _card_name(name, _name_or_path(cfg), origin)
-    fields = {"name": card_name, "source": source or _source(data, origin), **fields, "dtype": _dtype(cfg),
+    fields = {"name": card_name, "source": source or _source(data, origin), "hf_architecture": hf_architecture,
+              **fields, "dtype": _dtype(cfg),
               "quantization": read_quantization(data, origin)}
     if whole is not None:
         fields["vision"] = vision_fields(whole, fields["hidden_size"], origin, cfg.assumed)
@@ -98,10 +101,12 @@ def _name_or_path(cfg: Config) -> str:
 
 
 def _card_name(name: str | None, repo: str, origin: str) -> str:
-    """A valid card name (at most 100 characters) from --name, the repo id's last part, or the folder's name."""
+    """A valid card name (at most 100 characters) from --name, the repo id's last part, or the folder's name (a file
+    other than config.json: its own name)."""
     raw = name or repo.rstrip("/").split("/")[-1]
-    if not raw and origin != "config":
-        raw = Path(origin).parent.name
+    if not raw and origin != "config":  # <folder>/config.json names the folder; any other file names itself
+        path = Path(origin)
+        raw = path.parent.name if path.name == "config.json" else path.stem
     cleaned = re.sub(r"[^A-Za-z0-9._-]+", "-", raw[:1000]).strip("-._").lower()[:100].rstrip("-._")
     return cleaned or "imported-model"
 
