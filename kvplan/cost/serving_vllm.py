@@ -292,6 +292,7 @@ def mla_dequant_bytes(card: ModelCard, tp: int, layers: int, w_bits: int) -> int
     return layers * m.kv_lora_rank * (card.num_heads // tp) * (m.qk_nope_head_dim + m.v_head_dim) * 2
 
 
+@lru_cache(maxsize=256)  # asked once per stage of every layout a search tries
 def plain_load_order(card: ModelCard) -> bool:
     """A card whose load kvplan can replay tensor by tensor (load_allocator_bytes): an unquantized decoder whose every
     layer is attention (no MLA) and a dense FFN, without vision tower or shared blocks."""
