@@ -13,18 +13,13 @@ from kvplan.model.card import ModelCard
 from kvplan.model.dtypes import DType
 from kvplan.cost.engines import CacheRun, Engine
 from kvplan.cost.kvspec import layer_specs
-from kvplan.units import cdiv
-
-MIN_BLOCK_SIZE = 512  # kMinBlockSize: every allocation is a multiple of 512 bytes
+from kvplan.cost.allocator import round_size as _round_block
 
 
 def round_size(nbytes: int) -> int:
-    """Bytes the caching allocator hands out for a request of ``nbytes`` (CUDACachingAllocator round_size)."""
-    if nbytes <= 0:
-        return 0
-    if nbytes < MIN_BLOCK_SIZE:
-        return MIN_BLOCK_SIZE
-    return MIN_BLOCK_SIZE * cdiv(nbytes, MIN_BLOCK_SIZE)
+    """Bytes the caching allocator hands out for a request of ``nbytes`` (CUDACachingAllocator round_size, the
+    allocator model of kvplan.cost.allocator); nothing for an empty tensor."""
+    return 0 if nbytes <= 0 else _round_block(nbytes)
 
 
 def memory_allocated(tensor_bytes: Iterable[int]) -> int:

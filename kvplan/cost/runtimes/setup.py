@@ -163,6 +163,7 @@ class Stage:
     requested: int
     available: int
     specs: list[KVLayerSpec] = field(default_factory=list)
+    rounding: int = 0  # of weights: the caching allocator's blocks beyond the tensors' bytes (vLLM)
 
     @property
     def kv_bytes_per_token(self) -> int:

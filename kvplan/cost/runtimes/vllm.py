@@ -267,12 +267,16 @@ class VLLM(Server):
 
     def stage(self, s: Setup, pp_rank: int, parts: list[range]) -> Stage:
         """The base budget, plus the draft model's weights and K/V layers and the LoRA slots (vllm_features)."""
-        st = vf.with_features(s, super().stage(s, pp_rank, parts))
+        from dataclasses import replace
+
+        st = super().stage(s, pp_rank, parts)
+        rounding = _allocator_rounding(s, pp_rank, parts, st.weights)
+        st = replace(st, weights=st.weights + rounding, rounding=rounding,
+                     available=st.available if s.kv_cache_memory is not None else st.available - rounding)
+        st = vf.with_features(s, st)
         extra = vm.data_parallel_extra(s)  # --mm-encoder-tp-mode data: the vision tower whole on every rank
         if not extra:
             return st
-        from dataclasses import replace
-
         return replace(st, weights=st.weights + extra,
                        available=st.available if s.kv_cache_memory is not None else st.available - extra)
 
@@ -547,3 +551,13 @@ def _state_notes(s: Setup, p: Pool) -> list[str]:
                    + (f"the state page is padded by {pct:.2f}% to equal it ('Padding mamba page size by {pct:.2f}%')."
                       if s.state_page_padded else "the pages are equal: no padding."))
     return out
+
+
+def _allocator_rounding(s: Setup, pp_rank: int, parts: list[range], requested: int) -> int:
+    """vLLM's "Model loading took" is torch.cuda.max_memory_allocated (DeviceMemoryProfiler): the caching
+    allocator's blocks, which round each large tensor to its segment (kvplan.cost.allocator, imported here only)."""
+    from kvplan.cost.allocator import loaded_weights
+
+    if not s.engine.server:
+        return 0
+    return loaded_weights(s.card, s.w_t, s.layout, pp_rank, stages=parts, requested_bytes=requested).rounding_bytes
