@@ -15,77 +15,20 @@ Gemma3ForConditionalGeneration on one TP rank, in construction order: the SigLIP
 temporaries at layers 0 and 5 (rotary_embedding.py RotaryEmbedding / LinearScalingRotaryEmbedding
 _compute_cos_sin_cache), Attention's seven scalar tensors (attention/layer.py), gate_up, down, four norms). The
 sizes come from the bundled card; the order and the temporaries are read from those files, so the result is an
-estimate of the mechanism, not a measurement. The same allocator over vLLM 0.10.1's Qwen2-7B-Instruct
+estimate of the mechanism, not a measurement. The allocator model is kvplan's (kvplan.cost.allocator, whose generic
+replay of the per-rank tensor list is vLLM's weights figure); this file keeps the hand-written Gemma 3 and Qwen2
+sequences as its check. The same allocator over vLLM 0.10.1's Qwen2-7B-Instruct
 (``replay_qwen2``) holds the five dennislee22 logs' 14.2488 GiB (TP 1) and 7.1217 GiB (TP 2) to four decimals.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field
-
 from kvplan import load_card
+from kvplan.cost.allocator import CachingAllocator, rotary_cache
 from kvplan.cost.parallel import Layout, pad_vocab, rank_weights, rope_caches
 from kvplan.model.dtypes import parse_dtype
 
-MIN_BLOCK, SMALL_SIZE, SMALL_BUFFER = 512, 1 << 20, 2 << 20
-LARGE_BUFFER, MIN_LARGE_ALLOC, ROUND_LARGE = 20 << 20, 10 << 20, 2 << 20
 LOGGED_GIB = (13.1665, 13.1664)  # vllm#15676 (V1 runner), vllm#16378 (V0 runner)
-
-
-@dataclass(eq=False)
-class Block:
-    size: int
-    small: bool
-    free: bool = True
-    prev: Block | None = None
-    next: Block | None = None
-
-
-@dataclass
-class CachingAllocator:
-    pools: dict[bool, list[Block]] = field(default_factory=lambda: {True: [], False: []})
-    allocated: int = 0
-    requested: int = 0
-
-    def malloc(self, nbytes: int) -> Block:
-        size = MIN_BLOCK * max(1, math.ceil(nbytes / MIN_BLOCK))
-        small = size <= SMALL_SIZE
-        pool = self.pools[small]
-        fits = [b for b in pool if b.size >= size]
-        if fits:
-            block = min(fits, key=lambda b: b.size)
-            pool.remove(block)
-        else:  # a new segment
-            seg = SMALL_BUFFER if small else LARGE_BUFFER if size < MIN_LARGE_ALLOC else (
-                ROUND_LARGE * math.ceil(size / ROUND_LARGE))
-            block = Block(seg, small)
-        rest = block.size - size
-        if rest >= MIN_BLOCK if small else rest > SMALL_SIZE:
-            tail = Block(rest, small, prev=block, next=block.next)
-            if block.next:
-                block.next.prev = tail
-            block.next, block.size = tail, size
-            pool.append(tail)
-        block.free = False
-        self.allocated += block.size
-        self.requested += nbytes
-        return block
-
-    def release(self, block: Block, nbytes: int) -> None:
-        self.allocated -= block.size
-        self.requested -= nbytes
-        block.free, pool = True, self.pools[block.small]
-        for other in (block.prev, block.next):
-            if other is not None and other.free:
-                pool.remove(other)
-                first, second = (other, block) if other is block.prev else (block, other)
-                first.size += second.size
-                first.next = second.next
-                if second.next:
-                    second.next.prev = first
-                block = first
-        pool.append(block)
 
 
 def replay(tp: int = 4) -> CachingAllocator:
@@ -152,28 +95,7 @@ def replay_qwen2(tp: int) -> CachingAllocator:
 
 
 def _rotary(a: CachingAllocator, positions: int, factor: int, rotary_dim: int) -> None:
-    """_compute_cos_sin_cache on the device: float32 t (divided by the factor when scaled), freqs, cos, sin, their
-    concatenation (copied again by LinearScalingRotaryEmbedding's torch.cat(cache_list)), then .to(bfloat16)."""
-    half, f32 = rotary_dim // 2, 4
-    inv = [a.malloc(half * f32) for _ in range(4)]
-    for b in inv[:3]:
-        a.release(b, half * f32)
-    temps = [(inv[3], half * f32)]
-    t = a.malloc(positions * f32)
-    if factor != 1:
-        scaled_t = a.malloc(positions * f32)
-        a.release(t, positions * f32)
-        t = scaled_t
-    temps.append((t, positions * f32))
-    temps += [(a.malloc(positions * half * f32), positions * half * f32) for _ in range(3)]  # freqs, cos, sin
-    cache = a.malloc(positions * rotary_dim * f32)
-    out = a.malloc(positions * rotary_dim * f32) if factor != 1 else cache
-    for b, n in temps:
-        a.release(b, n)
-    if factor != 1:
-        a.release(cache, positions * rotary_dim * f32)
-    a.malloc(positions * rotary_dim * 2)
-    a.release(out, positions * rotary_dim * f32)
+    rotary_cache(a, positions, rotary_dim, 2, factor != 1)
 
 
 def main() -> None:

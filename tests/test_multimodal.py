@@ -124,15 +124,15 @@ def _loading_gib(text: str) -> float:
 
 
 # (log, card, tp, the error kvplan's weights per GPU show against "Model loading took", measured, in %): kvplan
-# counts the parameters and the rotary caches. Qwen2.5-VL is within issue 20's 0.5%; Gemma 3 is not: its two rotary
-# caches (288 MiB, kvplan.cost.parallel.rope_caches) took it from -2.65% to -0.75%; the rest is not modelled
-# (docs/capacity.md: the caching allocator's segment tails, benchmarks/allocator_replay.py); the bounds pin each gap.
+# counts the parameters and the rotary caches, as the caching allocator rounds them (kvplan.cost.allocator). Gemma 3's
+# two rotary caches (288 MiB, kvplan.cost.parallel.rope_caches) took it from -2.65% to -0.75%, the allocator's
+# segment tails to +0.16%; Qwen2.5-VL from -0.38% to -0.002%; the bounds pin each gap.
 LOGS = [
     ("vllm-code34680831065-llava-v1.6-mistral-7b.log", "llava-v1.6-mistral-7b", 1, 0.0),
     ("vllm-code10873344026-llava-v1.6-mistral-7b.log", "llava-v1.6-mistral-7b", 1, 0.0),
-    ("vllm-qwenvl1057-qwen2.5-vl-7b.log", "qwen2.5-vl-7b", 1, -0.38),
-    ("vllm-issue15676-gemma-3-27b-it.log", "gemma-3-27b-it", 4, -0.75),
-    ("vllm-issue16378-gemma-3-27b-it.log", "gemma-3-27b-it", 4, -0.75),
+    ("vllm-qwenvl1057-qwen2.5-vl-7b.log", "qwen2.5-vl-7b", 1, 0.0),
+    ("vllm-issue15676-gemma-3-27b-it.log", "gemma-3-27b-it", 4, 0.16),
+    ("vllm-issue16378-gemma-3-27b-it.log", "gemma-3-27b-it", 4, 0.16),
 ]
 
 
@@ -142,7 +142,9 @@ def test_weights_per_gpu_against_logs(name, card, tp, error):
     r = plan(card, gpu="H100-SXM", max_model_len=8192, tp=tp)
     measured = 100 * (r.per_gpu.weights_bytes - logged) / logged
     assert abs(measured - error) < 0.05
-    assert abs(measured) < 0.5 or card == "gemma-3-27b-it"
+    assert abs(measured) < 0.5
+    requested = 100 * (r.per_gpu.weights_bytes - r.per_gpu.weights_rounding_bytes - logged) / logged
+    assert abs(measured) <= abs(requested)  # the tensors' bytes alone: as far off or further (Gemma 3: -0.75%)
     text_only = plan(card.removesuffix("-it") if card.endswith("-it") else card, gpu="H100-SXM",
                      max_model_len=8192, tp=tp) if card == "gemma-3-27b-it" else None
     if text_only is not None:  # the tower brings kvplan closer to the log than the text card alone

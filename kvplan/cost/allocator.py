@@ -1,131 +1,258 @@
-"""PyTorch's CUDA caching allocator, as far as the bytes it reports as allocated: what vLLM's "Model loading took"
-figure measures (``DeviceMemoryProfiler``: ``torch.cuda.reset_peak_memory_stats`` then ``max_memory_allocated``, i.e.
-the allocated bytes after the load minus before it; vllm/utils.py 0.6 - 0.9, platforms/cuda.py
-get_current_memory_usage 0.8 - 0.33).
+"""The weights of one vLLM rank as PyTorch's CUDA caching allocator holds them: allocated BLOCK bytes, not requested.
 
-``allocated_bytes`` counts whole blocks, not the bytes asked for (c10/cuda/CUDACachingAllocator.cpp, PyTorch 2.x with
-the default configuration: no max_split_size, no expandable segments, one stream):
+vLLM's ``Model loading took X GiB`` is ``torch.cuda.max_memory_allocated`` right after a peak reset, before and after
+load_model (vllm/utils DeviceMemoryProfiler, platforms/cuda.py get_current_memory_usage, 0.8.x-0.10.x): the bytes of
+the caching allocator's allocated blocks. A block is a tensor's size rounded up, and a tensor that does not fit a
+free block gets a new segment, of which it keeps the whole when too little would remain to split off. This module
+models that allocator (PyTorch 2.6-2.8 c10/cuda/CUDACachingAllocator.cpp, default settings: no expandable segments,
+no max_split_size) and replays through it the tensors vLLM creates while building one rank, in construction order.
 
-- a request is rounded up to a multiple of 512 B (``round_size``, kMinBlockSize);
-- up to 1 MiB (kSmallSize) it is served from the small pool, else from the large pool;
-- with no cached free block large enough (best fit: the smallest free block of the pool that holds it,
-  ``get_free_block``), a new segment is reserved (``get_allocation_size``): 2 MiB for the small pool (kSmallBuffer),
-  20 MiB for a large request under 10 MiB (kLargeBuffer, kMinLargeAlloc), else the request rounded up to 2 MiB
-  (kRoundLarge);
-- the block is split and the rest returned to the pool only when the rest is at least 512 B (small pool) or MORE than
-  1 MiB (large pool, ``should_split``); otherwise the whole block is the allocation and ``allocated_bytes`` grows by
-  all of it;
-- a freed block merges with free neighbours of its segment (``try_merge_blocks``).
-
-So a weight of 259 MiB takes a 260 MiB segment whose 1 MiB rest stays in its block: 1 MiB more than the tensor. Which
-blocks a load leaves unsplit depends on the order of the allocations and frees; the caller gives that order.
+Pure arithmetic, exact ints; no torch. An estimate of the mechanism (the tensor order is the generic decoder's:
+vision tower, embedding, per layer qkv / o_proj / rotary cache / mlp, final norm, lm_head), not a measurement.
 """
 
 from __future__ import annotations
 
-import bisect
-from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import TYPE_CHECKING
 
-MIN_BLOCK = 512  # kMinBlockSize
-SMALL_SIZE = 1 << 20  # kSmallSize: the largest request of the small pool
-SMALL_BUFFER = 2 << 20  # kSmallBuffer: a small-pool segment
-LARGE_BUFFER = 20 << 20  # kLargeBuffer: the segment of a large request under kMinLargeAlloc
-MIN_LARGE_ALLOC = 10 << 20  # kMinLargeAlloc
-ROUND_LARGE = 2 << 20  # kRoundLarge
+from kvplan.model.card import ModelCard
+from kvplan.model.dtypes import DType
+from kvplan.units import cdiv
+
+if TYPE_CHECKING:
+    from kvplan.cost.parallel import Layout
+
+# c10/cuda/CUDACachingAllocator.cpp (PyTorch 2.6), the constants at the top of the file
+MIN_BLOCK_BYTES = 512  # kMinBlockSize: every size is rounded up to a multiple of 512 B (round_size)
+SMALL_SIZE_BYTES = 1 << 20  # kSmallSize: sizes up to 1 MiB come from the small pool
+SMALL_BUFFER_BYTES = 2 << 20  # kSmallBuffer: a small-pool segment is 2 MiB
+LARGE_BUFFER_BYTES = 20 << 20  # kLargeBuffer: a large-pool segment for sizes below kMinLargeAlloc is 20 MiB
+MIN_LARGE_ALLOC_BYTES = 10 << 20  # kMinLargeAlloc
+ROUND_LARGE_BYTES = 2 << 20  # kRoundLarge: larger segments are rounded up to 2 MiB
 
 
 def round_size(nbytes: int) -> int:
-    """Bytes the allocator hands out for a request of ``nbytes`` (round_size); a zero-byte tensor allocates nothing
-    (``malloc`` returns nullptr for size 0)."""
-    if nbytes <= 0:
-        return 0
-    return MIN_BLOCK if nbytes < MIN_BLOCK else MIN_BLOCK * -(-nbytes // MIN_BLOCK)
+    """``round_size`` (default roundup_power2_divisions off): a multiple of kMinBlockSize, at least one."""
+    return MIN_BLOCK_BYTES * max(1, cdiv(nbytes, MIN_BLOCK_BYTES))
 
 
 def segment_size(size: int) -> int:
-    """get_allocation_size: the cudaMalloc'd segment for a rounded request that no cached block holds."""
-    if size <= SMALL_SIZE:
-        return SMALL_BUFFER
-    if size < MIN_LARGE_ALLOC:
-        return LARGE_BUFFER
-    return ROUND_LARGE * -(-size // ROUND_LARGE)
+    """``get_allocation_size``: the cudaMalloc a rounded ``size`` asks for when no free block fits."""
+    if size <= SMALL_SIZE_BYTES:
+        return SMALL_BUFFER_BYTES
+    if size < MIN_LARGE_ALLOC_BYTES:
+        return LARGE_BUFFER_BYTES
+    return ROUND_LARGE_BYTES * cdiv(size, ROUND_LARGE_BYTES)
+
+
+def should_split(small: bool, remaining: int) -> bool:
+    """``should_split``: a small block splits when at least kMinBlockSize would remain, a large one only when more
+    than kSmallSize would (max_split_size unset)."""
+    return remaining >= MIN_BLOCK_BYTES if small else remaining > SMALL_SIZE_BYTES
 
 
 @dataclass(eq=False)
-class _Block:
-    addr: int
+class Block:
     size: int
     small: bool
-    prev: _Block | None = None
-    next: _Block | None = None
-    allocated: bool = False
+    free: bool = True
+    prev: Block | None = None
+    next: Block | None = None
 
 
 @dataclass
 class CachingAllocator:
-    """The allocated-bytes accounting of one device's caching allocator (module docstring)."""
+    """Blocks of the two pools; ``allocated`` is what torch.cuda.memory_allocated reports, ``requested`` the tensors'
+    own bytes, ``reserved`` the segments (cudaMalloc'd)."""
 
+    pools: dict[bool, list[Block]] = field(default_factory=lambda: {True: [], False: []})
     allocated: int = 0
-    _free: dict = field(default_factory=lambda: {True: [], False: []})  # pool -> sorted [(size, addr, block)]
-    _next_addr: int = 0
+    requested: int = 0
+    reserved: int = 0
 
-    def malloc(self, nbytes: int) -> _Block:
+    def malloc(self, nbytes: int) -> Block:
+        """``malloc``: best fit among the pool's free blocks (``get_free_block``: the smallest that fits), else a new
+        segment (``alloc_block``); then ``alloc_found_block`` splits off the remainder when should_split."""
         size = round_size(nbytes)
-        small = size <= SMALL_SIZE
-        pool = self._free[small]
-        i = bisect.bisect_left(pool, (size, -1))
-        if i < len(pool):
-            block = pool.pop(i)[2]
+        small = size <= SMALL_SIZE_BYTES
+        pool = self.pools[small]
+        fits = [b for b in pool if b.size >= size]
+        if fits:
+            block = min(fits, key=lambda b: b.size)
+            pool.remove(block)
         else:
-            seg = segment_size(size)
-            block = _Block(self._next_addr, seg, small)
-            self._next_addr += seg
+            block = Block(segment_size(size), small)
+            self.reserved += block.size
         rest = block.size - size
-        if (rest >= MIN_BLOCK) if small else (rest > SMALL_SIZE):
-            tail = _Block(block.addr + size, rest, small, block, block.next)
-            if block.next is not None:
+        if should_split(small, rest):
+            tail = Block(rest, small, prev=block, next=block.next)
+            if block.next:
                 block.next.prev = tail
             block.next, block.size = tail, size
-            self._insert(tail)
-        block.allocated = True
+            pool.append(tail)
+        block.free = False
         self.allocated += block.size
+        self.requested += nbytes
         return block
 
-    def free(self, block: _Block) -> None:
-        block.allocated = False
+    def release(self, block: Block, nbytes: int) -> None:
+        """``free_block``: back to its pool, merged with free neighbours of the same segment (``try_merge_blocks``);
+        segments are kept (no empty_cache while a model loads)."""
         self.allocated -= block.size
+        self.requested -= nbytes
+        block.free, pool = True, self.pools[block.small]
         for other in (block.prev, block.next):
-            if other is None or other.allocated:
-                continue
-            self._remove(other)
-            if other is block.prev:
-                block.addr, block.prev = other.addr, other.prev
-                if other.prev is not None:
-                    other.prev.next = block
-            else:
-                block.next = other.next
-                if other.next is not None:
-                    other.next.prev = block
-            block.size += other.size
-        self._insert(block)
-
-    def _insert(self, block: _Block) -> None:
-        bisect.insort(self._free[block.small], (block.size, block.addr, block))
-
-    def _remove(self, block: _Block) -> None:
-        pool = self._free[block.small]
-        pool.pop(bisect.bisect_left(pool, (block.size, block.addr)))
+            if other is not None and other.free:
+                pool.remove(other)
+                first, second = (other, block) if other is block.prev else (block, other)
+                first.size += second.size
+                first.next = second.next
+                if second.next:
+                    second.next.prev = first
+                block = first
+        pool.append(block)
 
 
-def allocated_bytes(events: Iterable[tuple[str, int]]) -> int:
-    """The allocated bytes after ``events``, in order: ("alloc", nbytes) allocates a tensor that is kept until a
-    ("free", i) names it by the index of its alloc event; the allocator starts with no cached blocks (vLLM 0.10+ calls
-    torch.cuda.empty_cache() before measuring)."""
-    a, blocks = CachingAllocator(), []
-    for kind, n in events:
-        if kind == "alloc":
-            blocks.append(a.malloc(n) if n > 0 else None)
-        elif blocks[n] is not None:
-            a.free(blocks[n])
-    return a.allocated
+def rotary_cache(a: CachingAllocator, positions: int, rotary_dim: int, dtype_bytes: int, linear: bool) -> None:
+    """vLLM rotary_embedding.py ``RotaryEmbedding.__init__`` on the device (0.8.x-0.10.x): _compute_inv_freq (float32
+    arange, its power and reciprocal; the first three freed), _compute_cos_sin_cache (float32 t, divided by the
+    factor for linear scaling; freqs, cos, sin; their concatenation, copied again by
+    ``LinearScalingRotaryEmbedding``'s torch.cat(cache_list)), then ``cache.to(dtype)`` kept as the buffer while the
+    float32 temporaries are freed."""
+    half, f32 = rotary_dim // 2, 4
+    inv = [a.malloc(half * f32) for _ in range(4)]
+    for b in inv[:3]:
+        a.release(b, half * f32)
+    temps = [(inv[3], half * f32)]
+    t = a.malloc(positions * f32)
+    if linear:
+        scaled_t = a.malloc(positions * f32)
+        a.release(t, positions * f32)
+        t = scaled_t
+    temps.append((t, positions * f32))
+    temps += [(a.malloc(positions * half * f32), positions * half * f32) for _ in range(3)]  # freqs, cos, sin
+    cache = a.malloc(positions * rotary_dim * f32)
+    out = a.malloc(positions * rotary_dim * f32) if linear else cache
+    for b, n in temps:
+        a.release(b, n)
+    if linear:
+        a.release(cache, positions * rotary_dim * f32)
+    a.malloc(positions * rotary_dim * dtype_bytes)
+    a.release(out, positions * rotary_dim * f32)
+
+
+@dataclass(frozen=True)
+class LoadedWeights:
+    """One rank's weights: the tensors' bytes (kvplan's requested figure) and the allocator's blocks holding them."""
+
+    requested_bytes: int
+    allocated_bytes: int
+
+    @property
+    def rounding_bytes(self) -> int:
+        return self.allocated_bytes - self.requested_bytes
+
+
+def _fused(matrices, size) -> list[tuple[int, int]]:
+    """(weight bytes, bias bytes) per parameter vLLM allocates: q/k/v as one QKVParallelLinear, gate/up as one
+    MergedColumnParallelLinear (linear.py create_weights: the weight, then the bias), every other linear alone."""
+    out: list[tuple[int, int]] = []
+    fuse = {"q_proj": "qkv", "k_proj": "qkv", "v_proj": "qkv", "gate_proj": "gate_up", "up_proj": "gate_up"}
+    last = None
+    for m in matrices:
+        w, b = size(m)
+        group = fuse.get(m.name)
+        if group is not None and group == last:
+            pw, pb = out[-1]
+            out[-1] = (pw + w, pb + b)
+        else:
+            out.append((w, b))
+        last = group
+    return out
+
+
+def loaded_weights(card: ModelCard, w_t: DType, layout: Layout, pp_rank: int, *, stages: list[range] | None = None,
+                   requested_bytes: int, buffers: bool = True) -> LoadedWeights:
+    """The allocator's blocks for the tensors of rank (0, ``pp_rank``), ``requested_bytes`` being kvplan's own sum of
+    them (kvplan.cost.parallel.rank_weights bytes + buffers): those bytes plus the blocks' rounding (``_rounding``,
+    computed once per card, dtype, layout and stage: the layout search asks for the same rank many times)."""
+    tails = _rounding(card, w_t, layout, pp_rank, None if stages is None else tuple(stages), buffers)
+    return LoadedWeights(requested_bytes, requested_bytes + tails)
+
+
+@lru_cache(maxsize=1024)
+def _rounding(card: ModelCard, w_t: DType, layout: Layout, pp_rank: int, stages: tuple[range, ...] | None,
+              buffers: bool) -> int:
+    """Allocated minus requested bytes of the large tensors, replayed in order. The large tensors are replayed one by one in vLLM's
+    construction order (vision tower and projector, embed_tokens, per decoder layer the fused qkv (bias), o_proj,
+    the rotary cache with its float32 temporaries where the first layer asking for it builds it, the MoE router and
+    fused experts w13 / w2 (fused_moe/layer.py FusedMoE.create_weights) and shared experts, or the fused gate_up and
+    down; then lm_head); whatever kvplan counts beyond them (norms, scales, state mixers, learned positions) is
+    charged at its requested bytes. Quantized weights: not modelled (the requested bytes)."""
+    from kvplan.cost.parallel import (local_experts, moe_tp, pad_vocab, pp_partition, rope_caches)
+    from kvplan.cost.shapes import attention_matrices, ffn_matrices, router_matrices
+    from kvplan.cost.vision import block_matrices, projector_matrices, vision_params
+
+    if card.quantization is not None or w_t.bits not in (16, 32):
+        # quantized weights are repacked after loading (process_weights_after_loading: Marlin, fp8 online
+        # quantization), new tensors replacing freed ones: a sequence this replay does not model
+        return 0
+    a = CachingAllocator()
+    tp, h = layout.tp, card.hidden_size
+
+    def size(m, split: int = tp) -> tuple[int, int]:
+        s = m.shard(split, card.num_kv_heads, card.head_dim)
+        return w_t.data_bytes(s.elems), w_t.data_bytes(s.n_out) if s.bias else 0
+
+    def linears(matrices, split: int = tp, times: int = 1) -> None:
+        for w, b in _fused(matrices, lambda m: size(m, split)):
+            a.malloc(times * w)
+            if b:
+                a.malloc(times * b)
+
+    layers = (list(stages) if stages else pp_partition(card.num_layers, layout.pp))[pp_rank]
+    first, last = pp_rank == 0, pp_rank == layout.pp - 1
+    rows = pad_vocab(card.vocab_size) // tp
+    if card.vision:
+        v = card.vision
+        vp = vision_params(card, hf=False, tp=tp)
+        per_block = sum(w + b for w, b in _fused(block_matrices(v), size))
+        projector = sum(w + b for w, b in _fused(projector_matrices(v, h), size))
+        a.malloc(w_t.data_bytes(vp.total) - v.built_layers * per_block - projector)  # embeddings and norms
+        for _ in range(v.built_layers):
+            linears(block_matrices(v))
+        linears(projector_matrices(v, h))
+    if first or (card.tie_embeddings and last):
+        a.malloc(w_t.data_bytes(rows * h))
+    caches = rope_caches(card) if card.position == "rope" and buffers else ()
+    built: set[int] = set()
+    rotary_dim = card.mla.qk_rope_head_dim if card.mla else card.head_dim
+    linear_rope = card.rope_scaling is not None and card.rope_scaling.rope_type == "linear"
+    for i in layers:
+        if card.mixer(i) in ("attention", "hybrid") and not card.shared_blocks:
+            linears(attention_matrices(card))  # llama.py LlamaAttention: qkv_proj, o_proj, then get_rope
+            which = 1 if card.local_rope and card.layer_types[i] == "sliding" else 0
+            if caches and which not in built:
+                built.add(which)
+                rotary_cache(a, caches[which], rotary_dim, 4 if w_t.bits == 32 else 2, linear_rope and which == 0)
+        if not card.has_mlp(i):
+            continue
+        if card.is_moe_layer(i):
+            moe = card.moe
+            n = local_experts(moe.num_experts, tp * layout.dp, 0) if layout.expert_parallel else moe.num_experts
+            linears(router_matrices(card))
+            etp = 1 if layout.expert_parallel else moe_tp(layout)
+            expert = _fused(ffn_matrices(card, moe.expert_ffn_size), lambda m: size(m, etp))
+            for w, b in expert:  # w13 then w2, every local expert in one tensor
+                a.malloc(n * w)
+                if b:
+                    a.malloc(n * b)
+            if moe.num_shared_experts:
+                linears(ffn_matrices(card, moe.shared_ffn), times=moe.num_shared_experts)
+        else:
+            linears(ffn_matrices(card, card.ffn_size))
+    if last and not card.tie_embeddings:
+        a.malloc(w_t.data_bytes(rows * h))
+    return a.allocated - a.requested

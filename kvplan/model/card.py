@@ -316,6 +316,12 @@ class ModelCard(BaseModel):
 
     # ---- per-layer accessors: each rule is written here once ---------------------------------------------------
 
+    def __hash__(self) -> int:
+        """A few scalar fields, not pydantic's hash of every nested field (the lru_caches of kvplan.cost hash a card
+        on every call: a search asks thousands of times). Equal cards hash equal; cards that differ elsewhere share a
+        hash and are told apart by ``==``, which compares every field."""
+        return hash((self.name, self.num_layers, self.hidden_size, self.vocab_size, self.max_position_embeddings))
+
     def mixer(self, layer: int) -> Mixer | None:
         """What mixes tokens in decoder layer ``layer``: attention, a state-space mixer (mamba), both side by side
         (hybrid, Falcon-H1), or nothing (an mlp layer of Nemotron-H)."""

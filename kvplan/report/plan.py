@@ -52,7 +52,7 @@ def _budget_table(r: PlanResult) -> Table:
     t.add_row("requested", exact(g.requested_bytes), _requested_how(r))
     t.add_row("- weights", exact(g.weights_bytes),
               f"{fmt_int(g.params)} params on this rank ({g.layers} layers), {i.weight_dtype}; "
-              f"+ rotary cache {fmt_bytes(g.buffers_bytes)}")
+              f"+ rotary cache {fmt_bytes(g.buffers_bytes)}" + _rounding_how(g))
     if g.vision_bytes:
         t.add_row("  of which vision", exact(g.vision_bytes), "vision tower + projector, loaded on every GPU")
     t.add_row("- activations", exact(g.activation_bytes),
@@ -63,6 +63,13 @@ def _budget_table(r: PlanResult) -> Table:
               "--kv-cache-memory" if i.kv_cache_memory_bytes is not None else "what is left for the pool")
     t.add_row("KV per token", exact(g.kv_bytes_per_token), f"{i.kv_dtype}, this rank's layers and KV heads")
     return t
+
+
+def _rounding_how(g) -> str:
+    if not g.weights_rounding_bytes:
+        return ""
+    return (f"; {exact(g.weights_bytes - g.weights_rounding_bytes)} requested, + {fmt_bytes(g.weights_rounding_bytes)}"
+            " as the caching allocator rounds it (ESTIMATED: kvplan.cost.allocator)")
 
 
 def _requested_how(r: PlanResult) -> str:

@@ -1,20 +1,25 @@
 """What ``torch.cuda.memory_allocated`` reports for a set of tensors: the CUDA caching allocator's rounding.
 
-PyTorch c10/cuda/CUDACachingAllocator.cpp, ``round_size`` (kvplan.cost.allocator, which also models its blocks): a
-request below kMinBlockSize (512 B) becomes 512 B, anything larger is rounded up to a multiple of 512 B;
-``memory_allocated`` (stat ``allocated_bytes``) sums the rounded block sizes of tensors each small enough, or sized
-enough, that its block is split exactly. A zero-byte tensor allocates nothing. No torch import here.
+PyTorch c10/cuda/CUDACachingAllocator.cpp, ``round_size``: a request below kMinBlockSize (512 B) becomes 512 B,
+anything larger is rounded up to a multiple of 512 B; ``memory_allocated`` (stat ``allocated_bytes``) sums the rounded
+block sizes. A zero-byte tensor allocates nothing (``malloc`` returns nullptr for size 0). No torch import here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from kvplan.cost.allocator import MIN_BLOCK as MIN_BLOCK_SIZE, round_size  # noqa: F401  (kMinBlockSize rounding)
-from kvplan.cost.engines import CacheRun, Engine
-from kvplan.cost.kvspec import layer_specs
 from kvplan.model.card import ModelCard
 from kvplan.model.dtypes import DType
+from kvplan.cost.engines import CacheRun, Engine
+from kvplan.cost.kvspec import layer_specs
+from kvplan.cost.allocator import round_size as _round_block
+
+
+def round_size(nbytes: int) -> int:
+    """Bytes the caching allocator hands out for a request of ``nbytes`` (CUDACachingAllocator round_size, the
+    allocator model of kvplan.cost.allocator); nothing for an empty tensor."""
+    return 0 if nbytes <= 0 else _round_block(nbytes)
 
 
 def memory_allocated(tensor_bytes: Iterable[int]) -> int:

@@ -160,7 +160,7 @@ class Runtime(Engine):
         weights, act = w.bytes + w.buffers_bytes, self.activation(s, pp_rank == s.layout.pp - 1)
         q = s.card.quantization  # a quantized kv_b_proj is dequantized into bf16 W_UK / W_UV copies
         w_bits = q.bits if q and q.quantizes("kv_b_proj") else s.w_t.bits
-        weights += vl.mla_dequant_bytes(s.card, s.layout.tp, len(w.layers), w_bits) + self.allocator_bytes(s, w)
+        weights += vl.mla_dequant_bytes(s.card, s.layout.tp, len(w.layers), w_bits)
         requested = vl.requested_memory(s.total, s.util)
         available = vl.available_kv_bytes(requested, weights, act, s.non_torch, s.cuda_graph)
         if s.kv_cache_memory is not None:  # vLLM gpu_worker.py: kv_cache_memory_bytes skips the profiling arithmetic
@@ -169,10 +169,6 @@ class Runtime(Engine):
 
         return Stage(pp_rank, w.layers, w.params, weights, w.buffers_bytes, act, s.non_torch, s.cuda_graph,
                      requested, available, specs)
-
-    def allocator_bytes(self, s: Setup, w) -> int:
-        """Memory the caching allocator holds beyond the loaded tensors of rank ``w`` (whole blocks); none by default."""
-        return 0
 
     def activation(self, s: Setup, last_stage: bool) -> int:
         """The activation peak charged to the budget: the given one, else none."""

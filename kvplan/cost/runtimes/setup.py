@@ -164,6 +164,7 @@ class Stage:
     requested: int
     available: int
     specs: list[KVLayerSpec] = field(default_factory=list)
+    rounding: int = 0  # of weights: the caching allocator's blocks beyond the tensors' bytes (vLLM)
 
     @cached_property  # specs never change once a stage is built (dataclasses.replace makes a new one)
     def kv_bytes_per_token(self) -> int:

@@ -210,21 +210,6 @@ class VLLM(Server):
     def vocab_every_stage(self, card) -> frozenset[str]:
         return self.version.pp_vocab_every_stage(card.hf_architecture)
 
-    def allocator_bytes(self, s: Setup, w) -> int:
-        """"Model loading took" counts the caching allocator's whole blocks (serving_vllm.load_allocator_bytes over
-        kvplan.cost.allocator): for a card whose load kvplan replays, the unsplit rests of its weights' blocks. Not
-        with online fp8 (its process_weights_after_loading allocates the fp8 copies and frees the 16-bit weights)."""
-        if s.online_fp8 or s.w_t.bits < 16 or not vl.plain_load_order(s.card):
-            return 0
-        from kvplan.cost.parallel import pad_vocab
-        from kvplan.cost.vision import rope_cache_positions
-
-        rows = pad_vocab(s.card.vocab_size) // s.layout.tp
-        embed = rows if w.breakdown.get("embedding") else 0
-        head = rows if w.breakdown.get("lm_head", 0) >= rows * s.card.hidden_size else 0
-        return vl.load_allocator_bytes(s.card, s.layout.tp, w.layers, (embed, head), s.w_t.bits // 8,
-                                       rope_cache_positions(s.card))
-
     def check_servable(self, card, layout) -> None:
         if layout.expert_parallel:  # vLLM's --enable-expert-parallel is modelled (kvplan.cost.parallel)
             layout = type(layout)(layout.tp, layout.pp, layout.dp, False)
@@ -313,12 +298,16 @@ class VLLM(Server):
 
     def stage(self, s: Setup, pp_rank: int, parts: list[range]) -> Stage:
         """The base budget, plus the draft model's weights and K/V layers and the LoRA slots (vllm_features)."""
-        st = vf.with_features(s, super().stage(s, pp_rank, parts))
+        from dataclasses import replace
+
+        st = super().stage(s, pp_rank, parts)
+        rounding = _allocator_rounding(s, pp_rank, parts, st.weights)
+        st = replace(st, weights=st.weights + rounding, rounding=rounding,
+                     available=st.available if s.kv_cache_memory is not None else st.available - rounding)
+        st = vf.with_features(s, st)
         extra = vm.data_parallel_extra(s)  # --mm-encoder-tp-mode data: the vision tower whole on every rank
         if not extra:
             return st
-        from dataclasses import replace
-
         return replace(st, weights=st.weights + extra,
                        available=st.available if s.kv_cache_memory is not None else st.available - extra)
 
@@ -652,3 +641,13 @@ def _state_notes(s: Setup, p: Pool) -> list[str]:
                    + (f"the state page is padded by {pct:.2f}% to equal it ('Padding mamba page size by {pct:.2f}%')."
                       if s.state_page_padded else "the pages are equal: no padding."))
     return out
+
+
+def _allocator_rounding(s: Setup, pp_rank: int, parts: list[range], requested: int) -> int:
+    """vLLM's "Model loading took" is torch.cuda.max_memory_allocated (DeviceMemoryProfiler): the caching
+    allocator's blocks, which round each large tensor to its segment (kvplan.cost.allocator, imported here only)."""
+    from kvplan.cost.allocator import loaded_weights
+
+    if not s.engine.server:
+        return 0
+    return loaded_weights(s.card, s.w_t, s.layout, pp_rank, stages=parts, requested_bytes=requested).rounding_bytes

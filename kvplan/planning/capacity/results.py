@@ -61,6 +61,7 @@ class PerGPU(BaseModel):
     requested_rule: str = ""  # how requested_bytes is computed, by the runtime's rule
     activation_rule: str = ""  # what activation_bytes is, by the runtime's rule
     vision_bytes: int = 0  # of weights_bytes: a multimodal card's vision tower and projector on this GPU
+    weights_rounding_bytes: int = 0  # of weights_bytes: the caching allocator's blocks beyond the tensors (vLLM)
 
 
 class Latency(BaseModel):
