@@ -187,3 +187,16 @@ def test_an_estimate_built_without_validation_is_valid(name):
         data = e.model_dump(mode="json")
     assert Estimate.model_validate(data, strict=False).model_dump(mode="json") == data
     assert Estimate.model_validate(e.model_dump()) == e
+
+
+def test_a_card_hashes_cheaply_and_caches_still_tell_cards_apart():
+    """ModelCard.__hash__ hashes a few scalars; cards equal in those but different elsewhere share a hash and stay
+    apart in the lru_caches of kvplan.cost (``==`` compares every field)."""
+    from kvplan import load_card
+    from kvplan.cost.params import count_params
+
+    card = load_card("llama-3.1-8b")
+    same = card.model_copy()
+    wider = card.model_copy(update={"ffn_size": card.ffn_size + 128})
+    assert hash(card) == hash(same) == hash(wider) and card == same and card != wider
+    assert count_params(wider).total - count_params(card).total == card.num_layers * 3 * card.hidden_size * 128
