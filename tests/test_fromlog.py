@@ -347,3 +347,15 @@ def test_bad_launch_flags_and_layouts_name_the_file_or_flag(tmp_path):
     k.write_text("# model: llama-2-7b\n# gpu: H100-SXM\n# command: vllm serve x --max-model-len 32K\n"
                  "Available KV cache memory: 5 GiB\n")
     assert parse_log(k).flags["max_model_len"] == 32768
+
+
+def test_a_pipeline_parallel_workers_available_memory_is_compared_with_its_stage():
+    """vLLM V1 logs "Available KV cache memory" per worker; the GH200 TP 4 x PP 2 excerpt shows one, from a head-node
+    (stage 0) rank: 76.15 GiB. kvplan's stages differ by the layers each holds; the figure is judged against the stage
+    nearest to it (stage 0), not against the last stage that sizes the pool."""
+    r = from_log(_log("vllm-code31259794699-qwen3-30b-a3b-pp2-gh200.log"))
+    stages = [rk.available_kv_bytes / 2**30 for rk in r.plan.ranks]
+    row = next(x for x in r.rows if x.figure == "available")
+    assert len(stages) == 2 and stages[0] - stages[1] > 3  # the last stage also holds the dummy sampler's peak
+    assert row.flags_alone == stages[0] and abs(row.flags_error_pct) < 1
+    assert r.plan.kv_cache.available_bytes / 2**30 == min(stages)  # the pool is still sized by the smaller stage

@@ -400,6 +400,9 @@ def judge(f: Figure, ours: float | None, low: float | None = None, high: float |
 def _row(f: Figure, flat: PlanResult, pooled: PlanResult | None, ends: list[PlanResult], pool_given: bool) -> Row:
     what, unit = FIGURES[f.name]
     ours = value_of(f.name, flat)
+    if f.name == "available" and len(flat.ranks) > 1:  # one worker's line (vLLM V1 logs it per worker, gpu_worker.py
+        # determine_available_memory): the pipeline stage kvplan puts nearest to it, not the pool-sizing stage's
+        ours = min((rk.available_kv_bytes / GIB for rk in flat.ranks), key=lambda v: abs(v - f.value))
     verdict, err = judge(f, ours)
     if f.name == "cuda_graph" and ours == 0 and f.value > 0:
         verdict, err = "outside the budget", None  # vLLM before 0.21 sizes the pool before capturing graphs
