@@ -436,6 +436,10 @@ def max_model_len_fit(groups: list[KVCacheGroup], block_bytes: int, available: i
 
     if ok(max_model_len):  # the usual case in a search; ok is monotone in length, so the bisection would agree
         return max_model_len
+    if all(g.spec.window is None and not g.spec.per_sequence for g in groups):  # every group cdiv(L, bs) pages:
+        # the bisection's answer in closed form, the most whole blocks per group that fit, times the block size
+        budget = available - (block_bytes if reserve_null else 0)
+        return max(0, budget // (block_bytes * len(groups))) * block_size if budget > 0 and groups else 0
     lo, hi = 0, max_model_len - 1
     while lo < hi:
         mid = (lo + hi + 1) // 2
