@@ -1,4 +1,4 @@
-"""vLLM's "Model loading took" figure counts the caching allocator's blocks (kvplan.cost.allocator loaded_weights;
+"""vLLM's "Model loading took" figure counts the caching allocator's blocks (kvplan.cost.allocator rounding_bytes;
 the allocator model itself: tests/test_caching_allocator.py), pinned to public logs printed to 4 decimals."""
 
 from pathlib import Path

@@ -118,7 +118,7 @@ CASES = [
               "(0.92 x 44.52 - 27.52 - 11.57 = 1.87 GiB) is 1.35 GiB above kvplan's 0.52 GiB, unexplained: +11.7%"),
     # Qwen2.5-0.5B-Instruct on an RTX 4090 (23.99 GiB), vLLM 0.27.1, the LLM class's defaults (8,192 batched tokens,
     # utilization 0.92, 32,768): Model Runner V2 logs "0.0 GiB for CUDAGraph memory"; "0.93 GiB" is kvplan's 0.9276
-    # (the tensors' 0.9241 and 3.6 MiB of allocator blocks, kvplan.cost.allocator loaded_weights) rounded
+    # (the tensors' 0.9241 and 3.6 MiB of allocator blocks, kvplan.cost.allocator rounding_bytes) rounded
     Log("vllm-code61815222665-qwen2.5-0.5b-rtx4090-v2runner.log",
         dict(gpu="RTX-4090", gpu_memory="23.99GiB", engine="vllm==0.27", max_model_len=32768,
              max_num_batched_tokens=8192), 0.93, 20.52, 1_793_232, None,

@@ -67,9 +67,10 @@ PlanBlockSize = Annotated[Optional[int], typer.Option(
 ActivationMemory = Annotated[_S, typer.Option(
     "--activation-memory", help="Profile-run activation peak per GPU; default: kvplan's estimate (vLLM).")]
 NonTorchMemory = Annotated[_S, typer.Option(
-    "--non-torch-memory", help="vLLM non-torch growth (default 256MiB; 512MiB multi-GPU).")]
+    "--non-torch-memory", help="vLLM non-torch growth (default 64MiB on one GPU, 512MiB on more).")]
 CudaGraphMemory = Annotated[_S, typer.Option(
-    "--cuda-graph-memory", help="vLLM CUDA-graph estimate (default 512MiB; 0 for --enforce-eager).")]
+    "--cuda-graph-memory", help="vLLM CUDA graphs in the budget (default from 0.21: an ESTIMATE per captured graph; "
+                                "0 for --enforce-eager).")]
 ContextMemory = Annotated[_S, typer.Option(
     "--context-memory", help="CUDA context + NCCL per GPU (default 512MiB; SGLang at TP x PP > 1 over NVLink: + an "
                              "estimated 1649MiB of NCCL buffers).")]

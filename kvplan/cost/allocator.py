@@ -143,18 +143,6 @@ def rotary_cache(a: CachingAllocator, positions: int, rotary_dim: int, dtype_byt
     a.release(out, positions * rotary_dim * f32)
 
 
-@dataclass(frozen=True)
-class LoadedWeights:
-    """One rank's weights: the tensors' bytes (kvplan's requested figure) and the allocator's blocks holding them."""
-
-    requested_bytes: int
-    allocated_bytes: int
-
-    @property
-    def rounding_bytes(self) -> int:
-        return self.allocated_bytes - self.requested_bytes
-
-
 def _fused(matrices, size) -> list[tuple[int, int]]:
     """(weight bytes, bias bytes) per parameter vLLM allocates: q/k/v as one QKVParallelLinear, gate/up as one
     MergedColumnParallelLinear (linear.py create_weights: the weight, then the bias), every other linear alone."""
@@ -173,25 +161,24 @@ def _fused(matrices, size) -> list[tuple[int, int]]:
     return out
 
 
-def loaded_weights(card: ModelCard, w_t: DType, layout: Layout, pp_rank: int, *, stages: list[range] | None = None,
-                   requested_bytes: int, buffers: bool = True) -> LoadedWeights:
-    """The allocator's blocks for the tensors of rank (0, ``pp_rank``), ``requested_bytes`` being kvplan's own sum of
-    them (kvplan.cost.parallel.rank_weights bytes + buffers): those bytes plus the blocks' rounding (``_rounding``,
-    computed once per card, dtype, layout and stage: the layout search asks for the same rank many times)."""
-    tails = _rounding(card, w_t, layout, pp_rank, None if stages is None else tuple(stages), buffers)
-    return LoadedWeights(requested_bytes, requested_bytes + tails)
+def rounding_bytes(card: ModelCard, w_t: DType, layout: Layout, pp_rank: int, *, stages: list[range] | None = None,
+                   vocab_every_stage: frozenset[str] = frozenset(), buffers: bool = True) -> int:
+    """What the allocator's blocks hold beyond the tensors of rank (0, ``pp_rank``) (``_rounding``, computed once per
+    card, dtype, layout and stage: the layout search asks for the same rank many times)."""
+    return _rounding(card, w_t, layout, pp_rank, None if stages is None else tuple(stages),
+                     frozenset(vocab_every_stage), buffers)
 
 
 @lru_cache(maxsize=1024)
 def _rounding(card: ModelCard, w_t: DType, layout: Layout, pp_rank: int, stages: tuple[range, ...] | None,
-              buffers: bool) -> int:
-    """Allocated minus requested bytes of the large tensors, replayed in order. The large tensors are replayed one by one in vLLM's
+              vocab_every_stage: frozenset[str], buffers: bool) -> int:
+    """Allocated minus requested bytes: the large tensors replayed one by one in vLLM's
     construction order (vision tower and projector, embed_tokens, per decoder layer the fused qkv (bias), o_proj,
     the rotary cache with its float32 temporaries where the first layer asking for it builds it, the MoE router and
     fused experts w13 / w2 (fused_moe/layer.py FusedMoE.create_weights) and shared experts, or the fused gate_up and
     down; then lm_head); whatever kvplan counts beyond them (norms, scales, state mixers, learned positions) is
     charged at its requested bytes. Quantized weights: not modelled (the requested bytes)."""
-    from kvplan.cost.parallel import (local_experts, moe_tp, pad_vocab, pp_partition, rope_caches)
+    from kvplan.cost.parallel import holds_vocab, local_experts, moe_tp, pad_vocab, pp_partition, rope_caches
     from kvplan.cost.shapes import attention_matrices, ffn_matrices, router_matrices
     from kvplan.cost.vision import block_matrices, projector_matrices, vision_params
 
@@ -213,7 +200,7 @@ def _rounding(card: ModelCard, w_t: DType, layout: Layout, pp_rank: int, stages:
                 a.malloc(times * b)
 
     layers = (list(stages) if stages else pp_partition(card.num_layers, layout.pp))[pp_rank]
-    first, last = pp_rank == 0, pp_rank == layout.pp - 1
+    embedding, lm_head = holds_vocab(card, layout.pp, pp_rank, vocab_every_stage)  # as kvplan counts the rank
     rows = pad_vocab(card.vocab_size) // tp
     if card.vision:
         v = card.vision
@@ -224,7 +211,7 @@ def _rounding(card: ModelCard, w_t: DType, layout: Layout, pp_rank: int, stages:
         for _ in range(v.built_layers):
             linears(block_matrices(v))
         linears(projector_matrices(v, h))
-    if first or (card.tie_embeddings and last):
+    if embedding:
         a.malloc(w_t.data_bytes(rows * h))
     caches = rope_caches(card) if card.position == "rope" and buffers else ()
     built: set[int] = set()
@@ -253,6 +240,6 @@ def _rounding(card: ModelCard, w_t: DType, layout: Layout, pp_rank: int, stages:
                 linears(ffn_matrices(card, moe.shared_ffn), times=moe.num_shared_experts)
         else:
             linears(ffn_matrices(card, card.ffn_size))
-    if last and not card.tie_embeddings:
+    if lm_head and not card.tie_embeddings:
         a.malloc(w_t.data_bytes(rows * h))
     return a.allocated - a.requested

@@ -203,6 +203,16 @@ def _mlp_rank(card: ModelCard, layer: int, tp: int, expert_tp: int | None = None
     return router + n * expert + moe.num_shared_experts * shared
 
 
+def holds_vocab(card: ModelCard, pp: int, pp_rank: int, vocab_every_stage: frozenset[str] = frozenset()
+                ) -> tuple[bool, bool]:
+    """(the embedding, the LM head) on stage ``pp_rank``: llama.py builds embed_tokens on the first stage, and on the
+    last too when tied (lm_head aliases it: no bytes of its own), lm_head on the last; ``vocab_every_stage`` names
+    what the engine's module builds on every stage (Runtime.vocab_every_stage)."""
+    first, last = pp_rank == 0, pp_rank == pp - 1
+    return (first or (card.tie_embeddings and last) or "embedding" in vocab_every_stage,
+            last or "lm_head" in vocab_every_stage)
+
+
 def rank_breakdown(card: ModelCard, layout: Layout, pp_rank: int, *, vocab_padding: int = DEFAULT_VOCAB_PADDING,
                    stages: list[range] | None = None, tp_rank: int = 0,
                    vocab_every_stage: frozenset[str] = frozenset()) -> dict[str, int]:
@@ -214,9 +224,7 @@ def rank_breakdown(card: ModelCard, layout: Layout, pp_rank: int, *, vocab_paddi
     layers = (stages or pp_partition(card.num_layers, layout.pp))[pp_rank]
     first, last = pp_rank == 0, pp_rank == layout.pp - 1
     rows = pad_vocab(card.vocab_size, vocab_padding) // tp
-    # llama.py: embed_tokens on the first stage, and on the last stage too when tied (lm_head aliases it)
-    holds_embedding = first or (card.tie_embeddings and last) or "embedding" in vocab_every_stage
-    holds_lm_head = last or "lm_head" in vocab_every_stage  # tied: it aliases the embedding (no bytes of its own)
+    holds_embedding, holds_lm_head = holds_vocab(card, layout.pp, pp_rank, vocab_every_stage)
     lm_head = (0 if card.tie_embeddings else rows * h) + (rows if card.lm_head_bias else 0)
     norms = (len(layers) * card.norms_per_layer + (card.final_norm if last else 0)
              + (card.embedding_norm if first else 0))

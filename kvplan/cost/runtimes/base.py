@@ -278,6 +278,24 @@ def utilization(value: float | None, default: float) -> float:
 _RANGES: dict[tuple[type, object], Runtime] = {}
 
 
+class VersionRange:
+    """The releases one engine-version object covers (a frozen dataclass with ``first`` and ``last``, None: up to the
+    newest), shared by vLLM's and SGLang's version tables."""
+
+    first: tuple[int, ...]
+    last: tuple[int, ...] | None
+
+    def covers(self, version: tuple[int, ...]) -> bool:
+        return self.first <= version and (self.last is None or version <= self.last)
+
+    @property
+    def span(self) -> str:
+        first = ".".join(map(str, self.first))
+        if self.last is None or self.last == self.first:  # "0.29+", "0.10" (one minor release), "0.11-0.16"
+            return first if self.last else f"{first}+"
+        return f"{first}-{'.'.join(map(str, self.last))}"
+
+
 def at_range(rt: Runtime, root: type, engine: str, text: str, versions, release: tuple[int, ...]) -> Runtime:
     """``--engine NAME==X.Y[.Z]``: the runtime object of the modelled range of ``versions`` covering ``release``, one
     instance per range (a subclass of ``root`` whose ``version`` and ``rules`` are that range's); KvplanError naming

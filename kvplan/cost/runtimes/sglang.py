@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from kvplan.cost import serving_sglang as sg
 from kvplan.cost.engines import CacheRun
-from kvplan.cost.runtimes.base import Server, at_range, parse_release, rank_row, stage_weights
+from kvplan.cost.runtimes.base import Server, VersionRange, at_range, parse_release, rank_row, stage_weights
 from kvplan.cost.runtimes.setup import Options, Pool, ServingFlags, Setup, Stage
 from kvplan.cost.runtimes.vllm import dtype_flags
 from kvplan.errors import KvplanError, Refused
@@ -18,7 +18,7 @@ from kvplan.units import cdiv, fmt_bytes, fmt_int, require_fraction, require_pos
 
 
 @dataclass(frozen=True)
-class SglangVersion:
+class SglangVersion(VersionRange):
     """The rules that differ between SGLang releases; one object per modelled range, named in a plan's rules. Each
     range was read in the release's PyPI wheel (srt/server_args.py, srt/arg_groups/memory_hook.py,
     srt/layers/rotary_embedding.py)."""
@@ -32,16 +32,6 @@ class SglangVersion:
     reserves_prefill_graphs: bool  # the reserved default counts piecewise prefill CUDA graphs (on by default)
     rope_cache_fp32: bool  # the rotary cos/sin cache stays float32 on CUDA (sglang PR 3134, 0.4.2; sg.rope_cache_bytes)
     mid_tier: tuple[int, int, int] = sg.MID_TIER_0_5_20  # the reserved default's 20 - 35 GiB GPU tier
-
-    def covers(self, version: tuple[int, int, int]) -> bool:
-        return self.first <= version and (self.last is None or version <= self.last)
-
-    @property
-    def span(self) -> str:
-        first = ".".join(map(str, self.first))
-        if self.last is None or self.last == self.first:  # "0.29+", "0.10" (one minor release), "0.11-0.16"
-            return first if self.last else f"{first}+"
-        return f"{first}-{'.'.join(map(str, self.last))}"
 
     def default_mfs(self, gpu_mem_mib: int, tp: int, pp: int, mla: bool, cuda: bool) -> float:
         """SGLang's mem_fraction_static when --mem-fraction-static is not given, as this release computes it."""

@@ -14,14 +14,14 @@ from kvplan.cost import serving_vllm_v0 as v0
 from kvplan.cost.engines import CacheRun
 from kvplan.cost.runtimes import vllm_features as vf
 from kvplan.cost.runtimes import vllm_mm as vm
-from kvplan.cost.runtimes.base import Server, at_range, parse_version, positive_size, rank_row, refuse_zamba_v1, utilization
+from kvplan.cost.runtimes.base import Server, VersionRange, at_range, parse_version, positive_size, rank_row, refuse_zamba_v1, utilization
 from kvplan.cost.runtimes.setup import Options, Pool, ServingFlags, Setup, Stage
 from kvplan.errors import KvplanError, Refused
 from kvplan.units import cdiv, fmt_bytes, fmt_int, require_positive
 
 
 @dataclass(frozen=True)
-class VllmVersion:
+class VllmVersion(VersionRange):
     """The rules that differ between vLLM releases (serving-budget.md, "Versions change the printed figures"); one
     object per modelled range of releases, named in a plan's ``engine_rules``."""
 
@@ -72,16 +72,6 @@ class VllmVersion:
         range (serving_vllm.PP_VOCAB_EVERY_STAGE: modules without PPMissingLayer for them); empty: llama.py's
         placement (the embedding on the first stage, and the last when tied; the head on the last)."""
         return frozenset(vl.pp_vocab_every_stage(self.first, self.last).get(hf_architecture or "", ()))
-
-    def covers(self, version: tuple[int, int]) -> bool:
-        return self.first <= version and (self.last is None or version <= self.last)
-
-    @property
-    def span(self) -> str:
-        first = ".".join(map(str, self.first))
-        if self.last is None or self.last == self.first:  # "0.29+", "0.10" (one minor release), "0.11-0.16"
-            return first if self.last else f"{first}+"
-        return f"{first}-{'.'.join(map(str, self.last))}"
 
 
 V0 = VllmVersion("vLLM 0.2-0.9 (V0 engine)", (0, 2), (0, 9), 0.9, False, False, False,
@@ -301,7 +291,7 @@ class VLLM(Server):
         from dataclasses import replace
 
         st = super().stage(s, pp_rank, parts)
-        rounding = _allocator_rounding(s, pp_rank, parts, st.weights)
+        rounding = _allocator_rounding(s, pp_rank, parts)
         st = replace(st, weights=st.weights + rounding, rounding=rounding,
                      available=st.available if s.kv_cache_memory is not None else st.available - rounding)
         st = vf.with_features(s, st)
@@ -643,11 +633,10 @@ def _state_notes(s: Setup, p: Pool) -> list[str]:
     return out
 
 
-def _allocator_rounding(s: Setup, pp_rank: int, parts: list[range], requested: int) -> int:
+def _allocator_rounding(s: Setup, pp_rank: int, parts: list[range]) -> int:
     """vLLM's "Model loading took" is torch.cuda.max_memory_allocated (DeviceMemoryProfiler): the caching
     allocator's blocks, which round each large tensor to its segment (kvplan.cost.allocator, imported here only)."""
-    from kvplan.cost.allocator import loaded_weights
+    from kvplan.cost.allocator import rounding_bytes
 
-    if not s.engine.server:
-        return 0
-    return loaded_weights(s.card, s.w_t, s.layout, pp_rank, stages=parts, requested_bytes=requested).rounding_bytes
+    return rounding_bytes(s.card, s.w_t, s.layout, pp_rank, stages=parts,
+                          vocab_every_stage=s.engine.vocab_every_stage(s.card))
