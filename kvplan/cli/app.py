@@ -19,10 +19,10 @@ from kvplan.cli.errors import KvplanGroup
 from kvplan.cli.signals import on_sigterm
 from kvplan.cli.examples import epilog
 
-app = typer.Typer(help="Size the KV cache, weights and memory of transformer LLMs, exactly.", cls=KvplanGroup,
-                  epilog=epilog("kvplan"),
-                  no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
-                  context_settings={"help_option_names": ["-h", "--help"]})
+_base = typer.Typer(help="Size the KV cache, weights and memory of transformer LLMs, exactly.", cls=KvplanGroup,
+                    epilog=epilog("kvplan"),
+                    no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+                    context_settings={"help_option_names": ["-h", "--help"]})
 
 
 def _version(value: bool) -> None:
@@ -33,7 +33,7 @@ def _version(value: bool) -> None:
         raise typer.Exit(0)
 
 
-@app.callback()
+@_base.callback()
 def root(
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, metavar="",
                                           help="Print the version and exit.")] = False,
@@ -42,16 +42,34 @@ def root(
     """Exit codes: 0 success, 1 a check failed (verify, check), 2 bad input, 3 internal error."""
 
 
-def _register() -> None:
-    from kvplan.cli import cards, check, compare, disagg, estimate, gpus, plan, report, sweep, verify
-
-    for module in (estimate, plan, compare, sweep, report, verify, check, disagg):
-        module.register(app)
-    app.add_typer(cards.app, name="cards")
-    app.add_typer(gpus.app, name="gpus")
+# Each command's module (kvplan.cli.<name>, one command of that name: ``register(app)``) and each group's (a Typer
+# ``app`` added under its name). A run imports only the module of the command it names (`_slim`).
+_COMMANDS = ("estimate", "plan", "compare", "sweep", "report", "verify", "check", "disagg")
+_GROUPS = ("cards", "gpus")
 
 
-_register()
+def _add(target: typer.Typer, name: str) -> None:
+    """Register the command or group ``name`` on ``target`` (its module imported now)."""
+    import importlib
+
+    module = importlib.import_module(f"kvplan.cli.{name}")
+    if name in _GROUPS:
+        target.add_typer(module.app, name=name)
+    else:
+        module.register(target)
+
+
+def __getattr__(name: str) -> typer.Typer:
+    """``app``: the whole command line (every command and group), built on first use; ``main`` builds only the
+    command a run names."""
+    if name != "app":
+        raise AttributeError(name)
+    if "app" in globals():
+        return globals()["app"]
+    for command in (*_COMMANDS, *_GROUPS):
+        _add(_base, command)
+    globals()["app"] = _base
+    return _base
 
 
 _ROOT_FLAGS = ("--version", "--debug")  # the root options, all flags: the first other word names the command
@@ -65,16 +83,15 @@ def _command(argv: list[str]) -> str | None:
 
 
 def _slim(name: str | None) -> typer.Typer:
-    """``app`` with only the command ``name``. typer builds the options of every command before it parses (some
-    15 ms for all of them) and a run needs just its own. Help, ``--version`` and a word that names no command (click
-    lists the commands or suggests one) get the whole app."""
-    commands = [c for c in app.registered_commands
-                if (c.name or typer.main.get_command_name(c.callback.__name__)) == name]
-    groups = [g for g in app.registered_groups if g.name == name]
-    if not commands and not groups:
-        return app
-    slim = copy.copy(app)
-    slim.registered_commands, slim.registered_groups = commands, groups
+    """The app with only the command ``name``, its module alone imported: typer builds the options of every
+    command before it parses (some 15 ms for all of them) and importing every command's module costs more; a run
+    needs just its own. Help, ``--version`` and a word that names no command (click lists the commands or suggests
+    one) get the whole app."""
+    if name not in _COMMANDS and name not in _GROUPS:
+        return __getattr__("app")
+    slim = copy.copy(_base)
+    slim.registered_commands, slim.registered_groups = [], []
+    _add(slim, name)
     return slim
 
 
@@ -138,7 +155,7 @@ def main() -> None:
     _standard_streams()
     name = _command(sys.argv[1:])
     slim = _slim(name)
-    quick = slim is not app and name in _QUICK_EXIT
+    quick = slim is not _base and name in _QUICK_EXIT
     if quick:  # a short run: it leaves little cyclic garbage, and the collector's passes would cost ~12 ms
         gc.disable()
     try:
