@@ -17,8 +17,10 @@ one row per request), not vLLM's number.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
+from types import MappingProxyType
 
 from kvplan.cost.kvspec import KVLayerSpec
 from kvplan.cost.shapes import attention_matrices, ffn_matrices
@@ -156,13 +158,14 @@ PP_VOCAB_EVERY_STAGE: dict[str, tuple[tuple[str, ...], tuple[int, int], tuple[in
 }
 
 
-def pp_vocab_every_stage(first: tuple[int, int], last: tuple[int, int] | None) -> dict[str, tuple[str, ...]]:
+@lru_cache(maxsize=None)  # a handful of ranges; a search asks for each thousands of times
+def pp_vocab_every_stage(first: tuple[int, int], last: tuple[int, int] | None) -> Mapping[str, tuple[str, ...]]:
     """The architectures whose vocabulary matrices every pipeline stage holds in the releases first..last (a kvplan
     range): those of PP_VOCAB_EVERY_STAGE whose span overlaps it (no span starts or ends inside a modelled range but
     V0's, whose earlier releases refuse pipeline parallelism for these models)."""
     inf = (10**6, 0)
-    return {arch: what for arch, (what, lo, hi) in PP_VOCAB_EVERY_STAGE.items()
-            if lo <= (last or inf) and first <= (hi or inf)}
+    return MappingProxyType({arch: what for arch, (what, lo, hi) in PP_VOCAB_EVERY_STAGE.items()
+                             if lo <= (last or inf) and first <= (hi or inf)})
 
 
 def available_kv_bytes(requested: int, weights: int, activation: int, non_torch: int, cuda_graph: int) -> int:

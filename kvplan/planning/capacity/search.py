@@ -9,7 +9,7 @@ Megatron-LM arXiv:1909.08053 section 3); a ring all-reduce moves 2 (tp - 1) / tp
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from kvplan.cost.hardware import GPU, load_gpus
@@ -19,11 +19,15 @@ from kvplan.model.card import ModelCard
 from kvplan.model.catalog import load_card
 from kvplan.planning.capacity import PlanRequest, assemble, result, setup
 from kvplan.planning.capacity.latency import latency, per_million_tokens
-from kvplan.planning.capacity.results import PlanOption, PlanResult, SearchResult
+from kvplan.cost.runtimes.setup import Pool, Setup, Stage
+from kvplan.planning.capacity.results import Latency, PlanOption, PlanResult, SearchResult
 from kvplan.units import require_positive
 
 TP_SIZES, PP_SIZES = (1, 2, 4, 8), (1, 2, 3, 4)
+# fewest GPUs first, so that --sort gpus and cost skip the layouts that need more GPUs than the best one found
+_LAYOUTS = sorted(((tp, pp) for tp in TP_SIZES for pp in PP_SIZES), key=lambda lay: (lay[0] * lay[1], lay[1]))
 SORTS = ("gpus", "cost", "latency")
+_BY_GPU_COUNT = ("gpus", "cost")  # orders whose key grows with the GPU count within one GPU type
 
 
 def search(model: ModelCard | str | Path, *, max_model_len: int, concurrency: int, gpus: list[str] | None = None,
@@ -47,17 +51,18 @@ def search(model: ModelCard | str | Path, *, max_model_len: int, concurrency: in
                                  prompt_len=prompt_len,
                                  **{k: v for k, v in plan_kw.items() if v is not None})
         best = None
-        for tp in TP_SIZES:
-            for pp in PP_SIZES:
-                if tp * pp > max_gpus:
-                    continue
-                tried += 1
-                opt = _option(card, replace(base, layout=Layout(tp, pp, 1, base.layout.expert_parallel)), max_gpus,
-                              ttft_ms, tpot_ms)
-                if opt is not None and (best is None or _KEYS[sort](opt) < _KEYS[sort](best)):
-                    best = opt
+        for tp, pp in _LAYOUTS:
+            if tp * pp > max_gpus:
+                continue
+            if best is not None and sort in _BY_GPU_COUNT and tp * pp > best.num_gpus:
+                continue  # at least tp x pp GPUs: more than the best's, so more GPUs and (same GPU) a higher price
+            tried += 1
+            cand = _option(card, replace(base, layout=Layout(tp, pp, 1, base.layout.expert_parallel)), max_gpus,
+                           ttft_ms, tpot_ms)
+            if cand is not None and (best is None or _KEYS[sort](cand) < _KEYS[sort](best)):
+                best = cand
         if best is not None:
-            options.append(best)
+            options.append(_finished(best))
     options.sort(key=_KEYS[sort])
     return SearchResult(model=card.name, engine=engine, max_model_len=max_model_len, concurrency=concurrency,
                         ttft_ms=ttft_ms, tpot_ms=tpot_ms, layouts_tried=tried, options=options, sort=sort,
@@ -74,8 +79,27 @@ def _chosen(catalog: dict[str, GPU], names: list[str] | None) -> list[GPU]:
     return [by_lower[n.lower()] for n in names]
 
 
-def _option(card: ModelCard, req: PlanRequest, max_gpus: int, ttft_ms, tpot_ms) -> PlanOption | None:
-    """The layout's option with the fewest replicas that hold the requests, or None (refused, no room, too slow)."""
+@dataclass(frozen=True)
+class _Candidate:
+    """A layout that holds the requests, with what the sort keys read (PlanOption's names); the option itself is
+    built for the best layout of each GPU type only (``_finished``)."""
+
+    num_gpus: int
+    price_per_hour: float | None
+    tpot_ms: float | None
+    pp: int
+    tp: int
+    dp: int
+    max_concurrency: int
+    concurrency: int  # the requests asked for (--concurrency)
+    setup: Setup
+    stages: list[Stage]
+    pool: Pool
+    latency: Latency | None
+
+
+def _option(card: ModelCard, req: PlanRequest, max_gpus: int, ttft_ms, tpot_ms) -> _Candidate | None:
+    """The layout with the fewest replicas that hold the requests, or None (refused, no room, too slow)."""
     try:
         s = setup(card, req)
         sts, p = assemble(s)
@@ -101,14 +125,21 @@ def _option(card: ModelCard, req: PlanRequest, max_gpus: int, ttft_ms, tpot_ms) 
     lat = latency(s, C, req.prompt_len, req.acceptance_rate) if (ttft_ms or tpot_ms or g.interconnect_bandwidth_bytes_per_s) else None
     if lat and ((ttft_ms and lat.ttft_ms > ttft_ms) or (tpot_ms and lat.tpot_ms > tpot_ms)):
         return None
-    r: PlanResult = result(s, sts, p)
     n = lay.tp * lay.pp * dp
     price = g.price_per_hour_usd * n if g.price_per_hour_usd else None  # replicas x GPUs x price per GPU-hour
-    per_mtok = per_million_tokens(price, C, lat.tpot_ms) if lat else None
-    return PlanOption(gpu=g.name, num_gpus=n, tp=lay.tp, pp=lay.pp, dp=dp, max_concurrency=per_replica * dp, fits=True,
-                      price_per_hour=price, price_per_gpu_hour=g.price_per_hour_usd,
-                      price_source=(g.price_source or "--gpu-file") if price else None,
-                      price_date=g.price_date or None if price else None,
+    return _Candidate(n, price, lat.tpot_ms if lat else None, lay.pp, lay.tp, dp, per_replica * dp, C, s, sts, p,
+                      lat)
+
+
+def _finished(c: _Candidate) -> PlanOption:
+    """The option of a candidate: the plan's result (per-GPU budget, pool, launch line), price and latency."""
+    s, g, lat = c.setup, c.setup.gpu, c.latency
+    r: PlanResult = result(s, c.stages, c.pool)
+    per_mtok = per_million_tokens(c.price_per_hour, c.concurrency, lat.tpot_ms) if lat else None
+    return PlanOption(gpu=g.name, num_gpus=c.num_gpus, tp=c.tp, pp=c.pp, dp=c.dp, max_concurrency=c.max_concurrency,
+                      fits=True, price_per_hour=c.price_per_hour, price_per_gpu_hour=g.price_per_hour_usd,
+                      price_source=(g.price_source or "--gpu-file") if c.price_per_hour else None,
+                      price_date=g.price_date or None if c.price_per_hour else None,
                       usd_per_million_output_tokens=per_mtok,
                       ttft_ms=lat.ttft_ms if lat else None, tpot_ms=lat.tpot_ms if lat else None,
                       launch_command=r.launch_command, per_gpu=r.per_gpu, kv_cache=r.kv_cache)
