@@ -44,6 +44,13 @@ KNOWN_MISSES = {
     "eight workers (executor/executor_base.py determine_num_available_blocks: min of each worker's), the quoted "
     "39.51 GiB one worker's profile line: 40,178 blocks of 1 MiB (the 4,096 CPU blocks of 4 GiB confirm the size) "
     "are 39.24 GiB on the lowest rank",
+    ("sglang-sglangplay-qwen2.5-0.5b-h100nvl.log", "available"): "as the B200 and H100 SGLang 0.5 logs: 30.42 GiB "
+    "logged, 30.44 from the logged free memory and load (+0.08%, some 24 MiB); the flags-alone miss is the GPU's "
+    "other tenants (36.54 GB free of 93 at the load)",
+    ("sglang-sglangplay-qwen2.5-0.5b-h100nvl.log", "tokens"): "the pool above: 2,658,165 logged, 2,660,272",
+    ("vllm-dennislee22-gpt-oss-120b-a100-tp4-ray.log", "concurrency"): "vLLM 0.10.1 prints 284.25x for gpt-oss's "
+    "sliding-window and full-attention groups, kvplan 256.02x from the same pool (its blocks and tokens agree): "
+    "cause not found",
     ("vllm-code38962983769-qwen3-235b-fp8-ep-l40s.log", "tokens"): "eight EP ranks print their own `GPU KV cache "
     "size` (237,344 - 238,208 tokens); the first line read is not the rank whose `Available KV cache memory` is "
     "the first one printed (tests/test_logs_vllm_moe.py pairs them by rank)",
@@ -58,6 +65,7 @@ CALIBRATE_REFUSED = {
 # calibrated, but not to the logged pool: the context the logged free memory already excludes (KNOWN_MISSES)
 CALIBRATE_OFF = {"sglang-code46415979912-lfm2-700m.log", "sglang-code52132052242-qwen3-8b-b200.log",
                  "sglang-code69624180828-qwen3-30b-a3b-fp8-h100.log",  # the last two: their tokens (KNOWN_MISSES)
+                 "sglang-sglangplay-qwen2.5-0.5b-h100nvl.log",  # as those two (KNOWN_MISSES)
                  "vllm-code31259794699-qwen3-30b-a3b-pp2-gh200.log"}  # PP 2: CALIBRATED_STAGE_GAP
 # PP 2 calibrated: both stages' pools fall in the same block count and the plan shows stage 0's, above the logged pool
 # by the stages' weights' difference (kvplan's last stage holds 4,096 B more); blocks and tokens are the log's
