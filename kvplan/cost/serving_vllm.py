@@ -51,11 +51,16 @@ CUDA_GRAPH_BYTES_PER_GRAPH_0_19 = 30 * MIB
 CUDA_GRAPH_BYTES_PER_GRAPH_0_21 = 9 * MIB
 # Non-torch growth during the profile run (cuBLAS/attention workspaces, lazy NCCL buffers): V1 logs "non-torch
 # forward increase memory" of 0.01 - 0.14 GiB on one GPU (serving-budget.md; 0.02 GiB in the 0.10 logs of
-# docs/capacity.md); 64 MiB is the middle of that range. More ranks add NCCL buffers.
+# docs/capacity.md); 64 MiB is the middle of that range. More ranks add NCCL buffers. 0.9.1 - 0.10.2 take the first
+# snapshot before init_worker_distributed_environment (v1/worker/gpu_worker.py init_device; 0.11.0 moves it after), so
+# there the communicators and custom all-reduce buffers are non-torch growth too (non-torch 1.38 GiB logged at TP 2 on
+# H200, 0.10.2; about 2.5 GiB implied at TP 4 on H100, vllm#21348); how much NCCL takes depends on the GPU, links
+# and NCCL release, so the flat figure stays (docs/capacity.md, the vllm#21348 miss).
 DEFAULT_NON_TORCH_BYTES = 64 * MIB
 DEFAULT_NON_TORCH_MULTI_GPU_BYTES = 512 * MIB
-# CUDA context + NCCL communicators + custom all-reduce buffers, allocated before the snapshot: outside `requested`,
-# it must fit in (1 - utilization) x total (request_memory's free >= requested check); ~0.4 GiB per GPU observed.
+# CUDA context + NCCL communicators + custom all-reduce buffers, allocated before the snapshot from 0.11.0 (the context
+# alone before 0.11): outside `requested`, it must fit in (1 - utilization) x total (request_memory's free >= requested
+# check); ~0.4 GiB per GPU observed.
 DEFAULT_CONTEXT_BYTES = 512 * MIB
 
 
