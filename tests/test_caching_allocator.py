@@ -137,3 +137,17 @@ def test_v0_0_6_5_to_0_6_6_counts_the_cached_free_bytes_as_non_torch():
     assert abs(r.plan.per_gpu.non_torch_bytes / GIB - 0.11) <= 0.005  # the log's two decimals
     given = plan(cfg, engine="vllm==0.6.6", non_torch_memory="100MiB", **kw)  # a given figure replaces the sum
     assert given.per_gpu.non_torch_bytes == 100 * MIB and given.per_gpu.non_torch_cached_bytes == 0
+
+
+
+def test_v0_0_7_leaves_the_cached_free_bytes_out():
+    """vllm-code55594152188 (Qwen2.5-1.5B-Instruct, T4, 0.7.2): 'non_torch_memory takes 0.01GiB' where the load keeps
+    143.4 MiB in its segments: 0.7's MemorySnapshot subtracts memory_reserved(), so they are not in the figure, and
+    kvplan charges its 64 MiB default alone."""
+    from kvplan.cost.allocator import cached_free_bytes
+
+    card = load_card(str(ROOT / "tests/data/configs/qwen2.5-1.5b-instruct"))
+    kept = cached_free_bytes(card, parse_dtype("float16"), Layout(tp=1), 0, marlin=False)
+    assert kept == 150_355_968 and kept > 0.1 * GIB  # ten times the logged 0.01 GiB
+    r = from_log(LOGS / "vllm-code55594152188-qwen2.5-1.5b-t4.log")
+    assert r.plan.per_gpu.non_torch_bytes == 64 * MIB and r.plan.per_gpu.non_torch_cached_bytes == 0

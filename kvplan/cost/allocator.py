@@ -7,6 +7,13 @@ free block gets a new segment, of which it keeps the whole when too little would
 models that allocator (PyTorch 2.6-2.8 c10/cuda/CUDACachingAllocator.cpp, default settings: no expandable segments,
 no max_split_size) and replays through it the tensors vLLM creates while building one rank, in construction order.
 
+A second figure of the same replay: the free bytes the rank's segments keep after ``torch.cuda.empty_cache``
+(``cached_free_bytes``), which vLLM V0 0.6.5-0.6.6 count as non-torch memory (serving_vllm_v0.py, "Non-torch memory
+by release"); those releases ran PyTorch 2.5 (vLLM PR 9588 moved to 2.5 in October 2024; vllm#12719: 2.5.1 still
+pinned in February 2025); the constants below are the same in the 1.x-era copies of CUDACachingAllocator.cpp,
+and the 2.5 split, best-fit and merge rules are taken as 2.6's. For a GPTQ checkpoint
+the replay follows vLLM 0.6.5's GPTQ-Marlin load (create_weights, then the repack after every weight is loaded).
+
 Pure arithmetic, exact ints; no torch. An estimate of the mechanism (the tensor order is the generic decoder's:
 vision tower, embedding, per layer qkv / o_proj / rotary cache / mlp, final norm, lm_head), not a measurement.
 """
@@ -235,7 +242,8 @@ def _gptq_tensors(card: ModelCard, w_t: DType, matrices, tp: int) -> list[tuple[
 
 def _gptq_marlin_repack(a: CachingAllocator, modules: list[tuple[int, dict[str, tuple[Block, int]]]]) -> None:
     """vLLM 0.6.5 model_loader/loader.py: after every weight is loaded, process_weights_after_loading per module in
-    named_modules order; kernels/marlin.py MarlinLinearKernel.process_weights_after_loading: a per-layer workspace
+    named_modules order; model_executor/layers/quantization/kernels/marlin.py
+    MarlinLinearKernel.process_weights_after_loading: a per-layer workspace
     (marlin_utils.py marlin_make_workspace: (n // GPTQ_MARLIN_MIN_THREAD_N 64) x GPTQ_MARLIN_MAX_PARALLEL 16 int32),
     g_idx and qzeros replaced by empty tensors (no desc_act; no zero points), gptq_marlin_repack's new qweight of the
     same size, then marlin_permute_scales' new scales, each old tensor freed as its replacement is set."""
