@@ -12,7 +12,8 @@ from kvplan.model.dtypes import parse_dtype
 from kvplan.planning.capacity.fromlog import from_log
 
 MIB, GIB = 2**20, 2**30
-LOGS = Path(__file__).resolve().parents[1] / "docs" / "logs"
+ROOT = Path(__file__).resolve().parents[1]
+LOGS = ROOT / "docs" / "logs"
 
 
 def test_sizes_round_to_512_bytes_and_segments_by_pool():
@@ -93,3 +94,60 @@ def test_a_log_the_allocator_brings_within_rounding():
     row = next(x for x in r.rows if x.figure == "weights")
     assert row.flags_verdict in ("exact", "within rounding"), row
     assert r.plan.per_gpu.weights_rounding_bytes > 3 * MIB
+
+
+def test_empty_cache_keeps_the_free_bytes_of_segments_that_hold_a_live_block():
+    """release_cached_blocks returns only wholly free segments: a 9 MiB tensor keeps its 20 MiB segment's 11 MiB
+    tail; freed, the segment goes back whole; a 21 MiB tensor's 22 MiB segment holds no free block."""
+    a = CachingAllocator()
+    nine = a.malloc(9 * MIB)
+    a.malloc(21 * MIB)
+    assert a.cached_free() == 11 * MIB
+    a.release(nine, 9 * MIB)
+    assert a.cached_free() == 0 and a.reserved == 42 * MIB  # the free 20 MiB segment would be released
+
+
+def test_gptq_marlin_replay_holds_the_phi4_load():
+    """vllm-code5773335890 (Phi-4 GPTQ 4-bit, group 128, vLLM 0.6.5, H100, 'Using MarlinLinearKernel'): 'Loading
+    model weights took 8.5107 GB' (GiB). The replay builds every module's qweight, g_idx, qzeros and scales, then
+    repacks (new qweight and scales, g_idx and qzeros freed, a workspace per layer): 8.5108 GiB, the norms (0.8 MiB)
+    left out; before the repack the blocks held 8.5641 GiB, which the log rules out. The holes and tails the
+    segments keep are 148.9 MiB; without Marlin (compute capability below 8.0) the load is not replayed."""
+    from kvplan.cost.allocator import _replay, cached_free_bytes
+
+    card, bf16 = load_card(str(ROOT / "tests/data/configs/phi-4-gptq")), parse_dtype("bfloat16")
+    a = _replay(card, bf16, Layout(tp=1), 0, None, frozenset(), True, True)
+    assert abs(a.allocated / GIB - 8.5107) < 0.0002
+    assert cached_free_bytes(card, bf16, Layout(tp=1), 0, marlin=True) == a.cached_free() == 156_151_808
+    assert cached_free_bytes(card, bf16, Layout(tp=1), 0, marlin=False) is None
+
+
+def test_v0_0_6_5_to_0_6_6_counts_the_cached_free_bytes_as_non_torch():
+    """vLLM 0.6.5-0.6.6 utils.py memory_profiling: non-torch = in use after empty_cache - baseline - allocated bytes,
+    so the bytes the allocator keeps count; 0.6.4 and 0.7 do not (0.7 subtracts memory_reserved). The T4 0.6.6 log
+    (Qwen2.5-0.5B) states 'non_torch_memory takes 0.11GiB': 64 MiB default + 50.2 MiB kept = 0.1115 GiB."""
+    cfg = str(ROOT / "tests/data/configs/qwen2.5-0.5b")
+    kw = dict(gpu="T4", max_model_len=32768)
+    new, old, v07 = (plan(cfg, engine=e, **kw) for e in ("vllm==0.6.6", "vllm==0.6.4", "vllm==0.7.0"))
+    kept = new.per_gpu.non_torch_cached_bytes
+    assert kept == new.per_gpu.non_torch_bytes - old.per_gpu.non_torch_bytes > 0
+    assert old.per_gpu.available_kv_bytes - new.per_gpu.available_kv_bytes == kept
+    assert old.per_gpu.non_torch_bytes == v07.per_gpu.non_torch_bytes and v07.per_gpu.non_torch_cached_bytes == 0
+    r = from_log(LOGS / "vllm-code69421856836-qwen2.5-0.5b-t4.log")
+    assert abs(r.plan.per_gpu.non_torch_bytes / GIB - 0.11) <= 0.005  # the log's two decimals
+    given = plan(cfg, engine="vllm==0.6.6", non_torch_memory="100MiB", **kw)  # a given figure replaces the sum
+    assert given.per_gpu.non_torch_bytes == 100 * MIB and given.per_gpu.non_torch_cached_bytes == 0
+
+
+
+def test_v0_0_7_leaves_the_cached_free_bytes_out():
+    """vllm-code55594152188 (Qwen2.5-1.5B-Instruct, T4, 0.7.2): 'non_torch_memory takes 0.01GiB' where the load keeps
+    143.4 MiB in its segments: 0.7's MemorySnapshot subtracts memory_reserved(), so they are not in the figure, and
+    kvplan charges its 64 MiB default alone."""
+    from kvplan.cost.allocator import cached_free_bytes
+
+    card = load_card(str(ROOT / "tests/data/configs/qwen2.5-1.5b-instruct"))
+    kept = cached_free_bytes(card, parse_dtype("float16"), Layout(tp=1), 0, marlin=False)
+    assert kept == 150_355_968 and kept > 0.1 * GIB  # ten times the logged 0.01 GiB
+    r = from_log(LOGS / "vllm-code55594152188-qwen2.5-1.5b-t4.log")
+    assert r.plan.per_gpu.non_torch_bytes == 64 * MIB and r.plan.per_gpu.non_torch_cached_bytes == 0

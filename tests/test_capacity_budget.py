@@ -57,7 +57,9 @@ def test_gpus_list_shows_the_visible_total(cli):
     ("vllm==0.19", "vLLM 0.18-0.20", 0.9), ("vllm==0.21.0", "vLLM 0.21-0.24", 0.92), ("vllm==0.33", "vLLM 0.29+", 0.92),
     ("sglang==0.5.2", "SGLang 0.4.8-0.5.2", None), ("sglang==0.4.3.post4", "SGLang 0.4.2-0.4.5", None),
     ("sglang==0.5.12", "SGLang 0.5.10-0.5.19", None), ("sglang", "SGLang 0.5.20+", None),
-    ("vllm==0.6.3", "vLLM 0.2-0.9 (V0", 0.9), ("vllm==0.9", "vLLM 0.2-0.9", 0.9)])
+    ("vllm==0.6.3", "vLLM 0.2-0.6.4 (V0", 0.9), ("vllm==0.6", "vLLM 0.2-0.6.4 (V0", 0.9),
+    ("vllm==0.6.5", "vLLM 0.6.5-0.6.6 (V0", 0.9), ("vllm==0.6.6.post1", "vLLM 0.6.5-0.6.6 (V0", 0.9),
+    ("vllm==0.7.0", "vLLM 0.7-0.9 (V0", 0.9), ("vllm==0.9", "vLLM 0.7-0.9", 0.9)])
 def test_engine_version_is_an_input_named_in_the_output(engine, rules, util):
     r = plan("llama-3.1-8b", gpu="H100-SXM", max_model_len=8192, engine=engine)
     assert r.inputs.engine_rules.startswith(rules)
@@ -80,7 +82,7 @@ def test_the_refusal_lists_each_modelled_range_once_and_plainly():
     with pytest.raises(KvplanError) as err:
         plan("llama-3.1-8b", gpu="H100-SXM", max_model_len=8192, engine="vllm==0.1")
     ranges = str(err.value).split("modelled: ")[1].split(", ")
-    assert "vllm==0.10" in ranges and "vllm==0.2-0.9" in ranges and ranges[-1].endswith("+")
+    assert "vllm==0.10" in ranges and "vllm==0.6.5-0.6.6" in ranges and ranges[-1].endswith("+")
     assert not any(r.split("==")[1].split("-")[0] == r.split("-")[-1] for r in ranges if "-" in r)
 
 

@@ -82,11 +82,7 @@ LOGS_V0 = [
         2.18, ("Loading model weights took 8.5107 GB", "non_torch_memory takes 0.26GiB",
                "the rest of the memory reserved for KV Cache is 2.18GiB", "# GPU blocks: 715, # CPU blocks: 1310",
                "Maximum concurrency for 2048 tokens per request: 5.59x"),
-        weights_gib=8.5107, pool=dict(blocks=715, cpu_blocks=1310, concurrency=5.59),
-        open_gap="0.6.5's non_torch_memory (0.26 GiB) counts the caching allocator's reserved-but-unallocated bytes "
-                 "(utils.py memory_profiling subtracts allocated, not reserved, bytes; 0.7 subtracts reserved) where "
-                 "kvplan charges 64 MiB; the Marlin workspaces are 2 MiB, allocated at load (in the weights). At "
-                 "utilization 0.15 the 0.2 GiB is 9% of a 2.18 GiB pool (kvplan 2.39 GiB)"),
+        weights_gib=8.5107, pool=dict(blocks=715, cpu_blocks=1310, concurrency=5.59)),
     Log("vllm-code43801487237-llama-3.1-70b-fp8-mi300x.log",
         dict(model="llama-3.1-70b", gpu="MI300X", gpu_memory="191.98GiB", engine="vllm==0.6.4",
              gpu_memory_utilization=0.98, max_num_seqs=4096, max_model_len=32768, weight_dtype="fp8_e4m3"),

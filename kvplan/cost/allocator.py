@@ -7,6 +7,13 @@ free block gets a new segment, of which it keeps the whole when too little would
 models that allocator (PyTorch 2.6-2.8 c10/cuda/CUDACachingAllocator.cpp, default settings: no expandable segments,
 no max_split_size) and replays through it the tensors vLLM creates while building one rank, in construction order.
 
+A second figure of the same replay: the free bytes the rank's segments keep after ``torch.cuda.empty_cache``
+(``cached_free_bytes``), which vLLM V0 0.6.5-0.6.6 count as non-torch memory (serving_vllm_v0.py, "Non-torch memory
+by release"); those releases ran PyTorch 2.5 (vLLM PR 9588 moved to 2.5 in October 2024; vllm#12719: 2.5.1 still
+pinned in February 2025); the constants below are the same in the 1.x-era copies of CUDACachingAllocator.cpp,
+and the 2.5 split, best-fit and merge rules are taken as 2.6's. For a GPTQ checkpoint
+the replay follows vLLM 0.6.5's GPTQ-Marlin load (create_weights, then the repack after every weight is loaded).
+
 Pure arithmetic, exact ints; no torch. An estimate of the mechanism (the tensor order is the generic decoder's:
 vision tower, embedding, per layer qkv / o_proj / rotary cache / mlp, final norm, lm_head), not a measurement.
 """
@@ -71,6 +78,7 @@ class CachingAllocator:
     allocated: int = 0
     requested: int = 0
     reserved: int = 0
+    segments: list[Block] = field(default_factory=list)  # the first block of each segment (merges keep it first)
 
     def malloc(self, nbytes: int) -> Block:
         """``malloc``: best fit among the pool's free blocks (``get_free_block``: the smallest that fits), else a new
@@ -85,6 +93,7 @@ class CachingAllocator:
         else:
             block = Block(segment_size(size), small)
             self.reserved += block.size
+            self.segments.append(block)
         rest = block.size - size
         if should_split(small, rest):
             tail = Block(rest, small, prev=block, next=block.next)
@@ -113,6 +122,21 @@ class CachingAllocator:
                     second.next.prev = first
                 block = first
         pool.append(block)
+
+    def cached_free(self) -> int:
+        """Free bytes inside segments that still hold an allocated block: what ``torch.cuda.empty_cache`` keeps
+        (``release_cached_blocks`` -> ``release_blocks`` returns only segments whose blocks are all free), i.e.
+        ``memory_reserved() - memory_allocated()`` right after it."""
+        held = 0
+        for head in self.segments:
+            blocks = []
+            b: Block | None = head
+            while b is not None:
+                blocks.append(b)
+                b = b.next
+            if not all(x.free for x in blocks):
+                held += sum(x.size for x in blocks if x.free)
+        return held
 
 
 def rotary_cache(a: CachingAllocator, positions: int, rotary_dim: int, dtype_bytes: int, linear: bool) -> None:
@@ -143,50 +167,112 @@ def rotary_cache(a: CachingAllocator, positions: int, rotary_dim: int, dtype_byt
     a.release(out, positions * rotary_dim * f32)
 
 
-def _fused(matrices, size) -> list[tuple[int, int]]:
-    """(weight bytes, bias bytes) per parameter vLLM allocates: q/k/v as one QKVParallelLinear, gate/up as one
-    MergedColumnParallelLinear (linear.py create_weights: the weight, then the bias), every other linear alone."""
-    out: list[tuple[int, int]] = []
+def _groups(matrices) -> list[list]:
+    """The linears vLLM allocates as one module: q/k/v as one QKVParallelLinear, gate/up as one
+    MergedColumnParallelLinear, every other linear alone."""
+    out: list[list] = []
     fuse = {"q_proj": "qkv", "k_proj": "qkv", "v_proj": "qkv", "gate_proj": "gate_up", "up_proj": "gate_up"}
     last = None
     for m in matrices:
-        w, b = size(m)
         group = fuse.get(m.name)
         if group is not None and group == last:
-            pw, pb = out[-1]
-            out[-1] = (pw + w, pb + b)
+            out[-1].append(m)
         else:
-            out.append((w, b))
+            out.append([m])
         last = group
     return out
 
 
+def _fused(matrices, size) -> list[tuple[int, int]]:
+    """(weight bytes, bias bytes) per module vLLM allocates (_groups; linear.py create_weights: the weight, then the
+    bias)."""
+    return [tuple(map(sum, zip(*(size(m) for m in group)))) for group in _groups(matrices)]
+
+
 def rounding_bytes(card: ModelCard, w_t: DType, layout: Layout, pp_rank: int, *, stages: list[range] | None = None,
                    vocab_every_stage: frozenset[str] = frozenset(), buffers: bool = True) -> int:
-    """What the allocator's blocks hold beyond the tensors of rank (0, ``pp_rank``) (``_rounding``, computed once per
-    card, dtype, layout and stage: the layout search asks for the same rank many times)."""
-    return _rounding(card, w_t, layout, pp_rank, None if stages is None else tuple(stages),
-                     frozenset(vocab_every_stage), buffers)
+    """What the allocator's blocks hold beyond the tensors of rank (0, ``pp_rank``) (``_replay``, computed once per
+    card, dtype, layout and stage: the layout search asks for the same rank many times). Quantized weights: 0 (they
+    are repacked after loading; kvplan.cost.quant counts what the checkpoint stores)."""
+    if card.quantization is not None or w_t.bits not in (16, 32):
+        return 0
+    a = _replay(card, w_t, layout, pp_rank, None if stages is None else tuple(stages), frozenset(vocab_every_stage),
+                buffers, False)
+    return a.allocated - a.requested
+
+
+def cached_free_bytes(card: ModelCard, w_t: DType, layout: Layout, pp_rank: int, *, marlin: bool,
+                      stages: list[range] | None = None, vocab_every_stage: frozenset[str] = frozenset()) -> int | None:
+    """The free bytes the loaded rank's segments keep after ``torch.cuda.empty_cache`` (CachingAllocator.cached_free):
+    segment tails beside large tensors, the rest of the 20 MiB segments that tensors of 1-10 MiB share, and, for a
+    GPTQ checkpoint served by vLLM's Marlin kernel (``marlin``: compute capability 8.0+), the holes its repacking
+    leaves (``_gptq_marlin_repack``). None where the replay does not model the load (other quantizations, fp8, GPTQ
+    with act-order or without Marlin, MoE or vision models with quantized weights)."""
+    q = card.quantization
+    if q is not None and not (marlin and _marlin_gptq(card)):
+        return None
+    if q is None and w_t.bits not in (16, 32):
+        return None
+    a = _replay(card, w_t, layout, pp_rank, None if stages is None else tuple(stages), frozenset(vocab_every_stage),
+                True, q is not None)
+    return a.cached_free()
+
+
+def _marlin_gptq(card: ModelCard) -> bool:
+    """vLLM 0.6.5 gptq_marlin.py GPTQMarlinConfig.is_gptq_marlin_compatible: method gptq, (bits, sym) in TYPE_MAP
+    ((4, True), (8, True)), a group size Marlin supports (marlin_utils.py MARLIN_SUPPORTED_GROUP_SIZES); act-order
+    (desc_act: marlin_sort_g_idx's argsort) is not replayed, nor MoE or vision towers."""
+    q = card.quantization
+    return (q.method == "gptq" and q.sym is True and q.group_size in (-1, 32, 64, 128) and not q.desc_act
+            and card.moe is None and card.vision is None)
+
+
+def _gptq_tensors(card: ModelCard, w_t: DType, matrices, tp: int) -> list[tuple[str, int]]:
+    """One fused GPTQ linear's tensors in GPTQMarlinLinearMethod.create_weights order (vLLM 0.6.5 gptq_marlin.py):
+    qweight int32 [k / pack, n], g_idx int32 [k] (one per fused module), qzeros int32 [G, n / pack], scales [G, n],
+    then LinearBase's bias in the model dtype (kvplan.cost.quant.matrix_bytes gives each part's bytes)."""
+    from kvplan.cost.quant import matrix_bytes
+
+    parts = [matrix_bytes(card.quantization, m, tp, card.num_kv_heads, card.head_dim) for m in matrices]
+    shards = [m.shard(tp, card.num_kv_heads, card.head_dim) for m in matrices]
+    bias = sum(w_t.data_bytes(s.n_out) for s in shards if s.bias)
+    return [("qweight", sum(p.data for p in parts)), ("g_idx", parts[0].g_idx), ("qzeros", sum(p.zeros for p in parts)),
+            ("scales", sum(p.scales for p in parts)), *([("bias", bias)] if bias else [])]
+
+
+def _gptq_marlin_repack(a: CachingAllocator, modules: list[tuple[int, dict[str, tuple[Block, int]]]]) -> None:
+    """vLLM 0.6.5 model_loader/loader.py: after every weight is loaded, process_weights_after_loading per module in
+    named_modules order; model_executor/layers/quantization/kernels/marlin.py
+    MarlinLinearKernel.process_weights_after_loading: a per-layer workspace
+    (marlin_utils.py marlin_make_workspace: (n // GPTQ_MARLIN_MIN_THREAD_N 64) x GPTQ_MARLIN_MAX_PARALLEL 16 int32),
+    g_idx and qzeros replaced by empty tensors (no desc_act; no zero points), gptq_marlin_repack's new qweight of the
+    same size, then marlin_permute_scales' new scales, each old tensor freed as its replacement is set."""
+    int32 = 4
+    for n, t in modules:
+        a.malloc((n // 64) * 16 * int32)
+        for name in ("g_idx", "qzeros"):
+            a.release(*t[name])
+        for name in ("qweight", "scales"):
+            a.malloc(t[name][1])
+            a.release(*t[name])
 
 
 @lru_cache(maxsize=1024)
-def _rounding(card: ModelCard, w_t: DType, layout: Layout, pp_rank: int, stages: tuple[range, ...] | None,
-              vocab_every_stage: frozenset[str], buffers: bool) -> int:
-    """Allocated minus requested bytes: the large tensors replayed one by one in vLLM's
+def _replay(card: ModelCard, w_t: DType, layout: Layout, pp_rank: int, stages: tuple[range, ...] | None,
+            vocab_every_stage: frozenset[str], buffers: bool, gptq: bool) -> CachingAllocator:
+    """The allocator after the rank is built: the large tensors replayed one by one in vLLM's
     construction order (vision tower and projector, embed_tokens, per decoder layer the fused qkv (bias), o_proj,
     the rotary cache with its float32 temporaries where the first layer asking for it builds it, the MoE router and
     fused experts w13 / w2 (fused_moe/layer.py FusedMoE.create_weights) and shared experts, or the fused gate_up and
     down; then lm_head); whatever kvplan counts beyond them (norms, scales, state mixers, learned positions) is
-    charged at its requested bytes. Quantized weights: not modelled (the requested bytes)."""
+    charged at its requested bytes. ``gptq``: the quantized linears are GPTQ-Marlin modules (_gptq_tensors), repacked
+    once all are built (_gptq_marlin_repack)."""
     from kvplan.cost.parallel import holds_vocab, local_experts, moe_tp, pad_vocab, pp_partition, rope_caches
     from kvplan.cost.shapes import attention_matrices, ffn_matrices, router_matrices
     from kvplan.cost.vision import block_matrices, projector_matrices, vision_params
 
-    if card.quantization is not None or w_t.bits not in (16, 32):
-        # quantized weights are repacked after loading (process_weights_after_loading: Marlin, fp8 online
-        # quantization), new tensors replacing freed ones: a sequence this replay does not model
-        return 0
     a = CachingAllocator()
+    repack: list[tuple[int, dict[str, tuple[Block, int]]]] = []
     tp, h = layout.tp, card.hidden_size
 
     def size(m, split: int = tp) -> tuple[int, int]:
@@ -194,7 +280,12 @@ def _rounding(card: ModelCard, w_t: DType, layout: Layout, pp_rank: int, stages:
         return w_t.data_bytes(s.elems), w_t.data_bytes(s.n_out) if s.bias else 0
 
     def linears(matrices, split: int = tp, times: int = 1) -> None:
-        for w, b in _fused(matrices, lambda m: size(m, split)):
+        for group in _groups(matrices):
+            if gptq and card.quantization.quantizes(group[0].name):
+                t = {name: (a.malloc(n), n) for name, n in _gptq_tensors(card, w_t, group, split) if n}
+                repack.append((sum(m.shard(split, card.num_kv_heads, card.head_dim).n_out for m in group), t))
+                continue
+            w, b = _fused(group, lambda m: size(m, split))[0]
             a.malloc(times * w)
             if b:
                 a.malloc(times * b)
@@ -242,4 +333,5 @@ def _rounding(card: ModelCard, w_t: DType, layout: Layout, pp_rank: int, stages:
             linears(ffn_matrices(card, card.ffn_size))
     if lm_head and not card.tie_embeddings:
         a.malloc(w_t.data_bytes(rows * h))
-    return a.allocated - a.requested
+    _gptq_marlin_repack(a, repack)
+    return a

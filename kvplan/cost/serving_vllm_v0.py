@@ -18,10 +18,34 @@ reads as off); it still holds the float32 copy, probabilities and log-probabilit
 forward), serving_vllm.UNSORTED_SAMPLER_EXTRA_BYTES, which ``--flashinfer-sampler`` selects. CUDA graphs are captured
 after the pool is sized.
 
+Non-torch memory by release (``worker/worker.py`` determine_num_available_blocks and ``utils.py``; read in 0.6.3,
+0.6.4, 0.6.4.post1, 0.6.5, 0.6.6, 0.7.0-0.7.3, 0.8.0 and 0.8.5). ``init_gpu_memory`` is the free memory init_device
+reads after ``torch.cuda.set_device`` and ``empty_cache`` (the CUDA context exists by then), before the distributed
+environment is built; the weights figure is DeviceMemoryProfiler's ``max_memory_allocated`` after a peak reset, i.e.
+the allocated bytes after the load minus before it:
+
+- 0.6.3: peak = init_gpu_memory - free memory right after the profile, with no empty_cache: the segments the
+  profile reserved count whole (no separate non-torch figure);
+- 0.6.4: peak = torch's allocated peak + non_torch_allocations, the device memory in use after empty_cache minus
+  torch's allocated bytes: the CUDA context, other processes' memory and the allocator's cached free bytes all count;
+- 0.6.5 - 0.6.6: ``memory_profiling`` with ``MemorySnapshot`` of allocated bytes only (``torch_memory_in_bytes`` =
+  ``allocated_bytes.all.current``): non_torch_increase = device memory in use after the profile's empty_cache -
+  baseline (total - init_gpu_memory) - weights - the allocated bytes' growth during the profile. The free bytes
+  empty_cache cannot return (those of segments that still hold a live block: the weights' segment tails, the 20 MiB
+  segments tensors of 1-10 MiB share, the holes GPTQ-Marlin's repacking leaves) therefore count as non-torch
+  memory; kvplan adds them to the non-torch default (kvplan.cost.allocator.cached_free_bytes, an ESTIMATE replaying
+  the load; the profile run's own lasting allocations are not replayed);
+- 0.7.0 - 0.8.5: ``MemorySnapshot.non_torch_memory`` = in use - ``torch.cuda.memory_reserved()``, its increase since
+  init_device's baseline snapshot: reserved bytes, cached or not, are torch's, and no longer count.
+
+Only the 0.6.5 - 0.6.6 rule is modelled beyond the default: 0.6.4's would charge the CUDA context (kvplan's
+``--context-memory`` default, 512 MiB) inside the budget and 0.6.3's the profile's reserved segments, which the public
+0.6.4 logs do not support (docs/capacity.md, "vLLM V0").
+
 Not modelled: before 0.6.5 the chunked-prefill default was 512 tokens (config.py SchedulerConfig 0.6.4: "the values
-that have the best balance between ITL and TTFT on A100"), 2048 from 0.6.5; kvplan uses 2048 for every V0 release
-(its V0 range has no patch-level split). A long-context 0.6.4 run's profile forward is then a quarter of kvplan's;
-the sampler over 256 rows sets the peak for the 8B-class models of docs/logs either way.
+that have the best balance between ITL and TTFT on A100"), 2048 from 0.6.5; kvplan uses 2048 for every V0 release.
+A long-context 0.6.4 run's profile forward is then a quarter of kvplan's; the sampler over 256 rows sets the peak for
+the 8B-class models of docs/logs either way.
 """
 
 from __future__ import annotations

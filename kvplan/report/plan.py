@@ -57,7 +57,7 @@ def _budget_table(r: PlanResult) -> Table:
         t.add_row("  of which vision", exact(g.vision_bytes), "vision tower + projector, loaded on every GPU")
     t.add_row("- activations", exact(g.activation_bytes),
               "profile-run peak, ESTIMATED (--activation-memory)" if g.activation_estimated else _act_how(r))
-    t.add_row("- non-torch", exact(g.non_torch_bytes), "default (--non-torch-memory)")
+    t.add_row("- non-torch", exact(g.non_torch_bytes), "default (--non-torch-memory)" + _cached_how(g))
     t.add_row("- CUDA graphs", exact(g.cuda_graph_bytes), "default (--cuda-graph-memory)")
     t.add_row("= KV cache", exact(r.kv_cache.available_bytes),
               "--kv-cache-memory" if i.kv_cache_memory_bytes is not None else "what is left for the pool")
@@ -70,6 +70,13 @@ def _rounding_how(g) -> str:
         return ""
     return (f"; {exact(g.weights_bytes - g.weights_rounding_bytes)} requested, + {fmt_bytes(g.weights_rounding_bytes)}"
             " as the caching allocator rounds it (ESTIMATED: kvplan.cost.allocator)")
+
+
+def _cached_how(g) -> str:
+    if not g.non_torch_cached_bytes:
+        return ""
+    return (f"; {exact(g.non_torch_bytes - g.non_torch_cached_bytes)} + {fmt_bytes(g.non_torch_cached_bytes)} the "
+            "caching allocator keeps after empty_cache, which this vLLM release counts (ESTIMATED: kvplan.cost.allocator)")
 
 
 def _requested_how(r: PlanResult) -> str:

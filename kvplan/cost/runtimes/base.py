@@ -286,7 +286,10 @@ class VersionRange:
     last: tuple[int, ...] | None
 
     def covers(self, version: tuple[int, ...]) -> bool:
-        return self.first <= version and (self.last is None or version <= self.last)
+        """``version`` (major, minor, patch) compared at each bound's own precision: a (major, minor) bound covers
+        every patch of that minor release."""
+        return (self.first <= version[:len(self.first)]
+                and (self.last is None or version[:len(self.last)] <= self.last))
 
     @property
     def span(self) -> str:

@@ -122,6 +122,7 @@ class Setup:
     state_t: DType | None = None  # the states' dtype beside a quantized KV cache (mamba_cache_dtype auto: model dtype)
     card_notes: tuple[str, ...] = ()  # how the card differs as the runtime builds it (Runtime.served_card)
     online_fp8: bool = False  # --quantization fp8 on a 16-bit checkpoint (Runtime.loaded_card)
+    non_torch_given: bool = False  # --non-torch-memory given: it replaces every default (vLLM V0 0.6.5's cached bytes)
 
     @property
     def util(self) -> float | None:
@@ -165,6 +166,7 @@ class Stage:
     available: int
     specs: list[KVLayerSpec] = field(default_factory=list)
     rounding: int = 0  # of weights: the caching allocator's blocks beyond the tensors' bytes (vLLM)
+    cached_free: int = 0  # of non_torch: free bytes the caching allocator keeps (vLLM V0 0.6.5 - 0.6.6)
 
     @cached_property  # specs never change once a stage is built (dataclasses.replace makes a new one)
     def kv_bytes_per_token(self) -> int:

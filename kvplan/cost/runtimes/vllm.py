@@ -14,7 +14,7 @@ from kvplan.cost import serving_vllm_v0 as v0
 from kvplan.cost.engines import CacheRun
 from kvplan.cost.runtimes import vllm_features as vf
 from kvplan.cost.runtimes import vllm_mm as vm
-from kvplan.cost.runtimes.base import Server, VersionRange, at_range, parse_version, positive_size, rank_row, refuse_zamba_v1, utilization
+from kvplan.cost.runtimes.base import Server, VersionRange, at_range, parse_release, positive_size, rank_row, refuse_zamba_v1, utilization
 from kvplan.cost.runtimes.setup import Options, Pool, ServingFlags, Setup, Stage
 from kvplan.errors import KvplanError, Refused
 from kvplan.units import cdiv, fmt_bytes, fmt_int, require_positive
@@ -26,8 +26,8 @@ class VllmVersion(VersionRange):
     object per modelled range of releases, named in a plan's ``engine_rules``."""
 
     label: str
-    first: tuple[int, int]  # (major, minor) of the first release covered
-    last: tuple[int, int] | None  # the last one; None: up to the newest
+    first: tuple[int, ...]  # (major, minor[, patch]) of the first release covered
+    last: tuple[int, ...] | None  # the last one (a (major, minor) bound: every patch of it); None: up to the newest
     default_utilization: float  # config/cache.py gpu_memory_utilization: 0.9, 0.92 since 0.21 (PR 38284)
     cuda_graphs_in_budget: bool  # 0.21+: profile_cudagraph_memory subtracts the estimate before sizing the pool
     tokens_by_blocks: bool  # 0.10 - 0.17: "GPU KV cache size" = num_blocks // groups x block_size
@@ -66,6 +66,10 @@ class VllmVersion(VersionRange):
     # 0.10 - 0.28 (V1 runner, read in 0.10.1.1, 0.17.0 and 0.28.0): profile_run holds the forward's output and its
     # last rows while _dummy_sampler_run runs (serving_vllm.held_hidden_bytes); 0.29+ is not read here
     sampler_holds_hidden: bool = False
+    # V0 0.6.5 - 0.6.6 (utils.py memory_profiling): the non-torch figure is the device memory used after the profile's
+    # empty_cache minus the baseline, the weights' and the profile's allocated bytes, so the free bytes the caching
+    # allocator keeps in segments that hold a live block count (serving_vllm_v0.py, "Non-torch memory by release")
+    non_torch_counts_cached_free: bool = False
 
     def pp_vocab_every_stage(self, hf_architecture: str | None) -> frozenset[str]:
         """What of the vocabulary ("embedding", "lm_head") every pipeline stage holds for this architecture in this
@@ -74,12 +78,25 @@ class VllmVersion(VersionRange):
         return frozenset(vl.pp_vocab_every_stage(self.first, self.last).get(hf_architecture or "", ()))
 
 
-V0 = VllmVersion("vLLM 0.2-0.9 (V0 engine)", (0, 2), (0, 9), 0.9, False, False, False,
-                 vl.SORTED_SAMPLER_BYTES_PER_LOGIT, v0_engine=True, entry_alignment_bytes=v0.ENTRY_ALIGNMENT_BYTES,
-                 swap_space_bytes=v0.DEFAULT_SWAP_SPACE_BYTES, profile_holds_qkv=False,
-                 fixed_max_num_seqs=v0.DEFAULT_MAX_NUM_SEQS, mnbt_covers_max_model_len=True)
+def _v0(label: str, first: tuple[int, ...], last: tuple[int, ...], **release) -> VllmVersion:
+    """A range of V0 releases (serving_vllm_v0.py: the rules they share; ``release``: what differs)."""
+    return VllmVersion(f"vLLM {label} (V0 engine{release.pop('note', '')})", first, last, 0.9, False, False, False,
+                       vl.SORTED_SAMPLER_BYTES_PER_LOGIT, v0_engine=True,
+                       entry_alignment_bytes=v0.ENTRY_ALIGNMENT_BYTES, swap_space_bytes=v0.DEFAULT_SWAP_SPACE_BYTES,
+                       profile_holds_qkv=False, fixed_max_num_seqs=v0.DEFAULT_MAX_NUM_SEQS,
+                       mnbt_covers_max_model_len=True, **release)
+
+
+# V0's non-torch figure by release (serving_vllm_v0.py, "Non-torch memory by release"): 0.6.5-0.6.6 count the
+# caching allocator's cached free bytes in it; 0.6.3 and 0.6.4 have rules of their own, not modelled (the default)
+V0_RANGES = (
+    _v0("0.2-0.6.4", (0, 2), (0, 6, 4)),
+    _v0("0.6.5-0.6.6", (0, 6, 5), (0, 6, 6), non_torch_counts_cached_free=True,
+        note="; non-torch counts the allocator's cached free bytes"),
+    _v0("0.7-0.9", (0, 7), (0, 9)),
+)
 VERSIONS = (
-    V0,
+    *V0_RANGES,
     VllmVersion("vLLM 0.10 (V1 engine)", (0, 10), (0, 10), 0.9, False, True, False,
                 vl.SORTED_SAMPLER_BYTES_PER_LOGIT, sampler_holds_hidden=True),
     VllmVersion("vLLM 0.11-0.16 (V1 engine)", (0, 11), (0, 16), 0.9, False, True, False,
@@ -140,7 +157,7 @@ class VLLM(Server):
 
     def at_version(self, text: str) -> VLLM:
         """The runtime for the release ``text`` (``--engine vllm==0.11``): the modelled range that covers it."""
-        return at_range(self, VLLM, "vLLM", text, VERSIONS, parse_version("--engine", text))
+        return at_range(self, VLLM, "vLLM", text, VERSIONS, parse_release("--engine", text))
 
     # -- cache rules --
 
@@ -294,6 +311,10 @@ class VLLM(Server):
         rounding = _allocator_rounding(s, pp_rank, parts)
         st = replace(st, weights=st.weights + rounding, rounding=rounding,
                      available=st.available if s.kv_cache_memory is not None else st.available - rounding)
+        cached = _cached_free(s, pp_rank, parts)
+        if cached:
+            st = replace(st, non_torch=st.non_torch + cached, cached_free=cached,
+                         available=st.available if s.kv_cache_memory is not None else st.available - cached)
         st = vf.with_features(s, st)
         extra = vm.data_parallel_extra(s)  # --mm-encoder-tp-mode data: the vision tower whole on every rank
         if not extra:
@@ -488,13 +509,18 @@ def _v0_note(s: Setup, p: Pool) -> str:
     """The V0 figures a log prints beside the pool: '# GPU blocks: N, # CPU blocks: M' and the concurrency rule."""
     swap = s.engine.version.swap_space_bytes
     cpu = v0.cpu_blocks(swap, p.pool.bytes_per_block)
-    mla = (" Each MLA latent entry is padded to a multiple of 256 bytes (cache_engine.py align_to_256bytes)."
-           if s.card.mla is not None else "")
+    more = (" Each MLA latent entry is padded to a multiple of 256 bytes (cache_engine.py align_to_256bytes)."
+            if s.card.mla is not None else "")
+    if p.limiting.cached_free:
+        more += (f" This release's non-torch figure counts the {fmt_bytes(p.limiting.cached_free)} the caching "
+                 "allocator keeps in the weights' segments after empty_cache (utils.py memory_profiling subtracts "
+                 "allocated, not reserved, bytes; 0.7 subtracts reserved): an ESTIMATE replaying the load "
+                 "(kvplan.cost.allocator), not the profile run's own allocations.")
     return (f"vLLM V0 (worker.py determine_num_available_blocks): '# GPU blocks: {fmt_int(p.pool.num_blocks)}, "
             f"# CPU blocks: {fmt_int(cpu)}' (--swap-space {fmt_bytes(swap)} of pinned host memory per GPU); "
             f"concurrency = blocks x {s.block_size} / max_model_len (executor_base.py), one block table over all "
             f"layers (sliding windows are not freed per layer); a max_model_len above "
-            f"{fmt_int(p.pool.tokens)} tokens is refused.{mla}")
+            f"{fmt_int(p.pool.tokens)} tokens is refused.{more}")
 
 
 @lru_cache(maxsize=512)
@@ -631,6 +657,20 @@ def _state_notes(s: Setup, p: Pool) -> list[str]:
                    + (f"the state page is padded by {pct:.2f}% to equal it ('Padding mamba page size by {pct:.2f}%')."
                       if s.state_page_padded else "the pages are equal: no padding."))
     return out
+
+
+def _cached_free(s: Setup, pp_rank: int, parts: list[range]) -> int:
+    """V0 0.6.5 - 0.6.6 (``non_torch_counts_cached_free``), with the non-torch figure not given: the free bytes the
+    loaded rank's segments keep (kvplan.cost.allocator.cached_free_bytes, an ESTIMATE of the load's allocations;
+    0 where the replay does not model the load); else 0."""
+    if not s.engine.version.non_torch_counts_cached_free or s.non_torch_given:
+        return 0
+    from kvplan.cost.allocator import cached_free_bytes
+
+    cc = s.gpu.compute_capability
+    held = cached_free_bytes(s.card, s.w_t, s.layout, pp_rank, marlin=cc is not None and cc >= 8.0, stages=parts,
+                             vocab_every_stage=s.engine.vocab_every_stage(s.card))
+    return held or 0
 
 
 def _allocator_rounding(s: Setup, pp_rank: int, parts: list[range]) -> int:

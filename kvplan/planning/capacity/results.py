@@ -62,6 +62,7 @@ class PerGPU(BaseModel):
     activation_rule: str = ""  # what activation_bytes is, by the runtime's rule
     vision_bytes: int = 0  # of weights_bytes: a multimodal card's vision tower and projector on this GPU
     weights_rounding_bytes: int = 0  # of weights_bytes: the caching allocator's blocks beyond the tensors (vLLM)
+    non_torch_cached_bytes: int = 0  # of non_torch_bytes: free bytes the caching allocator keeps (vLLM V0 0.6.5-0.6.6)
 
 
 class Latency(BaseModel):
