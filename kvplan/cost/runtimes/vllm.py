@@ -605,8 +605,10 @@ def _compile_note(s: Setup) -> str:
     if not s.engine.version.compile_benchmarks_kernels or s.activation is not None:
         return ""
     if s.opts.cold_compile:
-        return ("; a first boot (--cold-compile): torch.compile's Inductor benchmarks its kernels inside the profile, "
-                "and a random copy of the embedding table sets the peak where it exceeds the rest (an ESTIMATE)")
+        mixed = (" from 0.13; this range's 0.11-0.12 do not benchmark" if s.engine.version.first < (0, 13) else "")
+        return ("; a first boot (--cold-compile): torch.compile's Inductor benchmarks its kernels inside the profile"
+                f"{mixed}, and a random copy of the embedding table sets the peak where it exceeds the rest (an "
+                "ESTIMATE)")
     return ("; a warm boot (torch.compile's cache holds this model and shape): a first boot compiles inside the "
             "profile and keeps less for the cache (--cold-compile)")
 
