@@ -230,6 +230,22 @@ def test_judge_tolerances():
     assert judge(t, 42672, 42640, 42672)[0] == "within rounding"  # the logged pool's rounding spans it
 
 
+def test_a_boot_that_compiled_is_read_as_cold_compile():
+    """vLLM's "saved AOT compiled function" / "Compiling a graph for compile range" lines (decorators.py, backends.py:
+    this boot compiled) set --cold-compile; a log without them is planned as a warm boot, and the flag given on the
+    command line is the what-if (the Qwen3-14B L40S post prints neither line)."""
+    cold = from_log(_log("vllm-code58522340114-qwen3-8b-rtx4090-cold-compile.log"))
+    assert cold.log.flag_sources["cold_compile"] == "compile line" and cold.plan_args["cold_compile"] is True
+    rows = {x.figure: x for x in cold.rows}
+    assert abs(rows["available"].flags_error_pct) < 1  # +19.5% planned as a warm boot
+    name = "vllm-blog-llm-optimization-capstone-qwen3-14b-l40s.log"
+    warm, what_if = from_log(_log(name)), from_log(_log(name), cold_compile=True)
+    assert "cold_compile" not in warm.plan_args and what_if.plan_args["cold_compile"] is True
+    assert what_if.plan.per_gpu.available_kv_bytes < warm.plan.per_gpu.available_kv_bytes
+    errors = [{x.figure: x for x in r.rows}["available"].flags_error_pct for r in (warm, what_if)]
+    assert errors[0] > 10 and 0 < errors[1] < 2  # +11.7% as a warm boot, +1.77% as a first (docs/capacity.md)
+
+
 def test_flags_override_the_log():
     r = from_log(_log(QWEN_8B), max_model_len=2048)
     assert r.plan.inputs.max_model_len == 2048 and r.plan_args["max_model_len"] == 2048

@@ -121,6 +121,11 @@ FlashinferSampler = Annotated[bool, typer.Option(
     "--flashinfer-sampler", metavar="",
     help="vLLM: top-k/top-p sampling in FlashInfer (the log says 'Using FlashInfer for top-p & top-k sampling.'; "
          "0.10-0.11 with FlashInfer installed, VLLM_USE_FLASHINFER_SAMPLER=1 later): no sort in the profile run.")]
+ColdCompile = Annotated[bool, typer.Option(
+    "--cold-compile", metavar="",
+    help="vLLM 0.13+: a first boot, whose torch.compile cache misses (a new model, --max-num-batched-tokens or "
+         "--max-model-len; the log says 'Compiling a graph for compile range'): Inductor's kernel benchmark inside "
+         "the profile run holds a copy of the embedding table (an ESTIMATE). Default: a warm boot.")]
 PpLayerPartition = Annotated[_S, typer.Option(
     "--pp-layer-partition", help="vLLM: decoder layers per pipeline stage, e.g. 16,32 (VLLM_PP_LAYER_PARTITION).")]
 LimitMmPerPrompt = Annotated[_S, typer.Option(

@@ -31,7 +31,8 @@ def plan(
     max_batch_prefill_tokens: o.MaxBatchPrefillTokens = None, speculative_config: o.SpeculativeConfig = None,
     shared_prefix_len: o.SharedPrefixLen = None, enable_lora: o.EnableLora = False, max_loras: o.MaxLoras = None,
     max_lora_rank: o.MaxLoraRank = None, flashinfer_sampler: o.FlashinferSampler = False,
-    pp_layer_partition: o.PpLayerPartition = None, from_log: o.FromLog = None, calibrate: o.Calibrate = False,
+    cold_compile: o.ColdCompile = False, pp_layer_partition: o.PpLayerPartition = None, from_log: o.FromLog = None,
+    calibrate: o.Calibrate = False,
     speculative_algorithm: o.SpecAlgorithm = None, speculative_draft_model_path: o.SpecDraftPath = None,
     speculative_num_steps: o.SpecNumSteps = None, speculative_eagle_topk: o.SpecEagleTopk = None,
     speculative_num_draft_tokens: o.SpecDraftTokens = None,
@@ -57,7 +58,8 @@ def plan(
                       calibrate=calibrate, max_model_len=max_model_len, tp=tp, pp=pp, dp=dp,
                       gpu_memory_utilization=util, mem_fraction_static=mfs, max_num_batched_tokens=mnbt,
                       max_num_seqs=max_num_seqs, block_size=block_size, kv_dtype=kv_dtype, weight_dtype=weight_dtype,
-                      expert_parallel=expert_parallel or None), as_json, "render_from_log", "fromlog")
+                      expert_parallel=expert_parallel or None, cold_compile=cold_compile or None),
+              as_json, "render_from_log", "fromlog")
         return
     if calibrate:
         raise KvplanError("--calibrate: only with --from-log FILE (the log whose measured overheads are reused)")
@@ -85,7 +87,7 @@ def plan(
         max_batch_prefill_tokens=max_batch_prefill_tokens, speculative_config=speculative_config,
         shared_prefix_len=shared_prefix_len, enable_lora=enable_lora or None, max_loras=max_loras,
         max_lora_rank=max_lora_rank, flashinfer_sampler=flashinfer_sampler or None,
-        pp_layer_partition=pp_layer_partition, speculative_algorithm=speculative_algorithm,
+        cold_compile=cold_compile or None, pp_layer_partition=pp_layer_partition, speculative_algorithm=speculative_algorithm,
         speculative_draft_model_path=speculative_draft_model_path, speculative_num_steps=speculative_num_steps,
         speculative_eagle_topk=speculative_eagle_topk, speculative_num_draft_tokens=speculative_num_draft_tokens,
         limit_mm_per_prompt=limit_mm_per_prompt, mm_encoder_tp_mode=mm_encoder_tp_mode,

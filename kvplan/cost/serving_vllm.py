@@ -247,6 +247,26 @@ def v2_dummy_sampler_bytes(num_reqs: int, padded_vocab: int, vocab_size: int, ac
     return num_reqs * padded_vocab * act_bytes + num_reqs * cdiv(vocab_size, GUMBEL_BLOCK) * GUMBEL_PARTIAL_BYTES
 
 
+# A first boot compiles inside the memory profile. vLLM's torch.compile runs at the first forward, profile_run's
+# (v1/worker/gpu_worker.py determine_available_memory: "a profile run which compiles the model for
+# max_num_batched_tokens", under memory_profiling; read in 0.27.0 and 0.28.0), and when its cache misses (a new
+# model, max_num_batched_tokens or max_model_len: vLLM issue 54383, "First boot of a new shape is granted a ~5%
+# smaller KV cache", PR 54479 open on 0.28.0) Inductor compiles. vLLM turns on its combo kernels with
+# benchmark_combo_kernel from 0.13 (config/compilation.py CompilationConfig.__post_init__, torch >= 2.9; read in
+# 0.13.0-0.33.0, absent in 0.11.0), and Inductor benchmarks each candidate's kernels while compiling: scheduler.py
+# speedup_by_combo_kernel -> codegen/triton.py benchmark_fused_nodes / benchmark_combo_kernel -> the generated
+# get_args(), which allocates a random tensor (rand_strided) for every argument of the kernel, graph inputs included
+# (read in torch 2.13). The largest input of a decoder's compiled graph is the embedding table, so a cold compile's
+# torch peak is about one copy of the table on the rank. ESTIMATE (the kernel that takes it is not traced here):
+# vLLM 0.27.1 logs "1.18 GiB for peak activation" on a cold boot of Qwen3-8B (table 1.16 GiB) and 0.19 GiB on the
+# warm boots after it (GitHub code index file 58522340114, docs/logs); the other cold/warm pairs: docs/capacity.md.
+# A warm boot loads the compiled graphs and benchmarks nothing.
+def cold_compile_peak_bytes(embedding_params: int, act_bytes: int) -> int:
+    """The torch peak of a first boot's compile (the note above): one random copy of the rank's embedding table in
+    the model dtype; 0 on a rank without it (later pipeline stages)."""
+    return embedding_params * act_bytes
+
+
 def v2_sampler_state_bytes(max_num_reqs: int, vocab_size: int, decode_query_len: int = 1) -> int:
     """Model Runner V2's persistent vocabulary-wide sampler state (the note above ``v2_dummy_sampler_bytes``):
     output_bin_counts + prompt_bin_mask + grammar_bitmask, int32."""

@@ -44,6 +44,7 @@ class ServingFlags:
     max_loras: int | None = None  # vLLM --max-loras
     max_lora_rank: int | None = None  # vLLM --max-lora-rank
     flashinfer_sampler: bool = False  # vLLM samples top-k/top-p in FlashInfer (0.10-0.11 with it installed; opt-in since)
+    cold_compile: bool = False  # vLLM: a first boot, torch.compile's cache misses (compiles inside the memory profile)
     pp_layer_partition: str | None = None  # vLLM's VLLM_PP_LAYER_PARTITION, e.g. "16,32" (layers per stage)
     limit_mm_per_prompt: str | dict | None = None  # vLLM --limit-mm-per-prompt (JSON text or a dict)
     mm_encoder_tp_mode: str | None = None  # vLLM --mm-encoder-tp-mode: weights (default) or data
@@ -65,6 +66,7 @@ EXTRA_FLAGS = {"free_gpu_memory_fraction": ("--kv-cache-free-gpu-memory-fraction
                "enable_lora": ("--enable-lora", "vllm"), "max_loras": ("--max-loras", "vllm"),
                "max_lora_rank": ("--max-lora-rank", "vllm"),
                "flashinfer_sampler": ("--flashinfer-sampler", "vllm"),
+               "cold_compile": ("--cold-compile", "vllm"),
                "pp_layer_partition": ("--pp-layer-partition", "vllm"),
                "limit_mm_per_prompt": ("--limit-mm-per-prompt", "vllm"),
                "mm_encoder_tp_mode": ("--mm-encoder-tp-mode", "vllm"),
@@ -92,6 +94,7 @@ class Options:
     shared_prefix_len: int = 0  # prompt tokens every request shares (prefix caching)
     lora: object | None = None  # kvplan.cost.features.LoRA (vLLM --enable-lora)
     flashinfer_sampler: bool = False  # vLLM: the dummy sampler runs in FlashInfer (no sort)
+    cold_compile: bool = False  # vLLM: torch.compile compiles inside the memory profile (a first boot)
     pp_layer_partition: tuple[int, ...] | None = None  # vLLM VLLM_PP_LAYER_PARTITION: decoder layers per stage
     mm_limit: int | None = None  # images per prompt (vLLM --limit-mm-per-prompt; multimodal cards)
     mm_encoder_data: bool = False  # the vision tower whole on every rank (--mm-encoder-tp-mode data, where supported)

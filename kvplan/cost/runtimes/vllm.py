@@ -70,6 +70,10 @@ class VllmVersion(VersionRange):
     # empty_cache minus the baseline, the weights' and the profile's allocated bytes, so the free bytes the caching
     # allocator keeps in segments that hold a live block count (serving_vllm_v0.py, "Non-torch memory by release")
     non_torch_counts_cached_free: bool = False
+    # 0.13+: a first boot's torch.compile benchmarks Inductor's combo kernels inside the memory profile, one random
+    # copy of the embedding table (serving_vllm.cold_compile_peak_bytes, --cold-compile); True from the 0.11-0.16
+    # range on, whose 0.11-0.12 do not benchmark (the range cannot tell them apart)
+    compile_benchmarks_kernels: bool = False
 
     def pp_vocab_every_stage(self, hf_architecture: str | None) -> frozenset[str]:
         """What of the vocabulary ("embedding", "lm_head") every pipeline stage holds for this architecture in this
@@ -100,40 +104,43 @@ VERSIONS = (
     VllmVersion("vLLM 0.10 (V1 engine)", (0, 10), (0, 10), 0.9, False, True, False,
                 vl.SORTED_SAMPLER_BYTES_PER_LOGIT, sampler_holds_hidden=True),
     VllmVersion("vLLM 0.11-0.16 (V1 engine)", (0, 11), (0, 16), 0.9, False, True, False,
-                vl.SORTED_SAMPLER_BYTES_PER_LOGIT, vl.MXFP4_TRITON_HOPPER_PAD, sampler_holds_hidden=True),
+                vl.SORTED_SAMPLER_BYTES_PER_LOGIT, vl.MXFP4_TRITON_HOPPER_PAD, sampler_holds_hidden=True,
+                compile_benchmarks_kernels=True),
     # 0.17.0 adds ops/topk_topp_triton.py: the dummy sampler's top-k/top-p no longer sorts (serving_vllm)
     VllmVersion("vLLM 0.17 (V1 engine)", (0, 17), (0, 17), 0.9, False, True, False, None, vl.MXFP4_TRITON_HOPPER_PAD,
-                triton_topk_topp_buffer=True, sampler_holds_hidden=True),
+                triton_topk_topp_buffer=True, sampler_holds_hidden=True, compile_benchmarks_kernels=True),
     VllmVersion("vLLM 0.18-0.20 (V1 engine)", (0, 18), (0, 20), 0.9, False, False, False, None,
                 vl.MXFP4_TRITON_HOPPER_PAD, cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_19,
-                triton_topk_topp_buffer=True, sampler_holds_hidden=True),
+                triton_topk_topp_buffer=True, sampler_holds_hidden=True, compile_benchmarks_kernels=True),
     # the Triton kernel's buffer is the same in 0.19.1 and 0.28.0 (read), taken as unchanged between them
     VllmVersion("vLLM 0.21-0.24 (V1 engine)", (0, 21), (0, 24), vl.DEFAULT_UTILIZATION, True, False, False, None,
                 vl.MXFP4_TRITON_HOPPER_PAD, cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21,
-                triton_topk_topp_buffer=True, sampler_holds_hidden=True),
+                triton_topk_topp_buffer=True, sampler_holds_hidden=True, compile_benchmarks_kernels=True),
     # 0.25 - 0.28: dense models run Model Runner V2 (config/vllm.py _is_default_v2_model_runner_model: "or not
     # model_config.is_moe", hybrid and attention-free models excluded; first in 0.25.0, absent in 0.24.0), whose
     # profile_cudagraph_memory returns 0 ("NOTE(woosuk): It is TBD whether we keep this API or not", v1/worker/gpu/
     # model_runner.py 0.25.0 - 0.28.0; implemented from 0.29.0): no graphs in their budget
     VllmVersion("vLLM 0.25 (V1 engine)", (0, 25), (0, 25), vl.DEFAULT_UTILIZATION, True, False, False, None,
                 vl.MXFP4_TRITON_HOPPER_PAD, cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21,
-                dense_runner_without_graph_estimate=True, triton_topk_topp_buffer=True, sampler_holds_hidden=True),
+                dense_runner_without_graph_estimate=True, triton_topk_topp_buffer=True, sampler_holds_hidden=True,
+                compile_benchmarks_kernels=True),
     # 0.26 - 0.28: 0.28's _dummy_sampler_run (V1 runner) still samples with top_k and top_p (through the Triton
     # kernel, then once more through forward_native with a generator; the peak is one call's); the null-block
     # reservation (PR 47272) is placed from 0.26: kvplan knows it from 0.33's source, not the release that added it
     VllmVersion("vLLM 0.26 (V1 engine)", (0, 26), (0, 26), vl.DEFAULT_UTILIZATION, True, False, True, None,
                 vl.MXFP4_TRITON_HOPPER_PAD, cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21,
-                dense_runner_without_graph_estimate=True, triton_topk_topp_buffer=True, sampler_holds_hidden=True),
+                dense_runner_without_graph_estimate=True, triton_topk_topp_buffer=True, sampler_holds_hidden=True,
+                compile_benchmarks_kernels=True),
     # 0.27.0's memory_profiling counts total_consumed (the first release with it; 0.26.0 does not)
     VllmVersion("vLLM 0.27-0.28 (V1 engine)", (0, 27), (0, 28), vl.DEFAULT_UTILIZATION, True, False, True, None,
                 vl.MXFP4_TRITON_HOPPER_PAD, cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21,
                 dense_runner_without_graph_estimate=True, triton_topk_topp_buffer=True,
-                counts_torch_state_before_profile=True, sampler_holds_hidden=True),
+                counts_torch_state_before_profile=True, sampler_holds_hidden=True, compile_benchmarks_kernels=True),
     # 0.29+: Model Runner V2 for every model it supports (config/vllm.py use_v2_model_runner), and its
     # profile_cudagraph_memory estimates the graphs (_profile_cudagraph_memory)
     VllmVersion(f"vLLM 0.29+ (V1 engine; {vl.RULES.split(' (')[0]} rules)", (0, 29), None, vl.DEFAULT_UTILIZATION,
                 True, False, True, None, vl.MXFP4_TRITON_HOPPER_PAD,
-                cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21),
+                cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21, compile_benchmarks_kernels=True),
 )
 
 
@@ -153,7 +160,8 @@ class VLLM(Server):
     reference_cache = True
     _dtype_hint = " (vLLM kv_cache_dtype: auto, fp8, fp8_e4m3, fp8_e5m2)"
     extra_flags = frozenset({"speculative_config", "shared_prefix_len", "enable_lora", "max_loras", "max_lora_rank",
-                             "flashinfer_sampler", "pp_layer_partition", "limit_mm_per_prompt", "mm_encoder_tp_mode"})
+                             "flashinfer_sampler", "pp_layer_partition", "limit_mm_per_prompt", "mm_encoder_tp_mode",
+                             "cold_compile"})
 
     def at_version(self, text: str) -> VLLM:
         """The runtime for the release ``text`` (``--engine vllm==0.11``): the modelled range that covers it."""
@@ -203,6 +211,9 @@ class VLLM(Server):
         util = utilization(flags.gpu_memory_utilization, self.version.default_utilization)
         self._refuse_sglang_only(flags)
         kv_mem = None if flags.kv_cache_memory is None else positive_size("--kv-cache-memory", flags.kv_cache_memory)
+        if flags.cold_compile and not v.compile_benchmarks_kernels:
+            raise KvplanError(f"--cold-compile: modelled for vLLM 0.13 and later (Inductor's combo-kernel benchmark "
+                              f"while compiling), not {v.label}")
         split = None
         if flags.pp_layer_partition is not None:
             from kvplan.cost.parallel import custom_pp_partition
@@ -211,7 +222,8 @@ class VLLM(Server):
         return Options(util=util, kv_cache_memory=kv_mem, block_size=block, pp_layer_partition=split,
                        mnbt=_given("--max-num-batched-tokens", flags.max_num_batched_tokens, mnbt),
                        max_num_seqs=_given("--max-num-seqs", flags.max_num_seqs, seqs),
-                       flashinfer_sampler=flags.flashinfer_sampler, **vf.resolve_features(flags, card, layout),
+                       flashinfer_sampler=flags.flashinfer_sampler, cold_compile=flags.cold_compile,
+                       **vf.resolve_features(flags, card, layout),
                        **vm.resolve_mm(flags, card))
 
     def vocab_every_stage(self, card) -> frozenset[str]:
@@ -315,6 +327,10 @@ class VLLM(Server):
         if cached:
             st = replace(st, non_torch=st.non_torch + cached, cached_free=cached,
                          available=st.available if s.kv_cache_memory is not None else st.available - cached)
+        cold = _cold_compile_peak(s, pp_rank, parts)
+        if cold > st.activation:  # a first boot's compile sets the profile's torch peak (--cold-compile)
+            st = replace(st, activation=cold, available=st.available if s.kv_cache_memory is not None
+                         else st.available - (cold - st.activation))
         st = vf.with_features(s, st)
         extra = vm.data_parallel_extra(s)  # --mm-encoder-tp-mode data: the vision tower whole on every rank
         if not extra:
@@ -606,8 +622,33 @@ def _budget_note(s: Setup) -> str:
                    + state)
     requested = f"total x {s.util}" if v.v0_engine else f"ceil(total x {s.util})"  # V0: a float, then // block
     return (f"{v.label}: available = {requested} - weights - activation peak - non-torch "
-            f"({fmt_bytes(s.non_torch)}) - {graphs}; activation peak: {act}{sampler}. "
+            f"({fmt_bytes(s.non_torch)}) - {graphs}; activation peak: {act}{sampler}{_compile_note(s)}. "
             "Non-torch and CUDA-graph figures are documented defaults (--non-torch-memory, --cuda-graph-memory).")
+
+
+def _compile_note(s: Setup) -> str:
+    """What the budget note says of torch.compile's cache (serving_vllm.cold_compile_peak_bytes)."""
+    if not s.engine.version.compile_benchmarks_kernels or s.activation is not None:
+        return ""
+    if s.opts.cold_compile:
+        mixed = (" from 0.13; this range's 0.11-0.12 do not benchmark" if s.engine.version.first < (0, 13) else "")
+        return ("; a first boot (--cold-compile): torch.compile's Inductor benchmarks its kernels inside the profile"
+                f"{mixed}, and a random copy of the embedding table sets the peak where it exceeds the rest (an "
+                "ESTIMATE)")
+    return ("; a warm boot (torch.compile's cache holds this model and shape): a first boot compiles inside the "
+            "profile and keeps less for the cache (--cold-compile)")
+
+
+def _cold_compile_peak(s: Setup, pp_rank: int, parts: list[range]) -> int:
+    """--cold-compile: the compile's torch peak on this stage (serving_vllm.cold_compile_peak_bytes, one copy of the
+    embedding table this rank holds); 0 for a warm boot or a given --activation-memory (the logged peak holds it)."""
+    if not s.opts.cold_compile or s.activation is not None:
+        return 0
+    from kvplan.cost.parallel import DEFAULT_VOCAB_PADDING, rank_breakdown
+
+    table = rank_breakdown(s.card, s.layout, pp_rank, vocab_padding=DEFAULT_VOCAB_PADDING, stages=parts,
+                           vocab_every_stage=s.engine.vocab_every_stage(s.card))["embedding"]
+    return vl.cold_compile_peak_bytes(table, 4 if s.w_t.bits == 32 else 2)
 
 
 def _triton_buffer_bytes(s: Setup, rows: int) -> int:

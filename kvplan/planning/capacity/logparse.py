@@ -172,13 +172,18 @@ _FLAG_NAMES = {
     "enable_expert_parallel": "expert_parallel", "block_size": "block_size", "page_size": "block_size",
     "model": "model", "model_path": "model", "model_tag": "model", "kv_cache_memory": "kv_cache_memory",
     "kv_cache_memory_bytes": "kv_cache_memory", "flashinfer_sampler": "flashinfer_sampler",
+    "cold_compile": "cold_compile",
     "max_running_requests": "max_running_requests",
 }
 _INT_FLAGS = {"tp", "pp", "dp", "max_model_len", "max_num_seqs", "max_num_batched_tokens", "block_size",
               "max_running_requests"}
 _FLOAT_FLAGS = {"gpu_memory_utilization", "mem_fraction_static"}
-_BOOL_FLAGS = {"expert_parallel", "flashinfer_sampler"}
+_BOOL_FLAGS = {"expert_parallel", "flashinfer_sampler", "cold_compile"}
 _HEADERS = ("source", "posted", "gpu", "gpu-memory", "model", "engine", "command")
+# vLLM compiled in this boot (its torch.compile cache missed): backends.py "Compiling a graph for compile range %s
+# takes %.2f s" (0.13.0+; a cache hit logs "Directly load the compiled graph(s) for compile range"), decorators.py
+# save_aot_compiled_function "saved AOT compiled function to %s" (0.15.1+, skipped when loaded from disk)
+_COLD_COMPILE = r"Compiling a graph for compile range|saved AOT compiled function"
 
 
 def parse_log(path: str | Path) -> ParsedLog:
@@ -318,6 +323,8 @@ def _flags(header: dict[str, str], body) -> tuple[dict, dict, str | None]:
         layers.append(("non-default args", _dict(args)))
     if _first(body, r"Using FlashInfer for top-p & top-k sampling"):  # vLLM 0.10-0.16's TopKTopPSampler
         layers.append(("FlashInfer sampler line", {"flashinfer_sampler": "True"}))
+    if _first(body, _COLD_COMPILE):
+        layers.append(("compile line", {"cold_compile": "True"}))
     command = header.get("command") or next((m.group(1) for _, line in body if (m := _LAUNCH.search(line))), None)
     if command:
         layers.append(("launch line", _command(command)))
