@@ -48,9 +48,6 @@ KNOWN_MISSES = {
     "logged, 30.44 from the logged free memory and load (+0.08%, some 24 MiB); the flags-alone miss is the GPU's "
     "other tenants (36.54 GB free of 93 at the load)",
     ("sglang-sglangplay-qwen2.5-0.5b-h100nvl.log", "tokens"): "the pool above: 2,658,165 logged, 2,660,272",
-    ("vllm-dennislee22-gpt-oss-120b-a100-tp4-ray.log", "concurrency"): "vLLM 0.10.1 prints 284.25x for gpt-oss's "
-    "sliding-window and full-attention groups, kvplan 256.02x from the same pool (its blocks and tokens agree): "
-    "cause not found",
     ("vllm-code38962983769-qwen3-235b-fp8-ep-l40s.log", "tokens"): "eight EP ranks print their own `GPU KV cache "
     "size` (237,344 - 238,208 tokens); the first line read is not the rank whose `Available KV cache memory` is "
     "the first one printed (tests/test_logs_vllm_moe.py pairs them by rank)",

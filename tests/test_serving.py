@@ -36,6 +36,25 @@ def test_sliding_window_pages_per_request():
     assert vl.pages_per_request(spec, 32768, 16, 4096) == 513
     assert vl.pages_per_request(spec, 2048, 16, 4096) == 128 + 1  # capped at max_model_len
     assert vl.max_in_flight_tokens(2048, 1) == 4096 and vl.max_in_flight_tokens(2048, 3) == 6144
+    # 0.10 - 0.25 count one batch; 0.26+ Model Runner V2 keeps pp + 1 in flight; no async scheduling: pp batches
+    assert vl.max_in_flight_tokens(2048, 1, concurrent_batches=False) == 2048
+    assert vl.max_in_flight_tokens(2048, 2, v2_runner=True) == 6144 and vl.max_in_flight_tokens(2048, 2) == 4096
+    assert vl.max_in_flight_tokens(2048, 1, async_scheduling=False) == 2048
+
+
+def test_gpt_oss_concurrency_of_vllm_0_10_counts_one_batch_in_flight():
+    """vLLM 0.10.1.1 prints "Maximum concurrency for 16,384 tokens per request: 284.25x" for gpt-oss-120b at TP 4
+    with 330,018 blocks (docs/logs/vllm-dennislee22-gpt-oss-120b-a100-tp4-ray.log): per request 1,024 full-attention
+    pages + cdiv(min(128 - 1 + 2,048, 16,384), 16) + 1 = 137 sliding-window pages, 330,018 / 1,161 = 284.25; two
+    batches in flight (0.26+) would give 330,018 / 1,289 = 256.02."""
+    kw = dict(gpu="A100-80GB", tp=4, max_model_len=16384, max_num_batched_tokens=2048,
+              kv_cache_memory=330_018 * 18 * (16 * 2 * (8 // 4) * 64 * 2))  # 18 layer slots of 16 tokens x K, V x 2 heads x 64 x 2 B
+    old, new = (plan("gpt-oss-120b", engine=f"vllm=={v}", **kw) for v in ("0.10", "0.26"))
+    assert old.kv_cache.num_blocks == new.kv_cache.num_blocks
+    blocks = old.kv_cache.num_blocks
+    assert blocks == 330_018
+    assert round(old.max_concurrency, 2) == round(blocks / (1024 + 137), 2)
+    assert round(new.max_concurrency, 2) == round(blocks / (1024 + 265), 2)
 
 
 def test_uniform_blocks_and_concurrency_llama70b_tp4():

@@ -320,10 +320,18 @@ def mla_dequant_bytes(card: ModelCard, tp: int, layers: int, w_bits: int) -> int
     return layers * m.kv_lora_rank * (card.num_heads // tp) * (m.qk_nope_head_dim + m.v_head_dim) * 2
 
 
-def max_in_flight_tokens(max_num_batched_tokens: int, pp: int, async_scheduling: bool = True) -> int:
-    """config/vllm.py max_in_flight_tokens = max_concurrent_batches x max_num_batched_tokens; 2 batches with async
-    scheduling (the default, turned off by PP > 1 in the V1 runner), else pp."""
-    return (2 if async_scheduling and pp == 1 else pp) * max_num_batched_tokens
+def max_in_flight_tokens(max_num_batched_tokens: int, pp: int, concurrent_batches: bool = True,
+                         v2_runner: bool = False, async_scheduling: bool = True) -> int:
+    """The scheduled tokens a sliding-window (or chunked-local) layer's pages must cover beyond its window.
+    0.10 - 0.25 (v1/kv_cache_interface.py SlidingWindowSpec.max_memory_usage_bytes, read in 0.10.1.1 and 0.25.1):
+    one batch, max_num_batched_tokens. 0.26+ (``concurrent_batches``; config/vllm.py max_in_flight_tokens, read in
+    0.26.0 and 0.33.0) max_concurrent_batches x max_num_batched_tokens: with async scheduling (the default) Model
+    Runner V2 keeps pp + 1 batches in flight, the V1 runner 2 at PP 1 and pp otherwise; without it, pp."""
+    if not concurrent_batches:
+        return max_num_batched_tokens
+    if not async_scheduling:
+        return pp * max_num_batched_tokens
+    return (pp + 1 if v2_runner else 2 if pp == 1 else pp) * max_num_batched_tokens
 
 
 def pages_per_request(spec: KVLayerSpec | MambaPage, max_model_len: int, block_size: int, in_flight: int) -> int:

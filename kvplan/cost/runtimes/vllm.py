@@ -74,6 +74,12 @@ class VllmVersion(VersionRange):
     # copy of the embedding table (serving_vllm.cold_compile_peak_bytes, --cold-compile); True from the 0.11-0.16
     # range on, whose 0.11-0.12 do not benchmark (the range cannot tell them apart)
     compile_benchmarks_kernels: bool = False
+    # 0.26+: a sliding window's pages per request cover max_concurrent_batches x max_num_batched_tokens scheduled
+    # tokens (config/vllm.py max_in_flight_tokens); before, one batch (serving_vllm.max_in_flight_tokens)
+    in_flight_batches: bool = False
+    # 0.29+: Model Runner V2 for every model (config/vllm.py use_v2_model_runner, unless a feature it lacks is asked
+    # for); 0.25 - 0.28: dense models only (dense_runner_without_graph_estimate)
+    v2_runner_every_model: bool = False
 
     def pp_vocab_every_stage(self, hf_architecture: str | None) -> frozenset[str]:
         """What of the vocabulary ("embedding", "lm_head") every pipeline stage holds for this architecture in this
@@ -130,17 +136,19 @@ VERSIONS = (
     VllmVersion("vLLM 0.26 (V1 engine)", (0, 26), (0, 26), vl.DEFAULT_UTILIZATION, True, False, True, None,
                 vl.MXFP4_TRITON_HOPPER_PAD, cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21,
                 dense_runner_without_graph_estimate=True, triton_topk_topp_buffer=True, sampler_holds_hidden=True,
-                compile_benchmarks_kernels=True),
+                compile_benchmarks_kernels=True, in_flight_batches=True),
     # 0.27.0's memory_profiling counts total_consumed (the first release with it; 0.26.0 does not)
     VllmVersion("vLLM 0.27-0.28 (V1 engine)", (0, 27), (0, 28), vl.DEFAULT_UTILIZATION, True, False, True, None,
                 vl.MXFP4_TRITON_HOPPER_PAD, cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21,
                 dense_runner_without_graph_estimate=True, triton_topk_topp_buffer=True,
-                counts_torch_state_before_profile=True, sampler_holds_hidden=True, compile_benchmarks_kernels=True),
+                counts_torch_state_before_profile=True, sampler_holds_hidden=True, compile_benchmarks_kernels=True,
+                in_flight_batches=True),
     # 0.29+: Model Runner V2 for every model it supports (config/vllm.py use_v2_model_runner), and its
     # profile_cudagraph_memory estimates the graphs (_profile_cudagraph_memory)
     VllmVersion(f"vLLM 0.29+ (V1 engine; {vl.RULES.split(' (')[0]} rules)", (0, 29), None, vl.DEFAULT_UTILIZATION,
                 True, False, True, None, vl.MXFP4_TRITON_HOPPER_PAD,
-                cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21, compile_benchmarks_kernels=True),
+                cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21, compile_benchmarks_kernels=True,
+                in_flight_batches=True, v2_runner_every_model=True),
 )
 
 
@@ -277,6 +285,10 @@ class VLLM(Server):
             return 0
         return vl.cuda_graph_estimate_bytes(_graph_counts(opts), v.cuda_graph_bytes_per_graph)
 
+    def runs_v2(self, card, opts: Options) -> bool:
+        """Whether this version serves ``card`` with Model Runner V2 (0.29+: every model; 0.25 - 0.28: dense ones)."""
+        return self.version.v2_runner_every_model or self.runs_graphless_v2(card, opts)
+
     def runs_graphless_v2(self, card, opts: Options) -> bool:
         """0.25 - 0.28: a dense model (not MoE, no state layers) runs Model Runner V2, whose profile_cudagraph_memory
         returns 0, unless a feature V2 lacks sends it back to V1 (ngram speculation: _get_v2_model_runner_unsupported_
@@ -408,7 +420,8 @@ class VLLM(Server):
         else:
             groups = _kv_cache_groups(self, s.card, s.kv_t, s.layout.tp, s.state_t, s.state_page_padded, s.block_size)
         mnbt = vl.scheduled_tokens(s.mnbt, s.max_num_seqs, s.max_model_len)
-        inflight = vl.max_in_flight_tokens(mnbt, s.layout.pp)
+        inflight = vl.max_in_flight_tokens(mnbt, s.layout.pp, self.version.in_flight_batches,
+                                           self.runs_v2(s.card, s.opts))
         per_req = vl.blocks_per_request(groups, s.max_model_len, s.block_size, inflight)
         rows = []
         for st in sts:
