@@ -143,61 +143,48 @@ def rotary_cache(a: CachingAllocator, positions: int, rotary_dim: int, dtype_byt
     a.release(out, positions * rotary_dim * f32)
 
 
-def _fused(matrices, size) -> list[tuple[int, int]]:
-    """(weight bytes, bias bytes) per parameter vLLM allocates: q/k/v as one QKVParallelLinear, gate/up as one
-    MergedColumnParallelLinear (linear.py create_weights: the weight, then the bias), every other linear alone."""
-    out: list[tuple[int, int]] = []
-    fuse = {"q_proj": "qkv", "k_proj": "qkv", "v_proj": "qkv", "gate_proj": "gate_up", "up_proj": "gate_up"}
-    last = None
-    for m in matrices:
-        w, b = size(m)
-        group = fuse.get(m.name)
-        if group is not None and group == last:
-            pw, pb = out[-1]
-            out[-1] = (pw + w, pb + b)
-        else:
-            out.append((w, b))
-        last = group
-    return out
-
-
 def rounding_bytes(card: ModelCard, w_t: DType, layout: Layout, pp_rank: int, *, stages: list[range] | None = None,
-                   vocab_every_stage: frozenset[str] = frozenset(), buffers: bool = True) -> int:
+                   vocab_every_stage: frozenset[str] = frozenset(), buffers: bool = True, offload: int = 0) -> int:
     """What the allocator's blocks hold beyond the tensors of rank (0, ``pp_rank``) (``_rounding``, computed once per
-    card, dtype, layout and stage: the layout search asks for the same rank many times)."""
+    card, dtype, layout and stage: the layout search asks for the same rank many times). ``offload``: vLLM's
+    --cpu-offload-gb budget in bytes; the blocks of the parameters it moves are freed as their layer is built
+    (kvplan.cost.offload), and the requested bytes of those the replay holds leave ``requested`` with them."""
     return _rounding(card, w_t, layout, pp_rank, None if stages is None else tuple(stages),
-                     frozenset(vocab_every_stage), buffers)
+                     frozenset(vocab_every_stage), buffers, offload)
 
 
 @lru_cache(maxsize=1024)
 def _rounding(card: ModelCard, w_t: DType, layout: Layout, pp_rank: int, stages: tuple[range, ...] | None,
-              vocab_every_stage: frozenset[str], buffers: bool) -> int:
+              vocab_every_stage: frozenset[str], buffers: bool, offload: int) -> int:
     """Allocated minus requested bytes: the large tensors replayed one by one in vLLM's
     construction order (vision tower and projector, embed_tokens, per decoder layer the fused qkv (bias), o_proj,
     the rotary cache with its float32 temporaries where the first layer asking for it builds it, the MoE router and
     fused experts w13 / w2 (fused_moe/layer.py FusedMoE.create_weights) and shared experts, or the fused gate_up and
     down; then lm_head); whatever kvplan counts beyond them (norms, scales, state mixers, learned positions) is
-    charged at its requested bytes. Quantized weights: not modelled (the requested bytes)."""
-    from kvplan.cost.parallel import holds_vocab, local_experts, moe_tp, pad_vocab, pp_partition, rope_caches
-    from kvplan.cost.shapes import attention_matrices, ffn_matrices, router_matrices
+    charged at its requested bytes. Quantized weights: not modelled (the requested bytes). With ``offload`` each
+    layer's offloaded linears (kvplan.cost.offload.moved_prefix) are released after the layer is built, as
+    make_layers offloads a layer before building the next: later layers reuse the freed blocks."""
+    from kvplan.cost.parallel import (holds_vocab, layer_parameters, local_experts, moe_tp, pad_vocab,
+                                     pp_partition, rope_caches, shard_bytes)
+    from kvplan.cost.shapes import attention_matrices, ffn_matrices, fused, router_matrices
     from kvplan.cost.vision import block_matrices, projector_matrices, vision_params
 
     if card.quantization is not None or w_t.bits not in (16, 32):
         # quantized weights are repacked after loading (process_weights_after_loading: Marlin, fp8 online
         # quantization), new tensors replacing freed ones: a sequence this replay does not model
         return 0
+    from kvplan.cost.offload import moved_prefix
+
     a = CachingAllocator()
     tp, h = layout.tp, card.hidden_size
+    made: list[tuple[Block, int]] = []  # the current layer's linears, in allocation order
 
     def size(m, split: int = tp) -> tuple[int, int]:
-        s = m.shard(split, card.num_kv_heads, card.head_dim)
-        return w_t.data_bytes(s.elems), w_t.data_bytes(s.n_out) if s.bias else 0
+        return shard_bytes(card, w_t, m, split)
 
     def linears(matrices, split: int = tp, times: int = 1) -> None:
-        for w, b in _fused(matrices, lambda m: size(m, split)):
-            a.malloc(times * w)
-            if b:
-                a.malloc(times * b)
+        for w, b in fused(matrices, lambda m: size(m, split)):
+            made.extend((a.malloc(times * x), times * x) for x in (w, b) if x)
 
     layers = (list(stages) if stages else pp_partition(card.num_layers, layout.pp))[pp_rank]
     embedding, lm_head = holds_vocab(card, layout.pp, pp_rank, vocab_every_stage)  # as kvplan counts the rank
@@ -205,8 +192,8 @@ def _rounding(card: ModelCard, w_t: DType, layout: Layout, pp_rank: int, stages:
     if card.vision:
         v = card.vision
         vp = vision_params(card, hf=False, tp=tp)
-        per_block = sum(w + b for w, b in _fused(block_matrices(v), size))
-        projector = sum(w + b for w, b in _fused(projector_matrices(v, h), size))
+        per_block = sum(w + b for w, b in fused(block_matrices(v), size))
+        projector = sum(w + b for w, b in fused(projector_matrices(v, h), size))
         a.malloc(w_t.data_bytes(vp.total) - v.built_layers * per_block - projector)  # embeddings and norms
         for _ in range(v.built_layers):
             linears(block_matrices(v))
@@ -217,29 +204,32 @@ def _rounding(card: ModelCard, w_t: DType, layout: Layout, pp_rank: int, stages:
     built: set[int] = set()
     rotary_dim = card.mla.qk_rope_head_dim if card.mla else card.head_dim
     linear_rope = card.rope_scaling is not None and card.rope_scaling.rope_type == "linear"
+    done = 0
     for i in layers:
+        made.clear()
         if card.mixer(i) in ("attention", "hybrid") and not card.shared_blocks:
             linears(attention_matrices(card))  # llama.py LlamaAttention: qkv_proj, o_proj, then get_rope
             which = 1 if card.local_rope and card.layer_types[i] == "sliding" else 0
             if caches and which not in built:
                 built.add(which)
                 rotary_cache(a, caches[which], rotary_dim, 4 if w_t.bits == 32 else 2, linear_rope and which == 0)
-        if not card.has_mlp(i):
-            continue
-        if card.is_moe_layer(i):
+        if card.has_mlp(i) and card.is_moe_layer(i):
             moe = card.moe
             n = local_experts(moe.num_experts, tp * layout.dp, 0) if layout.expert_parallel else moe.num_experts
             linears(router_matrices(card))
             etp = 1 if layout.expert_parallel else moe_tp(layout)
-            expert = _fused(ffn_matrices(card, moe.expert_ffn_size), lambda m: size(m, etp))
+            expert = fused(ffn_matrices(card, moe.expert_ffn_size), lambda m: size(m, etp))
             for w, b in expert:  # w13 then w2, every local expert in one tensor
-                a.malloc(n * w)
-                if b:
-                    a.malloc(n * b)
+                made.extend((a.malloc(n * x), n * x) for x in (w, b) if x)
             if moe.num_shared_experts:
                 linears(ffn_matrices(card, moe.shared_ffn), times=moe.num_shared_experts)
-        else:
+        elif card.has_mlp(i):
             linears(ffn_matrices(card, card.ffn_size))
+        if offload and done < offload:
+            moved = moved_prefix(layer_parameters(card, w_t, layout, i), done, offload)
+            done += sum(nbytes for nbytes, _ in moved)
+            for block, nbytes in made[:sum(1 for _, linear in moved if linear)]:
+                a.release(block, nbytes)
     if lm_head and not card.tie_embeddings:
         a.malloc(w_t.data_bytes(rows * h))
     return a.allocated - a.requested

@@ -52,7 +52,7 @@ def _budget_table(r: PlanResult) -> Table:
     t.add_row("requested", exact(g.requested_bytes), _requested_how(r))
     t.add_row("- weights", exact(g.weights_bytes),
               f"{fmt_int(g.params)} params on this rank ({g.layers} layers), {i.weight_dtype}; "
-              f"+ rotary cache {fmt_bytes(g.buffers_bytes)}" + _rounding_how(g))
+              f"+ rotary cache {fmt_bytes(g.buffers_bytes)}" + _rounding_how(g) + _offload_how(g))
     if g.vision_bytes:
         t.add_row("  of which vision", exact(g.vision_bytes), "vision tower + projector, loaded on every GPU")
     t.add_row("- activations", exact(g.activation_bytes),
@@ -70,6 +70,11 @@ def _rounding_how(g) -> str:
         return ""
     return (f"; {exact(g.weights_bytes - g.weights_rounding_bytes)} requested, + {fmt_bytes(g.weights_rounding_bytes)}"
             " as the caching allocator rounds it (ESTIMATED: kvplan.cost.allocator)")
+
+
+def _offload_how(g) -> str:
+    return (f"; less {exact(g.offloaded_bytes)} of them in CPU memory (--cpu-offload-gb)" if g.offloaded_bytes
+            else "")
 
 
 def _requested_how(r: PlanResult) -> str:

@@ -172,11 +172,11 @@ _FLAG_NAMES = {
     "enable_expert_parallel": "expert_parallel", "block_size": "block_size", "page_size": "block_size",
     "model": "model", "model_path": "model", "model_tag": "model", "kv_cache_memory": "kv_cache_memory",
     "kv_cache_memory_bytes": "kv_cache_memory", "flashinfer_sampler": "flashinfer_sampler",
-    "max_running_requests": "max_running_requests",
+    "max_running_requests": "max_running_requests", "cpu_offload_gb": "cpu_offload_gb",
 }
 _INT_FLAGS = {"tp", "pp", "dp", "max_model_len", "max_num_seqs", "max_num_batched_tokens", "block_size",
               "max_running_requests"}
-_FLOAT_FLAGS = {"gpu_memory_utilization", "mem_fraction_static"}
+_FLOAT_FLAGS = {"gpu_memory_utilization", "mem_fraction_static", "cpu_offload_gb"}
 _BOOL_FLAGS = {"expert_parallel", "flashinfer_sampler"}
 _HEADERS = ("source", "posted", "gpu", "gpu-memory", "model", "engine", "command")
 

@@ -62,6 +62,7 @@ class PerGPU(BaseModel):
     activation_rule: str = ""  # what activation_bytes is, by the runtime's rule
     vision_bytes: int = 0  # of weights_bytes: a multimodal card's vision tower and projector on this GPU
     weights_rounding_bytes: int = 0  # of weights_bytes: the caching allocator's blocks beyond the tensors (vLLM)
+    offloaded_bytes: int = 0  # parameters kept in CPU memory (vLLM --cpu-offload-gb): not in weights_bytes
 
 
 class Latency(BaseModel):
