@@ -145,3 +145,17 @@ def test_cli_flag_and_its_one_line_refusal(cli):
     code, _, err = cli("plan", "--model", "llama-3.1-8b", "--gpu", "RTX-3090", "--max-model-len", "8192",
                        "--cpu-offload-gb", "4", "--engine", "sglang")
     assert code == 2 and err.strip().count("\n") == 0 and "--cpu-offload-gb" in err
+
+
+def test_v0_0_5_2_llama_3_70b_with_70_gib_offloaded_on_a_gh200():
+    # https://github.com/vllm-project/vllm/pull/6496 (comment by drikster80, 2024-07-17): vLLM 0.5.2 on a GH200,
+    # `--model /models/Meta-Llama-3-70B-Instruct --cpu-offload-gb 70 --gpu-memory-utilization 0.95`:
+    # "Loading model weights took 61.2922 GB" (V0 prints GiB as GB). Meta-Llama-3-70B has Llama-3.1-70B's shapes with
+    # 8,192 positions and no rope scaling (its config.json): a 2 MiB rotary cache
+    config = dict(_config("meta-llama/Llama-3.1-70B"), max_position_embeddings=8192, rope_scaling=None)
+    card = card_from_hf_config(config, name="meta-llama-3-70b-instruct")
+    r = plan(card, gpu="GH200", engine="vllm==0.5.2", max_model_len=8192, gpu_memory_utilization=0.95,
+             cpu_offload_gb=70)
+    # 43 layers of 1,711,308,800 B and layer 43's four linears (all but its norms)
+    assert r.per_gpu.offloaded_bytes == 43 * 1_711_308_800 + 1_711_276_032
+    assert f"{r.per_gpu.weights_bytes / GIB:.4f}" == "61.2922"
