@@ -116,7 +116,7 @@ def test_gptq_marlin_replay_holds_the_phi4_load():
     from kvplan.cost.allocator import _replay, cached_free_bytes
 
     card, bf16 = load_card(str(ROOT / "tests/data/configs/phi-4-gptq")), parse_dtype("bfloat16")
-    a = _replay(card, bf16, Layout(tp=1), 0, None, frozenset(), True, True)
+    a = _replay(card, bf16, Layout(tp=1), 0, None, frozenset(), True, True, 0)
     assert abs(a.allocated / GIB - 8.5107) < 0.0002
     assert cached_free_bytes(card, bf16, Layout(tp=1), 0, marlin=True) == a.cached_free() == 156_151_808
     assert cached_free_bytes(card, bf16, Layout(tp=1), 0, marlin=False) is None

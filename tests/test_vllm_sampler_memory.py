@@ -50,13 +50,15 @@ def test_0_17_charges_the_buffer_beside_the_unsorted_sampler_on_a_gpu_with_an_sm
     assert _plan("vllm==0.16").per_gpu.activation_bytes == 256 * LLAMA_VOCAB * 38
 
 
-def test_the_buffer_brings_the_0_17_rtx_3090_logs_closer_without_passing_them():
+def test_the_buffer_brings_the_0_17_rtx_3090_log_within_a_percent():
     # TheBuccaneer/vllm-offload-profiles, vLLM 0.17.1, Qwen2.5-7B at 0.90: "Available KV cache memory: 6.32 GiB";
-    # the 82-SM buffer is 46.4 MiB of the ~0.19 GiB kvplan missed before (FlashInfer's sampler has no such buffer)
+    # the 82-SM buffer is 46.4 MiB of the ~0.19 GiB kvplan missed before (FlashInfer's sampler has no such buffer),
+    # the RTX 3090's total as today's drivers report it (23.58 GiB, not an old driver's 23.70) the rest
     r = plan("qwen2.5-7b", gpu="RTX-3090", engine="vllm==0.17", max_model_len=8192)
     without = plan("qwen2.5-7b", gpu="RTX-3090", engine="vllm==0.17", max_model_len=8192, flashinfer_sampler=True)
     assert without.per_gpu.available_kv_bytes - r.per_gpu.available_kv_bytes == 82 * QWEN25_VOCAB * 4
-    assert 6.32 * GIB < r.per_gpu.available_kv_bytes < without.per_gpu.available_kv_bytes
+    assert r.per_gpu.available_kv_bytes < without.per_gpu.available_kv_bytes
+    assert abs(r.per_gpu.available_kv_bytes / GIB - 6.32) < 0.01 * 6.32
 
 
 def test_model_runner_v2_samples_the_logits_alone_and_0_27_counts_its_persistent_state():

@@ -132,6 +132,9 @@ LimitMmPerPrompt = Annotated[_S, typer.Option(
     "--limit-mm-per-prompt", help='vLLM: images per prompt, JSON like \'{"image": 4}\'; {"image": 0}: text-only.')]
 MmEncoderTpMode = Annotated[_S, typer.Option(
     "--mm-encoder-tp-mode", help="vLLM: weights (the vision tower split over TP, default) or data (whole per GPU).")]
+CpuOffloadGb = Annotated[_F, typer.Option(
+    "--cpu-offload-gb", help="vLLM: GiB of decoder-layer weights per GPU kept in CPU memory (read over PCIe each step; "
+                             "vLLM's cpu_offload_gb).")]
 
 # llama.cpp's own flag names (`--engine llamacpp|ollama`), so a llama-server command line pastes in
 CtxSize = Annotated[Optional[int], typer.Option("-c", "--ctx-size", help="llama.cpp n_ctx (default: --max-model-len "

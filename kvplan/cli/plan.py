@@ -37,6 +37,7 @@ def plan(
     speculative_num_steps: o.SpecNumSteps = None, speculative_eagle_topk: o.SpecEagleTopk = None,
     speculative_num_draft_tokens: o.SpecDraftTokens = None,
     limit_mm_per_prompt: o.LimitMmPerPrompt = None, mm_encoder_tp_mode: o.MmEncoderTpMode = None,
+    cpu_offload_gb: o.CpuOffloadGb = None,
 ) -> None:
     """How many concurrent requests of --max-model-len fit, with the engine's own arithmetic; without --gpu, which
     GPUs and how many hold --concurrency of them; with --from-log FILE, kvplan beside every figure of a real vLLM or
@@ -90,7 +91,7 @@ def plan(
         cold_compile=cold_compile or None, pp_layer_partition=pp_layer_partition, speculative_algorithm=speculative_algorithm,
         speculative_draft_model_path=speculative_draft_model_path, speculative_num_steps=speculative_num_steps,
         speculative_eagle_topk=speculative_eagle_topk, speculative_num_draft_tokens=speculative_num_draft_tokens,
-        limit_mm_per_prompt=limit_mm_per_prompt, mm_encoder_tp_mode=mm_encoder_tp_mode,
+        limit_mm_per_prompt=limit_mm_per_prompt, mm_encoder_tp_mode=mm_encoder_tp_mode, cpu_offload_gb=cpu_offload_gb,
     ).items() if v is not None})
     if gpu is None:
         _emit(_search(card, concurrency, (tp, pp, dp), gpus, max_gpus, (ttft_ms, tpot_ms, sort), common), as_json,

@@ -183,21 +183,17 @@ def _groups(matrices) -> list[list]:
     return out
 
 
-def _fused(matrices, size) -> list[tuple[int, int]]:
-    """(weight bytes, bias bytes) per module vLLM allocates (_groups; linear.py create_weights: the weight, then the
-    bias)."""
-    return [tuple(map(sum, zip(*(size(m) for m in group)))) for group in _groups(matrices)]
-
-
 def rounding_bytes(card: ModelCard, w_t: DType, layout: Layout, pp_rank: int, *, stages: list[range] | None = None,
-                   vocab_every_stage: frozenset[str] = frozenset(), buffers: bool = True) -> int:
+                   vocab_every_stage: frozenset[str] = frozenset(), buffers: bool = True, offload: int = 0) -> int:
     """What the allocator's blocks hold beyond the tensors of rank (0, ``pp_rank``) (``_replay``, computed once per
     card, dtype, layout and stage: the layout search asks for the same rank many times). Quantized weights: 0 (they
-    are repacked after loading; kvplan.cost.quant counts what the checkpoint stores)."""
+    are repacked after loading; kvplan.cost.quant counts what the checkpoint stores). ``offload``: vLLM's
+    --cpu-offload-gb budget in bytes; the blocks of the parameters it moves are freed as their layer is built
+    (kvplan.cost.offload), and the requested bytes of those the replay holds leave ``requested`` with them."""
     if card.quantization is not None or w_t.bits not in (16, 32):
         return 0
     a = _replay(card, w_t, layout, pp_rank, None if stages is None else tuple(stages), frozenset(vocab_every_stage),
-                buffers, False)
+                buffers, False, offload)
     return a.allocated - a.requested
 
 
@@ -214,7 +210,7 @@ def cached_free_bytes(card: ModelCard, w_t: DType, layout: Layout, pp_rank: int,
     if q is None and w_t.bits not in (16, 32):
         return None
     a = _replay(card, w_t, layout, pp_rank, None if stages is None else tuple(stages), frozenset(vocab_every_stage),
-                True, q is not None)
+                True, q is not None, 0)
     return a.cached_free()
 
 
@@ -259,25 +255,29 @@ def _gptq_marlin_repack(a: CachingAllocator, modules: list[tuple[int, dict[str, 
 
 @lru_cache(maxsize=1024)
 def _replay(card: ModelCard, w_t: DType, layout: Layout, pp_rank: int, stages: tuple[range, ...] | None,
-            vocab_every_stage: frozenset[str], buffers: bool, gptq: bool) -> CachingAllocator:
+            vocab_every_stage: frozenset[str], buffers: bool, gptq: bool, offload: int) -> CachingAllocator:
     """The allocator after the rank is built: the large tensors replayed one by one in vLLM's
     construction order (vision tower and projector, embed_tokens, per decoder layer the fused qkv (bias), o_proj,
     the rotary cache with its float32 temporaries where the first layer asking for it builds it, the MoE router and
     fused experts w13 / w2 (fused_moe/layer.py FusedMoE.create_weights) and shared experts, or the fused gate_up and
     down; then lm_head); whatever kvplan counts beyond them (norms, scales, state mixers, learned positions) is
     charged at its requested bytes. ``gptq``: the quantized linears are GPTQ-Marlin modules (_gptq_tensors), repacked
-    once all are built (_gptq_marlin_repack)."""
-    from kvplan.cost.parallel import holds_vocab, local_experts, moe_tp, pad_vocab, pp_partition, rope_caches
-    from kvplan.cost.shapes import attention_matrices, ffn_matrices, router_matrices
+    once all are built (_gptq_marlin_repack). With ``offload`` each layer's offloaded linears
+    (kvplan.cost.offload.moved_prefix) are released after the layer is built, as make_layers offloads a layer before
+    building the next: later layers reuse the freed blocks."""
+    from kvplan.cost.offload import moved_prefix
+    from kvplan.cost.parallel import (holds_vocab, layer_parameters, local_experts, moe_tp, pad_vocab,
+                                      pp_partition, rope_caches, shard_bytes)
+    from kvplan.cost.shapes import attention_matrices, ffn_matrices, fused, router_matrices
     from kvplan.cost.vision import block_matrices, projector_matrices, vision_params
 
     a = CachingAllocator()
     repack: list[tuple[int, dict[str, tuple[Block, int]]]] = []
     tp, h = layout.tp, card.hidden_size
+    made: list[tuple[Block, int]] = []  # the current layer's linears, in allocation order
 
     def size(m, split: int = tp) -> tuple[int, int]:
-        s = m.shard(split, card.num_kv_heads, card.head_dim)
-        return w_t.data_bytes(s.elems), w_t.data_bytes(s.n_out) if s.bias else 0
+        return shard_bytes(card, w_t, m, split)
 
     def linears(matrices, split: int = tp, times: int = 1) -> None:
         for group in _groups(matrices):
@@ -285,10 +285,8 @@ def _replay(card: ModelCard, w_t: DType, layout: Layout, pp_rank: int, stages: t
                 t = {name: (a.malloc(n), n) for name, n in _gptq_tensors(card, w_t, group, split) if n}
                 repack.append((sum(m.shard(split, card.num_kv_heads, card.head_dim).n_out for m in group), t))
                 continue
-            w, b = _fused(group, lambda m: size(m, split))[0]
-            a.malloc(times * w)
-            if b:
-                a.malloc(times * b)
+            w, b = fused(group, lambda m: size(m, split))[0]
+            made.extend((a.malloc(times * x), times * x) for x in (w, b) if x)
 
     layers = (list(stages) if stages else pp_partition(card.num_layers, layout.pp))[pp_rank]
     embedding, lm_head = holds_vocab(card, layout.pp, pp_rank, vocab_every_stage)  # as kvplan counts the rank
@@ -296,8 +294,8 @@ def _replay(card: ModelCard, w_t: DType, layout: Layout, pp_rank: int, stages: t
     if card.vision:
         v = card.vision
         vp = vision_params(card, hf=False, tp=tp)
-        per_block = sum(w + b for w, b in _fused(block_matrices(v), size))
-        projector = sum(w + b for w, b in _fused(projector_matrices(v, h), size))
+        per_block = sum(w + b for w, b in fused(block_matrices(v), size))
+        projector = sum(w + b for w, b in fused(projector_matrices(v, h), size))
         a.malloc(w_t.data_bytes(vp.total) - v.built_layers * per_block - projector)  # embeddings and norms
         for _ in range(v.built_layers):
             linears(block_matrices(v))
@@ -308,29 +306,32 @@ def _replay(card: ModelCard, w_t: DType, layout: Layout, pp_rank: int, stages: t
     built: set[int] = set()
     rotary_dim = card.mla.qk_rope_head_dim if card.mla else card.head_dim
     linear_rope = card.rope_scaling is not None and card.rope_scaling.rope_type == "linear"
+    done = 0
     for i in layers:
+        made.clear()
         if card.mixer(i) in ("attention", "hybrid") and not card.shared_blocks:
             linears(attention_matrices(card))  # llama.py LlamaAttention: qkv_proj, o_proj, then get_rope
             which = 1 if card.local_rope and card.layer_types[i] == "sliding" else 0
             if caches and which not in built:
                 built.add(which)
                 rotary_cache(a, caches[which], rotary_dim, 4 if w_t.bits == 32 else 2, linear_rope and which == 0)
-        if not card.has_mlp(i):
-            continue
-        if card.is_moe_layer(i):
+        if card.has_mlp(i) and card.is_moe_layer(i):
             moe = card.moe
             n = local_experts(moe.num_experts, tp * layout.dp, 0) if layout.expert_parallel else moe.num_experts
             linears(router_matrices(card))
             etp = 1 if layout.expert_parallel else moe_tp(layout)
-            expert = _fused(ffn_matrices(card, moe.expert_ffn_size), lambda m: size(m, etp))
+            expert = fused(ffn_matrices(card, moe.expert_ffn_size), lambda m: size(m, etp))
             for w, b in expert:  # w13 then w2, every local expert in one tensor
-                a.malloc(n * w)
-                if b:
-                    a.malloc(n * b)
+                made.extend((a.malloc(n * x), n * x) for x in (w, b) if x)
             if moe.num_shared_experts:
                 linears(ffn_matrices(card, moe.shared_ffn), times=moe.num_shared_experts)
-        else:
+        elif card.has_mlp(i):
             linears(ffn_matrices(card, card.ffn_size))
+        if offload and done < offload:
+            moved = moved_prefix(layer_parameters(card, w_t, layout, i), done, offload)
+            done += sum(nbytes for nbytes, _ in moved)
+            for block, nbytes in made[:sum(1 for _, linear in moved if linear)]:
+                a.release(block, nbytes)
     if lm_head and not card.tie_embeddings:
         a.malloc(w_t.data_bytes(rows * h))
     _gptq_marlin_repack(a, repack)

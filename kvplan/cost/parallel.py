@@ -36,7 +36,8 @@ from kvplan.cost.quant import QuantBytes, matrix_bytes
 from kvplan.cost.shared import shared_rank_params, shared_tp_reason
 from kvplan.cost.ssm import check_state_tp, ssm_rank_params
 from kvplan.cost.vision import rope_cache_positions, tp_reason as vision_tp_reason, vision_params
-from kvplan.cost.shapes import Matrix, attention_matrices, ffn_matrices, kv_heads_per_rank, router_matrices
+from kvplan.cost.shapes import (Matrix, attention_matrices, ffn_matrices, fused, kv_heads_per_rank,
+                                router_matrices)
 from kvplan.errors import KvplanError, Refused
 from kvplan.model.card import ModelCard
 from kvplan.model.dtypes import DType
@@ -263,6 +264,45 @@ def _mlp_stage(card: ModelCard, layers: range, layout: Layout, tp_rank: int, mea
     first_dense = next((i for i in layers if card.has_mlp(i) and not card.is_moe_layer(i)), None)
     return ((dense * _mlp_rank(card, first_dense, tp, measure=measure) if dense else 0)
             + (moe * _mlp_rank(card, first_moe, tp, moe_tp(layout), experts, measure) if moe else 0))
+
+
+def layer_parameters(card: ModelCard, w_t: DType, layout: Layout, layer: int) -> tuple[tuple[int, bool], ...]:
+    """(bytes, is a linear's weight or bias) of each parameter of decoder layer ``layer`` on TP rank 0, in the order
+    vLLM's decoder layer registers them, which is what ``named_parameters()`` walks (llama.py
+    ``LlamaDecoderLayer.__init__``, qwen2.py ``Qwen2DecoderLayer``, 0.17-0.33): ``self_attn`` (the fused qkv_proj
+    weight, its bias, o_proj, the q/k norms), ``mlp`` (the fused gate_up_proj and down_proj; MoE: the router, the
+    experts' w13 and w2 (FusedMoE, every local expert in one tensor), the shared experts), then the layer's norms
+    (weight, LayerNorm's bias). The linears are the tensors kvplan.cost.allocator replays, in the same order. A
+    16-bit layer of an attention decoder; the MoE order is Mixtral's (mixtral.py: gate, then experts)."""
+    tp = layout.tp
+    out: list[tuple[int, bool]] = []
+
+    def add(matrices: tuple[Matrix, ...], split: int = tp, times: int = 1) -> None:
+        for w, b in fused(matrices, lambda m: shard_bytes(card, w_t, m, split)):
+            out.extend((times * x, True) for x in (w, b) if x)
+
+    if card.mixer(layer) == "attention":
+        add(attention_matrices(card))
+        if extras := attention_extras(card, tp):
+            out.append((w_t.data_bytes(extras), False))
+    if card.has_mlp(layer) and card.is_moe_layer(layer):
+        moe = card.moe
+        experts = local_experts(moe.num_experts, tp * layout.dp, 0) if layout.expert_parallel else moe.num_experts
+        add(router_matrices(card))
+        add(ffn_matrices(card, moe.expert_ffn_size), moe_tp(layout), experts)
+        if moe.num_shared_experts:
+            add(ffn_matrices(card, moe.shared_ffn), times=moe.num_shared_experts)
+    elif card.has_mlp(layer):
+        add(ffn_matrices(card, card.ffn_size))
+    per_norm = [card.hidden_size] * (2 if card.norm == "layernorm" else 1)  # weight (and bias)
+    out.extend((w_t.data_bytes(n), False) for n in per_norm * card.norms_per_layer)
+    return tuple(out)
+
+
+def shard_bytes(card: ModelCard, w_t: DType, m: Matrix, tp: int) -> tuple[int, int]:
+    """(weight bytes, bias bytes) of ``m`` on one of ``tp`` ranks."""
+    s = m.shard(tp, card.num_kv_heads, card.head_dim)
+    return w_t.data_bytes(s.elems), w_t.data_bytes(s.n_out) if s.bias else 0
 
 
 def rank_quant(card: ModelCard, layout: Layout, pp_rank: int, *, stages: list[range] | None = None,

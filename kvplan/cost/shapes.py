@@ -98,5 +98,23 @@ def router_matrices(card: ModelCard) -> tuple[Matrix, ...]:
     return (Matrix("router", card.hidden_size, moe.num_experts, moe.router_bias, "replicated"), *gate)
 
 
+def fused(matrices: tuple[Matrix, ...], size) -> list[tuple[int, int]]:
+    """(weight bytes, bias bytes) per parameter vLLM allocates: q/k/v as one QKVParallelLinear, gate/up as one
+    MergedColumnParallelLinear (linear.py create_weights: the weight, then the bias), every other linear alone."""
+    out: list[tuple[int, int]] = []
+    fuse = {"q_proj": "qkv", "k_proj": "qkv", "v_proj": "qkv", "gate_proj": "gate_up", "up_proj": "gate_up"}
+    last = None
+    for m in matrices:
+        w, b = size(m)
+        group = fuse.get(m.name)
+        if group is not None and group == last:
+            pw, pb = out[-1]
+            out[-1] = (pw + w, pb + b)
+        else:
+            out.append((w, b))
+        last = group
+    return out
+
+
 def total(matrices: tuple[Matrix, ...], what: str = "params") -> int:
     return sum(getattr(m, what) for m in matrices)

@@ -52,7 +52,7 @@ def _budget_table(r: PlanResult) -> Table:
     t.add_row("requested", exact(g.requested_bytes), _requested_how(r))
     t.add_row("- weights", exact(g.weights_bytes),
               f"{fmt_int(g.params)} params on this rank ({g.layers} layers), {i.weight_dtype}; "
-              f"+ rotary cache {fmt_bytes(g.buffers_bytes)}" + _rounding_how(g))
+              f"+ rotary cache {fmt_bytes(g.buffers_bytes)}" + _rounding_how(g) + _offload_how(g))
     if g.vision_bytes:
         t.add_row("  of which vision", exact(g.vision_bytes), "vision tower + projector, loaded on every GPU")
     t.add_row("- activations", exact(g.activation_bytes),
@@ -77,6 +77,9 @@ def _cached_how(g) -> str:
         return ""
     return (f"; {exact(g.non_torch_bytes - g.non_torch_cached_bytes)} + {fmt_bytes(g.non_torch_cached_bytes)} the "
             "caching allocator keeps after empty_cache, which this vLLM release counts (ESTIMATED: kvplan.cost.allocator)")
+def _offload_how(g) -> str:
+    return (f"; less {exact(g.offloaded_bytes)} of them in CPU memory (--cpu-offload-gb)" if g.offloaded_bytes
+            else "")
 
 
 def _requested_how(r: PlanResult) -> str:

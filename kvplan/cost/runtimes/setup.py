@@ -48,6 +48,7 @@ class ServingFlags:
     pp_layer_partition: str | None = None  # vLLM's VLLM_PP_LAYER_PARTITION, e.g. "16,32" (layers per stage)
     limit_mm_per_prompt: str | dict | None = None  # vLLM --limit-mm-per-prompt (JSON text or a dict)
     mm_encoder_tp_mode: str | None = None  # vLLM --mm-encoder-tp-mode: weights (default) or data
+    cpu_offload_gb: float | None = None  # vLLM --cpu-offload-gb: GiB of decoder-layer weights per GPU kept in CPU memory
     llama: LlamaFlags | None = None  # llama.cpp's own flags (-c, -np, -ctk, -ctv, -fa, -ngl, ...): llamacpp, ollama
     speculative_algorithm: str | None = None  # SGLang --speculative-algorithm EAGLE|EAGLE3|NEXTN|STANDALONE|NGRAM
     speculative_draft_model_path: str | None = None  # SGLang --speculative-draft-model-path
@@ -70,6 +71,7 @@ EXTRA_FLAGS = {"free_gpu_memory_fraction": ("--kv-cache-free-gpu-memory-fraction
                "pp_layer_partition": ("--pp-layer-partition", "vllm"),
                "limit_mm_per_prompt": ("--limit-mm-per-prompt", "vllm"),
                "mm_encoder_tp_mode": ("--mm-encoder-tp-mode", "vllm"),
+               "cpu_offload_gb": ("--cpu-offload-gb", "vllm"),
                "llama": ("-c/-np/-ctk/-ctv/-fa/-ngl", "llamacpp or ollama"),
                "speculative_algorithm": ("--speculative-algorithm", "sglang"),
                "speculative_draft_model_path": ("--speculative-draft-model-path", "sglang"),
@@ -99,6 +101,7 @@ class Options:
     mm_limit: int | None = None  # images per prompt (vLLM --limit-mm-per-prompt; multimodal cards)
     mm_encoder_data: bool = False  # the vision tower whole on every rank (--mm-encoder-tp-mode data, where supported)
     mm_encoder_mode: str | None = None  # --mm-encoder-tp-mode as given
+    cpu_offload_gb: float = 0.0  # vLLM --cpu-offload-gb (kvplan.cost.offload)
     llama: LlamaFlags | None = None  # llama.cpp's flags with its defaults (llamacpp, ollama)
 
 
@@ -170,6 +173,7 @@ class Stage:
     specs: list[KVLayerSpec] = field(default_factory=list)
     rounding: int = 0  # of weights: the caching allocator's blocks beyond the tensors' bytes (vLLM)
     cached_free: int = 0  # of non_torch: free bytes the caching allocator keeps (vLLM V0 0.6.5 - 0.6.6)
+    offloaded: int = 0  # weights kept in CPU memory (vLLM --cpu-offload-gb), not in ``weights``
 
     @cached_property  # specs never change once a stage is built (dataclasses.replace makes a new one)
     def kv_bytes_per_token(self) -> int:

@@ -169,7 +169,7 @@ class VLLM(Server):
     _dtype_hint = " (vLLM kv_cache_dtype: auto, fp8, fp8_e4m3, fp8_e5m2)"
     extra_flags = frozenset({"speculative_config", "shared_prefix_len", "enable_lora", "max_loras", "max_lora_rank",
                              "flashinfer_sampler", "pp_layer_partition", "limit_mm_per_prompt", "mm_encoder_tp_mode",
-                             "cold_compile"})
+                             "cold_compile", "cpu_offload_gb"})
 
     def at_version(self, text: str) -> VLLM:
         """The runtime for the release ``text`` (``--engine vllm==0.11``): the modelled range that covers it."""
@@ -227,7 +227,9 @@ class VLLM(Server):
             from kvplan.cost.parallel import custom_pp_partition
 
             split = custom_pp_partition(flags.pp_layer_partition, card.num_layers, layout.pp)
+        offload = _offload_gb(flags, card)
         return Options(util=util, kv_cache_memory=kv_mem, block_size=block, pp_layer_partition=split,
+                       cpu_offload_gb=offload,
                        mnbt=_given("--max-num-batched-tokens", flags.max_num_batched_tokens, mnbt),
                        max_num_seqs=_given("--max-num-seqs", flags.max_num_seqs, seqs),
                        flashinfer_sampler=flags.flashinfer_sampler, cold_compile=flags.cold_compile,
@@ -335,6 +337,7 @@ class VLLM(Server):
         rounding = _allocator_rounding(s, pp_rank, parts)
         st = replace(st, weights=st.weights + rounding, rounding=rounding,
                      available=st.available if s.kv_cache_memory is not None else st.available - rounding)
+        st = _with_offload(s, st)
         cached = _cached_free(s, pp_rank, parts)
         if cached:
             st = replace(st, non_torch=st.non_torch + cached, cached_free=cached,
@@ -459,6 +462,7 @@ class VLLM(Server):
         cmd += [f"--data-parallel-size {lay.dp}"] if lay.dp > 1 else []
         cmd += ["--enable-expert-parallel"] if lay.expert_parallel else []
         cmd += [f"--max-model-len {s.max_model_len}"] + vf.launch_flags(s) + vm.launch_flags(s)
+        cmd += [f"--cpu-offload-gb {s.opts.cpu_offload_gb:g}"] if s.opts.cpu_offload_gb else []
         cmd += ([f"--kv-cache-memory-bytes {s.kv_cache_memory}"] if s.kv_cache_memory is not None
                 else [f"--gpu-memory-utilization {s.util}"])
         if s.block_size != vl.default_block_size(s.card, s.gpu.compute_capability) and not s.unified_block:
@@ -472,6 +476,8 @@ class VLLM(Server):
         out = [_budget_note(s)]
         if self.version.v0_engine:
             out.append(_v0_note(s, p))
+        if s.opts.cpu_offload_gb:
+            out.append(_offload_note(s, p))
         if p.pool.padding_layers:
             out.append(f"vLLM hybrid KV cache: {p.pool.groups} groups share one block pool; 'Add "
                        f"{p.pool.padding_layers} padding layers' (kv_cache_utils.py); a request takes "
@@ -490,6 +496,45 @@ class VLLM(Server):
         if s.activation is None:
             return "profile-run peak, ESTIMATED (--activation-memory)"
         return super().activation_rule(s)
+
+
+def _offload_gb(flags: ServingFlags, card) -> float:
+    """--cpu-offload-gb as given (0: none); the card's layers must be listable in vLLM's parameter order."""
+    from kvplan.cost.offload import budget_bytes, check_offloadable
+
+    if not flags.cpu_offload_gb or not budget_bytes(flags.cpu_offload_gb):
+        return 0.0
+    check_offloadable(card)
+    return flags.cpu_offload_gb
+
+
+def _with_offload(s: Setup, st: Stage) -> Stage:
+    """--cpu-offload-gb: the stage's offloaded parameters leave its weights (kvplan.cost.offload); V0 copies one
+    offloaded layer back to the GPU for its forward, so its profile peak holds the largest such layer."""
+    if not s.opts.cpu_offload_gb:
+        return st
+    from dataclasses import replace
+
+    from kvplan.cost.offload import budget_bytes, offloaded_per_layer
+
+    if s.online_fp8:
+        raise KvplanError("--cpu-offload-gb: kvplan lists vLLM's offloaded parameters for 16-bit weights; "
+                          "not with --quantization fp8")
+    per_layer = offloaded_per_layer(s.card, s.w_t, s.layout, st.layers, budget_bytes(s.opts.cpu_offload_gb))
+    off, copy = sum(per_layer), max(per_layer) if s.engine.version.v0_engine else 0
+    freed = 0 if s.kv_cache_memory is not None else off - copy
+    return replace(st, weights=st.weights - off, offloaded=off, activation=st.activation + copy,
+                   available=st.available + freed)
+
+
+def _offload_note(s: Setup, p: Pool) -> str:
+    st = p.limiting
+    v0_copy = (" V0 copies an offloaded layer to the GPU for its forward (functional_call): the profile peak holds "
+               "the largest one." if s.engine.version.v0_engine else
+               " V1 reads them in place through UVA views of pinned memory: nothing is copied back.")
+    return (f"--cpu-offload-gb {s.opts.cpu_offload_gb:g}: {fmt_bytes(st.offloaded)} of decoder-layer parameters per "
+            f"GPU in CPU memory (vLLM offloader/uva.py: layer by layer, parameter by parameter, until "
+            f"int(cpu_offload_gb x 2^30) bytes are reached; the embedding, lm_head and buffers stay).{v0_copy}")
 
 
 def mxfp4_loaded(s: Setup) -> Setup:
@@ -731,6 +776,8 @@ def _allocator_rounding(s: Setup, pp_rank: int, parts: list[range]) -> int:
     """vLLM's "Model loading took" is torch.cuda.max_memory_allocated (DeviceMemoryProfiler): the caching
     allocator's blocks, which round each large tensor to its segment (kvplan.cost.allocator, imported here only)."""
     from kvplan.cost.allocator import rounding_bytes
+    from kvplan.cost.offload import budget_bytes
 
     return rounding_bytes(s.card, s.w_t, s.layout, pp_rank, stages=parts,
-                          vocab_every_stage=s.engine.vocab_every_stage(s.card))
+                          vocab_every_stage=s.engine.vocab_every_stage(s.card),
+                          offload=budget_bytes(s.opts.cpu_offload_gb))

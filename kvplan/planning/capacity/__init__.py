@@ -229,7 +229,8 @@ def result(s: Setup, sts: list[Stage], p: Pool, lat: Latency | None = None,
                      requested_bytes=lim.requested, kv_bytes_per_token=lim.kv_bytes_per_token,
                      available_kv_bytes=lim.available, requested_rule=rt.requested_rule(s),
                      activation_rule=rt.activation_rule(s), vision_bytes=_vision_bytes(s),
-                     weights_rounding_bytes=lim.rounding, non_torch_cached_bytes=lim.cached_free)
+                     weights_rounding_bytes=lim.rounding, non_torch_cached_bytes=lim.cached_free,
+                     offloaded_bytes=lim.offloaded)
     inputs = PlanInputs(model=s.card.name, engine=rt.name, engine_rules=rt.rules_text, gpu=s.gpu.name,
                         gpu_memory_bytes=s.total, tp=s.layout.tp, pp=s.layout.pp, dp=s.layout.dp,
                         expert_parallel=s.layout.expert_parallel,

@@ -172,12 +172,12 @@ _FLAG_NAMES = {
     "enable_expert_parallel": "expert_parallel", "block_size": "block_size", "page_size": "block_size",
     "model": "model", "model_path": "model", "model_tag": "model", "kv_cache_memory": "kv_cache_memory",
     "kv_cache_memory_bytes": "kv_cache_memory", "flashinfer_sampler": "flashinfer_sampler",
-    "cold_compile": "cold_compile",
+    "cold_compile": "cold_compile", "cpu_offload_gb": "cpu_offload_gb",
     "max_running_requests": "max_running_requests",
 }
 _INT_FLAGS = {"tp", "pp", "dp", "max_model_len", "max_num_seqs", "max_num_batched_tokens", "block_size",
               "max_running_requests"}
-_FLOAT_FLAGS = {"gpu_memory_utilization", "mem_fraction_static"}
+_FLOAT_FLAGS = {"gpu_memory_utilization", "mem_fraction_static", "cpu_offload_gb"}
 _BOOL_FLAGS = {"expert_parallel", "flashinfer_sampler", "cold_compile"}
 _HEADERS = ("source", "posted", "gpu", "gpu-memory", "model", "engine", "command")
 # vLLM compiled in this boot (its torch.compile cache missed): backends.py "Compiling a graph for compile range %s

@@ -47,7 +47,7 @@ def notes(s: Setup, p: Pool) -> list[str]:
                    "nvidia-smi's: pass --gpu-memory with it.")
     elif s.total == s.gpu.visible_memory_bytes:
         out.append(f"GPU memory: {fmt_bytes(s.total)}, the total torch sees on a {s.gpu.name} (the datasheet states "
-                   f"{fmt_bytes(s.gpu.memory_bytes)}); drivers move it by about 0.1 GiB: --gpu-memory takes yours.")
+                   f"{fmt_bytes(s.gpu.memory_bytes)}); drivers move it by 0.1-0.5 GiB: --gpu-memory takes yours.")
     if s.max_model_len > s.card.max_position_embeddings:
         out.append(f"--max-model-len {s.max_model_len} exceeds the model's max_position_embeddings "
                    f"({s.card.max_position_embeddings}); vLLM refuses it unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1.")
