@@ -167,22 +167,6 @@ def rotary_cache(a: CachingAllocator, positions: int, rotary_dim: int, dtype_byt
     a.release(out, positions * rotary_dim * f32)
 
 
-def _groups(matrices) -> list[list]:
-    """The linears vLLM allocates as one module: q/k/v as one QKVParallelLinear, gate/up as one
-    MergedColumnParallelLinear, every other linear alone."""
-    out: list[list] = []
-    fuse = {"q_proj": "qkv", "k_proj": "qkv", "v_proj": "qkv", "gate_proj": "gate_up", "up_proj": "gate_up"}
-    last = None
-    for m in matrices:
-        group = fuse.get(m.name)
-        if group is not None and group == last:
-            out[-1].append(m)
-        else:
-            out.append([m])
-        last = group
-    return out
-
-
 def rounding_bytes(card: ModelCard, w_t: DType, layout: Layout, pp_rank: int, *, stages: list[range] | None = None,
                    vocab_every_stage: frozenset[str] = frozenset(), buffers: bool = True, offload: int = 0) -> int:
     """What the allocator's blocks hold beyond the tensors of rank (0, ``pp_rank``) (``_replay``, computed once per
@@ -268,7 +252,7 @@ def _replay(card: ModelCard, w_t: DType, layout: Layout, pp_rank: int, stages: t
     from kvplan.cost.offload import moved_prefix
     from kvplan.cost.parallel import (holds_vocab, layer_parameters, local_experts, moe_tp, pad_vocab,
                                       pp_partition, rope_caches, shard_bytes)
-    from kvplan.cost.shapes import attention_matrices, ffn_matrices, fused, router_matrices
+    from kvplan.cost.shapes import attention_matrices, ffn_matrices, fused, fused_groups, router_matrices
     from kvplan.cost.vision import block_matrices, projector_matrices, vision_params
 
     a = CachingAllocator()
@@ -280,7 +264,7 @@ def _replay(card: ModelCard, w_t: DType, layout: Layout, pp_rank: int, stages: t
         return shard_bytes(card, w_t, m, split)
 
     def linears(matrices, split: int = tp, times: int = 1) -> None:
-        for group in _groups(matrices):
+        for group in fused_groups(matrices):
             if gptq and card.quantization.quantizes(group[0].name):
                 t = {name: (a.malloc(n), n) for name, n in _gptq_tensors(card, w_t, group, split) if n}
                 repack.append((sum(m.shard(split, card.num_kv_heads, card.head_dim).n_out for m in group), t))

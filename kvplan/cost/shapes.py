@@ -98,22 +98,26 @@ def router_matrices(card: ModelCard) -> tuple[Matrix, ...]:
     return (Matrix("router", card.hidden_size, moe.num_experts, moe.router_bias, "replicated"), *gate)
 
 
-def fused(matrices: tuple[Matrix, ...], size) -> list[tuple[int, int]]:
-    """(weight bytes, bias bytes) per parameter vLLM allocates: q/k/v as one QKVParallelLinear, gate/up as one
-    MergedColumnParallelLinear (linear.py create_weights: the weight, then the bias), every other linear alone."""
-    out: list[tuple[int, int]] = []
+def fused_groups(matrices: tuple[Matrix, ...]) -> list[list[Matrix]]:
+    """The linears vLLM allocates as one parameter: q/k/v as one QKVParallelLinear, gate/up as one
+    MergedColumnParallelLinear (linear.py), every other linear alone."""
+    out: list[list[Matrix]] = []
     fuse = {"q_proj": "qkv", "k_proj": "qkv", "v_proj": "qkv", "gate_proj": "gate_up", "up_proj": "gate_up"}
     last = None
     for m in matrices:
-        w, b = size(m)
         group = fuse.get(m.name)
         if group is not None and group == last:
-            pw, pb = out[-1]
-            out[-1] = (pw + w, pb + b)
+            out[-1].append(m)
         else:
-            out.append((w, b))
+            out.append([m])
         last = group
     return out
+
+
+def fused(matrices: tuple[Matrix, ...], size) -> list[tuple[int, int]]:
+    """(weight bytes, bias bytes) per parameter vLLM allocates (fused_groups; linear.py create_weights: the weight,
+    then the bias); ``size(m)`` gives one matrix's."""
+    return [tuple(map(sum, zip(*(size(m) for m in group)))) for group in fused_groups(matrices)]
 
 
 def total(matrices: tuple[Matrix, ...], what: str = "params") -> int:

@@ -4,7 +4,7 @@ plan only: a plain estimate never builds these classes."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -141,6 +141,12 @@ class Setup:
     @property
     def kv_cache_memory(self) -> int | None:
         return self.opts.kv_cache_memory
+
+    def charged(self, st: Stage, extra: int, **fields) -> Stage:
+        """``st`` with ``fields`` replaced and ``extra`` more non-KV bytes taken from its pool, unless
+        --kv-cache-memory fixes the pool (vLLM's kv_cache_memory_bytes skips the profiling arithmetic)."""
+        return replace(st, available=st.available if self.kv_cache_memory is not None else st.available - extra,
+                       **fields)
 
     @property
     def mnbt(self) -> int | None:

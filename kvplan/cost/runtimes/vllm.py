@@ -331,27 +331,18 @@ class VLLM(Server):
 
     def stage(self, s: Setup, pp_rank: int, parts: list[range]) -> Stage:
         """The base budget, plus the draft model's weights and K/V layers and the LoRA slots (vllm_features)."""
-        from dataclasses import replace
-
         st = super().stage(s, pp_rank, parts)
         rounding = _allocator_rounding(s, pp_rank, parts)
-        st = replace(st, weights=st.weights + rounding, rounding=rounding,
-                     available=st.available if s.kv_cache_memory is not None else st.available - rounding)
-        st = _with_offload(s, st)
+        st = _with_offload(s, s.charged(st, rounding, weights=st.weights + rounding, rounding=rounding))
         cached = _cached_free(s, pp_rank, parts)
         if cached:
-            st = replace(st, non_torch=st.non_torch + cached, cached_free=cached,
-                         available=st.available if s.kv_cache_memory is not None else st.available - cached)
+            st = s.charged(st, cached, non_torch=st.non_torch + cached, cached_free=cached)
         cold = _cold_compile_peak(s, pp_rank, parts)
         if cold > st.activation:  # a first boot's compile sets the profile's torch peak (--cold-compile)
-            st = replace(st, activation=cold, available=st.available if s.kv_cache_memory is not None
-                         else st.available - (cold - st.activation))
+            st = s.charged(st, cold - st.activation, activation=cold)
         st = vf.with_features(s, st)
         extra = vm.data_parallel_extra(s)  # --mm-encoder-tp-mode data: the vision tower whole on every rank
-        if not extra:
-            return st
-        return replace(st, weights=st.weights + extra,
-                       available=st.available if s.kv_cache_memory is not None else st.available - extra)
+        return s.charged(st, extra, weights=st.weights + extra) if extra else st
 
     def activation(self, s: Setup, last_stage: bool) -> int:
         """The profile run's peak: forward of max_num_batched_tokens tokens, sampler on max_num_seqs rows."""
@@ -513,8 +504,6 @@ def _with_offload(s: Setup, st: Stage) -> Stage:
     offloaded layer back to the GPU for its forward, so its profile peak holds the largest such layer."""
     if not s.opts.cpu_offload_gb:
         return st
-    from dataclasses import replace
-
     from kvplan.cost.offload import budget_bytes, offloaded_per_layer
 
     if s.online_fp8:
@@ -522,9 +511,7 @@ def _with_offload(s: Setup, st: Stage) -> Stage:
                           "not with --quantization fp8")
     per_layer = offloaded_per_layer(s.card, s.w_t, s.layout, st.layers, budget_bytes(s.opts.cpu_offload_gb))
     off, copy = sum(per_layer), max(per_layer) if s.engine.version.v0_engine else 0
-    freed = 0 if s.kv_cache_memory is not None else off - copy
-    return replace(st, weights=st.weights - off, offloaded=off, activation=st.activation + copy,
-                   available=st.available + freed)
+    return s.charged(st, copy - off, weights=st.weights - off, offloaded=off, activation=st.activation + copy)
 
 
 def _offload_note(s: Setup, p: Pool) -> str:

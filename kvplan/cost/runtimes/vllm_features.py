@@ -12,8 +12,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from kvplan.cost import features as ft
 from kvplan.cost.runtimes.setup import ServingFlags, Setup, Stage
 from kvplan.errors import KvplanError
@@ -81,8 +79,7 @@ def with_features(s: Setup, st: Stage) -> Stage:
     draft = [sp for _, specs in draft_layer_specs(s) for sp in specs]
     if not extra and not draft:
         return st
-    available = st.available if s.kv_cache_memory is not None else st.available - extra
-    return replace(st, weights=st.weights + extra, available=available, specs=st.specs + draft)
+    return s.charged(st, extra, weights=st.weights + extra, specs=st.specs + draft)
 
 
 def prefix_concurrency(s: Setup, blocks: int, per_request: int, groups: int) -> float:
