@@ -384,3 +384,12 @@ def test_a_pipeline_parallel_workers_available_memory_is_compared_with_its_stage
     assert len(stages) == 2 and stages[0] - stages[1] > 3  # the last stage also holds the dummy sampler's peak
     assert row.flags_alone == stages[0] and abs(row.flags_error_pct) < 1
     assert r.plan.kv_cache.available_bytes / 2**30 == min(stages)  # the pool is still sized by the smaller stage
+
+
+def test_cpu_offload_gb_is_a_what_if_on_a_log():
+    """--cpu-offload-gb beside --from-log plans the log's deployment with that much offloaded (not dropped)."""
+    name = "vllm-vllm-offload-profiles-qwen2.5-7b-u086-rtx3090.log"
+    base, offloaded = from_log(_log(name)), from_log(_log(name), cpu_offload_gb=3)
+    assert offloaded.plan_args["cpu_offload_gb"] == 3
+    assert offloaded.plan.per_gpu.offloaded_bytes >= 3 * 2**30
+    assert base.plan.per_gpu.weights_bytes - offloaded.plan.per_gpu.weights_bytes >= 3 * 2**30

@@ -437,3 +437,9 @@ def test_lora_rank_without_a_file_matches_the_file(cli_json, d):
     q = cli_json("plan", "--model", "llama-3-8b", "--gpu", "H100-SXM", "--max-model-len", "4096", "--engine",
                  "llamacpp", "-np", "1")
     assert p["per_gpu"]["weights_bytes"] - q["per_gpu"]["weights_bytes"] == 32 * 5 * MIB
+
+
+def test_a_missing_lora_file_is_named_by_its_flag(cli, tmp_path):
+    code, _, err = cli("estimate", "--model", "llama-3-8b", "--seq-len", "4096", "--engine", "llamacpp",
+                       "--lora", str(tmp_path / "missing.gguf"))
+    assert code == 2 and err.strip().count("\n") == 0 and err.startswith("error: --lora:")

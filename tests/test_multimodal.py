@@ -91,6 +91,7 @@ def test_text_only_skips_the_encoder_profile():
 @pytest.mark.parametrize(("flags", "flag"), [
     (dict(limit_mm_per_prompt="image=2"), "--limit-mm-per-prompt"),
     (dict(limit_mm_per_prompt='{"image": -1}'), "--limit-mm-per-prompt"),
+    (dict(limit_mm_per_prompt='{"image": 100000000000000000000}'), "--limit-mm-per-prompt"),
     (dict(mm_encoder_tp_mode="pipeline"), "--mm-encoder-tp-mode"),
 ])
 def test_bad_multimodal_flags_name_the_flag(flags, flag):

@@ -132,6 +132,7 @@ def test_launch_line_and_refusals():
     assert any("--cpu-offload-gb 4:" in n for n in r.notes)
     for model, engine, gb, match in (("llama-3.1-8b", "sglang", 4, "only for --engine vllm"),
                                      ("llama-3.1-8b", "vllm", -1, "a size in GiB"),
+                                     ("llama-3.1-8b", "vllm", 1e300, "a size in GiB"),  # no overflow: exit 2
                                      ("llava-v1.6-mistral-7b", "vllm", 4, "multimodal tower"),
                                      ("gpt-oss-20b", "vllm", 4, "quantized checkpoint")):
         with pytest.raises(KvplanError, match=match):
@@ -159,3 +160,12 @@ def test_v0_0_5_2_llama_3_70b_with_70_gib_offloaded_on_a_gh200():
     # 43 layers of 1,711,308,800 B and layer 43's four linears (all but its norms)
     assert r.per_gpu.offloaded_bytes == 43 * 1_711_308_800 + 1_711_276_032
     assert f"{r.per_gpu.weights_bytes / GIB:.4f}" == "61.2922"
+
+
+def test_the_budget_table_says_which_overheads_were_given_and_which_are_estimated_defaults(cli):
+    """A given --non-torch-memory is that flag's figure, not a default; a default overhead is labelled an ESTIMATE."""
+    code, out, _ = cli("plan", "--model", "llama-3.1-8b", "--gpu", "H100-SXM", "--max-model-len", "8192",
+                       "--non-torch-memory", "1GiB")
+    rows = {line.split("│")[1].strip(): line.split("│")[3].strip() for line in out.splitlines() if line.count("│") >= 4}
+    assert code == 0 and rows["- non-torch"] == "--non-torch-memory"
+    assert rows["- CUDA graphs"].startswith("default, an ESTIMATE") and rows["context + NCCL"].startswith("default")

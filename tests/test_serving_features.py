@@ -212,3 +212,19 @@ def test_sglang_eagle_draft_scales_the_cell_size(cli_json, cli):
     assert code == 2 and "--speculative-algorithm" in err
     code, _, err = cli(*args[:-1], "vllm", "--speculative-algorithm", "EAGLE")
     assert code == 2 and "--speculative-algorithm" in err and "sglang" in err
+
+
+def test_a_draft_model_kvplan_cannot_read_is_named_by_its_flag():
+    for kw, flag in ((dict(speculative_config={"method": "draft_model", "model": "nosuch", "num_speculative_tokens": 3}),
+                      "--speculative-config"),
+                     (dict(engine="sglang", speculative_algorithm="STANDALONE",
+                           speculative_draft_model_path="nosuch"), "--speculative-draft-model-path")):
+        with pytest.raises(KvplanError, match="^" + flag + ".*unknown model 'nosuch'"):
+            kvplan.plan("llama-3.1-8b", gpu="H100-SXM", max_model_len=8192, **kw)
+
+
+def test_nextn_and_mtp_read_the_cards_mtp_layers_alike():
+    """Kimi-K2's card says num_nextn_predict_layers 0: vLLM's mtp and SGLang's NEXTN both have nothing to draft with."""
+    for kw in (dict(speculative_config={"method": "mtp"}), dict(engine="sglang", speculative_algorithm="NEXTN")):
+        with pytest.raises(KvplanError, match="multi-token-prediction layers"):
+            kvplan.plan("kimi-k2-instruct", gpu="H200", tp=8, max_model_len=8192, **kw)

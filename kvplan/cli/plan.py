@@ -59,7 +59,8 @@ def plan(
                       calibrate=calibrate, max_model_len=max_model_len, tp=tp, pp=pp, dp=dp,
                       gpu_memory_utilization=util, mem_fraction_static=mfs, max_num_batched_tokens=mnbt,
                       max_num_seqs=max_num_seqs, block_size=block_size, kv_dtype=kv_dtype, weight_dtype=weight_dtype,
-                      expert_parallel=expert_parallel or None, cold_compile=cold_compile or None),
+                      expert_parallel=expert_parallel or None, cold_compile=cold_compile or None,
+                      cpu_offload_gb=cpu_offload_gb),
               as_json, "render_from_log", "fromlog")
         return
     if calibrate:

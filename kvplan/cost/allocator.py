@@ -251,7 +251,7 @@ def _replay(card: ModelCard, w_t: DType, layout: Layout, pp_rank: int, stages: t
     building the next: later layers reuse the freed blocks."""
     from kvplan.cost.offload import moved_prefix
     from kvplan.cost.parallel import (holds_vocab, layer_parameters, local_experts, moe_tp, pad_vocab,
-                                      pp_partition, rope_caches, shard_bytes)
+                                      pp_partition, rope_caches, rotary_dim, shard_bytes)
     from kvplan.cost.shapes import attention_matrices, ffn_matrices, fused, fused_groups, router_matrices
     from kvplan.cost.vision import block_matrices, projector_matrices, vision_params
 
@@ -288,7 +288,7 @@ def _replay(card: ModelCard, w_t: DType, layout: Layout, pp_rank: int, stages: t
         a.malloc(w_t.data_bytes(rows * h))
     caches = rope_caches(card) if card.position == "rope" and buffers else ()
     built: set[int] = set()
-    rotary_dim = card.mla.qk_rope_head_dim if card.mla else card.head_dim
+    dim = rotary_dim(card)
     linear_rope = card.rope_scaling is not None and card.rope_scaling.rope_type == "linear"
     done = 0
     for i in layers:
@@ -298,7 +298,7 @@ def _replay(card: ModelCard, w_t: DType, layout: Layout, pp_rank: int, stages: t
             which = 1 if card.local_rope and card.layer_types[i] == "sliding" else 0
             if caches and which not in built:
                 built.add(which)
-                rotary_cache(a, caches[which], rotary_dim, 4 if w_t.bits == 32 else 2, linear_rope and which == 0)
+                rotary_cache(a, caches[which], dim, w_t.activation_bytes, linear_rope and which == 0)
         if card.has_mlp(i) and card.is_moe_layer(i):
             moe = card.moe
             n = local_experts(moe.num_experts, tp * layout.dp, 0) if layout.expert_parallel else moe.num_experts

@@ -60,13 +60,8 @@ def parse_speculative(value: str | dict, card: ModelCard) -> Speculative:
     method = value.get("method") or _infer_method(model)
     if method not in SPEC_METHODS:
         raise KvplanError(f"{flag}: method {str(method)[:40]!r}; allowed: {', '.join(SPEC_METHODS)}")
-    # the card's mtp_layers when it says (Kimi-K2: 0), else the MoE / MLA / hybrid families that ship them
-    if method == "mtp" and (card.mtp_layers == 0 or (card.mtp_layers is None and card.moe is None
-                                                     and card.mla is None and card.ssm is None)):
-        raise KvplanError(f"{flag}: method mtp reuses the model's own multi-token-prediction layers (DeepSeek-V3, "
-                          f"GLM-4.5, Qwen3-Next, MiMo); {card.name} has none in its card")
     # vLLM SpeculativeConfig: mtp's num_speculative_tokens defaults to the checkpoint's num_nextn_predict_layers
-    mtp_layers = card.mtp_layers or MTP_LAYERS
+    mtp_layers = own_mtp_layers(card, f"{flag}: method mtp") if method == "mtp" else MTP_LAYERS
     k = value.get("num_speculative_tokens", mtp_layers if method == "mtp" else None)
     if k is None:
         raise KvplanError(f"{flag}: num_speculative_tokens is required for method {method}")
@@ -83,11 +78,29 @@ def parse_speculative(value: str | dict, card: ModelCard) -> Speculative:
     if method == "draft_model":
         if not model:
             raise KvplanError(f"{flag}: method draft_model needs \"model\": a card name, .yaml or Hub id kvplan reads")
-        from kvplan.model.catalog import load_card
-
-        draft = load_card(model)
+        draft = draft_card(f"{flag}: model", model)
         return Speculative(method, k, model, draft.attention_layers, draft)
     return Speculative(method, k, model, 0)  # ngram, suffix: proposers on the host, nothing on the GPU
+
+
+def own_mtp_layers(card: ModelCard, what: str) -> int:
+    """The multi-token-prediction layers a draft reuses (vLLM mtp, SGLang NEXTN): the card's mtp_layers when it says
+    (Kimi-K2: 0, refused), else MTP_LAYERS for the MoE / MLA / hybrid families that ship them."""
+    if card.mtp_layers == 0 or (card.mtp_layers is None and card.moe is None and card.mla is None
+                                and card.ssm is None):
+        raise KvplanError(f"{what} reuses the model's own multi-token-prediction layers (DeepSeek-V3, GLM-4.5, "
+                          f"Qwen3-Next, MiMo); {card.name} has none in its card")
+    return card.mtp_layers or MTP_LAYERS
+
+
+def draft_card(flag: str, model: str) -> ModelCard:
+    """The draft model's card (a bundled name, .yaml or Hub id), a bad one reported under ``flag``."""
+    from kvplan.model.catalog import load_card
+
+    try:
+        return load_card(model)
+    except KvplanError as e:
+        raise KvplanError(f"{flag}: {e}") from None
 
 
 SGLANG_SPEC = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")
@@ -116,10 +129,7 @@ def parse_sglang_speculative(flags, card: ModelCard) -> Speculative | None:
             require_positive(flag, v, 1024)
     path = flags.speculative_draft_model_path
     if name == "NEXTN":
-        if card.moe is None and card.mla is None and card.ssm is None:
-            raise KvplanError(f"--speculative-algorithm: NEXTN reuses the model's own multi-token-prediction layers "
-                              f"(DeepSeek-V3, GLM-4.5, Qwen3-Next, MiMo); {card.name} has none in its card")
-        return Speculative("nextn", k, path, MTP_LAYERS)
+        return Speculative("nextn", k, path, own_mtp_layers(card, "--speculative-algorithm: NEXTN"))
     if name in ("EAGLE", "EAGLE3"):
         if not path:
             raise KvplanError(f"--speculative-draft-model-path: {name} needs the draft head's repository")
@@ -128,9 +138,7 @@ def parse_sglang_speculative(flags, card: ModelCard) -> Speculative | None:
         if not path:
             raise KvplanError("--speculative-draft-model-path: STANDALONE needs the draft model (a card name, .yaml "
                               "or Hub id kvplan reads)")
-        from kvplan.model.catalog import load_card
-
-        draft = load_card(path)
+        draft = draft_card("--speculative-draft-model-path", path)
         return Speculative("standalone", k, path, draft.attention_layers, draft)
     return Speculative("ngram", k, path, 0)
 

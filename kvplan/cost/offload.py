@@ -17,8 +17,8 @@ the layer is built:
 
 What the GPU then holds: vLLM's ``Model loading took X GiB`` is ``torch.cuda.memory_allocated`` after the load, and an
 offloaded parameter's GPU tensor is freed as its layer is built, so the weights per GPU are kvplan's less the
-offloaded bytes. The freed blocks are reused by the next layers' tensors of the same shapes, so the caching
-allocator's rounding (kvplan.cost.allocator) is left as it is. V1 reads an offloaded parameter in place through a
+offloaded bytes, and the caching allocator's blocks of those tensors go with them: kvplan.cost.allocator's replay
+frees them after each layer (``rounding_bytes(offload=)``), and the next layers' tensors reuse the freed blocks. V1 reads an offloaded parameter in place through a
 UVA view of the pinned memory (``get_accelerator_view_from_cpu_tensor``): its profile run copies nothing to the GPU.
 V0 (and V1 with VLLM_WEIGHT_OFFLOADING_DISABLE_UVA=1, not modelled) wraps the layer's forward: it copies the layer's
 whole ``state_dict()`` to the GPU for the call (``functional_call``), so the profile peak holds one offloaded layer's
@@ -30,17 +30,17 @@ from __future__ import annotations
 import math
 
 from kvplan.cost.parallel import Layout, layer_parameters
+from kvplan.cost.serving_vllm import GIB
 from kvplan.errors import KvplanError
 from kvplan.model.card import ModelCard
 from kvplan.model.dtypes import DType
-
-GIB = 1 << 30
-
+from kvplan.units import MAX_SIZE_BYTES
 
 def budget_bytes(cpu_offload_gb: float) -> int:
-    """``int(cpu_offload_gb * 1024**3)`` (create_offloader); KvplanError for a negative or non-finite size."""
-    if not math.isfinite(cpu_offload_gb) or cpu_offload_gb < 0:
-        raise KvplanError(f"--cpu-offload-gb: a size in GiB >= 0 (vLLM's cpu_offload_gb), got {cpu_offload_gb!r}")
+    """``int(cpu_offload_gb * 1024**3)`` (create_offloader); KvplanError for a negative, non-finite or absurd size."""
+    if not math.isfinite(cpu_offload_gb) or not 0 <= cpu_offload_gb * GIB <= MAX_SIZE_BYTES:
+        raise KvplanError(f"--cpu-offload-gb: a size in GiB from 0 to {MAX_SIZE_BYTES // GIB:,} (vLLM's "
+                          f"cpu_offload_gb), got {cpu_offload_gb!r}")
     return int(cpu_offload_gb * GIB)
 
 

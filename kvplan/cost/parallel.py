@@ -366,8 +366,12 @@ def rope_buffer_bytes(card: ModelCard, dtype_bytes: int) -> int:
     in the model dtype (``cache.to(dtype)``, a non-persistent buffer); MLA: rotary_dim = qk_rope_head_dim."""
     if card.position != "rope":
         return 0
-    rotary_dim = card.mla.qk_rope_head_dim if card.mla else card.head_dim
-    return sum(rope_caches(card)) * rotary_dim * dtype_bytes
+    return sum(rope_caches(card)) * rotary_dim(card) * dtype_bytes
+
+
+def rotary_dim(card: ModelCard) -> int:
+    """The width of a rotary cos/sin cache row: the head dimension, MLA's qk_rope_head_dim."""
+    return card.mla.qk_rope_head_dim if card.mla else card.head_dim
 
 
 def rank_weights(card: ModelCard, w_t: DType, layout: Layout, tp_rank: int, pp_rank: int, *,
@@ -400,7 +404,7 @@ def _rank_weights(card: ModelCard, w_t: DType, layout: Layout, tp_rank: int, pp_
         else:
             specs = rank_kv_specs(card, kv_t, IDEAL_RULES, layout, pp_rank, stages=stages)
             scales = kv_t.layer_scale_bytes * len(specs)
-    buffers = rope_buffer_bytes(card, 4 if w_t.bits == 32 else 2) if include_buffers else 0
+    buffers = rope_buffer_bytes(card, w_t.activation_bytes) if include_buffers else 0
     quant = rank_quant(card, layout, pp_rank, stages=stages, tp_rank=tp_rank)
     # quantized linears as stored (values, scales, zeros, g_idx), every other parameter in the weight dtype
     stored = quant.stored + w_t.data_bytes(params - quant.quantized_elems)

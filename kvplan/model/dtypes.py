@@ -40,6 +40,12 @@ class DType:
     def vector_bytes(self, elems: int) -> int:
         return self.data_bytes(elems) + self.scale_bytes(elems)
 
+    @property
+    def activation_bytes(self) -> int:
+        """Bytes of one activation (or buffer) element of a model whose weights are this dtype: float32 models run in
+        float32, every other one (16-bit, fp8, quantized) in its 16-bit model dtype."""
+        return 4 if self.bits == 32 else 2
+
     def describe_element(self) -> str:
         """'2 B' for whole-byte types, '4 bit' otherwise."""
         return f"{self.bits // 8} B" if self.bits % 8 == 0 else f"{self.bits} bit"

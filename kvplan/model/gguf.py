@@ -149,7 +149,10 @@ def load_lora(path: str) -> tuple[tuple[str, int], ...]:
     """A LoRA adapter GGUF (convert_lora_to_gguf.py): each ``NAME.lora_a`` / ``NAME.lora_b`` tensor as (the base
     tensor NAME it modifies, its bytes). llama-adapter.cpp ``llama_adapter_lora_init_impl`` refuses a file whose
     ``general.type`` is not ``adapter`` or whose ``adapter.type`` is not ``lora``, and skips ``*_norm.weight``."""
-    g = load_gguf(path)
+    try:
+        g = load_gguf(path)
+    except KvplanError as e:  # load_gguf names --gguf, the model's flag
+        raise KvplanError(f"--lora: {str(e).removeprefix('--gguf: ')}") from None
     md = g.metadata
     if md.get("general.type") != "adapter" or md.get("adapter.type") != "lora":
         raise KvplanError(f"--lora: {clip(path)} is not a LoRA adapter GGUF (general.type {md.get('general.type')!r}, "

@@ -48,7 +48,8 @@ def _budget_table(r: PlanResult) -> Table:
               f"{rank}", ["", "bytes", "how"], left=("", "how"))
     t.columns[0].style = "bold"
     t.add_row("GPU memory", exact(i.gpu_memory_bytes), "--gpu-memory, else the total torch sees (catalog)")
-    t.add_row("context + NCCL", exact(g.context_bytes), "before the engine's snapshot; outside the budget")
+    t.add_row("context + NCCL", exact(g.context_bytes),
+              _overhead_how(g, "context", "--context-memory") + "; before the engine's snapshot, outside the budget")
     t.add_row("requested", exact(g.requested_bytes), _requested_how(r))
     t.add_row("- weights", exact(g.weights_bytes),
               f"{fmt_int(g.params)} params on this rank ({g.layers} layers), {i.weight_dtype}; "
@@ -57,8 +58,9 @@ def _budget_table(r: PlanResult) -> Table:
         t.add_row("  of which vision", exact(g.vision_bytes), "vision tower + projector, loaded on every GPU")
     t.add_row("- activations", exact(g.activation_bytes),
               "profile-run peak, ESTIMATED (--activation-memory)" if g.activation_estimated else _act_how(r))
-    t.add_row("- non-torch", exact(g.non_torch_bytes), "default (--non-torch-memory)" + _cached_how(g))
-    t.add_row("- CUDA graphs", exact(g.cuda_graph_bytes), "default (--cuda-graph-memory)")
+    t.add_row("- non-torch", exact(g.non_torch_bytes),
+              _overhead_how(g, "non_torch", "--non-torch-memory") + _cached_how(g))
+    t.add_row("- CUDA graphs", exact(g.cuda_graph_bytes), _overhead_how(g, "cuda_graph", "--cuda-graph-memory"))
     t.add_row("= KV cache", exact(r.kv_cache.available_bytes),
               "--kv-cache-memory" if i.kv_cache_memory_bytes is not None else "what is left for the pool")
     t.add_row("KV per token", exact(g.kv_bytes_per_token), f"{i.kv_dtype}, this rank's layers and KV heads")
@@ -70,6 +72,14 @@ def _rounding_how(g) -> str:
         return ""
     return (f"; {exact(g.weights_bytes - g.weights_rounding_bytes)} requested, + {fmt_bytes(g.weights_rounding_bytes)}"
             " as the caching allocator rounds it (ESTIMATED: kvplan.cost.allocator)")
+
+
+def _overhead_how(g, name: str, flag: str) -> str:
+    """A given overhead is the flag's; a default one is the runtime's documented ESTIMATE (0: none charged)."""
+    if name in g.overheads_given:
+        return flag
+    value = {"context": g.context_bytes, "non_torch": g.non_torch_bytes, "cuda_graph": g.cuda_graph_bytes}[name]
+    return f"default, an ESTIMATE ({flag})" if value else f"default: none charged ({flag})"
 
 
 def _cached_how(g) -> str:

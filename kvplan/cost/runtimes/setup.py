@@ -128,7 +128,9 @@ class Setup:
     state_t: DType | None = None  # the states' dtype beside a quantized KV cache (mamba_cache_dtype auto: model dtype)
     card_notes: tuple[str, ...] = ()  # how the card differs as the runtime builds it (Runtime.served_card)
     online_fp8: bool = False  # --quantization fp8 on a 16-bit checkpoint (Runtime.loaded_card)
-    non_torch_given: bool = False  # --non-torch-memory given: it replaces every default (vLLM V0 0.6.5's cached bytes)
+    # the overheads given as flags ("non_torch", "cuda_graph", "context"), not the runtime's defaults; a given
+    # --non-torch-memory replaces every default (vLLM V0 0.6.5's cached bytes too)
+    given: frozenset[str] = frozenset()
 
     @property
     def util(self) -> float | None:

@@ -135,7 +135,7 @@ class SGLang(Server):
     def stage(self, s: Setup, pp_rank: int, parts: list[range]) -> Stage:
         w, specs = stage_weights(s, pp_rank, parts)
         # rank_weights holds the cache in the model dtype: float32 for a float32 model, else 16-bit
-        buffers = sg.rope_cache_bytes(w.buffers_bytes, 4 if s.w_t.bits == 32 else 2,
+        buffers = sg.rope_cache_bytes(w.buffers_bytes, s.w_t.activation_bytes,
                                       self.version.rope_cache_fp32 and s.gpu.vendor == "NVIDIA")
         weights = w.bytes + buffers
         requested = int((s.total - s.context) * s.mfs)
@@ -249,5 +249,5 @@ def _nccl_note(s: Setup) -> str:
     with_nccl = sg.start_in_use_bytes(DEFAULT_CONTEXT_BYTES, s.layout.tp * s.layout.pp, s.gpu.nvlink_all_gpus)
     if with_nccl == DEFAULT_CONTEXT_BYTES or s.context != with_nccl:
         return ""
-    return (f" and NCCL communicators over NVLink ({fmt_bytes(sg.NCCL_NVLINK_BYTES)} of it, an ESTIMATE: 1.25-2.01 GiB "
+    return (f" and NCCL communicators over NVLink ({fmt_bytes(sg.NCCL_NVLINK_BYTES)} of it, an ESTIMATE: 1.25-1.96 GiB "
             "logged at TP 8)")

@@ -80,7 +80,7 @@ class TokenPool(Server):
         from kvplan.cost.parallel import moe_tp, pad_vocab
 
         tokens = min(s.mnbt, self.warmup_requests(s) * s.max_model_len)
-        act_bytes = 4 if s.w_t.bits == 32 else 2
+        act_bytes = s.w_t.activation_bytes
         return vl.profile_activation_bytes(s.card, s.layout.tp, act_bytes, tokens, self.warmup_requests(s),
                                            pad_vocab(s.card.vocab_size), last_stage, moe_tp(s.layout))
 

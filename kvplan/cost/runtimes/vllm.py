@@ -351,7 +351,7 @@ class VLLM(Server):
         from kvplan.cost.parallel import moe_tp, pad_vocab
 
         mnbt = vl.scheduled_tokens(s.mnbt, s.max_num_seqs, s.max_model_len)
-        act_bytes = 4 if s.w_t.bits == 32 else 2
+        act_bytes = s.w_t.activation_bytes
         rows, padded = min(s.max_num_seqs, mnbt), pad_vocab(s.card.vocab_size)
         forward = vl.profile_activation_bytes(s.card, s.layout.tp, act_bytes, mnbt, rows, padded, False,
                                               moe_tp(s.layout), None, self.version.profile_holds_qkv)
@@ -548,7 +548,7 @@ def _v0_pool(s: Setup, sts: list[Stage]) -> Pool:
     from kvplan.cost.runtimes.results import KVCachePool
 
     L, bs, rows = s.max_model_len, s.block_size, []
-    model_bytes = 4 if s.w_t.bits == 32 else 2  # the alignment counts elements of model_config.dtype
+    model_bytes = s.w_t.activation_bytes  # the alignment counts elements of model_config.dtype
     align = s.engine.version.entry_alignment_bytes
     for st in sts:
         entries = [(count * (v0.aligned_entry_elems(elems, model_bytes) if align and sp.kind == "mla" else elems),
@@ -693,7 +693,7 @@ def _cold_compile_peak(s: Setup, pp_rank: int, parts: list[range]) -> int:
 
     table = rank_breakdown(s.card, s.layout, pp_rank, vocab_padding=DEFAULT_VOCAB_PADDING, stages=parts,
                            vocab_every_stage=s.engine.vocab_every_stage(s.card))["embedding"]
-    return vl.cold_compile_peak_bytes(table, 4 if s.w_t.bits == 32 else 2)
+    return vl.cold_compile_peak_bytes(table, s.w_t.activation_bytes)
 
 
 def _triton_buffer_bytes(s: Setup, rows: int) -> int:
@@ -749,7 +749,7 @@ def _cached_free(s: Setup, pp_rank: int, parts: list[range]) -> int:
     """V0 0.6.5 - 0.6.6 (``non_torch_counts_cached_free``), with the non-torch figure not given: the free bytes the
     loaded rank's segments keep (kvplan.cost.allocator.cached_free_bytes, an ESTIMATE of the load's allocations;
     0 where the replay does not model the load); else 0."""
-    if not s.engine.version.non_torch_counts_cached_free or s.non_torch_given:
+    if not s.engine.version.non_torch_counts_cached_free or "non_torch" in s.given:
         return 0
     from kvplan.cost.allocator import cached_free_bytes
 

@@ -18,7 +18,7 @@ import json
 from kvplan.cost import vision as vz
 from kvplan.cost.runtimes.setup import ServingFlags, Setup
 from kvplan.errors import KvplanError, clip
-from kvplan.units import fmt_bytes, fmt_int
+from kvplan.units import MAX_COUNT, fmt_bytes, fmt_int
 
 TP_MODES = ("weights", "data")
 # towers whose model class sets supports_encoder_tp_data (qwen2_5_vl.py, qwen3_vl.py: disable_tp=use_data_parallel)
@@ -56,8 +56,8 @@ def parse_limit(value) -> int:
     image = data.get("image", vz.DEFAULT_LIMIT_PER_PROMPT)
     if isinstance(image, dict):  # newer vLLM: {"image": {"count": N, "width": ..., "height": ...}}
         image = image.get("count", vz.DEFAULT_LIMIT_PER_PROMPT)
-    if type(image) is not int or image < 0:
-        raise KvplanError(f"--limit-mm-per-prompt: image {clip(image)} is not a count; {allowed}")
+    if type(image) is not int or not 0 <= image <= MAX_COUNT:
+        raise KvplanError(f"--limit-mm-per-prompt: image {clip(image)} is not a count up to {MAX_COUNT:,}; {allowed}")
     return image
 
 
@@ -119,7 +119,7 @@ def notes(s: Setup) -> list[str]:
         out.append("--limit-mm-per-prompt image 0 (text-only): the profile run encodes no dummy images; the tower's "
                    "weights are still counted (kvplan does not model releases that skip loading it).")
         return out
-    kept, enc = vz.encoder_peak_bytes(v, b, s.card.hidden_size, 4 if s.w_t.bits == 32 else 2)
+    kept, enc = vz.encoder_peak_bytes(v, b, s.card.hidden_size, s.w_t.activation_bytes)
     enc //= 1 if s.opts.mm_encoder_data else s.layout.tp
     out.append(f"Encoder profile: 'Encoder cache will be initialized with a budget of {b.budget_tokens} tokens, and "
                f"profiled with {b.items} image items of the maximum feature size' ({fmt_int(b.tokens_per_item)} "

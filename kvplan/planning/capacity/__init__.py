@@ -213,7 +213,8 @@ def setup(card: ModelCard, req: PlanRequest) -> Setup:
                  cuda_graph=pick(req.cuda_graph, cuda_graph), context=pick(req.context, context), block_size=block,
                  state_page_padded=padded, state_page_bytes=state_page, state_t=state_t,
                  card_notes=card_notes + load_notes, online_fp8=card is not served,
-                 non_torch_given=req.non_torch is not None)
+                 given=frozenset(n for n, v in (("non_torch", req.non_torch), ("cuda_graph", req.cuda_graph),
+                                                ("context", req.context)) if v is not None))
 
 
 def result(s: Setup, sts: list[Stage], p: Pool, lat: Latency | None = None,
@@ -230,7 +231,7 @@ def result(s: Setup, sts: list[Stage], p: Pool, lat: Latency | None = None,
                      available_kv_bytes=lim.available, requested_rule=rt.requested_rule(s),
                      activation_rule=rt.activation_rule(s), vision_bytes=_vision_bytes(s),
                      weights_rounding_bytes=lim.rounding, non_torch_cached_bytes=lim.cached_free,
-                     offloaded_bytes=lim.offloaded)
+                     offloaded_bytes=lim.offloaded, overheads_given=tuple(sorted(s.given)))
     inputs = PlanInputs(model=s.card.name, engine=rt.name, engine_rules=rt.rules_text, gpu=s.gpu.name,
                         gpu_memory_bytes=s.total, tp=s.layout.tp, pp=s.layout.pp, dp=s.layout.dp,
                         expert_parallel=s.layout.expert_parallel,

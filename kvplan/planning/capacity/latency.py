@@ -21,7 +21,7 @@ def latency(s: Setup, concurrency: int, prompt_len: int | None = None,
     card, lay = s.card, s.layout
     batch, prompt = cdiv(concurrency, lay.dp), prompt_len or s.max_model_len
     roof = _roofline(card, batch, prompt, s.max_model_len, s.gpu, s.engine, s.kv_t, s.w_t, max(1, s.block_size))
-    kw = dict(e=4 if s.w_t.bits == 32 else 2, link_bytes_per_s=s.gpu.interconnect_bandwidth_bytes_per_s,
+    kw = dict(e=s.w_t.activation_bytes, link_bytes_per_s=s.gpu.interconnect_bandwidth_bytes_per_s,
               logit_rows=1)  # vLLM computes logits of the last position of each sequence
     prefill_comm = comm_time_s(card, lay, batch=1, new_tokens=prompt, **kw)
     decode_comm = comm_time_s(card, lay, batch=batch, new_tokens=1, **kw)

@@ -64,6 +64,7 @@ class PerGPU(BaseModel):
     weights_rounding_bytes: int = 0  # of weights_bytes: the caching allocator's blocks beyond the tensors (vLLM)
     non_torch_cached_bytes: int = 0  # of non_torch_bytes: free bytes the caching allocator keeps (vLLM V0 0.6.5-0.6.6)
     offloaded_bytes: int = 0  # parameters kept in CPU memory (vLLM --cpu-offload-gb): not in weights_bytes
+    overheads_given: tuple[str, ...] = ()  # given as flags: "context", "cuda_graph", "non_torch" (else defaults)
 
 
 class Latency(BaseModel):
