@@ -36,6 +36,7 @@ class Speculative:
     model: str | None = None
     draft_layers: int = 0  # attention layers the proposer adds to the KV pool
     draft_card: ModelCard | None = None  # draft_model: the small model kvplan loaded
+    passed_on: tuple[str, ...] = ()  # the engine's flags given but not modelled, for the launch line
 
     def __str__(self) -> str:
         draft = f", draft {self.model}" if self.model else ""
@@ -123,24 +124,24 @@ def parse_sglang_speculative(flags, card: ModelCard) -> Speculative | None:
         raise KvplanError(f"--speculative-algorithm: {str(algo)[:40]!r}; allowed: {', '.join(SGLANG_SPEC)}")
     steps = flags.speculative_num_steps
     k = SGLANG_DEFAULT_STEPS if steps is None else require_positive("--speculative-num-steps", steps, 64)
-    for flag, v in (("--speculative-eagle-topk", flags.speculative_eagle_topk),
-                    ("--speculative-num-draft-tokens", flags.speculative_num_draft_tokens)):
-        if v is not None:
-            require_positive(flag, v, 1024)
+    # the draft tree's shape: checked, passed on to the launch line, not modelled (k is the chain's length)
+    passed_on = tuple(f"{flag} {require_positive(flag, v, 1024)}" for flag, v in (
+        ("--speculative-eagle-topk", flags.speculative_eagle_topk),
+        ("--speculative-num-draft-tokens", flags.speculative_num_draft_tokens)) if v is not None)
     path = flags.speculative_draft_model_path
     if name == "NEXTN":
-        return Speculative("nextn", k, path, own_mtp_layers(card, "--speculative-algorithm: NEXTN"))
+        return Speculative("nextn", k, path, own_mtp_layers(card, "--speculative-algorithm: NEXTN"), None, passed_on)
     if name in ("EAGLE", "EAGLE3"):
         if not path:
             raise KvplanError(f"--speculative-draft-model-path: {name} needs the draft head's repository")
-        return Speculative(name.lower(), k, path, EAGLE_LAYERS)
+        return Speculative(name.lower(), k, path, EAGLE_LAYERS, None, passed_on)
     if name == "STANDALONE":
         if not path:
             raise KvplanError("--speculative-draft-model-path: STANDALONE needs the draft model (a card name, .yaml "
                               "or Hub id kvplan reads)")
         draft = draft_card("--speculative-draft-model-path", path)
-        return Speculative("standalone", k, path, draft.attention_layers, draft)
-    return Speculative("ngram", k, path, 0)
+        return Speculative("standalone", k, path, draft.attention_layers, draft, passed_on)
+    return Speculative("ngram", k, path, 0, None, passed_on)
 
 
 def sglang_spec_cell_size(cell_size: int, spec: Speculative | None, num_layers: int) -> int:

@@ -182,6 +182,11 @@ class SGLang(Server):
         cmd += [f"--dp-size {lay.dp}"] if lay.dp > 1 else []
         cmd += [f"--context-length {s.max_model_len}", f"--mem-fraction-static {s.mfs}"]
         cmd += [f"--page-size {s.block_size}"] if s.block_size != 1 else []
+        spec = s.opts.speculative
+        if spec is not None:  # as given: the algorithm, its draft, the chain's steps (k) and the tree's flags
+            cmd += [f"--speculative-algorithm {spec.method.upper()}",
+                    *([f"--speculative-draft-model-path {spec.model}"] if spec.model else []),
+                    f"--speculative-num-steps {spec.k}", *spec.passed_on]
         return " ".join(cmd + dtype_flags(s, "--kv-cache-dtype"))
 
     def pool_summary(self, p: Pool, s: Setup) -> str:
