@@ -154,7 +154,7 @@ def test_the_cache_refuses_a_value_it_cannot_encode():
 # ---- what a cold `kvplan estimate` loads -----------------------------------------------------------------------
 
 NOT_FOR_ESTIMATE = ("yaml", "kvplan.model.hf", "kvplan.planning.capacity", "kvplan.planning.sweep",
-                    "kvplan.planning.capacity.search", "kvplan.planning.check", "kvplan.planning.compare", "kvplan.verify",
+                    "kvplan.planning.check", "kvplan.planning.compare", "kvplan.verify",
                     "kvplan.report.capacity", "kvplan.report.sweep", "typer.rich_utils", "rich.markdown",
                     "rich.syntax", "pygments", "rich._emoji_codes",
                     "importlib.resources.readers",

@@ -14,7 +14,7 @@ import traceback
 
 from typer.core import TyperGroup
 
-from kvplan.cli.signals import Terminated, arm, on_sigterm
+from kvplan.cli.signals import Terminated, arm
 from kvplan.errors import KvplanError
 
 EXIT_BAD_INPUT = 2
@@ -106,7 +106,7 @@ class KvplanGroup(TyperGroup):
     def invoke(self, ctx):
         """The command, with what typer would turn into other exit codes caught first: SIGTERM (typer: 130), a reader
         that left (typer: exit 1), a stdout that cannot be written (exit 3 otherwise)."""
-        arm(on_sigterm)  # the command's signals raise from here on (kvplan.cli.signals)
+        arm()  # the command's signals raise from here on (kvplan.cli.signals)
         try:
             return super().invoke(ctx)
         except Terminated as exc:

@@ -31,7 +31,7 @@ def install_quiet() -> None:
         signal.signal(sig, quiet_exit)
 
 
-def arm(on_sigterm) -> None:
+def arm() -> None:
     """A command starts: Ctrl-C raises KeyboardInterrupt and SIGTERM calls ``on_sigterm`` from here on (where the
     quiet handlers were installed; an embedding program's own handlers are left alone)."""
     if signal.getsignal(signal.SIGINT) is quiet_exit:

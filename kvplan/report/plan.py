@@ -87,6 +87,8 @@ def _cached_how(g) -> str:
         return ""
     return (f"; {exact(g.non_torch_bytes - g.non_torch_cached_bytes)} + {fmt_bytes(g.non_torch_cached_bytes)} the "
             "caching allocator keeps after empty_cache, which this vLLM release counts (ESTIMATED: kvplan.cost.allocator)")
+
+
 def _offload_how(g) -> str:
     return (f"; less {exact(g.offloaded_bytes)} of them in CPU memory (--cpu-offload-gb)" if g.offloaded_bytes
             else "")

@@ -17,7 +17,7 @@ from kvplan.units import cdiv
 def latency(s: Setup, concurrency: int, prompt_len: int | None = None,
             acceptance_rate: float | None = None) -> Latency:
     """TTFT of one request's prefill and TPOT of the replica's decode batch at max_model_len, per the module rules;
-    with speculative decoding and ``acceptance_rate``, TPOT per accepted token (``speculative_tpot_s``)."""
+    with speculative decoding and ``acceptance_rate``, TPOT per accepted token (``speculative_step_s``)."""
     card, lay = s.card, s.layout
     batch, prompt = cdiv(concurrency, lay.dp), prompt_len or s.max_model_len
     roof = _roofline(card, batch, prompt, s.max_model_len, s.gpu, s.engine, s.kv_t, s.w_t, max(1, s.block_size))
