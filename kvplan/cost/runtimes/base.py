@@ -120,7 +120,7 @@ class Runtime(Engine):
         on ``gpus`` GPUs of ``gpu`` (a catalog GPU); ``default``: overhead_defaults'."""
         return default
 
-    def cuda_graph_default(self, opts: Options, default: int, card: ModelCard | None = None) -> int:
+    def cuda_graph_default(self, opts: Options, default: int, card: ModelCard) -> int:
         """The CUDA-graph bytes charged when not given, once the options are known (``default``: overhead_defaults')."""
         return default
 
@@ -299,20 +299,22 @@ class VersionRange:
         return f"{first}-{'.'.join(map(str, self.last))}"
 
 
-def at_range(rt: Runtime, root: type, engine: str, text: str, versions, release: tuple[int, ...]) -> Runtime:
+def at_range(rt: Runtime, root: type, text: str, versions) -> Runtime:
     """``--engine NAME==X.Y[.Z]``: the runtime object of the modelled range of ``versions`` covering ``release``, one
     instance per range (a subclass of ``root`` whose ``version`` and ``rules`` are that range's); KvplanError naming
     --engine and the modelled ranges otherwise."""
+    release = parse_release("--engine", text)
     family = next((f for f in versions if f.covers(release)), None)
     if family is None:
-        raise KvplanError(f"--engine: {engine} {text} is not modelled; modelled: "
+        raise KvplanError(f"--engine: {rt.display_name} {text} is not modelled; modelled: "
                           f"{', '.join(f'{rt.name}==' + f.span for f in versions)}")
     if family is rt.version:
         return rt
     if (root, family) not in _RANGES:
         suffix = family.span.replace(".", "_").replace("-", "_").replace("+", "_up")
         cls = type(f"{root.__name__}_{suffix}", (root,),
-                   {"version": family, "rules": family.label, "__doc__": f"{engine}'s rules as of {family.label}."})
+                   {"version": family, "rules": family.label,
+                    "__doc__": f"{rt.display_name}'s rules as of {family.label}."})
         _RANGES[root, family] = cls()
     return _RANGES[root, family]
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from kvplan.cost import serving_sglang as sg
 from kvplan.cost.engines import CacheRun
-from kvplan.cost.runtimes.base import Server, VersionRange, at_range, parse_release, rank_row, stage_weights
+from kvplan.cost.runtimes.base import Server, VersionRange, at_range, rank_row, stage_weights
 from kvplan.cost.runtimes.setup import Options, Pool, ServingFlags, Setup, Stage
 from kvplan.cost.runtimes.vllm import dtype_flags
 from kvplan.errors import KvplanError, Refused
@@ -87,7 +87,7 @@ class SGLang(Server):
 
     def at_version(self, text: str) -> SGLang:
         """``--engine sglang==0.5.6``: the modelled range that covers the release (a bare 0.5 is 0.5.0)."""
-        return at_range(self, SGLang, "SGLang", text, VERSIONS, parse_release("--engine", text))
+        return at_range(self, SGLang, text, VERSIONS)
 
     def positions_held(self, window: int | None, run: CacheRun) -> int:
         # srt/mem_cache/memory_pool.py MHATokenToKVPool: page_size 1 by default, a slot per cached token

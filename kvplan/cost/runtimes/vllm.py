@@ -14,7 +14,7 @@ from kvplan.cost import serving_vllm_v0 as v0
 from kvplan.cost.engines import CacheRun
 from kvplan.cost.runtimes import vllm_features as vf
 from kvplan.cost.runtimes import vllm_mm as vm
-from kvplan.cost.runtimes.base import Server, VersionRange, at_range, parse_release, positive_size, rank_row, refuse_zamba_v1, utilization
+from kvplan.cost.runtimes.base import Server, VersionRange, at_range, positive_size, rank_row, refuse_zamba_v1, utilization
 from kvplan.cost.runtimes.setup import Options, Pool, ServingFlags, Setup, Stage
 from kvplan.errors import KvplanError, Refused
 from kvplan.units import cdiv, fmt_bytes, fmt_int, require_positive
@@ -173,7 +173,7 @@ class VLLM(Server):
 
     def at_version(self, text: str) -> VLLM:
         """The runtime for the release ``text`` (``--engine vllm==0.11``): the modelled range that covers it."""
-        return at_range(self, VLLM, "vLLM", text, VERSIONS, parse_release("--engine", text))
+        return at_range(self, VLLM, text, VERSIONS)
 
     # -- cache rules --
 
@@ -275,7 +275,7 @@ class VLLM(Server):
         graphs = vl.DEFAULT_CUDA_GRAPH_BYTES if self.version.cuda_graphs_in_budget else 0  # before 0.21: outside
         return non_torch, graphs, vl.DEFAULT_CONTEXT_BYTES
 
-    def cuda_graph_default(self, opts: Options, default: int, card=None) -> int:
+    def cuda_graph_default(self, opts: Options, default: int, card) -> int:
         """0.21+: profile_cudagraph_memory's ESTIMATE for this capture list (serving_vllm.cuda_graph_estimate_bytes
         over cudagraph_counts of max_num_seqs and max_num_batched_tokens, decode queries of 1 + k speculative
         tokens); before 0.21 the graphs are captured after the pool is sized: ``default`` (0); 0.25 - 0.28 dense
@@ -283,7 +283,7 @@ class VLLM(Server):
         v = self.version
         if not v.cuda_graphs_in_budget or v.cuda_graph_bytes_per_graph is None:
             return default
-        if card is not None and self.runs_graphless_v2(card, opts):
+        if self.runs_graphless_v2(card, opts):
             return 0
         return vl.cuda_graph_estimate_bytes(_graph_counts(opts), v.cuda_graph_bytes_per_graph)
 
