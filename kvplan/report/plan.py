@@ -86,7 +86,8 @@ def _cached_how(g) -> str:
     if not g.non_torch_cached_bytes:
         return ""
     return (f"; {exact(g.non_torch_bytes - g.non_torch_cached_bytes)} + {fmt_bytes(g.non_torch_cached_bytes)} the "
-            "caching allocator keeps after empty_cache, which this vLLM release counts (ESTIMATED: kvplan.cost.allocator)")
+            "caching allocator keeps after empty_cache, which this vLLM release counts "
+            "(ESTIMATED: kvplan.cost.allocator)")
 
 
 def _offload_how(g) -> str:
