@@ -19,7 +19,8 @@ What the GPU then holds: vLLM's ``Model loading took X GiB`` is ``torch.cuda.mem
 offloaded parameter's GPU tensor is freed as its layer is built, so the weights per GPU are kvplan's less the
 offloaded bytes, and the caching allocator's blocks of those tensors go with them: kvplan.cost.allocator's replay
 frees them after each layer (``rounding_bytes(offload=)``), and the next layers' tensors reuse the freed blocks.
-V1 reads an offloaded parameter in place through a UVA view of the pinned memory (``get_accelerator_view_from_cpu_tensor``): its profile run copies nothing to the GPU.
+V1 reads an offloaded parameter in place through a UVA view of the pinned memory
+(``get_accelerator_view_from_cpu_tensor``): its profile run copies nothing to the GPU.
 V0 (and V1 with VLLM_WEIGHT_OFFLOADING_DISABLE_UVA=1, not modelled) wraps the layer's forward: it copies the layer's
 whole ``state_dict()`` to the GPU for the call (``functional_call``), so the profile peak holds one offloaded layer's
 parameters beside the activations.
