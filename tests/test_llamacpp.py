@@ -443,3 +443,16 @@ def test_a_missing_lora_file_is_named_by_its_flag(cli, tmp_path):
     code, _, err = cli("estimate", "--model", "llama-3-8b", "--seq-len", "4096", "--engine", "llamacpp",
                        "--lora", str(tmp_path / "missing.gguf"))
     assert code == 2 and err.strip().count("\n") == 0 and err.startswith("error: --lora:")
+
+
+def test_zero_is_a_value_and_absurd_flags_are_refused(cli, cli_json):
+    """-ngl 0 puts every layer on the CPU (0 is not 'not given'); -np 0, an infinite -ts share and a LoRA rank wider
+    than its tensors exit 2 naming the flag."""
+    base = ("estimate", "--model", "llama-2-7b", "--seq-len", "4096", "--engine", "llamacpp")
+    cpu = cli_json(*base, "-ngl", "0")
+    assert not [b for b in cpu["llamacpp"]["buffers"] if b["kind"] == "model" and b["device"] != "CPU"]
+    for extra, flag in ((("-np", "0"), "-np/--parallel"), (("-ts", "1,inf"), "-ts/--tensor-split"),
+                        (("--lora-rank", "100000"), "--lora-rank"), (("--lora-rank", "8", "--lora-targets", ","),
+                                                                     "--lora-targets")):
+        code, _, err = cli(*base, *extra)
+        assert code == 2 and err.strip().count("\n") == 0 and err.startswith(f"error: {flag}"), (extra, err)

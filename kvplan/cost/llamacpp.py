@@ -19,6 +19,7 @@ says so (``estimated``).
 
 from __future__ import annotations
 
+import math
 import re
 import struct
 from bisect import bisect_right
@@ -86,7 +87,9 @@ class LlamaFlags:
 def llama_flags(**given) -> LlamaFlags | None:
     """LlamaFlags from the flags given (None: not given; llama-server's defaults fill the rest); None when none is.
     ``tensor_split`` may be llama.cpp's text ("3,1"), ``overrides`` its -ot values ("exps=CPU,attn=CUDA0")."""
-    given = {k: v for k, v in given.items() if v not in (None, False, [], ())}
+    # not given: None, an unset switch (False) or an empty list; a 0 is a value (-ngl 0: every layer on the CPU)
+    given = {k: v for k, v in given.items() if v is not None and v is not False and not (isinstance(v, (list, tuple))
+                                                                                      and not v)}
     if isinstance(given.get("tensor_split"), str):
         given["tensor_split"] = parse_split(given["tensor_split"])
     if given.get("overrides") and not isinstance(given["overrides"][0], tuple):
@@ -106,7 +109,7 @@ def parse_split(text: str) -> tuple[float, ...]:
         shares = tuple(float(x) for x in re.split(r"[,/]", text.strip()))
     except ValueError:
         shares = ()
-    if not shares or any(not s >= 0 for s in shares) or not sum(shares):
+    if not shares or any(not 0 <= s < math.inf for s in shares) or not sum(shares):
         raise KvplanError(f"-ts/--tensor-split: {text[:40]!r}; allowed: non-negative shares per GPU, e.g. 3,1")
     return shares
 

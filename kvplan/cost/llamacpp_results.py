@@ -84,7 +84,7 @@ class LlamaMemory(BaseModel):
                   "output": "llama_context", "compute": "llama_context", "lora": "llama_adapter_lora_init_impl"}
         name = {"kv": "KV", "recurrent": "RS", "lora": "LoRA"}
         lines = [f"{prefix[b.kind]}: {b.device:>10s} {name.get(b.kind, b.kind)} buffer size = {b.bytes / MIB:8.2f} MiB"
-                 for b in self.buffers]
+                 + (" (kvplan's ESTIMATE)" if b.estimated else "") for b in self.buffers]
         return lines + [c.log_line() for c in self.caches]
 
 

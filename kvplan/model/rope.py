@@ -4,7 +4,7 @@ A card's ``rope_scaling`` is the scaling of its (global) attention layers, read 
 (transformers 5.x: ``rope_parameters``, flat or per layer type, ``full_attention``); ``local_rope`` says the sliding
 layers build a rotary embedding of their own, unscaled (Gemma 3: ``rope_local_base_freq``, ``{"rope_type":
 "default"}``). Only the scaling types that change how many positions vLLM's cache holds are carried
-(kvplan.cost.parallel.rope_cache_positions): ``linear`` and ``dynamic`` (max_position_embeddings x factor),
+(kvplan.cost.vision.rope_cache_positions): ``linear`` and ``dynamic`` (max_position_embeddings x factor),
 ``yarn`` (DeepSeek's too: original_max_position_embeddings x factor), ``longrope`` (a short cache of
 original_max_position_embeddings and a long one of max_position_embeddings). ``llama3`` and ``default`` keep
 max_position_embeddings and are left out, as is M-RoPE (its 4 x factor follows the vision tower's kind).

@@ -2,7 +2,7 @@
 transformers and vLLM build them, and the tokens one image becomes in the decoder.
 
 A card's ``vision`` block describes the tower the whole config.json declares (``vision_config`` and the top-level
-projector keys), beside the text decoder the rest of the card describes. Four tower kinds, each after its
+projector keys), beside the text decoder the rest of the card describes. Five tower kinds, each after its
 transformers module (``models/<type>/modeling_<type>.py``) and vLLM's (``vllm/model_executor/models/<file>.py``):
 
 - ``clip`` (LLaVA 1.5 / LLaVA-NeXT, ``CLIPVisionModel``): class embedding, patch Conv2d without bias, learned
@@ -43,9 +43,9 @@ class VisionTower(BaseModel):
     """A multimodal checkpoint's vision encoder and projector (see the module docstring)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)  # built on a card's first validation
-    kind: TowerKind = Field(description="The tower's module family: clip, siglip, pixtral, qwen2_5_vl.")
+    kind: TowerKind = Field(description="The tower's module family: clip, siglip, pixtral, qwen2_5_vl, qwen3_vl.")
     projector: ProjectorKind = Field(description="The projector into the decoder: llava, gemma3, mistral3, "
-                                                 "qwen_merger.")
+                                                 "qwen_merger, qwen3_merger.")
     num_layers: _Small = Field(description="Encoder blocks in vision_config (num_hidden_layers, Qwen depth).")
     feature_layers: _Small | None = Field(
         None, description="Blocks the model runs (LLaVA vision_feature_layer -2: num_layers - 1); vLLM builds only "
@@ -73,7 +73,7 @@ class VisionTower(BaseModel):
     max_tokens_per_item: Annotated[StrictInt, Field(gt=0, le=2**31 - 1)] = Field(
         description="Decoder tokens of the largest image, as vLLM's processor counts them for the encoder budget "
                     "(kvplan.model.hf.vision: LLaVA-NeXT anyres, Gemma 3 mm_tokens_per_image, Qwen2.5-VL "
-                    "max_pixels / (patch x merge)^2, Pixtral rows x (columns + 1)).")
+                    "max_pixels / (patch x merge)^2, Mistral 3 (side / spatial_merge_size)^2).")
 
     @property
     def built_layers(self) -> int:

@@ -17,7 +17,7 @@ from kvplan.cost.runtimes.base import Runtime, longest, rank_row
 from kvplan.cost.runtimes.setup import Options, Pool, ServingFlags, Setup, Stage
 from kvplan.cost.runtimes.results import KVCachePool
 from kvplan.errors import KvplanError, Refused
-from kvplan.units import fmt_bytes
+from kvplan.units import fmt_bytes, require_positive
 
 
 @lru_cache(maxsize=32)
@@ -85,10 +85,13 @@ def adapters(card, f: lc.LlamaFlags) -> tuple[tuple[str, int], ...]:
     shapes = _tensor_shapes(card)
     kinds = {name.split(".")[2] for name in shapes if name.startswith("blk.")}
     unknown = [t for t in f.lora_targets if t not in kinds]
-    if unknown:
-        raise KvplanError(f"--lora-targets: {unknown[0]!r} is not a tensor of every layer; allowed: "
+    if unknown or not f.lora_targets:
+        raise KvplanError(f"--lora-targets: {(unknown or [''])[0]!r} is not a tensor of every layer; allowed: "
                           f"{', '.join(sorted(kinds))}")
-    r = f.lora_rank
+    # a rank above a target's smaller side adds nothing a full-rank update would not (and no adapter has one)
+    narrowest = min(min(ne) for name, ne in shapes.items() if name.startswith("blk.") and name.split(".")[2] in
+                 f.lora_targets)
+    r = require_positive("--lora-rank", f.lora_rank, narrowest)
     return tuple((name, 2 * r * (ne0 + ne1)) for name, (ne0, ne1) in shapes.items()
                  if name.startswith("blk.") and name.split(".")[2] in f.lora_targets)
 
