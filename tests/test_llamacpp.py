@@ -456,3 +456,7 @@ def test_zero_is_a_value_and_absurd_flags_are_refused(cli, cli_json):
                                                                      "--lora-targets")):
         code, _, err = cli(*base, *extra)
         assert code == 2 and err.strip().count("\n") == 0 and err.startswith(f"error: {flag}"), (extra, err)
+    # a state-space model has no attention projections to put a rank-only adapter on (it had 32 MiB of attn_q/attn_v)
+    code, _, err = cli("estimate", "--model", "mamba-codestral-7b", "--seq-len", "4096", "--engine", "llamacpp",
+                       "--lora-rank", "16")
+    assert code == 2 and err.startswith("error: --lora-rank") and "--lora FILE" in err

@@ -84,6 +84,9 @@ def adapters(card, f: lc.LlamaFlags) -> tuple[tuple[str, int], ...]:
         raise KvplanError(f"--lora-rank: {f.lora_rank}; allowed: a positive rank")
     shapes = _tensor_shapes(card)
     kinds = {name.split(".")[2] for name in shapes if name.startswith("blk.")}
+    if not kinds:
+        raise KvplanError(f"--lora-rank: kvplan lists no attention or MLP weights of {card.name}'s layers to size an "
+                          "adapter on; give the adapter's GGUF (--lora FILE)")
     unknown = [t for t in f.lora_targets if t not in kinds]
     if unknown or not f.lora_targets:
         raise KvplanError(f"--lora-targets: {(unknown or [''])[0]!r} is not a tensor of every layer; allowed: "
@@ -106,11 +109,13 @@ def _tensor_shapes(card) -> dict[str, tuple[int, int]]:
     if path is not None:
         return {t.name: (t.shape[0], t.shape[1]) for t in load_gguf(path).tensors if len(t.shape) == 2}
     h, q, kv = card.hidden_size, card.num_heads * card.head_dim, card.num_kv_heads * card.head_dim
+    q_rows = q * (2 if card.attention_output_gate else 1)  # a gated query carries its gate (gguf_quant's attn_q)
     out = {}
     for i in range(card.num_layers):
         b = f"blk.{i}."
-        out.update({b + "attn_q.weight": (h, q), b + "attn_k.weight": (h, kv), b + "attn_v.weight": (h, kv),
-                    b + "attn_output.weight": (q, h)})
+        if card.mixer(i) in ("attention", "hybrid"):  # a state-space layer has no attention projections
+            out.update({b + "attn_q.weight": (h, q_rows), b + "attn_k.weight": (h, kv), b + "attn_v.weight": (h, kv),
+                        b + "attn_output.weight": (q, h)})
         if not card.is_moe_layer(i) and card.has_mlp(i):
             out.update({b + "ffn_up.weight": (h, card.ffn_size), b + "ffn_down.weight": (card.ffn_size, h)})
             if card.gated_ffn:
