@@ -46,10 +46,8 @@ VISION_DEFAULTS: dict[str, dict[str, Any]] = {
     "qwen3_vl": {"depth": 27, "hidden_size": 1152, "intermediate_size": 4304, "num_heads": 16, "in_channels": 3,
                  "patch_size": 16, "spatial_merge_size": 2, "temporal_patch_size": 2, "num_position_embeddings": 2304,
                  "deepstack_visual_indexes": [8, 16, 24]},
-    "qwen3_5": {"depth": 27, "hidden_size": 1152, "intermediate_size": 4304, "num_heads": 16, "in_channels": 3,
-                "patch_size": 16, "spatial_merge_size": 2, "temporal_patch_size": 2, "num_position_embeddings": 2304,
-                "deepstack_visual_indexes": []},
 }
+VISION_DEFAULTS["qwen3_5"] = {**VISION_DEFAULTS["qwen3_vl"], "deepstack_visual_indexes": []}  # no DeepStack
 # the tower kind of each vision config class (Qwen3.5's Qwen3_5VisionModel is Qwen3-VL's without DeepStack mergers)
 VISION_KIND = {"clip_vision_model": "clip", "siglip_vision_model": "siglip", "pixtral": "pixtral",
                "qwen2_5_vl": "qwen2_5_vl", "qwen3_vl": "qwen3_vl", "qwen3_5": "qwen3_vl"}

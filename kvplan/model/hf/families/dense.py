@@ -181,7 +181,9 @@ def t5(cfg: Config) -> dict:
     proj = cfg.text("feed_forward_proj")
     gated = proj.startswith("gated-")
     act = proj.removeprefix("gated-")
-    act = "gelu_tanh" if gated and act == "gelu" else activation(cfg.derive({"a": act}), "a")
+    # the activation after "gated-", checked under the config's own key (an error names feed_forward_proj)
+    act = "gelu_tanh" if gated and act == "gelu" else activation(cfg.derive({"feed_forward_proj": act}),
+                                                                  "feed_forward_proj")
     layers = cfg.layers("num_layers")
     if not cfg.has("n_positions"):
         cfg.assumed.append("max_position_embeddings=512 (T5's relative positions have no hard limit; trained at 512)")
