@@ -460,3 +460,17 @@ def test_zero_is_a_value_and_absurd_flags_are_refused(cli, cli_json):
     code, _, err = cli("estimate", "--model", "mamba-codestral-7b", "--seq-len", "4096", "--engine", "llamacpp",
                        "--lora-rank", "16")
     assert code == 2 and err.startswith("error: --lora-rank") and "--lora FILE" in err
+
+
+def test_each_gpu_stage_holds_the_layers_load_tensors_puts_on_it():
+    """llama-2-13b on two GPUs: 40 layers + the output layer, even split points 0 and 0.5, so layer il goes to the
+    second GPU once il / 41 >= 0.5: layers 0-20 on the first, 21-39 (and the output) on the second."""
+    from kvplan.planning.capacity import plan
+
+    r = plan("llama-2-13b", engine="llamacpp", pp=2, gpu="H100-SXM", max_model_len=4096)
+    assert [(x.first_layer, x.last_layer) for x in r.ranks] == [(0, 20), (21, 39)]
+    from kvplan.cost.llamacpp import llama_flags
+
+    one = plan("llama-2-13b", engine="llamacpp", pp=2, gpu="H100-SXM", max_model_len=4096,
+               llama=llama_flags(n_gpu_layers=1))
+    assert all(x.last_layer < x.first_layer for x in one.ranks)  # -ngl 1: the output layer alone is offloaded

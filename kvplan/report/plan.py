@@ -130,7 +130,8 @@ def _ranks_table(r: PlanResult) -> Table:
     t = table("per pipeline stage (every TP rank of a stage alike)",
               ["stage", "layers", "weights", "activations", "KV cache", "KV/token", "block", "blocks", "longest fit"])
     for x in r.ranks:
-        t.add_row(str(x.pp_rank), f"{x.first_layer}-{x.last_layer}", fmt_bytes(x.weights_bytes),
+        layers = f"{x.first_layer}-{x.last_layer}" if x.last_layer >= x.first_layer else "none"
+        t.add_row(str(x.pp_rank), layers, fmt_bytes(x.weights_bytes),
                   fmt_bytes(x.activation_bytes), fmt_bytes(x.available_kv_bytes), fmt_int(x.kv_bytes_per_token),
                   fmt_bytes(x.bytes_per_block), fmt_int(x.num_blocks), fmt_int(x.max_model_len_fit))
     return t

@@ -219,13 +219,17 @@ class LlamaCpp(Runtime):
         return [f"{s.opts.llama.backend}{i}" for i in range(s.opts.llama.n_gpus)]
 
     def stages(self, s: Setup) -> list[Stage]:
-        """One stage per GPU of the server: its model and (estimated) compute buffers; the rest holds its caches."""
+        """One stage per GPU of the server: the decoder layers load_tensors puts on it (lc.placement), its model
+        and (estimated) compute buffers; the rest holds its caches."""
         m, out = self.memory(s), []
+        f = self.flags(s)
+        devices = lc.placement(hparams_and_weights(s.card, s.w_t.bits, f.gguf_quant)[0], f)[0][:s.card.num_layers]
         for i, gpu in enumerate(self._gpus(s)):
             on = lambda kind: sum(b.bytes for b in m.buffers if b.device == gpu and b.kind == kind)  # noqa: E731
             weights, compute = on("model") + on("lora"), on("compute")
-            out.append(Stage(i, range(s.card.num_layers), 0, weights, 0, compute, 0, 0, s.total,
-                             s.total - weights - compute))
+            mine = [il for il, d in enumerate(devices) if d == gpu]  # contiguous: split points rise with the layer
+            layers = range(mine[0], mine[-1] + 1) if mine else range(0)
+            out.append(Stage(i, layers, 0, weights, 0, compute, 0, 0, s.total, s.total - weights - compute))
         return out
 
     def pool(self, s: Setup, sts: list[Stage]) -> Pool:
