@@ -8,6 +8,8 @@ Measured 2026-11-25 (same machine): before, search llama-3.1-70b 286 layouts ove
 GPU count, those needing more GPUs than the best found skipped for --sort gpus / cost; the full option built for each
 type's best layout only; identical results): llama-3.1-70b 220 layouts 44-47 ms, over 11 19-21 ms; deepseek-v3 392
 layouts 86-88 ms (most small layouts are refused: the weights do not fit), over 11 33-37 ms.
+Then (budget checked before the pool; a layout whose even share of one GPU's weights does not fit refused unbuilt;
+identical results, tests/test_search_prune.py): llama-3.1-70b 31 ms, over 11 15 ms; deepseek-v3 17 ms, over 11 8 ms.
 """
 
 from __future__ import annotations

@@ -95,4 +95,9 @@ def _digits(n: int) -> int:
 
 class WeightsDoNotFit(Refused):
     """The weights alone exceed a GPU's memory on some rank: no flag of the budget helps, only more GPUs, a bigger
-    GPU or smaller weights (the plan names a bundled quantized card of the same model where there is one)."""
+    GPU or smaller weights (the plan names a bundled quantized card of the same model where there is one).
+    ``weights_bytes``: the heaviest rank's weights; ``room_bytes``: what its GPU holds after the CUDA context."""
+
+    def __init__(self, message: str, *, weights_bytes: int | None = None, room_bytes: int | None = None):
+        super().__init__(message)
+        self.weights_bytes, self.room_bytes = weights_bytes, room_bytes

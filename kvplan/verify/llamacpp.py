@@ -78,9 +78,9 @@ def _moe(n_layer: int, h: int, ff: int, n_exp: int) -> list:
 
 
 def cases() -> list[Case]:
-    """Six architectures: dense GQA (f16 and q8_0 K/V, several n_ctx, 3 streams, a unified cache), MoE, Mamba
-    (recurrent), DeepSeek-2 MLA, LFM2 (short-conv hybrid, per-layer head_count_kv, q8_0) and Gemma-3 (sliding
-    window, --swa-full)."""
+    """Six architectures: Llama (dense GQA: f16 and q8_0 K/V, several n_ctx, 3 streams, a unified cache; MoE; a
+    LoRA adapter), Qwen3 (q/k norms, q4_0 K and V over 4 streams), Mamba (recurrent), DeepSeek-2 MLA, LFM2
+    (short-conv hybrid, per-layer head_count_kv, q8_0) and Gemma-3 (sliding window, --swa-full)."""
     h, heads, kv, hd, ff, vocab, n = 256, 8, 2, 32, 512, 512, 4
     base = {"context_length": 4096, "embedding_length": h, "block_count": n, "feed_forward_length": ff,
             "attention.head_count": heads, "attention.head_count_kv": kv, "rope.dimension_count": hd,
@@ -138,6 +138,10 @@ def cases() -> list[Case]:
             ("shortconv.out_proj.weight", (h, h))) if not i % 2]
     out.append(Case("lfm2-hybrid", "lfm2", lfm, lt, dict(n_ctx=2048, n_parallel=2, type_k="q8_0", type_v="q8_0",
                                                          flash_attn="on")))
+    q3 = {**base, "attention.key_length": hd, "attention.value_length": hd}  # Qwen3: q/k RMSNorm per head
+    qt = _dense_tensors(n, h, heads, kv, hd, ff, vocab, norms[:2]) + _ffn(n, h, ff)
+    out.append(Case("qwen3-q4_0", "qwen3", q3, qt, dict(n_ctx=2048, n_parallel=4, type_k="q4_0", type_v="q4_0",
+                                                        flash_attn="on")))
     out.append(Case("gemma3-swa", "gemma3", g3, gt, dict(n_ctx=4096, n_parallel=1)))
     out.append(Case("gemma3-swa-full", "gemma3", g3, gt, dict(n_ctx=4096, n_parallel=2, swa_full=True)))
     r = 64  # a rank-64 adapter on attn_q, attn_v, ffn_down of every layer (convert_lora_to_gguf.py: lora_a ne0 x r,
@@ -216,6 +220,12 @@ def run_case(case: Case, path: Path) -> list[str]:
     llama_cpp.llama_log_set(_log, ctypes.c_void_p(0))
     mp = llama_cpp.llama_model_default_params()
     mp.n_gpu_layers = 0
+    # llama.cpp's --no-repack: on a CPU with AMX (or ARM's repacked layouts) llama.cpp would move the weights its
+    # kernels repack into an extra buffer type ("AMX model buffer size", "CPU_REPACK"), beside a smaller CPU_Mapped
+    # one; kvplan models the plain CPU buffer, so the run keeps every weight there, on any host alike
+    # (llama_model_params.use_extra_bufts, src/llama-model.cpp make_cpu_buft_list).
+    if "use_extra_bufts" in {n for n, _ in mp._fields_}:
+        mp.use_extra_bufts = False
     model = llama_cpp.llama_model_load_from_file(str(path).encode(), mp)
     if not model:
         raise KvplanError(f"llama.cpp could not load the {case.name} GGUF: {''.join(lines)[-300:]}")

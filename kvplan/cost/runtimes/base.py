@@ -187,7 +187,8 @@ class Runtime(Engine):
                 f"--gpu: the weights alone do not fit: {fmt_bytes(heavy.weights)} per GPU on pipeline stage "
                 f"{heavy.pp_rank} of {s.layout.tp * s.layout.pp}x {s.gpu.name}, which holds {fmt_bytes(s.total)} "
                 f"({fmt_bytes(s.context)} of it the CUDA context); use more GPUs (--tp/--pp), a GPU with more memory, "
-                "or smaller weights (--weight-dtype fp8, a quantized checkpoint)")
+                "or smaller weights (--weight-dtype fp8, a quantized checkpoint)",
+                weights_bytes=heavy.weights, room_bytes=s.total - s.context)
         worst = min(sts, key=lambda st: st.available)
         if worst.available <= 0:
             flag = self.budget_flag

@@ -85,6 +85,13 @@ class SGLang(Server):
     kv_dtypes = ("fp32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2")
     _dtype_hint = " (SGLang --kv-cache-dtype: auto, fp8_e4m3, fp8_e5m2)"
 
+    def check_servable(self, card: ModelCard, layout: Layout) -> None:
+        super().check_servable(card, layout)
+        if card.ssm is not None and card.ssm.kind not in sg.SSM_STATE_KINDS:
+            raise KvplanError(f"--engine sglang: SGLang's state pool is modelled for Mamba-2, Gated DeltaNet and LFM2 "
+                              f"short-conv mixers (Mamba2StateShape); {card.name}'s is {card.ssm.kind}: "
+                              "use --engine vllm")
+
     def at_version(self, text: str) -> SGLang:
         """``--engine sglang==0.5.6``: the modelled range that covers the release (a bare 0.5 is 0.5.0)."""
         return at_range(self, SGLang, text, VERSIONS)
@@ -232,9 +239,6 @@ def _state_bytes(card, st: Stage) -> int:
     """One request's states on this stage in SGLang's dtypes (0 without state layers)."""
     if card.ssm is None:
         return 0
-    if card.ssm.kind not in sg.SSM_STATE_KINDS:
-        raise KvplanError(f"--engine sglang: SGLang's state pool is modelled for Mamba-2, Gated DeltaNet and LFM2 "
-                          f"short-conv mixers (Mamba2StateShape); {card.name}'s is {card.ssm.kind}: use --engine vllm")
     conv = sum(c * e for sp in st.specs if sp.kind == "conv_state" for c, e in sp.vectors)  # elements, all layers
     ssm = sum(c * e for sp in st.specs if sp.kind == "ssm_state" for c, e in sp.vectors)
     return sg.state_bytes_per_request(conv, ssm)

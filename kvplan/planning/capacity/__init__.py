@@ -180,9 +180,8 @@ def quantized_variants(card: ModelCard) -> list[str]:
 def assemble(s: Setup) -> tuple[list[Stage], Pool]:
     """Every stage's budget and the pool, refused (``Refused``) where the memory leaves nothing for the cache."""
     sts = s.engine.stages(s)
-    p = s.engine.pool(s, sts)
-    s.engine.check_budget(s, sts)
-    return sts, p
+    s.engine.check_budget(s, sts)  # before the pool: a refused layout (most of a search's) costs no pool
+    return sts, s.engine.pool(s, sts)
 
 
 def setup(card: ModelCard, req: PlanRequest) -> Setup:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from kvplan.cost.hardware import GPU, load_gpus
 from kvplan.cost.parallel import Layout
-from kvplan.errors import KvplanError, Refused
+from kvplan.errors import KvplanError, Refused, WeightsDoNotFit
 from kvplan.model.card import ModelCard
 from kvplan.model.catalog import load_card
 from kvplan.planning.capacity import PlanRequest, assemble, result, setup
@@ -28,6 +28,12 @@ TP_SIZES, PP_SIZES = (1, 2, 4, 8), (1, 2, 3, 4)
 _LAYOUTS = sorted(((tp, pp) for tp in TP_SIZES for pp in PP_SIZES), key=lambda lay: (lay[0] * lay[1], lay[1]))
 SORTS = ("gpus", "cost", "latency")
 _BY_GPU_COUNT = ("gpus", "cost")  # orders whose key grows with the GPU count within one GPU type
+# Layouts refused unbuilt: where one GPU cannot hold the weights (WeightsDoNotFit at TP 1 x PP 1), a layout of n GPUs
+# whose even share, ceil(W / n), still fills the room one GPU has after its CUDA context is refused too: every rank
+# of a TP x PP layout holds at least 1/n of the one-GPU weights (each tensor is split with rank 0 holding the larger
+# shard, or replicated; KV heads and vision towers replicate; allocator rounding of a shard is at least its share of
+# the whole's; the context only grows with the GPU count). --cpu-offload-gb breaks it (a fixed amount per GPU leaves):
+# no pruning then. tests/test_search.py compares pruned and unpruned searches.
 
 
 def search(model: ModelCard | str | Path, *, max_model_len: int, concurrency: int, gpus: list[str] | None = None,
@@ -50,15 +56,22 @@ def search(model: ModelCard | str | Path, *, max_model_len: int, concurrency: in
         base = PlanRequest.build(gpu=g, max_model_len=max_model_len, engine=engine, concurrency=concurrency,
                                  prompt_len=prompt_len,
                                  **{k: v for k, v in plan_kw.items() if v is not None})
-        best = None
+        best, one_gpu = None, None
         for tp, pp in _LAYOUTS:
             if tp * pp > max_gpus:
                 continue
             if best is not None and sort in _BY_GPU_COUNT and tp * pp > best.num_gpus:
                 continue  # at least tp x pp GPUs: more than the best's, so more GPUs and (same GPU) a higher price
             tried += 1
-            cand = _option(card, replace(base, layout=Layout(tp, pp, 1, base.layout.expert_parallel)), max_gpus,
-                           ttft_ms, tpot_ms)
+            if one_gpu is not None and -(-one_gpu.weights_bytes // (tp * pp)) >= one_gpu.room_bytes:
+                continue  # refused unbuilt: a rank holds at least an even share of one GPU's weights (below)
+            try:
+                cand = _option(card, replace(base, layout=Layout(tp, pp, 1, base.layout.expert_parallel)),
+                               max_gpus, ttft_ms, tpot_ms)
+            except WeightsDoNotFit as exc:
+                cand = None
+                if tp * pp == 1 and not base.flags.cpu_offload_gb:
+                    one_gpu = exc
             if cand is not None and (best is None or _KEYS[sort](cand) < _KEYS[sort](best)):
                 best = cand
         if best is not None:
@@ -103,6 +116,8 @@ def _option(card: ModelCard, req: PlanRequest, max_gpus: int, ttft_ms, tpot_ms) 
     try:
         s = setup(card, req)
         sts, p = assemble(s)
+    except WeightsDoNotFit:
+        raise
     except Refused:
         return None
     limit = s.engine.running_limit(s)
