@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from fractions import Fraction
 
@@ -75,6 +76,29 @@ def fmt_seconds(s: float) -> str:
     unit, scale = next(((u, k) for u, k in _TIME_UNITS if abs(s) >= k), _TIME_UNITS[-1])
     v = s / scale
     return f"{v:,.0f} {unit}" if abs(v) >= 99.95 else f"{v:.3g} {unit}"
+
+
+def fmt_float(v: float) -> str:
+    """A ratio or rate for people: four significant digits, thousands separators, never an exponent
+    (221.20670609436684 -> '221.2', 0.004520658 -> '0.004521', 1.50 -> '1.5', 123456.7 -> '123,457')."""
+    if v != v or v in (float("inf"), float("-inf")):
+        return str(v)
+    if v == 0 or abs(v) >= 1000:
+        return f"{v:,.0f}"
+    text = f"{v:,.{max(3 - math.floor(math.log10(abs(v))), 0)}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def fmt_cell(column: str, v: object) -> str:
+    """A result column's value for people (a terminal table, a notebook): seconds (``*_s``) as durations, other
+    floats by ``fmt_float``, integers with separators; the machine formats (CSV, JSONL) keep every digit."""
+    if v is None:
+        return "-"
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return str(v)
+    if isinstance(v, int):
+        return fmt_int(v)
+    return fmt_seconds(v) if column.endswith("_s") and not column.endswith("_per_s") else fmt_float(v)
 
 
 def plural(n: int | float, noun: str) -> str:

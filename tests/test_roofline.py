@@ -116,8 +116,8 @@ def test_fit_is_against_what_torch_sees():
         roofline(card, batch=1, prompt_len=32, seq_len=16, gpu="H100-SXM")
     with pytest.raises(KvplanError, match="--mfu"):
         roofline(card, batch=1, prompt_len=8, seq_len=16, gpu="H100-SXM", mfu=1.5)
-    with pytest.raises(KvplanError, match="no fp8 peak"):
-        roofline(card, batch=1, prompt_len=8, seq_len=16, gpu="A10G", weight_dtype="fp8")
+    a10g = roofline(card, batch=1, prompt_len=8, seq_len=16, gpu="A10G", weight_dtype="fp8")  # FP8 Marlin
+    assert a10g.compute_dtype == "bf16" and a10g.peak_flops_per_s == load_gpu("A10G").peak_flops.bf16
     assert set(COMPUTE_TYPES) == {"fp32", "tf32", "bf16", "fp16", "fp8", "int8"}
 
 
@@ -171,3 +171,13 @@ def test_weight_only_int8_of_an_fp32_checkpoint_computes_in_the_served_activatio
     card = load_card("gemma-2-9b")
     r = roofline(card, batch=1, prompt_len=512, seq_len=512, gpu="H100-SXM", engine="vllm", weight_dtype="int8")
     assert r.compute_dtype == "bf16"  # dequantized to the activations, which vLLM serves in bf16
+
+
+def test_an_fp8_checkpoint_multiplies_on_the_fp8_units():
+    """DeepSeek-V3's FP8 checkpoint (its card's quantization block, bf16 dtype) runs fp8 GEMMs on Hopper, and the
+    weight-only FP8 Marlin kernel in bf16 on Ampere; the bf16 checkpoint runs in bf16."""
+    fp8 = estimate("deepseek-v3-fp8", seq_len=4096, batch=1, gpu="H100-SXM", engine="vllm").roofline
+    assert fp8.compute_dtype == "fp8" and fp8.peak_flops_per_s == load_gpu("H100-SXM").peak_flops.fp8
+    a100 = estimate("deepseek-v3-fp8", seq_len=4096, batch=1, gpu="A100-80GB", engine="vllm").roofline
+    assert a100.compute_dtype == "bf16"
+    assert estimate("deepseek-v3", seq_len=4096, batch=1, gpu="H100-SXM", engine="vllm").roofline.compute_dtype == "bf16"

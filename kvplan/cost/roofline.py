@@ -136,8 +136,10 @@ def default_compute_dtype(card: ModelCard, w_t: DType, engine: Engine) -> str:
     """The dtype the engine's matrix multiplies run in, whose peak bounds compute: the served weight dtype, not the
     checkpoint's (vLLM and SGLang serve a float32 checkpoint in bfloat16: ``Engine.default_dtype``). fp8 weights run
     on the fp8 units; int8/int4 weights are weight-only, dequantized to the activation dtype, the engine's default
-    for the checkpoint."""
-    if w_t.name.startswith("fp8"):
+    for the checkpoint. A checkpoint quantized to fp8 (DeepSeek-V3's and Qwen3's FP8 block checkpoints) runs fp8
+    GEMMs too: vLLM's ``Fp8LinearMethod.apply`` quantizes the activations per token (group) and multiplies in fp8
+    (``apply_w8a8_block_fp8_linear``, ``cutlass_scaled_mm``; model_executor/layers/quantization/fp8.py, 0.10-0.33)."""
+    if w_t.name.startswith("fp8") or (card.quantization is not None and card.quantization.method == "fp8"):
         return "fp8"
     if w_t.name in TORCH_NAMES.values():
         return w_t.name
@@ -146,7 +148,11 @@ def default_compute_dtype(card: ModelCard, w_t: DType, engine: Engine) -> str:
 
 def served_compute_dtype(gpu: GPU, compute: str) -> str:
     """bf16 on a GPU without bf16 matrix units (Turing: T4) runs in fp16: vLLM's dtype "auto" serves a bf16 checkpoint
-    in float16 where the platform lacks bfloat16 (compute capability below 8.0); an explicit choice is kept."""
+    in float16 where the platform lacks bfloat16 (compute capability below 8.0); an explicit choice is kept. fp8
+    weights on a GPU without fp8 units (Ampere: A100, A10) run vLLM's weight-only FP8 Marlin kernel, dequantized to
+    the activation dtype (fp8.py ``use_marlin`` below compute capability 8.9): bf16 (fp16 where bf16 is missing)."""
+    if compute == "fp8" and gpu.peak_flops.fp8 is None:
+        compute = "bf16"
     if compute == "bf16" and gpu.peak_flops.bf16 is None and gpu.peak_flops.fp16 is not None:
         return "fp16"
     return compute

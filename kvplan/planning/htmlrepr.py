@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from html import escape
 
-from kvplan.units import fmt_bytes, fmt_int
+from kvplan.units import fmt_bytes, fmt_cell, fmt_int
 
 _STYLE = "border-collapse:collapse;font-family:sans-serif;font-size:0.9em"
 _CELL = "padding:2px 8px;border-bottom:1px solid #ddd;text-align:{}"
@@ -117,19 +117,14 @@ def sweep_html(s) -> str:
     from itertools import islice
 
     shown = list(islice(s.tuples(), SWEEP_ROWS))
-    rows = [[_cell(v) for v in row] for row in shown]
+    rows = [[fmt_cell(c, v) for c, v in zip(s.columns, row)] for row in shown]
     more = [f"first {len(shown):,} of {len(s):,} rows; Sweep.to_csv(path) writes them all"] if len(s) > len(shown) \
         else []
     return grid_table(f"kvplan sweep: {len(s):,} rows", list(s.columns), rows) + notes_html(more)
 
 
 def _cell(v) -> str:
-    """A sweep cell: bytes as exact integers (as in its CSV), floats to 4 significant digits, None as '-'."""
-    if v is None:
-        return "-"
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return str(v)
-    return fmt_int(v) if isinstance(v, int) else f"{v:,.4g}"
+    return fmt_cell("", v)
 
 
 def check_html(c) -> str:

@@ -13,12 +13,23 @@ from kvplan.report.console import escape, table
 from kvplan.units import fmt_bytes, fmt_int
 
 
+_SHORT = {"decoder-only": "decoder", "encoder-only": "encoder", "encoder-decoder": "enc-dec", "bfloat16": "bf16",
+          "float16": "fp16", "float32": "fp32"}
+
+
+def _max_ctx(n: int) -> str:
+    """A state-space card's positions are unbounded (its card says 2**31 - 1): "none"."""
+    return "none" if n >= 2**31 - 1 else fmt_int(n)
+
+
 def render_cards(rows: list[dict], console: Console) -> None:
-    t = table("bundled model cards", ["name", "architecture", "attention", "layers", "params", "KV/token", "max ctx",
-                                      "dtype"], left=("name", "architecture", "attention", "dtype"))
-    for r in rows:
-        t.add_row(r["name"], r["architecture"], r["attention"], str(r["layers"]), f"{r['params'] / 1e9:.2f} B",
-                  fmt_bytes(r["kv_bytes_per_token"]), fmt_int(r["max_position_embeddings"]), r["dtype"])
+    t = table("bundled model cards", ["name", "kind", "attn", "layers", "params", "KV/token", "max ctx",
+                                      "dtype"], left=("name", "kind", "attn", "dtype"), compact=True)
+    t.padding = (0, 0, 0, 0)  # the rule's column gap alone: 80 columns hold the widest row
+    for r in rows:  # short words for the kind and dtype, so the table reads at 80 columns (--json has the full ones)
+        t.add_row(r["name"], _SHORT.get(r["architecture"], r["architecture"]), r["attention"], str(r["layers"]),
+                  f"{r['params'] / 1e9:.2f} B", fmt_bytes(r["kv_bytes_per_token"]),
+                  _max_ctx(r["max_position_embeddings"]), _SHORT.get(r["dtype"], r["dtype"]))
     console.print(t)
 
 

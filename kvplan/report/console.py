@@ -7,6 +7,7 @@ columns and end numbers in an ellipsis), so what a person pastes is what kvplan 
 from __future__ import annotations
 
 import errno
+import re
 import sys
 
 from rich import box
@@ -34,6 +35,24 @@ class _Console(Console):
         """rich ends the process with exit 1 when the reader left (``kvplan ... | head``); kvplan's CLI makes that
         exit 0, so the error goes up to it."""
         raise BrokenPipeError(errno.EPIPE, "the reader of the output left")
+
+
+def print_command(console: Console, label: str, command: str) -> None:
+    """A shell command under a bold label, safe to paste: one line where it fits (always in a pipe or a file); on a
+    narrower terminal broken before its options with shell continuations (`` \\``), never inside an argument, so
+    the lines pasted run as one command."""
+    head = f"[bold]{escape(label)}[/bold]  "
+    room = console.width - len(label) - 2
+    if not console.is_terminal or len(command) <= room:
+        console.print(head + escape(command), soft_wrap=True)
+        return
+    lines: list[str] = []
+    for part in re.split(r" (?=--?[A-Za-z])", command):  # before each flag; a quoted JSON value stays whole
+        if lines and len(lines[-1]) + 1 + len(part) + 2 <= room:
+            lines[-1] += " " + part
+        else:
+            lines.append(part)
+    console.print(head + escape(" \\\n    ".join(lines)), soft_wrap=True)
 
 
 def table(title: str, columns: list[str], *, left: tuple[str, ...] = (), show_header: bool = True,

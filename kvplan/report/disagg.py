@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 
 from kvplan.planning.disagg import DisaggResult
-from kvplan.report.console import escape, note, table
+from kvplan.report.console import escape, note, print_command, table
 from kvplan.units import fmt_bytes, fmt_int
 
 
@@ -24,7 +24,7 @@ def render_disagg(r: DisaggResult, console: Console) -> None:
                   f"({fmt_bytes(r.kv_transfer_bytes_per_request)}) per request; {r.kv_transfer_bytes_per_s / 1e9:,.2f} "
                   f"GB/s over all links; one transfer within {r.transfer_budget_ms:.0f} ms needs "
                   f"{r.link_bytes_per_s_needed / 1e9:,.2f} GB/s")
-    console.print(f"[bold]prefill launch[/bold] {escape(r.prefill.launch_command)}")
-    console.print(f"[bold]decode launch[/bold]  {escape(r.decode.launch_command)}")
+    print_command(console, "prefill launch", r.prefill.launch_command)
+    print_command(console, "decode launch", r.decode.launch_command)
     for text in r.notes:
         note(console, text)

@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.table import Table
 
 from kvplan.planning.capacity.results import PlanResult, SearchResult
-from kvplan.report.console import escape, exact, ms, note, table
+from kvplan.report.console import escape, exact, ms, note, print_command, table
 from kvplan.units import fmt_bytes, fmt_int
 
 
@@ -25,7 +25,7 @@ def render_plan(r: PlanResult, console: Console) -> None:
                           f"`kvplan gpus show {escape(r.inputs.gpu)}`); >= "
                           f"${lat.usd_per_million_output_tokens:,.2f} per million output tokens at the decode bound")
     console.print(f"[bold]verdict[/bold] {escape(r.verdict)}")
-    console.print(f"[bold]launch[/bold]  {escape(r.launch_command)}")
+    print_command(console, "launch", r.launch_command)
     if r.checkpoint is not None:  # a Hub model: the checkpoint's bytes beside kvplan's whole-model count
         c = r.checkpoint
         console.print(f"[bold]checkpoint[/bold] {escape(f'{c.repo} @ {c.commit[:12]}')}: {exact(c.bytes)}; kvplan "
@@ -149,7 +149,7 @@ def render_search(r: SearchResult, console: Console) -> None:
                   "-" if o.usd_per_million_output_tokens is None else f"{o.usd_per_million_output_tokens:,.2f}")
     console.print(t)
     for o in r.options:
-        console.print(f"[bold]{escape(o.gpu)}[/bold]  {escape(o.launch_command)}")
+        print_command(console, o.gpu, o.launch_command)
     for o in r.options:
         if o.price_source:
             date = f", read {o.price_date}" if o.price_date and o.price_date not in o.price_source else ""

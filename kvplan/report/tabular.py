@@ -80,11 +80,13 @@ MAX_TABLE_ROWS = 10_000  # a terminal table is built whole before it prints; the
 
 def _table(columns: tuple[str, ...], rows: Iterable[tuple], f: IO[str]) -> int:
     from kvplan.report.console import escape, make_console, table
+    from kvplan.units import fmt_cell
 
     t = table("kvplan sweep", list(columns), left=_TEXT)
     n = 0
     for row in rows:
-        t.add_row(*(f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else escape(cell(v)) for v in row))
+        t.add_row(*(escape(fmt_cell(c, v)) if isinstance(v, (int, float)) else escape(cell(v))
+                    for c, v in zip(columns, row)))
         n += 1
     make_console(file=f).print(t)
     return n
