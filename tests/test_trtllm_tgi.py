@@ -113,7 +113,8 @@ def test_cli_plan_sweep_report_and_check_take_them(engine, launcher, cli, tmp_pa
     code, _, err = cli("report", "-m", "llama-3.1-8b", "--engine", engine, "--gpu", "H100-SXM", "-o",
                        str(tmp_path / "r.md"))
     assert code == 0, err
-    assert launcher in (tmp_path / "r.md").read_text()
+    text = (tmp_path / "r.md").read_text()
+    assert launcher in text and "UNVERIFIED" in text  # the report keeps the plan's caveat
     monkeypatch.chdir(tmp_path)
     (tmp_path / "kvplan.toml").write_text(f'[[scenarios]]\nname = "s"\nmodel = "llama-3.1-8b"\nengine = "{engine}"\n'
                                           'gpu = "H100-SXM"\nmax_model_len = 8192\nmin_concurrency = 10\n')

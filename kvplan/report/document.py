@@ -146,6 +146,8 @@ def _capacity(rep: Report, m: ModelReport) -> list[Block]:
     best = m.chosen
     if best is not None:
         out += [Block("h3", f"Launch command ({best.label})"), Block("formulas", items=[best.plan.launch_command])]
+        if best.plan.notes:  # what the plan estimates rather than knows (ESTIMATE, UNVERIFIED), as kvplan plan says
+            out += [Block("h3", f"Plan notes ({best.label})"), Block("list", items=list(best.plan.notes))]
     return out
 
 
