@@ -233,3 +233,33 @@ def test_nextn_and_mtp_read_the_cards_mtp_layers_alike():
     for kw in (dict(speculative_config={"method": "mtp"}), dict(engine="sglang", speculative_algorithm="NEXTN")):
         with pytest.raises(KvplanError, match="multi-token-prediction layers"):
             kvplan.plan("kimi-k2-instruct", gpu="H200", tp=8, max_model_len=8192, **kw)
+
+
+@pytest.mark.parametrize("where", ["args", "command"])
+def test_from_log_reads_the_speculative_config(tmp_path, where):
+    """--from-log takes --speculative-config from the log (non-default args' dict, or the launch line's JSON) as it
+    takes every other flag: the logged pool of vLLM #19996 then comes out exact (410,128 tokens, 3.13x), where the
+    same log without the flag gives the 32-layer 422,944."""
+    from kvplan.planning.capacity.fromlog import from_log
+
+    args = {"model": "meta-llama/Llama-3.1-8B-Instruct", "max_model_len": 131072}
+    cmd = "vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 131072"
+    if where == "args":
+        args["speculative_config"] = EAGLE
+    else:
+        cmd += f" --speculative-config '{json.dumps(EAGLE)}'"
+    body = (f"# gpu: H100-SXM\n# model: llama-3.1-8b\n# command: {cmd}\n"
+            f"INFO 06-20 10:00:00 [utils.py:326] non-default args: {args!r}\n"
+            "INFO 06-20 10:00:30 [gpu_worker.py:227] Available KV cache memory: 51.63 GiB\n"
+            "INFO 06-20 10:00:31 [kv_cache_utils.py:716] GPU KV cache size: 410,128 tokens\n"
+            "INFO 06-20 10:00:31 [kv_cache_utils.py:720] Maximum concurrency for 131,072 tokens per request: 3.13x\n")
+    log = tmp_path / "eagle.log"
+    log.write_text(body)
+    rows = {r.figure: r for r in from_log(str(log)).rows}
+    tokens = next(r for f, r in rows.items() if "tokens" in f)
+    assert tokens.pool_verdict in ("exact", "within rounding"), tokens
+    bare = tmp_path / "bare.log"
+    bare.write_text(body.replace(f" --speculative-config '{json.dumps(EAGLE)}'", "").replace(
+        f", 'speculative_config': {EAGLE!r}", ""))
+    rows = {r.figure: r for r in from_log(str(bare)).rows}
+    assert next(r for f, r in rows.items() if "tokens" in f).pool_verdict == "off"

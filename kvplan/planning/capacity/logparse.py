@@ -31,6 +31,7 @@ Every pattern below is a line the engine prints, with the file and function that
 from __future__ import annotations
 
 import ast
+import json
 import re
 import shlex
 from pathlib import Path
@@ -174,11 +175,14 @@ _FLAG_NAMES = {
     "kv_cache_memory_bytes": "kv_cache_memory", "flashinfer_sampler": "flashinfer_sampler",
     "cold_compile": "cold_compile", "cpu_offload_gb": "cpu_offload_gb",
     "max_running_requests": "max_running_requests",
+    # serving features (vLLM): the draft's layers join the pool, LoRA slots count in the load
+    "speculative_config": "speculative_config", "enable_lora": "enable_lora", "max_loras": "max_loras",
+    "max_lora_rank": "max_lora_rank",
 }
 _INT_FLAGS = {"tp", "pp", "dp", "max_model_len", "max_num_seqs", "max_num_batched_tokens", "block_size",
-              "max_running_requests"}
+              "max_running_requests", "max_loras", "max_lora_rank"}
 _FLOAT_FLAGS = {"gpu_memory_utilization", "mem_fraction_static", "cpu_offload_gb"}
-_BOOL_FLAGS = {"expert_parallel", "flashinfer_sampler", "cold_compile"}
+_BOOL_FLAGS = {"expert_parallel", "flashinfer_sampler", "cold_compile", "enable_lora"}
 _HEADERS = ("source", "posted", "gpu", "gpu-memory", "model", "engine", "command")
 # vLLM compiled in this boot (its torch.compile cache missed): backends.py "Compiling a graph for compile range %s
 # takes %.2f s" (0.13.0+; a cache hit logs "Directly load the compiled graph(s) for compile range"), decorators.py
@@ -342,6 +346,10 @@ def _flags(header: dict[str, str], body) -> tuple[dict, dict, str | None]:
             name = _FLAG_NAMES.get(key.lstrip("-").replace("-", "_"))
             if name is None or value in (None, "None", "auto", ""):
                 continue
+            if name == "speculative_config":  # a dict (non-default args) or JSON text (the launch line); the
+                value = _speculative(value)  # config line's SpeculativeConfig(...) repr is not read
+                if value is None:
+                    continue
             flags[name], sources[name] = _typed(name, value), where
     quant = flags.pop("quantization", None)
     sources.pop("quantization", None)
@@ -360,6 +368,14 @@ def _non_default_args(body) -> str | None:
             end = text.rfind("}")
             return text[:end + 1] if end >= 0 else None
     return None
+
+
+def _speculative(value: object) -> str | None:
+    """--speculative-config as JSON text, from the dict of non-default args or the launch line's JSON."""
+    if isinstance(value, dict):
+        return json.dumps(value)
+    text = str(value).strip()
+    return text if text.startswith("{") else None
 
 
 def _typed(name: str, value: object) -> int | float | str | bool:
