@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import reprlib
 
 
@@ -101,3 +102,32 @@ class WeightsDoNotFit(Refused):
     def __init__(self, message: str, *, weights_bytes: int | None = None, room_bytes: int | None = None):
         super().__init__(message)
         self.weights_bytes, self.room_bytes = weights_bytes, room_bytes
+
+
+# A name other programs read (a GPU of a --gpu-file, a kvplan.toml scenario): it starts with a letter or a digit and
+# holds none of the characters that Markdown, HTML or a GitHub workflow command give a meaning (`<>[]*`|&!~^{}$%`,
+# "::"), so no format has to trust its own escaping for it: a line of a table can never begin "::error ..." and
+# a Markdown summary never renders a link or a tag from it.
+NAME_CHARS = "letters, digits, spaces and . _ + - / ( ) @ : , # =, starting with a letter or a digit, no '::'"
+_NAME = re.compile(r"[^\W_][\w .+\-/()@:,#=]*")
+
+
+def name_problem(text: str) -> str | None:
+    """Why ``text`` is no name (``NAME_CHARS``), or None."""
+    if not _NAME.fullmatch(text):
+        if not _NAME.match(text[:1]):
+            return f"starts with {text[:1]!r}; allowed: {NAME_CHARS}"
+        bad = next(c for c in text if not re.fullmatch(r"[\w .+\-/()@:,#=]", c))
+        return f"holds {bad!r}; allowed: {NAME_CHARS}"
+    if "::" in text:
+        return f"holds '::'; allowed: {NAME_CHARS}"
+    return None
+
+
+def require_name(where: str, text: str, limit: int = MAX_NAME_CHARS) -> str:
+    """``require_line``, and a name by ``NAME_CHARS`` (KvplanError naming ``where`` otherwise)."""
+    require_line(where, text, limit)
+    if problem := name_problem(text):
+        raise KvplanError(f"{where}: {clip_text(text, 60)} {problem}")
+    return text
+

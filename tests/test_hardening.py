@@ -377,7 +377,10 @@ NASTY = st.lists(st.sampled_from(list("ab|=+-@[]/%:,\\'\"<>&\n\r\t\x1b\x07\x00\u
 
 
 def _printable(name: str) -> bool:
-    return name.strip() != "" and name.isprintable()
+    """A name kvplan takes: one printable line, and a name by kvplan.errors.NAME_CHARS."""
+    from kvplan.errors import name_problem
+
+    return name.strip() != "" and name.isprintable() and name_problem(name) is None
 
 
 @FAST
@@ -433,6 +436,25 @@ def test_gpu_names_are_escaped_by_every_sweep_format(tmp_path_factory, name, fmt
         assert "\x1b" not in out
 
 
+@settings(FAST, max_examples=15)
+@given(name=NASTY.filter(lambda n: n == n.strip()) | st.sampled_from(
+    ["::error file=a.py,line=1::x", "::stop-commands::tok", "<img src=x onerror=alert(1)>", "[l](http://e)"]),
+    command=st.sampled_from([("gpus", "list"), ("plan", "-m", "llama-2-7b", "--max-model-len", "4096",
+                                                "--concurrency", "1", "--max-gpus", "1")]))
+def test_no_gpu_name_starts_a_line_or_carries_markup(tmp_path_factory, name, command):
+    """A GPU name reaches tables whose first column starts a line (gpus list, the plan search): a workflow command
+    ('::error ...') or Markdown/HTML from a --gpu-file is refused where it is read, so no output line can carry it."""
+    path = _gpu_file(tmp_path_factory.mktemp("gpuline"), name)
+    args = (*command, "--gpu-file", str(path))
+    if not _printable(name):
+        assert "name" in refused(*args) or "gpus" in refused(*args)
+        return
+    code, out, err = run(*args)
+    assert code == 0, err
+    assert not any(line.startswith("::") for line in out.splitlines())
+    assert not re.search(r"<[a-z]|\]\(", out)
+
+
 def test_junit_stays_well_formed_with_control_characters_in_messages():
     from kvplan.planning.check import CheckReport, CheckRow
     from kvplan.report.check import junit_xml
@@ -484,3 +506,15 @@ def test_a_signal_at_any_point_of_a_write_leaves_nothing_half_written(tmp_path_f
         with open(folder / left[0], encoding="utf-8") as f:
             lines = sum(1 for _ in f)
         assert lines == 400 * 4000 + {"csv": 1, "jsonl": 0, "markdown": 2}[fmt]
+
+
+@FAST
+@given(text=st.text(alphabet="<>&[]|()!/ab#;=", max_size=30))
+def test_markdown_text_opens_no_tag_link_or_cell(text):
+    """Text that reaches a Markdown file (a GPU's source in report.md, a check summary, a sweep cell): no HTML tag or
+    entity opens, no link or image forms, no '|' adds a column."""
+    from kvplan.report.docformat import md_text
+
+    out = md_text(text)
+    bare = out.replace("&amp;", "").replace("&lt;", "")  # kvplan's own escapes
+    assert not re.search(r"<[A-Za-z/!?]|&#?\w+;|(?<!\\)[\[\]|]", bare), out

@@ -181,3 +181,10 @@ def test_an_fp8_checkpoint_multiplies_on_the_fp8_units():
     a100 = estimate("deepseek-v3-fp8", seq_len=4096, batch=1, gpu="A100-80GB", engine="vllm").roofline
     assert a100.compute_dtype == "bf16"
     assert estimate("deepseek-v3", seq_len=4096, batch=1, gpu="H100-SXM", engine="vllm").roofline.compute_dtype == "bf16"
+
+
+def test_an_fp16_checkpoint_on_a_gpu_without_fp16_runs_in_bf16():
+    """Gaudi 3 states bf16 and fp8 rates alone: Llama-2-7B (float16) is planned in bf16 there, not refused (the
+    search over the catalog used to stop on it)."""
+    r = estimate("llama-2-7b", seq_len=1024, batch=1, gpu="Gaudi-3", engine="vllm").roofline
+    assert r.compute_dtype == "bf16" and r.peak_flops_per_s == load_gpu("Gaudi-3").peak_flops.bf16

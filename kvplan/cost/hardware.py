@@ -25,7 +25,7 @@ from typing import Annotated, Any, Union
 
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, ValidationError, model_validator
 
-from kvplan.errors import KvplanError, clip, clip_text, require_line
+from kvplan.errors import KvplanError, clip, clip_text, require_line, require_name
 
 COMPUTE_TYPES: tuple[str, ...] = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8")
 CACHE_FILE = "gpus.validated.json"
@@ -168,7 +168,7 @@ def read_gpu_file(path: Path, base: dict[str, GPU] | None = None) -> dict[str, G
         if not isinstance(entry, dict):
             raise KvplanError(f"{where}: an entry is a mapping (memory_bytes, memory_bandwidth_bytes_per_s, "
                               f"peak_flops, ...), got {type(entry).__name__}")
-        require_line(where, name, MAX_GPU_NAME)  # names reach tables, CSV, workflow commands: one printable line
+        require_name(where, name, MAX_GPU_NAME)  # names reach tables, CSV, Markdown, workflow commands
         known = {k.lower(): v for k, v in (base or {}).items()}.get(name.lower())
         if known is not None and entry and set(entry) <= PRICE_FIELDS:
             name, entry = known.name, _price_only(known, entry)

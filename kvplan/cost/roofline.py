@@ -155,6 +155,8 @@ def served_compute_dtype(gpu: GPU, compute: str) -> str:
         compute = "bf16"
     if compute == "bf16" and gpu.peak_flops.bf16 is None and gpu.peak_flops.fp16 is not None:
         return "fp16"
+    if compute == "fp16" and gpu.peak_flops.fp16 is None and gpu.peak_flops.bf16 is not None:
+        return "bf16"  # the other way (Gaudi 3 states bf16 alone): auto takes a dtype the platform supports
     return compute
 
 

@@ -10,6 +10,7 @@ from rich.console import Console
 from kvplan.errors import printable
 from kvplan.planning.check import CheckReport, CheckRow
 from kvplan.report.console import escape, note, table
+from kvplan.report.docformat import md_text
 from kvplan.units import fmt_bytes
 
 _VERDICT = {"pass": "[green]ok[/green]", "fail": "[bold red]FAIL[/bold red]", "new": "[yellow]new[/yellow]"}
@@ -121,4 +122,4 @@ def markdown_summary(report: CheckReport) -> str:
 
 
 def _md(text: str) -> str:
-    return printable(" ".join(text.split("\n"))).replace("|", "\\|")
+    return md_text(printable(" ".join(text.split("\n"))))

@@ -7,6 +7,7 @@ sideways on a phone and break cleanly when printed.
 from __future__ import annotations
 
 import html
+import re
 from pathlib import Path
 
 from kvplan.report.document import Block, Table
@@ -74,9 +75,9 @@ def to_markdown(blocks: list[Block], chart_dir: str) -> tuple[str, dict[str, str
     out, files = [], {}
     for b in blocks:
         if b.kind in ("h1", "h2", "h3"):
-            out.append("#" * int(b.kind[1]) + " " + b.text)
+            out.append("#" * int(b.kind[1]) + " " + md_text(b.text))
         elif b.kind == "p":
-            out.append(f"**{b.text}**" if b.text.startswith("Verdict:") else b.text)
+            out.append(f"**{md_text(b.text)}**" if b.text.startswith("Verdict:") else md_text(b.text))
         elif b.kind == "chart":
             name = f"{chart_dir}/chart-{len(files) + 1}.svg"
             files[name] = b.svg
@@ -84,8 +85,8 @@ def to_markdown(blocks: list[Block], chart_dir: str) -> tuple[str, dict[str, str
         elif b.kind == "table":
             out.append(_md_table(b.table))
         else:
-            tick = "`" if b.kind == "formulas" else ""
-            out.append("\n".join(f"- {tick}{i}{tick}" for i in b.items))
+            code = b.kind == "formulas"  # a code span shows its text as written: only its ticks need care
+            out.append("\n".join(f"- `{i.replace('`', chr(39))}`" if code else f"- {md_text(i)}" for i in b.items))
     return "\n\n".join(out) + "\n", files
 
 
@@ -94,11 +95,24 @@ def _chart_title(b: Block) -> str:
     return b.svg[b.svg.index(">", start) + 1:b.svg.index("</title>")] if start >= 0 else "chart"
 
 
+_ENTITY = re.compile(r"&(?=#?\w+;)")
+_TAG = re.compile(r"<(?=[A-Za-z/!?])")
+
+
+def md_text(text: str) -> str:
+    """Text as Markdown shows it, never as markup a file's text could inject: an HTML tag's or entity's opening
+    (``<x``, ``&x;``), links and images (``[`` ``]``) and table cells (``|``) escaped; the rest of Markdown (emphasis,
+    code, a ``<=``) is harmless in kvplan's prose and kept readable."""
+    text = _ENTITY.sub("&amp;", text)
+    text = _TAG.sub("&lt;", text)  # '<' that could open a tag or a comment; '<=' stays as written
+    return text.replace("[", "\\[").replace("]", "\\]").replace("|", "\\|")
+
+
 def _md_table(t: Table) -> str:
     def cell(text: str) -> str:
-        return text.replace("|", "\\|")
+        return md_text(text)
 
-    lines = [f"*{t.caption}*", "", "| " + " | ".join(t.columns) + " |",
+    lines = [f"*{md_text(t.caption)}*", "", "| " + " | ".join(t.columns) + " |",
              "|" + "|".join("---:" if t.rows and t.rows[0][i].value is not None else "---"
                             for i in range(len(t.columns))) + "|"]
     lines += ["| " + " | ".join(cell(c.text) for c in row) + " |" for row in t.rows]

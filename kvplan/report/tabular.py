@@ -62,7 +62,9 @@ def cell(v: object) -> str:
 
 def _md_cell(v: object) -> str:
     """A Markdown table cell: ``|`` escaped so that a name cannot add a column."""
-    return cell(v).replace("\\", "\\\\").replace("|", "\\|")
+    from kvplan.report.docformat import md_text
+
+    return md_text(cell(v).replace("\\", "\\\\"))
 
 
 def _markdown(columns: tuple[str, ...], rows: Iterable[tuple], f: IO[str]) -> int:

@@ -16,7 +16,7 @@ from typing import Annotated, Literal, Optional
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt, ValidationError, WithJsonSchema
 
-from kvplan.errors import MAX_NAME_CHARS, KvplanError, clip, clip_text
+from kvplan.errors import MAX_NAME_CHARS, KvplanError, clip, clip_text, name_problem
 from kvplan.files import MAX_DEPTH, nesting_depth, read_text, shown
 from kvplan.model.validation import describe_validation_error
 from kvplan.planning.check.lines import ScenarioLines, key_line, scenario_lines
@@ -47,15 +47,24 @@ PosInt = Annotated[StrictInt, Field(ge=1)]
 _OPT = None
 
 
-def _name(text: str) -> str:
+def _one_line(text: str) -> str:
     bad = next((c for c in text if not c.isprintable()), None)
     if bad is not None:
         raise ValueError(f"holds the control character {ascii(bad)}; allowed: one printable line")
     return text
 
 
+def _name(text: str) -> str:
+    """A scenario's name: one printable line and a name by kvplan.errors.NAME_CHARS (it reaches tables, Markdown
+    summaries, JUnit and workflow commands)."""
+    _one_line(text)
+    if problem := name_problem(text):
+        raise ValueError(problem)
+    return text
+
+
 def _relative_path(text: str) -> str:
-    _name(text)
+    _one_line(text)
     if Path(text).is_absolute() or text.startswith("~"):
         raise ValueError("an absolute path; allowed: a path relative to the config, inside its repository")
     return text
