@@ -518,3 +518,28 @@ def test_markdown_text_opens_no_tag_link_or_cell(text):
     out = md_text(text)
     bare = out.replace("&amp;", "").replace("&lt;", "")  # kvplan's own escapes
     assert not re.search(r"<[A-Za-z/!?]|&#?\w+;|(?<!\\)[\[\]|]", bare), out
+
+
+def test_a_report_past_its_limits_is_refused_at_once(tmp_path):
+    from kvplan.planning.report_data import MAX_REPORT_MODELS, MAX_REPORT_PLANS
+
+    out = str(tmp_path / "r.html")
+    many = ",".join(["llama-2-7b"] * (MAX_REPORT_MODELS + 1))
+    assert f"at most {MAX_REPORT_MODELS}" in refused("report", "-m", many, "-o", out)
+    line = refused("report", "-m", "llama-2-7b,gpt2", "--gpu", "H100-SXM", "--tp", f"1..{MAX_REPORT_PLANS}+1", "-o", out)
+    assert "plans; allowed: at most" in line
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_the_gpu_file_example_of_the_help_is_a_valid_gpu_file(tmp_path):
+    """`kvplan gpus --help` shows a GPU file; as written (`fp32: 6.7e13`: YAML 1.2's float) it loads."""
+    import textwrap
+
+    import kvplan.cli.gpus as gpus_cli
+
+    doc = gpus_cli.__doc__
+    example = textwrap.dedent(doc[doc.index("    gpus:"):doc.index('"""') if '"""' in doc else None])
+    (tmp_path / "g.yaml").write_text(example)
+    code, out, err = run("gpus", "show", "MY-GPU", "--gpu-file", str(tmp_path / "g.yaml"))
+    assert code == 0, err
+    assert json.loads(out)["peak_flops"]["fp32"] == 6.7e13

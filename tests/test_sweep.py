@@ -238,3 +238,32 @@ def test_tp_with_the_default_engine_plans_without_a_block_size_nobody_gave():
                                             engine="ideal").max_concurrency
     given = list(sweep("llama-3-8b", seq_len=4096, tp="1", gpu="H100-SXM", block_size=32))
     assert given[0]["fits"] is False and "--block-size" in given[0]["plan_error"]
+
+
+def test_a_capacity_sweep_holds_no_axis_product_in_memory():
+    """--tp 1..4096 x --pp 1..2048 is 8.4 million plan options: the first row comes without them in memory, and the
+    plans a long sweep makes are not all kept (the cache is bounded)."""
+    import tracemalloc
+
+    from kvplan.planning.sweep import extra
+
+    tracemalloc.start()
+    s = sweep("llama-3-8b", seq_len=1024, gpu="H100-SXM", tp="1..4096+1", pp="1..2048+1")
+    rows = s.tuples()
+    first = [next(rows) for _ in range(3)]
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert len(s) == 4096 * 2048 and len(first) == 3
+    assert peak < 64 * 2**20, peak  # a tuple of the options alone would take ~800 MB
+    cache = {}
+    lay = s._layouts[0]
+    for tp in range(1, extra.CACHED_PLANS + 50):
+        extra.capacity_values(cache, lay, 1024, "H100-SXM", (tp, 1, None), None, None)
+    assert len(cache) <= extra.CACHED_PLANS
+
+
+@pytest.mark.parametrize("kw", [dict(kv_dtype=5), dict(gpu=5), dict(engine=5.0), dict(attention=[None]),
+                                dict(gpu_file=5), dict(weight_dtype=b"fp8")])
+def test_a_wrong_type_in_the_python_api_is_a_kvplan_error(kw):
+    with pytest.raises(KvplanError, match=f"--{next(iter(kw)).replace('_', '-')}"):
+        sweep("llama-2-7b", seq_len=8, **kw)

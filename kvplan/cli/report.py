@@ -50,12 +50,14 @@ def report(
         missing = next(k for k, v in targets.items() if v is None)
         raise KvplanError(f"--{missing.replace('_', '-')}: the disagg section needs --rate, --isl, --osl, --ttft-ms "
                           "and --tpot-ms together")
-    rep = build_report(models, gpus=gpus, tp=tuple(parse_int_axis(tp, "--tp")), max_model_len=max_model_len,
-                       concurrency=concurrency, engine=engine, gpu_file=gpu_file, disagg=given or None)
+    from kvplan.report.tabular import Progress
+
+    with Progress(len(models), label="planning models") as progress:  # a bar on a terminal's stderr after a second
+        rep = build_report(models, gpus=gpus, tp=tuple(parse_int_axis(tp, "--tp")), max_model_len=max_model_len,
+                           concurrency=concurrency, engine=engine, gpu_file=gpu_file, disagg=given or None,
+                           advance=progress.advance)
     from kvplan.report.docformat import to_html, write_markdown
     from kvplan.report.document import build_blocks
-
-    from kvplan.report.tabular import Progress
 
     with Progress(len(rep.models), label="charting models") as progress:  # a bar on a terminal's stderr once it runs over a second
         blocks = build_blocks(rep, progress.advance)

@@ -99,13 +99,26 @@ class Report:
     disagg: dict | None = None  # kvplan disagg's rate, isl, osl, ttft_ms, tpot_ms
 
 
+MAX_REPORT_MODELS = 100
+MAX_REPORT_PLANS = 2_000
+
+
 def build_report(models: list[str | ModelCard], *, gpus: list[str] | None = None, tp: tuple[int, ...] = (1,),
                  max_model_len: int = 8192, concurrency: int = 1, engine: str = "vllm", gpu_file: str | None = None,
-                 disagg: dict | None = None) -> Report:
+                 disagg: dict | None = None, advance=None) -> Report:
     """Every number of the capacity report for ``models`` on ``tp`` GPUs of each of ``gpus``; with ``disagg`` (rate,
-    isl, osl, ttft_ms, tpot_ms) each decoder's prefill and decode pools on the first GPU (``kvplan disagg``)."""
+    isl, osl, ttft_ms, tpot_ms) each decoder's prefill and decode pools on the first GPU (``kvplan disagg``).
+    ``advance(1)`` is called after each model (a progress bar). At most ``MAX_REPORT_MODELS`` models and
+    ``MAX_REPORT_PLANS`` plans (models x GPUs x TP sizes): a report is a document to read, refused past them."""
     if not models:
         raise KvplanError("--model: give one or more models")
+    if len(models) > MAX_REPORT_MODELS:
+        raise KvplanError(f"--model: {len(models):,} models; allowed: at most {MAX_REPORT_MODELS} in one report "
+                          "(kvplan sweep takes more)")
+    plans = len(models) * len(gpus or DEFAULT_GPUS) * len(set(tp))
+    if plans > MAX_REPORT_PLANS:
+        raise KvplanError(f"--model x --gpu x --tp: {plans:,} plans; allowed: at most {MAX_REPORT_PLANS:,} in one "
+                          "report (kvplan sweep takes more)")
     for flag, value in (("--max-model-len", max_model_len), ("--concurrency", concurrency)):
         if not isinstance(value, int) or value < 1:
             raise KvplanError(f"{flag}: a positive integer, got {value}")
@@ -114,7 +127,11 @@ def build_report(models: list[str | ModelCard], *, gpus: list[str] | None = None
     tps = tuple(dict.fromkeys(tp))
     for t in tps:
         require_positive("--tp", t, maximum=1024)
-    reports = [_model_report(c, devs, max_model_len, concurrency, engine, tps, gpu_file, disagg) for c in cards]
+    reports = []
+    for c in cards:
+        reports.append(_model_report(c, devs, max_model_len, concurrency, engine, tps, gpu_file, disagg))
+        if advance is not None:
+            advance(1)
     return Report(reports, devs, tps, max_model_len, concurrency, engine, disagg)
 
 

@@ -22,13 +22,14 @@ from __future__ import annotations
 import csv
 import itertools
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Iterator
 
 from kvplan.cost.engines import CacheRun, Engine
 from kvplan.cost.kvspec import kv_bytes_per_token, layer_specs
-from kvplan.errors import KvplanError
+from kvplan.errors import KvplanError, clip_text
 from kvplan.model.card import ModelCard
 from kvplan.files import open_atomic
 from kvplan.model.catalog import load_card
@@ -103,7 +104,7 @@ class Grid:
     engine: tuple[str, ...]
     gpu: tuple[str | None, ...]
     encoder_len: tuple[int | None, ...]
-    parallel: tuple[tuple, ...]  # (tp, pp, max_model_len) per capacity option; ((None, None, None),) when none
+    parallel: tuple[tuple, ...] | extra.Product  # (tp, pp, max_model_len) options (made as rows need them); ((None, None, None),) when none
     block_size: int | None = None  # None: the engine's default (16 for the KV sizes; the planner's own per engine)
     gpu_file: str | None = None
 
@@ -170,7 +171,8 @@ class Sweep:
         for lay in self._layouts:
             head = (lay.card.name, lay.engine.name, lay.attention, lay.kv_t.name, lay.w_t.name)
             bpt, wb = lay.bytes_per_token, lay.weights_bytes
-            for gpu, par, enc in itertools.product(g.gpu, g.parallel, g.encoder_len):
+            # nested, not itertools.product: product would hold every (tp, pp, max_model_len) option in memory
+            for gpu, par, enc in ((gu, pa, en) for gu in g.gpu for pa in g.parallel for en in g.encoder_len):
                 for s in g.seq_len:
                     ps = lay.per_sequence(s, enc or 0, g.cache_block)
                     if slow:
@@ -263,6 +265,8 @@ def sweep(model: str | ModelCard | list, *, batch="1", seq_len, kv_dtype=None, w
     """Every combination of the axes. Integer axes take ints, lists, or text ("1..256*2", "1,2,8"); name axes
     take a name, a comma list, or a list. ``attention`` "card" (or None) is the card's own layout. ``block_size``
     None: the engine's default (16 tokens for the KV sizes; the capacity plan's per engine)."""
+    if gpu_file is not None and not isinstance(gpu_file, (str, os.PathLike)):
+        raise KvplanError(f"--gpu-file: {clip_text(repr(gpu_file), 60)}; allowed: a path")
     names = [m for m in (model if isinstance(model, (list, tuple)) else [model]) for m in _split(m)]
     if not names:
         raise KvplanError("--model: give one or more models")

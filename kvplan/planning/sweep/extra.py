@@ -12,6 +12,7 @@ the planner's one-line reason in ``plan_error``; the sweep goes on.
 from __future__ import annotations
 
 import itertools
+import math
 
 from kvplan.cost.hardware import load_gpu
 from kvplan.cost.roofline import Workload, roofline
@@ -60,7 +61,21 @@ def parallel_axis(tp, pp, max_model_len, gpu) -> tuple[tuple, ...]:
     pps = parse_int_axis(1 if pp is None else pp, "--pp", MAX_PARALLEL)
     mmls = [None] if max_model_len is None else parse_int_axis(max_model_len, "--max-model-len")
     require_rows(len(tps) * len(pps) * len(mmls), "--tp x --pp x --max-model-len")
-    return tuple(itertools.product(tps, pps, mmls))
+    return Product(tuple(tps), tuple(pps), tuple(mmls))
+
+
+class Product:
+    """The (tp, pp, max_model_len) options, made one at a time as rows need them: 4,096 x 2,048 TP x PP sizes are
+    8.4 million options, which a tuple would hold in memory before the first row."""
+
+    def __init__(self, *axes: tuple):
+        self.axes = axes
+
+    def __len__(self) -> int:
+        return math.prod(len(a) for a in self.axes)
+
+    def __iter__(self):
+        return itertools.product(*self.axes)
 
 
 def planner():
@@ -74,6 +89,9 @@ def capacity_columns() -> tuple[str, ...]:
     return CAPACITY_COLUMNS
 
 
+CACHED_PLANS = 1024  # a capacity sweep's memory stays bounded however many rows it writes
+
+
 def capacity_values(cache: dict, lay, seq_len: int, gpu: str, par: tuple, block_size: int | None,
                     gpu_file: str | None) -> tuple:
     """The plan's columns for (layout, GPU, tp, pp, max_model_len): computed once, shared by every batch;
@@ -81,6 +99,8 @@ def capacity_values(cache: dict, lay, seq_len: int, gpu: str, par: tuple, block_
     tp, pp, mml = par
     key = (id(lay), gpu, tp, pp, mml or seq_len)
     if key not in cache:
+        if len(cache) >= CACHED_PLANS:  # rows come grouped by layout and length: recent plans are the ones reused
+            cache.clear()
         try:
             result = planner().plan(lay.card, gpu=gpu, tp=tp, pp=pp, max_model_len=mml or seq_len,
                                     engine=lay.engine.name, kv_dtype=lay.kv_t.name, weight_dtype=lay.w_t.name,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from kvplan.errors import KvplanError
+from kvplan.errors import KvplanError, clip_text
 from kvplan.units import MAX_COUNT
 
 MAX_AXIS = 1_000_000  # values on one axis
@@ -90,8 +90,12 @@ def parse_name_axis(text: str | list | tuple | None, flag: str, default: list | 
     """Names from comma lists (a repeated flag gives a list of them); ``default`` when none are given."""
     if text is None:
         return list(default if default is not None else [None])
+    if not isinstance(text, (str, list, tuple)) or not all(isinstance(item, str) for item in
+                                                              ([text] if isinstance(text, str) else text)):
+        raise KvplanError(f"{flag}: {clip_text(repr(text), 60)}; allowed: a name, a comma list of names, or a list "
+                          "of them")
     items = [text] if isinstance(text, str) else list(text)
-    names = [p.strip() for item in items for p in str(item).split(",") if p.strip()]
+    names = [p.strip() for item in items for p in item.split(",") if p.strip()]
     if not names:
         raise KvplanError(f"{flag}: empty grid; give one or more comma-separated values")
     return list(dict.fromkeys(names))
