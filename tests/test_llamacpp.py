@@ -270,6 +270,71 @@ def test_quant_search_on_plan(cli_json, cli):
     assert code == 2 and "--gguf-quant" in err
 
 
+ONE_COMMAND = ("plan", "--model", "qwen3-32b", "--gpu", "RTX-4090", "--max-model-len", "32768", "--engine", "llamacpp")
+
+
+def test_which_quant_of_qwen3_32b_fits_a_24_gb_gpu_at_32k(cli_json):
+    """Issue 23's question as one command: the largest llama-quantize type that fits with every layer on the GPU at
+    one slot of 32k with an 8- or 16-bit K/V cache (f16, then q8_0; a 4-bit cache only where nothing else fits: Q5_K_S
+    would fit at q4_0 alone), and the plan's verdict, weights and launch line all for that choice. Q4_K_M is pinned by
+    the search's rows below; Q5_K_S's bytes by hand (llama-quant: Q5_K (176 B per 256) everywhere, no use_more_bits
+    overrides for *_S, output Q6_K (210 B per 256)): a layer holds attn_q 8192 x 5120/256 x 176 = 28,835,840,
+    attn_k = attn_v = 1024 x 3520 = 3,604,480, attn_output 5120 x 8192/256 x 176 = 28,835,840, ffn_gate = ffn_up =
+    25600 x 3520 = 90,112,000, ffn_down 5120 x 25600/256 x 176 = 90,112,000 and f32 norms 2 x 5120 x 4 + 2 x 128 x 4 =
+    41,984: 335,258,624 B; token_embd 151936 x 3520 = 534,814,720 (host memory); output 151936 x 4200 = 638,131,200 +
+    its f32 norm 20,480."""
+    from kvplan.cost.gguf_quant import quant_weights
+    from kvplan.model.catalog import load_card
+
+    r = cli_json(*ONE_COMMAND)
+    chosen = [q for q in r["quants"] if q["chosen"]]
+    assert len(chosen) == 1 and (chosen[0]["quant"], chosen[0]["type_k"], chosen[0]["type_v"]) == ("Q4_K_M", "q8_0",
+                                                                                                    "q8_0")
+    q = chosen[0]
+    fit_8bit = [x for x in r["quants"] if x["fits"] and x["type_k"] != "q4_0"]
+    assert r["fits"] and q["fits"] and fit_8bit[0] == q  # the largest that fits with an 8- or 16-bit cache
+    assert {(c["k_type"], c["v_type"]) for c in r["caches"]} == {("q8_0", "q8_0")} and r["context"]["flash_attn"]
+    assert r["launch_command"] == ("llama-server -m Qwen3-32B-Q4_K_M.gguf -c 32768 -np 1 -ctk q8_0 -ctv q8_0 -fa on "
+                                   "-ngl 65")
+    assert "weights GGUF Q4_K_M" in r["verdict"] and "K/V q8_0" in r["verdict"]
+    fit = r["llamacpp_fit"]
+    assert (q["max_n_ctx"], q["max_gpu_layers"]) == (fit["max_n_ctx"], fit["max_gpu_layers"])
+    rows = r["quants"]
+    q = next(x for x in rows if x["quant"] == "Q5_K_S")  # the hand count below, at the K/V it fits with
+    r = cli_json(*ONE_COMMAND, "--gguf-quant", "Q5_K_S", "-ctk", "q4_0", "-ctv", "q4_0")
+    # the weights: gguf_quant's own figure, the hand count, the table row and the plan's buffers agree
+    layers, embd, out = quant_weights(load_card("qwen3-32b"), "Q5_K_S")
+    assert sum(layers) == 64 * 335_258_624 and embd == 534_814_720 and out == 638_131_200 + 20_480
+    assert q["model_bytes"] == sum(layers) + embd + out
+    model = {b["device"]: b["bytes"] for b in r["buffers"] if b["kind"] == "model"}
+    assert model == {"CPU": embd, "CUDA0": sum(layers) + out} and r["per_gpu"]["weights_bytes"] == model["CUDA0"]
+    # the search's rows are the plan's own fits: the next larger type does not fit even at q4_0, and this one not at
+    # q8_0; every row names the K/V types it needs
+    bigger = rows[rows.index(q) - 1]["quant"]
+    assert not cli_json(*ONE_COMMAND, "--gguf-quant", bigger, "-ctk", "q4_0", "-ctv", "q4_0")["fits"]
+    assert not cli_json(*ONE_COMMAND, "--gguf-quant", "Q5_K_S", "-ctk", "q8_0", "-ctv", "q8_0")["fits"]
+    assert cli_json(*ONE_COMMAND, "--gguf-quant", "Q5_K_S", "-ctk", "q4_0", "-ctv", "q4_0")["fits"]
+    needs = {x["quant"]: (x["type_k"], x["fits"]) for x in rows}
+    assert needs["Q4_K_M"] == ("q8_0", True) and needs["Q5_K_S"] == ("q4_0", True) and needs["Q8_0"] == ("q4_0", False)
+
+
+def test_given_quant_and_cache_types_are_kept(cli_json):
+    """--gguf-quant and -ctk/-ctv are not searched: a Q8_0 32B does not fit a 24 GB GPU at 32k (the plan says so,
+    sized at the smallest K/V type tried, no -ngl pinned); with both given nothing is searched."""
+    r = cli_json(*ONE_COMMAND, "--gguf-quant", "Q8_0")
+    q = [x for x in r["quants"] if x["chosen"]]
+    assert [x["quant"] for x in q] == ["Q8_0"] and not q[0]["fits"] and not r["fits"]
+    assert "does NOT fit" in r["verdict"] and "weights GGUF Q8_0" in r["verdict"]
+    assert r["launch_command"].startswith("llama-server -m Qwen3-32B-Q8_0.gguf -c 32768") and "-ngl" not in r[
+        "launch_command"]
+    assert any("Q8_0 as given (--gguf-quant): it does NOT fit" in n for n in r["notes"])
+    g = cli_json(*ONE_COMMAND, "--gguf-quant", "Q4_K_M", "-ctk", "f16", "-ctv", "f16")
+    assert g["launch_command"] == "llama-server -m Qwen3-32B-Q4_K_M.gguf -c 32768 -np 1" and not g["fits"]
+    assert {(x["type_k"], x["type_v"]) for x in g["quants"]} == {("f16", "f16")}
+    w = cli_json(*ONE_COMMAND, "--weight-dtype", "fp8")  # weights set otherwise: no search, no chosen row
+    assert not any(x["chosen"] for x in w["quants"]) and "-m Qwen/Qwen3-32B.gguf" in w["launch_command"]
+
+
 # ---- placement over several GPUs (-ts) and expert weights in host memory (--cpu-moe, --n-cpu-moe, -ot) ----------
 
 def kv_mib(m, device: str) -> float:

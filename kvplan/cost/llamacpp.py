@@ -82,6 +82,12 @@ class LlamaFlags:
     rules: str = LATEST
     embeddings: bool = False  # an output buffer of n_embd floats per output beside the logits (old Ollama runner)
     gguf_quant: str | None = None  # a card without a GGUF: its weights at this llama-quantize type (Q4_K_M, ...)
+    given: frozenset[str] = frozenset()  # the flags the user gave (llama_flags): a plan searches only the others
+
+    def is_given(self, name: str) -> bool:
+        """Whether the flag ``name`` (a field) was given: named by ``llama_flags``, or set to other than its default
+        (flags built in Python)."""
+        return name in self.given or getattr(self, name) != self.__dataclass_fields__[name].default
 
 
 def llama_flags(**given) -> LlamaFlags | None:
@@ -100,7 +106,7 @@ def llama_flags(**given) -> LlamaFlags | None:
         given["lora"] = tuple(given["lora"])
     if given.get("tensor_split") and "n_gpus" not in given:  # one share per GPU
         given["n_gpus"] = len(given["tensor_split"])
-    return LlamaFlags(**given) if given else None
+    return LlamaFlags(**given, given=frozenset(given)) if given else None
 
 
 def parse_split(text: str) -> tuple[float, ...]:

@@ -106,4 +106,7 @@ class QuantFit(BaseModel):
     model_bytes: int  # llama.cpp's "model size": every tensor once
     max_n_ctx: int
     max_gpu_layers: int
-    fits: bool  # all layers on the GPU at the plan's -c
+    fits: bool  # all layers on the GPU at the plan's -c (one slot of --max-model-len without -c/-np), as the plan fits
+    type_k: str = "f16"  # the K/V cache types it needs: the first of f16, q8_0, q4_0 (-ctk/-ctv as given) that fits;
+    type_v: str = "f16"  # where none does, the last tried. The figures above are at these types
+    chosen: bool = False  # the plan's weights: the first type that fits (best first), or --gguf-quant as given

@@ -51,9 +51,9 @@ def _budget_table(r: PlanResult) -> Table:
     t.add_row("context + NCCL", exact(g.context_bytes),
               _overhead_how(g, "context", "--context-memory") + "; before the engine's snapshot, outside the budget")
     t.add_row("requested", exact(g.requested_bytes), _requested_how(r))
-    t.add_row("- weights", exact(g.weights_bytes),
+    t.add_row("- weights", exact(g.weights_bytes), _llamacpp_weights_how(r) or (
               f"{fmt_int(g.params)} params on this rank ({g.layers} layers), {i.weight_dtype}; "
-              f"+ rotary cache {fmt_bytes(g.buffers_bytes)}" + _rounding_how(g) + _offload_how(g))
+              f"+ rotary cache {fmt_bytes(g.buffers_bytes)}" + _rounding_how(g) + _offload_how(g)))
     if g.vision_bytes:
         t.add_row("  of which vision", exact(g.vision_bytes), "vision tower + projector, loaded on every GPU")
     t.add_row("- activations", exact(g.activation_bytes),
@@ -65,6 +65,16 @@ def _budget_table(r: PlanResult) -> Table:
               "--kv-cache-memory" if i.kv_cache_memory_bytes is not None else "what is left for the pool")
     t.add_row("KV per token", exact(g.kv_bytes_per_token), f"{i.kv_dtype}, this rank's layers and KV heads")
     return t
+
+
+def _llamacpp_weights_how(r: PlanResult) -> str | None:
+    """llama.cpp with a card's weights at a llama-quantize type (the plan's row of ``quants``): the model buffers on
+    this GPU at that type; None otherwise."""
+    q = next((q for q in r.quants or () if q.chosen), None)
+    if q is None:
+        return None
+    return (f"GGUF {q.quant} (llama-quantize rules), {r.per_gpu.layers} layers' model buffers; the input "
+            "embedding stays in host memory")
 
 
 def _rounding_how(g) -> str:

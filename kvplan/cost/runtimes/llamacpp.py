@@ -123,21 +123,116 @@ def _tensor_shapes(card) -> dict[str, tuple[int, int]]:
     return out
 
 
+def fits_whole(m: lc.LlamaMemory, total: int, max_model_len: int, backend: str = "CUDA") -> bool:
+    """The plan's fit, one rule for its verdict, its slots and its quant search: every GPU holds its buffers (model,
+    LoRA, caches, compute) in ``total`` bytes, and a slot holds ``max_model_len`` tokens."""
+    return lc.gpu_bytes(m, backend) <= total and m.context.n_ctx_seq >= max_model_len
+
+
+def slots(f: lc.LlamaFlags, n: int, max_model_len: int) -> lc.LlamaFlags:
+    """``f`` with -np n -c n x max_model_len: n streams of max_model_len cells, as an explicit -np gives."""
+    return replace(f, n_parallel=n, n_ctx=n * max_model_len, kv_unified=False)
+
+
+def at_context(f: lc.LlamaFlags, max_model_len: int) -> lc.LlamaFlags:
+    """The flags at the plan's context: as given, or (neither -c nor -np) one slot of max_model_len, the least that
+    ``most_slots`` sizes."""
+    return f if f.n_ctx is not None else slots(f, 1, max_model_len)
+
+
 @lru_cache(maxsize=256)
 def most_slots(card, f: lc.LlamaFlags, total: int, max_model_len: int, w_bits: int) -> lc.LlamaFlags:
     """``f`` with -np N -c N x max_model_len for the largest N in 1..LLAMA_MAX_SEQ whose buffers fit every GPU of
     ``total`` bytes (``LlamaCpp.flags``)."""
     hp, weights = hparams_and_weights(card, w_bits, f.gguf_quant)
-    at = lambda n: replace(f, n_parallel=n, n_ctx=n * max_model_len, kv_unified=False)  # noqa: E731
     lora = adapters(card, f)
-    fits = lambda n: lc.gpu_bytes(lc.memory(hp, at(n), weights, lora), f.backend) <= total  # noqa: E731
-    return at(longest(lambda n: n <= 1 or fits(n), lc.MAX_SEQ) or 1)
+    fits = lambda n: fits_whole(lc.memory(hp, slots(f, n, max_model_len), weights, lora), total,  # noqa: E731
+                                max_model_len, f.backend)
+    return slots(f, longest(lambda n: n <= 1 or fits(n), lc.MAX_SEQ) or 1, max_model_len)
 
 
 @lru_cache(maxsize=256)
 def _fit(card, f: lc.LlamaFlags, total: int, w_bits: int, quant: str | None) -> lc.LlamaFit:
     hp, weights = hparams_and_weights(card, w_bits, quant or f.gguf_quant)
     return lc.fit(hp, f, total - lc.FIT_TARGET, weights, adapters(card, f))
+
+
+# the K/V cache types a plan searches, best first (a quantized V cache with flash attention on: llama.cpp refuses it
+# without)
+KV_LADDER = ("f16", "q8_0", "q4_0")
+
+
+def quantizable(card) -> bool:
+    """A card llama-quantize's rules size (kvplan.cost.gguf_quant): no GGUF of its own, no MLA or state layers."""
+    from kvplan.model.gguf import gguf_path_of
+
+    return gguf_path_of(card) is None and not (card.mla or card.ssm or card.shared_blocks) and (
+        card.architecture == "decoder-only")
+
+
+def kv_ladder(f: lc.LlamaFlags) -> list[lc.LlamaFlags]:
+    """``f`` at each K/V type pair of KV_LADDER, best first; a given -ctk or -ctv is kept, and a given -fa (a quantized
+    V cache otherwise gets -fa on)."""
+    out = []
+    for t in KV_LADDER:
+        k = f.type_k if f.is_given("type_k") else t
+        v = f.type_v if f.is_given("type_v") else t
+        fa = f.flash_attn if f.is_given("flash_attn") or lc.KV_TYPES[v][0] == 1 else "on"
+        g = replace(f, type_k=k, type_v=v, flash_attn=fa)
+        if g not in out:
+            out.append(g)
+    return out
+
+
+@lru_cache(maxsize=64)
+def quant_search(card, f: lc.LlamaFlags, total: int, max_model_len: int, w_bits: int
+                 ) -> tuple[tuple[str, lc.LlamaFlags, bool], ...]:
+    """Every llama-quantize type of kvplan.cost.gguf_quant (largest first) as (type, flags, fits): the flags at the
+    first K/V types of ``kv_ladder`` with which it fits at the plan's context (``fits_whole`` at ``at_context``, the
+    plan's own rule), else at the last one llama.cpp accepts."""
+    from kvplan.cost.gguf_quant import FILE_TYPES
+
+    lora, rows = adapters(card, f), []
+    for q in FILE_TYPES:
+        hp, weights = hparams_and_weights(card, w_bits, q)
+        tried, ok = [], False
+        for g in kv_ladder(replace(f, gguf_quant=q)):
+            try:
+                m = lc.memory(hp, at_context(g, max_model_len), weights, lora)
+            except Refused:  # e.g. a quantized V cache with -fa off given, a block that does not divide the head
+                continue
+            tried.append(g)
+            if fits_whole(m, total, max_model_len, f.backend):
+                ok = True
+                break
+        if not tried:  # every pair refused: llama.cpp's reason for the first
+            lc.memory(hp, at_context(kv_ladder(replace(f, gguf_quant=q))[0], max_model_len), weights, lora)
+        rows.append((q, tried[-1], ok))
+    return tuple(rows)
+
+
+@lru_cache(maxsize=64)
+def choose(card, f: lc.LlamaFlags, total: int, max_model_len: int, w_bits: int) -> lc.LlamaFlags:
+    """The plan's flags from ``quant_search``: --gguf-quant as given, else the first type that fits with 8- or 16-bit
+    K/V, else the first that fits at all (the checkpoint's own 16-bit type before the other), else the smallest; with the K/V types its row needs. Where it fits and -ngl
+    was not given, -ngl pins every layer on the GPU: llama-server's --fit (on by default) keeps 1 GiB free and
+    would move layers to the CPU."""
+    rows = quant_search(card, f, total, max_model_len, w_bits)
+    if f.gguf_quant is not None:
+        q, g, ok = next(r for r in rows if r[0] == f.gguf_quant)
+    else:
+        other = "F16" if card.dtype == "bfloat16" else "BF16"  # same bytes: the checkpoint's own 16-bit type first
+        order = [r for r in rows if r[0] != other]
+        order.insert(next(i for i, r in enumerate(order) if r[0] in ("F16", "BF16")) + 1,
+                     next(r for r in rows if r[0] == other))
+        # a 4-bit K/V cache costs more quality than a smaller weight type: the largest type that fits with f16 or
+        # q8_0 K/V first, then the largest with any K/V type the ladder tried
+        coarse = ("q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
+        q, g, ok = next((r for r in order if r[2] and r[1].type_k not in coarse and r[1].type_v not in coarse),
+                        next((r for r in order if r[2]), order[-1]))
+    if ok and not f.is_given("n_gpu_layers"):
+        g = replace(g, n_gpu_layers=hparams_and_weights(card, w_bits, q)[0].n_layer + 1)
+    return g
 
 
 class LlamaCpp(Runtime):
@@ -203,12 +298,26 @@ class LlamaCpp(Runtime):
         return Options(util=1.0, llama=f)
 
     def flags(self, s: Setup) -> lc.LlamaFlags:
-        """The plan's llama.cpp flags. Neither -c nor -np given: -np N -c N x --max-model-len (a stream of
-        max_model_len cells per slot, as an explicit -np gives) for the largest N (at most LLAMA_MAX_SEQ) whose
-        buffers fit every GPU, so the plan's concurrency is llama-server's slots; 1 when none does (the plan then
-        says it does not fit). llama-server alone would start 4 unified slots sharing the model's whole context."""
+        """The plan's llama.cpp flags. A card without a GGUF (``searches``): its weights at the largest llama-quantize
+        type that fits with every layer on the GPU, and the best K/V cache types it fits with (``choose``), each
+        unless given. Neither -c nor -np given: -np N -c N x --max-model-len (a stream of max_model_len cells per
+        slot, as an explicit -np gives) for the largest N (at most LLAMA_MAX_SEQ) whose buffers fit every GPU, so
+        the plan's concurrency is llama-server's slots; 1 when none does (the plan then says it does not fit).
+        llama-server alone would start 4 unified slots sharing the model's whole context."""
         f = s.opts.llama
+        if self.searches(s):
+            f = choose(s.card, f, s.total, s.max_model_len, s.w_t.bits)
         return f if f.n_ctx is not None else most_slots(s.card, f, s.total, s.max_model_len, s.w_t.bits)
+
+    def searches(self, s: Setup) -> bool:
+        """Whether the plan searches quant and K/V types: a card llama-quantize's rules size, its weights not set by
+        --weight-dtype (unless --gguf-quant names them), and not both --gguf-quant and -ctk/-ctv given."""
+        f = s.opts.llama
+        if not quantizable(s.card):
+            return False
+        if f.gguf_quant is None and s.w_t.name != self.default_dtype(s.card.dtype)[0]:
+            return False
+        return not (f.gguf_quant is not None and f.is_given("type_k") and f.is_given("type_v"))
 
     def memory(self, s: Setup, n_ctx: int | None = None) -> lc.LlamaMemory:
         f = self.flags(s)
@@ -242,7 +351,7 @@ class LlamaCpp(Runtime):
                   for gpu in self._gpus(s)]
         lim = max(range(len(sts)), key=lambda i: caches[i] - sts[i].available)
         st, cache = sts[lim], caches[lim]
-        fits = all(cb <= x.available for cb, x in zip(caches, sts)) and c.n_ctx_seq >= s.max_model_len
+        fits = fits_whole(m, s.total, s.max_model_len, s.opts.llama.backend)  # caches <= available on every GPU
         slots = c.n_seq_max if not c.kv_unified else min(c.n_seq_max, c.n_ctx // s.max_model_len)
         conc = float(slots) if fits else 0.0
         ok = lambda L: self._fits_cache(s, L)  # noqa: E731
@@ -267,20 +376,21 @@ class LlamaCpp(Runtime):
         return _fit(s.card, self.flags(s), s.total, s.w_t.bits, quant)
 
     def quant_table(self, s: Setup) -> list[lc.QuantFit] | None:
-        """A card without a GGUF: each llama-quantize type's weights and what fits (the quant-type search)."""
-        from kvplan.cost.gguf_quant import FILE_TYPES, quant_weights
-        from kvplan.model.gguf import gguf_path_of
+        """A card without a GGUF: each llama-quantize type's weights, the K/V types it needs and what fits
+        (``quant_search``, the rows the plan chooses from), the largest -c and most -ngl at those types (``fit``);
+        the plan's own type marked chosen."""
+        from kvplan.cost.gguf_quant import quant_weights
 
-        if gguf_path_of(s.card) is not None or s.card.mla or s.card.ssm or s.card.shared_blocks:
+        if not quantizable(s.card):
             return None
-        f, rows = self.flags(s), []
-        for q in FILE_TYPES:
+        chosen, rows = self.flags(s).gguf_quant, []
+        for q, g, ok in quant_search(s.card, s.opts.llama, s.total, s.max_model_len, s.w_t.bits):
             layers, inp, out = quant_weights(s.card, q)
-            ft = self.fit(s, q)
+            ft = _fit(s.card, at_context(g, s.max_model_len), s.total, s.w_t.bits, None)
             rows.append(lc.QuantFit(quant=q, model_bytes=sum(layers) + inp + out - (inp if s.card.tie_embeddings
                                                                                     else 0),
-                                    max_n_ctx=ft.max_n_ctx, max_gpu_layers=ft.max_gpu_layers,
-                                    fits=ft.max_n_ctx >= (f.n_ctx or 0) and ft.max_n_ctx > 0))
+                                    max_n_ctx=ft.max_n_ctx, max_gpu_layers=ft.max_gpu_layers, fits=ok,
+                                    type_k=g.type_k, type_v=g.type_v, chosen=q == chosen))
         return rows
 
     def plan_extras(self, s: Setup) -> dict:
@@ -298,13 +408,23 @@ class LlamaCpp(Runtime):
         return "compute buffer, ESTIMATED (llama.cpp measures it at start-up)"
 
     def pool_summary(self, p: Pool, s: Setup) -> str:
-        return f" (n_ctx {p.pool.tokens:,} cells)"
+        f = self.flags(s)
+        if f.gguf_quant is None:
+            return f" (n_ctx {p.pool.tokens:,} cells)"
+        kv = f.type_k if f.type_k == f.type_v else f"{f.type_k}/{f.type_v}"
+        return f" (n_ctx {p.pool.tokens:,} cells, K/V {kv}; weights GGUF {f.gguf_quant})"
 
-    def launch_command(self, s: Setup, repo: str, revision: str | None = None) -> str:
+    def model_file(self, s: Setup, repo: str) -> str:
+        """The GGUF the launch line loads: the card's own, else at a llama-quantize type the Hub repository's name and
+        the type (a placeholder for the user's file, ``notes``), else the repository + .gguf."""
         from kvplan.model.gguf import gguf_path_of
 
+        q = self.flags(s).gguf_quant
+        return gguf_path_of(s.card) or (f"{repo.rsplit('/', 1)[-1]}-{q}.gguf" if q else repo + ".gguf")
+
+    def launch_command(self, s: Setup, repo: str, revision: str | None = None) -> str:
         f, m = self.flags(s), self.memory(s)
-        cmd = ["llama-server", f"-m {gguf_path_of(s.card) or repo + '.gguf'}", f"-c {m.context.n_ctx}"]
+        cmd = ["llama-server", f"-m {self.model_file(s, repo)}", f"-c {m.context.n_ctx}"]
         if f.n_parallel is not None:
             cmd.append(f"-np {f.n_parallel}")
         if f.kv_unified and f.n_parallel is not None:
@@ -342,8 +462,39 @@ class LlamaCpp(Runtime):
                    f"{ft.max_n_ctx:,} with these layers; at most -ngl {ft.max_gpu_layers} at -c {c.n_ctx:,}{moe}.")
         quants = self.quant_table(s)
         if quants:
-            ok = [q.quant for q in quants if q.fits]
-            out.append(f"GGUF quant types that fit with all layers on the GPU at -c {c.n_ctx:,} (llama-quantize rules, "
-                       f"no imatrix overrides): {', '.join(ok) or 'none'}" + (f"; launch with --gguf-quant {ok[0]}"
-                                                                              " sized here" if ok else "") + ".")
+            out += self.quant_notes(s, quants)
         return out + list(m.notes) + [c.log_line() for c in m.caches]
+
+    def quant_notes(self, s: Setup, quants: list[lc.QuantFit]) -> list[str]:
+        """The quant search in words, from its rows (``quant_table``) and the plan's flags."""
+        from kvplan.planning.capacity.text import hf_repo
+
+        f, given = self.flags(s), s.opts.llama
+        at = f"-c {given.n_ctx:,}" if given.n_ctx is not None else f"one slot of {s.max_model_len:,} tokens"
+        kv = lambda q: q.type_k if q.type_k == q.type_v else f"{q.type_k}/{q.type_v}"  # noqa: E731
+        ok = [f"{q.quant} (K/V {kv(q)})" for q in quants if q.fits]
+        text = (f"GGUF quant types that fit with every layer on the GPU at {at} (llama-quantize rules, no imatrix "
+                f"overrides), with the K/V cache types each needs: {', '.join(ok) or 'none'}.")
+        c = next((q for q in quants if q.chosen), None)
+        if c is None:
+            return [text + " This plan: the card's weights at --weight-dtype; --gguf-quant sizes one of these."]
+        flags = f"-ctk {c.type_k} -ctv {c.type_v}" + (" -fa on" if f.flash_attn == "on" else "")
+        if given.gguf_quant is not None:
+            what = f"{c.quant} as given (--gguf-quant)" + ("" if c.fits else ": it does NOT fit")
+        elif c.fits:
+            what = (f"{c.quant}, the largest that fits" + ("" if c.type_k == c.type_v == "q4_0" else
+                                                           " with 8- or 16-bit K/V (a 4-bit cache costs more quality)"))
+        else:
+            what = f"none fits; sized at the smallest, {c.quant}"
+        kv_how = ("as given" if given.is_given("type_k") and given.is_given("type_v") else
+                  "searched: f16, then q8_0, then q4_0 with flash attention on")
+        text += f" This plan: {what}, with {flags} (K/V {kv_how}; --gguf-quant and -ctk/-ctv choose others)."
+        out = [text]
+        if f.n_gpu_layers is not None and not given.is_given("n_gpu_layers"):
+            out.append(f"-ngl {f.n_gpu_layers}: every layer on the GPU, as sized; without it llama-server's --fit (on "
+                       "by default) keeps 1 GiB free and moves layers to the CPU when less is left (the Fit line).")
+        name = self.model_file(s, hf_repo(s.card))
+        out.append(f"launch: {name} stands for a GGUF of {hf_repo(s.card)} at {c.quant} (llama-quantize, or a "
+                   "published one; an imatrix or --tensor-type file differs: size it with --gguf FILE); give its "
+                   "path.")
+        return out

@@ -41,7 +41,8 @@ class Ollama(LlamaCpp):
             env.append(f"OLLAMA_KV_CACHE_TYPE={f.type_k}")
         if f.flash_attn != "auto":
             env.append(f"OLLAMA_FLASH_ATTENTION={1 if f.flash_attn == 'on' else 0}")
-        params = f"PARAMETER num_ctx {f.n_ctx // f.n_parallel}"
+        params = f"FROM ./{self.model_file(s, repo)}; " if f.gguf_quant else ""  # a card at a llama-quantize type
+        params += f"PARAMETER num_ctx {f.n_ctx // f.n_parallel}"
         params += f"; PARAMETER num_gpu {f.n_gpu_layers}" if f.n_gpu_layers is not None else ""
         return f"{' '.join(env)} ollama serve  (Modelfile: {params})"
 
