@@ -107,3 +107,16 @@ def test_check_budgets_a_disagg_scenario(cli, tmp_path, monkeypatch):
                                                                                                   ""))
     code, _, err = cli("check")
     assert code == 2 and "tpot_ms" in err
+
+
+def test_sglang_decode_workers_hold_the_reserved_decode_tokens():
+    """SGLang's PD decode pre-allocates input + num_reserved_decode_tokens (512) per request: its decode pool is the
+    plan at ISL + OSL + 512; vLLM's at ISL + OSL."""
+    import kvplan
+    from kvplan.planning.disagg import disagg
+
+    kw = dict(gpu="H100-SXM", rate=10, isl=2048, osl=256, ttft_ms=2000, tpot_ms=50)
+    for engine, length in (("sglang", 2048 + 256 + 512), ("vllm", 2048 + 256)):
+        d = disagg("llama-3.1-8b", engine=engine, **kw)
+        plan = kvplan.plan("llama-3.1-8b", gpu="H100-SXM", tp=d.decode.tp, engine=engine, max_model_len=length)
+        assert d.decode.max_concurrency == plan.max_concurrency, engine

@@ -108,7 +108,9 @@ def disagg(model: ModelCard | str | Path, *, gpu: str, rate: float, isl: int, os
                           f"{max_gpus_per_worker} {base.gpu.name} GPUs (--max-gpus-per-worker)")
     per_token = kv_bytes_per_token(layer_specs(card, workers[0][0].kv_t, base.runtime))
     prefill = _prefill(workers, rate, isl, ttft_ms, ttft_factor, prefill_factor, card, per_token, base.gpu)
-    decode = _decode(workers, rate, osl, tpot_ms, decode_factor)
+    reserve = base.runtime.disagg_decode_reserve_tokens  # a decode worker's request: ISL + OSL + this
+    decode = _decode(workers if not reserve else _workers(card, replace(base, max_model_len=isl + osl + reserve),
+                                                          max_gpus_per_worker), rate, osl, tpot_ms, decode_factor)
     d_tp = decode.tp
     p_block = prefill.block
     hand_over = cdiv(isl, p_block) * p_block * per_token * (d_tp if card.mla else 1)
@@ -130,8 +132,11 @@ def disagg(model: ModelCard | str | Path, *, gpu: str, rate: float, isl: int, os
              "and K/V head: the decode ranks read the whole request)"
              + (f" x decode TP {d_tp} (MLA: each decode rank reads the whole latent)" if card.mla else "")
              + f"; it must arrive within {budget_ms:.0f} ms of the TTFT target left after {ttft_factor} x the prefill.",
-             f"A prefill worker holds each request's blocks until decode reads them (vLLM kv_lease_duration "
-             f"{KV_LEASE_S:.0f} s at most); at the needed link speed that is {held:,} B per worker.",
+             f"A prefill worker holds each request's blocks until decode reads them (at most {KV_LEASE_S:.0f} s: "
+             f"vLLM NixlConnector's kv_lease_duration, used for every engine); at the needed link speed that is "
+             f"{held:,} B per worker.",
+             *([f"{base.runtime.display_name}'s decode workers pre-allocate each request's input plus {reserve} "
+                f"reserved decode tokens: their pools are planned at {isl + osl + reserve} tokens."] if reserve else []),
              f"Aggregated: the same {total} GPUs as {total // (decode.tp * decode.pp)} replicas of TP {decode.tp} hold "
              f"{agg:,.1f} requests of {isl + osl} tokens (capacity only; prefill then interrupts decode)."]
     return DisaggResult(model=card.name, engine=base.runtime.name, rate=rate, isl=isl, osl=osl, ttft_ms=ttft_ms,

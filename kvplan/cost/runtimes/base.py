@@ -40,6 +40,8 @@ class Runtime(Engine):
     budget_flag: ClassVar[str] = "--gpu-memory-utilization"  # the flag that sizes the pool
     extra_flags: ClassVar[frozenset[str]] = frozenset()  # the ServingFlags of EXTRA_FLAGS this runtime takes
     versions: ClassVar[tuple[str, ...]] = ()  # the release ranges modelled (``--engine NAME==VERSION``)
+    # disaggregated serving: tokens a decode worker holds per request beyond its input and output (kvplan disagg)
+    disagg_decode_reserve_tokens: ClassVar[int] = 0
 
     def at_version(self, text: str) -> Runtime:
         """The runtime for release ``text`` of this engine; KvplanError where no version is modelled."""

@@ -467,7 +467,7 @@ class LlamaCpp(Runtime):
 
     def quant_notes(self, s: Setup, quants: list[lc.QuantFit]) -> list[str]:
         """The quant search in words, from its rows (``quant_table``) and the plan's flags."""
-        from kvplan.planning.capacity.text import hf_repo
+        from kvplan.model.origin import hf_repo
 
         f, given = self.flags(s), s.opts.llama
         at = f"-c {given.n_ctx:,}" if given.n_ctx is not None else f"one slot of {s.max_model_len:,} tokens"

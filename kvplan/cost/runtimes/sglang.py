@@ -78,6 +78,9 @@ class SGLang(Server):
     extra_flags = frozenset({"speculative_algorithm", "speculative_draft_model_path", "speculative_num_steps",
                              "speculative_eagle_topk", "speculative_num_draft_tokens"})
     budget_flag = "--mem-fraction-static"
+    # PD decode pre-allocates input_len + num_reserved_decode_tokens per request (srt/disaggregation/decode.py
+    # _prealloc_required_tokens; server_args.py num_reserved_decode_tokens, default 512)
+    disagg_decode_reserve_tokens = 512
     description = ("SGLang token pool, page size 1: one slot per token and layer (sliding layers counted in full; "
                    "its hybrid SWA pool is not modelled)")
     flops_rule = ("SGLang: logits only for the last position of each sequence; FlashInfer/FA3 over the sequence's own "
