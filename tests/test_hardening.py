@@ -543,3 +543,72 @@ def test_the_gpu_file_example_of_the_help_is_a_valid_gpu_file(tmp_path):
     code, out, err = run("gpus", "show", "MY-GPU", "--gpu-file", str(tmp_path / "g.yaml"))
     assert code == 0, err
     assert json.loads(out)["peak_flops"]["fp32"] == 6.7e13
+
+
+# ---- a signal at any point of `kvplan verify` (issue 22, signals) ------------------------------------------------
+
+# When the signal is sent: a shared library of that stage is mapped in the parent (/proc/PID/maps), or the result
+# has been printed. torch._C's initialisation imports numpy from C and cleared a KeyboardInterrupt raised there:
+# the run went on to exit 0 with "all checks pass", or numpy refused its next import ("verify needs torch (cannot
+# load module more than once per process)", exit 2); torch's teardown after the result raised it in finalizers.
+VERIFY_SIGNAL_POINTS = {"kvplan's imports": "_pydantic_core", "torch loading": "libtorch_cpu",
+                        "numpy inside torch's import": "_multiarray_umath", "result printed": None}
+
+
+def _mapped(pid: int, name: str) -> bool:
+    try:
+        with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as f:
+            return name in f.read()
+    except OSError:
+        return False
+
+
+def _session_processes(sid: int) -> list[str]:
+    rows = subprocess.run(["ps", "-ww", "-eo", "pid=,sid=,stat=,args="], capture_output=True, text=True).stdout
+    return [r for r in rows.splitlines() if r.split()[1] == str(sid) and not r.split()[2].startswith("Z")]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/PID/maps")
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize("tp", ["1", "2"])
+@pytest.mark.parametrize("when", list(VERIFY_SIGNAL_POINTS))
+def test_a_signal_at_any_point_of_verify_ends_it_with_the_code_its_output_shows(tmp_path, when, tp, sig):
+    """Ctrl-C (to the process group, as a terminal sends it) or SIGTERM during `kvplan verify` (one process, and
+    --tp 2: the parent and its ranks), at kvplan's imports, inside the parent's torch import, and once the result is
+    printed: exit 130 / 143 with nothing on stdout, or 0 with the whole result once it was printed; one line on
+    stderr at most and no traceback; no process and no run folder left."""
+    pytest.importorskip("torch")
+    import signal
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kvplan", "verify", "-m", "llama-2-7b", "--layers", "2", "--scale", "0.0625",
+         "--tp", tp], env={**os.environ, "TMPDIR": str(tmp_path), "PYTHONPATH": os.getcwd()},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    out: list[str] = []
+    err: list[str] = []
+    readers = [threading.Thread(target=lambda: out.extend(proc.stdout), daemon=True),
+               threading.Thread(target=lambda: err.append(proc.stderr.read()), daemon=True)]
+    for reader in readers:
+        reader.start()
+    library = VERIFY_SIGNAL_POINTS[when]
+    ready = (lambda: _mapped(proc.pid, library)) if library else (lambda: any("all checks pass" in s for s in out))
+    deadline = time.monotonic() + 120
+    while not ready() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.002)
+    assert proc.poll() is None, f"the run ended before {when!r}"
+    os.killpg(proc.pid, getattr(signal, sig))
+    proc.wait(timeout=60)
+    for reader in readers:
+        reader.join(timeout=10)
+    stdout, stderr = "".join(out), "".join(err)
+    if when == "result printed":  # the run had finished: its own exit code, its whole result
+        assert proc.returncode == 0 and stdout.rstrip().splitlines()[-1].startswith("all checks pass"), stderr
+    else:
+        assert proc.returncode == {"SIGINT": 130, "SIGTERM": 143}[sig] and stdout == "", (proc.returncode, stderr)
+    assert stderr.strip() in ("", "aborted", "terminated"), stderr  # never a traceback or "verify needs torch"
+    deadline = time.monotonic() + 30  # a forkserver mid-import notices its parent's exit when the import ends
+    while _session_processes(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _session_processes(proc.pid) == [] and list(tmp_path.glob("kvplan-*")) == []

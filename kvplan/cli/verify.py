@@ -63,35 +63,43 @@ def verify(
             result = verify_sharded(card, tp=tp, pp=pp, timeout=timeout, **kw)
         else:
             result = run(card, encoder_len=encoder_len, **kw)
-    if as_json:
-        from kvplan.report.jsonout import print_json
+    _write_result(result, as_json, lambda: _render_reference(result, sharded))
 
-        print_json(result)
-    else:
-        from kvplan.report.verify import render_sharded, render_verify
 
-        (render_sharded if sharded else render_verify)(result, make_console())
-    raise typer.Exit(0 if result.ok else 1)
+def _render_reference(result, sharded: bool) -> None:
+    from kvplan.report.console import make_console
+    from kvplan.report.verify import render_sharded, render_verify
+
+    (render_sharded if sharded else render_verify)(result, make_console())
+
+
+def _write_result(result, as_json: bool, render) -> None:
+    """Print the finished run's result and exit 0 (every check passes) or 1: a Ctrl-C or SIGTERM from here on comes
+    after the run has ended, so the result is printed whole and the exit code is its own (kvplan.cli.signals)."""
+    from kvplan.cli.signals import result_written
+
+    code = 0 if result.ok else 1
+    with result_written(code):
+        if as_json:
+            from kvplan.report.jsonout import print_json
+
+            print_json(result)
+        else:
+            render()
+    raise typer.Exit(code)
 
 
 def _verify_llamacpp(model, gguf, hf_config, as_json: bool) -> None:
     from kvplan.errors import KvplanError
     from kvplan.report.console import make_console
+    from kvplan.report.verify import render_llama_verify
     from kvplan.verify.llamacpp import verify_llamacpp
 
     if any(x is not None for x in (model, gguf, hf_config)):
         raise KvplanError("--engine llamacpp: verify writes its own small GGUFs (dense, MoE, sliding window); "
                           "leave out --model/--gguf/--hf-config")
     result = verify_llamacpp()
-    if as_json:
-        from kvplan.report.jsonout import print_json
-
-        print_json(result)
-    else:
-        from kvplan.report.verify import render_llama_verify
-
-        render_llama_verify(result, make_console())
-    raise typer.Exit(0 if result.ok else 1)
+    _write_result(result, as_json, lambda: render_llama_verify(result, make_console()))
 
 
 def register(app: typer.Typer) -> None:

@@ -41,7 +41,7 @@ from kvplan.verify.limits import check_fits_machine
 from kvplan.cost.comm import comm_bytes
 from kvplan.verify.rank_predict import rank_card, rank_flops, rank_kv_bytes, rank_kv_tensor_bytes
 from kvplan.verify.reference.shrink import shrink
-from kvplan.verify.run import PEAK_TOLERANCE, TORCH_INSTALL, Check, _check, _check_inputs
+from kvplan.verify.run import PEAK_TOLERANCE, Check, _check, _check_inputs, reference_import, signals_held
 
 LOGITS_TOLERANCE = {"fp32": 1e-4, "bf16": 5e-2, "fp16": 1e-2}  # max |sharded - unsharded| logit
 DEFAULT_TIMEOUT = 300.0
@@ -204,11 +204,8 @@ def _rank_result(pred: dict, m: dict, reference: list | None, dtype: str) -> Ran
 
 
 def _backend(device: str, world: int) -> str:
-    try:
-        import torch
-        import torch.distributed as dist
-    except ImportError as exc:
-        raise KvplanError(f"verify needs torch ({exc}); install it: {TORCH_INSTALL}") from None
+    torch = reference_import("torch")  # Ctrl-C and SIGTERM held: a signal inside torch's import was lost
+    dist = reference_import("torch.distributed")
     if not dist.is_available():
         raise KvplanError("--tp/--pp: this torch build has no torch.distributed")
     if device.startswith("cuda"):
@@ -236,8 +233,7 @@ def launch(cfg: dict, timeout: float) -> list[dict]:
     rank costs ~3 s of imports each); every rank is killed and reaped before this returns or raises."""
     import multiprocessing as mp
 
-    from kvplan.verify.reference.rank import entry
-
+    entry = reference_import("kvplan.verify.reference.rank").entry
     world = cfg["tp"] * cfg["pp"]
     ctx = mp.get_context("forkserver")
     ctx.set_forkserver_preload(["kvplan.verify.reference.rank", "torch._dynamo"])
@@ -263,30 +259,13 @@ def launch(cfg: dict, timeout: float) -> list[dict]:
         return [json.loads((d / f"rank{r}.json").read_text()) for r in range(world)]
 
 
-@contextmanager
 def _signals_held():
     """Ctrl-C and SIGTERM are held while the ranks start and delivered once every started rank is in ``procs``, so
     the ``finally`` of ``launch`` stops each of them (an interrupt between ``start`` and ``append`` orphaned a rank,
-    whose traceback came after the run folder was gone). Held by Python-level handlers that record the signal (they
-    run in the main thread whichever thread the kernel picks; a blocked mask would cover the main thread only, and
-    torch's threads would take the signal), then re-raised with the handlers in force before (KeyboardInterrupt; the
-    CLI's SIGTERM exit). The forkserver and the ranks ignore SIGINT (``_start_forkserver_deaf``)."""
-    import signal
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
-        yield
-        return
-    caught: list[int] = []
-    held = (signal.SIGINT, signal.SIGTERM)
-    before = {sig: signal.signal(sig, lambda signum, _frame: caught.append(signum)) for sig in held}
-    try:
-        yield
-    finally:
-        for sig, handler in before.items():
-            signal.signal(sig, handler)
-        if caught:
-            signal.raise_signal(caught[0])
+    whose traceback came after the run folder was gone): kvplan.verify.run.signals_held, re-raised with the handlers
+    in force before (KeyboardInterrupt; the CLI's SIGTERM exit). The forkserver and the ranks ignore SIGINT
+    (``_start_forkserver_deaf``)."""
+    return signals_held()
 
 
 def _start_forkserver_deaf() -> None:

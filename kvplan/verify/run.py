@@ -2,11 +2,14 @@
 allocator saw with what kvplan predicts. Weights and KV bytes must match exactly (tolerance 0); peaks are predicted by
 kvplan.verify.activations (relative tolerance 5%); FLOPs by kvplan.cost.flops (exact) where it models the card.
 
-Torch is imported only inside ``verify`` (through kvplan.verify.reference.measure), never at module import.
+Torch is imported only inside ``verify`` (through kvplan.verify.reference.measure), never at module import, and
+with Ctrl-C and SIGTERM held until the import ends (``reference_import``).
 """
 
 from __future__ import annotations
 
+import importlib
+from contextlib import contextmanager
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, computed_field
@@ -129,11 +132,49 @@ TORCH_INSTALL = 'pip install "torch==2.13.0"  (the CPU wheel; an unpinned torch 
 
 
 def _measure(card: ModelCard, **kw):
+    return reference_import("kvplan.verify.reference.measure").measure(card, **kw)
+
+
+@contextmanager
+def signals_held():
+    """Ctrl-C and SIGTERM that arrive inside the block are recorded and delivered when it ends, with the handlers in
+    force before (the CLI's: KeyboardInterrupt, ``Terminated``; exit 130 / 143), so that they reach kvplan's code
+    rather than whatever the block was running. Held by Python-level handlers that record the signal (they run in the
+    main thread whichever thread the kernel picks; a blocked mask would cover the main thread only, and torch's threads
+    would take the signal). Outside the main thread (only it may set handlers) the block runs unguarded."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    held = (signal.SIGINT, signal.SIGTERM)
+    before = {sig: signal.signal(sig, lambda signum, _frame: caught.append(signum)) for sig in held}
     try:
-        from kvplan.verify.reference.measure import measure
-    except ImportError as exc:
-        raise KvplanError(f"verify needs torch ({exc}); install it: {TORCH_INSTALL}") from None
-    return measure(card, **kw)
+        yield
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+        if caught:
+            signal.raise_signal(caught[0])
+
+
+def reference_import(name: str = "torch"):
+    """Import ``name`` (torch, or a kvplan module that imports it) with the signals held (``signals_held``); a torch
+    that is missing or broken is one KvplanError line (exit 2).
+
+    A KeyboardInterrupt raised inside torch's import was lost: torch._C's initialisation imports numpy from C and
+    clears a failure there (numpy is optional to torch), so the run went on and exited 0 with "all checks pass"; and
+    numpy, half-initialised, then refused its next import ("cannot load module more than once per process"), which
+    came out as "verify needs torch (...)", exit 2. Held, the signal is acted on when the import returns (within the
+    import's second or two), as a KeyboardInterrupt in kvplan's code; a signal wins over an ImportError it may have
+    caused."""
+    with signals_held():
+        try:
+            return importlib.import_module(name)
+        except ImportError as exc:
+            raise KvplanError(f"verify needs torch ({exc}); install it: {TORCH_INSTALL}") from None
 
 
 def _check(name: str, predicted: int | None, measured: int | None, tol: float, note: str = "") -> Check:
@@ -192,7 +233,6 @@ def _check_inputs(card: ModelCard, engine: str, dtype: str, device: str, batch: 
     if card.has_kv_cache and not 1 <= decode_steps < seq_len:
         raise KvplanError(f"--decode-steps: need 1 <= steps < seq_len ({seq_len}), got {decode_steps}")
     if device.startswith("cuda"):
-        import torch
-
+        torch = reference_import("torch")
         if not torch.cuda.is_available():
             raise KvplanError("--device cuda: no CUDA device is available (torch.cuda.is_available() is False)")
