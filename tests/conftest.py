@@ -57,6 +57,12 @@ def pytest_addoption(parser):
                      help="default: the fast tier; slow: only tests marked slow; all: both (what CI runs)")
 
 
+def pytest_xdist_auto_num_workers(config):
+    """``-n auto`` (pyproject.toml): the default tier on two worker processes (under 90 s on 2 cores); the slow and
+    all tiers (CI) in one process, as their signal, forkserver and sharded-verify tests time processes of their own."""
+    return 2 if config.getoption("--tier") == "default" else 0
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: the slow tier, run by --tier all (CI) and --tier slow")
     os.environ["KVPLAN_TEST_TIER"] = config.getoption("--tier")

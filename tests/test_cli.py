@@ -99,8 +99,8 @@ def test_cards_list_show_schema(cli, cli_json):
             "nemotron-h-56b", "qwen3-next-80b-a3b", "mamba-codestral-7b"} <= names
     # + four state-space / linear-attention hybrids (Jamba, Qwen3.5, Nemotron-H, Qwen3-Next) and Mamba-2 (Codestral)
     # + GLM-4.5-Air, GLM-4.6, Kimi-K2, Granite-4.0-Micro, Nemotron-3-Nano; four multimodal checkpoints with their
-    # vision towers (LLaVA-NeXT, Mistral Small 3.1, Gemma 3 27B, Qwen2.5-VL)
-    assert len(rows) == 54
+    # vision towers (LLaVA-NeXT, Mistral Small 3.1, Gemma 3 27B, Qwen2.5-VL); Qwen3-32B (the llama.cpp quant question)
+    assert len(rows) == 55
     assert next(r for r in rows if r["name"] == "falcon-7b")["kv_bytes_per_token"] == 8192
     shown = cli_json("cards", "show", "gemma-2-9b")
     assert shown["card"]["head_dim"] == 256 and "GQA" in shown["derived"]["attention"]
