@@ -539,3 +539,16 @@ def test_each_gpu_stage_holds_the_layers_load_tensors_puts_on_it():
     one = plan("llama-2-13b", engine="llamacpp", pp=2, gpu="H100-SXM", max_model_len=4096,
                llama=llama_flags(n_gpu_layers=1))
     assert all(x.last_layer < x.first_layer for x in one.ranks)  # -ngl 1: the output layer alone is offloaded
+
+
+def test_a_llamacpp_plan_names_its_cells_bytes_and_types(cli_json):
+    """The plan's "KV per token" on llama.cpp is a cell of the GPU's caches at -ctk/-ctv: Llama-3.1-8B at q8_0 holds
+    32 layers x (K + V) x 8 KV heads x 128 x 34/32 B = 69,632 B (it read 0 B and 'bf16' before)."""
+    r = cli_json("plan", "--model", "llama-3.1-8b", "--gpu", "RTX-4090", "--max-model-len", "8192", "--engine",
+                 "llamacpp", "-ctk", "q8_0", "-ctv", "q8_0", "-fa", "on")
+    assert r["per_gpu"]["kv_bytes_per_token"] == 32 * 2 * 8 * 128 * 34 // 32 == 69_632
+    assert r["inputs"]["kv_dtype"] == "q8_0"
+    mixed = cli_json("plan", "--model", "llama-3.1-8b", "--gpu", "RTX-4090", "--max-model-len", "8192", "--engine",
+                     "llamacpp", "-ctk", "q8_0", "-ctv", "f16", "-fa", "on")
+    assert mixed["inputs"]["kv_dtype"] == "q8_0/f16"
+    assert mixed["per_gpu"]["kv_bytes_per_token"] == 32 * 8 * 128 * 34 // 32 + 32 * 8 * 128 * 2  # q8_0 K, f16 V

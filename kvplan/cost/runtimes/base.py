@@ -172,6 +172,14 @@ class Runtime(Engine):
         return Stage(pp_rank, w.layers, w.params, weights, w.buffers_bytes, act, s.non_torch, s.cuda_graph,
                      requested, available, specs)
 
+    def kv_bytes_per_token(self, s: Setup, p: Pool) -> int:
+        """One more cached token of one request on the limiting rank (the plan's "KV per token")."""
+        return p.limiting.kv_bytes_per_token
+
+    def kv_dtype_name(self, s: Setup) -> str:
+        """The K/V cache type as the plan names it."""
+        return s.kv_t.name
+
     def activation(self, s: Setup, last_stage: bool) -> int:
         """The activation peak charged to the budget: the given one, else none."""
         return s.activation or 0

@@ -363,6 +363,15 @@ class LlamaCpp(Runtime):
                            blocks_per_request=c.n_ctx_seq)
         return Pool(st, pool, conc, cache, fits, fit, rows)
 
+    def kv_bytes_per_token(self, s: Setup, p: Pool) -> int:
+        """A cell of the limiting GPU's caches: every layer's K and V rows there, at -ctk/-ctv (the rows of its
+        KV buffers per cell; recurrent states are per sequence, not per cell)."""
+        return p.pool.bytes_per_block
+
+    def kv_dtype_name(self, s: Setup) -> str:
+        f = self.flags(s)
+        return f.type_k if f.type_k == f.type_v else f"{f.type_k}/{f.type_v}"
+
     def _fits_cache(self, s: Setup, n_ctx: int) -> bool:
         """Every GPU holds its model, caches and compute buffers at ``n_ctx`` cells."""
         m = self.memory(s, n_ctx)
