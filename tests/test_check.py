@@ -270,3 +270,26 @@ def test_ttft_budget_of_an_fp32_checkpoint_served_in_bf16(tmp_path, monkeypatch,
     data = json.loads(out)
     assert code == 0, (out, err)
     assert 140 < data["figures"]["gemma"]["ttft_ms"] < 170
+
+
+def test_scenarios_take_the_serving_features(tmp_path, monkeypatch, cli):
+    """A check scenario takes plan's serving-feature flags (prefix caching, LoRA slots, a speculative config): its
+    concurrency is kvplan plan's with them."""
+    import kvplan
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    eagle = '{"method": "eagle", "model": "yuhuili/EAGLE-LLaMA3.1-Instruct-8B", "num_speculative_tokens": 3}'
+    (tmp_path / "kvplan.toml").write_text(
+        '[[scenarios]]\nname = "prefix"\nmodel = "llama-3.1-8b"\ngpu = "L40S"\nmax_model_len = 8192\n'
+        'shared_prefix_len = 4096\nmin_concurrency = 1\n\n'
+        '[[scenarios]]\nname = "lora-eagle"\nmodel = "llama-3.1-8b"\ngpu = "H100-SXM"\nmax_model_len = 8192\n'
+        f"enable_lora = true\nmax_loras = 4\nspeculative_config = '{eagle}'\nmin_concurrency = 1\n")
+    code, out, err = cli("check", "--json")
+    assert code == 0, out + err
+    got = {r["scenario"]: r["value"] for r in json.loads(out)["rows"] if r["figure"] == "concurrency"}
+    prefix = kvplan.plan("llama-3.1-8b", gpu="L40S", max_model_len=8192, shared_prefix_len=4096)
+    both = kvplan.plan("llama-3.1-8b", gpu="H100-SXM", max_model_len=8192, enable_lora=True, max_loras=4,
+                       speculative_config=eagle)
+    assert got == {"prefix": prefix.max_concurrency, "lora-eagle": both.max_concurrency}
+    assert prefix.max_concurrency > kvplan.plan("llama-3.1-8b", gpu="L40S", max_model_len=8192).max_concurrency

@@ -31,7 +31,8 @@ CONFIG_FILE = "kvplan.toml"
 ESTIMATE_KEYS = ("batch", "seq_len", "engine", "kv_dtype", "weight_dtype", "encoder_len", "max_cache_len",
                  "block_size", "kv_heads", "attention", "prompt_len", "gpu", "gpu_file", "mfu", "mbu")
 PLAN_KEYS = ("tp", "pp", "dp", "max_model_len", "gpu_memory", "gpu_memory_utilization", "kv_cache_memory",
-             "max_num_batched_tokens", "max_num_seqs")  # options only the capacity planner (`kvplan plan`) takes
+             "max_num_batched_tokens", "max_num_seqs",  # options only the capacity planner (`kvplan plan`) takes
+             "speculative_config", "enable_lora", "max_loras", "max_lora_rank", "shared_prefix_len")  # serving features
 DISAGG_KEYS = ("rate", "isl", "osl", "ttft_ms", "tpot_ms")  # `kvplan disagg`: a scenario with these is kind disagg
 SIZE_KEYS = ("max_kv_bytes", "max_total_bytes", "max_gpu_bytes", "gpu_memory", "kv_cache_memory",
              "max_kv_transfer_bytes")
@@ -103,6 +104,13 @@ class Scenario(BaseModel):
     kv_cache_memory: Optional[Size] = Field(_OPT, description="kvplan plan --kv-cache-memory.")
     max_num_batched_tokens: Optional[PosInt] = _OPT
     max_num_seqs: Optional[PosInt] = _OPT
+    speculative_config: Optional[str] = Field(_OPT, description="kvplan plan --speculative-config (vLLM's JSON: "
+                                                                "method, model, num_speculative_tokens).")
+    enable_lora: Optional[bool] = Field(_OPT, description="kvplan plan --enable-lora (vLLM's LoRA slots).")
+    max_loras: Optional[PosInt] = Field(_OPT, description="kvplan plan --max-loras.")
+    max_lora_rank: Optional[PosInt] = Field(_OPT, description="kvplan plan --max-lora-rank.")
+    shared_prefix_len: Optional[PosInt] = Field(_OPT, description="kvplan plan --shared-prefix-len: prompt tokens "
+                                                                  "every request shares (prefix caching).")
     max_kv_bytes: Optional[Size] = Field(_OPT, description="Budget: KV cache of the whole batch.")
     max_total_bytes: Optional[Size] = Field(_OPT, description="Budget: weights + KV cache.")
     max_gpu_bytes: Optional[Size] = Field(_OPT, description="Budget (kvplan plan): memory per GPU.")

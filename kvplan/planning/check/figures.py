@@ -128,7 +128,9 @@ def _plan_figures(s: Scenario, card: ModelCard) -> dict[str, Value]:
     from kvplan.planning.capacity import plan
 
     opts = s.options(ESTIMATE_KEYS + PLAN_KEYS)
-    accepted = inspect.signature(plan).parameters
+    from kvplan.cost.runtimes.setup import EXTRA_FLAGS  # the engines' own flags plan() takes as keywords
+
+    accepted = set(inspect.signature(plan).parameters) | set(EXTRA_FLAGS)
     refused = [k for k in opts if k not in accepted]
     if refused:
         raise KvplanError(f"{refused[0]}: not an option of the capacity planner; allowed with tp/pp/max_model_len: "
