@@ -552,3 +552,28 @@ def test_a_llamacpp_plan_names_its_cells_bytes_and_types(cli_json):
                      "llamacpp", "-ctk", "q8_0", "-ctv", "f16", "-fa", "on")
     assert mixed["inputs"]["kv_dtype"] == "q8_0/f16"
     assert mixed["per_gpu"]["kv_bytes_per_token"] == 32 * 8 * 128 * 34 // 32 + 32 * 8 * 128 * 2  # q8_0 K, f16 V
+
+
+def test_glm_5_2_mla_latent_cache_of_a_published_log(d):
+    """An MLA model on llama.cpp build 10505 (ee4c505a4, 2026-08): GLM-5.2 (`glm-dsa`, UD-Q5_K_XL) on 4x RTX PRO 6000,
+    n_ctx 768000, one sequence, f16 (a llama-server log in a public transcript, GitHub code index stored file id
+    61219781833; the index does not name the repository). Its GGUF metadata as printed: 79 blocks with
+    nextn_predict_layers 1 (the MTP block holds no cache), head_count_kv 1, key_length 576 (kv_lora_rank 512 + rope
+    64), value_length 512. The main cache: `llama_kv_cache: size = 65812.50 MiB (768000 cells, 78 layers, 1/1 seqs),
+    K (f16): 65812.50 MiB, V (f16): 0.00 MiB` (V-less: the latent is K only) and four `KV buffer size` lines, 46406.25 /
+    7593.75 / 6750.00 / 5062.50 MiB, whole layers of this cache (the run's layer split is not in the log). The DSA
+    indexer's second cache (`creating indexer KV cache`, 3937.50 MiB) is not modelled."""
+    p = write_gguf(d / "glm-5.2.gguf", "glm-dsa", {
+        "block_count": 79, "context_length": 1048576, "embedding_length": 6144, "feed_forward_length": 12288,
+        "attention.head_count": 64, "attention.head_count_kv": 1, "attention.key_length": 576,
+        "attention.value_length": 512, "leading_dense_block_count": 3, "vocab_size": 154880,
+        "attention.q_lora_rank": 2048, "attention.kv_lora_rank": 512, "attention.key_length_mla": 256,
+        "attention.value_length_mla": 256, "expert_feed_forward_length": 2048, "expert_count": 256,
+        "expert_used_count": 8, "expert_shared_count": 1, "rope.dimension_count": 64, "nextn_predict_layers": 1})
+    m = mem(p, n_ctx=768000, n_parallel=1, flash_attn="auto")
+    (cache,) = m.caches
+    assert squash(cache.log_line()) == ("llama_kv_cache: size = 65812.50 MiB (768000 cells, 78 layers, 1/1 seqs), "
+                                        "K (f16): 65812.50 MiB, V (f16): 0.00 MiB")
+    per_layer = sum(b.bytes for b in m.buffers if b.kind == "kv") // 78
+    assert per_layer == 768000 * 576 * 2
+    assert [f"{n * per_layer / MIB:.2f}" for n in (55, 9, 8, 6)] == ["46406.25", "7593.75", "6750.00", "5062.50"]
