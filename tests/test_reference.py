@@ -2,6 +2,8 @@
 
 import pytest
 
+from helpers import tiered
+
 from kvplan.model.catalog import bundled_names, load_card
 from kvplan.cost.params import count_params
 from kvplan.errors import KvplanError
@@ -60,7 +62,7 @@ def run_both(card, engine, dtype=torch.float32, B=2, P=9, steps=3):
 
 
 @pytest.mark.parametrize("engine", ENGINES)
-@pytest.mark.parametrize("name", [n for n in bundled_names() if load_card(n).has_kv_cache])
+@pytest.mark.parametrize("name", tiered([n for n in bundled_names() if load_card(n).has_kv_cache]))
 def test_kv_reuse_equals_full_forward(name, engine):
     if _refused(name):
         return
