@@ -161,6 +161,19 @@ def main() -> None:
     try:
         slim()
     except SystemExit as done:
+        _after_the_result()
         if quick:
             _exit_now(done.code)
         raise
+
+
+def _after_the_result() -> None:
+    """The command has ended (its output written, its exit code set): a Ctrl-C or SIGTERM from here on changes
+    nothing. Ignored, so that the interpreter's teardown (0.5-1 s after torch) can neither print a traceback nor
+    end the process by the signal: CPython resets Python-level handlers to the default action while it finalizes,
+    and a signal then killed a finished `sweep -o` or `verify` (exit -2 after its result)."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            signal.signal(sig, signal.SIG_IGN)
+        except (OSError, ValueError):  # not the main thread: nothing to do
+            pass
