@@ -116,8 +116,8 @@ def _loader() -> type:
     Loader.add_constructor("tag:yaml.org,2002:int", _construct_int)
     # YAML 1.2's exponent without a dot or a sign (6.7e13, 1e6) is a float, as JSON and YAML 1.2 read it; PyYAML
     # follows YAML 1.1, where it is a string (and a GPU file's `fp32: 6.7e13` was refused as "not a number")
-    Loader.add_implicit_resolver("tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
-                                 list("-+0123456789"))
+    exponent = re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$")
+    Loader.add_implicit_resolver("tag:yaml.org,2002:float", exponent, list("-+0123456789"))
     Loader.add_constructor(None, _refuse_tag)  # a tag no safe constructor knows: !!python/object:..., !custom
     return Loader
 

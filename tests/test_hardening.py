@@ -526,7 +526,8 @@ def test_a_report_past_its_limits_is_refused_at_once(tmp_path):
     out = str(tmp_path / "r.html")
     many = ",".join(["llama-2-7b"] * (MAX_REPORT_MODELS + 1))
     assert f"at most {MAX_REPORT_MODELS}" in refused("report", "-m", many, "-o", out)
-    line = refused("report", "-m", "llama-2-7b,gpt2", "--gpu", "H100-SXM", "--tp", f"1..{MAX_REPORT_PLANS}+1", "-o", out)
+    line = refused("report", "-m", "llama-2-7b,gpt2", "--gpu", "H100-SXM", "--tp", f"1..{MAX_REPORT_PLANS}+1",
+                   "-o", out)
     assert "plans; allowed: at most" in line
     assert not (tmp_path / "r.html").exists()
 

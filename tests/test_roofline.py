@@ -180,7 +180,8 @@ def test_an_fp8_checkpoint_multiplies_on_the_fp8_units():
     assert fp8.compute_dtype == "fp8" and fp8.peak_flops_per_s == load_gpu("H100-SXM").peak_flops.fp8
     a100 = estimate("deepseek-v3-fp8", seq_len=4096, batch=1, gpu="A100-80GB", engine="vllm").roofline
     assert a100.compute_dtype == "bf16"
-    assert estimate("deepseek-v3", seq_len=4096, batch=1, gpu="H100-SXM", engine="vllm").roofline.compute_dtype == "bf16"
+    bf16 = estimate("deepseek-v3", seq_len=4096, batch=1, gpu="H100-SXM", engine="vllm").roofline
+    assert bf16.compute_dtype == "bf16"
 
 
 def test_an_fp16_checkpoint_on_a_gpu_without_fp16_runs_in_bf16():

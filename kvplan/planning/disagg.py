@@ -136,7 +136,8 @@ def disagg(model: ModelCard | str | Path, *, gpu: str, rate: float, isl: int, os
              f"vLLM NixlConnector's kv_lease_duration, used for every engine); at the needed link speed that is "
              f"{held:,} B per worker.",
              *([f"{base.runtime.display_name}'s decode workers pre-allocate each request's input plus {reserve} "
-                f"reserved decode tokens: their pools are planned at {isl + osl + reserve} tokens."] if reserve else []),
+                f"reserved decode tokens: their pools are planned at {isl + osl + reserve} tokens."]
+               if reserve else []),
              f"Aggregated: the same {total} GPUs as {total // (decode.tp * decode.pp)} replicas of TP {decode.tp} hold "
              f"{agg:,.1f} requests of {isl + osl} tokens (capacity only; prefill then interrupts decode)."]
     return DisaggResult(model=card.name, engine=base.runtime.name, rate=rate, isl=isl, osl=osl, ttft_ms=ttft_ms,

@@ -214,9 +214,9 @@ def quant_search(card, f: lc.LlamaFlags, total: int, max_model_len: int, w_bits:
 @lru_cache(maxsize=64)
 def choose(card, f: lc.LlamaFlags, total: int, max_model_len: int, w_bits: int) -> lc.LlamaFlags:
     """The plan's flags from ``quant_search``: --gguf-quant as given, else the first type that fits with 8- or 16-bit
-    K/V, else the first that fits at all (the checkpoint's own 16-bit type before the other), else the smallest; with the K/V types its row needs. Where it fits and -ngl
-    was not given, -ngl pins every layer on the GPU: llama-server's --fit (on by default) keeps 1 GiB free and
-    would move layers to the CPU."""
+    K/V, else the first that fits at all (the checkpoint's own 16-bit type before the other), else the smallest;
+    with the K/V types its row needs. Where it fits and -ngl was not given, -ngl pins every layer on the GPU:
+    llama-server's --fit (on by default) keeps 1 GiB free and would move layers to the CPU."""
     rows = quant_search(card, f, total, max_model_len, w_bits)
     if f.gguf_quant is not None:
         q, g, ok = next(r for r in rows if r[0] == f.gguf_quant)

@@ -104,7 +104,8 @@ class Grid:
     engine: tuple[str, ...]
     gpu: tuple[str | None, ...]
     encoder_len: tuple[int | None, ...]
-    parallel: tuple[tuple, ...] | extra.Product  # (tp, pp, max_model_len) options (made as rows need them); ((None, None, None),) when none
+    # (tp, pp, max_model_len) options, made as rows need them; ((None, None, None),) when none
+    parallel: tuple[tuple, ...] | extra.Product
     block_size: int | None = None  # None: the engine's default (16 for the KV sizes; the planner's own per engine)
     gpu_file: str | None = None
 
