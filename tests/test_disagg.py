@@ -120,3 +120,14 @@ def test_sglang_decode_workers_hold_the_reserved_decode_tokens():
         d = disagg("llama-3.1-8b", engine=engine, **kw)
         plan = kvplan.plan("llama-3.1-8b", gpu="H100-SXM", tp=d.decode.tp, engine=engine, max_model_len=length)
         assert d.decode.max_concurrency == plan.max_concurrency, engine
+
+
+def test_a_decode_reserve_that_fits_no_layout_names_the_length():
+    """SGLang's decode workers hold ISL + OSL + 512 tokens: where no layout holds that, the refusal names the length
+    and the reserve (not the TPOT target)."""
+    from kvplan.planning.disagg import disagg
+
+    # one RTX 4090 holds a 9,556-token request of Llama-3.1-8B on SGLang, not 10,068
+    with pytest.raises(KvplanError, match=r"at 10068 tokens \(with 512 reserved decode tokens\) fits no TP layout"):
+        disagg("llama-3.1-8b", gpu="RTX-4090", engine="sglang", rate=1, isl=9300, osl=256, ttft_ms=1e6, tpot_ms=1e4,
+               max_gpus_per_worker=1)

@@ -109,8 +109,13 @@ def disagg(model: ModelCard | str | Path, *, gpu: str, rate: float, isl: int, os
     per_token = kv_bytes_per_token(layer_specs(card, workers[0][0].kv_t, base.runtime))
     prefill = _prefill(workers, rate, isl, ttft_ms, ttft_factor, prefill_factor, card, per_token, base.gpu)
     reserve = base.runtime.disagg_decode_reserve_tokens  # a decode worker's request: ISL + OSL + this
-    decode = _decode(workers if not reserve else _workers(card, replace(base, max_model_len=isl + osl + reserve),
-                                                          max_gpus_per_worker), rate, osl, tpot_ms, decode_factor)
+    d_workers = workers if not reserve else _workers(card, replace(base, max_model_len=isl + osl + reserve),
+                                                     max_gpus_per_worker)
+    if not d_workers:
+        raise KvplanError(f"--gpu: {card.name} at {isl + osl + reserve} tokens (with {reserve} reserved decode "
+                          f"tokens) fits no TP layout of up to {max_gpus_per_worker} {base.gpu.name} GPUs "
+                          "(--max-gpus-per-worker)")
+    decode = _decode(d_workers, rate, osl, tpot_ms, decode_factor)
     d_tp = decode.tp
     p_block = prefill.block
     hand_over = cdiv(isl, p_block) * p_block * per_token * (d_tp if card.mla else 1)

@@ -46,8 +46,14 @@ def print_command(console: Console, label: str, command: str) -> None:
     if not console.is_terminal or len(command) <= room:
         console.print(head + escape(command), soft_wrap=True)
         return
+    parts: list[str] = []
+    for part in re.split(r" (?=--?[A-Za-z])", command):  # before each flag, never inside a quoted argument
+        if parts and (parts[-1].count("'") % 2 or parts[-1].count('"') % 2):
+            parts[-1] += " " + part
+        else:
+            parts.append(part)
     lines: list[str] = []
-    for part in re.split(r" (?=--?[A-Za-z])", command):  # before each flag; a quoted JSON value stays whole
+    for part in parts:
         if lines and len(lines[-1]) + 1 + len(part) + 2 <= room:
             lines[-1] += " " + part
         else:

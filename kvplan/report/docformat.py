@@ -103,7 +103,7 @@ def md_text(text: str) -> str:
     """Text as Markdown shows it, never as markup a file's text could inject: an HTML tag's or entity's opening
     (``<x``, ``&x;``), links and images (``[`` ``]``) and table cells (``|``) escaped; the rest of Markdown (emphasis,
     code, a ``<=``) is harmless in kvplan's prose and kept readable."""
-    text = _ENTITY.sub("&amp;", text)
+    text = _ENTITY.sub("&amp;", text.replace("\\", "\\\\"))  # a backslash first: '\\[' cannot undo an escape
     text = _TAG.sub("&lt;", text)  # '<' that could open a tag or a comment; '<=' stays as written
     return text.replace("[", "\\[").replace("]", "\\]").replace("|", "\\|")
 

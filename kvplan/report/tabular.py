@@ -64,7 +64,7 @@ def _md_cell(v: object) -> str:
     """A Markdown table cell: ``|`` escaped so that a name cannot add a column."""
     from kvplan.report.docformat import md_text
 
-    return md_text(cell(v).replace("\\", "\\\\"))
+    return md_text(cell(v))
 
 
 def _markdown(columns: tuple[str, ...], rows: Iterable[tuple], f: IO[str]) -> int:
