@@ -109,7 +109,8 @@ class WeightsDoNotFit(Refused):
 # "::"), so no format has to trust its own escaping for it: a line of a table can never begin "::error ..." and
 # a Markdown summary never renders a link or a tag from it.
 NAME_CHARS = "letters, digits, spaces and . _ + - / ( ) @ : , # =, starting with a letter or a digit, no '::'"
-_NAME = re.compile(r"[^\W_][\w .+\-/()@:,#=]*")
+_NAME_CHAR = r"[\w .+\-/()@:,#=]"
+_NAME = re.compile(rf"[^\W_]{_NAME_CHAR}*")
 
 
 def name_problem(text: str) -> str | None:
@@ -117,7 +118,7 @@ def name_problem(text: str) -> str | None:
     if not _NAME.fullmatch(text):
         if not _NAME.match(text[:1]):
             return f"starts with {text[:1]!r}; allowed: {NAME_CHARS}"
-        bad = next(c for c in text if not re.fullmatch(r"[\w .+\-/()@:,#=]", c))
+        bad = next(c for c in text if not re.fullmatch(_NAME_CHAR, c))
         return f"holds {bad!r}; allowed: {NAME_CHARS}"
     if "::" in text:
         return f"holds '::'; allowed: {NAME_CHARS}"
