@@ -186,3 +186,28 @@ def test_the_console_prints_emoji_codes_as_written():
     out = io.StringIO()
     make_console(file=out).print("fp8 :fire: card")
     assert out.getvalue() == "fp8 :fire: card\n"
+
+
+# ---- the benchmark's floor declares what kvplan estimate declares ---------------------------------------------
+
+def _options(command) -> list[tuple[str, tuple[str, ...], object]]:
+    """(parameter, its flags, its default) of every option of a click command, in order."""
+    return [(p.name, tuple(sorted(p.opts + p.secondary_opts)), p.default) for p in command.params]
+
+
+def test_the_cold_start_floor_declares_the_options_of_estimate():
+    """benchmarks/cold_start.py compares `kvplan estimate` with an empty typer command of the same options; typer
+    pays per option, so a floor with fewer options would flatter kvplan."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).parents[1] / "benchmarks" / "typer_floor.py"
+    spec = importlib.util.spec_from_file_location("typer_floor", path)
+    floor = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(floor)
+    ours = typer.main.get_command(app_module._slim(app_module._command(["estimate"]))).commands["estimate"]
+    theirs = typer.main.get_command(floor.app).commands["estimate"]
+    assert [(n, d) for n, _, d in _options(theirs)] == [(n, d) for n, _, d in _options(ours)]
+    assert [(n, flags) for n, flags, _ in _options(theirs)] == [(n, flags) for n, flags, _ in _options(ours)]
+    assert [(p.bare_type(), p.multiple, p.is_flag) for p in theirs.params] == [
+        (p.bare_type(), p.multiple, p.is_flag) for p in ours.params]
