@@ -274,6 +274,9 @@ def test_every_visible_total_reproduces_the_output_it_cites(name):
         assert sum(1 for mib in range(v // MIB - 3, v // MIB + 4) if f"{mib / 1024:.3f}" == m.group(1)) == 1
     elif m := re.search(r"total_memory=(\d+)MB", src):
         assert v == int(m.group(1)) * MIB
+    elif m := re.search(r"totalGlobalMem: (\d+) MiB", src):  # a cudaGetDeviceProperties dump in MiB
+        assert v == int(m.group(1)) * MIB
+        assert all(f"/{v / GIB:.2f} GiB)" in q for q in re.findall(r"Free memory on device \([^`]*", src))
     else:
         raise AssertionError(f"{name}: no output quoted in {src!r}")
 

@@ -110,7 +110,8 @@ def test_every_sm_count_reproduces_the_output_it_cites(name):
         assert not gpu.sm_count_source
         return
     src = gpu.sm_count_source
-    m = re.search(r"multi_processor_count=(\d+)", src) or re.search(r"(\d+) (?:SMs|compute units)", src)
+    m = (re.search(r"multi_processor_count=(\d+)", src) or re.search(r"multiProcessorCount: (\d+)", src)
+         or re.search(r"(\d+) (?:SMs|compute units)", src))
     assert m, f"{name}: no count quoted in {src!r}"
     assert gpu.sm_count == int(m.group(1))
 
