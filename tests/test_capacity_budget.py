@@ -53,13 +53,16 @@ def test_gpus_list_shows_the_visible_total(cli):
 # ---- engine versions ---------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("engine, rules, util", [
-    ("vllm", "vLLM 0.29+", 0.92), ("vllm==0.11", "vLLM 0.11-0.16", 0.9), ("vllm==0.10.2", "vLLM 0.10 (V1", 0.9),
+    ("vllm", "vLLM 0.29+", 0.92), ("vllm==0.11", "vLLM 0.11-0.16", 0.9), ("vllm==0.10.2", "vLLM 0.9.1-0.10 (V1", 0.9),
     ("vllm==0.19", "vLLM 0.18-0.20", 0.9), ("vllm==0.21.0", "vLLM 0.21-0.24", 0.92), ("vllm==0.33", "vLLM 0.29+", 0.92),
     ("sglang==0.5.2", "SGLang 0.4.8-0.5.2", None), ("sglang==0.4.3.post4", "SGLang 0.4.2-0.4.5", None),
     ("sglang==0.5.12", "SGLang 0.5.10-0.5.19", None), ("sglang", "SGLang 0.5.20+", None),
     ("vllm==0.6.3", "vLLM 0.2-0.6.4 (V0", 0.9), ("vllm==0.6", "vLLM 0.2-0.6.4 (V0", 0.9),
     ("vllm==0.6.5", "vLLM 0.6.5-0.6.6 (V0", 0.9), ("vllm==0.6.6.post1", "vLLM 0.6.5-0.6.6 (V0", 0.9),
-    ("vllm==0.7.0", "vLLM 0.7-0.9 (V0", 0.9), ("vllm==0.9", "vLLM 0.7-0.9", 0.9)])
+    ("vllm==0.7.0", "vLLM 0.7-0.9.0 (V0", 0.9), ("vllm==0.9", "vLLM 0.7-0.9.0 (V0", 0.9),
+    ("vllm==0.9.0", "vLLM 0.7-0.9.0 (V0", 0.9), ("vllm==0.9.1", "vLLM 0.9.1-0.10 (V1", 0.9),
+    ("vllm==0.9.2", "vLLM 0.9.1-0.10 (V1", 0.9), ("vllm==0.27.1", "vLLM 0.27 (V1", 0.92),
+    ("vllm==0.28", "vLLM 0.28 (V1", 0.92)])
 def test_engine_version_is_an_input_named_in_the_output(engine, rules, util):
     r = plan("llama-3.1-8b", gpu="H100-SXM", max_model_len=8192, engine=engine)
     assert r.inputs.engine_rules.startswith(rules)
@@ -76,14 +79,26 @@ def test_unmodelled_versions_are_bad_input_naming_the_flag(engine):
 
 
 def test_the_refusal_lists_each_modelled_range_once_and_plainly():
-    """A range of one minor release reads "vllm==0.10", not "vllm==0.10-0.10"; the newest ends with "+"."""
+    """A range of one minor release reads "vllm==0.17", not "vllm==0.17-0.17"; the newest ends with "+"."""
     from kvplan.errors import KvplanError
 
     with pytest.raises(KvplanError) as err:
         plan("llama-3.1-8b", gpu="H100-SXM", max_model_len=8192, engine="vllm==0.1")
     ranges = str(err.value).split("modelled: ")[1].split(", ")
-    assert "vllm==0.10" in ranges and "vllm==0.6.5-0.6.6" in ranges and ranges[-1].endswith("+")
+    assert "vllm==0.17" in ranges and "vllm==0.6.5-0.6.6" in ranges and "vllm==0.9.1-0.10" in ranges
+    assert ranges[-1].endswith("+")
     assert not any(r.split("==")[1].split("-")[0] == r.split("-")[-1] for r in ranges if "-" in r)
+
+
+@pytest.mark.parametrize("engine, gpu, mnbt", [
+    ("vllm==0.27", "B200", 8192), ("vllm==0.28", "B200", 16384), ("vllm", "B200", 16384), ("vllm==0.10", "MI300X", 8192),
+    ("vllm==0.28", "MI300X", 16384), ("vllm==0.28", "H200", 8192), ("vllm==0.9.1", "H100-SXM", 8192),
+    ("vllm==0.28", "A100-80GB", 2048)])
+def test_the_160_gib_batch_tier_starts_in_0_28(engine, gpu, mnbt):
+    """engine/arg_utils.py get_batch_defaults: `device_memory >= 160 * GiB_bytes` -> 16,384 batched tokens for
+    `vllm serve` in the 0.28.0 and 0.29.0 wheels; 0.9.1 - 0.27.0 stop at the 70 GiB (not A100) tier of 8,192."""
+    r = plan("llama-3.1-8b", gpu=gpu, max_model_len=8192, engine=engine)
+    assert r.inputs.max_num_batched_tokens == mnbt
 
 
 def test_cuda_graphs_enter_the_budget_from_0_21():

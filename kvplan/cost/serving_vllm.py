@@ -64,9 +64,10 @@ DEFAULT_NON_TORCH_MULTI_GPU_BYTES = 512 * MIB
 DEFAULT_CONTEXT_BYTES = 512 * MIB
 
 
-def batch_defaults(total_bytes: int, gpu_name: str) -> tuple[int, int]:
-    """(max_num_batched_tokens, max_num_seqs) for `vllm serve` (engine/arg_utils.py get_batch_defaults)."""
-    if total_bytes >= 160 * GIB:
+def batch_defaults(total_bytes: int, gpu_name: str, large_gpu_tier: bool = True) -> tuple[int, int]:
+    """(max_num_batched_tokens, max_num_seqs) for `vllm serve` (engine/arg_utils.py get_batch_defaults, V1);
+    ``large_gpu_tier``: the release has the 160 GiB tier (0.28+, VllmVersion.large_gpu_batch_defaults)."""
+    if large_gpu_tier and total_bytes >= 160 * GIB:
         return 16384, 1024
     if total_bytes >= 70 * GIB and "a100" not in gpu_name.lower():
         return 8192, 1024

@@ -80,6 +80,10 @@ class VllmVersion(VersionRange):
     # 0.29+: Model Runner V2 for every model (config/vllm.py use_v2_model_runner, unless a feature it lacks is asked
     # for); 0.25 - 0.28: dense models only (dense_runner_without_graph_estimate)
     v2_runner_every_model: bool = False
+    # 0.28+: engine/arg_utils.py get_batch_defaults gives GPUs of 160 GiB and more (B200, B300, MI300X) 16,384
+    # batched tokens for `vllm serve`; before (read in 0.9.1 - 0.27.0), every GPU of 70 GiB and more but an A100 gets
+    # 8,192 (serving_vllm.batch_defaults)
+    large_gpu_batch_defaults: bool = False
 
     def pp_vocab_every_stage(self, hf_architecture: str | None) -> frozenset[str]:
         """What of the vocabulary ("embedding", "lm_head") every pipeline stage holds for this architecture in this
@@ -103,11 +107,19 @@ V0_RANGES = (
     _v0("0.2-0.6.4", (0, 2), (0, 6, 4)),
     _v0("0.6.5-0.6.6", (0, 6, 5), (0, 6, 6), non_torch_counts_cached_free=True,
         note="; non-torch counts the allocator's cached free bytes"),
-    _v0("0.7-0.9", (0, 7), (0, 9)),
+    # 0.8.0 - 0.9.0 ran the V1 engine by default, whose determine_available_memory (v1/worker/gpu_worker.py 0.9.0)
+    # charges torch's allocated peak plus all device memory outside torch's live tensors after empty_cache (the CUDA
+    # context, other processes, the allocator's cached free bytes) and prints no "Available KV cache memory" line:
+    # not modelled. This range is their V0 engine (VLLM_USE_V1=0, or a model V1 did not support).
+    _v0("0.7-0.9.0", (0, 7), (0, 9, 0), note="; 0.8.0-0.9.0 ran V1 by default, not modelled: their V0"),
 )
 VERSIONS = (
     *V0_RANGES,
-    VllmVersion("vLLM 0.10 (V1 engine)", (0, 10), (0, 10), 0.9, False, True, False,
+    # 0.9.1 - 0.9.2 (read in the 0.9.1 wheel against 0.10.0's): determine_available_memory, memory_profiling, the
+    # snapshot before init_worker_distributed_environment, the sorting top-k/top-p sampler, get_batch_defaults and
+    # the "GPU KV cache size" formula are 0.10's; profile_run then holds only the forward's last rows while the dummy
+    # sampler runs (_dummy_run returns hidden_states[logit_indices]), which the fitted sort does not separate
+    VllmVersion("vLLM 0.9.1-0.10 (V1 engine)", (0, 9, 1), (0, 10), 0.9, False, True, False,
                 vl.SORTED_SAMPLER_BYTES_PER_LOGIT, sampler_holds_hidden=True),
     VllmVersion("vLLM 0.11-0.16 (V1 engine)", (0, 11), (0, 16), 0.9, False, True, False,
                 vl.SORTED_SAMPLER_BYTES_PER_LOGIT, vl.MXFP4_TRITON_HOPPER_PAD, sampler_holds_hidden=True,
@@ -138,17 +150,23 @@ VERSIONS = (
                 dense_runner_without_graph_estimate=True, triton_topk_topp_buffer=True, sampler_holds_hidden=True,
                 compile_benchmarks_kernels=True, in_flight_batches=True),
     # 0.27.0's memory_profiling counts total_consumed (the first release with it; 0.26.0 does not)
-    VllmVersion("vLLM 0.27-0.28 (V1 engine)", (0, 27), (0, 28), vl.DEFAULT_UTILIZATION, True, False, True, None,
+    VllmVersion("vLLM 0.27 (V1 engine)", (0, 27), (0, 27), vl.DEFAULT_UTILIZATION, True, False, True, None,
                 vl.MXFP4_TRITON_HOPPER_PAD, cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21,
                 dense_runner_without_graph_estimate=True, triton_topk_topp_buffer=True,
                 counts_torch_state_before_profile=True, sampler_holds_hidden=True, compile_benchmarks_kernels=True,
                 in_flight_batches=True),
+    # 0.28.0 adds get_batch_defaults' 160 GiB tier (absent in 0.27.0, present in 0.28.0 and 0.29.0)
+    VllmVersion("vLLM 0.28 (V1 engine)", (0, 28), (0, 28), vl.DEFAULT_UTILIZATION, True, False, True, None,
+                vl.MXFP4_TRITON_HOPPER_PAD, cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21,
+                dense_runner_without_graph_estimate=True, triton_topk_topp_buffer=True,
+                counts_torch_state_before_profile=True, sampler_holds_hidden=True, compile_benchmarks_kernels=True,
+                in_flight_batches=True, large_gpu_batch_defaults=True),
     # 0.29+: Model Runner V2 for every model it supports (config/vllm.py use_v2_model_runner), and its
     # profile_cudagraph_memory estimates the graphs (_profile_cudagraph_memory)
     VllmVersion(f"vLLM 0.29+ (V1 engine; {vl.RULES.split(' (')[0]} rules)", (0, 29), None, vl.DEFAULT_UTILIZATION,
                 True, False, True, None, vl.MXFP4_TRITON_HOPPER_PAD,
                 cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21, compile_benchmarks_kernels=True,
-                in_flight_batches=True, v2_runner_every_model=True),
+                in_flight_batches=True, v2_runner_every_model=True, large_gpu_batch_defaults=True),
 )
 
 
@@ -207,8 +225,8 @@ class VLLM(Server):
     # -- options --
 
     def resolve(self, flags: ServingFlags, card, gpu, total, layout, max_model_len) -> Options:
-        mnbt, seqs = vl.batch_defaults(total, gpu.name)
         v = self.version
+        mnbt, seqs = vl.batch_defaults(total, gpu.name, v.large_gpu_batch_defaults)
         mnbt = v0.max_num_batched_tokens(max_model_len) if v.mnbt_covers_max_model_len else mnbt
         seqs = v.fixed_max_num_seqs or seqs
         if v.v0_engine and card.ssm is not None:
