@@ -267,3 +267,19 @@ def test_a_capacity_sweep_holds_no_axis_product_in_memory():
 def test_a_wrong_type_in_the_python_api_is_a_kvplan_error(kw):
     with pytest.raises(KvplanError, match=f"--{next(iter(kw)).replace('_', '-')}"):
         sweep("llama-2-7b", seq_len=8, **kw)
+
+
+def test_a_capacity_sweeps_roofline_columns_are_the_rows_layout():
+    """At TP 4 the latency columns are `kvplan plan`'s bounds (roofline / tp plus the all-reduce), not one GPU's:
+    a TP-4 row of Llama-3.1-70B equals the plan at one request, and its memory is the four GPUs'."""
+    from kvplan.planning.capacity import plan
+
+    rows = {r["tp"]: r for r in sweep("llama-3.1-70b", batch="1", seq_len="8192", gpu="H100-SXM", tp="1,4",
+                                      engine="vllm")}
+    one, four = rows[1], rows[4]
+    p = plan("llama-3.1-70b", gpu="H100-SXM", tp=4, max_model_len=8192, engine="vllm", concurrency=1)
+    assert four["roofline.time_per_output_token_s"] == pytest.approx(p.latency.tpot_ms / 1e3, rel=1e-12)
+    assert four["roofline.time_to_first_token_one_request_s"] == pytest.approx(p.latency.ttft_ms / 1e3, rel=1e-12)
+    assert four["roofline.time_per_output_token_s"] < one["roofline.time_per_output_token_s"] / 3
+    assert four["roofline.gpu_memory_bytes"] == 4 * one["roofline.gpu_memory_bytes"]
+    assert four["roofline.fits_in_memory"] and not one["roofline.fits_in_memory"] and four["fits"]

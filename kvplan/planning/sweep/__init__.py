@@ -189,7 +189,8 @@ class Sweep:
         kv = b * ps
         row += (lay.bytes_per_token, ps, kv, lay.weights_bytes, kv + lay.weights_bytes)
         if gpu is not None:
-            row += (gpu,) + extra.roofline_values(lay, b, s, gpu, g.gpu_file, kv + lay.weights_bytes, g.cache_block)
+            row += (gpu,) + extra.roofline_values(lay, b, s, gpu, g.gpu_file, kv + lay.weights_bytes, g.cache_block,
+                                                  par)
         if g.capacity:
             row += par + extra.capacity_values(self._capacity_cache, lay, s, gpu, par, g.block_size, g.gpu_file)
         return row

@@ -41,13 +41,33 @@ def check_roofline(models: tuple[ModelCard, ...], gpus: tuple, gpu_file: str | N
 
 
 def roofline_values(lay, batch: int, seq_len: int, gpu: str, gpu_file: str | None, needed: int,
-                    block_size: int) -> tuple:
-    """The roofline columns of one row, as ``estimate(..., gpu=gpu)`` computes them (prompt_len = seq_len)."""
+                    block_size: int, par: tuple = (None, None, None)) -> tuple:
+    """The roofline columns of one row, as ``estimate(..., gpu=gpu)`` computes them (prompt_len = seq_len). With a
+    row's ``par`` = (tp, pp, max_model_len) of a capacity sweep, they are the layout's, as ``kvplan plan`` bounds its
+    latency (kvplan.planning.capacity.latency): each time / tp plus the ring collectives between the ranks over the
+    GPU's interconnect (kvplan.cost.comm), the memory that of the tp x pp GPUs together."""
+    gpu_obj = load_gpu(gpu, gpu_file)
     work = Workload(lay.card, lay.engine, lay.kv_t, lay.w_t, batch, seq_len, seq_len,
                     lay.engine.default_max_cache_len(seq_len), block_size)
-    r = roofline(work, load_gpu(gpu, gpu_file), memory_needed_bytes=needed)
-    return (r.time_to_first_token_s, r.time_to_first_token_one_request_s, r.time_per_output_token_s,
-            r.decode_tokens_per_s, r.gpu_memory_bytes, r.fits_in_memory)
+    r = roofline(work, gpu_obj, memory_needed_bytes=needed)
+    tp, pp = par[0] or 1, par[1] or 1
+    if tp == 1 and pp == 1:
+        return (r.time_to_first_token_s, r.time_to_first_token_one_request_s, r.time_per_output_token_s,
+                r.decode_tokens_per_s, r.gpu_memory_bytes, r.fits_in_memory)
+    from kvplan.cost.comm import comm_time_s
+    from kvplan.cost.parallel import Layout
+
+    layout = Layout(tp=tp, pp=pp)
+    kw = dict(e=lay.w_t.activation_bytes, link_bytes_per_s=gpu_obj.interconnect_bandwidth_bytes_per_s, logit_rows=1)
+    try:
+        ttft = r.time_to_first_token_s / tp + comm_time_s(lay.card, layout, batch=batch, new_tokens=seq_len, **kw)
+        one = r.time_to_first_token_one_request_s / tp + comm_time_s(lay.card, layout, batch=1, new_tokens=seq_len,
+                                                                       **kw)
+        tpot = r.time_per_output_token_s / tp + comm_time_s(lay.card, layout, batch=batch, new_tokens=1, **kw)
+    except KvplanError:  # a GPU without a stated interconnect, or a split the model cannot take: the plan's columns
+        return (None,) * len(ROOFLINE_COLUMNS)  # name the refusal (plan_error)
+    memory = r.gpu_memory_bytes * tp * pp
+    return ttft, one, tpot, batch / tpot, memory, needed <= memory
 
 
 def parallel_axis(tp, pp, max_model_len, gpu) -> tuple[tuple, ...]:
