@@ -201,7 +201,7 @@ def _prefill(workers, rate, isl, ttft_ms, ttft_factor, factor, card, per_token, 
 def _decode(workers, rate, osl, tpot_ms, factor) -> _Choice:
     best = None
     for s, sts, p in workers:
-        cap = min(int(p.concurrency), s.engine.running_limit(s) or math.inf)
+        cap = int(s.engine.running(s, p))
         if cap < 1 or latency(s, 1, 1).tpot_ms > tpot_ms:
             continue
         lo, hi = 1, cap  # the largest batch whose step meets TPOT (a step's time grows with the batch)

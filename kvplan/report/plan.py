@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
+
 from rich.console import Console
 from rich.table import Table
 
 from kvplan.planning.capacity.results import PlanResult, SearchResult
 from kvplan.report.console import escape, exact, ms, note, print_command, table
-from kvplan.units import fmt_bytes, fmt_int
+from kvplan.units import fmt_bytes, fmt_float, fmt_int
 
 
 def render_plan(r: PlanResult, console: Console) -> None:
@@ -156,7 +158,7 @@ def render_search(r: SearchResult, console: Console) -> None:
         t.add_row(escape(o.gpu), str(o.num_gpus), f"{o.tp}x{o.pp}x{o.dp}", f"{o.max_concurrency:,.1f}",
                   fmt_bytes(o.kv_cache.available_bytes), _ms(o.ttft_ms),
                   _ms(o.tpot_ms), "-" if o.price_per_hour is None else f"{o.price_per_hour:,.2f}",
-                  "-" if o.usd_per_million_output_tokens is None else f"{o.usd_per_million_output_tokens:,.2f}")
+                  "-" if o.usd_per_million_output_tokens is None else _usd(o.usd_per_million_output_tokens))
     console.print(t)
     for o in r.options:
         print_command(console, o.gpu, o.launch_command)
@@ -167,6 +169,11 @@ def render_search(r: SearchResult, console: Console) -> None:
                           f"{o.num_gpus}: {escape(o.price_source)}{escape(date)}", overflow="fold")
     for text in r.notes:
         note(console, text)
+
+
+def _usd(value: float) -> str:
+    """Dollars to the cent, and to three significant digits below a cent (0.0031, not 0.00)."""
+    return f"{value:,.2f}" if value >= 0.01 or value == 0 else fmt_float(round(value, 3 - math.floor(math.log10(value))))
 
 
 def _ms(value: float | None) -> str:

@@ -236,9 +236,17 @@ class Runtime(Engine):
         return Pool(sts[lim], pool, conc, req, all(request(st, L) <= st.available for st in sts),
                     min(r.max_model_len_fit for r in rows), rows)
 
-    def running_limit(self, s: Setup) -> int | None:
-        """The most requests the scheduler runs at once per replica, where it caps them below the pool."""
+    running_limit_flag = ""  # the engine's flag for that cap, named where it binds
+
+    def running_limit(self, s: Setup, p: Pool) -> int | None:
+        """The most requests the scheduler runs at once per replica (``p``: the pool it admits them to), where the
+        engine caps them; None: the pool alone limits them."""
         return None
+
+    def running(self, s: Setup, p: Pool) -> float:
+        """The requests one replica runs at once: the pool's concurrency, capped by ``running_limit``."""
+        limit = self.running_limit(s, p)
+        return p.concurrency if limit is None else min(p.concurrency, limit)
 
     # -- what a plan prints --
 

@@ -202,6 +202,12 @@ class SGLang(Server):
     def pool_summary(self, p: Pool, s: Setup) -> str:
         return f" ({fmt_int(p.pool.tokens)} tokens)"
 
+    running_limit_flag = "--max-running-requests"
+
+    def running_limit(self, s: Setup, p: Pool) -> int | None:
+        """resolve_max_num_reqs from the pool's tokens (serving_sglang.max_running_requests); 0: under two tokens."""
+        return sg.max_running_requests(p.pool.tokens, s.max_model_len) if p.pool.tokens >= 2 else 0
+
     def notes(self, s: Setup, p: Pool) -> list[str]:
         out = []
         if s.card.ssm is not None:
@@ -212,7 +218,7 @@ class SGLang(Server):
                        f"{fmt_int(p.pool.state_slots or 0)} requests of {states} of states (conv bfloat16, SSM "
                        "float32: SGLang's mamba2_state_dtype defaults); the K/V token pool gets the rest and a running "
                        "request holds one state slot.")
-        reqs = sg.max_running_requests(p.pool.tokens, s.max_model_len) if p.pool.tokens >= 2 else 0
+        reqs = self.running_limit(s, p)
         out.append(f"SGLang admits at most max_running_requests = {reqs:,} requests at once (resolve_max_num_reqs: "
                    "min(clamp(tokens / context_len x 512, 2048, 4096), tokens // 2)).")
         out.append(f"SGLang: pool = (free memory at start x mem_fraction_static {s.mfs}) - weights - what the load "

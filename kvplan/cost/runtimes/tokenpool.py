@@ -113,7 +113,9 @@ class TokenPool(Server):
         return Pool(sts[lim], pool, conc, per_req_tokens * per_token[lim], blocks >= per_req,
                     min(r.max_model_len_fit for r in rows), rows)
 
-    def running_limit(self, s: Setup) -> int | None:
+    running_limit_flag = "--max_batch_size"
+
+    def running_limit(self, s: Setup, p: Pool) -> int | None:
         return s.max_num_seqs
 
     def pool_summary(self, p: Pool, s: Setup) -> str:

@@ -456,7 +456,9 @@ class VLLM(Server):
                            self.version.reserves_null_block) for st, r in zip(sts, rows))
         return Pool(sts[lim], pool, conc, bpb * per_req, fits, min(r.max_model_len_fit for r in rows), rows)
 
-    def running_limit(self, s: Setup) -> int | None:
+    running_limit_flag = "--max-num-seqs"
+
+    def running_limit(self, s: Setup, p: Pool) -> int | None:
         return s.max_num_seqs
 
     # -- what a plan prints --

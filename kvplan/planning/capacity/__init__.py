@@ -158,13 +158,28 @@ def plan_request(card: ModelCard, req: PlanRequest) -> PlanResult:
     if req.concurrency is None:
         out = result(s, sts, p)
     else:
-        from kvplan.planning.capacity.latency import latency
-
-        out = result(s, sts, p, latency(s, req.concurrency, req.prompt_len, req.acceptance_rate), req.concurrency)
+        out = result(s, sts, p, _latency_at_target(s, p, req), req.concurrency)
     from kvplan.planning.estimate import checkpoint_of_card  # a Hub model: its checkpoint's bytes, as the estimate's
 
     check = checkpoint_of_card(card)
     return out if check is None else out.model_copy(update={"checkpoint": check})
+
+
+def _latency_at_target(s: Setup, p: Pool, req: PlanRequest) -> Latency:
+    """The bounds at the target concurrency, or at the most requests the layout runs at once (its pool, capped by
+    the engine's scheduler: ``running``) where the target is more: the rest wait, and a decode step never holds
+    them."""
+    import math
+
+    from kvplan.planning.capacity.latency import latency
+
+    target, running = req.concurrency, math.floor(s.engine.running(s, p) * s.layout.dp)
+    if running < 1 or running >= target:
+        return latency(s, target, req.prompt_len, req.acceptance_rate)
+    lat = latency(s, running, req.prompt_len, req.acceptance_rate)
+    return lat.model_copy(update={"notes": lat.notes + [
+        f"Target {target:,} > the {running:,} requests this layout runs at once: TPOT and $/Mtok are at {running:,} "
+        "(the rest queue); more replicas or GPUs run more."]})
 
 
 def quantized_variants(card: ModelCard) -> list[str]:

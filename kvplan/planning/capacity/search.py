@@ -120,8 +120,7 @@ def _option(card: ModelCard, req: PlanRequest, max_gpus: int, ttft_ms, tpot_ms) 
         raise
     except Refused:
         return None
-    limit = s.engine.running_limit(s)
-    per_replica = min(p.concurrency, limit or math.inf)
+    per_replica = s.engine.running(s, p)
     if not p.fits or per_replica <= 0:
         return None
     lay, C = req.layout, req.concurrency
@@ -135,7 +134,7 @@ def _option(card: ModelCard, req: PlanRequest, max_gpus: int, ttft_ms, tpot_ms) 
             return None
         sts = s.engine.stages(s)
         p = s.engine.pool(s, sts)
-        per_replica = min(p.concurrency, s.engine.running_limit(s) or math.inf)
+        per_replica = s.engine.running(s, p)
     g = req.gpu
     lat = latency(s, C, req.prompt_len, req.acceptance_rate) if (ttft_ms or tpot_ms or g.interconnect_bandwidth_bytes_per_s) else None
     if lat and ((ttft_ms and lat.ttft_ms > ttft_ms) or (tpot_ms and lat.tpot_ms > tpot_ms)):

@@ -23,10 +23,14 @@ def verdict(s: Setup, p: Pool, concurrency: int | None = None) -> str:
     if not p.fits:
         longest = f"the longest that fits is {fmt_int(p.max_model_len_fit)}" if p.max_model_len_fit else "none fits"
         return f"{where}: one {fmt_int(L)}-token request does NOT fit; {longest}; {pool}"
+    running, limit = s.engine.running(s, p) * lay.dp, s.engine.running_limit(s, p)
+    cap = ""
+    if limit is not None and limit < p.concurrency:
+        cap = f"; runs at most {fmt_int(limit)} at once per replica ({s.engine.running_limit_flag} {fmt_int(limit)})"
     target = ""
     if concurrency is not None:
-        target = f"; target {fmt_int(concurrency)}: {'met' if total >= concurrency else 'NOT met'}"
-    return f"{where}: {total:,.1f} concurrent {fmt_int(L)}-token requests; {pool}{target}"
+        target = f"; target {fmt_int(concurrency)}: {'met' if running >= concurrency else 'NOT met'}"
+    return f"{where}: {total:,.1f} concurrent {fmt_int(L)}-token requests; {pool}{cap}{target}"
 
 
 def notes(s: Setup, p: Pool) -> list[str]:

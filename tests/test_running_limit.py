@@ -1,0 +1,50 @@
+"""The requests an engine runs at once: its pool's concurrency, capped by its scheduler (vLLM max_num_seqs, SGLang
+resolve_max_num_reqs, TensorRT-LLM max_batch_size). A target above that cap is not met by one replica, and the
+latency bounds are at the batch that runs, never at one that cannot."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvplan.cost.serving_sglang import max_running_requests
+from kvplan.planning.capacity import plan
+from kvplan.planning.capacity.search import search
+
+
+def test_vllm_target_above_max_num_seqs_is_not_met_on_one_replica():
+    r = plan("llama-3.1-8b", gpu="A100-80GB", max_model_len=512, concurrency=300)
+    assert r.inputs.max_num_seqs == 256 < 300 < r.max_concurrency  # the pool holds 300, the scheduler runs 256
+    assert "target 300: NOT met" in r.verdict and "--max-num-seqs 256" in r.verdict
+    assert r.latency.batch_per_replica == 256
+    assert "target 256: met" in plan("llama-3.1-8b", gpu="A100-80GB", max_model_len=512, concurrency=256).verdict
+
+
+def test_sglang_runs_at_most_resolve_max_num_reqs():
+    r = plan("gemma-3-1b", gpu="H100-SXM", engine="sglang", max_model_len=256, concurrency=9000)
+    cap = max_running_requests(r.kv_cache.tokens, 256)
+    assert cap == 4096 < 9000 < r.max_concurrency  # the pool holds 9,986 requests; SGLang admits 4,096
+    assert "target 9,000: NOT met" in r.verdict and "--max-running-requests 4,096" in r.verdict
+    assert r.latency.batch_per_replica == cap
+
+
+def test_the_search_counts_what_runs_not_what_the_pool_holds():
+    s = search("gemma-3-1b", gpus=["H100-SXM"], engine="sglang", max_model_len=256, concurrency=10000)
+    best = s.options[0]
+    assert best.dp == 3 and best.max_concurrency == 3 * 4096  # two replicas' pools would hold 10,000, not run them
+
+
+def test_latency_is_at_the_batch_that_fits_not_the_target():
+    r = plan("llama-3.1-8b", gpu="H100-SXM", max_model_len=131072, concurrency=256)
+    assert 3 < r.max_concurrency < 4 and "NOT met" in r.verdict
+    assert r.latency.batch_per_replica == 3
+    assert any("the 3 requests this layout runs at once" in n for n in r.latency.notes)
+    fitting = plan("llama-3.1-8b", gpu="H100-SXM", max_model_len=131072, concurrency=3).latency
+    assert r.latency.tpot_ms == pytest.approx(fitting.tpot_ms)
+
+
+@pytest.mark.parametrize("value, text", [(0.00314159, "0.003142"), (0.0123, "0.01"), (1234.5, "1,234.50"),
+                                         (0.0, "0.00")])
+def test_dollars_below_a_cent_keep_their_digits(value, text):
+    from kvplan.report.plan import _usd
+
+    assert _usd(value) == text
