@@ -50,3 +50,43 @@ def test_every_supported_model_type_is_in_the_readme():
     section = text[text.index("### Hugging Face configs"):text.index("### JSON output")]
     missing = [t for t in READERS if not re.search(rf"(?<![\w]){re.escape(t)}(?![\w])", section)]
     assert not missing, missing
+
+
+def shown_outputs() -> list[tuple[str, list[str]]]:
+    """(command, the `verdict` / `launch` lines the README shows for it): a plain code block holding such lines,
+    paired with the closest ```bash block before it that holds one `kvplan` command."""
+    text = README.read_text(encoding="utf-8")
+    pairs, last = [], None
+    for m in re.finditer(r"```(?P<lang>\w*)\n(?P<body>.*?)```", text, re.S):
+        body = m.group("body")
+        if m.group("lang") == "bash":
+            cmds = [ln.strip() for ln in body.splitlines() if ln.strip().startswith("kvplan ")]
+            last = cmds[0] if len(cmds) == 1 else None
+            continue
+        lines = [ln for ln in body.splitlines() if ln.startswith(("verdict ", "launch "))]
+        if lines and last:
+            pairs.append((last, lines))
+    return pairs
+
+
+@pytest.mark.parametrize("command, lines", shown_outputs())
+def test_the_output_the_readme_shows_is_what_the_command_prints(command, lines):
+    """A stale figure in the README's sample output (58.4 requests where the command printed 56.5) misleads the
+    reader; each shown verdict and launch line is printed, word for word, by its command today."""
+    code, out, _ = cli_run(command)  # COLUMNS 1000: one line each, as the README shows them
+    printed = [" ".join(ln.split()) for ln in out.splitlines()]
+    for line in lines:
+        assert " ".join(line.split()) in printed, (command, line)
+
+
+def cli_run(command: str) -> tuple[int, str, str]:
+    from typer.testing import CliRunner
+
+    from kvplan.cli.app import app
+
+    r = CliRunner().invoke(app, shlex.split(command)[1:], env={"COLUMNS": "1000"})
+    return r.exit_code, r.stdout, ""
+
+
+def test_the_readme_shows_a_verdict_to_check():
+    assert any(c.startswith("kvplan plan ") for c, _ in shown_outputs())
