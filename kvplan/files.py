@@ -118,6 +118,10 @@ def _loader() -> type:
     # follows YAML 1.1, where it is a string (and a GPU file's `fp32: 6.7e13` was refused as "not a number")
     exponent = re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$")
     Loader.add_implicit_resolver("tag:yaml.org,2002:float", exponent, list("-+0123456789"))
+    # a date or time is kept as written, a string (every kvplan field that holds one is text: price_date, posted):
+    # PyYAML's timestamp constructor turned `price_date: 2026-11-01` into a datetime.date the schema refused, and
+    # raised ValueError on `2026-13-45` (an internal error, exit 3)
+    Loader.add_constructor("tag:yaml.org,2002:timestamp", lambda loader, node: str(node.value))
     Loader.add_constructor(None, _refuse_tag)  # a tag no safe constructor knows: !!python/object:..., !custom
     return Loader
 

@@ -293,3 +293,13 @@ def test_scenarios_take_the_serving_features(tmp_path, monkeypatch, cli):
                        speculative_config=eagle)
     assert got == {"prefix": prefix.max_concurrency, "lora-eagle": both.max_concurrency}
     assert prefix.max_concurrency > kvplan.plan("llama-3.1-8b", gpu="L40S", max_model_len=8192).max_concurrency
+
+
+@pytest.mark.parametrize("body, key", [('max_model_len = 8192\n', "gpu"), ('gpu = "H100-SXM"\ntp = 2\n', "max_model_len"),
+                                       ('fits = true\ngpu = "H100-SXM"\n', "max_model_len")])
+def test_a_capacity_scenario_without_its_gpu_or_length_names_the_key(cli, tmp_path, body, key):
+    """It was an internal error (exit 3, plan() missing gpu); now one line naming the file, line and key."""
+    cfg = tmp_path / "kvplan.toml"
+    cfg.write_text('[[scenarios]]\nname = "a"\nmodel = "llama-3-8b"\n' + body)
+    code, out, err = cli("check", "--config", str(cfg))
+    assert code == 2 and f"kvplan.toml:1: scenario 'a': {key}: required" in err and len(err.strip().splitlines()) == 1

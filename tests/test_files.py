@@ -233,3 +233,21 @@ def test_write_failure_is_one_line_and_cleans_up(tmp_path, monkeypatch):
     with pytest.raises(KvplanError, match=r"x\.yaml: cannot write: no space left on device$"):
         write_atomic(tmp_path / "x.yaml", "a\n")
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("text", ["2026-13-45", "2026-02-30", "2026-11-01", "2001-12-14t21:59:43.10-05:00"])
+def test_a_yaml_date_stays_the_text_written(text):
+    """PyYAML's timestamp constructor raised ValueError on an impossible date (an internal error, exit 3, from
+    `cards validate`, --model x.yaml and --gpu-file) and made a valid one a datetime.date the schemas refuse."""
+    from kvplan.files import parse_yaml
+
+    assert parse_yaml(f"d: {text}\n", "x.yaml") == {"d": text}
+
+
+def test_a_gpu_file_takes_an_unquoted_price_date(tmp_path):
+    from kvplan.cost.hardware import load_gpu
+
+    p = tmp_path / "gpus.yaml"
+    p.write_text("gpus:\n  H100-SXM:\n    price_per_hour_usd: 2.5\n    price_source: https://example.invalid/p\n"
+                 "    price_date: 2026-11-01\n")
+    assert load_gpu("H100-SXM", p).price_date == "2026-11-01"

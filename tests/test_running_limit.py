@@ -48,3 +48,28 @@ def test_dollars_below_a_cent_keep_their_digits(value, text):
     from kvplan.report.plan import _usd
 
     assert _usd(value) == text
+
+
+def test_bad_layout_and_latency_flags_exit_2_naming_them(cli):
+    base = ("plan", "-m", "llama-3-8b", "--max-model-len", "8192")
+    for flag in ("--tp", "--pp", "--dp"):  # 0 was read as 1
+        code, _, err = cli(*base, "--gpu", "H100-SXM", flag, "0")
+        assert code == 2 and err.startswith(f"error: {flag}:")
+    for value in ("nan", "0", "-5", "inf"):  # nan and 0 were ignored, -5 found no layout
+        code, _, err = cli(*base, "--concurrency", "2", "--ttft-ms", value)
+        assert code == 2 and err.startswith("error: --ttft-ms:")
+    code, _, err = cli(*base, "--gpu", "H100-SXM", "--shared-prefix-len", "1000000")
+    assert code == 2 and err.startswith("error: --shared-prefix-len:")
+
+
+def test_disagg_efficiency_factors_are_fractions(cli):
+    code, _, err = cli("disagg", "-m", "llama-3.1-70b", "--gpu", "H100-SXM", "--rate", "10", "--isl", "2048",
+                       "--osl", "256", "--ttft-ms", "2000", "--tpot-ms", "50", "--prefill-factor", "5")
+    assert code == 2 and err.startswith("error: --prefill-factor:")
+
+
+def test_a_fixed_pool_larger_than_the_gpu_says_it_cannot_be_allocated():
+    r = plan("llama-3-8b", gpu="H100-SXM", max_model_len=8192, kv_cache_memory="100GiB")
+    assert any("would run out of memory" in n for n in r.notes)
+    r = plan("llama-3-8b", gpu="H100-SXM", max_model_len=8192, kv_cache_memory="40GiB")
+    assert not any("would run out of memory" in n for n in r.notes)

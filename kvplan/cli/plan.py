@@ -105,7 +105,9 @@ def plan(
         if value is not None:
             raise KvplanError(f"{flag}: only used by the search (without --gpu)")
     split = common["llama"].tensor_split if common["llama"] else None  # llama.cpp: one GPU per -ts share
-    _emit(run(card, gpu=gpu, tp=tp or 1, pp=pp or (len(split) if split else 1), dp=dp or 1, concurrency=concurrency,
+    pp_default = len(split) if split else 1  # --tp 0 is refused by the planner, not read as 1
+    _emit(run(card, gpu=gpu, tp=1 if tp is None else tp, pp=pp_default if pp is None else pp,
+              dp=1 if dp is None else dp, concurrency=concurrency,
               **common), as_json, "render_plan")
 
 

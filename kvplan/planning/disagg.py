@@ -31,7 +31,7 @@ from kvplan.model.catalog import load_card
 from kvplan.planning.capacity import PlanRequest, assemble, result, setup
 from kvplan.planning.capacity.latency import latency
 from kvplan.planning.results import RESULT
-from kvplan.units import cdiv, require_positive
+from kvplan.units import cdiv, require_fraction, require_positive
 
 PREFILL_FACTOR = 0.9  # aiconfigurator picking.py: prefill bubble
 DECODE_FACTOR = 0.92  # aiconfigurator picking.py: decode under-fill
@@ -93,13 +93,15 @@ def disagg(model: ModelCard | str | Path, *, gpu: str, rate: float, isl: int, os
            gpu_file: str | None = None, **plan_kw) -> DisaggResult:
     """Prefill and decode pools for ``rate`` requests/s; KvplanError naming the flag when no worker meets a target."""
     if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0 < rate < 1e9:
-        raise KvplanError(f"--rate: requests per second, a positive number, got {rate!r}")
+        raise KvplanError(f"--rate: requests per second, a positive number below 1e9, got {rate!r}")
     require_positive("--isl", isl)
     require_positive("--osl", osl)
-    for flag, v in (("--ttft-ms", ttft_ms), ("--tpot-ms", tpot_ms), ("--prefill-factor", prefill_factor),
-                    ("--decode-factor", decode_factor), ("--ttft-factor", ttft_factor)):
+    for flag, v in (("--ttft-ms", ttft_ms), ("--tpot-ms", tpot_ms), ("--ttft-factor", ttft_factor)):
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < 1e9:
-            raise KvplanError(f"{flag}: a positive number, got {v!r}")
+            raise KvplanError(f"{flag}: a positive number below 1e9, got {v!r}")
+    # efficiencies against the roofline bound: above 1 a worker would beat the lower bound (aiconfigurator's 0.9, 0.92)
+    require_fraction("--prefill-factor", prefill_factor)
+    require_fraction("--decode-factor", decode_factor)
     card = model if isinstance(model, ModelCard) else load_card(model)
     base = PlanRequest.build(gpu=gpu, gpu_file=gpu_file, max_model_len=isl + osl, engine=engine, **plan_kw)
     workers = _workers(card, base, max_gpus_per_worker)

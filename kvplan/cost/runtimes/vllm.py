@@ -485,6 +485,14 @@ class VLLM(Server):
 
     def notes(self, s: Setup, p: Pool) -> list[str]:
         out = [_budget_note(s)]
+        if s.kv_cache_memory is not None:
+            heavy = p.limiting  # the stage whose budget sizes the pool
+            held = heavy.weights + s.kv_cache_memory + heavy.activation + heavy.non_torch + heavy.cuda_graph
+            if held > s.total - s.context:
+                out.append(f"--kv-cache-memory: the fixed pool ({fmt_bytes(s.kv_cache_memory)}) with the weights "
+                           f"({fmt_bytes(heavy.weights)}), activation peak and overheads needs {fmt_bytes(held)} of a "
+                           f"GPU that holds {fmt_bytes(s.total - s.context)} after the CUDA context: vLLM would run "
+                           "out of memory allocating it on this GPU (the figures fit a larger one).")
         if self.version.v0_engine:
             out.append(_v0_note(s, p))
         if s.opts.cpu_offload_gb:

@@ -215,6 +215,9 @@ def setup(card: ModelCard, req: PlanRequest) -> Setup:
     total = req.gpu.engine_memory_bytes if req.gpu_memory is None else req.gpu_memory  # what torch sees
     rt.refuse_flags(req.flags)
     opts = rt.resolve(req.flags, card, req.gpu, total, layout, req.max_model_len)
+    if opts.shared_prefix_len and opts.shared_prefix_len > req.max_model_len:
+        raise KvplanError(f"--shared-prefix-len: {opts.shared_prefix_len:,} tokens; allowed: at most --max-model-len "
+                          f"({req.max_model_len:,}), the prefix is part of each request")
     non_torch, cuda_graph, context = rt.overhead_defaults(layout.tp * layout.pp)
     cuda_graph = rt.cuda_graph_default(opts, cuda_graph, card)
     context = rt.context_default(layout.tp * layout.pp, req.gpu, context)

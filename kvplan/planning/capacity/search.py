@@ -46,6 +46,9 @@ def search(model: ModelCard | str | Path, *, max_model_len: int, concurrency: in
     (``Refused``) are skipped."""
     require_positive("--concurrency", concurrency)
     require_positive("--max-gpus", max_gpus)
+    for flag, v in (("--ttft-ms", ttft_ms), ("--tpot-ms", tpot_ms)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < 1e9):
+            raise KvplanError(f"{flag}: a latency bound in milliseconds, a positive number below 1e9, got {v!r}")
     if sort not in SORTS:
         raise KvplanError(f"--sort: {sort!r}; allowed: {', '.join(SORTS)}")
     card = model if isinstance(model, ModelCard) else load_card(model)

@@ -301,11 +301,18 @@ def _scenario(path: Path, lines: list[ScenarioLines], i: int, raw: dict) -> Scen
         if key in values:
             values[key] = parse_size(f"{shown(path)}:{_line(lines, i, key)}: {label}: {key}", values[key])
     try:
-        return Scenario.model_validate(values)
+        s = Scenario.model_validate(values)
     except ValidationError as exc:
         key = str(exc.errors()[0]["loc"][0])
         raise KvplanError(f"{shown(path)}:{_line(lines, i, key)}: {label}: "
                           f"{_describe(exc, Scenario)}") from None
+    if s.uses_plan and not s.uses_disagg:
+        given = next(k for k in PLAN_KEYS + PLAN_BUDGETS if getattr(s, k) is not None)
+        for key in ("gpu", "max_model_len"):
+            if getattr(s, key) is None:
+                raise KvplanError(f"{where}: {key}: required by a capacity scenario (it sets {given}; `kvplan plan` "
+                                  "needs gpu and max_model_len)")
+    return s
 
 
 def _describe(exc: ValidationError, model: type[BaseModel]) -> str:
