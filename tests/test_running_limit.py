@@ -73,3 +73,14 @@ def test_a_fixed_pool_larger_than_the_gpu_says_it_cannot_be_allocated():
     assert any("would run out of memory" in n for n in r.notes)
     r = plan("llama-3-8b", gpu="H100-SXM", max_model_len=8192, kv_cache_memory="40GiB")
     assert not any("would run out of memory" in n for n in r.notes)
+
+
+def test_integer_weights_need_a_quantized_checkpoint_and_fp8_is_echoed_as_asked(cli):
+    """`--weight-dtype int4` planned every parameter at half a byte under a launch line that loads the bf16
+    checkpoint; vLLM and SGLang quantize online only to fp8, which the plan now echoes as asked (it said bf16)."""
+    for engine in ("vllm", "sglang"):
+        code, _, err = cli("plan", "-m", "llama-3.1-8b", "--gpu", "H100-SXM", "--max-model-len", "8192",
+                           "--engine", engine, "--weight-dtype", "int4")
+        assert code == 2 and err.startswith("error: --weight-dtype: int4:") and "qwen3-8b-awq" in err
+    r = plan("llama-3.1-8b", gpu="H100-SXM", max_model_len=8192, weight_dtype="fp8")
+    assert r.inputs.weight_dtype == "fp8_e4m3" and "--quantization fp8" in r.launch_command

@@ -421,6 +421,11 @@ class Server(Runtime):
         Fp8Config.get_quant_method, SGLang alike): linear and MoE layers in float8 with one fp32 scale per tensor
         (per expert), quantized at load; embeddings, a tied or untied LM head, norms and routers stay in the model
         dtype."""
+        if w_t.name in ("int4", "int8") and card.quantization is None:
+            raise KvplanError(f"--weight-dtype: {w_t.name}: {self.display_name} loads integer weights from a quantized "
+                              "checkpoint (AWQ, GPTQ, compressed-tensors: its own card or --hf-config, e.g. -m "
+                              "qwen3-8b-awq) and quantizes a 16-bit one online only to fp8; allowed here: "
+                              + ", ".join(dict.fromkeys((model_t.name, "fp16", "bf16", "fp32", "fp8"))))
         if not (w_t.name.startswith("fp8") and card.quantization is None and model_t.bits >= 16) or (
                 card.ssm is not None or card.shared_blocks is not None):  # no quantized-mixer rule: all fp8 there
             return card, w_t, ()
