@@ -35,6 +35,7 @@ def verdict(s: Setup, p: Pool, concurrency: int | None = None) -> str:
 
 def notes(s: Setup, p: Pool) -> list[str]:
     out = s.engine.notes(s, p) + list(s.card_notes)
+    out += checkpoint_notes(s.card)
     if hf_repo(s.card) == PLACEHOLDER:
         out.append(f"launch: replace {PLACEHOLDER} with the folder or Hugging Face id of the checkpoint this "
                    "config.json belongs to (it names none: its _name_or_path is empty or a local path).")
@@ -55,4 +56,28 @@ def notes(s: Setup, p: Pool) -> list[str]:
                    f"({s.card.max_position_embeddings}); vLLM refuses it unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1.")
     return out
 
+
+def checkpoint_notes(card) -> list[str]:
+    """Where the launch line's checkpoint holds weights the card does not plan: the quantized weights of a bundled
+    sibling card of the same repository (deepseek-v3 and deepseek-v3-fp8 read deepseek-ai/DeepSeek-V3), or the vision
+    tower of a multimodal checkpoint (``*ForConditionalGeneration``) whose text decoder the card is."""
+    from kvplan.model.catalog import bundled_names, load_card
+
+    repo, names = hf_repo(card), bundled_names()
+    if repo in (PLACEHOLDER, card.name):
+        return []
+    siblings = [c for c in (load_card(n) for n in names if n != card.name) if hf_repo(c) == repo] \
+        if card.name in names else []
+    out = []
+    quantized = [c for c in siblings if c.quantization is not None]
+    if card.quantization is None and quantized:
+        out.append(f"launch: {repo} holds {quantized[0].quantization.method} weights (-m {quantized[0].name} plans "
+                   f"them); this card plans them unquantized, as a converted checkpoint loads them: point the launch "
+                   "line at that one")
+    with_vision = [c for c in siblings if c.vision is not None]
+    if card.vision is None and ((card.hf_architecture or "").endswith("ForConditionalGeneration") or with_vision):
+        out.append(f"launch: {repo} is a multimodal checkpoint and this card its text decoder: the engine also loads "
+                   "the vision encoder and projector, which the weights above leave out"
+                   + (f" (-m {with_vision[0].name} counts them)" if with_vision else ""))
+    return out
 
