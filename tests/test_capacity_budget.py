@@ -54,7 +54,8 @@ def test_gpus_list_shows_the_visible_total(cli):
 
 @pytest.mark.parametrize("engine, rules, util", [
     ("vllm", "vLLM 0.29+", 0.92), ("vllm==0.11", "vLLM 0.11-0.16", 0.9), ("vllm==0.10.2", "vLLM 0.9.1-0.10 (V1", 0.9),
-    ("vllm==0.19", "vLLM 0.18-0.20", 0.9), ("vllm==0.21.0", "vLLM 0.21-0.24", 0.92), ("vllm==0.33", "vLLM 0.29+", 0.92),
+    ("vllm==0.19", "vLLM 0.18-0.19", 0.9), ("vllm==0.20", "vLLM 0.20.0 (V1", 0.92),
+    ("vllm==0.20.1", "vLLM 0.20.1-0.24", 0.92), ("vllm==0.21.0", "vLLM 0.20.1-0.24", 0.92), ("vllm==0.33", "vLLM 0.29+", 0.92),
     ("sglang==0.5.2", "SGLang 0.4.8-0.5.2", None), ("sglang==0.4.3.post4", "SGLang 0.4.2-0.4.5", None),
     ("sglang==0.5.12", "SGLang 0.5.10-0.5.19", None), ("sglang", "SGLang 0.5.20+", None),
     ("vllm==0.6.3", "vLLM 0.2-0.6.4 (V0", 0.9), ("vllm==0.6", "vLLM 0.2-0.6.4 (V0", 0.9),
@@ -101,17 +102,22 @@ def test_the_160_gib_batch_tier_starts_in_0_28(engine, gpu, mnbt):
     assert r.inputs.max_num_batched_tokens == mnbt
 
 
-def test_cuda_graphs_enter_the_budget_from_0_21():
-    old = plan("llama-3.1-8b", gpu="H100-SXM", max_model_len=8192, engine="vllm==0.20")
-    new = plan("llama-3.1-8b", gpu="H100-SXM", max_model_len=8192, engine="vllm==0.21")
+def test_cuda_graphs_enter_the_budget_from_0_20():
+    """0.20.0's envs.py defaults VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS to "1" (0.19.1: "0") and its CacheConfig's
+    utilization to 0.92 (0.19.1: 0.9), whatever its log says of v0.21.0."""
+    old = plan("llama-3.1-8b", gpu="H100-SXM", max_model_len=8192, engine="vllm==0.19")
+    new = plan("llama-3.1-8b", gpu="H100-SXM", max_model_len=8192, engine="vllm==0.20")
     assert old.per_gpu.cuda_graph_bytes == 0 and new.per_gpu.cuda_graph_bytes > 0
+    assert (old.inputs.gpu_memory_utilization, new.inputs.gpu_memory_utilization) == (0.9, 0.92)
 
 
 def test_printed_token_count_by_version():
-    # Gemma-3-1b (2 KV cache groups of 7 slots at 0.13): 0.10-0.17 print num_blocks // groups x block_size,
-    # 0.18+ int(concurrency x max_model_len) (docs/capacity.md row 10: 950,864 logged by 0.13)
+    # Gemma-3-1b (2 KV cache groups of 7 slots at 0.13): 0.9.1-0.20.0 print num_blocks // groups x block_size,
+    # 0.20.1+ int(concurrency x max_model_len) (docs/capacity.md row 10: 950,864 logged by 0.13)
     kw = dict(gpu="H100-SXM", max_model_len=2048, kv_cache_memory="25.39GiB")
-    old, new = plan("gemma-3-1b", engine="vllm==0.13", **kw), plan("gemma-3-1b", engine="vllm==0.18", **kw)
+    old, new = plan("gemma-3-1b", engine="vllm==0.13", **kw), plan("gemma-3-1b", engine="vllm==0.20.1", **kw)
+    for last_by_blocks in ("vllm==0.19", "vllm==0.20.0"):
+        assert plan("gemma-3-1b", engine=last_by_blocks, **kw).kv_cache.tokens == old.kv_cache.tokens
     assert old.kv_cache.num_blocks == new.kv_cache.num_blocks
     assert old.kv_cache.tokens == old.kv_cache.num_blocks // old.kv_cache.groups * 16
     assert new.kv_cache.tokens == int(new.max_concurrency * 2048)
@@ -119,13 +125,13 @@ def test_printed_token_count_by_version():
 
 
 def test_null_block_reserved_only_where_the_version_does():
-    # one request of exactly the pool: 0.26+ keeps the null block free (check_memory = available - block), older not
+    # one request of exactly the pool: 0.29+ keeps the null block free (check_memory = available - block), older not
     card = "llama-3.1-8b"
     bpb = 16 * 32 * 8 * 128 * 2 * 2  # block of 16 tokens, 32 layers, 8 KV heads x 128, K and V, bf16
     kw = dict(gpu="H100-SXM", max_model_len=8192, kv_cache_memory=512 * bpb)
     assert plan(card, engine="vllm==0.20", **kw).fits
-    assert plan(card, engine="vllm==0.25", **kw).fits
-    new = plan(card, engine="vllm==0.26", **kw)
+    assert plan(card, engine="vllm==0.28", **kw).fits
+    new = plan(card, engine="vllm==0.29", **kw)
     assert not new.fits and new.max_model_len_fit == 511 * 16
 
 

@@ -29,22 +29,22 @@ from kvplan.model.card import ModelCard
 from kvplan.units import cdiv
 
 RULES = "vLLM 0.33 (V1 engine)"
-DEFAULT_UTILIZATION = 0.92  # config/cache.py gpu_memory_utilization Field(default=0.92) since 0.21 (0.9 before)
+DEFAULT_UTILIZATION = 0.92  # config/cache.py gpu_memory_utilization Field(default=0.92) since 0.20.0 (0.9 before)
 DEFAULT_BLOCK_SIZE = 16  # config/cache.py CacheConfig.DEFAULT_BLOCK_SIZE
 # platforms/interface.py _align_hybrid_block_size: "For hybrid MLA/Mamba models, make the manager block size a
 # multiple of 128" (TRTLLM/FlashInfer MLA decode kernels): kernel_block_alignment_size = max(alignment, 128)
 MLA_HYBRID_ALIGNMENT = 128
 GIB, MIB = 2**30, 2**20
 # Estimated CUDA graph memory: the flat figure kvplan charged before it counted the capture list (kept for runtimes
-# and versions without a per-graph estimate; VllmVersion.cuda_graph_bytes_per_graph replaces it for vLLM 0.21+).
+# and versions without a per-graph estimate; VllmVersion.cuda_graph_bytes_per_graph replaces it for vLLM 0.20+).
 DEFAULT_CUDA_GRAPH_BYTES = 512 * MIB
 # The memory one captured CUDA graph adds to vLLM's estimate (cuda_graph_estimate_bytes), ESTIMATES fitted to the
 # "Estimated CUDA graph memory: X GiB total" lines of public logs with the default capture list (51 PIECEWISE + 35
 # FULL graphs, max_num_seqs 256); vLLM measures it per model, kvplan cannot (docs/capacity.md states the error).
 # 0.18 - 0.20 print it without charging it ("In v0.19, CUDA graph memory profiling will be enabled by default"):
 # Qwen3-8B on A100-40GB 2.35 GiB and Qwen2.5-72B at TP 4 on L40S 2.73 GiB (vLLM 0.19.0, docs/logs) -> 30 MiB a graph
-# (2.49 GiB: +6.0%, -8.8%). 0.21+ charge it (gpu_worker.py determine_available_memory: "CUDA graph memory profiling
-# is enabled (default since v0.21.0)"), and its figures are about a third of 0.19's: gemma-4-E4B 0.79 GiB (0.22.1,
+# (2.49 GiB: +6.0%, -8.8%). 0.20+ charge it (0.20.0's envs.py VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS "1"; its log
+# says "CUDA graph memory profiling is enabled (default since v0.21.0)"), and its figures are about a third of 0.19's: gemma-4-E4B 0.79 GiB (0.22.1,
 # 51 + 35 graphs), 0.76 GiB for 51 + 51 graphs (0.2x on a 180 GiB GPU; GitHub code index files 54492899325 and
 # 63390294774) -> 9 MiB a graph (0.75 GiB: -5.4%; 0.89 GiB: +17%).
 CUDA_GRAPH_BYTES_PER_GRAPH_0_19 = 30 * MIB
@@ -253,8 +253,8 @@ def v2_dummy_sampler_bytes(num_reqs: int, padded_vocab: int, vocab_size: int, ac
 # max_num_batched_tokens", under memory_profiling; read in 0.27.0 and 0.28.0), and when its cache misses (a new
 # model, max_num_batched_tokens or max_model_len: vLLM issue 54383, "First boot of a new shape is granted a ~5%
 # smaller KV cache", PR 54479 open on 0.28.0) Inductor compiles. vLLM turns on its combo kernels with
-# benchmark_combo_kernel from 0.13 (config/compilation.py CompilationConfig.__post_init__, torch >= 2.9; read in
-# 0.13.0-0.33.0, absent in 0.11.0), and Inductor benchmarks each candidate's kernels while compiling: scheduler.py
+# benchmark_combo_kernel from 0.11.1 (config/compilation.py CompilationConfig.__post_init__, torch >= 2.9; read in
+# every release 0.11.1-0.33.0, absent in 0.11.0, which pins torch 2.8.0), and Inductor benchmarks each candidate's kernels while compiling: scheduler.py
 # speedup_by_combo_kernel -> codegen/triton.py benchmark_fused_nodes / benchmark_combo_kernel -> the generated
 # get_args(), which allocates a random tensor (rand_strided) for every argument of the kernel, graph inputs included
 # (read in torch 2.13). The largest input of a decoder's compiled graph is the embedding table, so a cold compile's

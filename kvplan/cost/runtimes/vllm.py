@@ -28,9 +28,9 @@ class VllmVersion(VersionRange):
     label: str
     first: tuple[int, ...]  # (major, minor[, patch]) of the first release covered
     last: tuple[int, ...] | None  # the last one (a (major, minor) bound: every patch of it); None: up to the newest
-    default_utilization: float  # config/cache.py gpu_memory_utilization: 0.9, 0.92 since 0.21 (PR 38284)
-    cuda_graphs_in_budget: bool  # 0.21+: profile_cudagraph_memory subtracts the estimate before sizing the pool
-    tokens_by_blocks: bool  # 0.10 - 0.17: "GPU KV cache size" = num_blocks // groups x block_size
+    default_utilization: float  # config/cache.py gpu_memory_utilization: 0.9, 0.92 since 0.20.0 (0.19.1: 0.9)
+    cuda_graphs_in_budget: bool  # 0.20+: profile_cudagraph_memory subtracts the estimate before sizing the pool
+    tokens_by_blocks: bool  # 0.9.1 - 0.20.0: "GPU KV cache size" = num_blocks // groups x block_size
     reserves_null_block: bool  # the fits check and the longest-length search keep BlockPool's null block free
     # the dummy sampler's peak per row and vocabulary entry when it sorts (None: no sort, serving_vllm's
     # UNSORTED_SAMPLER_EXTRA_BYTES beside the logits; also what FlashInfer's sampler takes, --flashinfer-sampler; V0
@@ -70,9 +70,9 @@ class VllmVersion(VersionRange):
     # empty_cache minus the baseline, the weights' and the profile's allocated bytes, so the free bytes the caching
     # allocator keeps in segments that hold a live block count (serving_vllm_v0.py, "Non-torch memory by release")
     non_torch_counts_cached_free: bool = False
-    # 0.13+: a first boot's torch.compile benchmarks Inductor's combo kernels inside the memory profile, one random
+    # 0.11.1+: a first boot's torch.compile benchmarks Inductor's combo kernels inside the memory profile, one random
     # copy of the embedding table (serving_vllm.cold_compile_peak_bytes, --cold-compile); True from the 0.11-0.16
-    # range on, whose 0.11-0.12 do not benchmark (the range cannot tell them apart)
+    # range on, whose 0.11.0 (torch 2.8) does not benchmark (the range cannot tell it apart)
     compile_benchmarks_kernels: bool = False
     # 0.26+: a sliding window's pages per request cover max_concurrent_batches x max_num_batched_tokens scheduled
     # tokens (config/vllm.py max_in_flight_tokens); before, one batch (serving_vllm.max_in_flight_tokens)
@@ -127,11 +127,20 @@ VERSIONS = (
     # 0.17.0 adds ops/topk_topp_triton.py: the dummy sampler's top-k/top-p no longer sorts (serving_vllm)
     VllmVersion("vLLM 0.17 (V1 engine)", (0, 17), (0, 17), 0.9, False, True, False, None, vl.MXFP4_TRITON_HOPPER_PAD,
                 triton_topk_topp_buffer=True, sampler_holds_hidden=True, compile_benchmarks_kernels=True),
-    VllmVersion("vLLM 0.18-0.20 (V1 engine)", (0, 18), (0, 20), 0.9, False, False, False, None,
+    # 0.18.0 - 0.19.1 print profile_cudagraph_memory's estimate without charging it; every release through 0.20.0
+    # prints the token count by blocks (kv_cache_utils.py: num_blocks // len(groups) x min block size; 0.20.1:
+    # int(max_concurrency x max_model_len)); read in every release's source, 0.9.1 - 0.33.0
+    VllmVersion("vLLM 0.18-0.19 (V1 engine)", (0, 18), (0, 19), 0.9, False, True, False, None,
                 vl.MXFP4_TRITON_HOPPER_PAD, cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_19,
                 triton_topk_topp_buffer=True, sampler_holds_hidden=True, compile_benchmarks_kernels=True),
+    # 0.20.0: CacheConfig's default utilization 0.92 and VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS "1" (charged: its
+    # log's "default since v0.21.0" notwithstanding); profile_cudagraph_memory is the same code in 0.19.1, 0.20.0 and
+    # 0.21.0, so the charged per-graph ESTIMATE is 0.21's fit
+    VllmVersion("vLLM 0.20.0 (V1 engine)", (0, 20, 0), (0, 20, 0), vl.DEFAULT_UTILIZATION, True, True, False, None,
+                vl.MXFP4_TRITON_HOPPER_PAD, cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21,
+                triton_topk_topp_buffer=True, sampler_holds_hidden=True, compile_benchmarks_kernels=True),
     # the Triton kernel's buffer is the same in 0.19.1 and 0.28.0 (read), taken as unchanged between them
-    VllmVersion("vLLM 0.21-0.24 (V1 engine)", (0, 21), (0, 24), vl.DEFAULT_UTILIZATION, True, False, False, None,
+    VllmVersion("vLLM 0.20.1-0.24 (V1 engine)", (0, 20, 1), (0, 24), vl.DEFAULT_UTILIZATION, True, False, False, None,
                 vl.MXFP4_TRITON_HOPPER_PAD, cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21,
                 triton_topk_topp_buffer=True, sampler_holds_hidden=True, compile_benchmarks_kernels=True),
     # 0.25 - 0.28: dense models run Model Runner V2 (config/vllm.py _is_default_v2_model_runner_model: "or not
@@ -144,19 +153,20 @@ VERSIONS = (
                 compile_benchmarks_kernels=True),
     # 0.26 - 0.28: 0.28's _dummy_sampler_run (V1 runner) still samples with top_k and top_p (through the Triton
     # kernel, then once more through forward_native with a generator; the peak is one call's); the null-block
-    # reservation (PR 47272) is placed from 0.26: kvplan knows it from 0.33's source, not the release that added it
-    VllmVersion("vLLM 0.26 (V1 engine)", (0, 26), (0, 26), vl.DEFAULT_UTILIZATION, True, False, True, None,
+    # reservation (PR 47272) first appears in 0.29.0 (kv_cache_utils.py check_enough_kv_cache_memory and
+    # get_kv_cache_configs: available_memory - _pool_bytes_per_block(groups); 0.28.0 checks the whole memory)
+    VllmVersion("vLLM 0.26 (V1 engine)", (0, 26), (0, 26), vl.DEFAULT_UTILIZATION, True, False, False, None,
                 vl.MXFP4_TRITON_HOPPER_PAD, cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21,
                 dense_runner_without_graph_estimate=True, triton_topk_topp_buffer=True, sampler_holds_hidden=True,
                 compile_benchmarks_kernels=True, in_flight_batches=True),
     # 0.27.0's memory_profiling counts total_consumed (the first release with it; 0.26.0 does not)
-    VllmVersion("vLLM 0.27 (V1 engine)", (0, 27), (0, 27), vl.DEFAULT_UTILIZATION, True, False, True, None,
+    VllmVersion("vLLM 0.27 (V1 engine)", (0, 27), (0, 27), vl.DEFAULT_UTILIZATION, True, False, False, None,
                 vl.MXFP4_TRITON_HOPPER_PAD, cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21,
                 dense_runner_without_graph_estimate=True, triton_topk_topp_buffer=True,
                 counts_torch_state_before_profile=True, sampler_holds_hidden=True, compile_benchmarks_kernels=True,
                 in_flight_batches=True),
     # 0.28.0 adds get_batch_defaults' 160 GiB tier (absent in 0.27.0, present in 0.28.0 and 0.29.0)
-    VllmVersion("vLLM 0.28 (V1 engine)", (0, 28), (0, 28), vl.DEFAULT_UTILIZATION, True, False, True, None,
+    VllmVersion("vLLM 0.28 (V1 engine)", (0, 28), (0, 28), vl.DEFAULT_UTILIZATION, True, False, False, None,
                 vl.MXFP4_TRITON_HOPPER_PAD, cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21,
                 dense_runner_without_graph_estimate=True, triton_topk_topp_buffer=True,
                 counts_torch_state_before_profile=True, sampler_holds_hidden=True, compile_benchmarks_kernels=True,
@@ -238,7 +248,7 @@ class VLLM(Server):
         self._refuse_sglang_only(flags)
         kv_mem = None if flags.kv_cache_memory is None else positive_size("--kv-cache-memory", flags.kv_cache_memory)
         if flags.cold_compile and not v.compile_benchmarks_kernels:
-            raise KvplanError(f"--cold-compile: modelled for vLLM 0.13 and later (Inductor's combo-kernel benchmark "
+            raise KvplanError(f"--cold-compile: modelled for vLLM 0.11.1 and later (Inductor's combo-kernel benchmark "
                               f"while compiling), not {v.label}")
         split = None
         if flags.pp_layer_partition is not None:
@@ -290,13 +300,13 @@ class VLLM(Server):
 
     def overhead_defaults(self, gpus: int) -> tuple[int, int, int]:
         non_torch = vl.DEFAULT_NON_TORCH_BYTES if gpus == 1 else vl.DEFAULT_NON_TORCH_MULTI_GPU_BYTES
-        graphs = vl.DEFAULT_CUDA_GRAPH_BYTES if self.version.cuda_graphs_in_budget else 0  # before 0.21: outside
+        graphs = vl.DEFAULT_CUDA_GRAPH_BYTES if self.version.cuda_graphs_in_budget else 0  # before 0.20: outside
         return non_torch, graphs, vl.DEFAULT_CONTEXT_BYTES
 
     def cuda_graph_default(self, opts: Options, default: int, card) -> int:
-        """0.21+: profile_cudagraph_memory's ESTIMATE for this capture list (serving_vllm.cuda_graph_estimate_bytes
+        """0.20+: profile_cudagraph_memory's ESTIMATE for this capture list (serving_vllm.cuda_graph_estimate_bytes
         over cudagraph_counts of max_num_seqs and max_num_batched_tokens, decode queries of 1 + k speculative
-        tokens); before 0.21 the graphs are captured after the pool is sized: ``default`` (0); 0.25 - 0.28 dense
+        tokens); before 0.20 the graphs are captured after the pool is sized: ``default`` (0); 0.25 - 0.28 dense
         models: 0 (``runs_graphless_v2``)."""
         v = self.version
         if not v.cuda_graphs_in_budget or v.cuda_graph_bytes_per_graph is None:
@@ -668,7 +678,7 @@ def _budget_note(s: Setup) -> str:
     v = s.engine.version
     sorted_bytes = _sampler_bytes_per_logit(s)
     graphs = (f"CUDA graphs ({fmt_bytes(s.cuda_graph)})" if v.cuda_graphs_in_budget or s.cuda_graph
-              else "CUDA graphs (captured after the pool is sized before 0.21: not in the budget)")
+              else "CUDA graphs (captured after the pool is sized before 0.20: not in the budget)")
     if v.cuda_graphs_in_budget and s.engine.runs_graphless_v2(s.card, s.opts):
         graphs += (" [Model Runner V2, the default for dense models in 0.25-0.28, estimates no graphs: "
                    "profile_cudagraph_memory returns 0]")
@@ -677,7 +687,7 @@ def _budget_note(s: Setup) -> str:
         est = vl.cuda_graph_estimate_bytes((pw, full), v.cuda_graph_bytes_per_graph)
         graphs += (f" [{pw} PIECEWISE + {full} FULL graphs x {fmt_bytes(v.cuda_graph_bytes_per_graph)}, an ESTIMATE "
                    f"fitted to public logs: 'Estimated CUDA graph memory: {est / 2**30:.2f} GiB total'"
-                   + ("" if v.cuda_graphs_in_budget else ", printed, not charged, before 0.21") + "]")
+                   + ("" if v.cuda_graphs_in_budget else ", printed, not charged, before 0.20") + "]")
     sampler = ("; the profile peak is the larger of the dummy forward and the dummy sampler, which sorts the whole "
                f"vocabulary of max_num_seqs rows in this version (FITTED: {sorted_bytes} B per row and entry, within "
                "5% of public V0 (0.6-0.8) and 0.10-0.16 logs; an ESTIMATE)" if sorted_bytes else
@@ -704,7 +714,8 @@ def _compile_note(s: Setup) -> str:
     if not s.engine.version.compile_benchmarks_kernels or s.activation is not None:
         return ""
     if s.opts.cold_compile:
-        mixed = (" from 0.13; this range's 0.11-0.12 do not benchmark" if s.engine.version.first < (0, 13) else "")
+        mixed = (" from 0.11.1; this range's 0.11.0 (torch 2.8) does not benchmark"
+                 if s.engine.version.first < (0, 12) else "")
         return ("; a first boot (--cold-compile): torch.compile's Inductor benchmarks its kernels inside the profile"
                 f"{mixed}, and a random copy of the embedding table sets the peak where it exceeds the rest (an "
                 "ESTIMATE)")
