@@ -65,15 +65,15 @@ def test_fitted_0_19_estimate_error_is_as_documented(log: Path, error: float):
     assert ours / logged - 1 == pytest.approx(error, abs=0.0005)
 
 
-def test_the_estimate_is_charged_from_0_21_only():
+def test_the_estimate_is_charged_from_0_20_only():
     kw = dict(gpu="L40S", max_model_len=40960)
-    new, old = plan("qwen3-14b", engine="vllm==0.24", **kw), plan("qwen3-14b", engine="vllm==0.19", **kw)
+    new, old = plan("qwen3-14b", engine="vllm==0.21", **kw), plan("qwen3-14b", engine="vllm==0.19", **kw)
     assert new.per_gpu.cuda_graph_bytes == 85 * vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21
     assert old.per_gpu.cuda_graph_bytes == 0  # 0.19 prints its estimate but sizes the pool before capturing
     h100 = plan("qwen3-14b", gpu="H100-SXM", max_model_len=40960)
     assert h100.per_gpu.cuda_graph_bytes == 101 * vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21
     # --cuda-graph-memory still replaces it
-    assert plan("qwen3-14b", engine="vllm==0.24", cuda_graph_memory="1GiB", **kw).per_gpu.cuda_graph_bytes == GIB
+    assert plan("qwen3-14b", engine="vllm==0.21", cuda_graph_memory="1GiB", **kw).per_gpu.cuda_graph_bytes == GIB
     assert "PIECEWISE + 35 FULL graphs" in " ".join(old.notes) and "not charged" in " ".join(old.notes)
 
 
@@ -92,12 +92,27 @@ def test_dense_models_on_0_25_to_0_28_charge_no_graphs():
     logged = re.search(r"and ([\d.]+) GiB for CUDAGraph memory", V2_LOG.read_text(encoding="utf-8")).group(1)
     kw = dict(gpu="L40S", max_model_len=8192)
     graphs = {e: plan("qwen3-14b", engine=e, **kw).per_gpu.cuda_graph_bytes
-              for e in ("vllm==0.24", "vllm==0.25", "vllm==0.28", "vllm==0.29")}
+              for e in ("vllm==0.21", "vllm==0.25", "vllm==0.28", "vllm==0.29")}
     assert graphs["vllm==0.25"] == graphs["vllm==0.28"] == float(logged) * GIB == 0
-    assert graphs["vllm==0.24"] == graphs["vllm==0.29"] == 85 * vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21
+    assert graphs["vllm==0.21"] == graphs["vllm==0.29"] == 85 * vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21
     moe = plan("qwen3-30b-a3b", engine="vllm==0.28", gpu="H100-SXM", max_model_len=8192)
     assert moe.per_gpu.cuda_graph_bytes == 101 * vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21
     ngram = plan("qwen3-14b", engine="vllm==0.28", speculative_config={"method": "ngram", "num_speculative_tokens": 2},
                  **kw)
     assert ngram.per_gpu.cuda_graph_bytes > 0  # V2 lacks ngram speculation: V1 estimates the graphs
     assert "Model Runner V2" in " ".join(plan("qwen3-14b", engine="vllm==0.28", **kw).notes)
+
+
+
+@pytest.mark.parametrize("model, engine, v2", [
+    ("qwen3-14b", "vllm==0.21", False), ("qwen3-14b", "vllm==0.22", True), ("llama-3.1-8b", "vllm==0.22", False),
+    ("llama-3.1-8b", "vllm==0.23", True), ("mistral-7b-v0.2", "vllm==0.23", True), ("qwen2.5-7b", "vllm==0.24", False),
+    ("qwen3-8b-awq", "vllm==0.23", False), ("qwen3-8b-awq", "vllm==0.24", True),
+    ("deepseek-v2-lite", "vllm==0.23", False), ("deepseek-v2-lite", "vllm==0.24", True),
+    ("deepseek-v2-lite", "vllm==0.25", True), ("qwen3-30b-a3b", "vllm==0.25", False)])
+def test_model_runner_v2_by_the_releases_architecture_list(model, engine, v2):
+    """config/vllm.py DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES (0.22: Qwen3; 0.23: + Llama, Mistral; 0.24: + DeepseekV2,
+    Qwen2Moe, GraniteMoe, MoE and quantized models included; 0.25: the MoE three, or any dense model): V2 estimates no
+    CUDA graphs, so its plans charge none where V1's charge the per-graph estimate."""
+    r = plan(model, engine=engine, gpu="H100-SXM", max_model_len=8192)
+    assert (r.per_gpu.cuda_graph_bytes == 0) == v2

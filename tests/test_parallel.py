@@ -177,7 +177,7 @@ def test_modules_without_pp_missing_layer_hold_the_vocabulary_on_every_stage():
     is_last_rank: Mixtral's every stage holds 32,000 x 4,096 twice, Llama's first stage the embedding, its last the
     head. gemma2.py (tied) builds the embedding on every stage: the middle one of three holds it too."""
     mixtral, llama, gemma = load_card("mixtral-8x7b"), load_card("llama-3.1-8b"), load_card("gemma-2-9b")
-    assert mixtral.hf_architecture == "MixtralForCausalLM" and llama.hf_architecture is None
+    assert mixtral.hf_architecture == "MixtralForCausalLM" and llama.hf_architecture == "LlamaForCausalLM"
     vocab = 32000 * 4096
     assert _stage_vocab(mixtral, "0.10.1", 2) == [(vocab, vocab), (vocab, vocab)]
     assert _stage_vocab(llama, "0.10.1", 2) == [(128256 * 4096, 0), (0, 128256 * 4096)]

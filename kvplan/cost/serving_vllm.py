@@ -56,6 +56,16 @@ CUDA_GRAPH_BYTES_PER_GRAPH_0_21 = 9 * MIB
 # there the communicators and custom all-reduce buffers are non-torch growth too (non-torch 1.38 GiB logged at TP 2 on
 # H200, 0.10.2; about 2.5 GiB implied at TP 4 on H100, vllm#21348); how much NCCL takes depends on the GPU, links
 # and NCCL release, so the flat figure stays (docs/capacity.md, the vllm#21348 miss).
+# config/vllm.py DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES by release (read in 0.22.0 - 0.28.0; absent in 0.21.0): the
+# architectures that run Model Runner V2 by default (VllmVersion.v2_architectures)
+V2_ARCHITECTURES_0_22 = frozenset({"Qwen3ForCausalLM"})
+V2_ARCHITECTURES_0_23 = V2_ARCHITECTURES_0_22 | {"LlamaForCausalLM", "MistralForCausalLM"}
+V2_ARCHITECTURES_0_24 = V2_ARCHITECTURES_0_23 | {"DeepseekV2ForCausalLM", "Qwen2MoeForCausalLM", "GraniteMoeForCausalLM"}
+V2_ARCHITECTURES_0_25 = frozenset({"DeepseekV2ForCausalLM", "Qwen2MoeForCausalLM", "GraniteMoeForCausalLM"})
+V2_ARCHITECTURES_0_26 = V2_ARCHITECTURES_0_25 | {"InklingForCausalLM", "InklingForConditionalGeneration",
+                                                 "LongcatFlashNgramForCausalLM"}
+V2_ARCHITECTURES_0_27 = V2_ARCHITECTURES_0_26 | {"KimiK3ForConditionalGeneration"}
+V2_ARCHITECTURES_0_28 = V2_ARCHITECTURES_0_27 | {"DeepseekV4ForCausalLM"}
 DEFAULT_NON_TORCH_BYTES = 64 * MIB
 DEFAULT_NON_TORCH_MULTI_GPU_BYTES = 512 * MIB
 # CUDA context + NCCL communicators + custom all-reduce buffers, allocated before the snapshot from 0.11.0 (the context

@@ -84,6 +84,12 @@ class VllmVersion(VersionRange):
     # batched tokens for `vllm serve`; before (read in 0.9.1 - 0.27.0), every GPU of 70 GiB and more but an A100 gets
     # 8,192 (serving_vllm.batch_defaults)
     large_gpu_batch_defaults: bool = False
+    # 0.22 - 0.28: the architectures that run Model Runner V2 by default (config/vllm.py
+    # DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES, read in each release); ``v2_listed_dense_only``: 0.22 - 0.23 also require
+    # a model neither MoE nor quantized (_is_default_v2_model_runner_model: "not model_config.is_moe and not
+    # model_config.is_quantized")
+    v2_architectures: frozenset[str] = frozenset()
+    v2_listed_dense_only: bool = False
 
     def pp_vocab_every_stage(self, hf_architecture: str | None) -> frozenset[str]:
         """What of the vocabulary ("embedding", "lm_head") every pipeline stage holds for this architecture in this
@@ -140,9 +146,15 @@ VERSIONS = (
                 vl.MXFP4_TRITON_HOPPER_PAD, cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21,
                 triton_topk_topp_buffer=True, sampler_holds_hidden=True, compile_benchmarks_kernels=True),
     # the Triton kernel's buffer is the same in 0.19.1 and 0.28.0 (read), taken as unchanged between them
-    VllmVersion("vLLM 0.20.1-0.24 (V1 engine)", (0, 20, 1), (0, 24), vl.DEFAULT_UTILIZATION, True, False, False, None,
-                vl.MXFP4_TRITON_HOPPER_PAD, cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21,
-                triton_topk_topp_buffer=True, sampler_holds_hidden=True, compile_benchmarks_kernels=True),
+    *(VllmVersion(f"vLLM {label} (V1 engine)", first, last, vl.DEFAULT_UTILIZATION, True, False, False, None,
+                  vl.MXFP4_TRITON_HOPPER_PAD, cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21,
+                  triton_topk_topp_buffer=True, sampler_holds_hidden=True, compile_benchmarks_kernels=True,
+                  v2_architectures=frozenset(v2), v2_listed_dense_only=dense_only)
+      for label, first, last, v2, dense_only in (
+          ("0.20.1-0.21", (0, 20, 1), (0, 21), (), False),
+          ("0.22", (0, 22), (0, 22), vl.V2_ARCHITECTURES_0_22, True),
+          ("0.23", (0, 23), (0, 23), vl.V2_ARCHITECTURES_0_23, True),
+          ("0.24", (0, 24), (0, 24), vl.V2_ARCHITECTURES_0_24, False))),
     # 0.25 - 0.28: dense models run Model Runner V2 (config/vllm.py _is_default_v2_model_runner_model: "or not
     # model_config.is_moe", hybrid and attention-free models excluded; first in 0.25.0, absent in 0.24.0), whose
     # profile_cudagraph_memory returns 0 ("NOTE(woosuk): It is TBD whether we keep this API or not", v1/worker/gpu/
@@ -150,7 +162,7 @@ VERSIONS = (
     VllmVersion("vLLM 0.25 (V1 engine)", (0, 25), (0, 25), vl.DEFAULT_UTILIZATION, True, False, False, None,
                 vl.MXFP4_TRITON_HOPPER_PAD, cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21,
                 dense_runner_without_graph_estimate=True, triton_topk_topp_buffer=True, sampler_holds_hidden=True,
-                compile_benchmarks_kernels=True),
+                compile_benchmarks_kernels=True, v2_architectures=vl.V2_ARCHITECTURES_0_25),
     # 0.26 - 0.28: 0.28's _dummy_sampler_run (V1 runner) still samples with top_k and top_p (through the Triton
     # kernel, then once more through forward_native with a generator; the peak is one call's); the null-block
     # reservation (PR 47272) first appears in 0.29.0 (kv_cache_utils.py check_enough_kv_cache_memory and
@@ -158,19 +170,19 @@ VERSIONS = (
     VllmVersion("vLLM 0.26 (V1 engine)", (0, 26), (0, 26), vl.DEFAULT_UTILIZATION, True, False, False, None,
                 vl.MXFP4_TRITON_HOPPER_PAD, cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21,
                 dense_runner_without_graph_estimate=True, triton_topk_topp_buffer=True, sampler_holds_hidden=True,
-                compile_benchmarks_kernels=True, in_flight_batches=True),
+                compile_benchmarks_kernels=True, in_flight_batches=True, v2_architectures=vl.V2_ARCHITECTURES_0_26),
     # 0.27.0's memory_profiling counts total_consumed (the first release with it; 0.26.0 does not)
     VllmVersion("vLLM 0.27 (V1 engine)", (0, 27), (0, 27), vl.DEFAULT_UTILIZATION, True, False, False, None,
                 vl.MXFP4_TRITON_HOPPER_PAD, cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21,
                 dense_runner_without_graph_estimate=True, triton_topk_topp_buffer=True,
                 counts_torch_state_before_profile=True, sampler_holds_hidden=True, compile_benchmarks_kernels=True,
-                in_flight_batches=True),
+                in_flight_batches=True, v2_architectures=vl.V2_ARCHITECTURES_0_27),
     # 0.28.0 adds get_batch_defaults' 160 GiB tier (absent in 0.27.0, present in 0.28.0 and 0.29.0)
     VllmVersion("vLLM 0.28 (V1 engine)", (0, 28), (0, 28), vl.DEFAULT_UTILIZATION, True, False, False, None,
                 vl.MXFP4_TRITON_HOPPER_PAD, cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21,
                 dense_runner_without_graph_estimate=True, triton_topk_topp_buffer=True,
                 counts_torch_state_before_profile=True, sampler_holds_hidden=True, compile_benchmarks_kernels=True,
-                in_flight_batches=True, large_gpu_batch_defaults=True),
+                in_flight_batches=True, large_gpu_batch_defaults=True, v2_architectures=vl.V2_ARCHITECTURES_0_28),
     # 0.29+: Model Runner V2 for every model it supports (config/vllm.py use_v2_model_runner), and its
     # profile_cudagraph_memory estimates the graphs (_profile_cudagraph_memory)
     VllmVersion(f"vLLM 0.29+ (V1 engine; {vl.RULES.split(' (')[0]} rules)", (0, 29), None, vl.DEFAULT_UTILIZATION,
@@ -320,11 +332,17 @@ class VLLM(Server):
         return self.version.v2_runner_every_model or self.runs_graphless_v2(card, opts)
 
     def runs_graphless_v2(self, card, opts: Options) -> bool:
-        """0.25 - 0.28: a dense model (not MoE, no state layers) runs Model Runner V2, whose profile_cudagraph_memory
-        returns 0, unless a feature V2 lacks sends it back to V1 (ngram speculation: _get_v2_model_runner_unsupported_
-        features)."""
+        """0.22 - 0.28: Model Runner V2, whose profile_cudagraph_memory returns 0 and whose dummy sampler takes no
+        top-k/top-p, runs a model of the release's default architecture list (0.22 - 0.23: if neither MoE nor
+        quantized; a hybrid one only from 0.27) and, from 0.25, any dense model (not MoE, no state layers), unless a
+        feature V2 lacks sends it back to V1 (ngram speculation: _get_v2_model_runner_unsupported_features)."""
+        v = self.version
         ngram = opts.speculative is not None and opts.speculative.method.startswith("ngram")
-        return self.version.dense_runner_without_graph_estimate and card.moe is None and card.ssm is None and not ngram
+        listed = card.hf_architecture in v.v2_architectures and (card.ssm is None or v.first >= (0, 27))
+        if v.v2_listed_dense_only:
+            listed = listed and card.moe is None and card.quantization is None
+        dense = v.dense_runner_without_graph_estimate and card.moe is None and card.ssm is None
+        return (listed or dense) and not ngram
 
     def hybrid_block(self, card, kv_t, layout, block_size, state_t):
         """vLLM hybrid (attention + state layers): (the block size raised so one attention page holds a state page,
