@@ -7,6 +7,7 @@ import errno
 import json
 import re
 import time
+from pathlib import Path
 
 import pytest
 
@@ -258,3 +259,19 @@ def test_cli_bad_files_exit_2_with_one_line(cli, tmp_path):
         assert code == 2 and "Traceback" not in out + err, err
         assert len(err.strip().splitlines()) == 1 and err.startswith("error: "), err
         assert (needle.search(err.strip()) if isinstance(needle, re.Pattern) else needle in err), err
+
+
+def test_qa_pass_messages_name_what_was_given(cli, tmp_path):
+    """Each names the flag or file the user gave and what is allowed (they blamed --gpu, config.json, or a flag that
+    came from a log file without naming it)."""
+    code, _, err = cli("estimate", "-m", "", "--seq-len", "10")
+    assert code == 2 and err.startswith("error: --model: empty; allowed:")
+    code, _, err = cli("disagg", "-m", "llama-3.1-70b", "--gpu", "H100-SXM", "--rate", "10", "--isl", "2048", "--osl",
+                       "256", "--ttft-ms", "2000", "--tpot-ms", "50", "--max-gpus-per-worker", "0")
+    assert code == 2 and err.startswith("error: --max-gpus-per-worker:")
+    log = Path(__file__).parents[1] / "docs" / "logs" / "vllm-pr10511-llama-3-8b.log"
+    code, _, err = cli("plan", "--from-log", str(log), "--engine", "sglang")
+    assert code == 2 and str(log) in err and "--gpu-memory-utilization (from the log's launch flags)" in err
+    code, _, err = cli("report", "-m", "llama-3-8b", "--gpu", "L40S", "-o", str(tmp_path / "r.md"), "--engine",
+                       "hf-static")
+    assert code == 2 and "sglang" in err and "--max-cache-len" in err and not (tmp_path / "r.md").exists()

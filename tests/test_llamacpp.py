@@ -577,3 +577,40 @@ def test_glm_5_2_mla_latent_cache_of_a_published_log(d):
     per_layer = sum(b.bytes for b in m.buffers if b.kind == "kv") // 78
     assert per_layer == 768000 * 576 * 2
     assert [f"{n * per_layer / MIB:.2f}" for n in (55, 9, 8, 6)] == ["46406.25", "7593.75", "6750.00", "5062.50"]
+
+
+def test_a_context_smaller_than_the_request_is_refused_naming_the_flag(cli):
+    """-c 2,048 under --max-model-len 8,192 planned 'the longest that fits is 8,192' beside 'does NOT fit' and a
+    quant search that found nothing; the estimate's -c 2,048 under --seq-len 4,096 went unremarked."""
+    code, _, err = cli("plan", "-m", "llama-3-8b", "--gpu", "RTX-4090", "--max-model-len", "8192", "--engine",
+                       "llamacpp", "-c", "2048")
+    assert code == 2 and err.startswith("error: -c/--ctx-size: 2,048 cells") and "8,192" in err
+    code, _, err = cli("plan", "-m", "llama-3-8b", "--gpu", "RTX-4090", "--max-model-len", "8192", "--engine",
+                       "llamacpp", "-c", "16384", "-np", "4")
+    assert code == 2 and "32,768" in err  # four slots of 8,192
+    code, _, err = cli("estimate", "-m", "llama-3-8b", "--seq-len", "4096", "--engine", "llamacpp", "-c", "2048")
+    assert code == 2 and err.startswith("error: -c/--ctx-size:")
+
+
+def test_the_estimate_says_what_llama_cpp_allocates_beside_its_table():
+    from kvplan import estimate
+    from kvplan.cost.llamacpp import llama_flags
+
+    r = estimate("llama-3-8b", seq_len=4096, engine="llamacpp", llama=llama_flags(type_k="q8_0", type_v="q8_0",
+                                                                                 flash_attn="on"))
+    cache = sum(b.bytes for b in r.llamacpp.buffers if b.kind in ("kv", "recurrent"))
+    assert cache < r.kv_cache.total_bytes  # q8_0 against the table's bf16
+    assert any(f"llama.cpp allocates" in n and f"{cache:,} B" in n for n in r.notes)
+    plain = estimate("llama-3-8b", seq_len=4096, engine="llamacpp")
+    assert not any("llama.cpp allocates" in n for n in plain.notes)
+
+
+def test_ubatch_zero_is_n_batch_as_llama_cpp_reads_it():
+    """llama-context.cpp: n_ubatch = min(n_batch, n_ubatch == 0 ? n_batch : n_ubatch); the compute buffer was 0."""
+    from kvplan import estimate
+    from kvplan.cost.llamacpp import llama_flags
+
+    zero = estimate("llama-3-8b", seq_len=4096, engine="llamacpp", llama=llama_flags(n_ubatch=0)).llamacpp
+    full = estimate("llama-3-8b", seq_len=4096, engine="llamacpp", llama=llama_flags(n_ubatch=4096)).llamacpp
+    compute = lambda m: sum(b.bytes for b in m.buffers if b.kind == "compute")  # noqa: E731
+    assert compute(zero) == compute(full) > 0 and zero.context.n_ctx == full.context.n_ctx

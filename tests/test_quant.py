@@ -193,3 +193,17 @@ def test_fp8_matches_transformers_qwen3(block, scheme):
     measured, fp32_rest, w = _fp8_model_bytes(config, block, scheme)  # 320, 800: partial edge blocks (cdiv)
     assert w.bytes == sum(measured.values()) and w.quantization.scale_bytes == measured["scales"]
     assert w.quantization.quantized_bytes == measured["fp8"] and fp32_rest == w.fp32_params == 0
+
+
+@pytest.mark.parametrize("model, layers, experts", [("gpt-oss-120b", 36, 128), ("gpt-oss-20b", 24, 32)])
+def test_the_ideal_estimate_holds_mxfp4_experts_as_stored(model, layers, experts):
+    """No kernel's padding in the lower bound: every expert's gate/up (2 x 2,880 x 2,880) and down (2,880 x 2,880)
+    at half a byte plus one e8m0 scale per 32 values, the rest in bf16 (it had vLLM's Marlin padding: +5.5 GB)."""
+    from kvplan.cost.params import count_params
+    from kvplan.model.catalog import load_card
+
+    expert = layers * experts * 3 * 2880 * 2880
+    rest = count_params(load_card(model)).total - expert
+    ideal = estimate(model, seq_len=1024).weights.bytes
+    assert ideal == expert * 17 // 32 + 2 * rest
+    assert estimate(model, seq_len=1024, engine="vllm").weights.bytes > ideal  # Marlin pads hidden to 3,072

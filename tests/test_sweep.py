@@ -141,7 +141,7 @@ def test_capacity_columns_from_planner(monkeypatch):
     monkeypatch.setitem(sys.modules, "kvplan.planning.capacity", types.SimpleNamespace(plan=plan))
     rows = list(sweep("gpt2", batch="1,2,4", seq_len="100,200", gpu="H100-SXM", tp="1,2"))
     assert len(rows) == 12 and len(calls) == 4
-    assert rows[0]["tp"] == 1 and rows[0]["max_model_len"] is None and calls[0]["max_model_len"] == 100
+    assert rows[0]["tp"] == 1 and rows[0]["max_model_len"] == 100 == calls[0]["max_model_len"]
     assert {r["max_concurrency"] for r in rows} == {2.5, 5.0} and rows[0]["per_gpu.weights_bytes"] == 7
     assert rows[0]["kv_cache.num_blocks"] is None
 
@@ -283,3 +283,9 @@ def test_a_capacity_sweeps_roofline_columns_are_the_rows_layout():
     assert four["roofline.time_per_output_token_s"] < one["roofline.time_per_output_token_s"] / 3
     assert four["roofline.gpu_memory_bytes"] == 4 * one["roofline.gpu_memory_bytes"]
     assert four["roofline.fits_in_memory"] and not one["roofline.fits_in_memory"] and four["fits"]
+
+
+def test_a_capacity_sweeps_max_model_len_column_shows_the_length_planned():
+    """Without --max-model-len each row plans its --seq-len; the column said nothing."""
+    rows = list(sweep("llama-3-8b", batch="1", seq_len="2048,4096", gpu="H100-SXM", tp="1", engine="vllm"))
+    assert [r["max_model_len"] for r in rows] == [2048, 4096]

@@ -96,6 +96,13 @@ def llama_flags(**given) -> LlamaFlags | None:
     # not given: None, an unset switch (False) or an empty list; a 0 is a value (-ngl 0: every layer on the CPU)
     given = {k: v for k, v in given.items() if v is not None and v is not False and not (isinstance(v, (list, tuple))
                                                                                       and not v)}
+    for key, flag in (("n_ctx", "-c/--ctx-size"), ("n_ubatch", "-ub/--ubatch-size"), ("n_parallel", "-np/--parallel")):
+        value = given.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0
+                                  or (key == "n_parallel" and value == 0) or value > 2**31 - 1):
+            raise KvplanError(f"{flag}: {value!r}; allowed: an integer from {1 if key == 'n_parallel' else 0} to "
+                              f"{2**31 - 1:,}" + (" (0: the model's training context)" if key == "n_ctx" else
+                                                  " (0: -b's n_batch)" if key == "n_ubatch" else ""))
     if isinstance(given.get("tensor_split"), str):
         given["tensor_split"] = parse_split(given["tensor_split"])
     if given.get("overrides") and not isinstance(given["overrides"][0], tuple):
@@ -175,7 +182,9 @@ def resolve_context(hp: LlamaHparams, f: LlamaFlags) -> Context:
         n_ctx_seq = pad(pad(n_ctx, 256) // n_par, 256)
         n_ctx = n_ctx_seq * n_par
     n_batch = min(n_ctx, f.n_batch)
-    return Context(n_ctx, n_ctx_seq, n_par, 1 if unified else n_par, unified, n_batch, min(n_batch, f.n_ubatch), fa)
+    # llama-context.cpp: cparams.n_ubatch = min(n_batch, params.n_ubatch == 0 ? params.n_batch : params.n_ubatch)
+    ubatch = n_batch if f.n_ubatch == 0 else min(n_batch, f.n_ubatch)
+    return Context(n_ctx, n_ctx_seq, n_par, 1 if unified else n_par, unified, n_batch, ubatch, fa)
 
 
 def check_types(hp: LlamaHparams, f: LlamaFlags, fa: bool) -> None:

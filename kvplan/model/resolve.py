@@ -11,6 +11,10 @@ def resolve_card(model: str | None, hf_config: str | None, gguf: str | None = No
     """The card a command runs on: ``--model NAME|PATH``, ``--hf-config PATH`` or ``--gguf FILE`` (exactly one)."""
     if sum(x is not None for x in (model, hf_config, gguf)) != 1:
         raise KvplanError("give exactly one of --model NAME|PATH, --hf-config PATH and --gguf FILE")
+    for flag, value in (("--model", model), ("--hf-config", hf_config), ("--gguf", gguf)):
+        if value is not None and not str(value).strip():
+            raise KvplanError(f"{flag}: empty; allowed: a bundled card name (`kvplan cards list`), a card or config "
+                              "file, or a Hugging Face id" if flag == "--model" else f"{flag}: empty; allowed: a file")
     if gguf is not None:
         from kvplan.model.gguf_card import card_from_gguf  # the gguf package: only when a GGUF is given
 

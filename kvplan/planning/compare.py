@@ -88,8 +88,9 @@ def compare(model: ModelCard | str, *, attention: str | list[str], seq_len: int 
     if not specs:
         raise KvplanError("--attention: give one or more layouts, e.g. mha,gqa:8,mqa")
     if get_engine(engine).static:
-        raise KvplanError("--engine: compare supports ideal, hf-dynamic and vllm (hf-static needs --max-cache-len; "
-                          "use kvplan estimate for it)")
+        raise KvplanError(f"--engine: {engine}: compare and report take engines without a preallocated static cache "
+                          "(ideal, hf-dynamic, vllm, sglang, trtllm, tgi, llamacpp); hf-static sizes its cache by "
+                          "--max-cache-len: use kvplan estimate for it")
     dev = gpu if isinstance(gpu, GPU) or gpu is None else load_gpu(gpu, gpu_file)
     variants = [("card", card)] + [(s, with_layout(card, attention=s)) for s in specs]
     base_params = count_params(card).total

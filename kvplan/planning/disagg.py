@@ -96,6 +96,7 @@ def disagg(model: ModelCard | str | Path, *, gpu: str, rate: float, isl: int, os
         raise KvplanError(f"--rate: requests per second, a positive number below 1e9, got {rate!r}")
     require_positive("--isl", isl)
     require_positive("--osl", osl)
+    require_positive("--max-gpus-per-worker", max_gpus_per_worker)
     for flag, v in (("--ttft-ms", ttft_ms), ("--tpot-ms", tpot_ms), ("--ttft-factor", ttft_factor)):
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < 1e9:
             raise KvplanError(f"{flag}: a positive number below 1e9, got {v!r}")

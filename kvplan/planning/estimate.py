@@ -130,7 +130,15 @@ def estimate_request(base: ModelCard, q: EstimateRequest) -> Estimate:
 
         r.engine.refuse_flags(ServingFlags(llama=q.llama))
     lcpp = r.engine.estimate_memory(card, r.w_t.bits, q.seq_len, q.batch, q.llama)
-    notes += [] if lcpp is None else lcpp.log_lines()
+    if lcpp is not None:
+        cache = sum(b.bytes for b in lcpp.buffers if b.kind in ("kv", "recurrent"))
+        if cache != kv.total_bytes:  # -c/-np/-ctk/-ctv, padding: llama-server's own cache beside the table's
+            c = lcpp.context
+            notes.append(f"llama.cpp allocates {fmt_bytes(cache)} ({cache:,} B) of cache for these flags (n_ctx "
+                         f"{c.n_ctx:,} cells, {c.n_seq_max} slot(s), its cache types: the llama_kv_cache and "
+                         f"llama_memory_recurrent lines below); the KV rows above hold --batch {q.batch} x --seq-len "
+                         f"{q.seq_len:,} tokens at {r.kv_t.name}, without llama.cpp's padding and cache types.")
+        notes += lcpp.log_lines()
     return Estimate.model_construct(inputs=inputs, model=summarize(card, base), kv_cache=kv, weights=weights,
                     total_bytes=kv.total_bytes + weights.bytes, flops=flops, roofline=roof, notes=notes,
                     llamacpp=lcpp)
@@ -271,6 +279,14 @@ def weights_result(card: ModelCard, w_t: DType, kv_t: DType, engine: Engine) -> 
     scales = kv_t.layer_scale_bytes and kv_t.layer_scale_bytes * sum(
         n for s, n in layer_spec_counts(card, kv_t, IDEAL_RULES) if not s.per_sequence)
     fp32 = engine.fp32_params(card, w_t)  # modules the runtime keeps in float32 in a half-precision model
+    q = card.quantization
+    pad = getattr(engine, "mxfp4_pad", None)  # a runtime's; a bare cache-rules Engine has none
+    if q is not None and q.method == "mxfp4" and q.kernel_pad is None and pad is not None:
+        from kvplan.model.catalog import card_from_dict  # MXFP4 experts as this runtime holds them
+
+        data = card.model_dump(exclude_none=True)
+        data["quantization"] = {**data["quantization"], "kernel_pad": list(pad)}
+        card = card_from_dict(data, origin=f"{card.name} (MXFP4 as {engine.name} holds it)")
     quant = _quantized(card, p.total, w_t, fp32)
     stored = _stored(w_t, p.total, fp32) if quant is None else quant.stored_bytes
     return WeightsResult.model_construct(params=p.total, active_params=p.active, dtype=w_t.name, bytes=stored + scales,

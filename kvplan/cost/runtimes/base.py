@@ -42,6 +42,9 @@ class Runtime(Engine):
     versions: ClassVar[tuple[str, ...]] = ()  # the release ranges modelled (``--engine NAME==VERSION``)
     # disaggregated serving: tokens a decode worker holds per request beyond its input and output (kvplan disagg)
     disagg_decode_reserve_tokens: ClassVar[int] = 0
+    # MXFP4 experts: the (hidden, intermediate) multiples this runtime pads them to (Quantization.kernel_pad); None:
+    # kvplan.cost.quant's default, vLLM's Marlin backend
+    mxfp4_pad: ClassVar[tuple[int, int] | None] = None
 
     def at_version(self, text: str) -> Runtime:
         """The runtime for release ``text`` of this engine; KvplanError where no version is modelled."""

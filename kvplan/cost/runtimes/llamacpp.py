@@ -269,6 +269,11 @@ class LlamaCpp(Runtime):
             f = replace(f, n_parallel=batch)
         if f.n_ctx is None:
             f = replace(f, n_ctx=seq_len if f.kv_unified else seq_len * f.n_parallel)
+        per_slot = f.n_ctx if f.kv_unified else f.n_ctx // f.n_parallel
+        if per_slot < seq_len:
+            raise KvplanError(f"-c/--ctx-size: {f.n_ctx:,} cells over {f.n_parallel} slot(s) hold {per_slot:,} tokens "
+                              f"per sequence, fewer than --seq-len {seq_len:,}; allowed: -c of at least "
+                              f"{seq_len * (1 if f.kv_unified else f.n_parallel):,}, or a shorter --seq-len")
         return lc.memory(hp, f, weights, adapters(card, f))
 
     def check_servable(self, card, layout) -> None:
@@ -295,6 +300,14 @@ class LlamaCpp(Runtime):
             f = replace(f, n_parallel=self.default_parallel)
         if f.n_ctx is None and f.n_parallel is not None:  # each slot holds --max-model-len tokens
             f = replace(f, n_ctx=max_model_len if f.kv_unified else max_model_len * f.n_parallel)
+        elif f.n_ctx is not None:  # a slot holds n_ctx / n_parallel cells (a unified cache: all n_ctx)
+            per_slot = f.n_ctx if f.kv_unified or f.n_parallel is None else f.n_ctx // f.n_parallel
+            if per_slot < max_model_len:
+                slots = "" if f.kv_unified or f.n_parallel is None else f" over -np {f.n_parallel} slots"
+                raise KvplanError(f"-c/--ctx-size: {f.n_ctx:,} cells{slots} hold {per_slot:,} tokens per request, "
+                                  f"fewer than --max-model-len {max_model_len:,}; allowed: -c of at least "
+                                  f"{max_model_len * (1 if slots == '' else f.n_parallel):,}, or a smaller "
+                                  "--max-model-len")
         return Options(util=1.0, llama=f)
 
     def flags(self, s: Setup) -> lc.LlamaFlags:

@@ -92,7 +92,7 @@ def from_log(path: str | Path, *, model=None, gpu: str | None = None, gpu_memory
     kw = dict(gpu=g, gpu_memory=total, engine=spec, **args)
     refused = None
     try:
-        flat = plan(card, **kw)
+        flat = _from_the_log(log, given, lambda: plan(card, **kw))
     except Refused as exc:  # the budget leaves nothing for the cache: right when the log's own pool is negative
         stated = log.figure("available")
         if stated is None or stated.value > 0:
@@ -282,6 +282,22 @@ def _gpu(log: ParsedLog, gpu: str | None, gpu_memory) -> tuple[str, int | str | 
 def _nearest(gpus: dict, total: int) -> tuple[float, str]:
     """(relative distance, name) of the catalog GPU whose visible total is nearest ``total``."""
     return min((abs(g.engine_memory_bytes - total) / total, n) for n, g in gpus.items())
+
+
+def _from_the_log(log: ParsedLog, given: dict, run):
+    """``run()``; a flag the log gave (not the command line) that the planner refuses is named with the log's path,
+    so the reader knows which file to look at (the refusals otherwise name a flag nobody typed)."""
+    try:
+        return run()
+    except Refused:
+        raise
+    except KvplanError as exc:
+        text = str(exc)
+        flag = text.split(":", 1)[0]
+        key = flag.lstrip("-").replace("-", "_")
+        if flag.startswith("--") and key not in given and text.startswith(f"{flag}:"):
+            raise KvplanError(f"{log.path}: {flag} (from the log's launch flags){text[len(flag):]}") from None
+        raise
 
 
 def _plan_args(log: ParsedLog, card, notes: list[str], say_length: bool) -> dict:

@@ -18,7 +18,9 @@ def verdict(s: Setup, p: Pool, concurrency: int | None = None) -> str:
     where += f" PP {lay.pp}" if lay.pp > 1 else ""
     where += f" DP {lay.dp}" if lay.dp > 1 else ""
     where += f" EP {lay.tp * lay.dp}" if lay.expert_parallel else ""
-    pool = f"KV pool {fmt_bytes(p.pool.available_bytes)} per GPU" + s.engine.pool_summary(p, s)
+    room = p.pool.available_bytes
+    pool = (f"KV pool {fmt_bytes(room)} per GPU" if room >= 0 else
+            f"no memory left for the KV cache: {fmt_bytes(-room)} short per GPU") + s.engine.pool_summary(p, s)
     total = p.concurrency * lay.dp
     if not p.fits:
         longest = f"the longest that fits is {fmt_int(p.max_model_len_fit)}" if p.max_model_len_fit else "none fits"

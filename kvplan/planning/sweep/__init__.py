@@ -192,7 +192,8 @@ class Sweep:
             row += (gpu,) + extra.roofline_values(lay, b, s, gpu, g.gpu_file, kv + lay.weights_bytes, g.cache_block,
                                                   par)
         if g.capacity:
-            row += par + extra.capacity_values(self._capacity_cache, lay, s, gpu, par, g.block_size, g.gpu_file)
+            shown = par if par[2] is not None else (*par[:2], s)  # max_model_len defaults to the row's seq_len
+            row += shown + extra.capacity_values(self._capacity_cache, lay, s, gpu, par, g.block_size, g.gpu_file)
         return row
 
     @property
