@@ -289,3 +289,13 @@ def test_a_capacity_sweeps_max_model_len_column_shows_the_length_planned():
     """Without --max-model-len each row plans its --seq-len; the column said nothing."""
     rows = list(sweep("llama-3-8b", batch="1", seq_len="2048,4096", gpu="H100-SXM", tp="1", engine="vllm"))
     assert [r["max_model_len"] for r in rows] == [2048, 4096]
+
+
+@pytest.mark.parametrize("gpu, block", [("H100-SXM", 64), ("A100-80GB", 16)])
+def test_an_mla_rows_kv_columns_take_the_engines_block_on_that_gpu(gpu, block):
+    """vLLM pages MLA in FlashMLA's 64-token blocks on Hopper: the KV columns agree with the plan's request bytes
+    (they used 16 beside the plan's 64)."""
+    row = list(sweep("deepseek-v2-lite", batch="1", seq_len="5000", gpu=gpu, tp="1", engine="vllm"))[0]
+    assert row["kv_cache.bytes_per_sequence"] == row["request_kv_bytes"]
+    per_token = row["kv_cache.bytes_per_token"]
+    assert row["kv_cache.bytes_per_sequence"] == -(-5000 // block) * block * per_token

@@ -246,6 +246,11 @@ class Runtime(Engine):
         engine caps them; None: the pool alone limits them."""
         return None
 
+    def block_size_on(self, card: ModelCard, gpu) -> int | None:
+        """The tokens per page this runtime takes for ``card`` on ``gpu`` by default; None: no GPU-dependent choice
+        (a sweep's KV columns keep their 16)."""
+        return None
+
     def running(self, s: Setup, p: Pool) -> float:
         """The requests one replica runs at once: the pool's concurrency, capped by ``running_limit``."""
         limit = self.running_limit(s, p)

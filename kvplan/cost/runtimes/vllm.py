@@ -331,6 +331,10 @@ class VLLM(Server):
         """Whether this version serves ``card`` with Model Runner V2 (0.29+: every model; 0.25 - 0.28: dense ones)."""
         return self.version.v2_runner_every_model or self.runs_graphless_v2(card, opts)
 
+    def block_size_on(self, card, gpu) -> int | None:
+        """config/cache.py's default, or the MLA backend's (FlashMLA 64 on Hopper and newer): serving_vllm."""
+        return vl.default_block_size(card, gpu.compute_capability)
+
     def runs_graphless_v2(self, card, opts: Options) -> bool:
         """0.22 - 0.28: Model Runner V2, whose profile_cudagraph_memory returns 0 and whose dummy sampler takes no
         top-k/top-p, runs a model of the release's default architecture list (0.22 - 0.23: if neither MoE nor

@@ -174,8 +174,9 @@ class Sweep:
             bpt, wb = lay.bytes_per_token, lay.weights_bytes
             # nested, not itertools.product: product would hold every (tp, pp, max_model_len) option in memory
             for gpu, par, enc in ((gu, pa, en) for gu in g.gpu for pa in g.parallel for en in g.encoder_len):
+                block = self._block(lay, gpu)
                 for s in g.seq_len:
-                    ps = lay.per_sequence(s, enc or 0, g.cache_block)
+                    ps = lay.per_sequence(s, enc or 0, block)
                     if slow:
                         yield from (self._slow_row(lay, head, b, s, enc, gpu, par, ps) for b in g.batch)
                     elif with_enc:
@@ -183,14 +184,25 @@ class Sweep:
                     else:
                         yield from (head + (b, s, bpt, ps, b * ps, wb, b * ps + wb) for b in g.batch)
 
+    def _block(self, lay: SweepCase, gpu: str | None) -> int:
+        """The block the KV columns and the roofline take: the one given, else the engine's on this GPU (vLLM's MLA:
+        64 on Hopper, as the plan columns beside them), else 16."""
+        g = self.grid
+        if g.block_size is not None or gpu is None:
+            return g.cache_block
+        from kvplan.cost.hardware import load_gpu
+
+        on = getattr(lay.engine, "block_size_on", None)  # a runtime's; bare cache rules choose none
+        return (on(lay.card, load_gpu(gpu, g.gpu_file)) if on else None) or g.cache_block
+
     def _slow_row(self, lay: SweepCase, head: tuple, b: int, s: int, enc, gpu, par, ps: int) -> tuple:
         g = self.grid
         row = head + (b, s) + ((enc,) if g.encoder_len != (None,) else ())
         kv = b * ps
         row += (lay.bytes_per_token, ps, kv, lay.weights_bytes, kv + lay.weights_bytes)
         if gpu is not None:
-            row += (gpu,) + extra.roofline_values(lay, b, s, gpu, g.gpu_file, kv + lay.weights_bytes, g.cache_block,
-                                                  par)
+            row += (gpu,) + extra.roofline_values(lay, b, s, gpu, g.gpu_file, kv + lay.weights_bytes,
+                                                  self._block(lay, gpu), par)
         if g.capacity:
             shown = par if par[2] is not None else (*par[:2], s)  # max_model_len defaults to the row's seq_len
             row += shown + extra.capacity_values(self._capacity_cache, lay, s, gpu, par, g.block_size, g.gpu_file)
