@@ -3,6 +3,8 @@ runtime's own, then those that hold for any runtime)."""
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from kvplan.cost.runtimes.setup import Pool, Setup
 from kvplan.model.origin import PLACEHOLDER, hf_repo, revision
 from kvplan.units import fmt_bytes, fmt_int
@@ -63,13 +65,12 @@ def checkpoint_notes(card) -> list[str]:
     """Where the launch line's checkpoint holds weights the card does not plan: the quantized weights of a bundled
     sibling card of the same repository (deepseek-v3 and deepseek-v3-fp8 read deepseek-ai/DeepSeek-V3), or the vision
     tower of a multimodal checkpoint (``*ForConditionalGeneration``) whose text decoder the card is."""
-    from kvplan.model.catalog import bundled_names, load_card
-
-    repo, names = hf_repo(card), bundled_names()
+    repo = hf_repo(card)
     if repo in (PLACEHOLDER, card.name):
         return []
-    siblings = [c for c in (load_card(n) for n in names if n != card.name) if hf_repo(c) == repo] \
-        if card.name in names else []
+    by_repo = _bundled_by_repo()
+    bundled = any(c.name == card.name for c in by_repo.get(repo, ()))
+    siblings = [c for c in by_repo.get(repo, ()) if c.name != card.name] if bundled else []
     out = []
     quantized = [c for c in siblings if c.quantization is not None]
     if card.quantization is None and quantized:
@@ -82,4 +83,16 @@ def checkpoint_notes(card) -> list[str]:
                    "the vision encoder and projector, which the weights above leave out"
                    + (f" (-m {with_vision[0].name} counts them)" if with_vision else ""))
     return out
+
+
+@lru_cache(maxsize=1)
+def _bundled_by_repo() -> dict[str, tuple]:
+    """The bundled cards by the Hugging Face repository of their source (read once: a search asks per option)."""
+    from kvplan.model.catalog import bundled_names, load_card
+
+    out: dict[str, list] = {}
+    for name in bundled_names():
+        card = load_card(name)
+        out.setdefault(hf_repo(card), []).append(card)
+    return {repo: tuple(cards) for repo, cards in out.items()}
 
