@@ -89,6 +89,13 @@ def fmt_float(v: float) -> str:
     return text.rstrip("0").rstrip(".") if "." in text else text
 
 
+def fmt_usd(value: float) -> str:
+    """Dollars to the cent, and to four significant digits below a cent (0.003142, not 0.00)."""
+    if value >= 0.01 or value <= 0:
+        return f"{value:,.2f}"
+    return fmt_float(round(value, 3 - math.floor(math.log10(value))))
+
+
 def fmt_cell(column: str, v: object) -> str:
     """A result column's value for people (a terminal table, a notebook): seconds (``*_s``) as durations, other
     floats by ``fmt_float``, integers with separators; the machine formats (CSV, JSONL) keep every digit."""

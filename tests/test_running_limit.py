@@ -4,6 +4,8 @@ latency bounds are at the batch that runs, never at one that cannot."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from kvplan.cost.serving_sglang import max_running_requests
@@ -45,9 +47,9 @@ def test_latency_is_at_the_batch_that_fits_not_the_target():
 @pytest.mark.parametrize("value, text", [(0.00314159, "0.003142"), (0.0123, "0.01"), (1234.5, "1,234.50"),
                                          (0.0, "0.00")])
 def test_dollars_below_a_cent_keep_their_digits(value, text):
-    from kvplan.report.plan import _usd
+    from kvplan.units import fmt_usd
 
-    assert _usd(value) == text
+    assert fmt_usd(value) == text
 
 
 def test_bad_layout_and_latency_flags_exit_2_naming_them(cli):
@@ -84,3 +86,27 @@ def test_integer_weights_need_a_quantized_checkpoint_and_fp8_is_echoed_as_asked(
         assert code == 2 and err.startswith("error: --weight-dtype: int4:") and "qwen3-8b-awq" in err
     r = plan("llama-3.1-8b", gpu="H100-SXM", max_model_len=8192, weight_dtype="fp8")
     assert r.inputs.weight_dtype == "fp8_e4m3" and "--quantization fp8" in r.launch_command
+
+
+def test_review_fixes(cli, tmp_path):
+    # -c 0 is llama.cpp's training context, and -c rounds up to 256 cells per slot: neither is refused
+    for c in ("0", "8000"):
+        code, out, err = cli("plan", "-m", "llama-3.1-8b", "--gpu", "H100-SXM", "--max-model-len", "8192", "--engine",
+                             "llamacpp", "-c", c)
+        assert code == 0, err
+    # DP adds whole requests per replica: 3.77 runs 3, so two replicas run 6, not 7
+    r = plan("llama-3.1-8b", gpu="H100-SXM", max_model_len=120000, dp=2, concurrency=7)
+    assert 3 < r.max_concurrency < 4 and "target 7: NOT met" in r.verdict and r.latency.batch_per_replica == 3
+    # a check scenario with disagg keys and a plan budget but no max_model_len: named, not an internal error
+    cfg = tmp_path / "kvplan.toml"
+    cfg.write_text('[[scenarios]]\nname = "a"\nmodel = "llama-3-8b"\ngpu = "H100-SXM"\nrate = 1.0\nisl = 512\n'
+                   'osl = 64\nttft_ms = 2000.0\ntpot_ms = 50.0\nmin_concurrency = 2\n')
+    code, _, err = cli("check", "--config", str(cfg))
+    assert code == 2 and "max_model_len: required" in err
+    # a flag the user typed is not blamed on the log
+    log = Path(__file__).parents[1] / "docs" / "logs" / "vllm-codeindex7292846353-qwen3-next-80b-tp2.log"
+    code, _, err = cli("plan", "--from-log", str(log), "--engine", "vllm==0.8")
+    assert code == 2 and "from the log's launch flags" not in err
+    # llama.cpp launches a GGUF: no note about the HF checkpoint's vision tower
+    notes = plan("gemma-3-12b", gpu="H100-SXM", max_model_len=8192, engine="llamacpp").notes
+    assert not any("multimodal checkpoint" in n for n in notes)

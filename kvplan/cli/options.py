@@ -70,7 +70,7 @@ ActivationMemory = Annotated[_S, typer.Option(
 NonTorchMemory = Annotated[_S, typer.Option(
     "--non-torch-memory", help="vLLM non-torch growth (default 64MiB on one GPU, 512MiB on more).")]
 CudaGraphMemory = Annotated[_S, typer.Option(
-    "--cuda-graph-memory", help="vLLM CUDA graphs in the budget (default from 0.21: an ESTIMATE per captured graph; "
+    "--cuda-graph-memory", help="vLLM CUDA graphs in the budget (default from 0.20: an ESTIMATE per captured graph; "
                                 "0 for --enforce-eager).")]
 ContextMemory = Annotated[_S, typer.Option(
     "--context-memory", help="CUDA context + NCCL per GPU (default 512MiB; SGLang at TP x PP > 1 over NVLink: + an "

@@ -236,7 +236,8 @@ def triton_topk_topp_buffer_bytes(num_sms: int, num_rows: int, vocab_size: int) 
     return rows * vocab_size * TRITON_TOPK_TOPP_BUFFER_BYTES_PER_ENTRY
 
 
-# Model Runner V2 (v1/worker/gpu/, the default for dense models in 0.25-0.28; read in 0.25.0, 0.26.0, 0.27.0, 0.28.0).
+# Model Runner V2 (v1/worker/gpu/, the default for listed architectures from 0.22 and dense models in 0.25-0.28;
+# read in 0.25.0, 0.26.0, 0.27.0, 0.28.0).
 # Its _dummy_sampler_run adds no request to the sampler, so every SamplingStates row keeps its defaults (top_k =
 # vocab, top_p = 1, temperature 0: sample/states.py) and Sampler._requires_logits_processing / needs_logits_processing
 # is false: no float32 copy, no top-k/top-p; gumbel_sample reads the model-dtype logits of compute_logits and keeps

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from html import escape
 
-from kvplan.units import fmt_bytes, fmt_cell, fmt_int
+from kvplan.units import fmt_bytes, fmt_cell, fmt_int, fmt_usd
 
 _STYLE = "border-collapse:collapse;font-family:sans-serif;font-size:0.9em"
 _CELL = "padding:2px 8px;border-bottom:1px solid #ddd;text-align:{}"
@@ -78,7 +78,7 @@ def plan_html(p) -> str:
         rows += [("TTFT bound", _ms(p.latency.ttft_ms)), ("TPOT bound", _ms(p.latency.tpot_ms))]
         if p.latency.price_per_hour is not None:
             rows += [("price (on-demand)", f"${p.latency.price_per_hour:,.2f}/h"),
-                     ("per million output tokens", f">= ${p.latency.usd_per_million_output_tokens:,.2f}")]
+                     ("per million output tokens", f">= ${fmt_usd(p.latency.usd_per_million_output_tokens)}")]
     return key_value_table(f"kvplan plan: {i.model} on {i.gpu}", rows, p.notes)
 
 

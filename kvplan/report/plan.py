@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import math
 
 from rich.console import Console
 from rich.table import Table
 
 from kvplan.planning.capacity.results import PlanResult, SearchResult
 from kvplan.report.console import escape, exact, ms, note, print_command, table
-from kvplan.units import fmt_bytes, fmt_float, fmt_int
+from kvplan.units import fmt_bytes, fmt_int, fmt_usd
 
 
 def render_plan(r: PlanResult, console: Console) -> None:
@@ -25,7 +24,7 @@ def render_plan(r: PlanResult, console: Console) -> None:
         if lat.price_per_hour is not None:
             console.print(f"[bold]cost[/bold] ${lat.price_per_hour:,.2f}/h for {_gpus(r)} GPUs (on-demand list price: "
                           f"`kvplan gpus show {escape(r.inputs.gpu)}`); >= "
-                          f"${lat.usd_per_million_output_tokens:,.2f} per million output tokens at the decode bound")
+                          f"${fmt_usd(lat.usd_per_million_output_tokens)} per million output tokens at the decode bound")
     console.print(f"[bold]verdict[/bold] {escape(r.verdict)}")
     print_command(console, "launch", r.launch_command)
     if r.checkpoint is not None:  # a Hub model: the checkpoint's bytes beside kvplan's whole-model count
@@ -158,7 +157,7 @@ def render_search(r: SearchResult, console: Console) -> None:
         t.add_row(escape(o.gpu), str(o.num_gpus), f"{o.tp}x{o.pp}x{o.dp}", f"{o.max_concurrency:,.1f}",
                   fmt_bytes(o.kv_cache.available_bytes), _ms(o.ttft_ms),
                   _ms(o.tpot_ms), "-" if o.price_per_hour is None else f"{o.price_per_hour:,.2f}",
-                  "-" if o.usd_per_million_output_tokens is None else _usd(o.usd_per_million_output_tokens))
+                  "-" if o.usd_per_million_output_tokens is None else fmt_usd(o.usd_per_million_output_tokens))
     console.print(t)
     for o in r.options:
         print_command(console, o.gpu, o.launch_command)
@@ -169,11 +168,6 @@ def render_search(r: SearchResult, console: Console) -> None:
                           f"{o.num_gpus}: {escape(o.price_source)}{escape(date)}", overflow="fold")
     for text in r.notes:
         note(console, text)
-
-
-def _usd(value: float) -> str:
-    """Dollars to the cent, and to three significant digits below a cent (0.0031, not 0.00)."""
-    return f"{value:,.2f}" if value >= 0.01 or value == 0 else fmt_float(round(value, 3 - math.floor(math.log10(value))))
 
 
 def _ms(value: float | None) -> str:

@@ -45,6 +45,8 @@ class Runtime(Engine):
     # MXFP4 experts: the (hidden, intermediate) multiples this runtime pads them to (Quantization.kernel_pad); None:
     # kvplan.cost.quant's default, vLLM's Marlin backend
     mxfp4_pad: ClassVar[tuple[int, int] | None] = None
+    # its launch line loads the card's Hugging Face checkpoint (vLLM, SGLang, ...); llama.cpp's loads a GGUF
+    loads_hf_checkpoint: ClassVar[bool] = False
 
     def at_version(self, text: str) -> Runtime:
         """The runtime for release ``text`` of this engine; KvplanError where no version is modelled."""
@@ -408,6 +410,7 @@ class Server(Runtime):
 
     server = True
     serves_fp32 = False
+    loads_hf_checkpoint = True
 
     def check_servable(self, card: ModelCard, layout: Layout) -> None:
         super().check_servable(card, layout)

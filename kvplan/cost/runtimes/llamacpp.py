@@ -235,6 +235,14 @@ def choose(card, f: lc.LlamaFlags, total: int, max_model_len: int, w_bits: int) 
     return g
 
 
+def _cells_per_slot(f: lc.LlamaFlags) -> int:
+    """The cells one slot holds for -c/-np as llama-context.cpp pads them (llamacpp.resolve_context: a unified cache
+    GGML_PAD(n_ctx, 256) for every slot; else GGML_PAD(GGML_PAD(n_ctx, 256) / n_seq_max, 256) each)."""
+    if f.kv_unified or f.n_parallel is None:
+        return lc.pad(f.n_ctx, 256)
+    return lc.pad(lc.pad(f.n_ctx, 256) // f.n_parallel, 256)
+
+
 class LlamaCpp(Runtime):
     name = "llamacpp"
     display_name = "llama.cpp"
@@ -269,7 +277,7 @@ class LlamaCpp(Runtime):
             f = replace(f, n_parallel=batch)
         if f.n_ctx is None:
             f = replace(f, n_ctx=seq_len if f.kv_unified else seq_len * f.n_parallel)
-        per_slot = f.n_ctx if f.kv_unified else f.n_ctx // f.n_parallel
+        per_slot = _cells_per_slot(f) if f.n_ctx else seq_len  # -c 0: the training context
         if per_slot < seq_len:
             raise KvplanError(f"-c/--ctx-size: {f.n_ctx:,} cells over {f.n_parallel} slot(s) hold {per_slot:,} tokens "
                               f"per sequence, fewer than --seq-len {seq_len:,}; allowed: -c of at least "
@@ -300,8 +308,8 @@ class LlamaCpp(Runtime):
             f = replace(f, n_parallel=self.default_parallel)
         if f.n_ctx is None and f.n_parallel is not None:  # each slot holds --max-model-len tokens
             f = replace(f, n_ctx=max_model_len if f.kv_unified else max_model_len * f.n_parallel)
-        elif f.n_ctx is not None:  # a slot holds n_ctx / n_parallel cells (a unified cache: all n_ctx)
-            per_slot = f.n_ctx if f.kv_unified or f.n_parallel is None else f.n_ctx // f.n_parallel
+        elif f.n_ctx:  # a slot holds its share of n_ctx cells as llama.cpp pads them (0: the training context)
+            per_slot = _cells_per_slot(f)
             if per_slot < max_model_len:
                 slots = "" if f.kv_unified or f.n_parallel is None else f" over -np {f.n_parallel} slots"
                 raise KvplanError(f"-c/--ctx-size: {f.n_ctx:,} cells{slots} hold {per_slot:,} tokens per request, "

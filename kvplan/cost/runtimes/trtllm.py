@@ -64,7 +64,7 @@ class TensorRTLLM(TokenPool):
         if flags.gpu_memory_utilization is not None or flags.mem_fraction_static is not None:
             raise KvplanError("--gpu-memory-utilization/--mem-fraction-static: TensorRT-LLM sizes its pool with "
                               "--kv-cache-free-gpu-memory-fraction (--kv_cache_free_gpu_memory_fraction)")
-        if flags.kv_cache_memory is not None or flags.max_num_batched_tokens is not None or flags.max_num_seqs:
+        if flags.kv_cache_memory is not None or flags.max_num_batched_tokens is not None or flags.max_num_seqs is not None:
             raise KvplanError("--kv-cache-memory/--max-num-batched-tokens/--max-num-seqs: vLLM's; TensorRT-LLM takes "
                               "--max-num-tokens and --max-batch-size")
         fraction = DEFAULT_FRACTION

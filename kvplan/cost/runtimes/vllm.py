@@ -50,7 +50,7 @@ class VllmVersion(VersionRange):
     fixed_max_num_seqs: int | None = None  # V0: 256 on every GPU (None: by GPU memory, arg_utils get_batch_defaults)
     mnbt_covers_max_model_len: bool = False  # V0: max(max_model_len, 2048) up to 32K tokens, chunked (2048) above
     # ESTIMATE: the memory each captured CUDA graph adds to profile_cudagraph_memory's figure (serving_vllm
-    # cuda_graph_estimate_bytes, fitted to public logs); charged where cuda_graphs_in_budget, only printed in 0.18-0.20;
+    # cuda_graph_estimate_bytes, fitted to public logs); charged where cuda_graphs_in_budget, only printed in 0.18-0.19;
     # None: the version prints no estimate (graphs captured after the pool is sized)
     cuda_graph_bytes_per_graph: int | None = None
     # 0.25 - 0.28: dense (not MoE, not hybrid) models run Model Runner V2, which estimates no graphs (0 charged)
@@ -702,7 +702,8 @@ def _budget_note(s: Setup) -> str:
     graphs = (f"CUDA graphs ({fmt_bytes(s.cuda_graph)})" if v.cuda_graphs_in_budget or s.cuda_graph
               else "CUDA graphs (captured after the pool is sized before 0.20: not in the budget)")
     if v.cuda_graphs_in_budget and s.engine.runs_graphless_v2(s.card, s.opts):
-        graphs += (" [Model Runner V2, the default for dense models in 0.25-0.28, estimates no graphs: "
+        graphs += (f" [Model Runner V2, this release's default for {s.card.hf_architecture or 'dense models'} (0.22-0.24: "
+                   "its list of architectures; 0.25-0.28: that list and every dense model), estimates no graphs: "
                    "profile_cudagraph_memory returns 0]")
     elif v.cuda_graph_bytes_per_graph is not None and s.opts.max_num_seqs and s.opts.mnbt:
         pw, full = _graph_counts(s.opts)

@@ -173,7 +173,7 @@ def _latency_at_target(s: Setup, p: Pool, req: PlanRequest) -> Latency:
 
     from kvplan.planning.capacity.latency import latency
 
-    target, running = req.concurrency, math.floor(s.engine.running(s, p) * s.layout.dp)
+    target, running = req.concurrency, math.floor(s.engine.running(s, p)) * s.layout.dp  # whole requests
     if running < 1 or running >= target:
         return latency(s, target, req.prompt_len, req.acceptance_rate)
     lat = latency(s, running, req.prompt_len, req.acceptance_rate)

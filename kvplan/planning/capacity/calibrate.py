@@ -1,7 +1,7 @@
 """``kvplan plan --from-log FILE --calibrate``: the log's measured budget reused, so what-ifs on the user's own
 deployment are exact where nothing measured changes, and say what is rescaled where something does.
 
-vLLM sizes the pool as requested - weights - profile peak - non-torch growth (- CUDA graphs from 0.21)
+vLLM sizes the pool as requested - weights - profile peak - non-torch growth (- CUDA graphs from 0.20)
 (v1/worker/gpu_worker.py determine_available_memory). The log states the pool and, depending on the version, some of
 those terms; calibration charges, through the plan's overrides (activation_memory, non_torch_memory,
 cuda_graph_memory), exactly what the log measured beyond kvplan's weights: with no what-if the plan's pool is the
@@ -69,7 +69,7 @@ def calibrated(log: ParsedLog, card, kw: dict, flat: PlanResult, pool_bytes: int
                     f"profile peak: not logged; kvplan's estimate {fmt_bytes(act)} is kept and the rest of the "
                     "measured budget goes to non-torch")
     graphs = g.cuda_graph_bytes
-    if cg_f and g.cuda_graph_bytes:  # 0.21+: the graphs are inside the budget; before, outside (0 charged)
+    if cg_f and g.cuda_graph_bytes:  # 0.20+: the graphs are inside the budget; before, outside (0 charged)
         graphs = round(cg_f.value * GIB)
         measured.append(f"CUDA graphs {fmt_bytes(graphs)} ({_where(log, 'cuda_graph')})")
     non_torch = residual - act - graphs

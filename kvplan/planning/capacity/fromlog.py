@@ -92,7 +92,9 @@ def from_log(path: str | Path, *, model=None, gpu: str | None = None, gpu_memory
     kw = dict(gpu=g, gpu_memory=total, engine=spec, **args)
     refused = None
     try:
-        flat = _from_the_log(log, given, lambda: plan(card, **kw))
+        typed = {**given, **{k: v for k, v in (('engine', engine), ('gpu', gpu), ('gpu_memory', gpu_memory),
+                                              ('model', model)) if v is not None}}
+        flat = _from_the_log(log, typed, lambda: plan(card, **kw))
     except Refused as exc:  # the budget leaves nothing for the cache: right when the log's own pool is negative
         stated = log.figure("available")
         if stated is None or stated.value > 0:
@@ -421,7 +423,7 @@ def _row(f: Figure, flat: PlanResult, pooled: PlanResult | None, ends: list[Plan
         ours = min((rk.available_kv_bytes / GIB for rk in flat.ranks), key=lambda v: abs(v - f.value))
     verdict, err = judge(f, ours)
     if f.name == "cuda_graph" and ours == 0 and f.value > 0:
-        verdict, err = "outside the budget", None  # vLLM before 0.21 sizes the pool before capturing graphs
+        verdict, err = "outside the budget", None  # vLLM before 0.20 sizes the pool before capturing graphs
     pool_value = low = high = None
     pv = pe = None
     # the pool given to the second column is the logged one: its own row (and the overheads, not re-predicted

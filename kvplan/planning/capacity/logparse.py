@@ -122,7 +122,7 @@ _VLLM_LINES = [
     ("non_torch", r"\bnon_torch_memory=" + _GIB),
     ("cuda_graph", r"Graph capturing finished in \d+ secs?, took " + _GIB),
     ("cuda_graph", _GIB + r" for CUDAGraph memory"),
-    ("cuda_graph", r"Estimated CUDA graph memory: " + _GIB + " total"),  # 0.21+: charged before the pool is sized
+    ("cuda_graph", r"Estimated CUDA graph memory: " + _GIB + " total"),  # 0.20+: charged before the pool is sized
     ("cuda_graph", r"CUDA graph pool memory: " + _GIB + r" \(actual\)"),
     # negative: no room (the engine stops)
     ("available", r"Available KV cache memory: +" + r"(-?\d+(?:,\d{3})*(?:\.\d+)?) ?GiB"),

@@ -124,10 +124,10 @@ def _option(card: ModelCard, req: PlanRequest, max_gpus: int, ttft_ms, tpot_ms) 
     except Refused:
         return None
     per_replica = s.engine.running(s, p)
-    if not p.fits or per_replica <= 0:
+    if not p.fits or int(per_replica) < 1:
         return None
     lay, C = req.layout, req.concurrency
-    dp = math.ceil(C / per_replica)
+    dp = math.ceil(C / int(per_replica))  # whole requests per replica: 3.77 runs 3
     if lay.tp * lay.pp * dp > max_gpus:
         return None
     if dp > 1:  # MoE: routed experts split over dp x tp, so each GPU of a DP layout holds less (never more)

@@ -27,7 +27,7 @@ def verdict(s: Setup, p: Pool, concurrency: int | None = None) -> str:
     if not p.fits:
         longest = f"the longest that fits is {fmt_int(p.max_model_len_fit)}" if p.max_model_len_fit else "none fits"
         return f"{where}: one {fmt_int(L)}-token request does NOT fit; {longest}; {pool}"
-    running, limit = s.engine.running(s, p) * lay.dp, s.engine.running_limit(s, p)
+    running, limit = int(s.engine.running(s, p)) * lay.dp, s.engine.running_limit(s, p)  # whole requests
     cap = ""
     if limit is not None and limit < p.concurrency:
         cap = f"; runs at most {fmt_int(limit)} at once per replica ({s.engine.running_limit_flag} {fmt_int(limit)})"
@@ -39,7 +39,7 @@ def verdict(s: Setup, p: Pool, concurrency: int | None = None) -> str:
 
 def notes(s: Setup, p: Pool) -> list[str]:
     out = s.engine.notes(s, p) + list(s.card_notes)
-    out += checkpoint_notes(s.card)
+    out += checkpoint_notes(s.card) if s.engine.loads_hf_checkpoint else []
     if hf_repo(s.card) == PLACEHOLDER:
         out.append(f"launch: replace {PLACEHOLDER} with the folder or Hugging Face id of the checkpoint this "
                    "config.json belongs to (it names none: its _name_or_path is empty or a local path).")

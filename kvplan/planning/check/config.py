@@ -306,7 +306,7 @@ def _scenario(path: Path, lines: list[ScenarioLines], i: int, raw: dict) -> Scen
         key = str(exc.errors()[0]["loc"][0])
         raise KvplanError(f"{shown(path)}:{_line(lines, i, key)}: {label}: "
                           f"{_describe(exc, Scenario)}") from None
-    if s.uses_plan and not s.uses_disagg:
+    if s.uses_plan:
         given = next(k for k in PLAN_KEYS + PLAN_BUDGETS if getattr(s, k) is not None)
         for key in ("gpu", "max_model_len"):
             if getattr(s, key) is None:
