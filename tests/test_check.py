@@ -303,3 +303,11 @@ def test_a_capacity_scenario_without_its_gpu_or_length_names_the_key(cli, tmp_pa
     cfg.write_text('[[scenarios]]\nname = "a"\nmodel = "llama-3-8b"\n' + body)
     code, out, err = cli("check", "--config", str(cfg))
     assert code == 2 and f"kvplan.toml:1: scenario 'a': {key}: required" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_disagg_scenario_without_a_key_names_the_file_line_and_key(cli, tmp_path):
+    cfg = tmp_path / "kvplan.toml"
+    cfg.write_text('[[scenarios]]\nname = "d"\nmodel = "llama-3-8b"\ngpu = "H100-SXM"\nrate = 1.0\nisl = 512\n'
+                   'osl = 64\nttft_ms = 2000.0\n')
+    code, _, err = cli("check", "--config", str(cfg))
+    assert code == 2 and "kvplan.toml:1: scenario 'd': tpot_ms: required by a disagg scenario" in err

@@ -299,3 +299,13 @@ def test_an_mla_rows_kv_columns_take_the_engines_block_on_that_gpu(gpu, block):
     assert row["kv_cache.bytes_per_sequence"] == row["request_kv_bytes"]
     per_token = row["kv_cache.bytes_per_token"]
     assert row["kv_cache.bytes_per_sequence"] == -(-5000 // block) * block * per_token
+
+
+def test_the_estimate_takes_the_same_block_on_that_gpu():
+    """`estimate --engine vllm --gpu H100-SXM` of an MLA model: FlashMLA's 64-token blocks, as the sweep and the plan
+    (it kept 16); a given --block-size wins, and without --gpu it stays 16."""
+    row = list(sweep("deepseek-v2-lite", batch="1", seq_len="5000", gpu="H100-SXM", engine="vllm"))[0]
+    e = estimate("deepseek-v2-lite", seq_len=5000, engine="vllm", gpu="H100-SXM")
+    assert e.inputs.block_size == 64 and e.kv_cache.bytes_per_sequence == row["kv_cache.bytes_per_sequence"]
+    assert estimate("deepseek-v2-lite", seq_len=5000, engine="vllm").inputs.block_size == 16
+    assert estimate("deepseek-v2-lite", seq_len=5000, engine="vllm", gpu="H100-SXM", block_size=16).inputs.block_size == 16

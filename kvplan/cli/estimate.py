@@ -24,7 +24,7 @@ def estimate(
     engine: o.Engine = "ideal",
     max_cache_len: Annotated[Optional[int], typer.Option(
         "--max-cache-len", help="hf-static: preallocated positions (default --seq-len).")] = None,
-    block_size: o.BlockSize = 16,
+    block_size: o.EstimateBlockSize = None,
     prompt_len: Annotated[Optional[int], typer.Option(
         "--prompt-len", help="Prefill length for FLOPs; default --seq-len.")] = None,
     gpu: o.Gpu = None,

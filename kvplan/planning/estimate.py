@@ -8,7 +8,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -58,7 +58,7 @@ class EstimateRequest:
     weight_dtype: str | None = None
     engine: str = "ideal"
     max_cache_len: int | None = None
-    block_size: int = 16
+    block_size: int | None = None  # None: the engine's on --gpu (vLLM's MLA: 64 on Hopper), else 16
     kv_heads: int | None = None
     attention: str | None = None
     prompt_len: int | None = None
@@ -76,16 +76,17 @@ class EstimateRequest:
             require_text(flag, text)
         require_positive("--batch", req.batch)
         require_positive("--seq-len", req.seq_len)
-        require_positive("--block-size", req.block_size, maximum=1 << 20)
         for flag, value in (("--kv-heads", req.kv_heads), ("--max-cache-len", req.max_cache_len)):
             if value is not None:
                 require_positive(flag, value)
+        if req.block_size is not None:
+            require_positive("--block-size", req.block_size, maximum=1 << 20)
         return req
 
 
 def estimate(model: ModelCard | str | Path, *, batch: int = 1, seq_len: int, encoder_len: int | None = None,
              kv_dtype: str | None = None, weight_dtype: str | None = None, engine: str = "ideal",
-             max_cache_len: int | None = None, block_size: int = 16, kv_heads: int | None = None,
+             max_cache_len: int | None = None, block_size: int | None = None, kv_heads: int | None = None,
              attention: str | None = None, prompt_len: int | None = None, gpu: str | None = None,
              gpu_file: str | None = None, mfu: float | None = None, mbu: float | None = None,
              llama: LlamaFlags | None = None) -> Estimate:
@@ -106,6 +107,7 @@ def estimate(model: ModelCard | str | Path, *, batch: int = 1, seq_len: int, enc
 def estimate_request(base: ModelCard, q: EstimateRequest) -> Estimate:
     """The orchestrator: the card in the asked layout, the runtime's resolution, KV, weights, FLOPs, roofline."""
     card = with_layout(base, kv_heads=q.kv_heads, attention=q.attention)
+    q = q if q.block_size is not None else replace(q, block_size=_default_block(card, q))
     r = resolve(card, batch=q.batch, seq_len=q.seq_len, encoder_len=q.encoder_len, kv_dtype=q.kv_dtype,
                 weight_dtype=q.weight_dtype, engine=q.engine, max_cache_len=q.max_cache_len, block_size=q.block_size)
     prompt = q.seq_len if q.prompt_len is None else q.prompt_len
@@ -142,6 +144,19 @@ def estimate_request(base: ModelCard, q: EstimateRequest) -> Estimate:
     return Estimate.model_construct(inputs=inputs, model=summarize(card, base), kv_cache=kv, weights=weights,
                     total_bytes=kv.total_bytes + weights.bytes, flops=flops, roofline=roof, notes=notes,
                     llamacpp=lcpp)
+
+
+def _default_block(card: ModelCard, q: EstimateRequest) -> int:
+    """--block-size not given: the engine's on --gpu (a runtime's ``block_size_on``: vLLM pages MLA in FlashMLA's 64
+    tokens on Hopper), else vLLM's default 16, as a sweep's KV columns take it."""
+    if q.gpu is not None:
+        from kvplan.cost.hardware import load_gpu
+
+        on = getattr(get_engine(q.engine), "block_size_on", None)
+        block = on(card, load_gpu(q.gpu, q.gpu_file)) if on else None
+        if block:
+            return block
+    return 16
 
 
 def _roofline(work: Workload, steps, q: EstimateRequest, memory_needed_bytes: int):

@@ -306,6 +306,11 @@ def _scenario(path: Path, lines: list[ScenarioLines], i: int, raw: dict) -> Scen
         key = str(exc.errors()[0]["loc"][0])
         raise KvplanError(f"{shown(path)}:{_line(lines, i, key)}: {label}: "
                           f"{_describe(exc, Scenario)}") from None
+    if s.uses_disagg:
+        for key in (*DISAGG_KEYS, "gpu"):
+            if getattr(s, key) is None:
+                raise KvplanError(f"{where}: {key}: required by a disagg scenario (rate, isl, osl, ttft_ms, tpot_ms, "
+                                  "gpu)")
     if s.uses_plan:
         given = next(k for k in PLAN_KEYS + PLAN_BUDGETS if getattr(s, k) is not None)
         for key in ("gpu", "max_model_len"):
