@@ -93,7 +93,8 @@ def test_the_refusal_lists_each_modelled_range_once_and_plainly():
 
 
 @pytest.mark.parametrize("engine, gpu, mnbt", [
-    ("vllm==0.27", "B200", 8192), ("vllm==0.28", "B200", 16384), ("vllm", "B200", 16384), ("vllm==0.10", "MI300X", 8192),
+    ("vllm==0.27", "B200", 8192), ("vllm==0.28", "B200", 16384), ("vllm", "B200", 16384),
+    ("vllm==0.10", "MI300X", 8192),
     ("vllm==0.28", "MI300X", 16384), ("vllm==0.28", "H200", 8192), ("vllm==0.9.1", "H100-SXM", 8192),
     ("vllm==0.28", "A100-80GB", 2048)])
 def test_the_160_gib_batch_tier_starts_in_0_28(engine, gpu, mnbt):

@@ -295,7 +295,8 @@ def test_scenarios_take_the_serving_features(tmp_path, monkeypatch, cli):
     assert prefix.max_concurrency > kvplan.plan("llama-3.1-8b", gpu="L40S", max_model_len=8192).max_concurrency
 
 
-@pytest.mark.parametrize("body, key", [('max_model_len = 8192\n', "gpu"), ('gpu = "H100-SXM"\ntp = 2\n', "max_model_len"),
+@pytest.mark.parametrize("body, key", [('max_model_len = 8192\n', "gpu"),
+                                       ('gpu = "H100-SXM"\ntp = 2\n', "max_model_len"),
                                        ('fits = true\ngpu = "H100-SXM"\n', "max_model_len")])
 def test_a_capacity_scenario_without_its_gpu_or_length_names_the_key(cli, tmp_path, body, key):
     """It was an internal error (exit 3, plan() missing gpu); now one line naming the file, line and key."""

@@ -20,8 +20,8 @@ def roofline(card, **kw):
     return estimate(card, **kw).roofline
 EXPECTED_GPUS = {"A100-40GB", "A100-80GB", "H100-SXM", "H100-PCIe", "H200", "B200", "L4", "L40S", "A10G",
                  "RTX-4090", "RTX-3090", "MI300X", "A40", "T4", "RTX-4080", "RTX-5090", "RTX-6000-Ada", "RTX-PRO-6000", "A10",
-                 "L20", "H20", "H100-NVL", "GH200", "MI250X", "MI325X", "Gaudi-3", "RTX-A6000", "RTX-A5000", "V100-32GB",
-                 "V100-16GB", "B300", "RX-7900-XTX"}
+                 "L20", "H20", "H100-NVL", "GH200", "MI250X", "MI325X", "Gaudi-3", "RTX-A6000", "RTX-A5000",
+                 "V100-32GB", "V100-16GB", "B300", "RX-7900-XTX"}
 
 
 def test_catalog_entries_are_sourced_and_dense():

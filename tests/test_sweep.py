@@ -308,4 +308,5 @@ def test_the_estimate_takes_the_same_block_on_that_gpu():
     e = estimate("deepseek-v2-lite", seq_len=5000, engine="vllm", gpu="H100-SXM")
     assert e.inputs.block_size == 64 and e.kv_cache.bytes_per_sequence == row["kv_cache.bytes_per_sequence"]
     assert estimate("deepseek-v2-lite", seq_len=5000, engine="vllm").inputs.block_size == 16
-    assert estimate("deepseek-v2-lite", seq_len=5000, engine="vllm", gpu="H100-SXM", block_size=16).inputs.block_size == 16
+    given = estimate("deepseek-v2-lite", seq_len=5000, engine="vllm", gpu="H100-SXM", block_size=16)
+    assert given.inputs.block_size == 16

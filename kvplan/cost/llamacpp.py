@@ -95,7 +95,8 @@ def llama_flags(**given) -> LlamaFlags | None:
     ``tensor_split`` may be llama.cpp's text ("3,1"), ``overrides`` its -ot values ("exps=CPU,attn=CUDA0")."""
     # not given: None, an unset switch (False) or an empty list; a 0 is a value (-ngl 0: every layer on the CPU)
     given = {k: v for k, v in given.items()  # --kv-unified/--no-kv-unified is three-state: its False is a value
-             if v is not None and (v is not False or k == "kv_unified") and not (isinstance(v, (list, tuple)) and not v)}
+             if v is not None and (v is not False or k == "kv_unified")
+             and not (isinstance(v, (list, tuple)) and not v)}
     for key, flag in (("n_ctx", "-c/--ctx-size"), ("n_ubatch", "-ub/--ubatch-size"), ("n_parallel", "-np/--parallel")):
         value = given.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0

@@ -114,6 +114,16 @@ def _fp8(q: Quantization, m: Matrix, s: Matrix, tp: int) -> QuantBytes:
 MXFP4_HIDDEN_PAD, MXFP4_INTERMEDIATE_PAD = 256, 128
 
 
+def with_kernel_pad(card, pad: tuple[int, int], how: str):
+    """``card`` with its MXFP4 experts padded to ``pad`` = (hidden, intermediate) multiples, as a runtime holds them
+    (Quantization.kernel_pad); ``how`` names it in the card's origin."""
+    from kvplan.model.catalog import card_from_dict
+
+    data = card.model_dump(exclude_none=True)
+    data["quantization"] = {**data["quantization"], "kernel_pad": list(pad)}
+    return card_from_dict(data, origin=f"{card.name} ({how})")
+
+
 def _mxfp4(m: Matrix, s: Matrix, pad: tuple[int, int]) -> QuantBytes:
     """An expert's gate/up (hidden -> intermediate) or down (intermediate -> hidden) matrix on one rank: padded
     values at half a byte each (w13_weight / w2_weight uint8 [.., n, k // 2]) plus one e8m0 byte per 32

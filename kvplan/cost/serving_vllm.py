@@ -44,9 +44,9 @@ DEFAULT_CUDA_GRAPH_BYTES = 512 * MIB
 # 0.18 - 0.20 print it without charging it ("In v0.19, CUDA graph memory profiling will be enabled by default"):
 # Qwen3-8B on A100-40GB 2.35 GiB and Qwen2.5-72B at TP 4 on L40S 2.73 GiB (vLLM 0.19.0, docs/logs) -> 30 MiB a graph
 # (2.49 GiB: +6.0%, -8.8%). 0.20+ charge it (0.20.0's envs.py VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS "1"; its log
-# says "CUDA graph memory profiling is enabled (default since v0.21.0)"), and its figures are about a third of 0.19's: gemma-4-E4B 0.79 GiB (0.22.1,
-# 51 + 35 graphs), 0.76 GiB for 51 + 51 graphs (0.2x on a 180 GiB GPU; GitHub code index files 54492899325 and
-# 63390294774) -> 9 MiB a graph (0.75 GiB: -5.4%; 0.89 GiB: +17%).
+# says "CUDA graph memory profiling is enabled (default since v0.21.0)"), and its figures are about a third of
+# 0.19's: gemma-4-E4B 0.79 GiB (0.22.1, 51 + 35 graphs), 0.76 GiB for 51 + 51 graphs (0.2x on a 180 GiB GPU;
+# GitHub code index files 54492899325 and 63390294774) -> 9 MiB a graph (0.75 GiB: -5.4%; 0.89 GiB: +17%).
 CUDA_GRAPH_BYTES_PER_GRAPH_0_19 = 30 * MIB
 CUDA_GRAPH_BYTES_PER_GRAPH_0_21 = 9 * MIB
 # Non-torch growth during the profile run (cuBLAS/attention workspaces, lazy NCCL buffers): V1 logs "non-torch
@@ -60,7 +60,8 @@ CUDA_GRAPH_BYTES_PER_GRAPH_0_21 = 9 * MIB
 # architectures that run Model Runner V2 by default (VllmVersion.v2_architectures)
 V2_ARCHITECTURES_0_22 = frozenset({"Qwen3ForCausalLM"})
 V2_ARCHITECTURES_0_23 = V2_ARCHITECTURES_0_22 | {"LlamaForCausalLM", "MistralForCausalLM"}
-V2_ARCHITECTURES_0_24 = V2_ARCHITECTURES_0_23 | {"DeepseekV2ForCausalLM", "Qwen2MoeForCausalLM", "GraniteMoeForCausalLM"}
+V2_ARCHITECTURES_0_24 = V2_ARCHITECTURES_0_23 | {"DeepseekV2ForCausalLM", "Qwen2MoeForCausalLM",
+                                                 "GraniteMoeForCausalLM"}
 V2_ARCHITECTURES_0_25 = frozenset({"DeepseekV2ForCausalLM", "Qwen2MoeForCausalLM", "GraniteMoeForCausalLM"})
 V2_ARCHITECTURES_0_26 = V2_ARCHITECTURES_0_25 | {"InklingForCausalLM", "InklingForConditionalGeneration",
                                                  "LongcatFlashNgramForCausalLM"}
@@ -265,7 +266,8 @@ def v2_dummy_sampler_bytes(num_reqs: int, padded_vocab: int, vocab_size: int, ac
 # model, max_num_batched_tokens or max_model_len: vLLM issue 54383, "First boot of a new shape is granted a ~5%
 # smaller KV cache", PR 54479 open on 0.28.0) Inductor compiles. vLLM turns on its combo kernels with
 # benchmark_combo_kernel from 0.11.1 (config/compilation.py CompilationConfig.__post_init__, torch >= 2.9; read in
-# every release 0.11.1-0.33.0, absent in 0.11.0, which pins torch 2.8.0), and Inductor benchmarks each candidate's kernels while compiling: scheduler.py
+# every release 0.11.1-0.33.0, absent in 0.11.0, which pins torch 2.8.0), and Inductor benchmarks each candidate's
+# kernels while compiling: scheduler.py
 # speedup_by_combo_kernel -> codegen/triton.py benchmark_fused_nodes / benchmark_combo_kernel -> the generated
 # get_args(), which allocates a random tensor (rand_strided) for every argument of the kernel, graph inputs included
 # (read in torch 2.13). The largest input of a decoder's compiled graph is the embedding table, so a cold compile's

@@ -147,13 +147,18 @@ def estimate_request(base: ModelCard, q: EstimateRequest) -> Estimate:
 
 
 def _default_block(card: ModelCard, q: EstimateRequest) -> int:
-    """--block-size not given: the engine's on --gpu (a runtime's ``block_size_on``: vLLM pages MLA in FlashMLA's 64
-    tokens on Hopper), else vLLM's default 16, as a sweep's KV columns take it."""
-    if q.gpu is not None:
+    """--block-size not given: ``default_block`` of the engine on --gpu."""
+    return default_block(get_engine(q.engine), card, q.gpu, q.gpu_file)
+
+
+def default_block(engine: Engine, card: ModelCard, gpu: str | None, gpu_file: str | None) -> int:
+    """The block an estimate (or a sweep's KV columns) takes without --block-size: the runtime's on ``gpu``
+    (``block_size_on``: vLLM pages MLA in FlashMLA's 64 tokens on Hopper), else vLLM's default 16."""
+    if gpu is not None:
         from kvplan.cost.hardware import load_gpu
 
-        on = getattr(get_engine(q.engine), "block_size_on", None)
-        block = on(card, load_gpu(q.gpu, q.gpu_file)) if on else None
+        on = getattr(engine, "block_size_on", None)  # a runtime's; bare cache rules choose none
+        block = on(card, load_gpu(gpu, gpu_file)) if on else None
         if block:
             return block
     return 16
@@ -297,11 +302,9 @@ def weights_result(card: ModelCard, w_t: DType, kv_t: DType, engine: Engine) -> 
     q = card.quantization
     pad = getattr(engine, "mxfp4_pad", None)  # a runtime's; a bare cache-rules Engine has none
     if q is not None and q.method == "mxfp4" and q.kernel_pad is None and pad is not None:
-        from kvplan.model.catalog import card_from_dict  # MXFP4 experts as this runtime holds them
+        from kvplan.cost.quant import with_kernel_pad  # MXFP4 experts as this runtime holds them
 
-        data = card.model_dump(exclude_none=True)
-        data["quantization"] = {**data["quantization"], "kernel_pad": list(pad)}
-        card = card_from_dict(data, origin=f"{card.name} (MXFP4 as {engine.name} holds it)")
+        card = with_kernel_pad(card, pad, f"MXFP4 as {engine.name} holds it")
     quant = _quantized(card, p.total, w_t, fp32)
     stored = _stored(w_t, p.total, fp32) if quant is None else quant.stored_bytes
     return WeightsResult.model_construct(params=p.total, active_params=p.active, dtype=w_t.name, bytes=stored + scales,

@@ -24,7 +24,8 @@ def render_plan(r: PlanResult, console: Console) -> None:
         if lat.price_per_hour is not None:
             console.print(f"[bold]cost[/bold] ${lat.price_per_hour:,.2f}/h for {_gpus(r)} GPUs (on-demand list price: "
                           f"`kvplan gpus show {escape(r.inputs.gpu)}`); >= "
-                          f"${fmt_usd(lat.usd_per_million_output_tokens)} per million output tokens at the decode bound")
+                          f"${fmt_usd(lat.usd_per_million_output_tokens)} per million output tokens at the decode "
+                          "bound")
     console.print(f"[bold]verdict[/bold] {escape(r.verdict)}")
     print_command(console, "launch", r.launch_command)
     if r.checkpoint is not None:  # a Hub model: the checkpoint's bytes beside kvplan's whole-model count

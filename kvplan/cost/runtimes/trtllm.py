@@ -64,7 +64,7 @@ class TensorRTLLM(TokenPool):
         if flags.gpu_memory_utilization is not None or flags.mem_fraction_static is not None:
             raise KvplanError("--gpu-memory-utilization/--mem-fraction-static: TensorRT-LLM sizes its pool with "
                               "--kv-cache-free-gpu-memory-fraction (--kv_cache_free_gpu_memory_fraction)")
-        if flags.kv_cache_memory is not None or flags.max_num_batched_tokens is not None or flags.max_num_seqs is not None:
+        if any(v is not None for v in (flags.kv_cache_memory, flags.max_num_batched_tokens, flags.max_num_seqs)):
             raise KvplanError("--kv-cache-memory/--max-num-batched-tokens/--max-num-seqs: vLLM's; TensorRT-LLM takes "
                               "--max-num-tokens and --max-batch-size")
         fraction = DEFAULT_FRACTION
@@ -140,6 +140,4 @@ class TensorRTLLM(TokenPool):
                              + ([f"tokens_per_block: {s.block_size}"] if s.block_size != DEFAULT_TOKENS_PER_BLOCK
                                 else []))
             out.append(f"kv_cache.yaml for --extra_llm_api_options: kv_cache_config: {{{yaml}}}")
-        if s.max_num_seqs is not None and p.concurrency > s.max_num_seqs:
-            out.append(f"The scheduler runs at most --max_batch_size {s.max_num_seqs} requests at once per replica.")
         return out

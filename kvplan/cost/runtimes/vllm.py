@@ -533,9 +533,6 @@ class VLLM(Server):
             out.append(f"vLLM hybrid KV cache: {p.pool.groups} groups share one block pool; 'Add "
                        f"{p.pool.padding_layers} padding layers' (kv_cache_utils.py); a request takes "
                        f"{p.pool.blocks_per_request} blocks (sliding layers: the window plus the in-flight tokens).")
-        if s.max_num_seqs is not None and p.concurrency > s.max_num_seqs:
-            out.append(f"The scheduler runs at most --max-num-seqs {s.max_num_seqs} requests at once per replica; "
-                       f"the pool would hold {p.concurrency:,.1f}.")
         return out + _state_notes(s, p) + vf.notes(s, p) + vm.notes(s)
 
     def requested_rule(self, s: Setup) -> str:
@@ -594,11 +591,9 @@ def mxfp4_loaded(s: Setup) -> Setup:
         return s
     from dataclasses import replace
 
-    from kvplan.model.catalog import card_from_dict
+    from kvplan.cost.quant import with_kernel_pad
 
-    data = s.card.model_dump(exclude_none=True)
-    data["quantization"] = {**data["quantization"], "kernel_pad": list(pad)}
-    return replace(s, card=card_from_dict(data, origin=f"{s.card.name} (MXFP4, Triton backend)"))
+    return replace(s, card=with_kernel_pad(s.card, pad, "MXFP4, Triton backend"))
 
 
 def _v0_pool(s: Setup, sts: list[Stage]) -> Pool:
@@ -702,8 +697,9 @@ def _budget_note(s: Setup) -> str:
     graphs = (f"CUDA graphs ({fmt_bytes(s.cuda_graph)})" if v.cuda_graphs_in_budget or s.cuda_graph
               else "CUDA graphs (captured after the pool is sized before 0.20: not in the budget)")
     if v.cuda_graphs_in_budget and s.engine.runs_graphless_v2(s.card, s.opts):
-        graphs += (f" [Model Runner V2, this release's default for {s.card.hf_architecture or 'dense models'} (0.22-0.24: "
-                   "its list of architectures; 0.25-0.28: that list and every dense model), estimates no graphs: "
+        graphs += (f" [Model Runner V2, this release's default for {s.card.hf_architecture or 'dense models'} "
+                   "(0.22-0.24: its list of architectures; 0.25-0.28: that list and every dense model), estimates no "
+                   "graphs: "
                    "profile_cudagraph_memory returns 0]")
     elif v.cuda_graph_bytes_per_graph is not None and s.opts.max_num_seqs and s.opts.mnbt:
         pw, full = _graph_counts(s.opts)

@@ -23,9 +23,8 @@ def latency(s: Setup, concurrency: int, prompt_len: int | None = None,
     roof = _roofline(card, batch, prompt, s.max_model_len, s.gpu, s.engine, s.kv_t, s.w_t, max(1, s.block_size))
     kw = dict(e=s.w_t.activation_bytes, link_bytes_per_s=s.gpu.interconnect_bandwidth_bytes_per_s,
               logit_rows=1)  # vLLM computes logits of the last position of each sequence
-    prefill_comm = comm_time_s(card, lay, batch=1, new_tokens=prompt, **kw)
     decode_comm = comm_time_s(card, lay, batch=batch, new_tokens=1, **kw)
-    ttft = roof.time_to_first_token_one_request_s / lay.tp + prefill_comm
+    ttft = layout_step_s(card, lay, roof.time_to_first_token_one_request_s, batch=1, new_tokens=prompt, **kw)
     tpot = roof.time_per_output_token_s / lay.tp + decode_comm
     price = s.gpu.price_per_hour_usd * lay.gpus if s.gpu.price_per_hour_usd else None  # replicas x GPUs x $/GPU-h
     notes = ["Lower bounds: roofline / tp per GPU plus ring all-reduce and PP hand-off time; the prefill of one "
@@ -50,6 +49,14 @@ def latency(s: Setup, concurrency: int, prompt_len: int | None = None,
     return Latency(batch_per_replica=batch, prompt_len=prompt, ttft_ms=ttft * 1e3, tpot_ms=tpot * 1e3,
                    allreduce_ms_per_token=decode_comm * 1e3, tokens_per_step=per_step, price_per_hour=price,
                    usd_per_million_output_tokens=per_million_tokens(price, concurrency, tpot * 1e3), notes=notes)
+
+
+def layout_step_s(card, lay, one_gpu_s: float, *, batch: int, new_tokens: int, e: int,
+                  link_bytes_per_s: int | None, logit_rows: int = 1) -> float:
+    """A step's lower bound on a TP x PP layout: the one-GPU roofline time / tp, plus the ring collectives of
+    ``batch`` x ``new_tokens`` between the ranks (kvplan.cost.comm; KvplanError where the GPU states no link)."""
+    return one_gpu_s / lay.tp + comm_time_s(card, lay, batch=batch, new_tokens=new_tokens, logit_rows=logit_rows, e=e,
+                                            link_bytes_per_s=link_bytes_per_s)
 
 
 def speculative_step_s(s: Setup, roof, batch: int, prompt: int) -> float:

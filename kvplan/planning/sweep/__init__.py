@@ -36,7 +36,7 @@ from kvplan.model.catalog import load_card
 from kvplan.model.dtypes import DType
 from kvplan.model.layouts import with_layout
 from kvplan.planning.sweep.grid import parse_int_axis, parse_name_axis, require_rows
-from kvplan.planning.estimate import resolve, weights_result
+from kvplan.planning.estimate import default_block, resolve, weights_result
 from kvplan.planning.sweep import extra
 
 _BLOCK = 4096  # rows per CSV block
@@ -188,12 +188,7 @@ class Sweep:
         """The block the KV columns and the roofline take: the one given, else the engine's on this GPU (vLLM's MLA:
         64 on Hopper, as the plan columns beside them), else 16."""
         g = self.grid
-        if g.block_size is not None or gpu is None:
-            return g.cache_block
-        from kvplan.cost.hardware import load_gpu
-
-        on = getattr(lay.engine, "block_size_on", None)  # a runtime's; bare cache rules choose none
-        return (on(lay.card, load_gpu(gpu, g.gpu_file)) if on else None) or g.cache_block
+        return g.cache_block if g.block_size is not None else default_block(lay.engine, lay.card, gpu, g.gpu_file)
 
     def _slow_row(self, lay: SweepCase, head: tuple, b: int, s: int, enc, gpu, par, ps: int) -> tuple:
         g = self.grid

@@ -54,16 +54,15 @@ def roofline_values(lay, batch: int, seq_len: int, gpu: str, gpu_file: str | Non
     if tp == 1 and pp == 1:
         return (r.time_to_first_token_s, r.time_to_first_token_one_request_s, r.time_per_output_token_s,
                 r.decode_tokens_per_s, r.gpu_memory_bytes, r.fits_in_memory)
-    from kvplan.cost.comm import comm_time_s
     from kvplan.cost.parallel import Layout
+    from kvplan.planning.capacity.latency import layout_step_s
 
     layout = Layout(tp=tp, pp=pp)
-    kw = dict(e=lay.w_t.activation_bytes, link_bytes_per_s=gpu_obj.interconnect_bandwidth_bytes_per_s, logit_rows=1)
+    kw = dict(e=lay.w_t.activation_bytes, link_bytes_per_s=gpu_obj.interconnect_bandwidth_bytes_per_s)
     try:
-        ttft = r.time_to_first_token_s / tp + comm_time_s(lay.card, layout, batch=batch, new_tokens=seq_len, **kw)
-        one = r.time_to_first_token_one_request_s / tp + comm_time_s(lay.card, layout, batch=1, new_tokens=seq_len,
-                                                                       **kw)
-        tpot = r.time_per_output_token_s / tp + comm_time_s(lay.card, layout, batch=batch, new_tokens=1, **kw)
+        ttft = layout_step_s(lay.card, layout, r.time_to_first_token_s, batch=batch, new_tokens=seq_len, **kw)
+        one = layout_step_s(lay.card, layout, r.time_to_first_token_one_request_s, batch=1, new_tokens=seq_len, **kw)
+        tpot = layout_step_s(lay.card, layout, r.time_per_output_token_s, batch=batch, new_tokens=1, **kw)
     except KvplanError:  # a GPU without a stated interconnect, or a split the model cannot take: the plan's columns
         return (None,) * len(ROOFLINE_COLUMNS)  # name the refusal (plan_error)
     memory = r.gpu_memory_bytes * tp * pp
