@@ -9,7 +9,7 @@ import pytest
 
 def test_estimate_json_contract(cli_json):
     r = cli_json("estimate", "--model", "llama-2-7b", "--batch", "16", "--seq-len", "4096")
-    assert r["schema_version"] == 2
+    assert r["schema_version"] == 3
     assert r["inputs"]["batch"] == 16 and r["inputs"]["kv_dtype"] == "fp16"
     assert r["kv_cache"]["bytes_per_token"] == 524_288
     assert r["kv_cache"]["total_bytes"] == 34_359_738_368

@@ -614,3 +614,23 @@ def test_a_signal_at_any_point_of_verify_ends_it_with_the_code_its_output_shows(
     while _session_processes(proc.pid) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert _session_processes(proc.pid) == [] and list(tmp_path.glob("kvplan-*")) == []
+
+
+@pytest.mark.parametrize(("engine", "block", "allowed"), [
+    ("vllm==0.10", "7", "1, 8, 16, 32, 64, 128"),  # argparse choices of config/cache.py BlockSize, 0.9.1 - 0.11.0
+    ("vllm==0.10", "256", "1, 8, 16, 32, 64, 128"),
+    ("vllm==0.13", "48", "1, 8, 16, 32, 64, 128, 256"),  # 256 from 0.11.1
+    ("vllm==0.13", "8", "multiples of 16"),  # a choice, but FlashAttention pages in multiples of 16
+    ("vllm", "7", "multiples of 16"),  # 0.18+: any int > 0 parses; no NVIDIA backend takes 7
+])
+def test_vllm_block_sizes_the_release_refuses(engine, block, allowed):
+    line = refused("plan", "-m", "llama-3.1-8b", "--gpu", "H100-SXM", "--max-model-len", "8192", "--engine", engine,
+                   "--block-size", block)
+    assert "--block-size" in line and allowed in line and f"got {block}" in line
+
+
+def test_vllm_block_sizes_the_release_takes():
+    for engine, block in (("vllm==0.13", "256"), ("vllm", "48"), ("vllm==0.10", "32")):
+        code, out, _ = run("plan", "-m", "llama-3.1-8b", "--gpu", "H100-SXM", "--max-model-len", "8192", "--engine",
+                           engine, "--block-size", block, "--json")
+        assert code == 0 and json.loads(out)["kv_cache"]["block_size"] == int(block)

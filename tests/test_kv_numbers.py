@@ -134,3 +134,18 @@ def test_hf_static_preallocates():
     r = estimate("llama-2-7b", seq_len=100, engine="hf-static", max_cache_len=4096)
     assert r.kv_cache.total_bytes == 4096 * 524_288
     assert estimate("llama-2-7b", seq_len=100, engine="hf-static").inputs.max_cache_len == 100
+
+
+def test_group_fields_are_per_layer_and_per_sequence():
+    """schema 3: a group's ``bytes_per_token_per_layer`` is one layer's (Gemma-3-27B: 16 KV heads x 128 x 2 x 2 B =
+    8,192 B), its ``bytes_per_sequence`` all of its layers' at the held positions, and the groups add up to the
+    cache's per-sequence and batch figures (52 sliding layers x 1,024 + 10 full layers x 8,192 positions)."""
+    r = estimate("gemma-3-27b-it", batch=3, seq_len=8192)
+    groups = {g.kind: g for g in r.kv_cache.groups}
+    assert {g.bytes_per_token_per_layer for g in groups.values()} == {16 * 128 * 2 * 2}
+    assert groups["sliding"].bytes_per_sequence == 52 * 1024 * 8192
+    assert groups["full"].bytes_per_sequence == 10 * 8192 * 8192
+    assert sum(g.bytes_per_sequence for g in groups.values()) == r.kv_cache.bytes_per_sequence
+    assert all(g.total_bytes == 3 * g.bytes_per_sequence for g in groups.values())
+    states = estimate("mamba-codestral-7b", batch=2, seq_len=100).kv_cache.groups
+    assert all(g.bytes_per_token_per_layer == 0 and g.total_bytes == 2 * g.bytes_per_sequence > 0 for g in states)

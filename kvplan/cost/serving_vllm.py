@@ -95,6 +95,25 @@ def default_block_size(card: ModelCard, compute_capability: float | None) -> int
     return 64 if compute_capability >= 9 else DEFAULT_BLOCK_SIZE
 
 
+# config/cache.py BlockSize, the `--block-size` choices (read in every release 0.9.1 - 0.17.1; 0.18.0 takes any int)
+BLOCK_SIZE_CHOICES_0_9_1 = (1, 8, 16, 32, 64, 128)
+BLOCK_SIZE_CHOICES_0_11_1 = (*BLOCK_SIZE_CHOICES_0_9_1, 256)
+KERNEL_BLOCK_MULTIPLE = 16
+
+
+def block_size_refusal(block_size: int, mla: bool, vendor: str) -> str | None:
+    """Why V1 on an NVIDIA GPU cannot page standard attention in blocks of ``block_size`` tokens, or None: its default
+    backend, FlashAttention, takes multiples of 16 only (v1/attention/backends/flash_attn.py get_kv_cache_shape:
+    "Block size must be a multiple of 16", every release 0.9.1 - 0.33.0), and from the backend selector's block-size
+    check on (v1/attention/backend.py supports_block_size) the Triton and FlexAttention backends declare the same
+    (get_supported_kernel_block_sizes: [MultipleOf(16)], read in 0.28.0). MLA backends and other vendors are not
+    checked here."""
+    if mla or vendor != "NVIDIA" or block_size % KERNEL_BLOCK_MULTIPLE == 0:
+        return None
+    return (f"vLLM's attention backends for NVIDIA GPUs page K/V in multiples of {KERNEL_BLOCK_MULTIPLE} tokens "
+            f"(v1/attention/backends/flash_attn.py: \"Block size must be a multiple of 16\")")
+
+
 def scheduled_tokens(max_num_batched_tokens: int, max_num_seqs: int, max_model_len: int) -> int:
     """arg_utils.py: max_num_batched_tokens = min(max_num_seqs x max_model_len, max_num_batched_tokens)."""
     return min(max_num_seqs * max_model_len, max_num_batched_tokens)

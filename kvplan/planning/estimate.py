@@ -273,8 +273,9 @@ def _group_row(spec: KVLayerSpec, layers: int, r: Resolved) -> KVGroup:
         total = r.batch * layers * spec.bytes_per_token
         formula = (f"{r.batch} seq x {layers} layers x {spec.shape} x {spec.dtype.describe_element()} (one state per "
                    f"sequence, constant in tokens) = {fmt_bytes(total)}")
-        return KVGroup.model_construct(kind=spec.kind, layers=layers, window=None, bytes_per_token=0, positions_held=held,
-                       total_bytes=total, formula=formula)
+        return KVGroup.model_construct(kind=spec.kind, layers=layers, window=None, bytes_per_token_per_layer=0,
+                                       positions_held=held, bytes_per_sequence=layers * spec.bytes_per_token,
+                                       total_bytes=total, formula=formula)
     total = r.batch * layers * held * spec.bytes_per_token
     tokens = f"{held} tokens"
     if r.engine.paged:
@@ -283,8 +284,10 @@ def _group_row(spec: KVLayerSpec, layers: int, r: Resolved) -> KVGroup:
     formula = f"{r.batch} seq x {layers} layers x {spec.shape} x {tokens}{factor} x {spec.dtype.describe_element()}"
     if spec.scale_bytes_per_token:
         formula += f" + scales {spec.scale_bytes_per_token} B per token and layer"
-    return KVGroup.model_construct(kind=spec.kind, layers=layers, window=spec.window, bytes_per_token=spec.bytes_per_token,
-                   positions_held=held, total_bytes=total, formula=f"{formula} = {fmt_bytes(total)}")
+    return KVGroup.model_construct(kind=spec.kind, layers=layers, window=spec.window,
+                                   bytes_per_token_per_layer=spec.bytes_per_token, positions_held=held,
+                                   bytes_per_sequence=layers * held * spec.bytes_per_token, total_bytes=total,
+                                   formula=f"{formula} = {fmt_bytes(total)}")
 
 
 def weights_result(card: ModelCard, w_t: DType, kv_t: DType, engine: Engine) -> WeightsResult:

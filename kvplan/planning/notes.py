@@ -27,7 +27,7 @@ def engine_notes(kv: KVCacheResult, batch: int) -> list[str]:
     for g in kv.groups:
         if rt.sliding_view and g.kind == "sliding" and g.positions_held == g.window - 1:
             # transformers slices [-W+1:] as a view of the step's cat() result: the storage of W positions stays
-            extra = batch * g.layers * g.bytes_per_token
+            extra = batch * g.layers * g.bytes_per_token_per_layer
             notes.append(f"{rt.name}: each sliding layer's {g.positions_held} positions are a view of a "
                          f"{g.window}-position tensor, so the allocator holds {fmt_bytes(extra)} ({extra} B) more "
                          "than the cache tensors (and a whole prompt's worth right after a long prefill).")

@@ -1,4 +1,4 @@
-"""The typed result of ``kvplan.estimate``: what ``kvplan estimate --json`` prints (schema_version 2)."""
+"""The typed result of ``kvplan.estimate``: what ``kvplan estimate --json`` prints (schema_version 3)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from kvplan.cost.llamacpp_results import LlamaMemory  # noqa: F401 - part of the
 from kvplan.cost.flops import StepFlops
 from kvplan.cost.roofline import RooflineResult
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 RESULT = ConfigDict(frozen=True, extra="forbid", defer_build=True)  # built on first use: a plain estimate builds only the models it fills
 
 
@@ -51,8 +51,9 @@ class KVGroup(BaseModel):
     kind: str  # full, sliding, mla, cross
     layers: int
     window: int | None
-    bytes_per_token: int  # per layer, per sequence
+    bytes_per_token_per_layer: int  # one cached token of one sequence in ONE of these layers (0: a state per sequence)
     positions_held: int  # per layer, per sequence
+    bytes_per_sequence: int  # these layers, one sequence (at its length; a state layer's whole state)
     total_bytes: int  # these layers, whole batch
     formula: str
 

@@ -83,7 +83,7 @@ def _groups_table(r: Estimate) -> Table:
     t = table("KV cache by layer kind", ["kind", "layers", "window", "B/token/layer", "positions held", "total"],
               left=("kind",))
     for g in r.kv_cache.groups:
-        t.add_row(g.kind, str(g.layers), str(g.window or "-"), fmt_int(g.bytes_per_token), fmt_int(g.positions_held),
+        t.add_row(g.kind, str(g.layers), str(g.window or "-"), fmt_int(g.bytes_per_token_per_layer), fmt_int(g.positions_held),
                   fmt_bytes(g.total_bytes))
     return t
 

@@ -63,7 +63,7 @@ def activation_peaks(card: ModelCard, *, batch: int, prompt_len: int, dtype: str
     inputs = TOKEN_ID_BYTES * batch * (prompt_len + (encoder_len if enc else 0))
     kv_prefill = kv
     if eng.paged:  # pages held right after prefill: cdiv(P, block_size) per layer, nothing freed yet
-        kv_prefill = sum(batch * g.layers * g.bytes_per_token * block_size
+        kv_prefill = sum(batch * g.layers * g.bytes_per_token_per_layer * block_size
                          * cdiv(encoder_len if g.kind == "cross" else prompt_len, block_size)
                          for g in est.kv_cache.groups)
     keys, fresh = _prefill_keys(card, prompt_len, eng, mcl)

@@ -90,6 +90,10 @@ class VllmVersion(VersionRange):
     # model_config.is_quantized")
     v2_architectures: frozenset[str] = frozenset()
     v2_listed_dense_only: bool = False
+    # 0.9.1 - 0.17: `--block-size` takes the choices argparse builds from config/cache.py BlockSize
+    # (engine/arg_utils.py literal_to_kwargs): Literal[1, 8, 16, 32, 64, 128], 256 added in 0.11.1 (the 0.11-0.16
+    # range takes it); 0.18+: any int > 0 (``SkipValidation[int]``; 0.28: Field(gt=0)); None: not read (V0)
+    block_size_choices: tuple[int, ...] | None = None
 
     def pp_vocab_every_stage(self, hf_architecture: str | None) -> frozenset[str]:
         """What of the vocabulary ("embedding", "lm_head") every pipeline stage holds for this architecture in this
@@ -126,13 +130,15 @@ VERSIONS = (
     # the "GPU KV cache size" formula are 0.10's; profile_run then holds only the forward's last rows while the dummy
     # sampler runs (_dummy_run returns hidden_states[logit_indices]), which the fitted sort does not separate
     VllmVersion("vLLM 0.9.1-0.10 (V1 engine)", (0, 9, 1), (0, 10), 0.9, False, True, False,
-                vl.SORTED_SAMPLER_BYTES_PER_LOGIT, sampler_holds_hidden=True),
+                vl.SORTED_SAMPLER_BYTES_PER_LOGIT, sampler_holds_hidden=True,
+                block_size_choices=vl.BLOCK_SIZE_CHOICES_0_9_1),
     VllmVersion("vLLM 0.11-0.16 (V1 engine)", (0, 11), (0, 16), 0.9, False, True, False,
                 vl.SORTED_SAMPLER_BYTES_PER_LOGIT, vl.MXFP4_TRITON_HOPPER_PAD, sampler_holds_hidden=True,
-                compile_benchmarks_kernels=True),
+                compile_benchmarks_kernels=True, block_size_choices=vl.BLOCK_SIZE_CHOICES_0_11_1),
     # 0.17.0 adds ops/topk_topp_triton.py: the dummy sampler's top-k/top-p no longer sorts (serving_vllm)
     VllmVersion("vLLM 0.17 (V1 engine)", (0, 17), (0, 17), 0.9, False, True, False, None, vl.MXFP4_TRITON_HOPPER_PAD,
-                triton_topk_topp_buffer=True, sampler_holds_hidden=True, compile_benchmarks_kernels=True),
+                triton_topk_topp_buffer=True, sampler_holds_hidden=True, compile_benchmarks_kernels=True,
+                block_size_choices=vl.BLOCK_SIZE_CHOICES_0_11_1),
     # 0.18.0 - 0.19.1 print profile_cudagraph_memory's estimate without charging it; every release through 0.20.0
     # prints the token count by blocks (kv_cache_utils.py: num_blocks // len(groups) x min block size; 0.20.1:
     # int(max_concurrency x max_model_len)); read in every release's source, 0.9.1 - 0.33.0
@@ -254,7 +260,7 @@ class VLLM(Server):
         if v.v0_engine and card.ssm is not None:
             raise KvplanError(f"--engine: vLLM V0 keeps state layers in its own MambaCacheManager (not modelled); "
                                   f"plan {card.name} with --engine vllm==0.10 or later")
-        block = (require_positive("--block-size", flags.block_size) if flags.block_size is not None
+        block = (self._block_size(flags.block_size, card, gpu) if flags.block_size is not None
                  else vl.default_block_size(card, gpu.compute_capability))
         util = utilization(flags.gpu_memory_utilization, self.version.default_utilization)
         self._refuse_sglang_only(flags)
@@ -330,6 +336,19 @@ class VLLM(Server):
     def runs_v2(self, card, opts: Options) -> bool:
         """Whether this version serves ``card`` with Model Runner V2 (0.29+: every model; 0.25 - 0.28: dense ones)."""
         return self.version.v2_runner_every_model or self.runs_graphless_v2(card, opts)
+
+    def _block_size(self, block: int, card, gpu) -> int:
+        """A given --block-size as this release takes it: argparse's choices (VllmVersion.block_size_choices), and on
+        NVIDIA GPUs a multiple of 16 for standard attention (serving_vllm.block_size_refusal)."""
+        require_positive("--block-size", block)
+        v = self.version
+        if v.block_size_choices is not None and block not in v.block_size_choices:
+            raise KvplanError(f"--block-size: {v.label} takes {', '.join(map(str, v.block_size_choices))} "
+                              f"(engine/arg_utils.py: the choices of config/cache.py BlockSize), got {block}")
+        why = None if v.v0_engine else vl.block_size_refusal(block, card.mla is not None, gpu.vendor)
+        if why:
+            raise KvplanError(f"--block-size: {why}, got {block}")
+        return block
 
     def block_size_on(self, card, gpu) -> int | None:
         """config/cache.py's default, or the MLA backend's (FlashMLA 64 on Hopper and newer): serving_vllm."""
