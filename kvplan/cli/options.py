@@ -115,6 +115,10 @@ SpecNumSteps = Annotated[_I, typer.Option("--speculative-num-steps", help="SGLan
 SpecEagleTopk = Annotated[_I, typer.Option("--speculative-eagle-topk", help="SGLang: branches per drafting step.")]
 SpecDraftTokens = Annotated[_I, typer.Option("--speculative-num-draft-tokens", help="SGLang: tokens verified per "
                                              "step.")]
+SwaFullTokensRatio = Annotated[_F, typer.Option("--swa-full-tokens-ratio", help="SGLang: the hybrid SWA pool's "
+                                                "sliding-window tokens per full-attention token (default 0.8).")]
+DisableHybridSwa = Annotated[bool, typer.Option("--disable-hybrid-swa-memory", metavar="", help="SGLang: one pool for "
+                                                "every layer (gpt-oss, Llama 4 ... get two by default).")]
 SharedPrefixLen = Annotated[_I, typer.Option(
     "--shared-prefix-len", help="Prompt tokens every request shares (prefix caching: full blocks held once).")]
 EnableLora = Annotated[bool, typer.Option("--enable-lora", metavar="", help="vLLM: LoRA adapter slots on the GPU.")]

@@ -35,7 +35,8 @@ def plan(
     calibrate: o.Calibrate = False,
     speculative_algorithm: o.SpecAlgorithm = None, speculative_draft_model_path: o.SpecDraftPath = None,
     speculative_num_steps: o.SpecNumSteps = None, speculative_eagle_topk: o.SpecEagleTopk = None,
-    speculative_num_draft_tokens: o.SpecDraftTokens = None,
+    speculative_num_draft_tokens: o.SpecDraftTokens = None, swa_full_tokens_ratio: o.SwaFullTokensRatio = None,
+    disable_hybrid_swa_memory: o.DisableHybridSwa = False,
     limit_mm_per_prompt: o.LimitMmPerPrompt = None, mm_encoder_tp_mode: o.MmEncoderTpMode = None,
     cpu_offload_gb: o.CpuOffloadGb = None,
 ) -> None:
@@ -93,6 +94,7 @@ def plan(
         speculative_draft_model_path=speculative_draft_model_path, speculative_num_steps=speculative_num_steps,
         speculative_eagle_topk=speculative_eagle_topk, speculative_num_draft_tokens=speculative_num_draft_tokens,
         limit_mm_per_prompt=limit_mm_per_prompt, mm_encoder_tp_mode=mm_encoder_tp_mode, cpu_offload_gb=cpu_offload_gb,
+        swa_full_tokens_ratio=swa_full_tokens_ratio, disable_hybrid_swa_memory=disable_hybrid_swa_memory or None,
     ).items() if v is not None})
     if gpu is None:
         _emit(_search(card, concurrency, (tp, pp, dp), gpus, max_gpus, (ttft_ms, tpot_ms, sort), common), as_json,

@@ -162,6 +162,52 @@ def max_total_tokens(pool: int, cell_size: int, page_size: int) -> int:
     return max(0, pool) // cell_size // page_size * page_size
 
 
+# Hybrid sliding-window pools (read in the PyPI wheels 0.4.8 - 0.5.23): models whose architecture
+# srt/configs/model_config.py is_hybrid_swa_model lists keep their sliding-window layers' K/V in a pool of their own
+# (model_runner.is_hybrid_swa, on unless --disable-hybrid-swa-memory), swa_full_tokens_ratio (default 0.8, in (0, 1])
+# as many tokens as the full-attention layers' pool. Before 0.5.10 the rule moved release by release (0.5.1 - 0.5.7
+# forced a single pool for GptOssForCausalLM, 0.5.8 - 0.5.9 kept it single under trtllm_mha and speculative
+# decoding), so kvplan models it from 0.5.10, where every listed architecture is hybrid by default.
+SWA_LAYER_KINDS = frozenset({"sliding", "chunked"})  # get_hybrid_layer_ids: Llama 4's chunked layers are its SWA ones
+DEFAULT_SWA_FULL_TOKENS_RATIO = 0.8  # server_args / arg_groups/fields/schedule.py swa_full_tokens_ratio fallback
+HYBRID_SWA_ARCHITECTURES_0_5_10 = frozenset({"Llama4ForConditionalGeneration", "GptOssForCausalLM",
+                                             "MiMoV2FlashForCausalLM", "MiMoV2MTP", "Step3p5ForCausalLM",
+                                             "Step3p5MTP"})
+# 0.5.11 adds MIMO_V2_MODEL_ARCHS' MiMoV2ForCausalLM and Gemma 4; 0.5.12 - 0.5.18 add DeepSeek V4, Step3p7,
+# Laguna (only with a sliding window), Mellum, MuseGlimmer, Inkling and UnlimitedOCR (0.5.18's list)
+HYBRID_SWA_ARCHITECTURES_0_5_11 = HYBRID_SWA_ARCHITECTURES_0_5_10 | {
+    "MiMoV2ForCausalLM", "Gemma4ForCausalLM", "Gemma4ForConditionalGeneration", "Gemma4UnifiedForConditionalGeneration",
+    "DeepseekV4ForCausalLM", "DeepseekV4ForCausalLMNextN", "DeepseekV4ForCausalLMDSpark",
+    "Step3p7ForConditionalGeneration", "LagunaForCausalLM", "MellumForCausalLM", "MuseGlimmerForCausalLM",
+    "MuseGlimmerForConditionalGeneration", "InklingForConditionalGeneration", "InklingForConditionalGenerationMTP",
+    "UnlimitedOCRForCausalLM"}
+# 0.5.20 adds SWA_SINK_ARCHS' Granite SWA models, 0.5.23 IQuest Q1, BailingMMNative, Beam (only with sliding layers),
+# EmbeddingGemma2 and DiffusionGemma (0.5.23's list)
+HYBRID_SWA_ARCHITECTURES_0_5_20 = HYBRID_SWA_ARCHITECTURES_0_5_11 | {
+    "GraniteSWAForCausalLM", "GraniteMoeSWAForCausalLM", "IQuestQ1ForCausalLM", "IQuestQ1MTP",
+    "BailingMMNativeForConditionalGeneration", "BeamForCausalLM", "EmbeddingGemma2Model",
+    "DiffusionGemmaForBlockDiffusion"}
+
+
+def hybrid_swa_tokens(pool: int, full_bytes: int, swa_bytes: int, ratio: float, page_size: int,
+                      from_capacity: bool) -> tuple[int, int]:
+    """(full_layer_tokens, swa_layer_tokens) of SGLang's hybrid SWA pool, ``full_bytes`` / ``swa_bytes`` one token of
+    all the rank's full-attention / sliding-window layers. 0.5.11+ (model_executor/pool_configurator.py
+    HybridSWAPoolConfigurator): cell = F + ratio x S (a float), full = int(pool // cell); 0.5.10
+    (``from_capacity``, model_runner_kv_cache_mixin.py _resolve_hybrid_swa_tokens): the single pool's token capacity
+    pool // (F + S) first, full = int(capacity x (F + S) / (F + ratio x S)). Then both: full rounded down to a page,
+    swa = int(full x ratio) rounded down to a page ("Use sliding window memory pool. full_layer_tokens=...,
+    swa_layer_tokens=..."). SGLang's own float arithmetic, kept as it is written."""
+    pool = max(0, pool)
+    cell = full_bytes + ratio * swa_bytes
+    if from_capacity:
+        full = int(pool // (full_bytes + swa_bytes) * (full_bytes + swa_bytes) / cell)
+    else:
+        full = int(pool // cell)
+    full = full // page_size * page_size
+    return full, int(full * ratio) // page_size * page_size
+
+
 def max_running_requests(tokens: int, context_len: int) -> int:
     """resolve_max_num_reqs: min(clamp(int(tokens / context_len x 512), 2048, 4096), tokens // 2)."""
     return min(max(2048, min(4096, int(tokens / context_len * 512))), tokens // 2)

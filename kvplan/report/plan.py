@@ -125,6 +125,9 @@ def _pool_table(r: PlanResult) -> Table:
     if kv.groups > 1:
         t.add_row("groups", f"{kv.groups} (hybrid), {kv.padding_layers} padding layers")
     t.add_row("tokens", f"{fmt_int(kv.tokens)} (GPU KV cache size)")
+    if kv.swa_tokens is not None:
+        t.add_row("sliding pool", f"{fmt_int(kv.swa_tokens)} tokens for the sliding-window layers (SGLang's hybrid "
+                                  "SWA pool; the tokens above are the full-attention layers')")
     if kv.state_bytes_per_request:
         page = (f"; a page of {exact(kv.state_page_padded_bytes)} per state layer"
                 if kv.state_page_padded_bytes else "")

@@ -38,5 +38,6 @@ class KVCachePool(BaseModel):
     blocks_per_request: int  # blocks one request at max_model_len takes, summed over groups
     state_bytes_per_request: int = 0  # state layers: one request's conv + SSM states on the rank (unpadded)
     state_slots: int | None = None  # SGLang hybrid: max_mamba_cache_size (requests whose states fit)
+    swa_tokens: int | None = None  # SGLang hybrid SWA pool: swa_layer_tokens (``tokens`` is full_layer_tokens)
     state_page_bytes: int = 0  # vLLM: one state layer's page (conv + SSM states of one request), unpadded
     state_page_padded_bytes: int | None = None  # vLLM hybrid: that page padded to the attention page

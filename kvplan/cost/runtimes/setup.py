@@ -55,6 +55,8 @@ class ServingFlags:
     speculative_num_steps: int | None = None  # SGLang --speculative-num-steps
     speculative_eagle_topk: int | None = None  # SGLang --speculative-eagle-topk
     speculative_num_draft_tokens: int | None = None  # SGLang --speculative-num-draft-tokens
+    swa_full_tokens_ratio: float | None = None  # SGLang --swa-full-tokens-ratio (the hybrid SWA pool, default 0.8)
+    disable_hybrid_swa_memory: bool = False  # SGLang --disable-hybrid-swa-memory (one pool for every layer)
 
 
 # ServingFlags field -> (the flag as the CLI spells it, the engines that take it)
@@ -77,7 +79,9 @@ EXTRA_FLAGS = {"free_gpu_memory_fraction": ("--kv-cache-free-gpu-memory-fraction
                "speculative_draft_model_path": ("--speculative-draft-model-path", "sglang"),
                "speculative_num_steps": ("--speculative-num-steps", "sglang"),
                "speculative_eagle_topk": ("--speculative-eagle-topk", "sglang"),
-               "speculative_num_draft_tokens": ("--speculative-num-draft-tokens", "sglang")}
+               "speculative_num_draft_tokens": ("--speculative-num-draft-tokens", "sglang"),
+               "swa_full_tokens_ratio": ("--swa-full-tokens-ratio", "sglang"),
+               "disable_hybrid_swa_memory": ("--disable-hybrid-swa-memory", "sglang")}
 
 
 @dataclass(frozen=True)
@@ -98,6 +102,8 @@ class Options:
     flashinfer_sampler: bool = False  # vLLM: the dummy sampler runs in FlashInfer (no sort)
     cold_compile: bool = False  # vLLM: torch.compile compiles inside the memory profile (a first boot)
     pp_layer_partition: tuple[int, ...] | None = None  # vLLM VLLM_PP_LAYER_PARTITION: decoder layers per stage
+    swa_ratio: float | None = None  # SGLang: swa_full_tokens_ratio where the card gets a hybrid SWA pool, else None
+    swa_disabled: bool = False  # SGLang --disable-hybrid-swa-memory given
     mm_limit: int | None = None  # images per prompt (vLLM --limit-mm-per-prompt; multimodal cards)
     mm_encoder_data: bool = False  # the vision tower whole on every rank (--mm-encoder-tp-mode data, where supported)
     mm_encoder_mode: str | None = None  # --mm-encoder-tp-mode as given

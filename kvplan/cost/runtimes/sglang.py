@@ -32,6 +32,11 @@ class SglangVersion(VersionRange):
     reserves_prefill_graphs: bool  # the reserved default counts piecewise prefill CUDA graphs (on by default)
     rope_cache_fp32: bool  # the rotary cos/sin cache stays float32 on CUDA (sglang PR 3134, 0.4.2; sg.rope_cache_bytes)
     mid_tier: tuple[int, int, int] = sg.MID_TIER_0_5_20  # the reserved default's 20 - 35 GiB GPU tier
+    # the hybrid sliding-window pool (serving_sglang.hybrid_swa_tokens): the architectures that get it by default
+    # (is_hybrid_swa_model as the range's releases list them; empty: not modelled before 0.5.10) and 0.5.10's split
+    # from the single pool's token capacity (``swa_from_capacity``; 0.5.11+ divide the pool by the weighted cell)
+    swa_architectures: frozenset[str] = frozenset()
+    swa_from_capacity: bool = False
 
     def default_mfs(self, gpu_mem_mib: int, tp: int, pp: int, mla: bool, cuda: bool) -> float:
         """SGLang's mem_fraction_static when --mem-fraction-static is not given, as this release computes it."""
@@ -62,10 +67,12 @@ VERSIONS = (
                   "reserved", False, True, sg.MID_TIER_0_5_5),
     # piecewise (prefill) CUDA graphs on by default from 0.5.10 (docs/logs/sglang-code52132052242-qwen3-8b-b200.log
     # captures them); 0.5.6 has them off (docs/logs/sglang-code46415979912-lfm2-700m.log)
-    SglangVersion("SGLang 0.5.10-0.5.19 (reserved-memory default with prefill graphs)", (0, 5, 10), (0, 5, 19),
-                  "reserved", True, True, sg.MID_TIER_0_5_5),
+    SglangVersion("SGLang 0.5.10 (reserved-memory default with prefill graphs)", (0, 5, 10), (0, 5, 10),
+                  "reserved", True, True, sg.MID_TIER_0_5_5, sg.HYBRID_SWA_ARCHITECTURES_0_5_10, True),
+    SglangVersion("SGLang 0.5.11-0.5.19 (reserved-memory default with prefill graphs)", (0, 5, 11), (0, 5, 19),
+                  "reserved", True, True, sg.MID_TIER_0_5_5, sg.HYBRID_SWA_ARCHITECTURES_0_5_11),
     SglangVersion(f"SGLang 0.5.20+ (read in {sg.RULES.split()[-1]}; reserved-memory default with prefill graphs)",
-                  (0, 5, 20), None, "reserved", True, True),
+                  (0, 5, 20), None, "reserved", True, True, swa_architectures=sg.HYBRID_SWA_ARCHITECTURES_0_5_20),
 )
 
 
@@ -76,13 +83,14 @@ class SGLang(Server):
     version = VERSIONS[-1]
     versions = tuple(v.span for v in VERSIONS)
     extra_flags = frozenset({"speculative_algorithm", "speculative_draft_model_path", "speculative_num_steps",
-                             "speculative_eagle_topk", "speculative_num_draft_tokens"})
+                             "speculative_eagle_topk", "speculative_num_draft_tokens", "swa_full_tokens_ratio",
+                             "disable_hybrid_swa_memory"})
     budget_flag = "--mem-fraction-static"
     # PD decode pre-allocates input_len + num_reserved_decode_tokens per request (srt/disaggregation/decode.py
     # _prealloc_required_tokens; server_args.py num_reserved_decode_tokens, default 512)
     disagg_decode_reserve_tokens = 512
-    description = ("SGLang token pool, page size 1: one slot per token and layer (sliding layers counted in full; "
-                   "its hybrid SWA pool is not modelled)")
+    description = ("SGLang token pool, page size 1: one slot per token and layer (sliding layers counted in full "
+                   "here; `kvplan plan` splits the hybrid SWA pool of the architectures SGLang gives one)")
     flops_rule = ("SGLang: logits only for the last position of each sequence; FlashInfer/FA3 over the sequence's own "
                   "tokens (sliding: last W); MLA: expand in prefill, absorb in decode")
     kv_dtypes = ("fp32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2")
@@ -123,7 +131,30 @@ class SGLang(Server):
         self._refuse_vllm_only(flags)
         from kvplan.cost.features import parse_sglang_speculative
 
-        return Options(mfs=mfs, block_size=block, speculative=parse_sglang_speculative(flags, card))
+        speculative = parse_sglang_speculative(flags, card)
+        return Options(mfs=mfs, block_size=block, speculative=speculative,
+                       swa_ratio=self._swa_ratio(flags, card, speculative is not None),
+                       swa_disabled=flags.disable_hybrid_swa_memory)
+
+    def _swa_ratio(self, flags: ServingFlags, card, speculative: bool) -> float | None:
+        """swa_full_tokens_ratio where this release gives the card a hybrid SWA pool (its architecture listed,
+        sliding-window and full-attention layers both present, --disable-hybrid-swa-memory not given); else None."""
+        ratio = flags.swa_full_tokens_ratio
+        if ratio is not None and not (isinstance(ratio, (int, float)) and 0 < ratio <= 1):
+            raise KvplanError(f"--swa-full-tokens-ratio: SGLang takes a ratio in (0, 1], got {ratio}")
+        kinds = set(card.layer_types)
+        hybrid = (card.hf_architecture in self.version.swa_architectures and not flags.disable_hybrid_swa_memory
+                  and bool(kinds & sg.SWA_LAYER_KINDS) and "global" in kinds)
+        if not hybrid:
+            if ratio is not None:
+                raise KvplanError(f"--swa-full-tokens-ratio: sizes SGLang's hybrid SWA pool, which {card.name} does "
+                                  f"not get on {self.version.label.split(' (')[0]} (is_hybrid_swa_model: "
+                                  f"{card.hf_architecture or 'no hf_architecture'}, or --disable-hybrid-swa-memory)")
+            return None
+        if speculative:
+            raise KvplanError("--speculative-algorithm: a draft in SGLang's hybrid SWA pool is not modelled "
+                              "(HybridSWAPoolConfigurator's draft layers); add --disable-hybrid-swa-memory")
+        return sg.DEFAULT_SWA_FULL_TOKENS_RATIO if ratio is None else float(ratio)
 
     def overhead_defaults(self, gpus: int) -> tuple[int, int, int]:
         from kvplan.cost.serving_vllm import DEFAULT_CONTEXT_BYTES
@@ -161,11 +192,18 @@ class SGLang(Server):
         from kvplan.cost.runtimes.results import KVCachePool
 
         page, L = s.block_size, s.max_model_len
-        rows, slots, states = [], [], []
+        rows, slots, states, swa = [], [], [], []
         for st in sts:
             state = _state_bytes(s.card, st)
             kv, n = sg.mamba_split(st.available, state) if s.card.ssm else (st.available, None)
             tokens = sg.max_total_tokens(kv, _cell(s, st), page) if st.kv_bytes_per_token else 0
+            if s.opts.swa_ratio is not None:
+                window = sum(sp.bytes_per_token for sp in st.specs if sp.kind in sg.SWA_LAYER_KINDS)
+                if window and window < st.kv_bytes_per_token:  # this rank holds both kinds
+                    tokens, swa_tokens = sg.hybrid_swa_tokens(kv, st.kv_bytes_per_token - window, window,
+                                                              s.opts.swa_ratio, page,
+                                                              self.version.swa_from_capacity)
+                    swa.append(swa_tokens)
             rows.append(rank_row(st, st.kv_bytes_per_token * page, tokens // page, min(L, tokens) if tokens else L))
             slots.append(n)
             states.append(state)
@@ -178,9 +216,15 @@ class SGLang(Server):
         pool = KVCachePool(available_bytes=sts[lim].available, block_size=page,
                            bytes_per_block=rows[lim].bytes_per_block, num_blocks=pages, tokens=tokens, groups=1,
                            padding_layers=0, blocks_per_request=per_req, state_bytes_per_request=states[lim],
-                           state_slots=None if slots[lim] is None else min(slots))
+                           state_slots=None if slots[lim] is None else min(slots),
+                           swa_tokens=min(swa) if swa else None)
         fit = min(r.max_model_len_fit for r in rows) if fits or not s.card.ssm else 0
-        return Pool(sts[lim], pool, concs[lim], per_req * rows[lim].bytes_per_block + states[lim], fits, fit, rows)
+        request = per_req * rows[lim].bytes_per_block + states[lim]
+        if swa:  # the full layers' tokens, and the sliding layers' only within their window
+            window = [sp for sp in sts[lim].specs if sp.kind in sg.SWA_LAYER_KINDS]
+            request = (per_req * page * (sts[lim].kv_bytes_per_token - sum(sp.bytes_per_token for sp in window))
+                       + sum(min(L, sp.window) * sp.bytes_per_token for sp in window))
+        return Pool(sts[lim], pool, concs[lim], request, fits, fit, rows)
 
     # -- what a plan prints --
 
@@ -192,6 +236,10 @@ class SGLang(Server):
         cmd += [f"--dp-size {lay.dp}"] if lay.dp > 1 else []
         cmd += [f"--context-length {s.max_model_len}", f"--mem-fraction-static {s.mfs}"]
         cmd += [f"--page-size {s.block_size}"] if s.block_size != 1 else []
+        if s.opts.swa_ratio not in (None, sg.DEFAULT_SWA_FULL_TOKENS_RATIO):
+            cmd.append(f"--swa-full-tokens-ratio {s.opts.swa_ratio}")
+        if s.opts.swa_disabled:
+            cmd.append("--disable-hybrid-swa-memory")
         spec = s.opts.speculative
         if spec is not None:  # as given: the algorithm, its draft, the chain's steps (k) and the tree's flags
             cmd += [f"--speculative-algorithm {spec.method.upper()}",
@@ -218,6 +266,15 @@ class SGLang(Server):
                        f"{fmt_int(p.pool.state_slots or 0)} requests of {states} of states (conv bfloat16, SSM "
                        "float32: SGLang's mamba2_state_dtype defaults); the K/V token pool gets the rest and a running "
                        "request holds one state slot.")
+        if p.pool.swa_tokens is not None:
+            out.append(f"SGLang hybrid SWA pool ({s.card.hf_architecture}, is_hybrid_swa_model; "
+                       f"swa_full_tokens_ratio {s.opts.swa_ratio}): the sliding-window layers keep their own pool, "
+                       f"ratio x the full-attention layers' tokens: 'Use sliding window memory pool. "
+                       f"full_layer_tokens={p.pool.tokens}, swa_layer_tokens={p.pool.swa_tokens}' "
+                       f"(pool_configurator.py HybridSWAPoolConfigurator: full = pool // (full layers' bytes + ratio x "
+                       f"sliding layers' bytes per token)); a request of max_model_len takes its tokens in the full "
+                       "pool, and the sliding pool only its window (SWA eviction), so the full pool sets the "
+                       "concurrency (--disable-hybrid-swa-memory: one pool).")
         reqs = self.running_limit(s, p)
         out.append(f"SGLang admits at most max_running_requests = {reqs:,} requests at once (resolve_max_num_reqs: "
                    "min(clamp(tokens / context_len x 512, 2048, 4096), tokens // 2)).")

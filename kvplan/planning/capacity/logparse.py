@@ -38,6 +38,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from kvplan.cost.serving_sglang import DEFAULT_SWA_FULL_TOKENS_RATIO
 from kvplan.errors import KvplanError
 from kvplan.files import read_text
 from kvplan.planning.results import RESULT
@@ -145,6 +146,9 @@ _VLLM_LINES = [
 _SGLANG_KV = r"KV Cache is allocated\. (?:dtype: [\w.]+, )?"
 _SGLANG_LINES = [
     ("load_usage", r"Load weight end\..*?mem usage=" + _NUM + " ?GB"),
+    # a hybrid SWA pool (0.5.10+ pool_configurator.py): "Use sliding window memory pool. full_layer_tokens=N, ..."
+    # before the pools' own lines; max_total_num_tokens is the full layers' pool
+    ("tokens", r"[Ss]liding window memory pool\. full_layer_tokens=" + _NUM),
     ("tokens", _SGLANG_KV + r"#tokens: " + _NUM),
     ("tokens", r"max_total_num_tokens=" + _NUM),
     ("available", _SGLANG_KV + r"#tokens: \d+, KV size: " + _NUM + " GB"),  # MLA: one latent pool
@@ -178,11 +182,13 @@ _FLAG_NAMES = {
     # serving features (vLLM): the draft's layers join the pool, LoRA slots count in the load
     "speculative_config": "speculative_config", "enable_lora": "enable_lora", "max_loras": "max_loras",
     "max_lora_rank": "max_lora_rank",
+    # SGLang's hybrid sliding-window pool
+    "swa_full_tokens_ratio": "swa_full_tokens_ratio", "disable_hybrid_swa_memory": "disable_hybrid_swa_memory",
 }
 _INT_FLAGS = {"tp", "pp", "dp", "max_model_len", "max_num_seqs", "max_num_batched_tokens", "block_size",
               "max_running_requests", "max_loras", "max_lora_rank"}
-_FLOAT_FLAGS = {"gpu_memory_utilization", "mem_fraction_static", "cpu_offload_gb"}
-_BOOL_FLAGS = {"expert_parallel", "flashinfer_sampler", "cold_compile", "enable_lora"}
+_FLOAT_FLAGS = {"gpu_memory_utilization", "mem_fraction_static", "cpu_offload_gb", "swa_full_tokens_ratio"}
+_BOOL_FLAGS = {"expert_parallel", "flashinfer_sampler", "cold_compile", "enable_lora", "disable_hybrid_swa_memory"}
 _HEADERS = ("source", "posted", "gpu", "gpu-memory", "model", "engine", "command")
 # vLLM compiled in this boot (its torch.compile cache missed): backends.py "Compiling a graph for compile range %s
 # takes %.2f s" (0.13.0+; a cache hit logs "Directly load the compiled graph(s) for compile range"), decorators.py
@@ -255,6 +261,10 @@ def _sglang_kv(body) -> Figure | None:
     # ssm_state size: Y GB"), so the memory left for the cache is K + V + the states
     states = re.compile(r"conv_state size: " + _NUM + r" ?GB, ssm_state size: " + _NUM + r" ?GB")
     parts = [m.groups() for _, line in body if (m := states.search(line))][:1]
+    # a hybrid SWA pool allocates the full layers' pool and the sliding layers' ("Full KV Cache is allocated" and
+    # "SWA KV Cache is allocated" in 0.5.23: swa_memory_pool.py allocation_label), both from the same budget
+    if _first(body, r"[Ss]liding window memory pool\. full_layer_tokens="):
+        parts += [m.groups() for _, line in body if (m := rx.search(line))][1:2]
     for n, line in body:
         if m := rx.search(line):
             texts = [m.group(1), m.group(2), *(t for p in parts for t in p)]
@@ -346,6 +356,8 @@ def _flags(header: dict[str, str], body) -> tuple[dict, dict, str | None]:
             name = _FLAG_NAMES.get(key.lstrip("-").replace("-", "_"))
             if name is None or value in (None, "None", "auto", ""):
                 continue
+            if name == "swa_full_tokens_ratio" and _typed(name, value) == DEFAULT_SWA_FULL_TOKENS_RATIO:
+                continue  # SGLang's ServerArgs prints the default for every model; it sizes only a hybrid SWA pool
             if name == "speculative_config":  # a dict (non-default args) or JSON text (the launch line); the
                 value = _speculative(value)  # config line's SpeculativeConfig(...) repr is not read
                 if value is None:

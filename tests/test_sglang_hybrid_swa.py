@@ -1,0 +1,94 @@
+"""SGLang's hybrid sliding-window pool (0.5.10+): the sliding-window layers of the architectures is_hybrid_swa_model
+lists keep their own pool, swa_full_tokens_ratio x the full-attention layers' tokens (kvplan.cost.serving_sglang
+hybrid_swa_tokens)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from kvplan.cli.app import app
+from kvplan.cost import serving_sglang as sg
+from kvplan.planning.capacity import plan
+
+DATA = Path(__file__).parent / "data" / "fromlog"
+
+
+@pytest.mark.parametrize(("full", "ratio", "swa"), [
+    (213_761, 0.8, 171_008),  # Gemma-4-26B-A4B, DGX Spark: "SWAKVPool mem usage: 36.69 GB, swa size: 171008, full
+    # size: 213761" (GitHub code index file 67060834076)
+    (63_987, 0.8, 51_189),  # gpt-oss-120b, 4x A100-80GB: "full_layer_tokens=63987, swa_layer_tokens=51189" (63145571901)
+    (1_710, 0.8, 1_368),  # Gemma-4-12B: "full_layer_tokens=1710, swa_layer_tokens=1368" (55801756965)
+    (181_760, 0.05, 9_088),  # "full_layer_tokens=181760, swa_layer_tokens=9088" at ratio 0.05 (65739849880)
+])
+def test_the_sliding_pool_is_the_ratio_of_the_full_one_as_public_logs_print_it(full, ratio, swa):
+    # the full pool's tokens from a pool of exactly that many cells, then the sliding pool as SGLang splits it
+    cell_full, cell_swa = 24_576, 24_576
+    pool = int(full * (cell_full + ratio * cell_swa)) + 1
+    assert sg.hybrid_swa_tokens(pool, cell_full, cell_swa, ratio, 1, False) == (full, swa)
+
+
+def test_gpt_oss_20b_on_h100_splits_its_pool():
+    """12 full + 12 sliding layers of 8 KV heads x 64 x (K, V) x 2 B = 24,576 B a token each: the full pool gets
+    rest // (24,576 + 0.8 x 24,576) tokens (pool_configurator.py), 11.1% more than one pool of 49,152 B a token."""
+    r = plan("gpt-oss-20b", gpu="H100-SXM", max_model_len=8192, engine="sglang")
+    rest = r.kv_cache.available_bytes
+    assert r.kv_cache.tokens == int(rest // (12 * 2048 + 0.8 * 12 * 2048))
+    assert r.kv_cache.swa_tokens == int(r.kv_cache.tokens * 0.8)
+    one = plan("gpt-oss-20b", gpu="H100-SXM", max_model_len=8192, engine="sglang", disable_hybrid_swa_memory=True)
+    assert one.kv_cache.available_bytes == rest and one.kv_cache.swa_tokens is None
+    assert one.kv_cache.tokens == rest // (24 * 2048)
+    assert r.max_concurrency == pytest.approx(r.kv_cache.tokens / 8192)
+    assert r.request_kv_bytes == 8192 * 12 * 2048 + 128 * 12 * 2048  # the full layers' tokens, the window's
+    half = plan("gpt-oss-20b", gpu="H100-SXM", max_model_len=8192, engine="sglang", swa_full_tokens_ratio=0.5)
+    assert half.kv_cache.tokens == int(rest // (12 * 2048 + 0.5 * 12 * 2048))
+    assert "--swa-full-tokens-ratio 0.5" in half.launch_command
+    assert "--disable-hybrid-swa-memory" in one.launch_command
+
+
+def test_0_5_10_splits_the_single_pools_capacity():
+    """0.5.10 (model_runner_kv_cache_mixin.py _resolve_hybrid_swa_tokens): capacity = rest // (F + S) first, then
+    full = int(capacity x (F + S) / (F + r S)); 0.5.5-0.5.9 plan one pool."""
+    new = plan("gpt-oss-20b", gpu="H100-SXM", max_model_len=8192, engine="sglang==0.5.10")
+    rest, cell = new.kv_cache.available_bytes, 24 * 2048
+    assert new.kv_cache.tokens == int(rest // cell * cell / (12 * 2048 + 0.8 * 12 * 2048))
+    old = plan("gpt-oss-20b", gpu="H100-SXM", max_model_len=8192, engine="sglang==0.5.9")
+    assert old.kv_cache.swa_tokens is None and old.kv_cache.tokens == old.kv_cache.available_bytes // cell
+
+
+def test_only_listed_architectures_with_both_kinds_of_layer():
+    for model in ("gemma-3-27b-it", "mistral-7b-v0.1", "llama-3.1-8b"):  # Gemma 3: SGLang forces one pool
+        r = plan(model, gpu="H100-SXM", max_model_len=4096, engine="sglang")
+        assert r.kv_cache.swa_tokens is None
+
+
+def _refused(*args: str) -> str:
+    r = CliRunner().invoke(app, ["plan", "--gpu", "H100-SXM", "--max-model-len", "8192", *args])
+    lines = r.stderr.strip().splitlines()
+    assert r.exit_code == 2 and len(lines) == 1, (r.exit_code, r.stderr)
+    return lines[0]
+
+
+def test_flags_refused_where_they_do_nothing():
+    assert "--swa-full-tokens-ratio" in _refused("-m", "llama-3.1-8b", "--engine", "sglang", "--swa-full-tokens-ratio",
+                                                 "0.5")
+    assert "(0, 1]" in _refused("-m", "gpt-oss-20b", "--engine", "sglang", "--swa-full-tokens-ratio", "1.5")
+    assert "--engine sglang" in _refused("-m", "gpt-oss-20b", "--swa-full-tokens-ratio", "0.5")
+    assert "--disable-hybrid-swa-memory" in _refused("-m", "gpt-oss-20b", "--disable-hybrid-swa-memory")
+    assert "--swa-full-tokens-ratio" in _refused("-m", "gpt-oss-20b", "--engine", "sglang==0.5.9",
+                                                 "--swa-full-tokens-ratio", "0.5")
+
+
+def test_from_log_reads_both_pools():
+    """The two pools' K and V sizes add up to the memory left for the cache; max_total_num_tokens is the full pool's
+    (a synthetic log in SGLang 0.5.23's wording)."""
+    r = CliRunner().invoke(app, ["plan", "--from-log", str(DATA / "sglang-hybrid-swa-gpt-oss-20b-synthetic.log"),
+                                 "--json"])
+    assert r.exit_code == 0, r.stderr
+    rows = {row["figure"]: row for row in json.loads(r.stdout)["rows"]}
+    assert rows["available"]["logged"]["value"] == pytest.approx(14.34 * 2 + 11.47 * 2)
+    assert rows["available"]["flags_verdict"] == "within rounding"
+    assert rows["tokens"]["logged"]["value"] == 1_252_741 == rows["tokens"]["flags_alone"]
