@@ -149,3 +149,16 @@ def test_group_fields_are_per_layer_and_per_sequence():
     assert all(g.total_bytes == 3 * g.bytes_per_sequence for g in groups.values())
     states = estimate("mamba-codestral-7b", batch=2, seq_len=100).kv_cache.groups
     assert all(g.bytes_per_token_per_layer == 0 and g.total_bytes == 2 * g.bytes_per_sequence > 0 for g in states)
+
+
+def test_model_summary_gives_the_cached_geometry():
+    """MLA caches one 576-wide vector per token and layer (DeepSeek-V3: kv_lora_rank 512 + qk_rope_head_dim 64, vLLM
+    MLAAttentionSpec num_kv_heads 1, head_size 576); Mamba-2 caches no K/V heads; GQA keeps the config's."""
+    mla = estimate("deepseek-v3", seq_len=1).model
+    assert (mla.num_kv_heads, mla.head_dim) == (1, 576)
+    per_token = estimate("deepseek-v3", seq_len=1).kv_cache.bytes_per_token
+    assert mla.num_layers * mla.num_kv_heads * mla.head_dim * 2 == per_token
+    ssm = estimate("mamba-codestral-7b", seq_len=1).model
+    assert (ssm.num_kv_heads, ssm.head_dim) == (0, 0)
+    gqa = estimate("llama-2-70b", seq_len=1).model
+    assert (gqa.num_kv_heads, gqa.head_dim) == (8, 128)

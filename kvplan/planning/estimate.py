@@ -355,9 +355,17 @@ def _quantized(card: ModelCard, params: int, w_t: DType, fp32: int) -> Quantized
 
 
 def summarize(card: ModelCard, base: ModelCard) -> ModelSummary:
+    """The cache's geometry as an engine allocates it: MLA caches one vector of latent + rope key per token and layer
+    (vLLM MLAAttentionSpec: num_kv_heads 1, head_size kv_lora_rank + qk_rope_head_dim); a card without attention
+    layers caches no K/V heads (0, 0), whatever its config's head fields say."""
+    heads, dim = card.num_kv_heads, card.head_dim
+    if card.attention_kind == "none":
+        heads, dim = 0, 0
+    elif card.mla is not None:
+        heads, dim = 1, card.mla.kv_lora_rank + card.mla.qk_rope_head_dim
     return ModelSummary.model_construct(name=card.name, source=card.source, architecture=card.architecture,
                         attention=card.attention_kind, attention_detail=card.attention_label,
-                        num_layers=card.num_layers, num_kv_heads=card.num_kv_heads, head_dim=card.head_dim,
+                        num_layers=card.num_layers, num_kv_heads=heads, head_dim=dim,
                         layout_changed=card.num_kv_heads != base.num_kv_heads)
 
 

@@ -39,8 +39,8 @@ class ModelSummary(BaseModel):
     attention: str  # MHA, MQA, GQA or MLA
     attention_detail: str
     num_layers: int
-    num_kv_heads: int
-    head_dim: int
+    num_kv_heads: int  # cached per token and layer: MLA 1 (its latent + rope key), no attention layers 0
+    head_dim: int  # MLA: kv_lora_rank + qk_rope_head_dim; no attention layers: 0
     layout_changed: bool  # --kv-heads / --attention replaced the card's own layout
 
 

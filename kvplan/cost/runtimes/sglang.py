@@ -223,7 +223,7 @@ class SGLang(Server):
         if swa:  # the full layers' tokens, and the sliding layers' only within their window
             window = [sp for sp in sts[lim].specs if sp.kind in sg.SWA_LAYER_KINDS]
             request = (per_req * page * (sts[lim].kv_bytes_per_token - sum(sp.bytes_per_token for sp in window))
-                       + sum(min(L, sp.window) * sp.bytes_per_token for sp in window))
+                       + sum(min(L, sp.window or sp.chunk) * sp.bytes_per_token for sp in window))
         return Pool(sts[lim], pool, concs[lim], request, fits, fit, rows)
 
     # -- what a plan prints --
