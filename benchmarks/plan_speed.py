@@ -10,6 +10,15 @@ type's best layout only; identical results): llama-3.1-70b 220 layouts 44-47 ms,
 layouts 86-88 ms (most small layouts are refused: the weights do not fit), over 11 33-37 ms.
 Then (budget checked before the pool; a layout whose even share of one GPU's weights does not fit refused unbuilt;
 identical results, tests/test_search_prune.py): llama-3.1-70b 31 ms, over 11 15 ms; deepseek-v3 17 ms, over 11 8 ms.
+Measured 2026-11-28 (same machine, the catalog now 32 GPU types; before and after alternated in one session, busy
+shared 2 cores): before, search llama-3.1-70b 53-55 ms (278 layouts), over 11 16-22 ms; deepseek-v3 20-27 ms, over 11
+12-13 ms; plans 0.28-0.46 ms. After (what no GPU figure enters computed once per layout and stage, not once per GPU
+type: a stage's weight shards and KV specs with their sums, vLLM's allocator rounding, its bytes per block, the
+profile-run activation, the CUDA-graph counts, the FLOPs of the roofline's steps; a stage copied without
+dataclasses.replace; identical results): llama-3.1-70b 35-37 ms, over 11 15 ms; deepseek-v3 16-17 ms, over 11 6-7
+ms; plans 0.21-0.40 ms (0.7-0.9x before's in the same run). With those caches cleared before every search (the
+first search of a process; this script keeps them, as it keeps the card's rank weights), llama-3.1-70b 42-45 ms in
+a busier run where before took 58-60 ms and after 40-41 ms.
 """
 
 from __future__ import annotations

@@ -149,7 +149,8 @@ def local_experts(num_experts: int, ep_size: int, ep_rank: int) -> int:
     return num_experts // ep_size + (1 if ep_rank < num_experts % ep_size else 0)
 
 
-def _split_sizes(card: ModelCard, vocab_padding: int) -> list[tuple[str, int]]:
+@lru_cache(maxsize=4096)  # cards are frozen and hashable: once per card, not once per layout a search checks
+def _split_sizes(card: ModelCard, vocab_padding: int) -> tuple[tuple[str, int], ...]:
     sizes = [("padded vocabulary", pad_vocab(card.vocab_size, vocab_padding))]
     has_dense = any(card.has_mlp(i) and not card.is_moe_layer(i) for i in range(card.num_layers))
     if has_dense:
@@ -158,7 +159,7 @@ def _split_sizes(card: ModelCard, vocab_padding: int) -> list[tuple[str, int]]:
         sizes.append(("moe_intermediate_size", card.moe.expert_ffn_size))
         if card.moe.num_shared_experts:
             sizes.append(("shared_expert_intermediate_size", card.moe.shared_ffn))
-    return sizes
+    return tuple(sizes)
 
 
 @dataclass(frozen=True)

@@ -140,6 +140,7 @@ def cudagraph_capture_sizes(max_num_seqs: int, max_num_batched_tokens: int, deco
     return sorted(set(sizes))
 
 
+@lru_cache(maxsize=256)  # integers in, integers out: a search asks for the same few lists per GPU type
 def cudagraph_counts(max_num_seqs: int, max_num_batched_tokens: int, decode_query_len: int = 1) -> tuple[int, int]:
     """(PIECEWISE, FULL) graphs of the default cudagraph_mode FULL_AND_PIECEWISE ('Profiling CUDA graph memory:
     PIECEWISE=51 (largest=512), FULL=35 (largest=256)'): a PIECEWISE graph per capture size; a FULL decode graph per
@@ -322,6 +323,7 @@ def held_hidden_bytes(num_tokens: int, num_reqs: int, hidden_size: int, act_byte
     return (num_tokens + 2 * num_reqs) * hidden_size * act_bytes
 
 
+@lru_cache(maxsize=4096)  # a search asks for the same few batches per layout and GPU type
 def profile_activation_bytes(card: ModelCard, tp: int, act_bytes: int, num_tokens: int, num_reqs: int,
                              padded_vocab: int, last_stage: bool, expert_tp: int | None = None,
                              sampler_bytes_per_logit: int | None = None, hold_qkv: bool = True) -> int:

@@ -10,6 +10,7 @@ and never asks a runtime's name.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import TYPE_CHECKING, ClassVar
 
 from kvplan.cost.engines import CacheRun, Engine
@@ -364,16 +365,25 @@ def parse_release(flag: str, text: str) -> tuple[int, int, int]:
 
 
 def stage_weights(s: Setup, pp_rank: int, parts: list[range]):
-    """One rank of a stage: its weight shards (kvplan.cost.parallel.rank_weights) and its KV layer specs. Servers
-    pad the vocabulary and keep the rotary cos/sin cache as buffers."""
+    """One rank of a stage: its weight shards (kvplan.cost.parallel.rank_weights) and its KV layer specs (a
+    ``LayerSpecs``). Servers pad the vocabulary and keep the rotary cos/sin cache as buffers."""
+    return _stage_weights(s.engine, s.card, s.w_t, s.kv_t, s.state_t, s.layout, pp_rank, tuple(parts))
+
+
+@lru_cache(maxsize=4096)
+def _stage_weights(engine: Runtime, card: ModelCard, w_t: DType, kv_t: DType, state_t: DType | None, layout: Layout,
+                   pp_rank: int, parts: tuple[range, ...]):
+    """``stage_weights`` of what it depends on, none of it the GPU's: computed once per layout and stage, not once
+    per GPU type of a search (runtimes are immutable: their class attributes and version)."""
     from kvplan.cost.parallel import DEFAULT_VOCAB_PADDING, rank_kv_specs, rank_weights
 
-    served = s.engine.server
-    w = rank_weights(s.card, s.w_t, s.layout, 0, pp_rank, kv_t=s.kv_t, stages=parts, include_buffers=served,
+    served = engine.server
+    w = rank_weights(card, w_t, layout, 0, pp_rank, kv_t=kv_t, stages=list(parts), include_buffers=served,
                      vocab_padding=DEFAULT_VOCAB_PADDING if served else 1,
-                     vocab_every_stage=s.engine.vocab_every_stage(s.card) if served else frozenset())
-    specs = rank_kv_specs(s.card, s.kv_t, s.engine, s.layout, pp_rank, stages=parts, state_t=s.state_t)
-    return w, specs
+                     vocab_every_stage=engine.vocab_every_stage(card) if served else frozenset())
+    from kvplan.cost.runtimes.setup import LayerSpecs
+
+    return w, LayerSpecs(rank_kv_specs(card, kv_t, engine, layout, pp_rank, stages=list(parts), state_t=state_t))
 
 
 def longest(ok, hi: int) -> int:

@@ -4,7 +4,7 @@ plan only: a plain estimate never builds these classes."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields as dataclass_fields
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -153,8 +153,8 @@ class Setup:
     def charged(self, st: Stage, extra: int, **fields) -> Stage:
         """``st`` with ``fields`` replaced and ``extra`` more non-KV bytes taken from its pool, unless
         --kv-cache-memory fixes the pool (vLLM's kv_cache_memory_bytes skips the profiling arithmetic)."""
-        return replace(st, available=st.available if self.kv_cache_memory is not None else st.available - extra,
-                       **fields)
+        return st.replaced(available=st.available if self.kv_cache_memory is not None else st.available - extra,
+                           **fields)
 
     @property
     def mnbt(self) -> int | None:
@@ -168,6 +168,21 @@ class Setup:
     def unified_block(self) -> bool:
         """vLLM hybrid: block_size was raised so an attention page holds a state page."""
         return self.block_size != self.opts.block_size
+
+
+class LayerSpecs(tuple):
+    """A rank's KV layer specs (kvplan.cost.kvspec.KVLayerSpec) with the sums a budget reads, each computed once: the
+    tuple never changes, and a search shares one per layout and stage over every GPU type."""
+
+    @cached_property
+    def kv_bytes_per_token(self) -> int:
+        """K/V bytes one more token adds to one request on this rank (state layers add none)."""
+        return sum(s.bytes_per_token for s in self if not s.per_sequence)
+
+    @cached_property
+    def state_bytes(self) -> int:
+        """The conv and SSM states of one request on this rank (all its state layers), unpadded."""
+        return sum(s.bytes_per_token for s in self if s.per_sequence)
 
 
 @dataclass(frozen=True)
@@ -184,20 +199,36 @@ class Stage:
     cuda_graph: int
     requested: int
     available: int
-    specs: list[KVLayerSpec] = field(default_factory=list)
+    specs: LayerSpecs = field(default_factory=LayerSpecs)  # any sequence of specs given: made a LayerSpecs
     rounding: int = 0  # of weights: the caching allocator's blocks beyond the tensors' bytes (vLLM)
     cached_free: int = 0  # of non_torch: free bytes the caching allocator keeps (vLLM V0 0.6.5 - 0.6.6)
     offloaded: int = 0  # weights kept in CPU memory (vLLM --cpu-offload-gb), not in ``weights``
 
-    @cached_property  # specs never change once a stage is built (dataclasses.replace makes a new one)
-    def kv_bytes_per_token(self) -> int:
-        """K/V bytes one more token adds to one request on this rank (state layers add none)."""
-        return sum(s.bytes_per_token for s in self.specs if not s.per_sequence)
+    def __post_init__(self) -> None:
+        if type(self.specs) is not LayerSpecs:
+            object.__setattr__(self, "specs", LayerSpecs(self.specs))
 
-    @cached_property
+    @property
+    def kv_bytes_per_token(self) -> int:
+        return self.specs.kv_bytes_per_token
+
+    @property
     def state_bytes(self) -> int:
-        """The conv and SSM states of one request on this rank (all its state layers), unpadded."""
-        return sum(s.bytes_per_token for s in self.specs if s.per_sequence)
+        return self.specs.state_bytes
+
+    def replaced(self, **changes) -> Stage:
+        """``dataclasses.replace(self, **changes)`` without its walk over the fields and ``__init__`` (a search
+        builds thousands of stages); TypeError for a name that is no field."""
+        if not changes.keys() <= _STAGE_FIELDS:
+            raise TypeError(f"Stage has no field {sorted(changes.keys() - _STAGE_FIELDS)[0]!r}")
+        new = object.__new__(Stage)
+        object.__setattr__(new, "__dict__", {**self.__dict__, **changes})
+        if "specs" in changes:
+            new.__post_init__()
+        return new
+
+
+_STAGE_FIELDS = frozenset(f.name for f in dataclass_fields(Stage))
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,6 @@ token (``TokenPool.token_bytes``); this module applies them to every pipeline st
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from kvplan.cost import features as ft
 from kvplan.cost.runtimes.base import Server, rank_row, stage_weights
 from kvplan.cost.runtimes.setup import Pool, Setup, Stage
@@ -70,7 +68,7 @@ class TokenPool(Server):
         free = self.free_after_warmup(s, weights, act)
         st = Stage(pp_rank, w.layers, w.params, weights, w.buffers_bytes, act, s.non_torch, s.cuda_graph,
                    s.total - s.context, free, specs)
-        return replace(st, available=self.budget(s, st)) if free > 0 else st
+        return st.replaced(available=self.budget(s, st)) if free > 0 else st
 
     def activation(self, s: Setup, last_stage: bool) -> int:
         """The warm-up forward's peak: vLLM's profile-run approximation (kvplan's own) over the warm-up tokens."""

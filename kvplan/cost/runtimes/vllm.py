@@ -480,15 +480,17 @@ class VLLM(Server):
             per_layer = rank_layer_specs(s.card, s.kv_t, self, Layout(tp=s.layout.tp), 0, state_t=s.state_t) + drafts
             specs, layers = vl.vllm_layer_specs(per_layer, s.state_page_padded)
             groups = vl.kv_cache_groups(specs, s.block_size, layers)
+            block_bytes = lambda layers: vl.bytes_per_block(groups, s.block_size, layers)  # noqa: E731
         else:
-            groups = _kv_cache_groups(self, s.card, s.kv_t, s.layout.tp, s.state_t, s.state_page_padded, s.block_size)
+            key = (self, s.card, s.kv_t, s.layout.tp, s.state_t, s.state_page_padded, s.block_size)
+            groups, block_bytes = _kv_cache_groups(*key), lambda layers: _block_bytes(*key, layers)  # noqa: E731
         mnbt = vl.scheduled_tokens(s.mnbt, s.max_num_seqs, s.max_model_len)
         inflight = vl.max_in_flight_tokens(mnbt, s.layout.pp, self.version.in_flight_batches,
                                            self.runs_v2(s.card, s.opts))
         per_req = vl.blocks_per_request(groups, s.max_model_len, s.block_size, inflight)
         rows = []
         for st in sts:
-            bpb = vl.bytes_per_block(groups, s.block_size, st.layers if s.layout.pp > 1 else None)
+            bpb = block_bytes(st.layers if s.layout.pp > 1 else None)
             fit = vl.max_model_len_fit(groups, bpb, st.available, s.max_model_len, s.block_size, inflight,
                                        self.version.reserves_null_block)
             rows.append(rank_row(st, bpb, vl.num_blocks(st.available, bpb), fit))
@@ -669,6 +671,14 @@ def _kv_cache_groups(rt: VLLM, card, kv_t, tp: int, state_t, padded: int | None,
     return vl.kv_cache_groups(specs, block_size, layers)
 
 
+@lru_cache(maxsize=2048)
+def _block_bytes(rt: VLLM, card, kv_t, tp: int, state_t, padded: int | None, block_size: int,
+                 layers: range | None) -> int:
+    """serving_vllm.bytes_per_block of ``_kv_cache_groups`` on a stage's ``layers`` (None: all): once per layout and
+    stage in a search, not once per GPU type."""
+    return vl.bytes_per_block(_kv_cache_groups(rt, card, kv_t, tp, state_t, padded, block_size), block_size, layers)
+
+
 def _graph_counts(opts: Options) -> tuple[int, int]:
     """(PIECEWISE, FULL) CUDA graphs vLLM captures with these options (serving_vllm.cudagraph_counts)."""
     return vl.cudagraph_counts(opts.max_num_seqs, opts.mnbt, _decode_query_len(opts))
@@ -839,9 +849,14 @@ def _cached_free(s: Setup, pp_rank: int, parts: list[range]) -> int:
 def _allocator_rounding(s: Setup, pp_rank: int, parts: list[range]) -> int:
     """vLLM's "Model loading took" is torch.cuda.max_memory_allocated (DeviceMemoryProfiler): the caching
     allocator's blocks, which round each large tensor to its segment (kvplan.cost.allocator, imported here only)."""
+    return _rounding(s.engine, s.card, s.w_t, s.layout, pp_rank, tuple(parts), s.opts.cpu_offload_gb)
+
+
+@lru_cache(maxsize=4096)
+def _rounding(rt: VLLM, card, w_t, layout, pp_rank: int, parts: tuple[range, ...], cpu_offload_gb: float) -> int:
+    """``_allocator_rounding`` of what it depends on, none of it the GPU's: once per layout and stage in a search."""
     from kvplan.cost.allocator import rounding_bytes
     from kvplan.cost.offload import budget_bytes
 
-    return rounding_bytes(s.card, s.w_t, s.layout, pp_rank, stages=parts,
-                          vocab_every_stage=s.engine.vocab_every_stage(s.card),
-                          offload=budget_bytes(s.opts.cpu_offload_gb))
+    return rounding_bytes(card, w_t, layout, pp_rank, stages=list(parts), vocab_every_stage=rt.vocab_every_stage(card),
+                          offload=budget_bytes(cpu_offload_gb))

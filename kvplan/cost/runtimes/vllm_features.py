@@ -79,7 +79,7 @@ def with_features(s: Setup, st: Stage) -> Stage:
     draft = [sp for _, specs in draft_layer_specs(s) for sp in specs]
     if not extra and not draft:
         return st
-    return s.charged(st, extra, weights=st.weights + extra, specs=st.specs + draft)
+    return s.charged(st, extra, weights=st.weights + extra, specs=[*st.specs, *draft])
 
 
 def prefix_concurrency(s: Setup, blocks: int, per_request: int, groups: int) -> float:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from kvplan.cost.comm import comm_time_s
-from kvplan.cost.roofline import Workload, roofline
+from kvplan.cost.roofline import Workload, roofline, step_breakdowns
 from kvplan.cost.runtimes.setup import Setup
 from kvplan.planning.capacity.results import Latency
 from kvplan.errors import KvplanError
@@ -98,4 +98,11 @@ def per_million_tokens(price_per_hour: float | None, concurrency: int, tpot_ms: 
 def _roofline(card, batch, prompt, seq_len, gpu, engine, kv_t, w_t, block_size):
     """One roofline per (card, GPU, batch, lengths): the search asks for the same one from several layouts."""
     return roofline(Workload(card, engine, kv_t, w_t, batch, prompt, seq_len, block_size=block_size), gpu,
-                    memory_needed_bytes=0)
+                    memory_needed_bytes=0, steps=_steps(card, batch, prompt, seq_len, engine))
+
+
+@lru_cache(maxsize=256)
+def _steps(card, batch, prompt, seq_len, engine):
+    """The prefill's and decode step's FLOPs, which no GPU figure enters: once per batch, not once per GPU type."""
+    return step_breakdowns(card, prompt_len=prompt, seq_len=seq_len, batch=batch, engine=engine, max_cache_len=None,
+                           encoder_len=0)
