@@ -29,7 +29,7 @@ from dataclasses import dataclass, fields
 
 from kvplan.cost.shapes import Matrix
 from kvplan.errors import KvplanError
-from kvplan.model.quant import Quantization
+from kvplan.model.quant import Mxfp4Layout, Quantization
 from kvplan.units import cdiv
 
 INT32 = 4
@@ -45,6 +45,7 @@ class QuantBytes:
     scales: int = 0  # weight scales (+ fp8 static input scales)
     zeros: int = 0  # AWQ/GPTQ packed qzeros
     g_idx: int = 0  # GPTQ per-input-row group index
+    bias: int = 0  # biases a kernel holds in a layout of its own (Mxfp4Layout.bias_bytes), counted in quantized_elems
 
     @property
     def overhead(self) -> int:
@@ -53,7 +54,7 @@ class QuantBytes:
 
     @property
     def stored(self) -> int:
-        return self.data + self.overhead
+        return self.data + self.overhead + self.bias
 
     def __add__(self, other: QuantBytes | int) -> QuantBytes:
         if isinstance(other, int) and other == 0:  # sum() starts from 0
@@ -78,7 +79,7 @@ def matrix_bytes(q: Quantization, m: Matrix, tp: int = 1, kv_heads: int | None =
     if q.method == "fp8":
         return _fp8(q, m, s, tp)
     if q.method == "mxfp4":
-        return _mxfp4(m, s, q.kernel_pad or (MXFP4_HIDDEN_PAD, MXFP4_INTERMEDIATE_PAD))
+        return _mxfp4(m, s, q.kernel_layout or MXFP4_MARLIN)
     pack = 32 // q.bits
     group = m.n_in if q.group_size == -1 else q.group_size  # -1: vLLM group_size = input_size (the full input)
     _check_aligned(q, m, s, tp, pack, group)
@@ -109,32 +110,56 @@ def _fp8(q: Quantization, m: Matrix, s: Matrix, tp: int) -> QuantBytes:
 # vLLM mxfp4.py Mxfp4MoEMethod.create_weights pads each expert for its kernels; the default is the Marlin backend's
 # padding ("The moe marlin kernel requires that for each linear n % 256 == 0 and k % 128 == 0": hidden to 256,
 # intermediate per rank to 128), which puts gpt-oss-120b at 65.91 GiB on one GPU where vLLM 0.10.1 on H100 (Marlin)
-# logs 65.9651 GiB (docs/logs/vllm-issue23278-gpt-oss-120b-h100.log). A runtime sets Quantization.kernel_pad for
-# another backend (vLLM 0.11+ on Hopper: the Triton backend, kvplan.cost.runtimes.vllm).
-MXFP4_HIDDEN_PAD, MXFP4_INTERMEDIATE_PAD = 256, 128
+# logs 65.9651 GiB (docs/logs/vllm-issue23278-gpt-oss-120b-h100.log). A runtime sets Quantization.kernel_layout for
+# the backend it picks (vLLM: kvplan.cost.serving_vllm.mxfp4_layout, by release and GPU).
+MXFP4_MARLIN = Mxfp4Layout()
 
 
-def with_kernel_pad(card, pad: tuple[int, int], how: str):
-    """``card`` with its MXFP4 experts padded to ``pad`` = (hidden, intermediate) multiples, as a runtime holds them
-    (Quantization.kernel_pad); ``how`` names it in the card's origin."""
+def with_kernel_layout(card, layout: Mxfp4Layout, how: str):
+    """``card`` with its MXFP4 experts as ``layout`` holds them (Quantization.kernel_layout); ``how`` names it in the
+    card's origin."""
     from kvplan.model.catalog import card_from_dict
 
     data = card.model_dump(exclude_none=True)
-    data["quantization"] = {**data["quantization"], "kernel_pad": list(pad)}
+    data["quantization"] = {**data["quantization"], "kernel_layout": layout.model_dump()}
     return card_from_dict(data, origin=f"{card.name} ({how})")
 
 
-def _mxfp4(m: Matrix, s: Matrix, pad: tuple[int, int]) -> QuantBytes:
-    """An expert's gate/up (hidden -> intermediate) or down (intermediate -> hidden) matrix on one rank: padded
-    values at half a byte each (w13_weight / w2_weight uint8 [.., n, k // 2]) plus one e8m0 byte per 32
-    (w13_weight_scale / w2_weight_scale [.., n, k // 32])."""
+def mxfp4_expert_bytes(layout: Mxfp4Layout, hidden: int, intermediate: int) -> QuantBytes:
+    """One MXFP4 expert on one rank (``intermediate``: its size per rank) as ``layout`` holds it after loading:
+    create_weights' w13 [2 I_p, H_p / 2] and w2 [H_p, I_p / 2] uint8 values, w13_weight_scale [2 I_p, H_p / 32] and
+    w2_weight_scale [H_p, I_p / 32] e8m0 bytes, w13_bias [2 I_p] and w2_bias [H_p] (I_p, H_p: rounded up to the
+    layout's pads). A kernel that re-lays them out (vLLM's Triton backend, _swizzle_mxfp4) holds its copy of each
+    matrix padded to ``value_align`` / ``scale_align`` (rows, columns) instead, plus the loaded scales where it keeps
+    them; quantized_elems: the unpadded weights (and biases, when the layout holds them: ``bias_bytes``)."""
+    w13, w2 = _mxfp4_tensors(layout, hidden, intermediate)
+    biases = 2 * intermediate + hidden if layout.bias_bytes is not None else 0
+    return w13 + w2 + QuantBytes(3 * hidden * intermediate + biases)
+
+
+def _mxfp4_tensors(layout: Mxfp4Layout, hidden: int, intermediate: int) -> tuple[QuantBytes, QuantBytes]:
+    """The bytes (no elements) of one expert's w13 (gate and up, one fused tensor) and w2 with their biases."""
     from kvplan.model.quant import MXFP4_BLOCK
 
-    hidden_first = m.name != "down_proj"
-    hidden_pad, inter_pad = pad
-    n_in = _round_up(s.n_in, hidden_pad if hidden_first else inter_pad)
-    n_out = _round_up(s.n_out, inter_pad if hidden_first else hidden_pad)
-    return QuantBytes(s.elems, n_out * n_in // 2, n_out * (n_in // MXFP4_BLOCK))
+    h, i = _round_up(hidden, layout.hidden_pad), _round_up(intermediate, layout.intermediate_pad)
+    (vr, vc), (sr, sc) = layout.value_align, layout.scale_align
+    out = []
+    for n_out, n_in in ((2 * i, h), (h, i)):
+        values = _round_up(n_out, vr) * _round_up(n_in // 2, vc)
+        scales = _round_up(n_out, sr) * _round_up(n_in // MXFP4_BLOCK, sc)
+        kept = n_out * (n_in // MXFP4_BLOCK) if layout.kept_scales else 0
+        out.append(QuantBytes(0, values, scales + kept, bias=n_out * (layout.bias_bytes or 0)))
+    return out[0], out[1]
+
+
+def _mxfp4(m: Matrix, s: Matrix, layout: Mxfp4Layout) -> QuantBytes:
+    """An expert's gate, up or down matrix on one rank: gate_proj (hidden -> intermediate) carries the bytes of w13,
+    the fused gate and up tensor of mxfp4_expert_bytes, down_proj those of w2; each its own elements."""
+    elems = QuantBytes(s.elems + (s.n_out if s.bias and layout.bias_bytes is not None else 0))
+    if m.name == "up_proj":
+        return elems
+    hidden, inter = (s.n_in, s.n_out) if m.name == "gate_proj" else (s.n_out, s.n_in)
+    return elems + _mxfp4_tensors(layout, hidden, inter)[m.name != "gate_proj"]
 
 
 def _round_up(n: int, multiple: int) -> int:

@@ -26,6 +26,7 @@ from kvplan.cost.kvspec import KVLayerSpec
 from kvplan.cost.shapes import attention_matrices, ffn_matrices
 from kvplan.errors import KvplanError
 from kvplan.model.card import ModelCard
+from kvplan.model.quant import Mxfp4Layout
 from kvplan.units import cdiv
 
 RULES = "vLLM 0.33 (V1 engine)"
@@ -229,12 +230,72 @@ SORTED_SAMPLER_BYTES_PER_LOGIT = 38
 # FlashInfer path (0.6-0.9, model_executor/layers/sampler.py forward with VLLM_USE_FLASHINFER_SAMPLER=1) holds the
 # same three: logits.to(torch.float), torch.softmax and torch.log_softmax (dtype=torch.float).
 UNSORTED_SAMPLER_EXTRA_BYTES = 12
-# MXFP4 experts under the Triton backend vLLM 0.11+ picks on Hopper (mxfp4.py: the intermediate per rank rounded up
-# to 64, "to hold non-uniform sharded tensor as well as swizzling"; the triton_kernels swizzle of the value and scale
-# tensors lays the hidden dimension out in multiples of 256). ESTIMATE: kvplan takes (hidden 256, intermediate 64),
-# which gives gpt-oss-120b 64.56 GiB where vLLM 0.14.1 on H100 logs 64.38 GiB (+0.29%) and gpt-oss-20b 13.46 GiB where
-# 0.11.0 logs 13.47 (docs/logs/vllm-issue33155-gpt-oss-120b-h100.log, docs/capacity.md).
-MXFP4_TRITON_HOPPER_PAD = (256, 64)
+# MXFP4 experts (gpt-oss) as each vLLM backend holds them after loading (kvplan.cost.quant.mxfp4_expert_bytes), read
+# in the wheels of 0.10.1.1 - 0.33.0 as pip installs them (no env vars; triton_kernels is never a Requires-Dist, it
+# is vendored as vllm/third_party/triton_kernels from 0.12.0; flashinfer-python an extra up to 0.11.0, required from
+# 0.11.1). Per expert at TP 1 of gpt-oss (H = I = 2880), values + scales:
+# - Marlin (quantization/mxfp4.py create_weights, "The moe marlin kernel requires that for each linear n % 256 == 0
+#   and k % 128 == 0"; 0.19+ fused_moe/oracle/mxfp4.py mxfp4_round_up_hidden_size_and_intermediate_size): I to 128,
+#   H to 256 (2944, 3072): 14,413,824 B; utils/marlin_utils_fp4.py prepare_moe_fp4_layer_for_marlin (0.27:
+#   prepare_moe_mxfp4_layer_for_marlin) repacks values and scales to the same sizes (scales back to e8m0 bytes) and
+#   keeps the biases padded in params_dtype (bf16); its int32 workspace (marlin_make_workspace_new, SMs x 4) is not
+#   counted.
+MXFP4_MARLIN = Mxfp4Layout(bias_bytes=2)
+# - FlashInfer TRT-LLM (SM100): create_weights / mxfp4_round_up_hidden_size_and_intermediate_size "TRTLLM_BACKENDS":
+#   H and I to 256 up to 0.26.0 (15,040,512 B), I to 128 from 0.27.0 (as Marlin's); process_weights_after_loading
+#   (0.19+: convert_gpt_oss_weight_to_mxfp4_moe_kernel_format) shuffles values and scales into new tensors of the
+#   same sizes that replace the loaded ones, biases padded in float32 (w13_bias.data.to(torch.float32)); the
+#   per-expert float32 gemm1_alpha / beta / clamp_limit of 0.10 (12 B an expert) are not counted.
+MXFP4_FLASHINFER_TRTLLM = Mxfp4Layout(backend="FlashInfer TRT-LLM", intermediate_pad=256, bias_bytes=4)
+MXFP4_FLASHINFER_TRTLLM_0_27 = Mxfp4Layout(backend="FlashInfer TRT-LLM", bias_bytes=4)
+# - Triton (triton_kernels matmul_ogs) on CUDA: I to 64, H unpadded ("to hold non-uniform sharded tensor as well as
+#   swizzling"); process_weights_after_loading converts the biases to float32 (replacing them) and
+#   quantization/utils/mxfp4_utils.py _swizzle_mxfp4 copies values and scales into triton_kernels layouts
+#   (convert_layout): on Hopper HopperMXValueLayout.swizzle_data pads each value matrix [n_out, n_in / 2] to 16 rows
+#   and 32 bytes a row (its (2, 2, 4, 2, 1) and (1, 2, 4, 1, 4) tiles; vendored 0.17.0 - 0.21.0 first "Pre-pad both
+#   matrix dims to multiples of 64": 1440 -> 1472 bytes a row for gpt-oss), HopperMXScaleLayout.swizzle_data each
+#   scale matrix to SWIZZLE_ALIGN_M = 2 x num_warps x 2 x 8 = 256 rows (num_warps 8 without batched/DP kernels:
+#   5760 -> 5888, 2880 -> 3072) and 2 scales a row; 0.26.0+ pads the scales to 4 a row first on SM90 ("Patches
+#   #47303: pad K (num scale groups) to 0 mod 4": 90 -> 92). The loaded values are freed (del layer.w13_weight /
+#   w2_weight; 0.11: replaced), the loaded scales stay beside the swizzled copy until 0.25.0 adds
+#   del layer.w13_weight_scale / w2_weight_scale (fused_moe/oracle/mxfp4.py, TRITON_BACKENDS). 14,025,600 B in
+#   0.12 - 0.16 and 0.22 - 0.24, 14,302,080 in 0.17 - 0.21, 13,248,000 in 0.25, 13,265,920 in 0.26+ (+17,280 B of
+#   float32 biases over bf16 in each). torch < 2.8.1 (the 0.10.2 - 0.11.0 pins, 2.8.0) disables the Hopper
+#   swizzle (StridedLayout: no copy, 13,219,200 B): only with a separately installed triton_kernels, not modelled.
+_TRITON_HOPPER = Mxfp4Layout(backend="Triton", hidden_pad=1, intermediate_pad=64, value_align=(16, 32),
+                             scale_align=(256, 2), kept_scales=True, bias_bytes=4)
+MXFP4_TRITON_HOPPER = {(0, 12): _TRITON_HOPPER, (0, 17): _TRITON_HOPPER.model_copy(update={"value_align": (64, 64)}),
+                       (0, 22): _TRITON_HOPPER, (0, 25): _TRITON_HOPPER.model_copy(update={"kept_scales": False}),
+                       (0, 26): _TRITON_HOPPER.model_copy(update={"kept_scales": False, "scale_align": (256, 4)})}
+
+
+def mxfp4_layout(first: tuple[int, ...], compute_capability: float | None) -> Mxfp4Layout:
+    """The MXFP4 backend a vLLM release from ``first`` on picks for gpt-oss's experts on a GPU of this compute
+    capability (MXFP4_* above: its bytes), a plain pip install without env vars:
+
+    - 0.10.1: quantization/mxfp4.py Mxfp4MoEMethod._should_use_marlin: Marlin on CUDA but SM100, and on Hopper
+      unless triton_kernels is installed and torch >= 2.8.0 (the wheel pins 2.7.1); SM100 FlashInfer only with the
+      [flashinfer] extra (_should_use_flashinfer_mxfp4_bf16: has_flashinfer()).
+    - 0.10.2 - 0.18.1: get_mxfp4_backend: SM100 with FlashInfer -> SM100_FI_MXFP4_BF16 (the extra up to 0.11.0,
+      installed from 0.11.1: the "0.11" range follows 0.11.1, its other rules do; 0.11.0 on a B200 loads Marlin,
+      2.77 GiB below kvplan for gpt-oss-120b); then Triton where triton_kernels imports, torch >= 2.8.0 and
+      (9, 0) <= capability < (11, 0) (has_triton_kernels: _has_module("triton_kernels"), or the vendored
+      "vllm.third_party.triton_kernels" from 0.12.0); else Marlin.
+    - 0.19+: fused_moe/oracle/mxfp4.py select_mxfp4_moe_backend, the first supported of FLASHINFER_TRTLLM_MXFP4_BF16
+      (is_device_capability_family(100) and has_flashinfer), ..., TRITON ((9, 0) <= capability < (11, 0);
+      < (13, 0) in 0.33.0 but not on family 120, _get_priority_backends_for_gpt_oss), FLASHINFER_CUTLASS (SM90
+      only for mxfp4, after Triton), MARLIN.
+
+    So Ampere, Ada, consumer Blackwell (12.x) and every release up to 0.11 on Hopper: Marlin; Hopper 0.12+:
+    Triton; B200 (10.0) 0.11.1+: FlashInfer. Not modelled (Marlin's bytes stand in): B300 (10.3) in 0.12 - 0.18
+    (Triton with the Blackwell layouts: is_device_capability(100) is 10.0 only), GPUs without a compute capability
+    (ROCm: its own paddings)."""
+    cc = compute_capability
+    if cc is not None and 9 <= cc < 10 and first >= (0, 12):
+        return MXFP4_TRITON_HOPPER[max(k for k in MXFP4_TRITON_HOPPER if k <= first[:2])]
+    if cc is not None and 10 <= cc < 11 and (first >= (0, 19) or cc == 10 and first >= (0, 11)):
+        return MXFP4_FLASHINFER_TRTLLM_0_27 if first >= (0, 27) else MXFP4_FLASHINFER_TRTLLM
+    return MXFP4_MARLIN
 
 
 # vLLM 0.17.0+'s Triton top-k/top-p (v1/sample/ops/topk_topp_triton.py apply_top_k_top_p_triton, read in 0.17.0, 0.18.0,

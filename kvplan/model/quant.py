@@ -41,6 +41,26 @@ _STRICT = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 _Pos = Annotated[StrictInt, Field(gt=0, le=10_000_000)]
 
 
+class Mxfp4Layout(BaseModel):
+    """MXFP4 experts as a MoE kernel backend holds them once loaded, per expert on one rank: w13 (gate and up fused,
+    [2 I, H]) and w2 ([H, I]) as uint8 values [n_out, n_in / 2] and e8m0 scales [n_out, n_in / 32], and their biases
+    (kvplan.cost.quant.mxfp4_expert_bytes turns it into bytes; the runtimes pick one: vLLM's per release and GPU in
+    kvplan.cost.serving_vllm.mxfp4_layout)."""
+
+    model_config = _STRICT
+    backend: str = Field("Marlin", description="The backend's name, as a plan prints it.")
+    hidden_pad: _Pos = Field(256, description="create_weights rounds the hidden size up to a multiple of this.")
+    intermediate_pad: _Pos = Field(128, description="... and the intermediate size per rank to a multiple of this.")
+    value_align: tuple[_Pos, _Pos] = Field(
+        (1, 1), description="The kernel's copy of each value matrix: (rows, bytes per row) multiples it pads to.")
+    scale_align: tuple[_Pos, _Pos] = Field(
+        (1, 1), description="The kernel's copy of each scale matrix: (rows, scales per row) multiples it pads to.")
+    kept_scales: StrictBool = Field(False, description="The loaded scales stay beside the kernel's copy.")
+    bias_bytes: Literal[2, 4] | None = Field(
+        None, description="Bytes per bias entry, biases padded as the matrices are; null: unpadded, in the card "
+                          "dtype (counted with the unquantized parameters).")
+
+
 class Quantization(BaseModel):
     """How a checkpoint stores its quantized linears; every byte rule lives in kvplan.cost.quant."""
 
@@ -59,9 +79,9 @@ class Quantization(BaseModel):
     sym: StrictBool | None = Field(None, description="Symmetric; null: the format's default. Both awq and gptq "
                                                      "store qzeros either way, so bytes do not change.")
     scale_dtype: ScaleDType | None = Field(None, description="Scale storage; null: float32 for fp8, float16 else.")
-    kernel_pad: tuple[_Pos, _Pos] | None = Field(
-        None, description="mxfp4 as an engine loads it: the (hidden, intermediate) multiples its MoE kernel pads each "
-                          "expert to; null: the Marlin backend's (256, 128). Set by the runtime, not by a checkpoint.")
+    kernel_layout: Mxfp4Layout | None = Field(
+        None, description="mxfp4 as an engine's MoE backend holds the experts after loading (kvplan.cost.quant "
+                          "mxfp4_expert_bytes); null: vLLM's Marlin backend. Set by the runtime, not by a checkpoint.")
     unquantized: tuple[QuantizableLinear, ...] = Field(
         (), description="Linears the checkpoint keeps in the card dtype in every layer (modules_to_not_convert, "
                         "ignored_layers); embeddings, lm_head, norms and routers always are.")
@@ -94,8 +114,8 @@ class Quantization(BaseModel):
                              "allowed: [n, k], e.g. [128, 128]")
 
     def _check_mxfp4(self) -> None:
-        if self.kernel_pad is not None and self.method != "mxfp4":
-            raise ValueError("quantization.kernel_pad: mxfp4 only")
+        if self.kernel_layout is not None and self.method != "mxfp4":
+            raise ValueError("quantization.kernel_layout: mxfp4 only")
         if (self.weight_scales is not None or self.block is not None or self.desc_act
                 or self.group_size not in (None, MXFP4_BLOCK) or self.scale_dtype != "float8_e8m0"):
             raise ValueError(f"quantization: mxfp4 has one float8_e8m0 scale per {MXFP4_BLOCK} values (group_size "

@@ -303,11 +303,11 @@ def weights_result(card: ModelCard, w_t: DType, kv_t: DType, engine: Engine) -> 
         n for s, n in layer_spec_counts(card, kv_t, IDEAL_RULES) if not s.per_sequence)
     fp32 = engine.fp32_params(card, w_t)  # modules the runtime keeps in float32 in a half-precision model
     q = card.quantization
-    pad = getattr(engine, "mxfp4_pad", None)  # a runtime's; a bare cache-rules Engine has none
-    if q is not None and q.method == "mxfp4" and q.kernel_pad is None and pad is not None:
-        from kvplan.cost.quant import with_kernel_pad  # MXFP4 experts as this runtime holds them
+    layout = getattr(engine, "mxfp4_layout", None)  # a runtime's; a bare cache-rules Engine has none
+    if q is not None and q.method == "mxfp4" and q.kernel_layout is None and layout is not None:
+        from kvplan.cost.quant import with_kernel_layout  # MXFP4 experts as this runtime holds them
 
-        card = with_kernel_pad(card, pad, f"MXFP4 as {engine.name} holds it")
+        card = with_kernel_layout(card, layout, f"MXFP4 as {engine.name} holds it")
     quant = _quantized(card, p.total, w_t, fp32)
     stored = _stored(w_t, p.total, fp32) if quant is None else quant.stored_bytes
     return WeightsResult.model_construct(params=p.total, active_params=p.active, dtype=w_t.name, bytes=stored + scales,
@@ -351,7 +351,7 @@ def _quantized(card: ModelCard, params: int, w_t: DType, fp32: int) -> Quantized
     return QuantizedWeights.model_construct(method=card.quantization.method, format=card.quantization.label,
                             quantized_params=q.quantized_elems, quantized_bytes=q.data, scale_bytes=q.scales,
                             zero_bytes=q.zeros, g_idx_bytes=q.g_idx, unquantized_params=rest,
-                            unquantized_bytes=_stored(w_t, rest, fp32))
+                            unquantized_bytes=_stored(w_t, rest, fp32) + q.bias)  # + biases in a kernel's layout
 
 
 def summarize(card: ModelCard, base: ModelCard) -> ModelSummary:

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from kvplan.cost.runtimes.setup import Options, Pool, ServingFlags, Setup, Stage
     from kvplan.model.card import ModelCard
     from kvplan.model.dtypes import DType
+    from kvplan.model.quant import Mxfp4Layout
 
 
 
@@ -43,9 +44,9 @@ class Runtime(Engine):
     versions: ClassVar[tuple[str, ...]] = ()  # the release ranges modelled (``--engine NAME==VERSION``)
     # disaggregated serving: tokens a decode worker holds per request beyond its input and output (kvplan disagg)
     disagg_decode_reserve_tokens: ClassVar[int] = 0
-    # MXFP4 experts: the (hidden, intermediate) multiples this runtime pads them to (Quantization.kernel_pad); None:
-    # kvplan.cost.quant's default, vLLM's Marlin backend
-    mxfp4_pad: ClassVar[tuple[int, int] | None] = None
+    # MXFP4 experts as this runtime holds them in a plan without a GPU (Quantization.kernel_layout); None:
+    # kvplan.cost.quant's default, vLLM's Marlin backend (vLLM's per release and GPU: runtimes/vllm.py mxfp4_loaded)
+    mxfp4_layout: ClassVar[Mxfp4Layout | None] = None
     # its launch line loads the card's Hugging Face checkpoint (vLLM, SGLang, ...); llama.cpp's loads a GGUF
     loads_hf_checkpoint: ClassVar[bool] = False
 

@@ -7,10 +7,12 @@ Its cache rules are the base rules of ``kvplan.cost.engines.Engine``; its servin
 from __future__ import annotations
 
 from kvplan.cost.runtimes.base import Runtime
+from kvplan.model.quant import Mxfp4Layout
 
 
 class Ideal(Runtime):
     name = "ideal"
     display_name = "ideal"
     reference_cache = True
-    mxfp4_pad = (1, 1)  # the checkpoint's MXFP4 blocks as stored, no kernel's padding: the lower bound
+    # the checkpoint's MXFP4 blocks as stored, no kernel's padding: the lower bound
+    mxfp4_layout = Mxfp4Layout(backend="as stored", hidden_pad=1, intermediate_pad=1)

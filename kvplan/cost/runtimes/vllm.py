@@ -36,10 +36,6 @@ class VllmVersion(VersionRange):
     # UNSORTED_SAMPLER_EXTRA_BYTES beside the logits; also what FlashInfer's sampler takes, --flashinfer-sampler; V0
     # sorts unless VLLM_USE_FLASHINFER_SAMPLER is set, serving_vllm_v0)
     sampler_bytes_per_logit: int | None
-    # MXFP4 experts on Hopper (compute capability 9.x): the (hidden, intermediate) padding of the backend this version
-    # picks there; None: the Marlin backend (kvplan.cost.quant's default), as vLLM 0.10.1 logs on H100 ("leveraging
-    # the Marlin kernel", 65.9651 GiB for gpt-oss-120b, docs/logs/vllm-issue23278-gpt-oss-120b-h100.log)
-    mxfp4_hopper_pad: tuple[int, int] | None = None
     # V0 (serving_vllm_v0.py): one block table over all attention layers (no KV cache groups), each MLA entry padded
     # to 256 B, --swap-space CPU blocks, max_num_seqs 256 on every GPU, the whole max_model_len in the profile's
     # forward below 32K tokens, concurrency = blocks x block_size / max_model_len
@@ -71,8 +67,8 @@ class VllmVersion(VersionRange):
     # allocator keeps in segments that hold a live block count (serving_vllm_v0.py, "Non-torch memory by release")
     non_torch_counts_cached_free: bool = False
     # 0.11.1+: a first boot's torch.compile benchmarks Inductor's combo kernels inside the memory profile, one random
-    # copy of the embedding table (serving_vllm.cold_compile_peak_bytes, --cold-compile); True from the 0.11-0.16
-    # range on, whose 0.11.0 (torch 2.8) does not benchmark (the range cannot tell it apart)
+    # copy of the embedding table (serving_vllm.cold_compile_peak_bytes, --cold-compile); True from the 0.11 range
+    # on, whose 0.11.0 (torch 2.8) does not benchmark (the range cannot tell it apart)
     compile_benchmarks_kernels: bool = False
     # 0.26+: a sliding window's pages per request cover max_concurrent_batches x max_num_batched_tokens scheduled
     # tokens (config/vllm.py max_in_flight_tokens); before, one batch (serving_vllm.max_in_flight_tokens)
@@ -91,8 +87,8 @@ class VllmVersion(VersionRange):
     v2_architectures: frozenset[str] = frozenset()
     v2_listed_dense_only: bool = False
     # 0.9.1 - 0.17: `--block-size` takes the choices argparse builds from config/cache.py BlockSize
-    # (engine/arg_utils.py literal_to_kwargs): Literal[1, 8, 16, 32, 64, 128], 256 added in 0.11.1 (the 0.11-0.16
-    # range takes it); 0.18+: any int > 0 (``SkipValidation[int]``; 0.28: Field(gt=0)); None: not read (V0)
+    # (engine/arg_utils.py literal_to_kwargs): Literal[1, 8, 16, 32, 64, 128], 256 added in 0.11.1 (the 0.11 range
+    # takes it); 0.18+: any int > 0 (``SkipValidation[int]``; 0.28: Field(gt=0)); None: not read (V0)
     block_size_choices: tuple[int, ...] | None = None
 
     def pp_vocab_every_stage(self, hf_architecture: str | None) -> frozenset[str]:
@@ -132,28 +128,31 @@ VERSIONS = (
     VllmVersion("vLLM 0.9.1-0.10 (V1 engine)", (0, 9, 1), (0, 10), 0.9, False, True, False,
                 vl.SORTED_SAMPLER_BYTES_PER_LOGIT, sampler_holds_hidden=True,
                 block_size_choices=vl.BLOCK_SIZE_CHOICES_0_9_1),
-    VllmVersion("vLLM 0.11-0.16 (V1 engine)", (0, 11), (0, 16), 0.9, False, True, False,
-                vl.SORTED_SAMPLER_BYTES_PER_LOGIT, vl.MXFP4_TRITON_HOPPER_PAD, sampler_holds_hidden=True,
-                compile_benchmarks_kernels=True, block_size_choices=vl.BLOCK_SIZE_CHOICES_0_11_1),
+    # 0.11 and 0.12-0.16 share every rule but the MXFP4 backend on Hopper (serving_vllm.mxfp4_layout: Marlin until
+    # triton_kernels is vendored in 0.12.0, then Triton)
+    *(VllmVersion(f"vLLM {label} (V1 engine)", first, last, 0.9, False, True, False,
+                  vl.SORTED_SAMPLER_BYTES_PER_LOGIT, sampler_holds_hidden=True,
+                  compile_benchmarks_kernels=True, block_size_choices=vl.BLOCK_SIZE_CHOICES_0_11_1)
+      for label, first, last in (("0.11", (0, 11), (0, 11)), ("0.12-0.16", (0, 12), (0, 16)))),
     # 0.17.0 adds ops/topk_topp_triton.py: the dummy sampler's top-k/top-p no longer sorts (serving_vllm)
-    VllmVersion("vLLM 0.17 (V1 engine)", (0, 17), (0, 17), 0.9, False, True, False, None, vl.MXFP4_TRITON_HOPPER_PAD,
+    VllmVersion("vLLM 0.17 (V1 engine)", (0, 17), (0, 17), 0.9, False, True, False, None,
                 triton_topk_topp_buffer=True, sampler_holds_hidden=True, compile_benchmarks_kernels=True,
                 block_size_choices=vl.BLOCK_SIZE_CHOICES_0_11_1),
     # 0.18.0 - 0.19.1 print profile_cudagraph_memory's estimate without charging it; every release through 0.20.0
     # prints the token count by blocks (kv_cache_utils.py: num_blocks // len(groups) x min block size; 0.20.1:
     # int(max_concurrency x max_model_len)); read in every release's source, 0.9.1 - 0.33.0
     VllmVersion("vLLM 0.18-0.19 (V1 engine)", (0, 18), (0, 19), 0.9, False, True, False, None,
-                vl.MXFP4_TRITON_HOPPER_PAD, cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_19,
+                cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_19,
                 triton_topk_topp_buffer=True, sampler_holds_hidden=True, compile_benchmarks_kernels=True),
     # 0.20.0: CacheConfig's default utilization 0.92 and VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS "1" (charged: its
     # log's "default since v0.21.0" notwithstanding); profile_cudagraph_memory is the same code in 0.19.1, 0.20.0 and
     # 0.21.0, so the charged per-graph ESTIMATE is 0.21's fit
     VllmVersion("vLLM 0.20.0 (V1 engine)", (0, 20, 0), (0, 20, 0), vl.DEFAULT_UTILIZATION, True, True, False, None,
-                vl.MXFP4_TRITON_HOPPER_PAD, cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21,
+                cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21,
                 triton_topk_topp_buffer=True, sampler_holds_hidden=True, compile_benchmarks_kernels=True),
     # the Triton kernel's buffer is the same in 0.19.1 and 0.28.0 (read), taken as unchanged between them
     *(VllmVersion(f"vLLM {label} (V1 engine)", first, last, vl.DEFAULT_UTILIZATION, True, False, False, None,
-                  vl.MXFP4_TRITON_HOPPER_PAD, cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21,
+                  cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21,
                   triton_topk_topp_buffer=True, sampler_holds_hidden=True, compile_benchmarks_kernels=True,
                   v2_architectures=frozenset(v2), v2_listed_dense_only=dense_only)
       for label, first, last, v2, dense_only in (
@@ -166,7 +165,7 @@ VERSIONS = (
     # profile_cudagraph_memory returns 0 ("NOTE(woosuk): It is TBD whether we keep this API or not", v1/worker/gpu/
     # model_runner.py 0.25.0 - 0.28.0; implemented from 0.29.0): no graphs in their budget
     VllmVersion("vLLM 0.25 (V1 engine)", (0, 25), (0, 25), vl.DEFAULT_UTILIZATION, True, False, False, None,
-                vl.MXFP4_TRITON_HOPPER_PAD, cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21,
+                cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21,
                 dense_runner_without_graph_estimate=True, triton_topk_topp_buffer=True, sampler_holds_hidden=True,
                 compile_benchmarks_kernels=True, v2_architectures=vl.V2_ARCHITECTURES_0_25),
     # 0.26 - 0.28: 0.28's _dummy_sampler_run (V1 runner) still samples with top_k and top_p (through the Triton
@@ -174,25 +173,25 @@ VERSIONS = (
     # reservation (PR 47272) first appears in 0.29.0 (kv_cache_utils.py check_enough_kv_cache_memory and
     # get_kv_cache_configs: available_memory - _pool_bytes_per_block(groups); 0.28.0 checks the whole memory)
     VllmVersion("vLLM 0.26 (V1 engine)", (0, 26), (0, 26), vl.DEFAULT_UTILIZATION, True, False, False, None,
-                vl.MXFP4_TRITON_HOPPER_PAD, cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21,
+                cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21,
                 dense_runner_without_graph_estimate=True, triton_topk_topp_buffer=True, sampler_holds_hidden=True,
                 compile_benchmarks_kernels=True, in_flight_batches=True, v2_architectures=vl.V2_ARCHITECTURES_0_26),
     # 0.27.0's memory_profiling counts total_consumed (the first release with it; 0.26.0 does not)
     VllmVersion("vLLM 0.27 (V1 engine)", (0, 27), (0, 27), vl.DEFAULT_UTILIZATION, True, False, False, None,
-                vl.MXFP4_TRITON_HOPPER_PAD, cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21,
+                cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21,
                 dense_runner_without_graph_estimate=True, triton_topk_topp_buffer=True,
                 counts_torch_state_before_profile=True, sampler_holds_hidden=True, compile_benchmarks_kernels=True,
                 in_flight_batches=True, v2_architectures=vl.V2_ARCHITECTURES_0_27),
     # 0.28.0 adds get_batch_defaults' 160 GiB tier (absent in 0.27.0, present in 0.28.0 and 0.29.0)
     VllmVersion("vLLM 0.28 (V1 engine)", (0, 28), (0, 28), vl.DEFAULT_UTILIZATION, True, False, False, None,
-                vl.MXFP4_TRITON_HOPPER_PAD, cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21,
+                cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21,
                 dense_runner_without_graph_estimate=True, triton_topk_topp_buffer=True,
                 counts_torch_state_before_profile=True, sampler_holds_hidden=True, compile_benchmarks_kernels=True,
                 in_flight_batches=True, large_gpu_batch_defaults=True, v2_architectures=vl.V2_ARCHITECTURES_0_28),
     # 0.29+: Model Runner V2 for every model it supports (config/vllm.py use_v2_model_runner), and its
     # profile_cudagraph_memory estimates the graphs (_profile_cudagraph_memory)
     VllmVersion(f"vLLM 0.29+ (V1 engine; {vl.RULES.split(' (')[0]} rules)", (0, 29), None, vl.DEFAULT_UTILIZATION,
-                True, False, True, None, vl.MXFP4_TRITON_HOPPER_PAD,
+                True, False, True, None,
                 cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21, compile_benchmarks_kernels=True,
                 in_flight_batches=True, v2_runner_every_model=True, large_gpu_batch_defaults=True),
 )
@@ -603,18 +602,18 @@ def _offload_note(s: Setup, p: Pool) -> str:
 
 
 def mxfp4_loaded(s: Setup) -> Setup:
-    """MXFP4 experts as this version loads them on this GPU: on Hopper (compute capability 9.x) vLLM 0.11+ picks the
-    Triton backend (mxfp4.py get_mxfp4_backend; "Using Triton backend" in the 0.14.1 log of
-    docs/logs/vllm-issue33155-gpt-oss-120b-h100.log), whose padding is ``VllmVersion.mxfp4_hopper_pad``; elsewhere,
-    and on 0.10, the Marlin backend's padding (kvplan.cost.quant)."""
-    q, cc, pad = s.card.quantization, s.gpu.compute_capability, s.engine.version.mxfp4_hopper_pad
-    if q is None or q.method != "mxfp4" or pad is None or cc is None or not 9 <= cc < 10:
+    """MXFP4 experts as this version loads them on this GPU: the backend serving_vllm.mxfp4_layout picks for the
+    range's first release and the GPU's compute capability (Marlin, Triton on Hopper from 0.12, FlashInfer TRT-LLM
+    on a B200 from 0.11.1), its paddings, swizzled copies and bias dtype (kvplan.cost.quant.mxfp4_expert_bytes)."""
+    q = s.card.quantization
+    if q is None or q.method != "mxfp4":
         return s
     from dataclasses import replace
 
-    from kvplan.cost.quant import with_kernel_pad
+    from kvplan.cost.quant import with_kernel_layout
 
-    return replace(s, card=with_kernel_pad(s.card, pad, "MXFP4, Triton backend"))
+    layout = vl.mxfp4_layout(s.engine.version.first, s.gpu.compute_capability)
+    return replace(s, card=with_kernel_layout(s.card, layout, f"MXFP4, {layout.backend} backend"))
 
 
 def _v0_pool(s: Setup, sts: list[Stage]) -> Pool:
