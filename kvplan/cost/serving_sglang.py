@@ -157,6 +157,24 @@ def pool_bytes(free_at_start: int, mem_fraction_static: float, weights: int) -> 
     return int(free_at_start * mem_fraction_static) - weights
 
 
+# the trtllm_mha backend's page sizes (arg_groups/overrides.py _mla_backend_page_constraints, 0.5.23; server_args.py
+# before 0.5.20): 16, 32 or 64 through 0.5.15, 128 added by 0.5.18; any other becomes 64
+TRTLLM_MHA_PAGES_0_5_10 = (16, 32, 64)
+TRTLLM_MHA_PAGES_0_5_18 = (16, 32, 64, 128)
+TRTLLM_MHA_PAGE = 64
+
+
+def trtllm_mha_default(vendor: str, compute_capability: float | None, mla: bool, speculative: bool,
+                       eagle_topk: int | None) -> bool:
+    """SGLang 0.5.10+'s default attention backend is trtllm_mha: an NVIDIA SM100 GPU (compute capability 10.x:
+    B200, B300), a model without MLA, and no speculative decoding unless its top-k is given as 1
+    (_get_default_attn_backend: is_sm100_supported() and is_no_spec_infer_or_topk_one and (speculative_algorithm is
+    None or speculative_eagle_topk is not None))."""
+    if vendor != "NVIDIA" or compute_capability is None or not 10 <= compute_capability < 11 or mla:
+        return False
+    return not speculative or eagle_topk == 1
+
+
 def max_total_tokens(pool: int, cell_size: int, page_size: int) -> int:
     """pool_configurator.py: pool // cell_size, rounded down to a multiple of page_size."""
     return max(0, pool) // cell_size // page_size * page_size

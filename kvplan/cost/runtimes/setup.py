@@ -104,6 +104,7 @@ class Options:
     pp_layer_partition: tuple[int, ...] | None = None  # vLLM VLLM_PP_LAYER_PARTITION: decoder layers per stage
     swa_ratio: float | None = None  # SGLang: swa_full_tokens_ratio where the card gets a hybrid SWA pool, else None
     swa_disabled: bool = False  # SGLang --disable-hybrid-swa-memory given
+    page_note: str | None = None  # SGLang: why the page size is what it is (trtllm_mha on Blackwell)
     mm_limit: int | None = None  # images per prompt (vLLM --limit-mm-per-prompt; multimodal cards)
     mm_encoder_data: bool = False  # the vision tower whole on every rank (--mm-encoder-tp-mode data, where supported)
     mm_encoder_mode: str | None = None  # --mm-encoder-tp-mode as given

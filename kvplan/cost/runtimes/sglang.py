@@ -37,6 +37,12 @@ class SglangVersion(VersionRange):
     # from the single pool's token capacity (``swa_from_capacity``; 0.5.11+ divide the pool by the weighted cell)
     swa_architectures: frozenset[str] = frozenset()
     swa_from_capacity: bool = False
+    # 0.5.10+: on Blackwell (SM100) a model without MLA defaults to the trtllm_mha attention backend
+    # (server_args.py _get_default_attn_backend; 0.5.20+ arg_groups/model_override_base.py), which takes these page
+    # sizes and changes any other to 64 ("TensorRT-LLM MHA only supports page_size of 16, 32 or 64, changing
+    # page_size from None to 64"; 128 joins in 0.5.16-0.5.18, which the 0.5.11-0.5.19 range takes); empty: the page
+    # size stays 1 (before 0.5.10 only some model families defaulted to trtllm_mha: not modelled)
+    trtllm_mha_pages: tuple[int, ...] = ()
 
     def default_mfs(self, gpu_mem_mib: int, tp: int, pp: int, mla: bool, cuda: bool) -> float:
         """SGLang's mem_fraction_static when --mem-fraction-static is not given, as this release computes it."""
@@ -68,11 +74,14 @@ VERSIONS = (
     # piecewise (prefill) CUDA graphs on by default from 0.5.10 (docs/logs/sglang-code52132052242-qwen3-8b-b200.log
     # captures them); 0.5.6 has them off (docs/logs/sglang-code46415979912-lfm2-700m.log)
     SglangVersion("SGLang 0.5.10 (reserved-memory default with prefill graphs)", (0, 5, 10), (0, 5, 10),
-                  "reserved", True, True, sg.MID_TIER_0_5_5, sg.HYBRID_SWA_ARCHITECTURES_0_5_10, True),
+                  "reserved", True, True, sg.MID_TIER_0_5_5, sg.HYBRID_SWA_ARCHITECTURES_0_5_10, True,
+                  sg.TRTLLM_MHA_PAGES_0_5_10),
     SglangVersion("SGLang 0.5.11-0.5.19 (reserved-memory default with prefill graphs)", (0, 5, 11), (0, 5, 19),
-                  "reserved", True, True, sg.MID_TIER_0_5_5, sg.HYBRID_SWA_ARCHITECTURES_0_5_11),
+                  "reserved", True, True, sg.MID_TIER_0_5_5, sg.HYBRID_SWA_ARCHITECTURES_0_5_11,
+                  trtllm_mha_pages=sg.TRTLLM_MHA_PAGES_0_5_18),
     SglangVersion(f"SGLang 0.5.20+ (read in {sg.RULES.split()[-1]}; reserved-memory default with prefill graphs)",
-                  (0, 5, 20), None, "reserved", True, True, swa_architectures=sg.HYBRID_SWA_ARCHITECTURES_0_5_20),
+                  (0, 5, 20), None, "reserved", True, True, swa_architectures=sg.HYBRID_SWA_ARCHITECTURES_0_5_20,
+                  trtllm_mha_pages=sg.TRTLLM_MHA_PAGES_0_5_18),
 )
 
 
@@ -132,7 +141,17 @@ class SGLang(Server):
         from kvplan.cost.features import parse_sglang_speculative
 
         speculative = parse_sglang_speculative(flags, card)
-        return Options(mfs=mfs, block_size=block, speculative=speculative,
+        pages = self.version.trtllm_mha_pages
+        trtllm = bool(pages) and sg.trtllm_mha_default(gpu.vendor, gpu.compute_capability, card.mla is not None,
+                                                       speculative is not None, flags.speculative_eagle_topk)
+        changed = trtllm and block not in pages
+        if changed:
+            block = sg.TRTLLM_MHA_PAGE  # SGLang's own change of the page size, the given one or its default 1
+        return Options(mfs=mfs, block_size=block, speculative=speculative, page_note=(
+                           f"SGLang on {gpu.name} (SM100) serves {card.name} with the trtllm_mha attention backend "
+                           f"(its default there from 0.5.10), whose pages hold {', '.join(map(str, pages))} tokens: "
+                           f"page size {block}" + (f" (SGLang changes {flags.block_size} to 64)" if changed and
+                                                   flags.block_size is not None else "")) if trtllm else None,
                        swa_ratio=self._swa_ratio(flags, card, speculative is not None),
                        swa_disabled=flags.disable_hybrid_swa_memory)
 
@@ -275,6 +294,8 @@ class SGLang(Server):
                        f"sliding layers' bytes per token)); a request of max_model_len takes its tokens in the full "
                        "pool, and the sliding pool only its window (SWA eviction), so the full pool sets the "
                        "concurrency (--disable-hybrid-swa-memory: one pool).")
+        if s.opts.page_note:
+            out.append(s.opts.page_note + ".")
         reqs = self.running_limit(s, p)
         out.append(f"SGLang admits at most max_running_requests = {reqs:,} requests at once (resolve_max_num_reqs: "
                    "min(clamp(tokens / context_len x 512, 2048, 4096), tokens // 2)).")

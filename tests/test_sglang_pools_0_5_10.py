@@ -1,6 +1,6 @@
-"""SGLang's hybrid sliding-window pool (0.5.10+): the sliding-window layers of the architectures is_hybrid_swa_model
-lists keep their own pool, swa_full_tokens_ratio x the full-attention layers' tokens (kvplan.cost.serving_sglang
-hybrid_swa_tokens)."""
+"""SGLang's pools from 0.5.10: the hybrid sliding-window pool (the sliding-window layers of the architectures
+is_hybrid_swa_model lists keep their own pool, swa_full_tokens_ratio x the full-attention layers' tokens:
+kvplan.cost.serving_sglang hybrid_swa_tokens) and the trtllm_mha backend's pages on Blackwell."""
 
 from __future__ import annotations
 
@@ -92,3 +92,23 @@ def test_from_log_reads_both_pools():
     assert rows["available"]["logged"]["value"] == pytest.approx(14.34 * 2 + 11.47 * 2)
     assert rows["available"]["flags_verdict"] == "within rounding"
     assert rows["tokens"]["logged"]["value"] == 1_252_741 == rows["tokens"]["flags_alone"]
+
+
+@pytest.mark.parametrize(("model", "gpu", "engine", "given", "page"), [
+    ("qwen3-8b", "B200", "sglang", None, 64),  # trtllm_mha on SM100 changes the default 1 to 64
+    ("qwen3-8b", "B300", "sglang", 8, 64),  # compute capability 10.3: SM100 too; 8 is no trtllm_mha page
+    ("qwen3-8b", "B200", "sglang", 32, 32),
+    ("qwen3-8b", "B200", "sglang", 128, 128),  # 0.5.18+
+    ("qwen3-8b", "B200", "sglang==0.5.12", 128, 128),  # the 0.5.11-0.5.19 range takes 0.5.18's list
+    ("qwen3-8b", "B200", "sglang==0.5.10", 128, 64),  # 0.5.10: 16, 32 or 64
+    ("qwen3-8b", "B200", "sglang==0.5.9", None, 1),  # not the default backend for every model before 0.5.10
+    ("qwen3-8b", "H100-SXM", "sglang", None, 1),
+    ("qwen3-8b", "RTX-PRO-6000", "sglang", None, 1),  # SM120 is not SM100
+    ("deepseek-v2-lite", "B200", "sglang", None, 1),  # MLA: FlashInfer
+])
+def test_trtllm_mha_pages_on_blackwell(model, gpu, engine, given, page):
+    extra = {} if given is None else {"block_size": given}
+    r = plan(model, gpu=gpu, max_model_len=8192, engine=engine, **extra)
+    assert r.inputs.block_size == page
+    assert r.kv_cache.tokens % page == 0
+    assert any("trtllm_mha" in n for n in r.notes) == (page == 64 or (given in (32, 128) and page == given))
