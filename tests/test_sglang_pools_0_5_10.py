@@ -20,7 +20,8 @@ DATA = Path(__file__).parent / "data" / "fromlog"
 @pytest.mark.parametrize(("full", "ratio", "swa"), [
     (213_761, 0.8, 171_008),  # Gemma-4-26B-A4B, DGX Spark: "SWAKVPool mem usage: 36.69 GB, swa size: 171008, full
     # size: 213761" (GitHub code index file 67060834076)
-    (63_987, 0.8, 51_189),  # gpt-oss-120b, 4x A100-80GB: "full_layer_tokens=63987, swa_layer_tokens=51189" (63145571901)
+    # gpt-oss-120b, 4x A100-80GB: "full_layer_tokens=63987, swa_layer_tokens=51189" (63145571901)
+    (63_987, 0.8, 51_189),
     (1_710, 0.8, 1_368),  # Gemma-4-12B: "full_layer_tokens=1710, swa_layer_tokens=1368" (55801756965)
     (181_760, 0.05, 9_088),  # "full_layer_tokens=181760, swa_layer_tokens=9088" at ratio 0.05 (65739849880)
 ])
