@@ -37,6 +37,16 @@ options to llama.cpp's, estimate 1.22-1.24x, --gpu 1.25-1.28x; the estimate's re
 GPU decoded from the cache alone: estimate 1.18x, --gpu 1.21-1.22x (the --gpu target is missed by 1-2%: the
 roofline's modules and rendering its rows).
 
+Measured 2026-11-28 (same machine, load 2-4 from other jobs; medians of 15, before (f85fa8c) and after in one run,
+each against the floor with the same options): estimate 1.21x -> 1.17x cpu (1.22x -> 1.16x wall), --gpu 1.26x ->
+1.22x cpu (1.24x -> 1.22x wall); an earlier run of this script alone: 1.15x and 1.20x cpu. The modules that define
+pydantic models (the card and its blocks, the results, FLOPs, roofline, llama.cpp and GPU models) without ``from
+__future__ import annotations`` (pydantic evaluated every field's string annotation: a quarter of making the
+classes); a plain estimate without the roofline's arithmetic and kvplan.cost.traffic (its result models moved to
+kvplan.cost.roofline_results), nor kvplan.cost.shared and ssm_flops (loaded for the cards that use them); a table
+printed to a pipe or a file is no longer measured twice (FitTable). The --gpu target is still missed: the GPU
+model, the roofline's modules and rendering its table cost some 8 ms more than a plain run.
+
 Where PYTHONDONTWRITEBYTECODE is set and kvplan runs from a source checkout, every run also compiles kvplan's
 modules (the libraries have .pyc from pip): after, 202 ms against the floor's 149 ms (1.36x).
 """
@@ -52,6 +62,7 @@ import tempfile
 import time
 from pathlib import Path
 
+ROOT = Path(__file__).resolve().parents[1]  # this checkout: its kvplan is the one timed, wherever this runs from
 ARGS = ["--model", "llama-2-7b", "--batch", "16", "--seq-len", "4096"]
 GPU_ARGS = [*ARGS, "--gpu", "H100-SXM"]
 TYPER_FLOOR = [sys.executable, str(Path(__file__).with_name("typer_floor.py")), "estimate"]
@@ -81,6 +92,8 @@ def cold_starts(cmds: list[list[str]], runs: int) -> list[tuple[float, float]]:
     with tempfile.TemporaryDirectory() as pycache:
         env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
         env["PYTHONPYCACHEPREFIX"] = pycache
+        # `python -m kvplan` imports this checkout's kvplan, not an installed one (an editable install of another)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH"))))
         for cmd in cmds:
             _once(cmd, env)
         times = [[_once(cmd, env) for cmd in cmds] for _ in range(runs)]
@@ -89,6 +102,8 @@ def cold_starts(cmds: list[list[str]], runs: int) -> list[tuple[float, float]]:
 
 
 def calls_per_s(calls: int, **kw) -> float:
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
     import kvplan
 
     kvplan.estimate("llama-2-7b", seq_len=4096, **kw)  # warm: imports, catalog, card

@@ -159,6 +159,7 @@ NOT_FOR_ESTIMATE = ("yaml", "kvplan.model.hf", "kvplan.planning.capacity", "kvpl
                     "rich.syntax", "pygments", "rich._emoji_codes",
                     "importlib.resources.readers",
                     "kvplan.cost.hardware", "kvplan.cost.parallel", "kvplan.cost.quant",  # --gpu; quantized cards
+                    "kvplan.cost.traffic", "kvplan.cost.shared", "kvplan.cost.ssm_flops",  # --gpu; Zamba, SSM cards
                     "huggingface_hub", "httpx", "kvplan.planning.checkpoint")  # a Hub id only
 
 
@@ -170,6 +171,7 @@ def test_estimate_on_a_bundled_card_loads_no_yaml_and_builds_no_card_schema():
     modules, built = run.stderr.split("|")
     assert "KV total" in run.stdout
     assert [m for m in modules.split() if m.startswith(NOT_FOR_ESTIMATE)] == []  # no --gpu: no GPU catalog code
+    assert "kvplan.cost.roofline" not in modules.split()  # its results' models only (kvplan.cost.roofline_results)
     assert built.split() == []  # the card was never validated, so no schema of it or its blocks was built
 
 

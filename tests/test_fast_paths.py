@@ -70,10 +70,10 @@ def test_a_repeated_estimate_walks_no_layers(monkeypatch):
 def test_an_estimate_with_a_gpu_counts_each_step_once(monkeypatch):
     """Its flops and its roofline share the prefill and decode-step FLOPs; only the one-request prefill is extra."""
     calls = Counter()
-    for fn in ("prefill_flops", "decode_step_flops"):
-        original = getattr(flops_module, fn)
-        for module in (flops_module, roofline_module):
-            monkeypatch.setattr(module, fn, lambda *a, _f=original, _n=fn, **kw: (calls.update([_n]), _f(*a, **kw))[1])
+    originals = {fn: getattr(flops_module, fn) for fn in ("prefill_flops", "decode_step_flops")}
+    for module, fn in ((flops_module, "prefill_flops"), (flops_module, "decode_step_flops"),
+                       (roofline_module, "prefill_flops")):  # the roofline's own: the one-request prefill
+        monkeypatch.setattr(module, fn, lambda *a, _f=originals[fn], _n=fn, **kw: (calls.update([_n]), _f(*a, **kw))[1])
     kvplan.estimate("llama-2-7b", batch=16, seq_len=4096, gpu="H100-SXM")
     assert calls == Counter(prefill_flops=2, decode_step_flops=1)  # batch + one request; the decode step
 

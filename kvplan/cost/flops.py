@@ -36,8 +36,6 @@ projections run on the encoder output once (at prefill) and are read from the ca
 (transformers ``EncoderDecoderCache``), with P x E (prefill) or 1 x E (decode) scores.
 """
 
-from __future__ import annotations
-
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
@@ -46,8 +44,6 @@ from pydantic import BaseModel, ConfigDict
 from kvplan.cost.engines import IDEAL_RULES, CacheRun, Engine, as_rules
 from kvplan.cost.kvspec import has_full_layer
 from kvplan.cost.shapes import attention_matrices, ffn_matrices, mla_matrices, router_matrices, total
-from kvplan.cost.shared import invocation_flop_elems
-from kvplan.cost.ssm_flops import MixerFlops, mixer_flops
 from kvplan.errors import KvplanError
 from kvplan.model.card import ModelCard
 
@@ -107,7 +103,8 @@ class FlopsBreakdown:
         """FLOPs the engine runs: ``dense`` (every score entry) or ``causal`` (only those a mask keeps)."""
         return self.total if basis == "dense" else self.causal_total
 
-    def plus(self, projections: int = 0, attention_core: int = 0, mlp: int = 0, causal_core: int = 0) -> FlopsBreakdown:
+    def plus(self, projections: int = 0, attention_core: int = 0, mlp: int = 0,
+             causal_core: int = 0) -> "FlopsBreakdown":
         return replace(self, projections=self.projections + projections, mlp=self.mlp + mlp,
                        attention_core=self.attention_core + attention_core,
                        causal_attention_core=self.causal_attention_core + causal_core)
@@ -159,13 +156,19 @@ def decode_step_flops(card: ModelCard, *, batch: int, cache_len: int, engine: En
     return out
 
 
+def step_breakdowns(card: ModelCard, *, prompt_len: int, seq_len: int, **flops_kw) -> tuple[FlopsBreakdown, ...]:
+    """FLOPs of the prefill of ``prompt_len`` tokens and of the decode step that brings each sequence to ``seq_len``
+    (cache_len = seq_len - 1); ``flops_kw``: batch, engine, max_cache_len, encoder_len."""
+    return (prefill_flops(card, prompt_len=prompt_len, **flops_kw),
+            decode_step_flops(card, cache_len=seq_len - 1, **flops_kw))
+
+
 def step_flops(card: ModelCard, *, batch: int, prompt_len: int, seq_len: int, engine: Engine = IDEAL_RULES,
                max_cache_len: int | None = None, encoder_len: int = 0) -> StepFlops:
     """The prefill of ``prompt_len`` tokens and the decode step that brings each sequence to ``seq_len``
     (cache_len = seq_len - 1): ``estimate``'s ``flops`` object."""
-    kw = dict(batch=batch, engine=engine, max_cache_len=max_cache_len, encoder_len=encoder_len)
-    pre = prefill_flops(card, prompt_len=prompt_len, **kw)
-    dec = decode_step_flops(card, cache_len=seq_len - 1, **kw)
+    pre, dec = step_breakdowns(card, prompt_len=prompt_len, seq_len=seq_len, batch=batch, engine=engine,
+                               max_cache_len=max_cache_len, encoder_len=encoder_len)
     return StepFlops.model_construct(prefill=pre.result(), decode_step=dec.result())
 
 
@@ -202,10 +205,16 @@ def _breakdown(card: ModelCard, eng: Engine, phase: str, *, batch: int, new: int
     tokens = batch * new
     mode = eng.mla_mode(phase) if card.mla else None
     dense_layers, moe_layers = card.ffn_layers
-    state = mixer_flops(card, batch=batch, tokens=new, decode=phase == "decode", transformers=eng.transformers) \
-        if card.ssm else MixerFlops(0, 0, 0)
-    n = card.state_layers
-    shared_mlp = card.attention_layers * 2 * tokens * invocation_flop_elems(card)[1] if card.shared_blocks else 0
+    n, state, shared_mlp = card.state_layers, (0, 0, 0), 0
+    if card.ssm:  # state-space cards only: their mixers' module loads for them
+        from kvplan.cost.ssm_flops import mixer_flops
+
+        m = mixer_flops(card, batch=batch, tokens=new, decode=phase == "decode", transformers=eng.transformers)
+        state = (m.projections, m.conv, m.scan)
+    if card.shared_blocks:  # Zamba-style cards only, as below
+        from kvplan.cost.shared import invocation_flop_elems
+
+        shared_mlp = card.attention_layers * 2 * tokens * invocation_flop_elems(card)[1]
     return FlopsBreakdown(  # layers with equal key counts cost the same: sum over the distinct counts
         engine=eng.name, phase=phase, mla_mode=mode,
         projections=sum(n * _projection_flops(card, tokens, batch * k, mode) for k, n in keys.items()),
@@ -214,7 +223,7 @@ def _breakdown(card: ModelCard, eng: Engine, phase: str, *, batch: int, new: int
         + dense_layers * _mlp_flops(card, False, tokens) + shared_mlp,
         lm_head=2 * batch * logit_rows * card.hidden_size * card.vocab_size,
         causal_attention_core=sum(n * _core_flops(card, batch * s, mode) for s, n in causal_scores.items()),
-        state_projections=n * state.projections, state_conv=n * state.conv, state_scan=n * state.scan,
+        state_projections=n * state[0], state_conv=n * state[1], state_scan=n * state[2],
     )
 
 
@@ -260,6 +269,8 @@ def _projection_flops(card: ModelCard, tokens: int, expanded: int, mode: str | N
     MLA expand: kv_b_proj on every attended position each step (transformers DeepseekV3Attention.expand_kv);
     absorb: q_nope x W_UK and latent-out x W_UV once per new token (arXiv:2405.04434 eq. 9-19)."""
     if card.shared_blocks is not None:  # the invoked block's q/k/v/o, the invocation's Linear(h, h) and adapters
+        from kvplan.cost.shared import invocation_flop_elems  # loaded for such cards only
+
         return 2 * tokens * invocation_flop_elems(card)[0]
     if mode is None:
         return 2 * tokens * total(attention_matrices(card), "elems")

@@ -15,8 +15,6 @@ validated as before, so a stale file costs time, never a wrong figure. ``python 
 it; ``tests/test_fast_paths.py`` fails while it is stale and proves every cached entry equal to its validated YAML.
 """
 
-from __future__ import annotations
-
 import hashlib
 import json
 from functools import lru_cache

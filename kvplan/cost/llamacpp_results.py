@@ -2,8 +2,6 @@
 llamacpp|ollama``): the context, each cache and each buffer per device, and the inverse's fits. The arithmetic is in
 ``kvplan.cost.llamacpp``; these models build their schema on first use, so a plain estimate pays nothing for them."""
 
-from __future__ import annotations
-
 from pydantic import BaseModel, ConfigDict
 
 MIB = 2**20

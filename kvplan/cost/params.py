@@ -11,7 +11,6 @@ from dataclasses import dataclass, fields
 from functools import cached_property, lru_cache
 
 from kvplan.cost.shapes import attention_matrices, ffn_matrices, router_matrices, total
-from kvplan.cost.shared import shared_params
 from kvplan.cost.ssm import ssm_params
 from kvplan.model.card import ModelCard
 
@@ -99,7 +98,7 @@ def count_params(card: ModelCard) -> ParamBreakdown:
     # mamba and mlp layers do not attend; hybrid layers that invoke a shared block (Zamba) hold no attention of their own
     own_attention = 0 if card.shared_blocks else card.attention_layers
     attention_blocks = own_attention + (card.num_encoder_layers or 0)
-    shared = shared_params(card)
+    shared_attention, shared_mlp, shared_norms, shared_other = _shared_params(card)
     cross = 0 if decoder_only else card.num_layers  # one cross-attention (and its norm) per decoder block
     mlp = [mlp_params(card, i) for i in range(card.num_layers) if card.has_mlp(i)]
     if card.num_encoder_layers:
@@ -112,15 +111,25 @@ def count_params(card: ModelCard) -> ParamBreakdown:
     return ParamBreakdown(
         embedding=card.vocab_size * h,
         positions=(card.max_position_embeddings + card.learned_position_offset) * h if card.position == "learned" else 0,
-        attention=(attention_blocks + cross) * attention_params(card) + shared.attention,
-        mlp=sum(m[0] for m in mlp) + shared.mlp,
-        norms=norms * norm_params(card, h) + shared.norms,
+        attention=(attention_blocks + cross) * attention_params(card) + shared_attention,
+        mlp=sum(m[0] for m in mlp) + shared_mlp,
+        norms=norms * norm_params(card, h) + shared_norms,
         lm_head=lm_head,
-        other=other + shared.other,
-        mlp_active=sum(m[1] for m in mlp) + shared.mlp,
+        other=other + shared_other,
+        mlp_active=sum(m[1] for m in mlp) + shared_mlp,
         ssm=card.state_layers * ssm_params(card) if card.ssm else 0,
         vision=_vision_params(card) if card.vision else 0,
     )
+
+
+def _shared_params(card: ModelCard) -> tuple[int, int, int, int]:
+    """The shared blocks' (attention, mlp, norms, other) parameters (cost.shared, loaded only for a card with them)."""
+    if card.shared_blocks is None:
+        return 0, 0, 0, 0
+    from kvplan.cost.shared import shared_params
+
+    p = shared_params(card)
+    return p.attention, p.mlp, p.norms, p.other
 
 
 def _vision_params(card: ModelCard) -> int:

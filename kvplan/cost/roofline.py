@@ -8,15 +8,12 @@ FLOPs are what the engine executes: the dense count for the transformers engines
 matrix), the causal count for ideal and vllm (FlashAttention skips masked blocks). Bytes: kvplan.cost.traffic.
 """
 
-from __future__ import annotations
-
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
-
-from pydantic import BaseModel, ConfigDict
+from typing import TYPE_CHECKING
 
 from kvplan.cost.engines import CacheRun, Engine
-from kvplan.cost.flops import FlopsBreakdown, decode_step_flops, prefill_flops
+from kvplan.cost.flops import FlopsBreakdown, prefill_flops, step_breakdowns
+from kvplan.cost.roofline_results import PhaseRoofline, RooflineResult
 from kvplan.cost.traffic import StepTraffic, decode_traffic, moe_weights_read_bytes_min, prefill_traffic
 from kvplan.units import require_fraction
 from kvplan.model.card import ModelCard
@@ -24,53 +21,6 @@ from kvplan.model.dtypes import TORCH_NAMES, DType
 
 if TYPE_CHECKING:  # a plain estimate imports no catalog code
     from kvplan.cost.hardware import GPU
-
-_RESULT = ConfigDict(frozen=True, extra="forbid", defer_build=True)  # built when a roofline is computed
-
-
-class PhaseRoofline(BaseModel):
-    model_config = _RESULT
-    flops: int  # executed by the engine (see flops_basis)
-    flops_basis: Literal["dense", "causal"]
-    weights_read_bytes: int
-    kv_read_bytes: int
-    kv_write_bytes: int
-    bytes_moved: int
-    arithmetic_intensity_flops_per_byte: float
-    compute_time_s: float
-    memory_time_s: float
-    time_s: float  # max(compute_time_s, memory_time_s): a lower bound
-    bound: Literal["compute", "memory"]
-
-
-class RooflineResult(BaseModel):
-    """``estimate --gpu`` JSON: the roofline of one prefill and one decode step on one GPU."""
-
-    model_config = _RESULT
-    gpu: str
-    gpu_source: str
-    engine: str
-    batch: int
-    prompt_len: int
-    seq_len: int
-    compute_dtype: str
-    peak_flops_per_s: float
-    memory_bandwidth_bytes_per_s: int
-    ridge_point_flops_per_byte: float  # intensity above which a step is compute-bound
-    mfu: float
-    mbu: float
-    memory_needed_bytes: int  # weights + KV cache at seq_len (kvplan.planning.estimate.estimate)
-    gpu_memory_bytes: int  # the total torch sees (GPU.engine_memory_bytes: the catalog's visible total, else datasheet)
-    fits_in_memory: bool
-    prefill: PhaseRoofline
-    decode_step: PhaseRoofline
-    moe_decode_weights_read_bytes_min: int | None  # MoE: all tokens on the same top-k experts
-    time_to_first_token_s: float  # the prefill of the whole batch: when the last of `batch` requests gets its first token
-    time_to_first_token_one_request_s: float  # the prefill of one request alone
-    time_per_output_token_s: float
-    decode_tokens_per_s: float  # batch / time_per_output_token_s
-    notes: list[str]
-
 
 @dataclass(frozen=True)
 class Workload:
@@ -88,7 +38,7 @@ class Workload:
     encoder_len: int = 0
 
 
-def roofline(work: Workload, gpu: GPU, *, memory_needed_bytes: int, compute_dtype: str | None = None,
+def roofline(work: Workload, gpu: "GPU", *, memory_needed_bytes: int, compute_dtype: str | None = None,
              mfu: float = 1.0, mbu: float = 1.0,
              steps: tuple[FlopsBreakdown, FlopsBreakdown] | None = None) -> RooflineResult:
     """Roofline of prefilling ``prompt_len`` tokens and of the decode step that brings each sequence to ``seq_len``.
@@ -118,13 +68,6 @@ def roofline(work: Workload, gpu: GPU, *, memory_needed_bytes: int, compute_dtyp
         decode_tokens_per_s=batch / dec.time_s, notes=_notes(card, engine, mfu, mbu))
 
 
-def step_breakdowns(card: ModelCard, *, prompt_len: int, seq_len: int, **flops_kw) -> tuple[FlopsBreakdown, ...]:
-    """FLOPs of the prefill of ``prompt_len`` tokens and of the decode step that brings each sequence to ``seq_len``
-    (cache_len = seq_len - 1); ``flops_kw``: batch, engine, max_cache_len, encoder_len."""
-    return (prefill_flops(card, prompt_len=prompt_len, **flops_kw),
-            decode_step_flops(card, cache_len=seq_len - 1, **flops_kw))
-
-
 def _one_request_prefill_s(card: ModelCard, engine: Engine, w_t: DType, kv_t: DType, run: CacheRun, peak: float,
                            bw: float, flops_kw: dict) -> float:
     """The prefill of one request alone: the time to first token a single user sees on an idle GPU."""
@@ -146,7 +89,7 @@ def default_compute_dtype(card: ModelCard, w_t: DType, engine: Engine) -> str:
     return engine.default_dtype(card.dtype)[0]
 
 
-def served_compute_dtype(gpu: GPU, compute: str) -> str:
+def served_compute_dtype(gpu: "GPU", compute: str) -> str:
     """bf16 on a GPU without bf16 matrix units (Turing: T4) runs in fp16: vLLM's dtype "auto" serves a bf16 checkpoint
     in float16 where the platform lacks bfloat16 (compute capability below 8.0); an explicit choice is kept. fp8
     weights on a GPU without fp8 units (Ampere: A100, A10) run vLLM's weight-only FP8 Marlin kernel, dequantized to

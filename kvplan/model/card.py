@@ -17,8 +17,6 @@ MLA (DeepSeek-V2/V3) caches neither per-head K nor V: each token stores one comp
 re-expanded from it (DeepSeek-V2 paper, arXiv:2405.04434, section 2.1).
 """
 
-from __future__ import annotations
-
 from collections import Counter
 from functools import cached_property
 from typing import Annotated, Literal
@@ -91,7 +89,7 @@ class MoE(BaseModel):
                                                        "per-expert score correction of as many parameters (ERNIE-4.5).")
 
     @model_validator(mode="after")
-    def _check(self) -> MoE:
+    def _check(self) -> "MoE":
         if self.experts_per_token > self.num_experts:
             raise ValueError(f"experts_per_token: {self.experts_per_token} exceeds num_experts "
                              f"({self.num_experts}); allowed: 1..{self.num_experts}")
@@ -210,7 +208,7 @@ class ModelCard(BaseModel):
         return data
 
     @model_validator(mode="after")
-    def _derive_and_check(self) -> ModelCard:
+    def _derive_and_check(self) -> "ModelCard":
         self._check_stacks()
         _fill(self, "num_kv_heads", self.num_heads)
         if self.num_heads % self.num_kv_heads:

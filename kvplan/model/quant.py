@@ -17,8 +17,6 @@ GPTQ; transformers' quantizers skip ``get_keys_to_not_convert``: the LM head).
   int32 per input row: its group, permuted when ``desc_act``). ``group_size: -1``: one group over the whole input.
 """
 
-from __future__ import annotations
-
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, model_validator
@@ -87,7 +85,7 @@ class Quantization(BaseModel):
                         "ignored_layers); embeddings, lm_head, norms and routers always are.")
 
     @model_validator(mode="after")
-    def _check(self) -> Quantization:
+    def _check(self) -> "Quantization":
         method = self.method
         if self.bits is None and method in ("fp8", "mxfp4"):
             object.__setattr__(self, "bits", 8 if method == "fp8" else 4)

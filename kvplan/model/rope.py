@@ -10,8 +10,6 @@ original_max_position_embeddings and a long one of max_position_embeddings). ``l
 max_position_embeddings and are left out, as is M-RoPE (its 4 x factor follows the vision tower's kind).
 """
 
-from __future__ import annotations
-
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, model_validator
@@ -35,7 +33,7 @@ class RopeScaling(BaseModel):
         None, description="The pre-training context (yarn, longrope).")
 
     @model_validator(mode="after")
-    def _check(self) -> RopeScaling:
+    def _check(self) -> "RopeScaling":
         if self.rope_type != "longrope" and self.factor is None:
             raise ValueError(f"rope_scaling.factor: required for type {self.rope_type}; allowed: a number > 0")
         if self.rope_type in ("yarn", "longrope") and self.original_max_position_embeddings is None:

@@ -17,8 +17,6 @@ token embeddings, so its RMSNorm and its q/k/v projections are ``2 x hidden_size
   layer per hybrid layer), exactly as the card's ``hybrid`` layer type counts them.
 """
 
-from __future__ import annotations
-
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt

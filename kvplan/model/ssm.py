@@ -35,8 +35,6 @@ Two linear-attention mixers share the block, each with its own state rule:
   transformers and in vLLM (``MambaStateDtypeCalculator.kda_state_dtype``) whatever the model dtype.
 """
 
-from __future__ import annotations
-
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt

@@ -26,8 +26,6 @@ bias, then the llava MLP), ``qwen_merger`` (RMSNorm, Linear(v m^2, v m^2) + GELU
 ``qwen3_merger`` (the same with a LayerNorm, plus one more merger per DeepStack layer, its LayerNorm v m^2 wide).
 """
 
-from __future__ import annotations
-
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt

@@ -14,10 +14,9 @@ from typing import TYPE_CHECKING
 
 from kvplan.cost.engines import IDEAL_RULES, CacheRun, Engine
 from kvplan.cost.runtimes import get_engine
-from kvplan.cost.flops import FlopsBreakdown, StepFlops
+from kvplan.cost.flops import FlopsBreakdown, StepFlops, step_breakdowns
 from kvplan.cost.kvspec import KVLayerSpec, has_full_layer, kv_bytes_per_token, layer_spec_counts, layer_specs
 from kvplan.cost.params import count_params
-from kvplan.cost.roofline import Workload, check_efficiency, roofline, step_breakdowns
 from kvplan.errors import KvplanError
 from kvplan.model.card import ModelCard
 from kvplan.model.catalog import checkpoint_of, load_card
@@ -125,8 +124,7 @@ def estimate_request(base: ModelCard, q: EstimateRequest) -> Estimate:
         notes.append(fp32_note(card, r.w_t, weights.fp32_params))
     steps = _flops(r, prompt, notes)  # the roofline reuses them: computed once
     flops = None if steps is None else StepFlops.model_construct(prefill=steps[0].result(), decode_step=steps[1].result())
-    work = Workload(card, r.engine, r.kv_t, r.w_t, q.batch, prompt, q.seq_len, r.run.max_cache_len, q.block_size)
-    roof = None if q.gpu is None else _roofline(work, steps, q, kv.total_bytes + weights.bytes)
+    roof = None if q.gpu is None else _roofline(r, q, prompt, steps, kv.total_bytes + weights.bytes)
     if q.llama is not None:  # llama.cpp's flags: refused by every runtime but llama.cpp's
         from kvplan.cost.runtimes.setup import ServingFlags
 
@@ -164,10 +162,12 @@ def default_block(engine: Engine, card: ModelCard, gpu: str | None, gpu_file: st
     return 16
 
 
-def _roofline(work: Workload, steps, q: EstimateRequest, memory_needed_bytes: int):
+def _roofline(r: Resolved, q: EstimateRequest, prompt: int, steps, memory_needed_bytes: int):
     """The roofline bounds on ``q.gpu`` (only with --gpu), reusing the step FLOPs already computed."""
-    from kvplan.cost.hardware import load_gpu  # only with --gpu: a plain estimate imports no catalog code
+    from kvplan.cost.hardware import load_gpu  # only with --gpu: a plain estimate imports no catalog or roofline code
+    from kvplan.cost.roofline import Workload, roofline
 
+    work = Workload(r.card, r.engine, r.kv_t, r.w_t, q.batch, prompt, q.seq_len, r.run.max_cache_len, q.block_size)
     return roofline(work, load_gpu(q.gpu, q.gpu_file), memory_needed_bytes=memory_needed_bytes, mfu=q.mfu or 1.0,
                     mbu=q.mbu or 1.0, steps=steps)
 
@@ -228,6 +228,8 @@ def _check_compute_flags(card: ModelCard, prompt_len: int, seq_len: int, *, gpu:
                 raise KvplanError(f"{flag}: only used with --gpu NAME (roofline bounds); `kvplan gpus list` shows "
                                   "the catalog")
         return
+    from kvplan.cost.roofline import check_efficiency
+
     check_efficiency(1.0 if mfu is None else mfu, 1.0 if mbu is None else mbu)
     if card.architecture != "decoder-only":
         raise KvplanError(f"--gpu: roofline bounds are modelled for decoder-only models; {card.name} is "

@@ -1,12 +1,10 @@
 """The typed result of ``kvplan.estimate``: what ``kvplan estimate --json`` prints (schema_version 3)."""
 
-from __future__ import annotations
-
 from pydantic import BaseModel, ConfigDict
 
 from kvplan.cost.llamacpp_results import LlamaMemory  # noqa: F401 - part of the estimate schema
 from kvplan.cost.flops import StepFlops
-from kvplan.cost.roofline import RooflineResult
+from kvplan.cost.roofline_results import RooflineResult
 
 SCHEMA_VERSION = 3
 RESULT = ConfigDict(frozen=True, extra="forbid", defer_build=True)  # built on first use: a plain estimate builds only the models it fills

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from kvplan.cost.roofline import RooflineResult
+from kvplan.cost.roofline_results import RooflineResult
 from kvplan.planning.results import CheckpointCheck, Estimate
 from kvplan.report.console import escape, exact, ms, note, table
 from kvplan.units import fmt_bytes, fmt_int
