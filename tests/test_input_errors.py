@@ -229,10 +229,14 @@ def test_config_file_errors(tmp_path):
     ("gpus:\n  X: 5\n", r"gpus\.X: an entry is a mapping .*got int"),
     ("gpus:\n  X: [1, 2]\n", r"gpus\.X: an entry is a mapping .*got list"),
     ("gpus:\n  X: {memory_bytes: 1}\n  X: {memory_bytes: 2}\n", r"line 3, column 3: duplicate key 'X'"),
-    ("gpus: {X: {vendor: v, memory_bytes: 1, memory_bandwidth_bytes_per_s: 1, peak_flops: {fp32: 1, fp64: 1}, source: s}}",
+    ("gpus: {X: {vendor: v, memory_bytes: 1000000000, memory_bandwidth_bytes_per_s: 1, peak_flops: {fp32: 1, fp64: 1},"
+     " source: s}}",
      r"gpus\.X: peak_flops\.fp64: unknown field; allowed fields: fp32, tf32, bf16, fp16, fp8, int8"),
     ("gpus: {X: {vendor: v, memory_bytes: -1, memory_bandwidth_bytes_per_s: 1, peak_flops: {fp32: 1}, source: s}}",
-     r"gpus\.X: memory_bytes: .+ \(got -1\); allowed: an integer 1\.\.1000000000000000000$"),
+     r"gpus\.X: memory_bytes: .+ \(got -1\); allowed: an integer 268435456\.\.1000000000000000000$"),
+    # below any GPU's memory (a figure in GB with its unit left out): SGLang's default fraction divided by it
+    ("gpus: {X: {vendor: v, memory_bytes: 80, memory_bandwidth_bytes_per_s: 1, peak_flops: {fp32: 1}, source: s}}",
+     r"gpus\.X: memory_bytes: .+ \(got 80\); allowed: an integer 268435456\.\.1000000000000000000$"),
     ("gpus: [\n", r"line 2, column 1: not valid YAML"),
     ("gpus: {X: {}}\nextra: 1\n", "a GPU file is a mapping with one key, gpus"),
 ])

@@ -311,11 +311,11 @@ def test_quantized_state_card_is_refused_not_undercounted():
 
 def test_states_keep_the_model_dtype_whatever_the_kv_dtype():
     """vLLM's mamba_cache_dtype "auto" is the model dtype: a bf16 Qwen3-Next keeps bf16 conv states and recurrent
-    states beside an fp32 (or fp8) K/V cache, so the unpadded state page does not change with --kv-dtype."""
+    states beside an fp8 (e4m3 or e5m2) K/V cache, so the unpadded state page does not change with --kv-dtype."""
     card = _card(QWEN3_NEXT)
     pages = {kv: plan(card, gpu="H200", tp=2, max_model_len=4096, kv_dtype=kv).kv_cache.state_page_bytes
-             for kv in (None, "fp32", "fp8")}
-    assert pages["fp32"] == pages["fp8"] == pages[None] > 0
+             for kv in (None, "fp8_e5m2", "fp8")}
+    assert pages["fp8_e5m2"] == pages["fp8"] == pages[None] > 0
 
 
 def test_quantized_kv_leaves_states_in_the_model_dtype_in_estimates():

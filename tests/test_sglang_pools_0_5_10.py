@@ -43,7 +43,8 @@ def test_gpt_oss_20b_on_h100_splits_its_pool():
     assert one.kv_cache.available_bytes == rest and one.kv_cache.swa_tokens is None
     assert one.kv_cache.tokens == rest // (24 * 2048)
     assert r.max_concurrency == pytest.approx(r.kv_cache.tokens / 8192)
-    assert r.request_kv_bytes == 8192 * 12 * 2048 + 128 * 12 * 2048  # the full layers' tokens, the window's
+    # the full layers' tokens, and in the sliding pool the window + a page (prefill's admission charge)
+    assert r.request_kv_bytes == 8192 * 12 * 2048 + (128 + 1) * 12 * 2048
     half = plan("gpt-oss-20b", gpu="H100-SXM", max_model_len=8192, engine="sglang", swa_full_tokens_ratio=0.5)
     assert half.kv_cache.tokens == int(rest // (12 * 2048 + 0.5 * 12 * 2048))
     assert "--swa-full-tokens-ratio 0.5" in half.launch_command
@@ -74,13 +75,32 @@ def _refused(*args: str) -> str:
 
 
 def test_flags_refused_where_they_do_nothing():
-    assert "--swa-full-tokens-ratio" in _refused("-m", "llama-3.1-8b", "--engine", "sglang", "--swa-full-tokens-ratio",
-                                                 "0.5")
     assert "(0, 1]" in _refused("-m", "gpt-oss-20b", "--engine", "sglang", "--swa-full-tokens-ratio", "1.5")
     assert "--engine sglang" in _refused("-m", "gpt-oss-20b", "--swa-full-tokens-ratio", "0.5")
     assert "--disable-hybrid-swa-memory" in _refused("-m", "gpt-oss-20b", "--disable-hybrid-swa-memory")
-    assert "--swa-full-tokens-ratio" in _refused("-m", "gpt-oss-20b", "--engine", "sglang==0.5.9",
-                                                 "--swa-full-tokens-ratio", "0.5")
+    assert "one request" in _refused("-m", "gpt-oss-20b", "--engine", "sglang", "--swa-full-tokens-ratio", "1e-9")
+
+
+def test_a_ratio_sglang_ignores_is_said_to_be_ignored():
+    """SGLang takes --swa-full-tokens-ratio for every model and uses it only for a hybrid SWA pool (its ServerArgs
+    print it in every log): the plan is the one-pool plan, with a note."""
+    for model, engine in (("llama-3.1-8b", "sglang"), ("gpt-oss-20b", "sglang==0.5.9")):
+        plain = plan(model, gpu="H100-SXM", max_model_len=8192, engine=engine)
+        given = plan(model, gpu="H100-SXM", max_model_len=8192, engine=engine, swa_full_tokens_ratio=0.5)
+        assert given.kv_cache == plain.kv_cache and given.launch_command == plain.launch_command
+        assert any("--swa-full-tokens-ratio 0.5: not used" in n for n in given.notes)
+
+
+def test_the_sliding_pool_can_set_the_concurrency():
+    """A request holds min(L, window) + a page in the sliding pool (128 + 1 for gpt-oss): with a small ratio, or
+    requests shorter than the window / ratio, the sliding pool runs out first."""
+    r = plan("gpt-oss-20b", gpu="H100-SXM", max_model_len=8192, engine="sglang", swa_full_tokens_ratio=0.01)
+    assert r.max_concurrency == pytest.approx(r.kv_cache.swa_tokens / 129)
+    assert r.max_concurrency < r.kv_cache.tokens / 8192
+    short = plan("gpt-oss-20b", gpu="H100-SXM", max_model_len=100, engine="sglang")
+    assert short.max_concurrency == pytest.approx(short.kv_cache.swa_tokens / 101)
+    scout = plan("llama-4-scout-17b-16e", gpu="H100-SXM", tp=4, max_model_len=4096, engine="sglang")
+    assert scout.max_concurrency == pytest.approx(scout.kv_cache.swa_tokens / 4097)  # the chunk (8,192) > L
 
 
 def test_from_log_reads_both_pools():

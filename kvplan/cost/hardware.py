@@ -31,6 +31,8 @@ CACHE_FILE = "gpus.validated.json"
 
 Rate = Annotated[Union[StrictInt, StrictFloat], Field(gt=0, allow_inf_nan=False, le=1e21)]  # FLOP/s, finite
 Count = Annotated[StrictInt, Field(gt=0, le=10**18)]  # bytes, bytes/s: true is not 1
+# a GPU's memory: no GPU that holds an LLM has less than 256 MiB (a bare figure in GB or GiB is a unit left out)
+Memory = Annotated[StrictInt, Field(ge=256 * 2**20, le=10**18)]
 
 
 class PeakFlops(BaseModel):
@@ -50,8 +52,8 @@ class GPU(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)  # built when a catalog is read
     name: str
     vendor: str
-    memory_bytes: Count = Field(description="Vendor-stated capacity, decimal GB x 10^9 (for display).")
-    visible_memory_bytes: Count | None = Field(
+    memory_bytes: Memory = Field(description="Vendor-stated capacity, decimal GB x 10^9 (for display).")
+    visible_memory_bytes: Memory | None = Field(
         None, description="The total torch sees (torch.cuda.mem_get_info()[1] = get_device_properties().total_memory, "
                           "cudaMemGetInfo), which vLLM and SGLang start from; plans start from it. Below nvidia-smi's "
                           "figure by what the driver reserves.")

@@ -124,7 +124,8 @@ def check_layout(card: ModelCard, layout: Layout, *, vocab_padding: int = DEFAUL
         raise Refused(f"--tp: {reason}")
     if card.attention_layers and card.num_heads % tp:  # vllm/config/model.py verify_with_parallel_config
         raise Refused(f"--tp: total number of attention heads ({card.num_heads}) must be divisible by tensor "
-                          f"parallel size ({tp}) (vLLM verify_with_parallel_config)")
+                      f"parallel size ({tp}): the serving engines shard heads evenly (vLLM "
+                      "verify_with_parallel_config)")
     kv = card.num_kv_heads
     if card.attention_layers and card.mla is None and (kv % tp if tp < kv else tp % kv):  # linear.py QKVParallelLinear divide()
         a, b = (kv, tp) if tp < kv else (tp, kv)

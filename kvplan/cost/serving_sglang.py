@@ -226,6 +226,13 @@ def hybrid_swa_tokens(pool: int, full_bytes: int, swa_bytes: int, ratio: float, 
     return full, int(full * ratio) // page_size * page_size
 
 
+def swa_tokens_per_request(max_model_len: int, window: int, page_size: int) -> int:
+    """The sliding-window pool's tokens one request of max_model_len holds: the prefill's admission charge
+    min(extend + decode, window) + page_size (pool_configurator.py validate_swa_pool_size: "Prefill charges min(extend
+    + decode, window) + page_size of SWA headroom per request"); decode evicts what leaves the window."""
+    return min(max_model_len, window) + page_size
+
+
 def max_running_requests(tokens: int, context_len: int) -> int:
     """resolve_max_num_reqs: min(clamp(int(tokens / context_len x 512), 2048, 4096), tokens // 2)."""
     return min(max(2048, min(4096, int(tokens / context_len * 512))), tokens // 2)

@@ -54,6 +54,10 @@ from kvplan.units import cdiv
 
 GIB = 2**30
 DEFAULT_SWAP_SPACE_BYTES = 4 * GIB  # engine/arg_utils.py EngineArgs.swap_space = 4 (GiB, per GPU)
+# engine/arg_utils.py EngineArgs.add_cli_args: parser.add_argument('--block-size', ..., choices=[8, 16, 32, 64, 128])
+# (the 0.6-era V0 parser; "On CUDA devices, only block sizes up to 32 are supported"; the earliest releases took
+# [8, 16, 32], which this list covers)
+BLOCK_SIZE_CHOICES = (8, 16, 32, 64, 128)
 DEFAULT_MAX_NUM_SEQS = 256  # engine/arg_utils.py EngineArgs.max_num_seqs = 256 on every GPU (V1: by GPU memory)
 # config.py SchedulerConfig: _DEFAULT_MAX_NUM_BATCHED_TOKENS = 2048; chunked prefill is turned on by default for
 # max_model_len > 32K (arg_utils.py create_engine_config, "use_long_context")

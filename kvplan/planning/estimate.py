@@ -275,7 +275,8 @@ def _group_row(spec: KVLayerSpec, layers: int, r: Resolved) -> KVGroup:
         total = r.batch * layers * spec.bytes_per_token
         formula = (f"{r.batch} seq x {layers} layers x {spec.shape} x {spec.dtype.describe_element()} (one state per "
                    f"sequence, constant in tokens) = {fmt_bytes(total)}")
-        return KVGroup.model_construct(kind=spec.kind, layers=layers, window=None, bytes_per_token_per_layer=0,
+        return KVGroup.model_construct(kind=spec.kind, layers=layers, window=None, chunk=None,
+                                       bytes_per_token_per_layer=0,
                                        positions_held=held, bytes_per_sequence=layers * spec.bytes_per_token,
                                        total_bytes=total, formula=formula)
     total = r.batch * layers * held * spec.bytes_per_token
@@ -286,7 +287,7 @@ def _group_row(spec: KVLayerSpec, layers: int, r: Resolved) -> KVGroup:
     formula = f"{r.batch} seq x {layers} layers x {spec.shape} x {tokens}{factor} x {spec.dtype.describe_element()}"
     if spec.scale_bytes_per_token:
         formula += f" + scales {spec.scale_bytes_per_token} B per token and layer"
-    return KVGroup.model_construct(kind=spec.kind, layers=layers, window=spec.window,
+    return KVGroup.model_construct(kind=spec.kind, layers=layers, window=spec.window, chunk=spec.chunk,
                                    bytes_per_token_per_layer=spec.bytes_per_token, positions_held=held,
                                    bytes_per_sequence=layers * held * spec.bytes_per_token, total_bytes=total,
                                    formula=f"{formula} = {fmt_bytes(total)}")
@@ -361,7 +362,7 @@ def summarize(card: ModelCard, base: ModelCard) -> ModelSummary:
     (vLLM MLAAttentionSpec: num_kv_heads 1, head_size kv_lora_rank + qk_rope_head_dim); a card without attention
     layers caches no K/V heads (0, 0), whatever its config's head fields say."""
     heads, dim = card.num_kv_heads, card.head_dim
-    if card.attention_kind == "none":
+    if card.attention_kind == "none" or not card.has_kv_cache:  # no attention layers; encoder-only: nothing cached
         heads, dim = 0, 0
     elif card.mla is not None:
         heads, dim = 1, card.mla.kv_lora_rank + card.mla.qk_rope_head_dim

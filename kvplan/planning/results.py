@@ -37,7 +37,7 @@ class ModelSummary(BaseModel):
     attention: str  # MHA, MQA, GQA or MLA
     attention_detail: str
     num_layers: int
-    num_kv_heads: int  # cached per token and layer: MLA 1 (its latent + rope key), no attention layers 0
+    num_kv_heads: int  # cached per token and layer: MLA 1 (its latent + rope key); no attention layers, encoder-only: 0
     head_dim: int  # MLA: kv_lora_rank + qk_rope_head_dim; no attention layers: 0
     layout_changed: bool  # --kv-heads / --attention replaced the card's own layout
 
@@ -49,6 +49,7 @@ class KVGroup(BaseModel):
     kind: str  # full, sliding, mla, cross
     layers: int
     window: int | None
+    chunk: int | None = None  # chunked local attention (Llama 4): the chunk a token attends within
     bytes_per_token_per_layer: int  # one cached token of one sequence in ONE of these layers (0: a state per sequence)
     positions_held: int  # per layer, per sequence
     bytes_per_sequence: int  # these layers, one sequence (at its length; a state layer's whole state)

@@ -120,7 +120,10 @@ def _pool_table(r: PlanResult) -> Table:
     t = table("KV cache pool", ["", "value"], left=("",), show_header=False)
     t.columns[0].style = "bold"
     if i.paged:
-        t.add_row("block", f"{i.block_size} tokens, {exact(kv.bytes_per_block)} (every layer slot on the rank)")
+        slots = ("every layer slot on the rank" if kv.swa_bytes_per_token is None else
+                 f"the full-attention layers' slots; the sliding-window layers' pool: {exact(kv.swa_bytes_per_token)} "
+                 "per token")
+        t.add_row("block", f"{i.block_size} tokens, {exact(kv.bytes_per_block)} ({slots})")
         t.add_row("blocks", fmt_int(kv.num_blocks) + (" (min over ranks)" if len(r.ranks) > 1 else ""))
     if kv.groups > 1:
         t.add_row("groups", f"{kv.groups} (hybrid), {kv.padding_layers} padding layers")

@@ -44,6 +44,17 @@ class Runtime(Engine):
     versions: ClassVar[tuple[str, ...]] = ()  # the release ranges modelled (``--engine NAME==VERSION``)
     # disaggregated serving: tokens a decode worker holds per request beyond its input and output (kvplan disagg)
     disagg_decode_reserve_tokens: ClassVar[int] = 0
+    # its --dp replicas split a MoE's routed experts between them (vLLM: the flattened DP x TP group of
+    # FusedMoEParallelConfig); False: each replica holds the whole model (SGLang --dp-size without DP attention,
+    # TGI, TensorRT-LLM, transformers: independent copies)
+    moe_across_dp: ClassVar[bool] = False
+    launches_replicas: ClassVar[bool] = False  # its launch line starts the --dp replicas (vLLM, SGLang); else one each
+    # a 16/32-bit KV cache is the model's dtype (vLLM/SGLang --kv-cache-dtype auto); only fp8 is chosen apart
+    kv_follows_model_dtype: ClassVar[bool] = False
+    # the environment variable that lets a --max-model-len past max_position_embeddings start, where it refuses one
+    long_context_env: ClassVar[str | None] = None
+    newest_read: ClassVar[tuple[int, ...]] = ()  # the newest release whose source the rules were read in
+    beyond_read: ClassVar[str | None] = None  # --engine NAME==X.Y newer than newest_read: planned on the newest rules
     # MXFP4 experts as this runtime holds them in a plan without a GPU (Quantization.kernel_layout); None:
     # kvplan.cost.quant's default, vLLM's Marlin backend (vLLM's per release and GPU: runtimes/vllm.py mxfp4_loaded)
     mxfp4_layout: ClassVar[Mxfp4Layout | None] = None
@@ -339,6 +350,12 @@ def at_range(rt: Runtime, root: type, text: str, versions) -> Runtime:
     if family is None:
         raise KvplanError(f"--engine: {rt.display_name} {text} is not modelled; modelled: "
                           f"{', '.join(f'{rt.name}==' + f.span for f in versions)}")
+    if family.last is None and rt.newest_read and release > rt.newest_read:  # a release kvplan has not read
+        key = (root, family, release)
+        if key not in _RANGES:
+            base = at_range(rt, root, ".".join(map(str, rt.newest_read)), versions)
+            _RANGES[key] = type(f"{type(base).__name__}_beyond", (type(base),), {"beyond_read": str(text)})()
+        return _RANGES[key]
     if family is rt.version:
         return rt
     if (root, family) not in _RANGES:
@@ -368,7 +385,7 @@ def parse_release(flag: str, text: str) -> tuple[int, int, int]:
 def stage_weights(s: Setup, pp_rank: int, parts: list[range]):
     """One rank of a stage: its weight shards (kvplan.cost.parallel.rank_weights) and its KV layer specs (a
     ``LayerSpecs``). Servers pad the vocabulary and keep the rotary cos/sin cache as buffers."""
-    return _stage_weights(s.engine, s.card, s.w_t, s.kv_t, s.state_t, s.layout, pp_rank, tuple(parts))
+    return _stage_weights(s.engine, s.card, s.w_t, s.kv_t, s.state_t, s.weight_layout, pp_rank, tuple(parts))
 
 
 @lru_cache(maxsize=4096)

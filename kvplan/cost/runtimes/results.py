@@ -39,5 +39,7 @@ class KVCachePool(BaseModel):
     state_bytes_per_request: int = 0  # state layers: one request's conv + SSM states on the rank (unpadded)
     state_slots: int | None = None  # SGLang hybrid: max_mamba_cache_size (requests whose states fit)
     swa_tokens: int | None = None  # SGLang hybrid SWA pool: swa_layer_tokens (``tokens`` is full_layer_tokens)
+    # that pool's bytes per token (the rank's sliding-window layers); ``bytes_per_block`` is then the full layers'
+    swa_bytes_per_token: int | None = None
     state_page_bytes: int = 0  # vLLM: one state layer's page (conv + SSM states of one request), unpadded
     state_page_padded_bytes: int | None = None  # vLLM hybrid: that page padded to the attention page

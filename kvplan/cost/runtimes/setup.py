@@ -105,6 +105,7 @@ class Options:
     swa_ratio: float | None = None  # SGLang: swa_full_tokens_ratio where the card gets a hybrid SWA pool, else None
     swa_disabled: bool = False  # SGLang --disable-hybrid-swa-memory given
     page_note: str | None = None  # SGLang: why the page size is what it is (trtllm_mha on Blackwell)
+    swa_note: str | None = None  # SGLang: --swa-full-tokens-ratio given where no hybrid SWA pool uses it
     mm_limit: int | None = None  # images per prompt (vLLM --limit-mm-per-prompt; multimodal cards)
     mm_encoder_data: bool = False  # the vision tower whole on every rank (--mm-encoder-tp-mode data, where supported)
     mm_encoder_mode: str | None = None  # --mm-encoder-tp-mode as given
@@ -138,6 +139,13 @@ class Setup:
     # the overheads given as flags ("non_torch", "cuda_graph", "context"), not the runtime's defaults; a given
     # --non-torch-memory replaces every default (vLLM V0 0.6.5's cached bytes too)
     given: frozenset[str] = frozenset()
+
+    @property
+    def weight_layout(self) -> Layout:
+        """The layout one replica's weights are split by: ``layout``, or with DP 1 where the runtime's replicas are
+        independent copies (Runtime.moe_across_dp False: no expert split between them)."""
+        lay = self.layout
+        return lay if lay.dp == 1 or self.engine.moe_across_dp else type(lay)(lay.tp, lay.pp, 1, lay.expert_parallel)
 
     @property
     def util(self) -> float | None:

@@ -95,6 +95,10 @@ class SGLang(Server):
                              "speculative_eagle_topk", "speculative_num_draft_tokens", "swa_full_tokens_ratio",
                              "disable_hybrid_swa_memory"})
     budget_flag = "--mem-fraction-static"
+    launches_replicas = True  # --dp-size
+    kv_follows_model_dtype = True
+    newest_read = (0, 5, 23)  # the newest release whose source the rules were read in
+    long_context_env = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"  # configs/model_config.py
     # PD decode pre-allocates input_len + num_reserved_decode_tokens per request (srt/disaggregation/decode.py
     # _prealloc_required_tokens; server_args.py num_reserved_decode_tokens, default 512)
     disagg_decode_reserve_tokens = 512
@@ -118,6 +122,10 @@ class SGLang(Server):
 
     def positions_held(self, window: int | None, run: CacheRun) -> int:
         # srt/mem_cache/memory_pool.py MHATokenToKVPool: page_size 1 by default, a slot per cached token
+        return run.seq_len
+
+    def chunk_positions(self, chunk: int, run: CacheRun) -> int:
+        """A chunked local-attention layer (Llama 4) keeps every token in the one token pool, as a sliding layer."""
         return run.seq_len
 
     # -- options --
@@ -147,12 +155,20 @@ class SGLang(Server):
         changed = trtllm and block not in pages
         if changed:
             block = sg.TRTLLM_MHA_PAGE  # SGLang's own change of the page size, the given one or its default 1
-        return Options(mfs=mfs, block_size=block, speculative=speculative, page_note=(
+        swa_ratio = self._swa_ratio(flags, card, speculative is not None)
+        ignored = None
+        if flags.swa_full_tokens_ratio is not None and swa_ratio is None:
+            why = ("--disable-hybrid-swa-memory gives one pool" if flags.disable_hybrid_swa_memory else
+                   f"{self.version.label.split(' (')[0]} gives {card.name} one pool: its architecture "
+                   f"({card.hf_architecture or 'not named by the card'}) is not one is_hybrid_swa_model lists, or it "
+                   "lacks sliding-window or full-attention layers")
+            ignored = f"--swa-full-tokens-ratio {flags.swa_full_tokens_ratio}: not used, as SGLang ignores it: {why}"
+        return Options(mfs=mfs, block_size=block, speculative=speculative, swa_note=ignored, page_note=(
                            f"SGLang on {gpu.name} (SM100) serves {card.name} with the trtllm_mha attention backend "
                            f"(its default there from 0.5.10), whose pages hold {', '.join(map(str, pages))} tokens: "
                            f"page size {block}" + (f" (SGLang changes {flags.block_size} to 64)" if changed and
                                                    flags.block_size is not None else "")) if trtllm else None,
-                       swa_ratio=self._swa_ratio(flags, card, speculative is not None),
+                       swa_ratio=swa_ratio,
                        swa_disabled=flags.disable_hybrid_swa_memory)
 
     def _swa_ratio(self, flags: ServingFlags, card, speculative: bool) -> float | None:
@@ -165,10 +181,6 @@ class SGLang(Server):
         hybrid = (card.hf_architecture in self.version.swa_architectures and not flags.disable_hybrid_swa_memory
                   and bool(kinds & sg.SWA_LAYER_KINDS) and "global" in kinds)
         if not hybrid:
-            if ratio is not None:
-                raise KvplanError(f"--swa-full-tokens-ratio: sizes SGLang's hybrid SWA pool, which {card.name} does "
-                                  f"not get on {self.version.label.split(' (')[0]} (is_hybrid_swa_model: "
-                                  f"{card.hf_architecture or 'no hf_architecture'}, or --disable-hybrid-swa-memory)")
             return None
         if speculative:
             raise KvplanError("--speculative-algorithm: a draft in SGLang's hybrid SWA pool is not modelled "
@@ -207,42 +219,49 @@ class SGLang(Server):
     def pool(self, s: Setup, sts: list[Stage]) -> Pool:
         """Tokens per stage = pool // cell_size (page-rounded), MIN across ranks; a request takes its tokens. A hybrid
         first carves its state pool out of the pool (serving_sglang.mamba_split) and a running request also holds
-        one state slot (HybridReqToTokenPool, MambaPool)."""
+        one state slot (HybridReqToTokenPool, MambaPool). A hybrid SWA pool (serving_sglang.hybrid_swa_tokens) gives
+        the full-attention layers ``tokens`` and the sliding-window layers their own, where a request holds at most
+        its window plus a page (serving_sglang.swa_tokens_per_request): whichever pool runs out first sets the
+        concurrency."""
         from kvplan.cost.runtimes.results import KVCachePool
 
         page, L = s.block_size, s.max_model_len
-        rows, slots, states, swa = [], [], [], []
+        per_req = cdiv(L, page)
+        rows, slots, states, swa, concs = [], [], [], [], []
         for st in sts:
             state = _state_bytes(s.card, st)
             kv, n = sg.mamba_split(st.available, state) if s.card.ssm else (st.available, None)
-            tokens = sg.max_total_tokens(kv, _cell(s, st), page) if st.kv_bytes_per_token else 0
-            if s.opts.swa_ratio is not None:
-                window = sum(sp.bytes_per_token for sp in st.specs if sp.kind in sg.SWA_LAYER_KINDS)
-                if window and window < st.kv_bytes_per_token:  # this rank holds both kinds
-                    tokens, swa_tokens = sg.hybrid_swa_tokens(kv, st.kv_bytes_per_token - window, window,
-                                                              s.opts.swa_ratio, page,
-                                                              self.version.swa_from_capacity)
-                    swa.append(swa_tokens)
-            rows.append(rank_row(st, st.kv_bytes_per_token * page, tokens // page, min(L, tokens) if tokens else L))
+            split = _swa_split(s, st)
+            if split is None:
+                tokens = sg.max_total_tokens(kv, _cell(s, st), page) if st.kv_bytes_per_token else 0
+                rows.append(rank_row(st, st.kv_bytes_per_token * page, tokens // page, min(L, tokens) if tokens else L))
+                concs.append(_concurrency(st, rows[-1].num_blocks / per_req, n))
+            else:
+                full_bytes, swa_bytes, window = split
+                tokens, swa_tokens = sg.hybrid_swa_tokens(kv, full_bytes, swa_bytes, s.opts.swa_ratio, page,
+                                                          self.version.swa_from_capacity)
+                need = sg.swa_tokens_per_request(L, window, page)
+                if swa_tokens <= window + page:  # pool_configurator.py validate_swa_pool_size raises at start-up
+                    raise Refused(f"--swa-full-tokens-ratio: SGLang's sliding-window pool ({swa_tokens:,} tokens) "
+                                  f"cannot hold even one request: the prefill admission floor is the window "
+                                  f"({window:,}) + page_size ({page}) (validate_swa_pool_size)")
+                swa.append((swa_tokens, swa_bytes, need))
+                rows.append(rank_row(st, full_bytes * page, tokens // page, min(L, tokens) if tokens else L))
+                concs.append(min(rows[-1].num_blocks / per_req, swa_tokens / need))
             slots.append(n)
             states.append(state)
-        per_req = cdiv(L, page)
-        concs = [_concurrency(st, r.num_blocks / per_req, n) for st, r, n in zip(sts, rows, slots)]
         lim = min(range(len(sts)), key=lambda i: concs[i])
         pages, tokens = rows[lim].num_blocks, rows[lim].num_blocks * page
         fits = all((r.num_blocks * page >= L or not st.kv_bytes_per_token) and (n is None or n >= 1)
                    for st, r, n in zip(sts, rows, slots))
+        swa_tokens, swa_bytes, need = swa[lim] if swa else (None, None, 0)
         pool = KVCachePool(available_bytes=sts[lim].available, block_size=page,
                            bytes_per_block=rows[lim].bytes_per_block, num_blocks=pages, tokens=tokens, groups=1,
                            padding_layers=0, blocks_per_request=per_req, state_bytes_per_request=states[lim],
                            state_slots=None if slots[lim] is None else min(slots),
-                           swa_tokens=min(swa) if swa else None)
+                           swa_tokens=swa_tokens, swa_bytes_per_token=swa_bytes)
         fit = min(r.max_model_len_fit for r in rows) if fits or not s.card.ssm else 0
-        request = per_req * rows[lim].bytes_per_block + states[lim]
-        if swa:  # the full layers' tokens, and the sliding layers' only within their window
-            window = [sp for sp in sts[lim].specs if sp.kind in sg.SWA_LAYER_KINDS]
-            request = (per_req * page * (sts[lim].kv_bytes_per_token - sum(sp.bytes_per_token for sp in window))
-                       + sum(min(L, sp.window or sp.chunk) * sp.bytes_per_token for sp in window))
+        request = per_req * rows[lim].bytes_per_block + states[lim] + need * (swa_bytes or 0)
         return Pool(sts[lim], pool, concs[lim], request, fits, fit, rows)
 
     # -- what a plan prints --
@@ -286,16 +305,17 @@ class SGLang(Server):
                        "float32: SGLang's mamba2_state_dtype defaults); the K/V token pool gets the rest and a running "
                        "request holds one state slot.")
         if p.pool.swa_tokens is not None:
-            out.append(f"SGLang hybrid SWA pool ({s.card.hf_architecture}, is_hybrid_swa_model; "
-                       f"swa_full_tokens_ratio {s.opts.swa_ratio}): the sliding-window layers keep their own pool, "
-                       f"ratio x the full-attention layers' tokens: 'Use sliding window memory pool. "
-                       f"full_layer_tokens={p.pool.tokens}, swa_layer_tokens={p.pool.swa_tokens}' "
-                       f"(pool_configurator.py HybridSWAPoolConfigurator: full = pool // (full layers' bytes + ratio x "
-                       f"sliding layers' bytes per token)); a request of max_model_len takes its tokens in the full "
-                       "pool, and the sliding pool only its window (SWA eviction), so the full pool sets the "
-                       "concurrency (--disable-hybrid-swa-memory: one pool).")
-        if s.opts.page_note:
-            out.append(s.opts.page_note + ".")
+            window = _swa_split(s, p.limiting)[2]
+            need = sg.swa_tokens_per_request(s.max_model_len, window, s.block_size)
+            out.append(f"SGLang hybrid SWA pool ({s.card.hf_architecture}, is_hybrid_swa_model; swa_full_tokens_ratio "
+                       f"{s.opts.swa_ratio}): 'Use sliding window memory pool. full_layer_tokens={p.pool.tokens}, "
+                       f"swa_layer_tokens={p.pool.swa_tokens}' (pool_configurator.py HybridSWAPoolConfigurator: full "
+                       "= pool // (full layers' bytes + ratio x sliding layers' bytes per token), sliding = "
+                       "int(full x ratio)). A request of max_model_len holds its tokens in the full pool and "
+                       f"min(max_model_len, window {fmt_int(window)}) + a page = {fmt_int(need)} in the sliding one "
+                       "(prefill's admission charge; decode evicts what leaves the window); the pool that runs out "
+                       "first sets the concurrency (--disable-hybrid-swa-memory: one pool).")
+        out += [f"{note}." for note in (s.opts.page_note, s.opts.swa_note) if note]
         reqs = self.running_limit(s, p)
         out.append(f"SGLang admits at most max_running_requests = {reqs:,} requests at once (resolve_max_num_reqs: "
                    "min(clamp(tokens / context_len x 512, 2048, 4096), tokens // 2)).")
@@ -320,6 +340,18 @@ def _cell(s: Setup, st: Stage) -> int:
 
     return sglang_spec_cell_size(st.kv_bytes_per_token, s.opts.speculative,
                                  sum(1 for sp in st.specs if not sp.per_sequence))
+
+
+def _swa_split(s: Setup, st: Stage) -> tuple[int, int, int] | None:
+    """(full-attention layers' bytes per token, sliding-window layers', the window) of this rank where the plan has a
+    hybrid SWA pool (Options.swa_ratio) and the rank holds both kinds of layer; else None."""
+    if s.opts.swa_ratio is None:
+        return None
+    sliding = [sp for sp in st.specs if sp.kind in sg.SWA_LAYER_KINDS]
+    swa_bytes = sum(sp.bytes_per_token for sp in sliding)
+    if not swa_bytes or swa_bytes >= st.kv_bytes_per_token:
+        return None
+    return st.kv_bytes_per_token - swa_bytes, swa_bytes, max(sp.window or sp.chunk for sp in sliding)
 
 
 def _state_bytes(card, st: Stage) -> int:

@@ -80,7 +80,7 @@ class TokenPool(Server):
         tokens = min(s.mnbt, self.warmup_requests(s) * s.max_model_len)
         act_bytes = s.w_t.activation_bytes
         return vl.profile_activation_bytes(s.card, s.layout.tp, act_bytes, tokens, self.warmup_requests(s),
-                                           pad_vocab(s.card.vocab_size), last_stage, moe_tp(s.layout))
+                                           pad_vocab(s.card.vocab_size), last_stage, moe_tp(s.weight_layout))
 
     def warmup_requests(self, s: Setup) -> int:
         """Requests of the warm-up batch (one logits row each): its tokens in requests of max_model_len."""

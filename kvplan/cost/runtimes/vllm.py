@@ -86,9 +86,9 @@ class VllmVersion(VersionRange):
     # model_config.is_quantized")
     v2_architectures: frozenset[str] = frozenset()
     v2_listed_dense_only: bool = False
-    # 0.9.1 - 0.17: `--block-size` takes the choices argparse builds from config/cache.py BlockSize
-    # (engine/arg_utils.py literal_to_kwargs): Literal[1, 8, 16, 32, 64, 128], 256 added in 0.11.1 (the 0.11 range
-    # takes it); 0.18+: any int > 0 (``SkipValidation[int]``; 0.28: Field(gt=0)); None: not read (V0)
+    # `--block-size` choices: V0 argparse's (serving_vllm_v0.BLOCK_SIZE_CHOICES); 0.9.1 - 0.17 those argparse builds
+    # from config/cache.py BlockSize (engine/arg_utils.py literal_to_kwargs): Literal[1, 8, 16, 32, 64, 128], 256
+    # added in 0.11.1 (the 0.11 range takes it); None: 0.18+, any int > 0 (``SkipValidation[int]``; 0.28: gt=0)
     block_size_choices: tuple[int, ...] | None = None
 
     def pp_vocab_every_stage(self, hf_architecture: str | None) -> frozenset[str]:
@@ -101,7 +101,7 @@ class VllmVersion(VersionRange):
 def _v0(label: str, first: tuple[int, ...], last: tuple[int, ...], **release) -> VllmVersion:
     """A range of V0 releases (serving_vllm_v0.py: the rules they share; ``release``: what differs)."""
     return VllmVersion(f"vLLM {label} (V0 engine{release.pop('note', '')})", first, last, 0.9, False, False, False,
-                       vl.SORTED_SAMPLER_BYTES_PER_LOGIT, v0_engine=True,
+                       vl.SORTED_SAMPLER_BYTES_PER_LOGIT, v0_engine=True, block_size_choices=v0.BLOCK_SIZE_CHOICES,
                        entry_alignment_bytes=v0.ENTRY_ALIGNMENT_BYTES, swap_space_bytes=v0.DEFAULT_SWAP_SPACE_BYTES,
                        profile_holds_qkv=False, fixed_max_num_seqs=v0.DEFAULT_MAX_NUM_SEQS,
                        mnbt_covers_max_model_len=True, **release)
@@ -199,6 +199,11 @@ VERSIONS = (
 
 class VLLM(Server):
     name = "vllm"
+    moe_across_dp = True  # fused_moe/config.py FusedMoEParallelConfig.make: experts over the flattened dp x tp group
+    launches_replicas = True  # --data-parallel-size
+    kv_follows_model_dtype = True
+    newest_read = (0, 33, 0)  # the newest release whose source the rules were read in
+    long_context_env = "VLLM_ALLOW_LONG_MAX_MODEL_LEN"  # config/model.py _get_and_verify_max_len
     display_name = "vLLM"
     rules = VERSIONS[-1].label
     version = VERSIONS[-1]
@@ -343,7 +348,7 @@ class VLLM(Server):
         v = self.version
         if v.block_size_choices is not None and block not in v.block_size_choices:
             raise KvplanError(f"--block-size: {v.label} takes {', '.join(map(str, v.block_size_choices))} "
-                              f"(engine/arg_utils.py: the choices of config/cache.py BlockSize), got {block}")
+                              f"(engine/arg_utils.py: the --block-size choices), got {block}")
         why = None if v.v0_engine else vl.block_size_refusal(block, card.mla is not None, gpu.vendor)
         if why:
             raise KvplanError(f"--block-size: {why}, got {block}")
@@ -528,8 +533,9 @@ class VLLM(Server):
         cmd += [f"--cpu-offload-gb {s.opts.cpu_offload_gb:g}"] if s.opts.cpu_offload_gb else []
         cmd += ([f"--kv-cache-memory-bytes {s.kv_cache_memory}"] if s.kv_cache_memory is not None
                 else [f"--gpu-memory-utilization {s.util}"])
-        if s.block_size != vl.default_block_size(s.card, s.gpu.compute_capability) and not s.unified_block:
-            cmd.append(f"--block-size {s.block_size}")
+        # the block size as given: a hybrid's attention block is vLLM's own multiple of it (hybrid_block)
+        if s.opts.block_size != vl.default_block_size(s.card, s.gpu.compute_capability):
+            cmd.append(f"--block-size {s.opts.block_size}")
         return " ".join(cmd + dtype_flags(s, "--kv-cache-dtype"))
 
     def pool_summary(self, p: Pool, s: Setup) -> str:

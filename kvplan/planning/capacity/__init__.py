@@ -204,13 +204,22 @@ def setup(card: ModelCard, req: PlanRequest) -> Setup:
     rt, layout = req.runtime, req.layout
     card, card_notes = rt.served_card(card)
     rt.check_servable(card, layout)
-    check_layout(card, layout)
+    replicas = isinstance(layout.dp, int) and not isinstance(layout.dp, bool) and layout.dp > 1
+    # the MoE split a layout must allow is one replica's where the runtime's replicas are whole copies
+    check_layout(card, type(layout)(layout.tp, layout.pp, 1, layout.expert_parallel)
+                 if replicas and not rt.moe_across_dp else layout)
     if card.architecture != "decoder-only":
         raise KvplanError(f"--model: serving capacity is planned for decoder-only models (vLLM V1 and SGLang serve "
                           f"them as generators); {card.name} is {card.architecture}: size it with `kvplan estimate`"
                           + (" --encoder-len N" if card.architecture == "encoder-decoder" else ""))
     kv_t, w_t = _dtype(card, rt, req.kv_dtype, "--kv-dtype")[0], _dtype(card, rt, req.weight_dtype, "--weight-dtype")[0]
     rt.check_dtype(kv_t)
+    if rt.kv_follows_model_dtype and req.kv_dtype is not None and kv_t.bits >= 16:
+        model_t = w_t if w_t.bits >= 16 else _dtype(card, rt, None, "--weight-dtype")[0]
+        if kv_t.name != model_t.name:
+            raise KvplanError(f"--kv-dtype: {rt.display_name} keeps K/V in the model's dtype ({model_t.name} here: "
+                              f"--kv-cache-dtype auto) or in fp8 (fp8_e4m3, fp8_e5m2); for {kv_t.name} K/V serve the "
+                              f"model in {kv_t.name} (--weight-dtype {kv_t.name})")
     served, (card, w_t, load_notes) = card, rt.loaded_card(card, w_t, _dtype(card, rt, None, "--weight-dtype")[0])
     total = req.gpu.engine_memory_bytes if req.gpu_memory is None else req.gpu_memory  # what torch sees
     rt.refuse_flags(req.flags)

@@ -11,7 +11,10 @@ from kvplan.units import fmt_bytes, fmt_int
 
 
 def launch_command(s: Setup) -> str:
-    return s.engine.launch_command(s, hf_repo(s.card), revision(s.card))
+    cmd = s.engine.launch_command(s, hf_repo(s.card), revision(s.card))
+    if s.layout.dp > 1 and not s.engine.launches_replicas:  # no DP flag: each replica is a server of its own
+        cmd += f"  # once per replica: {s.layout.dp} servers of {s.layout.tp * s.layout.pp} GPU(s) each"
+    return cmd
 
 
 def verdict(s: Setup, p: Pool, concurrency: int | None = None) -> str:
@@ -39,6 +42,10 @@ def verdict(s: Setup, p: Pool, concurrency: int | None = None) -> str:
 
 def notes(s: Setup, p: Pool) -> list[str]:
     out = s.engine.notes(s, p) + list(s.card_notes)
+    if s.engine.beyond_read:
+        out.append(f"--engine {s.engine.name}=={s.engine.beyond_read}: newer than the newest release kvplan has read "
+                   f"({'.'.join(map(str, s.engine.newest_read))}); planned with that release's rules "
+                   f"({s.engine.rules}), which a later release may have changed.")
     out += checkpoint_notes(s.card) if s.engine.loads_hf_checkpoint else []
     if hf_repo(s.card) == PLACEHOLDER:
         out.append(f"launch: replace {PLACEHOLDER} with the folder or Hugging Face id of the checkpoint this "
@@ -56,8 +63,10 @@ def notes(s: Setup, p: Pool) -> list[str]:
         out.append(f"GPU memory: {fmt_bytes(s.total)}, the total torch sees on a {s.gpu.name} (the datasheet states "
                    f"{fmt_bytes(s.gpu.memory_bytes)}); drivers move it by 0.1-0.5 GiB: --gpu-memory takes yours.")
     if s.max_model_len > s.card.max_position_embeddings:
+        env = s.engine.long_context_env
         out.append(f"--max-model-len {s.max_model_len} exceeds the model's max_position_embeddings "
-                   f"({s.card.max_position_embeddings}); vLLM refuses it unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1.")
+                   f"({s.card.max_position_embeddings})" + (f"; {s.engine.display_name} refuses it unless {env}=1."
+                                                            if env else ": past the length the model was trained for."))
     return out
 
 
