@@ -295,6 +295,27 @@ def test_scenarios_take_the_serving_features(tmp_path, monkeypatch, cli):
     assert prefix.max_concurrency > kvplan.plan("llama-3.1-8b", gpu="L40S", max_model_len=8192).max_concurrency
 
 
+def test_scenarios_take_sglangs_pool_flags(tmp_path, monkeypatch, cli):
+    """mem_fraction_static and the hybrid SWA pool's flags reach the plan as `kvplan plan` takes them."""
+    import kvplan
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    (tmp_path / "kvplan.toml").write_text(
+        '[[scenarios]]\nname = "oss"\nmodel = "gpt-oss-20b"\nengine = "sglang"\ngpu = "H100-SXM"\n'
+        'max_model_len = 8192\nmem_fraction_static = 0.8\nswa_full_tokens_ratio = 0.5\nmin_concurrency = 1\n\n'
+        '[[scenarios]]\nname = "one-pool"\nmodel = "gpt-oss-20b"\nengine = "sglang"\ngpu = "H100-SXM"\n'
+        'max_model_len = 8192\ndisable_hybrid_swa_memory = true\nmin_concurrency = 1\n')
+    code, out, err = cli("check", "--json")
+    assert code == 0, out + err
+    got = {r["scenario"]: r["value"] for r in json.loads(out)["rows"] if r["figure"] == "concurrency"}
+    oss = kvplan.plan("gpt-oss-20b", gpu="H100-SXM", max_model_len=8192, engine="sglang", mem_fraction_static=0.8,
+                      swa_full_tokens_ratio=0.5)
+    one = kvplan.plan("gpt-oss-20b", gpu="H100-SXM", max_model_len=8192, engine="sglang",
+                      disable_hybrid_swa_memory=True)
+    assert got == {"oss": oss.max_concurrency, "one-pool": one.max_concurrency} and got["oss"] != got["one-pool"]
+
+
 @pytest.mark.parametrize("body, key", [('max_model_len = 8192\n', "gpu"),
                                        ('gpu = "H100-SXM"\ntp = 2\n', "max_model_len"),
                                        ('fits = true\ngpu = "H100-SXM"\n', "max_model_len")])
