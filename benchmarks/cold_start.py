@@ -45,7 +45,9 @@ __future__ import annotations`` (pydantic evaluated every field's string annotat
 classes); a plain estimate without the roofline's arithmetic and kvplan.cost.traffic (its result models moved to
 kvplan.cost.roofline_results), nor kvplan.cost.shared and ssm_flops (loaded for the cards that use them); a table
 printed to a pipe or a file is no longer measured twice (FitTable). The --gpu target is still missed: the GPU
-model, the roofline's modules and rendering its table cost some 8 ms more than a plain run.
+model, the roofline's modules and rendering its table cost some 8 ms more than a plain run. Later the same day, after
+the ideal runtime stopped validating its MXFP4 layout at import (a pydantic schema build on every cold estimate,
+added with the per-release MXFP4 layouts): estimate 1.13x cpu and wall, --gpu 1.20x cpu (1.19x wall): at the target.
 
 Where PYTHONDONTWRITEBYTECODE is set and kvplan runs from a source checkout, every run also compiles kvplan's
 modules (the libraries have .pyc from pip): after, 202 ms against the floor's 149 ms (1.36x).
