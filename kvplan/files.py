@@ -58,7 +58,7 @@ def read_text(path: str | os.PathLike, *, what: str = "file", limit: int = MAX_J
         info = os.stat(path)
         kind = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file"
         if not stat.S_ISREG(info.st_mode):
-            raise KvplanError(f"{name}: {kind}; allowed: a {what} file")
+            raise KvplanError(f"{name}: {kind}; allowed: a {what}{'' if what.endswith('file') else ' file'}")
         with open(path, "rb") as f:
             data = f.read(limit + 1)
     except OSError as exc:
