@@ -334,7 +334,8 @@ def test_state_card_report_splits_the_cache(cli, tmp_path):
         assert (_num(r[5]), _num(r[6])) == (_num(rows[0][5]), _num(rows[0][6]))  # the states are flat
     assert "fp8_e4m3 quantizes attention K/V only: the conv and recurrent states" in text
     assert "change the K/V heads of the 4 attention layers only" in text
-    assert "KV cache = 4 seq x 4 layers x 8 kv_heads" in text and "recurrent state = 4 seq x 28 layers" in text
+    assert "KV cache (full attention) = 4 seq x 4 layers x 8 kv_heads" in text
+    assert "recurrent state = 4 seq x 28 layers" in text
 
 
 def test_state_only_card_has_no_layouts_and_no_attention_part():
@@ -470,3 +471,86 @@ def test_report_disagg_section_is_kvplan_disagg(cli, tmp_path):
     assert "Disaggregated serving" in html and "671,088,640 B" in html
     code, _, err = cli(*args, "--rate", "10", "-o", str(out))
     assert code == 2 and "--isl" in err
+
+
+def _weights_sum(line: str) -> tuple[int, int]:
+    """(the terms of ``weights = ... = N B`` evaluated, N): each term ``P params x b B`` or ``N B what``; text in
+    parentheses names a term and is left out."""
+    import re
+    from fractions import Fraction
+
+    lhs, total = re.fullmatch(r"weights = (.*) = ([\d,]+) B", line).groups()
+    while (bare := re.sub(r"\([^()]*\)", "", lhs)) != lhs:
+        lhs = bare
+    value = Fraction(0)
+    for term in lhs.split(" + "):
+        m = re.fullmatch(r"([\d,]+) params x ([\d.]+) B", term.strip()) or re.fullmatch(r"([\d,]+) B( [a-z_]+)?",
+                                                                                       term.strip())
+        assert m, (term, line)
+        n = int(m[1].replace(",", ""))
+        value += n * Fraction(m[2]) if "params" in term else n
+    return value, int(total.replace(",", ""))
+
+
+@pytest.mark.parametrize("name, engine, named", [
+    ("gpt-oss-20b", "sglang", "mxfp4 (MoE experts"), ("qwen3-8b-awq", "sglang", "awq int4"),
+    ("deepseek-v3-fp8", "vllm", "fp8 (block 128x128"), ("llama-3-8b", "sglang", "params x 2 B (bf16)"),
+    ("deepseek-v3", "hf-dynamic", "x 4 B (fp32"),  # transformers keeps the MoE router in float32
+])
+def test_the_weights_formula_adds_up_and_names_the_quantization(name, engine, named):
+    """`weights = 20,914,757,184 params x bf16 = 14,678,736,000 B` was false for a quantized card (20.9e9 x 2 B is
+    41.8 GB): the line now adds up, term by term, to the estimate's bytes and names the checkpoint's format."""
+    from kvplan.report.document import formulas
+
+    rep = build_report([name], gpus=["H100-SXM"], engine=engine)
+    line = next(f for f in formulas(rep, rep.models[0]) if f.startswith("weights = "))
+    value, total = _weights_sum(line)
+    assert value == total == estimate(name, seq_len=8192, engine=engine).weights.bytes, line
+    assert named in line
+
+
+def test_the_weights_formula_counts_fp8_kv_scales():
+    from kvplan.report.document import weights_equation
+
+    w = estimate("llama-3-8b", seq_len=16, engine="vllm", kv_dtype="fp8").weights
+    line = weights_equation(w)
+    assert w.kv_scale_bytes and "B (fp8 KV scales)" in line and _weights_sum(line) == (w.bytes, w.bytes)
+
+
+@pytest.mark.parametrize("name, stored", [
+    ("gpt-oss-20b", "mxfp4 (MoE experts: e2m1 values + an e8m0 scale per 32), the rest bf16"),
+    ("qwen3-8b-awq", "awq int4 (group 128), the rest fp16"), ("llama-3-8b", "bf16")])
+def test_the_plans_weights_row_names_the_quantization(name, stored):
+    """`kvplan plan -m gpt-oss-20b`'s weights row said "bf16" for MXFP4 experts."""
+    import io
+
+    from rich.console import Console
+
+    from kvplan.planning.capacity import plan
+    from kvplan.report.plan import render_plan
+
+    p = plan(name, gpu="H100-SXM", max_model_len=8192)
+    assert p.per_gpu.weights_format == stored
+    out = io.StringIO()
+    render_plan(p, Console(file=out, width=400))
+    row = next(line for line in out.getvalue().splitlines() if "- weights" in line)
+    assert f"layers), {stored}; + rotary cache" in row
+
+
+@pytest.mark.parametrize("engine, caps", [("sglang", False), ("trtllm", False), ("vllm", True), ("hf-dynamic", True)])
+def test_the_kv_curve_text_follows_the_engines_window_rule(engine, caps):
+    """SGLang's estimate counts gpt-oss's sliding layers in full: its report said they stop growing at their window
+    beside a table that grows linearly; and the formulas printed two identical `KV cache = 1 seq x 12 layers` lines
+    without saying which group is which."""
+    from kvplan.report.document import _kv_curve, formulas
+
+    rep = build_report(["gpt-oss-20b"], gpus=["H100-SXM"], engine=engine)
+    m = rep.models[0]
+    text = " ".join(b.text for b in _kv_curve(rep, m) if b.kind == "p")
+    assert ("Sliding-window layers stop growing at their window" in text) == caps, text
+    assert ("holds every token of the sliding-window layers too" in text) == (not caps), text
+    first, last = (m.kv_lengths[i] for i in (0, -1))
+    curve = m.kv_curve[m.estimate.kv_cache.dtype]
+    assert (curve[-1] * first == curve[0] * last) == (not caps)  # the table beside it: linear, or bent at the window
+    kv = [f for f in formulas(rep, m) if f.startswith("KV cache")]
+    assert [f.split(" = ")[0] for f in kv] == ["KV cache (sliding window 128)", "KV cache (full attention)"]

@@ -127,18 +127,27 @@ def test_cli_unwritable_output(cli, tmp_path):
     assert "is a directory; allowed: a file path" in _error(cli, "sweep", "-m", "gpt2", "--seq-len", "10", "-o", str(tmp_path))
 
 
-def test_capacity_columns_from_planner(monkeypatch):
-    """The adapter flattens whatever kvplan.planning.capacity.plan returns; one call per (layout, GPU, tp, pp, length)."""
+def _stub_planner(monkeypatch, plan):
+    """kvplan.planning.capacity replaced by ``plan`` alone; its latency module (the roofline columns of a TP > 1 row)
+    loaded first, or importing it under the stub fails in a worker that has not imported it yet."""
     import sys
     import types
 
+    import kvplan.planning.capacity.latency  # noqa: F401
+
+    monkeypatch.setitem(sys.modules, "kvplan.planning.capacity", types.SimpleNamespace(plan=plan))
+
+
+def test_capacity_columns_from_planner(monkeypatch):
+    """The adapter flattens whatever kvplan.planning.capacity.plan returns; one call per (layout, GPU, tp, pp,
+    length)."""
     calls = []
 
     def plan(card, **kw):
         calls.append(kw)
         return {"max_concurrency": 2.5 * kw["tp"], "fits": True, "per_gpu": {"weights_bytes": 7, "kv_bytes_per_token": 3}}
 
-    monkeypatch.setitem(sys.modules, "kvplan.planning.capacity", types.SimpleNamespace(plan=plan))
+    _stub_planner(monkeypatch, plan)
     rows = list(sweep("gpt2", batch="1,2,4", seq_len="100,200", gpu="H100-SXM", tp="1,2"))
     assert len(rows) == 12 and len(calls) == 4
     assert rows[0]["tp"] == 1 and rows[0]["max_model_len"] == 100 == calls[0]["max_model_len"]
@@ -201,15 +210,12 @@ def test_progress_counts_every_row():
 
 
 def test_planner_refusal_is_a_row(monkeypatch):
-    import sys
-    import types
-
     def plan(card, **kw):
         if kw["tp"] == 1:
             raise KvplanError("--gpu-memory-utilization: no memory left for the cache")
         return {"max_concurrency": 3.0, "fits": True}
 
-    monkeypatch.setitem(sys.modules, "kvplan.planning.capacity", types.SimpleNamespace(plan=plan))
+    _stub_planner(monkeypatch, plan)
     rows = list(sweep("gpt2", seq_len="100", gpu="H100-SXM", tp="1,2"))
     assert [(r["fits"], r["max_concurrency"], bool(r["plan_error"])) for r in rows] == [(False, 0.0, True),
                                                                                         (True, 3.0, False)]
@@ -310,3 +316,28 @@ def test_the_estimate_takes_the_same_block_on_that_gpu():
     assert estimate("deepseek-v2-lite", seq_len=5000, engine="vllm").inputs.block_size == 16
     given = estimate("deepseek-v2-lite", seq_len=5000, engine="vllm", gpu="H100-SXM", block_size=16)
     assert given.inputs.block_size == 16
+
+
+@pytest.mark.parametrize("model, engines", [("llama-3-8b", "vllm==0.10,vllm"),
+                                            ("gpt-oss-20b", "sglang==0.5.9,sglang")])
+def test_a_versioned_engine_plans_every_row_at_that_release_and_names_it(model, engines):
+    """`--engine vllm==0.10,vllm`: each row is `kvplan plan --engine` of its own release (26,420 blocks at 0.10,
+    28,279 at the newest for Llama-3-8B) and says which; both rows were the newest release's, labelled `vllm`."""
+    from kvplan.planning.capacity import plan
+
+    rows = list(sweep(model, seq_len=8192, gpu="H100-SXM", tp="1", engine=engines))
+    assert [r["engine"] for r in rows] == engines.split(",")
+    for r in rows:
+        p = plan(model, gpu="H100-SXM", max_model_len=8192, engine=r["engine"])
+        assert (r["max_concurrency"], r["kv_cache.num_blocks"]) == (p.max_concurrency, p.kv_cache.num_blocks)
+        _check_row(r, load_card(model))
+    assert rows[0]["max_concurrency"] < rows[1]["max_concurrency"]
+
+
+def test_every_format_names_the_engine_release(cli, tmp_path):
+    for fmt in ("csv", "jsonl", "markdown", "table"):
+        for extra in ((), ("--gpu", "H100-SXM", "--tp", "1")):  # the fast CSV path and the planned rows
+            code, out, err = cli("sweep", "-m", "llama-3-8b", "--engine", "vllm==0.10,vllm", "--seq-len", "8192",
+                                 "--format", fmt, *extra)
+            assert code == 0, err
+            assert "vllm==0.10" in out and out.count("vllm==0.10") == 1, (fmt, extra)

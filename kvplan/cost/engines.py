@@ -54,6 +54,13 @@ class Engine:
         """Token positions one layer of one sequence holds: all of them, or the last W of a sliding layer."""
         return min(run.seq_len, window) if window else run.seq_len
 
+    def caps_window(self, window: int) -> bool:
+        """Whether a sliding layer of ``window`` stops growing near its window under ``positions_held``: at a length
+        far past the window it holds fewer positions than the sequence has (vLLM frees the blocks that left it;
+        SGLang's token pool and TensorRT-LLM hold every token)."""
+        n = 4 * window + 4096  # past any page rounding (vLLM's blocks, llama.cpp's n_swa + n_ubatch)
+        return self.positions_held(window, CacheRun(n, 0, self.default_max_cache_len(n))) < n
+
     def chunk_positions(self, chunk: int, run: CacheRun) -> int:
         """Positions a chunked local-attention layer holds: the last token's chunk so far, (L-1) // C * C .. L-1."""
         return (run.seq_len - 1) % chunk + 1

@@ -88,6 +88,12 @@ class QuantizedWeights(BaseModel):
         return self.quantized_bytes + self.scale_bytes + self.zero_bytes + self.g_idx_bytes + self.unquantized_bytes
 
 
+def weights_format(quantization: str | None, dtype: str) -> str:
+    """How weights are stored, as a result names them: ``dtype``, or a quantized checkpoint's format (its label) and
+    ``dtype`` for the rest (embeddings, LM head, norms, routers, linears the format skips)."""
+    return f"{quantization}, the rest {dtype}" if quantization else dtype
+
+
 class CheckpointPart(BaseModel):
     """One explained part of the difference: what the checkpoint holds beyond kvplan's count (negative: less)."""
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from kvplan.model.dtypes import parse_dtype
 from kvplan.planning.report_data import ATTENTION_PART, PART_OF_KIND, ModelReport, Report, kv_parts, layout_label
+from kvplan.planning.results import WeightsResult
 from kvplan.report import charts
 from kvplan.units import fmt_bytes, fmt_int, fmt_seconds, plural
 
@@ -268,13 +270,26 @@ def _kv_curve(rep: Report, m: ModelReport) -> list[Block]:
     t = Table(f"{m.card.name}-kv-table", f"{'Cache' if parts else 'KV'} bytes of one sequence ({rep.engine})",
               ["tokens"] + head, rows)
     heading = "Cache (K/V and states) against context length" if parts else "KV cache against context length"
-    text = _curve_text(rep, m, bool(windows))
+    text = _curve_text(rep, m, windows)
     out = [Block("h3", heading), Block("chart", svg=svg)]
     return out + ([Block("p", text)] if text else []) + [Block("table", table=t)]
 
 
-def _curve_text(rep: Report, m: ModelReport, windows: bool) -> str:
-    text = "Sliding-window layers stop growing at their window (the curve's slope drops there). " if windows else ""
+def _window_text(rep: Report, windows: list[int]) -> str:
+    """What the curve does at a sliding window, by the engine's positions-held rule."""
+    if not windows:
+        return ""
+    from kvplan.cost.runtimes import get_engine
+
+    rt = get_engine(rep.engine)
+    if any(rt.caps_window(w) for w in windows):
+        return "Sliding-window layers stop growing at their window (the curve's slope drops there). "
+    return (f"{rt.display_name} holds every token of the sliding-window layers too (the engine's rule, under "
+            "Assumptions), so the curve keeps its slope past the window. ")
+
+
+def _curve_text(rep: Report, m: ModelReport, windows: list[int]) -> str:
+    text = _window_text(rep, windows)
     if m.kv_parts:
         grows = "only attention K/V grows" if ATTENTION_PART in m.kv_parts else "nothing grows with the context"
         text += (f"Dashed: the {m.estimate.kv_cache.dtype} cache by part; the states are flat lines (a fixed size per "
@@ -364,19 +379,24 @@ def _bandwidth(rep: Report, gpu: str) -> int:
     return next(d.memory_bandwidth_bytes_per_s for d in rep.gpus if d.name == gpu)
 
 
-_FORMULA_NAME = {"conv_state": "conv state", "ssm_state": "recurrent state"}
+_GROUP_NAME = {"full": "KV cache (full attention)", "sliding": "KV cache (sliding window {window})",
+               "chunked": "KV cache (chunked local attention)", "mla": "KV cache (MLA latent)",
+               "cross": "KV cache (cross-attention)", "conv_state": "conv state", "ssm_state": "recurrent state"}
+
+
+def group_name(g) -> str:
+    """A kv_cache group as a formula names it: its layer kind, a sliding group's window."""
+    return _GROUP_NAME.get(g.kind, "KV cache ({kind})").format(window=fmt_int(g.window or 0), kind=g.kind)
 
 
 def formulas(rep: Report, m: ModelReport) -> list[str]:
     e = m.estimate
     w = e.weights
-    out = [f"{_FORMULA_NAME.get(g.kind, 'KV cache')} = {g.formula}" for g in e.kv_cache.groups]
+    out = [f"{group_name(g)} = {g.formula}" for g in e.kv_cache.groups]
     if m.card.ssm:
         out.append(f"KV cache + states = {' + '.join(fmt_int(g.total_bytes) for g in e.kv_cache.groups)} B = "
                    f"{fmt_int(e.kv_cache.total_bytes)} B")
-    fp32 = f" ({fmt_int(w.fp32_params)} of them x fp32)" if w.fp32_params else ""  # transformers' float32 modules
-    out.append(f"weights = {fmt_int(w.params)} params x {w.dtype}{fp32}"
-               + (f" + {w.kv_scale_bytes} B fp8 KV scales" if w.kv_scale_bytes else "") + f" = {fmt_int(w.bytes)} B")
+    out.append(weights_equation(w))
     best = m.chosen
     if best is None:
         return out
@@ -397,6 +417,34 @@ def formulas(rep: Report, m: ModelReport) -> list[str]:
         out.append(f"decode step on {best.label}, batch {fmt_int(p.latency.batch_per_replica)}: time >= max(FLOPs / "
                    f"peak, bytes / bandwidth) / {best.tp} + all-reduce = {fmt_seconds(p.latency.tpot_ms / 1e3)}")
     return out
+
+
+def weights_equation(w: WeightsResult) -> str:
+    """``weights = ... = N B``: params x bytes per param in the served dtype (transformers' float32 modules apart);
+    a quantized checkpoint's packed values, scales, zeros and g_idx beside the rest in the served dtype; each term
+    a product or a byte count, adding up to the estimate's weight bytes."""
+    q = w.quantization
+    if q is None:
+        rest = w.params - w.fp32_params
+        terms = [f"{fmt_int(rest)} params x {_param_bytes(w.dtype)} B ({w.dtype})"]
+        if w.fp32_params:  # modules transformers keeps in float32 (kvplan.cost.fp32)
+            terms.append(f"{fmt_int(w.fp32_params)} params x 4 B (fp32, kept in float32 by the engine)")
+    else:
+        parts = [(name, n) for name, n in (("values", q.quantized_bytes), ("scales", q.scale_bytes),
+                                           ("zeros", q.zero_bytes), ("g_idx", q.g_idx_bytes)) if n]
+        fp32 = f", {fmt_int(w.fp32_params)} of them in fp32" if w.fp32_params else ""
+        terms = [" + ".join(f"{fmt_int(n)} B {name}" for name, n in parts)
+                 + f" ({fmt_int(q.quantized_params)} params, {q.format})",
+                 f"{fmt_int(q.unquantized_bytes)} B (the other {fmt_int(q.unquantized_params)} params in "
+                 f"{w.dtype}{fp32})"]
+    if w.kv_scale_bytes:
+        terms.append(f"{fmt_int(w.kv_scale_bytes)} B (fp8 KV scales)")
+    return f"weights = {' + '.join(terms)} = {fmt_int(w.bytes)} B"
+
+
+def _param_bytes(dtype: str) -> str:
+    """Bytes per parameter of a served dtype: '2', '1', '0.5'."""
+    return f"{parse_dtype(dtype).bits / 8:g}"
 
 
 def assumptions(rep: Report, m: ModelReport) -> list[str]:

@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.table import Table
 
 from kvplan.cost.roofline_results import RooflineResult
-from kvplan.planning.results import CheckpointCheck, Estimate
+from kvplan.planning.results import CheckpointCheck, Estimate, weights_format
 from kvplan.report.console import escape, exact, ms, note, table
 from kvplan.units import fmt_bytes, fmt_int
 
@@ -44,7 +44,7 @@ def _summary_table(r: Estimate) -> Table:
     t.add_row("KV total", exact(kv.total_bytes) + f" (batch of {i.batch})")
     scales = f" + fp8 KV scales {w.kv_scale_bytes} B" if w.kv_scale_bytes else ""
     q = w.quantization
-    stored = f"{q.format}, the rest {w.dtype}" if q else w.dtype
+    stored = weights_format(q.format if q else None, w.dtype)
     if w.fp32_params:  # transformers keeps some modules in float32 (kvplan.cost.fp32)
         stored += f" ({fmt_int(w.fp32_params)} of them in fp32)"
     t.add_row("weights", f"{fmt_int(w.params)} params, {stored}{scales}: {exact(w.bytes)}")

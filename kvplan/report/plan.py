@@ -54,7 +54,7 @@ def _budget_table(r: PlanResult) -> Table:
               _overhead_how(g, "context", "--context-memory") + "; before the engine's snapshot, outside the budget")
     t.add_row("requested", exact(g.requested_bytes), _requested_how(r))
     t.add_row("- weights", exact(g.weights_bytes), _llamacpp_weights_how(r) or (
-              f"{fmt_int(g.params)} params on this rank ({g.layers} layers), {i.weight_dtype}; "
+              f"{fmt_int(g.params)} params on this rank ({g.layers} layers), {g.weights_format or i.weight_dtype}; "
               f"+ rotary cache {fmt_bytes(g.buffers_bytes)}" + _rounding_how(g) + _offload_how(g)))
     if g.vision_bytes:
         t.add_row("  of which vision", exact(g.vision_bytes), "vision tower + projector, loaded on every GPU")

@@ -29,6 +29,7 @@ from kvplan.model.card import ModelCard
 from kvplan.model.catalog import load_card
 from kvplan.planning.capacity.results import Latency, PerGPU, PlanInputs, PlanResult
 from kvplan.planning.estimate import _dtype
+from kvplan.planning.results import weights_format
 from kvplan.units import parse_size, require_positive
 
 if TYPE_CHECKING:
@@ -247,7 +248,7 @@ def result(s: Setup, sts: list[Stage], p: Pool, lat: Latency | None = None,
            concurrency: int | None = None) -> PlanResult:
     from kvplan.planning.capacity.text import launch_command, notes, verdict
 
-    lim, rt = p.limiting, s.engine
+    lim, rt, q = p.limiting, s.engine, s.card.quantization
     per_gpu = PerGPU(pp_rank=lim.pp_rank, layers=len(lim.layers), params=lim.params, weights_bytes=lim.weights,
                      buffers_bytes=lim.buffers, activation_bytes=lim.activation,
                      activation_estimated=rt.activation_estimated(s),
@@ -257,7 +258,8 @@ def result(s: Setup, sts: list[Stage], p: Pool, lat: Latency | None = None,
                      available_kv_bytes=lim.available, requested_rule=rt.requested_rule(s),
                      activation_rule=rt.activation_rule(s), vision_bytes=_vision_bytes(s),
                      weights_rounding_bytes=lim.rounding, non_torch_cached_bytes=lim.cached_free,
-                     offloaded_bytes=lim.offloaded, overheads_given=tuple(sorted(s.given)))
+                     offloaded_bytes=lim.offloaded, overheads_given=tuple(sorted(s.given)),
+                     weights_format=weights_format(q and q.label, s.w_t.name))
     inputs = PlanInputs(model=s.card.name, engine=rt.name, engine_rules=rt.rules_text, gpu=s.gpu.name,
                         gpu_memory_bytes=s.total, tp=s.layout.tp, pp=s.layout.pp, dp=s.layout.dp,
                         expert_parallel=s.layout.expert_parallel,

@@ -65,6 +65,9 @@ class PerGPU(BaseModel):
     non_torch_cached_bytes: int = 0  # of non_torch_bytes: free bytes the caching allocator keeps (vLLM V0 0.6.5-0.6.6)
     offloaded_bytes: int = 0  # parameters kept in CPU memory (vLLM --cpu-offload-gb): not in weights_bytes
     overheads_given: tuple[str, ...] = ()  # given as flags: "context", "cuda_graph", "non_torch" (else defaults)
+    # how the weights are stored: the dtype, or a quantized checkpoint's format and the dtype of the rest
+    # (kvplan.planning.results.weights_format); "" in a result made before this field
+    weights_format: str = ""
 
 
 class Latency(BaseModel):

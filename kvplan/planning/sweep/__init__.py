@@ -51,7 +51,8 @@ class SweepCase:
 
     card: ModelCard
     attention: str | None
-    engine: Engine
+    engine: Engine  # the runtime of the release asked for (``vllm==0.10``: that range's rules), as estimate/plan take
+    engine_label: str  # the engine as given, version included: the rows' ``engine`` column
     kv_t: DType
     w_t: DType
     windows: tuple[tuple[int | None, int | None, int], ...]  # (window, chunk, bytes per token summed over the layers)
@@ -59,6 +60,11 @@ class SweepCase:
     bytes_per_token: int
     weights_bytes: int
     state_bytes: int = 0  # conv and SSM states of one sequence, summed over the state layers: constant in tokens
+
+    @property
+    def head(self) -> tuple:
+        """The text columns every row of this case starts with (BASE_COLUMNS up to ``batch``)."""
+        return self.card.name, self.engine_label, self.attention, self.kv_t.name, self.w_t.name
 
     def per_sequence(self, seq_len: int, encoder_len: int, block_size: int) -> int:
         """KV bytes of one sequence: the engine's positions held per distinct window (or chunk), times its bytes."""
@@ -72,7 +78,7 @@ class SweepCase:
         return total
 
 
-def build_case(card: ModelCard, attention: str | None, engine: str, kv_dtype: str | None,
+def build_case(card: ModelCard, attention: str | None, engine: str | Engine, kv_dtype: str | None,
                  weight_dtype: str | None, encoder_len: int | None, block_size: int) -> SweepCase:
     """Resolve as ``estimate`` does (same checks, same errors) and sum the layer specs per window."""
     layout_card = with_layout(card, attention=attention) if attention not in (None, "card") else card
@@ -86,7 +92,8 @@ def build_case(card: ModelCard, attention: str | None, engine: str, kv_dtype: st
             windows[key] = windows.get(key, 0) + s.bytes_per_token
     cross = sum(s.bytes_per_token for s in specs if s.kind == "cross")
     states = sum(s.bytes_per_token for s in specs if s.per_sequence)  # one state per sequence (positions held 1)
-    return SweepCase(layout_card, None if attention in (None, "card") else attention, r.engine, r.kv_t, r.w_t,
+    label = engine if isinstance(engine, str) else r.engine.name
+    return SweepCase(layout_card, None if attention in (None, "card") else attention, r.engine, label, r.kv_t, r.w_t,
                   tuple((w, c, b) for (w, c), b in windows.items()), cross, kv_bytes_per_token(specs),
                   weights_result(layout_card, r.w_t, r.kv_t, r.engine).bytes, states)
 
@@ -170,7 +177,7 @@ class Sweep:
         with_enc = g.encoder_len != (None,)
         slow = g.gpu != (None,) or g.capacity
         for lay in self._layouts:
-            head = (lay.card.name, lay.engine.name, lay.attention, lay.kv_t.name, lay.w_t.name)
+            head = lay.head
             bpt, wb = lay.bytes_per_token, lay.weights_bytes
             # nested, not itertools.product: product would hold every (tp, pp, max_model_len) option in memory
             for gpu, par, enc in ((gu, pa, en) for gu in g.gpu for pa in g.parallel for en in g.encoder_len):
@@ -207,7 +214,7 @@ class Sweep:
     def fast_csv(self) -> bool:
         """CSV lines can be formatted directly: no roofline or plan columns, no text that needs CSV quoting."""
         g = self.grid
-        texts = [lay.card.name for lay in self._layouts] + [str(a) for a in g.attention]
+        texts = [t for lay in self._layouts for t in (lay.card.name, lay.engine_label)] + [str(a) for a in g.attention]
         return g.gpu == (None,) and not g.capacity and not any(set(t) & set(',"\r\n') for t in texts)
 
     def csv_blocks(self) -> Iterator[tuple[str, int]]:
@@ -215,8 +222,7 @@ class Sweep:
         ``write_csv`` gives for these rows, about four times faster. Only when ``fast_csv``."""
         g = self.grid
         for lay in self._layouts:
-            pre = ",".join(("" if v is None else csv_text(v)) for v in (lay.card.name, lay.engine.name,
-                                                                      lay.attention, lay.kv_t.name, lay.w_t.name)) + ","
+            pre = ",".join(("" if v is None else csv_text(v)) for v in lay.head) + ","
             bpt, wb = lay.bytes_per_token, lay.weights_bytes
             for enc in g.encoder_len:
                 for s in g.seq_len:
@@ -270,8 +276,8 @@ def _chunks(rows, size: int) -> Iterator[list]:
 
 
 def sweep(model: str | ModelCard | list, *, batch="1", seq_len, kv_dtype=None, weight_dtype=None, attention=None,
-          engine="ideal", gpu=None, encoder_len=None, tp=None, pp=None, max_model_len=None, block_size: int | None = None,
-          gpu_file: str | None = None) -> Sweep:
+          engine="ideal", gpu=None, encoder_len=None, tp=None, pp=None, max_model_len=None,
+          block_size: int | None = None, gpu_file: str | None = None) -> Sweep:
     """Every combination of the axes. Integer axes take ints, lists, or text ("1..256*2", "1,2,8"); name axes
     take a name, a comma list, or a list. ``attention`` "card" (or None) is the card's own layout. ``block_size``
     None: the engine's default (16 tokens for the KV sizes; the capacity plan's per engine)."""
