@@ -66,3 +66,40 @@ def test_a_release_newer_than_kvplan_has_read_is_planned_with_a_note():
 def test_encoder_only_models_cache_no_kv_heads():
     m = estimate("bert-base-uncased", seq_len=128).model
     assert (m.num_kv_heads, m.head_dim) == (0, 0)
+
+
+def test_calibrate_refuses_another_gpu():
+    from kvplan.planning.capacity.fromlog import from_log
+
+    log = "docs/logs/vllm-myoceane-gpt-oss-20b-a100.log"
+    with pytest.raises(KvplanError, match="--gpu: --calibrate reuses the overheads"):
+        from_log(log, gpu="H100-SXM", calibrate=True)
+    assert from_log(log, gpu="A100-80GB", calibrate=True).calibration.reproduces_log
+
+
+def test_calibrate_says_when_the_peak_estimate_is_cut_to_the_log():
+    from kvplan.planning.capacity.fromlog import from_log
+
+    cal = from_log("docs/logs/vllm-code31259794699-qwen3-30b-a3b-pp2-gh200.log", calibrate=True).calibration
+    assert cal.non_torch_bytes == 0 and not any("is kept" in m for m in cal.measured)
+    assert any("the peak is taken as all of it" in m for m in cal.measured)
+
+
+def test_tgi_note_adds_up():
+    """The note's own terms give its block count: ((total - context - weights - warm-up peak - growth - the warm-up
+    blocks) - (1 - fraction) x total) x 0.90 // block + warm-up blocks."""
+    import re
+
+    r = plan("llama-3.1-8b", gpu="L40S", max_model_len=32768, engine="tgi")
+    note = next(n for n in r.notes if "KV-cache blocks =" in n)
+    total, g = r.inputs.gpu_memory_bytes, r.per_gpu
+    warm = int(re.search(r"\+ ([\d,]+) warm-up blocks", note).group(1).replace(",", ""))
+    free = (total - g.context_bytes - g.weights_bytes - g.activation_bytes - g.non_torch_bytes
+            - warm * r.kv_cache.bytes_per_block)
+    assert int(free * 0.90) // r.kv_cache.bytes_per_block + warm == r.kv_cache.num_blocks
+    assert "warm-up blocks' own" in note
+
+
+def test_a_llamacpp_request_is_one_slots_share():
+    r = plan("llama-3.1-8b", gpu="L40S", max_model_len=32768, engine="llamacpp")
+    assert r.request_kv_bytes == 32768 * 32 * 8 * 128 * 2 * 2  # f16 K and V of one 32,768-cell slot

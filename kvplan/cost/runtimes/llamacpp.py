@@ -382,7 +382,8 @@ class LlamaCpp(Runtime):
         pool = KVCachePool(available_bytes=st.available, block_size=1, bytes_per_block=per_cell,
                            num_blocks=c.n_ctx, tokens=c.n_ctx, groups=len(m.caches), padding_layers=0,
                            blocks_per_request=c.n_ctx_seq)
-        return Pool(st, pool, conc, cache, fits, fit, rows)
+        # one request: its slot's share of the cache (-np slots of n_ctx_seq cells; a unified cache shares them)
+        return Pool(st, pool, conc, cache // max(1, c.n_seq_max), fits, fit, rows)
 
     def kv_bytes_per_token(self, s: Setup, p: Pool) -> int:
         """A cell of the limiting GPU's caches: every layer's K and V rows there, at -ctk/-ctv (the rows of its

@@ -141,7 +141,9 @@ class TGI(TokenPool):
                f" B + {fmt_int(self.warmup_blocks(s))} warm-up blocks = {fmt_int(p.pool.num_blocks)}; the router's "
                f"max_batch_total_tokens = {fmt_int(p.pool.tokens)} ('Setting max batch total tokens to "
                f"{p.pool.tokens}'). Free after the warm-up = total - CUDA context ({fmt_bytes(s.context)}) - weights "
-               f"- warm-up activations ({fmt_bytes(lim.activation)}) - runtime growth ({fmt_bytes(s.non_torch)}).",
+               f"- warm-up activations ({fmt_bytes(lim.activation)}) - runtime growth ({fmt_bytes(s.non_torch)}) - the "
+               f"warm-up blocks' own {fmt_bytes(self.warmup_blocks(s) * p.pool.bytes_per_block)} (allocated for the "
+               "warm-up and still held when the free memory is read).",
                unverified("TGI", "the warm-up activation peak (kvplan's vLLM-style approximation), the warm-up blocks "
                           "and the budget")]
         if any(sp.window for sp in lim.specs):

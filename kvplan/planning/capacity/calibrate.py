@@ -94,8 +94,12 @@ def calibrated(log: ParsedLog, card, kw: dict, flat: PlanResult, pool_bytes: int
         scaled.append(f"the log's release ({log.version or 'not printed'}) is not one kvplan models: a what-if is "
                       "scaled by the rules of the range used, and a rule that differs in that release (V0 profiles "
                       "max_model_len tokens, so its peak grows with --max-model-len) is not followed")
-    if non_torch < 0:  # kvplan's weights above the load: the peak takes the difference
+    if non_torch < 0:  # kvplan's weights (or its peak estimate) above what the log spent: the peak takes the rest
         act, non_torch = act + non_torch, 0
+        if not act_f:
+            measured[1] = (f"profile peak: not logged; kvplan's estimate exceeds what the log spent outside the pool "
+                           f"beyond the weights{' and graphs' if graphs else ''}, so the peak is taken as all of it: "
+                           f"{fmt_bytes(act)}")
         if act < 0:
             raise KvplanError(f"--calibrate: kvplan's weights exceed everything {log.path} spent outside the pool; "
                               "the log and kvplan's model of it disagree too much to calibrate")

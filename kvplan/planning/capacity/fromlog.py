@@ -83,6 +83,12 @@ def from_log(path: str | Path, *, model=None, gpu: str | None = None, gpu_memory
     notes: list[str] = []
     spec, modelled = _engine(log, engine, notes)
     g, total, gpu_how = _gpu(log, gpu, gpu_memory)
+    if calibrate and (gpu is not None or gpu_memory is not None):
+        logged_gpu, logged_total, _ = _gpu(log, None, None)
+        if (g, total) != (logged_gpu, logged_total):
+            flag = "--gpu" if gpu is not None and g != logged_gpu else "--gpu-memory"
+            raise KvplanError(f"{flag}: --calibrate reuses the overheads {log.path} measured on its own GPU "
+                              f"({logged_gpu}); another GPU is not a what-if it scales: plan it without --calibrate")
     given = {k: v for k, v in flags.items() if v is not None}
     for key in ("tp", "pp", "dp"):  # checked before --calibrate compares GPU counts with them
         if key in given:
