@@ -130,7 +130,8 @@ def _option(card: ModelCard, req: PlanRequest, max_gpus: int, ttft_ms, tpot_ms) 
     dp = math.ceil(C / int(per_replica))  # whole requests per replica: 3.77 runs 3
     if lay.tp * lay.pp * dp > max_gpus:
         return None
-    if dp > 1:  # MoE: routed experts split over dp x tp, so each GPU of a DP layout holds less (never more)
+    if dp > 1:  # vLLM's MoE: routed experts split over dp x tp, so a GPU of a DP layout holds less (never more);
+        # the other engines' replicas are whole copies (Runtime.moe_across_dp): the same plan again
         try:  # a layout vLLM refuses (the MoE's dp x tp group does not divide its intermediate size) is skipped
             s = setup(card, replace(req, layout=Layout(lay.tp, lay.pp, dp, lay.expert_parallel)))
         except Refused:
