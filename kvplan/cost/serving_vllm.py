@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from types import MappingProxyType
 
+from kvplan.cost import quant
 from kvplan.cost.kvspec import KVLayerSpec
 from kvplan.cost.shapes import attention_matrices, ffn_matrices
 from kvplan.errors import KvplanError
@@ -240,7 +241,7 @@ UNSORTED_SAMPLER_EXTRA_BYTES = 12
 #   prepare_moe_mxfp4_layer_for_marlin) repacks values and scales to the same sizes (scales back to e8m0 bytes) and
 #   keeps the biases padded in params_dtype (bf16); its int32 workspace (marlin_make_workspace_new, SMs x 4) is not
 #   counted.
-MXFP4_MARLIN = Mxfp4Layout(bias_bytes=2)
+MXFP4_MARLIN = quant.MXFP4_MARLIN.model_copy(update={"bias_bytes": 2})  # kvplan.cost.quant's default, biases padded
 # - FlashInfer TRT-LLM (SM100): create_weights / mxfp4_round_up_hidden_size_and_intermediate_size "TRTLLM_BACKENDS":
 #   H and I to 256 up to 0.26.0 (15,040,512 B), I to 128 from 0.27.0 (as Marlin's); process_weights_after_loading
 #   (0.19+: convert_gpt_oss_weight_to_mxfp4_moe_kernel_format) shuffles values and scales into new tensors of the

@@ -55,6 +55,15 @@ class Runtime(Engine):
     long_context_env: ClassVar[str | None] = None
     newest_read: ClassVar[tuple[int, ...]] = ()  # the newest release whose source the rules were read in
     beyond_read: ClassVar[str | None] = None  # --engine NAME==X.Y newer than newest_read: planned on the newest rules
+    def replica_layout(self, layout: Layout) -> Layout:
+        """The layout one replica's weights are split by: ``layout``, or with DP 1 where this runtime's replicas are
+        whole copies (``moe_across_dp`` False: no expert split between them; a DP that is no positive int is left for
+        check_layout to name)."""
+        dp = layout.dp
+        if self.moe_across_dp or isinstance(dp, bool) or not isinstance(dp, int) or dp <= 1:
+            return layout
+        return type(layout)(layout.tp, layout.pp, 1, layout.expert_parallel)
+
     # MXFP4 experts as this runtime holds them in a plan without a GPU (Quantization.kernel_layout); None:
     # kvplan.cost.quant's default, vLLM's Marlin backend (vLLM's per release and GPU: runtimes/vllm.py mxfp4_loaded)
     mxfp4_layout: ClassVar[Mxfp4Layout | None] = None

@@ -142,10 +142,8 @@ class Setup:
 
     @property
     def weight_layout(self) -> Layout:
-        """The layout one replica's weights are split by: ``layout``, or with DP 1 where the runtime's replicas are
-        independent copies (Runtime.moe_across_dp False: no expert split between them)."""
-        lay = self.layout
-        return lay if lay.dp == 1 or self.engine.moe_across_dp else type(lay)(lay.tp, lay.pp, 1, lay.expert_parallel)
+        """The layout one replica's weights are split by (Runtime.replica_layout)."""
+        return self.engine.replica_layout(self.layout)
 
     @property
     def util(self) -> float | None:

@@ -205,10 +205,7 @@ def setup(card: ModelCard, req: PlanRequest) -> Setup:
     rt, layout = req.runtime, req.layout
     card, card_notes = rt.served_card(card)
     rt.check_servable(card, layout)
-    replicas = isinstance(layout.dp, int) and not isinstance(layout.dp, bool) and layout.dp > 1
-    # the MoE split a layout must allow is one replica's where the runtime's replicas are whole copies
-    check_layout(card, type(layout)(layout.tp, layout.pp, 1, layout.expert_parallel)
-                 if replicas and not rt.moe_across_dp else layout)
+    check_layout(card, rt.replica_layout(layout))  # the MoE split one replica's weights must allow
     if card.architecture != "decoder-only":
         raise KvplanError(f"--model: serving capacity is planned for decoder-only models (vLLM V1 and SGLang serve "
                           f"them as generators); {card.name} is {card.architecture}: size it with `kvplan estimate`"
