@@ -23,6 +23,7 @@ def divisors(n: int) -> list[int]:
 
 
 MAX_COUNT = 10**12  # sequences, tokens, blocks: far beyond any deployment, and every derived float stays finite
+MAX_BLOCK_TOKENS = 1 << 20  # tokens per KV block or page (--block-size): one bound for every command and engine
 
 
 def require_positive(flag: str, value: object, maximum: int = MAX_COUNT) -> int:

@@ -634,3 +634,22 @@ def test_vllm_block_sizes_the_release_takes():
         code, out, _ = run("plan", "-m", "llama-3.1-8b", "--gpu", "H100-SXM", "--max-model-len", "8192", "--engine",
                            engine, "--block-size", block, "--json")
         assert code == 0 and json.loads(out)["kv_cache"]["block_size"] == int(block)
+
+
+@pytest.mark.parametrize("value, wording", [('"9.0"', "Input should be a number (got '9.0')"),
+                                            ("200", "less than or equal to 99")])
+def test_a_gpu_files_compute_capability_is_a_number_of_major_minor(tmp_path, value, wording):
+    """A quoted "9.0" is named as not a number (pydantic spoke of its union's first member: "a valid integer")."""
+    (tmp_path / "g.yaml").write_text(f"gpus:\n  G:\n{GPU_ENTRY}    compute_capability: {value}\n")
+    line = refused("plan", "-m", "llama-2-7b", "--max-model-len", "4096", "--gpu-file", str(tmp_path / "g.yaml"),
+                   "--gpu", "G")
+    assert "gpus.G: compute_capability: " in line and wording in line and "allowed: a number 1..99" in line
+    assert "integer" not in line
+
+
+@pytest.mark.parametrize("args", [("estimate", "-m", "llama-2-7b", "--seq-len", "64"),
+                                  *(("plan", "-m", "llama-2-7b", "--gpu", "H100-SXM", "--max-model-len", "4096",
+                                     "--engine", e) for e in ("vllm", "sglang", "trtllm"))])
+def test_block_size_states_one_bound_in_every_command(args):
+    line = refused(*args, "--block-size", "0")
+    assert line == "error: --block-size: must be an integer in 1..1,048,576, got 0"

@@ -33,6 +33,8 @@ Rate = Annotated[Union[StrictInt, StrictFloat], Field(gt=0, allow_inf_nan=False,
 Count = Annotated[StrictInt, Field(gt=0, le=10**18)]  # bytes, bytes/s: true is not 1
 # a GPU's memory: no GPU that holds an LLM has less than 256 MiB (a bare figure in GB or GiB is a unit left out)
 Memory = Annotated[StrictInt, Field(ge=256 * 2**20, le=10**18)]
+# major.minor as torch.cuda.get_device_capability() gives it: 7.0 (V100) .. 12.1 (DGX Spark)
+ComputeCapability = Annotated[Union[StrictInt, StrictFloat], Field(ge=1, le=99, allow_inf_nan=False)]
 
 
 class PeakFlops(BaseModel):
@@ -67,7 +69,7 @@ class GPU(BaseModel):
         None, description="GPU-to-GPU bandwidth as the datasheet states it (NVLink / Infinity Fabric total, both "
                           "directions; PCIe x16 both directions); the TP all-reduce bound uses half per direction.")
     interconnect: str = Field("", description="What the interconnect figure is (NVLink 4, PCIe Gen4 x16, ...).")
-    compute_capability: Rate | None = Field(None, description="NVIDIA compute capability (9.0: Hopper).")
+    compute_capability: ComputeCapability | None = Field(None, description="NVIDIA compute capability (9.0: Hopper).")
     nvlink_all_gpus: bool = Field(
         False, description="Every GPU of a server reaches the others over NVLink (SXM / HGX with NVSwitch): NCCL's "
                            "communicators run over NVLink (more channels, more buffer memory than over PCIe).")

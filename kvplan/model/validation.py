@@ -45,7 +45,12 @@ def _describe(err: dict, model_cls: type[BaseModel]) -> str:
         return f"{loc}.{msg}" if loc else msg
     got = f" (got {clip(err['input'])})" if "input" in err and loc else ""
     allowed = _allowed(_schema_at(model_cls, path))
+    if err["type"] in _NUMBER_TYPES and allowed.startswith("a number"):  # int | float: pydantic names its first member
+        msg = "Input should be a number"
     return (f"{loc}: " if loc else "") + f"{msg}{got}" + (f"; allowed: {allowed}" if allowed else "")
+
+
+_NUMBER_TYPES = frozenset({"int_type", "float_type", "int_parsing", "float_parsing", "int_from_float"})
 
 
 def _part(p: object) -> str:

@@ -25,7 +25,7 @@ from kvplan.model.layouts import with_layout
 from kvplan.planning.notes import engine_notes, input_notes
 from kvplan.planning.results import (CheckpointCheck, Estimate, EstimateInputs, KVCacheResult, KVGroup,
                                      ModelSummary, QuantizedWeights, WeightsResult)
-from kvplan.units import fmt_bytes, require_positive, require_text
+from kvplan.units import MAX_BLOCK_TOKENS, fmt_bytes, require_positive, require_text
 
 if TYPE_CHECKING:
     from kvplan.cost.llamacpp import LlamaFlags
@@ -79,7 +79,7 @@ class EstimateRequest:
             if value is not None:
                 require_positive(flag, value)
         if req.block_size is not None:
-            require_positive("--block-size", req.block_size, maximum=1 << 20)
+            require_positive("--block-size", req.block_size, maximum=MAX_BLOCK_TOKENS)
         return req
 
 
@@ -178,7 +178,7 @@ def resolve(card: ModelCard, *, batch: int, seq_len: int, encoder_len: int | Non
     """Check the sizes and flags against the card and the engine; resolve the dtypes the engine serves in."""
     require_positive("--batch", batch)
     require_positive("--seq-len", seq_len)
-    require_positive("--block-size", block_size, maximum=1 << 20)
+    require_positive("--block-size", block_size, maximum=MAX_BLOCK_TOKENS)
     _check_encoder(card, encoder_len)
     eng = get_engine(engine)
     notes = input_notes(card, seq_len)

@@ -14,7 +14,7 @@ from kvplan.cost.runtimes.base import Server, VersionRange, at_range, rank_row, 
 from kvplan.cost.runtimes.setup import Options, Pool, ServingFlags, Setup, Stage
 from kvplan.cost.runtimes.vllm import dtype_flags
 from kvplan.errors import KvplanError, Refused
-from kvplan.units import cdiv, fmt_bytes, fmt_int, require_fraction, require_positive
+from kvplan.units import MAX_BLOCK_TOKENS, cdiv, fmt_bytes, fmt_int, require_fraction, require_positive
 
 
 @dataclass(frozen=True)
@@ -131,7 +131,7 @@ class SGLang(Server):
     # -- options --
 
     def resolve(self, flags: ServingFlags, card, gpu, total, layout, max_model_len) -> Options:
-        block = (require_positive("--block-size", flags.block_size) if flags.block_size is not None
+        block = (require_positive("--block-size", flags.block_size, MAX_BLOCK_TOKENS) if flags.block_size is not None
                  else sg.DEFAULT_PAGE_SIZE)
         if flags.gpu_memory_utilization is not None:
             raise KvplanError("--gpu-memory-utilization: SGLang sizes its pool with --mem-fraction-static instead")

@@ -25,7 +25,7 @@ from kvplan.cost.runtimes.setup import Options, ServingFlags, Setup, Stage
 from kvplan.cost.features import shared_prefix as _prefix
 from kvplan.cost.runtimes.tokenpool import TokenPool, unverified
 from kvplan.errors import KvplanError
-from kvplan.units import cdiv, fmt_bytes, fmt_int, require_fraction, require_positive
+from kvplan.units import MAX_BLOCK_TOKENS, cdiv, fmt_bytes, fmt_int, require_fraction, require_positive
 
 RULES = "TensorRT-LLM 1.x PyTorch backend (2025-2026 sources)"
 DEFAULT_FRACTION = 0.9  # llm_args.py KvCacheConfig.free_gpu_memory_fraction
@@ -74,7 +74,7 @@ class TensorRTLLM(TokenPool):
                 raise KvplanError("--kv-cache-free-gpu-memory-fraction: TensorRT-LLM requires a fraction below 1.0 "
                                   f"(got {fraction})")
         block = (DEFAULT_TOKENS_PER_BLOCK if flags.block_size is None
-                 else require_positive("--block-size", flags.block_size))
+                 else require_positive("--block-size", flags.block_size, MAX_BLOCK_TOKENS))
         tokens = (DEFAULT_MAX_NUM_TOKENS if flags.max_num_tokens is None
                   else require_positive("--max-num-tokens", flags.max_num_tokens))
         batch = (DEFAULT_MAX_BATCH_SIZE if flags.max_batch_size is None

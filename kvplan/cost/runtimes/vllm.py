@@ -17,7 +17,7 @@ from kvplan.cost.runtimes import vllm_mm as vm
 from kvplan.cost.runtimes.base import Server, VersionRange, at_range, positive_size, rank_row, refuse_zamba_v1, utilization
 from kvplan.cost.runtimes.setup import Options, Pool, ServingFlags, Setup, Stage
 from kvplan.errors import KvplanError, Refused
-from kvplan.units import cdiv, fmt_bytes, fmt_int, require_positive
+from kvplan.units import MAX_BLOCK_TOKENS, cdiv, fmt_bytes, fmt_int, require_positive
 
 
 @dataclass(frozen=True)
@@ -344,7 +344,7 @@ class VLLM(Server):
     def _block_size(self, block: int, card, gpu) -> int:
         """A given --block-size as this release takes it: argparse's choices (VllmVersion.block_size_choices), and on
         NVIDIA GPUs a multiple of 16 for standard attention (serving_vllm.block_size_refusal)."""
-        require_positive("--block-size", block)
+        require_positive("--block-size", block, MAX_BLOCK_TOKENS)
         v = self.version
         if v.block_size_choices is not None and block not in v.block_size_choices:
             raise KvplanError(f"--block-size: {v.label} takes {', '.join(map(str, v.block_size_choices))} "
