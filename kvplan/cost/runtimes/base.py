@@ -292,6 +292,17 @@ class Runtime(Engine):
         """The command that starts this plan (``revision``: the commit a Hub model was read at)."""
         return "(ideal: no engine to launch; the lower bound any engine can reach)"
 
+    def launch_env(self, s: Setup, *settings: str) -> str:
+        """What a launch line sets before its command, "NAME=VALUE " each: ``settings``, then ``long_context_env``=1
+        where --max-model-len exceeds the model's max_position_embeddings (the engine refuses it otherwise)."""
+        env = [*settings, *([f"{self.long_context_env}=1"] if self.needs_long_context(s) else [])]
+        return "".join(f"{e} " for e in env)
+
+    def needs_long_context(self, s: Setup) -> bool:
+        """--max-model-len past the model's max_position_embeddings, which this engine refuses unless
+        ``long_context_env`` is set."""
+        return self.long_context_env is not None and s.max_model_len > s.card.max_position_embeddings
+
     def pool_summary(self, p: Pool, s: Setup) -> str:
         """What the verdict says about the pool after its size."""
         return ""

@@ -268,8 +268,8 @@ class SGLang(Server):
 
     def launch_command(self, s: Setup, repo: str, revision: str | None = None) -> str:
         lay = s.layout
-        cmd = [f"python -m sglang.launch_server --model-path {repo}", *([f"--revision {revision}"] if revision else []),
-               f"--tp-size {lay.tp}"]
+        cmd = [f"{self.launch_env(s)}python -m sglang.launch_server --model-path {repo}",
+               *([f"--revision {revision}"] if revision else []), f"--tp-size {lay.tp}"]
         cmd += [f"--pp-size {lay.pp}"] if lay.pp > 1 else []
         cmd += [f"--dp-size {lay.dp}"] if lay.dp > 1 else []
         cmd += [f"--context-length {s.max_model_len}", f"--mem-fraction-static {s.mfs}"]

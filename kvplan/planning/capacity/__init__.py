@@ -280,7 +280,7 @@ def result(s: Setup, sts: list[Stage], p: Pool, lat: Latency | None = None,
 def _vision_bytes(s: Setup) -> int:
     """The vision tower and projector on one GPU (kvplan.cost.vision): split by TP, whole with
     ``--mm-encoder-tp-mode data`` where the model supports it."""
-    if s.card.vision is None:
+    if s.card.vision is None or s.opts.mm_tower_skipped:  # vLLM --limit-mm-per-prompt 0 everywhere: none built
         return 0
     from kvplan.cost.vision import vision_params
 
