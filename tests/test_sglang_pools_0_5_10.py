@@ -60,6 +60,12 @@ def test_0_5_10_splits_the_single_pools_capacity():
     assert new.kv_cache.tokens == int(rest // cell * cell / (12 * 2048 + 0.8 * 12 * 2048))
     old = plan("gpt-oss-20b", gpu="H100-SXM", max_model_len=8192, engine="sglang==0.5.7")
     assert old.kv_cache.swa_tokens is None and old.kv_cache.tokens == old.kv_cache.available_bytes // cell
+    # 0.5.10's scheduler charges a request its whole length in both pools (PrefillAdder.rem_total_tokens, the min of
+    # the two): the sliding pool, 0.8 x the full one, sets the concurrency; 0.5.11's _swa_budget_for_req does not
+    assert new.max_concurrency == pytest.approx(new.kv_cache.swa_tokens / 8192)
+    assert new.request_kv_bytes == 8192 * cell
+    later = plan("gpt-oss-20b", gpu="H100-SXM", max_model_len=8192, engine="sglang==0.5.12")
+    assert later.max_concurrency == pytest.approx(later.kv_cache.tokens / 8192)
 
 
 def test_only_listed_architectures_with_both_kinds_of_layer():

@@ -134,9 +134,11 @@ VERSIONS = (
                   trtllm_mha_pages=sg.TRTLLM_MHA_PAGES_0_5_1, trtllm_mha_exceptions=sg.TRTLLM_MHA_EXCEPTIONS_0_5_9),
     # piecewise (prefill) CUDA graphs on by default from 0.5.10 (docs/logs/sglang-code52132052242-qwen3-8b-b200.log
     # captures them); 0.5.6 has them off (docs/logs/sglang-code46415979912-lfm2-700m.log)
+    # 0.5.10's scheduler still charges a request its whole length in the sliding pool (schedule_policy.py
+    # PrefillAdder.rem_total_tokens: the min of both pools; _swa_budget_for_req arrives in 0.5.11)
     SglangVersion("SGLang 0.5.10 (reserved-memory default with prefill graphs)", (0, 5, 10), (0, 5, 10),
                   "reserved", True, True, sg.MID_TIER_0_5_5, sg.HYBRID_SWA_ARCHITECTURES_0_5_10, "capacity",
-                  trtllm_mha_pages=sg.TRTLLM_MHA_PAGES_0_5_1),
+                  swa_window_admission=False, trtllm_mha_pages=sg.TRTLLM_MHA_PAGES_0_5_1),
     SglangVersion("SGLang 0.5.11-0.5.19 (reserved-memory default with prefill graphs)", (0, 5, 11), (0, 5, 19),
                   "reserved", True, True, sg.MID_TIER_0_5_5, sg.HYBRID_SWA_ARCHITECTURES_0_5_11,
                   trtllm_mha_pages=sg.TRTLLM_MHA_PAGES_0_5_18),
