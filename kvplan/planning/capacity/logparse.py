@@ -146,8 +146,8 @@ _VLLM_LINES = [
 _SGLANG_KV = r"KV Cache is allocated\. (?:dtype: [\w.]+, )?"
 _SGLANG_LINES = [
     ("load_usage", r"Load weight end\..*?mem usage=" + _NUM + " ?GB"),
-    # a hybrid SWA pool (0.5.10+ pool_configurator.py): "Use sliding window memory pool. full_layer_tokens=N, ..."
-    # before the pools' own lines; max_total_num_tokens is the full layers' pool
+    # a hybrid SWA pool: "Use sliding window memory pool. full_layer_tokens=N, ..." (0.5.7+; 0.4.10 - 0.5.6
+    # model_runner.py: "Use Sliding window ...") before the pools' own lines; max_total_num_tokens is the full pool's
     ("tokens", r"[Ss]liding window memory pool\. full_layer_tokens=" + _NUM),
     ("tokens", _SGLANG_KV + r"#tokens: " + _NUM),
     ("tokens", r"max_total_num_tokens=" + _NUM),
