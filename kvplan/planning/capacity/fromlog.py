@@ -80,7 +80,7 @@ def from_log(path: str | Path, *, model=None, gpu: str | None = None, gpu_memory
 
     log = parse_log(path)
     card, model_how = _card(log, model)
-    notes: list[str] = []
+    notes: list[str] = _read_notes(log)
     spec, modelled = _engine(log, engine, notes)
     g, total, gpu_how = _gpu(log, gpu, gpu_memory)
     if calibrate and (gpu is not None or gpu_memory is not None):
@@ -135,6 +135,22 @@ def from_log(path: str | Path, *, model=None, gpu: str | None = None, gpu_memory
                    logged_pool_bytes=pool_bytes, rows=rows, plan=flat, pooled=pooled, calibration=cal, notes=notes)
 
 
+def _read_notes(log: ParsedLog) -> list[str]:
+    """What of the file was read: its first MAX_LOG_BYTES, one start-up of several."""
+    from kvplan.planning.capacity.logparse import MAX_LOG_BYTES
+
+    out = []
+    if log.size_bytes is not None:
+        out.append(f"{log.path} has {log.size_bytes:,} bytes: its first {MAX_LOG_BYTES >> 20} MiB (lines 1-"
+                   f"{log.last_line:,}) are read, where a server prints its start-up; a restart after them is not "
+                   "seen (cut the file to it).")
+    if log.startups:
+        lines = ", ".join(f"{n:,}" for n in log.startups)
+        out.append(f"{log.path} holds {len(log.startups)} start-ups (from lines {lines}): the last that states a "
+                   f"figure, from line {log.startup:,}, is read; cut the file to one start-up to read another.")
+    return out
+
+
 # ---- the inputs --------------------------------------------------------------------------------------------------
 
 _QUANT_SUFFIX = re.compile(r"-(fp8(?:-dynamic)?|awq|gptq(?:-int[48])?|int[48]|w4a16|w8a8)$")
@@ -155,7 +171,11 @@ def _card(log: ParsedLog, model):
     if model:
         return load_card(model), "--model"
     if log.model_header:
-        return _header_card(log), f"the `# model:` header ({log.model_header})"
+        try:
+            return _header_card(log), f"the `# model:` header ({log.model_header})"
+        except KvplanError as exc:
+            raise KvplanError(f"{log.path}:{log.header_lines.get('model', 1)}: `# model: {log.model_header}`: "
+                              f"{exc}") from None
     if not log.model_id:
         raise KvplanError(f"{log.path}: no model found (no launch line, non-default args or V1 config line names "
                           "one); add a header line `# model: <bundled card name or card path>` or pass --model")
@@ -192,13 +212,27 @@ def _header_card(log: ParsedLog):
 
 
 def _near(log_path: str, text: str) -> str:
-    """A `# model:` path as given, else relative to a folder above the log (docs/logs/x.log -> tests/data/...)."""
+    """A relative `# model:` path as found beside the log, in a folder above it (docs/logs/x.log -> tests/data/...),
+    in the working directory, or in kvplan's source tree (the bundled logs' configs, wherever the log was copied);
+    a bare name (a bundled card) is kept unless a file beside the log has it."""
+    from kvplan.files import is_dir, is_file
+
     p = Path(text)
-    if p.is_absolute() or p.exists() or "/" not in text:
+    if p.is_absolute():
         return text
-    for parent in Path(log_path).resolve().parents:
-        if (parent / p).exists():
-            return str(parent / p)
+    here = Path(log_path).resolve().parent
+    bases = [here] if "/" not in text else [here, *here.parents, Path.cwd(), Path(__file__).resolve().parents[3]]
+    for base in bases:
+        if is_file(base / p) or is_dir(base / p):
+            return str(base / p)
+    from kvplan.model.hf.checkpoint import parse_hub_id
+
+    if "/" in text and p.suffix not in (".json", ".yaml", ".yml", ".gguf") and parse_hub_id(text) is not None:
+        return text  # a Hugging Face Hub id (ORG/NAME)
+    if "/" in text:
+        raise KvplanError("no such card or config beside the log, in the folders above it, in the working directory "
+                          "or in kvplan's source tree; allowed: a bundled card name (`kvplan cards list`), or a card "
+                          "or config path (relative paths are read from the log's folder)")
     return text
 
 
