@@ -64,7 +64,9 @@ def calibrated(log: ParsedLog, card, kw: dict, flat: PlanResult, pool_bytes: int
     residual = g.requested_bytes - g.weights_bytes - pool_bytes
     act_f, cg_f = log.figure("activation"), log.figure("cuda_graph")
     act = round(act_f.value * GIB) if act_f else g.activation_bytes
-    measured.append(f"the pool: {fmt_bytes(pool_bytes)} ({_where(log, 'available')})")
+    exact = pool_bytes == log.exact_available_bytes
+    measured.append(f"the pool: {fmt_bytes(pool_bytes)} "
+                    f"({'logged to the byte: kv cache memory in use' if exact else _where(log, 'available')})")
     measured.append(f"profile peak {fmt_bytes(act)} ({_where(log, 'activation')})" if act_f else
                     f"profile peak: not logged; kvplan's estimate {fmt_bytes(act)} is kept and the rest of the "
                     "measured budget goes to non-torch")
@@ -142,6 +144,4 @@ def _sglang(log: ParsedLog, card, new: dict, flat: PlanResult, what_ifs: dict) -
 
 def _where(log: ParsedLog, name: str) -> str:
     f = log.figure(name)
-    if name == "available" and log.exact_available_bytes is not None:
-        return "logged to the byte: kv cache memory in use"
     return f"logged {f.text} GiB, line {f.line}" if f else "not logged"

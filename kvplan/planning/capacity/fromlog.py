@@ -396,6 +396,8 @@ def _pool_args(log: ParsedLog, flat: PlanResult, kw: dict) -> tuple[dict | None,
     if avail is None:
         return None, None, 0.0
     exact = log.exact_available_bytes
+    if exact is not None and abs(exact / GIB - avail.value) > avail.rounding:  # another worker's: not this figure's
+        exact = None
     pool = exact if exact is not None else round(avail.value * GIB)
     spread = 0.0 if exact is not None else avail.rounding
     if flat.inputs.mem_fraction_static is not None:
@@ -457,10 +459,7 @@ def judge(f: Figure, ours: float | None, low: float | None = None, high: float |
 
 def _row(f: Figure, flat: PlanResult, pooled: PlanResult | None, ends: list[PlanResult], pool_given: bool) -> Row:
     what, unit = FIGURES[f.name]
-    ours = value_of(f.name, flat)
-    if f.name == "available" and len(flat.ranks) > 1:  # one worker's line (vLLM V1 logs it per worker, gpu_worker.py
-        # determine_available_memory): the pipeline stage kvplan puts nearest to it, not the pool-sizing stage's
-        ours = min((rk.available_kv_bytes / GIB for rk in flat.ranks), key=lambda v: abs(v - f.value))
+    ours = value_of(f.name, flat)  # of a per-worker figure, the limiting rank's beside the log's smallest statement
     verdict, err = judge(f, ours)
     if f.name == "cuda_graph" and ours == 0 and f.value > 0:
         verdict, err = "outside the budget", None  # vLLM before 0.20 sizes the pool before capturing graphs

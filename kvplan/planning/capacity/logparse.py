@@ -353,12 +353,24 @@ def _figures(path, body: list[tuple[int, str]], patterns) -> list[Figure]:
         for n, line in body:
             if key in line and (m := rx.search(line)):
                 out.append(_figure(name, m.group(1), n, path))
-    return _ordered(out)
+    return _ordered(out, per_worker=patterns is _VLLM_LINES)
 
 
-def _ordered(figures: list[Figure]) -> list[Figure]:
-    """In FIGURES' order; of one figure's statements the most precise first, then the earliest."""
-    return sorted(figures, key=lambda f: (list(FIGURES).index(f.name), f.rounding, f.line))
+# vLLM prints these once per worker (gpu_worker.py, kv_cache_utils.py get_kv_cache_config), and the engine sizes every
+# worker's pool by the smallest (unify_kv_cache_configs: the minimum num_blocks): the smallest statement is the one
+# compared, with kvplan's limiting rank (a pipeline's stages hold different layers and peaks: stage 0's 6,654,432
+# tokens beside the last stage's 6,167,536 in the GH200 PP 2 log)
+PER_WORKER = ("available", "blocks", "tokens", "concurrency")
+
+
+def _ordered(figures: list[Figure], per_worker: bool = False) -> list[Figure]:
+    """In FIGURES' order; of one figure's statements the most precise first, then the earliest; with ``per_worker``
+    (vLLM) the smallest statement of a PER_WORKER figure first."""
+    def key(f: Figure):
+        smallest = f.value if per_worker and f.name in PER_WORKER else 0
+        return list(FIGURES).index(f.name), smallest, f.rounding, f.line
+
+    return sorted(figures, key=key)
 
 
 def _sglang_kv(path, body) -> Figure | None:
@@ -400,15 +412,19 @@ def _free_at_start(path, body) -> Figure | None:
 
 
 def _exact_available(path, body) -> int | None:
-    hit = _first(body, r"[Cc]urrent kv cache memory in use is (\d+) bytes")
-    if hit is None:
-        return None
-    digits = hit[1].group(1)
-    if len(digits) > 16 or int(digits) > _MAX_GIB * GIB:
-        shown = digits if len(digits) <= 30 else f"a number of {len(digits):,} digits"
-        raise KvplanError(f"{path}:{hit[0]}: kv cache memory in use: {shown} bytes is out of range; allowed: at most "
-                          f"{_MAX_GIB * GIB:,} bytes")
-    return int(digits)
+    """The smallest "kv cache memory in use is N bytes" (one per worker, as the available memory they state)."""
+    rx = re.compile(r"[Cc]urrent kv cache memory in use is (\d+) bytes")
+    out = None
+    for n, line in body:
+        if not (m := rx.search(line)):
+            continue
+        digits = m.group(1)
+        if len(digits) > 16 or int(digits) > _MAX_GIB * GIB:
+            shown = digits if len(digits) <= 30 else f"a number of {len(digits):,} digits"
+            raise KvplanError(f"{path}:{n}: kv cache memory in use: {shown} bytes is out of range; allowed: at "
+                              f"most {_MAX_GIB * GIB:,} bytes")
+        out = int(digits) if out is None else min(out, int(digits))
+    return out
 
 
 def _version(header: dict[str, str], body) -> str | None:
