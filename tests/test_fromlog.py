@@ -51,15 +51,20 @@ KNOWN_MISSES = {
 CALIBRATE_REFUSED = {
     "sglang-code43425326930-llama-3-8b-mi300x.log": "states no memory left",  # its token count alone
     "sglang-docs-send-request-llama-3.1-8b.log": "states no memory left",
-    "vllm-issue23278-gpt-oss-120b-h100.log": "states no memory left",  # the engine failed: -2.14 GiB
-    "vllm-vllm-offload-profiles-qwen2.5-7b-u060-failed-rtx3090.log": "states no memory left",  # failed: -0.7 GiB
-    "vllm-code10873344026-llava-v1.6-mistral-7b.log": "states no memory left",  # its free memory only
 }
+# failed start-ups (a negative pool logged): the measured budget is calibrated, and without a what-if it refuses, as
+# the engine did (a what-if such as --gpu-memory-utilization says what would have fit)
+CALIBRATE_REFUSED_AS_LOGGED = {"vllm-issue23278-gpt-oss-120b-h100.log",  # -2.14 GiB
+                               "vllm-vllm-offload-profiles-qwen2.5-7b-u060-failed-rtx3090.log",  # -0.7 GiB
+                               "vllm-code10873344026-llava-v1.6-mistral-7b.log"}  # -1.81 GiB
 # calibrated, but not to the logged pool: the context the logged free memory already excludes (KNOWN_MISSES)
 CALIBRATE_OFF = {"sglang-code46415979912-lfm2-700m.log",
                  "sglang-code69624180828-qwen3-30b-a3b-fp8-h100.log",  # its tokens (KNOWN_MISSES)
                  "sglang-sglangplay-qwen2.5-0.5b-h100nvl.log",  # as those two (KNOWN_MISSES)
-                 "vllm-code31259794699-qwen3-30b-a3b-pp2-gh200.log"}  # PP 2: CALIBRATED_STAGE_GAP
+                 "vllm-code31259794699-qwen3-30b-a3b-pp2-gh200.log",  # PP 2: CALIBRATED_STAGE_GAP
+                 # the pool to the byte, but a line it holds does not follow from it (KNOWN_MISSES): the LMCache run's
+                 # tokens, the DCU log's blocks (another worker's minimum)
+                 "vllm-issue21348-qwen3-235b-fp8-tp4.log", "vllm-code58928701347-r1-distill-qwen-32b-dcu-tp8.log"}
 # PP 2 calibrated: both stages' pools fall in the same block count and the plan shows stage 0's, above the logged pool
 # by the stages' weights' difference (kvplan's last stage holds 4,096 B more); blocks and tokens are the log's
 CALIBRATED_STAGE_GAP = {"vllm-code31259794699-qwen3-30b-a3b-pp2-gh200.log": 7_653_113_856 - 7_653_109_760}
@@ -89,7 +94,10 @@ def test_calibrate_without_what_if_reproduces_the_logged_pool(path):
         return
     r = from_log(path, calibrate=True)
     c = r.calibration
-    assert c.reproduces_log is (path.name not in CALIBRATE_OFF)
+    assert c.reproduces_log is (path.name not in CALIBRATE_OFF) and c.reproduction
+    if path.name in CALIBRATE_REFUSED_AS_LOGGED:
+        assert c.plan is None and c.refused and r.logged_pool_bytes < 0 and "refusal is reproduced" in c.reproduction
+        return
     if r.logged_pool_bytes is not None:
         assert c.plan.kv_cache.available_bytes == r.logged_pool_bytes + CALIBRATED_STAGE_GAP.get(path.name, 0)
         assert c.plan.kv_cache.tokens == r.pooled.kv_cache.tokens

@@ -133,3 +133,104 @@ def test_model_header_paths_resolve_from_the_log(tmp_path, monkeypatch, cli_json
         "# model: tests/data/configs/qwen3-30b-a3b-instruct-2507.json", "# model: nowhere/q.json"))
     err = one_line_error(cli, "plan", "--from-log", str(bad))
     assert err.startswith(f"error: {bad}:4: `# model: nowhere/q.json`: no such card or config")
+
+
+# ---- D7: what --calibrate says it reproduces ----------------------------------------------------------------------
+
+A10_V0 = LOGS / "vllm-code14319663172-llama-3.1-8b-a10.log"  # V0 0.7.1, max_model_len 131072 does not fit
+FAILED = LOGS / "vllm-vllm-offload-profiles-qwen2.5-7b-u060-failed-rtx3090.log"  # -0.7 GiB logged, util 0.6
+
+
+def test_calibrate_reproduces_only_what_matches_the_log(tmp_path, cli_json, cli):
+    """A log whose tokens line does not follow from its pool was said to be reproduced "to the byte"."""
+    edited = _write(tmp_path, "b.log", SERVE.read_text().replace("GPU KV cache size: 140,960 tokens",
+                                                                 "GPU KV cache size: 150,960 tokens"))
+    c = cli_json("plan", "--from-log", str(edited), "--calibrate")["calibration"]
+    assert c["reproduces_log"] is False and "140,960 against 150,960 logged (line 19)" in c["reproduction"]
+    c = cli_json("plan", "--from-log", str(SERVE), "--calibrate")["calibration"]
+    assert c["reproduces_log"] is True and "tokens" in c["reproduction"]
+    sglang = cli_json("plan", "--from-log", str(LOGS / "sglang-didierdurand-qwq-32b-l4.log"), "--calibrate")
+    how = sglang["calibration"]["reproduction"]
+    assert "token count" in how and "vLLM" not in how
+
+
+def test_calibrate_refuses_another_model_or_engine(cli, cli_json):
+    err = one_line_error(cli, "plan", "--from-log", str(SERVE), "--calibrate", "--model", "llama-3-8b")
+    assert err.startswith("error: --model: --calibrate reuses the overheads") and "qwen3-8b" in err
+    err = one_line_error(cli, "plan", "--from-log", str(SERVE), "--calibrate", "--engine", "sglang")
+    assert err.startswith("error: --engine: --calibrate reuses the overheads")
+    same = cli_json("plan", "--from-log", str(SERVE), "--calibrate", "--engine", "vllm==0.19")["calibration"]
+    assert same["what_ifs"] == {} and same["reproduces_log"] is True  # the log's own release, said again
+
+
+# ---- D8: failed start-ups, values read from headers ---------------------------------------------------------------
+
+def test_a_failed_start_up_is_compared_and_calibrated(tmp_path, cli_json):
+    """The engine stopped ("No available memory for the cache blocks"): the table comes from the flags, the logged
+    pool is not handed to a plan (it named --kv-cache-memory, which nobody passed), and --calibrate takes the negative
+    pool as the measured budget: no what-if refuses as the engine did, a higher utilization says what fits."""
+    data = cli_json("plan", "--from-log", str(FAILED), "--gpu-memory-utilization", "0.7")
+    assert data["pooled"] is None and any("refused to start" in n for n in data["notes"])
+    for pool in ("-0.50", "0.00"):
+        p = _write(tmp_path, "x.log", U075.read_text().replace("Available KV cache memory: 2.13",
+                                                                f"Available KV cache memory: {pool}"))
+        rows = {r["figure"]: r for r in cli_json("plan", "--from-log", str(p))["rows"]}
+        assert rows["available"]["flags_verdict"] == "off" and rows["tokens"]["pool_verdict"] is None
+    c = cli_json("plan", "--from-log", str(FAILED), "--calibrate")
+    cal = c["calibration"]
+    assert cal["plan"] is None and cal["refused"] and cal["reproduces_log"] is True
+    assert c["logged_pool_bytes"] == round(-0.7 * 2**30)
+    util = cli_json("plan", "--from-log", str(FAILED), "--calibrate", "--gpu-memory-utilization", "0.7")["calibration"]
+    gain = util["plan"]["kv_cache"]["available_bytes"] - c["logged_pool_bytes"]
+    assert abs(gain - 0.1 * util["plan"]["inputs"]["gpu_memory_bytes"]) < 2  # 0.1 x the total, nothing else moved
+
+
+def test_a_value_from_a_header_or_a_line_is_named_so(tmp_path, cli):
+    p = _write(tmp_path, "g.log", U075.read_text().replace("# gpu: RTX-3090", "# gpu: NoSuchGPU"))
+    assert f"{p}: --gpu (from the `# gpu:` header, line 3): unknown GPU" in one_line_error(
+        cli, "plan", "--from-log", str(p))
+    p = _write(tmp_path, "e.log", U075.read_text().replace("# engine: vllm==0.17", "# engine: vllm-banana"))
+    assert one_line_error(cli, "plan", "--from-log", str(p)).startswith(f"error: {p}:5: `# engine: vllm-banana`")
+    p = _write(tmp_path, "r.log", "# gpu: H100-SXM\n# model: llama-3.1-8b\n(VllmWorker rank=60000 pid=5) INFO Model "
+               "loading took 14.99 GiB\nINFO Available KV cache memory: 10.00 GiB\n")
+    assert f"{p}: --tp (from the log's worker ranks, line 3):" in one_line_error(cli, "plan", "--from-log", str(p))
+
+
+# ---- D10: flags that change the log's deployment --------------------------------------------------------------------
+
+def test_flags_that_change_the_logs_deployment_are_not_scored(cli_json):
+    data = cli_json("plan", "--from-log", str(A10_V0), "--max-model-len", "4096")
+    rows = {r["figure"]: r for r in data["rows"]}
+    assert rows["concurrency"]["flags_verdict"] == rows["concurrency"]["pool_verdict"] == "not comparable"
+    assert rows["concurrency"]["flags_error_pct"] is None
+    own = {r["figure"]: r for r in cli_json("plan", "--from-log", str(A10_V0))["rows"]}
+    # the longest length that fits is the pool's, not capped at the length asked for: scored as without the flag
+    assert rows["longest_fit"]["flags_alone"] == own["longest_fit"]["flags_alone"] == 29_888
+    assert rows["blocks"]["flags_verdict"] == own["blocks"]["flags_verdict"] == "off"
+    assert any("--max-model-len 4096 (the log's 131072" in n and "not comparable" in n for n in data["notes"])
+    fp8 = {r["figure"]: r for r in cli_json("plan", "--from-log", str(SERVE), "--kv-dtype", "fp8")["rows"]}
+    assert fp8["tokens"]["flags_verdict"] == fp8["tokens"]["pool_verdict"] == "not comparable"
+    # a length the log does not state is taken as the log's and scored
+    unstated = cli_json("plan", "--from-log", str(LOGS / "vllm-code61815222665-qwen2.5-0.5b-rtx4090-v2runner.log"),
+                        "--max-model-len", "4096")
+    assert {r["figure"]: r["flags_verdict"] for r in unstated["rows"]}["tokens"] == "off"
+    assert any("does not state it; taken as the log's" in n for n in unstated["notes"])
+
+
+# ---- D11: --calibrate what-ifs as the help says ---------------------------------------------------------------------
+
+def test_calibrate_what_ifs_say_what_they_keep(cli_json):
+    long = cli_json("plan", "--from-log", str(SERVE), "--calibrate", "--max-model-len", "100000")["calibration"]
+    assert any("exceeds the model's max_position_embeddings (40960)" in n for n in long["notes"])
+    seqs = cli_json("plan", "--from-log", str(SERVE), "--calibrate", "--max-num-seqs", "64")["calibration"]
+    assert seqs["activation_measured"] is False and seqs["plan"]["per_gpu"]["activation_estimated"] is True
+    assert "ESTIMATED" in seqs["plan"]["per_gpu"]["activation_rule"]
+    assert not any("the measured" in t for t in seqs["scaled"])
+    assert any("kvplan's estimated" in t for t in seqs["scaled"])
+    v0 = cli_json("plan", "--from-log", str(A10_V0), "--calibrate", "--max-model-len", "8192")["calibration"]
+    assert any("8,192 tokens instead of 2,048" in t for t in v0["scaled"])  # the 2,048-token peak is not exact there
+    from typing import get_args
+
+    from kvplan.cli import options
+
+    assert "--tp/--pp (from a multi-GPU log" in get_args(options.Calibrate)[1].help  # not among the exact ones

@@ -101,6 +101,8 @@ class ParsedLog(BaseModel):
     startups: list[int] = []  # the first line of each start-up when the file holds several
     startup: int | None = None  # of those, the first line of the one read (the last that states a figure)
     last_line: int = 0  # the last line read
+    args_line: int | None = None  # vLLM's `non-default args` / SGLang's `ServerArgs(...)`: every launch flag not
+    # named there is the engine's default, which the log so states
     read_bytes: int | None = None  # the bytes read when the file is longer than MAX_LOG_BYTES (its start is read)
     size_bytes: int | None = None  # the file's size in that case
 
@@ -243,6 +245,9 @@ def parse_log(path: str | Path) -> ParsedLog:
                           "engine's start-up (cut the file to it)")
     family = "sglang" if sglang_at else "vllm"
     named = re.match(r"[a-z]+", header.get("engine", ""))
+    if "engine" in header and not re.fullmatch(r"[a-z]+(?:==\d+(?:\.\d+)*[\w.+-]*)?", header["engine"]):
+        raise KvplanError(f"{path}:{header_lines['engine']}: `# engine: {_quote(header['engine'])}`: not an engine "
+                          "and release; allowed: `# engine: vllm==X.Y` or `# engine: sglang==X.Y`")
     if named and named.group(0) != family and (sglang_at or vllm_at):
         at = sglang_at or vllm_at
         raise KvplanError(f"{path}:{header_lines['engine']}: `# engine: {_quote(header['engine'])}` contradicts the "
@@ -262,6 +267,7 @@ def parse_log(path: str | Path) -> ParsedLog:
     cap = flags.pop("max_running_requests", None)
     sources.pop("max_running_requests", None)
     flag_lines.pop("max_running_requests", None)
+    args_line = flag_lines.pop("args line") or None
     return ParsedLog(path=str(path), source=header.get("source"), engine=engine, running_requests_cap=cap,
                      version=_version(header, body), model_id=flags.pop("model", None),
                      model_header=header.get("model"), gpu_header=header.get("gpu"),
@@ -270,7 +276,7 @@ def parse_log(path: str | Path) -> ParsedLog:
                      free_at_start_gib=_free_at_start(path, body), figures=figures,
                      exact_available_bytes=_exact_available(path, body), header_lines=header_lines,
                      flag_lines=flag_lines, startups=starts if len(starts) > 1 else [],
-                     startup=body[0][0] if len(starts) > 1 else None, last_line=len(lines),
+                     startup=body[0][0] if len(starts) > 1 else None, last_line=len(lines), args_line=args_line,
                      read_bytes=None if size is None else len(text.encode()), size_bytes=size)
 
 
@@ -505,6 +511,7 @@ def _flags(header: dict[str, str], body, command_line: int = 0) -> tuple[dict, d
     quant = flags.pop("quantization", None)
     sources.pop("quantization", None)
     lines.pop("quantization", None)
+    lines["args line"] = next((n for where, n, _ in layers if where in ("non-default args", "server_args")), 0)
     return flags, sources, None if quant is None else str(quant), lines
 
 
