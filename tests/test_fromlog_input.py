@@ -210,6 +210,10 @@ def test_flags_that_change_the_logs_deployment_are_not_scored(cli_json):
     assert any("--max-model-len 4096 (the log's 131072" in n and "not comparable" in n for n in data["notes"])
     fp8 = {r["figure"]: r for r in cli_json("plan", "--from-log", str(SERVE), "--kv-dtype", "fp8")["rows"]}
     assert fp8["tokens"]["flags_verdict"] == fp8["tokens"]["pool_verdict"] == "not comparable"
+    gpu = cli_json("plan", "--from-log", str(SERVE), "--gpu", "H100-SXM")
+    rows = {r["figure"]: r for r in gpu["rows"]}
+    assert rows["tokens"]["flags_verdict"] == "not comparable" and rows["tokens"]["pool_verdict"] == "exact"
+    assert any("--gpu H100-SXM (the log's A100-40GB)" in n for n in gpu["notes"])
     # a length the log does not state is taken as the log's and scored
     unstated = cli_json("plan", "--from-log", str(LOGS / "vllm-code61815222665-qwen2.5-0.5b-rtx4090-v2runner.log"),
                         "--max-model-len", "4096")

@@ -178,8 +178,10 @@ def _own_deployment(log: ParsedLog, card, base: dict, given: dict, used: tuple, 
     if gpu is not None or gpu_memory is not None:
         logged = _quietly(lambda: _gpu(log, None, None))
         if logged is not None and "stand-in" not in (log.gpu_header or "") and logged[:2] != (g, total):
-            changed.append(f"--{'gpu' if gpu is not None and g != logged[0] else 'gpu-memory'} (the log's "
-                           f"{logged[0]})")
+            changed.append(f"--gpu {g} (the log's {logged[0]})" if gpu is not None and g != logged[0] else
+                           f"--gpu-memory {gpu_memory} (the log's {logged[0]}, "
+                           + (f"{logged[1]:,} B)" if isinstance(logged[1], int) else
+                              f"{logged[1]})" if logged[1] else "the catalog's visible total)"))
             own_gpu = logged[:2]
     own_args = dict(base)
     for key, value in ({} if calibrate else given).items():
