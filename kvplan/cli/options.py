@@ -40,10 +40,12 @@ PlanMaxModelLen = Annotated[Optional[int], typer.Option(
     "(required, except with --from-log).")]
 FromLog = Annotated[Optional[str], typer.Option(
     "--from-log", help="A vLLM or SGLang start-up log (format: docs/capacity.md): kvplan beside every figure it "
-    "states; flags given here override the log's.")]
+    "states; flags given here override the log's, and the rows they change are marked not comparable.")]
 Calibrate = Annotated[bool, typer.Option(
-    "--calibrate", help="With --from-log: reuse the log's measured overheads, so what-ifs (--max-model-len, "
-    "--kv-dtype, --gpu-memory-utilization, --max-num-seqs, --tp) are exact for that deployment.")]
+    "--calibrate", help="With --from-log: reuse the log's measured overheads for what-ifs on that deployment: "
+    "--max-model-len, --kv-dtype, --gpu-memory-utilization, --block-size are exact; --max-num-seqs, "
+    "--max-num-batched-tokens and --tp/--pp (from a multi-GPU log to another multi-GPU layout) are scaled, and the "
+    "output says how; another model, engine release or GPU is refused.")]
 GpuMemory = Annotated[_S, typer.Option(
     "--gpu-memory", help="Memory per GPU as torch sees it (79.19GiB, bytes); default: the catalog's visible total.")]
 Tp = Annotated[Optional[int], typer.Option("--tp", help="Tensor-parallel size (default 1).")]
