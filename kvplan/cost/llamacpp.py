@@ -405,6 +405,44 @@ def memory(hp: LlamaHparams, f: LlamaFlags, weights=None, lora: tuple[tuple[str,
     return LlamaMemory(context=ctx, caches=caches, buffers=rows, notes=notes)
 
 
+def step_view(hp: LlamaHparams, f: LlamaFlags, weights, lora: tuple[tuple[str, int], ...], device: str, dtype):
+    """What GPU ``device`` reads in one step, for kvplan.cost.traffic.path_traffic: its model and LoRA buffers
+    (``memory``'s, GGUF tensors as stored) streamed, less the routed experts (``EXPS_REGEX`` tensors, [n_expert, ...]
+    each) a step's tokens leave idle; the token embedding stays on the CPU (``INPUT_TENSORS``). Its caches: each
+    attention layer's K and V rows at -ctk/-ctv (``row_size``; V-less MLA, V padded to the widest layer without
+    flash attention, as ``memory`` sizes them), a sliding layer attending its n_swa keys; each recurrent layer's
+    R and S states in f32, per sequence."""
+    from collections import Counter
+
+    from kvplan.cost.traffic import CacheSpec, HeldWeights
+
+    m = memory(hp, f, weights, lora)
+    stored = sum(b.bytes for b in m.buffers if b.device == device and b.kind in ("model", "lora"))
+    devs, _ = placement(hp, f)
+    rules = tensor_overrides(f)
+    moe = []
+    if hp.n_expert and hp.n_expert_used:
+        exps = re.compile(EXPS_REGEX)
+        for il, tensors in enumerate(layer_tensors(hp, weights)):
+            held = sum(b for name, b in tensors if exps.search(name) and (override_device(name, rules) or devs[il])
+                       == device)
+            if held:
+                moe.append((1, 0, held // hp.n_expert))
+    kv_dev = "CPU" if f.no_kv_offload else None
+    v_less, fa = hp.mla and f.rules == LATEST, m.context.flash_attn
+    fa_width = max((hp.n_embd_v[il] for il in hp.kv_layers), default=0)
+    specs: Counter = Counter()
+    for il in hp.kv_layers:
+        if (kv_dev or devs[il]) == device:
+            v = 0 if v_less else row_size(f.type_v, hp.n_embd_v[il] if fa else fa_width)
+            specs[CacheSpec(row_size(f.type_k, hp.n_embd_k[il]) + v, hp.n_swa if hp.swa[il] else None)] += 1
+    for il in range(hp.n_layer):
+        if hp.recurrent[il] and (kv_dev or devs[il]) == device:
+            specs[CacheSpec((hp.n_embd_r + hp.n_embd_s) * 4, per_sequence=True, kind="state")] += 1
+    held = HeldWeights(dtype, 0, stored, 0, tuple(moe), hp.n_expert, hp.n_expert, hp.n_expert_used)
+    return held, tuple(specs.items())
+
+
 def compute_estimate(hp: LlamaHparams, c: Context, f: LlamaFlags, logits: bool = True, attention: bool = True) -> int:
     """A device's compute buffer, ESTIMATED: llama.cpp measures it (ggml-alloc over the reserved graph). The dominant
     term of the worst-case pp graph (n_ubatch tokens, every one an output in builds to 2025-12): the f32 logits,

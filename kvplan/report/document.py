@@ -365,7 +365,8 @@ def _roofline(rep: Report, m: ModelReport) -> list[Block]:
             for p in m.roof]
     dtypes = sorted({p.compute_dtype for p in m.roof})
     t = Table(f"{m.card.name}-roofline-table", f"Roofline points per GPU of each layout ({', '.join(dtypes)} "
-              "compute; lower bounds, mfu = mbu = 1; time = roofline / tp, the all-reduce is in the plan's TTFT/TPOT)",
+              "compute; lower bounds, mfu = mbu = 1; time = max(FLOPs / tp / peak, the GPU's own bytes / bandwidth), "
+              "the all-reduce is in the plan's TTFT/TPOT)",
               ["layout", "phase", "batch", "FLOP/B", "FLOP/s", "time", "bound"], rows)
     return [Block("h3", "Roofline"), Block("chart", svg=svg), Block("table", table=t)]
 
@@ -415,7 +416,9 @@ def formulas(rep: Report, m: ModelReport) -> list[str]:
                    f"{p.verdict})")
     if p.latency:
         out.append(f"decode step on {best.label}, batch {fmt_int(p.latency.batch_per_replica)}: time >= max(FLOPs / "
-                   f"peak, bytes / bandwidth) / {best.tp} + all-reduce = {fmt_seconds(p.latency.tpot_ms / 1e3)}")
+                   f"{best.tp} / peak, one GPU's bytes / bandwidth) + all-reduce = "
+                   f"{fmt_seconds(p.latency.tpot_ms / 1e3)} (one GPU's bytes: its rank's weights as held and its "
+                   "cache, kvplan plan's latency notes)")
     return out
 
 

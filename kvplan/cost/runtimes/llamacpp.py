@@ -271,7 +271,27 @@ class LlamaCpp(Runtime):
 
     def estimate_memory(self, card, w_bits, seq_len, batch, flags):
         """``batch`` slots of ``seq_len`` cells each (-np batch, -c seq_len x batch) unless the flags say otherwise."""
-        hp, weights = hparams_and_weights(card, w_bits, (flags or lc.LlamaFlags()).gguf_quant)
+        f = self._estimate_flags(seq_len, batch, flags)
+        hp, weights = hparams_and_weights(card, w_bits, f.gguf_quant)
+        return lc.memory(hp, f, weights, adapters(card, f))
+
+    def estimate_held(self, card, w_t, seq_len, batch, flags):
+        """Each GPU of the estimate's llama-server (``estimate_memory``'s flags), as a step reads it: its GGUF
+        tensors and caches (``lc.step_view``); None without a GPU (-ngl 0 or no GPU backend)."""
+        f = self._estimate_flags(seq_len, batch, flags)
+        hp, weights = hparams_and_weights(card, w_t.bits, f.gguf_quant)
+        lora = adapters(card, f)
+        return [lc.step_view(hp, f, weights, lora, f"{f.backend}{i}", w_t) for i in range(f.n_gpus)] or None
+
+    def weights_label(self, s: Setup) -> str | None:
+        """The GGUF type the plan loads: --gguf-quant or the searched one; a GGUF file's own tensor types."""
+        from kvplan.model.gguf import gguf_path_of
+
+        q = self.flags(s).gguf_quant
+        return f"GGUF {q}" if q else "GGUF (the file's tensor types)" if gguf_path_of(s.card) else None
+
+    def _estimate_flags(self, seq_len: int, batch: int, flags: lc.LlamaFlags | None) -> lc.LlamaFlags:
+        """``flags`` with llama-server's -np and -c for ``batch`` slots of ``seq_len`` cells where not given."""
         f = flags or lc.LlamaFlags()
         if f.n_parallel is None:
             f = replace(f, n_parallel=batch)
@@ -282,7 +302,7 @@ class LlamaCpp(Runtime):
             raise KvplanError(f"-c/--ctx-size: {f.n_ctx:,} cells over {f.n_parallel} slot(s) hold {per_slot:,} tokens "
                               f"per sequence, fewer than --seq-len {seq_len:,}; allowed: -c of at least "
                               f"{seq_len * (1 if f.kv_unified else f.n_parallel):,}, or a shorter --seq-len")
-        return lc.memory(hp, f, weights, adapters(card, f))
+        return f
 
     def check_servable(self, card, layout) -> None:
         """One llama-server: its layers split over --pp GPUs (-ts, --split-mode layer, the default); llama.cpp's
@@ -361,6 +381,15 @@ class LlamaCpp(Runtime):
             layers = range(mine[0], mine[-1] + 1) if mine else range(0)
             out.append(Stage(i, layers, 0, weights, 0, compute, 0, 0, s.total, s.total - weights - compute))
         return out
+
+    def held_stages(self, s: Setup, sts: list[Stage]):
+        """Per GPU of the server (its stages, in layer order), what a step reads there (``lc.step_view``): the
+        GGUF tensors it holds and its caches at -ctk/-ctv. Layers left on the CPU (-ngl) are read there, at host
+        memory bandwidth, which the GPU's bound does not count."""
+        f = self.flags(s)
+        hp, weights = hparams_and_weights(s.card, s.w_t.bits, f.gguf_quant)
+        lora = adapters(s.card, f)
+        return [lc.step_view(hp, f, weights, lora, gpu, s.w_t) for gpu in self._gpus(s)]
 
     def pool(self, s: Setup, sts: list[Stage]) -> Pool:
         """The cache llama.cpp allocates at start-up (n_ctx cells, whatever the requests): it fits every GPU or it

@@ -1,6 +1,7 @@
 """Which GPUs, how many, which layout: ``kvplan plan`` without ``--gpu``, and the latency bounds of a layout.
 
-Latency extends kvplan.cost.roofline: each GPU of a TP group runs 1/tp of the FLOPs and reads 1/tp of the bytes, and
+Latency extends kvplan.cost.roofline (kvplan.planning.capacity.latency): each GPU of a TP group runs 1/tp of the
+FLOPs and reads the bytes its own rank holds (its weight shards as stored, its K/V heads: replicated ones in full), and
 every decoder layer adds two all-reduces of tokens x hidden activations (after attention and after the MLP,
 Megatron-LM arXiv:1909.08053 section 3); a ring all-reduce moves 2 (tp - 1) / tp of the data over each GPU's link
 (Patarasuk & Yuan 2009). PP adds one hand-off of tokens x hidden per stage boundary. These are lower bounds.
@@ -140,7 +141,8 @@ def _option(card: ModelCard, req: PlanRequest, max_gpus: int, ttft_ms, tpot_ms) 
         p = s.engine.pool(s, sts)
         per_replica = s.engine.running(s, p)
     g = req.gpu
-    lat = latency(s, C, req.prompt_len, req.acceptance_rate) if (ttft_ms or tpot_ms or g.interconnect_bandwidth_bytes_per_s) else None
+    lat = (latency(s, C, req.prompt_len, req.acceptance_rate, sts)
+           if (ttft_ms or tpot_ms or g.interconnect_bandwidth_bytes_per_s) else None)
     if lat and ((ttft_ms and lat.ttft_ms > ttft_ms) or (tpot_ms and lat.tpot_ms > tpot_ms)):
         return None
     n = lay.tp * lay.pp * dp
