@@ -29,7 +29,8 @@ latent whole on every rank), summed over the pipeline stages a token passes. A r
 in full by every rank that holds it. Routed experts held as slices (TP, vLLM's DP x TP group) are read as slices
 of the experts the tokens touch; under expert parallelism a rank holds whole experts and reads its share of those
 touched, the touched experts spread evenly over the ranks. vLLM's DP replicas route every replica's tokens through
-the experts they split (``routed_scale``: fused_moe dispatches the DP group's tokens to every rank).
+the experts they split (``routed_scale``: fused_moe/layer.py ``FusedMoE`` with dp_size > 1 dispatches the DP
+group's tokens to the experts, e.g. the naive prepare/finalize's all-gather over the DP ranks, before they run).
 """
 
 from __future__ import annotations
