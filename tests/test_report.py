@@ -109,6 +109,7 @@ def test_tables_equal_library_results(html_report):
                 p.kv_cache.available_bytes, p.kv_cache.num_blocks, 16 * p.request_kv_bytes]
             assert float(row[7][0]) == p.max_concurrency and row[8][1] == ("yes" if p.max_concurrency >= 16 else "no")
             assert float(row[9][0]) == p.latency.ttft_ms / 1e3 and float(row[10][0]) == p.latency.tpot_ms / 1e3
+            assert _num(row[11]) == p.latency.batch_per_replica  # the batch the TPOT is at (QA report A, 13)
         for row in doc.tables[f"{name}-memory-table"][1:]:  # the same plan: one concurrency figure per layout
             p = plan(name, gpu=row[0][1], max_model_len=8192, engine="vllm")
             assert [_num(c) for c in row[1:4]] == [p.inputs.gpu_memory_bytes, p.per_gpu.requested_bytes,
@@ -139,6 +140,16 @@ def test_tables_equal_library_results(html_report):
         att = None if row[0][1] == "card" else row[0][1]
         assert _num(row[3]) == estimate("llama-3-8b", batch=16, seq_len=8192, engine="vllm",
                                         attention=att).kv_cache.total_bytes
+
+
+def test_tpot_column_names_its_batch_where_layouts_differ(html_report):
+    """Gemma-2-9B holds 16 requests on an H100 but 6 on an A100-40GB: its TPOT column is at batches 16 and 6, and
+    the report says so below the table; Llama-3-8B runs 16 on both and gets no such note (QA report A, 13)."""
+    _, text, doc = html_report
+    gemma = doc.tables["gemma-2-9b-capacity-table"]
+    assert gemma[0] == [] and {_num(r[11]) for r in gemma[1:]} == {16, 6}
+    assert text.count("TPOT compares different batches (6, 16)") == 1
+    assert text.index("TPOT compares different batches") > text.index('id="gemma-2-9b-capacity-table"')
 
 
 def test_no_time_in_exponent_notation_and_no_negative_size(html_report):

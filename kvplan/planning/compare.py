@@ -4,7 +4,8 @@ One row per layout, the card's own first: KV bytes per token and for batch x seq
 attention FLOPs of that step (the same for every layout: query heads and head_dim do not change), the parameter
 change of the K/V projections and, on a GPU, each layout's capacity plan (``kvplan.planning.capacity.plan`` on ``tp``
 GPUs, the same figure ``kvplan plan`` and ``kvplan report`` give): the most requests of ``seq_len`` tokens its KV
-pool holds and the latency bounds at ``batch`` (roofline / tp plus the TP all-reduce).
+pool holds and the latency bounds at ``batch`` (each GPU's FLOPs / tp and its own rank's bytes, plus the TP
+all-reduce).
 """
 
 from __future__ import annotations
@@ -147,5 +148,6 @@ def _notes(dev: GPU | None, tp: int, mla: bool) -> list[str]:
         notes.append(f"max_batch: requests of seq_len the engine's KV pool holds on {where} (kvplan plan: the "
                      "weights, and for a serving engine its activation peak and overheads, subtracted).")
         notes.append("time_per_output_token_s / time_to_first_token_s: kvplan plan's lower bounds at the given batch "
-                     "(roofline / tp at mfu = mbu = 1, plus the TP all-reduce).")
+                     "(max(FLOPs / tp / peak, one GPU's own bytes / bandwidth) at mfu = mbu = 1, plus the TP "
+                     "all-reduce).")
     return notes

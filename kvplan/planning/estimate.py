@@ -163,13 +163,16 @@ def default_block(engine: Engine, card: ModelCard, gpu: str | None, gpu_file: st
 
 
 def _roofline(r: Resolved, q: EstimateRequest, prompt: int, steps, memory_needed_bytes: int):
-    """The roofline bounds on ``q.gpu`` (only with --gpu), reusing the step FLOPs already computed."""
+    """The roofline bounds on ``q.gpu`` (only with --gpu), reusing the step FLOPs already computed; the bytes the
+    engine's GPU reads where it holds the model otherwise than the rows count it (``Runtime.estimate_held``)."""
     from kvplan.cost.hardware import load_gpu  # only with --gpu: a plain estimate imports no catalog or roofline code
     from kvplan.cost.roofline import Workload, roofline
 
     work = Workload(r.card, r.engine, r.kv_t, r.w_t, q.batch, prompt, q.seq_len, r.run.max_cache_len, q.block_size)
+    held = getattr(r.engine, "estimate_held", None)  # a runtime's: llama.cpp reads its GGUF buffers
     return roofline(work, load_gpu(q.gpu, q.gpu_file), memory_needed_bytes=memory_needed_bytes, mfu=q.mfu or 1.0,
-                    mbu=q.mbu or 1.0, steps=steps)
+                    mbu=q.mbu or 1.0, steps=steps,
+                    held=held and held(r.card, r.w_t, q.seq_len, q.batch, q.llama))
 
 
 def resolve(card: ModelCard, *, batch: int, seq_len: int, encoder_len: int | None, kv_dtype: str | None,
@@ -305,12 +308,10 @@ def weights_result(card: ModelCard, w_t: DType, kv_t: DType, engine: Engine) -> 
     scales = kv_t.layer_scale_bytes and kv_t.layer_scale_bytes * sum(
         n for s, n in layer_spec_counts(card, kv_t, IDEAL_RULES) if not s.per_sequence)
     fp32 = engine.fp32_params(card, w_t)  # modules the runtime keeps in float32 in a half-precision model
-    q = card.quantization
-    layout = getattr(engine, "mxfp4_layout", None)  # a runtime's; a bare cache-rules Engine has none
-    if q is not None and q.method == "mxfp4" and q.kernel_layout is None and layout is not None:
-        from kvplan.cost.quant import with_kernel_layout  # MXFP4 experts as this runtime holds them
+    if card.quantization is not None:
+        from kvplan.cost.quant import held_card  # MXFP4 experts as this runtime holds them
 
-        card = with_kernel_layout(card, layout, f"MXFP4 as {engine.name} holds it")
+        card = held_card(card, engine)
     quant = _quantized(card, p.total, w_t, fp32)
     stored = _stored(w_t, p.total, fp32) if quant is None else quant.stored_bytes
     return WeightsResult.model_construct(params=p.total, active_params=p.active, dtype=w_t.name, bytes=stored + scales,

@@ -54,12 +54,12 @@ class LayoutPlan:
 @dataclass(frozen=True)
 class RoofPoint:
     gpu: str
-    tp: int  # each GPU of the TP group runs 1/tp of the FLOPs and moves 1/tp of the bytes
+    tp: int  # each GPU of the TP group runs 1/tp of the FLOPs and moves its own rank's bytes
     phase: str  # prefill or decode
     batch: int
-    intensity: float  # FLOP per byte moved
-    attainable_flops_per_s: float  # FLOPs / time: min(peak, intensity x bandwidth)
-    time_s: float  # per GPU of the TP group: the roofline / tp (the TP all-reduce is in the plan's latency)
+    intensity: float  # FLOP per byte moved, on one GPU
+    attainable_flops_per_s: float  # one GPU's FLOPs / time: min(peak, intensity x bandwidth)
+    time_s: float  # one GPU's share of the step (the TP all-reduce is in the plan's latency)
     bound: str
     compute_dtype: str  # the dtype the engine computes in (the served weights'), whose peak bounds compute
     peak_flops_per_s: float
@@ -285,12 +285,30 @@ def _layouts(card: ModelCard, length: int, conc: int, dev: GPU, tp: int,
 
 def roof_points(card: ModelCard, dev: GPU, tp: int, length: int, conc: int, engine: str,
                 gpu_file: str | None = None) -> list[RoofPoint]:
-    """Prefill and decode of ``length`` tokens at several batch sizes on each GPU of a TP group of ``tp``: the
-    roofline ``estimate(..., gpu=...)`` bounds, its time / tp (FLOPs and bytes split evenly; intensity unchanged)."""
+    """Prefill and decode of ``length`` tokens at several batch sizes on one GPU of a TP group of ``tp``, as ``kvplan
+    plan`` bounds its latency (kvplan.planning.capacity.latency.step_phases): FLOPs / tp and the bytes that GPU
+    moves (its rank's weights as held, its cache), summed over the stages. A layout the engine refuses (drawn only
+    when every layout is) takes the estimate's roofline / tp."""
+    from kvplan.planning.capacity import PlanRequest, assemble, setup
+    from kvplan.planning.capacity.latency import gpu_times, step_phases
+
+    try:
+        s = setup(card, PlanRequest.build(gpu=dev, max_model_len=length, tp=tp, engine=engine))
+        sts = assemble(s)[0]
+    except KvplanError:
+        s = sts = None
     points = []
     for b in sorted({*ROOF_BATCHES, conc}):
-        r = estimate(card, batch=b, seq_len=length, engine=engine, gpu=dev.name, gpu_file=gpu_file).roofline
-        for phase, p in (("prefill", r.prefill), ("decode", r.decode_step)):
-            points.append(RoofPoint(dev.name, tp, phase, b, p.arithmetic_intensity_flops_per_byte,
-                                    p.flops / p.time_s, p.time_s / tp, p.bound, r.compute_dtype, r.peak_flops_per_s))
+        if s is None:
+            r = estimate(card, batch=b, seq_len=length, engine=engine, gpu=dev.name, gpu_file=gpu_file).roofline
+            for phase, p in (("prefill", r.prefill), ("decode", r.decode_step)):
+                points.append(RoofPoint(dev.name, tp, phase, b, p.arithmetic_intensity_flops_per_byte,
+                                        p.flops / p.time_s, p.time_s / tp, p.bound, r.compute_dtype,
+                                        r.peak_flops_per_s))
+            continue
+        for phase, flops, traffic, r in step_phases(s, sts, b):
+            compute, memory = gpu_times(r, flops, traffic, tp)
+            time = max(compute, memory)
+            points.append(RoofPoint(dev.name, tp, phase, b, flops / tp / traffic.total_bytes, flops / tp / time, time,
+                                    "compute" if compute >= memory else "memory", r.compute_dtype, r.peak_flops_per_s))
     return points

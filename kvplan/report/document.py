@@ -119,7 +119,7 @@ def verdict(rep: Report, m: ModelReport) -> str:
 
 
 CAPACITY_COLUMNS = ("layout", "weights", "activations", "overheads", "KV pool", "blocks", "KV of the requests",
-                    "max concurrency", "holds the target", "TTFT", "TPOT")
+                    "max concurrency", "holds the target", "TTFT", "TPOT", "TPOT batch")
 
 
 def _capacity(rep: Report, m: ModelReport) -> list[Block]:
@@ -137,13 +137,18 @@ def _capacity(rep: Report, m: ModelReport) -> list[Block]:
                      b(p.kv_cache.available_bytes), count(p.kv_cache.num_blocks),
                      b(rep.concurrency * p.request_kv_bytes), conc(p.max_concurrency),
                      Cell("yes" if lay.holds(rep.concurrency) else "no"),
-                     secs(lat.ttft_ms / 1e3) if lat else Cell("-"), secs(lat.tpot_ms / 1e3) if lat else Cell("-")])
+                     secs(lat.ttft_ms / 1e3) if lat else Cell("-"), secs(lat.tpot_ms / 1e3) if lat else Cell("-"),
+                     count(lat.batch_per_replica) if lat else Cell("-")])
     out = [Block("h3", "Capacity plan (kvplan plan)")]
     if rows:
         t = Table(f"{m.card.name}-capacity-table", f"Engine memory plan per GPU at max_model_len "
-                  f"{fmt_int(rep.max_model_len)}, target {plural(rep.concurrency, 'request')} ({rep.engine})",
-                  list(CAPACITY_COLUMNS), rows)
+                  f"{fmt_int(rep.max_model_len)}, target {plural(rep.concurrency, 'request')} ({rep.engine}); TTFT: "
+                  "one request's prefill alone; TPOT: one decode step of the TPOT batch (requests decoding at once "
+                  "per replica)", list(CAPACITY_COLUMNS), rows)
         out.append(Block("table", table=t))
+        batches = {lay.plan.latency.batch_per_replica for lay in m.layouts if lay.plan and lay.plan.latency}
+        if len(batches) > 1:
+            out.append(Block("p", _batch_note(rep.concurrency, batches)))
     out += [Block("p", f"{lay.label}: refused: {lay.refused}") for lay in m.layouts if lay.plan is None]
     best = m.chosen
     if best is not None:
@@ -151,6 +156,14 @@ def _capacity(rep: Report, m: ModelReport) -> list[Block]:
         if best.plan.notes:  # what the plan estimates rather than knows (ESTIMATE, UNVERIFIED), as kvplan plan says
             out += [Block("h3", f"Plan notes ({best.label})"), Block("list", items=list(best.plan.notes))]
     return out
+
+
+def _batch_note(target: int, batches: set[int]) -> str:
+    """Why the TPOT column's layouts are at different batches, so that no one compares them as if at one."""
+    return (f"TPOT compares different batches ({', '.join(fmt_int(b) for b in sorted(batches))}): each layout's "
+            f"decode step holds the target {plural(target, 'request')} per replica, or the fewer its pool and "
+            "scheduler run at once (the rest queue); a smaller batch reads less K/V per step, so a faster TPOT "
+            "there is no faster GPU. Compare at one batch with kvplan plan --concurrency N on each layout.")
 
 
 DISAGG_COLUMNS = ("pool", "GPU", "TP", "PP", "workers", "GPUs", "batch", "concurrency per worker", "TTFT >=",
@@ -365,7 +378,8 @@ def _roofline(rep: Report, m: ModelReport) -> list[Block]:
             for p in m.roof]
     dtypes = sorted({p.compute_dtype for p in m.roof})
     t = Table(f"{m.card.name}-roofline-table", f"Roofline points per GPU of each layout ({', '.join(dtypes)} "
-              "compute; lower bounds, mfu = mbu = 1; time = roofline / tp, the all-reduce is in the plan's TTFT/TPOT)",
+              "compute; lower bounds, mfu = mbu = 1; time = max(FLOPs / tp / peak, the GPU's own bytes / bandwidth), "
+              "the all-reduce is in the plan's TTFT/TPOT)",
               ["layout", "phase", "batch", "FLOP/B", "FLOP/s", "time", "bound"], rows)
     return [Block("h3", "Roofline"), Block("chart", svg=svg), Block("table", table=t)]
 
@@ -415,7 +429,9 @@ def formulas(rep: Report, m: ModelReport) -> list[str]:
                    f"{p.verdict})")
     if p.latency:
         out.append(f"decode step on {best.label}, batch {fmt_int(p.latency.batch_per_replica)}: time >= max(FLOPs / "
-                   f"peak, bytes / bandwidth) / {best.tp} + all-reduce = {fmt_seconds(p.latency.tpot_ms / 1e3)}")
+                   f"{best.tp} / peak, one GPU's bytes / bandwidth) + all-reduce = "
+                   f"{fmt_seconds(p.latency.tpot_ms / 1e3)} (one GPU's bytes: its rank's weights as held and its "
+                   "cache, kvplan plan's latency notes)")
     return out
 
 

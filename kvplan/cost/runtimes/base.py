@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from kvplan.cost.parallel import Layout
     from kvplan.cost.runtimes.results import KVCachePool, RankRow
     from kvplan.cost.runtimes.setup import Options, Pool, ServingFlags, Setup, Stage
+    from kvplan.cost.traffic import HeldWeights
     from kvplan.model.card import ModelCard
     from kvplan.model.dtypes import DType
     from kvplan.model.quant import Mxfp4Layout
@@ -117,6 +118,17 @@ class Runtime(Engine):
     def estimate_memory(self, card: ModelCard, w_bits: int, seq_len: int, batch: int, flags: LlamaFlags | None):
         """What the engine itself allocates for ``batch`` sequences of ``seq_len`` (llama.cpp: every buffer per
         device); None where the estimate's KV and weights say it all."""
+        return None
+
+    def estimate_held(self, card: ModelCard, w_t: DType, seq_len: int, batch: int, flags: LlamaFlags | None):
+        """What each GPU reads in a step of an estimate where the engine holds the weights otherwise than the
+        estimate's rows count them (llama.cpp: its GGUF buffers; kvplan.cost.traffic.path_traffic's stages); None:
+        the rows say it all (the whole model as the weights row holds it)."""
+        return None
+
+    def weights_label(self, s: Setup) -> str | None:
+        """How the plan's weights are stored where the runtime holds them otherwise than the card and dtype say
+        (llama.cpp: a GGUF type); None: the card's format (kvplan.planning.results.weights_format)."""
         return None
 
     def plan_extras(self, s: Setup) -> dict:
@@ -234,6 +246,26 @@ class Runtime(Engine):
                 f"{fmt_bytes(worst.requested)} requested - {fmt_bytes(worst.weights)} weights - "
                 f"{fmt_bytes(worst.activation)} activations - {fmt_bytes(worst.non_torch + worst.cuda_graph)} "
                 f"overheads = {fmt_bytes(worst.available)}; raise {flag}, use more GPUs (--tp/--pp) or a bigger --gpu")
+
+    # -- what one GPU reads in a step (the latency bounds) --
+
+    def held_stages(self, s: Setup, sts: list[Stage]) -> list[tuple[HeldWeights, tuple]]:
+        """Per pipeline stage, what one GPU of it holds as a step reads it (kvplan.cost.traffic.rank_held_weights:
+        its rank's weight shards, the bytes of the plan's weights row) and the cache specs it keeps (its rank's:
+        kv_heads_per_rank heads, MLA latents whole, the states of its TP shapes), for kvplan.cost.traffic
+        .path_traffic."""
+        parts = tuple(st.layers for st in sts)
+        return [held_stage(self, s.card, s.w_t, s.kv_t, s.state_t, s.weight_layout, st.pp_rank, parts) for st in sts]
+
+    def held_layout(self, card: ModelCard, w_t: DType, kv_t: DType, layout: Layout) -> list[tuple[HeldWeights, tuple]]:
+        """``held_stages`` of ``card`` on ``layout`` without a plan (a sweep's row): this runtime's layer split, its
+        replica layout, states in the model dtype beside a quantized K/V (``state_dtype``)."""
+        from kvplan.model.dtypes import parse_dtype
+
+        state_t = self.state_dtype(card, kv_t, parse_dtype(self.default_dtype(card.dtype)[0]))
+        parts = tuple(self.partition(card, layout.pp))
+        return [held_stage(self, card, w_t, kv_t, state_t, self.replica_layout(layout), i, parts)
+                for i in range(layout.pp)]
 
     # -- the pool --
 
@@ -411,6 +443,17 @@ def _stage_weights(engine: Runtime, card: ModelCard, w_t: DType, kv_t: DType, st
     from kvplan.cost.runtimes.setup import LayerSpecs
 
     return w, LayerSpecs(rank_kv_specs(card, kv_t, engine, layout, pp_rank, stages=list(parts), state_t=state_t))
+
+
+@lru_cache(maxsize=4096)
+def held_stage(engine: Runtime, card: ModelCard, w_t: DType, kv_t: DType, state_t: DType | None, layout: Layout,
+               pp_rank: int, parts: tuple[range, ...]) -> tuple[HeldWeights, tuple]:
+    """One stage of ``held_stages``: its rank's weights as a step reads them and its cache specs, once per layout
+    and stage (``_stage_weights``'s arguments)."""
+    from kvplan.cost.traffic import rank_held_weights
+
+    w, specs = _stage_weights(engine, card, w_t, kv_t, state_t, layout, pp_rank, parts)
+    return rank_held_weights(card, w_t, layout, w), specs.counts
 
 
 def longest(ok, hi: int) -> int:

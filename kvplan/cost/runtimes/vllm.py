@@ -402,6 +402,11 @@ class VLLM(Server):
         parts = stage_ranges(list(s.opts.pp_layer_partition))
         return [self.stage(s, i, parts) for i in range(s.layout.pp)]
 
+    def held_stages(self, s: Setup, sts: list[Stage]):
+        """The base's, with the MXFP4 experts as this version loads them on this GPU (``mxfp4_loaded``, as the
+        stages' weights hold them)."""
+        return super().held_stages(mxfp4_loaded(s), sts)
+
     def stage(self, s: Setup, pp_rank: int, parts: list[range]) -> Stage:
         """The base budget, plus the draft model's weights and K/V layers and the LoRA slots (vllm_features)."""
         st = super().stage(s, pp_rank, parts)
