@@ -243,7 +243,7 @@ def setup(card: ModelCard, req: PlanRequest) -> Setup:
 
 def result(s: Setup, sts: list[Stage], p: Pool, lat: Latency | None = None,
            concurrency: int | None = None) -> PlanResult:
-    from kvplan.planning.capacity.text import launch_command, notes, verdict
+    from kvplan.planning.capacity.text import launch_command, notes, target_met, verdict
 
     lim, rt, q = p.limiting, s.engine, s.card.quantization
     per_gpu = PerGPU(pp_rank=lim.pp_rank, layers=len(lim.layers), params=lim.params, weights_bytes=lim.weights,
@@ -256,7 +256,7 @@ def result(s: Setup, sts: list[Stage], p: Pool, lat: Latency | None = None,
                      activation_rule=rt.activation_rule(s), vision_bytes=_vision_bytes(s),
                      weights_rounding_bytes=lim.rounding, non_torch_cached_bytes=lim.cached_free,
                      offloaded_bytes=lim.offloaded, overheads_given=tuple(sorted(s.given)),
-                     weights_format=weights_format(q and q.label, s.w_t.name))
+                     weights_format=rt.weights_label(s) or weights_format(q and q.label, s.w_t.name))
     inputs = PlanInputs(model=s.card.name, engine=rt.name, engine_rules=rt.rules_text, gpu=s.gpu.name,
                         gpu_memory_bytes=s.total, tp=s.layout.tp, pp=s.layout.pp, dp=s.layout.dp,
                         expert_parallel=s.layout.expert_parallel,
@@ -269,7 +269,10 @@ def result(s: Setup, sts: list[Stage], p: Pool, lat: Latency | None = None,
                         cuda_memory_fraction=s.opts.cuda_memory_fraction, shared_prefix_len=s.opts.shared_prefix_len,
                         speculative=None if s.opts.speculative is None else str(s.opts.speculative))
     return PlanResult(inputs=inputs, per_gpu=per_gpu, kv_cache=p.pool, max_concurrency=p.concurrency,
-                      max_concurrency_total=p.concurrency * s.layout.dp, request_kv_bytes=p.request_bytes,
+                      max_concurrency_total=p.concurrency * s.layout.dp, max_running=rt.running(s, p),
+                      running_limit=rt.running_limit(s, p), running_limit_flag=rt.running_limit_flag,
+                      target_met=None if concurrency is None else target_met(s, p, concurrency),
+                      request_kv_bytes=p.request_bytes,
                       fits=p.fits, max_model_len_fit=p.max_model_len_fit, ranks=p.ranks,
                       launch_command=launch_command(s), verdict=verdict(s, p, concurrency), latency=lat,
                       notes=notes(s, p), **rt.plan_extras(s))
