@@ -116,12 +116,13 @@ def _fp8(q: Quantization, m: Matrix, s: Matrix, tp: int) -> QuantBytes:
 MXFP4_MARLIN = Mxfp4Layout()
 
 
-def held_card(card, engine):
-    """``card`` as ``engine`` holds it without a GPU: MXFP4 experts in the runtime's kernel layout
-    (``Runtime.mxfp4_layout``) where the card names none; any other card, or a bare cache-rules Engine, unchanged.
-    The estimate's weights row and its roofline's bytes both read this card."""
+def held_card(card, engine, gpu=None):
+    """``card`` as ``engine`` holds it on ``gpu`` (None: no GPU named): MXFP4 experts in the runtime's kernel layout
+    (``Runtime.mxfp4_layout_on``: vLLM picks its backend by GPU) where the card names none; any other card, or a
+    bare cache-rules Engine, unchanged. The estimate's weights row and its roofline's bytes both read this card."""
     q = card.quantization
-    layout = getattr(engine, "mxfp4_layout", None)  # a runtime's; a bare cache-rules Engine has none
+    on = getattr(engine, "mxfp4_layout_on", None)  # a runtime's; a bare cache-rules Engine has none
+    layout = on(gpu) if on is not None else None
     if q is None or q.method != "mxfp4" or q.kernel_layout is not None or layout is None:
         return card
     return _with_layout_cached(card, layout, f"MXFP4 as {engine.name} holds it")

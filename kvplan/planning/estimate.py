@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from kvplan.cost.engines import IDEAL_RULES, CacheRun, Engine
 from kvplan.cost.runtimes import get_engine
+from kvplan.cost.runtimes.base import Runtime
 from kvplan.cost.flops import FlopsBreakdown, StepFlops, step_breakdowns
 from kvplan.cost.kvspec import KVLayerSpec, has_full_layer, kv_bytes_per_token, layer_spec_counts, layer_specs
 from kvplan.cost.params import count_params
@@ -116,7 +117,7 @@ def estimate_request(base: ModelCard, q: EstimateRequest) -> Estimate:
                             max_cache_len=r.run.max_cache_len, block_size=q.block_size, kv_heads=q.kv_heads,
                             attention=q.attention, prompt_len=prompt, gpu=q.gpu)
     kv = kv_cache(r)
-    weights = _with_checkpoint(weights_result(card, r.w_t, r.kv_t, r.engine), base)
+    weights = _with_checkpoint(served_weights(card, r, _gpu(q)), base)
     notes = list(r.notes) + engine_notes(kv, q.batch)
     if weights.fp32_params:
         from kvplan.cost.fp32 import fp32_note  # only for a model the runtime keeps partly in float32
@@ -142,6 +143,15 @@ def estimate_request(base: ModelCard, q: EstimateRequest) -> Estimate:
     return Estimate.model_construct(inputs=inputs, model=summarize(card, base), kv_cache=kv, weights=weights,
                     total_bytes=kv.total_bytes + weights.bytes, flops=flops, roofline=roof, notes=notes,
                     llamacpp=lcpp)
+
+
+def _gpu(q: EstimateRequest):
+    """--gpu as a catalog GPU (its compute capability picks vLLM's MXFP4 backend), None without one."""
+    if q.gpu is None:
+        return None
+    from kvplan.cost.hardware import load_gpu
+
+    return load_gpu(q.gpu, q.gpu_file)
 
 
 def _default_block(card: ModelCard, q: EstimateRequest) -> int:
@@ -296,7 +306,21 @@ def _group_row(spec: KVLayerSpec, layers: int, r: Resolved) -> KVGroup:
                                    formula=f"{formula} = {fmt_bytes(total)}")
 
 
-def weights_result(card: ModelCard, w_t: DType, kv_t: DType, engine: Engine) -> WeightsResult:
+def served_weights(card: ModelCard, r: Resolved, gpu=None) -> WeightsResult:
+    """The weights as the resolved runtime loads them (the plan's figure): a 16-bit checkpoint at --weight-dtype
+    fp8 quantized online with its embeddings, LM head, norms and routers kept in the model dtype (vLLM's and
+    SGLang's --quantization fp8: Runtime.loaded_card), MXFP4 experts in the backend the runtime picks on ``gpu``
+    (a GPU; None: its default)."""
+    loaded, w_t = card, r.w_t
+    if isinstance(r.engine, Runtime):  # a bare cache-rules Engine loads nothing
+        try:
+            loaded, w_t, _ = r.engine.loaded_card(card, r.w_t, _dtype(card, r.engine, None, "--weight-dtype")[0])
+        except KvplanError:  # integer weights of a 16-bit card: a what-if the estimate sizes as asked (plan refuses)
+            pass
+    return weights_result(loaded, w_t, r.kv_t, r.engine, gpu)
+
+
+def weights_result(card: ModelCard, w_t: DType, kv_t: DType, engine: Engine, gpu=None) -> WeightsResult:
     p = count_params(card)
     breakdown = {"embedding": p.embedding, "positions": p.positions, "attention": p.attention, "mlp": p.mlp,
                  "norms": p.norms, "lm_head": p.lm_head, "other": p.other}
@@ -311,7 +335,7 @@ def weights_result(card: ModelCard, w_t: DType, kv_t: DType, engine: Engine) -> 
     if card.quantization is not None:
         from kvplan.cost.quant import held_card  # MXFP4 experts as this runtime holds them
 
-        card = held_card(card, engine)
+        card = held_card(card, engine, gpu)
     quant = _quantized(card, p.total, w_t, fp32)
     stored = _stored(w_t, p.total, fp32) if quant is None else quant.stored_bytes
     return WeightsResult.model_construct(params=p.total, active_params=p.active, dtype=w_t.name, bytes=stored + scales,

@@ -71,6 +71,11 @@ class Runtime(Engine):
     # its launch line loads the card's Hugging Face checkpoint (vLLM, SGLang, ...); llama.cpp's loads a GGUF
     loads_hf_checkpoint: ClassVar[bool] = False
 
+    def mxfp4_layout_on(self, gpu) -> Mxfp4Layout | None:
+        """MXFP4 experts as this runtime holds them on ``gpu`` (None: no GPU named): ``mxfp4_layout`` unless the
+        runtime picks its backend by GPU (vLLM)."""
+        return self.mxfp4_layout
+
     def at_version(self, text: str) -> Runtime:
         """The runtime for release ``text`` of this engine; KvplanError where no version is modelled."""
         raise KvplanError(f"--engine: {self.name} models no engine versions; use --engine {self.name}")
@@ -321,6 +326,10 @@ class Runtime(Engine):
     def pool_summary(self, p: Pool, s: Setup) -> str:
         """What the verdict says about the pool after its size."""
         return ""
+
+    def search_note(self) -> str | None:
+        """What a layout search with this runtime should say about its options beyond the order (None: nothing)."""
+        return None
 
     def notes(self, s: Setup, p: Pool) -> list[str]:
         """The runtime's own notes on a plan (budget, scheduler, states)."""

@@ -410,7 +410,7 @@ class LlamaCpp(Runtime):
         rows = [rank_row(x, cb // max(1, c.n_ctx), c.n_ctx, fit) for x, cb in zip(sts, caches)]
         pool = KVCachePool(available_bytes=st.available, block_size=1, bytes_per_block=per_cell,
                            num_blocks=c.n_ctx, tokens=c.n_ctx, groups=len(m.caches), padding_layers=0,
-                           blocks_per_request=c.n_ctx_seq)
+                           blocks_per_request=c.n_ctx_seq, allocated_bytes=cache)
         # one request: its slot's share of the cache (-np slots of n_ctx_seq cells; a unified cache shares them)
         return Pool(st, pool, conc, cache // max(1, c.n_seq_max), fits, fit, rows)
 
@@ -473,6 +473,13 @@ class LlamaCpp(Runtime):
             return f" (n_ctx {p.pool.tokens:,} cells)"
         kv = f.type_k if f.type_k == f.type_v else f"{f.type_k}/{f.type_v}"
         return f" (n_ctx {p.pool.tokens:,} cells, K/V {kv}; weights GGUF {f.gguf_quant})"
+
+    def search_note(self) -> str | None:
+        return (f"{self.display_name}: where the plan picks the GGUF quant (a card without a GGUF, no --gguf-quant), "
+                "each layout takes the largest llama-quantize type whose weights and cache fit its GPUs (the weights "
+                "column), so layouts of the same GPU count can differ in quant: the order above does not weigh it, "
+                "and a smaller quant (lower quality) can come first on price or the TPOT bound. To keep a quant, "
+                "give --gguf-quant, or plan the layout with --gpu NAME --pp N.")
 
     def model_file(self, s: Setup, repo: str) -> str:
         """The GGUF the launch line loads: the card's own, else at a llama-quantize type the Hub repository's name and

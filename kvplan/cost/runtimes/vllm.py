@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from kvplan.cost import serving_vllm as vl
 from kvplan.cost import serving_vllm_v0 as v0
@@ -18,6 +19,9 @@ from kvplan.cost.runtimes.base import Server, VersionRange, at_range, positive_s
 from kvplan.cost.runtimes.setup import Options, Pool, ServingFlags, Setup, Stage
 from kvplan.errors import KvplanError, Refused
 from kvplan.units import MAX_BLOCK_TOKENS, cdiv, fmt_bytes, fmt_int, require_positive
+
+if TYPE_CHECKING:
+    from kvplan.model.quant import Mxfp4Layout
 
 
 @dataclass(frozen=True)
@@ -520,6 +524,11 @@ class VLLM(Server):
 
     running_limit_flag = "--max-num-seqs"
 
+    def mxfp4_layout_on(self, gpu) -> Mxfp4Layout | None:
+        """The backend this version picks on ``gpu`` (serving_vllm.mxfp4_layout); without one, Marlin's, as on a
+        GPU without a compute capability."""
+        return vl.mxfp4_layout(self.version.first, None if gpu is None else gpu.compute_capability)
+
     def running_limit(self, s: Setup, p: Pool) -> int | None:
         return s.max_num_seqs
 
@@ -623,7 +632,7 @@ def mxfp4_loaded(s: Setup) -> Setup:
 
     from kvplan.cost.quant import with_kernel_layout
 
-    layout = vl.mxfp4_layout(s.engine.version.first, s.gpu.compute_capability)
+    layout = s.engine.mxfp4_layout_on(s.gpu)
     return replace(s, card=with_kernel_layout(s.card, layout, f"MXFP4, {layout.backend} backend"))
 
 

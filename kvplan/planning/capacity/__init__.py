@@ -243,7 +243,7 @@ def setup(card: ModelCard, req: PlanRequest) -> Setup:
 
 def result(s: Setup, sts: list[Stage], p: Pool, lat: Latency | None = None,
            concurrency: int | None = None) -> PlanResult:
-    from kvplan.planning.capacity.text import launch_command, notes, verdict
+    from kvplan.planning.capacity.text import launch_command, notes, target_met, verdict
 
     rt = s.engine
     inputs = PlanInputs(model=s.card.name, engine=rt.name, engine_rules=rt.rules_text, gpu=s.gpu.name,
@@ -258,7 +258,10 @@ def result(s: Setup, sts: list[Stage], p: Pool, lat: Latency | None = None,
                         cuda_memory_fraction=s.opts.cuda_memory_fraction, shared_prefix_len=s.opts.shared_prefix_len,
                         speculative=None if s.opts.speculative is None else str(s.opts.speculative))
     return PlanResult(inputs=inputs, per_gpu=per_gpu(s, p), kv_cache=p.pool, max_concurrency=p.concurrency,
-                      max_concurrency_total=p.concurrency * s.layout.dp, request_kv_bytes=p.request_bytes,
+                      max_concurrency_total=p.concurrency * s.layout.dp, max_running=rt.running(s, p),
+                      running_limit=rt.running_limit(s, p), running_limit_flag=rt.running_limit_flag,
+                      target_met=None if concurrency is None else target_met(s, p, concurrency),
+                      request_kv_bytes=p.request_bytes,
                       fits=p.fits, max_model_len_fit=p.max_model_len_fit, ranks=p.ranks,
                       launch_command=launch_command(s), verdict=verdict(s, p, concurrency), latency=lat,
                       notes=notes(s, p), **rt.plan_extras(s))

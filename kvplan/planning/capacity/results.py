@@ -98,6 +98,11 @@ class PlanResult(BaseModel):
     kv_cache: KVCachePool
     max_concurrency: float  # per replica, by the engine's formula
     max_concurrency_total: float  # x dp
+    # per replica: the requests the engine runs at once, max_concurrency capped by its scheduler (running_limit)
+    max_running: float
+    running_limit: int | None = None  # vLLM max_num_seqs, SGLang max_running_requests, ...; None: the pool alone
+    running_limit_flag: str = ""  # the engine's flag for running_limit (--max-num-seqs)
+    target_met: bool | None = None  # with a target concurrency: whole running requests x dp hold it (the verdict's)
     request_kv_bytes: int  # one request at max_model_len, on the limiting rank
     fits: bool  # one request at max_model_len fits every rank
     max_model_len_fit: int  # the longest max_model_len that fits (vLLM's binary search); 0: none

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from kvplan.cost.hardware import GPU, load_gpus
 from kvplan.cost.parallel import Layout
+from kvplan.cost.runtimes import get_engine
 from kvplan.errors import KvplanError, Refused, WeightsDoNotFit
 from kvplan.model.card import ModelCard
 from kvplan.model.catalog import load_card
@@ -83,7 +84,7 @@ def search(model: ModelCard | str | Path, *, max_model_len: int, concurrency: in
     options.sort(key=_KEYS[sort])
     return SearchResult(model=card.name, engine=engine, max_model_len=max_model_len, concurrency=concurrency,
                         ttft_ms=ttft_ms, tpot_ms=tpot_ms, layouts_tried=tried, options=options, sort=sort,
-                        notes=_search_notes(options, max_gpus, sort))
+                        notes=_search_notes(options, max_gpus, sort, get_engine(engine)))
 
 
 def _chosen(catalog: dict[str, GPU], names: list[str] | None) -> list[GPU]:
@@ -179,7 +180,7 @@ _KEYS = {  # the orders of --sort; each breaks ties by the others, then fewer pi
 }
 
 
-def _search_notes(options: list[PlanOption], max_gpus: int, sort: str) -> list[str]:
+def _search_notes(options: list[PlanOption], max_gpus: int, sort: str, runtime=None) -> list[str]:
     if not options:
         return [f"No layout within --max-gpus {max_gpus} holds the requests; raise --max-gpus, shorten "
                 "--max-model-len or use fp8 (--kv-dtype / --weight-dtype)."]
@@ -187,6 +188,9 @@ def _search_notes(options: list[PlanOption], max_gpus: int, sort: str) -> list[s
              "cost": "the lowest price first (GPUs x price per GPU-hour; GPUs without a price last), then fewer GPUs",
              "latency": "the lowest decode-latency bound (TPOT) first, then price"}[sort]
     notes = [f"One option per GPU type (DP replicas multiply concurrency), {order} (--sort {sort})."]
+    extra = runtime.search_note() if runtime is not None else None
+    if extra:
+        notes.append(extra)
     priced = [o for o in options if o.price_per_hour is not None]
     if priced:
         notes.append("$/h: all the option's GPUs at public on-demand list prices (the catalog's, read on the date "
