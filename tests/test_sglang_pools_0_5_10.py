@@ -127,7 +127,8 @@ def test_from_log_reads_both_pools():
     ("qwen3-8b", "B300", "sglang", 8, 64),  # compute capability 10.3: SM100 too; 8 is no trtllm_mha page
     ("qwen3-8b", "B200", "sglang", 32, 32),
     ("qwen3-8b", "B200", "sglang", 128, 128),  # 0.5.18+
-    ("qwen3-8b", "B200", "sglang==0.5.12", 128, 128),  # the 0.5.11-0.5.19 range takes 0.5.18's list
+    ("qwen3-8b", "B200", "sglang==0.5.17", 128, 128),  # 128 joins in 0.5.17
+    ("qwen3-8b", "B200", "sglang==0.5.16", 128, 64),
     ("qwen3-8b", "B200", "sglang==0.5.10", 128, 64),  # 0.5.10: 16, 32 or 64
     ("qwen3-8b", "B200", "sglang==0.5.9", None, 64),  # the default for every model without MLA from 0.5.7
     ("qwen3-8b", "B200", "sglang==0.5.6", None, 1),  # before 0.5.7 only a few families' default

@@ -158,11 +158,11 @@ def pool_bytes(free_at_start: int, mem_fraction_static: float, weights: int) -> 
 
 
 # the trtllm_mha backend's page sizes (arg_groups/overrides.py _mla_backend_page_constraints, 0.5.23; server_args.py
-# before 0.5.20, read in 0.5.1 - 0.5.10): 16, 32 or 64 from 0.5.1 (0.4.10 has no trtllm_mha; 0.5.0 not read) through
-# 0.5.15, 128 added by 0.5.18; any other becomes 64 ("TensorRT-LLM MHA only supports page_size of 16, 32 or 64,
-# changing page_size from None to 64")
+# before 0.5.15, read in 0.5.1 - 0.5.14): 16, 32 or 64 from 0.5.1 (0.4.10 has no trtllm_mha; 0.5.0 not read) through
+# 0.5.16, 128 added in 0.5.17 (read in every wheel 0.5.10 - 0.5.23); any other becomes 64 ("TensorRT-LLM MHA only
+# supports page_size of 16, 32 or 64, changing page_size from None to 64")
 TRTLLM_MHA_PAGES_0_5_1 = (16, 32, 64)
-TRTLLM_MHA_PAGES_0_5_18 = (16, 32, 64, 128)
+TRTLLM_MHA_PAGES_0_5_17 = (16, 32, 64, 128)
 TRTLLM_MHA_PAGE = 64
 # Before 0.5.7 trtllm_mha was the default on SM100 only for some families, each in server_args.py
 # _handle_model_specific_adjustments (model_specific_adjustments in 0.5.1) when no attention backend is given:
@@ -183,6 +183,30 @@ TRTLLM_MHA_EXCEPTIONS_0_5_7 = frozenset({"NemotronHForCausalLM", "Qwen3NextForCa
 TRTLLM_MHA_EXCEPTIONS_0_5_9 = TRTLLM_MHA_EXCEPTIONS_0_5_7 | {
     "Qwen3_5MoeForConditionalGeneration", "Qwen3_5ForConditionalGeneration", "GraniteMoeHybridForCausalLM",
     "Lfm2ForCausalLM"}
+# From 0.5.10 the Qwen3-Next / Qwen3.5 branch picks triton only when trtllm_mha would need page size 1: with the radix
+# cache on, no mamba extra buffer (mamba_scheduler_strategy "auto" becomes no_buffer, 0.5.10 - 0.5.14; from 0.5.15 the
+# strategy is still "auto" when the branch reads it) and no speculative decoding; with speculative decoding it keeps
+# trtllm_mha (server_args.py _handle_model_specific_adjustments 0.5.10 - 0.5.14, arg_groups/overrides.py
+# _qwen3_5_hybrid_overrides 0.5.15 - 0.5.18, arg_groups/model_overrides/qwen3_5.py from 0.5.19). Each range below takes
+# its newest release's lists (read in every wheel 0.5.10 - 0.5.23): the first set picks another backend on SM100
+# always, the second unless speculative decoding is on.
+TRTLLM_MHA_EXCEPTIONS_0_5_10 = frozenset({
+    "NemotronHForCausalLM", "FalconH1ForCausalLM", "JetNemotronForCausalLM", "JetVLMForConditionalGeneration",
+    "GraniteMoeHybridForCausalLM", "Lfm2ForCausalLM"})
+TRTLLM_MHA_SPEC_EXCEPTIONS_0_5_10 = frozenset({"Qwen3NextForCausalLM", "Qwen3_5MoeForConditionalGeneration",
+                                               "Qwen3_5ForConditionalGeneration"})
+# 0.5.12 adds MiniCPM-V 4.6 (triton) and Intern-S2-Preview (the Qwen3.5 rule), 0.5.13 NemotronHPuzzleForCausalLM
+# (flashinfer, as Nemotron-H); Granite hybrids move from triton to flashinfer in 0.5.13 (still not trtllm_mha)
+TRTLLM_MHA_EXCEPTIONS_0_5_11 = TRTLLM_MHA_EXCEPTIONS_0_5_10 | {"MiniCPMV4_6ForConditionalGeneration",
+                                                              "NemotronHPuzzleForCausalLM"}
+TRTLLM_MHA_SPEC_EXCEPTIONS_0_5_11 = TRTLLM_MHA_SPEC_EXCEPTIONS_0_5_10 | {"InternS2PreviewForConditionalGeneration"}
+# 0.5.17 adds Lfm2MoeForCausalLM (flashinfer), 0.5.18 Intern-S2-Mobius (the Qwen3.5 rule)
+TRTLLM_MHA_EXCEPTIONS_0_5_17 = TRTLLM_MHA_EXCEPTIONS_0_5_11 | {"Lfm2MoeForCausalLM"}
+TRTLLM_MHA_SPEC_EXCEPTIONS_0_5_17 = TRTLLM_MHA_SPEC_EXCEPTIONS_0_5_11 | {"InternS2MobiusForConditionalGeneration"}
+# 0.5.19 (model_overrides/nemotron_h.py): Nemotron-H takes trtllm_mha on SM100
+TRTLLM_MHA_EXCEPTIONS_0_5_19 = TRTLLM_MHA_EXCEPTIONS_0_5_17 - {"NemotronHForCausalLM", "NemotronHPuzzleForCausalLM"}
+# 0.5.20 adds Qwen4-Exp (model_overrides/qwen4_exp.py: the Qwen3.5 rule)
+TRTLLM_MHA_SPEC_EXCEPTIONS_0_5_20 = TRTLLM_MHA_SPEC_EXCEPTIONS_0_5_17 | {"Qwen4ExpForConditionalGeneration"}
 
 
 def sm100(vendor: str, compute_capability: float | None) -> bool:
@@ -234,20 +258,26 @@ HYBRID_SWA_ARCHITECTURES_0_5_7 = frozenset({"MiMoV2FlashForCausalLM", "MiMoV2MTP
 HYBRID_SWA_ARCHITECTURES_0_5_8 = HYBRID_SWA_ARCHITECTURES_0_5_7 | {"Llama4ForConditionalGeneration",
                                                                    "GptOssForCausalLM"}
 HYBRID_SWA_ARCHITECTURES_0_5_10 = HYBRID_SWA_ARCHITECTURES_0_5_8 | {"Step3p5ForCausalLM", "Step3p5MTP"}  # and 0.5.9
-# 0.5.11 adds MIMO_V2_MODEL_ARCHS' MiMoV2ForCausalLM and Gemma 4; 0.5.12 - 0.5.18 add DeepSeek V4, Step3p7,
-# Laguna (only with a sliding window), Mellum, MuseGlimmer, Inkling and UnlimitedOCR (0.5.18's list)
+# 0.5.11 adds MIMO_V2_MODEL_ARCHS' MiMoV2ForCausalLM and Gemma 4, 0.5.12 DeepSeek V4 and Laguna (only with a sliding
+# window), 0.5.13 Step3p7 and Gemma4Unified, 0.5.15 UnlimitedOCR (the 0.5.11 - 0.5.15 range takes 0.5.15's list)
 HYBRID_SWA_ARCHITECTURES_0_5_11 = HYBRID_SWA_ARCHITECTURES_0_5_10 | {
     "MiMoV2ForCausalLM", "Gemma4ForCausalLM", "Gemma4ForConditionalGeneration", "Gemma4UnifiedForConditionalGeneration",
-    "DeepseekV4ForCausalLM", "DeepseekV4ForCausalLMNextN", "DeepseekV4ForCausalLMDSpark",
-    "Step3p7ForConditionalGeneration", "LagunaForCausalLM", "MellumForCausalLM", "MuseGlimmerForCausalLM",
-    "MuseGlimmerForConditionalGeneration", "InklingForConditionalGeneration", "InklingForConditionalGenerationMTP",
+    "DeepseekV4ForCausalLM", "DeepseekV4ForCausalLMNextN", "Step3p7ForConditionalGeneration", "LagunaForCausalLM",
     "UnlimitedOCRForCausalLM"}
-# 0.5.20 adds SWA_SINK_ARCHS' Granite SWA models, 0.5.23 IQuest Q1, BailingMMNative, Beam (only with sliding layers),
-# EmbeddingGemma2 and DiffusionGemma (0.5.23's list)
-HYBRID_SWA_ARCHITECTURES_0_5_20 = HYBRID_SWA_ARCHITECTURES_0_5_11 | {
-    "GraniteSWAForCausalLM", "GraniteMoeSWAForCausalLM", "IQuestQ1ForCausalLM", "IQuestQ1MTP",
-    "BailingMMNativeForConditionalGeneration", "BeamForCausalLM", "EmbeddingGemma2Model",
-    "DiffusionGemmaForBlockDiffusion"}
+# 0.5.16 adds DeepSeek V4 DSpark, Mellum and Inkling; 0.5.18 MuseGlimmer (the 0.5.17 - 0.5.18 range takes 0.5.18's)
+HYBRID_SWA_ARCHITECTURES_0_5_16 = HYBRID_SWA_ARCHITECTURES_0_5_11 | {
+    "DeepseekV4ForCausalLMDSpark", "MellumForCausalLM", "InklingForConditionalGeneration",
+    "InklingForConditionalGenerationMTP"}
+HYBRID_SWA_ARCHITECTURES_0_5_17 = HYBRID_SWA_ARCHITECTURES_0_5_16 | {"MuseGlimmerForCausalLM",
+                                                                     "MuseGlimmerForConditionalGeneration"}
+# 0.5.19 adds SWA_SINK_ARCHS' Granite SWA models
+HYBRID_SWA_ARCHITECTURES_0_5_19 = HYBRID_SWA_ARCHITECTURES_0_5_17 | {"GraniteSWAForCausalLM",
+                                                                     "GraniteMoeSWAForCausalLM"}
+# 0.5.21 adds IQuest Q1, BailingMMNative (with its multi-gate config) and DiffusionGemma, 0.5.22 EmbeddingGemma2,
+# 0.5.23 Beam (only with sliding layers): 0.5.23's list
+HYBRID_SWA_ARCHITECTURES_0_5_20 = HYBRID_SWA_ARCHITECTURES_0_5_19 | {
+    "IQuestQ1ForCausalLM", "IQuestQ1MTP", "BailingMMNativeForConditionalGeneration", "BeamForCausalLM",
+    "EmbeddingGemma2Model", "DiffusionGemmaForBlockDiffusion"}
 # How the pool is split into the full layers' tokens F and the sliding layers' (serving_sglang.hybrid_swa_tokens)
 SWA_SPLITS = {
     # 0.5.11+ model_executor/pool_configurator.py HybridSWAPoolConfigurator

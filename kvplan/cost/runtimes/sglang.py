@@ -47,13 +47,15 @@ class SglangVersion(VersionRange):
     swa_single_with_speculative: frozenset[str] = frozenset()
     # the trtllm_mha attention backend on Blackwell (SM100), which takes these page sizes and changes any other to 64
     # ("TensorRT-LLM MHA only supports page_size of 16, 32 or 64, changing page_size from None to 64"; 128 joins in
-    # 0.5.16-0.5.18, which the 0.5.11-0.5.19 range takes); empty: never the default (the page size stays 1). Whose
-    # default it is: ``trtllm_mha_architectures`` None: every model without MLA (0.5.7+: serving_sglang.
-    # trtllm_mha_default) but ``trtllm_mha_exceptions``, which pick another backend on SM100 first; a set: those
-    # families only (0.5.1-0.5.6: serving_sglang.TRTLLM_MHA_ARCHITECTURES_*)
+    # 0.5.17); empty: never the default (the page size stays 1). Whose default it is: ``trtllm_mha_architectures``
+    # None: every model without MLA (0.5.7+: serving_sglang.trtllm_mha_default) but the state-space hybrids the
+    # release's model-specific adjustments give another backend on SM100 first: ``trtllm_mha_exceptions`` always,
+    # ``trtllm_mha_spec_exceptions`` unless speculative decoding is on (0.5.10+: serving_sglang.TRTLLM_MHA_*); a set:
+    # those families only (0.5.1-0.5.6: serving_sglang.TRTLLM_MHA_ARCHITECTURES_*)
     trtllm_mha_pages: tuple[int, ...] = ()
     trtllm_mha_architectures: frozenset[str] | None = None
     trtllm_mha_exceptions: frozenset[str] = frozenset()
+    trtllm_mha_spec_exceptions: frozenset[str] = frozenset()
 
     def uses_trtllm_mha(self, gpu, card, speculative: bool, eagle_topk: int | None) -> bool:
         """This release serves ``card`` on ``gpu`` with trtllm_mha when no attention backend is given."""
@@ -64,7 +66,9 @@ class SglangVersion(VersionRange):
                     and sg.sm100(gpu.vendor, gpu.compute_capability))
         # the exceptions are hybrids with state layers (GraniteMoeHybridForCausalLM only "if has_mamba": Granite 4.0
         # Micro, all attention, keeps trtllm_mha)
-        excepted = card.hf_architecture in self.trtllm_mha_exceptions and card.state_layers > 0
+        arch = card.hf_architecture
+        excepted = card.state_layers > 0 and (arch in self.trtllm_mha_exceptions
+                                              or (arch in self.trtllm_mha_spec_exceptions and not speculative))
         return not excepted and sg.trtllm_mha_default(gpu.vendor, gpu.compute_capability, card.mla is not None,
                                                       speculative, eagle_topk)
 
@@ -81,6 +85,20 @@ class SglangVersion(VersionRange):
         return sg.default_mem_fraction_static(gpu_mem_mib, tp, pp, mla, self.reserves_prefill_graphs, self.mid_tier)
 
 
+# the ranges before 0.5.11 charge a request its whole length in the sliding pool
+_WHOLE = {"swa_window_admission": False}
+
+
+def _late(span: str, first: tuple[int, int, int], swa_architectures: frozenset[str], pages: tuple[int, ...],
+          exceptions: frozenset[str], spec_exceptions: frozenset[str], last: tuple[int, int, int] | None = None,
+          **rules) -> SglangVersion:
+    """A range 0.5.10 - 0.5.19 (``last`` None: ``first`` alone): the reserved-memory default with prefill graphs
+    (0.5.5's middle GPU tier), trtllm_mha the SM100 default for a model without MLA but the state-space hybrids
+    ``exceptions`` and, without speculative decoding, ``spec_exceptions`` (serving_sglang.TRTLLM_MHA_*)."""
+    return SglangVersion(f"SGLang {span} (reserved-memory default with prefill graphs)", first, last or first,
+                         "reserved", True, True, sg.MID_TIER_0_5_5, swa_architectures, **rules, trtllm_mha_pages=pages,
+                         trtllm_mha_exceptions=exceptions, trtllm_mha_spec_exceptions=spec_exceptions)
+
 VERSIONS = (
     SglangVersion("SGLang 0.4.0-0.4.1 (mem_fraction_static by TP size, rotary cache in the model dtype)", (0, 4, 0),
                   (0, 4, 1), "tp", False, False),
@@ -95,7 +113,7 @@ VERSIONS = (
     # 0.4.10 (model_runner.py): Gemma 2/3/3n get a hybrid pool, split by layers (set_num_token_hybrid)
     SglangVersion("SGLang 0.4.10 (GiB kept by GPU tier; Gemma 2/3 hybrid SWA pool)", (0, 4, 10), (0, 4, 10), "tiers",
                   False, True, swa_architectures=sg.HYBRID_SWA_ARCHITECTURES_0_4_10, swa_split="layers",
-                  swa_window_admission=False),
+                  **_WHOLE),
     # 0.5.1 (read): server_args.py forces one pool for every class the model_runner rule would give two; trtllm_mha on
     # SM100 for gpt-oss (model_specific_adjustments). 0.5.0 and 0.5.2 (wheels not read) follow 0.5.1 (the Gemma
     # override came with sglang PR 8895, "Disable gemma3 for SWA", merged 2025-08-07, after 0.4.10)
@@ -115,13 +133,13 @@ VERSIONS = (
     # (model_config.py is_hybrid_model), split by layers (model_runner_kv_cache_mixin.py set_num_tokens_hybrid_swa)
     SglangVersion("SGLang 0.5.7 (reserved-memory default, no prefill graphs; trtllm_mha on Blackwell)", (0, 5, 7),
                   (0, 5, 7), "reserved", False, True, sg.MID_TIER_0_5_5, sg.HYBRID_SWA_ARCHITECTURES_0_5_7, "layers",
-                  swa_window_admission=False, trtllm_mha_pages=sg.TRTLLM_MHA_PAGES_0_5_1,
+                  **_WHOLE, trtllm_mha_pages=sg.TRTLLM_MHA_PAGES_0_5_1,
                   trtllm_mha_exceptions=sg.TRTLLM_MHA_EXCEPTIONS_0_5_7),
     # 0.5.8: is_hybrid_swa_model (Llama 4, gpt-oss, MiMo-V2), split by layers; gpt-oss single under trtllm_mha or
     # speculative decoding (server_args.py _handle_model_specific_adjustments)
     SglangVersion("SGLang 0.5.8 (reserved-memory default, no prefill graphs; hybrid SWA pool split by layers)",
                   (0, 5, 8), (0, 5, 8), "reserved", False, True, sg.MID_TIER_0_5_5, sg.HYBRID_SWA_ARCHITECTURES_0_5_8,
-                  "layers", swa_window_admission=False,
+                  "layers", **_WHOLE,
                   swa_single_under_trtllm_mha=frozenset({"GptOssForCausalLM"}),
                   swa_single_with_speculative=frozenset({"GptOssForCausalLM"}),
                   trtllm_mha_pages=sg.TRTLLM_MHA_PAGES_0_5_1, trtllm_mha_exceptions=sg.TRTLLM_MHA_EXCEPTIONS_0_5_7),
@@ -129,22 +147,32 @@ VERSIONS = (
     # memory-based allocation"); gpt-oss single under trtllm_mha only
     SglangVersion("SGLang 0.5.9 (reserved-memory default, no prefill graphs; hybrid SWA pool split by bytes)",
                   (0, 5, 9), (0, 5, 9), "reserved", False, True, sg.MID_TIER_0_5_5, sg.HYBRID_SWA_ARCHITECTURES_0_5_10,
-                  "capacity", swa_window_admission=False,
+                  "capacity", **_WHOLE,
                   swa_single_under_trtllm_mha=frozenset({"GptOssForCausalLM"}),
                   trtllm_mha_pages=sg.TRTLLM_MHA_PAGES_0_5_1, trtllm_mha_exceptions=sg.TRTLLM_MHA_EXCEPTIONS_0_5_9),
     # piecewise (prefill) CUDA graphs on by default from 0.5.10 (docs/logs/sglang-code52132052242-qwen3-8b-b200.log
     # captures them); 0.5.6 has them off (docs/logs/sglang-code46415979912-lfm2-700m.log)
     # 0.5.10's scheduler still charges a request its whole length in the sliding pool (schedule_policy.py
     # PrefillAdder.rem_total_tokens: the min of both pools; _swa_budget_for_req arrives in 0.5.11)
-    SglangVersion("SGLang 0.5.10 (reserved-memory default with prefill graphs)", (0, 5, 10), (0, 5, 10),
-                  "reserved", True, True, sg.MID_TIER_0_5_5, sg.HYBRID_SWA_ARCHITECTURES_0_5_10, "capacity",
-                  swa_window_admission=False, trtllm_mha_pages=sg.TRTLLM_MHA_PAGES_0_5_1),
-    SglangVersion("SGLang 0.5.11-0.5.19 (reserved-memory default with prefill graphs)", (0, 5, 11), (0, 5, 19),
-                  "reserved", True, True, sg.MID_TIER_0_5_5, sg.HYBRID_SWA_ARCHITECTURES_0_5_11,
-                  trtllm_mha_pages=sg.TRTLLM_MHA_PAGES_0_5_18),
+    _late("0.5.10", (0, 5, 10), sg.HYBRID_SWA_ARCHITECTURES_0_5_10, sg.TRTLLM_MHA_PAGES_0_5_1,
+          sg.TRTLLM_MHA_EXCEPTIONS_0_5_10, sg.TRTLLM_MHA_SPEC_EXCEPTIONS_0_5_10, swa_split="capacity", **_WHOLE),
+    # 0.5.11 - 0.5.15 (0.5.11, 0.5.12, 0.5.13, 0.5.14, 0.5.15 read)
+    _late("0.5.11-0.5.15", (0, 5, 11), sg.HYBRID_SWA_ARCHITECTURES_0_5_11, sg.TRTLLM_MHA_PAGES_0_5_1,
+          sg.TRTLLM_MHA_EXCEPTIONS_0_5_11, sg.TRTLLM_MHA_SPEC_EXCEPTIONS_0_5_11, last=(0, 5, 15)),
+    # 0.5.16
+    _late("0.5.16", (0, 5, 16), sg.HYBRID_SWA_ARCHITECTURES_0_5_16, sg.TRTLLM_MHA_PAGES_0_5_1,
+          sg.TRTLLM_MHA_EXCEPTIONS_0_5_11, sg.TRTLLM_MHA_SPEC_EXCEPTIONS_0_5_11),
+    # 0.5.17 - 0.5.18 (both read): trtllm_mha takes 128-token pages
+    _late("0.5.17-0.5.18", (0, 5, 17), sg.HYBRID_SWA_ARCHITECTURES_0_5_17, sg.TRTLLM_MHA_PAGES_0_5_17,
+          sg.TRTLLM_MHA_EXCEPTIONS_0_5_17, sg.TRTLLM_MHA_SPEC_EXCEPTIONS_0_5_17, last=(0, 5, 18)),
+    # 0.5.19: Nemotron-H takes trtllm_mha on SM100 (model_overrides/nemotron_h.py)
+    _late("0.5.19", (0, 5, 19), sg.HYBRID_SWA_ARCHITECTURES_0_5_19, sg.TRTLLM_MHA_PAGES_0_5_17,
+          sg.TRTLLM_MHA_EXCEPTIONS_0_5_19, sg.TRTLLM_MHA_SPEC_EXCEPTIONS_0_5_17),
+    # 0.5.20+ (0.5.20 - 0.5.23 read)
     SglangVersion(f"SGLang 0.5.20+ (read in {sg.RULES.split()[-1]}; reserved-memory default with prefill graphs)",
                   (0, 5, 20), None, "reserved", True, True, swa_architectures=sg.HYBRID_SWA_ARCHITECTURES_0_5_20,
-                  trtllm_mha_pages=sg.TRTLLM_MHA_PAGES_0_5_18),
+                  trtllm_mha_pages=sg.TRTLLM_MHA_PAGES_0_5_17, trtllm_mha_exceptions=sg.TRTLLM_MHA_EXCEPTIONS_0_5_19,
+                  trtllm_mha_spec_exceptions=sg.TRTLLM_MHA_SPEC_EXCEPTIONS_0_5_20),
 )
 
 
@@ -228,7 +256,9 @@ class SGLang(Server):
             note = f"--swa-full-tokens-ratio {flags.swa_full_tokens_ratio}: not used, as SGLang ignores it: {why}"
         whose = (f"in {release} its default there for a few families, {card.hf_architecture} among them: "
                  "server_args.py _handle_model_specific_adjustments" if self.version.trtllm_mha_architectures
-                 is not None else "its default there for a model without MLA from 0.5.7")
+                 is not None else "its default there for a model without MLA from 0.5.7" + (
+                     f"; {release} picks triton for {card.hf_architecture} only without speculative decoding"
+                     if card.hf_architecture in self.version.trtllm_mha_spec_exceptions else ""))
         return Options(mfs=mfs, block_size=block, speculative=speculative, swa_note=note, page_note=(
                            f"SGLang on {gpu.name} (SM100) serves {card.name} with the trtllm_mha attention backend "
                            f"({whose}), whose pages hold {', '.join(map(str, pages))} tokens: "
