@@ -321,14 +321,42 @@ def hybrid_swa_tokens(pool: int, full_bytes: int, swa_bytes: int, ratio: float, 
     return full, int(full * ratio) // page_size * page_size
 
 
-def swa_tokens_per_request(max_model_len: int, window: int, page_size: int, window_admission: bool = True) -> int:
-    """The sliding-window pool's tokens one request of max_model_len is charged at admission. 0.5.11+
-    (``window_admission``): min(extend + decode, window) + page_size (pool_configurator.py validate_swa_pool_size:
-    "Prefill charges min(extend + decode, window) + page_size of SWA headroom per request"); decode evicts what leaves
-    the window. 0.4.10 - 0.5.10: the whole request, as in the full pool (managers/schedule_policy.py PrefillAdder:
-    rem_total_tokens is the min of both pools' available + evictable tokens, and add_one_req charges extend_input_len +
-    min(max_new_tokens, CLIP_MAX_NEW_TOKENS) against it; _swa_budget_for_req first appears in 0.5.11)."""
-    return min(max_model_len, window) + page_size if window_admission else max_model_len
+# What the scheduler charges a request in the sliding-window pool at admission, release by release (read in every
+# wheel 0.4.10 - 0.5.23; swa_tokens_per_request)
+SWA_CHARGES = {
+    # 0.4.10 - 0.5.10 managers/schedule_policy.py PrefillAdder: rem_total_tokens is the min of both pools' available
+    # + evictable tokens, against which add_one_req charges extend_input_len + min(max_new_tokens,
+    # CLIP_MAX_NEW_TOKENS)
+    "whole": "its whole length (PrefillAdder.rem_total_tokens, the smaller of the two pools' free tokens)",
+    # 0.5.11 - 0.5.16 PrefillAdder._swa_budget_for_req: max(alloc, sliding_window_size) + page_size (0.5.16 writes it
+    # max(alloc - window, 0) + _swa_reserved_tokens, the window + a page: the same)
+    "window_floor": "PrefillAdder._swa_budget_for_req: max(min(extend, chunked_prefill_size), window) + a page",
+    # 0.5.17 - 0.5.20 _swa_budget_for_req, from 0.5.21 mem_cache/prefill_budget.py estimate_swa_kv_tokens:
+    # max(alloc - window, 0) + min(extend + max_new_tokens, window) + page_size
+    "window": "_swa_budget_for_req / prefill_budget.py estimate_swa_kv_tokens: max(min(extend, chunked_prefill_size) "
+              "- window, 0) + min(extend, window) + a page",
+}
+
+
+def swa_tokens_per_request(max_model_len: int, window: int, page_size: int, charge: str = "window",
+                           chunk: int | None = None) -> int:
+    """The sliding-window pool's tokens the scheduler charges one request of max_model_len at admission (SWA_CHARGES),
+    its prompt max_model_len rounded up to a page (``extend``: _update_prefill_budget charges ceil_paged_tokens),
+    nothing cached, ``chunk`` the chunked_prefill_size (None: chunked prefill off) of which ``alloc`` = min(extend,
+    chunk) is allocated in the first pass. "whole" (0.4.10 - 0.5.10): max_model_len, as in the full pool;
+    "window_floor" (0.5.11 - 0.5.16): max(alloc, window) + page_size; "window" (0.5.17+): max(alloc - window, 0) +
+    min(extend, window) + page_size. Decode then frees what leaves the window (ScheduleBatch.maybe_evict_swa), so
+    a running request keeps about its window; the charge is what must be free to admit it. ``chunk`` 0: the window a
+    request keeps with no prefill chunk (the release's _swa_reserved_tokens, 0.5.16+)."""
+    if charge not in SWA_CHARGES:
+        raise ValueError(f"swa_tokens_per_request: charge {charge!r} is none of {', '.join(SWA_CHARGES)}")
+    if charge == "whole":
+        return max_model_len
+    extend = -(-max_model_len // page_size) * page_size
+    alloc = extend if chunk is None else min(extend, chunk)
+    if charge == "window_floor":
+        return max(alloc, window) + page_size
+    return max(alloc - window, 0) + min(extend, window) + page_size
 
 
 def max_running_requests(tokens: int, context_len: int) -> int:
