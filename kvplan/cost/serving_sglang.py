@@ -158,11 +158,11 @@ def pool_bytes(free_at_start: int, mem_fraction_static: float, weights: int) -> 
 
 
 # the trtllm_mha backend's page sizes (arg_groups/overrides.py _mla_backend_page_constraints, 0.5.23; server_args.py
-# before 0.5.20, read in 0.5.1 - 0.5.10): 16, 32 or 64 from 0.5.1 (0.4.10 has no trtllm_mha; 0.5.0 not read) through
-# 0.5.15, 128 added by 0.5.18; any other becomes 64 ("TensorRT-LLM MHA only supports page_size of 16, 32 or 64,
-# changing page_size from None to 64")
+# before 0.5.15, read in 0.5.1 - 0.5.14): 16, 32 or 64 from 0.5.1 (0.4.10 has no trtllm_mha; 0.5.0 not read) through
+# 0.5.16, 128 added in 0.5.17 (read in every wheel 0.5.10 - 0.5.23); any other becomes 64 ("TensorRT-LLM MHA only
+# supports page_size of 16, 32 or 64, changing page_size from None to 64")
 TRTLLM_MHA_PAGES_0_5_1 = (16, 32, 64)
-TRTLLM_MHA_PAGES_0_5_18 = (16, 32, 64, 128)
+TRTLLM_MHA_PAGES_0_5_17 = (16, 32, 64, 128)
 TRTLLM_MHA_PAGE = 64
 # Before 0.5.7 trtllm_mha was the default on SM100 only for some families, each in server_args.py
 # _handle_model_specific_adjustments (model_specific_adjustments in 0.5.1) when no attention backend is given:
@@ -183,6 +183,30 @@ TRTLLM_MHA_EXCEPTIONS_0_5_7 = frozenset({"NemotronHForCausalLM", "Qwen3NextForCa
 TRTLLM_MHA_EXCEPTIONS_0_5_9 = TRTLLM_MHA_EXCEPTIONS_0_5_7 | {
     "Qwen3_5MoeForConditionalGeneration", "Qwen3_5ForConditionalGeneration", "GraniteMoeHybridForCausalLM",
     "Lfm2ForCausalLM"}
+# From 0.5.10 the Qwen3-Next / Qwen3.5 branch picks triton only when trtllm_mha would need page size 1: with the radix
+# cache on, no mamba extra buffer (mamba_scheduler_strategy "auto" becomes no_buffer, 0.5.10 - 0.5.14; from 0.5.15 the
+# strategy is still "auto" when the branch reads it) and no speculative decoding; with speculative decoding it keeps
+# trtllm_mha (server_args.py _handle_model_specific_adjustments 0.5.10 - 0.5.14, arg_groups/overrides.py
+# _qwen3_5_hybrid_overrides 0.5.15 - 0.5.18, arg_groups/model_overrides/qwen3_5.py from 0.5.19). Each range below takes
+# its newest release's lists (read in every wheel 0.5.10 - 0.5.23): the first set picks another backend on SM100
+# always, the second unless speculative decoding is on.
+TRTLLM_MHA_EXCEPTIONS_0_5_10 = frozenset({
+    "NemotronHForCausalLM", "FalconH1ForCausalLM", "JetNemotronForCausalLM", "JetVLMForConditionalGeneration",
+    "GraniteMoeHybridForCausalLM", "Lfm2ForCausalLM"})
+TRTLLM_MHA_SPEC_EXCEPTIONS_0_5_10 = frozenset({"Qwen3NextForCausalLM", "Qwen3_5MoeForConditionalGeneration",
+                                               "Qwen3_5ForConditionalGeneration"})
+# 0.5.12 adds MiniCPM-V 4.6 (triton) and Intern-S2-Preview (the Qwen3.5 rule), 0.5.13 NemotronHPuzzleForCausalLM
+# (flashinfer, as Nemotron-H); Granite hybrids move from triton to flashinfer in 0.5.13 (still not trtllm_mha)
+TRTLLM_MHA_EXCEPTIONS_0_5_11 = TRTLLM_MHA_EXCEPTIONS_0_5_10 | {"MiniCPMV4_6ForConditionalGeneration",
+                                                              "NemotronHPuzzleForCausalLM"}
+TRTLLM_MHA_SPEC_EXCEPTIONS_0_5_11 = TRTLLM_MHA_SPEC_EXCEPTIONS_0_5_10 | {"InternS2PreviewForConditionalGeneration"}
+# 0.5.17 adds Lfm2MoeForCausalLM (flashinfer), 0.5.18 Intern-S2-Mobius (the Qwen3.5 rule)
+TRTLLM_MHA_EXCEPTIONS_0_5_17 = TRTLLM_MHA_EXCEPTIONS_0_5_11 | {"Lfm2MoeForCausalLM"}
+TRTLLM_MHA_SPEC_EXCEPTIONS_0_5_17 = TRTLLM_MHA_SPEC_EXCEPTIONS_0_5_11 | {"InternS2MobiusForConditionalGeneration"}
+# 0.5.19 (model_overrides/nemotron_h.py): Nemotron-H takes trtllm_mha on SM100
+TRTLLM_MHA_EXCEPTIONS_0_5_19 = TRTLLM_MHA_EXCEPTIONS_0_5_17 - {"NemotronHForCausalLM", "NemotronHPuzzleForCausalLM"}
+# 0.5.20 adds Qwen4-Exp (model_overrides/qwen4_exp.py: the Qwen3.5 rule)
+TRTLLM_MHA_SPEC_EXCEPTIONS_0_5_20 = TRTLLM_MHA_SPEC_EXCEPTIONS_0_5_17 | {"Qwen4ExpForConditionalGeneration"}
 
 
 def sm100(vendor: str, compute_capability: float | None) -> bool:
@@ -234,20 +258,26 @@ HYBRID_SWA_ARCHITECTURES_0_5_7 = frozenset({"MiMoV2FlashForCausalLM", "MiMoV2MTP
 HYBRID_SWA_ARCHITECTURES_0_5_8 = HYBRID_SWA_ARCHITECTURES_0_5_7 | {"Llama4ForConditionalGeneration",
                                                                    "GptOssForCausalLM"}
 HYBRID_SWA_ARCHITECTURES_0_5_10 = HYBRID_SWA_ARCHITECTURES_0_5_8 | {"Step3p5ForCausalLM", "Step3p5MTP"}  # and 0.5.9
-# 0.5.11 adds MIMO_V2_MODEL_ARCHS' MiMoV2ForCausalLM and Gemma 4; 0.5.12 - 0.5.18 add DeepSeek V4, Step3p7,
-# Laguna (only with a sliding window), Mellum, MuseGlimmer, Inkling and UnlimitedOCR (0.5.18's list)
+# 0.5.11 adds MIMO_V2_MODEL_ARCHS' MiMoV2ForCausalLM and Gemma 4, 0.5.12 DeepSeek V4 and Laguna (only with a sliding
+# window), 0.5.13 Step3p7 and Gemma4Unified, 0.5.15 UnlimitedOCR (the 0.5.11 - 0.5.15 range takes 0.5.15's list)
 HYBRID_SWA_ARCHITECTURES_0_5_11 = HYBRID_SWA_ARCHITECTURES_0_5_10 | {
     "MiMoV2ForCausalLM", "Gemma4ForCausalLM", "Gemma4ForConditionalGeneration", "Gemma4UnifiedForConditionalGeneration",
-    "DeepseekV4ForCausalLM", "DeepseekV4ForCausalLMNextN", "DeepseekV4ForCausalLMDSpark",
-    "Step3p7ForConditionalGeneration", "LagunaForCausalLM", "MellumForCausalLM", "MuseGlimmerForCausalLM",
-    "MuseGlimmerForConditionalGeneration", "InklingForConditionalGeneration", "InklingForConditionalGenerationMTP",
+    "DeepseekV4ForCausalLM", "DeepseekV4ForCausalLMNextN", "Step3p7ForConditionalGeneration", "LagunaForCausalLM",
     "UnlimitedOCRForCausalLM"}
-# 0.5.20 adds SWA_SINK_ARCHS' Granite SWA models, 0.5.23 IQuest Q1, BailingMMNative, Beam (only with sliding layers),
-# EmbeddingGemma2 and DiffusionGemma (0.5.23's list)
-HYBRID_SWA_ARCHITECTURES_0_5_20 = HYBRID_SWA_ARCHITECTURES_0_5_11 | {
-    "GraniteSWAForCausalLM", "GraniteMoeSWAForCausalLM", "IQuestQ1ForCausalLM", "IQuestQ1MTP",
-    "BailingMMNativeForConditionalGeneration", "BeamForCausalLM", "EmbeddingGemma2Model",
-    "DiffusionGemmaForBlockDiffusion"}
+# 0.5.16 adds DeepSeek V4 DSpark, Mellum and Inkling; 0.5.18 MuseGlimmer (the 0.5.17 - 0.5.18 range takes 0.5.18's)
+HYBRID_SWA_ARCHITECTURES_0_5_16 = HYBRID_SWA_ARCHITECTURES_0_5_11 | {
+    "DeepseekV4ForCausalLMDSpark", "MellumForCausalLM", "InklingForConditionalGeneration",
+    "InklingForConditionalGenerationMTP"}
+HYBRID_SWA_ARCHITECTURES_0_5_17 = HYBRID_SWA_ARCHITECTURES_0_5_16 | {"MuseGlimmerForCausalLM",
+                                                                     "MuseGlimmerForConditionalGeneration"}
+# 0.5.19 adds SWA_SINK_ARCHS' Granite SWA models
+HYBRID_SWA_ARCHITECTURES_0_5_19 = HYBRID_SWA_ARCHITECTURES_0_5_17 | {"GraniteSWAForCausalLM",
+                                                                     "GraniteMoeSWAForCausalLM"}
+# 0.5.21 adds IQuest Q1, BailingMMNative (with its multi-gate config) and DiffusionGemma, 0.5.22 EmbeddingGemma2,
+# 0.5.23 Beam (only with sliding layers): 0.5.23's list
+HYBRID_SWA_ARCHITECTURES_0_5_20 = HYBRID_SWA_ARCHITECTURES_0_5_19 | {
+    "IQuestQ1ForCausalLM", "IQuestQ1MTP", "BailingMMNativeForConditionalGeneration", "BeamForCausalLM",
+    "EmbeddingGemma2Model", "DiffusionGemmaForBlockDiffusion"}
 # How the pool is split into the full layers' tokens F and the sliding layers' (serving_sglang.hybrid_swa_tokens)
 SWA_SPLITS = {
     # 0.5.11+ model_executor/pool_configurator.py HybridSWAPoolConfigurator
@@ -291,14 +321,42 @@ def hybrid_swa_tokens(pool: int, full_bytes: int, swa_bytes: int, ratio: float, 
     return full, int(full * ratio) // page_size * page_size
 
 
-def swa_tokens_per_request(max_model_len: int, window: int, page_size: int, window_admission: bool = True) -> int:
-    """The sliding-window pool's tokens one request of max_model_len is charged at admission. 0.5.11+
-    (``window_admission``): min(extend + decode, window) + page_size (pool_configurator.py validate_swa_pool_size:
-    "Prefill charges min(extend + decode, window) + page_size of SWA headroom per request"); decode evicts what leaves
-    the window. 0.4.10 - 0.5.10: the whole request, as in the full pool (managers/schedule_policy.py PrefillAdder:
-    rem_total_tokens is the min of both pools' available + evictable tokens, and add_one_req charges extend_input_len +
-    min(max_new_tokens, CLIP_MAX_NEW_TOKENS) against it; _swa_budget_for_req first appears in 0.5.11)."""
-    return min(max_model_len, window) + page_size if window_admission else max_model_len
+# What the scheduler charges a request in the sliding-window pool at admission, release by release (read in every
+# wheel 0.4.10 - 0.5.23; swa_tokens_per_request)
+SWA_CHARGES = {
+    # 0.4.10 - 0.5.10 managers/schedule_policy.py PrefillAdder: rem_total_tokens is the min of both pools' available
+    # + evictable tokens, against which add_one_req charges extend_input_len + min(max_new_tokens,
+    # CLIP_MAX_NEW_TOKENS)
+    "whole": "its whole length (PrefillAdder.rem_total_tokens, the smaller of the two pools' free tokens)",
+    # 0.5.11 - 0.5.16 PrefillAdder._swa_budget_for_req: max(alloc, sliding_window_size) + page_size (0.5.16 writes it
+    # max(alloc - window, 0) + _swa_reserved_tokens, the window + a page: the same)
+    "window_floor": "PrefillAdder._swa_budget_for_req: max(min(extend, chunked_prefill_size), window) + a page",
+    # 0.5.17 - 0.5.20 _swa_budget_for_req, from 0.5.21 mem_cache/prefill_budget.py estimate_swa_kv_tokens:
+    # max(alloc - window, 0) + min(extend + max_new_tokens, window) + page_size
+    "window": "_swa_budget_for_req / prefill_budget.py estimate_swa_kv_tokens: max(min(extend, chunked_prefill_size) "
+              "- window, 0) + min(extend, window) + a page",
+}
+
+
+def swa_tokens_per_request(max_model_len: int, window: int, page_size: int, charge: str = "window",
+                           chunk: int | None = None) -> int:
+    """The sliding-window pool's tokens the scheduler charges one request of max_model_len at admission (SWA_CHARGES),
+    its prompt max_model_len rounded up to a page (``extend``: _update_prefill_budget charges ceil_paged_tokens),
+    nothing cached, ``chunk`` the chunked_prefill_size (None: chunked prefill off) of which ``alloc`` = min(extend,
+    chunk) is allocated in the first pass. "whole" (0.4.10 - 0.5.10): max_model_len, as in the full pool;
+    "window_floor" (0.5.11 - 0.5.16): max(alloc, window) + page_size; "window" (0.5.17+): max(alloc - window, 0) +
+    min(extend, window) + page_size. Decode then frees what leaves the window (ScheduleBatch.maybe_evict_swa), so
+    a running request keeps about its window; the charge is what must be free to admit it. ``chunk`` 0: the window a
+    request keeps with no prefill chunk (the release's _swa_reserved_tokens, 0.5.16+)."""
+    if charge not in SWA_CHARGES:
+        raise ValueError(f"swa_tokens_per_request: charge {charge!r} is none of {', '.join(SWA_CHARGES)}")
+    if charge == "whole":
+        return max_model_len
+    extend = -(-max_model_len // page_size) * page_size
+    alloc = extend if chunk is None else min(extend, chunk)
+    if charge == "window_floor":
+        return max(alloc, window) + page_size
+    return max(alloc - window, 0) + min(extend, window) + page_size
 
 
 def max_running_requests(tokens: int, context_len: int) -> int:
