@@ -14,7 +14,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, ClassVar
 
 from kvplan.cost.engines import CacheRun, Engine
-from kvplan.errors import KvplanError, Refused, WeightsDoNotFit
+from kvplan.errors import DoesNotFit, KvplanError, Refused, WeightsDoNotFit
 from kvplan.units import fmt_bytes, require_fraction
 
 if TYPE_CHECKING:
@@ -242,15 +242,16 @@ class Runtime(Engine):
                 f"{heavy.pp_rank} of {s.layout.tp * s.layout.pp}x {s.gpu.name}, which holds {fmt_bytes(s.total)} "
                 f"({fmt_bytes(s.context)} of it the CUDA context); use more GPUs (--tp/--pp), a GPU with more memory, "
                 "or smaller weights (--weight-dtype fp8, a quantized checkpoint)",
-                weights_bytes=heavy.weights, room_bytes=s.total - s.context)
+                weights_bytes=heavy.weights, room_bytes=s.total - s.context, gpu_bytes=_held(s, heavy))
         worst = min(sts, key=lambda st: st.available)
         if worst.available <= 0:
             flag = self.budget_flag
-            raise Refused(
+            raise DoesNotFit(
                 f"{flag}: {self.name}: no available memory for the cache blocks on pipeline stage {worst.pp_rank}: "
                 f"{fmt_bytes(worst.requested)} requested - {fmt_bytes(worst.weights)} weights - "
                 f"{fmt_bytes(worst.activation)} activations - {fmt_bytes(worst.non_torch + worst.cuda_graph)} "
-                f"overheads = {fmt_bytes(worst.available)}; raise {flag}, use more GPUs (--tp/--pp) or a bigger --gpu")
+                f"overheads = {fmt_bytes(worst.available)}; raise {flag}, use more GPUs (--tp/--pp) or a bigger --gpu",
+                gpu_bytes=_held(s, worst))
 
     # -- what one GPU reads in a step (the latency bounds) --
 
@@ -472,6 +473,12 @@ def longest(ok, hi: int) -> int:
         mid = (lo + hi + 1) // 2
         lo, hi = (mid, hi) if ok(mid) else (lo, mid - 1)
     return lo
+
+
+def _held(s: Setup, st: Stage) -> int:
+    """What a rank holds besides its KV pool: weights, activation peak, overheads and the CUDA context (the plan's
+    per-GPU figure, kvplan.planning.check.figures.gpu_bytes)."""
+    return st.weights + st.activation + st.non_torch + st.cuda_graph + s.context
 
 
 def rank_row(st: Stage, bpb: int, blocks: int, fit: int) -> RankRow:

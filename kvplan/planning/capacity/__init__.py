@@ -155,7 +155,8 @@ def plan_request(card: ModelCard, req: PlanRequest) -> PlanResult:
         if not smaller:
             raise
         raise WeightsDoNotFit(f"{exc}; bundled quantized card(s) of this model: {', '.join(smaller)} "
-                              f"(-m {smaller[0]})") from None
+                              f"(-m {smaller[0]})", weights_bytes=exc.weights_bytes, room_bytes=exc.room_bytes,
+                              gpu_bytes=exc.gpu_bytes) from None
     if req.concurrency is None:
         out = result(s, sts, p)
     else:
