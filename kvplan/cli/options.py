@@ -36,9 +36,10 @@ Attention = Annotated[Optional[str], typer.Option(
 _S = Optional[str]
 MaxModelLen = Annotated[int, typer.Option(
     "--max-model-len", help="Tokens per request (prompt + output): the engine's max_model_len / context length.")]
-PlanMaxModelLen = Annotated[Optional[int], typer.Option(
-    "--max-model-len", help="Tokens per request (prompt + output): the engine's max_model_len / context length "
-    "(required, except with --from-log).")]
+_TOKENS = "; 32k = 32,000, 32K = 32,768, as vLLM reads it"
+PlanMaxModelLen = Annotated[Optional[str], typer.Option(
+    "--max-model-len", metavar="TOKENS", help="Tokens per request (prompt + output): the engine's max_model_len / "
+    f"context length (required, except with --from-log){_TOKENS}.")]
 FromLog = Annotated[Optional[str], typer.Option(
     "--from-log", help="A vLLM or SGLang start-up log (format: docs/capacity.md): kvplan beside every figure it "
     "states; flags given here override the log's, and the rows they change are marked not comparable.")]
@@ -66,7 +67,8 @@ Util = Annotated[Optional[float], typer.Option(
 Mfs = Annotated[Optional[float], typer.Option("--mem-fraction-static", help="SGLang; default: its GPU formula.")]
 KvCacheMemory = Annotated[_S, typer.Option(
     "--kv-cache-memory", help="vLLM kv_cache_memory_bytes: the pool per GPU (6.51GiB), to reproduce a log.")]
-Mnbt = Annotated[Optional[int], typer.Option("--max-num-batched-tokens", help="vLLM; default by GPU size.")]
+Mnbt = Annotated[Optional[str], typer.Option("--max-num-batched-tokens", metavar="TOKENS",
+                                             help=f"vLLM; default by GPU size{_TOKENS}.")]
 MaxNumSeqs = Annotated[Optional[int], typer.Option("--max-num-seqs", help="vLLM; default by GPU size.")]
 PlanBlockSize = Annotated[Optional[int], typer.Option(
     "--block-size", help="vLLM block / SGLang page (default 16 / 1; vLLM MLA: 64 on Hopper, 128 on Blackwell).")]

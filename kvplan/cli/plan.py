@@ -44,7 +44,10 @@ def plan(
     GPUs and how many hold --concurrency of them; with --from-log FILE, kvplan beside every figure of a real vLLM or
     SGLang start-up log (--calibrate: what-ifs on its measured budget)."""
     from kvplan.errors import KvplanError
+    from kvplan.units import parse_tokens
 
+    max_model_len = parse_tokens("--max-model-len", max_model_len, auto=True)
+    mnbt = parse_tokens("--max-num-batched-tokens", mnbt)
     if from_log is not None:
         from kvplan.planning.capacity.fromlog import from_log as run_log
 

@@ -21,7 +21,8 @@ def report(
         "--gpu", help="GPU(s) to size for; repeat or comma-separate. Default: A100-80GB, H100-SXM, H200.")] = None,
     gpu_file: o.GpuFile = None,
     tp: Annotated[str, typer.Option("--tp", help="Tensor-parallel sizes to plan for each GPU, comma-separated, e.g. 1,2,4.")] = "1",
-    max_model_len: Annotated[int, typer.Option("--max-model-len", help="Tokens per request (prompt + output).")] = 8192,
+    max_model_len: Annotated[str, typer.Option("--max-model-len", metavar="TOKENS", help="Tokens per request "
+                                               "(prompt + output); 32k = 32,000, 32K = 32,768.")] = "8192",
     concurrency: Annotated[int, typer.Option("--concurrency", help="Requests held at once.")] = 1,
     engine: Annotated[str, typer.Option("--engine", help=ENGINE_HELP)] = "vllm",
     output: Annotated[Path, typer.Option("--output", "-o", help="report.html (one self-contained file) or report.md "
@@ -49,6 +50,7 @@ def report(
     models = [p.strip() for m in model for p in m.split(",") if p.strip()]
     gpus = [p.strip() for g in gpu for p in g.split(",") if p.strip()] if gpu else None
     from kvplan.planning.sweep.grid import parse_int_axis
+    from kvplan.units import parse_tokens
 
     targets = dict(rate=rate, isl=isl, osl=osl, ttft_ms=ttft_ms, tpot_ms=tpot_ms)
     given = {k: v for k, v in targets.items() if v is not None}
@@ -63,7 +65,8 @@ def report(
     plan_kw = serving_keywords({**PLAN_DEFAULTS, **serving})
     plan_kw.update(pp=default_pp(plan_kw, serving.get("pp")), dp=1 if serving.get("dp") is None else serving["dp"])
     with Progress(len(models), label="planning models") as progress:  # a bar on a terminal's stderr after a second
-        rep = build_report(models, gpus=gpus, tp=tuple(parse_int_axis(tp, "--tp")), max_model_len=max_model_len,
+        rep = build_report(models, gpus=gpus, tp=tuple(parse_int_axis(tp, "--tp")),
+                           max_model_len=parse_tokens("--max-model-len", max_model_len),
                            concurrency=concurrency, engine=engine, gpu_file=gpu_file, disagg=given or None,
                            advance=progress.advance, **plan_kw)
     from kvplan.report.docformat import to_html, write_markdown
