@@ -127,6 +127,32 @@ def llama_flags(**given) -> LlamaFlags | None:
     return LlamaFlags(**given, given=frozenset(given)) if given else None
 
 
+# --kv-dtype -> the -ctk/-ctv type of the same bytes (common/arg.cpp kv_cache_types: f32, f16, bf16, q8_0, ...)
+KV_DTYPE_TYPES = {"fp32": "f32", "fp16": "f16", "bf16": "bf16"}
+
+
+def cache_types(kv_dtype: str | None, f: LlamaFlags | None) -> tuple[str | None, LlamaFlags | None]:
+    """--kv-dtype and -ctk/-ctv as one choice: a given --kv-dtype (fp32, fp16, bf16) is -ctk and -ctv of that type
+    (given, so a plan searches no other); -ctk and -ctv given alike in one of those types, without --kv-dtype, are
+    that --kv-dtype. KvplanError where both are given and differ; a --kv-dtype llama.cpp has no cache type for is
+    left for the runtime's dtype check."""
+    from kvplan.model.dtypes import parse_dtype
+
+    if kv_dtype is None:
+        if f is not None and f.is_given("type_k") and f.is_given("type_v") and f.type_k == f.type_v:
+            kv_dtype = next((d for d, t in KV_DTYPE_TYPES.items() if t == f.type_k), None)
+        return kv_dtype, f
+    t = KV_DTYPE_TYPES.get(parse_dtype(kv_dtype, what="--kv-dtype").name)
+    if t is None:
+        return kv_dtype, f
+    f = f or LlamaFlags()
+    for name, flag in (("type_k", "-ctk"), ("type_v", "-ctv")):
+        if f.is_given(name) and getattr(f, name) != t:
+            raise KvplanError(f"--kv-dtype: {kv_dtype} is llama.cpp's {flag} {t}, but {flag} {getattr(f, name)} "
+                              f"was given; allowed: one of them, or both naming the same type")
+    return kv_dtype, replace(f, type_k=t, type_v=t, given=f.given | {"type_k", "type_v"})
+
+
 def parse_split(text: str) -> tuple[float, ...]:
     """-ts/--tensor-split "3,1" (common/arg.cpp: split on , or /, each a float)."""
     try:

@@ -108,6 +108,8 @@ def estimate_request(base: ModelCard, q: EstimateRequest) -> Estimate:
     """The orchestrator: the card in the asked layout, the runtime's resolution, KV, weights, FLOPs, roofline."""
     card = with_layout(base, kv_heads=q.kv_heads, attention=q.attention)
     q = q if q.block_size is not None else replace(q, block_size=_default_block(card, q))
+    kv_dtype, llama = get_engine(q.engine).cache_type_flags(q.kv_dtype, q.llama)  # llama.cpp: -ctk/-ctv
+    q = replace(q, kv_dtype=kv_dtype, llama=llama)
     r = resolve(card, batch=q.batch, seq_len=q.seq_len, encoder_len=q.encoder_len, kv_dtype=q.kv_dtype,
                 weight_dtype=q.weight_dtype, engine=q.engine, max_cache_len=q.max_cache_len, block_size=q.block_size)
     prompt = q.seq_len if q.prompt_len is None else q.prompt_len
@@ -215,7 +217,7 @@ def _dtype(card: ModelCard, eng: Engine, given: str | None, flag: str) -> tuple[
                               f"checkpoint stores them; allowed: fp32, fp16, bf16 (its unquantized tensors), or "
                               "leave it out")
         return t, None
-    name, why = eng.default_dtype(card.dtype)
+    name, why = (eng.default_kv_dtype if flag == "--kv-dtype" else eng.default_dtype)(card.dtype)
     return parse_dtype(name), why
 
 

@@ -115,6 +115,12 @@ class Runtime(Engine):
                 raise KvplanError(f"{flag}: a vLLM scheduler limit; not used by --engine {self.name}")
 
 
+    def cache_type_flags(self, kv_dtype: str | None, llama: LlamaFlags | None
+                         ) -> tuple[str | None, LlamaFlags | None]:
+        """(--kv-dtype, llama.cpp's flags) made one choice where this runtime sets its cache type by flags of its own
+        (llama.cpp's -ctk/-ctv); unchanged here."""
+        return kv_dtype, llama
+
     @property
     def takes_llama_flags(self) -> bool:
         """llama.cpp's flags (-c, -np, -ctk ...): llamacpp and ollama."""

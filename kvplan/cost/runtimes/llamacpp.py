@@ -254,8 +254,16 @@ class LlamaCpp(Runtime):
     serves_fp32 = False
     default_parallel: int | None = None  # llama-server: auto (4 slots, unified)
 
-    kv_dtypes = ("fp32", "fp16", "bf16")
+    kv_dtypes = ("fp32", "fp16", "bf16")  # -ctk/-ctv f32, f16, bf16 (lc.KV_DTYPE_TYPES)
     _dtype_hint = " (llama.cpp's quantized caches: -ctk/-ctv q8_0, q4_0, ... on estimate and plan)"
+
+    def default_kv_dtype(self, card_dtype: str) -> tuple[str, str | None]:
+        """-ctk/-ctv f16 whatever the weights' dtype (common/common.h cache_type_k, cache_type_v)."""
+        return "fp16", None
+
+    def cache_type_flags(self, kv_dtype, llama):
+        """--kv-dtype is -ctk and -ctv of its type; -ctk/-ctv given alike are that --kv-dtype (lc.cache_types)."""
+        return lc.cache_types(kv_dtype, llama)
 
     # -- cache rules: one sequence of seq_len tokens in its own stream (-np batch, no unified cache) --
 

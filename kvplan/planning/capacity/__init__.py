@@ -15,7 +15,7 @@ the orchestrator; ``plan(...)`` the keyword API.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -211,9 +211,11 @@ def setup(card: ModelCard, req: PlanRequest) -> Setup:
         raise KvplanError(f"--model: serving capacity is planned for decoder-only models (vLLM V1 and SGLang serve "
                           f"them as generators); {card.name} is {card.architecture}: size it with `kvplan estimate`"
                           + (" --encoder-len N" if card.architecture == "encoder-decoder" else ""))
-    kv_t, w_t = _dtype(card, rt, req.kv_dtype, "--kv-dtype")[0], _dtype(card, rt, req.weight_dtype, "--weight-dtype")[0]
+    kv_dtype, llama = rt.cache_type_flags(req.kv_dtype, req.flags.llama)  # llama.cpp: --kv-dtype is -ctk/-ctv
+    flags = req.flags if llama is req.flags.llama else replace(req.flags, llama=llama)
+    kv_t, w_t = _dtype(card, rt, kv_dtype, "--kv-dtype")[0], _dtype(card, rt, req.weight_dtype, "--weight-dtype")[0]
     rt.check_dtype(kv_t)
-    if rt.kv_follows_model_dtype and req.kv_dtype is not None and kv_t.bits >= 16:
+    if rt.kv_follows_model_dtype and kv_dtype is not None and kv_t.bits >= 16:
         model_t = w_t if w_t.bits >= 16 else _dtype(card, rt, None, "--weight-dtype")[0]
         if kv_t.name != model_t.name:
             raise KvplanError(f"--kv-dtype: {rt.display_name} keeps K/V in the model's dtype ({model_t.name} here: "
@@ -221,8 +223,8 @@ def setup(card: ModelCard, req: PlanRequest) -> Setup:
                               f"model in {kv_t.name} (--weight-dtype {kv_t.name})")
     served, (card, w_t, load_notes) = card, rt.loaded_card(card, w_t, _dtype(card, rt, None, "--weight-dtype")[0])
     total = req.gpu.engine_memory_bytes if req.gpu_memory is None else req.gpu_memory  # what torch sees
-    rt.refuse_flags(req.flags)
-    opts = rt.resolve(req.flags, card, req.gpu, total, layout, req.max_model_len)
+    rt.refuse_flags(flags)
+    opts = rt.resolve(flags, card, req.gpu, total, layout, req.max_model_len)
     if opts.shared_prefix_len and opts.shared_prefix_len > req.max_model_len:
         raise KvplanError(f"--shared-prefix-len: {opts.shared_prefix_len:,} tokens; allowed: at most --max-model-len "
                           f"({req.max_model_len:,}), the prefix is part of each request")

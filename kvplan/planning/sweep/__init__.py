@@ -60,6 +60,7 @@ class SweepCase:
     bytes_per_token: int
     weights_bytes: int
     state_bytes: int = 0  # conv and SSM states of one sequence, summed over the state layers: constant in tokens
+    kv_dtype_given: str | None = None  # --kv-dtype as given (None: the engine's default, as a plan takes it)
 
     @property
     def head(self) -> tuple:
@@ -95,7 +96,7 @@ def build_case(card: ModelCard, attention: str | None, engine: str | Engine, kv_
     label = engine if isinstance(engine, str) else r.engine.name
     return SweepCase(layout_card, None if attention in (None, "card") else attention, r.engine, label, r.kv_t, r.w_t,
                   tuple((w, c, b) for (w, c), b in windows.items()), cross, kv_bytes_per_token(specs),
-                  served_weights(layout_card, r).bytes, states)
+                  served_weights(layout_card, r).bytes, states, kv_dtype)
 
 
 @dataclass(frozen=True)
