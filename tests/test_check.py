@@ -390,3 +390,20 @@ def test_a_gpu_file_is_read_relative_to_the_config_by_every_figure(tmp_path, mon
     code, out, err = cli("check", "--config", "sub/kvplan.toml", "--json")
     assert code == 0, err
     assert json.loads(out)["figures"]["x"]["fits"] is True
+
+
+@pytest.mark.parametrize("baseline, what", [("kvplan.toml", "the config file"), ("pyproject.toml", "a pyproject.toml"),
+                                            ("card.yaml", "a file the scenarios read"),
+                                            (".git/b.json", "inside .git")])
+def test_update_baseline_never_overwrites_the_config_or_what_it_reads(tmp_path, monkeypatch, cli, baseline, what):
+    """QA B D1: `baseline = "kvplan.toml"` made --update-baseline replace the config with JSON (exit 0)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "card.yaml").write_text(CARD)
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "p"\n')
+    config = f'baseline = "{baseline}"\n\n[[scenarios]]\nname = "t"\nmodel = "card.yaml"\nseq_len = 1024\n'
+    (tmp_path / "kvplan.toml").write_text(config)
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    code, _, err = cli("check", "--update-baseline")
+    assert code == 2 and what in err and "kvplan.toml:1: baseline:" in err
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before  # nothing written
