@@ -73,9 +73,15 @@ def cards_import(
     from kvplan.report.console import escape, make_console
 
     if path.endswith(".gguf"):  # a GGUF's metadata and tensor table (kvplan[gguf])
+        from kvplan.errors import KvplanError
+        from kvplan.files import shown
         from kvplan.model.gguf_card import card_from_gguf
 
-        card = card_from_gguf(path, name)
+        try:
+            card = card_from_gguf(path, name)
+        except KvplanError as exc:  # the GGUF readers name --gguf (plan, estimate); here the file is the argument
+            message = str(exc)
+            raise KvplanError(f"{shown(path)}: {message.removeprefix('--gguf: ')}") from None
         text = card_yaml(card, [])
     elif not (is_file(path) or is_dir(path)) and parse_hub_id(path):  # a local path wins over a Hub id
         from kvplan.model.hf.hub import hub_card_yaml, load_hub_model

@@ -67,6 +67,7 @@ def roofline(work: Workload, gpu: "GPU", *, memory_needed_bytes: int, compute_dt
         compute_dtype=compute, peak_flops_per_s=gpu.peak(compute), ridge_point_flops_per_byte=peak / bw,
         memory_bandwidth_bytes_per_s=gpu.memory_bandwidth_bytes_per_s, mfu=mfu, mbu=mbu,
         memory_needed_bytes=memory_needed_bytes, gpu_memory_bytes=gpu.engine_memory_bytes,
+        gpu_memory_visible=gpu.visible_memory_bytes is not None,
         fits_in_memory=memory_needed_bytes <= gpu.engine_memory_bytes, prefill=pre, decode_step=dec,
         moe_decode_weights_read_bytes_min=sum(h.read_bytes(batch, k) for h, _ in held) if card.moe else None,
         time_to_first_token_s=pre.time_s, time_per_output_token_s=dec.time_s,

@@ -67,12 +67,12 @@ def notes(s: Setup, p: Pool) -> list[str]:
     if s.kv_t.name.startswith("fp8"):
         out.append("fp8 KV: per-layer fp32 k_scale and v_scale are parameters, counted with the weights.")
     if s.total == s.gpu.memory_bytes and s.gpu.visible_memory_bytes is None:
-        out.append(f"GPU memory: the catalog's {fmt_bytes(s.total)} (vendor-stated): no visible total is recorded for "
-                   f"{s.gpu.name}; the engine starts from torch's total (torch.cuda.mem_get_info), a little less than "
-                   "nvidia-smi's: pass --gpu-memory with it.")
+        out.append(f"GPU memory: the catalog's {fmt_bytes(s.total)} (vendor-stated {s.gpu.stated_memory}): no visible "
+                   f"total is recorded for {s.gpu.name}; the engine starts from torch's total "
+                   "(torch.cuda.mem_get_info), a little less than nvidia-smi's: pass --gpu-memory with it.")
     elif s.total == s.gpu.visible_memory_bytes:
         out.append(f"GPU memory: {fmt_bytes(s.total)}, the total torch sees on a {s.gpu.name} (the datasheet states "
-                   f"{fmt_bytes(s.gpu.memory_bytes)}); drivers move it by 0.1-0.5 GiB: --gpu-memory takes yours.")
+                   f"{s.gpu.stated_memory}); drivers move it by 0.1-0.5 GiB: --gpu-memory takes yours.")
     if s.max_model_len > s.card.max_position_embeddings:
         env = s.engine.long_context_env
         out.append(f"--max-model-len {s.max_model_len} exceeds the model's max_position_embeddings "
