@@ -281,6 +281,21 @@ def test_calibrate_refuses_what_it_cannot_answer():
         from_log(_log(QWEN_8B), calibrate=True, weight_dtype="bf16")
 
 
+def test_logged_pool_is_the_bytes_the_flag_reads():
+    """A logged '19.36 GiB' and `--kv-cache-memory 19.36GiB` are one byte count (QA B D18: they differed by 1 B)."""
+    from kvplan.units import parse_size
+
+    log = _log("vllm-tokenkaki-qwen3-8b-a100-40gb-serve.log")
+    res = CliRunner().invoke(app, ["plan", "--from-log", str(log), "--json"])
+    assert res.exit_code == 0, res.output
+    given = parse_size("--kv-cache-memory", "19.36GiB")
+    assert given == 20_787_641_712 and json.loads(res.output)["logged_pool_bytes"] == given
+    text = CliRunner().invoke(app, ["plan", "--from-log", str(log)]).output
+    assert "given 20,787,641,712 B" in text and "19.4 GiB" not in text
+    parts = Figure(name="available", value=3.75, text="1.5 + 2.25", rounding=0.01, line=1)
+    assert parts.bytes == 3 * GIB + 3 * GIB // 4
+
+
 def test_unreadable_log_names_the_header(tmp_path):
     p = _write(tmp_path, "INFO Available KV cache memory: 1.00 GiB\n")
     res = CliRunner().invoke(app, ["plan", "--from-log", str(p)])

@@ -18,7 +18,8 @@ def render_from_log(r: FromLog, console: Console) -> None:
                   f"({escape(r.plan.inputs.engine_rules)})")
     flags = ", ".join(f"{k}={v}" for k, v in r.plan_args.items())
     console.print(f"[bold]launch flags[/bold] {escape(flags)}")
-    pool = "" if r.logged_pool_bytes is None else f" (given {exact(r.logged_pool_bytes)})"
+    # the bytes, not a 3-digit GiB figure beside the log's own (a logged 19.36 GiB read "given 19.4 GiB")
+    pool = "" if r.logged_pool_bytes is None else f" (given {fmt_int(r.logged_pool_bytes)} B)"
     t = table("the log's figures beside kvplan's", ["figure", "logged", "from the flags alone", "verdict",
                                                      f"from the logged pool{pool}", "verdict"], left=("figure",))
     for row in r.rows:

@@ -74,7 +74,7 @@ def calibrated(log: ParsedLog, card, kw: dict, flat: PlanResult, pool_bytes: int
     # (a failed start-up's negative pool is a measured budget too: what-ifs say what would have fit)
     residual = g.requested_bytes - g.weights_bytes - pool_bytes
     act_f, cg_f = log.figure("activation"), log.figure("cuda_graph")
-    act = round(act_f.value * GIB) if act_f else g.activation_bytes
+    act = act_f.bytes if act_f else g.activation_bytes
     peak = "the logged" if act_f else "kvplan's estimated"  # the peak's origin, as every line below names it
     exact = pool_bytes == log.exact_available_bytes
     measured.append(f"the pool: {fmt_bytes(pool_bytes)} "
@@ -84,11 +84,11 @@ def calibrated(log: ParsedLog, card, kw: dict, flat: PlanResult, pool_bytes: int
                     "measured budget goes to non-torch")
     graphs = g.cuda_graph_bytes
     if cg_f and g.cuda_graph_bytes:  # 0.20+: the graphs are inside the budget; before, outside (0 charged)
-        graphs = round(cg_f.value * GIB)
+        graphs = cg_f.bytes
         measured.append(f"CUDA graphs {fmt_bytes(graphs)} ({_where(log, 'cuda_graph')})")
     non_torch = residual - act - graphs
     w_f = log.figure("weights")
-    w_delta = round(w_f.value * GIB) - g.weights_bytes if w_f else 0
+    w_delta = w_f.bytes - g.weights_bytes if w_f else 0
     if ranks(new) != ranks(kw) and w_delta:
         moved = w_delta * ranks(kw) // ranks(new) - w_delta
         non_torch += moved
@@ -209,11 +209,11 @@ def _sglang(log: ParsedLog, card, new: dict, flat: PlanResult, what_ifs: dict, r
     if {"tp", "pp"} & set(what_ifs):
         raise KvplanError("--calibrate: SGLang's free memory and load usage are measured at the log's layout; a "
                           "TP/PP what-if changes both: plan it without --calibrate")
-    usage = round(log.figure("load_usage").value * GIB)
+    usage = log.figure("load_usage").bytes
     beyond = usage - flat.per_gpu.weights_bytes
     if beyond < 0:
         raise KvplanError(f"--calibrate: kvplan's weights exceed the load usage {log.path} logs; cannot calibrate")
-    start = round(log.free_at_start_gib.value * GIB)
+    start = log.free_at_start_gib.bytes
     # the default fraction is the GPU's (its nvidia-smi total), not one of the free memory handed over as the total
     mfs = new.get("mem_fraction_static") or flat.inputs.mem_fraction_static
     p = plan(card, **{**new, "gpu_memory": start, "context_memory": 0, "non_torch_memory": beyond,

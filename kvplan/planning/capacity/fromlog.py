@@ -104,7 +104,7 @@ def from_log(path: str | Path, *, model=None, gpu: str | None = None, gpu_memory
                      + ("" if calibrate else _FAILED_HINT))
         flat = plan(card, **{**kw, "kv_cache_memory": "1GiB"})
     pool_kw, pool_bytes, spread = (_pool_args(log, flat, kw) if refused is None
-                                   else (None, round(log.figure("available").value * GIB), 0.0))
+                                   else (None, log.figure("available").bytes, 0.0))
     if refused is None and pool_bytes is not None and pool_bytes <= 0:  # the engine stopped: "No available memory
         stated = log.figure("available")  # for the cache blocks"; kvplan's plan from the flags did not
         notes.append(f"The log's pool is {stated.text} GiB (line {stated.line}): the engine refused to start, so "
@@ -402,7 +402,7 @@ def _gpu(log: ParsedLog, gpu: str | None, gpu_memory) -> tuple[str, int | str | 
     the total is --gpu-memory / `# gpu-memory:`, else the one the log prints, else the catalog's."""
     from kvplan.cost.hardware import load_gpus
 
-    logged = None if log.total_memory_gib is None else round(log.total_memory_gib.value * GIB)
+    logged = None if log.total_memory_gib is None else log.total_memory_gib.bytes
     total = gpu_memory or log.gpu_memory_header or logged
     how = ("--gpu-memory" if gpu_memory else "the `# gpu-memory:` header" if log.gpu_memory_header
            else f"the log's total ({log.total_memory_gib.text} GiB, line {log.total_memory_gib.line})" if logged
@@ -510,23 +510,23 @@ def _pool_args(log: ParsedLog, flat: PlanResult, kw: dict) -> tuple[dict | None,
     avail = log.figure("available")
     weights = log.figure("load_usage")
     if log.free_at_start_gib is not None and weights is not None:
-        usage = round(weights.value * GIB)
+        usage = weights.bytes
         beyond = usage - flat.per_gpu.weights_bytes
         if beyond < 0:
             return None, None, 0.0
         # the fraction the flags resolved to stays: SGLang's default is a function of the GPU's total, not of the free
         # memory this column hands kvplan as the total
-        args = {**kw, "gpu_memory": round(log.free_at_start_gib.value * GIB), "context_memory": 0,
+        args = {**kw, "gpu_memory": log.free_at_start_gib.bytes, "context_memory": 0,
                 "non_torch_memory": beyond, "mem_fraction_static": flat.inputs.mem_fraction_static}
         return args, None, log.free_at_start_gib.rounding + weights.rounding
     if avail is None:
         return None, None, 0.0
     if avail.value <= 0:  # a failed start-up: the measured budget, no pool to plan from
-        return None, round(avail.value * GIB), 0.0
+        return None, avail.bytes, 0.0
     exact = log.exact_available_bytes
     if exact is not None and abs(exact / GIB - avail.value) > avail.rounding:  # another worker's: not this figure's
         exact = None
-    pool = exact if exact is not None else round(avail.value * GIB)
+    pool = exact if exact is not None else avail.bytes
     spread = 0.0 if exact is not None else avail.rounding
     if flat.inputs.mem_fraction_static is not None:
         # a pool sized as (free x mem_fraction_static) - weights - the load's rest: the logged pool given as that rest

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import ast
 import json
+from fractions import Fraction
 import re
 import shlex
 from pathlib import Path
@@ -74,6 +75,13 @@ class Figure(BaseModel):
     text: str  # as printed, e.g. "6.51"
     rounding: float  # half the last printed digit: 6.51 -> 0.005; integers -> 0 (exact)
     line: int  # 1-based line number in the file
+
+    @property
+    def bytes(self) -> int:
+        """A memory figure (GiB) in exact bytes: those below the printed decimal, as ``--kv-cache-memory 19.36GiB``
+        reads the same text (kvplan.units.parse_size), so a logged pool and the flag give one byte count."""
+        value = sum(Fraction(part.replace(",", "")) for part in self.text.split(" + ")) * GIB  # a pool of parts
+        return value.numerator // value.denominator
 
 
 class ParsedLog(BaseModel):
