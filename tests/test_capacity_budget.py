@@ -194,12 +194,12 @@ def test_mxfp4_expert_bytes_follow_each_backends_shapes():
 
 
 @pytest.mark.parametrize("engine, gpu, expert", [
-    ("vllm==0.10", "H100-SXM", MARLIN), ("vllm==0.11", "H100-SXM", MARLIN), ("vllm==0.12", "H100-SXM", TRITON_0_12),
+    ("vllm==0.10.1", "H100-SXM", MARLIN), ("vllm==0.11", "H100-SXM", MARLIN), ("vllm==0.12", "H100-SXM", TRITON_0_12),
     ("vllm==0.14", "H100-SXM", TRITON_0_12), ("vllm==0.17", "H100-SXM", TRITON_0_17),
     ("vllm==0.21", "H100-SXM", TRITON_0_17), ("vllm==0.22", "H100-SXM", TRITON_0_12),
     ("vllm==0.24", "H100-SXM", TRITON_0_12), ("vllm==0.25", "H100-SXM", TRITON_0_25),
     ("vllm==0.26", "H100-SXM", TRITON_0_26), ("vllm", "H100-SXM", TRITON_0_26), ("vllm", "A100-80GB", MARLIN),
-    ("vllm==0.10", "B200", MARLIN), ("vllm==0.11", "B200", FLASHINFER), ("vllm==0.26", "B200", FLASHINFER),
+    ("vllm==0.10.1", "B200", MARLIN), ("vllm==0.11", "B200", FLASHINFER), ("vllm==0.26", "B200", FLASHINFER),
     ("vllm==0.27", "B200", FLASHINFER_0_27)])
 def test_gpt_oss_120b_experts_load_as_each_release_and_gpu_holds_them(engine, gpu, expert):
     r = plan("gpt-oss-120b", gpu=gpu, max_model_len=8192, engine=engine, gpu_memory_utilization=0.95)

@@ -46,7 +46,6 @@ GPT_OSS_REST, GPT_OSS_CELL = 57_107_143_142, 24 * 2048
 
 
 @pytest.mark.parametrize(("engine", "full", "swa"), [
-    ("sglang==0.4.10", 1_161_847, None),  # no gpt-oss class in 0.4.10
     ("sglang==0.5.1", 1_161_847, None),  # server_args.py model_specific_adjustments: disable_hybrid_swa_memory
     ("sglang==0.5.4", 1_161_847, None),
     ("sglang==0.5.6", 1_161_847, None),
@@ -166,7 +165,7 @@ def test_the_layer_split_ignores_the_layers_sizes():
 
 
 @pytest.mark.parametrize(("model", "engine", "page"), [
-    ("gpt-oss-20b", "sglang==0.4.10", 1),  # no trtllm_mha in 0.4.10
+    ("qwen3-8b", "sglang==0.4.10", 1),  # no trtllm_mha in 0.4.10 (which loads no gpt-oss: GptOssForCausalLM 0.5.0rc0)
     ("gpt-oss-20b", "sglang==0.5.1", 64),  # model_specific_adjustments: trtllm_mha on SM100 for GptOssForCausalLM
     ("olmo-2-13b", "sglang==0.5.2", 1),
     ("olmo-2-13b", "sglang==0.5.4", 64),  # _handle_model_specific_adjustments: Olmo2ForCausalLM too
@@ -177,8 +176,7 @@ def test_the_layer_split_ignores_the_layers_sizes():
     ("deepseek-v2-lite", "sglang==0.5.7", 1),  # MLA: FlashInfer
     ("qwen3-next-80b-a3b", "sglang==0.5.7", 1),  # triton on SM100 (_handle_model_specific_adjustments)
     ("qwen3-next-80b-a3b", "sglang==0.5.9", 1),  # _handle_mamba_radix_cache's sm100_default_attention_backend
-    ("qwen3.5-27b", "sglang==0.5.8", 64),  # its triton default joins in 0.5.9
-    ("qwen3.5-27b", "sglang==0.5.9", 1),
+    ("qwen3.5-27b", "sglang==0.5.9", 1),  # the first release with Qwen3_5ForConditionalGeneration: triton
     ("nemotron-h-56b", "sglang==0.5.8", 1),  # flashinfer on SM100 with the radix cache on
     ("granite-4.0-micro", "sglang==0.5.9", 64),  # GraniteMoeHybridForCausalLM without mamba layers keeps trtllm_mha
 ])

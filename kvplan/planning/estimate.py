@@ -196,6 +196,9 @@ def resolve(card: ModelCard, *, batch: int, seq_len: int, encoder_len: int | Non
     require_positive("--block-size", block_size, maximum=MAX_BLOCK_TOKENS)
     _check_encoder(card, encoder_len)
     eng = get_engine(engine)
+    check_release = getattr(eng, "check_release", None)  # a runtime's: a pinned release that cannot load the card
+    if check_release is not None:
+        check_release(card)
     notes = input_notes(card, seq_len)
     kv_t, kv_why = _dtype(card, eng, kv_dtype, "--kv-dtype")
     w_t, w_why = _dtype(card, eng, weight_dtype, "--weight-dtype")

@@ -56,6 +56,10 @@ class Runtime(Engine):
     long_context_env: ClassVar[str | None] = None
     newest_read: ClassVar[tuple[int, ...]] = ()  # the newest release whose source the rules were read in
     beyond_read: ClassVar[str | None] = None  # --engine NAME==X.Y newer than newest_read: planned on the newest rules
+    # --engine NAME==X.Y as given (None: no release pinned): check_release refuses a card whose architecture this
+    # release's model registry does not hold yet (kvplan.cost.model_registries)
+    pinned: ClassVar[str | None] = None
+    registry_column: ClassVar[str | None] = None  # its column of model_registries.FIRST_RELEASES (None: no table)
     def replica_layout(self, layout: Layout) -> Layout:
         """The layout one replica's weights are split by: ``layout``, or with DP 1 where this runtime's replicas are
         whole copies (``moe_across_dp`` False: no expert split between them; a DP that is no positive int is left for
@@ -151,8 +155,22 @@ class Runtime(Engine):
         the embedding on the first stage (and the last when tied), the head on the last (vLLM's llama.py)."""
         return frozenset()
 
+    def check_release(self, card: ModelCard) -> None:
+        """A pinned release (``--engine vllm==0.6.4``) older than the first whose model registry holds the card's
+        architecture (kvplan.cost.model_registries.FIRST_RELEASES): KvplanError naming --engine and that release.
+        No release pinned, or an architecture the table does not know: nothing refused."""
+        if self.pinned is None:
+            return
+        from kvplan.cost.model_registries import release_refusal
+
+        why = release_refusal(self.registry_column, self.name, self.display_name, self.pinned, card.name,
+                              card.hf_architecture)
+        if why:
+            raise KvplanError(why)
+
     def check_servable(self, card: ModelCard, layout: Layout) -> None:
         """What this runtime does not serve (or kvplan does not model) for this card and layout."""
+        self.check_release(card)
         if layout.expert_parallel:
             raise KvplanError(f"--expert-parallel: vLLM's --enable-expert-parallel; not modelled for --engine "
                               f"{self.name}")
@@ -399,9 +417,22 @@ class VersionRange:
 
 
 def at_range(rt: Runtime, root: type, text: str, versions) -> Runtime:
-    """``--engine NAME==X.Y[.Z]``: the runtime object of the modelled range of ``versions`` covering ``release``, one
-    instance per range (a subclass of ``root`` whose ``version`` and ``rules`` are that range's); KvplanError naming
-    --engine and the modelled ranges otherwise."""
+    """``--engine NAME==X.Y[.Z]``: the runtime object of the modelled range of ``versions`` covering that release,
+    one instance per release as given (a subclass of the range's runtime whose ``pinned`` is ``text``: the release a
+    card's architecture is checked against, Runtime.check_release); KvplanError naming --engine and the modelled
+    ranges otherwise."""
+    base = _range_runtime(rt, root, text, versions)
+    pinned = str(text).strip()
+    key = (type(base), pinned)
+    if key not in _RANGES:
+        _RANGES[key] = type(type(base).__name__, (type(base),), {"pinned": pinned, "__doc__": type(base).__doc__})()
+    return _RANGES[key]
+
+
+def _range_runtime(rt: Runtime, root: type, text: str, versions) -> Runtime:
+    """The runtime object of the modelled range covering release ``text``, one instance per range (a subclass of
+    ``root`` whose ``version`` and ``rules`` are that range's; a release newer than ``newest_read``: one per release,
+    ``beyond_read`` set)."""
     release = parse_release("--engine", text)
     family = next((f for f in versions if f.covers(release)), None)
     if family is None:
@@ -410,7 +441,7 @@ def at_range(rt: Runtime, root: type, text: str, versions) -> Runtime:
     if family.last is None and rt.newest_read and release > rt.newest_read:  # a release kvplan has not read
         key = (root, family, release)
         if key not in _RANGES:
-            base = at_range(rt, root, ".".join(map(str, rt.newest_read)), versions)
+            base = _range_runtime(rt, root, ".".join(map(str, rt.newest_read)), versions)
             _RANGES[key] = type(f"{type(base).__name__}_beyond", (type(base),), {"beyond_read": str(text)})()
         return _RANGES[key]
     if family is rt.version:

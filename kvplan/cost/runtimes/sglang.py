@@ -203,6 +203,7 @@ class SGLang(Server):
     launches_replicas = True  # --dp-size
     kv_follows_model_dtype = True
     newest_read = (0, 5, 23)  # the newest release whose source the rules were read in
+    registry_column = "sglang"  # model_registries.FIRST_RELEASES: the first release loading each architecture
     long_context_env = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"  # configs/model_config.py
     # PD decode pre-allocates input_len + num_reserved_decode_tokens per request (srt/disaggregation/decode.py
     # _prealloc_required_tokens; server_args.py num_reserved_decode_tokens, default 512)

@@ -207,6 +207,7 @@ class VLLM(Server):
     launches_replicas = True  # --data-parallel-size
     kv_follows_model_dtype = True
     newest_read = (0, 33, 0)  # the newest release whose source the rules were read in
+    registry_column = "vllm"  # model_registries.FIRST_RELEASES: the first release loading each architecture
     long_context_env = "VLLM_ALLOW_LONG_MAX_MODEL_LEN"  # config/model.py _get_and_verify_max_len
     display_name = "vLLM"
     rules = VERSIONS[-1].label
