@@ -94,13 +94,26 @@ def _digits(n: int) -> int:
     return estimate + 1 if n >= 10 ** estimate else estimate
 
 
-class WeightsDoNotFit(Refused):
+class DoesNotFit(Refused):
+    """The layout does not fit in memory: on some rank nothing is left for the KV cache (the weights, activations
+    and overheads fill the budget). An answer about the memory, as a request that does not fit the pool is (a
+    `kvplan check` budget ``fits = true`` fails on it), never a mistake in the input (a head count TP does not
+    divide is plain ``Refused``). ``gpu_bytes``: what that rank holds besides the pool (weights, activation peak,
+    overheads, CUDA context), where known."""
+
+    def __init__(self, message: str, *, gpu_bytes: int | None = None):
+        super().__init__(message)
+        self.gpu_bytes = gpu_bytes
+
+
+class WeightsDoNotFit(DoesNotFit):
     """The weights alone exceed a GPU's memory on some rank: no flag of the budget helps, only more GPUs, a bigger
     GPU or smaller weights (the plan names a bundled quantized card of the same model where there is one).
     ``weights_bytes``: the heaviest rank's weights; ``room_bytes``: what its GPU holds after the CUDA context."""
 
-    def __init__(self, message: str, *, weights_bytes: int | None = None, room_bytes: int | None = None):
-        super().__init__(message)
+    def __init__(self, message: str, *, weights_bytes: int | None = None, room_bytes: int | None = None,
+                 gpu_bytes: int | None = None):
+        super().__init__(message, gpu_bytes=gpu_bytes)
         self.weights_bytes, self.room_bytes = weights_bytes, room_bytes
 
 

@@ -333,3 +333,77 @@ def test_a_disagg_scenario_without_a_key_names_the_file_line_and_key(cli, tmp_pa
                    'osl = 64\nttft_ms = 2000.0\n')
     code, _, err = cli("check", "--config", str(cfg))
     assert code == 2 and "kvplan.toml:1: scenario 'd': tpot_ms: required by a disagg scenario" in err
+
+
+# --- a plan the memory cannot hold fails the check, exit 1 (QA B, D12) --------------------------------------------
+
+def _one_error(cli, *args) -> str:
+    code, out, err = cli(*args)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in out + err, (
+        code, out[-500:], err)
+    return lines[0]
+
+
+def test_fits_budget_of_weights_that_outgrow_the_gpu_fails_with_exit_1(tmp_path, monkeypatch, cli):
+    """The 70B weights exceed an L4: that is the regression `fits = true` exists to catch. It was exit 2 with no
+    annotation nor JUnit failure; now fits is false, no request is served, and the row says why."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    (tmp_path / "kvplan.toml").write_text('[[scenarios]]\nname = "big"\nmodel = "llama-3.1-70b"\ngpu = "L4"\n'
+                                          'max_model_len = 8192\nfits = true\nmin_concurrency = 1\n')
+    code, out, _ = cli("check", "--format", "github", "--junit", "j.xml")
+    assert code == 1
+    errors = [line for line in out.splitlines() if line.startswith("::error")]
+    assert [e.split("::")[1] for e in errors] == [
+        "error file=kvplan.toml,line=7,title=kvplan check%3A big min_concurrency concurrency",
+        "error file=kvplan.toml,line=6,title=kvplan check%3A big fits fits"]
+    assert failures(tmp_path / "j.xml")["kvplan.big fits fits"].startswith(
+        "fits is false (gpu: the weights alone do not fit: ")
+    data = json.loads(cli("check", "--json")[1])
+    figures = data["figures"]["big"]
+    assert figures["fits"] is False and figures["concurrency"] == 0
+    assert figures["gpu_bytes"] > 80 * 2**30 * 1.5  # the 70B's bf16 weights on one GPU: more than an L4's 24 GB
+    assert cli("check", "--update-baseline")[0] == 1  # a failing plan is still a baseline to record
+
+
+def test_a_budget_that_leaves_nothing_for_the_cache_fails_but_a_bad_layout_is_input(project, cli):
+    project(config='[[scenarios]]\nname = "low"\nmodel = "llama-3-8b"\ngpu = "H100-SXM"\nmax_model_len = 4096\n'
+                   'gpu_memory_utilization = 0.1\nfits = true\n')
+    code, out, _ = cli("check", "--json")
+    row = json.loads(out)["rows"][0]
+    assert code == 1 and row["verdict"] == "fail" and "no available memory for the cache blocks" in row["message"]
+    project(config='[[scenarios]]\nname = "tp3"\nmodel = "card.yaml"\ngpu = "H100-SXM"\nmax_model_len = 64\n'
+                   'tp = 3\nfits = true\n')
+    assert "scenario 'tp3': tp: " in _one_error(cli, "check")  # 8 heads over TP 3: the input, not the memory
+
+
+def test_a_gpu_file_is_read_relative_to_the_config_by_every_figure(tmp_path, monkeypatch, cli):
+    """The estimate read gpu_file beside the config, the capacity planner beside the working directory."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "card.yaml").write_text(CARD)
+    (tmp_path / "sub" / "gpus.yaml").write_text("gpus:\n  H100-SXM:\n    price_per_hour_usd: 2.0\n")
+    (tmp_path / "sub" / "kvplan.toml").write_text('[[scenarios]]\nname = "x"\nmodel = "card.yaml"\n'
+                                                  'gpu = "H100-SXM"\ngpu_file = "gpus.yaml"\nmax_model_len = 64\n'
+                                                  'fits = true\n')
+    code, out, err = cli("check", "--config", "sub/kvplan.toml", "--json")
+    assert code == 0, err
+    assert json.loads(out)["figures"]["x"]["fits"] is True
+
+
+@pytest.mark.parametrize("baseline, what", [("kvplan.toml", "the config file"), ("pyproject.toml", "a pyproject.toml"),
+                                            ("card.yaml", "a file the scenarios read"),
+                                            (".git/b.json", "inside .git")])
+def test_update_baseline_never_overwrites_the_config_or_what_it_reads(tmp_path, monkeypatch, cli, baseline, what):
+    """QA B D1: `baseline = "kvplan.toml"` made --update-baseline replace the config with JSON (exit 0)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "card.yaml").write_text(CARD)
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "p"\n')
+    config = f'baseline = "{baseline}"\n\n[[scenarios]]\nname = "t"\nmodel = "card.yaml"\nseq_len = 1024\n'
+    (tmp_path / "kvplan.toml").write_text(config)
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    code, _, err = cli("check", "--update-baseline")
+    assert code == 2 and what in err and "kvplan.toml:1: baseline:" in err
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before  # nothing written

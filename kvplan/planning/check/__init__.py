@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict
 
 from kvplan.planning.check.baseline import ACCEPT, read_baseline, regressed, write_baseline
 from kvplan.planning.check.config import LoadedConfig, find_config, load_config
-from kvplan.planning.check.figures import FIGURES, Evaluated, Figure, Value, evaluate
+from kvplan.planning.check.figures import FIGURES, PLAN_FIGURES, Evaluated, Figure, Value, evaluate
 from kvplan.planning.check.lines import yaml_field_line
 from kvplan.errors import clip, clip_text
 from kvplan.units import fmt_bytes, fmt_int
@@ -123,12 +123,15 @@ def _budget_row(loaded: LoadedConfig, e: Evaluated, base: dict | None, fig: Figu
                 cwd: Path) -> CheckRow:
     broken = regressed(value, limit, 0.0, fig.higher_is_better)
     bound = "at least" if fig.higher_is_better else "at most"
+    unfit = e.unfit if broken and fig.name in PLAN_FIGURES else None  # the planner's reason, where it refused
     if fig.unit == "bool":
-        text = f"{fig.name} is {value}; the budget {fig.budget} = true"
+        why = f" ({unfit})" if unfit else ""
+        text = f"{fig.name} is {str(value).lower()}{why}; the budget {fig.budget} = true"
     else:
         text = f"{fig.name} {_fmt(fig, value)}; budget {fig.budget} {bound} {_fmt(fig, limit)}"
         if broken:
             text += f", {'short' if fig.higher_is_better else 'over'} by {_fmt(fig, abs(value - limit))}"
+        text += f" (the plan does not fit: {unfit})" if unfit else ""
     file, line, cause = _blame(loaded, e, base, fig, fig.budget, cwd)
     return _row(e, fig, fig.budget, limit, value, "fail" if broken else "pass", text + (cause if broken else ""),
                 file, line)

@@ -233,6 +233,7 @@ def load_config(path: Path) -> LoadedConfig:
             from None
     loaded = LoadedConfig(path, config, lines)
     _check_inside(path, text, loaded.baseline_path)
+    _check_own_file(path, text, loaded)
     return loaded
 
 
@@ -275,6 +276,20 @@ def _check_inside(path: Path, text: str, baseline: Path) -> None:
     if not inside:
         raise KvplanError(f"{shown(path)}:{key_line(text, 'baseline')}: baseline: {shown(baseline)} is outside the "
                           f"repository {shown(root)}; allowed: a path inside it")
+
+
+def _check_own_file(path: Path, text: str, loaded: LoadedConfig) -> None:
+    """--update-baseline replaces the baseline file whole: it may not be the config itself, a pyproject.toml, a file
+    the scenarios read (a card, a config.json, a GPU file) or a file under .git (QA B D1: the config was overwritten)."""
+    target = loaded.baseline_path.resolve()
+    read = {path.resolve()} | {(loaded.root / v).resolve() for sc in loaded.config.scenarios
+                               for v in (sc.model, sc.hf_config, sc.gpu_file) if v}
+    what = ("the config file" if target == path.resolve() else "a pyproject.toml" if target.name == "pyproject.toml"
+            else "a file the scenarios read" if target in read else "inside .git" if ".git" in target.parts else "")
+    if what:
+        raise KvplanError(f"{shown(path)}:{key_line(text, 'baseline')}: baseline: {shown(loaded.baseline_path)} is "
+                          f"{what}, which --update-baseline would overwrite; allowed: a file of its own, such as "
+                          "kvplan-baseline.json")
 
 
 def _check_top(path: Path, text: str, data: dict, table: str) -> None:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from kvplan.errors import KvplanError
+from kvplan.errors import DoesNotFit, KvplanError
 from kvplan.model.card import ModelCard
 from kvplan.model.catalog import load_card
 from kvplan.planning.check.config import (BUDGET_KEYS, DISAGG_KEYS, ESTIMATE_KEYS, PLAN_KEYS, LoadedConfig,
@@ -42,6 +42,7 @@ FIGURES = {f.name: f for f in (
     Figure("link_gb_per_s", "count", "max_link_gb_per_s"),
     Figure("disagg_gpus", "count", "max_gpus"),
 )}
+PLAN_FIGURES = ("gpu_bytes", "concurrency", "fits")  # from the capacity planner
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,7 @@ class Evaluated:
     inputs: dict[str, object]
     card: dict[str, object]
     card_file: Path | None  # None for a bundled card or an hf_config: nothing in the project to point at
+    unfit: str | None = None  # why the capacity plan does not fit in memory (the planner's refusal), if it does not
 
 
 def evaluate(loaded: LoadedConfig, index: int) -> Evaluated:
@@ -62,10 +64,12 @@ def evaluate(loaded: LoadedConfig, index: int) -> Evaluated:
     try:
         card, card_file = _card(s, loaded.root)
         figures = _estimate_figures(s, card, loaded.root) if s.seq_len is not None else {}
+        unfit = None
         if s.uses_plan:
-            figures.update(_plan_figures(s, card))
+            planned, unfit = _plan_figures(s, card, loaded.root)
+            figures.update(planned)
         if s.uses_disagg:
-            figures.update(_disagg_figures(s, card))
+            figures.update(_disagg_figures(s, card, loaded.root))
     except KvplanError as exc:
         message = _as_keys(str(exc))
         key = message.partition(":")[0]
@@ -75,7 +79,15 @@ def evaluate(loaded: LoadedConfig, index: int) -> Evaluated:
         raise KvplanError(f"{where}: seq_len: required (the tokens each sequence holds), or the capacity keys "
                           f"({', '.join(PLAN_KEYS[:4])}, ...)")
     inputs = s.model_dump(exclude_none=True, exclude={"name", *BUDGET_KEYS})  # what sets the figures
-    return Evaluated(index, s, figures, inputs, _card_fields(card), card_file)
+    return Evaluated(index, s, figures, inputs, _card_fields(card), card_file, unfit)
+
+
+def _options(s: Scenario, keys: tuple[str, ...], root: Path) -> dict[str, object]:
+    """The scenario's options among ``keys``, a gpu_file made relative to the config (as a card path is)."""
+    opts = s.options(keys)
+    if "gpu_file" in opts:
+        opts["gpu_file"] = str(root / opts["gpu_file"])
+    return opts
 
 
 def _as_keys(message: str) -> str:
@@ -108,9 +120,7 @@ def _card_fields(card: ModelCard) -> dict[str, object]:
 def _estimate_figures(s: Scenario, card: ModelCard, root: Path) -> dict[str, Value]:
     from kvplan.planning.estimate import estimate
 
-    opts = s.options(ESTIMATE_KEYS)
-    if "gpu_file" in opts:
-        opts["gpu_file"] = str(root / opts["gpu_file"])
+    opts = _options(s, ESTIMATE_KEYS, root)
     for key in ("max_ttft_ms", "max_tpot_ms"):
         if getattr(s, key) is not None and s.gpu is None:
             raise KvplanError(f"{key}: needs gpu = NAME (the roofline bounds run on a GPU of `kvplan gpus list`)")
@@ -123,11 +133,13 @@ def _estimate_figures(s: Scenario, card: ModelCard, root: Path) -> dict[str, Val
     return figures
 
 
-def _plan_figures(s: Scenario, card: ModelCard) -> dict[str, Value]:
-    """The capacity figures of ``kvplan.planning.capacity.plan`` for the scenario's layout."""
+def _plan_figures(s: Scenario, card: ModelCard, root: Path) -> tuple[dict[str, Value], str | None]:
+    """The capacity figures of ``kvplan.planning.capacity.plan`` for the scenario's layout, and why it does not fit
+    where the planner refuses the memory (``DoesNotFit``: fits false, no request served). A layout the engine
+    refuses for another reason (a head count TP does not divide, an unknown GPU) stays bad input."""
     from kvplan.planning.capacity import plan
 
-    opts = s.options(ESTIMATE_KEYS + PLAN_KEYS)
+    opts = _options(s, ESTIMATE_KEYS + PLAN_KEYS, root)
     from kvplan.cost.runtimes.setup import EXTRA_FLAGS  # the engines' own flags plan() takes as keywords
 
     accepted = set(inspect.signature(plan).parameters) | set(EXTRA_FLAGS)
@@ -135,18 +147,23 @@ def _plan_figures(s: Scenario, card: ModelCard) -> dict[str, Value]:
     if refused:
         raise KvplanError(f"{refused[0]}: not an option of the capacity planner; allowed with tp/pp/max_model_len: "
                           f"{', '.join(k for k in ESTIMATE_KEYS + PLAN_KEYS if k in accepted)}")
-    result = plan(card, **opts)
-    return {"gpu_bytes": gpu_bytes(result.per_gpu), "concurrency": result.max_concurrency, "fits": bool(result.fits)}
+    try:
+        result = plan(card, **opts)
+    except DoesNotFit as exc:  # the memory leaves nothing for the cache: the plan does not fit (a failed check)
+        held = {} if exc.gpu_bytes is None else {"gpu_bytes": exc.gpu_bytes}
+        return {**held, "concurrency": 0, "fits": False}, _as_keys(str(exc))
+    return {"gpu_bytes": gpu_bytes(result.per_gpu), "concurrency": result.max_concurrency,
+            "fits": bool(result.fits)}, None
 
 
-def _disagg_figures(s: Scenario, card: ModelCard) -> dict[str, Value]:
+def _disagg_figures(s: Scenario, card: ModelCard, root: Path) -> dict[str, Value]:
     """The hand-over, the link it needs and the GPUs of both pools, from ``kvplan.planning.disagg.disagg``."""
     from kvplan.planning.disagg import disagg
 
     missing = [k for k in (*DISAGG_KEYS, "gpu") if getattr(s, k) is None]
     if missing:
         raise KvplanError(f"{missing[0]}: required by a disagg scenario (rate, isl, osl, ttft_ms, tpot_ms, gpu)")
-    opts = s.options(("engine", "kv_dtype", "weight_dtype", "gpu_file"))
+    opts = _options(s, ("engine", "kv_dtype", "weight_dtype", "gpu_file"), root)
     r = disagg(card, gpu=s.gpu, **s.options(DISAGG_KEYS), **opts)
     return {"kv_transfer_bytes": r.kv_transfer_bytes_per_request, "link_gb_per_s": r.link_bytes_per_s_needed / 1e9,
             "disagg_gpus": r.total_gpus}
