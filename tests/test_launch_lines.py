@@ -195,3 +195,66 @@ def test_sglang_long_context_env(cli_json):
     assert plan["launch_command"].startswith(env + "python -m sglang.launch_server")
     short = cli_json("plan", "-m", "llama-3-8b", "--gpu", "H100-SXM", "--max-model-len", "8192", "--engine", "sglang")
     assert short["launch_command"].startswith("python -m sglang.launch_server")
+
+
+# ---- #5: --enforce-eager and the scheduler limits only where they move the plan ----------------------------------
+
+def test_enforce_eager_where_the_release_charges_graphs(cli_json):
+    """A 0 for the graphs is --enforce-eager where the release charges them by default (0.20+ but the graphless
+    0.25 - 0.28 dense runner); before 0.20 they are captured after the pool is sized, so a 0 is the default."""
+    for release, eager in (("vllm", True), ("vllm==0.20", True), ("vllm==0.27", False), ("vllm==0.10", False)):
+        base = cli_json(*LLAMA, "--engine", release)
+        zero = cli_json(*LLAMA, "--engine", release, "--cuda-graph-memory", "0")
+        assert ("--enforce-eager" in zero["launch_command"]) is eager, (release, zero["launch_command"])
+        assert (zero["max_concurrency"] > base["max_concurrency"]) is eager, release
+        assert "--enforce-eager" not in base["launch_command"]
+
+
+def test_cold_compile_with_a_default_zero_for_graphs_plans(cli_json):
+    """vLLM 0.27 runs a dense model without graphs: a 0 there is no --enforce-eager, so --cold-compile still plans."""
+    plan = cli_json(*LLAMA, "--engine", "vllm==0.27", "--cuda-graph-memory", "0", "--cold-compile")
+    assert "--enforce-eager" not in plan["launch_command"]
+
+
+def test_scheduler_limits_printed_where_they_differ_from_the_release_default(cli_json):
+    v0 = (*LLAMA, "--engine", "vllm==0.6.4")  # V0's fixed default: 256 sequences
+    assert "--max-num-seqs 4" in cli_json(*v0, "--max-num-seqs", "4")["launch_command"]
+    assert "--max-num-seqs" not in cli_json(*v0, "--max-num-seqs", "256")["launch_command"]
+    plan = cli_json(*LLAMA)
+    given = cli_json(*LLAMA, "--max-num-batched-tokens", str(plan["inputs"]["max_num_batched_tokens"]))
+    assert "--max-num-batched-tokens" not in given["launch_command"]
+    assert given["max_concurrency"] == plan["max_concurrency"]
+
+
+# ---- #8: fp8 weights on TGI and TensorRT-LLM -------------------------------------------------------------------
+
+def test_tgi_fp8_in_tgi_spelling(cli_json):
+    """launcher/src/main.rs: --quantize fp8 (a bf16 checkpoint quantized at load); --kv-cache-dtype fp8_e4m3fn."""
+    bf16 = cli_json(*LLAMA, "--engine", "tgi")
+    fp8 = cli_json(*LLAMA, "--engine", "tgi", "--weight-dtype", "fp8", "--kv-dtype", "fp8_e4m3")
+    assert fp8["launch_command"].endswith("--kv-cache-dtype fp8_e4m3fn --quantize fp8")
+    assert "--quantize" not in bf16["launch_command"]
+    assert fp8["per_gpu"]["weights_bytes"] < bf16["per_gpu"]["weights_bytes"]
+    assert any(n.startswith("--quantize fp8 (online, TGI)") for n in fp8["notes"])
+    assert not any("--quantization" in n for n in fp8["notes"])
+
+
+def test_trtllm_refuses_online_fp8(cli, cli_json):
+    """trtllm-serve has no flag that quantizes a bf16 checkpoint: refused, the checkpoint's dtype still plans."""
+    line = one_line_error(cli, *LLAMA, "--engine", "trtllm", "--weight-dtype", "fp8")
+    assert line.startswith("error: --weight-dtype:") and "allowed here: bf16" in line
+    assert "trtllm-serve" in cli_json(*LLAMA, "--engine", "trtllm", "--weight-dtype", "bf16")["launch_command"]
+
+
+# ---- #10: SGLang on a model without attention layers --------------------------------------------------------------
+
+def test_sglang_refuses_a_pure_state_space_model(cli, cli_json):
+    """No K/V pool and a running limit of state slots // the mamba ratio (resolve_max_num_reqs): refused, not planned
+    as 43 concurrent requests that run 0 at once."""
+    args = ("plan", "-m", "mamba-codestral-7b", "--gpu", "L40S", "--max-model-len", "32768")
+    line = one_line_error(cli, *args, "--engine", "sglang")
+    assert line.startswith("error: --engine sglang:") and "no attention layers" in line
+    assert cli_json(*args)["max_concurrency"] > 0  # vLLM plans it
+    hybrid = cli_json("plan", "-m", "qwen3-next-80b-a3b", "--gpu", "H200", "--tp", "2", "--max-model-len", "8192",
+                      "--engine", "sglang")
+    assert hybrid["running_limit"] > 0  # a hybrid with attention layers still plans

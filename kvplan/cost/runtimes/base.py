@@ -555,6 +555,7 @@ class Server(Runtime):
     server = True
     serves_fp32 = False
     loads_hf_checkpoint = True
+    online_fp8_flag: ClassVar[str] = "--quantization fp8"  # the flag that quantizes a 16-bit checkpoint to fp8 at load
 
     def check_servable(self, card: ModelCard, layout: Layout) -> None:
         super().check_servable(card, layout)
@@ -589,7 +590,7 @@ class Server(Runtime):
         data = card.model_dump(exclude_none=True)
         data["quantization"] = {"method": "fp8", "weight_scales": "tensor", "activation_scheme": "dynamic"}
         loaded = card_from_dict(data, origin=f"{card.name} with --quantization fp8")
-        return loaded, model_t, (f"--quantization fp8 (online, {self.display_name}): the linear and MoE layers are "
+        return loaded, model_t, (f"{self.online_fp8_flag} (online, {self.display_name}): the linear and MoE layers are "
                                  "quantized to float8 at load with one fp32 scale per tensor; embeddings, the LM head, "
                                  f"norms and routers stay {model_t.name}.",)
 

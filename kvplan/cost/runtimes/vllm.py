@@ -208,7 +208,9 @@ class VLLM(Server):
     kv_follows_model_dtype = True
     newest_read = (0, 33, 0)  # the newest release whose source the rules were read in
     registry_column = "vllm"  # model_registries.FIRST_RELEASES: the first release loading each architecture
-    long_context_env = "VLLM_ALLOW_LONG_MAX_MODEL_LEN"  # config/model.py _get_and_verify_max_len
+    # config/model.py _get_and_verify_max_len (0.11.0 - 0.33.0; config.py in 0.9.1, config/__init__.py in 0.10.2):
+    # a --max-model-len past the derived one raises unless this is 1 (envs.py; vllm PR 7080, 2024-08)
+    long_context_env = "VLLM_ALLOW_LONG_MAX_MODEL_LEN"
     display_name = "vLLM"
     rules = VERSIONS[-1].label
     version = VERSIONS[-1]
@@ -613,8 +615,14 @@ def _scheduler_flags(s: Setup) -> list[str]:
 
 
 def _eager(s: Setup) -> bool:
-    """--cuda-graph-memory 0 given: vLLM runs with --enforce-eager (its help says so)."""
-    return "cuda_graph" in s.given and s.cuda_graph == 0
+    """--cuda-graph-memory 0 given where this release charges CUDA graphs by default: --enforce-eager (vLLM 0.33.0
+    config/vllm.py VllmConfig.__post_init__: enforce_eager sets CompilationMode.NONE and CUDAGraphMode.NONE). Where the
+    default is 0 already (before 0.20 the graphs are captured after the pool is sized; 0.25 - 0.28 dense models run
+    graphless) a 0 is the measured figure, and eager mode would not change the plan."""
+    if "cuda_graph" not in s.given or s.cuda_graph != 0:
+        return False
+    rt = s.engine
+    return rt.cuda_graph_default(s.opts, rt.overhead_defaults(s.layout.tp * s.layout.pp)[1], s.card) > 0
 
 
 def _offload_gb(flags: ServingFlags, card) -> float:
