@@ -514,9 +514,13 @@ def held_stage(engine: Runtime, card: ModelCard, w_t: DType, kv_t: DType, state_
     return rank_held_weights(card, w_t, layout, w), specs.counts
 
 
-def longest(ok, hi: int) -> int:
-    """Binary search for the largest n in [0, hi] with ok(n) (ok monotone; ok(0) assumed)."""
+def longest(ok, hi: int, guess: int | None = None) -> int:
+    """Binary search for the largest n in [0, hi] with ok(n) (ok monotone; ok(0) assumed). ``guess``: where the answer
+    likely is; ok there and not one above ends the search at once (any guess gives the same answer)."""
     lo = 0
+    for mid in (guess, guess + 1) if guess is not None else ():
+        if lo < mid <= hi:
+            lo, hi = (mid, hi) if ok(mid) else (lo, mid - 1)
     while lo < hi:
         mid = (lo + hi + 1) // 2
         lo, hi = (mid, hi) if ok(mid) else (lo, mid - 1)
