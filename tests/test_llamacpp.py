@@ -626,6 +626,6 @@ def test_ollama_default_num_ctx_sums_every_gpu():
         r = plan("qwen3-32b", gpu="RTX-4090", pp=pp, max_model_len=32768, engine="ollama")
         return next(n for n in r.notes if "default num_ctx" in n)
 
-    assert "would be 40,960" in note(2) and "2 GPUs together" in note(2)
+    assert "would be 40,960" in note(2) and "2 x " in note(2)
     assert "would be 32,768" in note(1)
     assert default_num_ctx(47 * 2**30, 0) == 262144 and default_num_ctx(47 * 2**30 - 1, 0) == 32768

@@ -109,7 +109,8 @@ MaxBatchSize = Annotated[_I, typer.Option("--max-batch-size", "--max_batch_size"
 CudaMemoryFraction = Annotated[_F, typer.Option("--cuda-memory-fraction",
                                                 help="TGI: share of GPU memory the server may use (default 1.0).")]
 MaxBatchPrefillTokens = Annotated[_I, typer.Option(
-    "--max-batch-prefill-tokens", help="TGI: tokens of the warm-up prefill (default min(4096, max positions)).")]
+    "--max-batch-prefill-tokens", help="TGI: tokens of the warm-up prefill, pinned on the launch line (kvplan's "
+    "default min(4096, max positions), at least max_input_tokens under paged attention; not TGI's own default).")]
 SpeculativeConfig = Annotated[_S, typer.Option(
     "--speculative-config", help='vLLM: JSON, e.g. \'{"method": "eagle", "model": "...", "num_speculative_tokens": 3}\'.')]
 SpecAlgorithm = Annotated[_S, typer.Option("--speculative-algorithm", help="SGLang: EAGLE, EAGLE3, NEXTN, STANDALONE "

@@ -3,7 +3,9 @@
 ``llm/llama_server.go`` (fb307609): ``llama-server --model M -c (num_ctx x num_parallel) -np num_parallel
 [--cache-type-k T --cache-type-v T] --flash-attn on|off|auto [-ngl num_gpu]`` and no ``-kvu``: each slot gets num_ctx
 cells (padded to 256). ``OLLAMA_NUM_PARALLEL`` defaults to 1; ``num_ctx`` (``OLLAMA_CONTEXT_LENGTH`` 0) defaults by
-total VRAM: >= 47 GiB 262144, >= 23 GiB 32768, else 4096, capped at the model's context length.
+total VRAM (``server/routes.go`` Serve: the sum over every GPU of ``TotalMemory - OLLAMA_GPU_OVERHEAD``, 0 by default):
+>= 47 GiB 262144, >= 23 GiB 32768, else 4096, capped at the model's context length (``llm/server.go``
+NewLlamaServer's trainCtx cap).
 """
 
 from __future__ import annotations
@@ -48,11 +50,10 @@ class Ollama(LlamaCpp):
 
     def notes(self, s: Setup, p) -> list[str]:
         hp_ctx = s.card.max_position_embeddings
-        # server/routes.go Serve: totalVRAM sums every GPU's TotalMemory (less OLLAMA_GPU_OVERHEAD, default 0)
         gpus = s.layout.gpus
-        vram = s.total * gpus
-        on = f"{vram / GIB:.0f} GiB of VRAM" + (f" ({gpus} GPUs together)" if gpus > 1 else "")
+        vram = s.total * gpus  # server/routes.go: every GPU's TotalMemory - OLLAMA_GPU_OVERHEAD (0 by default), summed
         return super().notes(s, p) + [
-            f"Ollama's default num_ctx on {on} would be {default_num_ctx(vram, hp_ctx):,} (server/routes.go VRAM "
-            f"tiers over the sum of the GPUs' memory); this plan uses {s.opts.llama.n_ctx // s.opts.llama.n_parallel:,}"
-            " per slot."]
+            f"Ollama's default num_ctx on {vram / GIB:.0f} GiB of VRAM ({gpus} x {s.total / GIB:.1f} GiB, summed over "
+            f"the GPUs less OLLAMA_GPU_OVERHEAD, 0 by default) would be {default_num_ctx(vram, hp_ctx):,} "
+            f"(server/routes.go VRAM tiers, capped at the model's {hp_ctx:,} by llm/server.go); this plan uses "
+            f"{s.opts.llama.n_ctx // s.opts.llama.n_parallel:,} per slot."]

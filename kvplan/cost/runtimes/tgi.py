@@ -10,9 +10,19 @@ Read from TGI at ``db931fcf`` (2026-01-08; /work/shared/reference/serving-featur
   total_cache_size) + batch_num_blocks`` ('KV-cache blocks: {num_blocks}, size: {BLOCK_SIZE}').
 - ``utils/import_utils.py`` ``get_cuda_free_memory``: ``free - (1 - fraction) x total`` (cudaMemGetInfo);
   ``models/globals.py``: ``TGI_WIGGLE_ROOM`` 0.90, ``CUDA_MEMORY_FRACTION`` 1.0.
-- ``launcher/src/main.rs`` ``resolve_attention``: flashinfer (BLOCK_SIZE 1) by default on CUDA, flashdecoding (256)
-  when head_dim is not 64, 128 or 256, paged (16) on request (``ATTENTION=paged``); ``max_batch_prefill_tokens``
-  default min(4096, max_position_embeddings, a VRAM bound kvplan does not model).
+- ``launcher/src/main.rs`` ``resolve_attention`` (kvplan.cost.runtimes.tgi.resolve_attention): flashinfer
+  (BLOCK_SIZE 1) by default; the fallback, ``paged`` (16) below compute capability 8 or when it is unknown and
+  ``flashdecoding`` (256) otherwise, for model_type falcon / deepseek_v2 and for head dims flashinfer lacks (not 64,
+  128, 256); ``ATTENTION=...`` on request. Prefix caching is off for a config with ``vision_config`` or
+  ``is_encoder_decoder``, a head dim flashinfer lacks, and paged attention, so ``--shared-prefix-len`` is refused there.
+- ``server/text_generation_server/models/model.py``: prefill chunking only with flashinfer / flashdecoding;
+  ``backends/v3/src/main.rs`` refuses ``max_input_tokens > max_batch_prefill_tokens`` without it, so under paged
+  attention the launch line's prefill budget is at least max_input_tokens.
+- ``max_batch_prefill_tokens``: TGI's own default (main.rs, no flag) is ``compute_optimal`` = the GPU's f16 FLOP/s
+  (its own table, by nvidia-smi name) x shards / ``Config::flop`` when that is > 100, else ``default_optimal`` (10,000
+  qwen2_vl / qwen2_5_vl, 8,000 gemma3, else 4,096), capped at max_position_embeddings and a VRAM bound. kvplan does not
+  model it: the launch line pins ``--max-batch-prefill-tokens`` (4,096 unless --max-batch-prefill-tokens is given),
+  and the plan's warm-up is sized by that pinned value.
 """
 
 from __future__ import annotations
@@ -26,18 +36,57 @@ from kvplan.units import cdiv, fmt_bytes, fmt_int, require_fraction, require_pos
 RULES = "TGI 3.3 (text-generation-inference db931fcf, 2026-01)"
 WIGGLE_ROOM = 0.90  # models/globals.py TGI_WIGGLE_ROOM
 DEFAULT_CUDA_MEMORY_FRACTION = 1.0  # launcher --cuda-memory-fraction
-DEFAULT_PREFILL_TOKENS = 4096  # launcher/src/main.rs max_batch_prefill_tokens default
+PINNED_PREFILL_TOKENS = 4096  # kvplan's --max-batch-prefill-tokens on the launch line (not TGI's default, see above)
 BLOCK_SIZES = {"flashinfer": 1, "paged": 16, "flashdecoding": 256}  # models/globals.py BLOCK_SIZE by ATTENTION
 FLASHINFER_HEAD_DIMS = (64, 128, 256)
-# launcher/src/main.rs (text-generation-inference 009c4e0b, struct Args): --kv-cache-dtype takes the clap names of enum
-# KVCacheDtype, fp8_e4m3fn and fp8_e5m2 (kvplan's fp8_e4m3 is the former); --quantize takes enum Quantization, whose
-# Fp8 is "fp8" (not needed for a pre-quantized checkpoint, whose config names its method)
+# launcher/src/main.rs (struct Args): --kv-cache-dtype takes the clap names of enum KVCacheDtype, fp8_e4m3fn and
+# fp8_e5m2 (kvplan's fp8_e4m3 is the former); --quantize takes enum Quantization, whose Fp8 is "fp8" (not needed for a
+# pre-quantized checkpoint, whose config names its method)
 KV_CACHE_DTYPES = {"fp8_e4m3": "fp8_e4m3fn", "fp8_e5m2": "fp8_e5m2"}
+FALLBACK_MODEL_TYPES = {"FalconForCausalLM": "falcon", "DeepseekV2ForCausalLM": "deepseek_v2"}  # by architectures[0]
 
 
-def default_attention(head_dim: int) -> str:
-    """launcher/src/main.rs resolve_attention: flashinfer, or flashdecoding for head dims flashinfer lacks."""
-    return "flashinfer" if head_dim in FLASHINFER_HEAD_DIMS else "flashdecoding"
+def resolve_attention(card, gpu, attention: str | None = None) -> tuple[str, str | None]:
+    """launcher/src/main.rs resolve_attention (db931fcf): (ATTENTION, why prefix caching is off, or None when on).
+    ``attention``: an ATTENTION the user set (kvplan's --block-size), which TGI does not override."""
+    off = None
+    if card.vision is not None or (card.hf_architecture or "").endswith("ForConditionalGeneration"):
+        off = "the model's config has a vision_config ('Disabling prefix caching because of VLM model')"
+    elif card.architecture == "encoder-decoder":
+        off = "the model is encoder-decoder ('Disabling prefix caching because of seq2seq model')"
+    cc = gpu.compute_capability
+    fallback = "paged" if cc is None or cc < 8 else "flashdecoding"
+    model_type = FALLBACK_MODEL_TYPES.get(card.hf_architecture or "")
+    if card.head_dim in FLASHINFER_HEAD_DIMS:
+        if model_type is not None:
+            attention = attention or fallback  # 'Forcing attention to ... because model ... requires it'
+            if fallback == "paged" and off is None:
+                off = "paged attention does not support it"
+    else:
+        attention = attention or fallback
+        off = off or f"head dim {card.head_dim} is not supported by flashinfer"
+    attention = attention or "flashinfer"
+    if attention == "paged" and off is None:
+        off = "paged attention does not support it ('Disabling prefix caching on paged attention')"
+    return attention, off
+
+
+def default_attention(card, gpu) -> str:
+    """The ATTENTION TGI picks with none set (resolve_attention)."""
+    return resolve_attention(card, gpu)[0]
+
+
+def attention_reason(card, gpu) -> str:
+    """Why resolve_attention picked its backend, for the note."""
+    cc = gpu.compute_capability
+    fallback = "paged" if cc is None or cc < 8 else "flashdecoding"
+    why = (f"compute capability {cc}" if cc is not None else "compute capability unknown") + f": fallback {fallback}"
+    if card.head_dim not in FLASHINFER_HEAD_DIMS:
+        return f"head dim {card.head_dim} not flashinfer's, {why}"
+    model_type = FALLBACK_MODEL_TYPES.get(card.hf_architecture or "")
+    if model_type:
+        return f"model_type {model_type} is forced to the fallback, {why}"
+    return f"head dim {card.head_dim}"
 
 
 def num_blocks(free_bytes: int, total_bytes: int, fraction: float, block_bytes: int, warmup_blocks: int) -> int:
@@ -85,16 +134,29 @@ class TGI(TokenPool):
         if flags.cuda_memory_fraction is not None:
             fraction = require_fraction("--cuda-memory-fraction", flags.cuda_memory_fraction)
         if flags.block_size is None:
-            block = BLOCK_SIZES[default_attention(card.head_dim)]
+            chosen = None
         elif flags.block_size in BLOCK_SIZES.values():
-            block = flags.block_size
+            chosen = next(k for k, v in BLOCK_SIZES.items() if v == flags.block_size)
         else:
             raise KvplanError(f"--block-size: TGI's BLOCK_SIZE is set by its attention backend: "
                               f"{', '.join(f'{v} ({k})' for k, v in BLOCK_SIZES.items())}; got {flags.block_size}")
-        prefill = (min(DEFAULT_PREFILL_TOKENS, card.max_position_embeddings) if flags.max_batch_prefill_tokens is None
-                   else require_positive("--max-batch-prefill-tokens", flags.max_batch_prefill_tokens))
-        return Options(block_size=block, mnbt=prefill, cuda_memory_fraction=fraction,
-                       shared_prefix_len=_prefix(flags))
+        attention, prefix_off = resolve_attention(card, gpu, chosen)
+        shared = _prefix(flags)
+        if shared and prefix_off:
+            raise Refused(f"--shared-prefix-len: TGI turns prefix caching off here ({prefix_off}; launcher/src/main.rs "
+                          f"resolve_attention, attention {attention} on {gpu.name}), so no prefix is shared")
+        max_input = max_model_len - 1
+        chunking = attention != "paged"  # models/model.py: prefill chunking only with flashinfer / flashdecoding
+        if flags.max_batch_prefill_tokens is None:
+            prefill = min(PINNED_PREFILL_TOKENS, card.max_position_embeddings)
+            prefill = prefill if chunking else max(prefill, max_input)
+        else:
+            prefill = require_positive("--max-batch-prefill-tokens", flags.max_batch_prefill_tokens)
+            if not chunking and prefill < max_input:
+                raise Refused(f"--max-batch-prefill-tokens {prefill}: TGI with paged attention (no prefill chunking) "
+                              f"needs it >= max_input_tokens {max_input} (backends/v3/src/main.rs refuses to start)")
+        return Options(block_size=BLOCK_SIZES[attention], mnbt=prefill, cuda_memory_fraction=fraction,
+                       shared_prefix_len=shared)
 
     def attention(self, s: Setup) -> str:
         return next(k for k, v in BLOCK_SIZES.items() if v == s.block_size)
@@ -125,7 +187,7 @@ class TGI(TokenPool):
 
     def launch_command(self, s: Setup, repo: str, revision: str | None = None) -> str:
         attention = self.attention(s)
-        env = [] if attention == default_attention(s.card.head_dim) else [f"ATTENTION={attention}"]
+        env = [] if attention == default_attention(s.card, s.gpu) else [f"ATTENTION={attention}"]
         cmd = env + ["text-generation-launcher", f"--model-id {repo}", *([f"--revision {revision}"] if revision else []),
                      f"--num-shard {s.layout.tp}", f"--max-input-tokens {s.max_model_len - 1}",
                      f"--max-total-tokens {s.max_model_len}", f"--max-batch-prefill-tokens {s.mnbt}"]
@@ -141,8 +203,11 @@ class TGI(TokenPool):
 
     def notes(self, s: Setup, p) -> list[str]:
         lim = p.limiting
-        out = [f"{RULES}: attention {self.attention(s)} (BLOCK_SIZE {s.block_size}); KV-cache blocks = int((free after "
-               f"the warm-up - (1 - {s.opts.cuda_memory_fraction}) x total) x 0.90) // {fmt_int(p.pool.bytes_per_block)}"
+        attention = self.attention(s)
+        picked = (f"resolve_attention: {attention_reason(s.card, s.gpu)}"
+                  if attention == default_attention(s.card, s.gpu) else "ATTENTION set by --block-size")
+        out = [f"{RULES}: attention {attention} ({picked}; BLOCK_SIZE {s.block_size}); KV-cache blocks = int((free "
+               f"after the warm-up - (1 - {s.opts.cuda_memory_fraction}) x total) x 0.90) // {fmt_int(p.pool.bytes_per_block)}"
                f" B + {fmt_int(self.warmup_blocks(s))} warm-up blocks = {fmt_int(p.pool.num_blocks)}; the router's "
                f"max_batch_total_tokens = {fmt_int(p.pool.tokens)} ('Setting max batch total tokens to "
                f"{p.pool.tokens}'). Free after the warm-up = total - CUDA context ({fmt_bytes(s.context)}) - weights "
@@ -151,6 +216,13 @@ class TGI(TokenPool):
                "warm-up and still held when the free memory is read).",
                unverified("TGI", "the warm-up activation peak (kvplan's vLLM-style approximation), the warm-up blocks "
                           "and the budget")]
+        out.append(f"The launch line pins --max-batch-prefill-tokens {fmt_int(s.mnbt)}"
+                   + ("" if attention != "paged" else " (>= max_input_tokens: paged attention has no prefill chunking)")
+                   + ", which sizes the warm-up here; kvplan does not model TGI's own default without the flag: "
+                   "compute_optimal = the GPU's f16 FLOP/s x shards / the model's FLOPs per token on the GPUs TGI "
+                   "knows (launcher/src/main.rs), else 4,096 (10,000 qwen2-vl, 8,000 gemma3), capped at "
+                   "max_position_embeddings and a VRAM bound. A TGI launched without the flag can warm up with many "
+                   "more tokens and keep a smaller pool than planned here.")
         if any(sp.window for sp in lim.specs):
             out.append("Sliding-window layers are held in full: TGI keeps every position of every layer.")
         return out

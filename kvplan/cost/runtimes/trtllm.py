@@ -116,11 +116,11 @@ class TensorRTLLM(TokenPool):
     # -- what a plan prints --
 
     def launch_command(self, s: Setup, repo: str, revision: str | None = None) -> str:
-        """trtllm-serve takes no revision: a pinned commit is downloaded first and served from its folder."""
+        """A pinned commit goes to trtllm-serve's own ``--revision`` (tensorrt_llm/commands/serve.py click option,
+        passed to get_llm_args(revision=...))."""
         lay = s.layout
-        if revision:
-            repo = f"$(huggingface-cli download {repo} --revision {revision})"
-        cmd = [f"trtllm-serve {repo}", "--backend pytorch", f"--tp_size {lay.tp}"]
+        cmd = [f"trtllm-serve {repo}", *([f"--revision {revision}"] if revision else []), "--backend pytorch",
+               f"--tp_size {lay.tp}"]
         cmd += [f"--pp_size {lay.pp}"] if lay.pp > 1 else []
         cmd += [f"--max_seq_len {s.max_model_len}", f"--max_num_tokens {s.mnbt}", f"--max_batch_size {s.max_num_seqs}",
                 f"--kv_cache_free_gpu_memory_fraction {s.opts.free_gpu_memory_fraction}"]
