@@ -19,6 +19,13 @@ dataclasses.replace; identical results): llama-3.1-70b 35-37 ms, over 11 15 ms; 
 ms; plans 0.21-0.40 ms (0.7-0.9x before's in the same run). With those caches cleared before every search (the
 first search of a process; this script keeps them, as it keeps the card's rank weights), llama-3.1-70b 42-45 ms in
 a busier run where before took 58-60 ms and after 40-41 ms.
+Measured 2026-11-28 (same machine, shared and busy: vLLM's search of llama-3.1-70b ran 110-117 ms here): the
+latency bounds per GPU (each rank's held weights and cache, QA report A 1-2) left every search within noise
+(before 110 / 50 ms median, after 117 / 52 ms in one run). llama.cpp's search (QA report A 17), `kvplan plan -m
+llama-3.1-70b --max-model-len 8192 --concurrency 64 --engine llamacpp`: 7.9 s before (18,291 buffer builds: every
+probe of every quant type again for each GPU type, and the options' quant tables), 1.3 s after (llama.cpp's buffers
+built once per distinct flags, placement and per-layer rows cached, the options built without the notes they do not
+show; identical JSON on 13 llama.cpp plans, searches and estimates and 5 other engines' searches); vLLM's 0.8 s.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ import time
 
 from kvplan.planning.capacity import plan
 from kvplan.cost.hardware import load_gpus
+from kvplan.model.catalog import load_card
 from kvplan.planning.capacity.latency import _roofline
 from kvplan.planning.capacity.search import search
 
@@ -71,6 +79,17 @@ def main() -> None:
         print(f"search {model}, 64 x 8k requests, <= {gpus} GPUs: {r.layouts_tried} layouts over "
               f"{len(types or load_gpus())} GPU types, {len(r.options)} options: median {med * 1e3:.0f} ms, "
               f"min {best * 1e3:.0f} ms")
+    # llama.cpp (its quant and K/V-type search per layout): a card never seen (every buffer built afresh, as a CLI
+    # run does), then the same card again
+    base, runs = load_card("llama-3.1-70b"), iter(range(10**6))
+    fresh = lambda: search(base.model_copy(update={"name": f"llama-3.1-70b-{next(runs)}"}),  # noqa: E731
+                           max_model_len=8192, concurrency=64, engine="llamacpp")
+    for label, fn in (("a new card", fresh), ("the same card", lambda: search(base, max_model_len=8192, concurrency=64,
+                                                                               engine="llamacpp"))):
+        med, best = timed(fn, 3)
+        r = fn()
+        print(f"search llama-3.1-70b on llama.cpp ({label}), 64 x 8k requests, <= 8 GPUs: {r.layouts_tried} layouts, "
+              f"{len(r.options)} options: median {med * 1e3:.0f} ms, min {best * 1e3:.0f} ms")
 
 
 if __name__ == "__main__":

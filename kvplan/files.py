@@ -53,6 +53,38 @@ def is_file(path: str | os.PathLike) -> bool:
 
 def read_text(path: str | os.PathLike, *, what: str = "file", limit: int = MAX_JSON_BYTES) -> str:
     """The UTF-8 text of a regular file of at most ``limit`` bytes; KvplanError naming the file otherwise."""
+    data, _ = _read_bytes(path, what, limit)
+    if len(data) > limit:
+        raise KvplanError(f"{shown(path)}: {what} has more than {limit:,} bytes; allowed: at most {limit >> 20} MiB")
+    return _decode(data, shown(path), what)
+
+
+def read_text_head(path: str | os.PathLike, *, what: str = "file", limit: int = MAX_JSON_BYTES
+                   ) -> tuple[str, int | None]:
+    """(the UTF-8 text of the first ``limit`` bytes of a regular file, cut at the last line break within them; the
+    file's size when it is longer, else None): a server log whose start-up comes first and whose traffic lines may
+    run to gigabytes. KvplanError naming the file as ``read_text``."""
+    data, size = _read_bytes(path, what, limit)
+    if len(data) <= limit:
+        return _decode(data, shown(path), what), None
+    data = data[:limit]
+    end = data.rfind(b"\n")
+    if end >= 0:
+        data = data[:end + 1]
+    else:  # one line longer than the limit: cut before a character its last bytes begin
+        for i in range(1, min(4, len(data)) + 1):
+            b = data[-i]
+            if b & 0xC0 == 0xC0:  # a lead byte: its sequence is 2, 3 or 4 bytes long
+                if (2 if b < 0xE0 else 3 if b < 0xF0 else 4) > i:
+                    data = data[:-i]
+                break
+            if b < 0x80:
+                break
+    return _decode(data, shown(path), what), max(size, limit + 1)
+
+
+def _read_bytes(path: str | os.PathLike, what: str, limit: int) -> tuple[bytes, int]:
+    """(at most ``limit`` + 1 bytes of a regular file, its size); KvplanError naming the file."""
     name = shown(path)
     try:
         info = os.stat(path)
@@ -60,16 +92,13 @@ def read_text(path: str | os.PathLike, *, what: str = "file", limit: int = MAX_J
         if not stat.S_ISREG(info.st_mode):
             raise KvplanError(f"{name}: {kind}; allowed: a {what}{'' if what.endswith('file') else ' file'}")
         with open(path, "rb") as f:
-            data = f.read(limit + 1)
+            return f.read(limit + 1), os.fstat(f.fileno()).st_size
     except OSError as exc:
         raise KvplanError(f"{name}: cannot read {what}: {_reason(exc)}") from None
     except KvplanError:
         raise
     except ValueError as exc:  # an embedded NUL character in the path
         raise KvplanError(f"{name}: cannot read {what}: {exc}") from None
-    if len(data) > limit:
-        raise KvplanError(f"{name}: {what} has more than {limit:,} bytes; allowed: at most {limit >> 20} MiB")
-    return _decode(data, name, what)
 
 
 def _decode(data: bytes, name: str, what: str) -> str:

@@ -115,18 +115,58 @@ def plural(n: int | float, noun: str) -> str:
     return f"{text} {noun}" if n == 1 else f"{text} {noun}s"
 
 
-_SIZE_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9,
-               "t": 10**12, "tb": 10**12, "p": 10**15, "pb": 10**15, "e": 10**18, "eb": 10**18,
+_TOKEN_SUFFIX = re.compile(r"(\d+(?:\.\d+)?)([kKmMgGtT])")
+_TOKEN_DECIMAL = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
+_TOKEN_BINARY = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+TOKENS_HINT = ("an integer, or one with a suffix as vLLM reads it: k/m/g/t x1000 (32k = 32,000; 25.6k), K/M/G/T "
+               "x1024 (32K = 32,768)")
+
+
+def parse_tokens(flag: str, text: object, *, auto: bool = False) -> int | None:
+    """A token count as vLLM reads its --max-model-len, --max-num-batched-tokens (``human_readable_int``,
+    vllm/utils/argparse_utils.py, 0.33): an integer (Python's ``int()``: '4096.0' is refused, as vLLM refuses it), or
+    digits with a suffix, lower case decimal (``int(float(n) * 1000**i)``: '25.6k' = 25,600), upper case binary
+    (whole numbers only: '32K' = 32,768). None stays None; the range is the caller's. ``auto``: vLLM's --max-model-len
+    also takes -1 / auto (fit the memory), which a plan cannot take: it is refused with what to give instead."""
+    if text is None or (isinstance(text, int) and not isinstance(text, bool)):
+        return text
+    if not isinstance(text, str) or len(text) > 64:
+        raise KvplanError(f"{flag}: {clip(text)} is not a token count; allowed: {TOKENS_HINT}")
+    value = text.strip()
+    if auto and (value == "-1" or value.lower() == "auto"):
+        raise KvplanError(f"{flag}: {value} (vLLM: the longest length that fits) is not planned; allowed: a length "
+                          "(the plan prints the longest max_model_len that fits)")
+    m = _TOKEN_SUFFIX.fullmatch(value)
+    if m:
+        number, suffix = m.groups()
+        if suffix in _TOKEN_DECIMAL:
+            return int(float(number) * _TOKEN_DECIMAL[suffix])
+        if "." in number:
+            raise KvplanError(f"{flag}: {value}: a binary suffix ({suffix}) takes a whole number (vLLM refuses it; "
+                              f"{number}{suffix.lower()} is decimal); allowed: {TOKENS_HINT}")
+        return int(number) * _TOKEN_BINARY[suffix]
+    try:
+        return int(value)
+    except ValueError:
+        raise KvplanError(f"{flag}: {clip(value)} is not a token count; allowed: {TOKENS_HINT}") from None
+
+
+_SIZE_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12, "pb": 10**15, "eb": 10**18,
                "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40, "pib": 2**50, "eib": 2**60}
-_SIZE_HINT = "bytes as an integer, or a number with a unit: 512MiB, \"40 GiB\", 80GB (IEC KiB..EiB, SI kB..EB)"
+# one letter, as vLLM's human_readable_int reads --kv-cache-memory-bytes 8G (and kvplan's log parser its flags):
+# lower case decimal, upper case binary
+_SIZE_LETTERS = {**{c: 1000**i for i, c in enumerate("kmgtpe", 1)}, **{c: 1024**i for i, c in enumerate("KMGTPE", 1)}}
+_SIZE_HINT = ("bytes as an integer (80e9), or a number with a unit: 512MiB, \"40 GiB\", 80GB (IEC KiB..EiB, SI "
+              "kB..EB, either case), or one letter as vLLM reads it (8G = 8 GiB, 8g = 8 GB)")
 
 
 def parse_size(what: str, text: object) -> int:
     """A size in exact bytes: an int, or a string such as ``"40 GiB"``, ``"80GB"``, ``"512MiB"``, ``"1.5 KiB"``.
 
-    IEC units (KiB, MiB, ... powers of 1024) and SI units (kB/KB, MB, GB, ... powers of 1000), case-insensitive.
-    A fraction of a byte left by a decimal with a unit is dropped (a logged '6.51 GiB' is itself rounded); a plain
-    byte count must be whole. Anything else: a one-line KvplanError
+    IEC units (KiB, MiB, ... powers of 1024) and SI units (kB/KB, MB, GB, ... powers of 1000), case-insensitive; a
+    bare letter as vLLM's own size flags read it (``8G`` = 8 GiB, ``8g`` = 8 GB); a number may carry an exponent
+    (``80e9``). A fraction of a byte left by a decimal with a unit is dropped (vLLM's ``int()`` of its own sizes; a
+    logged '6.51 GiB' is itself rounded); a plain byte count must be whole. Anything else: a one-line KvplanError
     naming ``what``.
     """
     if isinstance(text, int) and not isinstance(text, bool):
@@ -135,11 +175,14 @@ def parse_size(what: str, text: object) -> int:
         return _bounded(what, text, text)
     if not isinstance(text, str) or len(text) > 64:
         raise KvplanError(f"{what}: not a size: {clip(text)}; give {_SIZE_HINT}")
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?|\.\d+)\s*([A-Za-z]*)\s*", text.replace("_", ""))
-    unit = m and _SIZE_UNITS.get(m.group(2).lower())
+    m = re.fullmatch(r"\s*(-?)(\d+(?:\.\d+)?|\.\d+)((?:[eE][+-]?\d{1,4})?)\s*([A-Za-z]*)\s*", text.replace("_", ""))
+    name = m.group(4) if m else ""
+    unit = m and (_SIZE_LETTERS.get(name) if len(name) == 1 and name not in "bB" else _SIZE_UNITS.get(name.lower()))
     if not unit:
         raise KvplanError(f"{what}: not a size: {clip(text)}; give {_SIZE_HINT}")
-    value = Fraction(m.group(1)) * unit
+    if m.group(1):
+        raise KvplanError(f"{what}: a size cannot be negative, got {clip(text.strip())}")
+    value = Fraction(m.group(2) + m.group(3)) * unit
     if value.denominator != 1 and unit == 1:
         raise KvplanError(f"{what}: {clip(text.strip())} is not a whole number of bytes")
     return _bounded(what, value.numerator // value.denominator, text)  # '6.51 GiB' as logged: the bytes below it

@@ -4,6 +4,8 @@ give them (the keys kvplan reads; typed from the files, not downloaded in the te
 GPT_OSS = dict(model_type="gpt_oss", hidden_size=2880, intermediate_size=2880, num_attention_heads=64,
                num_key_value_heads=8, head_dim=64, num_experts_per_tok=4, vocab_size=201088, sliding_window=128,
                max_position_embeddings=131072, tie_word_embeddings=False, attention_bias=True,
+               rope_scaling={"beta_fast": 32.0, "beta_slow": 1.0, "factor": 32.0,
+                             "original_max_position_embeddings": 4096, "rope_type": "yarn", "truncate": False},
                torch_dtype="bfloat16", hidden_act="silu",
                quantization_config={"quant_method": "mxfp4", "modules_to_not_convert": [
                    "model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"]})

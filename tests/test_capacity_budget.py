@@ -57,8 +57,8 @@ def test_gpus_list_shows_the_visible_total(cli):
     ("vllm==0.19", "vLLM 0.18-0.19", 0.9), ("vllm==0.20", "vLLM 0.20.0 (V1", 0.92),
     ("vllm==0.20.1", "vLLM 0.20.1-0.21", 0.92), ("vllm==0.21.0", "vLLM 0.20.1-0.21", 0.92),
     ("vllm==0.22.1", "vLLM 0.22 (V1", 0.92), ("vllm==0.24", "vLLM 0.24 (V1", 0.92), ("vllm==0.33", "vLLM 0.29+", 0.92),
-    ("sglang==0.5.2", "SGLang 0.4.8-0.5.2", None), ("sglang==0.4.3.post4", "SGLang 0.4.2-0.4.5", None),
-    ("sglang==0.5.10", "SGLang 0.5.10 ", None), ("sglang==0.5.12", "SGLang 0.5.11-0.5.19", None),
+    ("sglang==0.5.2", "SGLang 0.5.0-0.5.2", None), ("sglang==0.4.3.post4", "SGLang 0.4.2-0.4.5", None),
+    ("sglang==0.5.10", "SGLang 0.5.10 ", None), ("sglang==0.5.12", "SGLang 0.5.11-0.5.15", None),
     ("sglang", "SGLang 0.5.20+", None),
     ("vllm==0.6.3", "vLLM 0.2-0.6.4 (V0", 0.9), ("vllm==0.6", "vLLM 0.2-0.6.4 (V0", 0.9),
     ("vllm==0.6.5", "vLLM 0.6.5-0.6.6 (V0", 0.9), ("vllm==0.6.6.post1", "vLLM 0.6.5-0.6.6 (V0", 0.9),
@@ -194,12 +194,12 @@ def test_mxfp4_expert_bytes_follow_each_backends_shapes():
 
 
 @pytest.mark.parametrize("engine, gpu, expert", [
-    ("vllm==0.10", "H100-SXM", MARLIN), ("vllm==0.11", "H100-SXM", MARLIN), ("vllm==0.12", "H100-SXM", TRITON_0_12),
+    ("vllm==0.10.1", "H100-SXM", MARLIN), ("vllm==0.11", "H100-SXM", MARLIN), ("vllm==0.12", "H100-SXM", TRITON_0_12),
     ("vllm==0.14", "H100-SXM", TRITON_0_12), ("vllm==0.17", "H100-SXM", TRITON_0_17),
     ("vllm==0.21", "H100-SXM", TRITON_0_17), ("vllm==0.22", "H100-SXM", TRITON_0_12),
     ("vllm==0.24", "H100-SXM", TRITON_0_12), ("vllm==0.25", "H100-SXM", TRITON_0_25),
     ("vllm==0.26", "H100-SXM", TRITON_0_26), ("vllm", "H100-SXM", TRITON_0_26), ("vllm", "A100-80GB", MARLIN),
-    ("vllm==0.10", "B200", MARLIN), ("vllm==0.11", "B200", FLASHINFER), ("vllm==0.26", "B200", FLASHINFER),
+    ("vllm==0.10.1", "B200", MARLIN), ("vllm==0.11", "B200", FLASHINFER), ("vllm==0.26", "B200", FLASHINFER),
     ("vllm==0.27", "B200", FLASHINFER_0_27)])
 def test_gpt_oss_120b_experts_load_as_each_release_and_gpu_holds_them(engine, gpu, expert):
     r = plan("gpt-oss-120b", gpu=gpu, max_model_len=8192, engine=engine, gpu_memory_utilization=0.95)

@@ -351,12 +351,13 @@ def _snapshot(folder) -> dict[str, bytes]:
 
 
 @pytest.mark.parametrize("baseline, what", [
-    ("kvplan.toml", "a config file's name"),
-    ("pyproject.toml", "a config file's name"),
-    ("card.yaml", "is the model of scenario 'tiny'"),
+    ("kvplan.toml", "is the config file, which --update-baseline would overwrite"),
+    ("pyproject.toml", "is a pyproject.toml (a config file's name)"),
+    ("sub/kvplan.toml", "is a kvplan.toml (a config file's name)"),
+    ("card.yaml", "kvplan.toml:6), a file the scenarios read, which --update-baseline would overwrite"),
     ("./sub/../card.yaml", "is the model of scenario 'tiny'"),
     ("llama-2-7b", "is the model of scenario 'llama'"),  # a file by a bundled card's name would be read as the card
-    ("hf/config.json", "is inside the hf_config of scenario 'hf'"),
+    ("hf/config.json", "kvplan.toml:21), a folder the scenarios read"),
     ("hf/other.json", "is inside the hf_config of scenario 'hf'"),
     ("gpus.yaml", "is the gpu_file of scenario 'hf'"),
     (".git/kvplan-baseline.json", "inside .git"),
@@ -523,3 +524,20 @@ def test_a_gpu_file_is_read_relative_to_the_config_by_every_figure(tmp_path, mon
     code, out, err = cli("check", "--config", "sub/kvplan.toml", "--json")
     assert code == 0, err
     assert json.loads(out)["figures"]["x"]["fits"] is True
+
+
+@pytest.mark.parametrize("baseline, what", [("kvplan.toml", "the config file"), ("pyproject.toml", "a pyproject.toml"),
+                                            ("card.yaml", "a file the scenarios read"),
+                                            (".git/b.json", "inside .git")])
+def test_update_baseline_never_overwrites_the_config_or_what_it_reads(tmp_path, monkeypatch, cli, baseline, what):
+    """QA B D1: `baseline = "kvplan.toml"` made --update-baseline replace the config with JSON (exit 0)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "card.yaml").write_text(CARD)
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "p"\n')
+    config = f'baseline = "{baseline}"\n\n[[scenarios]]\nname = "t"\nmodel = "card.yaml"\nseq_len = 1024\n'
+    (tmp_path / "kvplan.toml").write_text(config)
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    code, _, err = cli("check", "--update-baseline")
+    assert code == 2 and what in err and "kvplan.toml:1: baseline:" in err
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before  # nothing written

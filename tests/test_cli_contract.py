@@ -119,6 +119,37 @@ def test_help_shows_flags_without_a_value(cli):
     assert "query heads per KV head" in " ".join(out.replace("│", " ").split())
 
 
+def _commands(group, path=()):
+    import click
+
+    for name, cmd in getattr(group, "commands", {}).items():
+        yield (*path, name), cmd
+        if isinstance(cmd, click.Group):
+            yield from _commands(cmd, (*path, name))
+
+
+def test_help_texts_keep_their_brackets():
+    """typer renders help as rich markup: a bare '[gguf]' or '[@REVISION]' is read as a tag and vanishes from
+    --help ('Needs kvplan.'); every help text and docstring must render as written ('\\[' for a bracket)."""
+    import typer
+    from rich.text import Text
+
+    from kvplan.cli.app import app
+
+    root = typer.main.get_command(app)
+    texts = [((name,), p.name, p.help) for name, cmd in _commands(root) for p in cmd.params
+             if getattr(p, "help", None)]
+    texts += [(name, "docstring", cmd.help) for name, cmd in _commands(root) if cmd.help]
+    for where, what, text in texts:
+        assert Text.from_markup(text).plain == text.replace("\\[", "["), (where, what, text)
+    assert any("kvplan\\[gguf]" in t for *_, t in texts)
+
+
+def test_plan_help_names_the_gguf_extra(cli):
+    code, out, _ = cli("plan", "--help")
+    assert code == 0 and "kvplan[gguf]." in out and "ORG/NAME[@" in out  # the narrow help may cut the rest
+
+
 @pytest.mark.parametrize(("kwargs", "needle"), [
     (dict(batch="3"), "--batch"), (dict(seq_len=4.0), "--seq-len"), (dict(kv_dtype=5), "--kv-dtype"),
     (dict(attention=5), "--attention"), (dict(gpu=5), "--gpu"), (dict(engine=5), "--engine"),

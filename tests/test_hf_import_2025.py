@@ -123,7 +123,6 @@ def test_defaults_2025_are_transformers_defaults():
 @pytest.mark.parametrize(("model_type", "kwargs", "match"), [
     ("stablelm", dict(qk_layernorm=True), "qk_layernorm true"),
     ("exaone4", dict(sliding_window_pattern="LLLG"), "sliding_window_pattern 'LLLG'"),
-    ("glm4", dict(head_dim=None), "missing key 'head_dim'"),
     ("llama4_text", dict(head_dim=16, intermediate_size_mlp=80, num_local_experts=2, moe_layers=[0]),
      "moe_layers \\[0\\] unsupported"),
 ])

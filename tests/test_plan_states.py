@@ -208,19 +208,32 @@ def test_sglang_state_pool_split():
 
 
 def test_latency_of_a_hybrid_is_its_roofline_per_rank_plus_collectives(cli):
-    """Qwen3-Next at TP 4: the state mixers' FLOPs and state traffic are in the roofline now, so latency is the
-    one-GPU roofline / 4 plus 2 all-reduces per layer (Gated DeltaNet or attention, then the MoE), the embedding's,
-    and the all-gather of the batch's logits."""
+    """Qwen3-Next at TP 4: the state mixers' FLOPs and state traffic are in the roofline, so latency is each GPU's
+    share, max(FLOPs / 4 / peak, that GPU's bytes / bandwidth), plus 2 all-reduces per layer (Gated DeltaNet or
+    attention, then the MoE), the embedding's, and the all-gather of the batch's logits. A GPU's bytes are its
+    rank's: its 2 KV heads split over 4 ranks leave each rank one (half the model's K/V, not a quarter), the states
+    split by head (a quarter); its weights are its weights row less the rotary cache, its embedding shard (the 8
+    tokens' rows gathered) and the experts the batch leaves idle (512 - 8 x 10, each a quarter per rank)."""
+    from kvplan.cost.params import ffn_params
+
     card = _card(QWEN3_NEXT)
     r = plan(card, gpu="H100-SXM", tp=4, max_model_len=8192, concurrency=8)
-    roof = estimate(card, batch=8, seq_len=8192, prompt_len=8192, gpu="H100-SXM", engine="vllm").roofline
+    est = estimate(card, batch=8, seq_len=8192, prompt_len=8192, gpu="H100-SXM", engine="vllm")
+    roof, lat, g = est.roofline, r.latency, r.per_gpu
+    states = sum(x.total_bytes for x in est.kv_cache.groups if x.kind in ("conv_state", "ssm_state"))
+    assert lat.decode_kv_read_bytes == (roof.decode_step.kv_read_bytes - states) // 2 + states // 4
+    m, h = card.moe, card.hidden_size
+    idle = (m.num_experts - 8 * m.experts_per_token) * card.ffn_layers[1] * ffn_params(card, m.expert_ffn_size) // 4
+    assert lat.decode_weights_read_bytes == (g.weights_bytes - g.buffers_bytes - g.weights_rounding_bytes
+                                             - pad_vocab(card.vocab_size) // 4 * h * 2 + 8 * h * 2 - idle * 2)
     gpu = load_gpu("H100-SXM")
     tokens_bytes = 8 * card.hidden_size * 2
     one_way = gpu.interconnect_bandwidth_bytes_per_s / 2
     reduce_s = (2 * card.num_layers + 1) * tokens_bytes * 2 * 3 / 4 / one_way
     gather_s = 3 * 8 * pad_vocab(card.vocab_size) // 4 * 2 / one_way  # the last token's logits, ring all-gather
-    assert r.latency.tpot_ms == pytest.approx((roof.time_per_output_token_s / 4 + reduce_s + gather_s) * 1e3,
-                                              rel=1e-9)
+    moved = lat.decode_weights_read_bytes + lat.decode_kv_read_bytes + lat.decode_kv_write_bytes
+    step = max(roof.decode_step.flops / 4 / roof.peak_flops_per_s, moved / gpu.memory_bandwidth_bytes_per_s)
+    assert lat.tpot_ms == pytest.approx((step + reduce_s + gather_s) * 1e3, rel=1e-9)
     s = search(card, max_model_len=8192, concurrency=8, gpus=["H100-SXM"])
     assert s.options and s.options[0].tpot_ms is not None
 

@@ -80,7 +80,7 @@ def test_calibrate_refuses_another_gpu():
 def test_calibrate_says_when_the_peak_estimate_is_cut_to_the_log():
     from kvplan.planning.capacity.fromlog import from_log
 
-    cal = from_log("docs/logs/vllm-code31259794699-qwen3-30b-a3b-pp2-gh200.log", calibrate=True).calibration
+    cal = from_log("docs/logs/vllm-code58522340114-qwen3-8b-rtx4090-cold-compile.log", calibrate=True).calibration
     assert cal.non_torch_bytes == 0 and not any("is kept" in m for m in cal.measured)
     assert any("the peak is taken as all of it" in m for m in cal.measured)
 

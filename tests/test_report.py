@@ -14,6 +14,7 @@ pytest.importorskip("matplotlib")
 
 from kvplan import estimate  # noqa: E402
 from kvplan.cost.hardware import load_gpu  # noqa: E402
+from kvplan.planning.capacity import plan  # noqa: E402
 from kvplan.planning.report_data import build_report  # noqa: E402
 from kvplan.units import fmt_bytes  # noqa: E402
 
@@ -107,8 +108,10 @@ def test_tables_equal_library_results(html_report):
             assert [_num(c) for c in row[1:7]] == [
                 p.per_gpu.weights_bytes, p.per_gpu.activation_bytes, p.per_gpu.overhead_bytes,
                 p.kv_cache.available_bytes, p.kv_cache.num_blocks, 16 * p.request_kv_bytes]
-            assert float(row[7][0]) == p.max_concurrency and row[8][1] == ("yes" if p.max_concurrency >= 16 else "no")
-            assert float(row[9][0]) == p.latency.ttft_ms / 1e3 and float(row[10][0]) == p.latency.tpot_ms / 1e3
+            assert float(row[7][0]) == p.max_concurrency and float(row[8][0]) == p.max_running
+            assert row[9][1] == ("yes" if p.target_met else "no")  # kvplan plan's own verdict
+            assert float(row[10][0]) == p.latency.ttft_ms / 1e3 and float(row[11][0]) == p.latency.tpot_ms / 1e3
+            assert _num(row[12]) == p.latency.batch_per_replica  # the batch the TPOT is at (QA report A, 13)
         for row in doc.tables[f"{name}-memory-table"][1:]:  # the same plan: one concurrency figure per layout
             p = plan(name, gpu=row[0][1], max_model_len=8192, engine="vllm")
             assert [_num(c) for c in row[1:4]] == [p.inputs.gpu_memory_bytes, p.per_gpu.requested_bytes,
@@ -119,17 +122,21 @@ def test_tables_equal_library_results(html_report):
             n = _num(row[0])
             expected = []
             for g in planned:
-                try:
-                    expected.append(plan(name, gpu=g, max_model_len=n).max_concurrency)
+                try:  # what the engine runs at once: its pool's, capped by its scheduler (--max-num-seqs)
+                    expected.append(plan(name, gpu=g, max_model_len=n).max_running)
                 except KvplanError:
                     expected.append(None)
             assert [None if c[0] is None else float(c[0]) for c in row[1:]] == expected, n
         kv = doc.tables[f"{name}-kv-table"]
+        plans = [plan(name, gpu=g, max_model_len=8192, concurrency=16) for g in ("A100-40GB", "H100-SXM")]
+        chosen = next((p for p in plans if p.target_met), plans[-1])  # the smallest GPU that runs the target
+        bs = chosen.inputs.block_size  # the chosen layout's pages (vLLM's MLA: 64 on Hopper)
         for row in kv[1:]:
             n = _num(row[0])
-            assert _num(row[1]) == estimate(name, seq_len=n, engine="vllm").kv_cache.bytes_per_sequence
-            assert _num(row[-1]) == estimate(name, seq_len=n, engine="vllm",
-                                             kv_dtype="fp8_e4m3").kv_cache.bytes_per_sequence
+            assert _num(row[1]) == estimate(name, seq_len=n, engine="vllm",
+                                            block_size=bs).kv_cache.bytes_per_sequence
+            assert _num(row[-1]) == estimate(name, seq_len=n, engine="vllm", kv_dtype="fp8_e4m3",
+                                             block_size=bs).kv_cache.bytes_per_sequence
         for row in doc.tables[f"{name}-roofline-table"][1:]:
             r = estimate(name, batch=_num(row[2]), seq_len=8192, engine="vllm", gpu=row[0][1]).roofline
             p = r.prefill if row[1][1] == "prefill" else r.decode_step
@@ -139,6 +146,16 @@ def test_tables_equal_library_results(html_report):
         att = None if row[0][1] == "card" else row[0][1]
         assert _num(row[3]) == estimate("llama-3-8b", batch=16, seq_len=8192, engine="vllm",
                                         attention=att).kv_cache.total_bytes
+
+
+def test_tpot_column_names_its_batch_where_layouts_differ(html_report):
+    """Gemma-2-9B holds 16 requests on an H100 but 6 on an A100-40GB: its TPOT column is at batches 16 and 6, and
+    the report says so below the table; Llama-3-8B runs 16 on both and gets no such note (QA report A, 13)."""
+    _, text, doc = html_report
+    gemma = doc.tables["gemma-2-9b-capacity-table"]
+    assert gemma[0] == [] and {_num(r[12]) for r in gemma[1:]} == {16, 6}
+    assert text.count("TPOT compares different batches (6, 16)") == 1
+    assert text.index("TPOT compares different batches") > text.index('id="gemma-2-9b-capacity-table"')
 
 
 def test_no_time_in_exponent_notation_and_no_negative_size(html_report):
@@ -317,7 +334,8 @@ def test_state_card_report_splits_the_cache(cli, tmp_path):
     assert code == 0, err
     doc, text = Doc(), out.read_text()
     doc.feed(text)
-    e = estimate("jamba-1.5-mini", batch=4, seq_len=8192, engine="vllm")
+    bs = plan("jamba-1.5-mini", gpu="H200", max_model_len=8192).inputs.block_size  # vLLM's unified hybrid page
+    e = estimate("jamba-1.5-mini", batch=4, seq_len=8192, engine="vllm", block_size=bs, gpu="H200")
     groups = {g.kind: g for g in e.kv_cache.groups}
     parts = doc.tables["jamba-1.5-mini-cache-parts-table"][1:]
     assert [(r[0][1], _num(r[1]), _num(r[3])) for r in parts] == [
@@ -329,7 +347,8 @@ def test_state_card_report_splits_the_cache(cli, tmp_path):
     for r in rows:
         n = _num(r[0])
         assert _num(r[1]) == _num(r[4]) + _num(r[5]) + _num(r[6])
-        assert _num(r[4]) == 4 * 8 * 128 * 2 * 2 * n  # 4 attention layers x 8 KV heads x 128 x (K,V) x 2 B
+        # 4 attention layers x 8 KV heads x 128 x (K,V) x 2 B, for the tokens of whole pages
+        assert _num(r[4]) == 4 * 8 * 128 * 2 * 2 * -(-n // bs) * bs
         assert _num(r[3]) == _num(r[4]) // 2 + _num(r[5]) + _num(r[6])  # fp8 K/V beside bf16 states
         assert (_num(r[5]), _num(r[6])) == (_num(rows[0][5]), _num(rows[0][6]))  # the states are flat
     assert "fp8_e4m3 quantizes attention K/V only: the conv and recurrent states" in text
@@ -479,7 +498,7 @@ def _weights_sum(line: str) -> tuple[int, int]:
     import re
     from fractions import Fraction
 
-    lhs, total = re.fullmatch(r"weights = (.*) = ([\d,]+) B", line).groups()
+    lhs, total = re.fullmatch(r"weights(?: \([^)]*\))? = (.*) = ([\d,]+) B", line).groups()
     while (bare := re.sub(r"\([^()]*\)", "", lhs)) != lhs:
         lhs = bare
     value = Fraction(0)
@@ -503,9 +522,9 @@ def test_the_weights_formula_adds_up_and_names_the_quantization(name, engine, na
     from kvplan.report.document import formulas
 
     rep = build_report([name], gpus=["H100-SXM"], engine=engine)
-    line = next(f for f in formulas(rep, rep.models[0]) if f.startswith("weights = "))
+    line = next(f for f in formulas(rep, rep.models[0]) if f.startswith("weights ("))
     value, total = _weights_sum(line)
-    assert value == total == estimate(name, seq_len=8192, engine=engine).weights.bytes, line
+    assert value == total == estimate(name, seq_len=8192, engine=engine, gpu="H100-SXM").weights.bytes, line
     assert named in line
 
 

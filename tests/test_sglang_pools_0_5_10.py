@@ -29,7 +29,7 @@ def test_the_sliding_pool_is_the_ratio_of_the_full_one_as_public_logs_print_it(f
     # the full pool's tokens from a pool of exactly that many cells, then the sliding pool as SGLang splits it
     cell_full, cell_swa = 24_576, 24_576
     pool = int(full * (cell_full + ratio * cell_swa)) + 1
-    assert sg.hybrid_swa_tokens(pool, cell_full, cell_swa, ratio, 1, False) == (full, swa)
+    assert sg.hybrid_swa_tokens(pool, cell_full, cell_swa, ratio, 1, "cell") == (full, swa)
 
 
 def test_gpt_oss_20b_on_h100_splits_its_pool():
@@ -42,9 +42,11 @@ def test_gpt_oss_20b_on_h100_splits_its_pool():
     one = plan("gpt-oss-20b", gpu="H100-SXM", max_model_len=8192, engine="sglang", disable_hybrid_swa_memory=True)
     assert one.kv_cache.available_bytes == rest and one.kv_cache.swa_tokens is None
     assert one.kv_cache.tokens == rest // (24 * 2048)
-    assert r.max_concurrency == pytest.approx(r.kv_cache.tokens / 8192)
-    # the full layers' tokens, and in the sliding pool the window + a page (prefill's admission charge)
-    assert r.request_kv_bytes == 8192 * 12 * 2048 + (128 + 1) * 12 * 2048
+    # the full layers' tokens, and in the sliding pool the admission charge (0.5.23 prefill_budget.py
+    # estimate_swa_kv_tokens): the first chunk (8,192 on an H100) past the window, the window and a page, 8,193 tokens;
+    # the sliding pool, 0.8 x the full one, runs out first (tests/test_sglang_pools_0_5_11.py has each range's charge)
+    assert r.max_concurrency == pytest.approx(r.kv_cache.swa_tokens / 8193)
+    assert r.request_kv_bytes == 8192 * 12 * 2048 + 8193 * 12 * 2048
     half = plan("gpt-oss-20b", gpu="H100-SXM", max_model_len=8192, engine="sglang", swa_full_tokens_ratio=0.5)
     assert half.kv_cache.tokens == int(rest // (12 * 2048 + 0.5 * 12 * 2048))
     assert "--swa-full-tokens-ratio 0.5" in half.launch_command
@@ -53,12 +55,20 @@ def test_gpt_oss_20b_on_h100_splits_its_pool():
 
 def test_0_5_10_splits_the_single_pools_capacity():
     """0.5.10 (model_runner_kv_cache_mixin.py _resolve_hybrid_swa_tokens): capacity = rest // (F + S) first, then
-    full = int(capacity x (F + S) / (F + r S)); 0.5.5-0.5.9 plan one pool."""
+    full = int(capacity x (F + S) / (F + r S)); 0.5.7 plans one pool for gpt-oss (tests/test_sglang_pools_early.py
+    has the releases before 0.5.10)."""
     new = plan("gpt-oss-20b", gpu="H100-SXM", max_model_len=8192, engine="sglang==0.5.10")
     rest, cell = new.kv_cache.available_bytes, 24 * 2048
     assert new.kv_cache.tokens == int(rest // cell * cell / (12 * 2048 + 0.8 * 12 * 2048))
-    old = plan("gpt-oss-20b", gpu="H100-SXM", max_model_len=8192, engine="sglang==0.5.9")
+    old = plan("gpt-oss-20b", gpu="H100-SXM", max_model_len=8192, engine="sglang==0.5.7")
     assert old.kv_cache.swa_tokens is None and old.kv_cache.tokens == old.kv_cache.available_bytes // cell
+    # 0.5.10's scheduler charges a request its whole length in both pools (PrefillAdder.rem_total_tokens, the min of
+    # the two): the sliding pool, 0.8 x the full one, sets the concurrency; 0.5.11's _swa_budget_for_req charges the
+    # first chunk (8,192) or the window, and a page
+    assert new.max_concurrency == pytest.approx(new.kv_cache.swa_tokens / 8192)
+    assert new.request_kv_bytes == 8192 * cell
+    later = plan("gpt-oss-20b", gpu="H100-SXM", max_model_len=8192, engine="sglang==0.5.12")
+    assert later.max_concurrency == pytest.approx(later.kv_cache.swa_tokens / 8193)
 
 
 def test_only_listed_architectures_with_both_kinds_of_layer():
@@ -84,7 +94,7 @@ def test_flags_refused_where_they_do_nothing():
 def test_a_ratio_sglang_ignores_is_said_to_be_ignored():
     """SGLang takes --swa-full-tokens-ratio for every model and uses it only for a hybrid SWA pool (its ServerArgs
     print it in every log): the plan is the one-pool plan, with a note."""
-    for model, engine in (("llama-3.1-8b", "sglang"), ("gpt-oss-20b", "sglang==0.5.9")):
+    for model, engine in (("llama-3.1-8b", "sglang"), ("gpt-oss-20b", "sglang==0.5.7")):
         plain = plan(model, gpu="H100-SXM", max_model_len=8192, engine=engine)
         given = plan(model, gpu="H100-SXM", max_model_len=8192, engine=engine, swa_full_tokens_ratio=0.5)
         assert given.kv_cache == plain.kv_cache and given.launch_command == plain.launch_command
@@ -92,10 +102,11 @@ def test_a_ratio_sglang_ignores_is_said_to_be_ignored():
 
 
 def test_the_sliding_pool_can_set_the_concurrency():
-    """A request holds min(L, window) + a page in the sliding pool (128 + 1 for gpt-oss): with a small ratio, or
-    requests shorter than the window / ratio, the sliding pool runs out first."""
+    """0.5.23 charges a request max(min(L, chunk) - window, 0) + min(L, window) + a page in the sliding pool (8,192 -
+    128 + 128 + 1 for gpt-oss at 8,192 tokens on an H100; 100 + 1 at 100 tokens): with a small ratio, or requests
+    shorter than the chunk / ratio, the sliding pool runs out first."""
     r = plan("gpt-oss-20b", gpu="H100-SXM", max_model_len=8192, engine="sglang", swa_full_tokens_ratio=0.01)
-    assert r.max_concurrency == pytest.approx(r.kv_cache.swa_tokens / 129)
+    assert r.max_concurrency == pytest.approx(r.kv_cache.swa_tokens / 8193)
     assert r.max_concurrency < r.kv_cache.tokens / 8192
     short = plan("gpt-oss-20b", gpu="H100-SXM", max_model_len=100, engine="sglang")
     assert short.max_concurrency == pytest.approx(short.kv_cache.swa_tokens / 101)
@@ -120,9 +131,11 @@ def test_from_log_reads_both_pools():
     ("qwen3-8b", "B300", "sglang", 8, 64),  # compute capability 10.3: SM100 too; 8 is no trtllm_mha page
     ("qwen3-8b", "B200", "sglang", 32, 32),
     ("qwen3-8b", "B200", "sglang", 128, 128),  # 0.5.18+
-    ("qwen3-8b", "B200", "sglang==0.5.12", 128, 128),  # the 0.5.11-0.5.19 range takes 0.5.18's list
+    ("qwen3-8b", "B200", "sglang==0.5.17", 128, 128),  # 128 joins in 0.5.17
+    ("qwen3-8b", "B200", "sglang==0.5.16", 128, 64),
     ("qwen3-8b", "B200", "sglang==0.5.10", 128, 64),  # 0.5.10: 16, 32 or 64
-    ("qwen3-8b", "B200", "sglang==0.5.9", None, 1),  # not the default backend for every model before 0.5.10
+    ("qwen3-8b", "B200", "sglang==0.5.9", None, 64),  # the default for every model without MLA from 0.5.7
+    ("qwen3-8b", "B200", "sglang==0.5.6", None, 1),  # before 0.5.7 only a few families' default
     ("qwen3-8b", "H100-SXM", "sglang", None, 1),
     ("qwen3-8b", "RTX-PRO-6000", "sglang", None, 1),  # SM120 is not SM100
     ("deepseek-v2-lite", "B200", "sglang", None, 1),  # MLA: FlashInfer

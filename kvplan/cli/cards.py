@@ -61,7 +61,7 @@ def cards_validate(paths: Annotated[list[str], typer.Argument(help="Card files (
 @app.command("import", epilog=epilog("cards import"))
 def cards_import(
     path: Annotated[str, typer.Argument(
-        help="A config.json, a folder holding one, a Hugging Face Hub id ORG/NAME[@REVISION], or a .gguf file.")],
+        help="A config.json, a folder holding one, a Hugging Face Hub id ORG/NAME\\[@REVISION], or a .gguf file.")],
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the card here instead of printing it.")] = None,
     name: Annotated[Optional[str], typer.Option("--name", help="Card name; default: the config's _name_or_path.")] = None,
     force: Annotated[bool, typer.Option("--force", metavar="", help="Overwrite an existing --output file.")] = False,
@@ -73,9 +73,15 @@ def cards_import(
     from kvplan.report.console import escape, make_console
 
     if path.endswith(".gguf"):  # a GGUF's metadata and tensor table (kvplan[gguf])
+        from kvplan.errors import KvplanError
+        from kvplan.files import shown
         from kvplan.model.gguf_card import card_from_gguf
 
-        card = card_from_gguf(path, name)
+        try:
+            card = card_from_gguf(path, name)
+        except KvplanError as exc:  # the GGUF readers name --gguf (plan, estimate); here the file is the argument
+            message = str(exc)
+            raise KvplanError(f"{shown(path)}: {message.removeprefix('--gguf: ')}") from None
         text = card_yaml(card, [])
     elif not (is_file(path) or is_dir(path)) and parse_hub_id(path):  # a local path wins over a Hub id
         from kvplan.model.hf.hub import hub_card_yaml, load_hub_model

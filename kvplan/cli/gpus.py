@@ -7,9 +7,9 @@ same name::
       MY-GPU:
         vendor: NVIDIA
         memory_bytes: 80000000000              # as the vendor states it (decimal GB x 10^9)
-        visible_memory_bytes: 85030322176      # what torch sees (plans start from it), optional
+        visible_memory_bytes: 85030322176      # what torch sees (plans start from it), optional; 0.5x..1.1x the above
         visible_memory_source: vLLM log total_gpu_memory (79.19GiB)
-        memory_bandwidth_bytes_per_s: 3350000000000
+        memory_bandwidth_bytes_per_s: 3350000000000   # bytes and bytes/s: integers (3350000000000, not 3.35e12)
         peak_flops: {fp32: 6.7e13, bf16: 9.89e14, fp16: 9.89e14, fp8: 1.979e15}   # dense, not 2:4 sparse
         source: https://vendor.example/datasheet.pdf
         price_per_hour_usd: 2.5                # on-demand, per GPU-hour, optional (--sort cost)

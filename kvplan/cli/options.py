@@ -8,10 +8,11 @@ import typer
 
 from kvplan.cost.runtimes import names as runtime_names
 
-Model = Annotated[Optional[str], typer.Option(
-    "--model", "-m", help="Bundled card name (llama-2-7b), a card .yaml, or a Hugging Face Hub id ORG/NAME[@REVISION].")]
+Model = Annotated[Optional[str], typer.Option(  # '\\[': rich would read '[@REVISION]' as markup and drop it
+    "--model", "-m", help="Bundled card name (llama-2-7b), a card .yaml, or a Hugging Face Hub id "
+    "ORG/NAME\\[@REVISION].")]
 Gguf = Annotated[Optional[str], typer.Option(
-    "--gguf", help="A GGUF model file (llama.cpp; a split GGUF by its first part). Needs kvplan[gguf].")]
+    "--gguf", help="A GGUF model file (llama.cpp; a split GGUF by its first part). Needs kvplan\\[gguf].")]
 HfConfig = Annotated[Optional[str], typer.Option("--hf-config", help="A Hugging Face config.json, or its folder.")]
 Json = Annotated[bool, typer.Option("--json", help="Print the result as JSON (exact bytes).", metavar="")]
 Batch = Annotated[int, typer.Option("--batch", help="Sequences held at once.")]
@@ -35,35 +36,39 @@ Attention = Annotated[Optional[str], typer.Option(
 _S = Optional[str]
 MaxModelLen = Annotated[int, typer.Option(
     "--max-model-len", help="Tokens per request (prompt + output): the engine's max_model_len / context length.")]
-PlanMaxModelLen = Annotated[Optional[int], typer.Option(
-    "--max-model-len", help="Tokens per request (prompt + output): the engine's max_model_len / context length "
-    "(required, except with --from-log).")]
+_TOKENS = "; 32k = 32,000, 32K = 32,768, as vLLM reads it"
+PlanMaxModelLen = Annotated[Optional[str], typer.Option(
+    "--max-model-len", metavar="TOKENS", help="Tokens per request (prompt + output): the engine's max_model_len / "
+    f"context length (required, except with --from-log){_TOKENS}.")]
 FromLog = Annotated[Optional[str], typer.Option(
     "--from-log", help="A vLLM or SGLang start-up log (format: docs/capacity.md): kvplan beside every figure it "
-    "states; flags given here override the log's.")]
+    "states; flags given here override the log's, and the rows they change are marked not comparable.")]
 Calibrate = Annotated[bool, typer.Option(
-    "--calibrate", help="With --from-log: reuse the log's measured overheads, so what-ifs (--max-model-len, "
-    "--kv-dtype, --gpu-memory-utilization, --max-num-seqs, --tp) are exact for that deployment.")]
+    "--calibrate", help="With --from-log: reuse the log's measured overheads for what-ifs on that deployment: "
+    "--max-model-len, --kv-dtype, --gpu-memory-utilization, --block-size are exact; --max-num-seqs, "
+    "--max-num-batched-tokens and --tp/--pp (from a multi-GPU log to another multi-GPU layout) are scaled, and the "
+    "output says how; another model, engine release or GPU is refused.")]
 GpuMemory = Annotated[_S, typer.Option(
     "--gpu-memory", help="Memory per GPU as torch sees it (79.19GiB, bytes); default: the catalog's visible total.")]
 Tp = Annotated[Optional[int], typer.Option("--tp", help="Tensor-parallel size (default 1).")]
 Pp = Annotated[Optional[int], typer.Option("--pp", help="Pipeline-parallel size (default 1).")]
 Dp = Annotated[Optional[int], typer.Option("--dp", help="Data-parallel replicas (default 1).")]
-_VERSIONS_HELP = ("0.2-0.6.4, 0.6.5-0.6.6, 0.7-0.9.0 (V0), 0.9.1-0.10, 0.11, 0.12-0.16, 0.17, 0.18-0.19, "
+VERSIONS_HELP = ("0.2-0.6.4, 0.6.5-0.6.6, 0.7-0.9.0 (V0), 0.9.1-0.10, 0.11, 0.12-0.16, 0.17, 0.18-0.19, "
                   "0.20.0, 0.20.1-0.21, 0.22, 0.23, 0.24, 0.25, 0.26, 0.27, 0.28, 0.29+")
 PlanEngine = Annotated[str, typer.Option(
-    "--engine", help=f"The serving engine, {ENGINES_HELP}; a version as vllm==0.11 (modelled: {_VERSIONS_HELP}; "
+    "--engine", help=f"The serving engine, {ENGINES_HELP}; a version as vllm==0.11 (modelled: {VERSIONS_HELP}; "
                      "default the newest) or sglang==0.5.6 (0.4.0 to 0.5.23+, nine ranges).")]
 PlanEngineOrLog = Annotated[Optional[str], typer.Option(
     "--engine", help=f"The serving engine (default vllm), {ENGINES_HELP}; a version as vllm==0.11 (modelled: "
-                     f"{_VERSIONS_HELP}; default the newest) or sglang==0.5.6; with --from-log: the log's engine and "
+                     f"{VERSIONS_HELP}; default the newest) or sglang==0.5.6; with --from-log: the log's engine and "
                      "version unless given.")]
 Util = Annotated[Optional[float], typer.Option(
     "--gpu-memory-utilization", help="vLLM: share of GPU memory (default 0.92); hf/ideal: default 1.0.")]
 Mfs = Annotated[Optional[float], typer.Option("--mem-fraction-static", help="SGLang; default: its GPU formula.")]
 KvCacheMemory = Annotated[_S, typer.Option(
     "--kv-cache-memory", help="vLLM kv_cache_memory_bytes: the pool per GPU (6.51GiB), to reproduce a log.")]
-Mnbt = Annotated[Optional[int], typer.Option("--max-num-batched-tokens", help="vLLM; default by GPU size.")]
+Mnbt = Annotated[Optional[str], typer.Option("--max-num-batched-tokens", metavar="TOKENS",
+                                             help=f"vLLM; default by GPU size{_TOKENS}.")]
 MaxNumSeqs = Annotated[Optional[int], typer.Option("--max-num-seqs", help="vLLM; default by GPU size.")]
 PlanBlockSize = Annotated[Optional[int], typer.Option(
     "--block-size", help="vLLM block / SGLang page (default 16 / 1; vLLM MLA: 64 on Hopper, 128 on Blackwell).")]

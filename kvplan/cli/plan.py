@@ -44,7 +44,10 @@ def plan(
     GPUs and how many hold --concurrency of them; with --from-log FILE, kvplan beside every figure of a real vLLM or
     SGLang start-up log (--calibrate: what-ifs on its measured budget)."""
     from kvplan.errors import KvplanError
+    from kvplan.units import parse_tokens
 
+    max_model_len = parse_tokens("--max-model-len", max_model_len, auto=True)
+    mnbt = parse_tokens("--max-num-batched-tokens", mnbt)
     if from_log is not None:
         from kvplan.planning.capacity.fromlog import from_log as run_log
 
@@ -68,34 +71,9 @@ def plan(
         raise KvplanError("--calibrate: only with --from-log FILE (the log whose measured overheads are reused)")
     if max_model_len is None:
         raise KvplanError("--max-model-len: required (tokens per request), except with --from-log")
-    from kvplan.cost.llamacpp import llama_flags
-
     card = _card(model, hf_config, gguf)
-    common = dict(max_model_len=max_model_len, engine=engine or "vllm", gpu_memory=gpu_memory, gpu_file=gpu_file,
-                  gpu_memory_utilization=util, mem_fraction_static=mfs, kv_cache_memory=kv_cache_memory,
-                  max_num_batched_tokens=mnbt, max_num_seqs=max_num_seqs, block_size=block_size, kv_dtype=kv_dtype,
-                  weight_dtype=weight_dtype, activation_memory=activation_memory, non_torch_memory=non_torch_memory,
-                  cuda_graph_memory=cuda_graph_memory, context_memory=context_memory, prompt_len=prompt_len,
-                  acceptance_rate=acceptance_rate,
-                  expert_parallel=expert_parallel,
-                  llama=llama_flags(n_ctx=ctx_size, n_parallel=parallel, kv_unified=kv_unified, type_k=cache_type_k,
-                                    type_v=cache_type_v, flash_attn=flash_attn, n_gpu_layers=n_gpu_layers,
-                                    swa_full=swa_full or None, n_ubatch=ubatch_size, rules=llamacpp_rules,
-                                    gguf_quant=gguf_quant, tensor_split=tensor_split, overrides=override_tensor,
-                                    cpu_moe=cpu_moe or None, n_cpu_moe=n_cpu_moe, lora=lora, lora_rank=lora_rank,
-                                    lora_targets=lora_targets))
-    common.update({k: v for k, v in dict(
-        free_gpu_memory_fraction=free_gpu_memory_fraction, max_num_tokens=max_num_tokens,
-        max_batch_size=max_batch_size, cuda_memory_fraction=cuda_memory_fraction,
-        max_batch_prefill_tokens=max_batch_prefill_tokens, speculative_config=speculative_config,
-        shared_prefix_len=shared_prefix_len, enable_lora=enable_lora or None, max_loras=max_loras,
-        max_lora_rank=max_lora_rank, flashinfer_sampler=flashinfer_sampler or None,
-        cold_compile=cold_compile or None, pp_layer_partition=pp_layer_partition, speculative_algorithm=speculative_algorithm,
-        speculative_draft_model_path=speculative_draft_model_path, speculative_num_steps=speculative_num_steps,
-        speculative_eagle_topk=speculative_eagle_topk, speculative_num_draft_tokens=speculative_num_draft_tokens,
-        limit_mm_per_prompt=limit_mm_per_prompt, mm_encoder_tp_mode=mm_encoder_tp_mode, cpu_offload_gb=cpu_offload_gb,
-        swa_full_tokens_ratio=swa_full_tokens_ratio, disable_hybrid_swa_memory=disable_hybrid_swa_memory or None,
-    ).items() if v is not None})
+    common = dict(max_model_len=max_model_len, engine=engine or "vllm", gpu_file=gpu_file,
+                  **serving_keywords(locals()))
     if gpu is None:
         _emit(_search(card, concurrency, (tp, pp, dp), gpus, max_gpus, (ttft_ms, tpot_ms, sort), common), as_json,
               "render_search")
@@ -106,11 +84,52 @@ def plan(
                         ("--sort", None if sort == "gpus" else sort)):
         if value is not None:
             raise KvplanError(f"{flag}: only used by the search (without --gpu)")
-    split = common["llama"].tensor_split if common["llama"] else None  # llama.cpp: one GPU per -ts share
-    pp_default = len(split) if split else 1  # --tp 0 is refused by the planner, not read as 1
-    _emit(run(card, gpu=gpu, tp=1 if tp is None else tp, pp=pp_default if pp is None else pp,
-              dp=1 if dp is None else dp, concurrency=concurrency,
-              **common), as_json, "render_plan")
+    _emit(run(card, gpu=gpu, tp=1 if tp is None else tp, pp=default_pp(common, pp), dp=1 if dp is None else dp,
+              concurrency=concurrency, **common), as_json, "render_plan")
+
+
+# `kvplan plan`'s flags that shape one layout's plan (not the model, GPU, length, engine, search or output flags):
+# `kvplan report` takes them too, with the same names, help and meaning (kvplan.cli.report)
+PLAN_ONLY = frozenset({"model", "hf_config", "gguf", "max_model_len", "gpu", "gpu_file", "tp", "engine", "concurrency",
+                       "gpus", "max_gpus", "sort", "ttft_ms", "tpot_ms", "as_json", "from_log", "calibrate"})
+
+
+def serving_keywords(v: dict) -> dict:
+    """The keyword arguments of ``kvplan.plan`` (its typed PlanRequest) from the values of the flags named as in
+    ``plan``'s signature (``v``: every one of them not in PLAN_ONLY, by name), a flag not given left out; ``pp``
+    and ``dp`` are the caller's (``default_pp``)."""
+    from kvplan.cost.llamacpp import llama_flags
+
+    common = dict(gpu_memory=v["gpu_memory"], gpu_memory_utilization=v["util"], mem_fraction_static=v["mfs"],
+                  kv_cache_memory=v["kv_cache_memory"], max_num_batched_tokens=v["mnbt"],
+                  max_num_seqs=v["max_num_seqs"], block_size=v["block_size"], kv_dtype=v["kv_dtype"],
+                  weight_dtype=v["weight_dtype"], activation_memory=v["activation_memory"],
+                  non_torch_memory=v["non_torch_memory"], cuda_graph_memory=v["cuda_graph_memory"],
+                  context_memory=v["context_memory"], prompt_len=v["prompt_len"],
+                  acceptance_rate=v["acceptance_rate"], expert_parallel=v["expert_parallel"],
+                  llama=llama_flags(n_ctx=v["ctx_size"], n_parallel=v["parallel"], kv_unified=v["kv_unified"],
+                                    type_k=v["cache_type_k"], type_v=v["cache_type_v"], flash_attn=v["flash_attn"],
+                                    n_gpu_layers=v["n_gpu_layers"], swa_full=v["swa_full"] or None,
+                                    n_ubatch=v["ubatch_size"], rules=v["llamacpp_rules"], gguf_quant=v["gguf_quant"],
+                                    tensor_split=v["tensor_split"], overrides=v["override_tensor"],
+                                    cpu_moe=v["cpu_moe"] or None, n_cpu_moe=v["n_cpu_moe"], lora=v["lora"],
+                                    lora_rank=v["lora_rank"], lora_targets=v["lora_targets"]))
+    extra = {k: v[k] for k in (
+        "free_gpu_memory_fraction", "max_num_tokens", "max_batch_size", "cuda_memory_fraction",
+        "max_batch_prefill_tokens", "speculative_config", "shared_prefix_len", "max_loras", "max_lora_rank",
+        "pp_layer_partition", "speculative_algorithm", "speculative_draft_model_path", "speculative_num_steps",
+        "speculative_eagle_topk", "speculative_num_draft_tokens", "limit_mm_per_prompt", "mm_encoder_tp_mode",
+        "cpu_offload_gb", "swa_full_tokens_ratio")}
+    extra.update({k: v[k] or None for k in ("enable_lora", "flashinfer_sampler", "cold_compile",
+                                             "disable_hybrid_swa_memory")})  # a switch left off: not given
+    common.update({k: x for k, x in extra.items() if x is not None})
+    return common
+
+
+def default_pp(common: dict, pp: int | None) -> int:
+    """--pp, else llama.cpp's one GPU per -ts share, else 1 (--pp 0 is refused by the planner, not read as 1)."""
+    split = common["llama"].tensor_split if common.get("llama") else None
+    return (len(split) if split else 1) if pp is None else pp
 
 
 def _search(card, concurrency, layout, gpus, max_gpus, targets, common):

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
 from kvplan.cli import options as o
+from kvplan.cost.runtimes import dynamic_names
+
+ENGINE_HELP = (f"The serving engine, one of: {', '.join(dynamic_names())}; a version as vllm==0.11 (modelled: "
+               f"{o.VERSIONS_HELP}; default the newest) or sglang==0.5.6 (0.4.0 to 0.5.23+).")
 
 
 def report(
@@ -16,9 +21,10 @@ def report(
         "--gpu", help="GPU(s) to size for; repeat or comma-separate. Default: A100-80GB, H100-SXM, H200.")] = None,
     gpu_file: o.GpuFile = None,
     tp: Annotated[str, typer.Option("--tp", help="Tensor-parallel sizes to plan for each GPU, comma-separated, e.g. 1,2,4.")] = "1",
-    max_model_len: Annotated[int, typer.Option("--max-model-len", help="Tokens per request (prompt + output).")] = 8192,
+    max_model_len: Annotated[str, typer.Option("--max-model-len", metavar="TOKENS", help="Tokens per request "
+                                               "(prompt + output); 32k = 32,000, 32K = 32,768.")] = "8192",
     concurrency: Annotated[int, typer.Option("--concurrency", help="Requests held at once.")] = 1,
-    engine: Annotated[str, typer.Option("--engine", help=f"The serving engine, {o.ENGINES_HELP}.")] = "vllm",
+    engine: Annotated[str, typer.Option("--engine", help=ENGINE_HELP)] = "vllm",
     output: Annotated[Path, typer.Option("--output", "-o", help="report.html (one self-contained file) or report.md "
                                                                 "(charts as SVG files beside it).")] = ...,
     rate: Annotated[Optional[float], typer.Option("--rate", help="Adds kvplan disagg's section: requests/s (with "
@@ -27,6 +33,7 @@ def report(
     osl: Annotated[Optional[int], typer.Option("--osl", help="disagg: output tokens per request.")] = None,
     ttft_ms: Annotated[Optional[float], typer.Option("--ttft-ms", help="disagg: time-to-first-token target.")] = None,
     tpot_ms: Annotated[Optional[float], typer.Option("--tpot-ms", help="disagg: time-per-output-token target.")] = None,
+    **serving,  # kvplan plan's flags that shape a layout's plan (--pp, --dp, --kv-dtype, ...): PLAN_FLAGS below
 ) -> None:
     """A capacity-planning document: verdict, memory per GPU, KV against context, layouts, roofline, formulas."""
     from kvplan.errors import KvplanError
@@ -43,6 +50,7 @@ def report(
     models = [p.strip() for m in model for p in m.split(",") if p.strip()]
     gpus = [p.strip() for g in gpu for p in g.split(",") if p.strip()] if gpu else None
     from kvplan.planning.sweep.grid import parse_int_axis
+    from kvplan.units import parse_tokens
 
     targets = dict(rate=rate, isl=isl, osl=osl, ttft_ms=ttft_ms, tpot_ms=tpot_ms)
     given = {k: v for k, v in targets.items() if v is not None}
@@ -52,10 +60,15 @@ def report(
                           "and --tpot-ms together")
     from kvplan.report.tabular import Progress
 
+    from kvplan.cli.plan import default_pp, serving_keywords
+
+    plan_kw = serving_keywords({**PLAN_DEFAULTS, **serving})
+    plan_kw.update(pp=default_pp(plan_kw, serving.get("pp")), dp=1 if serving.get("dp") is None else serving["dp"])
     with Progress(len(models), label="planning models") as progress:  # a bar on a terminal's stderr after a second
-        rep = build_report(models, gpus=gpus, tp=tuple(parse_int_axis(tp, "--tp")), max_model_len=max_model_len,
+        rep = build_report(models, gpus=gpus, tp=tuple(parse_int_axis(tp, "--tp")),
+                           max_model_len=parse_tokens("--max-model-len", max_model_len),
                            concurrency=concurrency, engine=engine, gpu_file=gpu_file, disagg=given or None,
-                           advance=progress.advance)
+                           advance=progress.advance, **plan_kw)
     from kvplan.report.docformat import to_html, write_markdown
     from kvplan.report.document import build_blocks
 
@@ -68,6 +81,23 @@ def report(
 
         write_atomic(output, to_html(blocks, f"kvplan report: {', '.join(models)}"))
     make_console(stderr=True).print(f"wrote {escape(str(output))}")
+
+
+def _plan_flags() -> list[inspect.Parameter]:
+    """``kvplan plan``'s parameters that shape one layout's plan (kvplan.cli.plan.PLAN_ONLY apart), as keyword
+    parameters of ``report``: the same flags, help and defaults, read by the same ``serving_keywords``."""
+    from kvplan.cli.plan import PLAN_ONLY, plan
+
+    own = inspect.signature(report).parameters
+    return [p.replace(kind=inspect.Parameter.KEYWORD_ONLY)
+            for name, p in inspect.signature(plan, eval_str=True).parameters.items()
+            if name not in PLAN_ONLY and name not in own]
+
+
+PLAN_FLAGS = _plan_flags()
+PLAN_DEFAULTS = {p.name: p.default for p in PLAN_FLAGS}
+report.__signature__ = inspect.signature(report, eval_str=True).replace(parameters=[
+    p for p in inspect.signature(report, eval_str=True).parameters.values() if p.kind != p.VAR_KEYWORD] + PLAN_FLAGS)
 
 
 def register(app: typer.Typer) -> None:

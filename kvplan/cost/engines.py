@@ -78,6 +78,10 @@ class Engine:
                             "config/model.py _resolve_auto_dtype); pass --weight-dtype/--kv-dtype fp32 to override")
         return name, None
 
+    def default_kv_dtype(self, card_dtype: str) -> tuple[str, str | None]:
+        """``default_dtype`` for the K/V cache: the same, unless the engine caches in a type of its own."""
+        return self.default_dtype(card_dtype)
+
     def cross_positions(self, run: CacheRun) -> int:
         """Encoder positions a cross-attention layer holds (computed once per request)."""
         return run.encoder_len

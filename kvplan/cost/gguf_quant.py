@@ -13,6 +13,8 @@ Dense and MoE attention models only (no MLA or state layers: give their GGUF).
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from kvplan.errors import KvplanError
 
 # (block elements, bytes per block) of the weight types (ggml/src/ggml-common.h)
@@ -68,12 +70,13 @@ def tensor_type(ftype: str, kind: str, i: int, n: int, n_expert: int) -> str:
     return base
 
 
-def quant_weights(card, ftype: str) -> tuple[list[int], int, int]:
+def quant_weights(card, ftype: str) -> tuple[tuple[int, ...], int, int]:
     """(per-layer, input, output) bytes of ``card`` quantized to ``ftype`` as llama-quantize writes it."""
     return quant_tensors(card, ftype)[:3]
 
 
-def quant_tensors(card, ftype: str) -> tuple[list[int], int, int, list[tuple[tuple[str, int], ...]]]:
+@lru_cache(maxsize=256)
+def quant_tensors(card, ftype: str) -> tuple[tuple[int, ...], int, int, tuple[tuple[tuple[str, int], ...], ...]]:
     """``quant_weights`` and each layer's routed-expert tensors as (name, bytes), named as convert_hf_to_gguf.py
     writes them (``blk.N.ffn_gate_exps.weight``, ``ffn_up_exps``, ``ffn_down_exps``): what -ot / --cpu-moe match."""
     if ftype not in BASE:
@@ -112,4 +115,4 @@ def quant_tensors(card, ftype: str) -> tuple[list[int], int, int, list[tuple[tup
     # a tied model's token_embd takes the output rule (it is the output); llama.cpp loads it again as the output
     embd = q("output" if card.tie_embeddings else "token_embd", h, card.vocab_size)
     out = f32 + (embd if card.tie_embeddings else q("output", h, card.vocab_size))
-    return layers, embd, out, experts
+    return tuple(layers), embd, out, tuple(experts)

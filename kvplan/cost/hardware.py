@@ -24,6 +24,7 @@ from typing import Annotated, Any, Union
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, ValidationError, model_validator
 
 from kvplan.errors import KvplanError, clip, clip_text, require_line, require_name
+from kvplan.units import fmt_bytes, fmt_float
 
 COMPUTE_TYPES: tuple[str, ...] = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8")
 CACHE_FILE = "gpus.validated.json"
@@ -33,6 +34,7 @@ Rate = Annotated[Union[StrictInt, StrictFloat], Field(gt=0, allow_inf_nan=False,
 Count = Annotated[StrictInt, Field(gt=0, le=10**18)]  # bytes, bytes/s: true is not 1
 # a GPU's memory: no GPU that holds an LLM has less than 256 MiB (a bare figure in GB or GiB is a unit left out)
 Memory = Annotated[StrictInt, Field(ge=256 * 2**20, le=10**18)]
+VISIBLE_RANGE = (0.5, 1.1)  # the visible and nvidia-smi totals as a multiple of the vendor-stated memory
 # major.minor as torch.cuda.get_device_capability() gives it: 7.0 (V100) .. 12.1 (DGX Spark)
 ComputeCapability = Annotated[Union[StrictInt, StrictFloat], Field(ge=1, le=99, allow_inf_nan=False)]
 
@@ -91,6 +93,29 @@ class GPU(BaseModel):
             price = data.pop("price_per_hour")
             data.setdefault("price_per_hour_usd", price)
         return data
+
+    @model_validator(mode="after")
+    def _totals_agree(self) -> "GPU":
+        """The visible total (and nvidia-smi's) within 0.5x..1.1x the vendor-stated memory: torch sees 0.98x-1.074x
+        of it on every catalog GPU (an '80GB' H100 holds 80 GiB, 1.074x 80e9 B, less the driver's share); a figure
+        outside is a unit left out or a wrong field. The visible total is at most nvidia-smi's."""
+        stated = self.memory_bytes
+        for field, total in (("visible_memory_bytes", self.visible_memory_bytes),
+                             ("nvidia_smi_memory_mib", (self.nvidia_smi_memory_mib or 0) * 2**20 or None)):
+            if total is not None and not stated * VISIBLE_RANGE[0] <= total <= stated * VISIBLE_RANGE[1]:
+                raise ValueError(f"{field}: {total:,} B ({fmt_bytes(total)}) is {total / stated:.3g}x memory_bytes "
+                                 f"({self.stated_memory}, vendor-stated); allowed: {VISIBLE_RANGE[0]}x.."
+                                 f"{VISIBLE_RANGE[1]}x it (a unit left out, or the wrong figure?)")
+        smi = self.nvidia_smi_memory_mib
+        if self.visible_memory_bytes is not None and smi is not None and self.visible_memory_bytes > smi * 2**20:
+            raise ValueError(f"visible_memory_bytes: {fmt_bytes(self.visible_memory_bytes)} is more than nvidia-smi's "
+                             f"total ({smi:,} MiB); allowed: at most nvidia_smi_memory_mib x 2^20 bytes")
+        return self
+
+    @property
+    def stated_memory(self) -> str:
+        """The vendor's figure as the vendor writes it: decimal GB (an A100-40GB's '40 GB', not 37.3 GiB)."""
+        return f"{fmt_float(self.memory_bytes / 1e9)} GB"
 
     @property
     def price_per_hour(self) -> float | None:

@@ -24,6 +24,7 @@ import re
 import struct
 from bisect import bisect_right
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 from pydantic import BaseModel, ConfigDict
 
@@ -84,6 +85,15 @@ class LlamaFlags:
     gguf_quant: str | None = None  # a card without a GGUF: its weights at this llama-quantize type (Q4_K_M, ...)
     given: frozenset[str] = frozenset()  # the flags the user gave (llama_flags): a plan searches only the others
 
+    def replaced(self, **changes) -> LlamaFlags:
+        """``dataclasses.replace(self, **changes)`` without its walk over the fields and ``__init__`` (the -c, -np and
+        -ngl searches build thousands); TypeError for a name that is no field."""
+        if not changes.keys() <= self.__dataclass_fields__.keys():
+            raise TypeError(f"LlamaFlags has no field {sorted(changes.keys() - self.__dataclass_fields__.keys())[0]!r}")
+        new = object.__new__(LlamaFlags)
+        object.__setattr__(new, "__dict__", {**self.__dict__, **changes})
+        return new
+
     def is_given(self, name: str) -> bool:
         """Whether the flag ``name`` (a field) was given: named by ``llama_flags``, or set to other than its default
         (flags built in Python)."""
@@ -115,6 +125,32 @@ def llama_flags(**given) -> LlamaFlags | None:
     if given.get("tensor_split") and "n_gpus" not in given:  # one share per GPU
         given["n_gpus"] = len(given["tensor_split"])
     return LlamaFlags(**given, given=frozenset(given)) if given else None
+
+
+# --kv-dtype -> the -ctk/-ctv type of the same bytes (common/arg.cpp kv_cache_types: f32, f16, bf16, q8_0, ...)
+KV_DTYPE_TYPES = {"fp32": "f32", "fp16": "f16", "bf16": "bf16"}
+
+
+def cache_types(kv_dtype: str | None, f: LlamaFlags | None) -> tuple[str | None, LlamaFlags | None]:
+    """--kv-dtype and -ctk/-ctv as one choice: a given --kv-dtype (fp32, fp16, bf16) is -ctk and -ctv of that type
+    (given, so a plan searches no other); -ctk and -ctv given alike in one of those types, without --kv-dtype, are
+    that --kv-dtype. KvplanError where both are given and differ; a --kv-dtype llama.cpp has no cache type for is
+    left for the runtime's dtype check."""
+    from kvplan.model.dtypes import parse_dtype
+
+    if kv_dtype is None:
+        if f is not None and f.is_given("type_k") and f.is_given("type_v") and f.type_k == f.type_v:
+            kv_dtype = next((d for d, t in KV_DTYPE_TYPES.items() if t == f.type_k), None)
+        return kv_dtype, f
+    t = KV_DTYPE_TYPES.get(parse_dtype(kv_dtype, what="--kv-dtype").name)
+    if t is None:
+        return kv_dtype, f
+    f = f or LlamaFlags()
+    for name, flag in (("type_k", "-ctk"), ("type_v", "-ctv")):
+        if f.is_given(name) and getattr(f, name) != t:
+            raise KvplanError(f"--kv-dtype: {kv_dtype} is llama.cpp's {flag} {t}, but {flag} {getattr(f, name)} "
+                              f"was given; allowed: one of them, or both naming the same type")
+    return kv_dtype, replace(f, type_k=t, type_v=t, given=f.given | {"type_k", "type_v"})
 
 
 def parse_split(text: str) -> tuple[float, ...]:
@@ -197,13 +233,19 @@ def check_types(hp: LlamaHparams, f: LlamaFlags, fa: bool) -> None:
     if KV_TYPES[f.type_v][0] > 1 and not fa and not (hp.mla and f.rules == LATEST):
         raise Refused(f"-ctv/--cache-type-v: llama.cpp refuses: quantized V cache was requested, but this requires "
                       f"Flash Attention (V {f.type_v} with -fa off)")
-    for flag, t, widths in (("-ctk/--cache-type-k", f.type_k, hp.n_embd_k), ("-ctv/--cache-type-v", f.type_v,
-                                                                              hp.n_embd_v)):
-        blck = KV_TYPES[t][0]
-        heads = [w // hp.n_head_kv[il] for il, w in enumerate(widths) if w and hp.n_head_kv[il]]
-        if any(h % blck for h in heads):
-            raise Refused(f"{flag}: llama.cpp refuses: {t} cache type with block size {blck} does not divide the "
-                          f"head size {min(h for h in heads if h % blck)}")
+    for flag, t, kv in (("-ctk/--cache-type-k", f.type_k, "k"), ("-ctv/--cache-type-v", f.type_v, "v")):
+        bad = _undivided_head(hp, kv, KV_TYPES[t][0])
+        if bad is not None:
+            raise Refused(f"{flag}: llama.cpp refuses: {t} cache type with block size {KV_TYPES[t][0]} does not divide "
+                          f"the head size {bad}")
+
+
+@lru_cache(maxsize=256)
+def _undivided_head(hp: LlamaHparams, kv: str, blck: int) -> int | None:
+    """The smallest K (``kv`` "k") or V head width of the layers that cache one that ``blck`` does not divide."""
+    widths = hp.n_embd_k if kv == "k" else hp.n_embd_v
+    heads = [w // hp.n_head_kv[il] for il, w in enumerate(widths) if w and hp.n_head_kv[il]]
+    return min((h for h in heads if h % blck), default=None)
 
 
 def _f32(x: float) -> float:
@@ -230,26 +272,34 @@ def placement(hp: LlamaHparams, f: LlamaFlags) -> tuple[list[str], int]:
     (``get_layer_buft_list``): ``upper_bound(splits, float(il - i_gpu_start) / act_gpu_layers)`` over the split
     points of --tensor-split (``split_points``; without -ts each device's free memory: equal shares here, identical
     GPUs). So an even split of 33 offloaded layers puts 17 on the first GPU."""
-    n = hp.n_layer
-    if f.n_gpus == 0:
-        return ["CPU"] * (n + 1), 0
-    ngl = 999 if f.n_gpu_layers is None else f.n_gpu_layers
+    devs, offloaded = _placement(hp.n_layer, f.n_gpus, f.n_gpu_layers, f.tensor_split, f.rules, f.backend)
+    return list(devs), offloaded
+
+
+@lru_cache(maxsize=4096)
+def _placement(n: int, n_gpus: int, n_gpu_layers: int | None, tensor_split: tuple[float, ...] | None, rules: str,
+               backend: str) -> tuple[tuple[str, ...], int]:
+    """``placement`` of what it depends on (the -ngl, -ts and device flags), once per value: the -ngl and -c searches
+    ask for the same placement for every quant and context."""
+    if n_gpus == 0:
+        return ("CPU",) * (n + 1), 0
+    ngl = 999 if n_gpu_layers is None else n_gpu_layers
     if ngl < 0:
         raise KvplanError(f"-ngl/--n-gpu-layers: {ngl}; allowed: 0 or more")
-    start = max((n + 1 if f.rules == LATEST else n) - ngl, 0)
+    start = max((n + 1 if rules == LATEST else n) - ngl, 0)
     act = min(ngl, n + 1)
-    shares = list(f.tensor_split) if f.tensor_split else [1.0] * f.n_gpus
-    if len(shares) != f.n_gpus or any(s < 0 for s in shares) or not sum(shares):
-        raise KvplanError(f"-ts/--tensor-split: {len(shares)} non-negative shares for {f.n_gpus} GPU(s) expected "
+    shares = list(tensor_split) if tensor_split else [1.0] * n_gpus
+    if len(shares) != n_gpus or any(s < 0 for s in shares) or not sum(shares):
+        raise KvplanError(f"-ts/--tensor-split: {len(shares)} non-negative shares for {n_gpus} GPU(s) expected "
                           "(one per GPU of the server, not all zero)")
     splits = split_points(shares)
     devs = []
     for il in range(n + 1):
         if il >= start and il - start < act:
-            devs.append(f"{f.backend}{min(bisect_right(splits, _f32((il - start) / act)), f.n_gpus - 1)}")
+            devs.append(f"{backend}{min(bisect_right(splits, _f32((il - start) / act)), n_gpus - 1)}")
         else:
             devs.append("CPU")
-    return devs, sum(d != "CPU" for d in devs)
+    return tuple(devs), sum(d != "CPU" for d in devs)
 
 
 # common/common.h (ggml-org/llama.cpp 001d906a): LLM_FFN_EXPS_REGEX, what --cpu-moe overrides to the CPU buffer type,
@@ -318,14 +368,101 @@ def layer_tensors(hp: LlamaHparams, weights) -> list[tuple[tuple[str, int], ...]
             for il in range(hp.n_layer)]
 
 
+@lru_cache(maxsize=1024)
+def _model_buffers(hp: LlamaHparams, weights, devs: tuple[str, ...], rules: tuple) -> tuple[tuple[str, int], ...]:
+    """The layers' model bytes per device, in the order llama.cpp first meets each device (its buffers' order): each
+    tensor on its override's device (``override_device``) or its layer's."""
+    out: dict[str, int] = {}
+    if not rules:  # each layer's tensors on its device: its total
+        for dev, total in zip(devs, _layer_totals(hp, weights)):
+            if total is not None:
+                out[dev] = out.get(dev, 0) + total
+        return tuple(out.items())
+    for il, tensors in enumerate(layer_tensors(hp, weights)):
+        for name, nbytes in tensors:
+            dev = override_device(name, rules) or devs[il]
+            out[dev] = out.get(dev, 0) + nbytes
+    return tuple(out.items())
+
+
+@lru_cache(maxsize=256)
+def _layer_totals(hp: LlamaHparams, weights) -> tuple[int | None, ...]:
+    """Each layer's tensor bytes (None: a layer without tensors, which no buffer meets)."""
+    return tuple(sum(b for _, b in tensors) if tensors else None for tensors in layer_tensors(hp, weights))
+
+
+@dataclass(frozen=True)
+class CacheLayers:
+    """Which layers hold which cache (``memory``): a hybrid (recurrent layers beside K/V ones), iSWA (sliding layers
+    in a cache of their own, from 2025-12), the full and sliding K/V layers, the recurrent layers."""
+
+    hybrid: bool
+    iswa: bool
+    full: tuple[int, ...]
+    swa: tuple[int, ...]
+    recurrent: tuple[int, ...]
+
+
+@lru_cache(maxsize=256)
+def _cache_layers(hp: LlamaHparams, rules: str) -> CacheLayers:
+    recurrent = tuple(il for il in range(hp.n_layer) if hp.recurrent[il])
+    hybrid = bool(recurrent) and any(hp.has_kv(il) for il in range(hp.n_layer))
+    iswa = rules != "2025-02" and any(hp.swa[il] for il in hp.kv_layers)  # before iSWA: sliding layers in full
+    return CacheLayers(hybrid, iswa, tuple(il for il in hp.kv_layers if not (iswa and hp.swa[il])),
+                       tuple(il for il in hp.kv_layers if hp.swa[il]) if iswa else (), recurrent)
+
+
+@lru_cache(maxsize=1024)
+def _gpus(devs: tuple[str, ...], backend: str) -> tuple[str, ...]:
+    """The GPUs that hold layers, in device order; the CPU alone where none does."""
+    return tuple(sorted({d for d in devs if d != "CPU"}, key=lambda d: int(d[len(backend):]))) or ("CPU",)
+
+
+@lru_cache(maxsize=1024)
+def _attending(hp: LlamaHparams, devs: tuple[str, ...]) -> frozenset[str]:
+    """The devices that run a K/V layer's attention."""
+    return frozenset(devs[il] for il in hp.kv_layers)
+
+
+@lru_cache(maxsize=1024)
+def _kv_rows(hp: LlamaHparams, type_k: str, type_v: str | None, fa: bool, layers: tuple[int, ...],
+             devs: tuple[str, ...], no_kv_offload: bool) -> tuple[tuple[tuple[str, int], ...], int, int]:
+    """One cell's K and V rows of ``layers`` (V-less MLA: ``type_v`` None; without flash attention V is padded to
+    the widest layer, v_trans), summed per device (each layer's, the CPU with -nkvo) in the order of the layers, and
+    in all: (rows per device, K, V). A cache of n cells in s streams holds n x s of each (``memory``)."""
+    fa_width = max((hp.n_embd_v[il] for il in hp.kv_layers), default=0)
+    per_dev: dict[str, int] = {}
+    k = v = 0
+    for il, dev in ((il, "CPU" if no_kv_offload else devs[il]) for il in layers):
+        kb = row_size(type_k, hp.n_embd_k[il])
+        vb = 0 if type_v is None else row_size(type_v, hp.n_embd_v[il] if fa else fa_width)
+        k, v = k + kb, v + vb
+        per_dev[dev] = per_dev.get(dev, 0) + kb + vb
+    return tuple(per_dev.items()), k, v
+
+
 def memory(hp: LlamaHparams, f: LlamaFlags, weights=None, lora: tuple[tuple[str, int], ...] = ()) -> LlamaMemory:
     """Every buffer llama.cpp allocates for ``hp`` under ``f``. ``weights``: (per-layer, input, output[, per-layer
     expert tensors]) bytes when the hparams carry no tensor table (a card's weights at a dtype); the GGUF's own tensor
     table otherwise. A tensor an override (-ot, --cpu-moe, --n-cpu-moe) names is on that buffer's device, whatever
-    its layer's. ``lora``: the adapters' tensors as (base tensor name, bytes), each on its base tensor's device."""
+    its layer's. ``lora``: the adapters' tensors as (base tensor name, bytes), each on its base tensor's device.
+
+    Computed once per (hparams, flags, weights, adapters): a plan's pool, stages, launch line and notes, the slot and
+    -c searches and a layout search over every GPU type ask for the same buffers again (no GPU figure enters them).
+    The result is frozen; weights given as lists (unhashable) are computed every time."""
+    try:
+        return _memory(hp, f, weights, lora)
+    except TypeError as exc:  # an unhashable argument (weights as lists): no cache
+        if "unhashable" not in str(exc):
+            raise
+        return _memory.__wrapped__(hp, f, weights, lora)
+
+
+@lru_cache(maxsize=4096)
+def _memory(hp: LlamaHparams, f: LlamaFlags, weights, lora: tuple[tuple[str, int], ...]) -> LlamaMemory:
     c = resolve_context(hp, f)
     check_types(hp, f, c.flash_attn)
-    devs, offloaded = placement(hp, f)
+    devs, offloaded = _placement(hp.n_layer, f.n_gpus, f.n_gpu_layers, f.tensor_split, f.rules, f.backend)
     inp_w, out_w = (hp.input_bytes, hp.output_bytes) if hp.layer_bytes else (weights or ((), 0, 0))[1:3]
     rules = tensor_overrides(f)
     host = f"{f.backend}_Host" if f.n_gpus else "CPU"
@@ -335,9 +472,8 @@ def memory(hp: LlamaHparams, f: LlamaFlags, weights=None, lora: tuple[tuple[str,
     def add(key: tuple[str, str, str], n: int) -> None:
         buffers[key] = buffers.get(key, 0) + n
 
-    for il, tensors in enumerate(layer_tensors(hp, weights)):
-        for name, nbytes in tensors:
-            add((override_device(name, rules) or devs[il], "model", ""), nbytes)
+    for dev, nbytes in _model_buffers(hp, weights, devs, tuple(rules)):
+        add((dev, "model", ""), nbytes)
     if devs[hp.n_layer] == "CPU" and hp.layer_bytes:  # mmap: a tied output on the CPU is the file's token_embd
         out_w -= hp.output_dup_bytes
     add((devs[hp.n_layer], "model", ""), out_w)
@@ -345,34 +481,30 @@ def memory(hp: LlamaHparams, f: LlamaFlags, weights=None, lora: tuple[tuple[str,
         add((lora_device(base, devs, rules), "lora", ""), nbytes)
     caches = []
     notes = []
-    kv_dev = lambda il: "CPU" if f.no_kv_offload else devs[il]  # noqa: E731 - offload_kqv = false: K/V on the CPU
-    hybrid = any(hp.recurrent) and any(hp.has_kv(il) for il in range(hp.n_layer))
+    facts = _cache_layers(hp, f.rules)
     base_cells = c.n_ctx_seq
-    if f.rules == "2025-02" or (hybrid and f.rules == "2025-12" and not c.kv_unified):
+    if f.rules == "2025-02" or (facts.hybrid and f.rules == "2025-12" and not c.kv_unified):
         base_cells = c.n_ctx  # one cache of n_ctx cells (2025-02); create_memory passed cparams.n_ctx (ec98e2002)
-    iswa = f.rules != "2025-02" and any(hp.swa[il] for il in hp.kv_layers)  # before iSWA: sliding layers in full
-    groups = [("kv", [il for il in hp.kv_layers if not (iswa and hp.swa[il])], base_cells)]
-    if iswa:
-        groups.append(("kv_swa", [il for il in hp.kv_layers if hp.swa[il]], swa_cells(hp, f, c)))
+    groups = [("kv", facts.full, base_cells)]
+    if facts.iswa:
+        groups.append(("kv_swa", facts.swa, swa_cells(hp, f, c)))
     v_less = hp.mla and f.rules == LATEST  # PR #19067: MLA keeps the latent in K only
     v_type = f.type_k if v_less else f.type_v
-    fa_width = max((hp.n_embd_v[il] for il in hp.kv_layers), default=0)
     for kind, layers, cells in groups:
         if not layers and kind == "kv_swa":
             continue
-        k = v = 0
-        for il in layers:
-            kb = row_size(f.type_k, hp.n_embd_k[il]) * cells * c.n_stream
-            width = hp.n_embd_v[il] if c.flash_attn else fa_width  # v_trans pads V to the widest layer
-            vb = 0 if v_less else row_size(f.type_v, width) * cells * c.n_stream
-            k, v = k + kb, v + vb
-            add((kv_dev(il), "kv", kind), kb + vb)
-        if layers or not any(hp.recurrent):
+        scale = cells * c.n_stream  # every row of a layer's K and V once per cell of each stream
+        rows, k, v = _kv_rows(hp, f.type_k, None if v_less else f.type_v, c.flash_attn, layers, devs,
+                              f.no_kv_offload)
+        for dev, n in rows:
+            add((dev, "kv", kind), n * scale)
+        k, v = k * scale, v * scale
+        if layers or not facts.recurrent:
             caches.append(Cache(kind=kind, cells=cells, layers=len(layers), seqs=c.n_seq_max, streams=c.n_stream,
                                 k_type=f.type_k, v_type=v_type, k_bytes=k, v_bytes=v))
     if v_less:
         notes.append("MLA: llama.cpp keeps the latent in K only since PR #19067 (2026-01); -ctv does not apply.")
-    rec = [il for il in range(hp.n_layer) if hp.recurrent[il]]
+    rec = facts.recurrent
     if rec:  # llama-memory-recurrent.cpp: mem_size = max(1, n_seq_max); R and S always f32
         cells = max(1, c.n_seq_max)
         r = s = 0
@@ -389,11 +521,12 @@ def memory(hp: LlamaHparams, f: LlamaFlags, weights=None, lora: tuple[tuple[str,
     # one compute buffer per device that runs layers (the scheduler reserves each backend's part of the graph); the
     # logits go with the output layer, or to the first GPU when it stays on the CPU (ggml-backend's op offload runs
     # a large batch's matmul on the GPU)
-    gpus = sorted({d for d in devs if d != "CPU"}, key=lambda d: int(d[len(f.backend):])) or ["CPU"]
+    gpus = _gpus(devs, f.backend)
     out_dev = devs[hp.n_layer] if devs[hp.n_layer] != "CPU" else gpus[0]
+    attending = _attending(hp, devs)
     for d in gpus:
         buffers[(d, "compute", "")] = compute_estimate(hp, c, f, logits=d == out_dev,
-                                                       attention=d == "CPU" or any(devs[il] == d for il in hp.kv_layers))
+                                                       attention=d == "CPU" or d in attending)
     if len(gpus) > 1:
         notes.append(f"{len(gpus)} GPUs, layers split by -ts {'/'.join(map(str, f.tensor_split or [1] * f.n_gpus))}: "
                      "with every layer offloaded llama.cpp enables pipeline parallelism (n_copies 4), which enlarges "
@@ -403,6 +536,44 @@ def memory(hp: LlamaHparams, f: LlamaFlags, weights=None, lora: tuple[tuple[str,
     ctx = LlamaContext(n_ctx=c.n_ctx, n_ctx_seq=c.n_ctx_seq, n_seq_max=c.n_seq_max, kv_unified=c.kv_unified,
                        flash_attn=c.flash_attn, n_gpu_layers=offloaded, n_layer=hp.n_layer, rules=f.rules)
     return LlamaMemory(context=ctx, caches=caches, buffers=rows, notes=notes)
+
+
+def step_view(hp: LlamaHparams, f: LlamaFlags, weights, lora: tuple[tuple[str, int], ...], device: str, dtype):
+    """What GPU ``device`` reads in one step, for kvplan.cost.traffic.path_traffic: its model and LoRA buffers
+    (``memory``'s, GGUF tensors as stored) streamed, less the routed experts (``EXPS_REGEX`` tensors, [n_expert, ...]
+    each) a step's tokens leave idle; the token embedding stays on the CPU (``INPUT_TENSORS``). Its caches: each
+    attention layer's K and V rows at -ctk/-ctv (``row_size``; V-less MLA, V padded to the widest layer without
+    flash attention, as ``memory`` sizes them), a sliding layer attending its n_swa keys; each recurrent layer's
+    R and S states in f32, per sequence."""
+    from collections import Counter
+
+    from kvplan.cost.traffic import CacheSpec, HeldWeights
+
+    m = memory(hp, f, weights, lora)
+    stored = sum(b.bytes for b in m.buffers if b.device == device and b.kind in ("model", "lora"))
+    devs, _ = placement(hp, f)
+    rules = tensor_overrides(f)
+    moe = []
+    if hp.n_expert and hp.n_expert_used:
+        exps = re.compile(EXPS_REGEX)
+        for il, tensors in enumerate(layer_tensors(hp, weights)):
+            held = sum(b for name, b in tensors if exps.search(name) and (override_device(name, rules) or devs[il])
+                       == device)
+            if held:
+                moe.append((1, 0, held // hp.n_expert))
+    kv_dev = "CPU" if f.no_kv_offload else None
+    v_less, fa = hp.mla and f.rules == LATEST, m.context.flash_attn
+    fa_width = max((hp.n_embd_v[il] for il in hp.kv_layers), default=0)
+    specs: Counter = Counter()
+    for il in hp.kv_layers:
+        if (kv_dev or devs[il]) == device:
+            v = 0 if v_less else row_size(f.type_v, hp.n_embd_v[il] if fa else fa_width)
+            specs[CacheSpec(row_size(f.type_k, hp.n_embd_k[il]) + v, hp.n_swa if hp.swa[il] else None)] += 1
+    for il in range(hp.n_layer):
+        if hp.recurrent[il] and (kv_dev or devs[il]) == device:
+            specs[CacheSpec((hp.n_embd_r + hp.n_embd_s) * 4, per_sequence=True, kind="state")] += 1
+    held = HeldWeights(dtype, 0, stored, 0, tuple(moe), hp.n_expert, hp.n_expert, hp.n_expert_used)
+    return held, tuple(specs.items())
 
 
 def compute_estimate(hp: LlamaHparams, c: Context, f: LlamaFlags, logits: bool = True, attention: bool = True) -> int:
@@ -431,7 +602,7 @@ def fit(hp: LlamaHparams, f: LlamaFlags, budget: int, weights=None, lora: tuple 
     that fit ``budget`` bytes on every GPU: what llama.cpp's --fit steps 2 (context) and 3 (layers; for MoE, expert
     tensors to system memory first) look for (src/llama.cpp llama_params_fit_impl), over kvplan's byte model
     (compute buffer estimated)."""
-    ok = lambda **kw: gpu_bytes(memory(hp, replace(f, **kw), weights, lora), f.backend) <= budget  # noqa: E731
+    ok = lambda **kw: gpu_bytes(memory(hp, f.replaced(**kw), weights, lora), f.backend) <= budget  # noqa: E731
     lo, hi = 0, max(1, max(hp.n_ctx_train * (f.n_parallel or 1), f.n_ctx or 256) // 256)
     while lo < hi:  # n_ctx in units of 256 cells
         mid = (lo + hi + 1) // 2

@@ -26,6 +26,7 @@ the matching rows or columns of the scales and zero points (``model_executor/lay
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from functools import lru_cache
 
 from kvplan.cost.shapes import Matrix
 from kvplan.errors import KvplanError
@@ -113,6 +114,23 @@ def _fp8(q: Quantization, m: Matrix, s: Matrix, tp: int) -> QuantBytes:
 # logs 65.9651 GiB (docs/logs/vllm-issue23278-gpt-oss-120b-h100.log). A runtime sets Quantization.kernel_layout for
 # the backend it picks (vLLM: kvplan.cost.serving_vllm.mxfp4_layout, by release and GPU).
 MXFP4_MARLIN = Mxfp4Layout()
+
+
+def held_card(card, engine, gpu=None):
+    """``card`` as ``engine`` holds it on ``gpu`` (None: no GPU named): MXFP4 experts in the runtime's kernel layout
+    (``Runtime.mxfp4_layout_on``: vLLM picks its backend by GPU) where the card names none; any other card, or a
+    bare cache-rules Engine, unchanged. The estimate's weights row and its roofline's bytes both read this card."""
+    q = card.quantization
+    on = getattr(engine, "mxfp4_layout_on", None)  # a runtime's; a bare cache-rules Engine has none
+    layout = on(gpu) if on is not None else None
+    if q is None or q.method != "mxfp4" or q.kernel_layout is not None or layout is None:
+        return card
+    return _with_layout_cached(card, layout, f"MXFP4 as {engine.name} holds it")
+
+
+@lru_cache(maxsize=64)
+def _with_layout_cached(card, layout: Mxfp4Layout, how: str):
+    return with_kernel_layout(card, layout, how)
 
 
 def with_kernel_layout(card, layout: Mxfp4Layout, how: str):

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 from kvplan.cost.engines import CacheRun, Engine
 from kvplan.cost.flops import FlopsBreakdown, prefill_flops, step_breakdowns
 from kvplan.cost.roofline_results import PhaseRoofline, RooflineResult
-from kvplan.cost.traffic import StepTraffic, decode_traffic, moe_weights_read_bytes_min, prefill_traffic
+from kvplan.cost.kvspec import layer_spec_counts
+from kvplan.cost.traffic import StepTraffic, model_weights, path_traffic
 from kvplan.units import require_fraction
 from kvplan.model.card import ModelCard
 from kvplan.model.dtypes import TORCH_NAMES, DType
@@ -39,11 +40,14 @@ class Workload:
 
 
 def roofline(work: Workload, gpu: "GPU", *, memory_needed_bytes: int, compute_dtype: str | None = None,
-             mfu: float = 1.0, mbu: float = 1.0,
-             steps: tuple[FlopsBreakdown, FlopsBreakdown] | None = None) -> RooflineResult:
+             mfu: float = 1.0, mbu: float = 1.0, steps: tuple[FlopsBreakdown, FlopsBreakdown] | None = None,
+             held: tuple | list | None = None) -> RooflineResult:
     """Roofline of prefilling ``prompt_len`` tokens and of the decode step that brings each sequence to ``seq_len``.
     ``memory_needed_bytes`` (weights + KV cache, from the caller's estimate) is compared with the GPU's memory;
-    ``steps``: those two steps' FLOPs (``step_breakdowns`` of the same arguments) where the caller has them."""
+    ``steps``: those two steps' FLOPs (``step_breakdowns`` of the same arguments) where the caller has them;
+    ``held``: what the GPU(s) read where the engine holds the model otherwise than the weights row counts it
+    (kvplan.cost.traffic.path_traffic's stages: llama.cpp's GGUF buffers), else the whole model as held
+    (``traffic.model_weights``) and its cache."""
     card, engine, kv_t, w_t, batch = work.card, work.engine, work.kv_t, work.w_t, work.batch
     prompt_len, seq_len, max_cache_len, encoder_len = work.prompt_len, work.seq_len, work.max_cache_len, work.encoder_len
     block_size = work.block_size
@@ -54,25 +58,28 @@ def roofline(work: Workload, gpu: "GPU", *, memory_needed_bytes: int, compute_dt
     pre_f, dec_f = steps or step_breakdowns(card, prompt_len=prompt_len, seq_len=seq_len, **flops_kw)
     pre_run = CacheRun(prompt_len, encoder_len, max_cache_len, block_size)
     dec_run = CacheRun(seq_len, encoder_len, max_cache_len, block_size)
-    pre = _phase(pre_f, prefill_traffic(card, w_t, kv_t, engine, pre_run, batch), peak, bw, engine.flops_basis)
-    dec = _phase(dec_f, decode_traffic(card, w_t, kv_t, engine, dec_run, batch), peak, bw, engine.flops_basis)
+    held = held or ((model_weights(card, w_t, engine), layer_spec_counts(card, kv_t, engine)),)
+    pre = _phase(pre_f, path_traffic(held, engine, pre_run, batch, decode=False), peak, bw, engine.flops_basis)
+    dec = _phase(dec_f, path_traffic(held, engine, dec_run, batch, decode=True), peak, bw, engine.flops_basis)
+    k = card.moe.experts_per_token if card.moe else None
     return RooflineResult.model_construct(
         gpu=gpu.name, gpu_source=gpu.source, engine=engine.name, batch=batch, prompt_len=prompt_len, seq_len=seq_len,
         compute_dtype=compute, peak_flops_per_s=gpu.peak(compute), ridge_point_flops_per_byte=peak / bw,
         memory_bandwidth_bytes_per_s=gpu.memory_bandwidth_bytes_per_s, mfu=mfu, mbu=mbu,
         memory_needed_bytes=memory_needed_bytes, gpu_memory_bytes=gpu.engine_memory_bytes,
+        gpu_memory_visible=gpu.visible_memory_bytes is not None,
         fits_in_memory=memory_needed_bytes <= gpu.engine_memory_bytes, prefill=pre, decode_step=dec,
-        moe_decode_weights_read_bytes_min=moe_weights_read_bytes_min(card, w_t, batch) if card.moe else None,
+        moe_decode_weights_read_bytes_min=sum(h.read_bytes(batch, k) for h, _ in held) if card.moe else None,
         time_to_first_token_s=pre.time_s, time_per_output_token_s=dec.time_s,
-        time_to_first_token_one_request_s=_one_request_prefill_s(card, engine, w_t, kv_t, pre_run, peak, bw, flops_kw),
+        time_to_first_token_one_request_s=_one_request_prefill_s(card, engine, held, pre_run, peak, bw, flops_kw),
         decode_tokens_per_s=batch / dec.time_s, notes=_notes(card, engine, mfu, mbu))
 
 
-def _one_request_prefill_s(card: ModelCard, engine: Engine, w_t: DType, kv_t: DType, run: CacheRun, peak: float,
-                           bw: float, flops_kw: dict) -> float:
+def _one_request_prefill_s(card: ModelCard, engine: Engine, held, run: CacheRun, peak: float, bw: float,
+                           flops_kw: dict) -> float:
     """The prefill of one request alone: the time to first token a single user sees on an idle GPU."""
     f = prefill_flops(card, prompt_len=run.seq_len, **{**flops_kw, "batch": 1})
-    return _phase(f, prefill_traffic(card, w_t, kv_t, engine, run, 1), peak, bw, engine.flops_basis).time_s
+    return _phase(f, path_traffic(held, engine, run, 1, decode=False), peak, bw, engine.flops_basis).time_s
 
 
 def default_compute_dtype(card: ModelCard, w_t: DType, engine: Engine) -> str:
@@ -122,8 +129,9 @@ def check_efficiency(mfu: float, mbu: float) -> None:
 def _notes(card: ModelCard, engine: Engine, mfu: float, mbu: float) -> list[str]:
     notes = [f"Lower bounds: each step takes at least max(FLOPs / (peak x {mfu}), bytes / (bandwidth x {mbu})); "
              "kernel launches, scheduling and communication add to this.",
-             "Bytes moved: weights read once, the attended KV cache read once, new K/V written once; activations, "
-             "logits and re-reads inside attention kernels are not counted."]
+             "Bytes moved: weights read once as the engine holds them (a quantized checkpoint's packed values and "
+             "scales, the embedding table gathered by row), the attended KV cache read once, new K/V written once; "
+             "activations, logits and re-reads inside attention kernels are not counted."]
     if card.moe:
         notes.append("MoE: weights of min(num_experts, tokens x experts_per_token) experts per layer are read; "
                      "for batch > 1 that is an upper bound on the experts touched "

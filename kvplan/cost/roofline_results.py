@@ -41,6 +41,7 @@ class RooflineResult(BaseModel):
     mbu: float
     memory_needed_bytes: int  # weights + KV cache at seq_len (kvplan.planning.estimate.estimate)
     gpu_memory_bytes: int  # the total torch sees (GPU.engine_memory_bytes: the catalog's visible total, else datasheet)
+    gpu_memory_visible: bool = True  # False: no visible total is known, gpu_memory_bytes is the vendor-stated figure
     fits_in_memory: bool
     prefill: PhaseRoofline
     decode_step: PhaseRoofline

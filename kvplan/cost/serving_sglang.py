@@ -158,19 +158,70 @@ def pool_bytes(free_at_start: int, mem_fraction_static: float, weights: int) -> 
 
 
 # the trtllm_mha backend's page sizes (arg_groups/overrides.py _mla_backend_page_constraints, 0.5.23; server_args.py
-# before 0.5.20): 16, 32 or 64 through 0.5.15, 128 added by 0.5.18; any other becomes 64
-TRTLLM_MHA_PAGES_0_5_10 = (16, 32, 64)
-TRTLLM_MHA_PAGES_0_5_18 = (16, 32, 64, 128)
+# before 0.5.15, read in 0.5.1 - 0.5.14): 16, 32 or 64 from 0.5.1 (0.4.10 has no trtllm_mha; 0.5.0 not read) through
+# 0.5.16, 128 added in 0.5.17 (read in every wheel 0.5.10 - 0.5.23); any other becomes 64 ("TensorRT-LLM MHA only
+# supports page_size of 16, 32 or 64, changing page_size from None to 64")
+TRTLLM_MHA_PAGES_0_5_1 = (16, 32, 64)
+TRTLLM_MHA_PAGES_0_5_17 = (16, 32, 64, 128)
 TRTLLM_MHA_PAGE = 64
+# Before 0.5.7 trtllm_mha was the default on SM100 only for some families, each in server_args.py
+# _handle_model_specific_adjustments (model_specific_adjustments in 0.5.1) when no attention backend is given:
+# GptOssForCausalLM from 0.5.1, Olmo2ForCausalLM from 0.5.4 (its branch is absent in 0.5.1), Llama 4 ('"Llama4" in
+# model_arch') from 0.5.5 (0.5.4 asserts fa3, aiter or triton for it). Read in 0.5.1, 0.5.4, 0.5.5, 0.5.6.
+TRTLLM_MHA_ARCHITECTURES_0_5_1 = frozenset({"GptOssForCausalLM"})
+TRTLLM_MHA_ARCHITECTURES_0_5_4 = TRTLLM_MHA_ARCHITECTURES_0_5_1 | {"Olmo2ForCausalLM"}
+TRTLLM_MHA_ARCHITECTURES_0_5_5 = TRTLLM_MHA_ARCHITECTURES_0_5_4 | {"Llama4ForConditionalGeneration",
+                                                                  "Llama4ForCausalLM"}
+# From 0.5.7 trtllm_mha is the default for every model without MLA on SM100 (trtllm_mha_default), except where the
+# release's _handle_model_specific_adjustments picks another backend first on SM100 (with the radix cache on, its
+# default): 0.5.7 - 0.5.8 NemotronHForCausalLM (flashinfer), Qwen3NextForCausalLM, FalconH1ForCausalLM,
+# JetNemotronForCausalLM and JetVLMForConditionalGeneration (triton); 0.5.9 (_handle_mamba_radix_cache's
+# sm100_default_attention_backend) adds Qwen3.5 (triton), GraniteMoeHybridForCausalLM with mamba layers (triton) and
+# Lfm2ForCausalLM (flashinfer)
+TRTLLM_MHA_EXCEPTIONS_0_5_7 = frozenset({"NemotronHForCausalLM", "Qwen3NextForCausalLM", "FalconH1ForCausalLM",
+                                         "JetNemotronForCausalLM", "JetVLMForConditionalGeneration"})
+TRTLLM_MHA_EXCEPTIONS_0_5_9 = TRTLLM_MHA_EXCEPTIONS_0_5_7 | {
+    "Qwen3_5MoeForConditionalGeneration", "Qwen3_5ForConditionalGeneration", "GraniteMoeHybridForCausalLM",
+    "Lfm2ForCausalLM"}
+# From 0.5.10 the Qwen3-Next / Qwen3.5 branch picks triton only when trtllm_mha would need page size 1: with the radix
+# cache on, no mamba extra buffer (mamba_scheduler_strategy "auto" becomes no_buffer, 0.5.10 - 0.5.14; from 0.5.15 the
+# strategy is still "auto" when the branch reads it) and no speculative decoding; with speculative decoding it keeps
+# trtllm_mha (server_args.py _handle_model_specific_adjustments 0.5.10 - 0.5.14, arg_groups/overrides.py
+# _qwen3_5_hybrid_overrides 0.5.15 - 0.5.18, arg_groups/model_overrides/qwen3_5.py from 0.5.19). Each range below takes
+# its newest release's lists (read in every wheel 0.5.10 - 0.5.23): the first set picks another backend on SM100
+# always, the second unless speculative decoding is on.
+TRTLLM_MHA_EXCEPTIONS_0_5_10 = frozenset({
+    "NemotronHForCausalLM", "FalconH1ForCausalLM", "JetNemotronForCausalLM", "JetVLMForConditionalGeneration",
+    "GraniteMoeHybridForCausalLM", "Lfm2ForCausalLM"})
+TRTLLM_MHA_SPEC_EXCEPTIONS_0_5_10 = frozenset({"Qwen3NextForCausalLM", "Qwen3_5MoeForConditionalGeneration",
+                                               "Qwen3_5ForConditionalGeneration"})
+# 0.5.12 adds MiniCPM-V 4.6 (triton) and Intern-S2-Preview (the Qwen3.5 rule), 0.5.13 NemotronHPuzzleForCausalLM
+# (flashinfer, as Nemotron-H); Granite hybrids move from triton to flashinfer in 0.5.13 (still not trtllm_mha)
+TRTLLM_MHA_EXCEPTIONS_0_5_11 = TRTLLM_MHA_EXCEPTIONS_0_5_10 | {"MiniCPMV4_6ForConditionalGeneration",
+                                                              "NemotronHPuzzleForCausalLM"}
+TRTLLM_MHA_SPEC_EXCEPTIONS_0_5_11 = TRTLLM_MHA_SPEC_EXCEPTIONS_0_5_10 | {"InternS2PreviewForConditionalGeneration"}
+# 0.5.17 adds Lfm2MoeForCausalLM (flashinfer), 0.5.18 Intern-S2-Mobius (the Qwen3.5 rule)
+TRTLLM_MHA_EXCEPTIONS_0_5_17 = TRTLLM_MHA_EXCEPTIONS_0_5_11 | {"Lfm2MoeForCausalLM"}
+TRTLLM_MHA_SPEC_EXCEPTIONS_0_5_17 = TRTLLM_MHA_SPEC_EXCEPTIONS_0_5_11 | {"InternS2MobiusForConditionalGeneration"}
+# 0.5.19 (model_overrides/nemotron_h.py): Nemotron-H takes trtllm_mha on SM100
+TRTLLM_MHA_EXCEPTIONS_0_5_19 = TRTLLM_MHA_EXCEPTIONS_0_5_17 - {"NemotronHForCausalLM", "NemotronHPuzzleForCausalLM"}
+# 0.5.20 adds Qwen4-Exp (model_overrides/qwen4_exp.py: the Qwen3.5 rule)
+TRTLLM_MHA_SPEC_EXCEPTIONS_0_5_20 = TRTLLM_MHA_SPEC_EXCEPTIONS_0_5_17 | {"Qwen4ExpForConditionalGeneration"}
+
+
+def sm100(vendor: str, compute_capability: float | None) -> bool:
+    """An NVIDIA GPU of compute capability 10.x (B200, B300): SGLang's is_sm100_supported (major == 10, CUDA 12.8+)."""
+    return vendor == "NVIDIA" and compute_capability is not None and 10 <= compute_capability < 11
 
 
 def trtllm_mha_default(vendor: str, compute_capability: float | None, mla: bool, speculative: bool,
                        eagle_topk: int | None) -> bool:
-    """SGLang 0.5.10+'s default attention backend is trtllm_mha: an NVIDIA SM100 GPU (compute capability 10.x:
+    """SGLang 0.5.7+'s default attention backend is trtllm_mha: an NVIDIA SM100 GPU (compute capability 10.x:
     B200, B300), a model without MLA, and no speculative decoding unless its top-k is given as 1
-    (_get_default_attn_backend: is_sm100_supported() and is_no_spec_infer_or_topk_one and (speculative_algorithm is
-    None or speculative_eagle_topk is not None))."""
-    if vendor != "NVIDIA" or compute_capability is None or not 10 <= compute_capability < 11 or mla:
+    (server_args.py _handle_attention_backend_compatibility, 0.5.7 - 0.5.9 "1.2 Use trtllm_mha for SM100/SM103";
+    _get_default_attn_backend from 0.5.10: is_sm100_supported() and is_no_spec_infer_or_topk_one and
+    (speculative_algorithm is None or speculative_eagle_topk is not None))."""
+    if not sm100(vendor, compute_capability) or mla:
         return False
     return not speculative or eagle_topk == 1
 
@@ -180,57 +231,132 @@ def max_total_tokens(pool: int, cell_size: int, page_size: int) -> int:
     return max(0, pool) // cell_size // page_size * page_size
 
 
-# Hybrid sliding-window pools (read in the PyPI wheels 0.4.8 - 0.5.23): models whose architecture
-# srt/configs/model_config.py is_hybrid_swa_model lists keep their sliding-window layers' K/V in a pool of their own
-# (model_runner.is_hybrid_swa, on unless --disable-hybrid-swa-memory), swa_full_tokens_ratio (default 0.8, in (0, 1])
-# as many tokens as the full-attention layers' pool. Before 0.5.10 the rule moved release by release (0.5.1 - 0.5.7
-# forced a single pool for GptOssForCausalLM, 0.5.8 - 0.5.9 kept it single under trtllm_mha and speculative
-# decoding), so kvplan models it from 0.5.10, where every listed architecture is hybrid by default.
+# Hybrid sliding-window pools (read in the PyPI wheels 0.4.8 - 0.5.23): the architectures a release gives a hybrid SWA
+# pool keep their sliding-window layers' K/V in a pool of their own, swa_full_tokens_ratio (default 0.8, in (0, 1]) as
+# many tokens as the full-attention layers' pool, unless --disable-hybrid-swa-memory. Which architectures, release by
+# release (srt/configs/model_config.py, srt/model_executor/model_runner.py, srt/server_args.py):
+# - 0.4.8: none. 0.4.9: none by default (model_config.py is_hybrid_model: Llama 4 only with --hybrid-kvcache-ratio,
+#   which kvplan does not take).
+# - 0.4.10: every model whose SGLang class has get_attention_sliding_window_size (> 0) and is not Llama 4
+#   (model_runner.py ModelRunner.__init__, "Check if the model is using hybrid SWA"): Gemma 2, Gemma 3, Gemma 3n.
+# - 0.5.1 - 0.5.6: the same rule, but server_args.py model_specific_adjustments / _handle_model_specific_adjustments
+#   sets disable_hybrid_swa_memory for every class that has it (GptOssForCausalLM, Gemma 2/3/3n, from 0.5.4
+#   Olmo2ForCausalLM): none by default.
+# - 0.5.7: model_config.py is_hybrid_model: MiMo-V2-Flash (and its MTP) only (the model_runner rule is gone; 0.5.7
+#   keeps their pool hybrid under --disable-hybrid-swa-memory too, which kvplan does not model).
+# - 0.5.8 - 0.5.9: model_config.py is_hybrid_swa_model (Llama 4, gpt-oss, MiMo-V2; 0.5.9 adds Step-3.5, the 0.5.10
+#   list); server_args.py keeps gpt-oss single under trtllm_mha (0.5.8 - 0.5.9) and speculative decoding (0.5.8).
+# - 0.5.10+: is_hybrid_swa_model, below.
 SWA_LAYER_KINDS = frozenset({"sliding", "chunked"})  # get_hybrid_layer_ids: Llama 4's chunked layers are its SWA ones
 DEFAULT_SWA_FULL_TOKENS_RATIO = 0.8  # server_args / arg_groups/fields/schedule.py swa_full_tokens_ratio fallback
-HYBRID_SWA_ARCHITECTURES_0_5_10 = frozenset({"Llama4ForConditionalGeneration", "GptOssForCausalLM",
-                                             "MiMoV2FlashForCausalLM", "MiMoV2MTP", "Step3p5ForCausalLM",
-                                             "Step3p5MTP"})
-# 0.5.11 adds MIMO_V2_MODEL_ARCHS' MiMoV2ForCausalLM and Gemma 4; 0.5.12 - 0.5.18 add DeepSeek V4, Step3p7,
-# Laguna (only with a sliding window), Mellum, MuseGlimmer, Inkling and UnlimitedOCR (0.5.18's list)
+# 0.4.10: the classes with get_attention_sliding_window_size (models/gemma2.py, gemma3_causal.py, gemma3_mm.py,
+# gemma3n_causal.py, gemma3n_mm.py: their EntryClass)
+HYBRID_SWA_ARCHITECTURES_0_4_10 = frozenset({"Gemma2ForCausalLM", "Gemma3ForCausalLM",
+                                             "Gemma3ForConditionalGeneration", "Gemma3nForCausalLM",
+                                             "Gemma3nForConditionalGeneration"})
+HYBRID_SWA_ARCHITECTURES_0_5_7 = frozenset({"MiMoV2FlashForCausalLM", "MiMoV2MTP"})
+HYBRID_SWA_ARCHITECTURES_0_5_8 = HYBRID_SWA_ARCHITECTURES_0_5_7 | {"Llama4ForConditionalGeneration",
+                                                                   "GptOssForCausalLM"}
+HYBRID_SWA_ARCHITECTURES_0_5_10 = HYBRID_SWA_ARCHITECTURES_0_5_8 | {"Step3p5ForCausalLM", "Step3p5MTP"}  # and 0.5.9
+# 0.5.11 adds MIMO_V2_MODEL_ARCHS' MiMoV2ForCausalLM and Gemma 4, 0.5.12 DeepSeek V4 and Laguna (only with a sliding
+# window), 0.5.13 Step3p7 and Gemma4Unified, 0.5.15 UnlimitedOCR (the 0.5.11 - 0.5.15 range takes 0.5.15's list)
 HYBRID_SWA_ARCHITECTURES_0_5_11 = HYBRID_SWA_ARCHITECTURES_0_5_10 | {
     "MiMoV2ForCausalLM", "Gemma4ForCausalLM", "Gemma4ForConditionalGeneration", "Gemma4UnifiedForConditionalGeneration",
-    "DeepseekV4ForCausalLM", "DeepseekV4ForCausalLMNextN", "DeepseekV4ForCausalLMDSpark",
-    "Step3p7ForConditionalGeneration", "LagunaForCausalLM", "MellumForCausalLM", "MuseGlimmerForCausalLM",
-    "MuseGlimmerForConditionalGeneration", "InklingForConditionalGeneration", "InklingForConditionalGenerationMTP",
+    "DeepseekV4ForCausalLM", "DeepseekV4ForCausalLMNextN", "Step3p7ForConditionalGeneration", "LagunaForCausalLM",
     "UnlimitedOCRForCausalLM"}
-# 0.5.20 adds SWA_SINK_ARCHS' Granite SWA models, 0.5.23 IQuest Q1, BailingMMNative, Beam (only with sliding layers),
-# EmbeddingGemma2 and DiffusionGemma (0.5.23's list)
-HYBRID_SWA_ARCHITECTURES_0_5_20 = HYBRID_SWA_ARCHITECTURES_0_5_11 | {
-    "GraniteSWAForCausalLM", "GraniteMoeSWAForCausalLM", "IQuestQ1ForCausalLM", "IQuestQ1MTP",
-    "BailingMMNativeForConditionalGeneration", "BeamForCausalLM", "EmbeddingGemma2Model",
-    "DiffusionGemmaForBlockDiffusion"}
+# 0.5.16 adds DeepSeek V4 DSpark, Mellum and Inkling; 0.5.18 MuseGlimmer (the 0.5.17 - 0.5.18 range takes 0.5.18's)
+HYBRID_SWA_ARCHITECTURES_0_5_16 = HYBRID_SWA_ARCHITECTURES_0_5_11 | {
+    "DeepseekV4ForCausalLMDSpark", "MellumForCausalLM", "InklingForConditionalGeneration",
+    "InklingForConditionalGenerationMTP"}
+HYBRID_SWA_ARCHITECTURES_0_5_17 = HYBRID_SWA_ARCHITECTURES_0_5_16 | {"MuseGlimmerForCausalLM",
+                                                                     "MuseGlimmerForConditionalGeneration"}
+# 0.5.19 adds SWA_SINK_ARCHS' Granite SWA models
+HYBRID_SWA_ARCHITECTURES_0_5_19 = HYBRID_SWA_ARCHITECTURES_0_5_17 | {"GraniteSWAForCausalLM",
+                                                                     "GraniteMoeSWAForCausalLM"}
+# 0.5.21 adds IQuest Q1, BailingMMNative (with its multi-gate config) and DiffusionGemma, 0.5.22 EmbeddingGemma2,
+# 0.5.23 Beam (only with sliding layers): 0.5.23's list
+HYBRID_SWA_ARCHITECTURES_0_5_20 = HYBRID_SWA_ARCHITECTURES_0_5_19 | {
+    "IQuestQ1ForCausalLM", "IQuestQ1MTP", "BailingMMNativeForConditionalGeneration", "BeamForCausalLM",
+    "EmbeddingGemma2Model", "DiffusionGemmaForBlockDiffusion"}
+# How the pool is split into the full layers' tokens F and the sliding layers' (serving_sglang.hybrid_swa_tokens)
+SWA_SPLITS = {
+    # 0.5.11+ model_executor/pool_configurator.py HybridSWAPoolConfigurator
+    "cell": "pool_configurator.py HybridSWAPoolConfigurator: full = pool // (full layers' bytes + ratio x sliding "
+            "layers' bytes per token)",
+    # 0.5.9 model_runner_kv_cache_mixin.py set_num_tokens_hybrid_swa, 0.5.10 _resolve_hybrid_swa_tokens
+    "capacity": "model_runner_kv_cache_mixin.py: full = int(C x (full + sliding layers' bytes) / (full layers' "
+                "bytes + ratio x sliding layers' bytes)), C the single pool's tokens",
+    # 0.4.10 - 0.5.6 model_runner.py set_num_token_hybrid, 0.5.7 - 0.5.8 model_runner_kv_cache_mixin.py
+    # set_num_tokens_hybrid_swa ("assume all layers have the same number of tokens"). 0.4.10 - 0.5.6 do not round
+    # the two pools to a page, but build the hybrid allocator (SWATokenToKVPoolAllocator) for page size 1 only
+    # (model_runner.py init_memory_pool), where rounding changes nothing
+    "layers": "set_num_token(s)_hybrid(_swa): full = int(C x layers / (ratio x sliding layers + full layers)), C the "
+              "single pool's tokens",
+}
 
 
-def hybrid_swa_tokens(pool: int, full_bytes: int, swa_bytes: int, ratio: float, page_size: int,
-                      from_capacity: bool) -> tuple[int, int]:
+def hybrid_swa_tokens(pool: int, full_bytes: int, swa_bytes: int, ratio: float, page_size: int, split: str = "cell",
+                      layers: tuple[int, int] = (0, 0)) -> tuple[int, int]:
     """(full_layer_tokens, swa_layer_tokens) of SGLang's hybrid SWA pool, ``full_bytes`` / ``swa_bytes`` one token of
-    all the rank's full-attention / sliding-window layers. 0.5.11+ (model_executor/pool_configurator.py
-    HybridSWAPoolConfigurator): cell = F + ratio x S (a float), full = int(pool // cell); 0.5.10
-    (``from_capacity``, model_runner_kv_cache_mixin.py _resolve_hybrid_swa_tokens): the single pool's token capacity
-    pool // (F + S) first, full = int(capacity x (F + S) / (F + ratio x S)). Then both: full rounded down to a page,
-    swa = int(full x ratio) rounded down to a page ("Use sliding window memory pool. full_layer_tokens=...,
-    swa_layer_tokens=..."). SGLang's own float arithmetic, kept as it is written."""
+    all the rank's full-attention / sliding-window layers, ``layers`` the model's (full, sliding) layer counts
+    (SWA_SPLITS). ``split`` "cell" (0.5.11+ HybridSWAPoolConfigurator): full = int(pool // (F + ratio x S)), a float
+    cell. The others first take the single pool's token capacity C = pool // (F + S), rounded down to a page
+    (init_memory_pool / 0.5.10 _resolve_token_capacity); "capacity" (0.5.9 - 0.5.10): full = int(C x (F + S) /
+    (F + ratio x S)); "layers" (0.4.10 - 0.5.8): full = int(C x (full + sliding layers) / (ratio x sliding layers +
+    full layers)). Then swa = int(full x ratio), both rounded down to a page ("Use sliding window memory pool.
+    full_layer_tokens=..., swa_layer_tokens=..."). SGLang's own float arithmetic, kept as it is written."""
+    if split not in SWA_SPLITS:
+        raise ValueError(f"hybrid_swa_tokens: split {split!r} is none of {', '.join(SWA_SPLITS)}")
     pool = max(0, pool)
-    cell = full_bytes + ratio * swa_bytes
-    if from_capacity:
-        full = int(pool // (full_bytes + swa_bytes) * (full_bytes + swa_bytes) / cell)
+    if split == "cell":
+        full = int(pool // (full_bytes + ratio * swa_bytes))
     else:
-        full = int(pool // cell)
+        capacity = pool // (full_bytes + swa_bytes) // page_size * page_size
+        if split == "capacity":
+            full = int(capacity * (full_bytes + swa_bytes) / (full_bytes + ratio * swa_bytes))
+        else:
+            n_full, n_swa = layers
+            full = int(capacity * (n_full + n_swa) / (ratio * n_swa + n_full))
     full = full // page_size * page_size
     return full, int(full * ratio) // page_size * page_size
 
 
-def swa_tokens_per_request(max_model_len: int, window: int, page_size: int) -> int:
-    """The sliding-window pool's tokens one request of max_model_len holds: the prefill's admission charge
-    min(extend + decode, window) + page_size (pool_configurator.py validate_swa_pool_size: "Prefill charges min(extend
-    + decode, window) + page_size of SWA headroom per request"); decode evicts what leaves the window."""
-    return min(max_model_len, window) + page_size
+# What the scheduler charges a request in the sliding-window pool at admission, release by release (read in every
+# wheel 0.4.10 - 0.5.23; swa_tokens_per_request)
+SWA_CHARGES = {
+    # 0.4.10 - 0.5.10 managers/schedule_policy.py PrefillAdder: rem_total_tokens is the min of both pools' available
+    # + evictable tokens, against which add_one_req charges extend_input_len + min(max_new_tokens,
+    # CLIP_MAX_NEW_TOKENS)
+    "whole": "its whole length (PrefillAdder.rem_total_tokens, the smaller of the two pools' free tokens)",
+    # 0.5.11 - 0.5.16 PrefillAdder._swa_budget_for_req: max(alloc, sliding_window_size) + page_size (0.5.16 writes it
+    # max(alloc - window, 0) + _swa_reserved_tokens, the window + a page: the same)
+    "window_floor": "PrefillAdder._swa_budget_for_req: max(min(extend, chunked_prefill_size), window) + a page",
+    # 0.5.17 - 0.5.20 _swa_budget_for_req, from 0.5.21 mem_cache/prefill_budget.py estimate_swa_kv_tokens:
+    # max(alloc - window, 0) + min(extend + max_new_tokens, window) + page_size
+    "window": "_swa_budget_for_req / prefill_budget.py estimate_swa_kv_tokens: max(min(extend, chunked_prefill_size) "
+              "- window, 0) + min(extend, window) + a page",
+}
+
+
+def swa_tokens_per_request(max_model_len: int, window: int, page_size: int, charge: str = "window",
+                           chunk: int | None = None) -> int:
+    """The sliding-window pool's tokens the scheduler charges one request of max_model_len at admission (SWA_CHARGES),
+    its prompt max_model_len rounded up to a page (``extend``: _update_prefill_budget charges ceil_paged_tokens),
+    nothing cached, ``chunk`` the chunked_prefill_size (None: chunked prefill off) of which ``alloc`` = min(extend,
+    chunk) is allocated in the first pass. "whole" (0.4.10 - 0.5.10): max_model_len, as in the full pool;
+    "window_floor" (0.5.11 - 0.5.16): max(alloc, window) + page_size; "window" (0.5.17+): max(alloc - window, 0) +
+    min(extend, window) + page_size. Decode then frees what leaves the window (ScheduleBatch.maybe_evict_swa), so
+    a running request keeps about its window; the charge is what must be free to admit it. ``chunk`` 0: the window a
+    request keeps with no prefill chunk (the release's _swa_reserved_tokens, 0.5.16+)."""
+    if charge not in SWA_CHARGES:
+        raise ValueError(f"swa_tokens_per_request: charge {charge!r} is none of {', '.join(SWA_CHARGES)}")
+    if charge == "whole":
+        return max_model_len
+    extend = -(-max_model_len // page_size) * page_size
+    alloc = extend if chunk is None else min(extend, chunk)
+    if charge == "window_floor":
+        return max(alloc, window) + page_size
+    return max(alloc - window, 0) + min(extend, window) + page_size
 
 
 def max_running_requests(tokens: int, context_len: int) -> int:

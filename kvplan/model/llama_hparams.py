@@ -11,7 +11,7 @@ bool array names each layer), recurrent layers and their state widths (``n_embd_
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import cached_property
 
 from kvplan.errors import KvplanError
@@ -62,6 +62,14 @@ class LlamaHparams:
     n_params: int = 0
     source: str = ""
     notes: tuple[str, ...] = field(default=())
+
+    def __hash__(self) -> int:
+        """The fields' hash, computed once (a GGUF's tensor table is thousands of tuples): llama.cpp's memory model
+        caches its buffers by hparams (kvplan.cost.llamacpp.memory), hashing them once per look-up."""
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = self.__dict__["_hash"] = hash(tuple(getattr(self, f.name) for f in fields(self)))
+        return h
 
     def has_kv(self, il: int) -> bool:
         """A K/V cache in layer il: attention layers (Falcon-H1: every layer holds attention beside its SSM)."""

@@ -4,7 +4,8 @@ One row per layout, the card's own first: KV bytes per token and for batch x seq
 attention FLOPs of that step (the same for every layout: query heads and head_dim do not change), the parameter
 change of the K/V projections and, on a GPU, each layout's capacity plan (``kvplan.planning.capacity.plan`` on ``tp``
 GPUs, the same figure ``kvplan plan`` and ``kvplan report`` give): the most requests of ``seq_len`` tokens its KV
-pool holds and the latency bounds at ``batch`` (roofline / tp plus the TP all-reduce).
+pool holds and the latency bounds at ``batch`` (each GPU's FLOPs / tp and its own rank's bytes, plus the TP
+all-reduce).
 """
 
 from __future__ import annotations
@@ -72,9 +73,11 @@ class CompareResult(BaseModel):
 
 def compare(model: ModelCard | str, *, attention: str | list[str], seq_len: int = 4096, batch: int = 1,
             gpu: str | GPU | None = None, engine: str = "ideal", kv_dtype: str | None = None,
-            weight_dtype: str | None = None, gpu_file: str | None = None, tp: int = 1) -> CompareResult:
+            weight_dtype: str | None = None, gpu_file: str | None = None, **plan_kw) -> CompareResult:
     """Compare the card's own layout with each layout in ``attention`` ("mha,gqa:8,mqa" or a list); on ``gpu``,
-    each one planned on ``tp`` GPUs."""
+    each one planned on ``tp`` GPUs (a keyword of ``plan_kw``, default 1; its others: the plan's keywords, pp, dp,
+    gpu_memory_utilization ..., which ``kvplan report`` passes)."""
+    tp = plan_kw.pop("tp", 1)
     require_positive("--tp", tp, maximum=1024)
     if tp > 1 and gpu is None:
         raise KvplanError("--tp: plans the layouts on tp GPUs of --gpu NAME; give --gpu")
@@ -88,14 +91,18 @@ def compare(model: ModelCard | str, *, attention: str | list[str], seq_len: int 
     if not specs:
         raise KvplanError("--attention: give one or more layouts, e.g. mha,gqa:8,mqa")
     if get_engine(engine).static:
-        raise KvplanError(f"--engine: {engine}: compare and report take engines without a preallocated static cache "
-                          "(ideal, hf-dynamic, vllm, sglang, trtllm, tgi, llamacpp); hf-static sizes its cache by "
-                          "--max-cache-len: use kvplan estimate for it")
+        from kvplan.cost.runtimes import dynamic_names
+
+        raise KvplanError(f"--engine: {engine}: compare and report take engines without a preallocated static cache; "
+                          f"allowed: {', '.join(dynamic_names())}; {engine} sizes its cache by --max-cache-len: use "
+                          "kvplan estimate for it")
     dev = gpu if isinstance(gpu, GPU) or gpu is None else load_gpu(gpu, gpu_file)
     variants = [("card", card)] + [(s, with_layout(card, attention=s)) for s in specs]
     base_params = count_params(card).total
     opts = dict(seq_len=seq_len, batch=batch, engine=engine, kv_dtype=kv_dtype, weight_dtype=weight_dtype)
-    rows = [_row(label, v, base_params, dev, tp, opts) for label, v in variants]
+    if plan_kw and dev is None:
+        raise KvplanError(f"--{sorted(plan_kw)[0].replace('_', '-')}: plans the layouts on --gpu NAME; give --gpu")
+    rows = [_row(label, v, base_params, dev, tp, opts, plan_kw) for label, v in variants]
     first = estimate(card, **opts)
     return CompareResult(model=card.name, gpu=dev.name if dev else None, tp=tp, engine=engine, batch=batch,
                          seq_len=seq_len, kv_dtype=first.kv_cache.dtype, weight_dtype=first.weights.dtype,
@@ -103,12 +110,13 @@ def compare(model: ModelCard | str, *, attention: str | list[str], seq_len: int 
                          notes=_notes(dev, tp, any(r.num_kv_heads is None for r in rows)))
 
 
-def _row(label: str, card: ModelCard, base_params: int, dev: GPU | None, tp: int, opts: dict) -> LayoutRow:
+def _row(label: str, card: ModelCard, base_params: int, dev: GPU | None, tp: int, opts: dict,
+         plan_kw: dict | None = None) -> LayoutRow:
     est = estimate(card, **opts)
     r = resolve(card, encoder_len=None, max_cache_len=None, block_size=16, **opts)
     traffic = decode_traffic(card, r.w_t, r.kv_t, r.engine, r.run, r.batch)
     flops = decode_step_flops(card, batch=r.batch, cache_len=r.run.seq_len - 1, engine=r.engine)
-    fit, tpot, ttft = planned(card, dev, tp, opts) if dev is not None else (None, None, None)
+    fit, tpot, ttft = planned(card, dev, tp, opts, plan_kw) if dev is not None else (None, None, None)
     return LayoutRow(
         layout=label, attention=card.attention_label, num_kv_heads=None if card.mla else card.num_kv_heads,
         kv_bytes_per_token=est.kv_cache.bytes_per_token, kv_total_bytes=est.kv_cache.total_bytes,
@@ -117,7 +125,8 @@ def _row(label: str, card: ModelCard, base_params: int, dev: GPU | None, tp: int
         max_batch=fit, time_per_output_token_s=tpot, time_to_first_token_s=ttft)
 
 
-def planned(card: ModelCard, dev: GPU, tp: int, opts: dict) -> tuple[int, float | None, float | None]:
+def planned(card: ModelCard, dev: GPU, tp: int, opts: dict,
+            plan_kw: dict | None = None) -> tuple[int, float | None, float | None]:
     """(requests of seq_len the engine's plan on ``tp`` GPUs holds, TPOT and TTFT bounds at ``batch``): 0 and no
     latency where the plan holds none or the engine refuses the layout (the weights leave no room, the heads do not
     divide)."""
@@ -127,7 +136,8 @@ def planned(card: ModelCard, dev: GPU, tp: int, opts: dict) -> tuple[int, float 
         return 0, None, None
     try:
         p = plan(card, gpu=dev, tp=tp, max_model_len=opts["seq_len"], engine=opts["engine"],
-                 kv_dtype=opts["kv_dtype"], weight_dtype=opts["weight_dtype"], concurrency=opts["batch"])
+                 kv_dtype=opts["kv_dtype"], weight_dtype=opts["weight_dtype"], concurrency=opts["batch"],
+                 **(plan_kw or {}))
     except KvplanError:
         return 0, None, None
     fit = int(p.max_concurrency) if p.fits else 0
@@ -147,5 +157,6 @@ def _notes(dev: GPU | None, tp: int, mla: bool) -> list[str]:
         notes.append(f"max_batch: requests of seq_len the engine's KV pool holds on {where} (kvplan plan: the "
                      "weights, and for a serving engine its activation peak and overheads, subtracted).")
         notes.append("time_per_output_token_s / time_to_first_token_s: kvplan plan's lower bounds at the given batch "
-                     "(roofline / tp at mfu = mbu = 1, plus the TP all-reduce).")
+                     "(max(FLOPs / tp / peak, one GPU's own bytes / bandwidth) at mfu = mbu = 1, plus the TP "
+                     "all-reduce).")
     return notes

@@ -187,7 +187,7 @@ def _pool(role, s, sts, p, replicas, batch, ttft, tpot, rate) -> Pool:
 def _prefill(workers, rate, isl, ttft_ms, ttft_factor, factor, card, per_token, gpu) -> _Choice:
     best = None
     for s, sts, p in workers:
-        ttft = latency(s, 1, isl).ttft_ms
+        ttft = latency(s, 1, isl, stages=sts).ttft_ms
         if ttft * ttft_factor >= ttft_ms:
             continue
         per_s = 1e3 / ttft  # one prompt after another: a compute-bound prefill's time grows with its tokens
@@ -205,13 +205,13 @@ def _decode(workers, rate, osl, tpot_ms, factor) -> _Choice:
     best = None
     for s, sts, p in workers:
         cap = int(s.engine.running(s, p))
-        if cap < 1 or latency(s, 1, 1).tpot_ms > tpot_ms:
+        if cap < 1 or latency(s, 1, 1, stages=sts).tpot_ms > tpot_ms:
             continue
         lo, hi = 1, cap  # the largest batch whose step meets TPOT (a step's time grows with the batch)
         while lo < hi:
             mid = (lo + hi + 1) // 2
-            lo, hi = (mid, hi) if latency(s, mid, 1).tpot_ms <= tpot_ms else (lo, mid - 1)
-        tpot = latency(s, lo, 1).tpot_ms
+            lo, hi = (mid, hi) if latency(s, mid, 1, stages=sts).tpot_ms <= tpot_ms else (lo, mid - 1)
+        tpot = latency(s, lo, 1, stages=sts).tpot_ms
         per_s = lo / (osl * tpot / 1e3)
         n = math.ceil(rate / (per_s * factor))
         choice = _Choice(_pool("decode", s, sts, p, n, lo, None, tpot, per_s), s.block_size, s.layout.tp, 1)

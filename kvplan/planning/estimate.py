@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from kvplan.cost.engines import IDEAL_RULES, CacheRun, Engine
 from kvplan.cost.runtimes import get_engine
+from kvplan.cost.runtimes.base import Runtime
 from kvplan.cost.flops import FlopsBreakdown, StepFlops, step_breakdowns
 from kvplan.cost.kvspec import KVLayerSpec, has_full_layer, kv_bytes_per_token, layer_spec_counts, layer_specs
 from kvplan.cost.params import count_params
@@ -107,6 +108,8 @@ def estimate_request(base: ModelCard, q: EstimateRequest) -> Estimate:
     """The orchestrator: the card in the asked layout, the runtime's resolution, KV, weights, FLOPs, roofline."""
     card = with_layout(base, kv_heads=q.kv_heads, attention=q.attention)
     q = q if q.block_size is not None else replace(q, block_size=_default_block(card, q))
+    kv_dtype, llama = get_engine(q.engine).cache_type_flags(q.kv_dtype, q.llama)  # llama.cpp: -ctk/-ctv
+    q = replace(q, kv_dtype=kv_dtype, llama=llama)
     r = resolve(card, batch=q.batch, seq_len=q.seq_len, encoder_len=q.encoder_len, kv_dtype=q.kv_dtype,
                 weight_dtype=q.weight_dtype, engine=q.engine, max_cache_len=q.max_cache_len, block_size=q.block_size)
     prompt = q.seq_len if q.prompt_len is None else q.prompt_len
@@ -116,7 +119,7 @@ def estimate_request(base: ModelCard, q: EstimateRequest) -> Estimate:
                             max_cache_len=r.run.max_cache_len, block_size=q.block_size, kv_heads=q.kv_heads,
                             attention=q.attention, prompt_len=prompt, gpu=q.gpu)
     kv = kv_cache(r)
-    weights = _with_checkpoint(weights_result(card, r.w_t, r.kv_t, r.engine), base)
+    weights = _with_checkpoint(served_weights(card, r, _gpu(q)), base)
     notes = list(r.notes) + engine_notes(kv, q.batch)
     if weights.fp32_params:
         from kvplan.cost.fp32 import fp32_note  # only for a model the runtime keeps partly in float32
@@ -144,6 +147,15 @@ def estimate_request(base: ModelCard, q: EstimateRequest) -> Estimate:
                     llamacpp=lcpp)
 
 
+def _gpu(q: EstimateRequest):
+    """--gpu as a catalog GPU (its compute capability picks vLLM's MXFP4 backend), None without one."""
+    if q.gpu is None:
+        return None
+    from kvplan.cost.hardware import load_gpu
+
+    return load_gpu(q.gpu, q.gpu_file)
+
+
 def _default_block(card: ModelCard, q: EstimateRequest) -> int:
     """--block-size not given: ``default_block`` of the engine on --gpu."""
     return default_block(get_engine(q.engine), card, q.gpu, q.gpu_file)
@@ -163,13 +175,16 @@ def default_block(engine: Engine, card: ModelCard, gpu: str | None, gpu_file: st
 
 
 def _roofline(r: Resolved, q: EstimateRequest, prompt: int, steps, memory_needed_bytes: int):
-    """The roofline bounds on ``q.gpu`` (only with --gpu), reusing the step FLOPs already computed."""
+    """The roofline bounds on ``q.gpu`` (only with --gpu), reusing the step FLOPs already computed; the bytes the
+    engine's GPU reads where it holds the model otherwise than the rows count it (``Runtime.estimate_held``)."""
     from kvplan.cost.hardware import load_gpu  # only with --gpu: a plain estimate imports no catalog or roofline code
     from kvplan.cost.roofline import Workload, roofline
 
     work = Workload(r.card, r.engine, r.kv_t, r.w_t, q.batch, prompt, q.seq_len, r.run.max_cache_len, q.block_size)
+    held = getattr(r.engine, "estimate_held", None)  # a runtime's: llama.cpp reads its GGUF buffers
     return roofline(work, load_gpu(q.gpu, q.gpu_file), memory_needed_bytes=memory_needed_bytes, mfu=q.mfu or 1.0,
-                    mbu=q.mbu or 1.0, steps=steps)
+                    mbu=q.mbu or 1.0, steps=steps,
+                    held=held and held(r.card, r.w_t, q.seq_len, q.batch, q.llama))
 
 
 def resolve(card: ModelCard, *, batch: int, seq_len: int, encoder_len: int | None, kv_dtype: str | None,
@@ -181,6 +196,9 @@ def resolve(card: ModelCard, *, batch: int, seq_len: int, encoder_len: int | Non
     require_positive("--block-size", block_size, maximum=MAX_BLOCK_TOKENS)
     _check_encoder(card, encoder_len)
     eng = get_engine(engine)
+    check_release = getattr(eng, "check_release", None)  # a runtime's: a pinned release that cannot load the card
+    if check_release is not None:
+        check_release(card)
     notes = input_notes(card, seq_len)
     kv_t, kv_why = _dtype(card, eng, kv_dtype, "--kv-dtype")
     w_t, w_why = _dtype(card, eng, weight_dtype, "--weight-dtype")
@@ -202,7 +220,7 @@ def _dtype(card: ModelCard, eng: Engine, given: str | None, flag: str) -> tuple[
                               f"checkpoint stores them; allowed: fp32, fp16, bf16 (its unquantized tensors), or "
                               "leave it out")
         return t, None
-    name, why = eng.default_dtype(card.dtype)
+    name, why = (eng.default_kv_dtype if flag == "--kv-dtype" else eng.default_dtype)(card.dtype)
     return parse_dtype(name), why
 
 
@@ -293,7 +311,21 @@ def _group_row(spec: KVLayerSpec, layers: int, r: Resolved) -> KVGroup:
                                    formula=f"{formula} = {fmt_bytes(total)}")
 
 
-def weights_result(card: ModelCard, w_t: DType, kv_t: DType, engine: Engine) -> WeightsResult:
+def served_weights(card: ModelCard, r: Resolved, gpu=None) -> WeightsResult:
+    """The weights as the resolved runtime loads them (the plan's figure): a 16-bit checkpoint at --weight-dtype
+    fp8 quantized online with its embeddings, LM head, norms and routers kept in the model dtype (vLLM's and
+    SGLang's --quantization fp8: Runtime.loaded_card), MXFP4 experts in the backend the runtime picks on ``gpu``
+    (a GPU; None: its default)."""
+    loaded, w_t = card, r.w_t
+    if isinstance(r.engine, Runtime):  # a bare cache-rules Engine loads nothing
+        try:
+            loaded, w_t, _ = r.engine.loaded_card(card, r.w_t, _dtype(card, r.engine, None, "--weight-dtype")[0])
+        except KvplanError:  # integer weights of a 16-bit card: a what-if the estimate sizes as asked (plan refuses)
+            pass
+    return weights_result(loaded, w_t, r.kv_t, r.engine, gpu)
+
+
+def weights_result(card: ModelCard, w_t: DType, kv_t: DType, engine: Engine, gpu=None) -> WeightsResult:
     p = count_params(card)
     breakdown = {"embedding": p.embedding, "positions": p.positions, "attention": p.attention, "mlp": p.mlp,
                  "norms": p.norms, "lm_head": p.lm_head, "other": p.other}
@@ -305,12 +337,10 @@ def weights_result(card: ModelCard, w_t: DType, kv_t: DType, engine: Engine) -> 
     scales = kv_t.layer_scale_bytes and kv_t.layer_scale_bytes * sum(
         n for s, n in layer_spec_counts(card, kv_t, IDEAL_RULES) if not s.per_sequence)
     fp32 = engine.fp32_params(card, w_t)  # modules the runtime keeps in float32 in a half-precision model
-    q = card.quantization
-    layout = getattr(engine, "mxfp4_layout", None)  # a runtime's; a bare cache-rules Engine has none
-    if q is not None and q.method == "mxfp4" and q.kernel_layout is None and layout is not None:
-        from kvplan.cost.quant import with_kernel_layout  # MXFP4 experts as this runtime holds them
+    if card.quantization is not None:
+        from kvplan.cost.quant import held_card  # MXFP4 experts as this runtime holds them
 
-        card = with_kernel_layout(card, layout, f"MXFP4 as {engine.name} holds it")
+        card = held_card(card, engine, gpu)
     quant = _quantized(card, p.total, w_t, fp32)
     stored = _stored(w_t, p.total, fp32) if quant is None else quant.stored_bytes
     return WeightsResult.model_construct(params=p.total, active_params=p.active, dtype=w_t.name, bytes=stored + scales,

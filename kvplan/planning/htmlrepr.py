@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from html import escape
 
-from kvplan.units import fmt_bytes, fmt_cell, fmt_int, fmt_usd
+from kvplan.units import fmt_bytes, fmt_cell, fmt_int, fmt_usd, plural
 
 _STYLE = "border-collapse:collapse;font-family:sans-serif;font-size:0.9em"
 _CELL = "padding:2px 8px;border-bottom:1px solid #ddd;text-align:{}"
@@ -71,7 +71,7 @@ def plan_html(p) -> str:
             ("activation peak", exact_bytes(g.activation_bytes) + (" (estimated)" if g.activation_estimated else "")),
             ("overheads", exact_bytes(g.overhead_bytes)), ("KV pool per GPU", exact_bytes(kv.available_bytes)),
             ("KV per token per GPU", exact_bytes(g.kv_bytes_per_token)),
-            ("blocks", f"{fmt_int(kv.num_blocks)} of {kv.block_size} tokens"), ("tokens", fmt_int(kv.tokens)),
+            ("blocks", f"{fmt_int(kv.num_blocks)} of {plural(kv.block_size, 'token')}"), ("tokens", fmt_int(kv.tokens)),
             ("max concurrency", f"{p.max_concurrency:.2f}"), ("fits", "yes" if p.fits else "no"),
             ("longest max_model_len that fits", fmt_int(p.max_model_len_fit))]
     if p.latency:

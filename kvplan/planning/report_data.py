@@ -7,15 +7,16 @@ a value the library returns (tests compare them). Capacity sections come from ``
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kvplan.cost.hardware import GPU, load_gpu
 from kvplan.cost.kvspec import STATE_DTYPES
-from kvplan.errors import KvplanError
+from kvplan.errors import KvplanError, Refused
 from kvplan.units import require_positive
 from kvplan.model.card import MAX_COUNT, ModelCard
 from kvplan.model.catalog import load_card
-from kvplan.planning.capacity import plan
+from kvplan.cost.runtimes.setup import EXTRA_FLAGS
+from kvplan.planning.capacity import PlanRequest, plan
 from kvplan.planning.capacity.results import PlanResult
 from kvplan.planning.compare import CompareResult, compare
 from kvplan.planning.disagg import DisaggResult
@@ -41,25 +42,36 @@ class LayoutPlan:
     plan: PlanResult | None  # None: refused
     refused: str  # why the engine refuses the layout ("" when planned)
     concurrency_curve: tuple[float | None, ...]  # the plan's max_concurrency at each of kv_lengths (None: refused)
+    # the requests the engine runs at once at each of kv_lengths: concurrency_curve capped by its scheduler
+    # (PlanResult.max_running, x dp), None where refused
+    running_curve: tuple[float | None, ...] = ()
+    pp: int = 1
+    dp: int = 1
+    input_error: bool = False  # refused for a reason other than the layout (Refused): a flag, or the model itself
 
     @property
     def label(self) -> str:
-        return layout_label(self.gpu.name, self.tp)
+        return layout_label(self.gpu.name, self.tp, self.pp, self.dp)
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.pp * self.dp
 
     def holds(self, concurrency: int) -> bool:
-        """The requested load fits: the plan holds ``concurrency`` requests of max_model_len at once."""
-        return self.plan is not None and self.plan.fits and self.plan.max_concurrency >= concurrency
+        """The requested load runs: the plan's own verdict (PlanResult.target_met: whole requests each replica
+        runs, its pool's capped by the engine's scheduler, times the replicas, hold ``concurrency``)."""
+        return self.plan is not None and bool(self.plan.target_met)
 
 
 @dataclass(frozen=True)
 class RoofPoint:
     gpu: str
-    tp: int  # each GPU of the TP group runs 1/tp of the FLOPs and moves 1/tp of the bytes
+    tp: int  # each GPU of the TP group runs 1/tp of the FLOPs and moves its own rank's bytes
     phase: str  # prefill or decode
     batch: int
-    intensity: float  # FLOP per byte moved
-    attainable_flops_per_s: float  # FLOPs / time: min(peak, intensity x bandwidth)
-    time_s: float  # per GPU of the TP group: the roofline / tp (the TP all-reduce is in the plan's latency)
+    intensity: float  # FLOP per byte moved, on one GPU
+    attainable_flops_per_s: float  # one GPU's FLOPs / time: min(peak, intensity x bandwidth)
+    time_s: float  # one GPU's share of the step (the TP all-reduce is in the plan's latency)
     bound: str
     compute_dtype: str  # the dtype the engine computes in (the served weights'), whose peak bounds compute
     peak_flops_per_s: float
@@ -97,6 +109,7 @@ class Report:
     concurrency: int
     engine: str
     disagg: dict | None = None  # kvplan disagg's rate, isl, osl, ttft_ms, tpot_ms
+    plan_options: dict = field(default_factory=dict)  # kvplan.plan's other keywords, every layout's (--pp, --kv-dtype)
 
 
 MAX_REPORT_MODELS = 100
@@ -105,11 +118,14 @@ MAX_REPORT_PLANS = 2_000
 
 def build_report(models: list[str | ModelCard], *, gpus: list[str] | None = None, tp: tuple[int, ...] = (1,),
                  max_model_len: int = 8192, concurrency: int = 1, engine: str = "vllm", gpu_file: str | None = None,
-                 disagg: dict | None = None, advance=None) -> Report:
+                 disagg: dict | None = None, advance=None, **plan_options) -> Report:
     """Every number of the capacity report for ``models`` on ``tp`` GPUs of each of ``gpus``; with ``disagg`` (rate,
     isl, osl, ttft_ms, tpot_ms) each decoder's prefill and decode pools on the first GPU (``kvplan disagg``).
-    ``advance(1)`` is called after each model (a progress bar). At most ``MAX_REPORT_MODELS`` models and
-    ``MAX_REPORT_PLANS`` plans (models x GPUs x TP sizes): a report is a document to read, refused past them."""
+    ``plan_options``: the other keywords of ``kvplan.plan`` (pp, dp, gpu_memory_utilization, kv_dtype,
+    weight_dtype, max_num_seqs, llama, ...), the same for every layout: each layout is the plan they ask for, and
+    the estimate, KV curve, layouts and roofline take their dtypes. ``advance(1)`` is called after each model (a
+    progress bar). At most ``MAX_REPORT_MODELS`` models and ``MAX_REPORT_PLANS`` plans (models x GPUs x TP sizes): a
+    report is a document to read, refused past them."""
     if not models:
         raise KvplanError("--model: give one or more models")
     if len(models) > MAX_REPORT_MODELS:
@@ -122,81 +138,124 @@ def build_report(models: list[str | ModelCard], *, gpus: list[str] | None = None
     for flag, value in (("--max-model-len", max_model_len), ("--concurrency", concurrency)):
         if not isinstance(value, int) or value < 1:
             raise KvplanError(f"{flag}: a positive integer, got {value}")
+    unknown = set(plan_options) - PLAN_KEYWORDS
+    if unknown:
+        raise TypeError(f"build_report() got unexpected keyword arguments {sorted(unknown)}")
     devs = [load_gpu(g, gpu_file) for g in (gpus or DEFAULT_GPUS)]
-    cards = [m if isinstance(m, ModelCard) else load_card(m) for m in models]
     tps = tuple(dict.fromkeys(tp))
     for t in tps:
         require_positive("--tp", t, maximum=1024)
+    # the flags, once, before any card is read: sizes and ranges, and the engine's own flags (--mem-fraction-static
+    # is SGLang's) are the user's input, not a layout the engine refuses
+    req = PlanRequest.build(gpu=devs[0], max_model_len=max_model_len, tp=tps[0], engine=engine,
+                            concurrency=concurrency, **plan_options)
+    req.runtime.refuse_flags(req.flags)
+    cards = [m if isinstance(m, ModelCard) else load_card(m) for m in models]
     reports = []
     for c in cards:
-        reports.append(_model_report(c, devs, max_model_len, concurrency, engine, tps, gpu_file, disagg))
+        reports.append(_model_report(c, devs, max_model_len, concurrency, engine, tps, gpu_file, disagg,
+                                     plan_options))
         if advance is not None:
             advance(1)
-    return Report(reports, devs, tps, max_model_len, concurrency, engine, disagg)
+    layouts = [lay for r in reports for lay in r.layouts]
+    if layouts and all(lay.input_error for lay in layouts):  # no model is planned, and not for its layout: the
+        raise KvplanError(layouts[0].refused)  # flags (--mem-fraction-static with vLLM), an answer of no document
+    return Report(reports, devs, tps, max_model_len, concurrency, engine, disagg, dict(plan_options))
 
 
 def choose(layouts: list[LayoutPlan], concurrency: int) -> LayoutPlan | None:
-    """The fewest GPUs, then the smallest GPU, holding ``concurrency`` requests; else the most requests held."""
+    """The fewest GPUs, then the smallest GPU, running ``concurrency`` requests at once; else the most requests
+    running at once (the pool's, capped by the engine's scheduler, x dp)."""
     holding = [lay for lay in layouts if lay.holds(concurrency)]
     if holding:
-        return min(holding, key=lambda lay: (lay.tp, lay.gpu.memory_bytes))
+        return min(holding, key=lambda lay: (lay.gpus, lay.gpu.memory_bytes))
     planned = [lay for lay in layouts if lay.plan is not None and lay.plan.fits]
-    return max(planned, key=lambda lay: lay.plan.max_concurrency, default=None)
+    return max(planned, key=lambda lay: (running(lay.plan), lay.plan.max_concurrency_total), default=None)
+
+
+def running(p: PlanResult) -> float:
+    """The requests a plan runs at once over its replicas: whole requests per replica (the pool's, capped by the
+    engine's scheduler) x dp, as its verdict counts them; a fraction of one where not even one runs."""
+    per = p.max_running if p.max_running < 1 else int(p.max_running)
+    return per * p.inputs.dp
+
+
+# kvplan.plan's keywords besides the model, GPU, TP, length, engine and target the report sets itself
+PLAN_KEYWORDS = frozenset({
+    "pp", "dp", "gpu_memory", "gpu_memory_utilization", "mem_fraction_static", "kv_cache_memory",
+    "max_num_batched_tokens", "max_num_seqs", "block_size", "kv_dtype", "weight_dtype", "activation_memory",
+    "non_torch_memory", "cuda_graph_memory", "context_memory", "prompt_len", "expert_parallel", "acceptance_rate",
+    *EXTRA_FLAGS})
 
 
 def _model_report(card: ModelCard, devs: list[GPU], length: int, conc: int, engine: str, tps: tuple[int, ...],
-                  gpu_file: str | None, targets: dict | None = None) -> ModelReport:
+                  gpu_file: str | None, targets: dict | None = None, opts: dict | None = None) -> ModelReport:
+    opts = opts or {}
     enc = length if card.architecture == "encoder-decoder" else None  # the encoder reads a max_model_len input
-    est = estimate(card, batch=conc, seq_len=length, engine=engine, encoder_len=enc)
-    lengths, curve, parts = [], {}, {}
-    if card.has_kv_cache:
-        lengths = kv_lengths(card, length)
-        curve = kv_curve(card, lengths, engine, est.kv_cache.dtype, enc)
-        parts = state_parts_curve(card, lengths, engine, est.kv_cache.dtype) if card.ssm else {}
+    lengths = kv_lengths(card, length) if card.has_kv_cache else []
     layouts, serve_note = [], ""
     if card.architecture == "decoder-only" and card.has_kv_cache:
-        layouts = [layout_plan(card, d, t, length, conc, engine, lengths) for d in devs for t in tps]
+        layouts = [layout_plan(card, d, t, length, conc, engine, lengths, opts) for d in devs for t in tps]
     else:
         serve_note = (f"Serving capacity is planned for decoder-only models (vLLM and SGLang serve them as "
                       f"generators); {card.name} is {card.architecture}: the sizes below are kvplan estimate's.")
     pick = choose(layouts, conc)
+    # the estimate (formulas, KV curve) as the chosen plan's engine holds the model: on its GPU (vLLM's MXFP4
+    # backend is the GPU's) and in its pages (vLLM's hybrid models unify them: 544 tokens for Qwen3-Next)
+    block = pick.plan.inputs.block_size if pick else None
+    dtypes = {k: opts[k] for k in ("kv_dtype", "weight_dtype") if opts.get(k) is not None}
+    est = estimate(card, batch=conc, seq_len=length, engine=engine, encoder_len=enc, block_size=block,
+                   gpu=pick.gpu.name if pick else None, gpu_file=gpu_file if pick else None, **dtypes)
+    curve, parts = {}, {}
+    if card.has_kv_cache:
+        curve = kv_curve(card, lengths, engine, est.kv_cache.dtype, enc, est.inputs.block_size)
+        parts = state_parts_curve(card, lengths, engine, est.kv_cache.dtype, est.inputs.block_size) if card.ssm else {}
     at = pick or (layouts[0] if layouts else None)
-    attn, note = _layouts(card, length, conc, at.gpu if at else devs[0], at.tp if at else 1, engine)
+    attn, note = _layouts(card, length, conc, at.gpu if at else devs[0], at.tp if at else 1, engine, opts)
     roof = []
     if card.architecture == "decoder-only":
         planned = [lay for lay in layouts if lay.plan is not None] or layouts  # a refused layout runs nothing
         roof = [p for lay in planned
-                for p in roof_points(card, lay.gpu, lay.tp, length, conc, engine, gpu_file)]
+                for p in roof_points(card, lay.gpu, lay.tp, length, conc, engine, gpu_file, dtypes)]
     pools = None
     if targets and card.architecture == "decoder-only":
         from kvplan.planning.disagg import disagg
 
-        pools = disagg(card, gpu=devs[0].name, engine=engine, gpu_file=gpu_file, **targets)
+        pools = disagg(card, gpu=devs[0].name, engine=engine, gpu_file=gpu_file, **targets,
+                       **{k: v for k, v in opts.items() if k not in ("pp", "dp")})  # disagg picks its own layouts
     return ModelReport(card, est, layouts, serve_note, lengths, curve, parts, _curve_note(card, engine), attn, note,
                        roof, pools)
 
 
 def layout_plan(card: ModelCard, dev: GPU, tp: int, length: int, conc: int, engine: str,
-                lengths: list[int]) -> LayoutPlan:
-    """The engine's plan of ``tp`` GPUs of ``dev`` at ``length`` (latency at ``conc`` requests), and its
-    concurrency at each of ``lengths``; a layout the engine refuses keeps the engine's reason."""
+                lengths: list[int], opts: dict | None = None) -> LayoutPlan:
+    """The engine's plan of ``tp`` GPUs of ``dev`` (x ``opts``' pp and dp) at ``length`` (latency at ``conc``
+    requests), and its concurrency at each of ``lengths``; a layout the engine refuses keeps the engine's reason."""
+    opts = opts or {}
+    pp, dp = opts.get("pp", 1), opts.get("dp", 1)
     try:
-        p = plan(card, gpu=dev, tp=tp, max_model_len=length, engine=engine, concurrency=conc)
+        p = plan(card, gpu=dev, tp=tp, max_model_len=length, engine=engine, concurrency=conc, **opts)
     except KvplanError as exc:
-        return LayoutPlan(dev, tp, None, str(exc), ())
-    return LayoutPlan(dev, tp, p, "", tuple(_concurrency_at(card, dev, tp, n, engine) for n in lengths))
+        return LayoutPlan(dev, tp, None, str(exc), (), (), pp, dp, not isinstance(exc, Refused))
+    # the latency flags need a target: the curve's plans have none
+    bare = {k: v for k, v in opts.items() if k not in ("prompt_len", "acceptance_rate")}
+    at = [_plan_at(card, dev, tp, n, engine, bare) for n in lengths]
+    return LayoutPlan(dev, tp, p, "", tuple(None if a is None else a.max_concurrency_total for a in at),
+                      tuple(None if a is None else a.max_running * a.inputs.dp for a in at), pp, dp)
 
 
-def _concurrency_at(card: ModelCard, dev: GPU, tp: int, length: int, engine: str) -> float | None:
+def _plan_at(card: ModelCard, dev: GPU, tp: int, length: int, engine: str, opts: dict) -> PlanResult | None:
     try:
-        p = plan(card, gpu=dev, tp=tp, max_model_len=length, engine=engine)
+        return plan(card, gpu=dev, tp=tp, max_model_len=length, engine=engine, **opts)
     except KvplanError:
         return None
-    return p.max_concurrency
 
 
-def layout_label(gpu: str, tp: int) -> str:
-    return gpu if tp == 1 else f"{tp}x {gpu} (TP {tp})"
+def layout_label(gpu: str, tp: int, pp: int = 1, dp: int = 1) -> str:
+    if tp == pp == dp == 1:
+        return gpu
+    split = ", ".join(f"{name} {n}" for name, n in (("TP", tp), ("PP", pp), ("DP", dp)) if n > 1 or name == "TP")
+    return f"{tp * pp * dp}x {gpu} ({split})"
 
 
 def kv_lengths(card: ModelCard, length: int) -> list[int]:
@@ -213,25 +272,29 @@ def kv_lengths(card: ModelCard, length: int) -> list[int]:
 
 
 def kv_curve(card: ModelCard, lengths: list[int], engine: str, default_dtype: str,
-             encoder_len: int | None = None) -> dict[str, list[int]]:
-    """One sequence's KV bytes at each length, per KV dtype the engine stores (the card's default first)."""
+             encoder_len: int | None = None, block_size: int | None = None) -> dict[str, list[int]]:
+    """One sequence's KV bytes at each length, per KV dtype the engine stores (the report's dtype first), in pages
+    of ``block_size`` tokens (None: the engine's default)."""
     from kvplan.cost.runtimes import get_engine
 
     allowed = get_engine(engine).kv_dtypes
     dtypes = [default_dtype] + [d for d in KV_DTYPES if d != default_dtype and (allowed is None or d in allowed)]
-    rows = sweep(card, batch=1, seq_len=lengths, kv_dtype=dtypes, engine=engine, encoder_len=encoder_len)
+    rows = sweep(card, batch=1, seq_len=lengths, kv_dtype=dtypes, engine=engine, encoder_len=encoder_len,
+                 block_size=block_size)
     curve: dict[str, list[int]] = {d: [] for d in dtypes}
     for row in rows:
         curve[row["kv_dtype"]].append(row["kv_cache.bytes_per_sequence"])
     return curve
 
 
-def state_parts_curve(card: ModelCard, lengths: list[int], engine: str, dtype: str) -> dict[str, list[int]]:
+def state_parts_curve(card: ModelCard, lengths: list[int], engine: str, dtype: str,
+                      block_size: int | None = None) -> dict[str, list[int]]:
     """One sequence's cache at each length split by part (the Estimate's kv_cache.groups by layer kind): attention
     K/V grows with the context, the conv and recurrent states of the state layers do not."""
     curve: dict[str, list[int]] = {}
     for n in lengths:
-        for part, nbytes in kv_parts(estimate(card, seq_len=n, engine=engine, kv_dtype=dtype)).items():
+        est = estimate(card, seq_len=n, engine=engine, kv_dtype=dtype, block_size=block_size)
+        for part, nbytes in kv_parts(est).items():
             curve.setdefault(part, []).append(nbytes)
     return curve
 
@@ -261,7 +324,7 @@ def _curve_note(card: ModelCard, engine: str) -> str:
 
 
 def _layouts(card: ModelCard, length: int, conc: int, dev: GPU, tp: int,
-             engine: str) -> tuple[CompareResult | None, str]:
+             engine: str, opts: dict | None = None) -> tuple[CompareResult | None, str]:
     if card.architecture != "decoder-only":
         return None, (f"Layout what-ifs are compared for decoder-only models; {card.name} is {card.architecture}.")
     if card.mla is not None:
@@ -280,17 +343,38 @@ def _layouts(card: ModelCard, length: int, conc: int, dev: GPU, tp: int,
         f"The layouts change the K/V heads of the {card.attention_layers} attention layers only; the conv and "
         f"recurrent states of the {card.state_layers} state layers are the same in every row, so the cache shrinks "
         "by less than the head ratio.")
-    return compare(card, attention=specs, seq_len=length, batch=conc, gpu=dev, tp=tp, engine=engine), note
+    return compare(card, attention=specs, seq_len=length, batch=conc, gpu=dev, tp=tp, engine=engine,
+                   **(opts or {})), note
 
 
 def roof_points(card: ModelCard, dev: GPU, tp: int, length: int, conc: int, engine: str,
-                gpu_file: str | None = None) -> list[RoofPoint]:
-    """Prefill and decode of ``length`` tokens at several batch sizes on each GPU of a TP group of ``tp``: the
-    roofline ``estimate(..., gpu=...)`` bounds, its time / tp (FLOPs and bytes split evenly; intensity unchanged)."""
+                gpu_file: str | None = None, dtypes: dict | None = None) -> list[RoofPoint]:
+    """Prefill and decode of ``length`` tokens at several batch sizes on one GPU of a TP group of ``tp``, as ``kvplan
+    plan`` bounds its latency (kvplan.planning.capacity.latency.step_phases): FLOPs / tp and the bytes that GPU
+    moves (its rank's weights as held, its cache), summed over the stages. A layout the engine refuses (drawn only
+    when every layout is) takes the estimate's roofline / tp. ``dtypes``: the report's kv_dtype, weight_dtype."""
+    from kvplan.planning.capacity import PlanRequest, assemble, setup
+    from kvplan.planning.capacity.latency import gpu_times, step_phases
+
+    try:
+        s = setup(card, PlanRequest.build(gpu=dev, max_model_len=length, tp=tp, engine=engine,
+                                      **(dtypes or {})))
+        sts = assemble(s)[0]
+    except KvplanError:
+        s = sts = None
     points = []
     for b in sorted({*ROOF_BATCHES, conc}):
-        r = estimate(card, batch=b, seq_len=length, engine=engine, gpu=dev.name, gpu_file=gpu_file).roofline
-        for phase, p in (("prefill", r.prefill), ("decode", r.decode_step)):
-            points.append(RoofPoint(dev.name, tp, phase, b, p.arithmetic_intensity_flops_per_byte,
-                                    p.flops / p.time_s, p.time_s / tp, p.bound, r.compute_dtype, r.peak_flops_per_s))
+        if s is None:
+            r = estimate(card, batch=b, seq_len=length, engine=engine, gpu=dev.name, gpu_file=gpu_file,
+                         **(dtypes or {})).roofline
+            for phase, p in (("prefill", r.prefill), ("decode", r.decode_step)):
+                points.append(RoofPoint(dev.name, tp, phase, b, p.arithmetic_intensity_flops_per_byte,
+                                        p.flops / p.time_s, p.time_s / tp, p.bound, r.compute_dtype,
+                                        r.peak_flops_per_s))
+            continue
+        for phase, flops, traffic, r in step_phases(s, sts, b):
+            compute, memory = gpu_times(r, flops, traffic, tp)
+            time = max(compute, memory)
+            points.append(RoofPoint(dev.name, tp, phase, b, flops / tp / traffic.total_bytes, flops / tp / time, time,
+                                    "compute" if compute >= memory else "memory", r.compute_dtype, r.peak_flops_per_s))
     return points

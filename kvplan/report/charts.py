@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import html
 import io
+import math
 import re
 
 from kvplan.errors import KvplanError
@@ -93,7 +94,8 @@ def memory_breakdown(chart_id: str, title: str, gpus: list[str], parts: dict[str
                      capacity: list[int]) -> str:
     """Stacked horizontal bars, one per GPU: each part's bytes, with the GPU's memory marked."""
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(7, 0.6 + 0.55 * len(gpus)))
+    # constrained layout with the legend "outside lower center": it sits under the axis label at any bar count
+    fig, ax = plt.subplots(figsize=(7, 1.2 + 0.55 * len(gpus)), layout="constrained")
     unit, div = iec_unit(capacity)
     left = [0.0] * len(gpus)
     for i, (label, raw) in enumerate(parts.items()):
@@ -105,7 +107,10 @@ def memory_breakdown(chart_id: str, title: str, gpus: list[str], parts: dict[str
     ax.set_xlabel(f"{unit} per GPU (IEC: 1 GiB = 2^30 B)")
     ax.set_title(title, loc="left")
     ax.invert_yaxis()
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.35 - 0.1 / max(1, len(gpus))), ncol=4, frameon=False)
+    handles, labels = ax.get_legend_handles_labels()
+    order = sorted(range(len(labels)), key=lambda i: labels[i] == "GPU memory")  # the parts first, the mark last
+    fig.legend([handles[i] for i in order], [labels[i] for i in order], loc="outside lower center", ncol=4,
+               frameon=False)
     return _svg(fig, chart_id, title)
 
 
@@ -169,14 +174,11 @@ def roofline(chart_id: str, title: str, roofs: list[tuple[str, float, float]],
         colour[gpu] = PALETTE[i % len(PALETTE)]
         grid = [lo * (hi / lo) ** (k / 200) for k in range(201)]
         ax.plot(grid, [min(peak, x * bw) for x in grid], color=colour[gpu], linewidth=1.5, label=f"{gpu} roof")
-    labelled = set()
     for gpu, phase, batch, x, y in points:
         ax.scatter([x], [y], color=colour[gpu], marker="o" if phase == "prefill" else "s",
                    facecolors="none" if phase == "decode" else colour[gpu], s=30, zorder=3)
-        if (phase, batch) not in labelled:  # label each batch once: the GPUs share the intensities
-            labelled.add((phase, batch))
-            dy = (-11, 5)[len(labelled) % 2]
-            ax.annotate(f"{phase[0]}{batch}", (x, y), xytext=(3, dy), textcoords="offset points", fontsize=7)
+    for text, x, y, dy in roof_labels(points):
+        ax.annotate(text, (x, y), xytext=(0, dy), textcoords="offset points", fontsize=7, ha="center")
     ax.scatter([], [], color="0.3", marker="o", label="prefill (p = batch)")
     ax.scatter([], [], facecolors="none", edgecolors="0.3", marker="s", label="decode step (d = batch)")
     ax.set_xscale("log")
@@ -186,3 +188,21 @@ def roofline(chart_id: str, title: str, roofs: list[tuple[str, float, float]],
     ax.set_title(title, loc="left")
     ax.legend(frameon=False, fontsize=8, loc="lower right")
     return _svg(fig, chart_id, title)
+
+
+def roof_labels(points: list[tuple[str, str, int, float, float]]) -> list[tuple[str, float, float, int]]:
+    """Each batch labelled once per phase ('p8', 'd64': the GPUs share the intensities), as (text, x, y, vertical
+    offset in points): above its highest point, except that a label whose neighbour of the same phase lies within a
+    quarter decade of intensity goes under its lowest point, so that close batches ('p32', 'p64') never overlap."""
+    span: dict[tuple[str, int], tuple[float, float, float]] = {}  # x, lowest y, highest y
+    for _, phase, batch, x, y in points:
+        _, lo, hi = span.get((phase, batch), (x, y, y))
+        span[(phase, batch)] = (x, min(lo, y), max(hi, y))
+    out = []
+    for phase in dict.fromkeys(p for p, _ in span):
+        row = sorted(((b, *v) for (p, b), v in span.items() if p == phase), key=lambda t: t[1])
+        below = False
+        for i, (batch, x, lo, hi) in enumerate(row):
+            below = i > 0 and math.log10(x / row[i - 1][1]) < 0.25 and not below  # alternate while they crowd
+            out.append((f"{phase[0]}{batch}", x, lo, -12) if below else (f"{phase[0]}{batch}", x, hi, 5))
+    return out

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from kvplan.model.dtypes import parse_dtype
 from kvplan.planning.report_data import ATTENTION_PART, PART_OF_KIND, ModelReport, Report, kv_parts, layout_label
-from kvplan.planning.results import WeightsResult
+from kvplan.planning.results import WeightsResult, weights_format
 from kvplan.report import charts
 from kvplan.units import fmt_bytes, fmt_int, fmt_seconds, plural
 
@@ -90,7 +90,8 @@ def model_blocks(rep: Report, m: ModelReport) -> list[Block]:
 
 
 def verdict(rep: Report, m: ModelReport) -> str:
-    """The answer to the requested load: the fewest GPUs, then the smallest GPU, whose engine plan holds it."""
+    """The answer to the requested load: the fewest GPUs, then the smallest GPU, whose engine plan runs it (the
+    plan's own verdict: its pool holds the requests and its scheduler runs them at once)."""
     need = f"{plural(rep.concurrency, 'request')} of {fmt_int(rep.max_model_len)} tokens"
     if not m.layouts:
         e = m.estimate
@@ -99,27 +100,53 @@ def verdict(rep: Report, m: ModelReport) -> str:
     best = m.chosen
     if best is None:
         asked = ", ".join(lay.label for lay in m.layouts)
-        return (f"Verdict: none of the layouts asked ({asked}) serves {m.card.name}: {m.layouts[0].refused} "
-                "Plan more GPUs (--tp) or fp8 weights and KV cache.")
+        return f"Verdict: none of the layouts asked ({asked}) serves {m.card.name}: {m.layouts[0].refused}"
     p = best.plan
-    pool = ("KV pool" if not m.card.ssm else "cache pool (attention K/V and state pages)" if m.card.attention_layers
-            else "state pool")
-    held = (f"the engine's {pool} of {fmt_bytes(p.kv_cache.available_bytes)} per GPU "
-            f"({fmt_int(p.kv_cache.num_blocks)} blocks) holds {p.max_concurrency:,.1f} concurrent requests at this "
-            "length (kvplan plan: weights, activation peak and engine overheads subtracted)")
+    held = (f"the engine's {pool_name(m, p)} of {fmt_bytes(p.kv_cache.cache_bytes)} per GPU ({blocks_text(p)}) holds "
+            f"{p.max_concurrency_total:,.1f} concurrent requests at this length (kvplan plan: weights, activation "
+            f"peak and engine overheads subtracted){_capped(p)}")
     lat = (f"; TTFT >= {fmt_seconds(p.latency.ttft_ms / 1e3)}, TPOT >= {fmt_seconds(p.latency.tpot_ms / 1e3)}"
            if p.latency else "")
-    where = f"one {best.label}" if best.tp == 1 else best.label
+    where = f"one {best.label}" if best.gpus == 1 else best.label
     if best.holds(rep.concurrency):
         fit = "fits" if rep.concurrency == 1 else "fit"
         return f"Verdict: deploy on {where}: {need} {fit}; {held}{lat}."
+    if p.fits and p.max_concurrency_total >= rep.concurrency:  # the pool holds them; the scheduler runs fewer
+        return (f"Verdict: {need} do not run at once on any layout asked; the most is on {where}: {held}. Raise "
+                f"{p.running_limit_flag or 'the engine limit'}, or add replicas (--dp) or GPUs.")
     fit = "does not fit" if rep.concurrency == 1 else "do not fit"
     return (f"Verdict: {need} {fit} on any layout asked; the most is on {where}: {held}. Plan more GPUs "
-            "(--tp), a shorter --max-model-len or an fp8 KV cache.")
+            "(--tp, --pp, --dp), a shorter --max-model-len or an fp8 KV cache (--kv-dtype fp8_e4m3).")
 
 
-CAPACITY_COLUMNS = ("layout", "weights", "activations", "overheads", "KV pool", "blocks", "KV of the requests",
-                    "max concurrency", "holds the target", "TTFT", "TPOT")
+def _capped(p) -> str:
+    """', of which the engine runs 1,024 at once per replica (--max-num-seqs 1,024)' where its scheduler binds."""
+    limit = p.running_limit
+    if limit is None or limit >= p.max_concurrency:
+        return ""
+    return (f", of which the engine runs at most {fmt_int(limit)} at once per replica ({p.running_limit_flag} "
+            f"{fmt_int(limit)})")
+
+
+def pool_name(m: ModelReport, p) -> str:
+    """'KV pool', a state model's pool, or the cache llama.cpp allocates (n_ctx cells, not all that is left)."""
+    if p.kv_cache.allocated_bytes is not None:
+        return "KV cache (allocated at start-up)"
+    return ("KV pool" if not m.card.ssm else "cache pool (attention K/V and state pages)" if m.card.attention_layers
+            else "state pool")
+
+
+def blocks_text(p) -> str:
+    """'28,264 blocks of 16 tokens', '32,768 token slots' (a page of one token: SGLang, llama.cpp's cells)."""
+    kv = p.kv_cache
+    if p.inputs.block_size == 1:
+        return f"{fmt_int(kv.tokens)} token slots"
+    return f"{fmt_int(kv.num_blocks)} blocks of {fmt_int(p.inputs.block_size)} tokens"
+
+
+CAPACITY_COLUMNS = ("layout", "weights", "activations", "overheads", "KV cache", "blocks", "reserved by the requests",
+                    "max concurrency", "runs at once", "holds the target", "TTFT", "TPOT",
+                    "TPOT batch")
 
 
 def _capacity(rep: Report, m: ModelReport) -> list[Block]:
@@ -134,16 +161,25 @@ def _capacity(rep: Report, m: ModelReport) -> list[Block]:
         p, g = lay.plan, lay.plan.per_gpu
         lat = p.latency
         rows.append([Cell(lay.label), b(g.weights_bytes), b(g.activation_bytes), b(g.overhead_bytes),
-                     b(p.kv_cache.available_bytes), count(p.kv_cache.num_blocks),
-                     b(rep.concurrency * p.request_kv_bytes), conc(p.max_concurrency),
-                     Cell("yes" if lay.holds(rep.concurrency) else "no"),
-                     secs(lat.ttft_ms / 1e3) if lat else Cell("-"), secs(lat.tpot_ms / 1e3) if lat else Cell("-")])
+                     b(p.kv_cache.cache_bytes), count(p.kv_cache.num_blocks),
+                     b(per_replica(rep, lay) * p.request_kv_bytes), conc(p.max_concurrency_total),
+                     conc(p.max_running * p.inputs.dp), Cell("yes" if lay.holds(rep.concurrency) else "no"),
+                     secs(lat.ttft_ms / 1e3) if lat else Cell("-"), secs(lat.tpot_ms / 1e3) if lat else Cell("-"),
+                     count(lat.batch_per_replica) if lat else Cell("-")])
     out = [Block("h3", "Capacity plan (kvplan plan)")]
     if rows:
         t = Table(f"{m.card.name}-capacity-table", f"Engine memory plan per GPU at max_model_len "
-                  f"{fmt_int(rep.max_model_len)}, target {plural(rep.concurrency, 'request')} ({rep.engine})",
+                  f"{fmt_int(rep.max_model_len)}, target {plural(rep.concurrency, 'request')} ({rep.engine}). "
+                  "Reserved: the target's requests (per replica) x one request's reservation, what the engine's "
+                  "concurrency formula charges each; max concurrency: requests the KV pool holds; runs at once: "
+                  "those the engine's scheduler runs (its request limit); holds the target: kvplan plan's verdict; TTFT: one "
+                  "request's prefill alone; TPOT: one decode step of the TPOT batch (requests decoding at once per "
+                  "replica)",
                   list(CAPACITY_COLUMNS), rows)
         out.append(Block("table", table=t))
+        batches = {lay.plan.latency.batch_per_replica for lay in m.layouts if lay.plan and lay.plan.latency}
+        if len(batches) > 1:
+            out.append(Block("p", _batch_note(rep.concurrency, batches)))
     out += [Block("p", f"{lay.label}: refused: {lay.refused}") for lay in m.layouts if lay.plan is None]
     best = m.chosen
     if best is not None:
@@ -151,6 +187,19 @@ def _capacity(rep: Report, m: ModelReport) -> list[Block]:
         if best.plan.notes:  # what the plan estimates rather than knows (ESTIMATE, UNVERIFIED), as kvplan plan says
             out += [Block("h3", f"Plan notes ({best.label})"), Block("list", items=list(best.plan.notes))]
     return out
+
+
+def _batch_note(target: int, batches: set[int]) -> str:
+    """Why the TPOT column's layouts are at different batches, so that no one compares them as if at one."""
+    return (f"TPOT compares different batches ({', '.join(fmt_int(b) for b in sorted(batches))}): each layout's "
+            f"decode step holds the target {plural(target, 'request')} per replica, or the fewer its pool and "
+            "scheduler run at once (the rest queue); a smaller batch reads less K/V per step, so a faster TPOT "
+            "there is no faster GPU. Compare at one batch with kvplan plan --concurrency N on each layout.")
+
+
+def per_replica(rep: Report, lay) -> int:
+    """The target's requests one replica holds: --concurrency over the layout's DP replicas, rounded up."""
+    return -(-rep.concurrency // lay.dp)
 
 
 DISAGG_COLUMNS = ("pool", "GPU", "TP", "PP", "workers", "GPUs", "batch", "concurrency per worker", "TTFT >=",
@@ -190,28 +239,40 @@ def _breakdown(rep: Report, m: ModelReport) -> list[Block]:
     planned = [lay for lay in m.layouts if lay.plan is not None]
     if not planned:
         return head + _estimate_sizes(rep, m) + (_parts_table(m, split) if split else [])
-    parts: dict[str, list[int]] = {k: [] for k in ("weights", "activations", "overheads",
-                                                   f"KV of {plural(rep.concurrency, 'request')}", "rest of KV pool",
-                                                   "outside the engine's budget")}
+    reserved = f"reserved by {plural(rep.concurrency, 'request')}"
+    names = ["weights", "activations", "overheads", reserved, "rest of the cache", "left free by the engine",
+             "outside the engine's budget"]
+    parts: dict[str, list[int]] = {k: [] for k in names}
     for lay in planned:
         p, g = lay.plan, lay.plan.per_gpu
-        used = min(rep.concurrency * p.request_kv_bytes, p.kv_cache.available_bytes)
-        for k, v in zip(parts, (g.weights_bytes, g.activation_bytes, g.overhead_bytes, used,
-                                p.kv_cache.available_bytes - used, p.inputs.gpu_memory_bytes - g.requested_bytes)):
+        cache = p.kv_cache.cache_bytes
+        used = min(per_replica(rep, lay) * p.request_kv_bytes, cache)
+        for k, v in zip(parts, (g.weights_bytes, g.activation_bytes, g.overhead_bytes, used, cache - used,
+                                p.kv_cache.available_bytes - cache, p.inputs.gpu_memory_bytes - g.requested_bytes)):
             parts[k].append(max(0, v))
+    if not any(parts["left free by the engine"]):  # only llama.cpp allocates less than is left
+        del parts["left free by the engine"]
     svg = charts.memory_breakdown(f"{m.card.name}-memory", f"Memory of one GPU of each layout ({rep.engine})",
                                   [lay.label for lay in planned], parts,
                                   [lay.plan.inputs.gpu_memory_bytes for lay in planned])
     rows = [[Cell(lay.label), b(lay.plan.inputs.gpu_memory_bytes), b(lay.plan.per_gpu.requested_bytes),
-             b(lay.plan.request_kv_bytes), conc(lay.plan.max_concurrency)] for lay in planned]
-    t = Table(f"{m.card.name}-memory-table", "Per-GPU memory: what the engine may use, and one request's "
-              "K/V on this GPU", ["layout", "GPU memory", "engine budget", "one request's cache", "max concurrency"],
-              rows)
+             b(lay.plan.request_kv_bytes), conc(lay.plan.max_concurrency_total)] for lay in planned]
+    t = Table(f"{m.card.name}-memory-table", "Per-GPU memory: what the engine may use, and what its concurrency "
+              "formula reserves for one request on this GPU", ["layout", "GPU memory", "engine budget",
+                                                               "one request's reservation", "max concurrency"], rows)
     text = ("Each bar is one GPU of the layout (the most loaded rank): its shard of the weights, the engine's "
-            "activation peak and overheads, the KV pool (the part the target requests fill, then the rest), and the "
-            "memory the engine leaves unused by its utilization setting. The numbers are the capacity plan's above.")
+            "activation peak and overheads, the cache (the part the target requests reserve, then the rest), and the "
+            "memory the engine leaves unused by its utilization setting. The numbers are the capacity plan's above. "
+            + RESERVATION)
     out = head + [Block("chart", svg=svg), Block("p", text), Block("table", table=t)]
     return out + (_parts_table(m, split) if split else [])
+
+
+# the one definition of a request's cache in the capacity sections, against the KV curve's
+RESERVATION = ("One request's reservation is what the engine's concurrency formula charges a request of "
+               "max_model_len on a GPU (vLLM: its worst case in whole blocks; a sliding-window layer is charged its "
+               "window plus the tokens of the batches in flight, not the window alone); the KV curve below is the "
+               "K/V a running sequence holds (the whole model, the engine's positions-held rule), which can be less.")
 
 
 def _estimate_sizes(rep: Report, m: ModelReport) -> list[Block]:
@@ -267,12 +328,19 @@ def _kv_curve(rep: Report, m: ModelReport) -> list[Block]:
     series = {**m.kv_curve, **parts}
     rows = [[count(n)] + [b(v[i]) for v in series.values()] for i, n in enumerate(m.kv_lengths)]
     head = [f"{d} total" if parts else d for d in m.kv_curve] + list(parts)
-    t = Table(f"{m.card.name}-kv-table", f"{'Cache' if parts else 'KV'} bytes of one sequence ({rep.engine})",
+    t = Table(f"{m.card.name}-kv-table", f"{'Cache' if parts else 'KV'} bytes one running sequence holds "
+              f"({rep.engine}, {_pages(m)}; not the reservation the capacity plan charges a request)",
               ["tokens"] + head, rows)
     heading = "Cache (K/V and states) against context length" if parts else "KV cache against context length"
     text = _curve_text(rep, m, windows)
     out = [Block("h3", heading), Block("chart", svg=svg)]
     return out + ([Block("p", text)] if text else []) + [Block("table", table=t)]
+
+
+def _pages(m: ModelReport) -> str:
+    """'blocks of 16 tokens' as the estimate pages the cache (the chosen plan's block), 'no pages' for one token."""
+    bs = m.estimate.inputs.block_size
+    return "no pages: every token" if bs == 1 else f"blocks of {fmt_int(bs)} tokens"
 
 
 def _window_text(rep: Report, windows: list[int]) -> str:
@@ -303,21 +371,32 @@ def _curve_text(rep: Report, m: ModelReport, windows: list[int]) -> str:
 
 
 def _concurrency(rep: Report, m: ModelReport) -> list[Block]:
-    """The capacity plan of each planned layout at every length of the KV curve: the same formula as the table."""
+    """The capacity plan of each planned layout at every length of the KV curve: the requests the engine runs at
+    once, its pool's (the same formula as the table) capped by its scheduler's request limit."""
     planned = [lay for lay in m.layouts if lay.plan is not None]
     if not planned or not m.kv_lengths:
         return []
     head = [Block("h3", "Max concurrency against context length")]
-    series = {lay.label: [x or 0.0 for x in lay.concurrency_curve] for lay in planned}
+    series = {lay.label: [x or 0.0 for x in lay.running_curve] for lay in planned}
     if not any(v for vs in series.values() for v in vs):
         return head + [Block("p", f"No layout asked holds one request of {m.card.name} at these lengths.")]
-    svg = charts.lines(f"{m.card.name}-concurrency", "Max concurrent requests against context length (kvplan plan)",
-                       m.kv_lengths, _merge_equal(series), ylabel="requests (log scale)", y_bytes=False, log_y=True)
-    rows = [[count(n)] + [conc(lay.concurrency_curve[i]) for lay in planned] for i, n in enumerate(m.kv_lengths)]
-    t = Table(f"{m.card.name}-concurrency-table", "Max concurrency: the engine's KV pool // one request's blocks, "
-              "planned at each max_model_len ('-': the engine refuses that length)",
-              ["tokens"] + [lay.label for lay in planned], rows)
+    svg = charts.lines(f"{m.card.name}-concurrency", "Concurrent requests the engine runs against context length "
+                       "(kvplan plan)", m.kv_lengths, _merge_equal(series), ylabel="requests (log scale)",
+                       y_bytes=False, log_y=True)
+    rows = [[count(n)] + [_running_cell(lay, i) for lay in planned] for i, n in enumerate(m.kv_lengths)]
+    flags = sorted({lay.plan.running_limit_flag for lay in planned if lay.plan.running_limit_flag})
+    limit = f" capped by {' / '.join(flags)}" if flags else ""
+    t = Table(f"{m.card.name}-concurrency-table", "Requests run at once: the engine's KV pool // one request's "
+              f"blocks{limit} (the pool's figure beside a capped one), planned at each max_model_len ('-': the engine "
+              "refuses that length)", ["tokens"] + [lay.label for lay in planned], rows)
     return head + [Block("chart", svg=svg), Block("table", table=t)]
+
+
+def _running_cell(lay, i: int) -> Cell:
+    run, pool = lay.running_curve[i], lay.concurrency_curve[i]
+    if run is None or run >= pool:
+        return conc(run)
+    return Cell(f"{run:,.2f} (pool {pool:,.2f})", run)
 
 
 def _merge_equal(series: dict[str, list]) -> dict[str, list]:
@@ -340,8 +419,10 @@ def _layouts(rep: Report, m: ModelReport) -> list[Block]:
     rows = [[Cell(r.layout), Cell(r.attention), b(r.kv_bytes_per_token), b(r.kv_total_bytes),
              count(r.params), count(r.params_delta_vs_card), count(r.max_batch or 0),
              secs(r.time_per_output_token_s) if r.time_per_output_token_s is not None else Cell("-")] for r in c.rows]
-    where = c.gpu if c.tp == 1 else f"{c.tp}x {c.gpu} (TP {c.tp})"
-    t = Table(f"{m.card.name}-layouts-table", f"Layouts on {where} ({c.kv_dtype} KV; max batch: kvplan plan)",
+    at = m.chosen or next((lay for lay in m.layouts), None)
+    where = at.label if at is not None and at.gpu.name == c.gpu and at.tp == c.tp else layout_label(c.gpu, c.tp)
+    t = Table(f"{m.card.name}-layouts-table", f"Layouts on {where} ({c.kv_dtype} KV; max batch: the requests "
+              "kvplan plan's KV pool holds)",
               ["layout", "attention", "KV per token", "KV total", "params", "params vs card", "max batch",
                "TPOT bound"], rows)
     note = [Block("p", m.layout_note)] if m.layout_note else []
@@ -365,7 +446,8 @@ def _roofline(rep: Report, m: ModelReport) -> list[Block]:
             for p in m.roof]
     dtypes = sorted({p.compute_dtype for p in m.roof})
     t = Table(f"{m.card.name}-roofline-table", f"Roofline points per GPU of each layout ({', '.join(dtypes)} "
-              "compute; lower bounds, mfu = mbu = 1; time = roofline / tp, the all-reduce is in the plan's TTFT/TPOT)",
+              "compute; lower bounds, mfu = mbu = 1; time = max(FLOPs / tp / peak, the GPU's own bytes / bandwidth), "
+              "the all-reduce is in the plan's TTFT/TPOT)",
               ["layout", "phase", "batch", "FLOP/B", "FLOP/s", "time", "bound"], rows)
     return [Block("h3", "Roofline"), Block("chart", svg=svg), Block("table", table=t)]
 
@@ -396,26 +478,47 @@ def formulas(rep: Report, m: ModelReport) -> list[str]:
     if m.card.ssm:
         out.append(f"KV cache + states = {' + '.join(fmt_int(g.total_bytes) for g in e.kv_cache.groups)} B = "
                    f"{fmt_int(e.kv_cache.total_bytes)} B")
-    out.append(weights_equation(w))
     best = m.chosen
+    q = w.quantization
+    if best is not None and best.plan.per_gpu.weights_format != weights_format(q.format if q else None, w.dtype):
+        g = best.plan.per_gpu  # the engine stores them its own way (llama.cpp: a GGUF type): its figure, not ours
+        out.append(f"weights on {best.label} = {fmt_int(g.weights_bytes)} B per GPU ({g.weights_format}, as "
+                   f"{e.kv_cache.engine} loads them: kvplan plan's figure)")
+    else:
+        on_gpu = f" on {best.gpu.name}" if best is not None else ""
+        out.append(weights_equation(w).replace("weights = ", f"weights (whole model, as {e.kv_cache.engine} loads "
+                                               f"them{on_gpu}) = ", 1))
     if best is None:
         return out
     p, g = best.plan, best.plan.per_gpu
-    on = f"one GPU of {best.label}" if best.tp > 1 else best.label
-    out.append(f"KV pool on {on} = engine budget {fmt_int(g.requested_bytes)} B - weights {fmt_int(g.weights_bytes)} B"
-               f" - activations {fmt_int(g.activation_bytes)} B - overheads {fmt_int(g.overhead_bytes)} B = "
-               f"{fmt_int(p.kv_cache.available_bytes)} B")
+    on = f"one GPU of {best.label}" if best.gpus > 1 else best.label
+    extra = "".join(f" + {what} {fmt_int(n)} B" for what, n in (("rotary cache", g.buffers_bytes),
+                                                                ("allocator rounding", g.weights_rounding_bytes)) if n)
+    shard = ("this GPU's shard of the weights" if best.gpus > 1 else "the weights above") + extra
+    pool = "KV pool" if p.kv_cache.allocated_bytes is None else "free for the KV cache"
+    out.append(f"{pool} on {on} = engine budget {fmt_int(g.requested_bytes)} B - weights {fmt_int(g.weights_bytes)} B"
+               f" ({shard}) - activations {fmt_int(g.activation_bytes)} B - overheads {fmt_int(g.overhead_bytes)} B "
+               f"= {fmt_int(p.kv_cache.available_bytes)} B")
+    if p.kv_cache.allocated_bytes is not None:
+        out.append(f"KV cache on {on} = {fmt_int(p.kv_cache.allocated_bytes)} B allocated at start-up for "
+                   f"{fmt_int(p.kv_cache.tokens)} cells (n_ctx), whatever is left; the rest stays free")
     bpr = p.kv_cache.blocks_per_request
     if bpr and p.kv_cache.num_blocks / bpr == p.max_concurrency:  # the paged pool's formula (no state slots)
         out.append(f"max concurrency on {best.label} = {fmt_int(p.kv_cache.num_blocks)} blocks / {fmt_int(bpr)} "
-                   f"blocks per request (one request's {fmt_int(p.request_kv_bytes)} B on this GPU) = "
-                   f"{p.max_concurrency:,.2f}")
+                   f"blocks per request (one request's reservation: {fmt_int(p.request_kv_bytes)} B on this GPU, "
+                   f"blocks of {plural(p.inputs.block_size, 'token')}) = {p.max_concurrency:,.2f}"
+                   + (f" per replica x {p.inputs.dp} replicas" if p.inputs.dp > 1 else ""))
     else:
-        out.append(f"max concurrency on {best.label} = {p.max_concurrency:,.2f} (the engine's formula: "
+        out.append(f"max concurrency on {best.label} = {p.max_concurrency_total:,.2f} (the engine's formula: "
                    f"{p.verdict})")
+    if p.running_limit is not None and p.running_limit < p.max_concurrency:
+        out.append(f"runs at once on {best.label} = min({p.max_concurrency:,.2f}, {p.running_limit_flag} "
+                   f"{fmt_int(p.running_limit)}) = {fmt_int(p.running_limit)} per replica")
     if p.latency:
         out.append(f"decode step on {best.label}, batch {fmt_int(p.latency.batch_per_replica)}: time >= max(FLOPs / "
-                   f"peak, bytes / bandwidth) / {best.tp} + all-reduce = {fmt_seconds(p.latency.tpot_ms / 1e3)}")
+                   f"{best.tp} / peak, one GPU's bytes / bandwidth) + all-reduce = "
+                   f"{fmt_seconds(p.latency.tpot_ms / 1e3)} (one GPU's bytes: its rank's weights as held and its "
+                   "cache, kvplan plan's latency notes)")
     return out
 
 
@@ -449,14 +552,32 @@ def _param_bytes(dtype: str) -> str:
 
 def assumptions(rep: Report, m: ModelReport) -> list[str]:
     e = m.estimate
+    best = m.chosen
+    if best is not None:  # the plan's own names: its cache type, its weights' format (a quantized one's, a GGUF's)
+        kv, weights = best.plan.inputs.kv_dtype, best.plan.per_gpu.weights_format
+    else:
+        q = e.weights.quantization
+        kv, weights = e.kv_cache.dtype, weights_format(q.format if q else None, e.weights.dtype)
+    given = [flag for flag, key in (("--kv-dtype", "kv_dtype"), ("--weight-dtype", "weight_dtype"))
+             if rep.plan_options.get(key) is not None]
+    how = f"{' and '.join(given)} as given" if given else "what the engine serves unless given"
     out = [f"Engine {e.kv_cache.engine}: {e.kv_cache.engine_rule}.",
-           f"KV dtype {e.kv_cache.dtype}, weights {e.weights.dtype} (what the engine serves unless given).",
+           f"KV dtype {kv}, weights {weights} ({how}).",
            f"Card: {m.card.source}"]
+    out += [f"Plan flags, every layout: {_flags_text(rep.plan_options)}."] if _flags_text(rep.plan_options) else []
     out += [f"{d.name}: {_gpu_memory(d)}, {fmt_int(d.memory_bandwidth_bytes_per_s)} B/s ({d.source})"
             for d in rep.gpus]
     # the report's estimate runs at the --max-model-len asked: its notes name that flag
     out += [n.replace("--seq-len ", "--max-model-len ", 1) if n.startswith("--seq-len ") else n for n in e.notes]
     return out
+
+
+def _flags_text(options: dict) -> str:
+    """The plan keywords given to the report, as flags: '--pp 2, --gpu-memory-utilization 0.9'."""
+    shown = [(k, v) for k, v in options.items()
+             if v is not None and v is not False and (k not in ("pp", "dp") or v > 1)]
+    return ", ".join("llama.cpp's flags (in the launch command)" if k == "llama" else
+                     f"--{k.replace('_', '-')}" + ("" if v is True else f" {v}") for k, v in shown)
 
 
 def _gpu_memory(d) -> str:

@@ -8,7 +8,7 @@ from rich.table import Table
 from kvplan.cost.roofline_results import RooflineResult
 from kvplan.planning.results import CheckpointCheck, Estimate, weights_format
 from kvplan.report.console import escape, exact, ms, note, table
-from kvplan.units import fmt_bytes, fmt_int
+from kvplan.units import fmt_bytes, fmt_float, fmt_int
 
 
 def render_estimate(r: Estimate, console: Console) -> None:
@@ -109,5 +109,13 @@ def _roofline_table(roof: RooflineResult) -> Table:
     t.caption = (f"TTFT >= {ms(roof.time_to_first_token_one_request_s)} for one request alone, "
                  f"{ms(roof.time_to_first_token_s)} for the batch of {roof.batch}; TPOT >= "
                  f"{ms(roof.time_per_output_token_s)}, decode <= {roof.decode_tokens_per_s:.0f} tok/s; "
-                 f"fits in {fmt_bytes(roof.gpu_memory_bytes)} (what torch sees): {'yes' if roof.fits_in_memory else 'NO'}")
+                 f"fits in {fmt_bytes(roof.gpu_memory_bytes)} ({_total_how(roof)}): "
+                 f"{'yes' if roof.fits_in_memory else 'NO'}")
     return t
+
+
+def _total_how(roof: RooflineResult) -> str:
+    """What the total is: torch's, or (no visible total recorded) the vendor's figure, which torch shows less of."""
+    if roof.gpu_memory_visible:
+        return "what torch sees"
+    return f"the vendor's {fmt_float(roof.gpu_memory_bytes / 1e9)} GB: no visible total known"

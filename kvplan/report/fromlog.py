@@ -18,7 +18,8 @@ def render_from_log(r: FromLog, console: Console) -> None:
                   f"({escape(r.plan.inputs.engine_rules)})")
     flags = ", ".join(f"{k}={v}" for k, v in r.plan_args.items())
     console.print(f"[bold]launch flags[/bold] {escape(flags)}")
-    pool = "" if r.logged_pool_bytes is None else f" (given {exact(r.logged_pool_bytes)})"
+    # the bytes, not a 3-digit GiB figure beside the log's own (a logged 19.36 GiB read "given 19.4 GiB")
+    pool = "" if r.logged_pool_bytes is None else f" (given {fmt_int(r.logged_pool_bytes)} B)"
     t = table("the log's figures beside kvplan's", ["figure", "logged", "from the flags alone", "verdict",
                                                      f"from the logged pool{pool}", "verdict"], left=("figure",))
     for row in r.rows:
@@ -53,18 +54,25 @@ def _verdict(kind: str | None, err: float | None) -> str:
 def _calibration(r: FromLog, console: Console) -> None:
     c, p = r.calibration, r.calibration.plan
     what = ", ".join(f"{k}={v}" for k, v in c.what_ifs.items()) or "none (the log's own flags)"
-    console.print(f"[bold]calibrated[/bold] on the log's measured budget; what-ifs: {escape(what)}")
+    how = "" if not c.what_ifs else " (scaled: see below)" if c.scaled else " (exact: nothing measured changes)"
+    console.print(f"[bold]calibrated[/bold] on the log's measured budget; what-ifs: {escape(what)}{how}")
     for text in c.measured:
         console.print(f"  measured: {escape(text)}")
     for text in c.scaled:
         console.print(f"  scaled:   {escape(text)}")
-    t = table("calibrated plan", ["", "value"], left=("",), show_header=False)
-    t.add_row("KV cache", exact(p.kv_cache.available_bytes))
-    if p.inputs.paged:
-        t.add_row("blocks", fmt_int(p.kv_cache.num_blocks))
-    t.add_row("tokens", fmt_int(p.kv_cache.tokens))
-    t.add_row("max concurrency", f"{p.max_concurrency:,.2f}x at {fmt_int(p.inputs.max_model_len)} tokens")
-    t.add_row("fits", "yes" if p.fits else f"NO: the longest max_model_len that fits is {fmt_int(p.max_model_len_fit)}")
-    console.print(t)
-    if c.reproduces_log:
-        console.print("  no what-if: the calibrated pool reproduces the logged one (vLLM: to the byte)")
+    if p is None:
+        console.print(f"  calibrated plan: refused: {escape(c.refused or '')}")
+    else:
+        t = table("calibrated plan", ["", "value"], left=("",), show_header=False)
+        t.add_row("KV cache", exact(p.kv_cache.available_bytes))
+        if p.inputs.paged:
+            t.add_row("blocks", fmt_int(p.kv_cache.num_blocks))
+        t.add_row("tokens", fmt_int(p.kv_cache.tokens))
+        t.add_row("max concurrency", f"{p.max_concurrency:,.2f}x at {fmt_int(p.inputs.max_model_len)} tokens")
+        t.add_row("fits", "yes" if p.fits else
+                  f"NO: the longest max_model_len that fits is {fmt_int(p.max_model_len_fit)}")
+        console.print(t)
+    for text in c.notes:
+        note(console, text)
+    if c.reproduction:
+        console.print(f"  no what-if: {escape(c.reproduction)}")

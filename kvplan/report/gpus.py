@@ -21,14 +21,15 @@ def _half(g: GPU) -> str:
 
 def render_gpus(gpus: list[GPU], console: Console) -> None:
     t = table("GPU catalog (dense peak TFLOP/s; sources below)",
-              ["name", "vendor", "memory", "visible", "bandwidth", "bf16/fp16", "fp8", "$/h"], left=("name", "vendor"),
+              ["name", "vendor", "stated", "visible", "bandwidth", "bf16/fp16", "fp8", "$/h"], left=("name", "vendor"),
               compact=True)
     for g in gpus:
-        t.add_row(escape(g.name), escape(g.vendor), fmt_bytes(g.memory_bytes),
+        t.add_row(escape(g.name), escape(g.vendor), g.stated_memory,
                   "-" if g.visible_memory_bytes is None else fmt_bytes(g.visible_memory_bytes),
                   f"{g.memory_bandwidth_bytes_per_s / 1e12:.2f} TB/s", _half(g), _tflops(g.peak_flops.fp8),
                   "-" if g.price_per_hour_usd is None else f"{g.price_per_hour_usd:,.2f}")
     console.print(t)
+    console.print("stated: the vendor's memory (decimal GB); visible: the total torch sees, which plans start from")
     if console.width < 120 and len(gpus) > 12:  # a terminal: the table, and where each figure's source is
         console.print("sources: `kvplan gpus show NAME` (the datasheet, the visible total and the price, each with "
                       "where it was read); piped, this list prints them all", overflow="fold")

@@ -8,7 +8,7 @@ from rich.table import Table
 
 from kvplan.planning.capacity.results import PlanResult, SearchResult
 from kvplan.report.console import escape, exact, ms, note, print_command, table
-from kvplan.units import fmt_bytes, fmt_int, fmt_usd
+from kvplan.units import fmt_bytes, fmt_int, fmt_usd, plural
 
 
 def render_plan(r: PlanResult, console: Console) -> None:
@@ -63,8 +63,14 @@ def _budget_table(r: PlanResult) -> Table:
     t.add_row("- non-torch", exact(g.non_torch_bytes),
               _overhead_how(g, "non_torch", "--non-torch-memory") + _cached_how(g))
     t.add_row("- CUDA graphs", exact(g.cuda_graph_bytes), _overhead_how(g, "cuda_graph", "--cuda-graph-memory"))
-    t.add_row("= KV cache", exact(r.kv_cache.available_bytes),
-              "--kv-cache-memory" if i.kv_cache_memory_bytes is not None else "what is left for the pool")
+    if r.kv_cache.allocated_bytes is None:
+        t.add_row("= KV cache", exact(r.kv_cache.available_bytes),
+                  "--kv-cache-memory" if i.kv_cache_memory_bytes is not None else "what is left for the pool")
+    else:  # llama.cpp allocates n_ctx cells, not what is left
+        t.add_row("= left", exact(r.kv_cache.available_bytes), "what the cache may take")
+        t.add_row("KV cache", exact(r.kv_cache.allocated_bytes),
+                  f"allocated at start-up: n_ctx {fmt_int(r.kv_cache.tokens)} cells on this GPU's layers; the rest "
+                  "stays free")
     t.add_row("KV per token", exact(g.kv_bytes_per_token), f"{i.kv_dtype}, this rank's layers and KV heads")
     return t
 
@@ -123,7 +129,7 @@ def _pool_table(r: PlanResult) -> Table:
         slots = ("every layer slot on the rank" if kv.swa_bytes_per_token is None else
                  f"the full-attention layers' slots; the sliding-window layers' pool: {exact(kv.swa_bytes_per_token)} "
                  "per token")
-        t.add_row("block", f"{i.block_size} tokens, {exact(kv.bytes_per_block)} ({slots})")
+        t.add_row("block", f"{plural(i.block_size, 'token')}, {exact(kv.bytes_per_block)} ({slots})")
         t.add_row("blocks", fmt_int(kv.num_blocks) + (" (min over ranks)" if len(r.ranks) > 1 else ""))
     if kv.groups > 1:
         t.add_row("groups", f"{kv.groups} (hybrid), {kv.padding_layers} padding layers")
@@ -158,11 +164,12 @@ def _ranks_table(r: PlanResult) -> Table:
 def render_search(r: SearchResult, console: Console) -> None:
     title = (f"kvplan plan: {escape(r.model)}, {fmt_int(r.concurrency)} requests of {fmt_int(r.max_model_len)} "
              f"tokens ({r.engine}); {r.layouts_tried} layouts tried")
-    t = table(title, ["GPU", "GPUs", "TPxPPxDP", "reqs", "KV/GPU", "TTFT>=", "TPOT>=", "$/h", "$/Mtok"],
-              left=("GPU",), compact=True)  # the weights per GPU: --json (per_gpu.weights_bytes)
+    t = table(title, ["GPU", "GPUs", "TPxPPxDP", "weights", "reqs", "KV/GPU", "TTFT>=", "TPOT>=", "$/h", "$/Mtok"],
+              left=("GPU", "weights"), compact=True)  # the weights' bytes per GPU: --json (per_gpu.weights_bytes)
     for o in r.options:
-        t.add_row(escape(o.gpu), str(o.num_gpus), f"{o.tp}x{o.pp}x{o.dp}", f"{o.max_concurrency:,.1f}",
-                  fmt_bytes(o.kv_cache.available_bytes), _ms(o.ttft_ms),
+        t.add_row(escape(o.gpu), str(o.num_gpus), f"{o.tp}x{o.pp}x{o.dp}", escape(o.per_gpu.weights_format),
+                  f"{o.max_concurrency:,.1f}",
+                  fmt_bytes(o.kv_cache.cache_bytes), _ms(o.ttft_ms),
                   _ms(o.tpot_ms), "-" if o.price_per_hour is None else f"{o.price_per_hour:,.2f}",
                   "-" if o.usd_per_million_output_tokens is None else fmt_usd(o.usd_per_million_output_tokens))
     console.print(t)

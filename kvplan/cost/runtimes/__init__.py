@@ -84,6 +84,17 @@ def names() -> list[str]:
     return [*_MODULES, *(n for n in RUNTIMES if n not in _MODULES)]
 
 
+# the modelled runtimes whose cache is preallocated to max_cache_len (Engine.static; tests/test_report_inputs.py
+# pins it), named here so that a help text lists the others without importing every runtime's module
+_STATIC = frozenset({"hf-static"})
+
+
+def dynamic_names() -> list[str]:
+    """The runtimes without a preallocated static cache (``compare`` and ``report`` take these): the modelled ones,
+    then those registered."""
+    return [n for n in names() if n not in _STATIC and (n not in RUNTIMES or not RUNTIMES[n].static)]
+
+
 def get_engine(name: str | Runtime) -> Runtime:
     """The runtime object for ``name``, or for ``name==version`` (``vllm==0.11``: the rules of the modelled range
     that covers that release; no version: the newest modelled); KvplanError lists the known ones."""

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from kvplan.cost.parallel import Layout
     from kvplan.cost.runtimes.results import KVCachePool, RankRow
     from kvplan.cost.runtimes.setup import Options, Pool, ServingFlags, Setup, Stage
+    from kvplan.cost.traffic import HeldWeights
     from kvplan.model.card import ModelCard
     from kvplan.model.dtypes import DType
     from kvplan.model.quant import Mxfp4Layout
@@ -55,6 +56,10 @@ class Runtime(Engine):
     long_context_env: ClassVar[str | None] = None
     newest_read: ClassVar[tuple[int, ...]] = ()  # the newest release whose source the rules were read in
     beyond_read: ClassVar[str | None] = None  # --engine NAME==X.Y newer than newest_read: planned on the newest rules
+    # --engine NAME==X.Y as given (None: no release pinned): check_release refuses a card whose architecture this
+    # release's model registry does not hold yet (kvplan.cost.model_registries)
+    pinned: ClassVar[str | None] = None
+    registry_column: ClassVar[str | None] = None  # its column of model_registries.FIRST_RELEASES (None: no table)
     def replica_layout(self, layout: Layout) -> Layout:
         """The layout one replica's weights are split by: ``layout``, or with DP 1 where this runtime's replicas are
         whole copies (``moe_across_dp`` False: no expert split between them; a DP that is no positive int is left for
@@ -69,6 +74,11 @@ class Runtime(Engine):
     mxfp4_layout: ClassVar[Mxfp4Layout | None] = None
     # its launch line loads the card's Hugging Face checkpoint (vLLM, SGLang, ...); llama.cpp's loads a GGUF
     loads_hf_checkpoint: ClassVar[bool] = False
+
+    def mxfp4_layout_on(self, gpu) -> Mxfp4Layout | None:
+        """MXFP4 experts as this runtime holds them on ``gpu`` (None: no GPU named): ``mxfp4_layout`` unless the
+        runtime picks its backend by GPU (vLLM)."""
+        return self.mxfp4_layout
 
     def at_version(self, text: str) -> Runtime:
         """The runtime for release ``text`` of this engine; KvplanError where no version is modelled."""
@@ -109,6 +119,12 @@ class Runtime(Engine):
                 raise KvplanError(f"{flag}: a vLLM scheduler limit; not used by --engine {self.name}")
 
 
+    def cache_type_flags(self, kv_dtype: str | None, llama: LlamaFlags | None
+                         ) -> tuple[str | None, LlamaFlags | None]:
+        """(--kv-dtype, llama.cpp's flags) made one choice where this runtime sets its cache type by flags of its own
+        (llama.cpp's -ctk/-ctv); unchanged here."""
+        return kv_dtype, llama
+
     @property
     def takes_llama_flags(self) -> bool:
         """llama.cpp's flags (-c, -np, -ctk ...): llamacpp and ollama."""
@@ -117,6 +133,17 @@ class Runtime(Engine):
     def estimate_memory(self, card: ModelCard, w_bits: int, seq_len: int, batch: int, flags: LlamaFlags | None):
         """What the engine itself allocates for ``batch`` sequences of ``seq_len`` (llama.cpp: every buffer per
         device); None where the estimate's KV and weights say it all."""
+        return None
+
+    def estimate_held(self, card: ModelCard, w_t: DType, seq_len: int, batch: int, flags: LlamaFlags | None):
+        """What each GPU reads in a step of an estimate where the engine holds the weights otherwise than the
+        estimate's rows count them (llama.cpp: its GGUF buffers; kvplan.cost.traffic.path_traffic's stages); None:
+        the rows say it all (the whole model as the weights row holds it)."""
+        return None
+
+    def weights_label(self, s: Setup) -> str | None:
+        """How the plan's weights are stored where the runtime holds them otherwise than the card and dtype say
+        (llama.cpp: a GGUF type); None: the card's format (kvplan.planning.results.weights_format)."""
         return None
 
     def plan_extras(self, s: Setup) -> dict:
@@ -128,8 +155,22 @@ class Runtime(Engine):
         the embedding on the first stage (and the last when tied), the head on the last (vLLM's llama.py)."""
         return frozenset()
 
+    def check_release(self, card: ModelCard) -> None:
+        """A pinned release (``--engine vllm==0.6.4``) older than the first whose model registry holds the card's
+        architecture (kvplan.cost.model_registries.FIRST_RELEASES): KvplanError naming --engine and that release.
+        No release pinned, or an architecture the table does not know: nothing refused."""
+        if self.pinned is None:
+            return
+        from kvplan.cost.model_registries import release_refusal
+
+        why = release_refusal(self.registry_column, self.name, self.display_name, self.pinned, card.name,
+                              card.hf_architecture)
+        if why:
+            raise KvplanError(why)
+
     def check_servable(self, card: ModelCard, layout: Layout) -> None:
         """What this runtime does not serve (or kvplan does not model) for this card and layout."""
+        self.check_release(card)
         if layout.expert_parallel:
             raise KvplanError(f"--expert-parallel: vLLM's --enable-expert-parallel; not modelled for --engine "
                               f"{self.name}")
@@ -236,6 +277,26 @@ class Runtime(Engine):
                 f"overheads = {fmt_bytes(worst.available)}; raise {flag}, use more GPUs (--tp/--pp) or a bigger --gpu",
                 gpu_bytes=_held(s, worst))
 
+    # -- what one GPU reads in a step (the latency bounds) --
+
+    def held_stages(self, s: Setup, sts: list[Stage]) -> list[tuple[HeldWeights, tuple]]:
+        """Per pipeline stage, what one GPU of it holds as a step reads it (kvplan.cost.traffic.rank_held_weights:
+        its rank's weight shards, the bytes of the plan's weights row) and the cache specs it keeps (its rank's:
+        kv_heads_per_rank heads, MLA latents whole, the states of its TP shapes), for kvplan.cost.traffic
+        .path_traffic."""
+        parts = tuple(st.layers for st in sts)
+        return [held_stage(self, s.card, s.w_t, s.kv_t, s.state_t, s.weight_layout, st.pp_rank, parts) for st in sts]
+
+    def held_layout(self, card: ModelCard, w_t: DType, kv_t: DType, layout: Layout) -> list[tuple[HeldWeights, tuple]]:
+        """``held_stages`` of ``card`` on ``layout`` without a plan (a sweep's row): this runtime's layer split, its
+        replica layout, states in the model dtype beside a quantized K/V (``state_dtype``)."""
+        from kvplan.model.dtypes import parse_dtype
+
+        state_t = self.state_dtype(card, kv_t, parse_dtype(self.default_dtype(card.dtype)[0]))
+        parts = tuple(self.partition(card, layout.pp))
+        return [held_stage(self, card, w_t, kv_t, state_t, self.replica_layout(layout), i, parts)
+                for i in range(layout.pp)]
+
     # -- the pool --
 
     def pool(self, s: Setup, sts: list[Stage]) -> Pool:
@@ -290,6 +351,10 @@ class Runtime(Engine):
     def pool_summary(self, p: Pool, s: Setup) -> str:
         """What the verdict says about the pool after its size."""
         return ""
+
+    def search_note(self) -> str | None:
+        """What a layout search with this runtime should say about its options beyond the order (None: nothing)."""
+        return None
 
     def notes(self, s: Setup, p: Pool) -> list[str]:
         """The runtime's own notes on a plan (budget, scheduler, states)."""
@@ -352,9 +417,22 @@ class VersionRange:
 
 
 def at_range(rt: Runtime, root: type, text: str, versions) -> Runtime:
-    """``--engine NAME==X.Y[.Z]``: the runtime object of the modelled range of ``versions`` covering ``release``, one
-    instance per range (a subclass of ``root`` whose ``version`` and ``rules`` are that range's); KvplanError naming
-    --engine and the modelled ranges otherwise."""
+    """``--engine NAME==X.Y[.Z]``: the runtime object of the modelled range of ``versions`` covering that release,
+    one instance per release as given (a subclass of the range's runtime whose ``pinned`` is ``text``: the release a
+    card's architecture is checked against, Runtime.check_release); KvplanError naming --engine and the modelled
+    ranges otherwise."""
+    base = _range_runtime(rt, root, text, versions)
+    pinned = str(text).strip()
+    key = (type(base), pinned)
+    if key not in _RANGES:
+        _RANGES[key] = type(type(base).__name__, (type(base),), {"pinned": pinned, "__doc__": type(base).__doc__})()
+    return _RANGES[key]
+
+
+def _range_runtime(rt: Runtime, root: type, text: str, versions) -> Runtime:
+    """The runtime object of the modelled range covering release ``text``, one instance per range (a subclass of
+    ``root`` whose ``version`` and ``rules`` are that range's; a release newer than ``newest_read``: one per release,
+    ``beyond_read`` set)."""
     release = parse_release("--engine", text)
     family = next((f for f in versions if f.covers(release)), None)
     if family is None:
@@ -363,7 +441,7 @@ def at_range(rt: Runtime, root: type, text: str, versions) -> Runtime:
     if family.last is None and rt.newest_read and release > rt.newest_read:  # a release kvplan has not read
         key = (root, family, release)
         if key not in _RANGES:
-            base = at_range(rt, root, ".".join(map(str, rt.newest_read)), versions)
+            base = _range_runtime(rt, root, ".".join(map(str, rt.newest_read)), versions)
             _RANGES[key] = type(f"{type(base).__name__}_beyond", (type(base),), {"beyond_read": str(text)})()
         return _RANGES[key]
     if family is rt.version:
@@ -412,6 +490,17 @@ def _stage_weights(engine: Runtime, card: ModelCard, w_t: DType, kv_t: DType, st
     from kvplan.cost.runtimes.setup import LayerSpecs
 
     return w, LayerSpecs(rank_kv_specs(card, kv_t, engine, layout, pp_rank, stages=list(parts), state_t=state_t))
+
+
+@lru_cache(maxsize=4096)
+def held_stage(engine: Runtime, card: ModelCard, w_t: DType, kv_t: DType, state_t: DType | None, layout: Layout,
+               pp_rank: int, parts: tuple[range, ...]) -> tuple[HeldWeights, tuple]:
+    """One stage of ``held_stages``: its rank's weights as a step reads them and its cache specs, once per layout
+    and stage (``_stage_weights``'s arguments)."""
+    from kvplan.cost.traffic import rank_held_weights
+
+    w, specs = _stage_weights(engine, card, w_t, kv_t, state_t, layout, pp_rank, parts)
+    return rank_held_weights(card, w_t, layout, w), specs.counts
 
 
 def longest(ok, hi: int) -> int:

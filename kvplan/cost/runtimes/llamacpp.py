@@ -52,8 +52,8 @@ def hparams_and_weights(card, w_bits: int, quant: str | None = None):
     per = [body // card.num_layers] * card.num_layers
     per[0] += body - sum(per)
     tied_copy = p.embedding if card.tie_embeddings else 0  # llama.cpp loads a tied token_embd again as the output
-    layers = [to_bytes(x) + sum(b for _, b in e) for x, e in zip(per, experts)]
-    return hparams_from_card(card), (layers, to_bytes(emb), to_bytes(out + tied_copy), experts)
+    layers = tuple(to_bytes(x) + sum(b for _, b in e) for x, e in zip(per, experts))
+    return hparams_from_card(card), (layers, to_bytes(emb), to_bytes(out + tied_copy), tuple(experts))
 
 
 def _expert_tensors(card, i: int) -> tuple[tuple[str, int], ...]:
@@ -131,7 +131,7 @@ def fits_whole(m: lc.LlamaMemory, total: int, max_model_len: int, backend: str =
 
 def slots(f: lc.LlamaFlags, n: int, max_model_len: int) -> lc.LlamaFlags:
     """``f`` with -np n -c n x max_model_len: n streams of max_model_len cells, as an explicit -np gives."""
-    return replace(f, n_parallel=n, n_ctx=n * max_model_len, kv_unified=False)
+    return f.replaced(n_parallel=n, n_ctx=n * max_model_len, kv_unified=False)
 
 
 def at_context(f: lc.LlamaFlags, max_model_len: int) -> lc.LlamaFlags:
@@ -178,13 +178,13 @@ def kv_ladder(f: lc.LlamaFlags) -> list[lc.LlamaFlags]:
         k = f.type_k if f.is_given("type_k") else t
         v = f.type_v if f.is_given("type_v") else t
         fa = f.flash_attn if f.is_given("flash_attn") or lc.KV_TYPES[v][0] == 1 else "on"
-        g = replace(f, type_k=k, type_v=v, flash_attn=fa)
+        g = f.replaced(type_k=k, type_v=v, flash_attn=fa)
         if g not in out:
             out.append(g)
     return out
 
 
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=512)  # a search asks once per GPU type and pipeline size
 def quant_search(card, f: lc.LlamaFlags, total: int, max_model_len: int, w_bits: int
                  ) -> tuple[tuple[str, lc.LlamaFlags, bool], ...]:
     """Every llama-quantize type of kvplan.cost.gguf_quant (largest first) as (type, flags, fits): the flags at the
@@ -196,7 +196,7 @@ def quant_search(card, f: lc.LlamaFlags, total: int, max_model_len: int, w_bits:
     for q in FILE_TYPES:
         hp, weights = hparams_and_weights(card, w_bits, q)
         tried, ok = [], False
-        for g in kv_ladder(replace(f, gguf_quant=q)):
+        for g in kv_ladder(f.replaced(gguf_quant=q)):
             try:
                 m = lc.memory(hp, at_context(g, max_model_len), weights, lora)
             except Refused:  # e.g. a quantized V cache with -fa off given, a block that does not divide the head
@@ -206,12 +206,12 @@ def quant_search(card, f: lc.LlamaFlags, total: int, max_model_len: int, w_bits:
                 ok = True
                 break
         if not tried:  # every pair refused: llama.cpp's reason for the first
-            lc.memory(hp, at_context(kv_ladder(replace(f, gguf_quant=q))[0], max_model_len), weights, lora)
+            lc.memory(hp, at_context(kv_ladder(f.replaced(gguf_quant=q))[0], max_model_len), weights, lora)
         rows.append((q, tried[-1], ok))
     return tuple(rows)
 
 
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=512)
 def choose(card, f: lc.LlamaFlags, total: int, max_model_len: int, w_bits: int) -> lc.LlamaFlags:
     """The plan's flags from ``quant_search``: --gguf-quant as given, else the first type that fits with 8- or 16-bit
     K/V, else the first that fits at all (the checkpoint's own 16-bit type before the other), else the smallest;
@@ -231,7 +231,7 @@ def choose(card, f: lc.LlamaFlags, total: int, max_model_len: int, w_bits: int) 
         q, g, ok = next((r for r in order if r[2] and r[1].type_k not in coarse and r[1].type_v not in coarse),
                         next((r for r in order if r[2]), order[-1]))
     if ok and not f.is_given("n_gpu_layers"):
-        g = replace(g, n_gpu_layers=hparams_and_weights(card, w_bits, q)[0].n_layer + 1)
+        g = g.replaced(n_gpu_layers=hparams_and_weights(card, w_bits, q)[0].n_layer + 1)
     return g
 
 
@@ -254,8 +254,16 @@ class LlamaCpp(Runtime):
     serves_fp32 = False
     default_parallel: int | None = None  # llama-server: auto (4 slots, unified)
 
-    kv_dtypes = ("fp32", "fp16", "bf16")
+    kv_dtypes = ("fp32", "fp16", "bf16")  # -ctk/-ctv f32, f16, bf16 (lc.KV_DTYPE_TYPES)
     _dtype_hint = " (llama.cpp's quantized caches: -ctk/-ctv q8_0, q4_0, ... on estimate and plan)"
+
+    def default_kv_dtype(self, card_dtype: str) -> tuple[str, str | None]:
+        """-ctk/-ctv f16 whatever the weights' dtype (common/common.h cache_type_k, cache_type_v)."""
+        return "fp16", None
+
+    def cache_type_flags(self, kv_dtype, llama):
+        """--kv-dtype is -ctk and -ctv of its type; -ctk/-ctv given alike are that --kv-dtype (lc.cache_types)."""
+        return lc.cache_types(kv_dtype, llama)
 
     # -- cache rules: one sequence of seq_len tokens in its own stream (-np batch, no unified cache) --
 
@@ -271,7 +279,27 @@ class LlamaCpp(Runtime):
 
     def estimate_memory(self, card, w_bits, seq_len, batch, flags):
         """``batch`` slots of ``seq_len`` cells each (-np batch, -c seq_len x batch) unless the flags say otherwise."""
-        hp, weights = hparams_and_weights(card, w_bits, (flags or lc.LlamaFlags()).gguf_quant)
+        f = self._estimate_flags(seq_len, batch, flags)
+        hp, weights = hparams_and_weights(card, w_bits, f.gguf_quant)
+        return lc.memory(hp, f, weights, adapters(card, f))
+
+    def estimate_held(self, card, w_t, seq_len, batch, flags):
+        """Each GPU of the estimate's llama-server (``estimate_memory``'s flags), as a step reads it: its GGUF
+        tensors and caches (``lc.step_view``); None without a GPU (-ngl 0 or no GPU backend)."""
+        f = self._estimate_flags(seq_len, batch, flags)
+        hp, weights = hparams_and_weights(card, w_t.bits, f.gguf_quant)
+        lora = adapters(card, f)
+        return [lc.step_view(hp, f, weights, lora, f"{f.backend}{i}", w_t) for i in range(f.n_gpus)] or None
+
+    def weights_label(self, s: Setup) -> str | None:
+        """The GGUF type the plan loads: --gguf-quant or the searched one; a GGUF file's own tensor types."""
+        from kvplan.model.gguf import gguf_path_of
+
+        q = self.flags(s).gguf_quant
+        return f"GGUF {q}" if q else "GGUF (the file's tensor types)" if gguf_path_of(s.card) else None
+
+    def _estimate_flags(self, seq_len: int, batch: int, flags: lc.LlamaFlags | None) -> lc.LlamaFlags:
+        """``flags`` with llama-server's -np and -c for ``batch`` slots of ``seq_len`` cells where not given."""
         f = flags or lc.LlamaFlags()
         if f.n_parallel is None:
             f = replace(f, n_parallel=batch)
@@ -282,7 +310,7 @@ class LlamaCpp(Runtime):
             raise KvplanError(f"-c/--ctx-size: {f.n_ctx:,} cells over {f.n_parallel} slot(s) hold {per_slot:,} tokens "
                               f"per sequence, fewer than --seq-len {seq_len:,}; allowed: -c of at least "
                               f"{seq_len * (1 if f.kv_unified else f.n_parallel):,}, or a shorter --seq-len")
-        return lc.memory(hp, f, weights, adapters(card, f))
+        return f
 
     def check_servable(self, card, layout) -> None:
         """One llama-server: its layers split over --pp GPUs (-ts, --split-mode layer, the default); llama.cpp's
@@ -343,7 +371,7 @@ class LlamaCpp(Runtime):
     def memory(self, s: Setup, n_ctx: int | None = None) -> lc.LlamaMemory:
         f = self.flags(s)
         hp, weights = hparams_and_weights(s.card, s.w_t.bits, f.gguf_quant)
-        return lc.memory(hp, f if n_ctx is None else replace(f, n_ctx=n_ctx), weights, adapters(s.card, f))
+        return lc.memory(hp, f if n_ctx is None else f.replaced(n_ctx=n_ctx), weights, adapters(s.card, f))
 
     def _gpus(self, s: Setup) -> list[str]:
         return [f"{s.opts.llama.backend}{i}" for i in range(s.opts.llama.n_gpus)]
@@ -361,6 +389,15 @@ class LlamaCpp(Runtime):
             layers = range(mine[0], mine[-1] + 1) if mine else range(0)
             out.append(Stage(i, layers, 0, weights, 0, compute, 0, 0, s.total, s.total - weights - compute))
         return out
+
+    def held_stages(self, s: Setup, sts: list[Stage]):
+        """Per GPU of the server (its stages, in layer order), what a step reads there (``lc.step_view``): the
+        GGUF tensors it holds and its caches at -ctk/-ctv. Layers left on the CPU (-ngl) are read there, at host
+        memory bandwidth, which the GPU's bound does not count."""
+        f = self.flags(s)
+        hp, weights = hparams_and_weights(s.card, s.w_t.bits, f.gguf_quant)
+        lora = adapters(s.card, f)
+        return [lc.step_view(hp, f, weights, lora, gpu, s.w_t) for gpu in self._gpus(s)]
 
     def pool(self, s: Setup, sts: list[Stage]) -> Pool:
         """The cache llama.cpp allocates at start-up (n_ctx cells, whatever the requests): it fits every GPU or it
@@ -381,7 +418,7 @@ class LlamaCpp(Runtime):
         rows = [rank_row(x, cb // max(1, c.n_ctx), c.n_ctx, fit) for x, cb in zip(sts, caches)]
         pool = KVCachePool(available_bytes=st.available, block_size=1, bytes_per_block=per_cell,
                            num_blocks=c.n_ctx, tokens=c.n_ctx, groups=len(m.caches), padding_layers=0,
-                           blocks_per_request=c.n_ctx_seq)
+                           blocks_per_request=c.n_ctx_seq, allocated_bytes=cache)
         # one request: its slot's share of the cache (-np slots of n_ctx_seq cells; a unified cache shares them)
         return Pool(st, pool, conc, cache // max(1, c.n_seq_max), fits, fit, rows)
 
@@ -444,6 +481,13 @@ class LlamaCpp(Runtime):
             return f" (n_ctx {p.pool.tokens:,} cells)"
         kv = f.type_k if f.type_k == f.type_v else f"{f.type_k}/{f.type_v}"
         return f" (n_ctx {p.pool.tokens:,} cells, K/V {kv}; weights GGUF {f.gguf_quant})"
+
+    def search_note(self) -> str | None:
+        return (f"{self.display_name}: where the plan picks the GGUF quant (a card without a GGUF, no --gguf-quant), "
+                "each layout takes the largest llama-quantize type whose weights and cache fit its GPUs (the weights "
+                "column), so layouts of the same GPU count can differ in quant: the order above does not weigh it, "
+                "and a smaller quant (lower quality) can come first on price or the TPOT bound. To keep a quant, "
+                "give --gguf-quant, or plan the layout with --gpu NAME --pp N.")
 
     def model_file(self, s: Setup, repo: str) -> str:
         """The GGUF the launch line loads: the card's own, else at a llama-quantize type the Hub repository's name and

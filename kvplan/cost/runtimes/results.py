@@ -43,3 +43,11 @@ class KVCachePool(BaseModel):
     swa_bytes_per_token: int | None = None
     state_page_bytes: int = 0  # vLLM: one state layer's page (conv + SSM states of one request), unpadded
     state_page_padded_bytes: int | None = None  # vLLM hybrid: that page padded to the attention page
+    # the cache the engine allocates where it is not all of available_bytes (llama.cpp, Ollama: n_ctx cells,
+    # whatever memory is left); None: the pool fills available_bytes (vLLM, SGLang, ...)
+    allocated_bytes: int | None = None
+
+    @property
+    def cache_bytes(self) -> int:
+        """The cache the engine holds per GPU: what it allocates, else the whole pool."""
+        return self.available_bytes if self.allocated_bytes is None else self.allocated_bytes

@@ -191,6 +191,14 @@ class LayerSpecs(tuple):
         """The conv and SSM states of one request on this rank (all its state layers), unpadded."""
         return sum(s.bytes_per_token for s in self if s.per_sequence)
 
+    @cached_property
+    def counts(self) -> tuple[tuple[KVLayerSpec, int], ...]:
+        """Equal specs merged, (spec, how many layers), as kvplan.cost.kvspec.layer_spec_counts gives them: the
+        per-step sums of kvplan.cost.traffic run over these."""
+        from collections import Counter
+
+        return tuple(Counter(self).items())
+
 
 @dataclass(frozen=True)
 class Stage:

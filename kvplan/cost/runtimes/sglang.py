@@ -33,16 +33,51 @@ class SglangVersion(VersionRange):
     rope_cache_fp32: bool  # the rotary cos/sin cache stays float32 on CUDA (sglang PR 3134, 0.4.2; sg.rope_cache_bytes)
     mid_tier: tuple[int, int, int] = sg.MID_TIER_0_5_20  # the reserved default's 20 - 35 GiB GPU tier
     # the hybrid sliding-window pool (serving_sglang.hybrid_swa_tokens): the architectures that get it by default
-    # (is_hybrid_swa_model as the range's releases list them; empty: not modelled before 0.5.10) and 0.5.10's split
-    # from the single pool's token capacity (``swa_from_capacity``; 0.5.11+ divide the pool by the weighted cell)
+    # (as the range's releases decide it: serving_sglang's HYBRID_SWA_ARCHITECTURES_*; empty: none), how the pool is
+    # split (serving_sglang.SWA_SPLITS: "cell" 0.5.11+, "capacity" 0.5.9-0.5.10, "layers" 0.4.10-0.5.8) and what a
+    # request is charged in the sliding pool at admission (serving_sglang.SWA_CHARGES, swa_tokens_per_request:
+    # "whole" before 0.5.11, "window_floor" 0.5.11-0.5.16, "window" 0.5.17+)
     swa_architectures: frozenset[str] = frozenset()
-    swa_from_capacity: bool = False
-    # 0.5.10+: on Blackwell (SM100) a model without MLA defaults to the trtllm_mha attention backend
-    # (server_args.py _get_default_attn_backend; 0.5.20+ arg_groups/model_override_base.py), which takes these page
-    # sizes and changes any other to 64 ("TensorRT-LLM MHA only supports page_size of 16, 32 or 64, changing
-    # page_size from None to 64"; 128 joins in 0.5.16-0.5.18, which the 0.5.11-0.5.19 range takes); empty: the page
-    # size stays 1 (before 0.5.10 only some model families defaulted to trtllm_mha: not modelled)
+    swa_split: str = "cell"
+    swa_charge: str = "window"
+    # 0.5.16+ (schedule_policy.py _swa_chunk_cap): a request whose charge the sliding pool cannot meet is admitted with
+    # a smaller prefill chunk, so it needs only the window it keeps (0.5.16-0.5.17 whenever the free tokens fall
+    # short, 0.5.18+ when the whole pool does: _swa_req_never_fits); before, it waits for the charge
+    swa_chunk_shrink: bool = True
+    # 0.5.20+ (pool_configurator.py validate_swa_pool_size): start-up refuses a sliding pool of at most the window + a
+    # page
+    swa_pool_check: bool = True
+    # architectures the release gives one pool after all (server_args.py _handle_model_specific_adjustments, 0.5.8 -
+    # 0.5.9: "Disable hybrid SWA memory for GPT-OSS model with trtllm_mha attention backend"; 0.5.8 also "... with
+    # speculative decoding")
+    swa_single_under_trtllm_mha: frozenset[str] = frozenset()
+    swa_single_with_speculative: frozenset[str] = frozenset()
+    # the trtllm_mha attention backend on Blackwell (SM100), which takes these page sizes and changes any other to 64
+    # ("TensorRT-LLM MHA only supports page_size of 16, 32 or 64, changing page_size from None to 64"; 128 joins in
+    # 0.5.17); empty: never the default (the page size stays 1). Whose default it is: ``trtllm_mha_architectures``
+    # None: every model without MLA (0.5.7+: serving_sglang.trtllm_mha_default) but the state-space hybrids the
+    # release's model-specific adjustments give another backend on SM100 first: ``trtllm_mha_exceptions`` always,
+    # ``trtllm_mha_spec_exceptions`` unless speculative decoding is on (0.5.10+: serving_sglang.TRTLLM_MHA_*); a set:
+    # those families only (0.5.1-0.5.6: serving_sglang.TRTLLM_MHA_ARCHITECTURES_*)
     trtllm_mha_pages: tuple[int, ...] = ()
+    trtllm_mha_architectures: frozenset[str] | None = None
+    trtllm_mha_exceptions: frozenset[str] = frozenset()
+    trtllm_mha_spec_exceptions: frozenset[str] = frozenset()
+
+    def uses_trtllm_mha(self, gpu, card, speculative: bool, eagle_topk: int | None) -> bool:
+        """This release serves ``card`` on ``gpu`` with trtllm_mha when no attention backend is given."""
+        if not self.trtllm_mha_pages:
+            return False
+        if self.trtllm_mha_architectures is not None:  # a family's own branch: SM100 alone decides
+            return (card.hf_architecture in self.trtllm_mha_architectures
+                    and sg.sm100(gpu.vendor, gpu.compute_capability))
+        # the exceptions are hybrids with state layers (GraniteMoeHybridForCausalLM only "if has_mamba": Granite 4.0
+        # Micro, all attention, keeps trtllm_mha)
+        arch = card.hf_architecture
+        excepted = card.state_layers > 0 and (arch in self.trtllm_mha_exceptions
+                                              or (arch in self.trtllm_mha_spec_exceptions and not speculative))
+        return not excepted and sg.trtllm_mha_default(gpu.vendor, gpu.compute_capability, card.mla is not None,
+                                                      speculative, eagle_topk)
 
     def default_mfs(self, gpu_mem_mib: int, tp: int, pp: int, mla: bool, cuda: bool) -> float:
         """SGLang's mem_fraction_static when --mem-fraction-static is not given, as this release computes it."""
@@ -57,6 +92,20 @@ class SglangVersion(VersionRange):
         return sg.default_mem_fraction_static(gpu_mem_mib, tp, pp, mla, self.reserves_prefill_graphs, self.mid_tier)
 
 
+# the ranges before 0.5.11 charge a request its whole length in the sliding pool and check nothing at start-up
+_WHOLE = {"swa_charge": "whole", "swa_chunk_shrink": False, "swa_pool_check": False}
+
+
+def _late(span: str, first: tuple[int, int, int], swa_architectures: frozenset[str], pages: tuple[int, ...],
+          exceptions: frozenset[str], spec_exceptions: frozenset[str], last: tuple[int, int, int] | None = None,
+          **rules) -> SglangVersion:
+    """A range 0.5.10 - 0.5.19 (``last`` None: ``first`` alone): the reserved-memory default with prefill graphs
+    (0.5.5's middle GPU tier), trtllm_mha the SM100 default for a model without MLA but the state-space hybrids
+    ``exceptions`` and, without speculative decoding, ``spec_exceptions`` (serving_sglang.TRTLLM_MHA_*)."""
+    return SglangVersion(f"SGLang {span} (reserved-memory default with prefill graphs)", first, last or first,
+                         "reserved", True, True, sg.MID_TIER_0_5_5, swa_architectures, **rules, trtllm_mha_pages=pages,
+                         trtllm_mha_exceptions=exceptions, trtllm_mha_spec_exceptions=spec_exceptions)
+
 VERSIONS = (
     SglangVersion("SGLang 0.4.0-0.4.1 (mem_fraction_static by TP size, rotary cache in the model dtype)", (0, 4, 0),
                   (0, 4, 1), "tp", False, False),
@@ -65,23 +114,79 @@ VERSIONS = (
                   True),
     SglangVersion("SGLang 0.4.7 (by TP x PP up to 80 GiB, 18 GiB kept above 96 GiB)", (0, 4, 7), (0, 4, 7), "0.4.7",
                   False, True),
-    SglangVersion("SGLang 0.4.8-0.5.2 (GiB kept by GPU tier)", (0, 4, 8), (0, 5, 2), "tiers", False, True),
-    # sglang PR 10975's heuristic (reserved MiB by GPU memory)
+    # 0.4.8 - 0.5.2 keep mem_fraction_static's GPU tiers; the hybrid SWA pool splits them (serving_sglang's comment
+    # above SWA_LAYER_KINDS has each release's rule). 0.4.8 - 0.4.9: no hybrid pool by default
+    SglangVersion("SGLang 0.4.8-0.4.9 (GiB kept by GPU tier)", (0, 4, 8), (0, 4, 9), "tiers", False, True),
+    # 0.4.10 (model_runner.py): Gemma 2/3/3n get a hybrid pool, split by layers (set_num_token_hybrid)
+    SglangVersion("SGLang 0.4.10 (GiB kept by GPU tier; Gemma 2/3 hybrid SWA pool)", (0, 4, 10), (0, 4, 10), "tiers",
+                  False, True, swa_architectures=sg.HYBRID_SWA_ARCHITECTURES_0_4_10, swa_split="layers",
+                  **_WHOLE),
+    # 0.5.1 (read): server_args.py forces one pool for every class the model_runner rule would give two; trtllm_mha on
+    # SM100 for gpt-oss (model_specific_adjustments). 0.5.0 and 0.5.2 (wheels not read) follow 0.5.1 (the Gemma
+    # override came with sglang PR 8895, "Disable gemma3 for SWA", merged 2025-08-07, after 0.4.10)
+    SglangVersion("SGLang 0.5.0-0.5.2 (GiB kept by GPU tier)", (0, 5, 0), (0, 5, 2), "tiers", False, True,
+                  trtllm_mha_pages=sg.TRTLLM_MHA_PAGES_0_5_1,
+                  trtllm_mha_architectures=sg.TRTLLM_MHA_ARCHITECTURES_0_5_1),
+    # sglang PR 10975's heuristic (reserved MiB by GPU memory); one pool as in 0.5.1; trtllm_mha on SM100 for gpt-oss
+    # and Olmo2 (0.5.4 read; 0.5.3, not read, follows it)
     SglangVersion("SGLang 0.5.3-0.5.4 (reserved-memory default, no prefill graphs)", (0, 5, 3), (0, 5, 4),
-                  "reserved", False, True, sg.MID_TIER_0_5_3),
-    SglangVersion("SGLang 0.5.5-0.5.9 (reserved-memory default, no prefill graphs)", (0, 5, 5), (0, 5, 9),
-                  "reserved", False, True, sg.MID_TIER_0_5_5),
+                  "reserved", False, True, sg.MID_TIER_0_5_3, trtllm_mha_pages=sg.TRTLLM_MHA_PAGES_0_5_1,
+                  trtllm_mha_architectures=sg.TRTLLM_MHA_ARCHITECTURES_0_5_4),
+    # 0.5.5 - 0.5.6 (read): one pool; trtllm_mha on SM100 for gpt-oss, Olmo2 and Llama 4
+    SglangVersion("SGLang 0.5.5-0.5.6 (reserved-memory default, no prefill graphs)", (0, 5, 5), (0, 5, 6),
+                  "reserved", False, True, sg.MID_TIER_0_5_5, trtllm_mha_pages=sg.TRTLLM_MHA_PAGES_0_5_1,
+                  trtllm_mha_architectures=sg.TRTLLM_MHA_ARCHITECTURES_0_5_5),
+    # 0.5.7: trtllm_mha the SM100 default for every model without MLA; a hybrid pool for MiMo-V2-Flash only
+    # (model_config.py is_hybrid_model), split by layers (model_runner_kv_cache_mixin.py set_num_tokens_hybrid_swa)
+    SglangVersion("SGLang 0.5.7 (reserved-memory default, no prefill graphs; trtllm_mha on Blackwell)", (0, 5, 7),
+                  (0, 5, 7), "reserved", False, True, sg.MID_TIER_0_5_5, sg.HYBRID_SWA_ARCHITECTURES_0_5_7, "layers",
+                  **_WHOLE, trtllm_mha_pages=sg.TRTLLM_MHA_PAGES_0_5_1,
+                  trtllm_mha_exceptions=sg.TRTLLM_MHA_EXCEPTIONS_0_5_7),
+    # 0.5.8: is_hybrid_swa_model (Llama 4, gpt-oss, MiMo-V2), split by layers; gpt-oss single under trtllm_mha or
+    # speculative decoding (server_args.py _handle_model_specific_adjustments)
+    SglangVersion("SGLang 0.5.8 (reserved-memory default, no prefill graphs; hybrid SWA pool split by layers)",
+                  (0, 5, 8), (0, 5, 8), "reserved", False, True, sg.MID_TIER_0_5_5, sg.HYBRID_SWA_ARCHITECTURES_0_5_8,
+                  "layers", **_WHOLE,
+                  swa_single_under_trtllm_mha=frozenset({"GptOssForCausalLM"}),
+                  swa_single_with_speculative=frozenset({"GptOssForCausalLM"}),
+                  trtllm_mha_pages=sg.TRTLLM_MHA_PAGES_0_5_1, trtllm_mha_exceptions=sg.TRTLLM_MHA_EXCEPTIONS_0_5_7),
+    # 0.5.9: 0.5.10's list and split from the single pool's capacity (set_num_tokens_hybrid_swa: "unified
+    # memory-based allocation"); gpt-oss single under trtllm_mha only
+    SglangVersion("SGLang 0.5.9 (reserved-memory default, no prefill graphs; hybrid SWA pool split by bytes)",
+                  (0, 5, 9), (0, 5, 9), "reserved", False, True, sg.MID_TIER_0_5_5, sg.HYBRID_SWA_ARCHITECTURES_0_5_10,
+                  "capacity", **_WHOLE,
+                  swa_single_under_trtllm_mha=frozenset({"GptOssForCausalLM"}),
+                  trtllm_mha_pages=sg.TRTLLM_MHA_PAGES_0_5_1, trtllm_mha_exceptions=sg.TRTLLM_MHA_EXCEPTIONS_0_5_9),
     # piecewise (prefill) CUDA graphs on by default from 0.5.10 (docs/logs/sglang-code52132052242-qwen3-8b-b200.log
     # captures them); 0.5.6 has them off (docs/logs/sglang-code46415979912-lfm2-700m.log)
-    SglangVersion("SGLang 0.5.10 (reserved-memory default with prefill graphs)", (0, 5, 10), (0, 5, 10),
-                  "reserved", True, True, sg.MID_TIER_0_5_5, sg.HYBRID_SWA_ARCHITECTURES_0_5_10, True,
-                  sg.TRTLLM_MHA_PAGES_0_5_10),
-    SglangVersion("SGLang 0.5.11-0.5.19 (reserved-memory default with prefill graphs)", (0, 5, 11), (0, 5, 19),
-                  "reserved", True, True, sg.MID_TIER_0_5_5, sg.HYBRID_SWA_ARCHITECTURES_0_5_11,
-                  trtllm_mha_pages=sg.TRTLLM_MHA_PAGES_0_5_18),
+    # 0.5.10's scheduler still charges a request its whole length in the sliding pool (schedule_policy.py
+    # PrefillAdder.rem_total_tokens: the min of both pools; _swa_budget_for_req arrives in 0.5.11)
+    _late("0.5.10", (0, 5, 10), sg.HYBRID_SWA_ARCHITECTURES_0_5_10, sg.TRTLLM_MHA_PAGES_0_5_1,
+          sg.TRTLLM_MHA_EXCEPTIONS_0_5_10, sg.TRTLLM_MHA_SPEC_EXCEPTIONS_0_5_10, swa_split="capacity", **_WHOLE),
+    # 0.5.11 - 0.5.15 (0.5.11, 0.5.12, 0.5.13, 0.5.14, 0.5.15 read): schedule_policy.py _swa_budget_for_req charges
+    # the window as a floor, and a request the free sliding tokens do not cover waits; no start-up check of the pool
+    _late("0.5.11-0.5.15", (0, 5, 11), sg.HYBRID_SWA_ARCHITECTURES_0_5_11, sg.TRTLLM_MHA_PAGES_0_5_1,
+          sg.TRTLLM_MHA_EXCEPTIONS_0_5_11, sg.TRTLLM_MHA_SPEC_EXCEPTIONS_0_5_11, last=(0, 5, 15),
+          swa_charge="window_floor", swa_chunk_shrink=False, swa_pool_check=False),
+    # 0.5.16: the same charge (max(alloc - window, 0) + _swa_reserved_tokens); a request it does not fit is admitted
+    # with a smaller chunk (_swa_chunk_cap)
+    _late("0.5.16", (0, 5, 16), sg.HYBRID_SWA_ARCHITECTURES_0_5_16, sg.TRTLLM_MHA_PAGES_0_5_1,
+          sg.TRTLLM_MHA_EXCEPTIONS_0_5_11, sg.TRTLLM_MHA_SPEC_EXCEPTIONS_0_5_11, swa_charge="window_floor",
+          swa_pool_check=False),
+    # 0.5.17 - 0.5.18 (both read): the window in the charge is min(extend + decode, window), no longer a floor;
+    # trtllm_mha takes 128-token pages
+    _late("0.5.17-0.5.18", (0, 5, 17), sg.HYBRID_SWA_ARCHITECTURES_0_5_17, sg.TRTLLM_MHA_PAGES_0_5_17,
+          sg.TRTLLM_MHA_EXCEPTIONS_0_5_17, sg.TRTLLM_MHA_SPEC_EXCEPTIONS_0_5_17, last=(0, 5, 18),
+          swa_pool_check=False),
+    # 0.5.19: Nemotron-H takes trtllm_mha on SM100 (model_overrides/nemotron_h.py)
+    _late("0.5.19", (0, 5, 19), sg.HYBRID_SWA_ARCHITECTURES_0_5_19, sg.TRTLLM_MHA_PAGES_0_5_17,
+          sg.TRTLLM_MHA_EXCEPTIONS_0_5_19, sg.TRTLLM_MHA_SPEC_EXCEPTIONS_0_5_17, swa_pool_check=False),
+    # 0.5.20+ (0.5.20 - 0.5.23 read): pool_configurator.py validate_swa_pool_size refuses a sliding pool of at most the
+    # window + a page at start-up
     SglangVersion(f"SGLang 0.5.20+ (read in {sg.RULES.split()[-1]}; reserved-memory default with prefill graphs)",
                   (0, 5, 20), None, "reserved", True, True, swa_architectures=sg.HYBRID_SWA_ARCHITECTURES_0_5_20,
-                  trtllm_mha_pages=sg.TRTLLM_MHA_PAGES_0_5_18),
+                  trtllm_mha_pages=sg.TRTLLM_MHA_PAGES_0_5_17, trtllm_mha_exceptions=sg.TRTLLM_MHA_EXCEPTIONS_0_5_19,
+                  trtllm_mha_spec_exceptions=sg.TRTLLM_MHA_SPEC_EXCEPTIONS_0_5_20),
 )
 
 
@@ -98,6 +203,7 @@ class SGLang(Server):
     launches_replicas = True  # --dp-size
     kv_follows_model_dtype = True
     newest_read = (0, 5, 23)  # the newest release whose source the rules were read in
+    registry_column = "sglang"  # model_registries.FIRST_RELEASES: the first release loading each architecture
     long_context_env = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"  # configs/model_config.py
     # PD decode pre-allocates input_len + num_reserved_decode_tokens per request (srt/disaggregation/decode.py
     # _prealloc_required_tokens; server_args.py num_reserved_decode_tokens, default 512)
@@ -150,42 +256,54 @@ class SGLang(Server):
 
         speculative = parse_sglang_speculative(flags, card)
         pages = self.version.trtllm_mha_pages
-        trtllm = bool(pages) and sg.trtllm_mha_default(gpu.vendor, gpu.compute_capability, card.mla is not None,
-                                                       speculative is not None, flags.speculative_eagle_topk)
+        trtllm = self.version.uses_trtllm_mha(gpu, card, speculative is not None, flags.speculative_eagle_topk)
         changed = trtllm and block not in pages
         if changed:
             block = sg.TRTLLM_MHA_PAGE  # SGLang's own change of the page size, the given one or its default 1
-        swa_ratio = self._swa_ratio(flags, card, speculative is not None)
-        ignored = None
+        swa_ratio, single = self._swa_ratio(flags, card, speculative is not None, trtllm)
+        release = self.version.label.split(" (")[0]
+        note = f"{release} gives {card.name} one pool: {single}" if single else None
         if flags.swa_full_tokens_ratio is not None and swa_ratio is None:
-            why = ("--disable-hybrid-swa-memory gives one pool" if flags.disable_hybrid_swa_memory else
-                   f"{self.version.label.split(' (')[0]} gives {card.name} one pool: its architecture "
-                   f"({card.hf_architecture or 'not named by the card'}) is not one is_hybrid_swa_model lists, or it "
-                   "lacks sliding-window or full-attention layers")
-            ignored = f"--swa-full-tokens-ratio {flags.swa_full_tokens_ratio}: not used, as SGLang ignores it: {why}"
-        return Options(mfs=mfs, block_size=block, speculative=speculative, swa_note=ignored, page_note=(
+            why = ("--disable-hybrid-swa-memory gives one pool" if flags.disable_hybrid_swa_memory else note or
+                   f"{release} gives {card.name} one pool: its architecture "
+                   f"({card.hf_architecture or 'not named by the card'}) is not one that release gives a hybrid SWA "
+                   "pool, or it lacks sliding-window or full-attention layers")
+            note = f"--swa-full-tokens-ratio {flags.swa_full_tokens_ratio}: not used, as SGLang ignores it: {why}"
+        whose = (f"in {release} its default there for a few families, {card.hf_architecture} among them: "
+                 "server_args.py _handle_model_specific_adjustments" if self.version.trtllm_mha_architectures
+                 is not None else "its default there for a model without MLA from 0.5.7" + (
+                     f"; {release} picks triton for {card.hf_architecture} only without speculative decoding"
+                     if card.hf_architecture in self.version.trtllm_mha_spec_exceptions else ""))
+        return Options(mfs=mfs, block_size=block, speculative=speculative, swa_note=note, page_note=(
                            f"SGLang on {gpu.name} (SM100) serves {card.name} with the trtllm_mha attention backend "
-                           f"(its default there from 0.5.10), whose pages hold {', '.join(map(str, pages))} tokens: "
+                           f"({whose}), whose pages hold {', '.join(map(str, pages))} tokens: "
                            f"page size {block}" + (f" (SGLang changes {flags.block_size} to 64)" if changed and
                                                    flags.block_size is not None else "")) if trtllm else None,
                        swa_ratio=swa_ratio,
                        swa_disabled=flags.disable_hybrid_swa_memory)
 
-    def _swa_ratio(self, flags: ServingFlags, card, speculative: bool) -> float | None:
-        """swa_full_tokens_ratio where this release gives the card a hybrid SWA pool (its architecture listed,
-        sliding-window and full-attention layers both present, --disable-hybrid-swa-memory not given); else None."""
+    def _swa_ratio(self, flags: ServingFlags, card, speculative: bool, trtllm: bool) -> tuple[float | None, str | None]:
+        """(swa_full_tokens_ratio where this release gives the card a hybrid SWA pool (its architecture listed,
+        sliding-window and full-attention layers both present, --disable-hybrid-swa-memory not given), else None; why
+        the release forces one pool on a listed architecture after all, else None)."""
         ratio = flags.swa_full_tokens_ratio
         if ratio is not None and not (isinstance(ratio, (int, float)) and 0 < ratio <= 1):
             raise KvplanError(f"--swa-full-tokens-ratio: SGLang takes a ratio in (0, 1], got {ratio}")
         kinds = set(card.layer_types)
-        hybrid = (card.hf_architecture in self.version.swa_architectures and not flags.disable_hybrid_swa_memory
+        v, arch = self.version, card.hf_architecture
+        hybrid = (arch in v.swa_architectures and not flags.disable_hybrid_swa_memory
                   and bool(kinds & sg.SWA_LAYER_KINDS) and "global" in kinds)
         if not hybrid:
-            return None
+            return None, None
+        quote = "server_args.py _handle_model_specific_adjustments: \"Disable hybrid SWA memory for GPT-OSS model with"
+        if trtllm and arch in v.swa_single_under_trtllm_mha:
+            return None, f"{arch} under the trtllm_mha attention backend ({quote} trtllm_mha attention backend\")"
+        if speculative and arch in v.swa_single_with_speculative:
+            return None, f"{arch} with speculative decoding ({quote} speculative decoding\")"
         if speculative:
             raise KvplanError("--speculative-algorithm: a draft in SGLang's hybrid SWA pool is not modelled "
                               "(HybridSWAPoolConfigurator's draft layers); add --disable-hybrid-swa-memory")
-        return sg.DEFAULT_SWA_FULL_TOKENS_RATIO if ratio is None else float(ratio)
+        return (sg.DEFAULT_SWA_FULL_TOKENS_RATIO if ratio is None else float(ratio)), None
 
     def overhead_defaults(self, gpus: int) -> tuple[int, int, int]:
         from kvplan.cost.serving_vllm import DEFAULT_CONTEXT_BYTES
@@ -219,10 +337,11 @@ class SGLang(Server):
     def pool(self, s: Setup, sts: list[Stage]) -> Pool:
         """Tokens per stage = pool // cell_size (page-rounded), MIN across ranks; a request takes its tokens. A hybrid
         first carves its state pool out of the pool (serving_sglang.mamba_split) and a running request also holds
-        one state slot (HybridReqToTokenPool, MambaPool). A hybrid SWA pool (serving_sglang.hybrid_swa_tokens) gives
-        the full-attention layers ``tokens`` and the sliding-window layers their own, where a request holds at most
-        its window plus a page (serving_sglang.swa_tokens_per_request): whichever pool runs out first sets the
-        concurrency."""
+        one state slot (HybridReqToTokenPool, MambaPool). A hybrid SWA pool (serving_sglang.hybrid_swa_tokens, split
+        as the release does) gives the full-attention layers ``tokens`` and the sliding-window layers their own, where
+        a request is charged at admission what the release's scheduler charges (serving_sglang.SWA_CHARGES: from
+        0.5.11 its first prefill chunk or its window, plus a page; its whole length before; _swa_need): whichever
+        pool runs out first sets the concurrency."""
         from kvplan.cost.runtimes.results import KVCachePool
 
         page, L = s.block_size, s.max_model_len
@@ -238,22 +357,25 @@ class SGLang(Server):
                 concs.append(_concurrency(st, rows[-1].num_blocks / per_req, n))
             else:
                 full_bytes, swa_bytes, window = split
+                v = self.version
                 tokens, swa_tokens = sg.hybrid_swa_tokens(kv, full_bytes, swa_bytes, s.opts.swa_ratio, page,
-                                                          self.version.swa_from_capacity)
-                need = sg.swa_tokens_per_request(L, window, page)
-                if swa_tokens <= window + page:  # pool_configurator.py validate_swa_pool_size raises at start-up
+                                                          v.swa_split, _swa_layers(s.card))
+                if v.swa_pool_check and swa_tokens <= window + page:  # validate_swa_pool_size at start-up
                     raise Refused(f"--swa-full-tokens-ratio: SGLang's sliding-window pool ({swa_tokens:,} tokens) "
                                   f"cannot hold even one request: the prefill admission floor is the window "
                                   f"({window:,}) + page_size ({page}) (validate_swa_pool_size)")
+                need = _swa_need(s, v, swa_tokens, window)
                 swa.append((swa_tokens, swa_bytes, need))
-                rows.append(rank_row(st, full_bytes * page, tokens // page, min(L, tokens) if tokens else L))
+                # before 0.5.11 a request must fit both pools whole (PrefillAdder.rem_total_tokens)
+                held = min(tokens, swa_tokens) if v.swa_charge == "whole" else tokens
+                rows.append(rank_row(st, full_bytes * page, tokens // page, min(L, held) if held else L))
                 concs.append(min(rows[-1].num_blocks / per_req, swa_tokens / need))
             slots.append(n)
             states.append(state)
         lim = min(range(len(sts)), key=lambda i: concs[i])
         pages, tokens = rows[lim].num_blocks, rows[lim].num_blocks * page
-        fits = all((r.num_blocks * page >= L or not st.kv_bytes_per_token) and (n is None or n >= 1)
-                   for st, r, n in zip(sts, rows, slots))
+        fits = (all((r.num_blocks * page >= L or not st.kv_bytes_per_token) and (n is None or n >= 1)
+                    for st, r, n in zip(sts, rows, slots)) and all(t >= n for t, _, n in swa))
         swa_tokens, swa_bytes, need = swa[lim] if swa else (None, None, 0)
         pool = KVCachePool(available_bytes=sts[lim].available, block_size=page,
                            bytes_per_block=rows[lim].bytes_per_block, num_blocks=pages, tokens=tokens, groups=1,
@@ -305,16 +427,24 @@ class SGLang(Server):
                        "float32: SGLang's mamba2_state_dtype defaults); the K/V token pool gets the rest and a running "
                        "request holds one state slot.")
         if p.pool.swa_tokens is not None:
-            window = _swa_split(s, p.limiting)[2]
-            need = sg.swa_tokens_per_request(s.max_model_len, window, s.block_size)
-            out.append(f"SGLang hybrid SWA pool ({s.card.hf_architecture}, is_hybrid_swa_model; swa_full_tokens_ratio "
-                       f"{s.opts.swa_ratio}): 'Use sliding window memory pool. full_layer_tokens={p.pool.tokens}, "
-                       f"swa_layer_tokens={p.pool.swa_tokens}' (pool_configurator.py HybridSWAPoolConfigurator: full "
-                       "= pool // (full layers' bytes + ratio x sliding layers' bytes per token), sliding = "
-                       "int(full x ratio)). A request of max_model_len holds its tokens in the full pool and "
-                       f"min(max_model_len, window {fmt_int(window)}) + a page = {fmt_int(need)} in the sliding one "
-                       "(prefill's admission charge; decode evicts what leaves the window); the pool that runs out "
-                       "first sets the concurrency (--disable-hybrid-swa-memory: one pool).")
+            v, window = self.version, _swa_split(s, p.limiting)[2]
+            need = _swa_need(s, v, p.pool.swa_tokens, window)
+            charge = (f"all {fmt_int(need)} in the sliding one too (before 0.5.11 the scheduler admits a request "
+                      "against the smaller of the two pools' free tokens: schedule_policy.py "
+                      "PrefillAdder.rem_total_tokens)" if v.swa_charge == "whole" else
+                      f"{fmt_int(need)} in the sliding one at admission ({sg.SWA_CHARGES[v.swa_charge]}; window "
+                      f"{fmt_int(window)}, chunked_prefill_size {fmt_int(_chunk(s))}"
+                      f"{'; a smaller chunk where the pool is short' if v.swa_chunk_shrink else ''})")
+            full = p.pool.tokens / (p.pool.blocks_per_request * s.block_size)
+            out.append(f"SGLang hybrid SWA pool ({s.card.hf_architecture}, {v.label.split(' (')[0]}; "
+                       f"swa_full_tokens_ratio {s.opts.swa_ratio}): 'Use sliding window memory pool. "
+                       f"full_layer_tokens={p.pool.tokens}, swa_layer_tokens={p.pool.swa_tokens}' "
+                       f"({sg.SWA_SPLITS[v.swa_split]}; sliding = int(full x ratio)). A request of max_model_len "
+                       f"holds its tokens in the full pool and is charged {charge}; the pool that runs out first sets "
+                       "the concurrency (--disable-hybrid-swa-memory: one pool)" + (
+                           f"; the sliding pool's is what the admission charges allow together, and as decode frees "
+                           f"what leaves the window, requests admitted over time can reach the full pool's {full:,.1f}"
+                           if v.swa_charge != "whole" and p.concurrency < full else "") + ".")
         out += [f"{note}." for note in (s.opts.page_note, s.opts.swa_note) if note]
         reqs = self.running_limit(s, p)
         out.append(f"SGLang admits at most max_running_requests = {reqs:,} requests at once (resolve_max_num_reqs: "
@@ -352,6 +482,30 @@ def _swa_split(s: Setup, st: Stage) -> tuple[int, int, int] | None:
     if not swa_bytes or swa_bytes >= st.kv_bytes_per_token:
         return None
     return st.kv_bytes_per_token - swa_bytes, swa_bytes, max(sp.window or sp.chunk for sp in sliding)
+
+
+def _chunk(s: Setup) -> int:
+    """SGLang's chunked_prefill_size by GPU memory (the release's _handle_gpu_memory_settings tiers)."""
+    mib = sg.capacity_mib(s.total, s.gpu.engine_memory_bytes, s.gpu.nvidia_smi_memory_mib)
+    return sg.gpu_defaults(mib, s.layout.tp, s.engine.version.mid_tier)[0]
+
+
+def _swa_need(s: Setup, v: SglangVersion, swa_tokens: int, window: int) -> int:
+    """The sliding-window tokens a request of max_model_len takes from the pool at admission: the release's charge
+    (serving_sglang.swa_tokens_per_request); from 0.5.16, where the pool cannot meet it, the scheduler shrinks the
+    prefill chunk and the request takes the pool, one at a time, if the window it keeps fits (else that window)."""
+    L, page = s.max_model_len, s.block_size
+    need = sg.swa_tokens_per_request(L, window, page, v.swa_charge, _chunk(s))
+    if v.swa_chunk_shrink and need > swa_tokens:
+        return max(swa_tokens, sg.swa_tokens_per_request(L, window, page, v.swa_charge, 0))
+    return need
+
+
+def _swa_layers(card) -> tuple[int, int]:
+    """The model's (full-attention, sliding-window) layer counts: get_hybrid_layer_ids' full_attention_layer_ids and
+    swa_attention_layer_ids over all num_hidden_layers (the "layers" split, serving_sglang.SWA_SPLITS)."""
+    kinds = card.layer_types
+    return sum(k == "global" for k in kinds), sum(k in sg.SWA_LAYER_KINDS for k in kinds)
 
 
 def _state_bytes(card, st: Stage) -> int:

@@ -13,7 +13,7 @@ from kvplan.cost.runtimes.base import Server, rank_row, stage_weights
 from kvplan.cost.runtimes.setup import Pool, Setup, Stage
 from kvplan.cost.runtimes.results import KVCachePool
 from kvplan.errors import KvplanError
-from kvplan.units import cdiv
+from kvplan.units import cdiv, plural
 
 
 GROWTH_BYTES, GROWTH_MULTI_GPU_BYTES = 256 * 2**20, 512 * 2**20  # non-torch growth: estimates (see below)
@@ -117,7 +117,7 @@ class TokenPool(Server):
         return s.max_num_seqs
 
     def pool_summary(self, p: Pool, s: Setup) -> str:
-        return f" ({p.pool.num_blocks:,} blocks of {s.block_size} tokens)"
+        return f" ({p.pool.num_blocks:,} blocks of {plural(s.block_size, 'token')})"
 
 
 def unverified(engine: str, what: str) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from kvplan.cost import serving_vllm as vl
 from kvplan.cost import serving_vllm_v0 as v0
@@ -18,6 +19,9 @@ from kvplan.cost.runtimes.base import Server, VersionRange, at_range, positive_s
 from kvplan.cost.runtimes.setup import Options, Pool, ServingFlags, Setup, Stage
 from kvplan.errors import KvplanError, Refused
 from kvplan.units import MAX_BLOCK_TOKENS, cdiv, fmt_bytes, fmt_int, require_positive
+
+if TYPE_CHECKING:
+    from kvplan.model.quant import Mxfp4Layout
 
 
 @dataclass(frozen=True)
@@ -203,6 +207,7 @@ class VLLM(Server):
     launches_replicas = True  # --data-parallel-size
     kv_follows_model_dtype = True
     newest_read = (0, 33, 0)  # the newest release whose source the rules were read in
+    registry_column = "vllm"  # model_registries.FIRST_RELEASES: the first release loading each architecture
     long_context_env = "VLLM_ALLOW_LONG_MAX_MODEL_LEN"  # config/model.py _get_and_verify_max_len
     display_name = "vLLM"
     rules = VERSIONS[-1].label
@@ -402,6 +407,11 @@ class VLLM(Server):
         parts = stage_ranges(list(s.opts.pp_layer_partition))
         return [self.stage(s, i, parts) for i in range(s.layout.pp)]
 
+    def held_stages(self, s: Setup, sts: list[Stage]):
+        """The base's, with the MXFP4 experts as this version loads them on this GPU (``mxfp4_loaded``, as the
+        stages' weights hold them)."""
+        return super().held_stages(mxfp4_loaded(s), sts)
+
     def stage(self, s: Setup, pp_rank: int, parts: list[range]) -> Stage:
         """The base budget, plus the draft model's weights and K/V layers and the LoRA slots (vllm_features)."""
         st = super().stage(s, pp_rank, parts)
@@ -515,6 +525,11 @@ class VLLM(Server):
 
     running_limit_flag = "--max-num-seqs"
 
+    def mxfp4_layout_on(self, gpu) -> Mxfp4Layout | None:
+        """The backend this version picks on ``gpu`` (serving_vllm.mxfp4_layout); without one, Marlin's, as on a
+        GPU without a compute capability."""
+        return vl.mxfp4_layout(self.version.first, None if gpu is None else gpu.compute_capability)
+
     def running_limit(self, s: Setup, p: Pool) -> int | None:
         return s.max_num_seqs
 
@@ -618,7 +633,7 @@ def mxfp4_loaded(s: Setup) -> Setup:
 
     from kvplan.cost.quant import with_kernel_layout
 
-    layout = vl.mxfp4_layout(s.engine.version.first, s.gpu.compute_capability)
+    layout = s.engine.mxfp4_layout_on(s.gpu)
     return replace(s, card=with_kernel_layout(s.card, layout, f"MXFP4, {layout.backend} backend"))
 
 

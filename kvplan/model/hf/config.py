@@ -20,7 +20,7 @@ from kvplan.model.card import ModelCard
 from kvplan.model.validation import card_from_dict
 from kvplan.model.hf.families import DEFAULTS, READERS
 from kvplan.model.hf.quant import read_quantization
-from kvplan.model.hf.reader import Config
+from kvplan.model.hf.reader import NOT_CARRIED, Config
 from kvplan.model.hf.rope import rope_scaling
 from kvplan.model.hf.vision import text_part, vision_fields
 
@@ -111,6 +111,7 @@ def _card_name(name: str | None, repo: str, origin: str) -> str:
     return cleaned or "imported-model"
 
 
+_LOCAL = "config.json imported from "  # the source of a card read from a local file
 _HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
@@ -119,7 +120,7 @@ def _source(data: dict, origin: str) -> str:
     # a hub id is owner/name; a local path ("/raid/pablo/codestral-hf-good/", "./", a folder here) is not
     if (isinstance(repo, str) and _HUB_ID.fullmatch(repo) and len(repo) <= 200 and not os.path.exists(repo)):
         return f"https://huggingface.co/{repo}/blob/main/config.json"
-    return f"config.json imported from {clip_text(origin)}"
+    return f"{_LOCAL}{clip_text(origin)}"
 
 
 def _dtype(cfg: Config) -> str:
@@ -147,8 +148,9 @@ def card_yaml(card: ModelCard, assumed: list[str]) -> str:
     """The card as YAML, headed by comments naming the transformers defaults it assumed."""
     import yaml
 
-    head = [f"# imported by kvplan from {card.source}"]
-    head += [f"# assumed {a}" for a in assumed]
+    source = card.source.removeprefix(_LOCAL)  # a local file's path, once
+    head = [f"# imported by kvplan from {source}"]
+    head += [f"# {a}" if a.startswith(NOT_CARRIED) else f"# assumed {a}" for a in assumed]
     body = yaml.safe_dump(card.model_dump(mode="json", exclude_defaults=True, exclude=set(card.derived_fields())),
                           sort_keys=False)
     return "\n".join(head) + "\n" + body

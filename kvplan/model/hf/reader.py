@@ -8,6 +8,18 @@ from typing import Any
 from kvplan.errors import KvplanError, clip
 from kvplan.model.card import MAX_LAYERS
 
+NOT_CARRIED = "not carried: "  # an entry of Config.assumed that names a key the card leaves out, not a default
+
+
+class OrNull(int):
+    """A config-class default (``DEFAULTS``) whose field also takes null (``int | None = 32``, Qwen3's
+    num_key_value_heads): a file's null there means the class's ``__post_init__`` fallback (num_attention_heads), and
+    only a left-out key means this default. A plain int default is a field that refuses null (transformers' strict
+    dataclass: Mistral's ``num_key_value_heads: int = 8``)."""
+
+    __repr__ = int.__repr__
+
+
 _ACTIVATIONS = {"silu": "silu", "swish": "silu", "gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_fast": "gelu_tanh",
                 "gelu_pytorch_tanh": "gelu_tanh", "gelu_tanh": "gelu_tanh", "relu": "relu"}
 
@@ -28,6 +40,11 @@ class Config:
         own.assumed = self.assumed  # one record of the defaults assumed
         return own
 
+    def assume(self, note: str) -> None:
+        """Record a default taken (once, however often a reader asks for the key)."""
+        if note not in self.assumed:
+            self.assumed.append(note)
+
     def has(self, key: str) -> bool:
         return self.data.get(key) is not None
 
@@ -43,10 +60,28 @@ class Config:
         defaults = self.defaults
         for k in (key, *fallback_keys):
             if k in defaults:
-                self.assumed.append(f"{k}={defaults[k]!r} (transformers default for {self.model_type})")
-                return k, defaults[k]
+                self.assume(f"{k}={defaults[k]!r} (transformers default for {self.model_type})")
+                return k, int(defaults[k]) if isinstance(defaults[k], OrNull) else defaults[k]
         raise KvplanError(f"{self.origin}: missing key {key!r}, which a {self.model_type} card needs "
                           "(and transformers has no default for)")
+
+    def sized(self, key: str, fallback: int | None, rule: str) -> int | None:
+        """A size the config class fills when it is left out: num_key_value_heads, head_dim. The file's integer;
+        left out, the class default (``DEFAULTS``: Mistral's 8 KV heads, Gemma's head_dim 256) or, where the class
+        has none, ``__post_init__``'s ``fallback`` (``rule`` says what it is; None: the card derives it); null, that
+        fallback where the class takes null (``OrNull``), else refused as transformers refuses it. Recorded."""
+        default = self.defaults.get(key)
+        if self.has(key):
+            return self.integer(key)
+        if default is not None and key not in self.data:
+            return self.integer(key)  # find() records the class default
+        if default is not None and not isinstance(default, OrNull):
+            raise KvplanError(f"{self.origin}: {key}: null, which transformers' {self.model_type} config refuses; "
+                              f"allowed: an integer 1 or more (left out: the class default {default})")
+        shown = rule if fallback is None else f"{fallback} ({rule})"
+        self.assume(f"{key}={shown}: transformers' fallback for {self.model_type} "
+                            f"({'null' if key in self.data else 'not given'})")
+        return fallback
 
     def integer(self, key: str, *fallback_keys: str, minimum: int = 1, maximum: int | None = None) -> int:
         """An integer key, type-checked before any arithmetic: JSON true, 32.0 and "32" are refused."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from kvplan.errors import KvplanError, clip
-from kvplan.model.hf.reader import Config
+from kvplan.model.hf.reader import NOT_CARRIED, Config
 from kvplan.model.rope import RAW_TYPES
 
 # vLLM's config patch renames Phi-3's early "su" scaling to longrope (transformers_utils/config.py)
@@ -25,9 +25,12 @@ def rope_scaling(cfg: Config) -> dict:
         return {}
     if not isinstance(raw, dict):
         raise KvplanError(f"{cfg.origin}: {key}: {clip(raw)} is not an object; allowed: an object or null")
-    kind = raw.get("rope_type", raw.get("type"))
-    kind = RAW_TYPES.get(_ALIASES.get(kind, kind)) if isinstance(kind, str) else None
+    named = raw.get("rope_type", raw.get("type"))
+    kind = RAW_TYPES.get(_ALIASES.get(named, named)) if isinstance(named, str) else None
     if kind is None or (kind == "dynamic" and "factor" not in raw):  # dynamic by alpha (Hunyuan): max_position
+        if named not in (None, "default"):
+            cfg.assume(f"{NOT_CARRIED}{key} of type {clip(named)}: it does not change the rotary cache kvplan "
+                       "sizes (kvplan.model.rope)")
         return {}
     out: dict[str, Any] = {"rope_type": kind}
     if kind != "longrope":
@@ -53,6 +56,8 @@ def _raw(cfg: Config) -> tuple[Any, str]:
     if cfg.data.get("rope_scaling") is not None:
         return cfg.data["rope_scaling"], "rope_scaling"
     params = cfg.data.get("rope_parameters")
+    if params is None and "rope_parameters" in cfg.defaults:  # gpt-oss: __post_init__ fills YaRN x32 for None too
+        params = cfg.get("rope_parameters")
     if isinstance(params, dict) and isinstance(params.get("full_attention"), dict):
         return params["full_attention"], "rope_parameters.full_attention"
     return params, "rope_parameters"

@@ -15,7 +15,7 @@ the orchestrator; ``plan(...)`` the keyword API.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -160,14 +160,14 @@ def plan_request(card: ModelCard, req: PlanRequest) -> PlanResult:
     if req.concurrency is None:
         out = result(s, sts, p)
     else:
-        out = result(s, sts, p, _latency_at_target(s, p, req), req.concurrency)
+        out = result(s, sts, p, _latency_at_target(s, sts, p, req), req.concurrency)
     from kvplan.planning.estimate import checkpoint_of_card  # a Hub model: its checkpoint's bytes, as the estimate's
 
     check = checkpoint_of_card(card)
     return out if check is None else out.model_copy(update={"checkpoint": check})
 
 
-def _latency_at_target(s: Setup, p: Pool, req: PlanRequest) -> Latency:
+def _latency_at_target(s: Setup, sts: list[Stage], p: Pool, req: PlanRequest) -> Latency:
     """The bounds at the target concurrency, or at the most requests the layout runs at once (its pool, capped by
     the engine's scheduler: ``running``) where the target is more: the rest wait, and a decode step never holds
     them."""
@@ -177,8 +177,8 @@ def _latency_at_target(s: Setup, p: Pool, req: PlanRequest) -> Latency:
 
     target, running = req.concurrency, math.floor(s.engine.running(s, p)) * s.layout.dp  # whole requests
     if running < 1 or running >= target:
-        return latency(s, target, req.prompt_len, req.acceptance_rate)
-    lat = latency(s, running, req.prompt_len, req.acceptance_rate)
+        return latency(s, target, req.prompt_len, req.acceptance_rate, sts)
+    lat = latency(s, running, req.prompt_len, req.acceptance_rate, sts)
     return lat.model_copy(update={"notes": lat.notes + [
         f"Target {target:,} > the {running:,} requests this layout runs at once: TPOT and $/Mtok are at {running:,} "
         "(the rest queue); more replicas or GPUs run more."]})
@@ -211,9 +211,11 @@ def setup(card: ModelCard, req: PlanRequest) -> Setup:
         raise KvplanError(f"--model: serving capacity is planned for decoder-only models (vLLM V1 and SGLang serve "
                           f"them as generators); {card.name} is {card.architecture}: size it with `kvplan estimate`"
                           + (" --encoder-len N" if card.architecture == "encoder-decoder" else ""))
-    kv_t, w_t = _dtype(card, rt, req.kv_dtype, "--kv-dtype")[0], _dtype(card, rt, req.weight_dtype, "--weight-dtype")[0]
+    kv_dtype, llama = rt.cache_type_flags(req.kv_dtype, req.flags.llama)  # llama.cpp: --kv-dtype is -ctk/-ctv
+    flags = req.flags if llama is req.flags.llama else replace(req.flags, llama=llama)
+    kv_t, w_t = _dtype(card, rt, kv_dtype, "--kv-dtype")[0], _dtype(card, rt, req.weight_dtype, "--weight-dtype")[0]
     rt.check_dtype(kv_t)
-    if rt.kv_follows_model_dtype and req.kv_dtype is not None and kv_t.bits >= 16:
+    if rt.kv_follows_model_dtype and kv_dtype is not None and kv_t.bits >= 16:
         model_t = w_t if w_t.bits >= 16 else _dtype(card, rt, None, "--weight-dtype")[0]
         if kv_t.name != model_t.name:
             raise KvplanError(f"--kv-dtype: {rt.display_name} keeps K/V in the model's dtype ({model_t.name} here: "
@@ -221,8 +223,8 @@ def setup(card: ModelCard, req: PlanRequest) -> Setup:
                               f"model in {kv_t.name} (--weight-dtype {kv_t.name})")
     served, (card, w_t, load_notes) = card, rt.loaded_card(card, w_t, _dtype(card, rt, None, "--weight-dtype")[0])
     total = req.gpu.engine_memory_bytes if req.gpu_memory is None else req.gpu_memory  # what torch sees
-    rt.refuse_flags(req.flags)
-    opts = rt.resolve(req.flags, card, req.gpu, total, layout, req.max_model_len)
+    rt.refuse_flags(flags)
+    opts = rt.resolve(flags, card, req.gpu, total, layout, req.max_model_len)
     if opts.shared_prefix_len and opts.shared_prefix_len > req.max_model_len:
         raise KvplanError(f"--shared-prefix-len: {opts.shared_prefix_len:,} tokens; allowed: at most --max-model-len "
                           f"({req.max_model_len:,}), the prefix is part of each request")
@@ -244,20 +246,9 @@ def setup(card: ModelCard, req: PlanRequest) -> Setup:
 
 def result(s: Setup, sts: list[Stage], p: Pool, lat: Latency | None = None,
            concurrency: int | None = None) -> PlanResult:
-    from kvplan.planning.capacity.text import launch_command, notes, verdict
+    from kvplan.planning.capacity.text import launch_command, notes, target_met, verdict
 
-    lim, rt, q = p.limiting, s.engine, s.card.quantization
-    per_gpu = PerGPU(pp_rank=lim.pp_rank, layers=len(lim.layers), params=lim.params, weights_bytes=lim.weights,
-                     buffers_bytes=lim.buffers, activation_bytes=lim.activation,
-                     activation_estimated=rt.activation_estimated(s),
-                     non_torch_bytes=lim.non_torch, cuda_graph_bytes=lim.cuda_graph,
-                     overhead_bytes=lim.non_torch + lim.cuda_graph, context_bytes=s.context,
-                     requested_bytes=lim.requested, kv_bytes_per_token=rt.kv_bytes_per_token(s, p),
-                     available_kv_bytes=lim.available, requested_rule=rt.requested_rule(s),
-                     activation_rule=rt.activation_rule(s), vision_bytes=_vision_bytes(s),
-                     weights_rounding_bytes=lim.rounding, non_torch_cached_bytes=lim.cached_free,
-                     offloaded_bytes=lim.offloaded, overheads_given=tuple(sorted(s.given)),
-                     weights_format=weights_format(q and q.label, s.w_t.name))
+    rt = s.engine
     inputs = PlanInputs(model=s.card.name, engine=rt.name, engine_rules=rt.rules_text, gpu=s.gpu.name,
                         gpu_memory_bytes=s.total, tp=s.layout.tp, pp=s.layout.pp, dp=s.layout.dp,
                         expert_parallel=s.layout.expert_parallel,
@@ -269,11 +260,30 @@ def result(s: Setup, sts: list[Stage], p: Pool, lat: Latency | None = None,
                         free_gpu_memory_fraction=s.opts.free_gpu_memory_fraction,
                         cuda_memory_fraction=s.opts.cuda_memory_fraction, shared_prefix_len=s.opts.shared_prefix_len,
                         speculative=None if s.opts.speculative is None else str(s.opts.speculative))
-    return PlanResult(inputs=inputs, per_gpu=per_gpu, kv_cache=p.pool, max_concurrency=p.concurrency,
-                      max_concurrency_total=p.concurrency * s.layout.dp, request_kv_bytes=p.request_bytes,
+    return PlanResult(inputs=inputs, per_gpu=per_gpu(s, p), kv_cache=p.pool, max_concurrency=p.concurrency,
+                      max_concurrency_total=p.concurrency * s.layout.dp, max_running=rt.running(s, p),
+                      running_limit=rt.running_limit(s, p), running_limit_flag=rt.running_limit_flag,
+                      target_met=None if concurrency is None else target_met(s, p, concurrency),
+                      request_kv_bytes=p.request_bytes,
                       fits=p.fits, max_model_len_fit=p.max_model_len_fit, ranks=p.ranks,
                       launch_command=launch_command(s), verdict=verdict(s, p, concurrency), latency=lat,
                       notes=notes(s, p), **rt.plan_extras(s))
+
+
+def per_gpu(s: Setup, p: Pool) -> PerGPU:
+    """The plan's per-GPU budget (the limiting rank's): what ``result`` and a search's options show."""
+    lim, rt, q = p.limiting, s.engine, s.card.quantization
+    return PerGPU(pp_rank=lim.pp_rank, layers=len(lim.layers), params=lim.params, weights_bytes=lim.weights,
+                  buffers_bytes=lim.buffers, activation_bytes=lim.activation,
+                  activation_estimated=rt.activation_estimated(s),
+                  non_torch_bytes=lim.non_torch, cuda_graph_bytes=lim.cuda_graph,
+                  overhead_bytes=lim.non_torch + lim.cuda_graph, context_bytes=s.context,
+                  requested_bytes=lim.requested, kv_bytes_per_token=rt.kv_bytes_per_token(s, p),
+                  available_kv_bytes=lim.available, requested_rule=rt.requested_rule(s),
+                  activation_rule=rt.activation_rule(s), vision_bytes=_vision_bytes(s),
+                  weights_rounding_bytes=lim.rounding, non_torch_cached_bytes=lim.cached_free,
+                  offloaded_bytes=lim.offloaded, overheads_given=tuple(sorted(s.given)),
+                  weights_format=rt.weights_label(s) or weights_format(q and q.label, s.w_t.name))
 
 
 def _vision_bytes(s: Setup) -> int:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Literal
 
 from pydantic import BaseModel
 
@@ -19,20 +18,10 @@ from kvplan.units import require_positive
 from kvplan.planning.capacity.calibrate import Calibration
 from kvplan.planning.capacity.results import PlanResult
 from kvplan.planning.capacity.logparse import FIGURES, GIB, Figure, ParsedLog, parse_log
+from kvplan.planning.capacity.verdicts import Verdict, judge, value_of  # noqa: F401 - judge: part of this API
 from kvplan.planning.results import RESULT
 
 FROMLOG_SCHEMA_VERSION = 1
-
-# The verdict tolerances, per figure (each is the log's own rounding; nothing else is forgiven):
-# - a figure printed with d decimals (6.51 GiB, 1.30x, 74.2812 GiB) stands for any value within half its last digit
-#   (Figure.rounding: 0.005 for two decimals), because vLLM and SGLang print f"{x:.2f}" / f"{x:.4f}";
-# - an integer (blocks, tokens, max_running_requests) is exact as printed: rounding 0;
-# - in the logged-pool column the pool given to kvplan is itself the rounded figure, so kvplan is run at both ends
-#   of its rounding (A - r, A + r GiB) and a figure within [low - rounding, high + rounding] agrees: a pool printed
-#   as 6.51 GiB holds a range of whole blocks, and every block count in that range is the log's rounding, not a rule.
-Verdict = Literal["exact", "within rounding", "off", "not predicted", "outside the budget", "refused, as logged",
-                  "GPU unknown"]
-
 
 class Row(BaseModel):
     """One figure the log states, kvplan's two predictions and their verdicts."""
@@ -80,7 +69,7 @@ def from_log(path: str | Path, *, model=None, gpu: str | None = None, gpu_memory
 
     log = parse_log(path)
     card, model_how = _card(log, model)
-    notes: list[str] = []
+    notes: list[str] = _read_notes(log)
     spec, modelled = _engine(log, engine, notes)
     g, total, gpu_how = _gpu(log, gpu, gpu_memory)
     if calibrate and (gpu is not None or gpu_memory is not None):
@@ -96,6 +85,10 @@ def from_log(path: str | Path, *, model=None, gpu: str | None = None, gpu_memory
     base = _plan_args(log, card, notes, say_length=calibrate or "max_model_len" not in given)
     args = {**base, **({} if calibrate else given)}
     kw = dict(gpu=g, gpu_memory=total, engine=spec, **args)
+    # the log's own deployment where the command line changes what it states (model, engine, GPU, a flag): those
+    # rows are another deployment's, not scored against the log (--calibrate: what-ifs, or refused)
+    own, changed = _own_deployment(log, card, base, given, (g, total, spec), (model, engine, gpu, gpu_memory),
+                                   calibrate, notes)
     refused = None
     try:
         typed = {**given, **{k: v for k, v in (('engine', engine), ('gpu', gpu), ('gpu_memory', gpu_memory),
@@ -107,9 +100,15 @@ def from_log(path: str | Path, *, model=None, gpu: str | None = None, gpu_memory
             raise
         refused = str(exc)
         notes.append(f"kvplan refuses this deployment from its flags, as the engine did (the log's available KV cache "
-                     f"memory is {stated.text} GiB): {refused}; the other figures are planned with a nominal pool")
+                     f"memory is {stated.text} GiB): {refused}; the other figures are planned with a nominal pool"
+                     + ("" if calibrate else _FAILED_HINT))
         flat = plan(card, **{**kw, "kv_cache_memory": "1GiB"})
-    pool_kw, pool_bytes, spread = _pool_args(log, flat, kw) if refused is None else (None, None, 0.0)
+    pool_kw, pool_bytes, spread = (_pool_args(log, flat, kw) if refused is None
+                                   else (None, log.figure("available").bytes, 0.0))
+    if refused is None and pool_bytes is not None and pool_bytes <= 0:  # the engine stopped: "No available memory
+        stated = log.figure("available")  # for the cache blocks"; kvplan's plan from the flags did not
+        notes.append(f"The log's pool is {stated.text} GiB (line {stated.line}): the engine refused to start, so "
+                     f"nothing is planned from it{'' if calibrate else _FAILED_HINT}")
     pooled = None if pool_kw is None else plan(card, **pool_kw)
     ends = [] if pool_kw is None or not spread else [plan(card, **{**pool_kw, **_shift(pool_kw, d)})
                                                      for d in (-spread, spread)]
@@ -124,15 +123,140 @@ def from_log(path: str | Path, *, model=None, gpu: str | None = None, gpu_memory
     if refused is not None:  # the pool's own figures: both refuse
         rows = [r.model_copy(update=dict(flags_alone=None, flags_verdict="refused, as logged", flags_error_pct=None))
                 if r.figure in ("available", "blocks", "tokens", "concurrency") else r for r in rows]
+    if changed:
+        rows = _not_comparable(log, rows, own, (flat, pooled))
     cal = None
     if calibrate:
         from kvplan.planning.capacity.calibrate import calibrated
 
         cal = calibrated(log, card, kw, flat, pool_bytes, {k: v for k, v in given.items() if base.get(k) != v},
-                         modelled)
+                         modelled, rows)
     return FromLog(log=log, model=card.name, model_how=model_how, gpu=g, gpu_memory_bytes=flat.inputs.gpu_memory_bytes,
                    gpu_how=gpu_how, engine=spec, plan_args={k: v for k, v in args.items() if v is not None},
                    logged_pool_bytes=pool_bytes, rows=rows, plan=flat, pooled=pooled, calibration=cal, notes=notes)
+
+
+# launch flags an engine's full argument line (vLLM's non-default args, SGLang's ServerArgs) states by leaving them out
+_LAUNCH_FLAGS = ("tp", "pp", "dp", "max_model_len", "gpu_memory_utilization", "mem_fraction_static",
+                 "max_num_batched_tokens", "max_num_seqs", "block_size", "kv_dtype", "weight_dtype", "expert_parallel",
+                 "cpu_offload_gb")
+
+
+def _own_deployment(log: ParsedLog, card, base: dict, given: dict, used: tuple, asked: tuple, calibrate: bool,
+                    notes: list[str]) -> tuple[tuple | None, list[str]]:
+    """((the log's card, plan arguments) where the command line changes a value the log states; None where that
+    deployment cannot be planned), [what changed]. A value the log does not state (no max_model_len line, no compile
+    line, a flag left to its default where no argument line shows it) is taken as the log's and said so; with
+    --calibrate another model or engine release is refused, as another GPU is."""
+    model, engine, gpu, gpu_memory = asked
+    g, total, spec = used
+    changed, corrected = [], []
+    own_card = card
+    if model is not None:
+        logged = _quietly(lambda: _card(log, None)[0])
+        if logged is not None and logged.name != card.name:
+            if calibrate:
+                raise KvplanError(f"--model: --calibrate reuses the overheads {log.path} measured with "
+                                  f"{logged.name}; another model is not a what-if it scales: plan it without "
+                                  "--calibrate")
+            changed.append(f"--model {card.name} (the log's {logged.name})")
+            own_card = logged
+    own_spec = spec
+    if engine is not None:
+        logged = _quietly(lambda: _engine(log, None, [])[0])
+        if logged is not None and (log.version is not None or logged.split("==")[0] != engine.split("==")[0]):
+            from kvplan.cost.runtimes import get_engine
+
+            if get_engine(engine).rules_text != get_engine(logged).rules_text:
+                if calibrate:
+                    raise KvplanError(f"--engine: --calibrate reuses the overheads {log.path} measured with "
+                                      f"{logged}; another engine or release is not a what-if it scales: plan it "
+                                      "without --calibrate")
+                changed.append(f"--engine {engine} (the log's {logged})")
+                own_spec = logged
+    own_gpu = (g, total)
+    if gpu is not None or gpu_memory is not None:
+        logged = _quietly(lambda: _gpu(log, None, None))
+        if logged is not None and "stand-in" not in (log.gpu_header or "") and logged[:2] != (g, total):
+            changed.append(f"--gpu {g} (the log's {logged[0]})" if gpu is not None and g != logged[0] else
+                           f"--gpu-memory {gpu_memory} (the log's {logged[0]}, "
+                           + (f"{logged[1]:,} B)" if isinstance(logged[1], int) else
+                              f"{logged[1]})" if logged[1] else "the catalog's visible total)"))
+            own_gpu = logged[:2]
+    own_args = dict(base)
+    for key, value in ({} if calibrate else given).items():
+        stated = key in base and (key in log.flags or key == "weight_dtype") or (
+            log.args_line is not None and key in _LAUNCH_FLAGS)
+        if not stated:
+            own_args[key] = value
+            corrected.append(f"--{key.replace('_', '-')} {value}")
+        elif base.get(key) != value:
+            was = (f"the log's {base[key]}, from {_source(log, key)}" if key in base else
+                   f"the log runs the engine's default: its argument line, line {log.args_line}, does not name it")
+            changed.append(f"--{key.replace('_', '-')} {value} ({was})")
+    if corrected:
+        notes.append(f"{', '.join(corrected)}: the log does not state {'it' if len(corrected) == 1 else 'them'}; "
+                     "taken as the log's deployment and scored against it.")
+    if not changed:
+        return None, []
+    notes.append(f"{'; '.join(changed)}: the rows these change are another deployment than the log's and are not "
+                 "scored (\"not comparable\"); --calibrate answers such what-ifs on the log's measured budget.")
+    return (own_card, dict(gpu=own_gpu[0], gpu_memory=own_gpu[1], engine=own_spec, **own_args)), changed
+
+
+def _quietly(run):
+    """``run()``, or None where it fails: what the log alone names, when it names it."""
+    try:
+        return run()
+    except KvplanError:
+        return None
+
+
+def _not_comparable(log: ParsedLog, rows: list[Row], own: tuple | None, plans: tuple) -> list[Row]:
+    """Rows whose kvplan figure the command line's changes move (against the log's own deployment planned the same
+    way): the verdict is "not comparable", no error; all rows where that deployment cannot be planned."""
+    from kvplan.planning.capacity import plan
+
+    flat, pooled = plans
+    own_flat = own_pooled = None
+    if own is not None:
+        card, kw = own
+        own_flat = _quietly(lambda: plan(card, **kw))
+        pool_kw = None if own_flat is None else _pool_args(log, own_flat, kw)[0]
+        own_pooled = None if pool_kw is None or pooled is None else _quietly(lambda: plan(card, **pool_kw))
+
+    def moved(name: str, now: PlanResult | None, then: PlanResult | None) -> bool:
+        return now is not None and (then is None or value_of(name, now) != value_of(name, then))
+
+    out = []
+    for r in rows:
+        update = {}
+        if r.flags_verdict not in ("not predicted", "GPU unknown") and moved(r.figure, flat, own_flat):
+            update.update(flags_verdict="not comparable", flags_error_pct=None)
+        if r.pool_verdict is not None and moved(r.figure, pooled, own_pooled):
+            update.update(pool_verdict="not comparable", pool_error_pct=None)
+        out.append(r.model_copy(update=update) if update else r)
+    return out
+
+
+def _read_notes(log: ParsedLog) -> list[str]:
+    """What of the file was read: its first MAX_LOG_BYTES, one start-up of several."""
+    from kvplan.planning.capacity.logparse import MAX_LOG_BYTES
+
+    out = []
+    if log.size_bytes is not None:
+        out.append(f"{log.path} has {log.size_bytes:,} bytes: its first {MAX_LOG_BYTES >> 20} MiB (lines 1-"
+                   f"{log.last_line:,}) are read, where a server prints its start-up; a restart after them is not "
+                   "seen (cut the file to it).")
+    if log.startups:
+        lines = ", ".join(f"{n:,}" for n in log.startups)
+        out.append(f"{log.path} holds {len(log.startups)} start-ups (from lines {lines}): the last that states a "
+                   f"figure, from line {log.startup:,}, is read; cut the file to one start-up to read another.")
+    return out
+
+
+_FAILED_HINT = (" (--calibrate takes the logged pool as the measured budget: with --gpu-memory-utilization it says "
+                "what would have fit)")
 
 
 # ---- the inputs --------------------------------------------------------------------------------------------------
@@ -155,7 +279,11 @@ def _card(log: ParsedLog, model):
     if model:
         return load_card(model), "--model"
     if log.model_header:
-        return _header_card(log), f"the `# model:` header ({log.model_header})"
+        try:
+            return _header_card(log), f"the `# model:` header ({log.model_header})"
+        except KvplanError as exc:
+            raise KvplanError(f"{log.path}:{log.header_lines.get('model', 1)}: `# model: {log.model_header}`: "
+                              f"{exc}") from None
     if not log.model_id:
         raise KvplanError(f"{log.path}: no model found (no launch line, non-default args or V1 config line names "
                           "one); add a header line `# model: <bundled card name or card path>` or pass --model")
@@ -192,13 +320,27 @@ def _header_card(log: ParsedLog):
 
 
 def _near(log_path: str, text: str) -> str:
-    """A `# model:` path as given, else relative to a folder above the log (docs/logs/x.log -> tests/data/...)."""
+    """A relative `# model:` path as found beside the log, in a folder above it (docs/logs/x.log -> tests/data/...),
+    in the working directory, or in kvplan's source tree (the bundled logs' configs, wherever the log was copied);
+    a bare name (a bundled card) is kept unless a file beside the log has it."""
+    from kvplan.files import is_dir, is_file
+
     p = Path(text)
-    if p.is_absolute() or p.exists() or "/" not in text:
+    if p.is_absolute():
         return text
-    for parent in Path(log_path).resolve().parents:
-        if (parent / p).exists():
-            return str(parent / p)
+    here = Path(log_path).resolve().parent
+    bases = [here] if "/" not in text else [here, *here.parents, Path.cwd(), Path(__file__).resolve().parents[3]]
+    for base in bases:
+        if is_file(base / p) or is_dir(base / p):
+            return str(base / p)
+    from kvplan.model.hf.checkpoint import parse_hub_id
+
+    if "/" in text and p.suffix not in (".json", ".yaml", ".yml", ".gguf") and parse_hub_id(text) is not None:
+        return text  # a Hugging Face Hub id (ORG/NAME)
+    if "/" in text:
+        raise KvplanError("no such card or config beside the log, in the folders above it, in the working directory "
+                          "or in kvplan's source tree; allowed: a bundled card name (`kvplan cards list`), or a card "
+                          "or config path (relative paths are read from the log's folder)")
     return text
 
 
@@ -260,7 +402,7 @@ def _gpu(log: ParsedLog, gpu: str | None, gpu_memory) -> tuple[str, int | str | 
     the total is --gpu-memory / `# gpu-memory:`, else the one the log prints, else the catalog's."""
     from kvplan.cost.hardware import load_gpus
 
-    logged = None if log.total_memory_gib is None else round(log.total_memory_gib.value * GIB)
+    logged = None if log.total_memory_gib is None else log.total_memory_gib.bytes
     total = gpu_memory or log.gpu_memory_header or logged
     how = ("--gpu-memory" if gpu_memory else "the `# gpu-memory:` header" if log.gpu_memory_header
            else f"the log's total ({log.total_memory_gib.text} GiB, line {log.total_memory_gib.line})" if logged
@@ -293,19 +435,37 @@ def _nearest(gpus: dict, total: int) -> tuple[float, str]:
 
 
 def _from_the_log(log: ParsedLog, given: dict, run):
-    """``run()``; a flag the log gave (not the command line) that the planner refuses is named with the log's path,
-    so the reader knows which file to look at (the refusals otherwise name a flag nobody typed)."""
+    """``run()``; a value the log gave (not the command line) that the planner refuses is named with the log's path
+    and where in it the value was read, so the reader knows which line to look at (the refusals otherwise name a
+    flag nobody typed)."""
     try:
         return run()
-    except Refused:
-        raise
     except KvplanError as exc:
         text = str(exc)
         flag = text.split(":", 1)[0]
         key = flag.lstrip("-").replace("-", "_")
         if flag.startswith("--") and key not in given and text.startswith(f"{flag}:"):
-            raise KvplanError(f"{log.path}: {flag} (from the log's launch flags){text[len(flag):]}") from None
+            raise type(exc)(f"{log.path}: {flag} (from {_source(log, key)}){text[len(flag):]}") from None
         raise
+
+
+def _source(log: ParsedLog, key: str) -> str:
+    """Where in the log a plan input was read: a `# ` header, a line, or a default the log does not state."""
+    headers = {"gpu": "gpu", "engine": "engine", "gpu_memory": "gpu-memory", "model": "model"}
+    if key in headers and headers[key] in log.header_lines:
+        return f"the `# {headers[key]}:` header, line {log.header_lines[headers[key]]}"
+    if key == "gpu_memory" and log.total_memory_gib is not None:
+        return f"the total the log prints, line {log.total_memory_gib.line}"
+    if key in log.flag_sources:
+        line = log.flag_lines.get(key)
+        if log.flag_sources[key] == "launch line" and line and line == log.header_lines.get("command"):
+            return f"the `# command:` header, line {line}"
+        return f"the log's {log.flag_sources[key]}" + (f", line {line}" if line else "")
+    if key == "max_model_len":
+        return "the model's max_position_embeddings: the log states no max_model_len"
+    if key == "weight_dtype":
+        return "the log's dtype or quantization"
+    return "the log"
 
 
 def _plan_args(log: ParsedLog, card, notes: list[str], say_length: bool) -> dict:
@@ -350,19 +510,23 @@ def _pool_args(log: ParsedLog, flat: PlanResult, kw: dict) -> tuple[dict | None,
     avail = log.figure("available")
     weights = log.figure("load_usage")
     if log.free_at_start_gib is not None and weights is not None:
-        usage = round(weights.value * GIB)
+        usage = weights.bytes
         beyond = usage - flat.per_gpu.weights_bytes
         if beyond < 0:
             return None, None, 0.0
         # the fraction the flags resolved to stays: SGLang's default is a function of the GPU's total, not of the free
         # memory this column hands kvplan as the total
-        args = {**kw, "gpu_memory": round(log.free_at_start_gib.value * GIB), "context_memory": 0,
+        args = {**kw, "gpu_memory": log.free_at_start_gib.bytes, "context_memory": 0,
                 "non_torch_memory": beyond, "mem_fraction_static": flat.inputs.mem_fraction_static}
         return args, None, log.free_at_start_gib.rounding + weights.rounding
     if avail is None:
         return None, None, 0.0
+    if avail.value <= 0:  # a failed start-up: the measured budget, no pool to plan from
+        return None, avail.bytes, 0.0
     exact = log.exact_available_bytes
-    pool = exact if exact is not None else round(avail.value * GIB)
+    if exact is not None and abs(exact / GIB - avail.value) > avail.rounding:  # another worker's: not this figure's
+        exact = None
+    pool = exact if exact is not None else avail.bytes
     spread = 0.0 if exact is not None else avail.rounding
     if flat.inputs.mem_fraction_static is not None:
         # a pool sized as (free x mem_fraction_static) - weights - the load's rest: the logged pool given as that rest
@@ -392,41 +556,9 @@ def _stated(log: ParsedLog) -> list[Figure]:
     return out
 
 
-def value_of(name: str, r: PlanResult) -> float | None:
-    """kvplan's figure ``name`` (a key of logparse.FIGURES) in the log's unit."""
-    from kvplan.cost.serving_sglang import max_running_requests
-
-    g, kv = r.per_gpu, r.kv_cache
-    return {"weights": g.weights_bytes / GIB, "load_usage": (g.weights_bytes + g.non_torch_bytes) / GIB,
-            "activation": g.activation_bytes / GIB,
-            "non_torch": g.non_torch_bytes / GIB, "cuda_graph": g.cuda_graph_bytes / GIB,
-            "available": kv.available_bytes / GIB, "blocks": kv.num_blocks if r.inputs.paged else None,
-            "tokens": kv.tokens, "concurrency": r.max_concurrency, "longest_fit": r.max_model_len_fit,
-            "max_running_requests": max_running_requests(kv.tokens, r.inputs.max_model_len) if kv.tokens >= 2
-            else None}[name]
-
-
-def judge(f: Figure, ours: float | None, low: float | None = None, high: float | None = None
-          ) -> tuple[Verdict, float | None]:
-    """Exact (the same digits as printed), within the log's rounding (see the tolerances above), or off by x%."""
-    if ours is None:
-        return "not predicted", None
-    err = None if f.value == 0 else round((ours - f.value) / f.value * 100, 4)
-    decimals = len(f.text.replace(",", "").split(".")[1]) if "." in f.text and "+" not in f.text else 0
-    if f"{ours:,.{decimals}f}".replace(",", "") == f"{f.value:.{decimals}f}" and "+" not in f.text:
-        return "exact", err
-    lo, hi = min(ours, low if low is not None else ours), max(ours, high if high is not None else ours)
-    if lo - f.rounding - 1e-9 <= f.value <= hi + f.rounding + 1e-9:
-        return "within rounding", err
-    return "off", err
-
-
 def _row(f: Figure, flat: PlanResult, pooled: PlanResult | None, ends: list[PlanResult], pool_given: bool) -> Row:
     what, unit = FIGURES[f.name]
-    ours = value_of(f.name, flat)
-    if f.name == "available" and len(flat.ranks) > 1:  # one worker's line (vLLM V1 logs it per worker, gpu_worker.py
-        # determine_available_memory): the pipeline stage kvplan puts nearest to it, not the pool-sizing stage's
-        ours = min((rk.available_kv_bytes / GIB for rk in flat.ranks), key=lambda v: abs(v - f.value))
+    ours = value_of(f.name, flat)  # of a per-worker figure, the limiting rank's beside the log's smallest statement
     verdict, err = judge(f, ours)
     if f.name == "cuda_graph" and ours == 0 and f.value > 0:
         verdict, err = "outside the budget", None  # vLLM before 0.20 sizes the pool before capturing graphs

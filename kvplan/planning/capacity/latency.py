@@ -1,34 +1,49 @@
-"""Latency lower bounds of a serving layout: the roofline of one replica's batch, split over TP, plus the ring
-collectives between ranks over the interconnect (kvplan.cost.comm: the model the sharded verify checks byte for
-byte)."""
+"""Latency lower bounds of a serving layout: each GPU's share of one replica's step (kvplan.cost.roofline's bounds
+with the FLOPs split over TP and the bytes that GPU itself moves), plus the ring collectives between ranks over the
+interconnect (kvplan.cost.comm: the model the sharded verify checks byte for byte).
+
+A GPU's bytes are its own (kvplan.cost.traffic.path_traffic over ``Runtime.held_stages``): the weights its rank
+holds, as the plan's weights row counts them (quantized formats as stored; llama.cpp's GGUF tensors), and the cache
+its rank keeps (kv_heads_per_rank heads, replicated when TP exceeds them; MLA latents whole on every rank), summed
+over the pipeline stages a token passes. Its FLOPs are the model's / tp (Megatron-LM's split, arXiv:1909.08053)."""
 
 from __future__ import annotations
 
 from functools import lru_cache
 
 from kvplan.cost.comm import comm_time_s
+from kvplan.cost.engines import CacheRun
+from kvplan.cost.flops import prefill_flops
 from kvplan.cost.roofline import Workload, roofline, step_breakdowns
-from kvplan.cost.runtimes.setup import Setup
+from kvplan.cost.runtimes.setup import Setup, Stage
+from kvplan.cost.traffic import StepTraffic, path_traffic
 from kvplan.planning.capacity.results import Latency
 from kvplan.errors import KvplanError
 from kvplan.units import cdiv
 
 
 def latency(s: Setup, concurrency: int, prompt_len: int | None = None,
-            acceptance_rate: float | None = None) -> Latency:
+            acceptance_rate: float | None = None, stages: list[Stage] | None = None) -> Latency:
     """TTFT of one request's prefill and TPOT of the replica's decode batch at max_model_len, per the module rules;
-    with speculative decoding and ``acceptance_rate``, TPOT per accepted token (``speculative_step_s``)."""
+    with speculative decoding and ``acceptance_rate``, TPOT per accepted token (``speculative_step_s``).
+    ``stages``: the plan's (``Runtime.stages``), where the caller has them."""
     card, lay = s.card, s.layout
     batch, prompt = cdiv(concurrency, lay.dp), prompt_len or s.max_model_len
     roof = _roofline(card, batch, prompt, s.max_model_len, s.gpu, s.engine, s.kv_t, s.w_t, max(1, s.block_size))
+    held = s.engine.held_stages(s, s.engine.stages(s) if stages is None else stages)
+    dec = gpu_traffic(s, held, batch, s.max_model_len, decode=True)
     kw = dict(e=s.w_t.activation_bytes, link_bytes_per_s=s.gpu.interconnect_bandwidth_bytes_per_s,
               logit_rows=1)  # vLLM computes logits of the last position of each sequence
     decode_comm = comm_time_s(card, lay, batch=batch, new_tokens=1, **kw)
-    ttft = layout_step_s(card, lay, roof.time_to_first_token_one_request_s, batch=1, new_tokens=prompt, **kw)
-    tpot = roof.time_per_output_token_s / lay.tp + decode_comm
+    ttft = (gpu_step_s(roof, _one_request_flops(card, prompt, s.engine), gpu_traffic(s, held, 1, prompt, decode=False),
+                       lay.tp) + comm_time_s(card, lay, batch=1, new_tokens=prompt, **kw))
+    tpot = gpu_step_s(roof, roof.decode_step.flops, dec, lay.tp) + decode_comm
     price = s.gpu.price_per_hour_usd * lay.gpus if s.gpu.price_per_hour_usd else None  # replicas x GPUs x $/GPU-h
-    notes = ["Lower bounds: roofline / tp per GPU plus ring all-reduce and PP hand-off time; the prefill of one "
-             "request alone (TTFT) and one decode step of the replica's batch (TPOT)."]
+    notes = [f"Lower bounds per GPU: max(FLOPs / tp / peak, the bytes this GPU moves / bandwidth) plus ring "
+             f"all-reduce and PP hand-off time; the prefill of one request alone (TTFT) and one decode step of the "
+             f"replica's batch (TPOT), which reads {dec.weights_read_bytes:,} B of weights (as held: the weights "
+             f"row less the rotary cache and the embedding table, which a step gathers from, and the experts its "
+             f"tokens leave idle) and {dec.kv_read_bytes:,} B of its rank's cache on each GPU along the pipeline."]
     spec, per_step = s.opts.speculative, 1.0
     if spec is not None and acceptance_rate is None:
         notes.append(f"Speculative decoding ({spec}): TPOT is the plain decode step; give --acceptance-rate A for "
@@ -37,7 +52,7 @@ def latency(s: Setup, concurrency: int, prompt_len: int | None = None,
         from kvplan.cost.features import expected_tokens_per_step
 
         per_step = expected_tokens_per_step(acceptance_rate, spec.k)
-        step = speculative_step_s(s, roof, batch, prompt) / lay.tp
+        step = speculative_step_s(s, roof, held, dec, batch, prompt)
         verify_comm = comm_time_s(card, lay, batch=batch, new_tokens=spec.k + 1, **kw)
         tpot = (step + verify_comm) / per_step
         notes.append(f"Speculative decoding ({spec}), acceptance rate {acceptance_rate}: {per_step:.2f} tokens per "
@@ -47,42 +62,84 @@ def latency(s: Setup, concurrency: int, prompt_len: int | None = None,
     elif acceptance_rate is not None:
         raise KvplanError("--acceptance-rate: only with speculative decoding (--speculative-config)")
     return Latency(batch_per_replica=batch, prompt_len=prompt, ttft_ms=ttft * 1e3, tpot_ms=tpot * 1e3,
-                   allreduce_ms_per_token=decode_comm * 1e3, tokens_per_step=per_step, price_per_hour=price,
+                   allreduce_ms_per_token=decode_comm * 1e3, decode_weights_read_bytes=dec.weights_read_bytes,
+                   decode_kv_read_bytes=dec.kv_read_bytes, decode_kv_write_bytes=dec.kv_write_bytes,
+                   tokens_per_step=per_step, price_per_hour=price,
                    usd_per_million_output_tokens=per_million_tokens(price, concurrency, tpot * 1e3), notes=notes)
 
 
-def layout_step_s(card, lay, one_gpu_s: float, *, batch: int, new_tokens: int, e: int,
-                  link_bytes_per_s: int | None, logit_rows: int = 1) -> float:
-    """A step's lower bound on a TP x PP layout: the one-GPU roofline time / tp, plus the ring collectives of
-    ``batch`` x ``new_tokens`` between the ranks (kvplan.cost.comm; KvplanError where the GPU states no link)."""
-    return one_gpu_s / lay.tp + comm_time_s(card, lay, batch=batch, new_tokens=new_tokens, logit_rows=logit_rows, e=e,
-                                            link_bytes_per_s=link_bytes_per_s)
+def layout_bounds(roof, work: Workload, held, lay, *, e: int,
+                  link_bytes_per_s: int | None) -> tuple[float, float, float]:
+    """(TTFT of the batch's prefill, TTFT of one request's, TPOT of the batch's decode step) of ``work`` on a TP x PP
+    layout: each GPU's share (``gpu_step_s``: FLOPs / tp, the bytes ``held`` moves, ``Runtime.held_layout``) plus the
+    ring collectives between the ranks (kvplan.cost.comm; KvplanError where the GPU states no link). ``roof``: the
+    model's roofline of ``work`` (its FLOPs and peaks)."""
+    card, engine, batch, prompt = work.card, work.engine, work.batch, work.prompt_len
+    kw = dict(e=e, link_bytes_per_s=link_bytes_per_s, logit_rows=1)
+    run = CacheRun(work.seq_len, work.encoder_len, work.max_cache_len, work.block_size)
+    pre_run = CacheRun(prompt, work.encoder_len, work.max_cache_len, work.block_size)
+    ttft = (gpu_step_s(roof, roof.prefill.flops, path_traffic(held, engine, pre_run, batch, decode=False), lay.tp)
+            + comm_time_s(card, lay, batch=batch, new_tokens=prompt, **kw))
+    one = (gpu_step_s(roof, _one_request_flops(card, prompt, engine), path_traffic(held, engine, pre_run, 1,
+                                                                                   decode=False), lay.tp)
+           + comm_time_s(card, lay, batch=1, new_tokens=prompt, **kw))
+    tpot = (gpu_step_s(roof, roof.decode_step.flops, path_traffic(held, engine, run, batch, decode=True), lay.tp)
+            + comm_time_s(card, lay, batch=batch, new_tokens=1, **kw))
+    return ttft, one, tpot
 
 
-def speculative_step_s(s: Setup, roof, batch: int, prompt: int) -> float:
-    """One speculative step of the replica's batch on one GPU-equivalent (before / tp): the target verifies k+1
-    tokens per request in one forward (compute (k+1) x the decode step's FLOPs; memory: the decode step's bytes with
-    the weights a batch of (k+1) x batch tokens touches, MoE experts included, and k more K/V writes), plus k
-    drafting steps (draft_model: its own decode roofline; EAGLE / MTP: ``features.draft_step_cost``; ngram and
-    suffix: none on the GPU)."""
+def gpu_times(roof, flops: int, traffic: StepTraffic, tp: int) -> tuple[float, float]:
+    """(compute, memory) seconds of one GPU's share of a step: FLOPs / tp / peak and the bytes it moves / bandwidth,
+    at the peak of the dtype ``roof`` computes in and its mfu / mbu."""
+    return (flops / tp / (roof.peak_flops_per_s * roof.mfu),
+            traffic.total_bytes / (roof.memory_bandwidth_bytes_per_s * roof.mbu))
+
+
+def gpu_step_s(roof, flops: int, traffic: StepTraffic, tp: int) -> float:
+    """One GPU's share of a step (Williams et al., "Roofline", CACM 2009): the larger of ``gpu_times``."""
+    return max(gpu_times(roof, flops, traffic, tp))
+
+
+def step_phases(s: Setup, sts: list[Stage], batch: int) -> tuple[tuple[str, int, StepTraffic, object], ...]:
+    """("prefill" | "decode", the model's FLOPs, the bytes one GPU moves, the model's roofline) of a plan's prefill of
+    ``batch`` requests of max_model_len tokens and of their decode step at that length, on one GPU of each stage:
+    the points a report's roofline draws, by the rules of ``latency``."""
+    L = s.max_model_len
+    roof = _roofline(s.card, batch, L, L, s.gpu, s.engine, s.kv_t, s.w_t, max(1, s.block_size))
+    held = s.engine.held_stages(s, sts)
+    return (("prefill", roof.prefill.flops, gpu_traffic(s, held, batch, L, decode=False), roof),
+            ("decode", roof.decode_step.flops, gpu_traffic(s, held, batch, L, decode=True), roof))
+
+
+def gpu_traffic(s: Setup, held, batch: int, seq_len: int, *, decode: bool) -> StepTraffic:
+    """Bytes one GPU of each stage moves in a decode step of ``batch`` sequences to ``seq_len`` tokens, or in their
+    prefill of ``seq_len`` tokens (``held``: ``Runtime.held_stages``), summed over the stages."""
+    return path_traffic(held, s.engine, CacheRun(seq_len, 0, None, max(1, s.block_size)), batch, decode=decode)
+
+
+def speculative_step_s(s: Setup, roof, held, dec: StepTraffic, batch: int, prompt: int) -> float:
+    """One speculative step of the replica's batch on one GPU: the target verifies k+1 tokens per request in one
+    forward (compute (k+1) x the decode step's FLOPs / tp; memory: the GPU's decode bytes ``dec`` with the weights a
+    batch of (k+1) x batch tokens touches, MoE experts included, and k more K/V writes), plus k drafting steps / tp
+    (draft_model: its own decode roofline; EAGLE / MTP: ``features.draft_step_cost``; ngram and suffix: none on the
+    GPU)."""
     from kvplan.cost.features import draft_step_cost
-    from kvplan.cost.traffic import weights_read_bytes
 
-    spec, dec = s.opts.speculative, roof.decode_step
-    k, peak, bw = spec.k, dec.flops / dec.compute_time_s, dec.bytes_moved / dec.memory_time_s
-    verify_bytes = (dec.bytes_moved - dec.weights_read_bytes + weights_read_bytes(s.card, s.w_t, batch * (k + 1))
-                    + k * dec.kv_write_bytes)
-    verify = max((k + 1) * dec.compute_time_s, verify_bytes / bw)
+    spec, whole, tp = s.opts.speculative, roof.decode_step, s.layout.tp
+    k, peak, bw = spec.k, whole.flops / whole.compute_time_s, whole.bytes_moved / whole.memory_time_s
+    verify_weights = sum(h.read_bytes(batch * (k + 1)) for h, _ in held)
+    verify = gpu_step_s(roof, (k + 1) * whole.flops, StepTraffic(verify_weights, dec.kv_read_bytes,
+                                                                 (k + 1) * dec.kv_write_bytes), tp)
     if spec.draft_card is not None:
         draft = _roofline(spec.draft_card, batch, prompt, s.max_model_len, s.gpu, s.engine, s.kv_t, s.w_t,
                           max(1, s.block_size)).time_per_output_token_s
     elif spec.draft_layers:
-        kv = dec.kv_read_bytes * spec.draft_layers // max(1, s.card.attention_layers)
+        kv = whole.kv_read_bytes * spec.draft_layers // max(1, s.card.attention_layers)
         flops, nbytes = draft_step_cost(s.card, s.w_t, spec, batch, kv)
         draft = max(flops / peak, nbytes / bw)
     else:
         draft = 0.0
-    return verify + k * draft
+    return verify + k * draft / tp
 
 
 def per_million_tokens(price_per_hour: float | None, concurrency: int, tpot_ms: float) -> float | None:
@@ -106,3 +163,9 @@ def _steps(card, batch, prompt, seq_len, engine):
     """The prefill's and decode step's FLOPs, which no GPU figure enters: once per batch, not once per GPU type."""
     return step_breakdowns(card, prompt_len=prompt, seq_len=seq_len, batch=batch, engine=engine, max_cache_len=None,
                            encoder_len=0)
+
+
+@lru_cache(maxsize=256)
+def _one_request_flops(card, prompt: int, engine) -> int:
+    """The FLOPs of one request's prefill alone (the roofline's time_to_first_token_one_request_s)."""
+    return prefill_flops(card, prompt_len=prompt, batch=1, engine=engine).executed(engine.flops_basis)

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import ast
 import json
+from fractions import Fraction
 import re
 import shlex
 from pathlib import Path
@@ -40,7 +41,7 @@ from pydantic import BaseModel
 
 from kvplan.cost.serving_sglang import DEFAULT_SWA_FULL_TOKENS_RATIO
 from kvplan.errors import KvplanError
-from kvplan.files import read_text
+from kvplan.files import read_text_head
 from kvplan.planning.results import RESULT
 
 GIB = 2**30
@@ -75,6 +76,13 @@ class Figure(BaseModel):
     rounding: float  # half the last printed digit: 6.51 -> 0.005; integers -> 0 (exact)
     line: int  # 1-based line number in the file
 
+    @property
+    def bytes(self) -> int:
+        """A memory figure (GiB) in exact bytes: those below the printed decimal, as ``--kv-cache-memory 19.36GiB``
+        reads the same text (kvplan.units.parse_size), so a logged pool and the flag give one byte count."""
+        value = sum(Fraction(part.replace(",", "")) for part in self.text.split(" + ")) * GIB  # a pool of parts
+        return value.numerator // value.denominator
+
 
 class ParsedLog(BaseModel):
     """A start-up log as read: header, the engine and its version, the launch flags found, every figure stated."""
@@ -96,6 +104,15 @@ class ParsedLog(BaseModel):
     figures: list[Figure]  # every figure stated, first statement of each name first
     exact_available_bytes: int | None  # "kv cache memory in use is N bytes" (vLLM 0.10.2+): the pool to the byte
     running_requests_cap: int | None = None  # SGLang --max-running-requests: the scheduler's printed cap is not kvplan's
+    header_lines: dict[str, int] = {}  # `# name:` header -> its line number
+    flag_lines: dict[str, int] = {}  # keyword of flags -> the line it was read from (0: the `# command:` header)
+    startups: list[int] = []  # the first line of each start-up when the file holds several
+    startup: int | None = None  # of those, the first line of the one read (the last that states a figure)
+    last_line: int = 0  # the last line read
+    args_line: int | None = None  # vLLM's `non-default args` / SGLang's `ServerArgs(...)`: every launch flag not
+    # named there is the engine's default, which the log so states
+    read_bytes: int | None = None  # the bytes read when the file is longer than MAX_LOG_BYTES (its start is read)
+    size_bytes: int | None = None  # the file's size in that case
 
     def figure(self, name: str) -> Figure | None:
         """The first statement of ``name`` (ranks print alike; a later one is a repeat)."""
@@ -104,7 +121,9 @@ class ParsedLog(BaseModel):
 
 # ---- the lines ---------------------------------------------------------------------------------------------------
 
-_NUM = r"(\d+(?:,\d{3})*(?:\.\d+)?)"
+# a number never starts inside another (the look-behind): a pattern that begins with one tries each digit run once,
+# not once per digit, so a line of N digits costs O(N) (a run of 20,000 digits took a minute)
+_NUM = r"(?<![\d.,])(\d+(?:,\d{3})*(?:\.\d+)?)"
 _GIB = _NUM + r" ?GiB"
 
 # (figure, pattern); the first group is the value. Memory in GiB (V0's "GB" and SGLang's "GB" are 2**30 bytes).
@@ -146,8 +165,8 @@ _VLLM_LINES = [
 _SGLANG_KV = r"KV Cache is allocated\. (?:dtype: [\w.]+, )?"
 _SGLANG_LINES = [
     ("load_usage", r"Load weight end\..*?mem usage=" + _NUM + " ?GB"),
-    # a hybrid SWA pool (0.5.10+ pool_configurator.py): "Use sliding window memory pool. full_layer_tokens=N, ..."
-    # before the pools' own lines; max_total_num_tokens is the full layers' pool
+    # a hybrid SWA pool: "Use sliding window memory pool. full_layer_tokens=N, ..." (0.5.7+; 0.4.10 - 0.5.6
+    # model_runner.py: "Use Sliding window ...") before the pools' own lines; max_total_num_tokens is the full pool's
     ("tokens", r"[Ss]liding window memory pool\. full_layer_tokens=" + _NUM),
     ("tokens", _SGLANG_KV + r"#tokens: " + _NUM),
     ("tokens", r"max_total_num_tokens=" + _NUM),
@@ -189,6 +208,10 @@ _INT_FLAGS = {"tp", "pp", "dp", "max_model_len", "max_num_seqs", "max_num_batche
               "max_running_requests", "max_loras", "max_lora_rank"}
 _FLOAT_FLAGS = {"gpu_memory_utilization", "mem_fraction_static", "cpu_offload_gb", "swa_full_tokens_ratio"}
 _BOOL_FLAGS = {"expert_parallel", "flashinfer_sampler", "cold_compile", "enable_lora", "disable_hybrid_swa_memory"}
+MAX_LOG_BYTES = 4 << 20  # the first 4 MiB of a log are read: the start-up's lines come first (docs/errors.md)
+MAX_LINE_CHARS = 1 << 16  # a line is matched on its first 64 KiB (V1's config line, the longest, is a few KiB)
+_MAX_GIB = 2**20  # the largest memory figure a log may state (1 PiB); more is a corrupt line, refused
+_MAX_COUNT = 10**12  # the largest count (blocks, tokens, requests) or concurrency, as every integer flag
 _HEADERS = ("source", "posted", "gpu", "gpu-memory", "model", "engine", "command")
 # vLLM compiled in this boot (its torch.compile cache missed): backends.py "Compiling a graph for compile range %s
 # takes %.2f s" (0.13.0+; a cache hit logs "Directly load the compiled graph(s) for compile range"), decorators.py
@@ -197,64 +220,174 @@ _COLD_COMPILE = r"Compiling a graph for compile range|saved AOT compiled functio
 
 
 def parse_log(path: str | Path) -> ParsedLog:
-    """Read ``path`` (the format of docs/logs/); KvplanError naming the file when it is no vLLM or SGLang log."""
-    text = read_text(path, what="log")
+    """Read ``path`` (the format of docs/logs/); KvplanError naming the file when it is no vLLM or SGLang log.
+
+    Of a longer file the first MAX_LOG_BYTES are read (its start-up comes first); of a file holding several start-ups
+    (a restart appended: docker logs, journald) the last one that states a figure; a file mixing vLLM's and SGLang's
+    lines, or whose `# engine:` header names another engine than its lines, is refused."""
+    text, size = read_text_head(path, what="log", limit=MAX_LOG_BYTES)
     header: dict[str, str] = {}
+    header_lines: dict[str, int] = {}
     body: list[tuple[int, str]] = []
-    for n, line in enumerate(text.splitlines(), 1):
+    lines = text.splitlines()
+    for n, line in enumerate(lines, 1):
+        line = line[:MAX_LINE_CHARS]  # every pattern is matched on a bounded line
         m = re.match(r"# ([a-z-]+): ?(.*)$", line)
         if m and m.group(1) in _HEADERS and not body:
             header[m.group(1)] = m.group(2).strip()
+            header_lines[m.group(1)] = n
         else:
             body.append((n, line))
-    # the family of lines: SGLang's own markers, else vLLM's; a `# engine:` header names the runtime
-    sglang_lines = any(_SGLANG_MARKERS.search(line) for _, line in body)
+    starts = _startups(body)
+    for first, last in reversed(list(zip(starts, [*starts[1:], None]))):  # the last start-up that states a figure
+        part = [(n, line) for n, line in body if n >= first and (last is None or n < last)]
+        sglang_at = _sglang_line(part)
+        figures = _figures(path, part, _SGLANG_LINES if sglang_at else _VLLM_LINES)
+        if figures:
+            body = part
+            break
+    vllm_at = _vllm_line(body)
+    if sglang_at and vllm_at:
+        raise KvplanError(f"{path}: holds vLLM's lines (line {vllm_at[0]}: {_quote(vllm_at[1])}) and SGLang's (line "
+                          f"{sglang_at[0]}: {_quote(sglang_at[1])}), two engines' logs in one file; allowed: one "
+                          "engine's start-up (cut the file to it)")
+    family = "sglang" if sglang_at else "vllm"
     named = re.match(r"[a-z]+", header.get("engine", ""))
-    engine = named.group(0) if named else "sglang" if sglang_lines else "vllm"
+    if "engine" in header and not re.fullmatch(r"[a-z]+(?:==\d+(?:\.\d+)*[\w.+-]*)?", header["engine"]):
+        raise KvplanError(f"{path}:{header_lines['engine']}: `# engine: {_quote(header['engine'])}`: not an engine "
+                          "and release; allowed: `# engine: vllm==X.Y` or `# engine: sglang==X.Y`")
+    if named and named.group(0) != family and (sglang_at or vllm_at):
+        at = sglang_at or vllm_at
+        raise KvplanError(f"{path}:{header_lines['engine']}: `# engine: {_quote(header['engine'])}` contradicts the "
+                          f"log's lines, which are {'SGLang' if sglang_at else 'vLLM'}'s (line {at[0]}: "
+                          f"{_quote(at[1])}); allowed: `# engine: {family}==X.Y`, or no header")
+    engine = named.group(0) if named else family
     try:
-        flags, sources, quant = _flags(header, body)
+        flags, sources, quant, flag_lines = _flags(header, body, header_lines.get("command", 0))
     except KvplanError as exc:  # a launch flag the log (or its `# command:` line) gives in a form no engine reads
         raise KvplanError(f"{path}: launch flags: {exc}") from None
-    figures = _figures(body, _SGLANG_LINES if sglang_lines else _VLLM_LINES)
     if not figures:
         raise KvplanError(f"{path}: no vLLM or SGLang start-up figure found (Model loading took, Available KV cache "
                           "memory, GPU KV cache size, # GPU blocks, KV Cache is allocated, ...)")
-    sglang_kv = _sglang_kv(body)
+    sglang_kv = _sglang_kv(path, body)
     if sglang_kv is not None:
         figures = _ordered([*figures, sglang_kv])
     cap = flags.pop("max_running_requests", None)
     sources.pop("max_running_requests", None)
+    flag_lines.pop("max_running_requests", None)
+    args_line = flag_lines.pop("args line") or None
     return ParsedLog(path=str(path), source=header.get("source"), engine=engine, running_requests_cap=cap,
                      version=_version(header, body), model_id=flags.pop("model", None),
                      model_header=header.get("model"), gpu_header=header.get("gpu"),
                      gpu_memory_header=header.get("gpu-memory"), flags=flags, flag_sources=sources,
-                     quantization=quant, total_memory_gib=_total(body), free_at_start_gib=_free_at_start(body),
-                     figures=figures, exact_available_bytes=_exact_available(body))
+                     quantization=quant, total_memory_gib=_total(path, body),
+                     free_at_start_gib=_free_at_start(path, body), figures=figures,
+                     exact_available_bytes=_exact_available(path, body), header_lines=header_lines,
+                     flag_lines=flag_lines, startups=starts if len(starts) > 1 else [],
+                     startup=body[0][0] if len(starts) > 1 else None, last_line=len(lines), args_line=args_line,
+                     read_bytes=None if size is None else len(text.encode()), size_bytes=size)
 
 
-def _figure(name: str, text: str, line: int) -> Figure:
+def _quote(text: str) -> str:
+    """A log line as an error quotes it: its start, one printable line."""
+    from kvplan.errors import printable
+
+    text = printable(" ".join(text.split()))
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+# ---- start-ups and engines ---------------------------------------------------------------------------------------
+
+# lines a server prints once per start (entrypoints/utils.py log_non_default_args, the API server's version line and
+# 0.11+'s banner, SGLang's launch_server `server_args=ServerArgs(...)`, a launch command echoed), and the engine's
+# own config line, used only where none of those is printed (V0 and offline runs print it once; V1 once per DP rank)
+_SERVER_STARTS = [("non-default args", re.compile(r"non-default args: \{")),
+                  ("API server version", re.compile(r"vLLM API server version \d")),
+                  ("banner", re.compile(r"█ +version \d")),
+                  ("ServerArgs", re.compile(r"ServerArgs\(")),
+                  ("launch line", re.compile(r"(?:^|\s|\$ )(?:vllm serve|python3? -m (?:vllm\.entrypoints\.openai\."
+                                             r"api_server|sglang\.launch_server))\s"))]
+_ENGINE_START = re.compile(r"Initializing an? (?:V[01] )?LLM engine \(v")
+
+
+def _startups(body) -> list[int]:
+    """The first line of each start-up: a line a server prints once per start, printed again, begins the next."""
+    kinds = [(name, rx) for name, rx in _SERVER_STARTS if any(rx.search(line) for _, line in body)]
+    kinds = kinds or [("engine config line", _ENGINE_START)]
+    starts, seen = [body[0][0] if body else 1], set()
+    for n, line in body:
+        for name, rx in kinds:
+            if rx.search(line):
+                if name in seen:
+                    starts.append(n)
+                    seen = set()
+                seen.add(name)
+    return starts
+
+
+def _sglang_line(body) -> tuple[int, str] | None:
+    """The first line only SGLang prints (its markers and figure lines)."""
+    rxs = [_SGLANG_MARKERS, *(re.compile(p) for _, p in _SGLANG_LINES)]
+    return next(((n, line) for n, line in body if any(rx.search(line) for rx in rxs)), None)
+
+
+def _vllm_line(body) -> tuple[int, str] | None:
+    """The first line only vLLM prints (its figure lines, its version lines, non-default args)."""
+    rxs = [re.compile(p) for _, p in _VLLM_LINES] + [re.compile(p) for p in _VERSION_LINES[:3]]
+    rxs.append(re.compile(r"non-default args: \{"))
+    return next(((n, line) for n, line in body if any(rx.search(line) for rx in rxs)), None)
+
+
+# ---- the figures -------------------------------------------------------------------------------------------------
+
+def _figure(name: str, text: str, line: int, path=None) -> Figure:
     plain = text.replace(",", "")
+    digits = len(plain.replace(".", "").lstrip("-"))
+    unit = FIGURES.get(name, ("", "GiB"))[1]
+    largest = _MAX_GIB if unit == "GiB" else _MAX_COUNT
+    value = float(plain) if digits <= 30 else float("inf")
+    if not abs(value) <= largest:  # inf, and a figure no GPU holds (99999999999999 GiB)
+        shown = text if len(text) <= 30 else f"a number of {digits:,} digits"
+        what = FIGURES[name][0] if name in FIGURES else {"total": "the GPU's total memory",
+                                                         "free": "free memory at start"}[name]
+        raise KvplanError(f"{path}:{line}: {what}: {shown} {unit} is out of range; allowed: at most "
+                          f"{largest:,} {unit}")
     decimals = len(plain.split(".")[1]) if "." in plain else 0
-    return Figure(name=name, value=float(plain), text=text, rounding=0.5 * 10 ** -decimals if decimals else 0.0,
+    return Figure(name=name, value=value, text=text, rounding=0.5 * 10 ** -decimals if decimals else 0.0,
                   line=line)
 
 
-def _figures(body: list[tuple[int, str]], patterns) -> list[Figure]:
+def _figures(path, body: list[tuple[int, str]], patterns) -> list[Figure]:
     out: list[Figure] = []
     for name, pattern in patterns:
         rx = re.compile(pattern)
+        # a pattern that begins with its number is tried only on lines holding the words after it (" for weight"):
+        # re tries such a pattern at every position of every line, a literal-led one only where its words occur
+        key = re.match(r"[\w ]+", pattern[len(_GIB):]).group(0) if pattern.startswith(_GIB) else ""
         for n, line in body:
-            if m := rx.search(line):
-                out.append(_figure(name, m.group(1), n))
-    return _ordered(out)
+            if key in line and (m := rx.search(line)):
+                out.append(_figure(name, m.group(1), n, path))
+    return _ordered(out, per_worker=patterns is _VLLM_LINES)
 
 
-def _ordered(figures: list[Figure]) -> list[Figure]:
-    """In FIGURES' order; of one figure's statements the most precise first, then the earliest."""
-    return sorted(figures, key=lambda f: (list(FIGURES).index(f.name), f.rounding, f.line))
+# vLLM prints these once per worker (gpu_worker.py, kv_cache_utils.py get_kv_cache_config), and the engine sizes every
+# worker's pool by the smallest (unify_kv_cache_configs: the minimum num_blocks): the smallest statement is the one
+# compared, with kvplan's limiting rank (a pipeline's stages hold different layers and peaks: stage 0's 6,654,432
+# tokens beside the last stage's 6,167,536 in the GH200 PP 2 log)
+PER_WORKER = ("available", "blocks", "tokens", "concurrency")
 
 
-def _sglang_kv(body) -> Figure | None:
+def _ordered(figures: list[Figure], per_worker: bool = False) -> list[Figure]:
+    """In FIGURES' order; of one figure's statements the most precise first, then the earliest; with ``per_worker``
+    (vLLM) the smallest statement of a PER_WORKER figure first."""
+    def key(f: Figure):
+        smallest = f.value if per_worker and f.name in PER_WORKER else 0
+        return list(FIGURES).index(f.name), smallest, f.rounding, f.line
+
+    return sorted(figures, key=key)
+
+
+def _sglang_kv(path, body) -> Figure | None:
     """SGLang's pool, K size + V size (each printed to 0.01 GB: the sum is good to 0.01)."""
     rx = re.compile(_SGLANG_KV + r"(?:#tokens: \d+, )?K size: " + _NUM + r" GB, V size: " + _NUM + " GB")
     # a hybrid model's state pool is sized from the same budget first (SGLang's MambaPool: "conv_state size: X GB,
@@ -268,7 +401,7 @@ def _sglang_kv(body) -> Figure | None:
     for n, line in body:
         if m := rx.search(line):
             texts = [m.group(1), m.group(2), *(t for p in parts for t in p)]
-            figs = [_figure("available", t, n) for t in texts]
+            figs = [_figure("available", t, n, path) for t in texts]
             return Figure(name="available", value=sum(f.value for f in figs), text=" + ".join(texts),
                           rounding=sum(f.rounding for f in figs), line=n)
     return None
@@ -279,22 +412,33 @@ def _first(body, pattern: str) -> tuple[int, re.Match] | None:
     return next(((n, m) for n, line in body if (m := rx.search(line))), None)
 
 
-def _total(body) -> Figure | None:
+def _total(path, body) -> Figure | None:
     for pattern in (r"Free memory on device \([\d.]+/" + _NUM + r" GiB\)", r"total_gpu_memory \(" + _GIB + r"\)",
                     r"total_gpu_memory[=\s]\s*" + _GIB):
         if hit := _first(body, pattern):
-            return _figure("total", hit[1].group(1), hit[0])
+            return _figure("total", hit[1].group(1), hit[0], path)
     return None
 
 
-def _free_at_start(body) -> Figure | None:
+def _free_at_start(path, body) -> Figure | None:
     hit = _first(body, r"Load weight begin\..*?avail mem=" + _NUM + " ?GB")
-    return _figure("free", hit[1].group(1), hit[0]) if hit else None
+    return _figure("free", hit[1].group(1), hit[0], path) if hit else None
 
 
-def _exact_available(body) -> int | None:
-    hit = _first(body, r"[Cc]urrent kv cache memory in use is (\d+) bytes")
-    return int(hit[1].group(1)) if hit else None
+def _exact_available(path, body) -> int | None:
+    """The smallest "kv cache memory in use is N bytes" (one per worker, as the available memory they state)."""
+    rx = re.compile(r"[Cc]urrent kv cache memory in use is (\d+) bytes")
+    out = None
+    for n, line in body:
+        if not (m := rx.search(line)):
+            continue
+        digits = m.group(1)
+        if len(digits) > 16 or int(digits) > _MAX_GIB * GIB:
+            shown = digits if len(digits) <= 30 else f"a number of {len(digits):,} digits"
+            raise KvplanError(f"{path}:{n}: kv cache memory in use: {shown} bytes is out of range; allowed: at "
+                              f"most {_MAX_GIB * GIB:,} bytes")
+        out = int(digits) if out is None else min(out, int(digits))
+    return out
 
 
 def _version(header: dict[str, str], body) -> str | None:
@@ -309,49 +453,58 @@ def _version(header: dict[str, str], body) -> str | None:
 
 # ---- launch flags ------------------------------------------------------------------------------------------------
 
-def _flags(header: dict[str, str], body) -> tuple[dict, dict, str | None]:
+def _flags(header: dict[str, str], body, command_line: int = 0) -> tuple[dict, dict, str | None, dict]:
     """Launch flags by source, later sources winning: the V1 config line and SGLang's ServerArgs (the resolved
     values), `Using max model len`, the `Maximum concurrency for N tokens` line, `Chunked prefill is enabled with
-    max_num_batched_tokens=N`, non-default args, the launch line."""
-    layers: list[tuple[str, dict[str, object]]] = []
-    if hit := _first(body, r"with config: (.*)$"):
-        layers.append(("config line", _pairs(hit[1].group(1))))
-    if hit := _first(body, r"ServerArgs\((.*)\)"):
-        layers.append(("server_args", _pairs(hit[1].group(1))))
-    if hit := _first(body, r"(?:Memory profiling results: .*|total_gpu_memory \(.*)"):  # V0: the utilization used
-        util = re.search(r"gpu_memory_utilization(?:=| \()(\d+(?:\.\d+)?)", hit[1].group(0))
-        layers.append(("Memory profiling line", {"gpu_memory_utilization": util.group(1)} if util else {}))
-    if hit := _first(body, r"\] gpu_memory_utilization\s+(\d+(?:\.\d+)?)\s*$"):  # the table form of the same
-        layers.append(("Memory profiling table", {"gpu_memory_utilization": hit[1].group(1)}))
-    if hit := _first(body, r"Maximum concurrency for ([\d,]+) tokens per request"):
-        layers.append(("Maximum concurrency line", {"max_model_len": hit[1].group(1).replace(",", "")}))
-    if hit := _first(body, r"max_total_num_tokens=.*\bcontext_len=(\d+)"):  # SGLang's scheduler: the length used
-        layers.append(("scheduler line", {"max_model_len": hit[1].group(1)}))
-    if hit := _first(body, r"Load weight end\..*?\bquant=([\w-]+)"):  # SGLang 0.5.x: the checkpoint's quantization
-        layers.append(("Load weight end line", {"quantization": hit[1].group(1)}))
-    if hit := _first(body, r"Using max model len (\d+)"):
-        layers.append(("Using max model len", {"max_model_len": hit[1].group(1)}))
-    if hit := _first(body, r"Chunked prefill is enabled with max_num_batched_tokens=(\d+)"):  # SchedulerConfig's
-        layers.append(("Chunked prefill line", {"max_num_batched_tokens": hit[1].group(1)}))  # resolved value
+    max_num_batched_tokens=N`, non-default args, the launch line; with the line each was read from."""
+    layers: list[tuple[str, int, dict[str, object]]] = []
+
+    def layer(where: str, pattern: str, values) -> None:
+        if hit := _first(body, pattern):
+            layers.append((where, hit[0], values(hit[1])))
+
+    layer("config line", r"with config: (.*)$", lambda m: _pairs(m.group(1)))
+    layer("server_args", r"ServerArgs\((.*)\)", lambda m: _pairs(m.group(1)))
+    # V0: the utilization used
+    layer("Memory profiling line", r"(?:Memory profiling results: .*|total_gpu_memory \(.*)",
+          lambda m: {"gpu_memory_utilization": u.group(1)}
+          if (u := re.search(r"gpu_memory_utilization(?:=| \()(\d+(?:\.\d+)?)", m.group(0))) else {})
+    layer("Memory profiling table", r"\] gpu_memory_utilization\s+(\d+(?:\.\d+)?)\s*$",  # the table form of the same
+          lambda m: {"gpu_memory_utilization": m.group(1)})
+    layer("Maximum concurrency line", r"Maximum concurrency for ([\d,]+) tokens per request",
+          lambda m: {"max_model_len": m.group(1).replace(",", "")})
+    layer("scheduler line", r"max_total_num_tokens=.*\bcontext_len=(\d+)",  # SGLang's scheduler: the length used
+          lambda m: {"max_model_len": m.group(1)})
+    layer("Load weight end line", r"Load weight end\..*?\bquant=([\w-]+)",  # SGLang 0.5.x: the checkpoint's quant
+          lambda m: {"quantization": m.group(1)})
+    layer("Using max model len", r"Using max model len (\d+)", lambda m: {"max_model_len": m.group(1)})
+    layer("Chunked prefill line", r"Chunked prefill is enabled with max_num_batched_tokens=(\d+)",  # SchedulerConfig's
+          lambda m: {"max_num_batched_tokens": m.group(1)})  # resolved value
     if args := _non_default_args(body):
-        layers.append(("non-default args", _dict(args)))
-    if _first(body, r"Using FlashInfer for top-p & top-k sampling"):  # vLLM 0.10-0.16's TopKTopPSampler
-        layers.append(("FlashInfer sampler line", {"flashinfer_sampler": "True"}))
-    if _first(body, _COLD_COMPILE):
-        layers.append(("compile line", {"cold_compile": "True"}))
-    command = header.get("command") or next((m.group(1) for _, line in body if (m := _LAUNCH.search(line))), None)
-    if command:
-        layers.append(("launch line", _command(command)))
-    ranks = {int(m.group(1)) for _, line in body if (m := re.search(r"VllmWorker (?:rank=|TP)(\d+)", line))}
-    # V0: each worker process and the driver print their weights once (a repeated pid is a repeated paste)
-    loads = len({(m.group(1) if (m := re.search(r"pid=(\d+)", line)) else "driver")
-                 for _, line in body if "Model loading took" in line})
-    if ranks or loads > 1:  # one process per GPU: the world size when no flag says TP (PP then 1)
-        world = max(ranks) + 1 if ranks else loads
-        layers.insert(0, ("worker ranks" if ranks else "one weights line per GPU", {"tensor_parallel_size": str(world)}))
+        layers.append(("non-default args", args[0], _dict(args[1])))
+    layer("FlashInfer sampler line", r"Using FlashInfer for top-p & top-k sampling",  # vLLM 0.10-0.16's sampler
+          lambda m: {"flashinfer_sampler": "True"})
+    layer("compile line", _COLD_COMPILE, lambda m: {"cold_compile": "True"})
+    if header.get("command"):
+        layers.append(("launch line", command_line, _command(header["command"])))
+    elif hit := next(((n, m.group(1)) for n, line in body if (m := _LAUNCH.search(line))), None):
+        layers.append(("launch line", hit[0], _command(hit[1])))
+    ranks = {(int(m.group(1)), n) for n, line in body if (m := re.search(r"VllmWorker (?:rank=|TP)(\d+)", line))}
+    # V0's workers ("(VllmWorkerProcess pid=N)") and its driver (no pid) print their weights once each (a repeated
+    # pid is a repeated paste); V1's lines ("(EngineCore pid=N)") say nothing of the world size: two pids there are
+    # two start-ups, and TP comes from the flags
+    loads = [(m.group(1) if (m := re.search(r"\(VllmWorkerProcess pid=(\d+)\)", line)) else "driver", n)
+             for n, line in body if "Model loading took" in line]
+    workers = {pid for pid, _ in loads}
+    if ranks or (len(workers) > 1 and workers - {"driver"}):  # one process per GPU: the world size when no flag
+        world = max(r for r, _ in ranks) + 1 if ranks else len(workers)  # says TP (PP then 1)
+        line = max(ranks)[1] if ranks else loads[0][1]
+        layers.insert(0, ("worker ranks" if ranks else "one weights line per GPU", line,
+                          {"tensor_parallel_size": str(world)}))
     flags: dict[str, object] = {}
     sources: dict[str, str] = {}
-    for where, values in layers:
+    lines: dict[str, int] = {}
+    for where, n, values in layers:
         for key, value in values.items():
             name = _FLAG_NAMES.get(key.lstrip("-").replace("-", "_"))
             if name is None or value in (None, "None", "auto", ""):
@@ -362,15 +515,18 @@ def _flags(header: dict[str, str], body) -> tuple[dict, dict, str | None]:
                 value = _speculative(value)  # config line's SpeculativeConfig(...) repr is not read
                 if value is None:
                     continue
-            flags[name], sources[name] = _typed(name, value), where
+            flags[name], sources[name], lines[name] = _typed(name, value), where, n
     quant = flags.pop("quantization", None)
     sources.pop("quantization", None)
-    return flags, sources, None if quant is None else str(quant)
+    lines.pop("quantization", None)
+    lines["args line"] = next((n for where, n, _ in layers if where in ("non-default args", "server_args")), 0)
+    return flags, sources, None if quant is None else str(quant), lines
 
 
-def _non_default_args(body) -> str | None:
-    """The dict of vLLM's ``non-default args: {...}`` line, joined across the line breaks a post may have put in it."""
-    for i, (_, line) in enumerate(body):
+def _non_default_args(body) -> tuple[int, str] | None:
+    """(line, the dict of vLLM's ``non-default args: {...}`` line, joined across the line breaks a post may have put
+    in it)."""
+    for i, (n, line) in enumerate(body):
         if (at := line.find("non-default args: {")) >= 0:
             text = line[at + len("non-default args: "):]
             for _, more in body[i + 1:i + 20]:
@@ -378,7 +534,7 @@ def _non_default_args(body) -> str | None:
                     break
                 text += more
             end = text.rfind("}")
-            return text[:end + 1] if end >= 0 else None
+            return (n, text[:end + 1]) if end >= 0 else None
     return None
 
 
@@ -431,8 +587,10 @@ def _pairs(text: str) -> dict[str, str]:
 
 def _dict(text: str) -> dict[str, object]:
     try:
-        value = ast.literal_eval(text)
-    except (ValueError, SyntaxError):  # a value printed as an object: take the scalar pairs
+        value = ast.literal_eval(text) if len(text) <= MAX_LINE_CHARS else text
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):  # nested past the parser's depth too
+        value = text
+    if isinstance(value, str):  # a value printed as an object: take the scalar pairs
         return {m.group(1): m.group(2) for m in re.finditer(r"'(\w+)': ('[^']*'|[\w.]+)", text)}
     return value if isinstance(value, dict) else {}
 

@@ -79,6 +79,11 @@ class Latency(BaseModel):
     ttft_ms: float  # one request's prefill alone
     tpot_ms: float  # one decode step of the replica's batch at max_model_len
     allreduce_ms_per_token: float  # decode: 2 all-reduces per layer of batch x hidden
+    # the TPOT step's bytes on one GPU, summed over the stages a token passes (kvplan.cost.traffic.path_traffic):
+    # its rank's weights as held (the weights row less what a step does not read), its cache read and written
+    decode_weights_read_bytes: int = 0
+    decode_kv_read_bytes: int = 0
+    decode_kv_write_bytes: int = 0
     tokens_per_step: float = 1.0  # speculative decoding: tokens a request gains per step (--acceptance-rate)
     notes: list[str]
     price_per_hour: float | None = None  # USD, all the layout's GPUs at the catalog's (or --gpu-file's) price
@@ -93,6 +98,11 @@ class PlanResult(BaseModel):
     kv_cache: KVCachePool
     max_concurrency: float  # per replica, by the engine's formula
     max_concurrency_total: float  # x dp
+    # per replica: the requests the engine runs at once, max_concurrency capped by its scheduler (running_limit)
+    max_running: float
+    running_limit: int | None = None  # vLLM max_num_seqs, SGLang max_running_requests, ...; None: the pool alone
+    running_limit_flag: str = ""  # the engine's flag for running_limit (--max-num-seqs)
+    target_met: bool | None = None  # with a target concurrency: whole running requests x dp hold it (the verdict's)
     request_kv_bytes: int  # one request at max_model_len, on the limiting rank
     fits: bool  # one request at max_model_len fits every rank
     max_model_len_fit: int  # the longest max_model_len that fits (vLLM's binary search); 0: none

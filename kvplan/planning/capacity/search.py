@@ -1,6 +1,7 @@
 """Which GPUs, how many, which layout: ``kvplan plan`` without ``--gpu``, and the latency bounds of a layout.
 
-Latency extends kvplan.cost.roofline: each GPU of a TP group runs 1/tp of the FLOPs and reads 1/tp of the bytes, and
+Latency extends kvplan.cost.roofline (kvplan.planning.capacity.latency): each GPU of a TP group runs 1/tp of the
+FLOPs and reads the bytes its own rank holds (its weight shards as stored, its K/V heads: replicated ones in full), and
 every decoder layer adds two all-reduces of tokens x hidden activations (after attention and after the MLP,
 Megatron-LM arXiv:1909.08053 section 3); a ring all-reduce moves 2 (tp - 1) / tp of the data over each GPU's link
 (Patarasuk & Yuan 2009). PP adds one hand-off of tokens x hidden per stage boundary. These are lower bounds.
@@ -14,13 +15,14 @@ from pathlib import Path
 
 from kvplan.cost.hardware import GPU, load_gpus
 from kvplan.cost.parallel import Layout
+from kvplan.cost.runtimes import get_engine
 from kvplan.errors import KvplanError, Refused, WeightsDoNotFit
 from kvplan.model.card import ModelCard
 from kvplan.model.catalog import load_card
-from kvplan.planning.capacity import PlanRequest, assemble, result, setup
+from kvplan.planning.capacity import PlanRequest, assemble, per_gpu, setup
 from kvplan.planning.capacity.latency import latency, per_million_tokens
 from kvplan.cost.runtimes.setup import Pool, Setup, Stage
-from kvplan.planning.capacity.results import Latency, PlanOption, PlanResult, SearchResult
+from kvplan.planning.capacity.results import Latency, PlanOption, SearchResult
 from kvplan.units import require_positive
 
 TP_SIZES, PP_SIZES = (1, 2, 4, 8), (1, 2, 3, 4)
@@ -82,7 +84,7 @@ def search(model: ModelCard | str | Path, *, max_model_len: int, concurrency: in
     options.sort(key=_KEYS[sort])
     return SearchResult(model=card.name, engine=engine, max_model_len=max_model_len, concurrency=concurrency,
                         ttft_ms=ttft_ms, tpot_ms=tpot_ms, layouts_tried=tried, options=options, sort=sort,
-                        notes=_search_notes(options, max_gpus, sort))
+                        notes=_search_notes(options, max_gpus, sort, get_engine(engine)))
 
 
 def _chosen(catalog: dict[str, GPU], names: list[str] | None) -> list[GPU]:
@@ -140,7 +142,8 @@ def _option(card: ModelCard, req: PlanRequest, max_gpus: int, ttft_ms, tpot_ms) 
         p = s.engine.pool(s, sts)
         per_replica = s.engine.running(s, p)
     g = req.gpu
-    lat = latency(s, C, req.prompt_len, req.acceptance_rate) if (ttft_ms or tpot_ms or g.interconnect_bandwidth_bytes_per_s) else None
+    lat = (latency(s, C, req.prompt_len, req.acceptance_rate, sts)
+           if (ttft_ms or tpot_ms or g.interconnect_bandwidth_bytes_per_s) else None)
     if lat and ((ttft_ms and lat.ttft_ms > ttft_ms) or (tpot_ms and lat.tpot_ms > tpot_ms)):
         return None
     n = lay.tp * lay.pp * dp
@@ -150,9 +153,12 @@ def _option(card: ModelCard, req: PlanRequest, max_gpus: int, ttft_ms, tpot_ms) 
 
 
 def _finished(c: _Candidate) -> PlanOption:
-    """The option of a candidate: the plan's result (per-GPU budget, pool, launch line), price and latency."""
+    """The option of a candidate: the plan's per-GPU budget, pool and launch line (``result``'s, without the notes
+    and the runtime's extras an option does not show: llama.cpp's quant table fits every GGUF type), price and
+    latency."""
+    from kvplan.planning.capacity.text import launch_command
+
     s, g, lat = c.setup, c.setup.gpu, c.latency
-    r: PlanResult = result(s, c.stages, c.pool)
     per_mtok = per_million_tokens(c.price_per_hour, c.concurrency, lat.tpot_ms) if lat else None
     return PlanOption(gpu=g.name, num_gpus=c.num_gpus, tp=c.tp, pp=c.pp, dp=c.dp, max_concurrency=c.max_concurrency,
                       fits=True, price_per_hour=c.price_per_hour, price_per_gpu_hour=g.price_per_hour_usd,
@@ -160,7 +166,7 @@ def _finished(c: _Candidate) -> PlanOption:
                       price_date=g.price_date or None if c.price_per_hour else None,
                       usd_per_million_output_tokens=per_mtok,
                       ttft_ms=lat.ttft_ms if lat else None, tpot_ms=lat.tpot_ms if lat else None,
-                      launch_command=r.launch_command, per_gpu=r.per_gpu, kv_cache=r.kv_cache)
+                      launch_command=launch_command(s), per_gpu=per_gpu(s, c.pool), kv_cache=c.pool.pool)
 
 
 def _inf(x: float | None) -> float:
@@ -174,7 +180,7 @@ _KEYS = {  # the orders of --sort; each breaks ties by the others, then fewer pi
 }
 
 
-def _search_notes(options: list[PlanOption], max_gpus: int, sort: str) -> list[str]:
+def _search_notes(options: list[PlanOption], max_gpus: int, sort: str, runtime=None) -> list[str]:
     if not options:
         return [f"No layout within --max-gpus {max_gpus} holds the requests; raise --max-gpus, shorten "
                 "--max-model-len or use fp8 (--kv-dtype / --weight-dtype)."]
@@ -182,6 +188,9 @@ def _search_notes(options: list[PlanOption], max_gpus: int, sort: str) -> list[s
              "cost": "the lowest price first (GPUs x price per GPU-hour; GPUs without a price last), then fewer GPUs",
              "latency": "the lowest decode-latency bound (TPOT) first, then price"}[sort]
     notes = [f"One option per GPU type (DP replicas multiply concurrency), {order} (--sort {sort})."]
+    extra = runtime.search_note() if runtime is not None else None
+    if extra:
+        notes.append(extra)
     priced = [o for o in options if o.price_per_hour is not None]
     if priced:
         notes.append("$/h: all the option's GPUs at public on-demand list prices (the catalog's, read on the date "

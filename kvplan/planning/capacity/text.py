@@ -23,21 +23,32 @@ def verdict(s: Setup, p: Pool, concurrency: int | None = None) -> str:
     where += f" PP {lay.pp}" if lay.pp > 1 else ""
     where += f" DP {lay.dp}" if lay.dp > 1 else ""
     where += f" EP {lay.tp * lay.dp}" if lay.expert_parallel else ""
-    room = p.pool.available_bytes
-    pool = (f"KV pool {fmt_bytes(room)} per GPU" if room >= 0 else
-            f"no memory left for the KV cache: {fmt_bytes(-room)} short per GPU") + s.engine.pool_summary(p, s)
+    room, alloc = p.pool.available_bytes, p.pool.allocated_bytes
+    if room < 0:
+        pool = f"no memory left for the KV cache: {fmt_bytes(-room)} short per GPU" + s.engine.pool_summary(p, s)
+    elif alloc is None:
+        pool = f"KV pool {fmt_bytes(room)} per GPU" + s.engine.pool_summary(p, s)
+    else:  # llama.cpp: a cache of n_ctx cells, whatever memory is left
+        free = f", {fmt_bytes(room - alloc)} of GPU memory left free" if alloc <= room else ""
+        pool = f"KV cache {fmt_bytes(alloc)} per GPU{s.engine.pool_summary(p, s)}{free}"
     total = p.concurrency * lay.dp
     if not p.fits:
         longest = f"the longest that fits is {fmt_int(p.max_model_len_fit)}" if p.max_model_len_fit else "none fits"
         return f"{where}: one {fmt_int(L)}-token request does NOT fit; {longest}; {pool}"
-    running, limit = int(s.engine.running(s, p)) * lay.dp, s.engine.running_limit(s, p)  # whole requests
+    limit = s.engine.running_limit(s, p)
     cap = ""
     if limit is not None and limit < p.concurrency:
         cap = f"; runs at most {fmt_int(limit)} at once per replica ({s.engine.running_limit_flag} {fmt_int(limit)})"
     target = ""
     if concurrency is not None:
-        target = f"; target {fmt_int(concurrency)}: {'met' if running >= concurrency else 'NOT met'}"
+        target = f"; target {fmt_int(concurrency)}: {'met' if target_met(s, p, concurrency) else 'NOT met'}"
     return f"{where}: {total:,.1f} concurrent {fmt_int(L)}-token requests; {pool}{cap}{target}"
+
+
+def target_met(s: Setup, p: Pool, concurrency: int) -> bool:
+    """``concurrency`` requests of max_model_len run at once: one fits, and the whole requests each replica runs
+    (its pool's, capped by the engine's scheduler) times the replicas hold them."""
+    return p.fits and int(s.engine.running(s, p)) * s.layout.dp >= concurrency
 
 
 def notes(s: Setup, p: Pool) -> list[str]:
@@ -56,12 +67,12 @@ def notes(s: Setup, p: Pool) -> list[str]:
     if s.kv_t.name.startswith("fp8"):
         out.append("fp8 KV: per-layer fp32 k_scale and v_scale are parameters, counted with the weights.")
     if s.total == s.gpu.memory_bytes and s.gpu.visible_memory_bytes is None:
-        out.append(f"GPU memory: the catalog's {fmt_bytes(s.total)} (vendor-stated): no visible total is recorded for "
-                   f"{s.gpu.name}; the engine starts from torch's total (torch.cuda.mem_get_info), a little less than "
-                   "nvidia-smi's: pass --gpu-memory with it.")
+        out.append(f"GPU memory: the catalog's {fmt_bytes(s.total)} (vendor-stated {s.gpu.stated_memory}): no visible "
+                   f"total is recorded for {s.gpu.name}; the engine starts from torch's total "
+                   "(torch.cuda.mem_get_info), a little less than nvidia-smi's: pass --gpu-memory with it.")
     elif s.total == s.gpu.visible_memory_bytes:
         out.append(f"GPU memory: {fmt_bytes(s.total)}, the total torch sees on a {s.gpu.name} (the datasheet states "
-                   f"{fmt_bytes(s.gpu.memory_bytes)}); drivers move it by 0.1-0.5 GiB: --gpu-memory takes yours.")
+                   f"{s.gpu.stated_memory}); drivers move it by 0.1-0.5 GiB: --gpu-memory takes yours.")
     if s.max_model_len > s.card.max_position_embeddings:
         env = s.engine.long_context_env
         out.append(f"--max-model-len {s.max_model_len} exceeds the model's max_position_embeddings "

@@ -254,7 +254,7 @@ def load_config(path: Path) -> LoadedConfig:
     loaded = LoadedConfig(path, config, lines)
     where = _baseline_where(path, text, table, "baseline" in data)
     _check_inside(where, loaded)
-    _check_not_an_input(where, loaded)
+    _check_own_file(where, loaded)
     return loaded
 
 
@@ -326,20 +326,6 @@ def _outside(baseline: Path, lexical: Path, resolved: Path, root: Path) -> str:
             f"{shown(root)}")
 
 
-def _check_not_an_input(where: str, loaded: LoadedConfig) -> None:
-    """--update-baseline replaces the baseline: it may not be the config, another config file, or a file a
-    scenario reads (a card, a config.json, a GPU file); reading one as a baseline fails, writing it destroys it."""
-    baseline = loaded.baseline_path
-    if baseline.name in (CONFIG_FILE, "pyproject.toml"):
-        raise KvplanError(f"{where}: {shown(baseline)} is a config file's name ({CONFIG_FILE}, pyproject.toml); "
-                          f"allowed: a JSON file of its own ({DEFAULT_BASELINE})")
-    for what, path in loaded.inputs():
-        inside = is_dir(path) and _resolved(baseline).is_relative_to(_resolved(path))  # an hf_config folder
-        if inside or same_file(baseline, path):
-            raise KvplanError(f"{where}: {shown(baseline)} is {'inside ' if inside else ''}{what}; allowed: a file no "
-                              f"scenario reads ({DEFAULT_BASELINE})")
-
-
 def _resolved(path: Path) -> Path:
     try:
         return path.resolve()
@@ -354,6 +340,33 @@ def same_file(a: Path, b: Path) -> bool:
         return os.path.samefile(a, b)
     except (OSError, ValueError):
         return _resolved(a) == _resolved(b)
+
+
+def _check_own_file(where: str, loaded: LoadedConfig) -> None:
+    """--update-baseline replaces the baseline file whole: it may not be the config itself, a file by a config's name
+    (kvplan.toml, pyproject.toml) or a file a scenario reads (a card, a config.json or its folder, a GPU file; a
+    bundled card's name too, as a file of that name would be read as the card). QA B D1: the config was overwritten.
+    ``.git`` and paths outside the repository: ``_check_inside``."""
+    baseline = loaded.baseline_path
+    if same_file(baseline, loaded.path):
+        what = "the config file"
+    elif baseline.name in (CONFIG_FILE, "pyproject.toml"):
+        what = f"a {baseline.name} (a config file's name)"
+    else:
+        what = _read_by_a_scenario(baseline, loaded)
+    if what:
+        raise KvplanError(f"{where}: {shown(baseline)} is {what}, which --update-baseline would overwrite; allowed: a "
+                          f"file of its own, such as {DEFAULT_BASELINE}")
+
+
+def _read_by_a_scenario(baseline: Path, loaded: LoadedConfig) -> str:
+    """What ``baseline`` is to the scenarios, in words ("" when none reads it)."""
+    for source, path in loaded.inputs()[1:]:  # [0] is the config
+        if is_dir(path) and _resolved(baseline).is_relative_to(_resolved(path)):  # an hf_config folder
+            return f"inside {source}, a folder the scenarios read"
+        if same_file(baseline, path):
+            return f"{source}, a file the scenarios read"
+    return ""
 
 
 def _check_top(path: Path, text: str, data: dict, table: str) -> None:

@@ -36,7 +36,7 @@ from kvplan.model.catalog import load_card
 from kvplan.model.dtypes import DType
 from kvplan.model.layouts import with_layout
 from kvplan.planning.sweep.grid import parse_int_axis, parse_name_axis, require_rows
-from kvplan.planning.estimate import default_block, resolve, weights_result
+from kvplan.planning.estimate import default_block, resolve, served_weights
 from kvplan.planning.sweep import extra
 
 _BLOCK = 4096  # rows per CSV block
@@ -60,6 +60,7 @@ class SweepCase:
     bytes_per_token: int
     weights_bytes: int
     state_bytes: int = 0  # conv and SSM states of one sequence, summed over the state layers: constant in tokens
+    kv_dtype_given: str | None = None  # --kv-dtype as given (None: the engine's default, as a plan takes it)
 
     @property
     def head(self) -> tuple:
@@ -95,7 +96,7 @@ def build_case(card: ModelCard, attention: str | None, engine: str | Engine, kv_
     label = engine if isinstance(engine, str) else r.engine.name
     return SweepCase(layout_card, None if attention in (None, "card") else attention, r.engine, label, r.kv_t, r.w_t,
                   tuple((w, c, b) for (w, c), b in windows.items()), cross, kv_bytes_per_token(specs),
-                  weights_result(layout_card, r.w_t, r.kv_t, r.engine).bytes, states)
+                  served_weights(layout_card, r).bytes, states, kv_dtype)
 
 
 @dataclass(frozen=True)

@@ -44,8 +44,9 @@ def roofline_values(lay, batch: int, seq_len: int, gpu: str, gpu_file: str | Non
                     block_size: int, par: tuple = (None, None, None)) -> tuple:
     """The roofline columns of one row, as ``estimate(..., gpu=gpu)`` computes them (prompt_len = seq_len). With a
     row's ``par`` = (tp, pp, max_model_len) of a capacity sweep, they are the layout's, as ``kvplan plan`` bounds its
-    latency (kvplan.planning.capacity.latency): each time / tp plus the ring collectives between the ranks over the
-    GPU's interconnect (kvplan.cost.comm), the memory that of the tp x pp GPUs together."""
+    latency (kvplan.planning.capacity.latency): each GPU's FLOPs / tp and its own bytes (its rank's weights and
+    cache, summed over the stages), plus the ring collectives between the ranks over the GPU's interconnect
+    (kvplan.cost.comm), the memory that of the tp x pp GPUs together."""
     gpu_obj = load_gpu(gpu, gpu_file)
     work = Workload(lay.card, lay.engine, lay.kv_t, lay.w_t, batch, seq_len, seq_len,
                     lay.engine.default_max_cache_len(seq_len), block_size)
@@ -55,14 +56,13 @@ def roofline_values(lay, batch: int, seq_len: int, gpu: str, gpu_file: str | Non
         return (r.time_to_first_token_s, r.time_to_first_token_one_request_s, r.time_per_output_token_s,
                 r.decode_tokens_per_s, r.gpu_memory_bytes, r.fits_in_memory)
     from kvplan.cost.parallel import Layout
-    from kvplan.planning.capacity.latency import layout_step_s
+    from kvplan.planning.capacity.latency import layout_bounds
 
     layout = Layout(tp=tp, pp=pp)
-    kw = dict(e=lay.w_t.activation_bytes, link_bytes_per_s=gpu_obj.interconnect_bandwidth_bytes_per_s)
     try:
-        ttft = layout_step_s(lay.card, layout, r.time_to_first_token_s, batch=batch, new_tokens=seq_len, **kw)
-        one = layout_step_s(lay.card, layout, r.time_to_first_token_one_request_s, batch=1, new_tokens=seq_len, **kw)
-        tpot = layout_step_s(lay.card, layout, r.time_per_output_token_s, batch=batch, new_tokens=1, **kw)
+        held = lay.engine.held_layout(lay.card, lay.w_t, lay.kv_t, layout)
+        ttft, one, tpot = layout_bounds(r, work, held, layout, e=lay.w_t.activation_bytes,
+                                        link_bytes_per_s=gpu_obj.interconnect_bandwidth_bytes_per_s)
     except KvplanError:  # a GPU without a stated interconnect, or a split the model cannot take: the plan's columns
         return (None,) * len(ROOFLINE_COLUMNS)  # name the refusal (plan_error)
     memory = r.gpu_memory_bytes * tp * pp
@@ -122,7 +122,7 @@ def capacity_values(cache: dict, lay, seq_len: int, gpu: str, par: tuple, block_
             cache.clear()
         try:
             result = planner().plan(lay.card, gpu=gpu, tp=tp, pp=pp, max_model_len=mml or seq_len,
-                                    engine=lay.engine, kv_dtype=lay.kv_t.name, weight_dtype=lay.w_t.name,
+                                    engine=lay.engine, kv_dtype=lay.kv_dtype_given, weight_dtype=lay.w_t.name,
                                     block_size=block_size, gpu_file=gpu_file)
         except KvplanError as exc:  # a layout the engine refuses, or no memory left for the cache: a row, not a stop
             data = {"max_concurrency": 0.0, "fits": False, "plan_error": str(exc)}

@@ -17,13 +17,17 @@ from kvplan.model.hf.reader import Config, activation
 LAYER_TYPES = {"sliding_attention": "sliding", "full_attention": "global"}
 
 
-def decoder_core(cfg: Config, act_keys: tuple[str, ...] = ("hidden_act",)) -> dict:
-    """Keys shared by the Llama family (llama, mistral, qwen, gemma, phi3, deepseek)."""
+def decoder_core(cfg: Config, act_keys: tuple[str, ...] = ("hidden_act",), latent: bool = False) -> dict:
+    """Keys shared by the Llama family (llama, mistral, qwen, gemma, phi3, deepseek). num_key_value_heads and head_dim
+    left out are the config class's own (``Config.sized``: Mistral 8 K/V heads, Gemma head_dim 256, Llama the query
+    heads and hidden_size // num_attention_heads). ``latent`` (MLA): neither is read, the ``mla`` block sizes the
+    heads and the cache."""
     heads = cfg.integer("num_attention_heads")
     return dict(
         num_layers=cfg.layers("num_hidden_layers"), hidden_size=cfg.integer("hidden_size"), num_heads=heads,
-        num_kv_heads=cfg.integer("num_key_value_heads") if cfg.has("num_key_value_heads") else heads,
-        head_dim=cfg.optional("head_dim"), ffn_size=cfg.integer("intermediate_size"), gated_ffn=True,
+        num_kv_heads=heads if latent else cfg.sized("num_key_value_heads", heads, "num_attention_heads"),
+        head_dim=None if latent else cfg.sized("head_dim", None, "hidden_size // num_attention_heads"),
+        ffn_size=cfg.integer("intermediate_size"), gated_ffn=True,
         activation=activation(cfg, *act_keys), vocab_size=cfg.integer("vocab_size"),
         tie_embeddings=cfg.flag("tie_word_embeddings"), norm="rmsnorm", position="rope",
         max_position_embeddings=cfg.integer("max_position_embeddings"))
@@ -48,8 +52,11 @@ def window(cfg: Config, fallback: Callable[[int], list[str]] | None = None) -> d
         types = ["sliding" if cfg.lookup("sliding_window") else "global"] * n
     if "sliding" not in types:
         return {}
+    size = cfg.lookup("sliding_window")  # an explicit null stays None in transformers: its sliding layers see all
+    if size is None:  # (DynamicLayer, not DynamicSlidingWindowLayer; vLLM's per_layer_sliding_window None)
+        return {}
     pattern = compress(types)  # all-sliding needs no pattern: it is the card's default once a window is set
-    return {"sliding_window": cfg.integer("sliding_window"),
+    return {"sliding_window": cfg.check_int("sliding_window", size),
             "layer_pattern": None if pattern == ["sliding"] else pattern}
 
 
@@ -80,11 +87,6 @@ def relu2_core(cfg: Config) -> dict:
         return {**decoder_core(cfg), "activation": "relu2"}
     finally:
         cfg.data = data
-
-
-def sized_head(cfg: Config) -> dict:
-    """Families whose config class defaults head_dim to a fixed number (GLM 128, gpt-oss 64, ...): no default."""
-    return {**decoder_core(cfg), "head_dim": cfg.get("head_dim")}
 
 
 def mtp_layers(cfg: Config, *aliases: str) -> dict:

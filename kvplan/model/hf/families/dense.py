@@ -3,9 +3,11 @@ or global), as transformers 5.x builds them: Llama, Mistral, Qwen2/3, Gemma 1-3,
 GPT-J, OPT, BLOOM, MPT, T5, BERT, and the families of 2024-2026 (OLMo-2/3, Granite, GLM, EXAONE-4, SmolLM3,
 ERNIE-4.5, Cohere2, StarCoder2, Phi-2, StableLM, Persimmon, Nemotron).
 
-``DEFAULTS``: transformers' config-class defaults for the behavioural keys read here (never sizes: a config.json
-missing a size is an error naming the key), from the transformers 5.23 config classes; tests/test_hf_import.py checks
-every entry against the installed transformers.
+``DEFAULTS``: transformers' config-class defaults for the behavioural keys read here, and for the two sizes a config
+class fills itself (num_key_value_heads, head_dim: Mistral's 8 K/V heads, Gemma's head_dim 256; ``OrNull`` where the
+field also takes null; ``Config.sized``); any other size missing is an error naming the key. From the transformers
+5.23-5.24 config classes; tests/test_hf_import.py checks every entry against the installed transformers and
+tests/test_hf_defaults.py a config.json without the key against what transformers builds from it.
 """
 
 from __future__ import annotations
@@ -13,8 +15,8 @@ from __future__ import annotations
 from typing import Callable
 
 from kvplan.errors import KvplanError, clip
-from kvplan.model.hf.families.core import decoder_core, every_nth, relu2_core, sized_head, window
-from kvplan.model.hf.reader import Config, activation
+from kvplan.model.hf.families.core import decoder_core, every_nth, relu2_core, window
+from kvplan.model.hf.reader import Config, OrNull, activation
 
 
 def llama(cfg: Config) -> dict:
@@ -64,6 +66,7 @@ def gemma3_text(cfg: Config) -> dict:
     layers = window(cfg, pattern)
     # vLLM / SGLang gemma3.py Gemma3Attention: a sliding layer builds get_rope(base=rope_local_base_freq,
     # rope_scaling={"rope_type": "default"}), a global one get_rope(rope_theta, config.rope_scaling): two caches
+    # (a null sliding_window: no sliding layer, and its second rotary cache is not counted)
     return {**gemma(cfg), **layers, "norms_per_layer": 4, "qk_norm": True, "local_rope": bool(layers)}
 
 
@@ -234,7 +237,7 @@ def _llama_biases(cfg: Config) -> dict:
 
 
 def glm(cfg: Config) -> dict:
-    return {**sized_head(cfg), "qkv_bias": bool(cfg.get("attention_bias"))}  # o_proj has no bias
+    return {**decoder_core(cfg), "qkv_bias": bool(cfg.get("attention_bias"))}  # o_proj has no bias
 
 
 def glm4(cfg: Config) -> dict:
@@ -251,7 +254,7 @@ def exaone4(cfg: Config) -> dict:
 
 def ernie4_5(cfg: Config) -> dict:
     bias = bool(cfg.get("use_bias"))
-    return {**sized_head(cfg), "qkv_bias": bias, "out_bias": bias, "mlp_bias": bias}
+    return {**decoder_core(cfg), "qkv_bias": bias, "out_bias": bias, "mlp_bias": bias}
 
 
 def cohere2(cfg: Config) -> dict:
@@ -308,18 +311,21 @@ READERS: dict[str, Callable[[Config], dict]] = {
 DEFAULTS: dict[str, dict] = {
     "llama": {"attention_bias": False, "hidden_act": "silu", "max_position_embeddings": 2048, "mlp_bias": False,
               "tie_word_embeddings": False},
-    "mistral": {"hidden_act": "silu", "max_position_embeddings": 131072, "sliding_window": 4096,
-                "tie_word_embeddings": False},
-    "qwen2": {"hidden_act": "silu", "max_position_embeddings": 32768, "max_window_layers": 28,
-              "tie_word_embeddings": False, "use_sliding_window": False},
-    "qwen3": {"attention_bias": False, "hidden_act": "silu", "max_position_embeddings": 32768, "max_window_layers": 28,
-              "tie_word_embeddings": False, "use_sliding_window": False},
-    "gemma": {"attention_bias": False, "hidden_act": "gelu_pytorch_tanh", "max_position_embeddings": 8192,
-              "tie_word_embeddings": True},
-    "gemma2": {"attention_bias": False, "hidden_activation": "gelu_pytorch_tanh", "max_position_embeddings": 8192,
-               "sliding_window": 4096, "tie_word_embeddings": True},
-    "gemma3_text": {"attention_bias": False, "hidden_activation": "gelu_pytorch_tanh",
-                    "max_position_embeddings": 131072, "sliding_window": 4096, "tie_word_embeddings": True},
+    "mistral": {"num_key_value_heads": 8, "hidden_act": "silu", "max_position_embeddings": 131072,
+                "sliding_window": 4096, "tie_word_embeddings": False},
+    "qwen2": {"num_key_value_heads": OrNull(32), "hidden_act": "silu", "max_position_embeddings": 32768,
+              "max_window_layers": 28, "tie_word_embeddings": False, "use_sliding_window": False},
+    "qwen3": {"num_key_value_heads": OrNull(32), "head_dim": 128, "attention_bias": False, "hidden_act": "silu",
+              "max_position_embeddings": 32768, "max_window_layers": 28, "tie_word_embeddings": False,
+              "use_sliding_window": False},
+    "gemma": {"num_key_value_heads": 16, "head_dim": 256, "attention_bias": False, "hidden_act": "gelu_pytorch_tanh",
+              "max_position_embeddings": 8192, "tie_word_embeddings": True},
+    "gemma2": {"num_key_value_heads": 4, "head_dim": 256, "attention_bias": False,
+               "hidden_activation": "gelu_pytorch_tanh", "max_position_embeddings": 8192, "sliding_window": 4096,
+               "tie_word_embeddings": True},
+    "gemma3_text": {"num_key_value_heads": 4, "head_dim": 256, "attention_bias": False,
+                    "hidden_activation": "gelu_pytorch_tanh", "max_position_embeddings": 131072, "sliding_window": 4096,
+                    "tie_word_embeddings": True},
     "phi3": {"hidden_act": "silu", "max_position_embeddings": 4096, "tie_word_embeddings": False},
     "falcon": {"alibi": False, "bias": False, "max_position_embeddings": 2048, "multi_query": True,
                "new_decoder_architecture": False, "parallel_attn": True, "tie_word_embeddings": True},
@@ -339,26 +345,28 @@ DEFAULTS: dict[str, dict] = {
               "tie_word_embeddings": False},
     "olmo3": {"attention_bias": False, "hidden_act": "silu", "max_position_embeddings": 2048, "sliding_window": 4096,
               "tie_word_embeddings": False},
-    "smollm3": {"attention_bias": False, "hidden_act": "silu", "max_position_embeddings": 32768, "mlp_bias": False,
-                "no_rope_layer_interval": 4, "tie_word_embeddings": True, "use_sliding_window": False},
+    "smollm3": {"num_key_value_heads": OrNull(4), "attention_bias": False, "hidden_act": "silu",
+                "max_position_embeddings": 32768, "mlp_bias": False, "no_rope_layer_interval": 4,
+                "tie_word_embeddings": True, "use_sliding_window": False},
     "granite": {"attention_bias": False, "hidden_act": "silu", "max_position_embeddings": 2048, "mlp_bias": False,
                 "tie_word_embeddings": False},
-    "glm": {"attention_bias": True, "hidden_act": "silu", "max_position_embeddings": 131072,
-            "tie_word_embeddings": False},
-    "glm4": {"attention_bias": True, "hidden_act": "silu", "max_position_embeddings": 131072,
-             "tie_word_embeddings": False},
-    "exaone4": {"hidden_act": "silu", "max_position_embeddings": 2048, "sliding_window": 4096,
-                "sliding_window_pattern": 4, "tie_word_embeddings": False},
-    "ernie4_5": {"hidden_act": "silu", "max_position_embeddings": 131072, "tie_word_embeddings": True,
-                 "use_bias": False},
+    "glm": {"num_key_value_heads": 2, "head_dim": 128, "attention_bias": True, "hidden_act": "silu",
+            "max_position_embeddings": 131072, "tie_word_embeddings": False},
+    "glm4": {"num_key_value_heads": 2, "head_dim": 128, "attention_bias": True, "hidden_act": "silu",
+             "max_position_embeddings": 131072, "tie_word_embeddings": False},
+    "exaone4": {"num_key_value_heads": 32, "hidden_act": "silu", "max_position_embeddings": 2048,
+                "sliding_window": 4096, "sliding_window_pattern": 4, "tie_word_embeddings": False},
+    "ernie4_5": {"num_key_value_heads": OrNull(2), "head_dim": OrNull(128), "hidden_act": "silu",
+                 "max_position_embeddings": 131072, "tie_word_embeddings": True, "use_bias": False},
     "cohere2": {"attention_bias": False, "hidden_act": "silu", "max_position_embeddings": 8192, "sliding_window": 4096,
                 "tie_word_embeddings": True},
-    "starcoder2": {"hidden_act": "gelu_pytorch_tanh", "max_position_embeddings": 4096, "tie_word_embeddings": True,
-                   "use_bias": True},
+    "starcoder2": {"num_key_value_heads": 2, "hidden_act": "gelu_pytorch_tanh", "max_position_embeddings": 4096,
+                   "tie_word_embeddings": True, "use_bias": True},
     "phi": {"hidden_act": "gelu_new", "max_position_embeddings": 2048, "qk_layernorm": False,
             "tie_word_embeddings": False},
-    "stablelm": {"hidden_act": "silu", "max_position_embeddings": 4096, "qk_layernorm": False,
-                 "tie_word_embeddings": False, "use_parallel_residual": False, "use_qkv_bias": False},
+    "stablelm": {"num_key_value_heads": 32, "hidden_act": "silu", "max_position_embeddings": 4096,
+                 "qk_layernorm": False, "tie_word_embeddings": False, "use_parallel_residual": False,
+                 "use_qkv_bias": False},
     "persimmon": {"hidden_act": "relu2", "max_position_embeddings": 16384, "qk_layernorm": True,
                   "tie_word_embeddings": False},
     "nemotron": {"attention_bias": False, "hidden_act": "relu2", "max_position_embeddings": 4096, "mlp_bias": False,

@@ -39,7 +39,7 @@ from typing import Callable
 from kvplan.errors import KvplanError, clip
 from kvplan.model.hf.families.core import compress, decoder_core, mtp_layers, relu2_core
 from kvplan.model.hf.families.state_space import mamba2_block
-from kvplan.model.hf.reader import Config
+from kvplan.model.hf.reader import Config, OrNull
 
 
 def bamba(cfg: Config) -> dict:
@@ -81,12 +81,14 @@ def nemotron_h(cfg: Config) -> dict:
     # NemotronHConfig.num_hidden_layers is len(layers_block_type); its to_dict() leaves the key out. A config of
     # MoE blocks only has no dense intermediate_size that any block reads
     data = {**cfg.data, "hidden_act": cfg.text("mlp_hidden_act"), "num_hidden_layers": n}
+    if not cfg.has("head_dim") and cfg.has("attention_head_dim"):
+        data["head_dim"] = cfg.data["attention_head_dim"]
     if "mlp" not in blocks and not cfg.has("intermediate_size"):
         data["intermediate_size"] = cfg.integer("moe_intermediate_size")
     act = cfg.derive(data)
     # head_dim: the published configs name it attention_head_dim (read by the checkpoints' own NemotronHConfig and
     # vLLM); transformers 5.x reads head_dim only (default 128, the value of every published Nemotron-H)
-    core = {**relu2_core(act), "head_dim": cfg.integer("head_dim", "attention_head_dim")}
+    core = relu2_core(act)
     # NemotronHAttention: q/k/v/o without bias whatever attention_bias says, and no rotary embedding (the model has no
     # rotary_emb: the Mamba-2 blocks carry position); NemotronHMLP: up, down (mlp_bias)
     fields = {**core, "gated_ffn": False, "mlp_bias": cfg.flag("mlp_bias"), "norms_per_layer": 1,
@@ -306,7 +308,7 @@ def zamba2(cfg: Config) -> dict:
     types = _layer_list(cfg, lambda n: list(_ZAMBA2_LAYERS))
     h, heads = cfg.integer("hidden_size"), cfg.integer("num_attention_heads")
     data = {**cfg.data, "intermediate_size": cfg.optional("intermediate_size") or 4 * h,  # Zamba2Config.__post_init__
-            "num_key_value_heads": cfg.optional("num_key_value_heads") or heads}
+            "num_key_value_heads": cfg.sized("num_key_value_heads", heads, "num_attention_heads")}
     if cfg.flag("use_long_context"):
         data["max_position_embeddings"] = 16384
     own = cfg.derive(data)
@@ -327,26 +329,27 @@ READERS: dict[str, Callable[[Config], dict]] = {
 }
 
 DEFAULTS: dict[str, dict] = {
-    "bamba": {"attention_bias": False, "hidden_act": "silu", "mamba_chunk_size": 256, "mamba_conv_bias": True,
-              "mamba_d_head": "auto", "mamba_d_conv": 4, "mamba_expand": 2, "mamba_n_groups": 1,
-              "mamba_proj_bias": False, "max_position_embeddings": 262144, "mlp_bias": False,
+    "bamba": {"num_key_value_heads": OrNull(8), "attention_bias": False, "hidden_act": "silu", "mamba_chunk_size": 256,
+              "mamba_conv_bias": True, "mamba_d_head": "auto", "mamba_d_conv": 4, "mamba_expand": 2,
+              "mamba_n_groups": 1, "mamba_proj_bias": False, "max_position_embeddings": 262144, "mlp_bias": False,
               "tie_word_embeddings": False},
-    "nemotron_h": {"chunk_size": 128, "conv_kernel": 4, "mamba_ssm_cache_dtype": "float32",
-                   "max_position_embeddings": 4096, "mlp_bias": False, "mlp_hidden_act": "relu2", "n_groups": 8,
-                   "num_experts_per_tok": 2, "moe_latent_size": None, "num_nextn_predict_layers": 0,
-                   "tie_word_embeddings": False, "use_bias": False, "use_conv_bias": True},
+    "nemotron_h": {"num_key_value_heads": 8, "head_dim": 128, "chunk_size": 128, "conv_kernel": 4,
+                   "mamba_ssm_cache_dtype": "float32", "max_position_embeddings": 4096, "mlp_bias": False,
+                   "mlp_hidden_act": "relu2", "n_groups": 8, "num_experts_per_tok": 2, "moe_latent_size": None,
+                   "num_nextn_predict_layers": 0, "tie_word_embeddings": False, "use_bias": False,
+                   "use_conv_bias": True},
     "granitemoehybrid": {"attention_bias": False, "hidden_act": "silu", "mamba_chunk_size": 256,
                          "mamba_conv_bias": True, "mamba_d_conv": 4, "mamba_d_head": "auto", "mamba_expand": 2,
                          "mamba_n_groups": 1, "mamba_proj_bias": False, "max_position_embeddings": 2048,
                          "num_experts_per_tok": 2, "position_embedding_type": None, "tie_word_embeddings": False},
-    "jamba": {"attn_layer_offset": 4, "attn_layer_period": 8, "expert_layer_offset": 1, "expert_layer_period": 2,
-              "hidden_act": "silu", "mamba_conv_bias": True, "mamba_d_conv": 4, "mamba_dt_rank": "auto",
-              "mamba_expand": 2, "mamba_proj_bias": False, "max_position_embeddings": 262144, "num_experts_per_tok": 2,
-              "tie_word_embeddings": False},
-    "falcon_h1": {"attention_bias": False, "hidden_act": "silu", "mamba_chunk_size": 256, "mamba_conv_bias": True,
-                  "mamba_d_conv": 4, "mamba_d_head": "auto", "mamba_d_ssm": 1024, "mamba_expand": 2,
-                  "mamba_n_groups": 1, "mamba_proj_bias": False, "mamba_rms_norm": False,
-                  "max_position_embeddings": 8192, "mlp_bias": False, "projectors_bias": False,
+    "jamba": {"num_key_value_heads": 8, "attn_layer_offset": 4, "attn_layer_period": 8, "expert_layer_offset": 1,
+              "expert_layer_period": 2, "hidden_act": "silu", "mamba_conv_bias": True, "mamba_d_conv": 4,
+              "mamba_dt_rank": "auto", "mamba_expand": 2, "mamba_proj_bias": False, "max_position_embeddings": 262144,
+              "num_experts_per_tok": 2, "tie_word_embeddings": False},
+    "falcon_h1": {"num_key_value_heads": OrNull(8), "attention_bias": False, "hidden_act": "silu",
+                  "mamba_chunk_size": 256, "mamba_conv_bias": True, "mamba_d_conv": 4, "mamba_d_head": "auto",
+                  "mamba_d_ssm": 1024, "mamba_expand": 2, "mamba_n_groups": 1, "mamba_proj_bias": False,
+                  "mamba_rms_norm": False, "max_position_embeddings": 8192, "mlp_bias": False, "projectors_bias": False,
                   "tie_word_embeddings": False},
     "zamba": {"hidden_act": "gelu", "max_position_embeddings": 4096, "tie_word_embeddings": True,
               "num_key_value_heads": 16, "n_mamba_heads": 2, "attn_layer_period": 6, "attn_layer_offset": 4,

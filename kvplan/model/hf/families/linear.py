@@ -116,7 +116,7 @@ def _gated_deltanet_hybrid(cfg: Config, ffn: dict) -> dict:
            "n_groups": cfg.integer("linear_num_key_heads"), "num_heads": heads, "head_dim": width,
            "intermediate_size": heads * width, "d_conv": cfg.integer("linear_conv_kernel_dim"), "conv_bias": False}
     bias = cfg.flag("attention_bias")
-    return {**decoder_core(cfg), "head_dim": cfg.integer("head_dim"), "layer_pattern": compress(types),
+    return {**decoder_core(cfg), "layer_pattern": compress(types),
             "ssm": ssm, "qk_norm": True, "attention_output_gate": True, "qkv_bias": bias, "out_bias": bias, **ffn}
 
 
@@ -237,7 +237,7 @@ def kimi_linear(cfg: Config) -> dict:
     if "q_lora_rank" not in cfg.data:
         cfg.assumed.append("q_lora_rank=None (transformers default for kimi_linear: no query compression)")
     mla["q_lora_rank"] = cfg.optional("q_lora_rank")
-    data = {**cfg.data, "num_key_value_heads": heads, "head_dim": None,  # its head_dim is qk_rope_head_dim: unused
+    data = {**cfg.data,  # its head_dim is qk_rope_head_dim: unused (decoder_core's latent)
             "max_position_embeddings": cfg.integer("model_max_length", "max_position_embeddings")}
     if cfg.flag("tie_word_embeddings"):  # KimiLinearForCausalLM._tied_weights_keys = {}: lm_head stays its own
         cfg.assumed.append("tie_word_embeddings=false (KimiLinearForCausalLM ties no weights; the file's true is "
@@ -247,7 +247,7 @@ def kimi_linear(cfg: Config) -> dict:
     bias, moe = cfg.flag("attention_bias"), _kimi_moe(cfg)
     # _keep_in_fp32_modules_strict = ["e_score_correction_bias", "gate.weight", "dt_bias"] (kvplan.cost.fp32)
     fp32 = ("router",) * (moe is not None) + ("dt_bias",) * ("mamba" in types)
-    return {**decoder_core(own), "position": "none", "layer_pattern": compress(types),
+    return {**decoder_core(own, latent=True), "position": "none", "layer_pattern": compress(types),
             "ssm": ssm if "mamba" in types else None, "mla": mla if "global" in types else None,
             "moe": moe, "qkv_bias": bias, "out_bias": bias, "hf_fp32": fp32}
 
@@ -330,19 +330,21 @@ READERS: dict[str, Callable[[Config], dict]] = {
 }
 
 DEFAULTS: dict[str, dict] = {
-    "qwen3_next": {"attention_bias": False, "decoder_sparse_step": 1, "hidden_act": "silu",
-                   "linear_conv_kernel_dim": 4, "max_position_embeddings": 32768, "mlp_only_layers": [],
-                   "num_experts_per_tok": 10, "tie_word_embeddings": False},
-    "qwen3_5_text": {"attention_bias": False, "hidden_act": "silu", "linear_conv_kernel_dim": 4,
-                     "max_position_embeddings": 32768, "tie_word_embeddings": False},
-    "qwen3_5_moe_text": {"attention_bias": False, "hidden_act": "silu", "linear_conv_kernel_dim": 4,
-                         "max_position_embeddings": 32768, "tie_word_embeddings": False, "num_experts_per_tok": 8},
-    "lfm2": {"block_auto_adjust_ff_dim": True, "block_ffn_dim_multiplier": 1.0, "block_multiple_of": 256,
-             "conv_L_cache": 3, "conv_bias": False, "max_position_embeddings": 128000, "tie_word_embeddings": True},
-    "lfm2_moe": {"conv_L_cache": 3, "conv_bias": False, "max_position_embeddings": 128000, "num_dense_layers": 2,
-                 "num_experts_per_tok": 4, "tie_word_embeddings": True},
-    "minimax": {"hidden_act": "silu", "max_position_embeddings": 131072, "num_experts_per_tok": 2,
-                "sliding_window": None, "tie_word_embeddings": False},
+    "qwen3_next": {"num_key_value_heads": 2, "head_dim": 256, "attention_bias": False, "decoder_sparse_step": 1,
+                   "hidden_act": "silu", "linear_conv_kernel_dim": 4, "max_position_embeddings": 32768,
+                   "mlp_only_layers": [], "num_experts_per_tok": 10, "tie_word_embeddings": False},
+    "qwen3_5_text": {"num_key_value_heads": 4, "head_dim": 256, "attention_bias": False, "hidden_act": "silu",
+                     "linear_conv_kernel_dim": 4, "max_position_embeddings": 32768, "tie_word_embeddings": False},
+    "qwen3_5_moe_text": {"num_key_value_heads": 2, "head_dim": 256, "attention_bias": False, "hidden_act": "silu",
+                         "linear_conv_kernel_dim": 4, "max_position_embeddings": 32768, "tie_word_embeddings": False,
+                         "num_experts_per_tok": 8},
+    "lfm2": {"num_key_value_heads": 8, "block_auto_adjust_ff_dim": True, "block_ffn_dim_multiplier": 1.0,
+             "block_multiple_of": 256, "conv_L_cache": 3, "conv_bias": False, "max_position_embeddings": 128000,
+             "tie_word_embeddings": True},
+    "lfm2_moe": {"num_key_value_heads": 8, "conv_L_cache": 3, "conv_bias": False, "max_position_embeddings": 128000,
+                 "num_dense_layers": 2, "num_experts_per_tok": 4, "tie_word_embeddings": True},
+    "minimax": {"num_key_value_heads": 8, "hidden_act": "silu", "max_position_embeddings": 131072,
+                "num_experts_per_tok": 2, "sliding_window": None, "tie_word_embeddings": False},
     "recurrent_gemma": {"attention_bias": False, "attention_window_size": 2048,
                         "block_types": ["recurrent", "recurrent", "attention"], "conv1d_width": 4,
                         "hidden_activation": "gelu_pytorch_tanh", "tie_word_embeddings": True},

@@ -28,9 +28,10 @@ def deepseek(cfg: Config) -> dict:
            "expert_ffn_size": cfg.integer("moe_intermediate_size"),
            "num_shared_experts": cfg.integer("n_shared_experts", minimum=0),
            "first_dense_layers": cfg.integer("first_k_dense_replace", minimum=0)}
-    core = decoder_core(cfg)
-    core["num_kv_heads"] = core["num_heads"]  # nominal for MLA: the cache holds one latent per token
-    core.pop("head_dim")  # MLA heads are qk_nope + qk_rope wide for Q/K and v_head_dim for V: the mla block says so
+    # num_kv_heads is nominal for MLA (the cache holds one latent per token) and its heads are qk_nope + qk_rope wide
+    # for Q/K and v_head_dim for V: the mla block says so
+    core = decoder_core(cfg, latent=True)
+    core.pop("head_dim")
     bias = cfg.flag("attention_bias")  # q_a_proj, kv_a_proj_with_mqa and o_proj (kvplan.cost.shapes.mla_matrices)
     # transformers 5.24 DeepseekV2/V3PreTrainedModel._keep_in_fp32_modules_strict: "gate.weight" (kvplan.cost.fp32)
     return {**core, "mla": mla, "moe": moe, "qkv_bias": bias, "out_bias": bias, "hf_fp32": ("router",),

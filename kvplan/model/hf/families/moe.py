@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Callable
 
 from kvplan.errors import KvplanError, clip
-from kvplan.model.hf.families.core import compress, decoder_core, every_nth, mtp_layers, sized_head, window
+from kvplan.model.hf.families.core import compress, decoder_core, every_nth, mtp_layers, window
 from kvplan.model.hf.families.dense import qwen2, qwen3
 from kvplan.model.hf.reader import Config
 
@@ -67,12 +67,12 @@ def gpt_oss(cfg: Config) -> dict:
     moe = {"num_experts": cfg.get("num_local_experts"), "experts_per_token": cfg.get("num_experts_per_tok"),
            "expert_ffn_size": cfg.get("intermediate_size"), "router_bias": True}
     # GptOssPreTrainedModel._keep_in_fp32_modules: the layer and final norms in fp16 loads (kvplan.cost.fp32)
-    return {**sized_head(cfg), **window(cfg, every_nth(2)), "attention_sinks": True, "qkv_bias": bias,
+    return {**decoder_core(cfg), **window(cfg, every_nth(2)), "attention_sinks": True, "qkv_bias": bias,
             "out_bias": bias, "mlp_bias": True, "moe": moe, "hf_fp32": ("norms",)}
 
 
 def llama4_text(cfg: Config) -> dict:
-    return {**sized_head(cfg), **_llama4_layers(cfg), "ffn_size": cfg.get("intermediate_size_mlp"),
+    return {**decoder_core(cfg), **_llama4_layers(cfg), "ffn_size": cfg.get("intermediate_size_mlp"),
             "moe": _llama4_moe(cfg)}
 
 
@@ -166,26 +166,30 @@ READERS: dict[str, Callable[[Config], dict]] = {
 }
 
 DEFAULTS: dict[str, dict] = {
-    "mixtral": {"hidden_act": "silu", "max_position_embeddings": 131072, "num_experts_per_tok": 2,
-                "tie_word_embeddings": False},
-    "qwen2_moe": {"decoder_sparse_step": 1, "hidden_act": "silu", "max_position_embeddings": 32768,
-                  "max_window_layers": 28, "mlp_only_layers": [], "num_experts_per_tok": 4,
-                  "tie_word_embeddings": False, "use_sliding_window": False},
-    "qwen3_moe": {"attention_bias": False, "decoder_sparse_step": 1, "hidden_act": "silu",
+    "mixtral": {"num_key_value_heads": 8, "hidden_act": "silu", "max_position_embeddings": 131072,
+                "num_experts_per_tok": 2, "tie_word_embeddings": False},
+    "qwen2_moe": {"num_key_value_heads": 16, "decoder_sparse_step": 1, "hidden_act": "silu",
+                  "max_position_embeddings": 32768, "max_window_layers": 28, "mlp_only_layers": [],
+                  "num_experts_per_tok": 4, "tie_word_embeddings": False, "use_sliding_window": False},
+    "qwen3_moe": {"num_key_value_heads": 4, "attention_bias": False, "decoder_sparse_step": 1, "hidden_act": "silu",
                   "max_position_embeddings": 32768, "mlp_only_layers": [], "num_experts_per_tok": 8,
                   "tie_word_embeddings": False, "use_sliding_window": False},
     "granitemoe": {"attention_bias": False, "hidden_act": "silu", "max_position_embeddings": 2048,
                    "num_experts_per_tok": 2, "tie_word_embeddings": False},
-    "gpt_oss": {"attention_bias": True, "hidden_act": "silu", "max_position_embeddings": 131072,
-                "num_experts_per_tok": 4, "sliding_window": 128, "tie_word_embeddings": False},
-    "llama4_text": {"attention_bias": False, "attention_chunk_size": 8192, "hidden_act": "silu",
-                    "interleave_moe_layer_step": 1, "max_position_embeddings": 131072, "no_rope_layer_interval": 4,
-                    "num_experts_per_tok": 1, "tie_word_embeddings": False},
+    "gpt_oss": {"num_key_value_heads": 8, "head_dim": 64, "attention_bias": True, "hidden_act": "silu",
+                "max_position_embeddings": 131072, "num_experts_per_tok": 4, "sliding_window": 128,
+                "tie_word_embeddings": False,
+                "rope_parameters": {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0,
+                                    "truncate": False, "original_max_position_embeddings": 4096,
+                                    "rope_theta": 150000.0}},
+    "llama4_text": {"num_key_value_heads": 8, "head_dim": 128, "attention_bias": False, "attention_chunk_size": 8192,
+                    "hidden_act": "silu", "interleave_moe_layer_step": 1, "max_position_embeddings": 131072,
+                    "no_rope_layer_interval": 4, "num_experts_per_tok": 1, "tie_word_embeddings": False},
     "ernie4_5_moe": {"hidden_act": "silu", "max_position_embeddings": 131072, "tie_word_embeddings": True,
                      "use_bias": False, "num_key_value_heads": 4, "moe_intermediate_size": 1536, "moe_k": 6,
                      "moe_num_experts": 64, "moe_num_shared_experts": 2, "moe_layer_start_index": 1,
                      "moe_layer_end_index": -1, "moe_layer_interval": 1},
-    "glm4_moe": {"attention_bias": False, "first_k_dense_replace": 1, "hidden_act": "silu",
+    "glm4_moe": {"num_key_value_heads": 8, "attention_bias": False, "first_k_dense_replace": 1, "hidden_act": "silu",
                  "max_position_embeddings": 131072, "n_shared_experts": 1, "num_experts_per_tok": 8,
                  "tie_word_embeddings": False, "use_qk_norm": False, "num_mtp_layers": 1},
 }

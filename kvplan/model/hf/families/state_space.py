@@ -41,7 +41,8 @@ def _dt_rank(cfg: Config) -> int | None:
 def mamba2(cfg: Config) -> dict:
     # Mamba2Mixer: intermediate_size = int(expand * hidden_size); in_proj to (z, x, B, C, dt); gated RMSNorm
     ssm = {"kind": "mamba2", "d_state": cfg.integer("state_size"), "d_conv": cfg.integer("conv_kernel"),
-           "expand": cfg.integer("expand"), "num_heads": cfg.integer("num_heads"), "head_dim": cfg.integer("head_dim"),
+           "expand": cfg.integer("expand"), "num_heads": cfg.integer("num_heads"),
+           "head_dim": cfg.sized("head_dim", None, "no fallback"),
            "n_groups": cfg.integer("n_groups"), "chunk_size": cfg.integer("chunk_size"),
            "conv_bias": cfg.flag("use_conv_bias"), "proj_bias": cfg.flag("use_bias")}
     return _pure(cfg, ssm)
@@ -67,6 +68,6 @@ DEFAULTS: dict[str, dict] = {
               "use_conv_bias": True},
     "falcon_mamba": {"conv_kernel": 4, "expand": 2, "tie_word_embeddings": True, "time_step_rank": "auto",
                      "use_bias": False, "use_conv_bias": True},
-    "mamba2": {"chunk_size": 256, "conv_kernel": 4, "expand": 2, "n_groups": 8, "tie_word_embeddings": False,
-               "use_bias": False, "use_conv_bias": True},
+    "mamba2": {"head_dim": 64, "chunk_size": 256, "conv_kernel": 4, "expand": 2, "n_groups": 8,
+               "tie_word_embeddings": False, "use_bias": False, "use_conv_bias": True},
 }
