@@ -466,7 +466,9 @@ def test_a_first_run_with_nothing_to_check_says_what_to_do(project, cli, tmp_pat
     code, out, _ = cli("check")
     assert code == 0 and "0 of 0" not in out and out.rstrip().endswith("nothing was checked")
     assert "`kvplan check --update-baseline`" in out and "set budgets" in out
+    assert "verdict" not in out and "┏" not in out  # no empty table
     assert summary.read_text().startswith("### kvplan check: nothing was checked\n")
+    assert "| scenario |" not in summary.read_text()
 
 
 def test_new_figures_are_not_counted_as_checks_that_hold(project, cli, tmp_path, monkeypatch):

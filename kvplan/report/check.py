@@ -46,12 +46,15 @@ def _safe(text: str) -> str:
 
 
 def render_check(report: CheckReport, console: Console) -> None:
-    t = table(f"kvplan check: {_safe(report.config)} (baseline {_safe(report.baseline)})", COLUMNS,
-              left=("scenario", "figure", "budget or baseline", "verdict"))
-    for row in report.rows:
-        c = cells(row)
-        t.add_row(*(_safe(x) for x in c[:-1]), _VERDICT[row.verdict])
-    console.print(t)
+    title = f"kvplan check: {_safe(report.config)} (baseline {_safe(report.baseline)})"
+    if not report.rows:  # no budget, no baseline: no table of nothing; the note says what to do
+        console.print(title)
+    else:
+        t = table(title, COLUMNS, left=("scenario", "figure", "budget or baseline", "verdict"))
+        for row in report.rows:
+            c = cells(row)
+            t.add_row(*(_safe(x) for x in c[:-1]), _VERDICT[row.verdict])
+        console.print(t)
     for row in report.rows:
         if row.verdict == "fail":
             console.print(f"[bold red]FAIL[/bold red] {_safe(row.scenario)} {_safe(row.check)}: "
@@ -124,8 +127,10 @@ def markdown_summary(report: CheckReport) -> str:
     head = (f"{report.failed} of {checked} checks failed" if report.failed else
             f"all {checked} checks hold" if checked else "nothing was checked")
     head += f"; {new} new, not compared" if new else ""
-    lines = [f"### kvplan check: {head}", "", "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-    lines += ["| " + " | ".join(_md(c) for c in cells(row)) + " |" for row in report.rows]
+    lines = [f"### kvplan check: {head}"]
+    if report.rows:  # no table of nothing
+        lines += ["", "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+        lines += ["| " + " | ".join(_md(c) for c in cells(row)) + " |" for row in report.rows]
     fails = [f"- **{_md(r.scenario)}** `{r.check}`: {_md(r.message)} (`{_md(r.file)}:{r.line}`)" for r in report.rows
              if r.verdict == "fail"]
     lines += ([""] + fails if fails else []) + ([""] + [f"> {_md(n)}" for n in report.notes] if report.notes else [])
