@@ -26,6 +26,15 @@ llama-3.1-70b --max-model-len 8192 --concurrency 64 --engine llamacpp`: 7.9 s be
 probe of every quant type again for each GPU type, and the options' quant tables), 1.3 s after (llama.cpp's buffers
 built once per distinct flags, placement and per-layer rows cached, the options built without the notes they do not
 show; identical JSON on 13 llama.cpp plans, searches and estimates and 5 other engines' searches); vLLM's 0.8 s.
+Measured 2026-11-28 (same machine; before and after alternated in one session, vLLM's search above 43-44 ms in
+both): llama.cpp's search (the last two lines), a new card 315-334 ms before, 58 ms after; the same card 92-96 ms
+before, 27-28 ms after. The -c, -np and quant searches compare ``lc.sizes`` (memory's figures without its pydantic
+results) over ``lc.loaded`` (placement, model and LoRA buffers: once for every context); the pool's longest -c is
+checked at the plan's own first (most layouts fit it), else searched in llama.cpp's padding steps; the slot search
+starts where one and two slots point; each quant type's K/V rungs sized once per layout, not per GPU type; a step's
+reads once per flags less the context; one hparams object per card; flags hashed once (identical JSON on 35
+llama.cpp, Ollama, vLLM and SGLang plans, searches, estimates and sweeps, and on 1,300 llama.cpp plans and searches
+over the bundled cards).
 """
 
 from __future__ import annotations

@@ -63,9 +63,11 @@ def sweep() -> None:
     """Every bundled card x {ideal, vllm} x {tp 2, tp 2 x pp 2}, fp32, batch 2, seq_len 12, --layers 2 --scale 1/32."""
     from kvplan.errors import KvplanError
     from kvplan.model.catalog import bundled_names
+    from kvplan.verify.distributed import RankCrash
 
-    runs, worst = 0, {}
-    for name in bundled_names():
+    names = [a for a in sys.argv[2:]] or bundled_names()  # --sweep [CARD ...]: those cards only
+    runs, worst, failed, crashed, refused, cards = 0, {}, set(), set(), set(), set()
+    for name in names:
         for engine in ("ideal", "vllm"):
             for tp, pp in ((2, 1), (2, 2)):
                 try:
@@ -73,20 +75,29 @@ def sweep() -> None:
                                        block_size=4, engine=engine, kv_dtype="fp32")
                 except KvplanError as exc:
                     print(f"{name} {engine} tp {tp} pp {pp}: refused: {exc}")
+                    refused.add(name)
+                    continue
+                except RankCrash as exc:
+                    print(f"{name} {engine} tp {tp} pp {pp}: CRASH {exc}")
+                    crashed.add(name)
                     continue
                 runs += 1
+                cards.add(name)
                 for k in r.ranks:
                     for c in k.checks:
                         if c.ok is False:
+                            failed.add(name)
                             print(f"{name} {engine} tp {tp} pp {pp} rank {k.rank}: FAIL {c}")
                         if c.name.startswith("peak") and abs(c.measured / c.predicted - 1) > abs(worst.get(c.name, (0,))[0]):
                             worst[c.name] = (c.measured / c.predicted - 1, name, engine, tp, pp)
+    print(f"{len(names)} cards: {len(cards)} ran ({runs} runs), {len(failed)} with a failed check {sorted(failed)}, "
+          f"{len(crashed)} crashed {sorted(crashed)}, {len(refused)} refused at least once {sorted(refused)}")
     print(f"{runs} runs; worst peak errors: " + "; ".join(f"{n} {e:+.2%} ({m}, {g}, tp {t} pp {p})"
                                                            for n, (e, m, g, t, p) in worst.items()))
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["--sweep"]:
+    if sys.argv[1:2] == ["--sweep"]:
         sweep()
         sys.exit(0)
     wanted = set(sys.argv[1:])

@@ -614,3 +614,18 @@ def test_ubatch_zero_is_n_batch_as_llama_cpp_reads_it():
     full = estimate("llama-3-8b", seq_len=4096, engine="llamacpp", llama=llama_flags(n_ubatch=4096)).llamacpp
     compute = lambda m: sum(b.bytes for b in m.buffers if b.kind == "compute")  # noqa: E731
     assert compute(zero) == compute(full) > 0 and zero.context.n_ctx == full.context.n_ctx
+
+
+def test_ollama_default_num_ctx_sums_every_gpu():
+    """server/routes.go (Ollama fb307609) Serve: totalVRAM is the sum over the GPUs, then the 47 / 23 GiB tiers; two
+    RTX 4090s (2 x 23.5 GiB) are the 262,144 tier, capped at Qwen3-32B's 40,960 (QA C 10: one GPU's 32,768 was shown)."""
+    from kvplan.cost.runtimes.ollama import default_num_ctx
+    from kvplan.planning.capacity import plan
+
+    def note(pp):
+        r = plan("qwen3-32b", gpu="RTX-4090", pp=pp, max_model_len=32768, engine="ollama")
+        return next(n for n in r.notes if "default num_ctx" in n)
+
+    assert "would be 40,960" in note(2) and "2 GPUs together" in note(2)
+    assert "would be 32,768" in note(1)
+    assert default_num_ctx(47 * 2**30, 0) == 262144 and default_num_ctx(47 * 2**30 - 1, 0) == 32768

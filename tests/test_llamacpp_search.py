@@ -32,3 +32,62 @@ def test_search_options_are_the_direct_plans(cli):
         assert o["launch_command"] == p.launch_command
         assert o["per_gpu"] == p.per_gpu.model_dump(mode="json")
         assert o["kv_cache"] == p.kv_cache.model_dump(mode="json")
+
+
+def test_a_guess_leaves_the_binary_search_its_answer():
+    """``longest`` with a guess (where most_slots expects the answer) finds what it finds without one, for every
+    threshold and guess, in range or not."""
+    from kvplan.cost.runtimes.base import longest
+
+    for hi in (0, 1, 2, 7, 64):
+        for edge in range(hi + 1):
+            ok = lambda n, edge=edge: n <= edge  # noqa: E731
+            for guess in (None, -3, *range(hi + 3)):
+                assert longest(ok, hi, guess) == longest(ok, hi) == edge
+
+
+def _flag_sets():
+    """Flags of the shapes a plan sizes: slots, a unified cache, quantized K/V, GPUs split, partial offload, and
+    2025-02 rules without flash attention (-c padded to 32 cells)."""
+    f = lc.LlamaFlags
+    return [f(n_parallel=3, n_ctx=3 * 8192, kv_unified=False), f(n_ctx=40_000, kv_unified=True),
+            f(n_parallel=5, n_ctx=5 * 4096, type_k="q8_0", type_v="q8_0", flash_attn="on", n_gpus=2),
+            f(n_parallel=2, n_ctx=2 * 8192, n_gpus=3, tensor_split=(3.0, 1.0, 1.0)),
+            f(n_parallel=4, n_ctx=4 * 4096, n_gpu_layers=20), f(n_ctx=5000, rules="2025-02", flash_attn="off"),
+            f(n_parallel=2, n_ctx=2 * 4096, rules="2025-12", swa_full=True)]
+
+
+def test_sizes_are_memorys_figures():
+    """``lc.sizes`` (what the searches, stages and pool read) sums the same buffers ``lc.memory`` lists."""
+    from kvplan.cost.runtimes.llamacpp import hparams_and_weights
+
+    for name in ("llama-3.1-70b", "gemma-3-27b", "jamba-1.5-mini", "deepseek-v2-lite"):
+        hp, weights = hparams_and_weights(load_card(name), 16)
+        for f in _flag_sets():
+            m, s = lc.memory(hp, f, weights), lc.sizes(hp, f, weights)
+            assert s.context.n_ctx == m.context.n_ctx and s.context.n_ctx_seq == m.context.n_ctx_seq
+            assert s.context.n_seq_max == m.context.n_seq_max and s.caches == len(m.caches)
+            for d in m.devices:
+                assert sum(s.on(d, k) for k in ("model", "lora", "kv", "recurrent", "output", "compute")) == \
+                    m.device_bytes(d)
+            gpus = [m.device_bytes(d) for d in m.devices if d.startswith("CUDA") and d[4:].isdigit()]
+            assert s.gpu == max(gpus, default=0)
+
+
+def test_the_context_search_steps_by_llamas_padding():
+    """``max_context`` (the pool's longest context) searches multiples of the padding llama.cpp rounds -c to; it finds
+    what a search over every cell count finds (the pool's rule: every GPU holds its buffers at n_ctx)."""
+    from kvplan.cost.runtimes.base import longest
+    from kvplan.cost.runtimes.llamacpp import hparams_and_weights, max_context
+
+    card = load_card("llama-3.1-8b")
+    hp, weights = hparams_and_weights(card, 16)
+    for f in _flag_sets():
+        gpus = [f"{f.backend}{i}" for i in range(f.n_gpus)]
+        for total in (17 * 2**30, 20 * 2**30, 24 * 2**30, 80 * 2**30):
+            def ok(n):
+                m = lc.memory(hp, f.replaced(n_ctx=n), weights)
+                return all(m.device_bytes(g) <= total for g in gpus)
+
+            for hi in (1000, 8192, 131_072, 300_001):
+                assert max_context(card, f, total, 16, hi) == (longest(ok, hi) if ok(1) else 0), (f, total, hi)

@@ -187,6 +187,7 @@ def test_interrupt_leaves_no_file(tmp_path, monkeypatch):
 @pytest.mark.parametrize("kw", [
     dict(model="llama-3-8b,gemma-2-9b", attention="card,gqa:2", engine="vllm,hf-static"),
     dict(model="t5-base", encoder_len="1,77"),
+    dict(model="llama-3-8b,t5-base", encoder_len="1,77"),
 ])
 def test_fast_csv_equals_csv_writer(kw):
     from kvplan.planning.sweep import write_csv
@@ -197,6 +198,21 @@ def test_fast_csv_equals_csv_writer(kw):
     assert s.to_csv(fast) == len(s)
     write_csv(s.columns, s.tuples(), slow)
     assert fast.getvalue() == slow.getvalue()
+
+
+def test_one_grid_holds_decoder_only_and_encoder_decoder_models():
+    """--encoder-len multiplies only the encoder-decoder model's rows; the decoder-only model's rows leave it empty,
+    and each row equals estimate (QA D 9: the grid was refused either way)."""
+    s = sweep("llama-3-8b,t5-base", seq_len="128,256", encoder_len="64,512")
+    rows = list(s)
+    assert len(s) == len(rows) == 2 + 4
+    assert [r["encoder_len"] for r in rows] == [None, None, 64, 64, 512, 512]
+    for row in rows:
+        _check_row(row, load_card(row["model"]))
+    with pytest.raises(KvplanError, match="--encoder-len: t5-base is encoder-decoder"):
+        sweep("llama-3-8b,t5-base", seq_len="128")
+    with pytest.raises(KvplanError, match="--encoder-len: only for encoder-decoder models"):
+        sweep("llama-3-8b,gpt2", seq_len="128", encoder_len="64")
 
 
 def test_progress_counts_every_row():

@@ -94,6 +94,28 @@ def test_pp_remainder_sliding_window():
     assert kv[0] * 2 == kv[1] * 3  # bytes follow the layers held
 
 
+def test_tp2_gpt_oss_splits_the_sinks_by_head():
+    # gpt-oss: one learned sink logit per query head; each rank keeps its heads' sinks (a rank holding all of them
+    # crashed in attend: shape '[1, 4, 8, 1, 1]' is invalid for input of size 64)
+    for engine in ("ideal", "vllm"):
+        r = D.verify_sharded("gpt-oss-20b", tp=2, layers=2, scale=1 / 32, engine=engine, **SMALL)
+        _assert_all_exact(r, 2, 1)
+    single = verify_single("gpt-oss-20b", layers=2, scale=1 / 32, engine="vllm", **SMALL)
+    p1 = next(c.measured for c in single.checks if c.name == "params")
+    assert r.ranks[0].params < p1
+
+
+@pytest.mark.parametrize("tp, pp", [(2, 1), (1, 2), (2, 2)])
+def test_sharded_llama4_caches_chunked_layers_as_unsharded(tp, pp):
+    # llama-4's chunked local-attention layers hold only the current chunk (ideal); the ranks kept every token
+    r = D.verify_sharded("llama-4-scout-17b-16e", tp=tp, pp=pp, layers=2, scale=1 / 16, **SMALL)
+    _assert_all_exact(r, tp, pp)
+    single = verify_single("llama-4-scout-17b-16e", layers=2, scale=1 / 16, **SMALL)
+    kv1 = next(c.measured for c in single.checks if c.name == "kv_cache_bytes")
+    per_stage = [sum(_checks(k)["kv_cache_bytes"].measured for k in r.ranks if k.pp_rank == s) for s in range(pp)]
+    assert sum(per_stage) == kv1  # the KV heads split over TP, the layers over PP: the whole is the unsharded cache
+
+
 def test_wrong_prediction_fails_the_rank(monkeypatch):
     real = D.rank_weights
 
@@ -146,6 +168,21 @@ def test_dead_rank_is_named_and_nothing_outlives_the_run(monkeypatch):
     with pytest.raises(D.RankFailure, match=r"^rank 1 \(tp_rank 1, pp_rank 0\) failed with exit code 7"):
         D.verify_sharded("llama-2-7b", tp=2, layers=2, scale=1 / 32, seq_len=6, timeout=60)
     assert time.monotonic() - t0 < 60
+    assert not [p for p in multiprocessing.active_children() if p.name.startswith("kvplan-rank")]
+
+
+def test_rank_crash_is_an_internal_error_with_the_rank_traceback(monkeypatch, cli):
+    # an unexpected exception inside a rank is a bug: exit 3 and one line; --debug shows the rank's own traceback
+    monkeypatch.setenv("KVPLAN_TEST_RANK_FAULT", "1:raise")
+    with pytest.raises(D.RankCrash, match=r"^rank 1 \(tp_rank 1, pp_rank 0\) failed with exit code 1: RuntimeError: "
+                                          r"test fault") as info:
+        D.verify_sharded("llama-2-7b", tp=2, layers=2, scale=1 / 32, seq_len=6, timeout=60)
+    assert not isinstance(info.value, KvplanError) and "in _fault" in str(info.value.__cause__)
+    args = ("verify", "--model", "llama-2-7b", "--layers", "2", "--scale", "0.03", "--seq-len", "6", "--tp", "2")
+    code, out, err = cli(*args)
+    assert code == 3 and err.strip().startswith("internal error: RankCrash: rank 1") and "Traceback" not in out + err
+    code, out, err = cli("--debug", *args)
+    assert code == 3 and "rank 1's traceback:" in err and 'in _fault\n    raise RuntimeError("test fault' in err
     assert not [p for p in multiprocessing.active_children() if p.name.startswith("kvplan-rank")]
 
 

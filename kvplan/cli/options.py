@@ -141,7 +141,9 @@ ColdCompile = Annotated[bool, typer.Option(
 PpLayerPartition = Annotated[_S, typer.Option(
     "--pp-layer-partition", help="vLLM: decoder layers per pipeline stage, e.g. 16,32 (VLLM_PP_LAYER_PARTITION).")]
 LimitMmPerPrompt = Annotated[_S, typer.Option(
-    "--limit-mm-per-prompt", help='vLLM: images per prompt, JSON like \'{"image": 4}\'; {"image": 0}: text-only.')]
+    "--limit-mm-per-prompt", help='vLLM: items per prompt of each modality the model takes (image; video for '
+                                  'Qwen-VL), JSON like \'{"image": 4}\'; every one 0: text-only, no vision tower '
+                                  'where the release skips it.')]
 MmEncoderTpMode = Annotated[_S, typer.Option(
     "--mm-encoder-tp-mode", help="vLLM: weights (the vision tower split over TP, default) or data (whole per GPU).")]
 CpuOffloadGb = Annotated[_F, typer.Option(

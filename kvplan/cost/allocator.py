@@ -168,16 +168,18 @@ def rotary_cache(a: CachingAllocator, positions: int, rotary_dim: int, dtype_byt
 
 
 def rounding_bytes(card: ModelCard, w_t: DType, layout: Layout, pp_rank: int, *, stages: list[range] | None = None,
-                   vocab_every_stage: frozenset[str] = frozenset(), buffers: bool = True, offload: int = 0) -> int:
+                   vocab_every_stage: frozenset[str] = frozenset(), buffers: bool = True, offload: int = 0,
+                   tower: bool = True) -> int:
     """What the allocator's blocks hold beyond the tensors of rank (0, ``pp_rank``) (``_replay``, computed once per
     card, dtype, layout and stage: the layout search asks for the same rank many times). Quantized weights: 0 (they
     are repacked after loading; kvplan.cost.quant counts what the checkpoint stores). ``offload``: vLLM's
     --cpu-offload-gb budget in bytes; the blocks of the parameters it moves are freed as their layer is built
-    (kvplan.cost.offload), and the requested bytes of those the replay holds leave ``requested`` with them."""
+    (kvplan.cost.offload), and the requested bytes of those the replay holds leave ``requested`` with them.
+    ``tower`` False: a multimodal card's vision tower and projector are not built (vLLM --limit-mm-per-prompt 0)."""
     if card.quantization is not None or w_t.bits not in (16, 32):
         return 0
     a = _replay(card, w_t, layout, pp_rank, None if stages is None else tuple(stages), frozenset(vocab_every_stage),
-                buffers, False, offload)
+                buffers, False, offload, tower)
     return a.allocated - a.requested
 
 
@@ -239,7 +241,8 @@ def _gptq_marlin_repack(a: CachingAllocator, modules: list[tuple[int, dict[str, 
 
 @lru_cache(maxsize=1024)
 def _replay(card: ModelCard, w_t: DType, layout: Layout, pp_rank: int, stages: tuple[range, ...] | None,
-            vocab_every_stage: frozenset[str], buffers: bool, gptq: bool, offload: int) -> CachingAllocator:
+            vocab_every_stage: frozenset[str], buffers: bool, gptq: bool, offload: int,
+            tower: bool = True) -> CachingAllocator:
     """The allocator after the rank is built: the large tensors replayed one by one in vLLM's
     construction order (vision tower and projector, embed_tokens, per decoder layer the fused qkv (bias), o_proj,
     the rotary cache with its float32 temporaries where the first layer asking for it builds it, the MoE router and
@@ -275,7 +278,7 @@ def _replay(card: ModelCard, w_t: DType, layout: Layout, pp_rank: int, stages: t
     layers = (list(stages) if stages else pp_partition(card.num_layers, layout.pp))[pp_rank]
     embedding, lm_head = holds_vocab(card, layout.pp, pp_rank, vocab_every_stage)  # as kvplan counts the rank
     rows = pad_vocab(card.vocab_size) // tp
-    if card.vision:
+    if card.vision and tower:
         v = card.vision
         vp = vision_params(card, hf=False, tp=tp)
         per_block = sum(w + b for w, b in fused(block_matrices(v), size))

@@ -7,7 +7,7 @@ to 2026-05-19; /work/shared/reference/serving-features.md section 2).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from kvplan.errors import KvplanError
@@ -37,6 +37,7 @@ class Speculative:
     draft_layers: int = 0  # attention layers the proposer adds to the KV pool
     draft_card: ModelCard | None = None  # draft_model: the small model kvplan loaded
     passed_on: tuple[str, ...] = ()  # the engine's flags given but not modelled, for the launch line
+    config: str | None = None  # vLLM: the --speculative-config JSON as given, every key of it (the launch line's)
 
     def __str__(self) -> str:
         draft = f", draft {self.model}" if self.model else ""
@@ -44,7 +45,8 @@ class Speculative:
 
 
 def parse_speculative(value: str | dict, card: ModelCard) -> Speculative:
-    """vLLM config/speculative.py SpeculativeConfig from ``--speculative-config`` (JSON text or a dict)."""
+    """vLLM config/speculative.py SpeculativeConfig from ``--speculative-config`` (JSON text or a dict); ``config``
+    keeps every key given, for the launch line."""
     flag = "--speculative-config"
     if isinstance(value, str):
         try:
@@ -54,6 +56,15 @@ def parse_speculative(value: str | dict, card: ModelCard) -> Speculative:
                               '\'{"method": "eagle", "model": "ORG/NAME", "num_speculative_tokens": 3}\'') from None
     if not isinstance(value, dict):
         raise KvplanError(f"{flag}: a JSON object, got {type(value).__name__}")
+    try:
+        config = json.dumps(value)
+    except (TypeError, ValueError):  # a dict through the API holding what JSON cannot
+        raise KvplanError(f"{flag}: a JSON object of strings and numbers, got {str(value)[:60]!r}") from None
+    return replace(_speculative(value, card), config=config)
+
+
+def _speculative(value: dict, card: ModelCard) -> Speculative:
+    flag = "--speculative-config"
     unknown = sorted(set(value) - _SPEC_KEYS)
     if unknown:
         raise KvplanError(f"{flag}: unknown key {unknown[0]!r}; kvplan reads {', '.join(sorted(_SPEC_KEYS))}")

@@ -86,16 +86,17 @@ def quant_tensors(card, ftype: str) -> tuple[tuple[int, ...], int, int, tuple[tu
                           "models; give the model's GGUF (--gguf)")
     h, n, hd = card.hidden_size, card.num_layers, card.head_dim
     n_exp = card.moe.num_experts if card.moe else 0
-    q = lambda kind, ne0, rows, i=0: nbytes(_fit(tensor_type(ftype, kind, i, n, n_exp), ne0), ne0, rows)  # noqa: E731
+    stored = lru_cache(maxsize=None)(lambda t, ne0, rows: nbytes(_fit(t, ne0), ne0, rows))  # a few per model
+    q = lambda kind, ne0, rows, i=0: stored(tensor_type(ftype, kind, i, n, n_exp), ne0, rows)  # noqa: E731
     f32 = 4 * h
+    # what every layer holds alike: its norms, attn_q, attn_k, attn_output and biases (attn_v's type varies)
+    common = (2 * f32 if card.norms_per_layer >= 2 else f32) + (4 * 2 * hd if card.qk_norm else 0)
+    common += q("attn_q", h, card.num_heads * hd * (2 if card.attention_output_gate else 1))
+    common += q("attn_k", h, card.num_kv_heads * hd) + q("attn_output", card.num_heads * hd, h)
+    common += 4 * (card.num_heads + 2 * card.num_kv_heads) * hd if card.qkv_bias else 0
     layers, experts = [], []
     for i in range(n):
-        b = 2 * f32 if card.norms_per_layer >= 2 else f32
-        b += 4 * 2 * hd if card.qk_norm else 0
-        b += q("attn_q", h, card.num_heads * hd * (2 if card.attention_output_gate else 1))
-        b += q("attn_k", h, card.num_kv_heads * hd) + q("attn_v", h, card.num_kv_heads * hd, i)
-        b += q("attn_output", card.num_heads * hd, h)
-        b += 4 * (card.num_heads + 2 * card.num_kv_heads) * hd if card.qkv_bias else 0
+        b = common + q("attn_v", h, card.num_kv_heads * hd, i)
         if card.is_moe_layer(i):
             m = card.moe
             b += 4 * h * n_exp  # ffn_gate_inp: the router stays f32

@@ -25,6 +25,7 @@ import struct
 from bisect import bisect_right
 from dataclasses import dataclass, replace
 from functools import lru_cache
+from operator import attrgetter
 
 from pydantic import BaseModel, ConfigDict
 
@@ -91,13 +92,30 @@ class LlamaFlags:
         if not changes.keys() <= self.__dataclass_fields__.keys():
             raise TypeError(f"LlamaFlags has no field {sorted(changes.keys() - self.__dataclass_fields__.keys())[0]!r}")
         new = object.__new__(LlamaFlags)
-        object.__setattr__(new, "__dict__", {**self.__dict__, **changes})
+        state = {**self.__dict__, **changes}
+        state.pop("_hash", None)
+        object.__setattr__(new, "__dict__", state)
         return new
+
+    def __hash__(self) -> int:
+        """The fields' hash, computed once: the searches look the same flags up in several caches."""
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = self.__dict__["_hash"] = hash(_flag_values(self))
+        return h
+
+    def without_context(self) -> LlamaFlags:
+        """These flags less the context's size (-c, -np, -kvu), which neither the model's buffers nor a step's reads
+        depend on (``loaded``)."""
+        return self.replaced(n_ctx=None, n_parallel=None, kv_unified=None)
 
     def is_given(self, name: str) -> bool:
         """Whether the flag ``name`` (a field) was given: named by ``llama_flags``, or set to other than its default
         (flags built in Python)."""
         return name in self.given or getattr(self, name) != self.__dataclass_fields__[name].default
+
+
+_flag_values = attrgetter(*LlamaFlags.__dataclass_fields__)  # the fields' values, in order
 
 
 def llama_flags(**given) -> LlamaFlags | None:
@@ -191,6 +209,12 @@ class Context:
     flash_attn: bool
 
 
+def ctx_padding(f: LlamaFlags) -> int:
+    """What llama_context pads -c to (``resolve_context``): 256 cells, or 32 without flash attention in 2025-02
+    builds (``llama_kv_cache_get_padding``). Every buffer depends on -c through the padded figure only."""
+    return 32 if f.rules == "2025-02" and f.flash_attn == "off" else 256
+
+
 def resolve_context(hp: LlamaHparams, f: LlamaFlags) -> Context:
     """n_ctx, n_ctx_seq and streams as llama_context's constructor (and llama-server's -np auto) set them."""
     if f.rules not in RULES:
@@ -209,14 +233,13 @@ def resolve_context(hp: LlamaHparams, f: LlamaFlags) -> Context:
         raise KvplanError(f"-np/--parallel: {n_par}; allowed: 1 to {MAX_SEQ} slots (llama.cpp: n_seq_max must be "
                           f"<= {MAX_SEQ})")
     unified = bool(unified) or old  # before streams (2025-02) every sequence shared one cache
+    n_ctx = pad(n_ctx, ctx_padding(f))
     if old:
-        n_ctx = pad(n_ctx, 256 if fa else 32)
         n_ctx_seq = n_ctx // n_par
     elif unified:
-        n_ctx = pad(n_ctx, 256)
         n_ctx_seq = n_ctx
     else:  # llama-context.cpp: n_ctx_seq = GGML_PAD(n_ctx / n_seq_max, 256); n_ctx = n_ctx_seq * n_seq_max
-        n_ctx_seq = pad(pad(n_ctx, 256) // n_par, 256)
+        n_ctx_seq = pad(n_ctx // n_par, 256)
         n_ctx = n_ctx_seq * n_par
     n_batch = min(n_ctx, f.n_batch)
     # llama-context.cpp: cparams.n_ubatch = min(n_batch, params.n_ubatch == 0 ? params.n_batch : params.n_ubatch)
@@ -387,7 +410,10 @@ def _model_buffers(hp: LlamaHparams, weights, devs: tuple[str, ...], rules: tupl
 
 @lru_cache(maxsize=256)
 def _layer_totals(hp: LlamaHparams, weights) -> tuple[int | None, ...]:
-    """Each layer's tensor bytes (None: a layer without tensors, which no buffer meets)."""
+    """Each layer's tensor bytes (None: a layer without tensors, which no buffer meets): a card's per-layer weights
+    as given (``layer_tensors`` splits them into tensors that sum to them)."""
+    if not hp.layer_tensors:
+        return tuple(weights[0][:hp.n_layer]) if weights else (0,) * hp.n_layer
     return tuple(sum(b for _, b in tensors) if tensors else None for tensors in layer_tensors(hp, weights))
 
 
@@ -447,9 +473,10 @@ def memory(hp: LlamaHparams, f: LlamaFlags, weights=None, lora: tuple[tuple[str,
     table otherwise. A tensor an override (-ot, --cpu-moe, --n-cpu-moe) names is on that buffer's device, whatever
     its layer's. ``lora``: the adapters' tensors as (base tensor name, bytes), each on its base tensor's device.
 
-    Computed once per (hparams, flags, weights, adapters): a plan's pool, stages, launch line and notes, the slot and
-    -c searches and a layout search over every GPU type ask for the same buffers again (no GPU figure enters them).
-    The result is frozen; weights given as lists (unhashable) are computed every time."""
+    Computed once per (hparams, flags, weights, adapters): a plan's pool, stages, launch line and notes and a layout
+    search over every GPU type ask for the same buffers again (no GPU figure enters them); the -c, -np and -ngl
+    searches compare ``sizes`` instead. The result is frozen; weights given as lists (unhashable) are computed every
+    time."""
     try:
         return _memory(hp, f, weights, lora)
     except TypeError as exc:  # an unhashable argument (weights as lists): no cache
@@ -460,13 +487,105 @@ def memory(hp: LlamaHparams, f: LlamaFlags, weights=None, lora: tuple[tuple[str,
 
 @lru_cache(maxsize=4096)
 def _memory(hp: LlamaHparams, f: LlamaFlags, weights, lora: tuple[tuple[str, int], ...]) -> LlamaMemory:
+    c, buffers, caches, ld = _buffers(hp, f, weights, lora)
+    rows = [Buffer(device=d, kind=k, bytes=b, estimated=k == "compute") for (d, k, _), b in buffers.items()
+            if b or k in ("model", "compute")]
+    ctx = LlamaContext(n_ctx=c.n_ctx, n_ctx_seq=c.n_ctx_seq, n_seq_max=c.n_seq_max, kv_unified=c.kv_unified,
+                       flash_attn=c.flash_attn, n_gpu_layers=ld.offloaded, n_layer=hp.n_layer, rules=f.rules)
+    return LlamaMemory(context=ctx, caches=[Cache(**x) for x in caches], buffers=rows, notes=list(ld.notes))
+
+
+@dataclass(frozen=True, eq=False)
+class Sizes:
+    """``memory`` in figures: its context, every buffer's bytes keyed (device, kind, cache), how many caches, and
+    what the fullest GPU holds (its model, KV, recurrent and estimated compute buffers). Read only."""
+
+    context: Context
+    buffers: dict[tuple[str, str, str], int]
+    caches: int
+    gpu: int
+
+    def on(self, device: str, *kinds: str) -> int:
+        """The bytes of ``device``'s buffers of ``kinds`` (model, lora, kv, recurrent, output, compute)."""
+        return sum(b for (d, k, _), b in self.buffers.items() if d == device and k in kinds)
+
+
+@lru_cache(maxsize=4096)
+def sizes(hp: LlamaHparams, f: LlamaFlags, weights=None, lora: tuple[tuple[str, int], ...] = ()) -> Sizes:
+    """``memory``'s figures without its result objects: what a plan's stages and pool and the slot, -c, -ngl and
+    quant searches read."""
+    c, buffers, caches, _ = _buffers(hp, f, weights, lora)
+    per_device: dict[str, int] = {}
+    for (device, _, _), nbytes in buffers.items():
+        per_device[device] = per_device.get(device, 0) + nbytes
+    n = len(f.backend)
+    gpu = max((b for d, b in per_device.items() if d.startswith(f.backend) and d[n:].isdigit()), default=0)
+    return Sizes(c, buffers, len(caches), gpu)
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """What ``memory`` allocates whatever the context's size (-c, -np, -kvu): the model and LoRA buffers, in
+    llama.cpp's order, keyed (device, kind, cache); each layer's device (the output layer last) and how many are
+    offloaded; per K/V cache (kv, kv_swa) its layers and one cell's rows (``_kv_rows``); the devices that hold a
+    compute buffer, each with whether the logits and attention run there; the notes."""
+
+    buffers: tuple[tuple[tuple[str, str, str], int], ...]
+    devs: tuple[str, ...]
+    offloaded: int
+    facts: CacheLayers
+    kv: tuple[tuple[str, tuple[int, ...], tuple[tuple[str, int], ...], int, int], ...]
+    v_type: str
+    host: str
+    compute: tuple[tuple[str, bool, bool], ...]
+    notes: tuple[str, ...]
+
+
+def _buffers(hp: LlamaHparams, f: LlamaFlags, weights, lora: tuple[tuple[str, int], ...]):
+    """(context, every buffer's bytes keyed (device, kind, cache) in llama.cpp's order, each cache's ``Cache``
+    fields, ``Loaded``): ``memory`` before its result objects. The context's size sizes the caches, the output and
+    the compute buffers; the rest (``loaded``) is computed once for every -c and -np."""
     c = resolve_context(hp, f)
-    check_types(hp, f, c.flash_attn)
+    ld = loaded(hp, f.without_context(), weights, lora, c.flash_attn)
+    # (device, kind, cache): each cache allocates its own buffer per device (llama_kv_cache ctor), logged apart
+    buffers = dict(ld.buffers)
+    caches = []
+    base_cells = c.n_ctx_seq
+    if f.rules == "2025-02" or (ld.facts.hybrid and f.rules == "2025-12" and not c.kv_unified):
+        base_cells = c.n_ctx  # one cache of n_ctx cells (2025-02); create_memory passed cparams.n_ctx (ec98e2002)
+    for kind, layers, rows, k, v in ld.kv:
+        cells = base_cells if kind == "kv" else swa_cells(hp, f, c)
+        scale = cells * c.n_stream  # every row of a layer's K and V once per cell of each stream
+        for dev, n in rows:
+            buffers[dev, "kv", kind] = buffers.get((dev, "kv", kind), 0) + n * scale
+        if layers or not ld.facts.recurrent:
+            caches.append(dict(kind=kind, cells=cells, layers=len(layers), seqs=c.n_seq_max, streams=c.n_stream,
+                               k_type=f.type_k, v_type=ld.v_type, k_bytes=k * scale, v_bytes=v * scale))
+    rec = ld.facts.recurrent
+    if rec:  # llama-memory-recurrent.cpp: mem_size = max(1, n_seq_max); R and S always f32
+        cells = max(1, c.n_seq_max)
+        r = s = 0
+        for il in rec:
+            rb, sb = hp.n_embd_r * cells * 4, hp.n_embd_s * cells * 4
+            r, s = r + rb, s + sb
+            dev = "CPU" if f.no_kv_offload else ld.devs[il]
+            buffers[dev, "recurrent", ""] = buffers.get((dev, "recurrent", ""), 0) + rb + sb
+        caches.append(dict(kind="recurrent", cells=cells, layers=hp.n_layer, seqs=c.n_seq_max, streams=1,
+                           k_type="f32", v_type="f32", k_bytes=r, v_bytes=s))
+    # llama_context::output_reserve: n_outputs_max = n_seq_max; logits (+ embeddings) in f32, in host memory
+    buffers[ld.host, "output", ""] = (hp.n_vocab + (hp.n_embd if f.embeddings else 0)) * c.n_seq_max * 4
+    for d, logits, attention in ld.compute:
+        buffers[d, "compute", ""] = compute_estimate(hp, c, f, logits=logits, attention=attention)
+    return c, buffers, caches, ld
+
+
+@lru_cache(maxsize=1024)
+def loaded(hp: LlamaHparams, f: LlamaFlags, weights, lora: tuple[tuple[str, int], ...], fa: bool) -> Loaded:
+    """``Loaded`` for flags ``f`` (its -c, -np and -kvu are not read) with flash attention ``fa`` (``Context``)."""
+    check_types(hp, f, fa)
     devs, offloaded = _placement(hp.n_layer, f.n_gpus, f.n_gpu_layers, f.tensor_split, f.rules, f.backend)
     inp_w, out_w = (hp.input_bytes, hp.output_bytes) if hp.layer_bytes else (weights or ((), 0, 0))[1:3]
     rules = tensor_overrides(f)
-    host = f"{f.backend}_Host" if f.n_gpus else "CPU"
-    # (device, kind, cache): each cache allocates its own buffer per device (llama_kv_cache ctor), logged apart
     buffers: dict[tuple[str, str, str], int] = {("CPU", "model", ""): inp_w}
 
     def add(key: tuple[str, str, str], n: int) -> None:
@@ -479,80 +598,56 @@ def _memory(hp: LlamaHparams, f: LlamaFlags, weights, lora: tuple[tuple[str, int
     add((devs[hp.n_layer], "model", ""), out_w)
     for base, nbytes in lora:  # llama-adapter.cpp: lora_a/lora_b in the buffer type of the tensor they modify
         add((lora_device(base, devs, rules), "lora", ""), nbytes)
-    caches = []
     notes = []
     facts = _cache_layers(hp, f.rules)
-    base_cells = c.n_ctx_seq
-    if f.rules == "2025-02" or (facts.hybrid and f.rules == "2025-12" and not c.kv_unified):
-        base_cells = c.n_ctx  # one cache of n_ctx cells (2025-02); create_memory passed cparams.n_ctx (ec98e2002)
-    groups = [("kv", facts.full, base_cells)]
-    if facts.iswa:
-        groups.append(("kv_swa", facts.swa, swa_cells(hp, f, c)))
+    groups = [("kv", facts.full)] + ([("kv_swa", facts.swa)] if facts.iswa and facts.swa else [])
     v_less = hp.mla and f.rules == LATEST  # PR #19067: MLA keeps the latent in K only
-    v_type = f.type_k if v_less else f.type_v
-    for kind, layers, cells in groups:
-        if not layers and kind == "kv_swa":
-            continue
-        scale = cells * c.n_stream  # every row of a layer's K and V once per cell of each stream
-        rows, k, v = _kv_rows(hp, f.type_k, None if v_less else f.type_v, c.flash_attn, layers, devs,
-                              f.no_kv_offload)
-        for dev, n in rows:
-            add((dev, "kv", kind), n * scale)
-        k, v = k * scale, v * scale
-        if layers or not facts.recurrent:
-            caches.append(Cache(kind=kind, cells=cells, layers=len(layers), seqs=c.n_seq_max, streams=c.n_stream,
-                                k_type=f.type_k, v_type=v_type, k_bytes=k, v_bytes=v))
+    kv = tuple((kind, layers) + _kv_rows(hp, f.type_k, None if v_less else f.type_v, fa, layers, devs,
+                                         f.no_kv_offload) for kind, layers in groups)
     if v_less:
         notes.append("MLA: llama.cpp keeps the latent in K only since PR #19067 (2026-01); -ctv does not apply.")
-    rec = facts.recurrent
-    if rec:  # llama-memory-recurrent.cpp: mem_size = max(1, n_seq_max); R and S always f32
-        cells = max(1, c.n_seq_max)
-        r = s = 0
-        for il in rec:
-            rb, sb = hp.n_embd_r * cells * 4, hp.n_embd_s * cells * 4
-            r, s = r + rb, s + sb
-            dev = "CPU" if f.no_kv_offload else devs[il]
-            add((dev, "recurrent", ""), rb + sb)
-        caches.append(Cache(kind="recurrent", cells=cells, layers=hp.n_layer, seqs=c.n_seq_max, streams=1,
-                            k_type="f32", v_type="f32", k_bytes=r, v_bytes=s))
-    # llama_context::output_reserve: n_outputs_max = n_seq_max; logits (+ embeddings) in f32, in host memory
-    out = (hp.n_vocab + (hp.n_embd if f.embeddings else 0)) * c.n_seq_max * 4
-    buffers[(host, "output", "")] = out
     # one compute buffer per device that runs layers (the scheduler reserves each backend's part of the graph); the
     # logits go with the output layer, or to the first GPU when it stays on the CPU (ggml-backend's op offload runs
     # a large batch's matmul on the GPU)
     gpus = _gpus(devs, f.backend)
     out_dev = devs[hp.n_layer] if devs[hp.n_layer] != "CPU" else gpus[0]
     attending = _attending(hp, devs)
-    for d in gpus:
-        buffers[(d, "compute", "")] = compute_estimate(hp, c, f, logits=d == out_dev,
-                                                       attention=d == "CPU" or d in attending)
+    compute = tuple((d, d == out_dev, d == "CPU" or d in attending) for d in gpus)
     if len(gpus) > 1:
         notes.append(f"{len(gpus)} GPUs, layers split by -ts {'/'.join(map(str, f.tensor_split or [1] * f.n_gpus))}: "
                      "with every layer offloaded llama.cpp enables pipeline parallelism (n_copies 4), which enlarges "
                      "its measured compute buffers beyond kvplan's estimate.")
-    rows = [Buffer(device=d, kind=k, bytes=b, estimated=k == "compute") for (d, k, _), b in buffers.items()
-            if b or k in ("model", "compute")]
-    ctx = LlamaContext(n_ctx=c.n_ctx, n_ctx_seq=c.n_ctx_seq, n_seq_max=c.n_seq_max, kv_unified=c.kv_unified,
-                       flash_attn=c.flash_attn, n_gpu_layers=offloaded, n_layer=hp.n_layer, rules=f.rules)
-    return LlamaMemory(context=ctx, caches=caches, buffers=rows, notes=notes)
+    return Loaded(tuple(buffers.items()), devs, offloaded, facts, kv, f.type_k if v_less else f.type_v,
+                  f"{f.backend}_Host" if f.n_gpus else "CPU", compute, tuple(notes))
 
 
-def step_view(hp: LlamaHparams, f: LlamaFlags, weights, lora: tuple[tuple[str, int], ...], device: str, dtype):
+def step_views(hp: LlamaHparams, f: LlamaFlags, weights, lora: tuple[tuple[str, int], ...], dtype) -> tuple:
+    """``_step_view`` of each GPU of the server (``f.backend`` 0 .. n_gpus - 1), computed once for every context's
+    size (a step reads none of it)."""
+    fa = sizes(hp, f, weights, lora).context.flash_attn  # the flags' checks first, as memory makes them
+    return _step_views(hp, f.without_context(), weights, lora, dtype, fa)
+
+
+@lru_cache(maxsize=1024)
+def _step_views(hp: LlamaHparams, f: LlamaFlags, weights, lora: tuple[tuple[str, int], ...], dtype, fa: bool):
+    return tuple(_step_view(hp, f, weights, lora, f"{f.backend}{i}", dtype, fa) for i in range(f.n_gpus))
+
+
+def _step_view(hp: LlamaHparams, f: LlamaFlags, weights, lora: tuple[tuple[str, int], ...], device: str, dtype,
+               fa: bool):
     """What GPU ``device`` reads in one step, for kvplan.cost.traffic.path_traffic: its model and LoRA buffers
     (``memory``'s, GGUF tensors as stored) streamed, less the routed experts (``EXPS_REGEX`` tensors, [n_expert, ...]
     each) a step's tokens leave idle; the token embedding stays on the CPU (``INPUT_TENSORS``). Its caches: each
     attention layer's K and V rows at -ctk/-ctv (``row_size``; V-less MLA, V padded to the widest layer without
     flash attention, as ``memory`` sizes them), a sliding layer attending its n_swa keys; each recurrent layer's
-    R and S states in f32, per sequence."""
+    R and S states in f32, per sequence; ``fa``: flash attention as resolved (``Context``)."""
     from collections import Counter
 
     from kvplan.cost.traffic import CacheSpec, HeldWeights
 
-    m = memory(hp, f, weights, lora)
-    stored = sum(b.bytes for b in m.buffers if b.device == device and b.kind in ("model", "lora"))
-    devs, _ = placement(hp, f)
-    rules = tensor_overrides(f)
+    ld = loaded(hp, f, weights, lora, fa)
+    stored = sum(b for (d, kind, _), b in ld.buffers if d == device and kind in ("model", "lora"))
+    devs, rules = ld.devs, tensor_overrides(f)
     moe = []
     if hp.n_expert and hp.n_expert_used:
         exps = re.compile(EXPS_REGEX)
@@ -562,7 +657,7 @@ def step_view(hp: LlamaHparams, f: LlamaFlags, weights, lora: tuple[tuple[str, i
             if held:
                 moe.append((1, 0, held // hp.n_expert))
     kv_dev = "CPU" if f.no_kv_offload else None
-    v_less, fa = hp.mla and f.rules == LATEST, m.context.flash_attn
+    v_less = hp.mla and f.rules == LATEST
     fa_width = max((hp.n_embd_v[il] for il in hp.kv_layers), default=0)
     specs: Counter = Counter()
     for il in hp.kv_layers:
@@ -591,18 +686,12 @@ def compute_estimate(hp: LlamaHparams, c: Context, f: LlamaFlags, logits: bool =
 FIT_TARGET = 2**30  # common/common.h fit_params_target: --fit leaves 1 GiB free per device
 
 
-def gpu_bytes(m: LlamaMemory, backend: str = "CUDA") -> int:
-    """What the fullest GPU holds: its model, KV, recurrent and (estimated) compute buffers."""
-    return max((m.device_bytes(d) for d in m.devices if d.startswith(backend) and d[len(backend):].isdigit()),
-               default=0)
-
-
 def fit(hp: LlamaHparams, f: LlamaFlags, budget: int, weights=None, lora: tuple = ()) -> LlamaFit:
     """The largest context, the most offloaded layers and (MoE) the fewest layers whose experts stay in host memory
     that fit ``budget`` bytes on every GPU: what llama.cpp's --fit steps 2 (context) and 3 (layers; for MoE, expert
     tensors to system memory first) look for (src/llama.cpp llama_params_fit_impl), over kvplan's byte model
     (compute buffer estimated)."""
-    ok = lambda **kw: gpu_bytes(memory(hp, f.replaced(**kw), weights, lora), f.backend) <= budget  # noqa: E731
+    ok = lambda **kw: sizes(hp, f.replaced(**kw), weights, lora).gpu <= budget  # noqa: E731
     lo, hi = 0, max(1, max(hp.n_ctx_train * (f.n_parallel or 1), f.n_ctx or 256) // 256)
     while lo < hi:  # n_ctx in units of 256 cells
         mid = (lo + hi + 1) // 2

@@ -13,7 +13,9 @@ measures weights, KV, peaks, FLOPs and the bytes of every collective. Checks per
 - logits_max_abs_error (last stage): the gathered logits of every step against the unsharded model's, absolute.
 
 Torch is imported only inside the run (never at module import). A rank that fails or outlives ``timeout`` stops
-every rank and raises RankFailure naming it (exit 2); no process outlives the call.
+every rank and raises an error naming it; no process outlives the call. An exception raised inside a rank is a bug
+(RankCrash, exit 3, the rank's traceback with ``--debug``) unless it is a KvplanError; a rank that died without one
+(a signal, os._exit) or hung raises RankFailure (exit 2).
 """
 
 from __future__ import annotations
@@ -49,7 +51,19 @@ _RESULT = ConfigDict(frozen=True, extra="forbid")
 
 
 class RankFailure(KvplanError):
-    """A rank died or hung; the message names it."""
+    """A rank died or hung, or refused its input; the message names it (exit 2)."""
+
+
+class RankCrash(RuntimeError):
+    """A rank raised an unexpected exception: a bug in kvplan (the CLI's internal error, exit 3). The message names
+    the rank; the cause (``__cause__``) holds the rank's own traceback, which ``kvplan --debug`` prints."""
+
+
+class _RankTraceback(Exception):
+    """The traceback text of an exception raised in a rank process (concurrent.futures' _RemoteTraceback)."""
+
+    def __str__(self) -> str:
+        return self.args[0]
 
 
 class RankResult(BaseModel):
@@ -312,8 +326,13 @@ def _wait(procs: list, d: Path, tp: int, timeout: float) -> None:
         failed = [r for r, c in enumerate(codes) if c not in (None, 0)]
         if failed:
             r = min(failed, key=lambda r: (_is_peer_error(d, r), r))
-            raise RankFailure(f"rank {r} (tp_rank {r % tp}, pp_rank {r // tp}) failed with exit code {codes[r]}: "
-                              f"{_why(d, r)}; all ranks stopped")
+            message = (f"rank {r} (tp_rank {r % tp}, pp_rank {r // tp}) failed with exit code {codes[r]}: "
+                       f"{_why(d, r)}; all ranks stopped")
+            kind, tb = d / f"rank{r}.kind", d / f"rank{r}.traceback"
+            if kind.exists() and kind.read_text() == "internal":
+                raise RankCrash(message) from _RankTraceback(
+                    f"\n\nrank {r}'s traceback:\n{tb.read_text(errors='replace') if tb.exists() else '(none)'}")
+            raise RankFailure(message)
         if all(c == 0 for c in codes):
             return
         if time.monotonic() > deadline:

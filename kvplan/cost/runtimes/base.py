@@ -348,6 +348,17 @@ class Runtime(Engine):
         """The command that starts this plan (``revision``: the commit a Hub model was read at)."""
         return "(ideal: no engine to launch; the lower bound any engine can reach)"
 
+    def launch_env(self, s: Setup, *settings: str) -> str:
+        """What a launch line sets before its command, "NAME=VALUE " each: ``settings``, then ``long_context_env``=1
+        where --max-model-len exceeds the model's max_position_embeddings (the engine refuses it otherwise)."""
+        env = [*settings, *([f"{self.long_context_env}=1"] if self.needs_long_context(s) else [])]
+        return "".join(f"{e} " for e in env)
+
+    def needs_long_context(self, s: Setup) -> bool:
+        """--max-model-len past the model's max_position_embeddings, which this engine refuses unless
+        ``long_context_env`` is set."""
+        return self.long_context_env is not None and s.max_model_len > s.card.max_position_embeddings
+
     def pool_summary(self, p: Pool, s: Setup) -> str:
         """What the verdict says about the pool after its size."""
         return ""
@@ -503,9 +514,13 @@ def held_stage(engine: Runtime, card: ModelCard, w_t: DType, kv_t: DType, state_
     return rank_held_weights(card, w_t, layout, w), specs.counts
 
 
-def longest(ok, hi: int) -> int:
-    """Binary search for the largest n in [0, hi] with ok(n) (ok monotone; ok(0) assumed)."""
+def longest(ok, hi: int, guess: int | None = None) -> int:
+    """Binary search for the largest n in [0, hi] with ok(n) (ok monotone; ok(0) assumed). ``guess``: where the answer
+    likely is; ok there and not one above ends the search at once (any guess gives the same answer)."""
     lo = 0
+    for mid in (guess, guess + 1) if guess is not None else ():
+        if lo < mid <= hi:
+            lo, hi = (mid, hi) if ok(mid) else (lo, mid - 1)
     while lo < hi:
         mid = (lo + hi + 1) // 2
         lo, hi = (mid, hi) if ok(mid) else (lo, mid - 1)
@@ -544,6 +559,7 @@ class Server(Runtime):
     server = True
     serves_fp32 = False
     loads_hf_checkpoint = True
+    online_fp8_flag: ClassVar[str] = "--quantization fp8"  # the flag that quantizes a 16-bit checkpoint to fp8 at load
 
     def check_servable(self, card: ModelCard, layout: Layout) -> None:
         super().check_servable(card, layout)
@@ -578,7 +594,7 @@ class Server(Runtime):
         data = card.model_dump(exclude_none=True)
         data["quantization"] = {"method": "fp8", "weight_scales": "tensor", "activation_scheme": "dynamic"}
         loaded = card_from_dict(data, origin=f"{card.name} with --quantization fp8")
-        return loaded, model_t, (f"--quantization fp8 (online, {self.display_name}): the linear and MoE layers are "
+        return loaded, model_t, (f"{self.online_fp8_flag} (online, {self.display_name}): the linear and MoE layers are "
                                  "quantized to float8 at load with one fp32 scale per tensor; embeddings, the LM head, "
                                  f"norms and routers stay {model_t.name}.",)
 

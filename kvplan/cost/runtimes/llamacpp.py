@@ -27,7 +27,6 @@ def hparams_and_weights(card, w_bits: int, quant: str | None = None):
     (kvplan.cost.gguf_quant); else the card's parameters at ``w_bits``: routed experts per MoE layer, the rest split
     evenly over its layers."""
     from kvplan.model.gguf import gguf_path_of
-    from kvplan.model.llama_hparams import hparams_from_card
 
     path = gguf_path_of(card)
     if path is not None:
@@ -39,7 +38,7 @@ def hparams_and_weights(card, w_bits: int, quant: str | None = None):
     if quant is not None:
         from kvplan.cost.gguf_quant import quant_tensors
 
-        return hparams_from_card(card), quant_tensors(card, quant)
+        return card_hparams(card), quant_tensors(card, quant)
     from kvplan.cost.params import count_params
 
     p = count_params(card)
@@ -53,7 +52,16 @@ def hparams_and_weights(card, w_bits: int, quant: str | None = None):
     per[0] += body - sum(per)
     tied_copy = p.embedding if card.tie_embeddings else 0  # llama.cpp loads a tied token_embd again as the output
     layers = tuple(to_bytes(x) + sum(b for _, b in e) for x, e in zip(per, experts))
-    return hparams_from_card(card), (layers, to_bytes(emb), to_bytes(out + tied_copy), tuple(experts))
+    return card_hparams(card), (layers, to_bytes(emb), to_bytes(out + tied_copy), tuple(experts))
+
+
+@lru_cache(maxsize=32)
+def card_hparams(card):
+    """kvplan.model.llama_hparams.hparams_from_card, one object per card (cards are frozen): the memory model's
+    caches, keyed by hparams, then find every quant type's and dtype's entries by identity."""
+    from kvplan.model.llama_hparams import hparams_from_card
+
+    return hparams_from_card(card)
 
 
 def _expert_tensors(card, i: int) -> tuple[tuple[str, int], ...]:
@@ -123,10 +131,10 @@ def _tensor_shapes(card) -> dict[str, tuple[int, int]]:
     return out
 
 
-def fits_whole(m: lc.LlamaMemory, total: int, max_model_len: int, backend: str = "CUDA") -> bool:
+def fits_whole(sized: lc.Sizes, total: int, max_model_len: int) -> bool:
     """The plan's fit, one rule for its verdict, its slots and its quant search: every GPU holds its buffers (model,
-    LoRA, caches, compute) in ``total`` bytes, and a slot holds ``max_model_len`` tokens."""
-    return lc.gpu_bytes(m, backend) <= total and m.context.n_ctx_seq >= max_model_len
+    LoRA, caches, compute; ``lc.sizes``) in ``total`` bytes, and a slot holds ``max_model_len`` tokens."""
+    return sized.gpu <= total and sized.context.n_ctx_seq >= max_model_len
 
 
 def slots(f: lc.LlamaFlags, n: int, max_model_len: int) -> lc.LlamaFlags:
@@ -146,9 +154,28 @@ def most_slots(card, f: lc.LlamaFlags, total: int, max_model_len: int, w_bits: i
     ``total`` bytes (``LlamaCpp.flags``)."""
     hp, weights = hparams_and_weights(card, w_bits, f.gguf_quant)
     lora = adapters(card, f)
-    fits = lambda n: fits_whole(lc.memory(hp, slots(f, n, max_model_len), weights, lora), total,  # noqa: E731
-                                max_model_len, f.backend)
-    return slots(f, longest(lambda n: n <= 1 or fits(n), lc.MAX_SEQ) or 1, max_model_len)
+    sized = lambda n: lc.sizes(hp, slots(f, n, max_model_len), weights, lora)  # noqa: E731
+    # each slot adds about the same bytes (its cells, its logits): the search starts where one and two slots point
+    one, two = sized(1).gpu, sized(2).gpu
+    guess = max(1, (total - one) // (two - one) + 1) if two > one else None
+    fits = lambda n: n <= 1 or fits_whole(sized(n), total, max_model_len)  # noqa: E731
+    return slots(f, longest(fits, lc.MAX_SEQ, guess) or 1, max_model_len)
+
+
+@lru_cache(maxsize=1024)  # a search asks once per GPU type and layout
+def max_context(card, f: lc.LlamaFlags, total: int, w_bits: int, hi: int) -> int:
+    """The most cells of -c, at most ``hi``, at which every GPU of ``f`` holds its buffers in ``total`` bytes
+    (``LlamaCpp.pool``'s fit); 0 where one cell does not. The buffers grow with -c and depend on it through the
+    padded figure only (``lc.ctx_padding``): the search runs over its multiples."""
+    hp, weights = hparams_and_weights(card, w_bits, f.gguf_quant)
+    lora = adapters(card, f)
+    ok = lambda n_ctx: lc.sizes(hp, f.replaced(n_ctx=n_ctx), weights, lora).gpu <= total  # noqa: E731
+    if ok(hi):  # the plan's own context fits (most layouts a search sizes)
+        return hi
+    if not ok(1):
+        return 0
+    step = lc.ctx_padding(f)
+    return step * longest(lambda k: ok(k * step), hi // step)
 
 
 @lru_cache(maxsize=256)
@@ -190,24 +217,32 @@ def quant_search(card, f: lc.LlamaFlags, total: int, max_model_len: int, w_bits:
     """Every llama-quantize type of kvplan.cost.gguf_quant (largest first) as (type, flags, fits): the flags at the
     first K/V types of ``kv_ladder`` with which it fits at the plan's context (``fits_whole`` at ``at_context``, the
     plan's own rule), else at the last one llama.cpp accepts."""
+    rows = []
+    for q, rungs in _quant_rungs(card, f, max_model_len, w_bits):
+        fitting = next((g for g, sized in rungs if fits_whole(sized, total, max_model_len)), None)
+        rows.append((q, fitting or rungs[-1][0], fitting is not None))
+    return tuple(rows)
+
+
+@lru_cache(maxsize=128)
+def _quant_rungs(card, f: lc.LlamaFlags, max_model_len: int, w_bits: int):
+    """Per llama-quantize type of ``quant_search``, the flags of ``kv_ladder`` that llama.cpp accepts, each with its
+    buffers at the plan's context (``lc.sizes``): no GPU figure enters them, so a search sizes them once per
+    layout, not again for each GPU type."""
     from kvplan.cost.gguf_quant import FILE_TYPES
 
     lora, rows = adapters(card, f), []
     for q in FILE_TYPES:
         hp, weights = hparams_and_weights(card, w_bits, q)
-        tried, ok = [], False
+        rungs = []
         for g in kv_ladder(f.replaced(gguf_quant=q)):
             try:
-                m = lc.memory(hp, at_context(g, max_model_len), weights, lora)
+                rungs.append((g, lc.sizes(hp, at_context(g, max_model_len), weights, lora)))
             except Refused:  # e.g. a quantized V cache with -fa off given, a block that does not divide the head
                 continue
-            tried.append(g)
-            if fits_whole(m, total, max_model_len, f.backend):
-                ok = True
-                break
-        if not tried:  # every pair refused: llama.cpp's reason for the first
+        if not rungs:  # every pair refused: llama.cpp's reason for the first
             lc.memory(hp, at_context(kv_ladder(f.replaced(gguf_quant=q))[0], max_model_len), weights, lora)
-        rows.append((q, tried[-1], ok))
+        rows.append((q, tuple(rungs)))
     return tuple(rows)
 
 
@@ -285,11 +320,11 @@ class LlamaCpp(Runtime):
 
     def estimate_held(self, card, w_t, seq_len, batch, flags):
         """Each GPU of the estimate's llama-server (``estimate_memory``'s flags), as a step reads it: its GGUF
-        tensors and caches (``lc.step_view``); None without a GPU (-ngl 0 or no GPU backend)."""
+        tensors and caches (``lc.step_views``); None without a GPU (-ngl 0 or no GPU backend)."""
         f = self._estimate_flags(seq_len, batch, flags)
         hp, weights = hparams_and_weights(card, w_t.bits, f.gguf_quant)
         lora = adapters(card, f)
-        return [lc.step_view(hp, f, weights, lora, f"{f.backend}{i}", w_t) for i in range(f.n_gpus)] or None
+        return list(lc.step_views(hp, f, weights, lora, w_t)) or None
 
     def weights_label(self, s: Setup) -> str | None:
         """The GGUF type the plan loads: --gguf-quant or the searched one; a GGUF file's own tensor types."""
@@ -331,11 +366,11 @@ class LlamaCpp(Runtime):
         if f.tensor_split and len(f.tensor_split) != layout.pp:
             raise KvplanError(f"-ts/--tensor-split: {len(f.tensor_split)} shares for --pp {layout.pp} GPU(s); give "
                               "one share per GPU of the server")
-        f = replace(f, n_gpus=layout.pp)
+        f = f.replaced(n_gpus=layout.pp)
         if f.n_parallel is None and self.default_parallel is not None:
-            f = replace(f, n_parallel=self.default_parallel)
+            f = f.replaced(n_parallel=self.default_parallel)
         if f.n_ctx is None and f.n_parallel is not None:  # each slot holds --max-model-len tokens
-            f = replace(f, n_ctx=max_model_len if f.kv_unified else max_model_len * f.n_parallel)
+            f = f.replaced(n_ctx=max_model_len if f.kv_unified else max_model_len * f.n_parallel)
         elif f.n_ctx:  # a slot holds its share of n_ctx cells as llama.cpp pads them (0: the training context)
             per_slot = _cells_per_slot(f)
             if per_slot < max_model_len:
@@ -368,10 +403,15 @@ class LlamaCpp(Runtime):
             return False
         return not (f.gguf_quant is not None and f.is_given("type_k") and f.is_given("type_v"))
 
-    def memory(self, s: Setup, n_ctx: int | None = None) -> lc.LlamaMemory:
+    def memory_inputs(self, s: Setup) -> tuple:
+        """(hparams, flags, weights, adapters) of the plan's llama-server: what ``lc.memory`` sizes, and
+        ``lc.sizes`` in figures for the stages and the pool."""
         f = self.flags(s)
         hp, weights = hparams_and_weights(s.card, s.w_t.bits, f.gguf_quant)
-        return lc.memory(hp, f if n_ctx is None else f.replaced(n_ctx=n_ctx), weights, adapters(s.card, f))
+        return hp, f, weights, adapters(s.card, f)
+
+    def memory(self, s: Setup) -> lc.LlamaMemory:
+        return lc.memory(*self.memory_inputs(s))
 
     def _gpus(self, s: Setup) -> list[str]:
         return [f"{s.opts.llama.backend}{i}" for i in range(s.opts.llama.n_gpus)]
@@ -379,45 +419,40 @@ class LlamaCpp(Runtime):
     def stages(self, s: Setup) -> list[Stage]:
         """One stage per GPU of the server: the decoder layers load_tensors puts on it (lc.placement), its model
         and (estimated) compute buffers; the rest holds its caches."""
-        m, out = self.memory(s), []
-        f = self.flags(s)
-        devices = lc.placement(hparams_and_weights(s.card, s.w_t.bits, f.gguf_quant)[0], f)[0][:s.card.num_layers]
+        server, out = self.memory_inputs(s), []
+        hp, f = server[:2]
+        m, devices = lc.sizes(*server), lc.placement(hp, f)[0][:s.card.num_layers]
         for i, gpu in enumerate(self._gpus(s)):
-            on = lambda kind: sum(b.bytes for b in m.buffers if b.device == gpu and b.kind == kind)  # noqa: E731
-            weights, compute = on("model") + on("lora"), on("compute")
+            weights, compute = m.on(gpu, "model", "lora"), m.on(gpu, "compute")
             mine = [il for il, d in enumerate(devices) if d == gpu]  # contiguous: split points rise with the layer
             layers = range(mine[0], mine[-1] + 1) if mine else range(0)
             out.append(Stage(i, layers, 0, weights, 0, compute, 0, 0, s.total, s.total - weights - compute))
         return out
 
     def held_stages(self, s: Setup, sts: list[Stage]):
-        """Per GPU of the server (its stages, in layer order), what a step reads there (``lc.step_view``): the
+        """Per GPU of the server (its stages, in layer order), what a step reads there (``lc.step_views``): the
         GGUF tensors it holds and its caches at -ctk/-ctv. Layers left on the CPU (-ngl) are read there, at host
         memory bandwidth, which the GPU's bound does not count."""
-        f = self.flags(s)
-        hp, weights = hparams_and_weights(s.card, s.w_t.bits, f.gguf_quant)
-        lora = adapters(s.card, f)
-        return [lc.step_view(hp, f, weights, lora, gpu, s.w_t) for gpu in self._gpus(s)]
+        return list(lc.step_views(*self.memory_inputs(s), s.w_t))
 
     def pool(self, s: Setup, sts: list[Stage]) -> Pool:
         """The cache llama.cpp allocates at start-up (n_ctx cells, whatever the requests): it fits every GPU or it
         does not; slots of --max-model-len that fit: -np (own cells each), or n_ctx // max_model_len of a unified
         cache."""
-        m = self.memory(s)
+        server = self.memory_inputs(s)
+        f, m = server[1], lc.sizes(*server)
         c = m.context
-        caches = [sum(b.bytes for b in m.buffers if b.device == gpu and b.kind in ("kv", "recurrent"))
-                  for gpu in self._gpus(s)]
+        caches = [m.on(gpu, "kv", "recurrent") for gpu in self._gpus(s)]
         lim = max(range(len(sts)), key=lambda i: caches[i] - sts[i].available)
         st, cache = sts[lim], caches[lim]
-        fits = fits_whole(m, s.total, s.max_model_len, s.opts.llama.backend)  # caches <= available on every GPU
+        fits = fits_whole(m, s.total, s.max_model_len)  # caches <= available on every GPU
         slots = c.n_seq_max if not c.kv_unified else min(c.n_seq_max, c.n_ctx // s.max_model_len)
         conc = float(slots) if fits else 0.0
-        ok = lambda L: self._fits_cache(s, L)  # noqa: E731
-        fit = longest(ok, max(c.n_ctx, s.max_model_len)) if ok(1) else 0
+        fit = max_context(s.card, f, s.total, s.w_t.bits, max(c.n_ctx, s.max_model_len))
         per_cell = cache // max(1, c.n_ctx)
         rows = [rank_row(x, cb // max(1, c.n_ctx), c.n_ctx, fit) for x, cb in zip(sts, caches)]
         pool = KVCachePool(available_bytes=st.available, block_size=1, bytes_per_block=per_cell,
-                           num_blocks=c.n_ctx, tokens=c.n_ctx, groups=len(m.caches), padding_layers=0,
+                           num_blocks=c.n_ctx, tokens=c.n_ctx, groups=m.caches, padding_layers=0,
                            blocks_per_request=c.n_ctx_seq, allocated_bytes=cache)
         # one request: its slot's share of the cache (-np slots of n_ctx_seq cells; a unified cache shares them)
         return Pool(st, pool, conc, cache // max(1, c.n_seq_max), fits, fit, rows)
@@ -430,11 +465,6 @@ class LlamaCpp(Runtime):
     def kv_dtype_name(self, s: Setup) -> str:
         f = self.flags(s)
         return f.type_k if f.type_k == f.type_v else f"{f.type_k}/{f.type_v}"
-
-    def _fits_cache(self, s: Setup, n_ctx: int) -> bool:
-        """Every GPU holds its model, caches and compute buffers at ``n_ctx`` cells."""
-        m = self.memory(s, n_ctx)
-        return all(m.device_bytes(gpu) <= s.total for gpu in self._gpus(s))
 
     def check_budget(self, s: Setup, sts: list[Stage]) -> None:
         """No refusal: weights that overflow the GPU are an answer (fits false) with the most -ngl that fit

@@ -48,7 +48,11 @@ class Ollama(LlamaCpp):
 
     def notes(self, s: Setup, p) -> list[str]:
         hp_ctx = s.card.max_position_embeddings
+        # server/routes.go Serve: totalVRAM sums every GPU's TotalMemory (less OLLAMA_GPU_OVERHEAD, default 0)
+        gpus = s.layout.gpus
+        vram = s.total * gpus
+        on = f"{vram / GIB:.0f} GiB of VRAM" + (f" ({gpus} GPUs together)" if gpus > 1 else "")
         return super().notes(s, p) + [
-            f"Ollama's default num_ctx on {s.total / GIB:.0f} GiB of VRAM would be "
-            f"{default_num_ctx(s.total, hp_ctx):,} (server/routes.go VRAM tiers); this plan uses "
-            f"{s.opts.llama.n_ctx // s.opts.llama.n_parallel:,} per slot."]
+            f"Ollama's default num_ctx on {on} would be {default_num_ctx(vram, hp_ctx):,} (server/routes.go VRAM "
+            f"tiers over the sum of the GPUs' memory); this plan uses {s.opts.llama.n_ctx // s.opts.llama.n_parallel:,}"
+            " per slot."]

@@ -107,6 +107,8 @@ class Options:
     page_note: str | None = None  # SGLang: why the page size is what it is (trtllm_mha on Blackwell)
     swa_note: str | None = None  # SGLang: --swa-full-tokens-ratio given where no hybrid SWA pool uses it
     mm_limit: int | None = None  # images per prompt (vLLM --limit-mm-per-prompt; multimodal cards)
+    mm_limit_config: str | None = None  # --limit-mm-per-prompt as given, every modality (the launch line's JSON)
+    mm_tower_skipped: bool = False  # every modality limited to 0 in a release that then builds no tower or projector
     mm_encoder_data: bool = False  # the vision tower whole on every rank (--mm-encoder-tp-mode data, where supported)
     mm_encoder_mode: str | None = None  # --mm-encoder-tp-mode as given
     cpu_offload_gb: float = 0.0  # vLLM --cpu-offload-gb (kvplan.cost.offload)

@@ -204,7 +204,9 @@ class SGLang(Server):
     kv_follows_model_dtype = True
     newest_read = (0, 5, 23)  # the newest release whose source the rules were read in
     registry_column = "sglang"  # model_registries.FIRST_RELEASES: the first release loading each architecture
-    long_context_env = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"  # configs/model_config.py
+    # configs/model_config.py ModelConfig._derive_context_length (read in 0.5.20 and 0.5.23): a --context-length past
+    # the config's raises unless this is 1
+    long_context_env = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"
     # PD decode pre-allocates input_len + num_reserved_decode_tokens per request (srt/disaggregation/decode.py
     # _prealloc_required_tokens; server_args.py num_reserved_decode_tokens, default 512)
     disagg_decode_reserve_tokens = 512
@@ -221,6 +223,16 @@ class SGLang(Server):
             raise KvplanError(f"--engine sglang: SGLang's state pool is modelled for Mamba-2, Gated DeltaNet and LFM2 "
                               f"short-conv mixers (Mamba2StateShape); {card.name}'s is {card.ssm.kind}: "
                               "use --engine vllm")
+        if card.ssm is not None and not card.attention_layers:
+            # SGLang 0.5.20 - 0.5.23 (first to load Mamba2ForCausalLM): configs/model_config.py PURE_SSM_ARCHITECTURES
+            # gives head_dim 0, so pool_configurator.py DefaultPoolConfigurator has cell size 0 and max_total_num_tokens
+            # = --max-total-tokens or context_len (no K/V pool; the memory the state split leaves is unused), and
+            # mem_cache/kv_cache_configurator.py resolve_max_num_reqs caps max_running_requests at
+            # max_mamba_cache_size // _calculate_mamba_ratio() (3 with the radix cache): rules kvplan does not model
+            raise KvplanError(f"--engine sglang: {card.name} has no attention layers ({card.state_layers} state "
+                              "layers): SGLang sizes no K/V pool for it and caps running requests by its state slots "
+                              "(kv_cache_configurator.py resolve_max_num_reqs), which kvplan does not model; use "
+                              "--engine vllm")
 
     def at_version(self, text: str) -> SGLang:
         """``--engine sglang==0.5.6``: the modelled range that covers the release (a bare 0.5 is 0.5.0)."""
@@ -390,8 +402,8 @@ class SGLang(Server):
 
     def launch_command(self, s: Setup, repo: str, revision: str | None = None) -> str:
         lay = s.layout
-        cmd = [f"python -m sglang.launch_server --model-path {repo}", *([f"--revision {revision}"] if revision else []),
-               f"--tp-size {lay.tp}"]
+        cmd = [f"{self.launch_env(s)}python -m sglang.launch_server --model-path {repo}",
+               *([f"--revision {revision}"] if revision else []), f"--tp-size {lay.tp}"]
         cmd += [f"--pp-size {lay.pp}"] if lay.pp > 1 else []
         cmd += [f"--dp-size {lay.dp}"] if lay.dp > 1 else []
         cmd += [f"--context-length {s.max_model_len}", f"--mem-fraction-static {s.mfs}"]

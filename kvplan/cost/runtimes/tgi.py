@@ -29,6 +29,10 @@ DEFAULT_CUDA_MEMORY_FRACTION = 1.0  # launcher --cuda-memory-fraction
 DEFAULT_PREFILL_TOKENS = 4096  # launcher/src/main.rs max_batch_prefill_tokens default
 BLOCK_SIZES = {"flashinfer": 1, "paged": 16, "flashdecoding": 256}  # models/globals.py BLOCK_SIZE by ATTENTION
 FLASHINFER_HEAD_DIMS = (64, 128, 256)
+# launcher/src/main.rs (text-generation-inference 009c4e0b, struct Args): --kv-cache-dtype takes the clap names of enum
+# KVCacheDtype, fp8_e4m3fn and fp8_e5m2 (kvplan's fp8_e4m3 is the former); --quantize takes enum Quantization, whose
+# Fp8 is "fp8" (not needed for a pre-quantized checkpoint, whose config names its method)
+KV_CACHE_DTYPES = {"fp8_e4m3": "fp8_e4m3fn", "fp8_e5m2": "fp8_e5m2"}
 
 
 def default_attention(head_dim: int) -> str:
@@ -48,12 +52,13 @@ class TGI(TokenPool):
     display_name = "TGI"
     rules = RULES
     budget_flag = "--cuda-memory-fraction"
+    online_fp8_flag = "--quantize fp8"  # KV_CACHE_DTYPES' source
     description = ("TGI paged cache: blocks of BLOCK_SIZE tokens (flashinfer 1, paged 16, flashdecoding 256), every "
                    "layer in full")
     flops_rule = "TGI: logits for the last position of each sequence; flashinfer/flashdecoding over the cache"
     kv_dtypes = ("fp16", "bf16", "fp8_e4m3", "fp8_e5m2")
     extra_flags = frozenset({"cuda_memory_fraction", "max_batch_prefill_tokens", "shared_prefix_len"})
-    _dtype_hint = " (TGI --kv-cache-dtype: fp8_e4m3, fp8_e5m2)"
+    _dtype_hint = " (TGI --kv-cache-dtype: fp8_e4m3fn, fp8_e5m2)"
 
     def positions_held(self, window, run):
         """Every position of every layer (flashinfer, BLOCK_SIZE 1 by default; a plan's --block-size rounds up)."""
@@ -127,8 +132,8 @@ class TGI(TokenPool):
         if s.opts.cuda_memory_fraction != DEFAULT_CUDA_MEMORY_FRACTION:
             cmd.append(f"--cuda-memory-fraction {s.opts.cuda_memory_fraction}")
         if s.kv_t.name.startswith("fp8"):
-            cmd.append(f"--kv-cache-dtype {s.kv_t.name}")
-        if s.w_t.name.startswith("fp8"):
+            cmd.append(f"--kv-cache-dtype {KV_CACHE_DTYPES[s.kv_t.name]}")
+        if s.w_t.name.startswith("fp8") or s.online_fp8:  # a 16-bit checkpoint quantized at load (Server.loaded_card)
             cmd.append("--quantize fp8")
         if s.w_t.name == "fp16" and s.card.dtype != "float16":
             cmd.append("--dtype float16")

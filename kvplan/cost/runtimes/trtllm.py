@@ -56,6 +56,16 @@ class TensorRTLLM(TokenPool):
     extra_flags = frozenset({"free_gpu_memory_fraction", "max_num_tokens", "max_batch_size", "shared_prefix_len"})
     _dtype_hint = " (TensorRT-LLM kv_cache_config.dtype: auto, fp8)"
 
+    def loaded_card(self, card, w_t, model_t):
+        """A 16-bit checkpoint at --weight-dtype fp8 is refused: trtllm-serve (PyTorch backend) quantizes nothing at
+        load and has no flag for it: it runs FP8 from a checkpoint TensorRT Model Optimizer quantized (TensorRT-LLM 1.0
+        docs, features/quantization.html "Running Pre-quantized Models"; 0.17 - 0.21 torch.html "Quantization")."""
+        if w_t.name.startswith("fp8") and card.quantization is None and model_t.bits >= 16:
+            raise KvplanError(f"--weight-dtype: {w_t.name}: trtllm-serve has no flag that quantizes a {model_t.name} "
+                              "checkpoint (it serves FP8 from a ModelOpt FP8 checkpoint: plan that checkpoint, e.g. "
+                              f"-m nvidia/Llama-3.1-8B-Instruct-FP8); allowed here: {model_t.name}")
+        return super().loaded_card(card, w_t, model_t)
+
     def positions_held(self, window, run):
         """Whole blocks of tokens_per_block (32 by default; a plan's --block-size sets it), no window freeing."""
         return cdiv(run.seq_len, DEFAULT_TOKENS_PER_BLOCK) * DEFAULT_TOKENS_PER_BLOCK

@@ -208,7 +208,9 @@ class VLLM(Server):
     kv_follows_model_dtype = True
     newest_read = (0, 33, 0)  # the newest release whose source the rules were read in
     registry_column = "vllm"  # model_registries.FIRST_RELEASES: the first release loading each architecture
-    long_context_env = "VLLM_ALLOW_LONG_MAX_MODEL_LEN"  # config/model.py _get_and_verify_max_len
+    # config/model.py _get_and_verify_max_len (0.11.0 - 0.33.0; config.py in 0.9.1, config/__init__.py in 0.10.2):
+    # a --max-model-len past the derived one raises unless this is 1 (envs.py; vllm PR 7080, 2024-08)
+    long_context_env = "VLLM_ALLOW_LONG_MAX_MODEL_LEN"
     display_name = "vLLM"
     rules = VERSIONS[-1].label
     version = VERSIONS[-1]
@@ -261,11 +263,17 @@ class VLLM(Server):
 
     # -- options --
 
-    def resolve(self, flags: ServingFlags, card, gpu, total, layout, max_model_len) -> Options:
+    def scheduler_defaults(self, gpu, total: int, max_model_len: int) -> tuple[int, int]:
+        """(max_num_batched_tokens, max_num_seqs) this release takes when neither is given: by the GPU's memory
+        (serving_vllm.batch_defaults), V0's 256 sequences and the batch that covers max_model_len."""
         v = self.version
         mnbt, seqs = vl.batch_defaults(total, gpu.name, v.large_gpu_batch_defaults)
         mnbt = v0.max_num_batched_tokens(max_model_len) if v.mnbt_covers_max_model_len else mnbt
-        seqs = v.fixed_max_num_seqs or seqs
+        return mnbt, v.fixed_max_num_seqs or seqs
+
+    def resolve(self, flags: ServingFlags, card, gpu, total, layout, max_model_len) -> Options:
+        v = self.version
+        mnbt, seqs = self.scheduler_defaults(gpu, total, max_model_len)
         if v.v0_engine and card.ssm is not None:
             raise KvplanError(f"--engine: vLLM V0 keeps state layers in its own MambaCacheManager (not modelled); "
                                   f"plan {card.name} with --engine vllm==0.10 or later")
@@ -289,7 +297,7 @@ class VLLM(Server):
                        max_num_seqs=_given("--max-num-seqs", flags.max_num_seqs, seqs),
                        flashinfer_sampler=flags.flashinfer_sampler, cold_compile=flags.cold_compile,
                        **vf.resolve_features(flags, card, layout),
-                       **vm.resolve_mm(flags, card))
+                       **vm.resolve_mm(flags, card, v))
 
     def vocab_every_stage(self, card) -> frozenset[str]:
         return self.version.pp_vocab_every_stage(card.hf_architecture)
@@ -400,6 +408,10 @@ class VLLM(Server):
         get_pp_indices' default (kvplan.cost.parallel.pp_partition); MXFP4 experts padded for this version's
         backend on this GPU (``mxfp4_loaded``)."""
         s = mxfp4_loaded(s)
+        if s.opts.cold_compile and _eager(s):
+            raise KvplanError("--cold-compile: --cuda-graph-memory 0 is vLLM's --enforce-eager, which turns "
+                              "torch.compile off (config/vllm.py: CompilationMode.NONE), so nothing compiles in the "
+                              "profile; allowed: one of them")
         if s.opts.pp_layer_partition is None:
             return super().stages(s)
         from kvplan.cost.parallel import stage_ranges
@@ -415,6 +427,9 @@ class VLLM(Server):
     def stage(self, s: Setup, pp_rank: int, parts: list[range]) -> Stage:
         """The base budget, plus the draft model's weights and K/V layers and the LoRA slots (vllm_features)."""
         st = super().stage(s, pp_rank, parts)
+        params, tower = vm.skipped_tower(s)  # --limit-mm-per-prompt 0 for every modality: no tower is built
+        if tower:
+            st = s.charged(st, -tower, weights=st.weights - tower, params=st.params - params)
         rounding = _allocator_rounding(s, pp_rank, parts)
         st = _with_offload(s, s.charged(st, rounding, weights=st.weights + rounding, rounding=rounding))
         cached = _cached_free(s, pp_rank, parts)
@@ -536,15 +551,18 @@ class VLLM(Server):
     # -- what a plan prints --
 
     def launch_command(self, s: Setup, repo: str, revision: str | None = None) -> str:
+        """Every input that moves the plan: the layout, the scheduler limits and the budget flags, the features, the
+        dtypes, and the environment it reads (a PP split, FlashInfer's sampler, a max_model_len past the model's)."""
         lay = s.layout
-        env = (f"VLLM_PP_LAYER_PARTITION={','.join(map(str, s.opts.pp_layer_partition))} "
-               if s.opts.pp_layer_partition else "")
+        env = self.launch_env(s, *([f"VLLM_PP_LAYER_PARTITION={','.join(map(str, s.opts.pp_layer_partition))}"]
+                                   if s.opts.pp_layer_partition else []),
+                              *(["VLLM_USE_FLASHINFER_SAMPLER=1"] if s.opts.flashinfer_sampler else []))
         cmd = [f"{env}vllm serve {repo}", *([f"--revision {revision}"] if revision else []),
                f"--tensor-parallel-size {lay.tp}"]
         cmd += [f"--pipeline-parallel-size {lay.pp}"] if lay.pp > 1 else []
         cmd += [f"--data-parallel-size {lay.dp}"] if lay.dp > 1 else []
         cmd += ["--enable-expert-parallel"] if lay.expert_parallel else []
-        cmd += [f"--max-model-len {s.max_model_len}"] + vf.launch_flags(s) + vm.launch_flags(s)
+        cmd += [f"--max-model-len {s.max_model_len}"] + _scheduler_flags(s) + vf.launch_flags(s) + vm.launch_flags(s)
         cmd += [f"--cpu-offload-gb {s.opts.cpu_offload_gb:g}"] if s.opts.cpu_offload_gb else []
         cmd += ([f"--kv-cache-memory-bytes {s.kv_cache_memory}"] if s.kv_cache_memory is not None
                 else [f"--gpu-memory-utilization {s.util}"])
@@ -585,6 +603,26 @@ class VLLM(Server):
         if s.activation is None:
             return "profile-run peak, ESTIMATED (--activation-memory)"
         return super().activation_rule(s)
+
+
+def _scheduler_flags(s: Setup) -> list[str]:
+    """--max-num-seqs and --max-num-batched-tokens where they differ from this release's defaults on this GPU, and
+    --enforce-eager for --cuda-graph-memory 0 (no CUDA graphs, no torch.compile: config/vllm.py)."""
+    mnbt, seqs = s.engine.scheduler_defaults(s.gpu, s.total, s.max_model_len)
+    out = [f"--max-num-seqs {s.max_num_seqs}"] if s.max_num_seqs != seqs else []
+    out += [f"--max-num-batched-tokens {s.mnbt}"] if s.mnbt != mnbt else []
+    return out + (["--enforce-eager"] if _eager(s) else [])
+
+
+def _eager(s: Setup) -> bool:
+    """--cuda-graph-memory 0 given where this release charges CUDA graphs by default: --enforce-eager (vLLM 0.33.0
+    config/vllm.py VllmConfig.__post_init__: enforce_eager sets CompilationMode.NONE and CUDAGraphMode.NONE). Where the
+    default is 0 already (before 0.20 the graphs are captured after the pool is sized; 0.25 - 0.28 dense models run
+    graphless) a 0 is the measured figure, and eager mode would not change the plan."""
+    if "cuda_graph" not in s.given or s.cuda_graph != 0:
+        return False
+    rt = s.engine
+    return rt.cuda_graph_default(s.opts, rt.overhead_defaults(s.layout.tp * s.layout.pp)[1], s.card) > 0
 
 
 def _offload_gb(flags: ServingFlags, card) -> float:
@@ -869,14 +907,16 @@ def _cached_free(s: Setup, pp_rank: int, parts: list[range]) -> int:
 def _allocator_rounding(s: Setup, pp_rank: int, parts: list[range]) -> int:
     """vLLM's "Model loading took" is torch.cuda.max_memory_allocated (DeviceMemoryProfiler): the caching
     allocator's blocks, which round each large tensor to its segment (kvplan.cost.allocator, imported here only)."""
-    return _rounding(s.engine, s.card, s.w_t, s.layout, pp_rank, tuple(parts), s.opts.cpu_offload_gb)
+    return _rounding(s.engine, s.card, s.w_t, s.layout, pp_rank, tuple(parts), s.opts.cpu_offload_gb,
+                     not s.opts.mm_tower_skipped)
 
 
 @lru_cache(maxsize=4096)
-def _rounding(rt: VLLM, card, w_t, layout, pp_rank: int, parts: tuple[range, ...], cpu_offload_gb: float) -> int:
+def _rounding(rt: VLLM, card, w_t, layout, pp_rank: int, parts: tuple[range, ...], cpu_offload_gb: float,
+              tower: bool = True) -> int:
     """``_allocator_rounding`` of what it depends on, none of it the GPU's: once per layout and stage in a search."""
     from kvplan.cost.allocator import rounding_bytes
     from kvplan.cost.offload import budget_bytes
 
     return rounding_bytes(card, w_t, layout, pp_rank, stages=list(parts), vocab_every_stage=rt.vocab_every_stage(card),
-                          offload=budget_bytes(cpu_offload_gb))
+                          offload=budget_bytes(cpu_offload_gb), tower=tower)

@@ -96,12 +96,13 @@ def prefix_concurrency(s: Setup, blocks: int, per_request: int, groups: int) -> 
 def launch_flags(s: Setup) -> list[str]:
     out = []
     spec = s.opts.speculative
-    if spec is not None:
-        body = {"method": spec.method, **({"model": spec.model} if spec.model else {}),
-                "num_speculative_tokens": spec.k}
+    if spec is not None:  # the JSON as given: every key, the ones kvplan does not model too
         import json
+        import shlex
 
-        out.append(f"--speculative-config '{json.dumps(body)}'")
+        config = spec.config or json.dumps({"method": spec.method, **({"model": spec.model} if spec.model else {}),
+                                            "num_speculative_tokens": spec.k})
+        out.append(f"--speculative-config {shlex.quote(config)}")
     if s.opts.lora is not None:
         out += ["--enable-lora", f"--max-loras {s.opts.lora.max_loras}", f"--max-lora-rank {s.opts.lora.max_lora_rank}"]
     return out

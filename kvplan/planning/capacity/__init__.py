@@ -289,7 +289,7 @@ def per_gpu(s: Setup, p: Pool) -> PerGPU:
 def _vision_bytes(s: Setup) -> int:
     """The vision tower and projector on one GPU (kvplan.cost.vision): split by TP, whole with
     ``--mm-encoder-tp-mode data`` where the model supports it."""
-    if s.card.vision is None:
+    if s.card.vision is None or s.opts.mm_tower_skipped:  # vLLM --limit-mm-per-prompt 0 everywhere: none built
         return 0
     from kvplan.cost.vision import vision_params
 

@@ -76,8 +76,10 @@ def notes(s: Setup, p: Pool) -> list[str]:
     if s.max_model_len > s.card.max_position_embeddings:
         env = s.engine.long_context_env
         out.append(f"--max-model-len {s.max_model_len} exceeds the model's max_position_embeddings "
-                   f"({s.card.max_position_embeddings})" + (f"; {s.engine.display_name} refuses it unless {env}=1."
-                                                            if env else ": past the length the model was trained for."))
+                   f"({s.card.max_position_embeddings})" + (
+                       f"; {s.engine.display_name} refuses it unless {env}=1, which the launch line sets (past the "
+                       "length the model was trained for)." if s.engine.needs_long_context(s)
+                       else ": past the length the model was trained for."))
     return out
 
 

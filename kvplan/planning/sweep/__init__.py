@@ -122,11 +122,16 @@ class Grid:
         """Tokens per block for the KV sizes and the roofline: the one given, else vLLM's default 16."""
         return 16 if self.block_size is None else self.block_size
 
+    def encoders(self, card: ModelCard) -> tuple[int | None, ...]:
+        """The encoder lengths a model's rows take: the axis for an encoder-decoder model, none (an empty cell) for
+        the others, so one grid holds both kinds (a decoder-only model is not multiplied by --encoder-len)."""
+        return self.encoder_len if card.architecture == "encoder-decoder" else (None,)
+
     @property
     def size(self) -> int:
-        axes = (self.models, self.batch, self.seq_len, self.kv_dtype, self.weight_dtype, self.attention,
-                self.engine, self.gpu, self.encoder_len, self.parallel)
-        return math.prod(len(a) for a in axes)
+        axes = (self.batch, self.seq_len, self.kv_dtype, self.weight_dtype, self.attention, self.engine, self.gpu,
+                self.parallel)
+        return sum(len(self.encoders(m)) for m in self.models) * math.prod(len(a) for a in axes)
 
     @property
     def capacity(self) -> bool:
@@ -160,7 +165,7 @@ class Sweep:
         return itertools.product(g.models, g.engine, g.attention, g.kv_dtype, g.weight_dtype)
 
     def _case(self, card, engine, attention, kv_dtype, weight_dtype) -> SweepCase:
-        enc = self.grid.encoder_len[0]
+        enc = self.grid.encoders(card)[0]
         return build_case(card, attention, engine, kv_dtype, weight_dtype, enc, self.grid.cache_block)
 
     def _columns(self) -> tuple[str, ...]:
@@ -181,7 +186,8 @@ class Sweep:
             head = lay.head
             bpt, wb = lay.bytes_per_token, lay.weights_bytes
             # nested, not itertools.product: product would hold every (tp, pp, max_model_len) option in memory
-            for gpu, par, enc in ((gu, pa, en) for gu in g.gpu for pa in g.parallel for en in g.encoder_len):
+            encoders = g.encoders(lay.card)
+            for gpu, par, enc in ((gu, pa, en) for gu in g.gpu for pa in g.parallel for en in encoders):
                 block = self._block(lay, gpu)
                 for s in g.seq_len:
                     ps = lay.per_sequence(s, enc or 0, block)
@@ -222,13 +228,14 @@ class Sweep:
         """(CSV text, rows in it) per (layout, encoder length, sequence length), without the header: the same bytes
         ``write_csv`` gives for these rows, about four times faster. Only when ``fast_csv``."""
         g = self.grid
+        with_enc = g.encoder_len != (None,)
         for lay in self._layouts:
             pre = ",".join(("" if v is None else csv_text(v)) for v in lay.head) + ","
             bpt, wb = lay.bytes_per_token, lay.weights_bytes
-            for enc in g.encoder_len:
+            for enc in g.encoders(lay.card):
                 for s in g.seq_len:
                     ps = lay.per_sequence(s, enc or 0, g.cache_block)
-                    mid = f",{s},{enc}," if enc is not None else f",{s},"
+                    mid = f",{s},{'' if enc is None else enc}," if with_enc else f",{s},"
                     mid += f"{bpt},{ps},"
                     for i in range(0, len(g.batch), _BLOCK):  # bounded memory, whatever the batch axis holds
                         part = g.batch[i:i + _BLOCK]
@@ -291,11 +298,12 @@ def sweep(model: str | ModelCard | list, *, batch="1", seq_len, kv_dtype=None, w
             tuple(parse_name_axis(kv_dtype, "--kv-dtype")), tuple(parse_name_axis(weight_dtype, "--weight-dtype")),
             tuple(parse_name_axis(attention, "--attention")), tuple(parse_name_axis(engine, "--engine")),
             tuple(parse_name_axis(gpu, "--gpu")), _encoder_axis(encoder_len))
-    rows = len(names) * math.prod(len(a) for a in axes)  # from the axes' lengths, before any card or layout
+    rows = len(names) * math.prod(len(a) for a in axes)  # from the axes' lengths, before any card: at most this
     require_rows(rows, "--model x --batch x --seq-len x ...")
     parallel = extra.parallel_axis(tp, pp, max_model_len, gpu)
     require_rows(rows * len(parallel), "--model x --batch x ... x --tp x --pp")
     models = [m if isinstance(m, ModelCard) else load_card(m) for m in names]
+    _check_encoders(models, axes[-1])
     grid = Grid(tuple(models), *axes, parallel, block_size, gpu_file)
     if grid.gpu != (None,):
         extra.check_roofline(grid.models, grid.gpu, gpu_file)
@@ -304,6 +312,15 @@ def sweep(model: str | ModelCard | list, *, batch="1", seq_len, kv_dtype=None, w
 
 def _split(m):
     return [m] if isinstance(m, ModelCard) else [p.strip() for p in str(m).split(",") if p.strip()]
+
+
+def _check_encoders(models: list[ModelCard], encoders: tuple[int | None, ...]) -> None:
+    """--encoder-len is for the grid's encoder-decoder models (the others' rows leave it empty); given with none of
+    them, it is refused as ``estimate`` refuses it."""
+    if encoders != (None,) and not any(m.architecture == "encoder-decoder" for m in models):
+        m = models[0]
+        raise KvplanError(f"--encoder-len: only for encoder-decoder models; {m.name} is {m.architecture}"
+                          + (" (as every model of the sweep)" if len(models) > 1 else ""))
 
 
 def _encoder_axis(encoder_len) -> tuple[int | None, ...]:

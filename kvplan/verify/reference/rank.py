@@ -5,7 +5,8 @@ Joins the process group (gloo on CPU, NCCL on CUDA), builds the full seeded refe
 tracker, then inside it shards its stage (kvplan.verify.reference.tp), allocates its own KV cache (its KV heads, its
 layers), runs the prefill and the decode steps (teacher-forced: the decode tokens are the seeded continuation, so
 every rank and the unsharded model see the same inputs) and measures what single-device verify measures, plus the
-bytes each collective moved. Writes ``rank{R}.json`` (or ``rank{R}.error`` with the exception) in the run folder.
+bytes each collective moved. Writes ``rank{R}.json`` (or ``rank{R}.error`` with the exception's line, ``.traceback``
+and ``.kind``: input for a KvplanError, else internal) in the run folder.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import torch.distributed as dist
 from torch.utils.flop_counter import FlopCounterMode
 
 from kvplan.cost.runtimes import get_engine
+from kvplan.errors import KvplanError
 from kvplan.cost.parallel import kv_heads_per_rank, pp_partition
 from kvplan.model.card import ModelCard
 from kvplan.verify.reference.build import build
@@ -42,12 +44,14 @@ def mark(cfg: dict, rank: int, phase: str) -> None:
 
 
 def _fault(cfg: dict, rank: int, phase: str) -> None:
-    """Test hook: cfg fault (the parent's KVPLAN_TEST_RANK_FAULT) R:die or R:hang makes rank R exit or sleep once
-    it joined the group (before it marks 'joined')."""
+    """Test hook: cfg fault (the parent's KVPLAN_TEST_RANK_FAULT) R:die, R:raise or R:hang makes rank R exit, raise
+    an unexpected exception (a bug) or sleep once it joined the group (before it marks 'joined')."""
     spec = cfg.get("fault") or ""
     if phase == "joined" and spec.partition(":")[0] == str(rank):
         if spec.endswith(":die"):
             os._exit(7)
+        if spec.endswith(":raise"):
+            raise RuntimeError("test fault: an unexpected exception in the rank")
         time.sleep(3600)
 
 
@@ -142,8 +146,9 @@ def _measure(cfg: dict, device: str, rank: int, tp_rank: int, pp_rank: int, comm
         base = tracker.current()
         rc = card.model_copy(update={"num_kv_heads": kv_heads_per_rank(card.num_kv_heads, tp)})
         kw = dict(dtype=t, device=device)
-        caches = [_self_cache(rc, card.windows[i], eng, batch, prompt + steps, cfg["max_cache_len"] or 0,
-                              cfg["block_size"], kw) for i in layers]
+        # the same cache per layer as the unsharded run (cache.make_caches): sliding window, or Llama-4's chunk
+        caches = [_self_cache(rc, card.window(i), eng, batch, prompt + steps, cfg["max_cache_len"] or 0,
+                              cfg["block_size"], kw, card.chunk(i)) for i in layers]
         peak_prefill, prefill_flops, peak_decode, decode_flops, logits = _run_steps(
             cfg, rank, stage, tokens, caches, (prev, nxt), tracker, comm, eng.transformers)
         kv = _settled(tracker) - base
@@ -187,6 +192,10 @@ def main(argv: list[str]) -> int:
     except BaseException as exc:  # the parent reports it, naming this rank
         last = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
         where = f" at {os.path.basename(last.filename)}:{last.lineno}" if last else ""
+        # the whole traceback, and whether it is the user's input (a KvplanError: exit 2) or a bug (exit 3), before
+        # the one line the parent waits for
+        (out / f"rank{rank}.traceback").write_text("".join(traceback.format_exception(exc)))
+        (out / f"rank{rank}.kind").write_text("input" if isinstance(exc, KvplanError) else "internal")
         (out / f"rank{rank}.error").write_text(f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
                                                f"{where}")
         return 1

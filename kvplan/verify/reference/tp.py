@@ -5,7 +5,7 @@ shards (every tensor cloned, so an allocation tracker active during ``shard`` se
 
 - attention: Q column-parallel (num_heads / tp heads), K/V column-parallel with max(1, kv / tp) heads; when tp > kv
   each rank keeps the one KV head its query heads use (vLLM QKVParallelLinear replication); O row-parallel, followed
-  by an all-reduce. qk_norm weights replicated.
+  by an all-reduce. qk_norm weights replicated; gpt-oss's per-head sink logits split like the query heads.
 - MLA: q_a_proj, kv_a_proj_with_mqa and their norms replicated (the latent is cached in full on every rank);
   q_b_proj / q_proj and kv_b_proj column-parallel by heads; o_proj row-parallel.
 - FFN: gate/up column-parallel, down row-parallel + all-reduce. MoE: router (and Qwen's shared gate) replicated,
@@ -170,6 +170,8 @@ def _shard_attention(a: Attention, tp: int, r: int, comm: Comm, cl: _Cloner) -> 
     cl.column(a.wk, first_kv * D, (first_kv + kvl) * D)
     cl.column(a.wv, first_kv * D, (first_kv + kvl) * D)
     a.wo = RowParallel(a.wo, r * hl * D, (r + 1) * hl * D, comm, cl)
+    if a.sinks is not None:  # gpt-oss: one sink logit per query head, split with the heads (vLLM's sinks[head_slice])
+        a.sinks = cl.param(a.sinks[r * hl:(r + 1) * hl])
     a.H, a.KV, a.cached_heads = hl, kvl, kvl
 
 
