@@ -343,12 +343,12 @@ def nesting_depth(data: Any) -> int:
 
 # ---- writing: kvplan/writes.py (atomic files and folders, streams into devices and FIFOs) --------------------
 
-_WRITERS = ("open_atomic", "write_atomic", "write_folder_atomic")
+_WRITERS = ("check_writable", "open_atomic", "write_atomic", "write_folder_atomic")
 
 
 def __getattr__(name: str):
-    """``open_atomic``, ``write_atomic``, ``write_folder_atomic`` from kvplan.writes, loaded when first used: a run that
-    only reads (a plain estimate) does not import the writers."""
+    """``check_writable``, ``open_atomic``, ``write_atomic``, ``write_folder_atomic`` from kvplan.writes, loaded when
+    first used: a run that only reads (a plain estimate) does not import the writers."""
     if name in _WRITERS:
         from kvplan import writes
 

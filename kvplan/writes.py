@@ -53,6 +53,21 @@ def write_atomic(path: str | os.PathLike, text: str, *, exclusive: bool = False)
         f.write(text)
 
 
+def check_writable(path: str | os.PathLike, *, exclusive: bool = False) -> None:
+    """Refuse now what ``write_atomic(path)`` would refuse (a folder, a symbolic link, a file you may not write, a
+    missing or read-only folder), writing nothing: a command that writes several files checks every path first,
+    so bad input never leaves some written and others not."""
+    target = Path(path)
+    name = _shown(target)
+    if _target(target, name, exclusive) is not None:
+        return  # a device, a FIFO, /dev/stdout: streamed into
+    folder = target.parent
+    if not os.path.isdir(folder):
+        raise KvplanError(f"{name}: cannot write in {_shown(folder)}: no such folder")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise KvplanError(f"{name}: cannot write in {_shown(folder)}: permission denied")
+
+
 @contextmanager
 def open_atomic(path: str | os.PathLike, *, exclusive: bool = False, newline: str | None = None) -> Iterator[IO[str]]:
     """A text file to stream into (``write_atomic``'s rules): it becomes ``path`` only when the block ends without an

@@ -28,6 +28,7 @@ def test_parse_size_rejects(text):
 # --- a throwaway project: a card and a kvplan.toml --------------------------------------------------------------
 
 import json
+from pathlib import Path
 from xml.etree import ElementTree as ET
 
 CARD = """\
@@ -335,7 +336,7 @@ def test_a_disagg_scenario_without_a_key_names_the_file_line_and_key(cli, tmp_pa
     assert code == 2 and "kvplan.toml:1: scenario 'd': tpot_ms: required by a disagg scenario" in err
 
 
-# --- a plan the memory cannot hold fails the check, exit 1 (QA B, D12) --------------------------------------------
+# --- the baseline is never a file the check reads, nor inside .git (QA B, D1) ------------------------------------
 
 def _one_error(cli, *args) -> str:
     code, out, err = cli(*args)
@@ -344,6 +345,84 @@ def _one_error(cli, *args) -> str:
         code, out[-500:], err)
     return lines[0]
 
+
+def _snapshot(folder) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("baseline, what", [
+    ("kvplan.toml", "is the config file, which --update-baseline would overwrite"),
+    ("pyproject.toml", "is a pyproject.toml (a config file's name)"),
+    ("sub/kvplan.toml", "is a kvplan.toml (a config file's name)"),
+    ("card.yaml", "kvplan.toml:6), a file the scenarios read, which --update-baseline would overwrite"),
+    ("./sub/../card.yaml", "is the model of scenario 'tiny'"),
+    ("llama-2-7b", "is the model of scenario 'llama'"),  # a file by a bundled card's name would be read as the card
+    ("hf/config.json", "kvplan.toml:21), a folder the scenarios read"),
+    ("hf/other.json", "is inside the hf_config of scenario 'hf'"),
+    ("gpus.yaml", "is the gpu_file of scenario 'hf'"),
+    (".git/kvplan-baseline.json", "inside .git"),
+    ("sub/.git/b.json", "inside .git"),
+])
+def test_update_baseline_never_replaces_a_file_the_check_reads(project, cli, tmp_path, baseline, what):
+    """--update-baseline replaced kvplan.toml, pyproject.toml or the scenario's own card with JSON, or wrote into
+    .git; now the config is refused (exit 2) naming its baseline line, and nothing is written."""
+    import shutil
+
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "sub" / ".git").mkdir(parents=True)
+    shutil.copytree(Path(__file__).parent / "data" / "configs" / "qwen3-0.6b", tmp_path / "hf")
+    (tmp_path / "gpus.yaml").write_text("gpus:\n  H100-SXM:\n    price_per_hour_usd: 2.0\n")
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "p"\n')
+    project(config=f'# gate\nbaseline = "{baseline}"\n' + CONFIG.format(kv="1 GiB", total="1 GiB").split("\n", 2)[2]
+            + '\n[[scenarios]]\nname = "hf"\nhf_config = "hf"\nseq_len = 64\ngpu_file = "gpus.yaml"\n')
+    before = _snapshot(tmp_path)
+    for args in (("check", "--update-baseline"), ("check",)):
+        line = _one_error(cli, *args)
+        assert "kvplan.toml:2: baseline: " in line and what in line, line
+    assert _snapshot(tmp_path) == before
+
+
+def test_update_baseline_in_pyproject_never_replaces_pyproject(tmp_path, monkeypatch, cli):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "card.yaml").write_text(CARD)
+    text = ('[project]\nname = "p"\n\n[tool.other]\nbaseline = "x"\n\n[tool.kvplan]\nbaseline = "pyproject.toml"\n\n'
+            '[[tool.kvplan.scenarios]]\nname = "t"\nmodel = "card.yaml"\nseq_len = 16\n')
+    (tmp_path / "pyproject.toml").write_text(text)
+    line = _one_error(cli, "check", "--update-baseline")
+    assert "pyproject.toml:8: baseline: " in line  # the [tool.kvplan] line, not [tool.other]'s
+    assert (tmp_path / "pyproject.toml").read_text() == text
+
+
+def test_update_baseline_replaces_only_a_baseline(project, cli, tmp_path):
+    """An existing file that is not a kvplan baseline (package.json) is refused; a damaged baseline is rewritten."""
+    project(config='baseline = "package.json"\n' + CONFIG.format(kv="4 MiB", total="16 MiB").split("\n", 2)[2])
+    (tmp_path / "package.json").write_text('{"name": "web", "version": "1.0.0"}\n')
+    line = _one_error(cli, "check", "--update-baseline")
+    assert "package.json: exists and is not a kvplan baseline" in line
+    assert (tmp_path / "package.json").read_text() == '{"name": "web", "version": "1.0.0"}\n'
+    (tmp_path / "package.json").write_text('<<<<<<< HEAD\n{\n  "schema_version": 1,\n=======\n')  # a merge conflict
+    assert cli("check", "--update-baseline")[0] == 0
+    assert json.loads((tmp_path / "package.json").read_text())["schema_version"] == 1
+
+
+# --- every output path is checked before any is written (QA B, D9) ------------------------------------------------
+
+@pytest.mark.parametrize("junit, message", [
+    ("jdir", "--junit: jdir: is a directory"),
+    ("no/such/j.xml", "--junit: no/such/j.xml: cannot write in no/such: no such folder"),
+    ("card.yaml", "--junit: card.yaml is the model of scenario 'tiny'"),
+    ("kvplan.toml", "--junit: kvplan.toml is the config"),
+    ("kvplan-baseline.json", "--junit: kvplan-baseline.json is the baseline"),
+])
+def test_a_bad_junit_path_is_refused_before_the_baseline_is_written(project, cli, tmp_path, junit, message):
+    (tmp_path / "jdir").mkdir()
+    before = _snapshot(tmp_path)
+    line = _one_error(cli, "check", "--update-baseline", "--junit", junit)
+    assert message in line, line
+    assert _snapshot(tmp_path) == before and not (tmp_path / "kvplan-baseline.json").exists()
+
+
+# --- a plan the memory cannot hold fails the check, exit 1 (QA B, D12) --------------------------------------------
 
 def test_fits_budget_of_weights_that_outgrow_the_gpu_fails_with_exit_1(tmp_path, monkeypatch, cli):
     """The 70B weights exceed an L4: that is the regression `fits = true` exists to catch. It was exit 2 with no
@@ -376,6 +455,63 @@ def test_a_budget_that_leaves_nothing_for_the_cache_fails_but_a_bad_layout_is_in
     project(config='[[scenarios]]\nname = "tp3"\nmodel = "card.yaml"\ngpu = "H100-SXM"\nmax_model_len = 64\n'
                    'tp = 3\nfits = true\n')
     assert "scenario 'tp3': tp: " in _one_error(cli, "check")  # 8 heads over TP 3: the input, not the memory
+
+
+# --- reporting (QA B, D15) -----------------------------------------------------------------------------------------
+
+def test_a_first_run_with_nothing_to_check_says_what_to_do(project, cli, tmp_path, monkeypatch):
+    project(config='[[scenarios]]\nname = "x"\nmodel = "card.yaml"\nseq_len = 16\n')
+    summary = tmp_path / "summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    code, out, _ = cli("check")
+    assert code == 0 and "0 of 0" not in out and out.rstrip().endswith("nothing was checked")
+    assert "`kvplan check --update-baseline`" in out and "set budgets" in out
+    assert "verdict" not in out and "┏" not in out  # no empty table
+    assert summary.read_text().startswith("### kvplan check: nothing was checked\n")
+    assert "| scenario |" not in summary.read_text()
+
+
+def test_new_figures_are_not_counted_as_checks_that_hold(project, cli, tmp_path, monkeypatch):
+    assert cli("check", "--update-baseline")[0] == 0
+    project(config=CONFIG.format(kv="4 MiB", total="16 MiB") + '\n[[scenarios]]\nname = "more"\nmodel = "card.yaml"\n'
+                                                                 'seq_len = 8\n')
+    summary = tmp_path / "summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    code, out, _ = cli("check")
+    # tiny: 2 budgets + 4 baseline figures; llama: 1 budget + 6 baseline figures; more: 4 new figures
+    assert code == 0 and "13 of 13 checks hold; 4 new, not compared (not in the baseline yet)" in out
+    assert summary.read_text().startswith("### kvplan check: all 13 checks hold; 4 new, not compared\n")
+
+
+def test_a_scenario_removed_from_the_config_is_named(project, cli):
+    assert cli("check", "--update-baseline")[0] == 0
+    project(config=CONFIG.format(kv="4 MiB", total="16 MiB").split("[[scenarios]]\nname = \"llama\"")[0])
+    code, out, _ = cli("check")
+    assert code == 0 and "also holds scenario 'llama', no longer in kvplan.toml" in " ".join(out.split())
+    code, out, _ = cli("check", "--update-baseline")
+    assert code == 0 and "dropped scenario 'llama'" in " ".join(out.split())
+
+
+def test_baseline_symlinks_are_named_as_such(project, cli, tmp_path):
+    project(config=CONFIG.format(kv="4 MiB", total="16 MiB").split("\n", 2)[2])  # no baseline key: the default
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "kvplan-baseline.json").symlink_to(tmp_path.parent / "nonexistent-target.json")
+    line = _one_error(cli, "check")
+    # the key is not set: no line number is claimed for it
+    assert "kvplan.toml: baseline (not set: the default kvplan-baseline.json): " in line
+    assert "is a symbolic link to " in line and "dangling" in line and "outside the repository" in line
+    (tmp_path / "kvplan-baseline.json").unlink()
+    (tmp_path / "kvplan-baseline.json").symlink_to("missing.json")  # inside the repository, dangling
+    line = _one_error(cli, "check")
+    assert "kvplan-baseline.json: a symbolic link to missing.json, which does not exist" in line
+
+
+def test_config_that_is_a_folder_or_not_a_table(project, cli, tmp_path):
+    assert "--config: sub: a directory; allowed: a TOML file" in _one_error(
+        cli, "check", "--config", str((tmp_path / "sub").mkdir() or "sub"))
+    (tmp_path / "kvplan.toml").unlink()
+    (tmp_path / "pyproject.toml").write_text("[tool]\nkvplan = 3\n")
+    assert "pyproject.toml:2: tool.kvplan: 3 is not a table" in _one_error(cli, "check")
 
 
 def test_a_gpu_file_is_read_relative_to_the_config_by_every_figure(tmp_path, monkeypatch, cli):

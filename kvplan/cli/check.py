@@ -39,7 +39,8 @@ def check(
         raise KvplanError("--json: give either --json or --format github")
     from kvplan.planning.check import run_check
 
-    report = run_check(config, update_baseline=update_baseline)
+    outputs = {} if junit is None else {"--junit": Path(junit)}  # checked with the baseline before either is written
+    report = run_check(config, update_baseline=update_baseline, outputs=outputs)
     _junit(report, junit)
     _print(report, fmt, as_json)
     _step_summary(report)

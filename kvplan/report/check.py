@@ -46,21 +46,33 @@ def _safe(text: str) -> str:
 
 
 def render_check(report: CheckReport, console: Console) -> None:
-    t = table(f"kvplan check: {_safe(report.config)} (baseline {_safe(report.baseline)})", COLUMNS,
-              left=("scenario", "figure", "budget or baseline", "verdict"))
-    for row in report.rows:
-        c = cells(row)
-        t.add_row(*(_safe(x) for x in c[:-1]), _VERDICT[row.verdict])
-    console.print(t)
+    title = f"kvplan check: {_safe(report.config)} (baseline {_safe(report.baseline)})"
+    if not report.rows:  # no budget, no baseline: no table of nothing; the note says what to do
+        console.print(title)
+    else:
+        t = table(title, COLUMNS, left=("scenario", "figure", "budget or baseline", "verdict"))
+        for row in report.rows:
+            c = cells(row)
+            t.add_row(*(_safe(x) for x in c[:-1]), _VERDICT[row.verdict])
+        console.print(t)
     for row in report.rows:
         if row.verdict == "fail":
             console.print(f"[bold red]FAIL[/bold red] {_safe(row.scenario)} {_safe(row.check)}: "
                           f"{_safe(row.message)}  [dim]({_safe(row.file)}:{row.line})[/dim]")
     for text in report.notes:
         note(console, text)
-    total = len(report.rows)
-    console.print(f"{total - report.failed} of {total} checks hold" + (f"; [bold red]{report.failed} failed[/bold red]"
-                                                                     if report.failed else ""))
+    held, checked, new = tally(report)
+    line = f"{held} of {checked} checks hold" if checked else "nothing was checked"
+    line += f"; {new} new, not compared (not in the baseline yet)" if new else ""
+    console.print(line + (f"; [bold red]{report.failed} failed[/bold red]" if report.failed else ""))
+
+
+def tally(report: CheckReport) -> tuple[int, int, int]:
+    """(checks that hold, checks made, figures new): a new figure is compared with nothing, so it neither holds nor
+    fails."""
+    held = sum(r.verdict == "pass" for r in report.rows)
+    new = sum(r.verdict == "new" for r in report.rows)
+    return held, held + report.failed, new
 
 
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -111,10 +123,14 @@ def github_annotations(report: CheckReport) -> list[str]:
 
 def markdown_summary(report: CheckReport) -> str:
     """For ``$GITHUB_STEP_SUMMARY``: a heading with the verdict, the table, the failures and notes."""
-    total = len(report.rows)
-    head = f"{report.failed} of {total} checks failed" if report.failed else f"all {total} checks hold"
-    lines = [f"### kvplan check: {head}", "", "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-    lines += ["| " + " | ".join(_md(c) for c in cells(row)) + " |" for row in report.rows]
+    _, checked, new = tally(report)
+    head = (f"{report.failed} of {checked} checks failed" if report.failed else
+            f"all {checked} checks hold" if checked else "nothing was checked")
+    head += f"; {new} new, not compared" if new else ""
+    lines = [f"### kvplan check: {head}"]
+    if report.rows:  # no table of nothing
+        lines += ["", "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+        lines += ["| " + " | ".join(_md(c) for c in cells(row)) + " |" for row in report.rows]
     fails = [f"- **{_md(r.scenario)}** `{r.check}`: {_md(r.message)} (`{_md(r.file)}:{r.line}`)" for r in report.rows
              if r.verdict == "fail"]
     lines += ([""] + fails if fails else []) + ([""] + [f"> {_md(n)}" for n in report.notes] if report.notes else [])

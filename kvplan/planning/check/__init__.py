@@ -17,11 +17,12 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from kvplan.planning.check.baseline import ACCEPT, read_baseline, regressed, write_baseline
-from kvplan.planning.check.config import LoadedConfig, find_config, load_config
+from kvplan.planning.check.baseline import ACCEPT, check_replaceable, read_baseline, regressed, write_baseline
+from kvplan.planning.check.config import LoadedConfig, find_config, load_config, same_file
 from kvplan.planning.check.figures import FIGURES, PLAN_FIGURES, Evaluated, Figure, Value, evaluate
 from kvplan.planning.check.lines import yaml_field_line
-from kvplan.errors import clip, clip_text
+from kvplan.errors import KvplanError, clip, clip_text
+from kvplan.files import shown
 from kvplan.units import fmt_bytes, fmt_int
 
 SCHEMA_VERSION = 1
@@ -64,18 +65,25 @@ class CheckReport(BaseModel):
         return check_html(self)
 
 
-def run_check(config: str | None = None, *, cwd: Path | None = None, update_baseline: bool = False) -> CheckReport:
-    """Evaluate every scenario; with ``update_baseline`` write the current figures as the new baseline first."""
+def run_check(config: str | None = None, *, cwd: Path | None = None, update_baseline: bool = False,
+              outputs: dict[str, Path] | None = None) -> CheckReport:
+    """Evaluate every scenario; with ``update_baseline`` write the current figures as the new baseline first.
+
+    ``outputs``: the other files the caller writes from the report (``{"--junit": path}``). Every path written,
+    the baseline's too, is checked before anything is: bad input (exit 2) never leaves one file written."""
     cwd = Path.cwd() if cwd is None else cwd
     loaded = load_config(find_config(config, cwd))
+    _check_outputs(loaded, outputs or {}, update_baseline)
     done = [evaluate(loaded, i) for i in range(len(loaded.config.scenarios))]
+    dropped: list[str] = []
     if update_baseline:
+        dropped = _gone(loaded, _old_baseline(loaded.baseline_path))
         write_baseline(loaded.baseline_path, {e.scenario.name: _entry(e) for e in done})
     baseline = read_baseline(loaded.baseline_path)
     # a scenario the baseline lacks is checked against it all the same: its figures are "new", never silently skipped
     rows = [row for e in done for row in _rows(loaded, e, None if baseline is None else
                                                baseline.get(e.scenario.name, {}), cwd)]
-    notes = _notes(loaded, baseline, rows, update_baseline, cwd)
+    notes = _notes(loaded, baseline, rows, update_baseline, cwd, dropped)
     return CheckReport(config=_shown(loaded.path, cwd), baseline=_shown(loaded.baseline_path, cwd),
                        baseline_found=baseline is not None, baseline_updated=update_baseline,
                        figures={e.scenario.name: e.figures for e in done}, rows=rows,
@@ -87,15 +95,62 @@ def _entry(e: Evaluated) -> dict:
     return {"figures": figures, "inputs": e.inputs, "card": e.card}
 
 
-def _notes(loaded: LoadedConfig, baseline: dict | None, rows: list[CheckRow], updated: bool, cwd: Path) -> list[str]:
-    path = _shown(loaded.baseline_path, cwd)
+def _check_outputs(loaded: LoadedConfig, outputs: dict[str, Path], update_baseline: bool) -> None:
+    """Every file this run will write, checked before any is: none may be a file the check reads (the config, a
+    card, a GPU file) or the baseline, and each must be writable (``kvplan.writes.check_writable``)."""
+    from kvplan.files import check_writable
+
+    for flag, path in outputs.items():
+        for what, source in [*loaded.inputs(), (f"the baseline {shown(loaded.baseline_path)}", loaded.baseline_path)]:
+            if same_file(path, source):
+                raise KvplanError(f"{flag}: {shown(path)} is {what}; allowed: a file of its own")
+        try:
+            check_writable(path)
+        except KvplanError as exc:
+            raise KvplanError(f"{flag}: {exc}") from None
+    if update_baseline:
+        check_replaceable(loaded.baseline_path)
+
+
+def _old_baseline(path: Path) -> dict | None:
+    """The baseline about to be replaced, if kvplan can read it (a damaged one is rewritten all the same)."""
+    try:
+        return read_baseline(path)
+    except KvplanError:
+        return None
+
+
+def _gone(loaded: LoadedConfig, baseline: dict | None) -> list[str]:
+    """Scenarios of the baseline that the config no longer has."""
+    names = {s.name for s in loaded.config.scenarios}
+    return sorted(n for n in (baseline or {}) if n not in names)
+
+
+def _notes(loaded: LoadedConfig, baseline: dict | None, rows: list[CheckRow], updated: bool, cwd: Path,
+           dropped: list[str]) -> list[str]:
+    path, config = _shown(loaded.baseline_path, cwd), _shown(loaded.path, cwd)
     if updated:
-        return [f"wrote {path}; commit it with the change that moved the figures"]
+        gone = f" (dropped {_names(dropped)}, no longer in {config})" if dropped else ""
+        return [f"wrote {path}{gone}; commit it with the change that moved the figures"]
+    gone = _gone(loaded, baseline)
+    out = [f"{path} also holds {_names(gone)}, no longer in {config}; `{ACCEPT}` drops "
+           f"{'them' if len(gone) > 1 else 'it'}"] if gone else []
+    if baseline is None and not rows:
+        return out + [f"nothing was checked: no scenario sets a budget and there is no baseline at {path} yet; run "
+                      f"`{ACCEPT}` and commit {path} (later runs compare every figure with it), or set budgets "
+                      "(max_kv_bytes, max_total_bytes, max_gpu_bytes, min_concurrency, fits, ...; docs/check.md)"]
     if baseline is None:
-        return [f"no baseline at {path}: only budgets were checked; `{ACCEPT}` writes one to commit"]
+        return out + [f"no baseline at {path}: only budgets were checked; `{ACCEPT}` writes one to commit"]
     if any(r.verdict == "new" for r in rows):
-        return [f"figures marked new are not in {path} yet; `{ACCEPT}` adds them"]
-    return []
+        out.append(f"figures marked new are not in {path} yet, so nothing was compared for them; `{ACCEPT}` adds "
+                   "them")
+    return out
+
+
+def _names(names: list[str]) -> str:
+    listed = ", ".join(repr(clip_text(n, 60)) for n in names[:5])
+    more = f" and {len(names) - 5} more" if len(names) > 5 else ""
+    return f"scenario{'s' if len(names) > 1 else ''} {listed}{more}"
 
 
 def _shown(path: Path, cwd: Path) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from fractions import Fraction
 from pathlib import Path
 from typing import Annotated, Any, Optional, Union
@@ -54,13 +55,16 @@ class Baseline(BaseModel):
 
 def read_baseline(path: Path) -> dict[str, dict] | None:
     """Scenario name -> ``{"figures": {...}, "inputs": {...}, "card": {...}}``; None when there is no file yet."""
+    name = shown(path)
     try:
-        os.lstat(path)
+        dangling = stat.S_ISLNK(os.lstat(path).st_mode) and not os.path.exists(path)
     except FileNotFoundError:
         return None
     except (OSError, ValueError):
-        pass  # read_text names what is wrong
-    name = shown(path)
+        dangling = False  # read_text names what is wrong
+    if dangling:
+        raise KvplanError(f"{name}: a symbolic link to {shown(os.readlink(path))}, which does not exist (a dangling "
+                          f"link); allowed: the baseline file, or no file (`{ACCEPT}` writes one)")
     data = parse_json(read_text(path, what="baseline", limit=MAX_BASELINE_BYTES), name)
     try:
         base = Baseline.model_validate(data)
@@ -100,6 +104,29 @@ def baseline_text(entries: dict[str, dict]) -> str:
 
 def write_baseline(path: Path, entries: dict[str, dict]) -> None:
     write_atomic(path, baseline_text(entries))
+
+
+MARK = '"schema_version"'  # every baseline kvplan writes holds it in its first line of data
+
+
+def check_replaceable(path: Path) -> None:
+    """--update-baseline replaces only a baseline: a new path, an empty file, or a file that reads as one kvplan
+    wrote (it holds ``"schema_version"``; a damaged one, a merge conflict, is still rewritten). Any other file
+    (package.json, a README) is refused before anything is written, and so is what ``write_atomic`` refuses."""
+    from kvplan.files import check_writable
+
+    check_writable(path)
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            return
+        with open(path, "rb") as f:
+            head = f.read(MAX_BASELINE_BYTES)
+    except (OSError, ValueError):
+        return  # gone, or unreadable: check_writable has named what matters
+    text = head.decode("utf-8", errors="replace").replace("\x00", "")  # UTF-16 reads with NULs between
+    if head.strip() and MARK not in text:
+        raise KvplanError(f"{shown(path)}: exists and is not a kvplan baseline (no {MARK}); allowed: a new path or "
+                          f"a baseline `{ACCEPT}` wrote (move the file away, or set baseline to another path)")
 
 
 def regressed(value: int | float | bool, base: int | float | bool, tolerance: float, higher_is_better: bool) -> bool:

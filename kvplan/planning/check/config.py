@@ -17,9 +17,9 @@ from typing import Annotated, Literal, Optional
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt, ValidationError, WithJsonSchema
 
 from kvplan.errors import MAX_NAME_CHARS, KvplanError, clip, clip_text, name_problem
-from kvplan.files import MAX_DEPTH, nesting_depth, read_text, shown
+from kvplan.files import MAX_DEPTH, is_dir, nesting_depth, read_text, shown
 from kvplan.model.validation import describe_validation_error
-from kvplan.planning.check.lines import ScenarioLines, key_line, scenario_lines
+from kvplan.planning.check.lines import ScenarioLines, key_line, scenario_lines, table_key_line
 from kvplan.units import parse_size
 
 if sys.version_info >= (3, 11):
@@ -28,6 +28,7 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 CONFIG_FILE = "kvplan.toml"
+DEFAULT_BASELINE = "kvplan-baseline.json"
 ESTIMATE_KEYS = ("batch", "seq_len", "engine", "kv_dtype", "weight_dtype", "encoder_len", "max_cache_len",
                  "block_size", "kv_heads", "attention", "prompt_len", "gpu", "gpu_file", "mfu", "mbu")
 PLAN_KEYS = ("tp", "pp", "dp", "max_model_len", "gpu_memory", "gpu_memory_utilization", "kv_cache_memory",
@@ -157,7 +158,7 @@ class CheckConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True, title="kvplan check configuration")
     baseline: Annotated[str, AfterValidator(_relative_path)] = Field(
-        "kvplan-baseline.json", min_length=1, max_length=1024,
+        DEFAULT_BASELINE, min_length=1, max_length=1024,
         description="The baseline file, relative to this file and inside its repository.")
     scenarios: list[Scenario] = Field(min_length=1)
 
@@ -176,6 +177,19 @@ class LoadedConfig:
     def baseline_path(self) -> Path:
         return self.root / self.config.baseline
 
+    def inputs(self) -> list[tuple[str, Path]]:
+        """Every file `kvplan check` reads besides the baseline, each with what it is in words: the config, and each
+        scenario's card path, hf_config (a file or a folder) and gpu_file (relative to the config). A bundled card's
+        name is listed too: a file of that name beside the config would be read as the card."""
+        out = [(f"the config {shown(self.path)}", self.path)]
+        for i, s in enumerate(self.config.scenarios):
+            for key in ("model", "hf_config", "gpu_file"):
+                value = getattr(s, key)
+                if value is not None:
+                    out.append((f"the {key} of scenario {s.name!r} ({shown(self.path)}:{self.line(i, key)})",
+                                self.root / value))
+        return out
+
     def line(self, index: int, key: str | None = None) -> int:
         return _line(self.lines, index, key)
 
@@ -192,9 +206,12 @@ def find_config(explicit: str | None, cwd: Path) -> Path:
     """``--config PATH``, else ``kvplan.toml``, else a ``pyproject.toml`` with ``[tool.kvplan]``, in ``cwd``."""
     if explicit is not None:
         path = Path(explicit)
-        if not path.is_file():
+        if is_dir(path):
+            raise KvplanError(f"--config: {shown(explicit)}: a directory; allowed: a TOML file "
+                              f"({shown(path / CONFIG_FILE)}, or a pyproject.toml with [tool.kvplan])")
+        if not os.path.lexists(path):
             raise KvplanError(f"--config: {shown(explicit)}: no such file")
-        return path
+        return path  # read_text names anything else that is wrong (a dangling link, a FIFO, no permission)
     if (cwd / CONFIG_FILE).is_file():
         return cwd / CONFIG_FILE
     pyproject = cwd / "pyproject.toml"
@@ -214,8 +231,11 @@ def load_config(path: Path) -> LoadedConfig:
     if table:
         tool = data.get("tool", {})
         data = tool.get("kvplan") if isinstance(tool, dict) else None
+        if data is None:
+            raise KvplanError(f"{shown(path)}: no [tool.kvplan] table; add one (docs/check.md) or pass --config PATH")
         if not isinstance(data, dict):
-            raise KvplanError(f"{shown(path)}: no [tool.kvplan] table")
+            raise KvplanError(f"{shown(path)}:{key_line(text, 'kvplan')}: tool.kvplan: {clip(data)} is not a table; "
+                              "allowed: a [tool.kvplan] table (baseline, [[tool.kvplan.scenarios]])")
     lines = scenario_lines(text, table)
     _check_top(path, text, data, table)
     raws = data.get("scenarios")
@@ -232,8 +252,9 @@ def load_config(path: Path) -> LoadedConfig:
         raise KvplanError(f"{shown(path)}:{key_line(text, 'baseline')}: {_describe(exc, CheckConfig)}") \
             from None
     loaded = LoadedConfig(path, config, lines)
-    _check_inside(path, text, loaded.baseline_path)
-    _check_own_file(path, text, loaded)
+    where = _baseline_where(path, text, table, "baseline" in data)
+    _check_inside(where, loaded)
+    _check_own_file(where, loaded)
     return loaded
 
 
@@ -265,31 +286,87 @@ def repository_root(folder: Path) -> Path:
     return folder
 
 
-def _check_inside(path: Path, text: str, baseline: Path) -> None:
+def _baseline_where(path: Path, text: str, table: str, given: bool) -> str:
+    """What a message about the baseline path starts with: the config's ``baseline`` line where it is set, else
+    that the default is meant (there is no line to point at)."""
+    if not given:
+        return f"{shown(path)}: baseline (not set: the default {DEFAULT_BASELINE})"
+    line = table_key_line(text, table, "baseline")
+    return f"{shown(path)}{'' if line is None else f':{line}'}: baseline"
+
+
+def _check_inside(where: str, loaded: LoadedConfig) -> None:
     """The baseline is written by --update-baseline: it may not leave the repository (``../../etc``, a symlink
-    that points outside)."""
-    root = repository_root(path.parent)
+    that points outside), nor sit in its ``.git`` folder (git's own files: objects, hooks, the index)."""
+    baseline, root = loaded.baseline_path, repository_root(loaded.root)
+    lexical = Path(os.path.normpath(_resolved(loaded.root) / loaded.config.baseline))  # no link followed
     try:
-        inside = baseline.resolve().is_relative_to(root)
+        resolved = baseline.resolve()
+        inside = resolved.is_relative_to(root)
     except (OSError, RuntimeError, ValueError):  # a symlink loop
-        inside = False
+        raise KvplanError(f"{where}: {shown(baseline)} is a symbolic link loop; allowed: a regular file inside the "
+                          f"repository {shown(root)}") from None
     if not inside:
-        raise KvplanError(f"{shown(path)}:{key_line(text, 'baseline')}: baseline: {shown(baseline)} is outside the "
-                          f"repository {shown(root)}; allowed: a path inside it")
+        raise KvplanError(f"{where}: {_outside(baseline, lexical, resolved, root)}; allowed: a path inside it")
+    if ".git" in resolved.relative_to(root).parts or ".git" in Path(loaded.config.baseline).parts:
+        raise KvplanError(f"{where}: {shown(baseline)} is inside .git, git's own folder; allowed: a path in the "
+                          "repository's work tree (kvplan-baseline.json beside kvplan.toml)")
 
 
-def _check_own_file(path: Path, text: str, loaded: LoadedConfig) -> None:
-    """--update-baseline replaces the baseline file whole: it may not be the config itself, a pyproject.toml, a file
-    the scenarios read (a card, a config.json, a GPU file) or a file under .git (QA B D1: the config was overwritten)."""
-    target = loaded.baseline_path.resolve()
-    read = {path.resolve()} | {(loaded.root / v).resolve() for sc in loaded.config.scenarios
-                               for v in (sc.model, sc.hf_config, sc.gpu_file) if v}
-    what = ("the config file" if target == path.resolve() else "a pyproject.toml" if target.name == "pyproject.toml"
-            else "a file the scenarios read" if target in read else "inside .git" if ".git" in target.parts else "")
+def _outside(baseline: Path, lexical: Path, resolved: Path, root: Path) -> str:
+    """Why the baseline is outside the repository, in words: the path itself, or a symbolic link on it."""
+    if not lexical.is_relative_to(root):
+        return f"{shown(baseline)} is outside the repository {shown(root)}"
+    if os.path.islink(lexical):
+        target = shown(os.readlink(lexical))
+        state = "" if os.path.exists(lexical) else ", which does not exist (a dangling link)"
+        return (f"{shown(baseline)} is a symbolic link to {target}{state}; it leads outside the repository "
+                f"{shown(root)}")
+    return (f"{shown(baseline)} leads through a symbolic link to {shown(resolved)}, outside the repository "
+            f"{shown(root)}")
+
+
+def _resolved(path: Path) -> Path:
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError, ValueError):
+        return Path(os.path.abspath(path))
+
+
+def same_file(a: Path, b: Path) -> bool:
+    """Whether two paths name one file: the same inode where both exist (a hard link, another spelling, a
+    case-insensitive file system), else the same resolved path."""
+    try:
+        return os.path.samefile(a, b)
+    except (OSError, ValueError):
+        return _resolved(a) == _resolved(b)
+
+
+def _check_own_file(where: str, loaded: LoadedConfig) -> None:
+    """--update-baseline replaces the baseline file whole: it may not be the config itself, a file by a config's name
+    (kvplan.toml, pyproject.toml) or a file a scenario reads (a card, a config.json or its folder, a GPU file; a
+    bundled card's name too, as a file of that name would be read as the card). QA B D1: the config was overwritten.
+    ``.git`` and paths outside the repository: ``_check_inside``."""
+    baseline = loaded.baseline_path
+    if same_file(baseline, loaded.path):
+        what = "the config file"
+    elif baseline.name in (CONFIG_FILE, "pyproject.toml"):
+        what = f"a {baseline.name} (a config file's name)"
+    else:
+        what = _read_by_a_scenario(baseline, loaded)
     if what:
-        raise KvplanError(f"{shown(path)}:{key_line(text, 'baseline')}: baseline: {shown(loaded.baseline_path)} is "
-                          f"{what}, which --update-baseline would overwrite; allowed: a file of its own, such as "
-                          "kvplan-baseline.json")
+        raise KvplanError(f"{where}: {shown(baseline)} is {what}, which --update-baseline would overwrite; allowed: a "
+                          f"file of its own, such as {DEFAULT_BASELINE}")
+
+
+def _read_by_a_scenario(baseline: Path, loaded: LoadedConfig) -> str:
+    """What ``baseline`` is to the scenarios, in words ("" when none reads it)."""
+    for source, path in loaded.inputs()[1:]:  # [0] is the config
+        if is_dir(path) and _resolved(baseline).is_relative_to(_resolved(path)):  # an hf_config folder
+            return f"inside {source}, a folder the scenarios read"
+        if same_file(baseline, path):
+            return f"{source}, a file the scenarios read"
+    return ""
 
 
 def _check_top(path: Path, text: str, data: dict, table: str) -> None:

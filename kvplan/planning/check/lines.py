@@ -37,6 +37,19 @@ def scenario_lines(text: str, table: str) -> list[ScenarioLines]:
     return out
 
 
+def table_key_line(text: str, table: str, key: str) -> int | None:
+    """Line that sets ``key = ...`` in the config's own table: the lines before the first table header
+    (``table`` "", kvplan.toml) or those under ``[tool.kvplan]``; None when no line there does (an inline table)."""
+    inside = not table
+    header = re.compile(r"^\s*\[\s*" + re.escape(table) + r"\s*\]") if table else None
+    for n, line in enumerate(text.splitlines(), start=1):
+        if line.lstrip().startswith("["):
+            inside = bool(header and header.match(line))
+        elif inside and (m := _KEY.match(line)) and m.group(2) == key:
+            return n
+    return None
+
+
 def key_line(text: str, key: str) -> int:
     """First line that sets ``key = ...`` (1 when none does, e.g. an inline table)."""
     for n, line in enumerate(text.splitlines(), start=1):
