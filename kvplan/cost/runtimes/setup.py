@@ -106,6 +106,7 @@ class Options:
     swa_disabled: bool = False  # SGLang --disable-hybrid-swa-memory given
     page_note: str | None = None  # SGLang: why the page size is what it is (trtllm_mha on Blackwell)
     swa_note: str | None = None  # SGLang: --swa-full-tokens-ratio given where no hybrid SWA pool uses it
+    mfs_note: str | None = None  # SGLang: what the default mem_fraction_static took off (speculative, multimodal)
     mm_limit: int | None = None  # images per prompt (vLLM --limit-mm-per-prompt; multimodal cards)
     mm_encoder_data: bool = False  # the vision tower whole on every rank (--mm-encoder-tp-mode data, where supported)
     mm_encoder_mode: str | None = None  # --mm-encoder-tp-mode as given
