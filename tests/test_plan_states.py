@@ -201,8 +201,9 @@ def test_sglang_state_pool_split():
     kv = r.kv_cache
     per_req = 36 * (3 * 2048 * 2 + 8 * 128 * 128 * 4)  # conv bf16, SSM float32 (SGLang's defaults), 36 GDN layers
     assert kv.state_bytes_per_request == per_req
-    assert kv.state_slots == int(kv.available_bytes * 0.9 / 1.9 // per_req)
-    left = kv.available_bytes - kv.state_slots * per_req
+    # 0.5.17+: the pool's padding slot (int((budget - per_slot) // per_slot))
+    assert kv.state_slots == int((kv.available_bytes * 0.9 / 1.9 - per_req) // per_req)
+    left = kv.available_bytes - (kv.state_slots + 1) * per_req  # the slots and the padding slot
     assert kv.tokens == left // (12 * 512 * 2)  # 12 attention layers x 1 KV head x 256 x 2 (K,V) x 2 B
     assert r.max_concurrency == min(kv.tokens / 32768, kv.state_slots)
 

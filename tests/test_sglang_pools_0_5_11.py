@@ -54,8 +54,9 @@ def test_state_space_hybrids_keep_page_1_on_b200_where_the_release_picks_another
     ("sglang", "4", 1),  # a draft tree (top-k > 1): trtllm_mha is no one's default (_get_default_attn_backend)
 ])
 def test_qwen3_next_keeps_trtllm_mha_with_speculative_decoding_from_0_5_10(engine, topk, page):
+    # a given --mem-fraction-static: 0.5.10's default keeps 4 GiB more for the draft (QA C 4), too little for 80B
     d = _plan("-m", "qwen3-next-80b-a3b", *B200, "--engine", engine, "--speculative-algorithm", "NEXTN",
-              "--speculative-eagle-topk", topk)
+              "--speculative-eagle-topk", topk, "--mem-fraction-static", "0.85")
     assert d["inputs"]["block_size"] == page
     assert _trtllm_noted(d) == (page == 64)
 

@@ -86,10 +86,11 @@ def prefill_graph_sizes(max_bs: int) -> list[int]:
 
 
 def default_mem_fraction_static(gpu_mem_mib: int, tp: int, pp: int, mla: bool, prefill_graphs: bool = True,
-                                mid_tier: tuple[int, int, int] = MID_TIER_0_5_20) -> float:
+                                mid_tier: tuple[int, int, int] = MID_TIER_0_5_20, spec_mib: int = 0) -> float:
     """0.5.3 on (memory_hook.py; server_args.py _handle_gpu_memory_settings before 0.5.20): reserved = 512 + 1.5 x
     max(chunked_prefill, 2048) + tp·pp/8 x 1024 + 2 x decode max_bs + prefill graphs (8 MiB each; MLA 1536), at
-    least 10240 above 60 GiB; mfs = round((gpu - reserved) / gpu, 3). ``prefill_graphs`` False: before 0.5.10
+    least 10240 above 60 GiB, then + ``spec_mib`` (speculative_reserve_mib); mfs = round((gpu - reserved) / gpu, 3).
+    ``prefill_graphs`` False: before 0.5.10
     piecewise (prefill) CUDA graphs are off by default (enable_piecewise_cuda_graph = False; 0.5.10:
     disable_piecewise_cuda_graph = False) and nothing is reserved for them."""
     chunk, max_bs = gpu_defaults(gpu_mem_mib, tp, mid_tier)
@@ -97,7 +98,49 @@ def default_mem_fraction_static(gpu_mem_mib: int, tp: int, pp: int, mla: bool, p
     reserved = 512 + 1.5 * max(chunk, 2048) + tp * pp / 8 * 1024 + graphs
     if gpu_mem_mib > 60 * _GIB_MIB:
         reserved = max(reserved, 10240)
-    return round((gpu_mem_mib - reserved) / gpu_mem_mib, 3)
+    return round((gpu_mem_mib - reserved - spec_mib) / gpu_mem_mib, 3)
+
+
+# The speculative-decoding reserve the default mem_fraction_static adds (MiB), by release (server_args.py
+# _handle_gpu_memory_settings / __post_init__, "draft model and larger cuda graph buffers"; read in every wheel 0.4.8 -
+# 0.5.23): "any" 0.4.8 - 0.5.2, 2 GiB for any algorithm (0.4.8 line 309, after the GPU tier); "eagle_2g" 0.5.4 - 0.5.9,
+# after the 10 GiB floor: STANDALONE 6 GiB, NGRAM none, any other 2 GiB (0.5.9 lines 1051-1057); "eagle_4g" 0.5.10 -
+# 0.5.13: the same with 4 GiB (0.5.10 lines 1316-1323); "" (0.5.14 on, and before 0.4.8): none
+SPEC_RESERVES = ("", "any", "eagle_2g", "eagle_4g")
+
+
+def speculative_reserve_mib(rule: str, algorithm: str | None) -> int:
+    """The MiB the release's default mem_fraction_static keeps for speculative decoding (SPEC_RESERVES)."""
+    if rule not in SPEC_RESERVES:
+        raise ValueError(f"speculative_reserve_mib: rule {rule!r} is none of {SPEC_RESERVES}")
+    if algorithm is None or not rule:
+        return 0
+    if rule == "any":
+        return 2 * _GIB_MIB
+    name = algorithm.upper()
+    if name == "STANDALONE":
+        return 6 * _GIB_MIB
+    if name == "NGRAM":
+        return 0
+    return (2 if rule == "eagle_2g" else 4) * _GIB_MIB
+
+
+# adjust_mem_fraction_for_vlm (server_args.py 0.4.10 - 0.5.19, arg_groups/memory_hook.py from 0.5.20; read in every
+# wheel 0.4.10 - 0.5.23): a multimodal model's default mem_fraction_static x 0.95 x clamp(1 - 0.1 x (vision layers x
+# vision hidden^2 / (24 x 1024^2) - 1), 0.8, 1.05), unrounded (post_capture_kv_sizing, 0.5.20+, is off by default:
+# SGLANG_ENABLE_POST_CAPTURE_KV_SIZING False). Multimodal (configs/model_config.py is_multimodal): the architecture in
+# multimodal_model_archs, or from 0.5.10 a config whose text config is a sub-config (has_multimodal_subconfig:
+# LLaVA-NeXT), unless mm_disabled_models turns it off by default (every release 0.4.10 - 0.5.23: Gemma 3, Llama 4)
+VLM_LISTED_ARCHITECTURES = frozenset({"Qwen2_5_VLForConditionalGeneration", "Mistral3ForConditionalGeneration",
+                                      "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration"})
+MM_DISABLED_ARCHITECTURES = frozenset({"Gemma3ForConditionalGeneration", "Llama4ForConditionalGeneration"})
+
+
+def vlm_mem_fraction(mfs: float, vit_layers: int, vit_hidden: int) -> float:
+    """adjust_mem_fraction_for_vlm: mfs x 0.95 x clamp(1 - 0.1 x (layers x hidden^2 / (24 x 1024^2) - 1), 0.8,
+    1.05)."""
+    ratio = vit_layers * vit_hidden**2 / (24 * 1024**2)
+    return mfs * 0.95 * max(0.8, min(1.05, 1.0 - 0.1 * (ratio - 1.0)))
 
 
 def mem_fraction_by_tp(tp: int) -> float:
@@ -130,12 +173,13 @@ _RESERVED_TIERS_GIB = ((20 * _GIB_MIB, 2.8, 0.1), (35 * _GIB_MIB, 2.8, 0.1), (90
                        (100 * _GIB_MIB, 12, 0.5), (160 * _GIB_MIB, 12, 0.5))
 
 
-def mem_fraction_by_tier(gpu_mem_mib: int, tp: int, pp: int) -> float:
+def mem_fraction_by_tier(gpu_mem_mib: int, tp: int, pp: int, spec_mib: int = 0) -> float:
     """SGLang 0.4.8 - 0.5.2: reserved = (fixed + tp·pp x per GPU) GiB of its GPU tier (32 GiB from 160 GiB: B200,
     MI300X); mfs = round((gpu - reserved) / gpu, 3). H100 80 GB (81,559 MiB), TP 1: (81559 - 10240) / 81559 =
-    0.874, the value SGLang's docs notebooks print in June 2025. No speculative decoding, no DP attention."""
+    0.874, the value SGLang's docs notebooks print in June 2025. ``spec_mib``: speculative decoding's reserve
+    (speculative_reserve_mib); no DP attention."""
     fixed, per_gpu = next(((f, g) for limit, f, g in _RESERVED_TIERS_GIB if gpu_mem_mib < limit), (32, 0))
-    return round((gpu_mem_mib - (fixed + tp * pp * per_gpu) * _GIB_MIB) / gpu_mem_mib, 3)
+    return round((gpu_mem_mib - (fixed + tp * pp * per_gpu) * _GIB_MIB - spec_mib) / gpu_mem_mib, 3)
 
 
 def rope_cache_bytes(model_dtype_cache: int, model_dtype_bytes: int, fp32: bool) -> int:
@@ -385,12 +429,36 @@ def state_bytes_per_request(conv_elems: int, ssm_elems: int) -> int:
     return conv_elems * CONV_STATE_BYTES + ssm_elems * SSM_STATE_BYTES
 
 
-def mamba_split(pool: int, per_request: int, ratio: float = DEFAULT_MAMBA_FULL_MEMORY_RATIO) -> tuple[int, int]:
+def mamba_split(pool: int, per_request: int, ratio: float = DEFAULT_MAMBA_FULL_MEMORY_RATIO,
+                padding_slot: bool = False) -> tuple[int, int]:
     """(bytes left for the K/V token pool, max_mamba_cache_size) (kv_cache_configurator.py _handle_max_mamba_cache,
     no speculative decoding, no --max-mamba-cache-size): mamba budget = rest x ratio / (1 + ratio); slots =
-    int(budget // per_req); the K/V pool gets rest - slots x per_req."""
+    int(budget // per_req); the K/V pool gets rest - slots x per_req. ``padding_slot`` (0.5.17+, read in every wheel
+    0.5.16 - 0.5.23; 0.5.16 and before: int(budget // per_req)): slots = int((budget - per_slot) // per_slot) and the
+    pool holds slots + 1 ("+1: the pool's padding slot is allocated alongside the request slots"; no ReplaySSM
+    ring, the default), so the K/V pool gets rest - (slots + 1) x per_req."""
     if per_request <= 0:
         return pool, 0
     budget = max(0, pool) * ratio / (1 + ratio)
+    if padding_slot:
+        slots = int((budget - per_request) // per_request)
+        return pool - (slots + 1) * per_request, slots
     slots = int(budget // per_request)
     return pool - slots * per_request, slots
+
+
+# resolve_max_num_reqs (model_runner.py 0.5.4 - 0.5.6, model_runner_kv_cache_mixin.py 0.5.7 - 0.5.15,
+# mem_cache/kv_cache_configurator.py from 0.5.16; the constant read in every wheel 0.5.4 - 0.5.23, absent in 0.5.1):
+# with state layers (mambaish_config) max_running_requests = min(..., max_mamba_cache_size // ratio), ratio
+# MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO = 3 with the radix cache (on by default), 1 without
+# (--disable-radix-cache); from 0.5.7 the mamba extra_buffer strategy adds its tracking slots (2 with the overlap
+# scheduler: _calculate_mamba_ratio, mem_cache/allocation_sizing.py get_mamba_tracking_slots), which kvplan does not
+# model (the releases pick it for a few families, Qwen3-Next / Qwen3.5 among them, under the triton linear-attention
+# backend: arg_groups/overrides.py _mamba_radix_cache_resolution): there the cap is lower still
+MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO = 3
+
+
+def mamba_running_cap(max_mamba_cache_size: int, radix_cache: bool = True) -> int:
+    """resolve_max_num_reqs' cap on max_running_requests for a model with state layers: slots // 3 (radix cache),
+    slots // 1 without it."""
+    return max_mamba_cache_size // (MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO if radix_cache else 1)

@@ -106,6 +106,7 @@ class Options:
     swa_disabled: bool = False  # SGLang --disable-hybrid-swa-memory given
     page_note: str | None = None  # SGLang: why the page size is what it is (trtllm_mha on Blackwell)
     swa_note: str | None = None  # SGLang: --swa-full-tokens-ratio given where no hybrid SWA pool uses it
+    mfs_note: str | None = None  # SGLang: what the default mem_fraction_static took off (speculative, multimodal)
     mm_limit: int | None = None  # images per prompt (vLLM --limit-mm-per-prompt; multimodal cards)
     mm_limit_config: str | None = None  # --limit-mm-per-prompt as given, every modality (the launch line's JSON)
     mm_tower_skipped: bool = False  # every modality limited to 0 in a release that then builds no tower or projector

@@ -63,6 +63,25 @@ class SglangVersion(VersionRange):
     trtllm_mha_architectures: frozenset[str] | None = None
     trtllm_mha_exceptions: frozenset[str] = frozenset()
     trtllm_mha_spec_exceptions: frozenset[str] = frozenset()
+    # the default mem_fraction_static's speculative-decoding reserve (serving_sglang.SPEC_RESERVES: "any" 0.4.8 -
+    # 0.5.2, "eagle_2g" 0.5.3 - 0.5.9, "eagle_4g" 0.5.10 - 0.5.13, "" otherwise)
+    spec_reserve: str = ""
+    # the default mem_fraction_static's multimodal cut (serving_sglang.vlm_mem_fraction, 0.4.10+); whether a config
+    # with a text sub-config counts as multimodal (has_multimodal_subconfig, 0.5.10+)
+    vlm_mfs: bool = True
+    vlm_subconfig: bool = True
+    # resolve_max_num_reqs caps max_running_requests at max_mamba_cache_size // 3 (0.5.4+;
+    # serving_sglang.mamba_running_cap); the state pool keeps a padding slot (0.5.17+; serving_sglang.mamba_split)
+    mamba_running_cap: bool = True
+    mamba_padding_slot: bool = True
+
+    def is_multimodal(self, card) -> bool:
+        """configs/model_config.py is_multimodal, as this release decides it by default (serving_sglang's comment
+        above VLM_LISTED_ARCHITECTURES)."""
+        arch = card.hf_architecture
+        if card.vision is None or arch in sg.MM_DISABLED_ARCHITECTURES:
+            return False
+        return arch in sg.VLM_LISTED_ARCHITECTURES or self.vlm_subconfig
 
     def uses_trtllm_mha(self, gpu, card, speculative: bool, eagle_topk: int | None) -> bool:
         """This release serves ``card`` on ``gpu`` with trtllm_mha when no attention backend is given."""
@@ -79,21 +98,34 @@ class SglangVersion(VersionRange):
         return not excepted and sg.trtllm_mha_default(gpu.vendor, gpu.compute_capability, card.mla is not None,
                                                       speculative, eagle_topk)
 
-    def default_mfs(self, gpu_mem_mib: int, tp: int, pp: int, mla: bool, cuda: bool) -> float:
-        """SGLang's mem_fraction_static when --mem-fraction-static is not given, as this release computes it."""
+    def default_mfs(self, gpu_mem_mib: int, tp: int, pp: int, mla: bool, cuda: bool, speculative: str | None = None,
+                    vision: tuple[int, int] | None = None) -> float:
+        """SGLang's mem_fraction_static when --mem-fraction-static is not given, as this release computes it;
+        ``speculative`` the --speculative-algorithm (its reserve: serving_sglang.speculative_reserve_mib), ``vision``
+        a multimodal model's (vision layers, vision hidden size) (serving_sglang.vlm_mem_fraction)."""
         if self.mfs_rule == "tp":
             return sg.mem_fraction_by_tp(tp)
         if self.mfs_rule == "0.4.6":
             return sg.mem_fraction_0_4_6(gpu_mem_mib, tp)
         if self.mfs_rule == "0.4.7":
             return sg.mem_fraction_0_4_7(gpu_mem_mib, tp, pp, cuda)
+        spec = sg.speculative_reserve_mib(self.spec_reserve, speculative)
         if self.mfs_rule == "tiers":
-            return sg.mem_fraction_by_tier(gpu_mem_mib, tp, pp)
-        return sg.default_mem_fraction_static(gpu_mem_mib, tp, pp, mla, self.reserves_prefill_graphs, self.mid_tier)
+            mfs = sg.mem_fraction_by_tier(gpu_mem_mib, tp, pp, spec)
+        else:
+            mfs = sg.default_mem_fraction_static(gpu_mem_mib, tp, pp, mla, self.reserves_prefill_graphs,
+                                                 self.mid_tier, spec)
+        return sg.vlm_mem_fraction(mfs, *vision) if vision is not None and self.vlm_mfs else mfs
 
 
 # the ranges before 0.5.11 charge a request its whole length in the sliding pool and check nothing at start-up
 _WHOLE = {"swa_charge": "whole", "swa_chunk_shrink": False, "swa_pool_check": False}
+# before 0.4.10: no multimodal cut, no state-slot cap on max_running_requests, no padding slot; 0.4.10 - 0.5.9: only
+# the listed multimodal architectures get the cut; 0.5.3 - 0.5.9 (0.5.4 - 0.5.9 read, 0.5.3 follows 0.5.4): the
+# speculative reserve of 2 GiB (STANDALONE 6, NGRAM none), the state-slot cap, no padding slot
+_EARLY = {"vlm_mfs": False, "vlm_subconfig": False, "mamba_running_cap": False, "mamba_padding_slot": False}
+_LISTED_VLM = {"vlm_subconfig": False, "mamba_running_cap": False, "mamba_padding_slot": False}
+_MID = {"vlm_subconfig": False, "spec_reserve": "eagle_2g", "mamba_padding_slot": False}
 
 
 def _late(span: str, first: tuple[int, int, int], swa_architectures: frozenset[str], pages: tuple[int, ...],
@@ -108,45 +140,47 @@ def _late(span: str, first: tuple[int, int, int], swa_architectures: frozenset[s
 
 VERSIONS = (
     SglangVersion("SGLang 0.4.0-0.4.1 (mem_fraction_static by TP size, rotary cache in the model dtype)", (0, 4, 0),
-                  (0, 4, 1), "tp", False, False),
-    SglangVersion("SGLang 0.4.2-0.4.5 (mem_fraction_static by TP size)", (0, 4, 2), (0, 4, 5), "tp", False, True),
+                  (0, 4, 1), "tp", False, False, **_EARLY),
+    SglangVersion("SGLang 0.4.2-0.4.5 (mem_fraction_static by TP size)", (0, 4, 2), (0, 4, 5), "tp", False, True,
+                  **_EARLY),
     SglangVersion("SGLang 0.4.6 (by TP size up to 80 GiB, 13 GiB kept above)", (0, 4, 6), (0, 4, 6), "0.4.6", False,
-                  True),
+                  True, **_EARLY),
     SglangVersion("SGLang 0.4.7 (by TP x PP up to 80 GiB, 18 GiB kept above 96 GiB)", (0, 4, 7), (0, 4, 7), "0.4.7",
-                  False, True),
+                  False, True, **_EARLY),
     # 0.4.8 - 0.5.2 keep mem_fraction_static's GPU tiers; the hybrid SWA pool splits them (serving_sglang's comment
     # above SWA_LAYER_KINDS has each release's rule). 0.4.8 - 0.4.9: no hybrid pool by default
-    SglangVersion("SGLang 0.4.8-0.4.9 (GiB kept by GPU tier)", (0, 4, 8), (0, 4, 9), "tiers", False, True),
+    SglangVersion("SGLang 0.4.8-0.4.9 (GiB kept by GPU tier)", (0, 4, 8), (0, 4, 9), "tiers", False, True,
+                  **_EARLY, spec_reserve="any"),
     # 0.4.10 (model_runner.py): Gemma 2/3/3n get a hybrid pool, split by layers (set_num_token_hybrid)
     SglangVersion("SGLang 0.4.10 (GiB kept by GPU tier; Gemma 2/3 hybrid SWA pool)", (0, 4, 10), (0, 4, 10), "tiers",
                   False, True, swa_architectures=sg.HYBRID_SWA_ARCHITECTURES_0_4_10, swa_split="layers",
-                  **_WHOLE),
+                  **_WHOLE, **_LISTED_VLM, spec_reserve="any"),
     # 0.5.1 (read): server_args.py forces one pool for every class the model_runner rule would give two; trtllm_mha on
     # SM100 for gpt-oss (model_specific_adjustments). 0.5.0 and 0.5.2 (wheels not read) follow 0.5.1 (the Gemma
     # override came with sglang PR 8895, "Disable gemma3 for SWA", merged 2025-08-07, after 0.4.10)
     SglangVersion("SGLang 0.5.0-0.5.2 (GiB kept by GPU tier)", (0, 5, 0), (0, 5, 2), "tiers", False, True,
-                  trtllm_mha_pages=sg.TRTLLM_MHA_PAGES_0_5_1,
+                  **_LISTED_VLM, spec_reserve="any", trtllm_mha_pages=sg.TRTLLM_MHA_PAGES_0_5_1,
                   trtllm_mha_architectures=sg.TRTLLM_MHA_ARCHITECTURES_0_5_1),
     # sglang PR 10975's heuristic (reserved MiB by GPU memory); one pool as in 0.5.1; trtllm_mha on SM100 for gpt-oss
     # and Olmo2 (0.5.4 read; 0.5.3, not read, follows it)
     SglangVersion("SGLang 0.5.3-0.5.4 (reserved-memory default, no prefill graphs)", (0, 5, 3), (0, 5, 4),
-                  "reserved", False, True, sg.MID_TIER_0_5_3, trtllm_mha_pages=sg.TRTLLM_MHA_PAGES_0_5_1,
+                  "reserved", False, True, sg.MID_TIER_0_5_3, **_MID, trtllm_mha_pages=sg.TRTLLM_MHA_PAGES_0_5_1,
                   trtllm_mha_architectures=sg.TRTLLM_MHA_ARCHITECTURES_0_5_4),
     # 0.5.5 - 0.5.6 (read): one pool; trtllm_mha on SM100 for gpt-oss, Olmo2 and Llama 4
     SglangVersion("SGLang 0.5.5-0.5.6 (reserved-memory default, no prefill graphs)", (0, 5, 5), (0, 5, 6),
-                  "reserved", False, True, sg.MID_TIER_0_5_5, trtllm_mha_pages=sg.TRTLLM_MHA_PAGES_0_5_1,
+                  "reserved", False, True, sg.MID_TIER_0_5_5, **_MID, trtllm_mha_pages=sg.TRTLLM_MHA_PAGES_0_5_1,
                   trtllm_mha_architectures=sg.TRTLLM_MHA_ARCHITECTURES_0_5_5),
     # 0.5.7: trtllm_mha the SM100 default for every model without MLA; a hybrid pool for MiMo-V2-Flash only
     # (model_config.py is_hybrid_model), split by layers (model_runner_kv_cache_mixin.py set_num_tokens_hybrid_swa)
     SglangVersion("SGLang 0.5.7 (reserved-memory default, no prefill graphs; trtllm_mha on Blackwell)", (0, 5, 7),
                   (0, 5, 7), "reserved", False, True, sg.MID_TIER_0_5_5, sg.HYBRID_SWA_ARCHITECTURES_0_5_7, "layers",
-                  **_WHOLE, trtllm_mha_pages=sg.TRTLLM_MHA_PAGES_0_5_1,
+                  **_WHOLE, **_MID, trtllm_mha_pages=sg.TRTLLM_MHA_PAGES_0_5_1,
                   trtllm_mha_exceptions=sg.TRTLLM_MHA_EXCEPTIONS_0_5_7),
     # 0.5.8: is_hybrid_swa_model (Llama 4, gpt-oss, MiMo-V2), split by layers; gpt-oss single under trtllm_mha or
     # speculative decoding (server_args.py _handle_model_specific_adjustments)
     SglangVersion("SGLang 0.5.8 (reserved-memory default, no prefill graphs; hybrid SWA pool split by layers)",
                   (0, 5, 8), (0, 5, 8), "reserved", False, True, sg.MID_TIER_0_5_5, sg.HYBRID_SWA_ARCHITECTURES_0_5_8,
-                  "layers", **_WHOLE,
+                  "layers", **_WHOLE, **_MID,
                   swa_single_under_trtllm_mha=frozenset({"GptOssForCausalLM"}),
                   swa_single_with_speculative=frozenset({"GptOssForCausalLM"}),
                   trtllm_mha_pages=sg.TRTLLM_MHA_PAGES_0_5_1, trtllm_mha_exceptions=sg.TRTLLM_MHA_EXCEPTIONS_0_5_7),
@@ -154,7 +188,7 @@ VERSIONS = (
     # memory-based allocation"); gpt-oss single under trtllm_mha only
     SglangVersion("SGLang 0.5.9 (reserved-memory default, no prefill graphs; hybrid SWA pool split by bytes)",
                   (0, 5, 9), (0, 5, 9), "reserved", False, True, sg.MID_TIER_0_5_5, sg.HYBRID_SWA_ARCHITECTURES_0_5_10,
-                  "capacity", **_WHOLE,
+                  "capacity", **_WHOLE, **_MID,
                   swa_single_under_trtllm_mha=frozenset({"GptOssForCausalLM"}),
                   trtllm_mha_pages=sg.TRTLLM_MHA_PAGES_0_5_1, trtllm_mha_exceptions=sg.TRTLLM_MHA_EXCEPTIONS_0_5_9),
     # piecewise (prefill) CUDA graphs on by default from 0.5.10 (docs/logs/sglang-code52132052242-qwen3-8b-b200.log
@@ -162,17 +196,23 @@ VERSIONS = (
     # 0.5.10's scheduler still charges a request its whole length in the sliding pool (schedule_policy.py
     # PrefillAdder.rem_total_tokens: the min of both pools; _swa_budget_for_req arrives in 0.5.11)
     _late("0.5.10", (0, 5, 10), sg.HYBRID_SWA_ARCHITECTURES_0_5_10, sg.TRTLLM_MHA_PAGES_0_5_1,
-          sg.TRTLLM_MHA_EXCEPTIONS_0_5_10, sg.TRTLLM_MHA_SPEC_EXCEPTIONS_0_5_10, swa_split="capacity", **_WHOLE),
+          sg.TRTLLM_MHA_EXCEPTIONS_0_5_10, sg.TRTLLM_MHA_SPEC_EXCEPTIONS_0_5_10, swa_split="capacity", **_WHOLE,
+          spec_reserve="eagle_4g", mamba_padding_slot=False),
     # 0.5.11 - 0.5.15 (0.5.11, 0.5.12, 0.5.13, 0.5.14, 0.5.15 read): schedule_policy.py _swa_budget_for_req charges
-    # the window as a floor, and a request the free sliding tokens do not cover waits; no start-up check of the pool
-    _late("0.5.11-0.5.15", (0, 5, 11), sg.HYBRID_SWA_ARCHITECTURES_0_5_11, sg.TRTLLM_MHA_PAGES_0_5_1,
+    # the window as a floor, and a request the free sliding tokens do not cover waits; no start-up check of the pool.
+    # Split at 0.5.14, which drops the default mem_fraction_static's 4 GiB speculative reserve (0.5.11 - 0.5.13 keep it)
+    _late("0.5.11-0.5.13", (0, 5, 11), sg.HYBRID_SWA_ARCHITECTURES_0_5_11, sg.TRTLLM_MHA_PAGES_0_5_1,
+          sg.TRTLLM_MHA_EXCEPTIONS_0_5_11, sg.TRTLLM_MHA_SPEC_EXCEPTIONS_0_5_11, last=(0, 5, 13),
+          swa_charge="window_floor", swa_chunk_shrink=False, swa_pool_check=False, spec_reserve="eagle_4g",
+          mamba_padding_slot=False),
+    _late("0.5.14-0.5.15", (0, 5, 14), sg.HYBRID_SWA_ARCHITECTURES_0_5_11, sg.TRTLLM_MHA_PAGES_0_5_1,
           sg.TRTLLM_MHA_EXCEPTIONS_0_5_11, sg.TRTLLM_MHA_SPEC_EXCEPTIONS_0_5_11, last=(0, 5, 15),
-          swa_charge="window_floor", swa_chunk_shrink=False, swa_pool_check=False),
+          swa_charge="window_floor", swa_chunk_shrink=False, swa_pool_check=False, mamba_padding_slot=False),
     # 0.5.16: the same charge (max(alloc - window, 0) + _swa_reserved_tokens); a request it does not fit is admitted
     # with a smaller chunk (_swa_chunk_cap)
     _late("0.5.16", (0, 5, 16), sg.HYBRID_SWA_ARCHITECTURES_0_5_16, sg.TRTLLM_MHA_PAGES_0_5_1,
           sg.TRTLLM_MHA_EXCEPTIONS_0_5_11, sg.TRTLLM_MHA_SPEC_EXCEPTIONS_0_5_11, swa_charge="window_floor",
-          swa_pool_check=False),
+          swa_pool_check=False, mamba_padding_slot=False),
     # 0.5.17 - 0.5.18 (both read): the window in the charge is min(extend + decode, window), no longer a floor;
     # trtllm_mha takes 128-token pages
     _late("0.5.17-0.5.18", (0, 5, 17), sg.HYBRID_SWA_ARCHITECTURES_0_5_17, sg.TRTLLM_MHA_PAGES_0_5_17,
@@ -254,11 +294,13 @@ class SGLang(Server):
         if flags.gpu_memory_utilization is not None:
             raise KvplanError("--gpu-memory-utilization: SGLang sizes its pool with --mem-fraction-static instead")
         value = flags.mem_fraction_static
+        vision = (card.vision.num_layers, card.vision.hidden_size) if self.version.is_multimodal(card) else None
         mfs = value if value is not None else self.version.default_mfs(
             sg.capacity_mib(total, gpu.engine_memory_bytes, gpu.nvidia_smi_memory_mib), layout.tp, layout.pp,
-            card.mla is not None, gpu.vendor == "NVIDIA")
+            card.mla is not None, gpu.vendor == "NVIDIA", flags.speculative_algorithm, vision)
         if value is not None:
             require_fraction("--mem-fraction-static", value)
+        mfs_note = None if value is not None else self._mfs_note(card, flags.speculative_algorithm, vision)
         if not 0 < mfs <= 1:
             error = KvplanError if value is not None else Refused  # the default formula refuses a small GPU
             raise error(f"--mem-fraction-static: SGLang needs a fraction in (0, 1], got {mfs} "
@@ -292,7 +334,29 @@ class SGLang(Server):
                            f"page size {block}" + (f" (SGLang changes {flags.block_size} to 64)" if changed and
                                                    flags.block_size is not None else "")) if trtllm else None,
                        swa_ratio=swa_ratio,
-                       swa_disabled=flags.disable_hybrid_swa_memory)
+                       swa_disabled=flags.disable_hybrid_swa_memory, mfs_note=mfs_note)
+
+    def _mfs_note(self, card, speculative: str | None, vision: tuple[int, int] | None) -> str | None:
+        """What this release's default mem_fraction_static keeps for speculative decoding and a multimodal model."""
+        v, parts = self.version, []
+        if v.mfs_rule in ("tp", "0.4.6", "0.4.7"):
+            return None
+        spec = sg.speculative_reserve_mib(v.spec_reserve, speculative)
+        if spec:
+            parts.append(f"{fmt_int(spec)} MiB more reserved for --speculative-algorithm {speculative} (server_args.py "
+                         "_handle_gpu_memory_settings: \"draft model and larger cuda graph buffers\")")
+        if vision is not None and v.vlm_mfs:
+            layers, hidden = vision
+            parts.append(f"x {sg.vlm_mem_fraction(1.0, layers, hidden):.4f} for a multimodal model "
+                         f"(adjust_mem_fraction_for_vlm: 0.95 x clamp(1 - 0.1 x ({layers} vision layers x "
+                         f"{hidden}^2 / (24 x 1024^2) - 1), 0.8, 1.05))")
+        elif card.vision is not None and card.hf_architecture in sg.MM_DISABLED_ARCHITECTURES and v.vlm_mfs:
+            parts.append(f"no multimodal cut: SGLang turns multimodal off by default for {card.hf_architecture} "
+                         "(configs/model_config.py mm_disabled_models; --enable-multimodal turns it on)")
+        if not parts:
+            return None
+        release = v.label.split(" (")[0]
+        return f"{release}'s default mem_fraction_static: " + "; ".join(parts)
 
     def _swa_ratio(self, flags: ServingFlags, card, speculative: bool, trtllm: bool) -> tuple[float | None, str | None]:
         """(swa_full_tokens_ratio where this release gives the card a hybrid SWA pool (its architecture listed,
@@ -349,7 +413,8 @@ class SGLang(Server):
     def pool(self, s: Setup, sts: list[Stage]) -> Pool:
         """Tokens per stage = pool // cell_size (page-rounded), MIN across ranks; a request takes its tokens. A hybrid
         first carves its state pool out of the pool (serving_sglang.mamba_split) and a running request also holds
-        one state slot (HybridReqToTokenPool, MambaPool). A hybrid SWA pool (serving_sglang.hybrid_swa_tokens, split
+        state slots (HybridReqToTokenPool, MambaPool; resolve_max_num_reqs lets max_mamba_cache_size // 3 run:
+        running_limit). A hybrid SWA pool (serving_sglang.hybrid_swa_tokens, split
         as the release does) gives the full-attention layers ``tokens`` and the sliding-window layers their own, where
         a request is charged at admission what the release's scheduler charges (serving_sglang.SWA_CHARGES: from
         0.5.11 its first prefill chunk or its window, plus a page; its whole length before; _swa_need): whichever
@@ -361,7 +426,8 @@ class SGLang(Server):
         rows, slots, states, swa, concs = [], [], [], [], []
         for st in sts:
             state = _state_bytes(s.card, st)
-            kv, n = sg.mamba_split(st.available, state) if s.card.ssm else (st.available, None)
+            kv, n = (sg.mamba_split(st.available, state, padding_slot=self.version.mamba_padding_slot)
+                     if s.card.ssm else (st.available, None))
             split = _swa_split(s, st)
             if split is None:
                 tokens = sg.max_total_tokens(kv, _cell(s, st), page) if st.kv_bytes_per_token else 0
@@ -425,8 +491,13 @@ class SGLang(Server):
     running_limit_flag = "--max-running-requests"
 
     def running_limit(self, s: Setup, p: Pool) -> int | None:
-        """resolve_max_num_reqs from the pool's tokens (serving_sglang.max_running_requests); 0: under two tokens."""
-        return sg.max_running_requests(p.pool.tokens, s.max_model_len) if p.pool.tokens >= 2 else 0
+        """resolve_max_num_reqs from the pool's tokens (serving_sglang.max_running_requests); 0: under two tokens;
+        with state layers capped at max_mamba_cache_size // 3 where the release does (serving_sglang.mamba_running_cap,
+        0.5.4+)."""
+        limit = sg.max_running_requests(p.pool.tokens, s.max_model_len) if p.pool.tokens >= 2 else 0
+        if p.pool.state_slots is not None and self.version.mamba_running_cap:
+            limit = min(limit, sg.mamba_running_cap(p.pool.state_slots))
+        return limit
 
     def notes(self, s: Setup, p: Pool) -> list[str]:
         out = []
@@ -436,8 +507,17 @@ class SGLang(Server):
                        f"{sg.DEFAULT_MAMBA_FULL_MEMORY_RATIO} (state pool = pool x r / (1 + r), "
                        f"kv_cache_configurator.py _handle_max_mamba_cache): max_mamba_cache_size = "
                        f"{fmt_int(p.pool.state_slots or 0)} requests of {states} of states (conv bfloat16, SSM "
-                       "float32: SGLang's mamba2_state_dtype defaults); the K/V token pool gets the rest and a running "
-                       "request holds one state slot.")
+                       "float32: SGLang's mamba2_state_dtype defaults)" + (
+                           " beside the pool's padding slot" if self.version.mamba_padding_slot else "")
+                       + "; the K/V token pool gets the rest. " + (
+                           f"SGLang runs at most max_mamba_cache_size // "
+                           f"{sg.MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO} = "
+                           f"{fmt_int(sg.mamba_running_cap(p.pool.state_slots or 0))} requests at once "
+                           "(resolve_max_num_reqs, MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO: with the radix cache "
+                           "a running request holds 3 slots, the radix cache's checkpoints among them; 1 with "
+                           "--disable-radix-cache; 2 more where SGLang picks the mamba extra_buffer strategy, "
+                           "not modelled)." if self.version.mamba_running_cap else
+                           "A running request holds one state slot."))
         if p.pool.swa_tokens is not None:
             v, window = self.version, _swa_split(s, p.limiting)[2]
             need = _swa_need(s, v, p.pool.swa_tokens, window)
@@ -457,10 +537,12 @@ class SGLang(Server):
                            f"; the sliding pool's is what the admission charges allow together, and as decode frees "
                            f"what leaves the window, requests admitted over time can reach the full pool's {full:,.1f}"
                            if v.swa_charge != "whole" and p.concurrency < full else "") + ".")
-        out += [f"{note}." for note in (s.opts.page_note, s.opts.swa_note) if note]
+        out += [f"{note}." for note in (s.opts.page_note, s.opts.swa_note, s.opts.mfs_note) if note]
         reqs = self.running_limit(s, p)
+        capped = s.card.ssm is not None and self.version.mamba_running_cap
         out.append(f"SGLang admits at most max_running_requests = {reqs:,} requests at once (resolve_max_num_reqs: "
-                   "min(clamp(tokens / context_len x 512, 2048, 4096), tokens // 2)).")
+                   "min(clamp(tokens / context_len x 512, 2048, 4096), tokens // 2"
+                   + (", max_mamba_cache_size // 3" if capped else "") + ")).")
         out.append(f"SGLang: pool = (free memory at start x mem_fraction_static {s.mfs}) - weights - what the load "
                    f"allocates beyond them ({fmt_bytes(s.non_torch)}, an ESTIMATE: 0.18-0.24 GiB logged at TP 4; "
                    "--non-torch-memory); free memory = "
