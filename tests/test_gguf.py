@@ -101,3 +101,59 @@ def test_gguf_flag_on_the_commands(cli, cli_json, llama, tmp_path):
     assert code == 2 and "--gguf" in err
     code, _, err = cli("estimate", "--gguf", str(llama), "--model", "llama-3-8b", "--seq-len", "8")
     assert code == 2 and "exactly one" in err
+
+
+def _deci(tmp_path, kvs, name="deci"):
+    """A deci GGUF (Nemotron-51B/49B/253B): K/V heads per layer, 0 for an attention-free layer; F16 tensors."""
+    from kvplan.verify.llamacpp import _deci_tensors
+
+    h, heads, hd, ff, vocab = 256, 4, 64, 512, 1000
+    kv = {"context_length": 4096, "embedding_length": h, "block_count": len(kvs), "feed_forward_length": ff,
+          "attention.head_count": [heads if k else 0 for k in kvs], "attention.head_count_kv": kvs,
+          "rope.dimension_count": hd, "attention.layer_norm_rms_epsilon": 1e-5, "vocab_size": vocab}
+    tensors = [(n, ne, "F32" if len(ne) == 1 else "F16") for n, ne in _deci_tensors(kvs, h, heads, hd, ff, vocab)]
+    return write_gguf(tmp_path / f"{name}.gguf", "deci", kv, tensors)
+
+
+@pytest.mark.parametrize("kvs", [[4, 2, 1, 2], [4, 0, 1, 2], [4, 4, 0, 4]])
+def test_per_layer_kv_heads_plan_llamacpp_by_llama_cpp_rule(cli_json, tmp_path, kvs):
+    """QA D 1, 2, 11: llama.cpp caches sum(per-layer heads) x head_dim x 2 (K, V) x 2 B (f16) per cell; an
+    attention-free layer (0 heads) holds nothing; the weights row counts the GGUF's parameters."""
+    p = _deci(tmp_path, kvs)
+    for engine in ("llamacpp", "ollama"):
+        r = cli_json("plan", "--gguf", str(p), "--engine", engine, "--gpu", "RTX-4090", "--max-model-len", "2048")
+        assert (r["kv_cache"]["block_size"], r["kv_cache"]["bytes_per_block"]) == (1, sum(kvs) * 64 * 2 * 2), engine
+        assert r["request_kv_bytes"] == sum(kvs) * 64 * 2 * 2 * 2048, engine
+    g = load_gguf(str(p))
+    on_gpu = g.params - g.tensors_by_name()["token_embd.weight"].n_elements  # the input layer stays on the CPU
+    assert [row["params"] for row in r["ranks"]] == [on_gpu]
+
+
+def test_per_layer_kv_heads_are_refused_where_a_card_would_size_them(cli, tmp_path):
+    """QA D 1, 2: no card holds per-layer K/V heads; estimate, cards import and plan on other engines refuse in one
+    line naming attention.head_count_kv (not mamba/ssm) and the command that plans it."""
+    for kvs in ([4, 2, 1, 2], [4, 0, 1, 2]):
+        p = _deci(tmp_path, kvs, f"d{kvs[1]}")
+        for args in (("estimate", "--gguf", str(p), "--seq-len", "2048"),
+                     ("estimate", "--gguf", str(p), "--seq-len", "2048", "--engine", "llamacpp"),
+                     ("cards", "import", str(p)),
+                     ("plan", "--gguf", str(p), "--gpu", "RTX-4090", "--max-model-len", "2048")):
+            code, out, err = cli(*args)
+            assert code == 2 and not out, args
+            assert err.count("\n") == 1 and "attention.head_count_kv" in err and "Traceback" not in err, args
+            assert "mamba" not in err and "ssm" not in err, args
+            assert f"kvplan plan --gguf {p} --engine llamacpp" in err, args
+            assert ("0 K/V heads" in err) == (0 in kvs), args
+    with pytest.raises(KvplanError, match="attention.head_count_kv"):
+        card_from_gguf(str(p))
+    assert card_from_gguf(str(p), engine="llamacpp").source == f"gguf:{p}"
+
+
+@pytest.mark.slow
+def test_per_layer_kv_heads_against_real_llama_cpp():
+    """The deci cases of `kvplan verify --engine llamacpp`: the real llama.cpp's buffers and cache line."""
+    pytest.importorskip("llama_cpp")
+    from kvplan.verify.llamacpp import verify_llamacpp
+
+    r = verify_llamacpp(["deci-per-layer", "deci-attn-free"])
+    assert r.ok and {c.case for c in r.checks} == {"deci-per-layer", "deci-attn-free"}, r.checks

@@ -58,7 +58,7 @@ def plan(
                 raise KvplanError(f"{flag}: not used with --from-log (the log's own figures are compared; "
                                   "--calibrate reuses its measured overheads)")
 
-        card = None if model is None and hf_config is None and gguf is None else _card(model, hf_config, gguf)
+        card = None if model is None and hf_config is None and gguf is None else _card(model, hf_config, gguf, engine)
         _emit(run_log(from_log, model=card, gpu=gpu, gpu_memory=gpu_memory, engine=engine,
                       calibrate=calibrate, max_model_len=max_model_len, tp=tp, pp=pp, dp=dp,
                       gpu_memory_utilization=util, mem_fraction_static=mfs, max_num_batched_tokens=mnbt,
@@ -71,7 +71,7 @@ def plan(
         raise KvplanError("--calibrate: only with --from-log FILE (the log whose measured overheads are reused)")
     if max_model_len is None:
         raise KvplanError("--max-model-len: required (tokens per request), except with --from-log")
-    card = _card(model, hf_config, gguf)
+    card = _card(model, hf_config, gguf, engine or "vllm")
     common = dict(max_model_len=max_model_len, engine=engine or "vllm", gpu_file=gpu_file,
                   **serving_keywords(locals()))
     if gpu is None:
@@ -151,10 +151,10 @@ def _search(card, concurrency, layout, gpus, max_gpus, targets, common):
                   sort=sort, **common)
 
 
-def _card(model, hf_config, gguf):
+def _card(model, hf_config, gguf, engine):
     from kvplan.model.resolve import resolve_card
 
-    return resolve_card(model, hf_config, gguf)
+    return resolve_card(model, hf_config, gguf, engine)
 
 
 def _emit(result, as_json: bool, renderer: str, module: str = "plan") -> None:

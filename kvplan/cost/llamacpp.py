@@ -427,6 +427,7 @@ class CacheLayers:
     full: tuple[int, ...]
     swa: tuple[int, ...]
     recurrent: tuple[int, ...]
+    empty: int = 0  # full-cache layers of 0 K/V heads (deci's attention-free layers): 0-byte K/V, yet counted
 
 
 @lru_cache(maxsize=256)
@@ -434,8 +435,13 @@ def _cache_layers(hp: LlamaHparams, rules: str) -> CacheLayers:
     recurrent = tuple(il for il in range(hp.n_layer) if hp.recurrent[il])
     hybrid = bool(recurrent) and any(hp.has_kv(il) for il in range(hp.n_layer))
     iswa = rules != "2025-02" and any(hp.swa[il] for il in hp.kv_layers)  # before iSWA: sliding layers in full
+    # llama_kv_cache lists every layer its filter keeps, a layer of 0 K/V heads too (its K and V 0 elements wide: the
+    # deci Nemotron GGUFs' attention-free layers; llama.cpp logs "4 layers" for head_count_kv [4, 0, 1, 2])
+    empty = sum((hp.attention[il] if hp.attention else not hp.recurrent[il]) and not hp.n_head_kv[il]
+                and not (iswa and hp.swa[il]) for il in range(hp.n_layer))
     return CacheLayers(hybrid, iswa, tuple(il for il in hp.kv_layers if not (iswa and hp.swa[il])),
-                       tuple(il for il in hp.kv_layers if hp.swa[il]) if iswa else (), recurrent)
+                       tuple(il for il in hp.kv_layers if hp.swa[il]) if iswa else (), recurrent,
+                       empty)
 
 
 @lru_cache(maxsize=1024)
@@ -559,7 +565,8 @@ def _buffers(hp: LlamaHparams, f: LlamaFlags, weights, lora: tuple[tuple[str, in
         for dev, n in rows:
             buffers[dev, "kv", kind] = buffers.get((dev, "kv", kind), 0) + n * scale
         if layers or not ld.facts.recurrent:
-            caches.append(dict(kind=kind, cells=cells, layers=len(layers), seqs=c.n_seq_max, streams=c.n_stream,
+            n_layers = len(layers) + (ld.facts.empty if kind == "kv" else 0)  # 0-head layers are listed too
+            caches.append(dict(kind=kind, cells=cells, layers=n_layers, seqs=c.n_seq_max, streams=c.n_stream,
                                k_type=f.type_k, v_type=ld.v_type, k_bytes=k * scale, v_bytes=v * scale))
     rec = ld.facts.recurrent
     if rec:  # llama-memory-recurrent.cpp: mem_size = max(1, n_seq_max); R and S always f32

@@ -3,6 +3,11 @@
 The card carries what every engine needs (layers, heads, widths, sliding and state layers, experts). Per-layer
 facts a card cannot hold (different K/V heads per layer, quantized tensor types) stay in the GGUF: the card's
 ``source`` names the file (``gguf:PATH``), and the llama.cpp runtimes read it again for its exact bytes.
+
+A card holds one K/V head count for every attention layer. A GGUF whose ``attention.head_count_kv`` differs between
+its attention layers, or is 0 on layers that are not recurrent (deci: Nemotron-51B/49B/253B's attention-free
+layers), has no such card: every other engine would size each layer at one count. Only the runtimes that read the
+GGUF itself (``READS_GGUF``: llama.cpp, Ollama) take it, on a card that merely carries the file.
 """
 
 from __future__ import annotations
@@ -12,6 +17,8 @@ from kvplan.model.card import ModelCard
 from kvplan.model.gguf import GGUF_SOURCE, GGUFModel, load_gguf
 from kvplan.model.validation import card_from_dict
 
+READS_GGUF = ("llamacpp", "ollama")  # runtimes sized from the GGUF's own per-layer metadata (kvplan.model.llama_hparams)
+
 
 def _name(g: GGUFModel, name: str | None) -> str:
     import re
@@ -20,11 +27,32 @@ def _name(g: GGUFModel, name: str | None) -> str:
     return (re.sub(r"[^A-Za-z0-9._-]+", "-", raw).strip("-._") or "gguf-model")[:128]
 
 
-def gguf_card(g: GGUFModel, name: str | None = None) -> ModelCard:
-    """The card of GGUF ``g`` (validated); KvplanError naming what a card cannot say."""
+def _uneven_heads(g: GGUFModel, engine: str | None) -> str | None:
+    """Why no card holds ``g``'s K/V heads (they differ per layer, or non-recurrent layers have none), else None."""
+    hp = g.hparams
+    heads = [hp.n_head_kv[il] for il in range(hp.n_layer) if not hp.recurrent[il]]
+    attn = {h for h in heads if h}
+    if hp.mla or (len(attn) <= 1 and 0 not in heads) or not attn:
+        return None
+    zero = heads.count(0)
+    shown = f" ({', '.join(map(str, hp.n_head_kv))})" if hp.n_layer <= 8 else ""
+    what = (f"{g.arch or 'this'} GGUF sets attention.head_count_kv per layer{shown}: {min(attn)} to {max(attn)} K/V heads "
+            f"over {hp.n_layer} layers" + (f", {zero} of them with 0 K/V heads (no attention)" if zero else ""))
+    on = f"--engine {engine}" if engine else "this command"
+    return (f"{what}; a kvplan card holds one K/V head count for every attention layer, so {on} cannot size it; "
+            f"plan it with `kvplan plan --gguf {g.path} --engine llamacpp` (or ollama), which sizes each layer from "
+            "the GGUF")
+
+
+def gguf_card(g: GGUFModel, name: str | None = None, engine: str | None = None) -> ModelCard:
+    """The card of GGUF ``g`` (validated); KvplanError naming what a card cannot say. ``engine``: the runtime the
+    card is for; a GGUF with per-layer K/V heads gets a card only for one that reads the GGUF (``READS_GGUF``)."""
     hp = g.hparams
     md, arch = g.metadata, g.arch
     get = lambda key, default=None: md.get(f"{arch}.{key}", default)  # noqa: E731
+    uneven = _uneven_heads(g, engine)
+    if uneven and (engine or "").split("==")[0] not in READS_GGUF:
+        raise KvplanError(f"--gguf: {uneven}")
     attn = [il for il in range(hp.n_layer) if hp.has_kv(il)]
     kv_heads = {hp.n_head_kv[il] for il in attn}
     heads = max(hp.n_head) or 1
@@ -40,7 +68,7 @@ def gguf_card(g: GGUFModel, name: str | None = None) -> ModelCard:
         "dtype": "bfloat16" if any(t.type_name == "BF16" for t in g.tensors) else "float16",
     }
     if len(kv_heads) > 1:
-        data["num_kv_heads"] = max(kv_heads)  # the card's one value; the GGUF's per-layer heads stay exact for llama.cpp
+        data["num_kv_heads"] = max(kv_heads)  # a carrier card (uneven): the GGUF-reading runtime sizes each layer
     elif kv_heads:
         data["num_kv_heads"] = kv_heads.pop()
     if hp.mla:
@@ -55,7 +83,10 @@ def gguf_card(g: GGUFModel, name: str | None = None) -> ModelCard:
             get("attention.key_length", hp.n_embd // heads))
     if heads % data.get("num_kv_heads", heads):
         data["num_kv_heads"] = heads
-    kinds = [("sliding" if hp.swa[il] else "global") if hp.has_kv(il) else "mamba" for il in range(hp.n_layer)]
+    # a layer without K/V is a state layer; only in a GGUF-reading runtime's carrier card (uneven) an attention-free
+    # deci layer stands as an attention layer, the runtime reading its 0 heads from the GGUF
+    kinds = [("sliding" if hp.swa[il] else "global") if hp.has_kv(il) or (uneven and not hp.recurrent[il]) else "mamba"
+             for il in range(hp.n_layer)]
     if any(hp.recurrent):
         data["ssm"] = _ssm(arch, get, hp)
         kinds = ["hybrid" if hp.recurrent[il] and hp.has_kv(il) else "mamba" if hp.recurrent[il] else k
@@ -93,6 +124,6 @@ def _ssm(arch: str, get, hp) -> dict:
             "dt_rank": int(get("ssm.time_step_rank", 0)) or None}
 
 
-def card_from_gguf(path: str, name: str | None = None) -> ModelCard:
-    """A kvplan card from the GGUF at ``path`` (every part of a split GGUF)."""
-    return gguf_card(load_gguf(str(path)), name)
+def card_from_gguf(path: str, name: str | None = None, engine: str | None = None) -> ModelCard:
+    """A kvplan card from the GGUF at ``path`` (every part of a split GGUF), for ``engine`` (``gguf_card``)."""
+    return gguf_card(load_gguf(str(path)), name, engine)

@@ -77,10 +77,24 @@ def _moe(n_layer: int, h: int, ff: int, n_exp: int) -> list:
                          ("ffn_up_exps", (h, ff, n_exp)), ("ffn_down_exps", (ff, h, n_exp)))]
 
 
+def _deci_tensors(kvs: list[int], h: int, heads: int, hd: int, ff: int, vocab: int) -> list:
+    """deci (Nemotron-51B/49B/253B): K/V heads per layer; a layer of 0 heads has no attention tensors (llama-model.cpp
+    LLM_ARCH_DECI: n_head_kv(i) == 0 && n_head(i) == 0 skips them)."""
+    t = [("token_embd.weight", (h, vocab)), ("output_norm.weight", (h,)), ("output.weight", (h, vocab))]
+    for i, kv in enumerate(kvs):
+        if kv:
+            t += [(f"blk.{i}.attn_norm.weight", (h,)), (f"blk.{i}.attn_q.weight", (h, heads * hd)),
+                  (f"blk.{i}.attn_k.weight", (h, kv * hd)), (f"blk.{i}.attn_v.weight", (h, kv * hd)),
+                  (f"blk.{i}.attn_output.weight", (heads * hd, h))]
+        t.append((f"blk.{i}.ffn_norm.weight", (h,)))
+    return t + _ffn(len(kvs), h, ff)
+
+
 def cases() -> list[Case]:
-    """Six architectures: Llama (dense GQA: f16 and q8_0 K/V, several n_ctx, 3 streams, a unified cache; MoE; a
+    """Seven architectures: Llama (dense GQA: f16 and q8_0 K/V, several n_ctx, 3 streams, a unified cache; MoE; a
     LoRA adapter), Qwen3 (q/k norms, q4_0 K and V over 4 streams), Mamba (recurrent), DeepSeek-2 MLA, LFM2
-    (short-conv hybrid, per-layer head_count_kv, q8_0) and Gemma-3 (sliding window, --swa-full)."""
+    (short-conv hybrid, per-layer head_count_kv, q8_0), deci (K/V heads per layer, an attention-free layer) and
+    Gemma-3 (sliding window, --swa-full)."""
     h, heads, kv, hd, ff, vocab, n = 256, 8, 2, 32, 512, 512, 4
     base = {"context_length": 4096, "embedding_length": h, "block_count": n, "feed_forward_length": ff,
             "attention.head_count": heads, "attention.head_count_kv": kv, "rope.dimension_count": hd,
@@ -142,6 +156,9 @@ def cases() -> list[Case]:
     qt = _dense_tensors(n, h, heads, kv, hd, ff, vocab, norms[:2]) + _ffn(n, h, ff)
     out.append(Case("qwen3-q4_0", "qwen3", q3, qt, dict(n_ctx=2048, n_parallel=4, type_k="q4_0", type_v="q4_0",
                                                         flash_attn="on")))
+    out += [Case(f"deci-{tag}", "deci", {**base, "attention.head_count": [heads if k else 0 for k in kvs],
+                                          "attention.head_count_kv": kvs}, _deci_tensors(kvs, h, heads, hd, ff, vocab),
+                 dict(n_ctx=1024, n_parallel=1)) for tag, kvs in (("per-layer", [4, 2, 1, 2]), ("attn-free", [4, 0, 1, 2]))]
     out.append(Case("gemma3-swa", "gemma3", g3, gt, dict(n_ctx=4096, n_parallel=1)))
     out.append(Case("gemma3-swa-full", "gemma3", g3, gt, dict(n_ctx=4096, n_parallel=2, swa_full=True)))
     r = 64  # a rank-64 adapter on attn_q, attn_v, ffn_down of every layer (convert_lora_to_gguf.py: lora_a ne0 x r,

@@ -64,6 +64,20 @@ def card_hparams(card):
     return hparams_from_card(card)
 
 
+def _gguf_params_by_device(card, devs: list[str], rules) -> dict[str, int]:
+    """Elements of a GGUF card's tensors per device (lc.lora_device: the input layer on the CPU, a block's tensor on
+    its override's or its layer's device, the rest with the output layer); {} for a card without a GGUF."""
+    from kvplan.model.gguf import gguf_path_of, load_gguf
+
+    path = gguf_path_of(card)
+    out: dict[str, int] = {}
+    if path is not None:
+        for t in load_gguf(path).tensors:
+            dev = lc.lora_device(t.name, devs, rules)
+            out[dev] = out.get(dev, 0) + t.n_elements
+    return out
+
+
 def _expert_tensors(card, i: int) -> tuple[tuple[str, int], ...]:
     """Layer i's routed experts in elements (gate, up and down: hidden x expert_ffn per expert each) as
     convert_hf_to_gguf.py names them; () for a dense layer."""
@@ -331,7 +345,12 @@ class LlamaCpp(Runtime):
         from kvplan.model.gguf import gguf_path_of
 
         q = self.flags(s).gguf_quant
-        return f"GGUF {q}" if q else "GGUF (the file's tensor types)" if gguf_path_of(s.card) else None
+        path = gguf_path_of(s.card)
+        if q or path is None:
+            return f"GGUF {q}" if q else None
+        from kvplan.model.gguf import load_gguf
+
+        return f"GGUF (the file's tensor types; {load_gguf(path).params:,} params in the file)"
 
     def _estimate_flags(self, seq_len: int, batch: int, flags: lc.LlamaFlags | None) -> lc.LlamaFlags:
         """``flags`` with llama-server's -np and -c for ``batch`` slots of ``seq_len`` cells where not given."""
@@ -421,12 +440,15 @@ class LlamaCpp(Runtime):
         and (estimated) compute buffers; the rest holds its caches."""
         server, out = self.memory_inputs(s), []
         hp, f = server[:2]
-        m, devices = lc.sizes(*server), lc.placement(hp, f)[0][:s.card.num_layers]
+        every = lc.placement(hp, f)[0]
+        m, devices = lc.sizes(*server), every[:s.card.num_layers]
+        params = _gguf_params_by_device(s.card, every, lc.tensor_overrides(f))
         for i, gpu in enumerate(self._gpus(s)):
             weights, compute = m.on(gpu, "model", "lora"), m.on(gpu, "compute")
             mine = [il for il, d in enumerate(devices) if d == gpu]  # contiguous: split points rise with the layer
             layers = range(mine[0], mine[-1] + 1) if mine else range(0)
-            out.append(Stage(i, layers, 0, weights, 0, compute, 0, 0, s.total, s.total - weights - compute))
+            out.append(Stage(i, layers, params.get(gpu, 0), weights, 0, compute, 0, 0, s.total,
+                             s.total - weights - compute))
         return out
 
     def held_stages(self, s: Setup, sts: list[Stage]):
