@@ -123,3 +123,44 @@ def test_vision_defaults_are_transformers(vision_type):
         # a class without DeepStack mergers (Qwen3.5) has no deepstack_visual_indexes: none
         found = getattr(config, key) if key != "deepstack_visual_indexes" else getattr(config, key, [])
         assert (list(found) if isinstance(found, tuple) else found) == value, key
+
+
+@pytest.mark.parametrize(("model_type", "expected"), [
+    ("qwen2_5_vl", 3_083_025_152), ("qwen3_vl", 566_949_104), ("qwen3_vl_moe", 566_949_104),
+    ("qwen3_5", 453_650_672), ("qwen3_5_moe", 453_650_672), ("gemma3", 94_654_464)])
+def test_default_configs_vision_is_transformers(model_type, expected):
+    """QA D8: transformers' default configs merge into out_hidden_size 3584 (not the decoder's 8192 / 4096 / 2048)
+    and build SigLIP's attention-pooling head (vision_use_head true): the vision line is the tower plus projector
+    transformers builds."""
+    config = transformers.AutoConfig.for_model(model_type)
+    with torch.device("meta"):
+        model = transformers.AutoModelForImageTextToText.from_config(config)
+    built = sum(p.numel() for n, p in model.named_parameters() if ".visual." in f".{n}" or "vision_tower" in n
+                or "multi_modal_projector" in n)
+    card = card_from_hf_config(config.to_dict())
+    assert count_params(card).vision == built == expected
+    v = card.vision
+    if model_type == "gemma3":
+        assert v.pooling_head and any("head" in n for n, _ in model.named_parameters() if "vision_tower" in n)
+    else:
+        assert v.out_hidden_size == config.vision_config.out_hidden_size == 3584 != card.hidden_size
+
+
+@pytest.mark.parametrize(("name", "key", "value"), [
+    ("qwen2_5_vl", "out_hidden_size", 48), ("qwen3_vl", "out_hidden_size", 48), ("qwen3_5", "out_hidden_size", 48),
+    ("gemma3", "vision_use_head", True)])
+def test_merger_width_and_pooling_head_follow_the_file(name, key, value):
+    """The tiny cases with out_hidden_size other than the decoder's 64, or SigLIP's head on: the whole model is
+    still exactly transformers' (and the key left out takes the class default, said in an '# assumed' line)."""
+    from kvplan.model.hf.config import import_hf_config
+
+    cfg = dict(CASES[name], torch_dtype="float32", vision_config={**CASES[name]["vision_config"], key: value})
+    card = card_from_hf_config(cfg)
+    assert count_params(card).total == sum(p.numel() for p in _model(cfg).parameters())
+    assert (card.vision.out_hidden_size, card.vision.pooling_head) == ((48, False) if key == "out_hidden_size"
+                                                                       else (None, True))
+    left_out = dict(cfg, vision_config={k: v for k, v in cfg["vision_config"].items() if k != key})
+    card, assumed = import_hf_config(left_out)
+    assert f"vision_config.{key}={VISION_DEFAULTS['siglip_vision_model' if name == 'gemma3' else name][key]!r}" \
+        in " ".join(assumed)
+    assert count_params(card).total == sum(p.numel() for p in _model(left_out).parameters())

@@ -80,8 +80,25 @@ def _embeddings(v: VisionTower, hf: bool) -> tuple[int, int]:
     return c * v.temporal_patch_size * p * p * h, 0  # qwen2_5_vl: Conv3d patch embedding without bias
 
 
+def head_matrices(v: VisionTower) -> tuple[Matrix, ...]:
+    """SigLIP's attention-pooling head (``vision_use_head``): its MLP (vLLM ``siglip.py`` ``SiglipMLP``, column fc1,
+    row fc2); its ``nn.MultiheadAttention`` is in ``_head_vectors``."""
+    if not v.pooling_head:
+        return ()
+    h, f = v.hidden_size, v.ffn_size
+    return Matrix("head.fc1", h, f, True, "column"), Matrix("head.fc2", f, h, True, "row")
+
+
+def _head_vectors(v: VisionTower) -> int:
+    """The head's probe (h), ``nn.MultiheadAttention`` (in_proj 3h x h + 3h, out_proj h x h + h: a torch module,
+    whole on every rank in vLLM) and LayerNorm (2h)."""
+    h = v.hidden_size
+    return h + 3 * h * h + 3 * h + h * h + h + 2 * h if v.pooling_head else 0
+
+
 def projector_matrices(v: VisionTower, text_hidden: int) -> tuple[Matrix, ...]:
-    """The projector's linear layers with their TP rules."""
+    """The projector's linear layers with their TP rules (a Qwen merger into out_hidden_size where the card sets
+    it)."""
     vh, b, m2 = v.hidden_size, v.projector_bias, v.spatial_merge_size ** 2
     if v.projector == "llava":
         return Matrix("linear_1", vh, text_hidden, b, "column"), Matrix("linear_2", text_hidden, text_hidden, b, "row")
@@ -91,7 +108,8 @@ def projector_matrices(v: VisionTower, text_hidden: int) -> tuple[Matrix, ...]:
                 Matrix("linear_2", text_hidden, text_hidden, b, "row"))
     if v.projector == "gemma3":  # mm_input_projection_weight: an nn.Parameter, whole on every rank
         return (Matrix("mm_input_projection", vh, text_hidden, False, "replicated"),)
-    merger = (Matrix("fc1", vh * m2, vh * m2, True, "column"), Matrix("fc2", vh * m2, text_hidden, True, "row"))
+    out = v.out_hidden_size or text_hidden
+    merger = (Matrix("fc1", vh * m2, vh * m2, True, "column"), Matrix("fc2", vh * m2, out, True, "row"))
     return merger * (1 + v.deepstack_mergers)  # qwen_merger; qwen3_merger: one more per DeepStack layer
 
 
@@ -130,6 +148,7 @@ def vision_params(card: ModelCard, *, hf: bool = True, tp: int = 1, data_paralle
     if table and split > 1:  # VocabParallelEmbedding: rows padded to 64, then split evenly
         table = cdiv(patches_per_side(v) ** 2, POSITION_PADDING) * POSITION_PADDING // split * v.hidden_size
     block = sum(m.shard(split).params for m in block_matrices(v)) + block_vectors(v)
+    whole += sum(m.shard(split).params for m in head_matrices(v)) + _head_vectors(v)
     projector = (sum(m.shard(split).params for m in projector_matrices(v, card.hidden_size))
                  + projector_vectors(v, card.hidden_size))
     return VisionParams(whole + table + layers * block, projector)

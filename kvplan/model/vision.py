@@ -10,8 +10,11 @@ transformers module (``models/<type>/modeling_<type>.py``) and vLLM's (``vllm/mo
   post-LayerNorm. LLaVA runs the tower up to ``vision_feature_layer`` (-2: the last block is never used): vLLM
   builds only those blocks and drops the post-LayerNorm (``llava.py`` ``_get_num_hidden_layers``,
   ``init_vision_tower_for_llava``), transformers builds them all.
-- ``siglip`` (Gemma 3, ``SiglipVisionModel`` without head): patch Conv2d with bias, learned positions (patches),
-  the same blocks, post-LayerNorm.
+- ``siglip`` (Gemma 3, ``SiglipVisionModel``): patch Conv2d with bias, learned positions (patches), the same
+  blocks, post-LayerNorm; with ``vision_use_head`` (SiglipVisionConfig's default, false in Gemma 3's files) the
+  attention-pooling head too (``SiglipMultiheadAttentionPoolingHead``: probe, ``nn.MultiheadAttention``, LayerNorm,
+  fc1 / fc2), which transformers and vLLM (``siglip.py`` ``SiglipVisionTransformer``) build though Gemma 3 never
+  runs it.
 - ``pixtral`` (Mistral 3 / Pixtral, ``PixtralVisionModel``): patch Conv2d without bias, RMSNorm ``ln_pre``, blocks
   of RMSNorm + q/k/v/o without bias + RMSNorm + gated SiLU MLP without bias; 2-D RoPE (no position table).
 - ``qwen2_5_vl`` (``Qwen2_5_VisionTransformerPretrainedModel``): patch Conv3d (temporal x patch x patch) without
@@ -24,6 +27,8 @@ Projectors: ``llava`` (linear_1 vision -> text, GELU, linear_2 text -> text, bia
 ``mm_input_projection_weight``), ``mistral3`` (RMSNorm, ``patch_merger`` Linear(vision x merge^2, vision) without
 bias, then the llava MLP), ``qwen_merger`` (RMSNorm, Linear(v m^2, v m^2) + GELU + Linear(v m^2, text), biased),
 ``qwen3_merger`` (the same with a LayerNorm, plus one more merger per DeepStack layer, its LayerNorm v m^2 wide).
+The Qwen mergers' output width is ``vision_config.out_hidden_size`` (``Qwen2_5_VLPatchMerger(dim=out_hidden_size)``,
+``Qwen3VLVisionPatchMerger``), the decoder's hidden size in every published checkpoint.
 """
 
 from typing import Annotated, Literal
@@ -66,6 +71,11 @@ class VisionTower(BaseModel):
                                                       "Qwen2.5-VL: 2).")
     projector_bias: StrictBool = Field(True, description="The projector's linears have biases (Mistral3: "
                                                          "multimodal_projector_bias).")
+    pooling_head: StrictBool = Field(False, description="SigLIP's attention-pooling head (vision_use_head), built "
+                                                       "though unused.")
+    out_hidden_size: _Size | None = Field(None, description="The Qwen merger's output width (vision_config "
+                                                            "out_hidden_size) where it differs from the decoder's "
+                                                            "hidden_size; null: the decoder's.")
     image_newline: StrictBool = Field(False, description="A learned newline embedding of the text width "
                                                          "(LLaVA-NeXT image_newline).")
     max_tokens_per_item: Annotated[StrictInt, Field(gt=0, le=2**31 - 1)] = Field(

@@ -38,14 +38,15 @@ VISION_DEFAULTS: dict[str, dict[str, Any]] = {
     "clip_vision_model": {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12,
                           "num_attention_heads": 12, "num_channels": 3, "image_size": 224, "patch_size": 32},
     "siglip_vision_model": {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12,
-                            "num_attention_heads": 12, "num_channels": 3, "image_size": 224, "patch_size": 16},
+                            "num_attention_heads": 12, "num_channels": 3, "image_size": 224, "patch_size": 16,
+                            "vision_use_head": True},
     "pixtral": {"hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers": 24, "num_attention_heads": 16,
                 "num_channels": 3, "image_size": 1024, "patch_size": 16},
     "qwen2_5_vl": {"depth": 32, "hidden_size": 3584, "intermediate_size": 3420, "num_heads": 16, "in_channels": 3,
-                   "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2},
+                   "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2, "out_hidden_size": 3584},
     "qwen3_vl": {"depth": 27, "hidden_size": 1152, "intermediate_size": 4304, "num_heads": 16, "in_channels": 3,
                  "patch_size": 16, "spatial_merge_size": 2, "temporal_patch_size": 2, "num_position_embeddings": 2304,
-                 "deepstack_visual_indexes": [8, 16, 24]},
+                 "deepstack_visual_indexes": [8, 16, 24], "out_hidden_size": 3584},
 }
 VISION_DEFAULTS["qwen3_5"] = {**VISION_DEFAULTS["qwen3_vl"], "deepstack_visual_indexes": []}  # no DeepStack
 # the tower kind of each vision config class (Qwen3.5's Qwen3_5VisionModel is Qwen3-VL's without DeepStack mergers)
@@ -147,6 +148,9 @@ def vision_fields(data: dict, text_hidden: int, origin: str, assumed: list[str])
     top = _Keys(data, model_type, origin, TOP_DEFAULTS[model_type])
     try:
         fields = _tower(kind, vis) | _projector(model_type, top, vis)
+        if kind in ("qwen2_5_vl", "qwen3_vl"):  # the merger's output width (Qwen2_5_VLPatchMerger dim), kept where
+            out = vis.integer("out_hidden_size")  # it differs from the decoder's (every published checkpoint: equal)
+            fields["out_hidden_size"] = None if out == text_hidden else out
         fields["max_tokens_per_item"] = _tokens_per_item(model_type, kind, top, vis, fields)
     finally:
         assumed += [f"vision_config.{a}" for a in vis.assumed] + top.assumed
@@ -167,10 +171,13 @@ def _tower(kind: str, vis: Config) -> dict:
                                   f"integers 0..{out['num_layers'] - 1}")
             out |= {"num_position_embeddings": vis.integer("num_position_embeddings"), "deepstack_mergers": len(deep)}
         return out
-    return dict(num_layers=vis.layers("num_hidden_layers"), hidden_size=vis.integer("hidden_size"),
-                ffn_size=vis.integer("intermediate_size"), num_heads=vis.integer("num_attention_heads"),
-                patch_size=vis.integer("patch_size"), image_size=vis.integer("image_size"),
-                num_channels=vis.integer("num_channels"))
+    out = dict(num_layers=vis.layers("num_hidden_layers"), hidden_size=vis.integer("hidden_size"),
+               ffn_size=vis.integer("intermediate_size"), num_heads=vis.integer("num_attention_heads"),
+               patch_size=vis.integer("patch_size"), image_size=vis.integer("image_size"),
+               num_channels=vis.integer("num_channels"))
+    if kind == "siglip":  # SiglipVisionTransformer builds the attention-pooling head unless vision_use_head is false
+        out["pooling_head"] = vis.flag("vision_use_head")
+    return out
 
 
 def _projector(model_type: str, top: Config, vis: Config) -> dict:
