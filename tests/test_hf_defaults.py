@@ -20,9 +20,10 @@ from kvplan.cli.app import app  # noqa: E402
 from kvplan.errors import KvplanError  # noqa: E402
 from kvplan.model.hf.config import card_yaml, import_hf_config  # noqa: E402
 from kvplan.model.hf.families import READERS  # noqa: E402
+from kvplan.model.hf.families.core import FLOOR_HEAD_DIM  # noqa: E402
 
 # transformers' default configs kvplan cannot import whole, for reasons of their own (not a left-out key)
-_NOT_IMPORTABLE = {"deepseek_v2", "glm4_moe", "lfm2_moe", "nemotron_h"}
+_NOT_IMPORTABLE = {"deepseek_v2", "lfm2_moe", "nemotron_h"}
 TYPES = sorted(t for t in READERS if t in transformers.CONFIG_MAPPING and t not in _NOT_IMPORTABLE)
 _SKIP = {"model_type", "architectures", "_name_or_path", "transformers_version", "dtype", "torch_dtype"}
 
@@ -180,3 +181,67 @@ def test_rope_scaling_left_out_is_said(tmp_path, scaling):
     kind = scaling.get("rope_type", scaling.get("type"))
     assert any(line.startswith("# not carried: rope_scaling") and kind in line for line in head), head
     assert head[0] == f"# imported by kvplan from {src}"
+
+
+def _q_rows(model) -> tuple[str, int]:
+    name, p = next((n, p) for n, p in model.named_parameters() if n.endswith(("q_proj.weight", "qkv_proj.weight")))
+    return name, p.shape[0]
+
+
+@pytest.mark.parametrize("model_type", sorted(FLOOR_HEAD_DIM | {"cohere2"}))
+def test_head_dim_left_out_is_floored_as_transformers_builds_it(model_type):
+    """QA D12: heads that do not divide hidden_size, no head_dim: transformers' attention builds q_proj with
+    heads x (hidden_size // heads) rows (modeling_glm4_moe.py:181 and the like); the card floors the same, and says
+    so in a '# assumed' line."""
+    import torch
+
+    data = {k: v for k, v in _default_dict(model_type).items() if k != "head_dim"}
+    hidden, heads = data["hidden_size"], data["num_attention_heads"] * 3
+    while hidden % heads == 0:
+        heads += 1
+    data["num_attention_heads"] = heads
+    if isinstance(data.get("num_key_value_heads"), int) and heads % data["num_key_value_heads"]:
+        data["num_key_value_heads"] = heads
+    cfg = _built(model_type, data)
+    with warnings.catch_warnings(), torch.device("meta"):
+        warnings.simplefilter("ignore")
+        model = transformers.AutoModelForCausalLM.from_config(cfg)
+    name, rows = _q_rows(model)
+    card, assumed = import_hf_config(data)
+    per_head = rows // (3 if name.endswith("qkv_proj.weight") else 1) // heads  # phi3: fused q/k/v of MHA
+    assert card.head_dim == per_head == hidden // heads != hidden / heads
+    assert any(a.startswith(f"head_dim={hidden // heads} (hidden_size // num_attention_heads)") for a in assumed)
+    assert f"# assumed head_dim={hidden // heads} " in card_yaml(card, assumed)
+
+
+@pytest.mark.parametrize("model_type", ["llama", "gpt_neox", "stablelm", "persimmon"])
+def test_head_dim_not_dividing_is_refused_where_transformers_refuses(model_type):
+    """LlamaConfig / GPTNeoXConfig refuse the file (validate_architecture), StableLM's and Persimmon's attention
+    ("hidden_size must be divisible by num_heads"): the card refuses it too."""
+    import torch
+
+    data = {k: v for k, v in _default_dict(model_type).items() if k != "head_dim"}
+    data["num_attention_heads"] = data["num_attention_heads"] * 3 + 1
+    data["num_key_value_heads"] = data["num_attention_heads"]
+    cfg = _built(model_type, data)
+    if cfg is not None:
+        with warnings.catch_warnings(), torch.device("meta"), pytest.raises(ValueError, match="divisible"):
+            warnings.simplefilter("ignore")
+            transformers.AutoModelForCausalLM.from_config(cfg)
+    assert _ours(data) is None
+
+
+def test_glm4_moe_default_config_counts_what_transformers_builds():
+    """QA D12: Glm4MoeConfig() (hidden 4096, 96 heads, no head_dim) builds head_dim 42 and 103,481,200,640
+    parameters; the card holds the same."""
+    import torch
+
+    from kvplan import count_params
+
+    cfg = transformers.Glm4MoeConfig()
+    with warnings.catch_warnings(), torch.device("meta"):
+        warnings.simplefilter("ignore")
+        model = transformers.AutoModelForCausalLM.from_config(cfg)
+    card, _ = import_hf_config(_default_dict("glm4_moe"))
+    assert card.head_dim == 42 == cfg.hidden_size // cfg.num_attention_heads
+    assert count_params(card).total == sum(p.numel() for p in model.parameters()) == 103_481_200_640

@@ -179,13 +179,20 @@ def test_chunked_causal_flops_count_only_the_chunk():
 
 
 @pytest.mark.parametrize(("model_type", "nearest"), [("olmo4", "olmo3, olmo2, glm4"), ("gpt-oss", "gpt_oss, gptj, gpt2"),
-                                                     ("llama4", "llama, llama4_text, glm4")])
+                                                     ("qwen2_vl", "qwen2_5_vl, qwen3_vl, qwen2")])
 def test_unknown_model_type_names_the_nearest(model_type, nearest, cli, tmp_path):
     with pytest.raises(KvplanError, match=f"unsupported model_type '{model_type}'; supported: .*; nearest: {nearest}$"):
         card_from_hf_config({"model_type": model_type})
     (tmp_path / "config.json").write_text(f'{{"model_type": "{model_type}"}}')
     code, _, err = cli("cards", "import", str(tmp_path / "config.json"))
     assert code == 2 and f"nearest: {nearest}" in err
+
+
+def test_multimodal_type_without_text_config_says_what_it_reads():
+    """QA D6: llama4 is supported (text_config + vision_config); a file with neither is told so, not 'unsupported'."""
+    with pytest.raises(KvplanError, match="model_type llama4 is read from its text_config \\(llama4_text\\) and "
+                                          "vision_config; this file has no text_config object$"):
+        card_from_hf_config({"model_type": "llama4"})
 
 
 @pytest.mark.parametrize("name", ["gpt-oss-20b", "gpt-oss-120b", "smollm3-3b"])

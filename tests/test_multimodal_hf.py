@@ -123,3 +123,105 @@ def test_vision_defaults_are_transformers(vision_type):
         # a class without DeepStack mergers (Qwen3.5) has no deepstack_visual_indexes: none
         found = getattr(config, key) if key != "deepstack_visual_indexes" else getattr(config, key, [])
         assert (list(found) if isinstance(found, tuple) else found) == value, key
+
+
+@pytest.mark.parametrize(("model_type", "expected"), [
+    ("qwen2_5_vl", 3_083_025_152), ("qwen3_vl", 566_949_104), ("qwen3_vl_moe", 566_949_104),
+    ("qwen3_5", 453_650_672), ("qwen3_5_moe", 453_650_672), ("gemma3", 94_654_464)])
+def test_default_configs_vision_is_transformers(model_type, expected):
+    """QA D8: transformers' default configs merge into out_hidden_size 3584 (not the decoder's 8192 / 4096 / 2048)
+    and build SigLIP's attention-pooling head (vision_use_head true): the vision line is the tower plus projector
+    transformers builds."""
+    config = transformers.AutoConfig.for_model(model_type)
+    with torch.device("meta"):
+        model = transformers.AutoModelForImageTextToText.from_config(config)
+    built = sum(p.numel() for n, p in model.named_parameters() if ".visual." in f".{n}" or "vision_tower" in n
+                or "multi_modal_projector" in n)
+    card = card_from_hf_config(config.to_dict())
+    assert count_params(card).vision == built == expected
+    v = card.vision
+    if model_type == "gemma3":
+        assert v.pooling_head and any("head" in n for n, _ in model.named_parameters() if "vision_tower" in n)
+    else:
+        assert v.out_hidden_size == config.vision_config.out_hidden_size == 3584 != card.hidden_size
+
+
+@pytest.mark.parametrize(("name", "key", "value"), [
+    ("qwen2_5_vl", "out_hidden_size", 48), ("qwen3_vl", "out_hidden_size", 48), ("qwen3_5", "out_hidden_size", 48),
+    ("gemma3", "vision_use_head", True)])
+def test_merger_width_and_pooling_head_follow_the_file(name, key, value):
+    """The tiny cases with out_hidden_size other than the decoder's 64, or SigLIP's head on: the whole model is
+    still exactly transformers' (and the key left out takes the class default, said in an '# assumed' line)."""
+    from kvplan.model.hf.config import import_hf_config
+
+    cfg = dict(CASES[name], torch_dtype="float32", vision_config={**CASES[name]["vision_config"], key: value})
+    card = card_from_hf_config(cfg)
+    assert count_params(card).total == sum(p.numel() for p in _model(cfg).parameters())
+    assert (card.vision.out_hidden_size, card.vision.pooling_head) == ((48, False) if key == "out_hidden_size"
+                                                                       else (None, True))
+    left_out = dict(cfg, vision_config={k: v for k, v in cfg["vision_config"].items() if k != key})
+    card, assumed = import_hf_config(left_out)
+    assert f"vision_config.{key}={VISION_DEFAULTS['siglip_vision_model' if name == 'gemma3' else name][key]!r}" \
+        in " ".join(assumed)
+    assert count_params(card).total == sum(p.numel() for p in _model(left_out).parameters())
+
+
+def _llama4_built(config) -> tuple[int, int]:
+    """(all parameters, the vision model's and projector's) of transformers' Llama4ForConditionalGeneration."""
+    with torch.device("meta"):
+        model = transformers.Llama4ForConditionalGeneration(config)
+    named = list(model.named_parameters())
+    return (sum(p.numel() for _, p in named),
+            sum(p.numel() for n, p in named if "vision_model" in n or "multi_modal_projector" in n))
+
+
+def _scout_text() -> dict:
+    import json
+    from pathlib import Path
+
+    data = json.loads((Path(__file__).parent / "data" / "hf_configs.json").read_text())
+    return data["configs"]["meta-llama/Llama-4-Scout-17B-16E-Instruct"]["config"]
+
+
+def test_llama4_default_config_is_transformers():
+    """QA D6: Llama4Config() (model_type llama4, text_config + vision_config) imports whole: decoder, the 34-block
+    vision model with its pixel-shuffle adapter, and the projector: 108,225,039,360 parameters, as built."""
+    from kvplan.model.hf.config import import_hf_config
+
+    config = transformers.Llama4Config()
+    card, assumed = import_hf_config(config.to_dict())
+    total, vision = _llama4_built(config)
+    assert count_params(card).total == total == 108_225_039_360
+    assert count_params(card).vision == vision == 455_178_240
+    v = card.vision
+    assert (v.kind, v.projector, v.spatial_merge_size, v.vision_output_dim) == ("llama4", "llama4", 2, 7680)
+    side = v.image_size // v.patch_size  # vLLM mllama4.py: (16 tiles + the global one) x patches per chunk
+    assert v.max_tokens_per_item == 17 * side * side // 4 and any(a.startswith("max_patches=16") for a in assumed)
+
+
+def test_llama4_scout_source_config_is_transformers():
+    """The bundled card's source (tests/data: Scout's text_config) inside a llama4 file: the decoder is the bundled
+    card's, and decoder plus a Llama4VisionConfig tower count what transformers builds."""
+    from kvplan import load_card
+
+    text = _scout_text()
+    cfg = dict(model_type="llama4", text_config=text, vision_config={"model_type": "llama4_vision_model"},
+               torch_dtype="bfloat16")
+    card = card_from_hf_config(cfg)
+    total, vision = _llama4_built(transformers.Llama4Config(text_config=text, vision_config={}))
+    assert count_params(card).total == total and count_params(card).vision == vision
+    bundled = load_card("llama-4-scout-17b-16e")
+    assert count_params(card).total - count_params(card).vision == count_params(bundled).total
+    # the same file without its vision_config: the text decoder alone, the bundled card's count
+    alone = card_from_hf_config(dict(model_type="llama4", text_config=text, torch_dtype="bfloat16"))
+    assert alone.vision is None and count_params(alone).total == count_params(bundled).total
+
+
+def test_unsupported_model_type_lists_the_multimodal_types():
+    from kvplan.errors import KvplanError
+    from kvplan.model.hf.vision import MULTIMODAL
+
+    with pytest.raises(KvplanError, match="unsupported model_type 'qwen2_vl'") as err:
+        card_from_hf_config({"model_type": "qwen2_vl"})
+    listed = str(err.value).split("supported: ")[1].split(";")[0].split(", ")
+    assert set(MULTIMODAL) <= set(listed) and {"llama4", "llama4_text", "qwen2_5_vl", "llama"} <= set(listed)

@@ -46,6 +46,10 @@ def block_matrices(v: VisionTower) -> tuple[Matrix, ...]:
                 Matrix("v_proj", h, h, False, "column"), Matrix("o_proj", h, h, False, "row"),
                 Matrix("gate_proj", h, f, False, "column"), Matrix("up_proj", h, f, False, "column"),
                 Matrix("down_proj", f, h, False, "row"))
+    if v.kind == "llama4":  # mllama4.py Llama4VisionAttention (QKVParallelLinear, RowParallelLinear), Llama4VisionMLP
+        return (Matrix("q_proj", h, h, True, "column"), Matrix("k_proj", h, h, True, "column"),
+                Matrix("v_proj", h, h, True, "column"), Matrix("o_proj", h, h, True, "row"),
+                Matrix("fc1", h, f, True, "column"), Matrix("fc2", f, h, True, "row"))
     if v.kind == "qwen3_vl":
         return (Matrix("qkv", h, 3 * h, True, "column"), Matrix("proj", h, h, True, "row"),
                 Matrix("linear_fc1", h, f, True, "column"), Matrix("linear_fc2", f, h, True, "row"))
@@ -57,7 +61,7 @@ def block_matrices(v: VisionTower) -> tuple[Matrix, ...]:
 def block_vectors(v: VisionTower) -> int:
     """The norms of one block: two LayerNorms (weight and bias) for CLIP, SigLIP and Qwen3-VL, two RMSNorms
     otherwise."""
-    return 2 * v.hidden_size * (2 if v.kind in ("clip", "siglip", "qwen3_vl") else 1)
+    return 2 * v.hidden_size * (2 if v.kind in ("clip", "siglip", "qwen3_vl", "llama4") else 1)
 
 
 def patches_per_side(v: VisionTower) -> int:
@@ -73,6 +77,8 @@ def _embeddings(v: VisionTower, hf: bool) -> tuple[int, int]:
         return h + c * p * p * h + (patches_per_side(v) ** 2 + 1) * h + 2 * h + post, 0
     if v.kind == "siglip":  # patch conv with bias, position table (VocabParallelEmbedding in vLLM), post-LayerNorm
         return c * p * p * h + h + post, patches_per_side(v) ** 2 * h
+    if v.kind == "llama4":  # class_embedding, positions (patches + CLS), layernorm_pre / _post; the patch Linear is
+        return h + (patches_per_side(v) ** 2 + 1) * h + 4 * h, 0  # a column-parallel matrix (extra_matrices)
     if v.kind == "pixtral":  # patch_conv (no bias), ln_pre RMSNorm; 2-D RoPE, no table
         return c * p * p * h + h, 0
     if v.kind == "qwen3_vl":  # Conv3d with bias; pos_embed an nn.Embedding, whole on every rank (qwen3_vl.py)
@@ -80,8 +86,28 @@ def _embeddings(v: VisionTower, hf: bool) -> tuple[int, int]:
     return c * v.temporal_patch_size * p * p * h, 0  # qwen2_5_vl: Conv3d patch embedding without bias
 
 
+def extra_matrices(v: VisionTower) -> tuple[Matrix, ...]:
+    """Tower matrices outside the blocks: SigLIP's attention-pooling head (``vision_use_head``), its MLP (vLLM
+    ``siglip.py`` ``SiglipMLP``, column fc1, row fc2; its ``nn.MultiheadAttention`` is in ``_head_vectors``), and
+    Llama 4's patch embedding (``Llama4UnfoldConvolution.linear``, a ColumnParallelLinear in vLLM ``mllama4.py``)."""
+    h, f = v.hidden_size, v.ffn_size
+    if v.kind == "llama4":
+        return (Matrix("patch_embedding", v.num_channels * v.patch_size ** 2, h, False, "column"),)
+    if not v.pooling_head:
+        return ()
+    return Matrix("head.fc1", h, f, True, "column"), Matrix("head.fc2", f, h, True, "row")
+
+
+def _head_vectors(v: VisionTower) -> int:
+    """The head's probe (h), ``nn.MultiheadAttention`` (in_proj 3h x h + 3h, out_proj h x h + h: a torch module,
+    whole on every rank in vLLM) and LayerNorm (2h)."""
+    h = v.hidden_size
+    return h + 3 * h * h + 3 * h + h * h + h + 2 * h if v.pooling_head else 0
+
+
 def projector_matrices(v: VisionTower, text_hidden: int) -> tuple[Matrix, ...]:
-    """The projector's linear layers with their TP rules."""
+    """The projector's linear layers with their TP rules (a Qwen merger into out_hidden_size where the card sets
+    it)."""
     vh, b, m2 = v.hidden_size, v.projector_bias, v.spatial_merge_size ** 2
     if v.projector == "llava":
         return Matrix("linear_1", vh, text_hidden, b, "column"), Matrix("linear_2", text_hidden, text_hidden, b, "row")
@@ -89,9 +115,14 @@ def projector_matrices(v: VisionTower, text_hidden: int) -> tuple[Matrix, ...]:
         return (Matrix("patch_merger", vh * m2, vh, False, "replicated"),
                 Matrix("linear_1", vh, text_hidden, b, "column"),
                 Matrix("linear_2", text_hidden, text_hidden, b, "row"))
+    if v.projector == "llama4":  # vision_adapter.mlp (Llama4VisionMLP2), multi_modal_projector.linear_1: no biases
+        return (Matrix("adapter.fc1", v.ffn_size, v.projector_input_dim, False, "column"),
+                Matrix("adapter.fc2", v.projector_output_dim, v.projector_output_dim, False, "row"),
+                Matrix("linear_1", v.vision_output_dim, text_hidden, False, "column"))
     if v.projector == "gemma3":  # mm_input_projection_weight: an nn.Parameter, whole on every rank
         return (Matrix("mm_input_projection", vh, text_hidden, False, "replicated"),)
-    merger = (Matrix("fc1", vh * m2, vh * m2, True, "column"), Matrix("fc2", vh * m2, text_hidden, True, "row"))
+    out = v.out_hidden_size or text_hidden
+    merger = (Matrix("fc1", vh * m2, vh * m2, True, "column"), Matrix("fc2", vh * m2, out, True, "row"))
     return merger * (1 + v.deepstack_mergers)  # qwen_merger; qwen3_merger: one more per DeepStack layer
 
 
@@ -130,6 +161,7 @@ def vision_params(card: ModelCard, *, hf: bool = True, tp: int = 1, data_paralle
     if table and split > 1:  # VocabParallelEmbedding: rows padded to 64, then split evenly
         table = cdiv(patches_per_side(v) ** 2, POSITION_PADDING) * POSITION_PADDING // split * v.hidden_size
     block = sum(m.shard(split).params for m in block_matrices(v)) + block_vectors(v)
+    whole += sum(m.shard(split).params for m in extra_matrices(v)) + _head_vectors(v)
     projector = (sum(m.shard(split).params for m in projector_matrices(v, card.hidden_size))
                  + projector_vectors(v, card.hidden_size))
     return VisionParams(whole + table + layers * block, projector)
@@ -200,6 +232,9 @@ def encoder_patches(v: VisionTower) -> int:
     merge^2 patches per token; CLIP and SigLIP: every patch of every tile, the CLS token too)."""
     if v.kind in ("qwen2_5_vl", "qwen3_vl", "pixtral"):
         return v.max_tokens_per_item * v.spatial_merge_size ** 2
+    if v.kind == "llama4":  # every tile's patches and CLS; a tile's tokens after the pixel shuffle: side^2 / merge^2
+        side = patches_per_side(v)
+        return cdiv(v.max_tokens_per_item, side * side // v.spatial_merge_size ** 2) * (side * side + 1)
     side = patches_per_side(v)
     per_tile = side * side + (1 if v.kind == "clip" else 0)
     return cdiv(v.max_tokens_per_item, side * side) * per_tile  # LLaVA-NeXT: base image + anyres tiles

@@ -10,7 +10,13 @@ the safetensors headers, where kvplan knows why a checkpoint holds more (or othe
   ``num_nextn_predict_layers``, Qwen3-Next, GLM-4.5) that vLLM loads only for speculative decoding;
 - vision and audio towers and projectors of a multimodal checkpoint whose card has no ``vision`` block (kvplan
   sizes its text decoder; a card with one counts its tower, kvplan.cost.vision);
-- buffers saved beside the parameters (rotary ``inv_freq``, GPT-2's ``attn.bias`` mask);
+- buffers saved beside the parameters (rotary ``inv_freq``, GPT-2's ``attn.bias`` mask; the routers'
+  ``e_score_correction_bias``, an ``nn.Buffer`` in transformers 5.24 ``modeling_deepseek_v3.py:131``,
+  ``modeling_glm4_moe.py:280``, ``modeling_nemotron_h.py:770``, ``modeling_kimi_linear.py:730``, not ERNIE-4.5's
+  ``moe_statics`` parameter of that name; LFM2-MoE's ``feed_forward.expert_bias``, ``modeling_lfm2_moe.py:205``;
+  MiniMax's lightning
+  attention ``slope_rate`` / ``query_decay`` / ``key_decay`` / ``diagonal_decay``, ``modeling_minimax.py:144-147``),
+  counted whole (tests/test_checkpoint_buffers.py: every persistent buffer of the families kvplan reads);
 - quantization side tensors (``*_scale``, ``*.qzeros``, ``*.g_idx``) of a card without quantization;
 - tensors stored in another dtype than the card's (fp32 norms or routers in a bf16 checkpoint): exactly
   ``nbytes - numel x card dtype bytes`` each.
@@ -33,13 +39,15 @@ from kvplan.units import fmt_bytes, fmt_int
 _LAYER = re.compile(r"(?:^|\.)layers\.(\d+)\.")
 _VISION = ("vision_tower", "vision_model", "visual.", "vision_encoder", "multi_modal_projector", "mm_projector",
            "image_newline", "audio_tower", "audio_model", "embed_vision", "embed_audio")
-_BUFFERS = re.compile(r"(rotary_emb\.inv_freq|\.attn\.bias|\.attn\.masked_bias|\.position_ids)$")
+_BUFFERS = re.compile(r"(rotary_emb\.inv_freq|\.attn\.bias|\.attn\.masked_bias|\.position_ids"
+                      r"|\.gate\.e_score_correction_bias|\.feed_forward\.expert_bias|\.self_attn\.(?:slope_rate|query_decay|key_decay|diagonal_decay))$")
 _QUANT_SIDE = re.compile(r"(_scale|_scale_inv|\.scales|\.qzeros|\.g_idx|\.absmax)$")
 _REASONS = {
     "tied": "lm_head.weight stored, though tie_word_embeddings ties it to the input embedding (held once)",
     "mtp": "multi-token-prediction layers past the card's layers (loaded only for speculative decoding)",
     "vision": "vision/audio tower and projector (kvplan sizes the text decoder)",
-    "buffers": "buffers saved with the weights (rotary inv_freq, attention masks), not parameters",
+    "buffers": "buffers saved with the weights (rotary inv_freq, attention masks, router score biases), not "
+               "parameters",
     "quant": "quantization scales and zero-points the card does not model",
 }
 

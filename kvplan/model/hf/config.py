@@ -22,9 +22,11 @@ from kvplan.model.hf.families import DEFAULTS, READERS
 from kvplan.model.hf.quant import read_quantization
 from kvplan.model.hf.reader import NOT_CARRIED, Config
 from kvplan.model.hf.rope import rope_scaling
-from kvplan.model.hf.vision import text_part, vision_fields
+from kvplan.model.hf.vision import MULTIMODAL, text_part, vision_fields
 
-_TEXT_DECODERS = {"gemma3": "gemma3_text", "qwen3_5": "qwen3_5_text", "qwen3_5_moe": "qwen3_5_moe_text"}
+_TEXT_DECODERS = {"gemma3": "gemma3_text", "qwen3_5": "qwen3_5_text", "qwen3_5_moe": "qwen3_5_moe_text",
+                  "llama4": "llama4_text"}
+SUPPORTED = sorted(set(READERS) | set(MULTIMODAL))  # every model_type read: text decoders and multimodal files
 _DTYPES = {"float32": "float32", "float16": "float16", "bfloat16": "bfloat16", "fp32": "float32",
            "fp16": "float16", "bf16": "bfloat16", "float": "float32", "half": "float16"}
 
@@ -66,17 +68,20 @@ def import_hf_config(config: dict | str | Path, *, name: str | None = None, orig
     model_type = data.get("model_type", "")
     if not isinstance(model_type, str):
         raise KvplanError(f"{origin}: model_type: {clip(model_type)} is not a string; "
-                          f"supported: {', '.join(sorted(READERS))}")
+                          f"supported: {', '.join(SUPPORTED)}")
     data, model_type, whole, text_assumed = text_part(data, model_type, origin)  # multimodal (model.hf.vision): the decoder, then the tower
     if whole is None and model_type in _TEXT_DECODERS and isinstance(data.get("text_config"), dict):
         model_type = _TEXT_DECODERS[model_type]
         data = {**data["text_config"], "torch_dtype": data.get("torch_dtype") or data.get("dtype"),
                 "_name_or_path": data.get("_name_or_path"), "model_type": model_type,
                 "quantization_config": data.get("quantization_config")}
+    if model_type in MULTIMODAL and model_type not in READERS:
+        raise KvplanError(f"{origin}: model_type {model_type} is read from its text_config ({MULTIMODAL[model_type][0]}) "
+                          "and vision_config; this file has no text_config object")
     if model_type not in READERS:
-        near = difflib.get_close_matches(model_type[:100], READERS, n=3, cutoff=0.5)
+        near = difflib.get_close_matches(model_type[:100], SUPPORTED, n=3, cutoff=0.5)
         raise KvplanError(f"{origin}: unsupported model_type {clip(model_type)}; supported: "
-                          f"{', '.join(sorted(READERS))}{'; nearest: ' + ', '.join(near) if near else ''}")
+                          f"{', '.join(SUPPORTED)}{'; nearest: ' + ', '.join(near) if near else ''}")
     cfg = Config(data, model_type, origin, DEFAULTS.get(model_type))
     cfg.assumed += text_assumed
     fields = READERS[model_type](cfg)

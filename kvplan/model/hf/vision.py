@@ -28,6 +28,7 @@ MULTIMODAL = {
     "qwen3_vl_moe": ("qwen3_moe", "qwen3_vl", "qwen3_merger"),
     "qwen3_5": ("qwen3_5_text", "qwen3_vl", "qwen3_merger"),  # Qwen3.5: Qwen3-VL's tower without DeepStack
     "qwen3_5_moe": ("qwen3_5_moe_text", "qwen3_vl", "qwen3_merger"),
+    "llama4": ("llama4_text", "llama4", "llama4"),  # Llama4ForConditionalGeneration: text_config is llama4_text
 }
 # text decoders read by another reader: Gemma 3's text model is gemma3_text; Qwen2.5-VL's decoder is Qwen2's
 _TEXT_TYPES = {"gemma3": "gemma3_text", "qwen2_5_vl_text": "qwen2", "qwen2_5_vl": "qwen2", "qwen3_vl_text": "qwen3",
@@ -38,23 +39,29 @@ VISION_DEFAULTS: dict[str, dict[str, Any]] = {
     "clip_vision_model": {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12,
                           "num_attention_heads": 12, "num_channels": 3, "image_size": 224, "patch_size": 32},
     "siglip_vision_model": {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12,
-                            "num_attention_heads": 12, "num_channels": 3, "image_size": 224, "patch_size": 16},
+                            "num_attention_heads": 12, "num_channels": 3, "image_size": 224, "patch_size": 16,
+                            "vision_use_head": True},
     "pixtral": {"hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers": 24, "num_attention_heads": 16,
                 "num_channels": 3, "image_size": 1024, "patch_size": 16},
     "qwen2_5_vl": {"depth": 32, "hidden_size": 3584, "intermediate_size": 3420, "num_heads": 16, "in_channels": 3,
-                   "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2},
+                   "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2, "out_hidden_size": 3584},
     "qwen3_vl": {"depth": 27, "hidden_size": 1152, "intermediate_size": 4304, "num_heads": 16, "in_channels": 3,
                  "patch_size": 16, "spatial_merge_size": 2, "temporal_patch_size": 2, "num_position_embeddings": 2304,
-                 "deepstack_visual_indexes": [8, 16, 24]},
+                 "deepstack_visual_indexes": [8, 16, 24], "out_hidden_size": 3584},
 }
+VISION_DEFAULTS["llama4_vision_model"] = {  # Llama4VisionConfig
+    "hidden_size": 768, "intermediate_size": 5632, "num_hidden_layers": 34, "num_attention_heads": 16,
+    "num_channels": 3, "image_size": 448, "patch_size": 14, "vision_output_dim": 7680, "pixel_shuffle_ratio": 0.5,
+    "projector_input_dim": 4096, "projector_output_dim": 4096}
 VISION_DEFAULTS["qwen3_5"] = {**VISION_DEFAULTS["qwen3_vl"], "deepstack_visual_indexes": []}  # no DeepStack
 # the tower kind of each vision config class (Qwen3.5's Qwen3_5VisionModel is Qwen3-VL's without DeepStack mergers)
-VISION_KIND = {"clip_vision_model": "clip", "siglip_vision_model": "siglip", "pixtral": "pixtral",
+VISION_KIND = {"llama4_vision_model": "llama4", "clip_vision_model": "clip", "siglip_vision_model": "siglip", "pixtral": "pixtral",
                "qwen2_5_vl": "qwen2_5_vl", "qwen3_vl": "qwen3_vl", "qwen3_5": "qwen3_vl"}
 # the vision_config a multimodal class builds when the file gives none (LlavaConfig: CLIP ViT-L/14-336)
 _VISION_TYPE = {"llava": "clip_vision_model", "llava_next": "clip_vision_model", "mistral3": "pixtral",
                 "gemma3": "siglip_vision_model", "qwen2_5_vl": "qwen2_5_vl", "qwen3_vl": "qwen3_vl",
-                "qwen3_vl_moe": "qwen3_vl", "qwen3_5": "qwen3_5", "qwen3_5_moe": "qwen3_5"}
+                "qwen3_vl_moe": "qwen3_vl", "qwen3_5": "qwen3_5", "qwen3_5_moe": "qwen3_5",
+                "llama4": "llama4_vision_model"}
 # vision_config model_type spellings of the same class (transformers 5 renames what older files wrote)
 _VISION_ALIASES = {"qwen2_5_vl_vision": "qwen2_5_vl", "qwen3_vl_vision": "qwen3_vl", "qwen3_vl_moe": "qwen3_vl",
                    "qwen3_vl_moe_vision": "qwen3_vl", "qwen3_5_vision": "qwen3_5", "qwen3_5_moe": "qwen3_5",
@@ -68,7 +75,7 @@ TOP_DEFAULTS: dict[str, dict[str, Any]] = {
                    "image_grid_pinpoints": [[336, 672], [672, 336], [672, 672], [1008, 336], [336, 1008]]},
     "mistral3": {"vision_feature_layer": -1, "multimodal_projector_bias": False, "spatial_merge_size": 2},
     "gemma3": {"mm_tokens_per_image": 256},
-    "qwen2_5_vl": {}, "qwen3_vl": {}, "qwen3_vl_moe": {}, "qwen3_5": {}, "qwen3_5_moe": {},
+    "qwen2_5_vl": {}, "qwen3_vl": {}, "qwen3_vl_moe": {}, "qwen3_5": {}, "qwen3_5_moe": {}, "llama4": {},
 }
 # the text_config of a multimodal file names only what differs from its class (LLaVA-NeXT's Mistral-7B-v0.2 decoder):
 # the defaults of MistralConfig / LlamaConfig (transformers 5.24) that kvplan's text readers have no table for
@@ -83,6 +90,10 @@ TEXT_DEFAULTS: dict[str, dict[str, Any]] = {
 # carry it): Qwen2.5-VL "max_pixels": 12845056 (28 x 28 x 16384), Qwen3-VL "size": {"longest_edge": 16777216}
 # (32 x 32 x 16384)
 MAX_PIXELS = {"qwen2_5_vl": 12_845_056, "qwen3_vl": 16_777_216}
+# Llama 4: the most tiles of one image, Llama4ImageProcessor max_patches (transformers 5.24 default 16, the
+# checkpoints' preprocessor_config.json); vLLM mllama4.py get_image_size_with_most_features: a 16:1 image, 16 tiles
+# and the global one
+LLAMA4_MAX_TILES = 16
 
 
 class _Keys(Config):
@@ -139,14 +150,17 @@ def vision_fields(data: dict, text_hidden: int, origin: str, assumed: list[str])
     if vtype not in VISION_DEFAULTS:
         raise KvplanError(f"{origin}: vision_config.model_type {clip(vtype)} unsupported; allowed: "
                           f"{', '.join(VISION_DEFAULTS)}")
-    qwen = ("qwen2_5_vl", "qwen3_vl")  # Qwen towers belong to their own models only; LLaVA-style ones anywhere else
-    if (kind in qwen or VISION_KIND[vtype] in qwen) and VISION_KIND[vtype] != kind:
+    own = ("qwen2_5_vl", "qwen3_vl", "llama4")  # these towers belong to their own models only; LLaVA-style anywhere
+    if (kind in own or VISION_KIND[vtype] in own) and VISION_KIND[vtype] != kind:
         raise KvplanError(f"{origin}: vision_config.model_type {vtype} does not belong to a {model_type} model")
     kind = VISION_KIND[vtype]
     vis = _Keys(raw, vtype, f"{origin}: vision_config", VISION_DEFAULTS[vtype])
     top = _Keys(data, model_type, origin, TOP_DEFAULTS[model_type])
     try:
         fields = _tower(kind, vis) | _projector(model_type, top, vis)
+        if kind in ("qwen2_5_vl", "qwen3_vl"):  # the merger's output width (Qwen2_5_VLPatchMerger dim), kept where
+            out = vis.integer("out_hidden_size")  # it differs from the decoder's (every published checkpoint: equal)
+            fields["out_hidden_size"] = None if out == text_hidden else out
         fields["max_tokens_per_item"] = _tokens_per_item(model_type, kind, top, vis, fields)
     finally:
         assumed += [f"vision_config.{a}" for a in vis.assumed] + top.assumed
@@ -167,13 +181,26 @@ def _tower(kind: str, vis: Config) -> dict:
                                   f"integers 0..{out['num_layers'] - 1}")
             out |= {"num_position_embeddings": vis.integer("num_position_embeddings"), "deepstack_mergers": len(deep)}
         return out
-    return dict(num_layers=vis.layers("num_hidden_layers"), hidden_size=vis.integer("hidden_size"),
-                ffn_size=vis.integer("intermediate_size"), num_heads=vis.integer("num_attention_heads"),
-                patch_size=vis.integer("patch_size"), image_size=vis.integer("image_size"),
-                num_channels=vis.integer("num_channels"))
+    out = dict(num_layers=vis.layers("num_hidden_layers"), hidden_size=vis.integer("hidden_size"),
+               ffn_size=vis.integer("intermediate_size"), num_heads=vis.integer("num_attention_heads"),
+               patch_size=vis.integer("patch_size"), image_size=vis.integer("image_size"),
+               num_channels=vis.integer("num_channels"))
+    if kind == "llama4":
+        found, ratio = vis.find("pixel_shuffle_ratio")
+        merge = round(1 / ratio) if isinstance(ratio, (int, float)) and not isinstance(ratio, bool) and ratio > 0 else 0
+        if not merge or merge * ratio != 1:
+            raise KvplanError(f"{vis.origin}: {found}: {clip(ratio)} is not 1 / an integer; allowed: 0.5, 0.25, ...")
+        out |= {"spatial_merge_size": merge, "projector_input_dim": vis.integer("projector_input_dim"),
+                "projector_output_dim": vis.integer("projector_output_dim"),
+                "vision_output_dim": vis.integer("vision_output_dim")}
+    if kind == "siglip":  # SiglipVisionTransformer builds the attention-pooling head unless vision_use_head is false
+        out["pooling_head"] = vis.flag("vision_use_head")
+    return out
 
 
 def _projector(model_type: str, top: Config, vis: Config) -> dict:
+    if model_type == "llama4":  # Llama4VisionMLP2 and Llama4MultiModalProjector build no biases
+        return {"projector_bias": False}
     if model_type in ("llava", "llava_next", "mistral3"):
         out = {"projector_bias": top.flag("multimodal_projector_bias"),
                "feature_layers": _feature_layers(top, vis.layers("num_hidden_layers"))}
@@ -200,6 +227,11 @@ def _feature_layers(top: Config, layers: int) -> int | None:
 def _tokens_per_item(model_type: str, kind: str, top: Config, vis: Config, fields: dict) -> int:
     if model_type == "gemma3":
         return top.integer("mm_tokens_per_image")
+    if kind == "llama4":  # mllama4.py get_patch_per_chunk x (tiles + the global tile)
+        top.assumed.append(f"max_patches={LLAMA4_MAX_TILES} (Llama4ImageProcessor's default and the checkpoints' "
+                           "preprocessor_config.json, which kvplan does not read)")
+        side = fields["image_size"] // fields["patch_size"]
+        return (LLAMA4_MAX_TILES + 1) * (side * side // fields["spatial_merge_size"] ** 2)
     if kind in MAX_PIXELS:  # qwen2_vl.py / qwen3_vl.py get_max_image_tokens: the largest image, merged
         top.assumed.append(f"max_pixels={MAX_PIXELS[kind]} (the {kind} checkpoints' preprocessor_config.json, which "
                            "kvplan does not read)")

@@ -15,6 +15,21 @@ from kvplan.model.hf.reader import Config, activation
 
 
 LAYER_TYPES = {"sliding_attention": "sliding", "full_attention": "global"}
+# families whose transformers 5.24 attention sizes a left-out head_dim as ``getattr(config, "head_dim", None) or
+# config.hidden_size // config.num_attention_heads`` and whose config class does not refuse a hidden_size that the
+# heads do not divide (modeling_glm4_moe.py:181, modeling_mistral.py, modeling_qwen2.py, ...): the width is floored
+# (q_proj heads x floor rows). The others (LlamaConfig, Gemma2Config, GPTNeoXConfig ``validate_architecture``, ...)
+# refuse such a file, and so does the card (Cohere2Config always computes it: its reader floors too).
+# tests/test_hf_defaults.py builds each on the meta device.
+FLOOR_HEAD_DIM = frozenset({
+    "ernie4_5_moe", "exaone4", "falcon_h1", "glm4_moe", "granite", "granitemoe", "jamba", "lfm2", "minimax",
+    "mistral", "mixtral", "olmo2", "olmo3", "phi", "phi3", "qwen2", "qwen2_moe", "qwen3_moe", "smollm3", "starcoder2"})
+
+
+def fallback_head_dim(cfg: Config, hidden: int, heads: int) -> int | None:
+    """transformers' hidden_size // num_attention_heads for a family that floors it where the heads do not divide
+    the width; None: the card derives (and checks) it."""
+    return hidden // heads if hidden % heads and cfg.model_type in FLOOR_HEAD_DIM else None
 
 
 def decoder_core(cfg: Config, act_keys: tuple[str, ...] = ("hidden_act",), latent: bool = False) -> dict:
@@ -22,11 +37,12 @@ def decoder_core(cfg: Config, act_keys: tuple[str, ...] = ("hidden_act",), laten
     left out are the config class's own (``Config.sized``: Mistral 8 K/V heads, Gemma head_dim 256, Llama the query
     heads and hidden_size // num_attention_heads). ``latent`` (MLA): neither is read, the ``mla`` block sizes the
     heads and the cache."""
-    heads = cfg.integer("num_attention_heads")
+    heads, hidden = cfg.integer("num_attention_heads"), cfg.integer("hidden_size")
     return dict(
-        num_layers=cfg.layers("num_hidden_layers"), hidden_size=cfg.integer("hidden_size"), num_heads=heads,
+        num_layers=cfg.layers("num_hidden_layers"), hidden_size=hidden, num_heads=heads,
         num_kv_heads=heads if latent else cfg.sized("num_key_value_heads", heads, "num_attention_heads"),
-        head_dim=None if latent else cfg.sized("head_dim", None, "hidden_size // num_attention_heads"),
+        head_dim=None if latent else cfg.sized("head_dim", fallback_head_dim(cfg, hidden, heads),
+                                               "hidden_size // num_attention_heads"),
         ffn_size=cfg.integer("intermediate_size"), gated_ffn=True,
         activation=activation(cfg, *act_keys), vocab_size=cfg.integer("vocab_size"),
         tie_embeddings=cfg.flag("tie_word_embeddings"), norm="rmsnorm", position="rope",

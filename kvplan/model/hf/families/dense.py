@@ -262,6 +262,10 @@ def cohere2(cfg: Config) -> dict:
     pattern = cfg.data.get("sliding_window_pattern") or 4
     bias = bool(cfg.get("attention_bias"))
     core = {**decoder_core(cfg), "head_dim": None, "norm": "layernorm_nobias", "norms_per_layer": 1}
+    hidden, heads = core["hidden_size"], core["num_heads"]
+    if hidden % heads:  # floored, as transformers builds it (q_proj heads x floor rows)
+        core["head_dim"] = hidden // heads
+        cfg.assume(f"head_dim={hidden // heads} (hidden_size // num_attention_heads): Cohere2Config's own")
     return {**core, **window(cfg, every_nth(pattern)), "qkv_bias": bias, "out_bias": bias}
 
 
