@@ -154,7 +154,12 @@ def _search(card, concurrency, layout, gpus, max_gpus, targets, common):
 def _card(model, hf_config, gguf, engine):
     from kvplan.model.resolve import resolve_card
 
-    return resolve_card(model, hf_config, gguf, engine)
+    per_layer_ok = False
+    if gguf is not None and engine is not None:
+        from kvplan.cost.runtimes import get_engine
+
+        per_layer_ok = get_engine(engine).reads_gguf_layers
+    return resolve_card(model, hf_config, gguf, engine, per_layer_ok)
 
 
 def _emit(result, as_json: bool, renderer: str, module: str = "plan") -> None:

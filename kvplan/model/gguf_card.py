@@ -7,7 +7,8 @@ facts a card cannot hold (different K/V heads per layer, quantized tensor types)
 A card holds one K/V head count for every attention layer. A GGUF whose ``attention.head_count_kv`` differs between
 its attention layers, or is 0 on layers that are not recurrent (deci: Nemotron-51B/49B/253B's attention-free
 layers), has no such card: every other engine would size each layer at one count. Only the runtimes that read the
-GGUF itself (``READS_GGUF``: llama.cpp, Ollama) take it, on a card that merely carries the file.
+GGUF itself (``Runtime.reads_gguf_layers``: llama.cpp, Ollama) take it, on a card that merely carries the file; the
+caller says whether the card is for one (``per_layer_ok``).
 """
 
 from __future__ import annotations
@@ -16,9 +17,6 @@ from kvplan.errors import KvplanError
 from kvplan.model.card import ModelCard
 from kvplan.model.gguf import GGUF_SOURCE, GGUFModel, load_gguf
 from kvplan.model.validation import card_from_dict
-
-READS_GGUF = ("llamacpp", "ollama")  # runtimes sized from the GGUF's own per-layer metadata (kvplan.model.llama_hparams)
-
 
 def _name(g: GGUFModel, name: str | None) -> str:
     import re
@@ -44,14 +42,16 @@ def _uneven_heads(g: GGUFModel, engine: str | None) -> str | None:
             "the GGUF")
 
 
-def gguf_card(g: GGUFModel, name: str | None = None, engine: str | None = None) -> ModelCard:
+def gguf_card(g: GGUFModel, name: str | None = None, engine: str | None = None,
+              per_layer_ok: bool = False) -> ModelCard:
     """The card of GGUF ``g`` (validated); KvplanError naming what a card cannot say. ``engine``: the runtime the
-    card is for; a GGUF with per-layer K/V heads gets a card only for one that reads the GGUF (``READS_GGUF``)."""
+    card is for, as the user named it; ``per_layer_ok``: it sizes each layer from the GGUF itself
+    (``Runtime.reads_gguf_layers``), so a GGUF with per-layer K/V heads gets a carrier card."""
     hp = g.hparams
     md, arch = g.metadata, g.arch
     get = lambda key, default=None: md.get(f"{arch}.{key}", default)  # noqa: E731
     uneven = _uneven_heads(g, engine)
-    if uneven and (engine or "").split("==")[0] not in READS_GGUF:
+    if uneven and not per_layer_ok:
         raise KvplanError(f"--gguf: {uneven}")
     attn = [il for il in range(hp.n_layer) if hp.has_kv(il)]
     kv_heads = {hp.n_head_kv[il] for il in attn}
@@ -124,6 +124,7 @@ def _ssm(arch: str, get, hp) -> dict:
             "dt_rank": int(get("ssm.time_step_rank", 0)) or None}
 
 
-def card_from_gguf(path: str, name: str | None = None, engine: str | None = None) -> ModelCard:
+def card_from_gguf(path: str, name: str | None = None, engine: str | None = None,
+                   per_layer_ok: bool = False) -> ModelCard:
     """A kvplan card from the GGUF at ``path`` (every part of a split GGUF), for ``engine`` (``gguf_card``)."""
-    return gguf_card(load_gguf(str(path)), name, engine)
+    return gguf_card(load_gguf(str(path)), name, engine, per_layer_ok)

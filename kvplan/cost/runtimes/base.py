@@ -74,6 +74,9 @@ class Runtime(Engine):
     mxfp4_layout: ClassVar[Mxfp4Layout | None] = None
     # its launch line loads the card's Hugging Face checkpoint (vLLM, SGLang, ...); llama.cpp's loads a GGUF
     loads_hf_checkpoint: ClassVar[bool] = False
+    # sizes every layer from a GGUF's own metadata (per-layer K/V heads, tensor types): it takes a GGUF whose
+    # attention.head_count_kv differs per layer, which no card can hold (kvplan.model.gguf_card)
+    reads_gguf_layers: ClassVar[bool] = False
 
     def mxfp4_layout_on(self, gpu) -> Mxfp4Layout | None:
         """MXFP4 experts as this runtime holds them on ``gpu`` (None: no GPU named): ``mxfp4_layout`` unless the

@@ -294,6 +294,7 @@ def _cells_per_slot(f: lc.LlamaFlags) -> int:
 
 class LlamaCpp(Runtime):
     name = "llamacpp"
+    reads_gguf_layers = True  # llama_hparams from the GGUF (kvplan.model.llama_hparams); Ollama inherits it
     display_name = "llama.cpp"
     rules = f"llama.cpp {lc.LATEST} rules (b10488; kvplan.cost.llamacpp)"
     description = "llama.cpp: n_ctx cells padded to 256, shared by -np slots; sliding layers keep n_swa + n_ubatch"
