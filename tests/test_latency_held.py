@@ -149,3 +149,20 @@ def test_report_roofline_points_are_the_plans_bounds():
         if pt.tp == 1 and pt.batch == 1:
             assert pt.time_s < 7.1e-3 and 3 < pt.intensity < 3.5
     assert checked == 5  # batches 1 and 8 on one L40S (64 do not fit), 1, 8 and 64 on two
+
+
+@pytest.mark.parametrize("engine", ["vllm", "vllm==0.10.1"])
+def test_estimate_roofline_reads_mxfp4_in_the_backend_the_gpu_picks(cli_json, engine):
+    """vLLM picks its MXFP4 backend by GPU (kvplan.cost.serving_vllm.mxfp4_layout): `estimate --engine vllm --gpu`
+    counts the weights row in that backend's layout, and its prefill, which streams every weight once, reads the
+    same layout. The prefill reads the row less the embedding table plus the gathered rows, so row - read is the same
+    on every GPU, whichever layout the GPU gets (the newest vLLM on an H100 read Marlin's padded experts, 5.2 GB
+    more than the row it printed)."""
+    gaps = set()
+    for gpu in ("H100-SXM", "A100-80GB", "B200"):
+        e = cli_json("estimate", "-m", "gpt-oss-120b", "--engine", engine, "--gpu", gpu, "--seq-len", "8192",
+                     "--batch", "4")
+        gaps.add(e["weights"]["bytes"] - e["roofline"]["prefill"]["weights_read_bytes"])
+    card = load_card("gpt-oss-120b")
+    # the embedding table in bf16, less the 4 x 8192 rows the prefill gathers
+    assert gaps == {card.vocab_size * card.hidden_size * 2 - 4 * 8192 * card.hidden_size * 2}

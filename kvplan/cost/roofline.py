@@ -58,7 +58,7 @@ def roofline(work: Workload, gpu: "GPU", *, memory_needed_bytes: int, compute_dt
     pre_f, dec_f = steps or step_breakdowns(card, prompt_len=prompt_len, seq_len=seq_len, **flops_kw)
     pre_run = CacheRun(prompt_len, encoder_len, max_cache_len, block_size)
     dec_run = CacheRun(seq_len, encoder_len, max_cache_len, block_size)
-    held = held or ((model_weights(card, w_t, engine), layer_spec_counts(card, kv_t, engine)),)
+    held = held or ((model_weights(card, w_t, engine, gpu), layer_spec_counts(card, kv_t, engine)),)
     pre = _phase(pre_f, path_traffic(held, engine, pre_run, batch, decode=False), peak, bw, engine.flops_basis)
     dec = _phase(dec_f, path_traffic(held, engine, dec_run, batch, decode=True), peak, bw, engine.flops_basis)
     k = card.moe.experts_per_token if card.moe else None

@@ -97,14 +97,14 @@ class HeldWeights:
         return self.stored - idle * sum(n * b for n, _, b in self.moe) + self.dtype.data_bytes(elems)
 
 
-def model_weights(card: ModelCard, w_t: DType, engine: Engine | None = None) -> HeldWeights:
+def model_weights(card: ModelCard, w_t: DType, engine: Engine | None = None, gpu=None) -> HeldWeights:
     """The whole model as the estimate's weights row holds it (kvplan.planning.estimate.weights_result): a quantized
     checkpoint's linears as stored (kvplan.cost.quant, one rank holding all; MXFP4 experts in ``engine``'s kernel
-    layout, ``held_card``), every other parameter in ``w_t``."""
+    layout on ``gpu``, ``held_card``: vLLM picks its MXFP4 backend by GPU), every other parameter in ``w_t``."""
     if card.quantization is not None and engine is not None:
         from kvplan.cost.quant import held_card
 
-        card = held_card(card, engine)
+        card = held_card(card, engine, gpu)
     p = count_params(card)
     elems = p.total - p.vision - p.embedding - p.positions
     if card.tie_embeddings:
