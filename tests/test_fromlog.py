@@ -159,7 +159,8 @@ def test_v0_lines_parsed(tmp_path):
                "INFO 06-12 08:12:23 distributed_gpu_executor.py:45] # GPU blocks: 507, # CPU blocks: 1024\n")
     lg = parse_log(p)
     assert lg.version == "0.4.2" and lg.model_id == "DeepSeek-V2-Lite-Chat"
-    assert lg.flags == {"max_model_len": 1024, "tp": 4, "dtype": "bfloat16", "gpu_memory_utilization": 0.99}
+    assert lg.flags == {"max_model_len": 1024, "tp": 4, "dtype": "bfloat16", "gpu_memory_utilization": 0.99,
+                        "enforce_eager": True}
     assert {f.name: lg.figure(f.name).value for f in lg.figures} == {
         "weights": 13.9476, "activation": 0.37, "non_torch": 0.20, "available": 1.57, "blocks": 507}
     assert [f.value for f in lg.figures if f.name == "weights"] == [13.9476, 21.21]  # the most precise first
@@ -417,3 +418,37 @@ def test_cpu_offload_gb_is_a_what_if_on_a_log():
     assert offloaded.plan_args["cpu_offload_gb"] == 3
     assert offloaded.plan.per_gpu.offloaded_bytes >= 3 * 2**30
     assert base.plan.per_gpu.weights_bytes - offloaded.plan.per_gpu.weights_bytes >= 3 * 2**30
+
+
+def test_enforce_eager_charges_no_cuda_graphs(tmp_path):
+    """vLLM 0.21+ charges its CUDA graphs before sizing the pool; --enforce-eager captures none (config/vllm.py
+    VllmConfig.__post_init__: CUDAGraphMode.NONE), so the same start-up launched eager leaves exactly the plan's
+    graph charge more for the cache (it was read as a graph-capturing launch: the flag was dropped)."""
+    name = "vllm-awssamples-qwen3-coder-30b-tp4.log"  # vLLM 0.24, its `# command:` header on line 6
+    graphs = from_log(_log(name))
+    lines = _log(name).read_text().splitlines(keepends=True)
+    assert lines[5].startswith("# command: vllm serve ")
+    lines[5] = lines[5].rstrip("\n") + " --enforce-eager\n"
+    eager = from_log(_write(tmp_path, "".join(lines)))
+    assert eager.plan_args.get("cuda_graph_memory") == 0 and "cuda_graph_memory" not in graphs.plan_args
+    g0, g1 = graphs.plan.per_gpu, eager.plan.per_gpu
+    assert g0.cuda_graph_bytes > 0 and g1.cuda_graph_bytes == 0
+    assert g1.available_kv_bytes - g0.available_kv_bytes == g0.cuda_graph_bytes
+
+
+def test_unmodelled_launch_flags_are_named(tmp_path):
+    """A launch flag that moves the pool and that kvplan does not model is named with its line (the LMCache
+    connector of vLLM issue 21348 left 8.11 GiB where the flags alone give 10.15); the config line, which prints
+    every field, names none."""
+    r = from_log(_log("vllm-issue21348-qwen3-235b-fp8-tp4.log"))
+    said = [n for n in r.notes if "kvplan does not model" in n]
+    assert len(said) == 1 and "--kv-transfer-config (line 6)" in said[0]
+    plain = from_log(_log("vllm-codeindex53041548781-qwen2.5-72b-tp4-l40s.log"))
+    assert not any("kvplan does not model" in n for n in plain.notes)
+    p = _write(tmp_path, "# gpu: H100-SXM\n# model: llama-3.1-8b\n# engine: vllm==0.11\n"
+               "INFO [arg_utils.py] non-default args: {'model': 'meta-llama/Llama-3.1-8B', "
+               "'num_gpu_blocks_override': 512, 'compilation_config': {'cudagraph_capture_sizes': [1, 2]}}\n"
+               "INFO [gpu_worker.py] Available KV cache memory: 50.00 GiB\n")
+    notes = [n for n in from_log(p).notes if "kvplan does not model" in n]
+    assert len(notes) == 1 and "--num-gpu-blocks-override (line 4)" in notes[0]
+    assert "--compilation-config (line 4)" in notes[0]

@@ -248,6 +248,13 @@ def _read_notes(log: ParsedLog) -> list[str]:
         out.append(f"{log.path} has {log.size_bytes:,} bytes: its first {MAX_LOG_BYTES >> 20} MiB (lines 1-"
                    f"{log.last_line:,}) are read, where a server prints its start-up; a restart after them is not "
                    "seen (cut the file to it).")
+    if log.unmodelled:
+        from kvplan.planning.capacity.logparse import UNMODELLED_FLAGS
+
+        said = "; ".join(f"--{k.replace('_', '-')} ({'the `# command:` header' if not n else f'line {n:,}'}): "
+                         f"{UNMODELLED_FLAGS[k]}" for k, n in log.unmodelled.items())
+        out.append(f"Launch flags kvplan does not model, which move the memory left for the cache: {said}; the "
+                   "figures from the flags alone leave them out.")
     if log.startups:
         lines = ", ".join(f"{n:,}" for n in log.startups)
         out.append(f"{log.path} holds {len(log.startups)} start-ups (from lines {lines}): the last that states a "
@@ -478,6 +485,7 @@ def _plan_args(log: ParsedLog, card, notes: list[str], say_length: bool) -> dict
             notes.append(f"No max_model_len in the log: the engines' default, the model's max_position_embeddings "
                          f"({card.max_position_embeddings:,}), is used (--max-model-len to override).")
     dtype = f.pop("dtype", None)
+    eager = f.pop("enforce_eager", False)
     quant = (log.quantization or "").lower() or _quant_suffix(log.model_id)
     weight = None
     if quant and card.quantization is None:
@@ -488,6 +496,8 @@ def _plan_args(log: ParsedLog, card, notes: list[str], say_length: bool) -> dict
     elif dtype is not None and card.quantization is None:
         weight = _DTYPES.get(str(dtype).lower(), str(dtype))
     out = {k: v for k, v in f.items() if k != "dtype"}
+    if eager:  # --enforce-eager: no CUDA graphs captured, none charged
+        out["cuda_graph_memory"] = 0
     if weight:
         out["weight_dtype"] = weight
     return out

@@ -106,6 +106,7 @@ class ParsedLog(BaseModel):
     running_requests_cap: int | None = None  # SGLang --max-running-requests: the scheduler's printed cap is not kvplan's
     header_lines: dict[str, int] = {}  # `# name:` header -> its line number
     flag_lines: dict[str, int] = {}  # keyword of flags -> the line it was read from (0: the `# command:` header)
+    unmodelled: dict[str, int] = {}  # UNMODELLED_FLAGS set at launch -> the line (0: the `# command:` header)
     startups: list[int] = []  # the first line of each start-up when the file holds several
     startup: int | None = None  # of those, the first line of the one read (the last that states a figure)
     last_line: int = 0  # the last line read
@@ -203,11 +204,29 @@ _FLAG_NAMES = {
     "max_lora_rank": "max_lora_rank",
     # SGLang's hybrid sliding-window pool
     "swa_full_tokens_ratio": "swa_full_tokens_ratio", "disable_hybrid_swa_memory": "disable_hybrid_swa_memory",
+    # vLLM --enforce-eager: no CUDA graphs (config/vllm.py VllmConfig.__post_init__: CUDAGraphMode.NONE), so nothing
+    # is charged for them where the release charges them before sizing the pool (0.21+)
+    "enforce_eager": "enforce_eager",
+}
+# launch flags that move the memory a start-up leaves for the cache and that kvplan does not model: named in the
+# comparison's notes where the launch line or the non-default args set them (the config line prints every field)
+UNMODELLED_FLAGS = {
+    "kv_transfer_config": "a KV connector (LMCache, NIXL, P2P, ...) allocates its own GPU buffers",
+    "kv_events_config": "KV cache events are published from the pool",
+    "num_gpu_blocks_override": "the pool's block count is set by hand",
+    "compilation_config": "torch.compile and CUDA graph capture as configured, not the release's defaults",
+    "cuda_graph_sizes": "the CUDA graph capture sizes as configured, not the release's defaults",
+    "max_seq_len_to_capture": "the longest sequence CUDA graphs capture, as configured",
+    "cuda_graph_max_bs": "SGLang's largest CUDA-graph batch as configured",
+    "disable_cuda_graph": "SGLang without CUDA graphs",
+    "speculative_draft_model_path": "an SGLang draft model (its weights and cache)",
+    "lora_paths": "SGLang LoRA adapters (their weights and buffers)",
 }
 _INT_FLAGS = {"tp", "pp", "dp", "max_model_len", "max_num_seqs", "max_num_batched_tokens", "block_size",
               "max_running_requests", "max_loras", "max_lora_rank"}
 _FLOAT_FLAGS = {"gpu_memory_utilization", "mem_fraction_static", "cpu_offload_gb", "swa_full_tokens_ratio"}
-_BOOL_FLAGS = {"expert_parallel", "flashinfer_sampler", "cold_compile", "enable_lora", "disable_hybrid_swa_memory"}
+_BOOL_FLAGS = {"expert_parallel", "flashinfer_sampler", "cold_compile", "enable_lora", "disable_hybrid_swa_memory",
+               "enforce_eager"}
 MAX_LOG_BYTES = 4 << 20  # the first 4 MiB of a log are read: the start-up's lines come first (docs/errors.md)
 MAX_LINE_CHARS = 1 << 16  # a line is matched on its first 64 KiB (V1's config line, the longest, is a few KiB)
 _MAX_GIB = 2**20  # the largest memory figure a log may state (1 PiB); more is a corrupt line, refused
@@ -263,7 +282,7 @@ def parse_log(path: str | Path) -> ParsedLog:
                           f"{_quote(at[1])}); allowed: `# engine: {family}==X.Y`, or no header")
     engine = named.group(0) if named else family
     try:
-        flags, sources, quant, flag_lines = _flags(header, body, header_lines.get("command", 0))
+        flags, sources, quant, flag_lines, unmodelled = _flags(header, body, header_lines.get("command", 0))
     except KvplanError as exc:  # a launch flag the log (or its `# command:` line) gives in a form no engine reads
         raise KvplanError(f"{path}: launch flags: {exc}") from None
     if not figures:
@@ -283,7 +302,7 @@ def parse_log(path: str | Path) -> ParsedLog:
                      quantization=quant, total_memory_gib=_total(path, body),
                      free_at_start_gib=_free_at_start(path, body), figures=figures,
                      exact_available_bytes=_exact_available(path, body), header_lines=header_lines,
-                     flag_lines=flag_lines, startups=starts if len(starts) > 1 else [],
+                     flag_lines=flag_lines, unmodelled=unmodelled, startups=starts if len(starts) > 1 else [],
                      startup=body[0][0] if len(starts) > 1 else None, last_line=len(lines), args_line=args_line,
                      read_bytes=None if size is None else len(text.encode()), size_bytes=size)
 
@@ -453,10 +472,11 @@ def _version(header: dict[str, str], body) -> str | None:
 
 # ---- launch flags ------------------------------------------------------------------------------------------------
 
-def _flags(header: dict[str, str], body, command_line: int = 0) -> tuple[dict, dict, str | None, dict]:
+def _flags(header: dict[str, str], body, command_line: int = 0) -> tuple[dict, dict, str | None, dict, dict]:
     """Launch flags by source, later sources winning: the V1 config line and SGLang's ServerArgs (the resolved
     values), `Using max model len`, the `Maximum concurrency for N tokens` line, `Chunked prefill is enabled with
-    max_num_batched_tokens=N`, non-default args, the launch line; with the line each was read from."""
+    max_num_batched_tokens=N`, non-default args, the launch line; with the line each was read from; and the
+    UNMODELLED_FLAGS the launch line or the non-default args set, with their lines."""
     layers: list[tuple[str, int, dict[str, object]]] = []
 
     def layer(where: str, pattern: str, values) -> None:
@@ -504,9 +524,14 @@ def _flags(header: dict[str, str], body, command_line: int = 0) -> tuple[dict, d
     flags: dict[str, object] = {}
     sources: dict[str, str] = {}
     lines: dict[str, int] = {}
+    unmodelled: dict[str, int] = {}
     for where, n, values in layers:
         for key, value in values.items():
-            name = _FLAG_NAMES.get(key.lstrip("-").replace("-", "_"))
+            bare = key.lstrip("-").replace("-", "_")
+            if (bare in UNMODELLED_FLAGS and where in ("launch line", "non-default args")
+                    and str(value) not in ("None", "False", "", "{}", "0")):
+                unmodelled[bare] = n
+            name = _FLAG_NAMES.get(bare)
             if name is None or value in (None, "None", "auto", ""):
                 continue
             if name == "swa_full_tokens_ratio" and _typed(name, value) == DEFAULT_SWA_FULL_TOKENS_RATIO:
@@ -520,7 +545,7 @@ def _flags(header: dict[str, str], body, command_line: int = 0) -> tuple[dict, d
     sources.pop("quantization", None)
     lines.pop("quantization", None)
     lines["args line"] = next((n for where, n, _ in layers if where in ("non-default args", "server_args")), 0)
-    return flags, sources, None if quant is None else str(quant), lines
+    return flags, sources, None if quant is None else str(quant), lines, unmodelled
 
 
 def _non_default_args(body) -> tuple[int, str] | None:
