@@ -421,7 +421,7 @@ def test_cpu_offload_gb_is_a_what_if_on_a_log():
 
 
 def test_enforce_eager_charges_no_cuda_graphs(tmp_path):
-    """vLLM 0.21+ charges its CUDA graphs before sizing the pool; --enforce-eager captures none (config/vllm.py
+    """vLLM 0.20+ charges its CUDA graphs before sizing the pool; --enforce-eager captures none (config/vllm.py
     VllmConfig.__post_init__: CUDAGraphMode.NONE), so the same start-up launched eager leaves exactly the plan's
     graph charge more for the cache (it was read as a graph-capturing launch: the flag was dropped)."""
     name = "vllm-awssamples-qwen3-coder-30b-tp4.log"  # vLLM 0.24, its `# command:` header on line 6

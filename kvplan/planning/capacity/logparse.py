@@ -205,7 +205,7 @@ _FLAG_NAMES = {
     # SGLang's hybrid sliding-window pool
     "swa_full_tokens_ratio": "swa_full_tokens_ratio", "disable_hybrid_swa_memory": "disable_hybrid_swa_memory",
     # vLLM --enforce-eager: no CUDA graphs (config/vllm.py VllmConfig.__post_init__: CUDAGraphMode.NONE), so nothing
-    # is charged for them where the release charges them before sizing the pool (0.21+)
+    # is charged for them where the release charges them before sizing the pool (0.20+)
     "enforce_eager": "enforce_eager",
 }
 # launch flags that move the memory a start-up leaves for the cache and that kvplan does not model: named in the
