@@ -573,3 +573,24 @@ def test_the_kv_curve_text_follows_the_engines_window_rule(engine, caps):
     assert (curve[-1] * first == curve[0] * last) == (not caps)  # the table beside it: linear, or bent at the window
     kv = [f for f in formulas(rep, m) if f.startswith("KV cache")]
     assert [f.split(" = ")[0] for f in kv] == ["KV cache (sliding window 128)", "KV cache (full attention)"]
+
+
+def test_estimate_table_compares_with_the_visible_total(tmp_path, cli):
+    """Where no layout holds the weights the report falls back to the estimate's table: its GPU memory is the total
+    the engines start from (an H200's 139.8 GiB as torch sees it, which the verdict beside it quotes), not the
+    datasheet's 141 GB (131.3 GiB); the chart's free part and "fits" compare with that total."""
+    from kvplan.cost.hardware import load_gpu
+
+    out = tmp_path / "r.html"
+    code, _, err = cli("report", "-m", "deepseek-v3", "--gpu", "H200,RTX-4090", "--max-model-len", "8192",
+                       "-o", str(out))
+    assert code == 0, err
+    doc, text = Doc(), out.read_text()
+    doc.feed(text)
+    rows = {r[0][1]: r for r in doc.tables["deepseek-v3-memory-table"][1:]}
+    assert set(rows) == {"H200", "RTX-4090"}
+    for name, row in rows.items():
+        gpu = load_gpu(name)
+        assert gpu.visible_memory_bytes is not None and gpu.visible_memory_bytes != gpu.memory_bytes
+        assert int(row[1][0]) == gpu.visible_memory_bytes and row[5][1] == "no"
+    assert "which holds 139.8 GiB" in text

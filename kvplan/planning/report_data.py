@@ -168,7 +168,7 @@ def choose(layouts: list[LayoutPlan], concurrency: int) -> LayoutPlan | None:
     running at once (the pool's, capped by the engine's scheduler, x dp)."""
     holding = [lay for lay in layouts if lay.holds(concurrency)]
     if holding:
-        return min(holding, key=lambda lay: (lay.gpus, lay.gpu.memory_bytes))
+        return min(holding, key=lambda lay: (lay.gpus, lay.gpu.engine_memory_bytes))
     planned = [lay for lay in layouts if lay.plan is not None and lay.plan.fits]
     return max(planned, key=lambda lay: (running(lay.plan), lay.plan.max_concurrency_total), default=None)
 

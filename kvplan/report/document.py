@@ -277,15 +277,16 @@ RESERVATION = ("One request's reservation is what the engine's concurrency formu
 
 def _estimate_sizes(rep: Report, m: ModelReport) -> list[Block]:
     e = m.estimate
-    rows = [[Cell(d.name), b(d.memory_bytes), b(e.weights.bytes), b(e.kv_cache.total_bytes), b(e.total_bytes),
-             Cell("yes" if e.total_bytes <= d.memory_bytes else "no")] for d in rep.gpus]
+    # the total an engine starts from (what torch sees; _gpu_memory), as the plans and the roofline's fit compare
+    rows = [[Cell(d.name), b(d.engine_memory_bytes), b(e.weights.bytes), b(e.kv_cache.total_bytes), b(e.total_bytes),
+             Cell("yes" if e.total_bytes <= d.engine_memory_bytes else "no")] for d in rep.gpus]
     t = Table(f"{m.card.name}-memory-table", f"Weights and cache of {plural(rep.concurrency, 'request')} on one GPU "
               "(kvplan estimate; no engine overheads)",
               ["GPU", "memory", "weights", "cache", "weights + cache", "fits on one GPU"], rows)
     parts = {"weights": [e.weights.bytes] * len(rep.gpus), "cache": [e.kv_cache.total_bytes] * len(rep.gpus),
-             "free": [max(0, d.memory_bytes - e.total_bytes) for d in rep.gpus]}
+             "free": [max(0, d.engine_memory_bytes - e.total_bytes) for d in rep.gpus]}
     svg = charts.memory_breakdown(f"{m.card.name}-memory", "Weights and cache on one GPU (kvplan estimate)",
-                                  [d.name for d in rep.gpus], parts, [d.memory_bytes for d in rep.gpus])
+                                  [d.name for d in rep.gpus], parts, [d.engine_memory_bytes for d in rep.gpus])
     return [Block("p", m.serve_note), Block("chart", svg=svg), Block("table", table=t)]
 
 
