@@ -321,7 +321,7 @@ def test_tensor_parallel_options_and_the_fewest_gpus_verdict(cli, tmp_path):
     two, four = (plan("llama-3.1-70b", gpu="H100-SXM", tp=t, max_model_len=8192) for t in (2, 4))
     assert "2x H100-SXM (TP 2)" in text and "4x H100-SXM (TP 4)" in text
     pick = two if two.max_concurrency >= 32 else four
-    assert f"holds {pick.max_concurrency:.1f} concurrent requests" in text
+    assert f"holds {pick.max_concurrency:.2f} concurrent requests" in text
 
 
 def test_state_card_report_splits_the_cache(cli, tmp_path):

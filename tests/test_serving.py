@@ -217,6 +217,19 @@ def test_cli_plan_table_and_verdict(cli):
     assert "--pipeline-parallel-size 2" in out and "ESTIMATED" in out
 
 
+def test_verdict_states_the_concurrency_as_the_pool_table(cli):
+    """The verdict's figure is the pool table's and vLLM's "Maximum concurrency ...: 58.98x" (two decimals): with one
+    decimal 58.98 read "59.0 concurrent", a request more than the pool holds."""
+    from kvplan.planning.capacity import plan
+
+    p = plan("llama-3.1-70b", gpu="H100-SXM", tp=4, max_model_len=8192)
+    assert 58.5 < p.max_concurrency < 59  # the default utilization: a figure one decimal rounds up to 59.0
+    code, out, _ = cli("plan", "--model", "llama-3.1-70b", "--gpu", "H100-SXM", "--tp", "4", "--max-model-len", "8192")
+    assert code == 0
+    assert f": {p.max_concurrency:,.2f} concurrent 8,192-token requests;" in out
+    assert f"{p.max_concurrency:,.2f}x per replica" in out
+
+
 def test_cli_plan_sglang(cli_json):
     d = cli_json("plan", "--model", "qwen3-8b", "--gpu", "H100-SXM", "--engine", "sglang", "--max-model-len", "4096",
                  "--gpu-memory", "81559MiB")

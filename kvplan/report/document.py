@@ -103,7 +103,7 @@ def verdict(rep: Report, m: ModelReport) -> str:
         return f"Verdict: none of the layouts asked ({asked}) serves {m.card.name}: {m.layouts[0].refused}"
     p = best.plan
     held = (f"the engine's {pool_name(m, p)} of {fmt_bytes(p.kv_cache.cache_bytes)} per GPU ({blocks_text(p)}) holds "
-            f"{p.max_concurrency_total:,.1f} concurrent requests at this length (kvplan plan: weights, activation "
+            f"{p.max_concurrency_total:,.2f} concurrent requests at this length (kvplan plan: weights, activation "
             f"peak and engine overheads subtracted){_capped(p)}")
     lat = (f"; TTFT >= {fmt_seconds(p.latency.ttft_ms / 1e3)}, TPOT >= {fmt_seconds(p.latency.tpot_ms / 1e3)}"
            if p.latency else "")

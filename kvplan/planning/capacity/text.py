@@ -42,7 +42,8 @@ def verdict(s: Setup, p: Pool, concurrency: int | None = None) -> str:
     target = ""
     if concurrency is not None:
         target = f"; target {fmt_int(concurrency)}: {'met' if target_met(s, p, concurrency) else 'NOT met'}"
-    return f"{where}: {total:,.1f} concurrent {fmt_int(L)}-token requests; {pool}{cap}{target}"
+    # two decimals, as the pool table and vLLM's "Maximum concurrency ... 58.98x": one would round 58.98 up to 59.0
+    return f"{where}: {total:,.2f} concurrent {fmt_int(L)}-token requests; {pool}{cap}{target}"
 
 
 def target_met(s: Setup, p: Pool, concurrency: int) -> bool:
