@@ -437,9 +437,9 @@ def test_enforce_eager_charges_no_cuda_graphs(tmp_path):
 
 
 def test_unmodelled_launch_flags_are_named(tmp_path):
-    """A launch flag that moves the pool and that kvplan does not model is named with its line (the LMCache
-    connector of vLLM issue 21348 left 8.11 GiB where the flags alone give 10.15); the config line, which prints
-    every field, names none."""
+    """A launch flag that can move the pool and that kvplan does not model is named with its line (vLLM issue 21348
+    launched the LMCache connector: 8.11 GiB logged, 10.15 from the flags alone); the config line, which prints every
+    field, names none."""
     r = from_log(_log("vllm-issue21348-qwen3-235b-fp8-tp4.log"))
     said = [n for n in r.notes if "kvplan does not model" in n]
     assert len(said) == 1 and "--kv-transfer-config (line 6)" in said[0]

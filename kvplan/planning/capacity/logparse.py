@@ -211,7 +211,7 @@ _FLAG_NAMES = {
 # launch flags that move the memory a start-up leaves for the cache and that kvplan does not model: named in the
 # comparison's notes where the launch line or the non-default args set them (the config line prints every field)
 UNMODELLED_FLAGS = {
-    "kv_transfer_config": "a KV connector (LMCache, NIXL, P2P, ...) allocates its own GPU buffers",
+    "kv_transfer_config": "a KV connector (LMCache, NIXL, P2P, ...) can allocate GPU buffers of its own",
     "kv_events_config": "KV cache events are published from the pool",
     "num_gpu_blocks_override": "the pool's block count is set by hand",
     "compilation_config": "torch.compile and CUDA graph capture as configured, not the release's defaults",
