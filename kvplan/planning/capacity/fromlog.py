@@ -253,7 +253,7 @@ def _read_notes(log: ParsedLog) -> list[str]:
 
         said = "; ".join(f"--{k.replace('_', '-')} ({'the `# command:` header' if not n else f'line {n:,}'}): "
                          f"{UNMODELLED_FLAGS[k]}" for k, n in log.unmodelled.items())
-        out.append(f"Launch flags kvplan does not model, which move the memory left for the cache: {said}; the "
+        out.append(f"Launch flags kvplan does not model, which can move the memory left for the cache: {said}; the "
                    "figures from the flags alone leave them out.")
     if log.startups:
         lines = ", ".join(f"{n:,}" for n in log.startups)
