@@ -146,3 +146,28 @@ def test_the_rules_by_release():
     assert [("NemotronHForCausalLM" in _at(v).mamba_radix_off) for v in
             ("0.5.2", "0.5.3", "0.5.4", "0.5.6", "0.5.7", "0.5.23")] == [False, True, True, True, False, False]
     assert "Qwen3NextForCausalLM" not in _at("0.5.4").mamba_radix_off  # MambaRadixCache for the GDN hybrids
+
+
+@pytest.mark.parametrize(("engine", "per_slot", "slots", "running"), [
+    ("sglang==0.5.13", 2 * QWEN3_NEXT_STATE, 278, 92),  # the whole model's 36 layers; no_buffer: 278 // 3
+    ("sglang==0.5.16", 2 * QWEN3_NEXT_STATE, 278, 69),  # extra_buffer without overlap: 278 // 4
+    ("sglang==0.5.17", QWEN3_NEXT_STATE, 556, 139),  # the largest stage's 18 of 36: int(77,266,944 x 0.5)
+])
+def test_pp_stages_charge_the_whole_models_states_before_0_5_17(engine, per_slot, slots, running):
+    """Qwen3-Next at PP 2 (TP 1: 2 x 1,073,152 = 2,146,304 B a GDN layer, 18 layers a stage): 0.5.4 - 0.5.16's
+    _handle_max_mamba_cache divides the budget by mamba_cache_per_req, Mamba2CacheParams' sum over every state layer
+    of the model (36 x 2,146,304 = 77,266,944 B), on every stage; 0.5.17+ by int(77,266,944 x 18 / 36) = 38,633,472
+    (pp_layer_scale). The limiting stage's 45,497,011,456 B: int(x 0.9 / 1.9 // 77,266,944) = 278 slots, the K/V
+    pool 45,497,011,456 - 278 x 77,266,944 = 24,016,801,024 B // 12,288 = 1,954,492 tokens (6 attention layers of 2
+    KV heads x 256 x (K, V) x 2 B); 0.5.17: int((x 0.9 / 1.9 - 38,633,472) // 38,633,472) = 556, (45,497,011,456 -
+    557 x 38,633,472) // 12,288 = 1,951,348."""
+    d = _plan("-m", "qwen3-next-80b-a3b", *H200, "--pp", "2", "--engine", engine)
+    kv = d["kv_cache"]
+    rest = 45_497_011_456
+    assert kv["available_bytes"] == rest and kv["state_bytes_per_request"] == per_slot
+    budget = rest * 0.9 / 1.9
+    assert slots == (int(budget // per_slot) if per_slot > QWEN3_NEXT_STATE else int((budget - per_slot) // per_slot))
+    assert kv["state_slots"] == slots and d["max_running"] == running
+    held = slots + (per_slot == QWEN3_NEXT_STATE)  # the padding slot (0.5.17+)
+    assert kv["tokens"] == (rest - held * per_slot) // QWEN3_NEXT_CELL == (1_954_492 if held == 278 else 1_951_348)
+    assert any("At PP > 1 every stage charges a slot" in n for n in d["notes"])

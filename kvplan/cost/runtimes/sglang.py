@@ -74,6 +74,10 @@ class SglangVersion(VersionRange):
     # serving_sglang.mamba_running_cap); the state pool keeps a padding slot (0.5.17+; serving_sglang.mamba_split)
     mamba_running_cap: bool = True
     mamba_padding_slot: bool = True
+    # at PP > 1 every stage charges a slot the largest stage's share of the model's states (0.5.17+:
+    # _handle_max_mamba_cache's pp_layer_scale); before, the whole model's (mamba_cache_per_req over every state
+    # layer, read in 0.5.4 - 0.5.16), though each stage allocates only its own layers
+    mamba_stage_share: bool = True
     # the state-space hybrids whose radix cache the release turns off (0.5.3 - 0.5.6: serving_sglang.
     # MAMBA_RADIX_OFF_ARCHITECTURES_0_5_4): a state pool of 512 requests (serving_sglang.mamba_fixed) and a running cap
     # of max_mamba_cache_size // 1
@@ -141,9 +145,10 @@ _WHOLE = {"swa_charge": "whole", "swa_chunk_shrink": False, "swa_pool_check": Fa
 # before 0.4.10: no multimodal cut, no state-slot cap on max_running_requests, no padding slot; 0.4.10 - 0.5.9: only
 # the listed multimodal architectures get the cut; 0.5.3 - 0.5.9 (0.5.4 - 0.5.9 read, 0.5.3 follows 0.5.4): the
 # speculative reserve of 2 GiB (STANDALONE 6, NGRAM none), the state-slot cap, no padding slot
-_EARLY = {"vlm_mfs": False, "vlm_subconfig": False, "mamba_running_cap": False, "mamba_padding_slot": False}
-_LISTED_VLM = {"vlm_subconfig": False, "mamba_running_cap": False, "mamba_padding_slot": False}
-_MID = {"vlm_subconfig": False, "spec_reserve": "eagle_2g", "mamba_padding_slot": False}
+_BEFORE_0_5_17 = {"mamba_padding_slot": False, "mamba_stage_share": False}
+_EARLY = {"vlm_mfs": False, "vlm_subconfig": False, "mamba_running_cap": False, **_BEFORE_0_5_17}
+_LISTED_VLM = {"vlm_subconfig": False, "mamba_running_cap": False, **_BEFORE_0_5_17}
+_MID = {"vlm_subconfig": False, "spec_reserve": "eagle_2g", **_BEFORE_0_5_17}
 
 
 def _late(span: str, first: tuple[int, int, int], swa_architectures: frozenset[str], pages: tuple[int, ...],
@@ -217,23 +222,23 @@ VERSIONS = (
     # PrefillAdder.rem_total_tokens: the min of both pools; _swa_budget_for_req arrives in 0.5.11)
     _late("0.5.10", (0, 5, 10), sg.HYBRID_SWA_ARCHITECTURES_0_5_10, sg.TRTLLM_MHA_PAGES_0_5_1,
           sg.TRTLLM_MHA_EXCEPTIONS_0_5_10, sg.TRTLLM_MHA_SPEC_EXCEPTIONS_0_5_10, swa_split="capacity", **_WHOLE,
-          spec_reserve="eagle_4g", mamba_padding_slot=False),
+          spec_reserve="eagle_4g", **_BEFORE_0_5_17),
     # 0.5.11 - 0.5.15 (0.5.11, 0.5.12, 0.5.13, 0.5.14, 0.5.15 read): schedule_policy.py _swa_budget_for_req charges
     # the window as a floor, and a request the free sliding tokens do not cover waits; no start-up check of the pool.
     # Split at 0.5.14, which drops the default mem_fraction_static's 4 GiB speculative reserve (0.5.11 - 0.5.13 keep it)
     _late("0.5.11-0.5.13", (0, 5, 11), sg.HYBRID_SWA_ARCHITECTURES_0_5_11, sg.TRTLLM_MHA_PAGES_0_5_1,
           sg.TRTLLM_MHA_EXCEPTIONS_0_5_11, sg.TRTLLM_MHA_SPEC_EXCEPTIONS_0_5_11, last=(0, 5, 13),
           swa_charge="window_floor", swa_chunk_shrink=False, swa_pool_check=False, spec_reserve="eagle_4g",
-          mamba_padding_slot=False),
+          **_BEFORE_0_5_17),
     _late("0.5.14-0.5.15", (0, 5, 14), sg.HYBRID_SWA_ARCHITECTURES_0_5_11, sg.TRTLLM_MHA_PAGES_0_5_1,
           sg.TRTLLM_MHA_EXCEPTIONS_0_5_11, sg.TRTLLM_MHA_SPEC_EXCEPTIONS_0_5_11, last=(0, 5, 15),
-          swa_charge="window_floor", swa_chunk_shrink=False, swa_pool_check=False, mamba_padding_slot=False,
+          swa_charge="window_floor", swa_chunk_shrink=False, swa_pool_check=False, **_BEFORE_0_5_17,
           mamba_extra_buffer=sg.MAMBA_EXTRA_BUFFER_ARCHITECTURES_0_5_14),
     # 0.5.16: the same charge (max(alloc - window, 0) + _swa_reserved_tokens); a request it does not fit is admitted
     # with a smaller chunk (_swa_chunk_cap)
     _late("0.5.16", (0, 5, 16), sg.HYBRID_SWA_ARCHITECTURES_0_5_16, sg.TRTLLM_MHA_PAGES_0_5_1,
           sg.TRTLLM_MHA_EXCEPTIONS_0_5_11, sg.TRTLLM_MHA_SPEC_EXCEPTIONS_0_5_11, swa_charge="window_floor",
-          swa_pool_check=False, mamba_padding_slot=False,
+          swa_pool_check=False, **_BEFORE_0_5_17,
           mamba_extra_buffer=sg.MAMBA_EXTRA_BUFFER_ARCHITECTURES_0_5_16),
     # 0.5.17 - 0.5.18 (both read): the window in the charge is min(extend + decode, window), no longer a floor;
     # trtllm_mha takes 128-token pages
@@ -439,8 +444,9 @@ class SGLang(Server):
         first carves its state pool out of the pool (serving_sglang.mamba_split; 512 requests' where the release
         turns the radix cache off: mamba_fixed) and a request holds its state slot and, under the extra_buffer
         strategy, its track slots (HybridReqToTokenPool.alloc, MambaPool; resolve_max_num_reqs lets
-        max_mamba_cache_size // (3 + track slots) run: running_limit). A hybrid SWA pool (serving_sglang.hybrid_swa_tokens, split
-        as the release does) gives the full-attention layers ``tokens`` and the sliding-window layers their own, where
+        max_mamba_cache_size // (3 + track slots) run: running_limit); at PP > 1 each stage charges a slot what the
+        release charges (_charged_state). A hybrid SWA pool (serving_sglang.hybrid_swa_tokens, split as the release
+        does) gives the full-attention layers ``tokens`` and the sliding-window layers their own, where
         a request is charged at admission what the release's scheduler charges (serving_sglang.SWA_CHARGES: from
         0.5.11 its first prefill chunk or its window, plus a page; its whole length before; _swa_need): whichever
         pool runs out first sets the concurrency."""
@@ -450,8 +456,9 @@ class SGLang(Server):
         per_req = cdiv(L, page)
         taken = 1 + self.version.mamba_tracking(s.card, s.layout.pp)  # state slots a request holds
         rows, slots, states, swa, concs = [], [], [], [], []
+        charged = _charged_state(s.card, sts, self.version.mamba_stage_share)
         for st in sts:
-            state = _state_bytes(s.card, st)
+            state = charged if charged is not None else _state_bytes(s.card, st)
             if s.card.ssm is None:
                 kv, n = st.available, None
             elif not self.version.mamba_radix(s.card):
@@ -589,11 +596,16 @@ class SGLang(Server):
                      f"not memory: max_mamba_cache_size = {states} (512 without --max-running-requests); the K/V "
                      "token pool gets the rest.")
         else:
-            split = (f"SGLang hybrid: the pool is split by mamba_full_memory_ratio {sg.DEFAULT_MAMBA_FULL_MEMORY_RATIO} "
-                     "(state pool = pool x r / (1 + r), kv_cache_configurator.py _handle_max_mamba_cache): "
-                     f"max_mamba_cache_size = {states}"
+            split = (f"SGLang hybrid: the pool is split by mamba_full_memory_ratio "
+                     f"{sg.DEFAULT_MAMBA_FULL_MEMORY_RATIO} (state pool = pool x r / (1 + r), kv_cache_configurator.py "
+                     f"_handle_max_mamba_cache): max_mamba_cache_size = {states}"
                      + (" beside the pool's padding slot" if v.mamba_padding_slot else "")
                      + "; the K/V token pool gets the rest.")
+        if s.layout.pp > 1:
+            split += (" At PP > 1 every stage charges a slot " + (
+                "the largest stage's share of the model's states (pp_layer_scale, 0.5.17+)" if v.mamba_stage_share else
+                "the whole model's states (mamba_cache_per_req over every state layer, before 0.5.17), though it "
+                "allocates only its own layers'") + ".")
         if not v.mamba_running_cap:
             return split + " A running request holds one state slot."
         track, ratio = v.mamba_tracking(s.card, s.layout.pp), self._mamba_ratio(s)
@@ -671,6 +683,18 @@ def _state_bytes(card, st: Stage) -> int:
     conv = sum(c * e for sp in st.specs if sp.kind == "conv_state" for c, e in sp.vectors)  # elements, all layers
     ssm = sum(c * e for sp in st.specs if sp.kind == "ssm_state" for c, e in sp.vectors)
     return sg.state_bytes_per_request(conv, ssm)
+
+
+def _charged_state(card, sts: list[Stage], stage_share: bool) -> int | None:
+    """At PP > 1, the state bytes every stage's _handle_max_mamba_cache charges a slot: 0.5.17+ the largest stage's
+    share, int(mamba_cache_per_req x max stage state layers / all state layers) (pp_layer_scale, get_pp_indices'
+    stages); before, mamba_cache_per_req over every state layer of the model (read in 0.5.4 - 0.5.16). None: one
+    stage (its own states) or no state layers."""
+    if card.ssm is None or len(sts) < 2:
+        return None
+    whole = sum(_state_bytes(card, st) for st in sts)
+    layers = [sum(1 for sp in st.specs if sp.kind == "conv_state") for st in sts]  # a conv state in every state layer
+    return int(whole * (max(layers) / sum(layers))) if stage_share else whole
 
 
 def _concurrency(st: Stage, by_tokens: float, slots: int | None, taken: int = 1) -> float:
