@@ -171,3 +171,11 @@ def test_pp_stages_charge_the_whole_models_states_before_0_5_17(engine, per_slot
     held = slots + (per_slot == QWEN3_NEXT_STATE)  # the padding slot (0.5.17+)
     assert kv["tokens"] == (rest - held * per_slot) // QWEN3_NEXT_CELL == (1_954_492 if held == 278 else 1_951_348)
     assert any("At PP > 1 every stage charges a slot" in n for n in d["notes"])
+
+
+def test_speculative_decoding_on_a_hybrid_says_the_state_pool_is_an_estimate():
+    """_handle_max_mamba_cache reserves intermediate states per draft token with speculative decoding (0.5.4: slots //
+    (1 + D); 0.5.7 - 0.5.12: out of the rest; 0.5.13+: a joint solve), which kvplan does not model: the note says so."""
+    d = _plan("-m", "qwen3-next-80b-a3b", *H200, "--tp", "2", "--engine", "sglang==0.5.14",
+              "--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3")
+    assert any("intermediate states per draft token" in n and "ESTIMATES" in n for n in d["notes"])
