@@ -470,16 +470,18 @@ def mamba_running_cap(max_mamba_cache_size: int, radix_cache: bool = True, track
 # = 2 with the overlap scheduler, 1 without; read in 0.5.14 and 0.5.23), and _calculate_mamba_ratio adds as many to
 # the running cap's ratio (MAMBA_CACHE_V2_ADDITIONAL_RATIO_OVERLAP = 2, _NO_OVERLAP = 1, model_runner_kv_cache_mixin.py
 # 0.5.10 - 0.5.15, kv_cache_configurator.py 0.5.16 - 0.5.21; allocation_sizing.py get_mamba_tracking_slots 0.5.22+;
-# the lazy variant and SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK, off by default, aside). The pool's size does not change
-# (_handle_max_mamba_cache reads neither). Whose default it is, release by release:
+# the lazy variant and SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK, off by default, aside; sglang PR 14792 brought it, and PR
+# 15337's docs say "it requires two extra mamba spaces for a ping-pong buffer for each request"). The pool's size
+# does not change (_handle_max_mamba_cache reads neither). Whose default it is, release by release:
 # - 0.5.7 - 0.5.13: nobody's (server_args.py __post_init__: "auto" becomes "no_buffer" before anything reads it;
 #   read in every wheel 0.5.7 - 0.5.13).
 # - 0.5.14 on: "auto" becomes extra_buffer where the overlap scheduler is on (the default) or the page size is over 1,
 #   the architecture supports it and --linear-attn-backend is triton (the default); else no_buffer, which turns the
 #   overlap scheduler off (server_args.py _handle_mamba_radix_cache 0.5.14, arg_groups/overrides.py
 #   _mamba_radix_cache_resolution from 0.5.15), once the radix cache is on. The architectures
-#   (_support_mamba_cache_extra_buffer 0.5.14, overrides.py _MAMBA_EXTRA_BUFFER_ARCHS 0.5.15+; each set below read in
-#   the release it is named after and unchanged through the next one's). Pipeline parallelism turns the overlap
+#   (_support_mamba_cache_extra_buffer 0.5.14, overrides.py _MAMBA_EXTRA_BUFFER_ARCHS 0.5.15+, read in every wheel
+#   0.5.14 - 0.5.23; each set named after the release that changed it, 0.5.23's holding 0.5.20's and 0.5.21's
+#   additions too: a kvplan range takes its newest release's set). Pipeline parallelism turns the overlap
 #   scheduler off after that choice (_handle_pipeline_parallelism 0.5.14, overrides.py
 #   _pipeline_parallel_overlap_disable 0.5.15+): one tracking slot at PP > 1.
 MAMBA_EXTRA_BUFFER_ARCHITECTURES_0_5_14 = frozenset({
@@ -512,6 +514,8 @@ def mamba_tracking_slots(extra_buffer: bool, overlap: bool) -> int:
 # from 0.5.9 only a given --max-running-requests does, else the ratio split), and the K/V pool gets the rest. 0.5.7
 # drops the switch (server_args.py keeps the radix cache on for NemotronH and FalconH1 and turns the overlap scheduler
 # off instead). The Gated DeltaNet hybrids (Qwen3-Next) keep the radix cache (MambaRadixCache) in every release.
+# (The 0.5.9 change is sglang PR 18786, "Fix oom issue when memory is not enough for 512 max_mamba_cache_size",
+# merged 2026-02-13.)
 MAMBA_RADIX_OFF_ARCHITECTURES_0_5_4 = frozenset({"NemotronHForCausalLM", "FalconH1ForCausalLM"})
 MAMBA_CACHE_SIZE_WITHOUT_RADIX = 512
 

@@ -621,9 +621,10 @@ class SGLang(Server):
             hold = ("with the radix cache (no_buffer) a running request holds 3 slots, the radix cache's checkpoints "
                     "among them; 1 with --disable-radix-cache"
                     + ("; 2 more with --mamba-radix-cache-strategy extra_buffer" if v.mamba_extra_buffer else ""))
-        spec = (" With --speculative-algorithm SGLang also reserves intermediate states per draft token out of the "
-                "state budget (_handle_max_mamba_cache), which kvplan does not model, nor the radix cache some "
-                "releases turn off with it: the state slots, the K/V pool and the cap are ESTIMATES." if s.opts.speculative is not None else "")
+        spec = "" if s.opts.speculative is None else (
+            " With --speculative-algorithm SGLang also reserves intermediate states per draft token out of the state "
+            "budget (_handle_max_mamba_cache), which kvplan does not model, nor the radix cache some releases turn off "
+            "with it: the state slots, the K/V pool and the cap are ESTIMATES.")
         return (split + f" SGLang runs at most max_mamba_cache_size // {ratio} = "
                 f"{fmt_int(self._mamba_cap(s, slots))} requests at once (resolve_max_num_reqs: {hold})." + spec)
 
