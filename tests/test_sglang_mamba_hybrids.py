@@ -179,3 +179,35 @@ def test_speculative_decoding_on_a_hybrid_says_the_state_pool_is_an_estimate():
     d = _plan("-m", "qwen3-next-80b-a3b", *H200, "--tp", "2", "--engine", "sglang==0.5.14",
               "--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3")
     assert any("intermediate states per draft token" in n and "ESTIMATES" in n for n in d["notes"])
+
+
+def _tiny(tmp_path, name: str, arch: str) -> str:
+    """tests/cases.py's tiny hybrid config, written where --hf-config reads it."""
+    from cases import HYBRID_CASES
+
+    model_type, kwargs = next((mt, kw) for n, mt, kw in HYBRID_CASES if n == name)
+    (tmp_path / "config.json").write_text(json.dumps(dict(kwargs, model_type=model_type, architectures=[arch],
+                                                          torch_dtype="bfloat16")))
+    return str(tmp_path)
+
+
+@pytest.mark.parametrize(("name", "arch"), [("falcon-h1", "FalconH1ForCausalLM"),
+                                            ("granite-moe-hybrid", "GraniteMoeHybridForCausalLM")])
+def test_falcon_h1_and_granite_hybrid_by_release(tmp_path, name, arch):
+    """The tiny Falcon-H1 / Granite-MoE-Hybrid (2 Mamba-2 layers of 8 heads x 16, 2 groups, d_state 8: a conv state of
+    (128 + 2 x 2 x 8) x 3 = 480 bfloat16 = 960 B and an SSM state 8 x 16 x 8 = 1,024 float32 = 4,096 B; 2 x 5,056 =
+    10,112 B a slot) on an L4 at 0.85: 0.5.6 turns Falcon-H1's radix cache off (512 slots, cap 512 // 1; Granite's
+    hybrid first loads in 0.5.9); 0.5.13 splits by the ratio, int(rest x 0.9 / 1.9 // 10,112) slots, cap // 3;
+    0.5.14 picks extra_buffer for both (cap // 5)."""
+    config = _tiny(tmp_path, name, arch)
+    args = ("--hf-config", config, "--gpu", "L4", "--max-model-len", "4096", "--mem-fraction-static", "0.85")
+    for engine, ratio in (("sglang==0.5.6", 1), ("sglang==0.5.13", 3), ("sglang==0.5.14", 5)):
+        if name != "falcon-h1" and ratio == 1:
+            continue
+        d = _plan(*args, "--engine", engine)
+        kv = d["kv_cache"]
+        assert kv["state_bytes_per_request"] == 10_112
+        slots = 512 if ratio == 1 else int(kv["available_bytes"] * 0.9 / 1.9 // 10_112)
+        assert kv["state_slots"] == slots
+        assert kv["tokens"] == (kv["available_bytes"] - slots * 10_112) // kv["bytes_per_block"]
+        assert any(f"max_mamba_cache_size // {ratio} = {slots // ratio:,}" in n for n in d["notes"])
