@@ -104,7 +104,8 @@ NANO_REST, NANO_STATE, NANO_CELL = 63_981_239_014, 49_082_368, 6_144
 @pytest.mark.parametrize(("engine", "slots", "tokens", "running", "concurrency"), [
     ("sglang==0.5.4", 512, 6_323_415, 512, 512),
     ("sglang==0.5.6", 512, 6_323_415, 512, 512),
-    ("sglang==0.5.7", 617, 5_484_605, 205, 617),
+    ("sglang==0.5.7", 617, 5_484_605, 123, 617),  # 0.5.7's ratio 3 + 2 for no_buffer too: 617 // 5
+    ("sglang==0.5.8", 617, 5_484_605, 205, 617),  # 617 // 3
 ])
 def test_nemotron_h_without_the_radix_cache_before_0_5_7(engine, slots, tokens, running, concurrency):
     """0.5.4 - 0.5.6 turn the radix cache off for NemotronH / FalconH1 (model_runner.py: "{class_name} model
@@ -112,8 +113,11 @@ def test_nemotron_h_without_the_radix_cache_before_0_5_7(engine, slots, tokens, 
     --max-running-requests): the K/V pool gets 63,981,239,014 - 512 x 49,082,368 = 38,851,066,598 B, // 6,144 =
     6,323,415 tokens; resolve_max_num_reqs' ratio is 1 without the radix cache: min(4,096, 3,161,707, 512 // 1) = 512.
     0.5.7 keeps the radix cache (it turns the overlap scheduler off instead): the ratio split, int(63,981,239,014 x 0.9
-    / 1.9 // 49,082,368) = 617 slots, (63,981,239,014 - 617 x 49,082,368) // 6,144 = 5,484,605 tokens, 617 // 3 = 205
-    running."""
+    / 1.9 // 49,082,368) = 617 slots, (63,981,239,014 - 617 x 49,082,368) // 6,144 = 5,484,605 tokens. 0.5.7's
+    resolve_max_num_reqs adds MAMBA_CACHE_V2_ADDITIONAL_RATIO_OVERLAP = 2 unless the extra_buffer is on with
+    speculative decoding ("if enable_mamba_extra_buffer() and not spec_algorithm.is_none(): ... NO_OVERLAP else: ...
+    OVERLAP"), no_buffer included: 617 // 5 = 123 running; 0.5.8 gates it on enable_mamba_extra_buffer(): 617 // 3 =
+    205."""
     d = _plan("-m", "nemotron-3-nano-30b-a3b", *H200, "--engine", engine)
     kv = d["kv_cache"]
     assert (kv["available_bytes"], kv["state_bytes_per_request"]) == (NANO_REST, NANO_STATE)
@@ -143,6 +147,7 @@ def test_the_rules_by_release():
         False, False, True, True, True, True, True, True]
     assert not any("Lfm2ForCausalLM" in _at(v).mamba_extra_buffer for v in ("0.5.14", "0.5.19", "0.5.23"))
     assert "Qwen3_5ForCausalLM" in _at("0.5.19").mamba_extra_buffer - _at("0.5.18").mamba_extra_buffer
+    assert [_at(v).mamba_no_buffer_ratio_extra for v in ("0.5.6", "0.5.7", "0.5.8", "0.5.23")] == [0, 2, 0, 0]
     assert [("NemotronHForCausalLM" in _at(v).mamba_radix_off) for v in
             ("0.5.2", "0.5.3", "0.5.4", "0.5.6", "0.5.7", "0.5.23")] == [False, True, True, True, False, False]
     assert "Qwen3NextForCausalLM" not in _at("0.5.4").mamba_radix_off  # MambaRadixCache for the GDN hybrids

@@ -86,6 +86,11 @@ class SglangVersion(VersionRange):
     # serving_sglang.MAMBA_EXTRA_BUFFER_ARCHITECTURES_*): each request holds its track buffers too
     # (serving_sglang.mamba_tracking_slots)
     mamba_extra_buffer: frozenset[str] = frozenset()
+    # 0.5.7 only (model_runner_kv_cache_mixin.py resolve_max_num_reqs): the ratio takes MAMBA_CACHE_V2_ADDITIONAL_RATIO
+    # _OVERLAP = 2 whenever the extra_buffer is not on with speculative decoding, no_buffer included ("if
+    # enable_mamba_extra_buffer() and not spec_algorithm.is_none(): NO_OVERLAP; else: OVERLAP"); 0.5.8 gates it on
+    # enable_mamba_extra_buffer() (read in 0.5.7, 0.5.8, 0.5.9). No slot is taken: only the cap is lower
+    mamba_no_buffer_ratio_extra: int = 0
 
     def mamba_radix(self, card) -> bool:
         """This release keeps the radix cache on (MambaRadixCache) for a state-space hybrid ``card`` by default."""
@@ -96,6 +101,14 @@ class SglangVersion(VersionRange):
         (0: no_buffer); the overlap scheduler, on by default, is off at PP > 1."""
         extra = self.mamba_radix(card) and card.hf_architecture in self.mamba_extra_buffer
         return sg.mamba_tracking_slots(extra, overlap=pp == 1)
+
+    def mamba_ratio(self, card, pp: int) -> int:
+        """resolve_max_num_reqs' ratio for ``card`` (serving_sglang.mamba_running_cap): 1 without the radix cache, else
+        3 + the track slots (+ 2 for no_buffer too in 0.5.7)."""
+        if not self.mamba_radix(card):
+            return 1
+        return (sg.MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO
+                + (self.mamba_tracking(card, pp) or self.mamba_no_buffer_ratio_extra))
 
     def is_multimodal(self, card) -> bool:
         """configs/model_config.py is_multimodal, as this release decides it by default (serving_sglang's comment
@@ -200,7 +213,8 @@ VERSIONS = (
     SglangVersion("SGLang 0.5.7 (reserved-memory default, no prefill graphs; trtllm_mha on Blackwell)", (0, 5, 7),
                   (0, 5, 7), "reserved", False, True, sg.MID_TIER_0_5_5, sg.HYBRID_SWA_ARCHITECTURES_0_5_7, "layers",
                   **_WHOLE, **_MID, trtllm_mha_pages=sg.TRTLLM_MHA_PAGES_0_5_1,
-                  trtllm_mha_exceptions=sg.TRTLLM_MHA_EXCEPTIONS_0_5_7),
+                  trtllm_mha_exceptions=sg.TRTLLM_MHA_EXCEPTIONS_0_5_7,
+                  mamba_no_buffer_ratio_extra=sg.MAMBA_TRACKING_SLOTS_OVERLAP),
     # 0.5.8: is_hybrid_swa_model (Llama 4, gpt-oss, MiMo-V2), split by layers; gpt-oss single under trtllm_mha or
     # speculative decoding (server_args.py _handle_model_specific_adjustments)
     SglangVersion("SGLang 0.5.8 (reserved-memory default, no prefill graphs; hybrid SWA pool split by layers)",
@@ -537,8 +551,7 @@ class SGLang(Server):
         return limit
 
     def _mamba_cap(self, s: Setup, slots: int) -> int:
-        v = self.version
-        return sg.mamba_running_cap(slots, v.mamba_radix(s.card), v.mamba_tracking(s.card, s.layout.pp))
+        return slots // self.version.mamba_ratio(s.card, s.layout.pp)
 
     def notes(self, s: Setup, p: Pool) -> list[str]:
         out = []
@@ -578,11 +591,7 @@ class SGLang(Server):
         return out
 
     def _mamba_ratio(self, s: Setup) -> int:
-        """_calculate_mamba_ratio: the state slots resolve_max_num_reqs counts a running request (1 without the radix
-        cache, else 3 + the extra_buffer track slots)."""
-        v = self.version
-        return (sg.MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO + v.mamba_tracking(s.card, s.layout.pp)
-                if v.mamba_radix(s.card) else 1)
+        return self.version.mamba_ratio(s.card, s.layout.pp)
 
     def _mamba_note(self, s: Setup, p: Pool) -> str:
         """How this release sizes a hybrid's state pool and what a request holds of it."""
@@ -618,9 +627,13 @@ class SGLang(Server):
                     f"(HybridReqToTokenPool ping-pong buffers): the pool holds {fmt_int(slots // (1 + track))} "
                     f"requests; the ratio is 3 + {track}")
         else:
-            hold = ("with the radix cache (no_buffer) a running request holds 3 slots, the radix cache's checkpoints "
-                    "among them; 1 with --disable-radix-cache"
-                    + ("; 2 more with --mamba-radix-cache-strategy extra_buffer" if v.mamba_extra_buffer else ""))
+            hold = ("with the radix cache (no_buffer) it counts 3 slots a running request, the radix cache's "
+                    "checkpoints among them (MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO: 'safe when it is larger than "
+                    "2'), though a request takes one; 1 with --disable-radix-cache"
+                    + ("; 2 more with --mamba-radix-cache-strategy extra_buffer" if v.mamba_extra_buffer else "")
+                    + (f"; {release} adds MAMBA_CACHE_V2_ADDITIONAL_RATIO_OVERLAP = {v.mamba_no_buffer_ratio_extra} "
+                       "to the ratio of a no_buffer hybrid too (0.5.8 adds it under extra_buffer only)" if v.mamba_no_buffer_ratio_extra
+                       else ""))
         spec = "" if s.opts.speculative is None else (
             " With --speculative-algorithm SGLang also reserves intermediate states per draft token out of the state "
             "budget (_handle_max_mamba_cache), which kvplan does not model, nor the radix cache some releases turn off "
