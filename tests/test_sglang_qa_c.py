@@ -71,12 +71,15 @@ def _plan(*args: str) -> dict:
 
 
 def test_plans_use_the_rules():
-    # nemotron-h-56b on an H200 at 32k, 0.5.23: budget / per-slot = 11.63 -> 10 slots (padding), 10 // 3 = 3 running
+    # nemotron-h-56b on an H200 at 32k, 0.5.23: budget / per-slot = 11.63 -> 10 slots (padding); NemotronH takes the
+    # mamba extra_buffer strategy (2 track slots: tests/test_sglang_mamba_hybrids.py), 10 // (3 + 2) = 2 running
     d = _plan("--model", "nemotron-h-56b", "--gpu", "H200", "--max-model-len", "32768", "--engine", "sglang")
-    assert d["kv_cache"]["state_slots"] == 10 and d["max_running"] == 3
-    assert any("max_mamba_cache_size // 3 = 3" in n for n in d["notes"])
-    # 0.5.16 has no padding slot: 11 slots, 11 // 3 = 3
+    assert d["kv_cache"]["state_slots"] == 10 and d["max_running"] == 2
+    assert any("max_mamba_cache_size // 5 = 2" in n for n in d["notes"])
+    # 0.5.16 has no padding slot: 11 slots, 11 // 5 = 2; 0.5.13 (no_buffer): 11 // 3 = 3
     d = _plan("--model", "nemotron-h-56b", "--gpu", "H200", "--max-model-len", "32768", "--engine", "sglang==0.5.16")
+    assert d["kv_cache"]["state_slots"] == 11 and d["max_running"] == 2
+    d = _plan("--model", "nemotron-h-56b", "--gpu", "H200", "--max-model-len", "32768", "--engine", "sglang==0.5.13")
     assert d["kv_cache"]["state_slots"] == 11 and d["max_running"] == 3
     d = _plan("--model", "qwen2.5-vl-7b", "--gpu", "H100-SXM", "--max-model-len", "8192", "--engine", "sglang")
     assert round(d["max_concurrency"], 1) == 90.6

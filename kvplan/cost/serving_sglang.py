@@ -451,14 +451,77 @@ def mamba_split(pool: int, per_request: int, ratio: float = DEFAULT_MAMBA_FULL_M
 # mem_cache/kv_cache_configurator.py from 0.5.16; the constant read in every wheel 0.5.4 - 0.5.23, absent in 0.5.1):
 # with state layers (mambaish_config) max_running_requests = min(..., max_mamba_cache_size // ratio), ratio
 # MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO = 3 with the radix cache (on by default), 1 without
-# (--disable-radix-cache); from 0.5.7 the mamba extra_buffer strategy adds its tracking slots (2 with the overlap
-# scheduler: _calculate_mamba_ratio, mem_cache/allocation_sizing.py get_mamba_tracking_slots), which kvplan does not
-# model (the releases pick it for a few families, Qwen3-Next / Qwen3.5 among them, under the triton linear-attention
-# backend: arg_groups/overrides.py _mamba_radix_cache_resolution): there the cap is lower still
+# (--disable-radix-cache, or the release turning it off: MAMBA_RADIX_OFF_ARCHITECTURES_0_5_4); from 0.5.10
+# (_calculate_mamba_ratio) the mamba extra_buffer strategy adds its tracking slots (mamba_tracking_slots)
 MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO = 3
 
 
-def mamba_running_cap(max_mamba_cache_size: int, radix_cache: bool = True) -> int:
-    """resolve_max_num_reqs' cap on max_running_requests for a model with state layers: slots // 3 (radix cache),
-    slots // 1 without it."""
-    return max_mamba_cache_size // (MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO if radix_cache else 1)
+def mamba_running_cap(max_mamba_cache_size: int, radix_cache: bool = True, tracking_slots: int = 0) -> int:
+    """resolve_max_num_reqs' cap on max_running_requests for a model with state layers: slots // (3 + the extra_buffer
+    tracking slots) with the radix cache (_calculate_mamba_ratio, 0.5.10+), slots // 1 without it."""
+    if not radix_cache:
+        return max_mamba_cache_size
+    return max_mamba_cache_size // (MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO + tracking_slots)
+
+
+# The mamba "extra_buffer" strategy (--mamba-scheduler-strategy 0.5.7 - 0.5.13, --mamba-radix-cache-strategy from
+# 0.5.14; default "auto"): each request takes, beside its own state slot, ping-pong track buffers from the same slot
+# allocator (mem_cache/memory_pool.py HybridReqToTokenPool._alloc_ping_pong_buffer: mamba_ping_pong_track_buffer_size
+# = 2 with the overlap scheduler, 1 without; read in 0.5.14 and 0.5.23), and _calculate_mamba_ratio adds as many to
+# the running cap's ratio (MAMBA_CACHE_V2_ADDITIONAL_RATIO_OVERLAP = 2, _NO_OVERLAP = 1, model_runner_kv_cache_mixin.py
+# 0.5.10 - 0.5.15, kv_cache_configurator.py 0.5.16 - 0.5.21; allocation_sizing.py get_mamba_tracking_slots 0.5.22+;
+# the lazy variant and SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK, off by default, aside; sglang PR 14792 brought it, and PR
+# 15337's docs say "it requires two extra mamba spaces for a ping-pong buffer for each request"). The pool's size
+# does not change (_handle_max_mamba_cache reads neither). Whose default it is, release by release:
+# - 0.5.7 - 0.5.13: nobody's (server_args.py __post_init__: "auto" becomes "no_buffer" before anything reads it;
+#   read in every wheel 0.5.7 - 0.5.13).
+# - 0.5.14 on: "auto" becomes extra_buffer where the overlap scheduler is on (the default) or the page size is over 1,
+#   the architecture supports it and --linear-attn-backend is triton (the default); else no_buffer, which turns the
+#   overlap scheduler off (server_args.py _handle_mamba_radix_cache 0.5.14, arg_groups/overrides.py
+#   _mamba_radix_cache_resolution from 0.5.15), once the radix cache is on. The architectures
+#   (_support_mamba_cache_extra_buffer 0.5.14, overrides.py _MAMBA_EXTRA_BUFFER_ARCHS 0.5.15+, read in every wheel
+#   0.5.14 - 0.5.23; each set named after the release that changed it, 0.5.23's holding 0.5.20's and 0.5.21's
+#   additions too: a kvplan range takes its newest release's set). Pipeline parallelism turns the overlap
+#   scheduler off after that choice (_handle_pipeline_parallelism 0.5.14, overrides.py
+#   _pipeline_parallel_overlap_disable 0.5.15+): one tracking slot at PP > 1.
+MAMBA_EXTRA_BUFFER_ARCHITECTURES_0_5_14 = frozenset({
+    "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration", "Qwen3NextForCausalLM",
+    "InternS2PreviewForConditionalGeneration", "MiniCPMV4_6ForConditionalGeneration", "BailingMoeV2_5ForCausalLM",
+    "FalconH1ForCausalLM", "GraniteMoeHybridForCausalLM", "NemotronHForCausalLM", "NemotronHPuzzleForCausalLM"})
+MAMBA_EXTRA_BUFFER_ARCHITECTURES_0_5_16 = MAMBA_EXTRA_BUFFER_ARCHITECTURES_0_5_14 | {"KimiLinearForCausalLM"}
+MAMBA_EXTRA_BUFFER_ARCHITECTURES_0_5_17 = MAMBA_EXTRA_BUFFER_ARCHITECTURES_0_5_16 | {"KimiK3ForConditionalGeneration"}
+MAMBA_EXTRA_BUFFER_ARCHITECTURES_0_5_19 = MAMBA_EXTRA_BUFFER_ARCHITECTURES_0_5_17 | {
+    "Qwen3_5MoeForCausalLM", "Qwen3_5ForCausalLM", "BailingMoeV3ForCausalLM"}
+MAMBA_EXTRA_BUFFER_ARCHITECTURES_0_5_23 = MAMBA_EXTRA_BUFFER_ARCHITECTURES_0_5_19 | {
+    "Qwen4ExpForConditionalGeneration", "Glm5NextForConditionalGeneration", "NemotronH_Omni_Reasoning_V3",  # 0.5.20
+    "BailingMoeV3VLForConditionalGeneration", "InklingForConditionalGeneration",  # 0.5.21
+    "InklingForConditionalGenerationMTP", "MiniCPMV4_7ForConditionalGeneration"}  # 0.5.21, 0.5.23
+MAMBA_TRACKING_SLOTS_OVERLAP, MAMBA_TRACKING_SLOTS_NO_OVERLAP = 2, 1
+
+
+def mamba_tracking_slots(extra_buffer: bool, overlap: bool) -> int:
+    """allocation_sizing.py get_mamba_tracking_slots (0.5.22+; the same constants before): the ping-pong track
+    buffers a request holds beside its state slot: 2 with the overlap scheduler, 1 without, 0 without extra_buffer."""
+    if not extra_buffer:
+        return 0
+    return MAMBA_TRACKING_SLOTS_OVERLAP if overlap else MAMBA_TRACKING_SLOTS_NO_OVERLAP
+
+
+# 0.5.4 - 0.5.6 turn the radix cache off for the Mamba-2 hybrids (model_runner.py ModelRunner.__init__: "if config :=
+# self.mamba2_config: ... '{class_name} model detected, disable radix cache'"; mamba2_config is FalconH1Config |
+# NemotronHConfig, read in 0.5.4, 0.5.5, 0.5.6; 0.5.3, not read, follows 0.5.4). Then handle_max_mamba_cache sizes the
+# state pool by requests, not memory: max_mamba_cache_size = --max-running-requests, else 512 (read in 0.5.4 - 0.5.8;
+# from 0.5.9 only a given --max-running-requests does, else the ratio split), and the K/V pool gets the rest. 0.5.7
+# drops the switch (server_args.py keeps the radix cache on for NemotronH and FalconH1 and turns the overlap scheduler
+# off instead). The Gated DeltaNet hybrids (Qwen3-Next) keep the radix cache (MambaRadixCache) in every release.
+# (The 0.5.9 change is sglang PR 18786, "Fix oom issue when memory is not enough for 512 max_mamba_cache_size",
+# merged 2026-02-13.)
+MAMBA_RADIX_OFF_ARCHITECTURES_0_5_4 = frozenset({"NemotronHForCausalLM", "FalconH1ForCausalLM"})
+MAMBA_CACHE_SIZE_WITHOUT_RADIX = 512
+
+
+def mamba_fixed(pool: int, per_request: int, slots: int = MAMBA_CACHE_SIZE_WITHOUT_RADIX) -> tuple[int, int]:
+    """(bytes left for the K/V token pool, max_mamba_cache_size) where handle_max_mamba_cache sizes the state pool by
+    requests (radix cache off, no --max-running-requests, 0.5.4 - 0.5.8): slots = 512 and the K/V pool gets rest -
+    slots x per_req (negative: SGLang's pool has no room; its start-up fails)."""
+    return pool - slots * per_request, slots

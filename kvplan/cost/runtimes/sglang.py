@@ -74,6 +74,41 @@ class SglangVersion(VersionRange):
     # serving_sglang.mamba_running_cap); the state pool keeps a padding slot (0.5.17+; serving_sglang.mamba_split)
     mamba_running_cap: bool = True
     mamba_padding_slot: bool = True
+    # at PP > 1 every stage charges a slot the largest stage's share of the model's states (0.5.17+:
+    # _handle_max_mamba_cache's pp_layer_scale); before, the whole model's (mamba_cache_per_req over every state
+    # layer, read in 0.5.4 - 0.5.16), though each stage allocates only its own layers
+    mamba_stage_share: bool = True
+    # the state-space hybrids whose radix cache the release turns off (0.5.3 - 0.5.6: serving_sglang.
+    # MAMBA_RADIX_OFF_ARCHITECTURES_0_5_4): a state pool of 512 requests (serving_sglang.mamba_fixed) and a running cap
+    # of max_mamba_cache_size // 1
+    mamba_radix_off: frozenset[str] = frozenset()
+    # the hybrids whose mamba radix cache strategy "auto" becomes extra_buffer (0.5.14+:
+    # serving_sglang.MAMBA_EXTRA_BUFFER_ARCHITECTURES_*): each request holds its track buffers too
+    # (serving_sglang.mamba_tracking_slots)
+    mamba_extra_buffer: frozenset[str] = frozenset()
+    # 0.5.7 only (model_runner_kv_cache_mixin.py resolve_max_num_reqs): the ratio takes MAMBA_CACHE_V2_ADDITIONAL_RATIO
+    # _OVERLAP = 2 whenever the extra_buffer is not on with speculative decoding, no_buffer included ("if
+    # enable_mamba_extra_buffer() and not spec_algorithm.is_none(): NO_OVERLAP; else: OVERLAP"); 0.5.8 gates it on
+    # enable_mamba_extra_buffer() (read in 0.5.7, 0.5.8, 0.5.9). No slot is taken: only the cap is lower
+    mamba_no_buffer_ratio_extra: int = 0
+
+    def mamba_radix(self, card) -> bool:
+        """This release keeps the radix cache on (MambaRadixCache) for a state-space hybrid ``card`` by default."""
+        return card.hf_architecture not in self.mamba_radix_off
+
+    def mamba_tracking(self, card, pp: int) -> int:
+        """The extra_buffer track slots a request of ``card`` holds beside its state slot in this release, by default
+        (0: no_buffer); the overlap scheduler, on by default, is off at PP > 1."""
+        extra = self.mamba_radix(card) and card.hf_architecture in self.mamba_extra_buffer
+        return sg.mamba_tracking_slots(extra, overlap=pp == 1)
+
+    def mamba_ratio(self, card, pp: int) -> int:
+        """resolve_max_num_reqs' ratio for ``card`` (serving_sglang.mamba_running_cap): 1 without the radix cache, else
+        3 + the track slots (+ 2 for no_buffer too in 0.5.7)."""
+        if not self.mamba_radix(card):
+            return 1
+        return (sg.MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO
+                + (self.mamba_tracking(card, pp) or self.mamba_no_buffer_ratio_extra))
 
     def is_multimodal(self, card) -> bool:
         """configs/model_config.py is_multimodal, as this release decides it by default (serving_sglang's comment
@@ -123,9 +158,10 @@ _WHOLE = {"swa_charge": "whole", "swa_chunk_shrink": False, "swa_pool_check": Fa
 # before 0.4.10: no multimodal cut, no state-slot cap on max_running_requests, no padding slot; 0.4.10 - 0.5.9: only
 # the listed multimodal architectures get the cut; 0.5.3 - 0.5.9 (0.5.4 - 0.5.9 read, 0.5.3 follows 0.5.4): the
 # speculative reserve of 2 GiB (STANDALONE 6, NGRAM none), the state-slot cap, no padding slot
-_EARLY = {"vlm_mfs": False, "vlm_subconfig": False, "mamba_running_cap": False, "mamba_padding_slot": False}
-_LISTED_VLM = {"vlm_subconfig": False, "mamba_running_cap": False, "mamba_padding_slot": False}
-_MID = {"vlm_subconfig": False, "spec_reserve": "eagle_2g", "mamba_padding_slot": False}
+_BEFORE_0_5_17 = {"mamba_padding_slot": False, "mamba_stage_share": False}
+_EARLY = {"vlm_mfs": False, "vlm_subconfig": False, "mamba_running_cap": False, **_BEFORE_0_5_17}
+_LISTED_VLM = {"vlm_subconfig": False, "mamba_running_cap": False, **_BEFORE_0_5_17}
+_MID = {"vlm_subconfig": False, "spec_reserve": "eagle_2g", **_BEFORE_0_5_17}
 
 
 def _late(span: str, first: tuple[int, int, int], swa_architectures: frozenset[str], pages: tuple[int, ...],
@@ -165,17 +201,20 @@ VERSIONS = (
     # and Olmo2 (0.5.4 read; 0.5.3, not read, follows it)
     SglangVersion("SGLang 0.5.3-0.5.4 (reserved-memory default, no prefill graphs)", (0, 5, 3), (0, 5, 4),
                   "reserved", False, True, sg.MID_TIER_0_5_3, **_MID, trtllm_mha_pages=sg.TRTLLM_MHA_PAGES_0_5_1,
-                  trtllm_mha_architectures=sg.TRTLLM_MHA_ARCHITECTURES_0_5_4),
+                  trtllm_mha_architectures=sg.TRTLLM_MHA_ARCHITECTURES_0_5_4,
+                  mamba_radix_off=sg.MAMBA_RADIX_OFF_ARCHITECTURES_0_5_4),
     # 0.5.5 - 0.5.6 (read): one pool; trtllm_mha on SM100 for gpt-oss, Olmo2 and Llama 4
     SglangVersion("SGLang 0.5.5-0.5.6 (reserved-memory default, no prefill graphs)", (0, 5, 5), (0, 5, 6),
                   "reserved", False, True, sg.MID_TIER_0_5_5, **_MID, trtllm_mha_pages=sg.TRTLLM_MHA_PAGES_0_5_1,
-                  trtllm_mha_architectures=sg.TRTLLM_MHA_ARCHITECTURES_0_5_5),
+                  trtllm_mha_architectures=sg.TRTLLM_MHA_ARCHITECTURES_0_5_5,
+                  mamba_radix_off=sg.MAMBA_RADIX_OFF_ARCHITECTURES_0_5_4),
     # 0.5.7: trtllm_mha the SM100 default for every model without MLA; a hybrid pool for MiMo-V2-Flash only
     # (model_config.py is_hybrid_model), split by layers (model_runner_kv_cache_mixin.py set_num_tokens_hybrid_swa)
     SglangVersion("SGLang 0.5.7 (reserved-memory default, no prefill graphs; trtllm_mha on Blackwell)", (0, 5, 7),
                   (0, 5, 7), "reserved", False, True, sg.MID_TIER_0_5_5, sg.HYBRID_SWA_ARCHITECTURES_0_5_7, "layers",
                   **_WHOLE, **_MID, trtllm_mha_pages=sg.TRTLLM_MHA_PAGES_0_5_1,
-                  trtllm_mha_exceptions=sg.TRTLLM_MHA_EXCEPTIONS_0_5_7),
+                  trtllm_mha_exceptions=sg.TRTLLM_MHA_EXCEPTIONS_0_5_7,
+                  mamba_no_buffer_ratio_extra=sg.MAMBA_TRACKING_SLOTS_OVERLAP),
     # 0.5.8: is_hybrid_swa_model (Llama 4, gpt-oss, MiMo-V2), split by layers; gpt-oss single under trtllm_mha or
     # speculative decoding (server_args.py _handle_model_specific_adjustments)
     SglangVersion("SGLang 0.5.8 (reserved-memory default, no prefill graphs; hybrid SWA pool split by layers)",
@@ -197,36 +236,40 @@ VERSIONS = (
     # PrefillAdder.rem_total_tokens: the min of both pools; _swa_budget_for_req arrives in 0.5.11)
     _late("0.5.10", (0, 5, 10), sg.HYBRID_SWA_ARCHITECTURES_0_5_10, sg.TRTLLM_MHA_PAGES_0_5_1,
           sg.TRTLLM_MHA_EXCEPTIONS_0_5_10, sg.TRTLLM_MHA_SPEC_EXCEPTIONS_0_5_10, swa_split="capacity", **_WHOLE,
-          spec_reserve="eagle_4g", mamba_padding_slot=False),
+          spec_reserve="eagle_4g", **_BEFORE_0_5_17),
     # 0.5.11 - 0.5.15 (0.5.11, 0.5.12, 0.5.13, 0.5.14, 0.5.15 read): schedule_policy.py _swa_budget_for_req charges
     # the window as a floor, and a request the free sliding tokens do not cover waits; no start-up check of the pool.
     # Split at 0.5.14, which drops the default mem_fraction_static's 4 GiB speculative reserve (0.5.11 - 0.5.13 keep it)
     _late("0.5.11-0.5.13", (0, 5, 11), sg.HYBRID_SWA_ARCHITECTURES_0_5_11, sg.TRTLLM_MHA_PAGES_0_5_1,
           sg.TRTLLM_MHA_EXCEPTIONS_0_5_11, sg.TRTLLM_MHA_SPEC_EXCEPTIONS_0_5_11, last=(0, 5, 13),
           swa_charge="window_floor", swa_chunk_shrink=False, swa_pool_check=False, spec_reserve="eagle_4g",
-          mamba_padding_slot=False),
+          **_BEFORE_0_5_17),
     _late("0.5.14-0.5.15", (0, 5, 14), sg.HYBRID_SWA_ARCHITECTURES_0_5_11, sg.TRTLLM_MHA_PAGES_0_5_1,
           sg.TRTLLM_MHA_EXCEPTIONS_0_5_11, sg.TRTLLM_MHA_SPEC_EXCEPTIONS_0_5_11, last=(0, 5, 15),
-          swa_charge="window_floor", swa_chunk_shrink=False, swa_pool_check=False, mamba_padding_slot=False),
+          swa_charge="window_floor", swa_chunk_shrink=False, swa_pool_check=False, **_BEFORE_0_5_17,
+          mamba_extra_buffer=sg.MAMBA_EXTRA_BUFFER_ARCHITECTURES_0_5_14),
     # 0.5.16: the same charge (max(alloc - window, 0) + _swa_reserved_tokens); a request it does not fit is admitted
     # with a smaller chunk (_swa_chunk_cap)
     _late("0.5.16", (0, 5, 16), sg.HYBRID_SWA_ARCHITECTURES_0_5_16, sg.TRTLLM_MHA_PAGES_0_5_1,
           sg.TRTLLM_MHA_EXCEPTIONS_0_5_11, sg.TRTLLM_MHA_SPEC_EXCEPTIONS_0_5_11, swa_charge="window_floor",
-          swa_pool_check=False, mamba_padding_slot=False),
+          swa_pool_check=False, **_BEFORE_0_5_17,
+          mamba_extra_buffer=sg.MAMBA_EXTRA_BUFFER_ARCHITECTURES_0_5_16),
     # 0.5.17 - 0.5.18 (both read): the window in the charge is min(extend + decode, window), no longer a floor;
     # trtllm_mha takes 128-token pages
     _late("0.5.17-0.5.18", (0, 5, 17), sg.HYBRID_SWA_ARCHITECTURES_0_5_17, sg.TRTLLM_MHA_PAGES_0_5_17,
           sg.TRTLLM_MHA_EXCEPTIONS_0_5_17, sg.TRTLLM_MHA_SPEC_EXCEPTIONS_0_5_17, last=(0, 5, 18),
-          swa_pool_check=False),
+          swa_pool_check=False, mamba_extra_buffer=sg.MAMBA_EXTRA_BUFFER_ARCHITECTURES_0_5_17),
     # 0.5.19: Nemotron-H takes trtllm_mha on SM100 (model_overrides/nemotron_h.py)
     _late("0.5.19", (0, 5, 19), sg.HYBRID_SWA_ARCHITECTURES_0_5_19, sg.TRTLLM_MHA_PAGES_0_5_17,
-          sg.TRTLLM_MHA_EXCEPTIONS_0_5_19, sg.TRTLLM_MHA_SPEC_EXCEPTIONS_0_5_17, swa_pool_check=False),
+          sg.TRTLLM_MHA_EXCEPTIONS_0_5_19, sg.TRTLLM_MHA_SPEC_EXCEPTIONS_0_5_17, swa_pool_check=False,
+          mamba_extra_buffer=sg.MAMBA_EXTRA_BUFFER_ARCHITECTURES_0_5_19),
     # 0.5.20+ (0.5.20 - 0.5.23 read): pool_configurator.py validate_swa_pool_size refuses a sliding pool of at most the
     # window + a page at start-up
     SglangVersion(f"SGLang 0.5.20+ (read in {sg.RULES.split()[-1]}; reserved-memory default with prefill graphs)",
                   (0, 5, 20), None, "reserved", True, True, swa_architectures=sg.HYBRID_SWA_ARCHITECTURES_0_5_20,
                   trtllm_mha_pages=sg.TRTLLM_MHA_PAGES_0_5_17, trtllm_mha_exceptions=sg.TRTLLM_MHA_EXCEPTIONS_0_5_19,
-                  trtllm_mha_spec_exceptions=sg.TRTLLM_MHA_SPEC_EXCEPTIONS_0_5_20),
+                  trtllm_mha_spec_exceptions=sg.TRTLLM_MHA_SPEC_EXCEPTIONS_0_5_20,
+                  mamba_extra_buffer=sg.MAMBA_EXTRA_BUFFER_ARCHITECTURES_0_5_23),
 )
 
 
@@ -412,10 +455,12 @@ class SGLang(Server):
 
     def pool(self, s: Setup, sts: list[Stage]) -> Pool:
         """Tokens per stage = pool // cell_size (page-rounded), MIN across ranks; a request takes its tokens. A hybrid
-        first carves its state pool out of the pool (serving_sglang.mamba_split) and a running request also holds
-        state slots (HybridReqToTokenPool, MambaPool; resolve_max_num_reqs lets max_mamba_cache_size // 3 run:
-        running_limit). A hybrid SWA pool (serving_sglang.hybrid_swa_tokens, split
-        as the release does) gives the full-attention layers ``tokens`` and the sliding-window layers their own, where
+        first carves its state pool out of the pool (serving_sglang.mamba_split; 512 requests' where the release
+        turns the radix cache off: mamba_fixed) and a request holds its state slot and, under the extra_buffer
+        strategy, its track slots (HybridReqToTokenPool.alloc, MambaPool; resolve_max_num_reqs lets
+        max_mamba_cache_size // (3 + track slots) run: running_limit); at PP > 1 each stage charges a slot what the
+        release charges (_charged_state). A hybrid SWA pool (serving_sglang.hybrid_swa_tokens, split as the release
+        does) gives the full-attention layers ``tokens`` and the sliding-window layers their own, where
         a request is charged at admission what the release's scheduler charges (serving_sglang.SWA_CHARGES: from
         0.5.11 its first prefill chunk or its window, plus a page; its whole length before; _swa_need): whichever
         pool runs out first sets the concurrency."""
@@ -423,16 +468,22 @@ class SGLang(Server):
 
         page, L = s.block_size, s.max_model_len
         per_req = cdiv(L, page)
+        taken = 1 + self.version.mamba_tracking(s.card, s.layout.pp)  # state slots a request holds
         rows, slots, states, swa, concs = [], [], [], [], []
+        charged = _charged_state(s.card, sts, self.version.mamba_stage_share)
         for st in sts:
-            state = _state_bytes(s.card, st)
-            kv, n = (sg.mamba_split(st.available, state, padding_slot=self.version.mamba_padding_slot)
-                     if s.card.ssm else (st.available, None))
+            state = charged if charged is not None else _state_bytes(s.card, st)
+            if s.card.ssm is None:
+                kv, n = st.available, None
+            elif not self.version.mamba_radix(s.card):
+                kv, n = sg.mamba_fixed(st.available, state)
+            else:
+                kv, n = sg.mamba_split(st.available, state, padding_slot=self.version.mamba_padding_slot)
             split = _swa_split(s, st)
             if split is None:
                 tokens = sg.max_total_tokens(kv, _cell(s, st), page) if st.kv_bytes_per_token else 0
                 rows.append(rank_row(st, st.kv_bytes_per_token * page, tokens // page, min(L, tokens) if tokens else L))
-                concs.append(_concurrency(st, rows[-1].num_blocks / per_req, n))
+                concs.append(_concurrency(st, rows[-1].num_blocks / per_req, n, taken))
             else:
                 full_bytes, swa_bytes, window = split
                 v = self.version
@@ -452,7 +503,7 @@ class SGLang(Server):
             states.append(state)
         lim = min(range(len(sts)), key=lambda i: concs[i])
         pages, tokens = rows[lim].num_blocks, rows[lim].num_blocks * page
-        fits = (all((r.num_blocks * page >= L or not st.kv_bytes_per_token) and (n is None or n >= 1)
+        fits = (all((r.num_blocks * page >= L or not st.kv_bytes_per_token) and (n is None or n >= taken)
                     for st, r, n in zip(sts, rows, slots)) and all(t >= n for t, _, n in swa))
         swa_tokens, swa_bytes, need = swa[lim] if swa else (None, None, 0)
         pool = KVCachePool(available_bytes=sts[lim].available, block_size=page,
@@ -461,7 +512,7 @@ class SGLang(Server):
                            state_slots=None if slots[lim] is None else min(slots),
                            swa_tokens=swa_tokens, swa_bytes_per_token=swa_bytes)
         fit = min(r.max_model_len_fit for r in rows) if fits or not s.card.ssm else 0
-        request = per_req * rows[lim].bytes_per_block + states[lim] + need * (swa_bytes or 0)
+        request = per_req * rows[lim].bytes_per_block + taken * states[lim] + need * (swa_bytes or 0)
         return Pool(sts[lim], pool, concs[lim], request, fits, fit, rows)
 
     # -- what a plan prints --
@@ -492,32 +543,20 @@ class SGLang(Server):
 
     def running_limit(self, s: Setup, p: Pool) -> int | None:
         """resolve_max_num_reqs from the pool's tokens (serving_sglang.max_running_requests); 0: under two tokens;
-        with state layers capped at max_mamba_cache_size // 3 where the release does (serving_sglang.mamba_running_cap,
-        0.5.4+)."""
+        with state layers capped at max_mamba_cache_size // (3 + the extra_buffer track slots), // 1 without the radix
+        cache, where the release does (serving_sglang.mamba_running_cap, 0.5.4+)."""
         limit = sg.max_running_requests(p.pool.tokens, s.max_model_len) if p.pool.tokens >= 2 else 0
         if p.pool.state_slots is not None and self.version.mamba_running_cap:
-            limit = min(limit, sg.mamba_running_cap(p.pool.state_slots))
+            limit = min(limit, self._mamba_cap(s, p.pool.state_slots))
         return limit
+
+    def _mamba_cap(self, s: Setup, slots: int) -> int:
+        return slots // self.version.mamba_ratio(s.card, s.layout.pp)
 
     def notes(self, s: Setup, p: Pool) -> list[str]:
         out = []
         if s.card.ssm is not None:
-            states = fmt_bytes(p.pool.state_bytes_per_request)
-            out.append(f"SGLang hybrid: the pool is split by mamba_full_memory_ratio "
-                       f"{sg.DEFAULT_MAMBA_FULL_MEMORY_RATIO} (state pool = pool x r / (1 + r), "
-                       f"kv_cache_configurator.py _handle_max_mamba_cache): max_mamba_cache_size = "
-                       f"{fmt_int(p.pool.state_slots or 0)} requests of {states} of states (conv bfloat16, SSM "
-                       "float32: SGLang's mamba2_state_dtype defaults)" + (
-                           " beside the pool's padding slot" if self.version.mamba_padding_slot else "")
-                       + "; the K/V token pool gets the rest. " + (
-                           f"SGLang runs at most max_mamba_cache_size // "
-                           f"{sg.MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO} = "
-                           f"{fmt_int(sg.mamba_running_cap(p.pool.state_slots or 0))} requests at once "
-                           "(resolve_max_num_reqs, MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO: with the radix cache "
-                           "a running request holds 3 slots, the radix cache's checkpoints among them; 1 with "
-                           "--disable-radix-cache; 2 more where SGLang picks the mamba extra_buffer strategy, "
-                           "not modelled)." if self.version.mamba_running_cap else
-                           "A running request holds one state slot."))
+            out.append(self._mamba_note(s, p))
         if p.pool.swa_tokens is not None:
             v, window = self.version, _swa_split(s, p.limiting)[2]
             need = _swa_need(s, v, p.pool.swa_tokens, window)
@@ -542,7 +581,7 @@ class SGLang(Server):
         capped = s.card.ssm is not None and self.version.mamba_running_cap
         out.append(f"SGLang admits at most max_running_requests = {reqs:,} requests at once (resolve_max_num_reqs: "
                    "min(clamp(tokens / context_len x 512, 2048, 4096), tokens // 2"
-                   + (", max_mamba_cache_size // 3" if capped else "") + ")).")
+                   + (f", max_mamba_cache_size // {self._mamba_ratio(s)}" if capped else "") + ")).")
         out.append(f"SGLang: pool = (free memory at start x mem_fraction_static {s.mfs}) - weights - what the load "
                    f"allocates beyond them ({fmt_bytes(s.non_torch)}, an ESTIMATE: 0.18-0.24 GiB logged at TP 4; "
                    "--non-torch-memory); free memory = "
@@ -550,6 +589,57 @@ class SGLang(Server):
                    "CUDA graphs use "
                    "the remaining (1 - mem_fraction_static); the pool's 'fixed overhead' term is not modelled.")
         return out
+
+    def _mamba_ratio(self, s: Setup) -> int:
+        return self.version.mamba_ratio(s.card, s.layout.pp)
+
+    def _mamba_note(self, s: Setup, p: Pool) -> str:
+        """How this release sizes a hybrid's state pool and what a request holds of it."""
+        v, arch, slots = self.version, s.card.hf_architecture, p.pool.state_slots or 0
+        release = v.label.split(" (")[0]
+        states = (f"{fmt_int(slots)} requests of {fmt_bytes(p.pool.state_bytes_per_request)} of states (conv "
+                  "bfloat16, SSM float32: SGLang's mamba2_state_dtype defaults)")
+        if not v.mamba_radix(s.card):
+            split = (f"SGLang hybrid: {release} turns the radix cache off for {arch} (model_runner.py: 'model "
+                     "detected, disable radix cache'), so handle_max_mamba_cache sizes the state pool by requests, "
+                     f"not memory: max_mamba_cache_size = {states} (512 without --max-running-requests); the K/V "
+                     "token pool gets the rest.")
+        else:
+            split = (f"SGLang hybrid: the pool is split by mamba_full_memory_ratio "
+                     f"{sg.DEFAULT_MAMBA_FULL_MEMORY_RATIO} (state pool = pool x r / (1 + r), kv_cache_configurator.py "
+                     f"_handle_max_mamba_cache): max_mamba_cache_size = {states}"
+                     + (" beside the pool's padding slot" if v.mamba_padding_slot else "")
+                     + "; the K/V token pool gets the rest.")
+        if s.layout.pp > 1:
+            split += (" At PP > 1 every stage charges a slot " + (
+                "the largest stage's share of the model's states (pp_layer_scale, 0.5.17+)" if v.mamba_stage_share else
+                "the whole model's states (mamba_cache_per_req over every state layer, before 0.5.17), though it "
+                "allocates only its own layers'") + ".")
+        if not v.mamba_running_cap:
+            return split + " A running request holds one state slot."
+        track, ratio = v.mamba_tracking(s.card, s.layout.pp), self._mamba_ratio(s)
+        if not v.mamba_radix(s.card):
+            hold = "without the radix cache a running request holds its one slot"
+        elif track:
+            hold = (f"{release} picks the mamba extra_buffer strategy for {arch} (--mamba-radix-cache-strategy auto: "
+                    f"the overlap scheduler {'on' if s.layout.pp == 1 else 'off at PP > 1'}, linear-attn backend "
+                    f"triton), so a request holds its slot and {track} track slot{'s' if track > 1 else ''} "
+                    f"(HybridReqToTokenPool ping-pong buffers): the pool holds {fmt_int(slots // (1 + track))} "
+                    f"requests; the ratio is 3 + {track}")
+        else:
+            hold = ("with the radix cache (no_buffer) it counts 3 slots a running request, the radix cache's "
+                    "checkpoints among them (MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO: 'safe when it is larger than "
+                    "2'), though a request takes one; 1 with --disable-radix-cache"
+                    + ("; 2 more with --mamba-radix-cache-strategy extra_buffer" if v.mamba_extra_buffer else "")
+                    + (f"; {release} adds MAMBA_CACHE_V2_ADDITIONAL_RATIO_OVERLAP = {v.mamba_no_buffer_ratio_extra} "
+                       "to the ratio of a no_buffer hybrid too (0.5.8 adds it under extra_buffer only)" if v.mamba_no_buffer_ratio_extra
+                       else ""))
+        spec = "" if s.opts.speculative is None else (
+            " With --speculative-algorithm SGLang also reserves intermediate states per draft token out of the state "
+            "budget (_handle_max_mamba_cache), which kvplan does not model, nor the radix cache some releases turn off "
+            "with it: the state slots, the K/V pool and the cap are ESTIMATES.")
+        return (split + f" SGLang runs at most max_mamba_cache_size // {ratio} = "
+                f"{fmt_int(self._mamba_cap(s, slots))} requests at once (resolve_max_num_reqs: {hold})." + spec)
 
     def requested_rule(self, s: Setup) -> str:
         return f"free at start x mem_fraction_static {s.mfs}"
@@ -611,11 +701,25 @@ def _state_bytes(card, st: Stage) -> int:
     return sg.state_bytes_per_request(conv, ssm)
 
 
-def _concurrency(st: Stage, by_tokens: float, slots: int | None) -> float:
-    """Requests of max_model_len the pools hold: the K/V tokens, and (hybrid) the state slots."""
+def _charged_state(card, sts: list[Stage], stage_share: bool) -> int | None:
+    """At PP > 1, the state bytes every stage's _handle_max_mamba_cache charges a slot: 0.5.17+ the largest stage's
+    share, int(mamba_cache_per_req x max stage state layers / all state layers) (pp_layer_scale, get_pp_indices'
+    stages); before, mamba_cache_per_req over every state layer of the model (read in 0.5.4 - 0.5.16). None: one
+    stage (its own states) or no state layers."""
+    if card.ssm is None or len(sts) < 2:
+        return None
+    whole = sum(_state_bytes(card, st) for st in sts)
+    layers = [sum(1 for sp in st.specs if sp.kind == "conv_state") for st in sts]  # a conv state in every state layer
+    return int(whole * (max(layers) / sum(layers))) if stage_share else whole
+
+
+def _concurrency(st: Stage, by_tokens: float, slots: int | None, taken: int = 1) -> float:
+    """Requests of max_model_len the pools hold: the K/V tokens, and (hybrid) the state slots, ``taken`` a request
+    (its own and its extra_buffer track slots: HybridReqToTokenPool.alloc)."""
     if slots is None:
         return by_tokens
-    return float(slots) if not st.kv_bytes_per_token else min(by_tokens, float(slots))
+    by_slots = float(slots // taken)
+    return by_slots if not st.kv_bytes_per_token else min(by_tokens, by_slots)
 
 
 def _nccl_note(s: Setup) -> str:

@@ -1,0 +1,218 @@
+"""SGLang's state pool for the state-space hybrids, release by release (read in the PyPI wheels 0.5.4 - 0.5.23;
+kvplan.cost.serving_sglang's comments above mamba_running_cap, MAMBA_EXTRA_BUFFER_ARCHITECTURES_0_5_14 and
+MAMBA_RADIX_OFF_ARCHITECTURES_0_5_4). Every figure is recomputed here from SGLang's formula, from the memory kvplan
+leaves for the cache at --mem-fraction-static 0.85 (the same in every 0.5.x release for a given model and GPU)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from kvplan.cli.app import app
+from kvplan.cost import serving_sglang as sg
+from kvplan.cost.runtimes.sglang import SGLang
+
+H200 = ("--gpu", "H200", "--max-model-len", "4096", "--mem-fraction-static", "0.85")
+
+
+def _plan(*args: str) -> dict:
+    r = CliRunner().invoke(app, ["plan", *args, "--json"])
+    assert r.exit_code == 0, r.stdout
+    return json.loads(r.stdout)
+
+
+def _at(text: str):
+    return SGLang().at_version(text).version
+
+
+# Qwen3-Next-80B-A3B at TP 2: 36 Gated DeltaNet layers of a conv state (2 x 16 x 128 + 32 x 128) / 2 channels x 3
+# steps = 12,288 bfloat16 = 24,576 B and a recurrent state 16 heads x 128 x 128 = 262,144 float32 = 1,048,576 B:
+# 36 x 1,073,152 = 38,633,472 B a slot; 12 attention layers of 1 KV head x 256 x (K, V) x 2 B = 12,288 B a token
+QWEN3_NEXT_REST, QWEN3_NEXT_STATE, QWEN3_NEXT_CELL = 45_446_370_048, 38_633_472, 12_288
+
+
+@pytest.mark.parametrize(("engine", "slots", "running", "concurrency"), [
+    ("sglang==0.5.4", 557, 185, 1_947_227 / 4096),  # no_buffer: 557 // 3; a request holds one slot
+    ("sglang==0.5.13", 557, 185, 1_947_227 / 4096),  # "auto" -> "no_buffer" in __post_init__
+    ("sglang==0.5.14", 557, 111, 185),  # extra_buffer: 557 // (3 + 2); a request holds 1 + 2 slots: 557 // 3
+    ("sglang==0.5.16", 557, 111, 185),
+    ("sglang==0.5.19", 556, 111, 185),  # the padding slot (0.5.17+): 556 // 5
+    ("sglang", 556, 111, 185),
+])
+def test_qwen3_next_takes_the_extra_buffer_from_0_5_14(engine, slots, running, concurrency):
+    """budget = 45,446,370,048 x 0.9 / 1.9 = 21,527,227,917.5 B: int(budget // 38,633,472) = 557 slots (0.5.17+:
+    int((budget - 38,633,472) // 38,633,472) = 556 beside the padding slot); the K/V pool 45,446,370,048 - 557 x
+    38,633,472 = 23,927,526,144 B, // 12,288 = 1,947,227 tokens either way (the padding slot's bytes leave it too).
+    resolve_max_num_reqs: min(clamp(1,947,227 / 4,096 x 512, 2,048, 4,096) = 4,096, 1,947,227 // 2,
+    max_mamba_cache_size // _calculate_mamba_ratio()), the ratio 3 with no_buffer and 3 + 2 with extra_buffer and the
+    overlap scheduler (MAMBA_CACHE_V2_ADDITIONAL_RATIO_OVERLAP = 2). From 0.5.14 "auto" becomes extra_buffer for
+    Qwen3NextForCausalLM (overlap on, --linear-attn-backend triton: _handle_mamba_radix_cache), and alloc takes each
+    request's two ping-pong track slots from the same allocator (HybridReqToTokenPool._alloc_ping_pong_buffer)."""
+    d = _plan("-m", "qwen3-next-80b-a3b", *H200, "--tp", "2", "--engine", engine)
+    kv = d["kv_cache"]
+    assert (kv["available_bytes"], kv["state_bytes_per_request"]) == (QWEN3_NEXT_REST, QWEN3_NEXT_STATE)
+    budget = QWEN3_NEXT_REST * 0.9 / 1.9
+    assert slots == (int((budget - QWEN3_NEXT_STATE) // QWEN3_NEXT_STATE) if _at(engine.partition("==")[2] or "0.5.23")
+                     .mamba_padding_slot else int(budget // QWEN3_NEXT_STATE))
+    assert kv["state_slots"] == slots
+    assert kv["tokens"] == (QWEN3_NEXT_REST - 557 * QWEN3_NEXT_STATE) // QWEN3_NEXT_CELL == 1_947_227
+    assert d["max_running"] == running and d["max_concurrency"] == pytest.approx(concurrency)
+    extra = running == slots // 5
+    assert d["request_kv_bytes"] == 4096 * QWEN3_NEXT_CELL + (3 if extra else 1) * QWEN3_NEXT_STATE
+    assert any(f"max_mamba_cache_size // {5 if extra else 3} = {running}" in n for n in d["notes"])
+    assert any("extra_buffer strategy for Qwen3NextForCausalLM" in n for n in d["notes"]) == extra
+
+
+def test_one_track_slot_at_pp_2():
+    """PP 2 turns the overlap scheduler off after the strategy is chosen (server_args.py _handle_pipeline_parallelism
+    0.5.14, arg_groups/overrides.py _pipeline_parallel_overlap_disable 0.5.15+): one ping-pong slot
+    (mamba_ping_pong_track_buffer_size 1, MAMBA_CACHE_V2_ADDITIONAL_RATIO_NO_OVERLAP = 1). 0.5.23, the limiting
+    stage's 45,497,011,456 B (18 layers of 2 x 1,073,152 B at TP 1 = 38,633,472 B a slot, the largest stage's share as
+    0.5.17+ _handle_max_mamba_cache charges it): int((45,497,011,456 x 0.9 / 1.9 - 38,633,472) // 38,633,472) = 556;
+    556 // (3 + 1) = 139 running; 556 // 2 = 278 requests' slots."""
+    d = _plan("-m", "qwen3-next-80b-a3b", *H200, "--pp", "2", "--engine", "sglang==0.5.23")
+    kv = d["kv_cache"]
+    assert kv["available_bytes"] == 45_497_011_456 and kv["state_bytes_per_request"] == QWEN3_NEXT_STATE
+    assert kv["state_slots"] == int((45_497_011_456 * 0.9 / 1.9 - QWEN3_NEXT_STATE) // QWEN3_NEXT_STATE) == 556
+    assert d["max_running"] == 139 and d["max_concurrency"] == 278
+    assert any("max_mamba_cache_size // 4 = 139" in n and "off at PP > 1" in n for n in d["notes"])
+
+
+def test_qwen3_5_and_lfm2_by_release():
+    """Qwen3.5-27B on one H200 (48 Gated DeltaNet layers of 153,944,064 / 48 = 3,207,168 B): 73,076,681,318 B for the
+    cache, int(x 0.9 / 1.9 // 153,944,064) = 224 slots; 224 // 3 = 74 running in 0.5.13, 224 // 5 = 44 in 0.5.14.
+    LFM2 (Lfm2ForCausalLM) is no extra_buffer architecture in any release (_MAMBA_EXTRA_BUFFER_ARCHS): no_buffer,
+    ratio 3."""
+    for engine, running in (("sglang==0.5.13", 74), ("sglang==0.5.14", 44)):
+        d = _plan("-m", "qwen3.5-27b", *H200, "--engine", engine)
+        assert d["kv_cache"]["state_slots"] == int(73_076_681_318 * 0.9 / 1.9 // 153_944_064) == 224
+        assert d["max_running"] == running
+    d = _plan("--hf-config", "tests/data/configs/lfm2-700m", *H200, "--engine", "sglang")
+    slots = d["kv_cache"]["state_slots"]
+    assert any(f"max_mamba_cache_size // 3 = {slots // 3:,}" in n for n in d["notes"])
+    assert not any("extra_buffer strategy for" in n for n in d["notes"])
+
+
+# Nemotron-3-Nano-30B-A3B: 23 Mamba-2 layers of a conv state (64 x 64 + 2 x 8 x 128) x 3 = 18,432 bfloat16 = 36,864 B
+# and an SSM state 64 x 64 x 128 = 524,288 float32 = 2,097,152 B: 23 x 2,134,016 = 49,082,368 B; 6 attention layers of
+# 2 KV heads x 128 x (K, V) x 2 B = 6,144 B a token. 63,981,239,014 B for the cache on one H200 at 0.85
+NANO_REST, NANO_STATE, NANO_CELL = 63_981_239_014, 49_082_368, 6_144
+
+
+@pytest.mark.parametrize(("engine", "slots", "tokens", "running", "concurrency"), [
+    ("sglang==0.5.4", 512, 6_323_415, 512, 512),
+    ("sglang==0.5.6", 512, 6_323_415, 512, 512),
+    ("sglang==0.5.7", 617, 5_484_605, 123, 617),  # 0.5.7's ratio 3 + 2 for no_buffer too: 617 // 5
+    ("sglang==0.5.8", 617, 5_484_605, 205, 617),  # 617 // 3
+])
+def test_nemotron_h_without_the_radix_cache_before_0_5_7(engine, slots, tokens, running, concurrency):
+    """0.5.4 - 0.5.6 turn the radix cache off for NemotronH / FalconH1 (model_runner.py: "{class_name} model
+    detected, disable radix cache"), and handle_max_mamba_cache then takes max_mamba_cache_size = 512 (no
+    --max-running-requests): the K/V pool gets 63,981,239,014 - 512 x 49,082,368 = 38,851,066,598 B, // 6,144 =
+    6,323,415 tokens; resolve_max_num_reqs' ratio is 1 without the radix cache: min(4,096, 3,161,707, 512 // 1) = 512.
+    0.5.7 keeps the radix cache (it turns the overlap scheduler off instead): the ratio split, int(63,981,239,014 x 0.9
+    / 1.9 // 49,082,368) = 617 slots, (63,981,239,014 - 617 x 49,082,368) // 6,144 = 5,484,605 tokens. 0.5.7's
+    resolve_max_num_reqs adds MAMBA_CACHE_V2_ADDITIONAL_RATIO_OVERLAP = 2 unless the extra_buffer is on with
+    speculative decoding ("if enable_mamba_extra_buffer() and not spec_algorithm.is_none(): ... NO_OVERLAP else: ...
+    OVERLAP"), no_buffer included: 617 // 5 = 123 running; 0.5.8 gates it on enable_mamba_extra_buffer(): 617 // 3 =
+    205."""
+    d = _plan("-m", "nemotron-3-nano-30b-a3b", *H200, "--engine", engine)
+    kv = d["kv_cache"]
+    assert (kv["available_bytes"], kv["state_bytes_per_request"]) == (NANO_REST, NANO_STATE)
+    if slots == 512:
+        assert tokens == (NANO_REST - 512 * NANO_STATE) // NANO_CELL
+        assert any("turns the radix cache off for NemotronHForCausalLM" in n for n in d["notes"])
+    else:
+        assert slots == int(NANO_REST * 0.9 / 1.9 // NANO_STATE)
+        assert tokens == (NANO_REST - slots * NANO_STATE) // NANO_CELL
+    assert (kv["state_slots"], kv["tokens"], d["max_running"]) == (slots, tokens, running)
+    assert d["max_concurrency"] == concurrency
+
+
+def test_nemotron_h_56b_states_outgrow_the_pool_without_the_radix_cache():
+    """Nemotron-H-56B's 512 slots x 912,605,184 B = 467 GB dwarf the 14,488,412,774 B left on an H200: SGLang 0.5.6's
+    K/V pool would be negative (its start-up refuses); kvplan plans no tokens and says it does not fit."""
+    d = _plan("-m", "nemotron-h-56b", *H200, "--engine", "sglang==0.5.6")
+    assert d["kv_cache"]["state_slots"] == 512 and d["kv_cache"]["tokens"] == 0 and not d["fits"]
+
+
+def test_the_rules_by_release():
+    assert [sg.mamba_tracking_slots(e, o) for e, o in ((False, True), (True, True), (True, False))] == [0, 2, 1]
+    assert sg.mamba_running_cap(557, tracking_slots=2) == 111 and sg.mamba_running_cap(512, radix_cache=False) == 512
+    assert sg.mamba_fixed(10_000, 10) == (10_000 - 5_120, 512)
+    assert [("Qwen3NextForCausalLM" in _at(v).mamba_extra_buffer) for v in
+            ("0.5.9", "0.5.13", "0.5.14", "0.5.15", "0.5.16", "0.5.18", "0.5.19", "0.5.23")] == [
+        False, False, True, True, True, True, True, True]
+    assert not any("Lfm2ForCausalLM" in _at(v).mamba_extra_buffer for v in ("0.5.14", "0.5.19", "0.5.23"))
+    assert "Qwen3_5ForCausalLM" in _at("0.5.19").mamba_extra_buffer - _at("0.5.18").mamba_extra_buffer
+    assert [_at(v).mamba_no_buffer_ratio_extra for v in ("0.5.6", "0.5.7", "0.5.8", "0.5.23")] == [0, 2, 0, 0]
+    assert [("NemotronHForCausalLM" in _at(v).mamba_radix_off) for v in
+            ("0.5.2", "0.5.3", "0.5.4", "0.5.6", "0.5.7", "0.5.23")] == [False, True, True, True, False, False]
+    assert "Qwen3NextForCausalLM" not in _at("0.5.4").mamba_radix_off  # MambaRadixCache for the GDN hybrids
+
+
+@pytest.mark.parametrize(("engine", "per_slot", "slots", "running"), [
+    ("sglang==0.5.13", 2 * QWEN3_NEXT_STATE, 278, 92),  # the whole model's 36 layers; no_buffer: 278 // 3
+    ("sglang==0.5.16", 2 * QWEN3_NEXT_STATE, 278, 69),  # extra_buffer without overlap: 278 // 4
+    ("sglang==0.5.17", QWEN3_NEXT_STATE, 556, 139),  # the largest stage's 18 of 36: int(77,266,944 x 0.5)
+])
+def test_pp_stages_charge_the_whole_models_states_before_0_5_17(engine, per_slot, slots, running):
+    """Qwen3-Next at PP 2 (TP 1: 2 x 1,073,152 = 2,146,304 B a GDN layer, 18 layers a stage): 0.5.4 - 0.5.16's
+    _handle_max_mamba_cache divides the budget by mamba_cache_per_req, Mamba2CacheParams' sum over every state layer
+    of the model (36 x 2,146,304 = 77,266,944 B), on every stage; 0.5.17+ by int(77,266,944 x 18 / 36) = 38,633,472
+    (pp_layer_scale). The limiting stage's 45,497,011,456 B: int(x 0.9 / 1.9 // 77,266,944) = 278 slots, the K/V
+    pool 45,497,011,456 - 278 x 77,266,944 = 24,016,801,024 B // 12,288 = 1,954,492 tokens (6 attention layers of 2
+    KV heads x 256 x (K, V) x 2 B); 0.5.17: int((x 0.9 / 1.9 - 38,633,472) // 38,633,472) = 556, (45,497,011,456 -
+    557 x 38,633,472) // 12,288 = 1,951,348."""
+    d = _plan("-m", "qwen3-next-80b-a3b", *H200, "--pp", "2", "--engine", engine)
+    kv = d["kv_cache"]
+    rest = 45_497_011_456
+    assert kv["available_bytes"] == rest and kv["state_bytes_per_request"] == per_slot
+    budget = rest * 0.9 / 1.9
+    assert slots == (int(budget // per_slot) if per_slot > QWEN3_NEXT_STATE else int((budget - per_slot) // per_slot))
+    assert kv["state_slots"] == slots and d["max_running"] == running
+    held = slots + (per_slot == QWEN3_NEXT_STATE)  # the padding slot (0.5.17+)
+    assert kv["tokens"] == (rest - held * per_slot) // QWEN3_NEXT_CELL == (1_954_492 if held == 278 else 1_951_348)
+    assert any("At PP > 1 every stage charges a slot" in n for n in d["notes"])
+
+
+def test_speculative_decoding_on_a_hybrid_says_the_state_pool_is_an_estimate():
+    """_handle_max_mamba_cache reserves intermediate states per draft token with speculative decoding (0.5.4: slots //
+    (1 + D); 0.5.7 - 0.5.12: out of the rest; 0.5.13+: a joint solve), which kvplan does not model: the note says so."""
+    d = _plan("-m", "qwen3-next-80b-a3b", *H200, "--tp", "2", "--engine", "sglang==0.5.14",
+              "--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3")
+    assert any("intermediate states per draft token" in n and "ESTIMATES" in n for n in d["notes"])
+
+
+def _tiny(tmp_path, name: str, arch: str) -> str:
+    """tests/cases.py's tiny hybrid config, written where --hf-config reads it."""
+    from cases import HYBRID_CASES
+
+    model_type, kwargs = next((mt, kw) for n, mt, kw in HYBRID_CASES if n == name)
+    (tmp_path / "config.json").write_text(json.dumps(dict(kwargs, model_type=model_type, architectures=[arch],
+                                                          torch_dtype="bfloat16")))
+    return str(tmp_path)
+
+
+@pytest.mark.parametrize(("name", "arch"), [("falcon-h1", "FalconH1ForCausalLM"),
+                                            ("granite-moe-hybrid", "GraniteMoeHybridForCausalLM")])
+def test_falcon_h1_and_granite_hybrid_by_release(tmp_path, name, arch):
+    """The tiny Falcon-H1 / Granite-MoE-Hybrid (2 Mamba-2 layers of 8 heads x 16, 2 groups, d_state 8: a conv state of
+    (128 + 2 x 2 x 8) x 3 = 480 bfloat16 = 960 B and an SSM state 8 x 16 x 8 = 1,024 float32 = 4,096 B; 2 x 5,056 =
+    10,112 B a slot) on an L4 at 0.85: 0.5.6 turns Falcon-H1's radix cache off (512 slots, cap 512 // 1; Granite's
+    hybrid first loads in 0.5.9); 0.5.13 splits by the ratio, int(rest x 0.9 / 1.9 // 10,112) slots, cap // 3;
+    0.5.14 picks extra_buffer for both (cap // 5)."""
+    config = _tiny(tmp_path, name, arch)
+    args = ("--hf-config", config, "--gpu", "L4", "--max-model-len", "4096", "--mem-fraction-static", "0.85")
+    for engine, ratio in (("sglang==0.5.6", 1), ("sglang==0.5.13", 3), ("sglang==0.5.14", 5)):
+        if name != "falcon-h1" and ratio == 1:
+            continue
+        d = _plan(*args, "--engine", engine)
+        kv = d["kv_cache"]
+        assert kv["state_bytes_per_request"] == 10_112
+        slots = 512 if ratio == 1 else int(kv["available_bytes"] * 0.9 / 1.9 // 10_112)
+        assert kv["state_slots"] == slots
+        assert kv["tokens"] == (kv["available_bytes"] - slots * 10_112) // kv["bytes_per_block"]
+        assert any(f"max_mamba_cache_size // {ratio} = {slots // ratio:,}" in n for n in d["notes"])
