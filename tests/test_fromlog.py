@@ -211,13 +211,33 @@ def test_sglang_0_4_0_and_0_5_line_kinds_parsed():
     assert abs(r.plan.per_gpu.weights_bytes / GIB - 29.15) < 0.15
 
 
-def test_sglang_max_running_requests_flag_is_not_predicted():
-    """A launch with --max-running-requests caps the scheduler's printed max_running_requests, a flag kvplan does
-    not take: the row says so instead of comparing resolve_max_num_reqs with the cap (SGLang's k8s docs log)."""
+def test_sglang_max_running_requests_flag_is_planned():
+    """A launch with --max-running-requests is planned with it (0.4.3 takes it as given: tp_worker.py
+    min(N, req_to_token_pool.size) with the pool sized at N). SGLang's k8s docs show the launch with 20 beside a log
+    that prints 50 (docs/logs header): kvplan plans the command shown and says it is off, where it said 'not
+    predicted' and compared nothing; the pool's rows do not move."""
     name = "sglang-docs-k8s-deepseek-r1-tp16-h20.log"
-    assert parse_log(_log(name)).running_requests_cap == 20 and "max_running_requests" not in parse_log(_log(name)).flags
-    rows = {x.figure: x for x in from_log(_log(name)).rows}
-    assert rows["max_running_requests"].flags_verdict == "not predicted" and rows["tokens"].flags_alone is not None
+    log = parse_log(_log(name))
+    assert log.running_requests_cap == 20 and log.flags["max_running_requests"] == 20
+    r = from_log(_log(name))
+    rows = {x.figure: x for x in r.rows}
+    assert r.plan.running_limit == 20 and rows["max_running_requests"].flags_alone == 20
+    assert rows["max_running_requests"].flags_verdict == "off" and rows["max_running_requests"].logged.value == 50
+    assert rows["tokens"].flags_alone is not None
+    assert "--max-running-requests 20" in r.plan.launch_command
+
+
+def test_sglang_running_row_is_the_plans_cap():
+    """The max_running_requests row is the runtime's running_limit (resolve_max_num_reqs with its caps), the figure
+    the plan prints, not a second copy of the formula."""
+    for p in LOGS:
+        if not p.name.startswith("sglang-"):
+            continue
+        r = from_log(p)
+        rows = {x.figure: x for x in r.rows}
+        row = rows.get("max_running_requests")
+        if row is not None and r.plan is not None and row.flags_verdict != "GPU unknown":
+            assert row.flags_alone == r.plan.running_limit, p.name
 
 
 def test_judge_tolerances():

@@ -70,6 +70,8 @@ KvCacheMemory = Annotated[_S, typer.Option(
 Mnbt = Annotated[Optional[str], typer.Option("--max-num-batched-tokens", metavar="TOKENS",
                                              help=f"vLLM; default by GPU size{_TOKENS}.")]
 MaxNumSeqs = Annotated[Optional[int], typer.Option("--max-num-seqs", help="vLLM; default by GPU size.")]
+MaxRunningRequests = Annotated[Optional[int], typer.Option(
+    "--max-running-requests", help="SGLang: requests run at once (default: resolve_max_num_reqs from the pool).")]
 PlanBlockSize = Annotated[Optional[int], typer.Option(
     "--block-size", help="vLLM block / SGLang page (default 16 / 1; vLLM MLA: 64 on Hopper, 128 on Blackwell).")]
 ActivationMemory = Annotated[_S, typer.Option(

@@ -405,7 +405,31 @@ def swa_tokens_per_request(max_model_len: int, window: int, page_size: int, char
 
 def max_running_requests(tokens: int, context_len: int) -> int:
     """resolve_max_num_reqs: min(clamp(int(tokens / context_len x 512), 2048, 4096), tokens // 2)."""
-    return min(max(2048, min(4096, int(tokens / context_len * 512))), tokens // 2)
+    return min(_estimated_requests(tokens, context_len), tokens // 2)
+
+
+def _estimated_requests(tokens: int, context_len: int) -> int:
+    return max(2048, min(4096, int(tokens / context_len * 512)))
+
+
+# --max-running-requests N given (one replica, no DP attention), by release:
+# - "as_given" (0.4.8 - 0.5.9; read in 0.4.8, 0.5.4, 0.5.7, 0.5.9): init_memory_pool(max_num_reqs=N) sizes the
+#   ReqToTokenPool at N and tp_worker.py / model_runner.py take min(N // dp, req_to_token_pool.size) = N: no token cap;
+# - "estimate" (0.5.10 - 0.5.13; model_runner_kv_cache_mixin.py _resolve_max_num_reqs): min(N // dp, the estimate
+#   clamp(int(tokens / context_len x 512), 2048, 4096));
+# - "half_tokens" (0.5.14+; 0.5.14 mixin, 0.5.17+ mem_cache/kv_cache_configurator.py resolve_max_num_reqs):
+#   min(max(1, N // attn_dp_size), tokens // 2).
+# A state-space hybrid's cap (max_mamba_cache_size // ratio) applies after each.
+GIVEN_RUNNING_RULES = ("as_given", "estimate", "half_tokens")
+
+
+def given_running_requests(n: int, tokens: int, context_len: int, rule: str) -> int:
+    """SGLang's max_running_requests for --max-running-requests ``n`` under ``rule`` (GIVEN_RUNNING_RULES)."""
+    if rule == "as_given":
+        return n
+    if rule == "estimate":
+        return min(n, _estimated_requests(tokens, context_len))
+    return min(max(1, n), tokens // 2)
 
 
 def pp_partition_sizes(num_layers: int, pp: int) -> list[int]:

@@ -57,6 +57,7 @@ class ServingFlags:
     speculative_num_draft_tokens: int | None = None  # SGLang --speculative-num-draft-tokens
     swa_full_tokens_ratio: float | None = None  # SGLang --swa-full-tokens-ratio (the hybrid SWA pool, default 0.8)
     disable_hybrid_swa_memory: bool = False  # SGLang --disable-hybrid-swa-memory (one pool for every layer)
+    max_running_requests: int | None = None  # SGLang --max-running-requests (the scheduler's running cap)
 
 
 # ServingFlags field -> (the flag as the CLI spells it, the engines that take it)
@@ -81,7 +82,8 @@ EXTRA_FLAGS = {"free_gpu_memory_fraction": ("--kv-cache-free-gpu-memory-fraction
                "speculative_eagle_topk": ("--speculative-eagle-topk", "sglang"),
                "speculative_num_draft_tokens": ("--speculative-num-draft-tokens", "sglang"),
                "swa_full_tokens_ratio": ("--swa-full-tokens-ratio", "sglang"),
-               "disable_hybrid_swa_memory": ("--disable-hybrid-swa-memory", "sglang")}
+               "disable_hybrid_swa_memory": ("--disable-hybrid-swa-memory", "sglang"),
+               "max_running_requests": ("--max-running-requests", "sglang")}
 
 
 @dataclass(frozen=True)
@@ -113,6 +115,7 @@ class Options:
     mm_encoder_data: bool = False  # the vision tower whole on every rank (--mm-encoder-tp-mode data, where supported)
     mm_encoder_mode: str | None = None  # --mm-encoder-tp-mode as given
     cpu_offload_gb: float = 0.0  # vLLM --cpu-offload-gb (kvplan.cost.offload)
+    max_running_requests: int | None = None  # SGLang --max-running-requests as given (None: resolve_max_num_reqs')
     llama: LlamaFlags | None = None  # llama.cpp's flags with its defaults (llamacpp, ollama)
 
 

@@ -91,6 +91,8 @@ class SglangVersion(VersionRange):
     # enable_mamba_extra_buffer() and not spec_algorithm.is_none(): NO_OVERLAP; else: OVERLAP"); 0.5.8 gates it on
     # enable_mamba_extra_buffer() (read in 0.5.7, 0.5.8, 0.5.9). No slot is taken: only the cap is lower
     mamba_no_buffer_ratio_extra: int = 0
+    # how a given --max-running-requests becomes the running cap (serving_sglang.GIVEN_RUNNING_RULES)
+    given_running: str = "half_tokens"
 
     def mamba_radix(self, card) -> bool:
         """This release keeps the radix cache on (MambaRadixCache) for a state-space hybrid ``card`` by default."""
@@ -159,9 +161,12 @@ _WHOLE = {"swa_charge": "whole", "swa_chunk_shrink": False, "swa_pool_check": Fa
 # the listed multimodal architectures get the cut; 0.5.3 - 0.5.9 (0.5.4 - 0.5.9 read, 0.5.3 follows 0.5.4): the
 # speculative reserve of 2 GiB (STANDALONE 6, NGRAM none), the state-slot cap, no padding slot
 _BEFORE_0_5_17 = {"mamba_padding_slot": False, "mamba_stage_share": False}
-_EARLY = {"vlm_mfs": False, "vlm_subconfig": False, "mamba_running_cap": False, **_BEFORE_0_5_17}
-_LISTED_VLM = {"vlm_subconfig": False, "mamba_running_cap": False, **_BEFORE_0_5_17}
-_MID = {"vlm_subconfig": False, "spec_reserve": "eagle_2g", **_BEFORE_0_5_17}
+# a given --max-running-requests: as given up to 0.5.9 (0.4.8 read; 0.4.0 - 0.4.7 assumed alike), capped by the
+# estimate in 0.5.10 - 0.5.13 (serving_sglang.GIVEN_RUNNING_RULES)
+_AS_GIVEN = {"given_running": "as_given"}
+_EARLY = {"vlm_mfs": False, "vlm_subconfig": False, "mamba_running_cap": False, **_BEFORE_0_5_17, **_AS_GIVEN}
+_LISTED_VLM = {"vlm_subconfig": False, "mamba_running_cap": False, **_BEFORE_0_5_17, **_AS_GIVEN}
+_MID = {"vlm_subconfig": False, "spec_reserve": "eagle_2g", **_BEFORE_0_5_17, **_AS_GIVEN}
 
 
 def _late(span: str, first: tuple[int, int, int], swa_architectures: frozenset[str], pages: tuple[int, ...],
@@ -236,14 +241,14 @@ VERSIONS = (
     # PrefillAdder.rem_total_tokens: the min of both pools; _swa_budget_for_req arrives in 0.5.11)
     _late("0.5.10", (0, 5, 10), sg.HYBRID_SWA_ARCHITECTURES_0_5_10, sg.TRTLLM_MHA_PAGES_0_5_1,
           sg.TRTLLM_MHA_EXCEPTIONS_0_5_10, sg.TRTLLM_MHA_SPEC_EXCEPTIONS_0_5_10, swa_split="capacity", **_WHOLE,
-          spec_reserve="eagle_4g", **_BEFORE_0_5_17),
+          spec_reserve="eagle_4g", **_BEFORE_0_5_17, given_running="estimate"),
     # 0.5.11 - 0.5.15 (0.5.11, 0.5.12, 0.5.13, 0.5.14, 0.5.15 read): schedule_policy.py _swa_budget_for_req charges
     # the window as a floor, and a request the free sliding tokens do not cover waits; no start-up check of the pool.
     # Split at 0.5.14, which drops the default mem_fraction_static's 4 GiB speculative reserve (0.5.11 - 0.5.13 keep it)
     _late("0.5.11-0.5.13", (0, 5, 11), sg.HYBRID_SWA_ARCHITECTURES_0_5_11, sg.TRTLLM_MHA_PAGES_0_5_1,
           sg.TRTLLM_MHA_EXCEPTIONS_0_5_11, sg.TRTLLM_MHA_SPEC_EXCEPTIONS_0_5_11, last=(0, 5, 13),
           swa_charge="window_floor", swa_chunk_shrink=False, swa_pool_check=False, spec_reserve="eagle_4g",
-          **_BEFORE_0_5_17),
+          **_BEFORE_0_5_17, given_running="estimate"),
     _late("0.5.14-0.5.15", (0, 5, 14), sg.HYBRID_SWA_ARCHITECTURES_0_5_11, sg.TRTLLM_MHA_PAGES_0_5_1,
           sg.TRTLLM_MHA_EXCEPTIONS_0_5_11, sg.TRTLLM_MHA_SPEC_EXCEPTIONS_0_5_11, last=(0, 5, 15),
           swa_charge="window_floor", swa_chunk_shrink=False, swa_pool_check=False, **_BEFORE_0_5_17,
@@ -281,7 +286,7 @@ class SGLang(Server):
     versions = tuple(v.span for v in VERSIONS)
     extra_flags = frozenset({"speculative_algorithm", "speculative_draft_model_path", "speculative_num_steps",
                              "speculative_eagle_topk", "speculative_num_draft_tokens", "swa_full_tokens_ratio",
-                             "disable_hybrid_swa_memory"})
+                             "disable_hybrid_swa_memory", "max_running_requests"})
     budget_flag = "--mem-fraction-static"
     launches_replicas = True  # --dp-size
     kv_follows_model_dtype = True
@@ -352,6 +357,7 @@ class SGLang(Server):
         from kvplan.cost.features import parse_sglang_speculative
 
         speculative = parse_sglang_speculative(flags, card)
+        running = self._given_running(flags, card, speculative is not None)
         pages = self.version.trtllm_mha_pages
         trtllm = self.version.uses_trtllm_mha(gpu, card, speculative is not None, flags.speculative_eagle_topk)
         changed = trtllm and block not in pages
@@ -377,7 +383,21 @@ class SGLang(Server):
                            f"page size {block}" + (f" (SGLang changes {flags.block_size} to 64)" if changed and
                                                    flags.block_size is not None else "")) if trtllm else None,
                        swa_ratio=swa_ratio,
-                       swa_disabled=flags.disable_hybrid_swa_memory, mfs_note=mfs_note)
+                       swa_disabled=flags.disable_hybrid_swa_memory, mfs_note=mfs_note, max_running_requests=running)
+
+    def _given_running(self, flags: ServingFlags, card, speculative: bool) -> int | None:
+        """--max-running-requests as given (a positive count); refused where SGLang sizes a hybrid's state pool from
+        it (the radix cache off: max_mamba_cache_size = N; speculative decoding: its draft states per request)."""
+        n = flags.max_running_requests
+        if n is None:
+            return None
+        n = require_positive("--max-running-requests", n)
+        if card.ssm is not None and (speculative or not self.version.mamba_radix(card)):
+            why = "speculative decoding" if speculative else "the radix cache off for its architecture"
+            raise KvplanError(f"--max-running-requests: with {why}, {self.version.label.split(' (')[0]} sizes "
+                              f"{card.name}'s state pool from it (kv_cache_configurator.py / model_runner's "
+                              "max_mamba_cache_size), which kvplan does not model; plan without it")
+        return n
 
     def _mfs_note(self, card, speculative: str | None, vision: tuple[int, int] | None) -> str | None:
         """What this release's default mem_fraction_static keeps for speculative decoding and a multimodal model."""
@@ -529,6 +549,8 @@ class SGLang(Server):
             cmd.append(f"--swa-full-tokens-ratio {s.opts.swa_ratio}")
         if s.opts.swa_disabled:
             cmd.append("--disable-hybrid-swa-memory")
+        if s.opts.max_running_requests is not None:
+            cmd.append(f"--max-running-requests {s.opts.max_running_requests}")
         spec = s.opts.speculative
         if spec is not None:  # as given: the algorithm, its draft, the chain's steps (k) and the tree's flags
             cmd += [f"--speculative-algorithm {spec.method.upper()}",
@@ -545,7 +567,11 @@ class SGLang(Server):
         """resolve_max_num_reqs from the pool's tokens (serving_sglang.max_running_requests); 0: under two tokens;
         with state layers capped at max_mamba_cache_size // (3 + the extra_buffer track slots), // 1 without the radix
         cache, where the release does (serving_sglang.mamba_running_cap, 0.5.4+)."""
-        limit = sg.max_running_requests(p.pool.tokens, s.max_model_len) if p.pool.tokens >= 2 else 0
+        given = s.opts.max_running_requests
+        if given is not None:
+            limit = sg.given_running_requests(given, p.pool.tokens, s.max_model_len, self.version.given_running)
+        else:
+            limit = sg.max_running_requests(p.pool.tokens, s.max_model_len) if p.pool.tokens >= 2 else 0
         if p.pool.state_slots is not None and self.version.mamba_running_cap:
             limit = min(limit, self._mamba_cap(s, p.pool.state_slots))
         return limit
@@ -579,9 +605,15 @@ class SGLang(Server):
         out += [f"{note}." for note in (s.opts.page_note, s.opts.swa_note, s.opts.mfs_note) if note]
         reqs = self.running_limit(s, p)
         capped = s.card.ssm is not None and self.version.mamba_running_cap
+        given, estimate = s.opts.max_running_requests, "clamp(tokens / context_len x 512, 2048, 4096)"
+        terms = ([estimate, "tokens // 2"] if given is None else
+                 {"as_given": [f"--max-running-requests {given:,} as given"],
+                  "estimate": [f"--max-running-requests {given:,}", estimate],
+                  "half_tokens": [f"--max-running-requests {given:,}", "tokens // 2"]}[self.version.given_running])
+        terms += [f"max_mamba_cache_size // {self._mamba_ratio(s)}"] if capped else []
+        rule = terms[0] if len(terms) == 1 else f"min({', '.join(terms)})"
         out.append(f"SGLang admits at most max_running_requests = {reqs:,} requests at once (resolve_max_num_reqs: "
-                   "min(clamp(tokens / context_len x 512, 2048, 4096), tokens // 2"
-                   + (f", max_mamba_cache_size // {self._mamba_ratio(s)}" if capped else "") + ")).")
+                   f"{rule}).")
         out.append(f"SGLang: pool = (free memory at start x mem_fraction_static {s.mfs}) - weights - what the load "
                    f"allocates beyond them ({fmt_bytes(s.non_torch)}, an ESTIMATE: 0.18-0.24 GiB logged at TP 4; "
                    "--non-torch-memory); free memory = "

@@ -116,10 +116,6 @@ def from_log(path: str | Path, *, model=None, gpu: str | None = None, gpu_memory
     if "stand-in" in (log.gpu_header or "") and not gpu:  # `# gpu: X (stand-in: ...)`: the total is not known
         rows = [r.model_copy(update=dict(flags_alone=None, flags_verdict="GPU unknown", flags_error_pct=None))
                 if r.figure not in ("weights", "load_usage") else r for r in rows]
-    if log.running_requests_cap is not None:  # SGLang's printed max_running_requests honours the flag kvplan lacks
-        rows = [r.model_copy(update=dict(flags_alone=None, flags_verdict="not predicted", flags_error_pct=None,
-                                         logged_pool=None, pool_verdict=None, pool_error_pct=None))
-                if r.figure == "max_running_requests" else r for r in rows]
     if refused is not None:  # the pool's own figures: both refuse
         rows = [r.model_copy(update=dict(flags_alone=None, flags_verdict="refused, as logged", flags_error_pct=None))
                 if r.figure in ("available", "blocks", "tokens", "concurrency") else r for r in rows]

@@ -21,8 +21,6 @@ Verdict = Literal["exact", "within rounding", "off", "not predicted", "outside t
 
 def value_of(name: str, r: PlanResult) -> float | None:
     """kvplan's figure ``name`` (a key of logparse.FIGURES) in the log's unit."""
-    from kvplan.cost.serving_sglang import max_running_requests
-
     g, kv = r.per_gpu, r.kv_cache
     return {"weights": g.weights_bytes / GIB, "load_usage": (g.weights_bytes + g.non_torch_bytes) / GIB,
             "activation": g.activation_bytes / GIB,
@@ -33,8 +31,8 @@ def value_of(name: str, r: PlanResult) -> float | None:
             # at max_model_len (kvplan's search stops there once a request fits)
             "longest_fit": r.max_model_len_fit if not r.fits else kv.num_blocks * kv.block_size if r.inputs.paged
             and kv.groups == 1 else None,
-            "max_running_requests": max_running_requests(kv.tokens, r.inputs.max_model_len) if kv.tokens >= 2
-            else None}[name]
+            # the runtime's own cap (SGLang: resolve_max_num_reqs, a given --max-running-requests, the state slots)
+            "max_running_requests": r.running_limit}[name]
 
 
 def judge(f: Figure, ours: float | None, low: float | None = None, high: float | None = None

@@ -34,6 +34,7 @@ ESTIMATE_KEYS = ("batch", "seq_len", "engine", "kv_dtype", "weight_dtype", "enco
 PLAN_KEYS = ("tp", "pp", "dp", "max_model_len", "gpu_memory", "gpu_memory_utilization", "kv_cache_memory",
              "max_num_batched_tokens", "max_num_seqs",  # options only the capacity planner (`kvplan plan`) takes
              "mem_fraction_static", "swa_full_tokens_ratio", "disable_hybrid_swa_memory",  # SGLang's
+             "max_running_requests",
              "speculative_config", "enable_lora", "max_loras", "max_lora_rank", "shared_prefix_len")  # serving features
 DISAGG_KEYS = ("rate", "isl", "osl", "ttft_ms", "tpot_ms")  # `kvplan disagg`: a scenario with these is kind disagg
 SIZE_KEYS = ("max_kv_bytes", "max_total_bytes", "max_gpu_bytes", "gpu_memory", "kv_cache_memory",
@@ -108,6 +109,7 @@ class Scenario(BaseModel):
     swa_full_tokens_ratio: Optional[float] = Field(_OPT, gt=0, le=1, description="kvplan plan "
                                                    "--swa-full-tokens-ratio (SGLang's hybrid SWA pool).")
     disable_hybrid_swa_memory: Optional[bool] = Field(_OPT, description="kvplan plan --disable-hybrid-swa-memory.")
+    max_running_requests: Optional[PosInt] = Field(_OPT, description="kvplan plan --max-running-requests (SGLang).")
     kv_cache_memory: Optional[Size] = Field(_OPT, description="kvplan plan --kv-cache-memory.")
     max_num_batched_tokens: Optional[PosInt] = _OPT
     max_num_seqs: Optional[PosInt] = _OPT
