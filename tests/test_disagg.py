@@ -131,3 +131,38 @@ def test_a_decode_reserve_that_fits_no_layout_names_the_length():
     with pytest.raises(KvplanError, match=r"at 10068 tokens \(with 512 reserved decode tokens\) fits no TP layout"):
         disagg("llama-3.1-8b", gpu="RTX-4090", engine="sglang", rate=1, isl=9300, osl=256, ttft_ms=1e6, tpot_ms=1e4,
                max_gpus_per_worker=1)
+
+
+@pytest.mark.parametrize(("engine", "prefill", "decode"), [
+    # vLLM config/kv_transfer.py KVTransferConfig.kv_connector defaults to None: without it no KV is handed over
+    ("vllm", """--kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'""",
+     """--kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'"""),
+    # SGLang server_args disaggregation_mode: "null" (not disaggregated), "prefill", "decode"
+    ("sglang", "--disaggregation-mode prefill", "--disaggregation-mode decode"),
+    # TensorRT-LLM: each worker's cache_transceiver_config in its --extra_llm_api_options file
+    ("trtllm", "--extra_llm_api_options prefill.yaml", "--extra_llm_api_options decode.yaml"),
+])
+def test_launch_lines_make_each_worker_its_role(cli_json, engine, prefill, decode):
+    """The two launch lines were the same aggregated server, which run as printed hands nothing over (QA E 3)."""
+    r = cli_json("disagg", *ARGS, "--engine", engine)
+    assert r["prefill"]["launch_command"].endswith(" " + prefill)
+    assert r["decode"]["launch_command"].endswith(" " + decode)
+    assert r["prefill"]["launch_command"] != r["decode"]["launch_command"] or prefill == decode
+    assert any(n.startswith("Launch: ") for n in r["notes"])
+
+
+def test_one_extra_options_file_per_trtllm_worker(cli_json):
+    """An fp8 cache puts kv_cache.yaml on trtllm-serve's line; click keeps the last of a repeated option, so the
+    role's file replaces it (and carries its kv_cache_config)."""
+    r = cli_json("disagg", *ARGS, "--engine", "trtllm", "--kv-dtype", "fp8")
+    for role in ("prefill", "decode"):
+        line = r[role]["launch_command"]
+        assert line.count("--extra_llm_api_options") == 1 and line.endswith(f"--extra_llm_api_options {role}.yaml")
+
+
+@pytest.mark.parametrize("engine", ["tgi", "llamacpp", "ollama", "hf-static"])
+def test_engines_without_disaggregated_serving_are_refused(cli, engine):
+    code, out, err = cli("disagg", *ARGS, "--engine", engine)
+    assert code == 2 and not out and err.count("\n") == 1
+    assert err.startswith("error: --engine: ") and "no disaggregated prefill/decode serving" in err
+    assert "allowed: vllm, sglang, trtllm" in err

@@ -105,6 +105,12 @@ def disagg(model: ModelCard | str | Path, *, gpu: str, rate: float, isl: int, os
     require_fraction("--decode-factor", decode_factor)
     card = model if isinstance(model, ModelCard) else load_card(model)
     base = PlanRequest.build(gpu=gpu, gpu_file=gpu_file, max_model_len=isl + osl, engine=engine, **plan_kw)
+    if base.runtime.disagg_roles is None:
+        from kvplan.cost.runtimes import get_engine, names
+
+        serving = [n for n in names() if get_engine(n).disagg_roles is not None]
+        raise KvplanError(f"--engine: {base.runtime.display_name} has no disaggregated prefill/decode serving; "
+                          f"allowed: {', '.join(serving)}")
     workers = _workers(card, base, max_gpus_per_worker)
     if not workers:
         raise KvplanError(f"--gpu: {card.name} at {isl + osl} tokens fits no TP layout of up to "
@@ -133,7 +139,8 @@ def disagg(model: ModelCard | str | Path, *, gpu: str, rate: float, isl: int, os
         notes_held = []
     total = prefill.pool.gpus + decode.pool.gpus
     agg = (total // (decode.tp * decode.pp)) * decode.pool.max_concurrency
-    notes = [f"Latencies are kvplan's roofline lower bounds (kvplan.planning.capacity.latency); aiconfigurator's factors: "
+    notes = [f"Launch: {base.runtime.disagg_note}.",
+             f"Latencies are kvplan's roofline lower bounds (kvplan.planning.capacity.latency); aiconfigurator's factors: "
              f"prefill x {prefill_factor}, decode x {decode_factor}, TTFT queueing x {ttft_factor} "
              "(--prefill-factor, --decode-factor, --ttft-factor).",
              f"Hand-over: cdiv({isl}, {p_block}) x {p_block} tokens x {per_token:,} B of K/V per token (every layer "
@@ -178,10 +185,13 @@ def _workers(card: ModelCard, base: PlanRequest, max_gpus: int) -> list:
 
 
 def _pool(role, s, sts, p, replicas, batch, ttft, tpot, rate) -> Pool:
+    """One pool of ``role`` workers; its launch line is the plan's with the flags that make the server that role
+    (``Runtime.disagg_roles``)."""
     lay = s.layout
     return Pool(role=role, gpu=s.gpu.name, tp=lay.tp, pp=lay.pp, replicas=replicas, gpus=replicas * lay.tp * lay.pp,
-                max_concurrency=p.concurrency, kv_pool_bytes=p.pool.available_bytes, batch=batch, ttft_ms=ttft, tpot_ms=tpot, requests_per_s=rate,
-                launch_command=result(s, sts, p).launch_command)
+                max_concurrency=p.concurrency, kv_pool_bytes=p.pool.available_bytes, batch=batch, ttft_ms=ttft,
+                tpot_ms=tpot, requests_per_s=rate,
+                launch_command=s.engine.disagg_launch(result(s, sts, p).launch_command, role))
 
 
 def _prefill(workers, rate, isl, ttft_ms, ttft_factor, factor, card, per_token, gpu) -> _Choice:

@@ -45,6 +45,14 @@ class Runtime(Engine):
     versions: ClassVar[tuple[str, ...]] = ()  # the release ranges modelled (``--engine NAME==VERSION``)
     # disaggregated serving: tokens a decode worker holds per request beyond its input and output (kvplan disagg)
     disagg_decode_reserve_tokens: ClassVar[int] = 0
+    # disaggregated serving: the flags that make a server a prefill or a decode worker, by role, and what else the
+    # deployment needs; None: the engine serves no disaggregated prefill/decode (kvplan disagg refuses it)
+    disagg_roles: ClassVar[dict[str, str] | None] = None
+    disagg_note: ClassVar[str] = ""
+
+    def disagg_launch(self, launch: str, role: str) -> str:
+        """The plan's launch line made a ``role`` ("prefill", "decode") worker of a disaggregated deployment."""
+        return f"{launch} {self.disagg_roles[role]}"
     # its --dp replicas split a MoE's routed experts between them (vLLM: the flattened DP x TP group of
     # FusedMoEParallelConfig); False: each replica holds the whole model (SGLang --dp-size without DP attention,
     # TGI, TensorRT-LLM, transformers: independent copies)

@@ -298,6 +298,11 @@ class SGLang(Server):
     # PD decode pre-allocates input_len + num_reserved_decode_tokens per request (srt/disaggregation/decode.py
     # _prealloc_required_tokens; server_args.py num_reserved_decode_tokens, default 512)
     disagg_decode_reserve_tokens = 512
+    # server_args (arg_groups/fields/disagg.py, 0.5.23): disaggregation_mode "null" | "prefill" | "decode",
+    # disaggregation_transfer_backend "mooncake" by default
+    disagg_roles = {"prefill": "--disaggregation-mode prefill", "decode": "--disaggregation-mode decode"}
+    disagg_note = ("SGLang: sglang-router in PD mode pairs the prefill and decode workers; the KV moves over the "
+                   "mooncake transfer backend by default (--disaggregation-transfer-backend)")
     description = ("SGLang token pool, page size 1: one slot per token and layer (sliding layers counted in full "
                    "here; `kvplan plan` splits the hybrid SWA pool of the architectures SGLang gives one)")
     flops_rule = ("SGLang: logits only for the last position of each sequence; FlashInfer/FA3 over the sequence's own "

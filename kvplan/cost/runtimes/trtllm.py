@@ -46,6 +46,19 @@ def kv_size_per_token(kv_heads: int, head_dim: int, layers: int, tp: int, kv_byt
 
 class TensorRTLLM(TokenPool):
     name = "trtllm"
+    # docs/source/features/disagg-serving.md: context and generation servers each load cache_transceiver_config (its
+    # backend: DEFAULT, UCX, NIXL or MPI) from their --extra_llm_api_options YAML; `trtllm-serve disaggregated -c
+    # CONFIG` lists the context_servers and generation_servers and routes each request through both
+    disagg_roles = {role: f"--extra_llm_api_options {role}.yaml" for role in ("prefill", "decode")}
+    disagg_note = ("TensorRT-LLM: prefill.yaml and decode.yaml each set cache_transceiver_config (backend DEFAULT), "
+                   "and the kv_cache_config of kv_cache.yaml where the plan has one; `trtllm-serve disaggregated -c "
+                   "CONFIG` (context_servers: the prefill workers, generation_servers: the decode workers) routes "
+                   "each request through both")
+
+    def disagg_launch(self, launch: str, role: str) -> str:
+        """One --extra_llm_api_options file per worker (click keeps the last of a repeated option): the role's,
+        which carries kv_cache.yaml's settings too."""
+        return f"{launch.replace(' --extra_llm_api_options kv_cache.yaml', '')} {self.disagg_roles[role]}"
     display_name = "TensorRT-LLM"
     rules = RULES
     budget_flag = "--kv-cache-free-gpu-memory-fraction"

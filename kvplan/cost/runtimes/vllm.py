@@ -211,6 +211,13 @@ class VLLM(Server):
     # config/model.py _get_and_verify_max_len (0.11.0 - 0.33.0; config.py in 0.9.1, config/__init__.py in 0.10.2):
     # a --max-model-len past the derived one raises unless this is 1 (envs.py; vllm PR 7080, 2024-08)
     long_context_env = "VLLM_ALLOW_LONG_MAX_MODEL_LEN"
+    # config/kv_transfer.py KVTransferConfig (kv_connector default None: no hand-over; kv_role kv_producer |
+    # kv_consumer | kv_both) and the NixlConnector of distributed/kv_transfer/kv_connector/factory.py (0.33), whose
+    # kv_lease_duration kvplan disagg models; docs/features/nixl_connector_usage.md launches both roles kv_both
+    disagg_roles = {role: """--kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'"""
+                    for role in ("prefill", "decode")}
+    disagg_note = ("vLLM: a router sends each request to a prefill worker, then to a decode worker with the prefill's "
+                   "kv_transfer_params (vLLM's disaggregated-serving proxy examples); NIXL must be installed")
     display_name = "vLLM"
     rules = VERSIONS[-1].label
     version = VERSIONS[-1]
