@@ -166,3 +166,36 @@ def test_estimate_roofline_reads_mxfp4_in_the_backend_the_gpu_picks(cli_json, en
     card = load_card("gpt-oss-120b")
     # the embedding table in bf16, less the 4 x 8192 rows the prefill gathers
     assert gaps == {card.vocab_size * card.hidden_size * 2 - 4 * 8192 * card.hidden_size * 2}
+
+
+def test_llamacpp_layers_on_the_cpu_are_named_and_no_gpu_layer_is_refused(cli, cli_json):
+    """llama.cpp -ngl 16 keeps 17 of 33 layers in host memory: the bounds count the GPU's reads only, and a note says
+    how much the CPU reads from RAM (TPOT fell from 4.8 to 2.4 ms without a word, QA E 1); -ngl 0 leaves the GPU
+    nothing to bound (estimate --gpu divided by zero, exit 3; plan printed TPOT >= 19.5 us)."""
+    base = ("-m", "llama-3.1-8b", "--gpu", "H100-SXM", "--max-model-len", "8192", "--concurrency", "1",
+            "--engine", "llamacpp")
+    full = cli_json("plan", *base, "-ngl", "99")
+    part = cli_json("plan", *base, "-ngl", "16")
+    assert not any("host memory" in n for n in full["latency"]["notes"])
+    said = [n for n in part["latency"]["notes"] if "in host memory" in n]
+    assert len(said) == 1 and "kvplan does not model" in said[0]
+    for args in (("plan", *base, "-ngl", "0"),
+                 ("estimate", "-m", "llama-3.1-8b", "--seq-len", "8192", "--gpu", "H100-SXM", "--engine", "llamacpp",
+                  "-ngl", "0")):
+        code, out, err = cli(*args)
+        assert code == 2 and not out and err.startswith("error: -ngl 0: ") and err.count("\n") == 1, args
+    code2, _, _ = cli(  # no --concurrency: the memory plan
+        "plan", "-m", "llama-3.1-8b", "--gpu", "H100-SXM", "--max-model-len", "8192", "--engine",
+                      "llamacpp", "-ngl", "0")
+    assert code2 == 0
+
+
+def test_vllm_cpu_offload_names_the_host_reads(cli_json):
+    """--cpu-offload-gb 4 keeps 4,362,223,616 B in host memory that vLLM's UVA offloader reads every forward: the
+    latency notes name the bytes and their time at 64 GB/s (the bounds stayed silent, QA E 2)."""
+    p = cli_json("plan", "-m", "llama-3.1-8b", "--gpu", "H100-SXM", "--max-model-len", "8192", "--concurrency", "8",
+                 "--cpu-offload-gb", "4")
+    off = p["per_gpu"]["offloaded_bytes"]
+    said = [n for n in p["latency"]["notes"] if n.startswith("--cpu-offload-gb")]
+    assert off > 4 * 10**9 and len(said) == 1 and f"({off:,} B)" in said[0]
+    assert f"{off / 64e9 * 1e3:,.1f} ms a step" in said[0]

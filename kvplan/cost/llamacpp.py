@@ -586,12 +586,18 @@ def _buffers(hp: LlamaHparams, f: LlamaFlags, weights, lora: tuple[tuple[str, in
     return c, buffers, caches, ld
 
 
+def input_output_bytes(hp: LlamaHparams, weights) -> tuple[int, int]:
+    """(the input layer's bytes, kept on the CPU: token_embd and type/position embeddings; the output layer's): the
+    GGUF's own tensors, else the card's (``weights``)."""
+    return (hp.input_bytes, hp.output_bytes) if hp.layer_bytes else tuple((weights or ((), 0, 0))[1:3])
+
+
 @lru_cache(maxsize=1024)
 def loaded(hp: LlamaHparams, f: LlamaFlags, weights, lora: tuple[tuple[str, int], ...], fa: bool) -> Loaded:
     """``Loaded`` for flags ``f`` (its -c, -np and -kvu are not read) with flash attention ``fa`` (``Context``)."""
     check_types(hp, f, fa)
     devs, offloaded = _placement(hp.n_layer, f.n_gpus, f.n_gpu_layers, f.tensor_split, f.rules, f.backend)
-    inp_w, out_w = (hp.input_bytes, hp.output_bytes) if hp.layer_bytes else (weights or ((), 0, 0))[1:3]
+    inp_w, out_w = input_output_bytes(hp, weights)
     rules = tensor_overrides(f)
     buffers: dict[tuple[str, str, str], int] = {("CPU", "model", ""): inp_w}
 

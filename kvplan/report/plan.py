@@ -37,6 +37,8 @@ def render_plan(r: PlanResult, console: Console) -> None:
             note(console, c.warning, label="warning")
     for text in r.notes:
         note(console, text)
+    for text in r.latency.notes[1:] if r.latency else ():  # the first restates the bound's rule (--json has it)
+        note(console, text)
 
 
 def _gpus(r: PlanResult) -> int:

@@ -50,6 +50,11 @@ class Runtime(Engine):
     disagg_roles: ClassVar[dict[str, str] | None] = None
     disagg_note: ClassVar[str] = ""
 
+    def host_read_note(self, s) -> str | None:
+        """Where a step also reads bytes held in host memory (CPU layers, offloaded weights): what the GPU bounds leave
+        out, for the latency notes; None where the GPUs hold everything a step reads."""
+        return None
+
     def disagg_launch(self, launch: str, role: str) -> str:
         """The plan's launch line made a ``role`` ("prefill", "decode") worker of a disaggregated deployment."""
         return f"{launch} {self.disagg_roles[role]}"

@@ -64,6 +64,14 @@ def card_hparams(card):
     return hparams_from_card(card)
 
 
+def _no_gpu_layers(hp, f) -> None:
+    """KvplanError where llama.cpp offloads no layer (-ngl 0): the GPU's roofline bounds nothing of the step."""
+    if f.n_gpus and not lc.placement(hp, f)[1]:
+        raise KvplanError(f"-ngl {f.n_gpu_layers}: llama.cpp runs every layer on the CPU, so the GPU's roofline "
+                          "bounds nothing (kvplan does not model CPU speed); give -ngl N > 0 for latency bounds, or "
+                          "leave out --gpu (estimate) / --concurrency (plan) for the memory alone")
+
+
 def _gguf_params_by_device(card, devs: list[str], rules) -> dict[str, int]:
     """Elements of a GGUF card's tensors per device (lc.lora_device: the input layer on the CPU, a block's tensor on
     its override's or its layer's device, the rest with the output layer); {} for a card without a GGUF."""
@@ -335,9 +343,10 @@ class LlamaCpp(Runtime):
 
     def estimate_held(self, card, w_t, seq_len, batch, flags):
         """Each GPU of the estimate's llama-server (``estimate_memory``'s flags), as a step reads it: its GGUF
-        tensors and caches (``lc.step_views``); None without a GPU (-ngl 0 or no GPU backend)."""
+        tensors and caches (``lc.step_views``); None without a GPU backend; refused with no layer on a GPU."""
         f = self._estimate_flags(seq_len, batch, flags)
         hp, weights = hparams_and_weights(card, w_t.bits, f.gguf_quant)
+        _no_gpu_layers(hp, f)
         lora = adapters(card, f)
         return list(lc.step_views(hp, f, weights, lora, w_t)) or None
 
@@ -455,8 +464,24 @@ class LlamaCpp(Runtime):
     def held_stages(self, s: Setup, sts: list[Stage]):
         """Per GPU of the server (its stages, in layer order), what a step reads there (``lc.step_views``): the
         GGUF tensors it holds and its caches at -ctk/-ctv. Layers left on the CPU (-ngl) are read there, at host
-        memory bandwidth, which the GPU's bound does not count."""
+        memory bandwidth, which the GPU's bound does not count (``host_read_note``); with no layer on a GPU the GPU
+        bounds nothing: refused."""
+        hp, f = self.memory_inputs(s)[:2]
+        _no_gpu_layers(hp, f)
         return list(lc.step_views(*self.memory_inputs(s), s.w_t))
+
+    def host_read_note(self, s: Setup) -> str | None:
+        """The model and cache bytes llama.cpp keeps in host memory (-ngl below every layer, --cpu-moe, -ot ...=CPU,
+        --no-kv-offload): a step's CPU part, which the GPU bounds leave out."""
+        server = self.memory_inputs(s)
+        m, (hp, weights) = lc.sizes(*server), (server[0], server[2])
+        model, cache = m.on("CPU", "model", "lora"), m.on("CPU", "kv", "recurrent")
+        if model <= lc.input_output_bytes(hp, weights)[0] and not cache:
+            return None  # only the input layer, which a step gathers one row of per token
+        return (f"llama.cpp keeps {fmt_bytes(model)} of the model (the token embedding among it) and "
+                f"{fmt_bytes(cache)} of cache in host memory (load_tensors: CPU buffers): the CPU computes those "
+                "layers (or their experts) from RAM each step, at a memory bandwidth kvplan does not model, so TTFT "
+                "and TPOT are above these GPU bounds, and more so the more stays on the CPU.")
 
     def pool(self, s: Setup, sts: list[Stage]) -> Pool:
         """The cache llama.cpp allocates at start-up (n_ctx cells, whatever the requests): it fits every GPU or it

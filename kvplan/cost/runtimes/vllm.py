@@ -555,6 +555,16 @@ class VLLM(Server):
     def running_limit(self, s: Setup, p: Pool) -> int | None:
         return s.max_num_seqs
 
+    def host_read_note(self, s: Setup) -> str | None:
+        """--cpu-offload-gb: the weights vLLM keeps in pinned host memory are read over the host link every step."""
+        if not s.opts.cpu_offload_gb:
+            return None
+        off = max(st.offloaded for st in self.stages(s))
+        return (f"--cpu-offload-gb: {fmt_bytes(off)} ({off:,} B) of weights per GPU stay in pinned host memory, which "
+                "vLLM reads in place through UVA views on every forward (model_executor/offloader/uva.py "
+                f"UVAOffloader, 0.33): each step moves them over the host link (at PCIe Gen5 x16's 64 GB/s per "
+                f"direction, {off / 64e9 * 1e3:,.1f} ms a step), which these GPU bounds leave out.")
+
     # -- what a plan prints --
 
     def launch_command(self, s: Setup, repo: str, revision: str | None = None) -> str:

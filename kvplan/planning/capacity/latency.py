@@ -44,6 +44,8 @@ def latency(s: Setup, concurrency: int, prompt_len: int | None = None,
              f"replica's batch (TPOT), which reads {dec.weights_read_bytes:,} B of weights (as held: the weights "
              f"row less the rotary cache and the embedding table, which a step gathers from, and the experts its "
              f"tokens leave idle) and {dec.kv_read_bytes:,} B of its rank's cache on each GPU along the pipeline."]
+    host = s.engine.host_read_note(s)
+    notes += [host] if host else []
     spec, per_step = s.opts.speculative, 1.0
     if spec is not None and acceptance_rate is None:
         notes.append(f"Speculative decoding ({spec}): TPOT is the plain decode step; give --acceptance-rate A for "
