@@ -594,3 +594,27 @@ def test_estimate_table_compares_with_the_visible_total(tmp_path, cli):
         assert gpu.visible_memory_bytes is not None and gpu.visible_memory_bytes != gpu.memory_bytes
         assert int(row[1][0]) == gpu.visible_memory_bytes and row[5][1] == "no"
     assert "which holds 139.8 GiB" in text
+
+
+def test_a_refused_or_failed_markdown_report_leaves_no_charts(tmp_path, cli, monkeypatch):
+    """docs/errors.md: nothing written half-way. The charts folder was renamed into place before the .md target was
+    checked or written: a symlink target (exit 2) and a full device left X_charts/ behind; a name that is not UTF-8
+    ended in an internal error (exit 3) with the charts written (QA E 7)."""
+    import os
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "keep.md").write_text("orig")
+    os.symlink("keep.md", tmp_path / "link.md")
+    args = ("report", "-m", "llama-3.1-8b", "--gpu", "H100-SXM", "-o")
+    code, out, err = cli(*args, "link.md")
+    assert code == 2 and "symbolic link" in err and not (tmp_path / "link_charts").exists()
+    if os.path.exists("/dev/full"):
+        os.symlink("/dev/full", tmp_path / "full.md")
+        code, out, err = cli(*args, "full.md")
+        assert code == 2 and err.startswith("error: full.md: ") and not (tmp_path / "full_charts").exists()
+    bad = os.fsdecode(b"bad\xff.md")
+    code, out, err = cli(*args, bad)
+    assert code == 2 and err.startswith("error: --output: ") and "UTF-8" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["keep.md", "link.md"]
+                                                                + (["full.md"] if os.path.exists("/dev/full") else []))
+    assert (tmp_path / "keep.md").read_text() == "orig"

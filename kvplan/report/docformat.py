@@ -7,6 +7,7 @@ sideways on a phone and break cleanly when printed.
 from __future__ import annotations
 
 import html
+import os
 import re
 from pathlib import Path
 
@@ -124,10 +125,27 @@ def write_markdown(path: Path, blocks: list[Block]) -> None:
     folder is written whole beside the old one and renamed into place (no stale or half-written charts)."""
     import re
 
+    import shutil
+
+    from kvplan.errors import KvplanError, printable
     from kvplan.files import write_atomic, write_folder_atomic
+    from kvplan.writes import check_writable
 
     chart_dir = f"{path.stem}_charts"
     text, files = to_markdown(blocks, chart_dir)
-    write_folder_atomic(path.parent / chart_dir, {name.rsplit("/", 1)[-1]: svg for name, svg in files.items()},
+    try:  # the text links the charts by the folder's name: a name that is not UTF-8 cannot be written in it
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise KvplanError(f"--output: {printable(str(path))}: not a UTF-8 name, which the Markdown's links to its "
+                          f"charts folder cannot hold; allowed: a UTF-8 file name (or .html)") from None
+    check_writable(path)  # refused before any chart is written (a link, a folder, a missing or read-only folder)
+    folder = path.parent / chart_dir
+    new_folder = not os.path.lexists(folder)
+    write_folder_atomic(folder, {name.rsplit("/", 1)[-1]: svg for name, svg in files.items()},
                         owned=lambda name: re.fullmatch(r"chart-\d+\.svg", name) is not None)
-    write_atomic(path, text)
+    try:
+        write_atomic(path, text)
+    except BaseException:
+        if new_folder:  # charts of a report that was not written: gone with it
+            shutil.rmtree(folder, ignore_errors=True)
+        raise
