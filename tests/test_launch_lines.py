@@ -259,3 +259,21 @@ def test_sglang_refuses_a_pure_state_space_model(cli, cli_json):
     hybrid = cli_json("plan", "-m", "qwen3-next-80b-a3b", "--gpu", "H200", "--tp", "2", "--max-model-len", "8192",
                       "--engine", "sglang")
     assert hybrid["running_limit"] > 0  # a hybrid with attention layers still plans
+
+
+@pytest.mark.parametrize(("engine", "method", "ok"), [
+    ("vllm==0.9.2", "mtp", False), ("vllm==0.9.2", "deepseek_mtp", True), ("vllm==0.10.1", "qwen3_next_mtp", False),
+    ("vllm==0.10.2", "qwen3_next_mtp", True), ("vllm==0.10.2", "mtp", False), ("vllm==0.11", "mtp", True),
+    ("vllm", "deepseek_mtp", True), ("vllm", "mtp", True)])
+def test_mtp_spelling_by_release(cli, engine, method, ok):
+    """vLLM config/speculative.py SpeculativeMethod, read in every wheel: 0.9.1-0.10.1 take only "deepseek_mtp", 0.10.2
+    adds "qwen3_next_mtp" and "ernie_mtp", "mtp" is first in 0.11 (kvplan refused "deepseek_mtp" and printed "mtp"
+    for 0.9.2, which that release rejects; QA E 5). The launch line carries the spelling given."""
+    config = f'{{"method": "{method}", "num_speculative_tokens": 1}}'
+    code, out, err = cli("plan", "-m", "deepseek-v3-fp8", "--gpu", "H200", "--tp", "8", "--max-model-len", "8192",
+                         "--engine", engine, "--speculative-config", config)
+    if ok:
+        assert code == 0, err
+        assert f'"method": "{method}"' in out
+    else:
+        assert code == 2 and err.startswith(f"error: --speculative-config: method '{method}' is first in vLLM ")

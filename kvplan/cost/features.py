@@ -21,6 +21,13 @@ if TYPE_CHECKING:
 # ---- speculative decoding ----------------------------------------------------------------------------------------
 
 SPEC_METHODS = ("eagle", "eagle3", "mtp", "draft_model", "ngram", "suffix")
+# vLLM's spellings of the multi-token-prediction proposer (config/speculative.py SpeculativeMethod / MTPModelTypes)
+# and the first release that takes each, read in every wheel 0.9.1-0.33.0: before 0.11 only the model types
+# (0.9.1-0.10.1 deepseek_mtp; 0.10.2 ernie_mtp and qwen3_next_mtp), "mtp" from 0.11; later model types (nemotron_h_mtp,
+# qwen3_5_mtp, ...) are taken as "mtp" and not checked by release
+MTP_FIRST_RELEASES = {"deepseek_mtp": (0, 9, 1), "ernie_mtp": (0, 10, 2), "qwen3_next_mtp": (0, 10, 2),
+                      "mtp": (0, 11, 0), "glm4_moe_mtp": (0, 11, 0), "mimo_mtp": (0, 11, 0),
+                      "longcat_flash_mtp": (0, 11, 0), "pangu_ultra_moe_mtp": (0, 12, 0)}
 _SPEC_KEYS = {"method", "model", "num_speculative_tokens", "draft_tensor_parallel_size", "revision",
               "draft_model_revision", "quantization", "prompt_lookup_max", "prompt_lookup_min", "max_model_len"}
 EAGLE_LAYERS = 1  # EAGLE / EAGLE-3 heads for Llama, Qwen, ...: one decoder layer (num_hidden_layers 1)
@@ -37,6 +44,7 @@ class Speculative:
     draft_layers: int = 0  # attention layers the proposer adds to the KV pool
     draft_card: ModelCard | None = None  # draft_model: the small model kvplan loaded
     passed_on: tuple[str, ...] = ()  # the engine's flags given but not modelled, for the launch line
+    spelling: str = ""  # the method as given (vLLM's deepseek_mtp, qwen3_next_mtp, ... are method mtp)
     config: str | None = None  # vLLM: the --speculative-config JSON as given, every key of it (the launch line's)
 
     def __str__(self) -> str:
@@ -70,6 +78,9 @@ def _speculative(value: dict, card: ModelCard) -> Speculative:
         raise KvplanError(f"{flag}: unknown key {unknown[0]!r}; kvplan reads {', '.join(sorted(_SPEC_KEYS))}")
     model = value.get("model")
     method = value.get("method") or _infer_method(model)
+    spelling = method
+    if isinstance(method, str) and method.endswith("_mtp"):  # a model type's own name for its MTP proposer
+        method = "mtp"
     if method not in SPEC_METHODS:
         raise KvplanError(f"{flag}: method {str(method)[:40]!r}; allowed: {', '.join(SPEC_METHODS)}")
     # vLLM SpeculativeConfig: mtp's num_speculative_tokens defaults to the checkpoint's num_nextn_predict_layers
@@ -86,7 +97,7 @@ def _speculative(value: dict, card: ModelCard) -> Speculative:
             raise KvplanError(f"{flag}: method {method} needs \"model\" (the EAGLE head's repository)")
         return Speculative(method, k, model, EAGLE_LAYERS)
     if method == "mtp":
-        return Speculative(method, k, model, mtp_layers)
+        return Speculative(method, k, model, mtp_layers, spelling=spelling)
     if method == "draft_model":
         if not model:
             raise KvplanError(f"{flag}: method draft_model needs \"model\": a card name, .yaml or Hub id kvplan reads")

@@ -298,12 +298,14 @@ class VLLM(Server):
 
             split = custom_pp_partition(flags.pp_layer_partition, card.num_layers, layout.pp)
         offload = _offload_gb(flags, card)
+        features = vf.resolve_features(flags, card, layout)
+        self._check_mtp_spelling(features["speculative"])
         return Options(util=util, kv_cache_memory=kv_mem, block_size=block, pp_layer_partition=split,
                        cpu_offload_gb=offload,
                        mnbt=_given("--max-num-batched-tokens", flags.max_num_batched_tokens, mnbt),
                        max_num_seqs=_given("--max-num-seqs", flags.max_num_seqs, seqs),
                        flashinfer_sampler=flags.flashinfer_sampler, cold_compile=flags.cold_compile,
-                       **vf.resolve_features(flags, card, layout),
+                       **features,
                        **vm.resolve_mm(flags, card, v))
 
     def vocab_every_stage(self, card) -> frozenset[str]:
@@ -554,6 +556,21 @@ class VLLM(Server):
 
     def running_limit(self, s: Setup, p: Pool) -> int | None:
         return s.max_num_seqs
+
+    def _check_mtp_spelling(self, spec) -> None:
+        """A pinned release that does not take the MTP method's spelling refuses the config (SpeculativeConfig's
+        Literal): "mtp" is first in 0.11; 0.9.1-0.10 take the model type's name (deepseek_mtp)."""
+        if spec is None or spec.method != "mtp" or self.pinned is None:
+            return
+        from kvplan.cost.features import MTP_FIRST_RELEASES
+        from kvplan.cost.runtimes.base import parse_release
+
+        release, first = parse_release("--engine", self.pinned), MTP_FIRST_RELEASES.get(spec.spelling)
+        if first is not None and release < first:
+            taken = sorted(n for n, f in MTP_FIRST_RELEASES.items() if f <= release)
+            raise KvplanError(f"--speculative-config: method {spec.spelling!r} is first in vLLM "
+                              f"{'.'.join(map(str, first))} (config/speculative.py SpeculativeMethod); vLLM "
+                              f"{self.pinned} takes {', '.join(taken) or 'no MTP method'}")
 
     def host_read_note(self, s: Setup) -> str | None:
         """--cpu-offload-gb: the weights vLLM keeps in pinned host memory are read over the host link every step."""
