@@ -199,3 +199,16 @@ def test_vllm_cpu_offload_names_the_host_reads(cli_json):
     said = [n for n in p["latency"]["notes"] if n.startswith("--cpu-offload-gb")]
     assert off > 4 * 10**9 and len(said) == 1 and f"({off:,} B)" in said[0]
     assert f"{off / 64e9 * 1e3:,.1f} ms a step" in said[0]
+
+
+def test_lora_slots_are_named_beside_the_bytes_read(cli_json):
+    """The LoRA slots join the weights row but not the bytes a step reads; the note gives one rank-64 adapter of
+    Llama-3.1-8B: (4096 x 3 + 4096 + 1024 x 2 + (4096 + 4096) + 4096 x 2 + 14336 x 2 + 14336 + 4096) x 64 x 32 layers
+    x 2 B = 335,544,320 B (QA E 8 computed the same by hand)."""
+    p = cli_json("plan", "-m", "llama-3.1-8b", "--gpu", "H100-SXM", "--max-model-len", "8192", "--concurrency", "8",
+                 "--enable-lora", "--max-loras", "4", "--max-lora-rank", "64")
+    per_layer = (3 * 64 * 4096 + 64 * (4096 + 2 * 1024)) + (64 * 4096 + 4096 * 64) + (
+        2 * 64 * 4096 + 2 * 14336 * 64 + 64 * 14336 + 4096 * 64)
+    assert per_layer * 32 * 2 == 335_544_320
+    said = [n for n in p["latency"]["notes"] if n.startswith("LoRA: ")]
+    assert len(said) == 1 and "4 adapter slot(s) of 335,544,320 B per GPU" in said[0]

@@ -46,6 +46,13 @@ def latency(s: Setup, concurrency: int, prompt_len: int | None = None,
              f"tokens leave idle) and {dec.kv_read_bytes:,} B of its rank's cache on each GPU along the pipeline."]
     host = s.engine.host_read_note(s)
     notes += [host] if host else []
+    if getattr(s.opts, "lora", None) is not None:  # vLLM --enable-lora: slots in the weights row, none in the reads
+        from kvplan.cost.features import lora_slot_elements
+
+        slot = lora_slot_elements(card, lay.tp, s.opts.lora.max_lora_rank) * s.w_t.activation_bytes
+        notes.append(f"LoRA: the weights row holds {s.opts.lora.max_loras} adapter slot(s) of {slot:,} B per GPU, "
+                     "which the bytes read above leave out: each distinct adapter in a batch adds its slot's A and B "
+                     f"matrices ({slot:,} B) to every step (vLLM's punica kernels).")
     spec, per_step = s.opts.speculative, 1.0
     if spec is not None and acceptance_rate is None:
         notes.append(f"Speculative decoding ({spec}): TPOT is the plain decode step; give --acceptance-rate A for "
