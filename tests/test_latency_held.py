@@ -212,3 +212,23 @@ def test_lora_slots_are_named_beside_the_bytes_read(cli_json):
     assert per_layer * 32 * 2 == 335_544_320
     said = [n for n in p["latency"]["notes"] if n.startswith("LoRA: ")]
     assert len(said) == 1 and "4 adapter slot(s) of 335,544,320 B per GPU" in said[0]
+
+
+def test_shared_prefix_ttft_prefills_only_the_tokens_after_the_cached_blocks(cli_json):
+    """--shared-prefix-len doubles the concurrency, and TTFT now prefills only the tokens after the cached whole
+    blocks (it stayed 133 ms, the whole prompt's; QA E 6). The FLOPs of 16 tokens after 32 cached equal 16 decode
+    steps at cache lengths 32..47 less 15 of their 16 logits rows (each position attends its own keys either way)."""
+    from kvplan.cost.flops import decode_step_flops
+    from kvplan.cost.runtimes import get_engine
+    from kvplan.planning.capacity.latency import _one_request_flops
+
+    card, eng = load_card("llama-3.1-8b"), get_engine("vllm")
+    steps = [decode_step_flops(card, batch=1, cache_len=c, engine=eng) for c in range(32, 48)]
+    assert _one_request_flops(card, 48, eng, 32) == (sum(x.executed(eng.flops_basis) for x in steps)
+                                                    - 15 * steps[0].lm_head)
+    base = ("plan", "-m", "llama-3.1-8b", "--gpu", "H100-SXM", "--max-model-len", "8192", "--concurrency", "8")
+    whole, shared = cli_json(*base), cli_json(*base, "--shared-prefix-len", "4096")
+    fresh = cli_json("estimate", "-m", "llama-3.1-8b", "--seq-len", "8192", "--prompt-len", "4096", "--gpu",
+                     "H100-SXM")["roofline"]["time_to_first_token_one_request_s"] * 1e3
+    assert fresh < shared["latency"]["ttft_ms"] < whole["latency"]["ttft_ms"]  # 62.2 < 71.1 < 133.3 ms
+    assert any("prefills the 4,096 tokens after the 4,096 cached ones" in n for n in shared["latency"]["notes"])

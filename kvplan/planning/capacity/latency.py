@@ -35,8 +35,11 @@ def latency(s: Setup, concurrency: int, prompt_len: int | None = None,
     kw = dict(e=s.w_t.activation_bytes, link_bytes_per_s=s.gpu.interconnect_bandwidth_bytes_per_s,
               logit_rows=1)  # vLLM computes logits of the last position of each sequence
     decode_comm = comm_time_s(card, lay, batch=batch, new_tokens=1, **kw)
-    ttft = (gpu_step_s(roof, _one_request_flops(card, prompt, s.engine), gpu_traffic(s, held, 1, prompt, decode=False),
-                       lay.tp) + comm_time_s(card, lay, batch=1, new_tokens=prompt, **kw))
+    cached = _cached_prefix(s, prompt)
+    new_tokens = prompt - cached
+    ttft = (gpu_step_s(roof, _one_request_flops(card, prompt, s.engine, cached),
+                       gpu_traffic(s, held, 1, prompt, decode=False), lay.tp)
+            + comm_time_s(card, lay, batch=1, new_tokens=new_tokens, **kw))
     tpot = gpu_step_s(roof, roof.decode_step.flops, dec, lay.tp) + decode_comm
     price = s.gpu.price_per_hour_usd * lay.gpus if s.gpu.price_per_hour_usd else None  # replicas x GPUs x $/GPU-h
     notes = [f"Lower bounds per GPU: max(FLOPs / tp / peak, the bytes this GPU moves / bandwidth) plus ring "
@@ -44,6 +47,11 @@ def latency(s: Setup, concurrency: int, prompt_len: int | None = None,
              f"replica's batch (TPOT), which reads {dec.weights_read_bytes:,} B of weights (as held: the weights "
              f"row less the rotary cache and the embedding table, which a step gathers from, and the experts its "
              f"tokens leave idle) and {dec.kv_read_bytes:,} B of its rank's cache on each GPU along the pipeline."]
+    if cached:
+        notes.append(f"--shared-prefix-len {s.opts.shared_prefix_len:,}: TTFT prefills the {new_tokens:,} tokens after "
+                     f"the {cached:,} cached ones (the shared prefix's whole blocks of {s.block_size}; the last prompt "
+                     "token is always computed: vLLM v1/core/kv_cache_manager.py get_computed_blocks), attending the "
+                     "cached keys; its bytes are the whole prompt's (the cached K/V read instead of written).")
     host = s.engine.host_read_note(s)
     notes += [host] if host else []
     if getattr(s.opts, "lora", None) is not None:  # vLLM --enable-lora: slots in the weights row, none in the reads
@@ -175,6 +183,21 @@ def _steps(card, batch, prompt, seq_len, engine):
 
 
 @lru_cache(maxsize=256)
-def _one_request_flops(card, prompt: int, engine) -> int:
-    """The FLOPs of one request's prefill alone (the roofline's time_to_first_token_one_request_s)."""
-    return prefill_flops(card, prompt_len=prompt, batch=1, engine=engine).executed(engine.flops_basis)
+def _one_request_flops(card, prompt: int, engine, cached: int = 0) -> int:
+    """The FLOPs of one request's prefill alone (the roofline's time_to_first_token_one_request_s); with ``cached``
+    tokens of its prompt already in the cache, those of the rest attending them: every term but the LM head's one
+    logits row is a sum over positions, so prefill(prompt) - prefill(cached) + that row."""
+    basis = engine.flops_basis
+    whole = prefill_flops(card, prompt_len=prompt, batch=1, engine=engine)
+    if not cached:
+        return whole.executed(basis)
+    head = prefill_flops(card, prompt_len=cached, batch=1, engine=engine)
+    return whole.executed(basis) - head.executed(basis) + head.lm_head
+
+
+def _cached_prefix(s: Setup, prompt: int) -> int:
+    """Prompt tokens a request finds in the cache with --shared-prefix-len: the prefix's whole blocks, never the
+    whole prompt (the last token is computed for its logits)."""
+    prefix = getattr(s.opts, "shared_prefix_len", 0) or 0
+    block = max(1, s.block_size)
+    return min(prefix // block * block, prompt - 1) if prefix else 0
