@@ -70,7 +70,8 @@ def test_tgi_shares_a_prefix_where_prefix_caching_stays_on(cli_json):
 # ---- #6: paged attention has no prefill chunking: prefill budget >= max_input_tokens ------------------------------
 
 def test_tgi_paged_launch_line_covers_max_input_tokens():
-    r = kvplan.plan("llama-3.1-8b", gpu="H100-SXM", max_model_len=8192, engine="tgi", block_size=16)
+    # H100 PCIe: nvidia-smi 'NVIDIA H100 PCIe' is not in TGI's FLOP/s table: default_optimal 4096, raised to 8191
+    r = kvplan.plan("llama-3.1-8b", gpu="H100-PCIe", max_model_len=8192, engine="tgi", block_size=16)
     assert r.launch_command == ("ATTENTION=paged text-generation-launcher --model-id meta-llama/Llama-3.1-8B "
                                 "--num-shard 1 --max-input-tokens 8191 --max-total-tokens 8192 "
                                 "--max-batch-prefill-tokens 8191")
@@ -94,13 +95,34 @@ def test_tgi_kv_dtype_hint_names_tgi_values(cli):
     assert "(TGI --kv-cache-dtype: fp8_e4m3fn, fp8_e5m2)" in line
 
 
-# ---- #8: 4096 is kvplan's pinned value, not TGI's default ---------------------------------------------------------
+# ---- #8: --max-batch-prefill-tokens without the flag is TGI's own default (launcher/src/main.rs db931fcf) ----------
 
-def test_tgi_note_says_the_launch_line_pins_prefill_not_tgi_default():
+def test_tgi_default_prefill_is_compute_optimal():
+    """Llama-3.1-8B (hidden 4096, 32 heads, 8 kv heads, head_dim 128, intermediate 14336, 32 layers) on H100 SXM
+    ('nvidia-h100-80gb-hbm3' -> Gpu::H100, 900e12 FLOP/s): Config::flop per layer = q, attn, o 3 x 2x32x128x4096
+    = 100,663,296 + k, v 2 x 2x8x128x4096 = 16,777,216 + gate/up/down 2x3x4096x14336 = 352,321,536 -> 469,762,048;
+    x 32 = 15,032,385,536; 900e12 // that = 59,870 (> 100), < max_position_embeddings 131,072. vram_maximum:
+    81,559 MiB x 0.95 = 81,245,002,956 B (f32) - model_vram 2 x (32 x (3x14336x4096 + 48x128 + 32x128x4096)
+    + 2x4096x128256) = 14,449,770,496 -> // token_vram (8x2x128x2x32 = 131,072 + 21,504x6 = 129,024 -> 260,096)
+    = 256,808, no cap. Default = 59,870 (the old code pinned 4,096)."""
     r = kvplan.plan("llama-3.1-8b", gpu="H100-SXM", max_model_len=8192, engine="tgi")
-    note = next(n for n in r.notes if n.startswith("The launch line pins --max-batch-prefill-tokens 4,096"))
-    assert "kvplan does not model TGI's own default" in note and "compute_optimal" in note
-    assert "--max-batch-prefill-tokens 4096" in r.launch_command
+    assert r.launch_command.endswith("--max-batch-prefill-tokens 59870")
+    note = next(n for n in r.notes if n.startswith("--max-batch-prefill-tokens 59,870 is TGI's own default"))
+    assert "compute_optimal" in note and "15,032,385,536" in note
+    # Llama-3.1-70B on 4x A100-80GB: 80 layers x (3x2x64x128x8192 + 2x2x8x128x8192 + 2x3x8192x28672)
+    # = 80 x (402,653,184 + 33,554,432 + 1,409,286,144) = 147,639,500,800; 4 x 312e12 // that = 8,453
+    r = kvplan.plan("llama-3.1-70b", gpu="A100-80GB", tp=4, max_model_len=8192, engine="tgi")
+    assert r.launch_command.endswith("--max-batch-prefill-tokens 8453")
+
+
+def test_tgi_default_prefill_unknown_gpu_and_vlm():
+    """main.rs: a card TGI's table lacks (RTX 4090 is 'nvidia-geforce-rtx-4090', the table has 'nvidia-4090') or a
+    config with vision_config (Config::flop None) -> default_optimal: 4096, 10,000 for qwen2_5_vl."""
+    r = kvplan.plan("llama-3.1-8b", gpu="RTX-4090", max_model_len=8192, engine="tgi")
+    assert r.launch_command.endswith("--max-batch-prefill-tokens 4096")
+    assert any("default_optimal 4,096" in n for n in r.notes)
+    r = kvplan.plan("qwen2.5-vl-7b", gpu="H100-SXM", max_model_len=8192, engine="tgi")
+    assert "--max-batch-prefill-tokens 10000" in r.launch_command
 
 
 # ---- #10: Ollama's default num_ctx sums every GPU ------------------------------------------------------------------

@@ -58,14 +58,14 @@ def test_tgi_blocks_follow_warmup_and_the_wiggle_room():
     r = kvplan.plan("llama-3.1-8b", gpu="H100-SXM", gpu_memory=gpu_mem, max_model_len=8192, engine="tgi",
                     activation_memory=act, cuda_memory_fraction=0.95)
     assert r.kv_cache.block_size == 1  # head_dim 128: flashinfer, BLOCK_SIZE 1
-    warm = 4096  # the warm-up prefill of max_batch_prefill_tokens 4096, in blocks of 1
+    warm = 59870  # TGI's default max_batch_prefill_tokens: 900e12 // 15,032,385,536 (test_tgi_engine_rules), blocks of 1
     free = gpu_mem - 512 * MIB - r.per_gpu.weights_bytes - act - 256 * MIB - warm * LLAMA8_TOKEN
     blocks = int((free - 0.05 * gpu_mem) * 0.90) // LLAMA8_TOKEN + warm
     assert r.kv_cache.num_blocks == blocks and r.kv_cache.tokens == blocks
     assert r.max_concurrency == pytest.approx(blocks / 8192)
     assert r.inputs.cuda_memory_fraction == 0.95
     assert r.launch_command == ("text-generation-launcher --model-id meta-llama/Llama-3.1-8B --num-shard 1 "
-                                "--max-input-tokens 8191 --max-total-tokens 8192 --max-batch-prefill-tokens 4096 "
+                                "--max-input-tokens 8191 --max-total-tokens 8192 --max-batch-prefill-tokens 59870 "
                                 "--cuda-memory-fraction 0.95")
 
 

@@ -20,9 +20,11 @@ Read from TGI at ``db931fcf`` (2026-01-08; /work/shared/reference/serving-featur
   attention the launch line's prefill budget is at least max_input_tokens.
 - ``max_batch_prefill_tokens``: TGI's own default (main.rs, no flag) is ``compute_optimal`` = the GPU's f16 FLOP/s
   (its own table, by nvidia-smi name) x shards / ``Config::flop`` when that is > 100, else ``default_optimal`` (10,000
-  qwen2_vl / qwen2_5_vl, 8,000 gemma3, else 4,096), capped at max_position_embeddings and a VRAM bound. kvplan does not
-  model it: the launch line pins ``--max-batch-prefill-tokens`` (4,096 unless --max-batch-prefill-tokens is given),
-  and the plan's warm-up is sized by that pinned value.
+  qwen2_vl / qwen2_5_vl, 8,000 gemma3, else 4,096), capped at max_position_embeddings and ``vram_maximum``
+  ((nvidia-smi memory.total x shards x fraction x 0.95 - ``model_vram``) // ``token_vram``, none for a quantized
+  config or one that does not fit). kvplan models it (``default_prefill_tokens``): TGI's FLOP/s table and the
+  nvidia-smi name of each catalog GPU (``TGI_GPU_FLOPS``), the config terms from the card; the launch line prints the
+  value, and the plan's warm-up is sized by it.
 """
 
 from __future__ import annotations
@@ -36,7 +38,89 @@ from kvplan.units import cdiv, fmt_bytes, fmt_int, require_fraction, require_pos
 RULES = "TGI 3.3 (text-generation-inference db931fcf, 2026-01)"
 WIGGLE_ROOM = 0.90  # models/globals.py TGI_WIGGLE_ROOM
 DEFAULT_CUDA_MEMORY_FRACTION = 1.0  # launcher --cuda-memory-fraction
-PINNED_PREFILL_TOKENS = 4096  # kvplan's --max-batch-prefill-tokens on the launch line (not TGI's default, see above)
+# launcher/src/main.rs (db931fcf) ComputeType::f16_flop, by the card From<&str> matches: nvidia-smi gpu_name with ' '
+# -> '-' lowercased. Catalog GPUs whose nvidia-smi name TGI's table matches; every other GPU is Gpu::Unknown (no
+# compute_optimal: 'Unkown compute for card'), e.g. H100 PCIe ('nvidia-h100-pcie'), RTX 4090 ('nvidia-geforce-rtx-4090',
+# the table has 'nvidia-4090'), T4 ('tesla-t4'), A10 ('nvidia-a10').
+TGI_GPU_FLOPS = {"H100-SXM": 900 * 10**12, "H100-NVL": 900 * 10**12, "A100-80GB": 312 * 10**12,
+                 "A100-40GB": 312 * 10**12, "H200": 989 * 10**12, "L4": 121 * 10**12, "L40S": 363 * 10**12,
+                 "A10G": 125 * 10**12, "A40": 149 * 10**12}
+VRAM_WIGGLE_ROOM = 0.95  # main.rs ComputeType::vram: TGI_WIGGLE_ROOM unset -> 0.95
+DEFAULT_OPTIMAL = {"Qwen2VLForConditionalGeneration": 10_000, "Qwen2_5_VLForConditionalGeneration": 10_000,
+                   "Gemma3ForConditionalGeneration": 8000}  # main.rs default_optimal by model_type; else 4096
+FALLBACK_OPTIMAL = 4096
+
+
+def config_flop(card) -> int | None:
+    """main.rs Config::flop (db931fcf): None with a vision_config; else per layer 2 x hidden x head_dim x (3 heads +
+    2 kv heads) + 2 x 3 x hidden x intermediate x (experts per token + shared experts), times the layers."""
+    if card.vision is not None:
+        return None
+    inter = card.ffn_size
+    per_tok = 1
+    if card.moe is not None:
+        inter = card.moe.expert_ffn_size or inter  # estimated: TGI reads the config's intermediate_size
+        per_tok = card.moe.experts_per_token + card.moe.num_shared_experts
+    kv = card.hf_kv_heads or card.num_kv_heads
+    attn = 2 * card.num_heads * card.head_dim * card.hidden_size * 3 + 2 * kv * card.head_dim * card.hidden_size * 2
+    return (attn + 2 * 3 * card.hidden_size * inter * per_tok) * card.num_layers
+
+
+def vram_maximum(card, gpu, shards: int, fraction: float) -> tuple[int | None, bool]:
+    """main.rs vram_maximum (db931fcf): (tokens allowed or None, whether memory.total is estimated).
+    available = int(f32(memory.total MiB x 2^20 x shards) x fraction x 0.95); model_vram = 2 B x (layers x (3 x
+    intermediate x experts x hidden + (heads + 2 kv heads) x head_dim [no x hidden in TGI] + heads x head_dim x hidden)
+    + 2 x hidden x vocab); token_vram = kv heads x 2 x head_dim x 2 x layers + (inter + inter // 2) x experts x 2 x 3."""
+    import struct
+    if card.quantization is not None or gpu.name not in TGI_GPU_FLOPS:
+        return None, False  # quantize is Some: model_vram None; an Unknown card: compute_type's vram is still read,
+        # but kvplan keeps to the GPUs TGI names (an unknown card's vram is read all the same: estimated below)
+    estimated = gpu.nvidia_smi_memory_mib is None
+    mib = gpu.nvidia_smi_memory_mib or (gpu.visible_memory_bytes or gpu.memory_bytes) // 2**20
+    f32 = lambda x: struct.unpack("f", struct.pack("f", x))[0]  # noqa: E731 (Rust f32 arithmetic)
+    available = int(f32(f32(f32(mib * 2**20 * shards) * f32(fraction)) * f32(VRAM_WIGGLE_ROOM)))
+    inter = card.ffn_size
+    experts = 1
+    if card.moe is not None:
+        inter = card.moe.expert_ffn_size or inter
+        experts = card.moe.num_experts if (card.hf_architecture or "").startswith("Mixtral") else 1  # num_local_experts
+    kv = card.hf_kv_heads or card.num_kv_heads
+    layer = (3 * inter * experts * card.hidden_size + (card.num_heads + 2 * kv) * card.head_dim
+             + card.num_heads * card.head_dim * card.hidden_size)
+    model = (layer * card.num_layers + 2 * card.hidden_size * card.vocab_size) * 2
+    token = kv * 2 * card.head_dim * 2 * card.num_layers + (inter + inter // 2) * experts * 2 * 3
+    if available < model:
+        return None, estimated
+    return (available - model) // token, estimated
+
+
+def default_prefill_tokens(card, gpu, shards: int, fraction: float) -> tuple[int, str]:
+    """main.rs max_batch_prefill_tokens with no flag (db931fcf): min(compute_optimal or default_optimal,
+    max_position_embeddings, vram_maximum); (value, how it was reached)."""
+    flop, model_flop = TGI_GPU_FLOPS.get(gpu.name), config_flop(card)
+    optimal = None
+    if flop is not None and model_flop:
+        optimal = flop * shards // model_flop
+        optimal = optimal if optimal > 100 else None
+    if optimal is not None:
+        how = (f"compute_optimal = {fmt_int(flop * shards)} FLOP/s (TGI's table for {gpu.name} x {shards}) // "
+               f"{fmt_int(model_flop)} FLOP/token (Config::flop) = {fmt_int(optimal)}")
+        default = optimal
+    else:
+        default = DEFAULT_OPTIMAL.get(card.hf_architecture or "", FALLBACK_OPTIMAL)
+        why = ("TGI's FLOP/s table does not know " + gpu.name) if flop is None else "Config::flop is None (VLM)"
+        how = f"default_optimal {fmt_int(default)} ({why})"
+    value = min(default, card.max_position_embeddings)
+    if value < default:
+        how += f", capped at max_position_embeddings {fmt_int(value)}"
+    cap, estimated = vram_maximum(card, gpu, shards, fraction)
+    if cap is not None and cap < value:
+        value = cap
+        how += (f", reduced to vram_maximum {fmt_int(cap)}"
+                + (" (ESTIMATED: nvidia-smi memory.total taken from the catalog's visible memory)" if estimated else ""))
+    if card.moe is not None and optimal is not None:
+        how += " (MoE: intermediate_size ESTIMATED as the expert FFN size)"
+    return value, how
 BLOCK_SIZES = {"flashinfer": 1, "paged": 16, "flashdecoding": 256}  # models/globals.py BLOCK_SIZE by ATTENTION
 FLASHINFER_HEAD_DIMS = (64, 128, 256)
 # launcher/src/main.rs (struct Args): --kv-cache-dtype takes the clap names of enum KVCacheDtype, fp8_e4m3fn and
@@ -148,7 +232,7 @@ class TGI(TokenPool):
         max_input = max_model_len - 1
         chunking = attention != "paged"  # models/model.py: prefill chunking only with flashinfer / flashdecoding
         if flags.max_batch_prefill_tokens is None:
-            prefill = min(PINNED_PREFILL_TOKENS, card.max_position_embeddings)
+            prefill = default_prefill_tokens(card, gpu, layout.tp, fraction)[0]
             prefill = prefill if chunking else max(prefill, max_input)
         else:
             prefill = require_positive("--max-batch-prefill-tokens", flags.max_batch_prefill_tokens)
@@ -216,13 +300,14 @@ class TGI(TokenPool):
                "warm-up and still held when the free memory is read).",
                unverified("TGI", "the warm-up activation peak (kvplan's vLLM-style approximation), the warm-up blocks "
                           "and the budget")]
-        out.append(f"The launch line pins --max-batch-prefill-tokens {fmt_int(s.mnbt)}"
-                   + ("" if attention != "paged" else " (>= max_input_tokens: paged attention has no prefill chunking)")
-                   + ", which sizes the warm-up here; kvplan does not model TGI's own default without the flag: "
-                   "compute_optimal = the GPU's f16 FLOP/s x shards / the model's FLOPs per token on the GPUs TGI "
-                   "knows (launcher/src/main.rs), else 4,096 (10,000 qwen2-vl, 8,000 gemma3), capped at "
-                   "max_position_embeddings and a VRAM bound. A TGI launched without the flag can warm up with many "
-                   "more tokens and keep a smaller pool than planned here.")
+        value, how = default_prefill_tokens(s.card, s.gpu, s.layout.tp, s.opts.cuda_memory_fraction)
+        if s.mnbt == value:
+            out.append(f"--max-batch-prefill-tokens {fmt_int(s.mnbt)} is TGI's own default here (launcher/src/main.rs "
+                       f"with no flag: {how}); it sizes the warm-up.")
+        else:
+            out.append(f"--max-batch-prefill-tokens {fmt_int(s.mnbt)} on the launch line (given, or raised to "
+                       f"max_input_tokens under paged attention, which has no prefill chunking); TGI's own default "
+                       f"without the flag would be {fmt_int(value)} ({how}).")
         if any(sp.window for sp in lim.specs):
             out.append("Sliding-window layers are held in full: TGI keeps every position of every layer.")
         return out
