@@ -143,3 +143,22 @@ def test_trtllm_serve_takes_the_revision(monkeypatch):
     r = kvplan.plan("llama-3.1-8b", gpu="H100-SXM", max_model_len=8192, engine="trtllm")
     assert r.launch_command.startswith(f"trtllm-serve meta-llama/Llama-3.1-8B --revision {commit} --backend pytorch")
     assert "huggingface-cli" not in r.launch_command
+
+
+def test_tgi_vram_maximum_counts_num_local_experts_of_every_config_that_names_it():
+    """TGI's Config reads num_local_experts (serde default 1); Llama 4's config names its 16 experts so, as Mixtral's
+    does (transformers Llama4TextConfig.num_local_experts), so TGI's model_vram counts 16 expert MLPs. By hand, 8 H100
+    (nvidia-smi 81,559 MiB) at cuda_memory_fraction 0.9: available = 81,559 x 2^20 x 8 x 0.9 x 0.95; model_vram =
+    (48 x (3 x 8192 x 16 x 5120 + (40 + 2 x 8) x 128 + 40 x 128 x 5120) + 2 x 5120 x 202,048) x 2; token_vram =
+    8 x 2 x 128 x 2 x 48 + (8192 + 4096) x 16 x 2 x 3; (available - model) // token = 279,768 (one expert: 2,094,532)."""
+    from kvplan.cost.hardware import load_gpu
+    from kvplan.cost.runtimes.tgi import vram_maximum
+    from kvplan.model.catalog import load_card
+
+    available = int(81_559 * 2**20 * 8 * 0.9 * 0.95)
+    model = (48 * (3 * 8192 * 16 * 5120 + (40 + 16) * 128 + 40 * 128 * 5120) + 2 * 5120 * 202_048) * 2
+    token = 8 * 2 * 128 * 2 * 48 + (8192 + 4096) * 16 * 2 * 3
+    assert (available - model) // token == 279_768
+    gpu = load_gpu("H100-SXM")
+    assert gpu.nvidia_smi_memory_mib == 81_559
+    assert vram_maximum(load_card("llama-4-scout-17b-16e"), gpu, 8, 0.9) == (279_768, False)

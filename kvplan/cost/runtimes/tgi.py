@@ -45,6 +45,14 @@ DEFAULT_CUDA_MEMORY_FRACTION = 1.0  # launcher --cuda-memory-fraction
 TGI_GPU_FLOPS = {"H100-SXM": 900 * 10**12, "H100-NVL": 900 * 10**12, "A100-80GB": 312 * 10**12,
                  "A100-40GB": 312 * 10**12, "H200": 989 * 10**12, "L4": 121 * 10**12, "L40S": 363 * 10**12,
                  "A10G": 125 * 10**12, "A40": 149 * 10**12}
+# the architectures whose config.json names the expert count num_local_experts, which TGI's Config reads (the
+# transformers configuration classes that set self.num_local_experts, read in 5.24: mixtral, phimoe, granitemoe,
+# granitemoeshared, granitemoehybrid, jetmoe, llama4, gpt_oss, minimax, kimi_linear); other MoE configs
+# (num_experts, n_routed_experts) leave TGI's 1
+NUM_LOCAL_EXPERTS_ARCHITECTURES = frozenset({
+    "MixtralForCausalLM", "PhimoeForCausalLM", "GraniteMoeForCausalLM", "GraniteMoeSharedForCausalLM",
+    "GraniteMoeHybridForCausalLM", "JetMoeForCausalLM", "Llama4ForConditionalGeneration", "Llama4ForCausalLM",
+    "GptOssForCausalLM", "MiniMaxForCausalLM", "KimiLinearForCausalLM"})
 VRAM_WIGGLE_ROOM = 0.95  # main.rs ComputeType::vram: TGI_WIGGLE_ROOM unset -> 0.95
 DEFAULT_OPTIMAL = {"Qwen2VLForConditionalGeneration": 10_000, "Qwen2_5_VLForConditionalGeneration": 10_000,
                    "Gemma3ForConditionalGeneration": 8000}  # main.rs default_optimal by model_type; else 4096
@@ -83,7 +91,8 @@ def vram_maximum(card, gpu, shards: int, fraction: float) -> tuple[int | None, b
     experts = 1
     if card.moe is not None:
         inter = card.moe.expert_ffn_size or inter
-        experts = card.moe.num_experts if (card.hf_architecture or "").startswith("Mixtral") else 1  # num_local_experts
+        # Config's num_local_experts (serde default 1): only the configs whose key has that name set it
+        experts = card.moe.num_experts if card.hf_architecture in NUM_LOCAL_EXPERTS_ARCHITECTURES else 1
     kv = card.hf_kv_heads or card.num_kv_heads
     layer = (3 * inter * experts * card.hidden_size + (card.num_heads + 2 * kv) * card.head_dim
              + card.num_heads * card.head_dim * card.hidden_size)
