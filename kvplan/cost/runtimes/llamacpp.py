@@ -466,9 +466,9 @@ class LlamaCpp(Runtime):
         GGUF tensors it holds and its caches at -ctk/-ctv. Layers left on the CPU (-ngl) are read there, at host
         memory bandwidth, which the GPU's bound does not count (``host_read_note``); with no layer on a GPU the GPU
         bounds nothing: refused."""
-        hp, f = self.memory_inputs(s)[:2]
-        _no_gpu_layers(hp, f)
-        return list(lc.step_views(*self.memory_inputs(s), s.w_t))
+        server = self.memory_inputs(s)
+        _no_gpu_layers(*server[:2])
+        return list(lc.step_views(*server, s.w_t))
 
     def host_read_note(self, s: Setup) -> str | None:
         """The model and cache bytes llama.cpp keeps in host memory (-ngl below every layer, --cpu-moe, -ot ...=CPU,
