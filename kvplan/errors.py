@@ -63,10 +63,13 @@ def clip_text(text: str, limit: int = 200) -> str:
 
 def printable(text: str) -> str:
     """``text`` with every character that is not printable (control characters, line and paragraph separators,
-    bidi overrides, escape sequences) written as its Python escape: one line that a terminal shows as written."""
+    bidi overrides, escape sequences) written as its Python escape: one line that a terminal shows as written. A byte
+    of a file name that is not UTF-8 (Python's surrogate escape, U+DC80-U+DCFF) is shown as the byte, ``\\xff``, not
+    as the surrogate ``\\udcff`` that names no file."""
     if text.isprintable():
         return text
-    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
+    return "".join(c if c.isprintable() else f"\\x{ord(c) - 0xDC00:02x}" if 0xDC80 <= ord(c) <= 0xDCFF
+                   else ascii(c)[1:-1] for c in text)
 
 
 MAX_NAME_CHARS = 200

@@ -71,12 +71,19 @@ def fmt_int(n: int) -> str:
 _TIME_UNITS = (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9))
 
 
-def fmt_seconds(s: float) -> str:
+def fmt_seconds(s: float, limit_s: float | None = None, digits: int = 3) -> str:
     """A duration for people, three significant digits and never an exponent: 78.23 -> '78.2 s', 0.15824 ->
-    '158 ms', 2.3e-5 -> '23 µs', 1234.5 -> '1,234 s' (thousands separators from 100 up)."""
+    '158 ms', 2.3e-5 -> '23 µs', 1234.5 -> '1,234 s' (thousands separators from 100 up).
+
+    Beside a target (``limit_s``, e.g. a --tpot-ms bound), as many more digits (up to 9) as keep the shown figure off
+    the target and on the side the value is: 19.99 ms against 20 ms reads '19.99 ms', not '20 ms'."""
     unit, scale = next(((u, k) for u, k in _TIME_UNITS if abs(s) >= k), _TIME_UNITS[-1])
     v = s / scale
-    return f"{v:,.0f} {unit}" if abs(v) >= 99.95 else f"{v:.3g} {unit}"
+    for extra in range(7):
+        text = f"{v:,.{extra}f}" if abs(v) >= 99.95 else f"{v:.{digits + extra}g}"
+        if limit_s is None or s == limit_s or (float(text.replace(",", "")) * scale - limit_s) * (s - limit_s) > 0:
+            break
+    return f"{text} {unit}"
 
 
 def fmt_float(v: float) -> str:

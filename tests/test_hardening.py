@@ -653,3 +653,16 @@ def test_a_gpu_files_compute_capability_is_a_number_of_major_minor(tmp_path, val
 def test_block_size_states_one_bound_in_every_command(args):
     line = refused(*args, "--block-size", "0")
     assert line == "error: --block-size: must be an integer in 1..1,048,576, got 0"
+
+
+def test_a_file_name_that_is_not_utf8_is_echoed_as_its_bytes(tmp_path):
+    """QA E 10: `sweep -o $'s\\xff.csv'` wrote the file and said `wrote s\\udcff.csv`, a name that does not exist;
+    the byte is shown as `\\xff` in what kvplan writes and in its one-line errors."""
+    from kvplan.errors import printable
+
+    name = os.fsdecode(b"s\xff.csv")
+    assert printable(name) == "s\\xff.csv" and printable("a\x1bb") == "a\\x1bb"
+    got = CliRunner().invoke(app, ["sweep", "-m", "llama-3.1-8b", "--batch", "1", "--seq-len", "128",
+                                   "-o", str(tmp_path / name)])
+    assert got.exit_code == 0 and (tmp_path / name).exists()
+    assert "s\\xff.csv" in " ".join(got.stderr.split()) and "udcff" not in got.stderr

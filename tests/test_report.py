@@ -383,6 +383,39 @@ def test_durations_read_as_people_write_them(seconds, text):
                                                                                     "1,024 tokens")
 
 
+@pytest.mark.parametrize("seconds, limit, text", [
+    (0.01999, 0.020, "19.99 ms"), (0.0199996, 0.020, "19.9996 ms"), (0.0200004, 0.020, "20.0004 ms"),
+    (0.020, 0.020, "20 ms"), (123.4, 123.0, "123.4 s"), (123.4, 123.5, "123 s"), (0.01999, None, "20 ms")])
+def test_a_duration_beside_its_target_is_never_rounded_onto_it(seconds, limit, text):
+    """QA E 10: the decode pool's TPOT of 19.99 ms read "20 ms" against a --tpot-ms 20 target: a figure beside a
+    target takes the digits that keep it on its side of the target."""
+    from kvplan.units import fmt_seconds
+
+    assert fmt_seconds(seconds, limit) == text
+
+
+def test_the_disagg_tables_show_a_tpot_under_its_target_under_it(tmp_path):
+    """kvplan disagg's decode pool (Llama-3.1-8B on H100, 10 req/s, TPOT <= 20 ms) runs at a TPOT just under the
+    target: the report's table and the CLI's show it under the target, as the JSON's figure is."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from kvplan.cli.app import app
+
+    args = ["-m", "llama-3.1-8b", "--gpu", "H100-SXM", "--rate", "10", "--isl", "4096", "--osl", "512",
+            "--ttft-ms", "500", "--tpot-ms", "20"]
+    got = CliRunner().invoke(app, ["disagg", *args, "--json"])
+    tpot = json.loads(got.stdout)["decode"]["tpot_ms"]
+    assert 19.9 < tpot < 20
+    shown = CliRunner().invoke(app, ["disagg", *args], env={"COLUMNS": "200"}).stdout
+    assert f"{tpot:.2f} ms" in shown
+    out = tmp_path / "r.md"
+    assert CliRunner().invoke(app, ["report", *args, "-o", str(out)]).exit_code == 0
+    decode = next(line for line in out.read_text().splitlines() if line.startswith("| decode |"))
+    assert f"{tpot:.2f} ms" in decode and "| 20 ms |" not in decode
+
+
 def test_a_long_report_shows_progress_per_model(monkeypatch):
     """Charts take seconds per model: the CLI's bar (stderr, a terminal only) advances once per model built."""
     from kvplan.planning.report_data import build_report

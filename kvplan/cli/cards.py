@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from kvplan.cli import options as o
+from kvplan.errors import clip_text
 from kvplan.cli.examples import epilog
 from kvplan.cli.output import emit
 
@@ -95,7 +96,7 @@ def cards_import(
         sys.stdout.write(text)
         return
     write_atomic(output, text, exclusive=not force)
-    make_console(stderr=True).print(f"wrote {escape(str(output))} ({card.name}, {escape(card.attention_label)})")
+    make_console(stderr=True).print(f"wrote {escape(clip_text(str(output), 2000))} ({card.name}, {escape(card.attention_label)})")
 
 
 @app.command("schema", epilog=epilog("cards schema"))

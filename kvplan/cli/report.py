@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from kvplan.cli import options as o
+from kvplan.errors import clip_text
 from kvplan.cost.runtimes import dynamic_names
 
 ENGINE_HELP = (f"The serving engine, one of: {', '.join(dynamic_names())}; a version as vllm==0.11 (modelled: "
@@ -80,7 +81,7 @@ def report(
         from kvplan.files import write_atomic
 
         write_atomic(output, to_html(blocks, f"kvplan report: {', '.join(models)}"))
-    make_console(stderr=True).print(f"wrote {escape(str(output))}")
+    make_console(stderr=True).print(f"wrote {escape(clip_text(str(output), 2000))}")
 
 
 def _plan_flags() -> list[inspect.Parameter]:

@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from kvplan.cli import options as o
+from kvplan.errors import clip_text
 
 Axis = Optional[str]
 _RANGE_HELP = "a comma list or a range START..STOP+STEP / START..STOP*FACTOR, e.g. 1..256*2"
@@ -51,7 +52,7 @@ def sweep(
 
     with open_atomic(output, newline="") as f:
         n = write_sweep(form, result, f)
-    make_console(stderr=True).print(f"wrote {escape(output)} ({n:,} rows, {form})")
+    make_console(stderr=True).print(f"wrote {escape(clip_text(str(output), 2000))} ({n:,} rows, {form})")
 
 
 def register(app: typer.Typer) -> None:

@@ -112,9 +112,10 @@ def exact(n: int) -> str:
     return f"{fmt_bytes(n)} ({fmt_int(n)} B)"
 
 
-def ms(seconds: float) -> str:
-    """A duration for people: '158 ms', '2.34 s' (kvplan.units.fmt_seconds, never an exponent)."""
-    return fmt_seconds(seconds)
+def ms(seconds: float, limit_s: float | None = None) -> str:
+    """A duration for people: '158 ms', '2.34 s' (kvplan.units.fmt_seconds, never an exponent); beside a target
+    (``limit_s``) with the digits that keep it off the target."""
+    return fmt_seconds(seconds, limit_s)
 
 
 def note(console: Console, text: str, label: str = "note") -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 
 from kvplan.planning.disagg import DisaggResult
-from kvplan.report.console import escape, note, print_command, table
+from kvplan.report.console import escape, ms, note, print_command, table
 from kvplan.units import fmt_bytes, fmt_int
 
 
@@ -16,8 +16,8 @@ def render_disagg(r: DisaggResult, console: Console) -> None:
                "req/s/worker"], left=("pool", "GPU"))
     for p in (r.prefill, r.decode):
         t.add_row(p.role, escape(p.gpu), str(p.tp), str(p.pp), str(p.replicas), str(p.gpus), str(p.batch),
-                  f"{p.max_concurrency:,.1f}", f"{p.ttft_ms:.1f} ms" if p.ttft_ms is not None else "-",
-                  f"{p.tpot_ms:.2f} ms" if p.tpot_ms is not None else "-", f"{p.requests_per_s:,.2f}")
+                  f"{p.max_concurrency:,.1f}", ms(p.ttft_ms / 1e3, r.ttft_ms / 1e3) if p.ttft_ms is not None else "-",
+                  ms(p.tpot_ms / 1e3, r.tpot_ms / 1e3) if p.tpot_ms is not None else "-", f"{p.requests_per_s:,.2f}")
     console.print(t)
     console.print(f"[bold]ratio[/bold] {r.ratio} prefill:decode workers, {r.total_gpus} GPUs")
     console.print(f"[bold]hand-over[/bold] {fmt_int(r.kv_transfer_bytes_per_request)} B "

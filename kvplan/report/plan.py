@@ -171,8 +171,8 @@ def render_search(r: SearchResult, console: Console) -> None:
     for o in r.options:
         t.add_row(escape(o.gpu), str(o.num_gpus), f"{o.tp}x{o.pp}x{o.dp}", escape(o.per_gpu.weights_format),
                   f"{o.max_concurrency:,.1f}",
-                  fmt_bytes(o.kv_cache.cache_bytes), _ms(o.ttft_ms),
-                  _ms(o.tpot_ms), "-" if o.price_per_hour is None else f"{o.price_per_hour:,.2f}",
+                  fmt_bytes(o.kv_cache.cache_bytes), _ms(o.ttft_ms, r.ttft_ms),
+                  _ms(o.tpot_ms, r.tpot_ms), "-" if o.price_per_hour is None else f"{o.price_per_hour:,.2f}",
                   "-" if o.usd_per_million_output_tokens is None else fmt_usd(o.usd_per_million_output_tokens))
     console.print(t)
     for o in r.options:
@@ -186,5 +186,6 @@ def render_search(r: SearchResult, console: Console) -> None:
         note(console, text)
 
 
-def _ms(value: float | None) -> str:
-    return "-" if value is None else ms(value / 1e3)
+def _ms(value: float | None, limit: float | None = None) -> str:
+    """Milliseconds for people; beside a --ttft-ms / --tpot-ms target, never rounded onto it."""
+    return "-" if value is None else ms(value / 1e3, None if limit is None else limit / 1e3)
