@@ -62,6 +62,10 @@ class GPU(BaseModel):
                           "cudaMemGetInfo), which vLLM and SGLang start from; plans start from it. Below nvidia-smi's "
                           "figure by what the driver reserves.")
     visible_memory_source: str = Field("", description="The public log or output the visible total was read from.")
+    visible_memory_other_bytes: Memory | None = Field(
+        None, description="A second total torch shows on other hosts of this GPU (RTX 4090: 23.99 GiB under WSL2 and "
+                          "on some Linux hosts, 23.51-23.65 GiB on most), which plans do not start from and name.")
+    visible_memory_other_source: str = Field("", description="The public outputs the second total was read from.")
     nvidia_smi_memory_mib: Count | None = Field(None, description="memory.total as nvidia-smi prints it, MiB.")
     memory_bandwidth_bytes_per_s: Count
     peak_flops: PeakFlops
@@ -101,15 +105,22 @@ class GPU(BaseModel):
         outside is a unit left out or a wrong field. The visible total is at most nvidia-smi's."""
         stated = self.memory_bytes
         for field, total in (("visible_memory_bytes", self.visible_memory_bytes),
+                             ("visible_memory_other_bytes", self.visible_memory_other_bytes),
                              ("nvidia_smi_memory_mib", (self.nvidia_smi_memory_mib or 0) * 2**20 or None)):
             if total is not None and not stated * VISIBLE_RANGE[0] <= total <= stated * VISIBLE_RANGE[1]:
                 raise ValueError(f"{field}: {total:,} B ({fmt_bytes(total)}) is {total / stated:.3g}x memory_bytes "
                                  f"({self.stated_memory}, vendor-stated); allowed: {VISIBLE_RANGE[0]}x.."
                                  f"{VISIBLE_RANGE[1]}x it (a unit left out, or the wrong figure?)")
         smi = self.nvidia_smi_memory_mib
-        if self.visible_memory_bytes is not None and smi is not None and self.visible_memory_bytes > smi * 2**20:
-            raise ValueError(f"visible_memory_bytes: {fmt_bytes(self.visible_memory_bytes)} is more than nvidia-smi's "
-                             f"total ({smi:,} MiB); allowed: at most nvidia_smi_memory_mib x 2^20 bytes")
+        for field, total in (("visible_memory_bytes", self.visible_memory_bytes),
+                             ("visible_memory_other_bytes", self.visible_memory_other_bytes)):
+            if total is not None and smi is not None and total > smi * 2**20:
+                raise ValueError(f"{field}: {fmt_bytes(total)} is more than nvidia-smi's total ({smi:,} MiB); "
+                                 "allowed: at most nvidia_smi_memory_mib x 2^20 bytes")
+        if self.visible_memory_other_bytes is not None and (self.visible_memory_bytes is None
+                                                            or not self.visible_memory_other_source):
+            raise ValueError("visible_memory_other_bytes: a second total needs visible_memory_bytes (the one plans "
+                             "start from) and visible_memory_other_source (where it was read)")
         return self
 
     @property
@@ -205,7 +216,7 @@ def read_gpu_file(path: Path, base: dict[str, GPU] | None = None) -> dict[str, G
             raise KvplanError(f"{where}: {_describe(exc)}") from None
         if out[name].sm_count is not None and not out[name].sm_count_source:
             raise KvplanError(f"{where}: sm_count needs sm_count_source (the output or datasheet it was read from)")
-        for field in ("vendor", "source", "visible_memory_source", "sm_count_source"):
+        for field in ("vendor", "source", "visible_memory_source", "visible_memory_other_source", "sm_count_source"):
             if getattr(out[name], field):
                 require_line(f"{where}: {field}", getattr(out[name], field), 1000)
     return out

@@ -586,5 +586,7 @@ def _gpu_memory(d) -> str:
     """The total the plans start from (what torch sees) beside the datasheet's figure."""
     if d.visible_memory_bytes is None:
         return f"{fmt_int(d.memory_bytes)} B (the datasheet's; no visible total known: --gpu-memory takes yours)"
+    other = getattr(d, "visible_memory_other_bytes", None)
     return (f"{fmt_int(d.visible_memory_bytes)} B as torch sees it, which the plans start from (the datasheet's "
-            f"{fmt_int(d.memory_bytes)} B)")
+            f"{fmt_int(d.memory_bytes)} B" + ("" if other is None else f"; some hosts show {fmt_int(other)} B, more "
+                                              "for the cache: --gpu-memory takes yours") + ")")
