@@ -40,3 +40,8 @@ def __getattr__(name: str):
         globals()[name] = value  # the next access is a plain attribute (kvplan.estimate in a loop)
         return value
     raise AttributeError(f"module 'kvplan' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    """The lazily loaded API too, so that a notebook's completion offers estimate, plan, sweep, ..."""
+    return sorted({*globals(), *__all__})

@@ -336,6 +336,18 @@ def test_a_disagg_scenario_without_a_key_names_the_file_line_and_key(cli, tmp_pa
     assert code == 2 and "kvplan.toml:1: scenario 'd': tpot_ms: required by a disagg scenario" in err
 
 
+@pytest.mark.parametrize("key, value, line", [("model", "cards/nope.yaml", 6), ("hf_config", "nope/config.json", 6),
+                                              ("gpu_file", "nope.yaml", 7)])
+def test_a_file_a_scenario_cannot_read_is_named_at_its_key(cli, tmp_path, key, value, line):
+    """QA F2 8: a card, config.json or GPU file that cannot be read was reported at the scenario's header line
+    without its key; docs/check.md: the message names the file, line, scenario and key."""
+    model = "" if key == "hf_config" else 'model = "llama-3-8b"\n' if key == "gpu_file" else ""
+    cfg = tmp_path / "kvplan.toml"
+    cfg.write_text(f'# c\n\n[[scenarios]]\nname = "a"\nseq_len = 1024\n{model}{key} = "{value}"\n')
+    code, _, err = cli("check", "--config", str(cfg))
+    assert code == 2 and f"kvplan.toml:{line}: scenario 'a': {key}: " in " ".join(err.split())
+
+
 # --- the baseline is never a file the check reads, nor inside .git (QA B, D1) ------------------------------------
 
 def _one_error(cli, *args) -> str:

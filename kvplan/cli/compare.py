@@ -8,6 +8,7 @@ import typer
 
 from kvplan.cli import options as o
 from kvplan.cli.output import emit
+from kvplan.cost.runtimes import dynamic_names
 
 
 def compare(
@@ -22,7 +23,8 @@ def compare(
     tp: Annotated[int, typer.Option("--tp", help="Plan each layout on this many GPUs of --gpu (tensor parallel).")] = 1,
     seq_len: Annotated[int, typer.Option("--seq-len", help="Tokens each sequence holds.")] = 4096,
     batch: Annotated[int, typer.Option("--batch", help="Sequences decoded together.")] = 1,
-    engine: Annotated[str, typer.Option("--engine", help=f"The runtime, {o.ENGINES_HELP}.")] = "ideal",
+    engine: Annotated[str, typer.Option("--engine", help="The runtime, one of: " + ", ".join(dynamic_names())
+                                        + " (those without a preallocated static cache).")] = "ideal",
     kv_dtype: o.KvDtype = None,
     weight_dtype: o.WeightDtype = None,
     as_json: o.Json = False,

@@ -17,7 +17,7 @@ def disagg(
     osl: Annotated[int, typer.Option("--osl", help="Output tokens per request.")] = ...,
     ttft_ms: Annotated[float, typer.Option("--ttft-ms", help="Time-to-first-token target.")] = ...,
     tpot_ms: Annotated[float, typer.Option("--tpot-ms", help="Time-per-output-token target.")] = ...,
-    engine: o.PlanEngine = "vllm", gpu_file: o.GpuFile = None, gpu_memory: o.GpuMemory = None,
+    engine: o.DisaggEngine = "vllm", gpu_file: o.GpuFile = None, gpu_memory: o.GpuMemory = None,
     kv_dtype: o.KvDtype = None, weight_dtype: o.WeightDtype = None,
     max_gpus_per_worker: Annotated[int, typer.Option("--max-gpus-per-worker", help="Largest TP per worker.")] = 8,
     prefill_factor: Annotated[Optional[float], typer.Option(

@@ -6,16 +6,24 @@ same name::
     gpus:
       MY-GPU:
         vendor: NVIDIA
-        memory_bytes: 80000000000              # as the vendor states it (decimal GB x 10^9)
-        visible_memory_bytes: 85030322176      # what torch sees (plans start from it), optional; 0.5x..1.1x the above
+        # as the vendor states it (decimal GB x 10^9)
+        memory_bytes: 80000000000
+        # optional: what torch sees (plans start from it), 0.5x..1.1x
+        # memory_bytes, with where it was read
+        visible_memory_bytes: 85030322176
         visible_memory_source: vLLM log total_gpu_memory (79.19GiB)
-        memory_bandwidth_bytes_per_s: 3350000000000   # bytes and bytes/s: integers (3350000000000, not 3.35e12)
-        peak_flops: {fp32: 6.7e13, bf16: 9.89e14, fp16: 9.89e14, fp8: 1.979e15}   # dense, not 2:4 sparse
+        # bytes and bytes/s are integers (3350000000000, not 3.35e12)
+        memory_bandwidth_bytes_per_s: 3350000000000
+        # dense peaks, not 2:4 sparse
+        peak_flops: {fp32: 6.7e13, bf16: 9.89e14, fp16: 9.89e14,
+                     fp8: 1.979e15}
         source: https://vendor.example/datasheet.pdf
-        price_per_hour_usd: 2.5                # on-demand, per GPU-hour, optional (--sort cost)
+        # optional: on-demand USD per GPU-hour (--sort cost)
+        price_per_hour_usd: 2.5
         price_source: https://cloud.example/pricing
         price_date: "2026-11-01"
-      H100-SXM:                                # a bundled GPU with only a price: just its price is yours
+      # a bundled GPU with only a price: just its price is yours
+      H100-SXM:
         price_per_hour_usd: 1.85
 """
 
@@ -50,4 +58,10 @@ def gpus_show(name: Annotated[str, typer.Argument(help="GPU name, e.g. H100-SXM.
     from kvplan.cost.hardware import load_gpu
     from kvplan.report.jsonout import print_json
 
-    print_json(load_gpu(name, gpu_file))
+    from kvplan.errors import KvplanError
+
+    try:
+        gpu = load_gpu(name, gpu_file)
+    except KvplanError as exc:  # the catalog names its --gpu flag; here the GPU is the NAME argument
+        raise KvplanError(str(exc).replace("--gpu: ", "NAME: ", 1)) from None
+    print_json(gpu)

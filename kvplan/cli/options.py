@@ -6,6 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from kvplan.cost.runtimes import disagg_names
 from kvplan.cost.runtimes import names as runtime_names
 
 Model = Annotated[Optional[str], typer.Option(  # '\\[': rich would read '[@REVISION]' as markup and drop it
@@ -30,7 +31,7 @@ Gpu = Annotated[Optional[str], typer.Option("--gpu", help="A GPU of the catalog 
 GpuFile = Annotated[Optional[str], typer.Option(
     "--gpu-file", help="YAML of extra or overriding GPUs (format: `kvplan gpus --help`).")]
 Attention = Annotated[Optional[str], typer.Option(
-    "--attention", help="What-if layout: mha, mqa, or gqa:G where G is the number of query heads per KV head.")]
+    "--attention", help="What-if layout: mha, mqa, gqa:G (G query heads per KV head) or mla:R (a latent of rank R).")]
 
 # `kvplan plan`
 _S = Optional[str]
@@ -55,15 +56,21 @@ Pp = Annotated[Optional[int], typer.Option("--pp", help="Pipeline-parallel size 
 Dp = Annotated[Optional[int], typer.Option("--dp", help="Data-parallel replicas (default 1).")]
 VERSIONS_HELP = ("0.2-0.6.4, 0.6.5-0.6.6, 0.7-0.9.0 (V0), 0.9.1-0.10, 0.11, 0.12-0.16, 0.17, 0.18-0.19, "
                   "0.20.0, 0.20.1-0.21, 0.22, 0.23, 0.24, 0.25, 0.26, 0.27, 0.28, 0.29+")
+# SGLang's modelled ranges (kvplan.cost.runtimes.sglang.VERSIONS; tests/test_cli_help.py keeps both lists equal to them)
+SGLANG_VERSIONS_HELP = "0.4.0 to 0.5.20+, 19 ranges"
 PlanEngine = Annotated[str, typer.Option(
     "--engine", help=f"The serving engine, {ENGINES_HELP}; a version as vllm==0.11 (modelled: {VERSIONS_HELP}; "
-                     "default the newest) or sglang==0.5.6 (0.4.0 to 0.5.23+, nine ranges).")]
+                     f"default the newest) or sglang==0.5.6 ({SGLANG_VERSIONS_HELP}).")]
+DisaggEngine = Annotated[str, typer.Option(
+    "--engine", help=f"The serving engine, one of: {', '.join(disagg_names())} (those with disaggregated prefill and "
+                     f"decode); a version as vllm==0.11 (modelled: {VERSIONS_HELP}) or sglang==0.5.6.")]
 PlanEngineOrLog = Annotated[Optional[str], typer.Option(
     "--engine", help=f"The serving engine (default vllm), {ENGINES_HELP}; a version as vllm==0.11 (modelled: "
                      f"{VERSIONS_HELP}; default the newest) or sglang==0.5.6; with --from-log: the log's engine and "
                      "version unless given.")]
 Util = Annotated[Optional[float], typer.Option(
-    "--gpu-memory-utilization", help="vLLM: share of GPU memory (default 0.92); hf/ideal: default 1.0.")]
+    "--gpu-memory-utilization", help="vLLM: share of GPU memory (default 0.92 from 0.20, 0.9 before); hf/ideal: "
+                                     "default 1.0.")]
 Mfs = Annotated[Optional[float], typer.Option("--mem-fraction-static", help="SGLang; default: its GPU formula.")]
 KvCacheMemory = Annotated[_S, typer.Option(
     "--kv-cache-memory", help="vLLM kv_cache_memory_bytes: the pool per GPU (6.51GiB), to reproduce a log.")]
@@ -111,8 +118,9 @@ MaxBatchSize = Annotated[_I, typer.Option("--max-batch-size", "--max_batch_size"
 CudaMemoryFraction = Annotated[_F, typer.Option("--cuda-memory-fraction",
                                                 help="TGI: share of GPU memory the server may use (default 1.0).")]
 MaxBatchPrefillTokens = Annotated[_I, typer.Option(
-    "--max-batch-prefill-tokens", help="TGI: tokens of the warm-up prefill, pinned on the launch line (kvplan's "
-    "default min(4096, max positions), at least max_input_tokens under paged attention; not TGI's own default).")]
+    "--max-batch-prefill-tokens", help="TGI: tokens of the warm-up prefill, pinned on the launch line; default: TGI's "
+    "own (compute_optimal from its FLOP/s table, else 4096/8000/10000 by model type, capped at max positions and "
+    "its memory bound), at least max_input_tokens under paged attention.")]
 SpeculativeConfig = Annotated[_S, typer.Option(
     "--speculative-config", help='vLLM: JSON, e.g. \'{"method": "eagle", "model": "...", "num_speculative_tokens": 3}\'.')]
 SpecAlgorithm = Annotated[_S, typer.Option("--speculative-algorithm", help="SGLang: EAGLE, EAGLE3, NEXTN, STANDALONE "
@@ -156,6 +164,8 @@ CpuOffloadGb = Annotated[_F, typer.Option(
 # llama.cpp's own flag names (`--engine llamacpp|ollama`), so a llama-server command line pastes in
 CtxSize = Annotated[Optional[int], typer.Option("-c", "--ctx-size", help="llama.cpp n_ctx (default: --max-model-len "
                                                 "x slots, or the whole context with a unified cache).")]
+EstimateCtxSize = Annotated[Optional[int], typer.Option("-c", "--ctx-size", help="llama.cpp n_ctx (default: --seq-len "
+                                                        "x slots, or the whole context with a unified cache).")]
 Parallel = Annotated[Optional[int], typer.Option("-np", "--parallel", help="llama.cpp slots (default: auto, 4 with a "
                                                  "unified cache; Ollama 1).")]
 KvUnified = Annotated[Optional[bool], typer.Option("--kv-unified/--no-kv-unified", "-kvu", help="llama.cpp: one "

@@ -13,7 +13,7 @@ from kvplan.errors import clip_text
 from kvplan.cost.runtimes import dynamic_names
 
 ENGINE_HELP = (f"The serving engine, one of: {', '.join(dynamic_names())}; a version as vllm==0.11 (modelled: "
-               f"{o.VERSIONS_HELP}; default the newest) or sglang==0.5.6 (0.4.0 to 0.5.23+).")
+               f"{o.VERSIONS_HELP}; default the newest) or sglang==0.5.6 ({o.SGLANG_VERSIONS_HELP}).")
 
 
 def report(

@@ -17,7 +17,8 @@ _RANGE_HELP = "a comma list or a range START..STOP+STEP / START..STOP*FACTOR, e.
 def sweep(
     model: Annotated[list[str], typer.Option("--model", "-m", help="Card name(s), .yaml path(s) or Hub ids ORG/NAME; repeat or comma-separate.")],
     batch: Annotated[str, typer.Option("--batch", help=f"Sequences held at once: {_RANGE_HELP}.")] = "1",
-    seq_len: Annotated[str, typer.Option("--seq-len", help=f"Tokens per sequence: {_RANGE_HELP}.")] = ...,
+    seq_len: Annotated[str, typer.Option("--seq-len", help=f"Tokens per sequence: {_RANGE_HELP}; "
+                                                 "32k = 32,000, 32K = 32,768 (1k..32k*2).")] = ...,
     kv_dtype: Annotated[Axis, typer.Option("--kv-dtype", help="K/V dtypes, comma list; default: the engine's.")] = None,
     weight_dtype: Annotated[Axis, typer.Option("--weight-dtype", help="Weight dtypes, comma list.")] = None,
     attention: Annotated[Axis, typer.Option(
@@ -29,7 +30,7 @@ def sweep(
     tp: Annotated[Axis, typer.Option("--tp", help="Tensor-parallel sizes (capacity plan columns; needs --gpu).")] = None,
     pp: Annotated[Axis, typer.Option("--pp", help="Pipeline-parallel sizes (capacity plan columns; needs --gpu).")] = None,
     max_model_len: Annotated[Axis, typer.Option(
-        "--max-model-len", help="Capacity plan length(s); default each row's --seq-len.")] = None,
+        "--max-model-len", help="Capacity plan length(s), as --seq-len (32k = 32,000); default each row's --seq-len.")] = None,
     block_size: o.PlanBlockSize = None,
     fmt: Annotated[Optional[str], typer.Option(
         "--format", help="csv, jsonl, markdown or table; default from -o's suffix, else table on a terminal, csv "

@@ -12,7 +12,7 @@ import sys
 import time
 from typing import IO, Iterable, Iterator
 
-from kvplan.errors import KvplanError, printable
+from kvplan.errors import KvplanError, clip_text, printable
 from kvplan.planning.sweep import Sweep, write_csv
 
 FORMATS = ("csv", "jsonl", "markdown", "table")
@@ -29,7 +29,11 @@ def pick_format(fmt: str | None, output: str | None, tty: bool) -> str:
             raise KvplanError(f"--format: unknown format {fmt[:40]!r}; allowed: {', '.join(FORMATS)}")
         return fmt
     if output is not None:
-        suffix = "." + output.rsplit(".", 1)[-1].lower() if "." in output else ""
+        name = output.replace("\\", "/").rsplit("/", 1)[-1]
+        suffix = "." + name.rsplit(".", 1)[-1].lower() if "." in name.lstrip(".") else ""
+        if suffix and suffix not in _SUFFIXES:  # out.xlsx: not a CSV file under another name
+            raise KvplanError(f"--output: cannot tell the format from {clip_text(suffix, 20)!r}; allowed suffixes: "
+                              f"{', '.join(_SUFFIXES)} (none: csv), or give --format")
         return _SUFFIXES.get(suffix, "csv")
     return "table" if tty else "csv"
 

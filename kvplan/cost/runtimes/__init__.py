@@ -95,6 +95,16 @@ def dynamic_names() -> list[str]:
     return [n for n in names() if n not in _STATIC and (n not in RUNTIMES or not RUNTIMES[n].static)]
 
 
+# the modelled runtimes with a disaggregated prefill/decode mode (Runtime.disagg_roles; tests/test_cli_help.py pins
+# it), named here for the same reason
+_DISAGG = ("vllm", "sglang", "trtllm")
+
+
+def disagg_names() -> list[str]:
+    """The runtimes ``kvplan disagg`` takes: the modelled ones with disaggregated serving, then registered ones."""
+    return [*_DISAGG, *(n for n, r in RUNTIMES.items() if n not in _MODULES and r.disagg_roles is not None)]
+
+
 def get_engine(name: str | Runtime) -> Runtime:
     """The runtime object for ``name``, or for ``name==version`` (``vllm==0.11``: the rules of the modelled range
     that covers that release; no version: the newest modelled); KvplanError lists the known ones."""

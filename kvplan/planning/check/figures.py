@@ -96,17 +96,27 @@ def _as_keys(message: str) -> str:
 
 
 def _card(s: Scenario, root: Path) -> tuple[ModelCard, Path | None]:
+    """The scenario's card; a file that cannot be read is named by its key (model, hf_config, and gpu_file, read
+    here too), so the error points at that key's line, not at the scenario's header."""
+    if s.gpu_file is not None:
+        from kvplan.cost.hardware import load_gpus
+
+        _keyed("gpu_file", load_gpus, str(root / s.gpu_file))
     if s.hf_config is not None:
         from kvplan.model.hf.config import card_from_hf_config
 
-        return card_from_hf_config(str(root / s.hf_config)), None
+        return _keyed("hf_config", card_from_hf_config, str(root / s.hf_config)), None
     local = root / s.model
     if s.model.endswith((".yaml", ".yml")) or local.is_file():
-        return load_card(local), local
+        return _keyed("model", load_card, local), local
+    return _keyed("model", load_card, s.model), None
+
+
+def _keyed(key: str, read, *args):
     try:
-        return load_card(s.model), None
+        return read(*args)
     except KvplanError as exc:
-        raise KvplanError(f"model: {exc}") from None
+        raise KvplanError(f"{key}: {exc}") from None
 
 
 def _card_fields(card: ModelCard) -> dict[str, object]:

@@ -294,7 +294,7 @@ def sweep(model: str | ModelCard | list, *, batch="1", seq_len, kv_dtype=None, w
     names = [m for m in (model if isinstance(model, (list, tuple)) else [model]) for m in _split(m)]
     if not names:
         raise KvplanError("--model: give one or more models")
-    axes = (tuple(parse_int_axis(batch, "--batch")), tuple(parse_int_axis(seq_len, "--seq-len")),
+    axes = (tuple(parse_int_axis(batch, "--batch")), tuple(parse_int_axis(seq_len, "--seq-len", tokens=True)),
             tuple(parse_name_axis(kv_dtype, "--kv-dtype")), tuple(parse_name_axis(weight_dtype, "--weight-dtype")),
             tuple(parse_name_axis(attention, "--attention")), tuple(parse_name_axis(engine, "--engine")),
             tuple(parse_name_axis(gpu, "--gpu")), _encoder_axis(encoder_len))
@@ -324,4 +324,4 @@ def _check_encoders(models: list[ModelCard], encoders: tuple[int | None, ...]) -
 
 
 def _encoder_axis(encoder_len) -> tuple[int | None, ...]:
-    return (None,) if encoder_len is None else tuple(parse_int_axis(encoder_len, "--encoder-len"))
+    return (None,) if encoder_len is None else tuple(parse_int_axis(encoder_len, "--encoder-len", tokens=True))

@@ -78,7 +78,7 @@ def parallel_axis(tp, pp, max_model_len, gpu) -> tuple[tuple, ...]:
     planner()
     tps = parse_int_axis(1 if tp is None else tp, "--tp", MAX_PARALLEL)
     pps = parse_int_axis(1 if pp is None else pp, "--pp", MAX_PARALLEL)
-    mmls = [None] if max_model_len is None else parse_int_axis(max_model_len, "--max-model-len")
+    mmls = [None] if max_model_len is None else parse_int_axis(max_model_len, "--max-model-len", tokens=True)
     require_rows(len(tps) * len(pps) * len(mmls), "--tp x --pp x --max-model-len")
     return Product(tuple(tps), tuple(pps), tuple(mmls))
 

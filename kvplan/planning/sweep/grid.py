@@ -15,13 +15,16 @@ from __future__ import annotations
 import re
 
 from kvplan.errors import KvplanError, clip_text
-from kvplan.units import MAX_COUNT
+from kvplan.units import MAX_COUNT, parse_tokens
 
 MAX_AXIS = 1_000_000  # values on one axis
 MAX_ROWS = 10_000_000  # rows of a sweep: the product of its axes, refused before anything is built
 MAX_PARALLEL = 4096  # --tp, --pp values
 _RANGE = re.compile(r"^\s*(\d+)\s*\.\.\s*(\d+)\s*([+*])\s*(\d+)\s*$")
 _INT = re.compile(r"^\s*\d+\s*$")
+_TOKEN = re.compile(r"^\s*\d+(?:\.\d+)?[kmgtKMGT]\s*$")  # 32k, 25.6k, 32K: kvplan.units.parse_tokens reads it
+_TOKEN_RANGE = re.compile(r"^\s*(\d+(?:\.\d+)?[kmgtKMGT]?)\s*\.\.\s*(\d+(?:\.\d+)?[kmgtKMGT]?)\s*"
+                          r"(?:([+])\s*(\d+(?:\.\d+)?[kmgtKMGT]?)|([*])\s*(\d+))\s*$")
 
 
 def require_rows(rows: int, axes: str) -> None:
@@ -31,14 +34,17 @@ def require_rows(rows: int, axes: str) -> None:
                           "coarser ranges such as 1..65536*2)")
 
 
-def parse_int_axis(text: str | int | list | tuple, flag: str, maximum: int = MAX_COUNT) -> list[int]:
-    """The positive integers ``text`` names (each at most ``maximum``), in order, without repeats."""
+def parse_int_axis(text: str | int | list | tuple, flag: str, maximum: int = MAX_COUNT,
+                   tokens: bool = False) -> list[int]:
+    """The positive integers ``text`` names (each at most ``maximum``), in order, without repeats. ``tokens``: a
+    length axis, whose values and range ends also take vLLM's suffixes as `plan` does (32k = 32,000, 32K = 32,768:
+    kvplan.units.parse_tokens)."""
     if isinstance(text, int):
         text = str(text)
     items = list(text) if isinstance(text, (list, tuple)) else str(text).split(",")
     values: list[int] = []
     for item in items:
-        values.extend(_int_item(str(item), flag))
+        values.extend(_int_item(str(item), flag, tokens))
         if len(values) > MAX_AXIS:
             raise KvplanError(f"{flag}: more than {MAX_AXIS:,} values; allowed: at most {MAX_AXIS:,} per axis")
     if values and max(values) > maximum:
@@ -51,18 +57,26 @@ def parse_int_axis(text: str | int | list | tuple, flag: str, maximum: int = MAX
     return values
 
 
-def _int_item(item: str, flag: str) -> list[int]:
+def _int_item(item: str, flag: str, tokens: bool = False) -> list[int]:
     if not item.strip():
         return []
     if len(item) > 200:
         raise KvplanError(f"{flag}: cannot read {item.strip()[:40]!r}...; give values (1,2,8) or a range")
     if _INT.match(item):
         return [_positive(int(item), flag)]
-    m = _RANGE.match(item)
+    m = (_TOKEN_RANGE if tokens else _RANGE).match(item)
+    if tokens and m is None and _TOKEN.match(item):
+        return [_positive(parse_tokens(flag, item.strip()), flag)]
     if not m:
-        raise KvplanError(f"{flag}: cannot read {item.strip()[:40]!r}; give values (1,2,8) or a range START..STOP+STEP "
-                          "/ START..STOP*FACTOR (e.g. 1..256*2)")
-    start, stop, op, n = _positive(int(m[1]), flag), int(m[2]), m[3], int(m[4])
+        raise KvplanError(f"{flag}: cannot read {item.strip()[:40]!r}; give values (1,2,8"
+                          + (", 32k" if tokens else "") + ") or a range START..STOP+STEP / START..STOP*FACTOR (e.g. "
+                          + ("1k..32k*2" if tokens else "1..256*2") + ")")
+    if tokens:  # a length range: 1k..32k*2, 1K..8K+1K
+        start, stop, op = parse_tokens(flag, m[1]), parse_tokens(flag, m[2]), m[3] or m[5]
+        n = parse_tokens(flag, m[4]) if m[3] else int(m[6])
+    else:
+        start, stop, op, n = int(m[1]), int(m[2]), m[3], int(m[4])
+    start = _positive(start, flag)
     if stop < start:
         raise KvplanError(f"{flag}: range {item.strip()} is empty (STOP {stop} is below START {start})")
     if (op == "*" and n < 2) or (op == "+" and n < 1):
