@@ -328,6 +328,22 @@ def test_a_capacity_scenario_without_its_gpu_or_length_names_the_key(cli, tmp_pa
     assert code == 2 and f"kvplan.toml:1: scenario 'a': {key}: required" in err and len(err.strip().splitlines()) == 1
 
 
+def test_a_baseline_the_figures_improved_past_is_named_stale(project, cli, tmp_path):
+    """QA F2 14: kvplan's own baseline held gpt-oss-120b's weights at 65.9 GiB while they are 60.8 GiB, so a 5 GiB
+    regression would have passed; an improvement past the tolerance is named, with the command that locks it in."""
+    assert cli("check", "--update-baseline")[0] == 0
+    path = tmp_path / "kvplan-baseline.json"
+    base = json.loads(path.read_text())
+    base["scenarios"]["tiny"]["figures"]["kv_bytes"] = 2 * KV_BYTES  # the figure has halved since
+    path.write_text(json.dumps(base))
+    code, out, _ = cli("check")
+    text = " ".join(out.split())
+    assert code == 0 and "1 figure improved past the baseline by more than the tolerance (tiny kv_bytes)" in text
+    assert "`kvplan check --update-baseline` locks the improvement in" in text
+    assert cli("check", "--update-baseline")[0] == 0
+    assert "improved past" not in cli("check")[1]
+
+
 def test_a_disagg_scenario_without_a_key_names_the_file_line_and_key(cli, tmp_path):
     cfg = tmp_path / "kvplan.toml"
     cfg.write_text('[[scenarios]]\nname = "d"\nmodel = "llama-3-8b"\ngpu = "H100-SXM"\nrate = 1.0\nisl = 512\n'

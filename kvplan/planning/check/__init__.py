@@ -144,7 +144,22 @@ def _notes(loaded: LoadedConfig, baseline: dict | None, rows: list[CheckRow], up
     if any(r.verdict == "new" for r in rows):
         out.append(f"figures marked new are not in {path} yet, so nothing was compared for them; `{ACCEPT}` adds "
                    "them")
+    better = _improved(loaded, rows)
+    if better:
+        shown = ", ".join(f"{clip_text(r.scenario, 40)} {r.figure}" for r in better[:3])
+        more = f" and {len(better) - 3} more" if len(better) > 3 else ""
+        out.append(f"{len(better)} figure{'s' if len(better) > 1 else ''} improved past the baseline by more than "
+                   f"the tolerance ({shown}{more}): a baseline only fails what gets worse, so a regression back to "
+                   f"the old figure would pass; `{ACCEPT}` locks the improvement in")
     return out
+
+
+def _improved(loaded: LoadedConfig, rows: list[CheckRow]) -> list[CheckRow]:
+    """Baseline rows whose figure got better than the baseline by more than the scenario's tolerance (the baseline
+    is stale: it would let the figure fall back unnoticed)."""
+    tolerance = {s.name: s.tolerance for s in loaded.config.scenarios}
+    return [r for r in rows if r.check == "baseline" and r.verdict == "pass" and r.limit is not None
+            and regressed(r.limit, r.value, tolerance.get(r.scenario, 0.0), FIGURES[r.figure].higher_is_better)]
 
 
 def _names(names: list[str]) -> str:
