@@ -100,3 +100,26 @@ def test_the_api_lists_its_lazy_names_and_gpus_show_names_its_argument():
     assert {"estimate", "plan", "sweep", "load_card", "KvplanError"} <= set(dir(kvplan))
     got = CliRunner().invoke(app, ["gpus", "show", "NOPE-GPU"])
     assert got.exit_code == 2 and got.stderr.startswith("error: NAME: unknown GPU")
+
+
+@pytest.mark.parametrize("command", [["plan"], ["report"], ["estimate"], []])
+def test_help_in_80_columns_cuts_no_flag_name(command):
+    """QA F2 3b: in a pipe or an 80-column terminal typer's panels cut 38 of plan's flag names to '--gpu-memory-uti…';
+    below 120 columns the help is click's plain layout, which wraps descriptions and keeps every name whole."""
+    got = CliRunner().invoke(app, [*command, "--help"], env={"COLUMNS": "80"})
+    assert got.exit_code == 0 and "…" not in got.stdout
+    if command == ["plan"]:
+        for flag in ("--gpu-memory-utilization", "--max-num-batched-tokens", "--speculative-num-steps",
+                     "--speculative-num-draft-tokens", "--kv-cache-free-gpu-memory-fraction"):
+            assert flag in got.stdout
+        assert "# which GPUs, cheapest first\n" in got.stdout  # an example's comment keeps its own line
+
+
+def test_trtllm_serve_underscore_spellings_are_taken():
+    import json
+
+    got = CliRunner().invoke(app, ["plan", "-m", "llama-3.1-8b", "--gpu", "H100-SXM", "--max-model-len", "8k",
+                                   "--engine", "trtllm", "--max_num_tokens", "4096",
+                                   "--kv_cache_free_gpu_memory_fraction=0.8", "--json"])
+    assert got.exit_code == 0, got.stderr
+    assert "--max_num_tokens 4096" in got.stdout and "--kv_cache_free_gpu_memory_fraction 0.8" in got.stdout

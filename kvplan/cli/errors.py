@@ -82,11 +82,51 @@ def quiet_stdout() -> None:
         sys.stdout = open(os.devnull, "w", encoding="utf-8")
 
 
+def _respelled(arg: str) -> str:
+    """An engine's underscore spelling of a flag (trtllm-serve's --max_num_tokens, also as --max_num_tokens=N) as the
+    flag kvplan declares (kvplan.cli.options.UNDERSCORE_SPELLINGS)."""
+    if not isinstance(arg, str) or not arg.startswith("--") or "_" not in arg:
+        return arg
+    from kvplan.cli.options import UNDERSCORE_SPELLINGS
+
+    name, eq, value = arg.partition("=")
+    return UNDERSCORE_SPELLINGS.get(name, name) + eq + value
+
+
+HELP_PANELS_MIN_WIDTH = 120  # below it typer's panels cut long flag names (--gpu-memory-uti...) to fit
+
+
+def _plain_help_when_narrow(group, argv: list[str]) -> bool | None:
+    """Help in a pipe, a file or a terminal narrower than HELP_PANELS_MIN_WIDTH in click's plain layout, which wraps
+    the descriptions and never cuts a flag's name; typer's panels where there is room for them."""
+    asks = any(a in ("--help", "-h") for a in argv) or not argv or (len(argv) == 1 and argv[0] in ("cards", "gpus"))
+    if not asks:
+        return None
+    import typer.core
+    from rich.console import Console
+
+    before = typer.core.HAS_RICH
+    if Console().width < HELP_PANELS_MIN_WIDTH:
+        typer.core.HAS_RICH = False
+        _keep_epilog_lines(group)
+    return before
+
+
+def _keep_epilog_lines(command) -> None:
+    """Click rewraps an epilog's paragraphs, which would run an example's comment into its command line and a GPU
+    file's lines into one; '\\b' before a paragraph keeps its lines as written (typer's panels print them so)."""
+    if command.epilog and "\b" not in command.epilog:
+        command.epilog = "\n\n".join("\b\n" + p for p in command.epilog.split("\n\n"))
+    for sub in getattr(command, "commands", {}).values():
+        _keep_epilog_lines(sub)
+
+
 class KvplanGroup(TyperGroup):
     """The root command: turns every way a run can end into its documented exit code and one line of text."""
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
-        argv = list(sys.argv[1:] if args is None else args)
+        argv = [_respelled(a) for a in (sys.argv[1:] if args is None else args)]
+        rich_help = _plain_help_when_narrow(self, argv)
         try:
             rv = super().main(args=argv, prog_name=prog_name, complete_var=complete_var, standalone_mode=False,
                               **extra)
@@ -101,6 +141,11 @@ class KvplanGroup(TyperGroup):
             sys.exit(_exit_code(stdout_failure(exc) or exc, argv))
         except Exception as exc:  # noqa: BLE001 - the one place an unexpected error becomes exit 3
             sys.exit(_exit_code(exc, argv))
+        finally:
+            if rich_help is not None:  # in-process callers (tests, CliRunner) get typer's setting back
+                import typer.core
+
+                typer.core.HAS_RICH = rich_help
         sys.exit(rv if isinstance(rv, int) else 0)
 
     def invoke(self, ctx):

@@ -9,11 +9,11 @@ import typer
 from kvplan.cost.runtimes import disagg_names
 from kvplan.cost.runtimes import names as runtime_names
 
-Model = Annotated[Optional[str], typer.Option(  # '\\[': rich would read '[@REVISION]' as markup and drop it
-    "--model", "-m", help="Bundled card name (llama-2-7b), a card .yaml, or a Hugging Face Hub id "
-    "ORG/NAME\\[@REVISION].")]
+Model = Annotated[Optional[str], typer.Option(  # no brackets in help: rich reads '[...]' as markup
+    "--model", "-m", help="Bundled card name (llama-2-7b), a card .yaml, or a Hugging Face Hub id ORG/NAME, "
+    "optionally at a revision: ORG/NAME@REVISION.")]
 Gguf = Annotated[Optional[str], typer.Option(
-    "--gguf", help="A GGUF model file (llama.cpp; a split GGUF by its first part). Needs kvplan\\[gguf].")]
+    "--gguf", help="A GGUF model file (llama.cpp; a split GGUF by its first part). Needs kvplan's gguf extra.")]
 HfConfig = Annotated[Optional[str], typer.Option("--hf-config", help="A Hugging Face config.json, or its folder.")]
 Json = Annotated[bool, typer.Option("--json", help="Print the result as JSON (exact bytes).", metavar="")]
 Batch = Annotated[int, typer.Option("--batch", help="Sequences held at once.")]
@@ -108,13 +108,18 @@ ExpertParallel = Annotated[bool, typer.Option(
 
 # the engines' own flags (issue 25), spelled as each engine spells them so a command line pastes
 _F, _I = Optional[float], Optional[int]
+# trtllm-serve spells these with underscores; kvplan takes both (kvplan.cli.errors.KvplanGroup rewrites the
+# underscore spelling before parsing, so the help's name column stays narrow enough to show every flag whole)
+UNDERSCORE_SPELLINGS = {"--kv_cache_free_gpu_memory_fraction": "--kv-cache-free-gpu-memory-fraction",
+                        "--max_num_tokens": "--max-num-tokens", "--max_batch_size": "--max-batch-size"}
 FreeGpuMemoryFraction = Annotated[_F, typer.Option(
-    "--kv-cache-free-gpu-memory-fraction", "--kv_cache_free_gpu_memory_fraction",
-    help="TensorRT-LLM: share of the memory free after the warm-up for the KV cache (default 0.9).")]
-MaxNumTokens = Annotated[_I, typer.Option("--max-num-tokens", "--max_num_tokens",
-                                          help="TensorRT-LLM: tokens per forward pass (default 8192).")]
-MaxBatchSize = Annotated[_I, typer.Option("--max-batch-size", "--max_batch_size",
-                                          help="TensorRT-LLM: requests per batch (default 2048).")]
+    "--kv-cache-free-gpu-memory-fraction",
+    help="TensorRT-LLM: share of the memory free after the warm-up for the KV cache (default 0.9; also "
+         "--kv_cache_free_gpu_memory_fraction).")]
+MaxNumTokens = Annotated[_I, typer.Option("--max-num-tokens", help="TensorRT-LLM: tokens per forward pass (default "
+                                          "8192; also --max_num_tokens).")]
+MaxBatchSize = Annotated[_I, typer.Option("--max-batch-size", help="TensorRT-LLM: requests per batch (default 2048; "
+                                          "also --max_batch_size).")]
 CudaMemoryFraction = Annotated[_F, typer.Option("--cuda-memory-fraction",
                                                 help="TGI: share of GPU memory the server may use (default 1.0).")]
 MaxBatchPrefillTokens = Annotated[_I, typer.Option(
