@@ -3,8 +3,10 @@
 The peak is the largest of a few candidate moments, each a sum of the tensors live at that moment (no torch here):
 
 - attention softmax of the last layer: scores and probabilities, B x H x T x S each in the compute dtype (both live
-  while softmax runs), plus Q, K, V of the new tokens, the normed input, and two residual-stream copies held by the
-  callers (the block input and the embedding output; Python keeps an argument alive until the callee returns);
+  while softmax runs; with gpt-oss's attention sinks the reference exponentiates the scores in place, so one, plus
+  a few B x H x T row vectors: ``_softmax``), plus Q, K, V of the new tokens, the normed input, and two
+  residual-stream copies held by the callers (the block input and the embedding output; Python keeps an argument
+  alive until the callee returns);
 - the MLP of the last layer: two B x T x ffn intermediates (gate/act and up, or up and act) plus three hidden-size
   copies; MoE: the routed-token batch of one expert, bounded by all T tokens, plus the output accumulator;
 - the LM head: logits rows x vocab (rows: B x P for hf-* engines and encoder-only passes, B for ideal/vllm) plus
@@ -125,8 +127,12 @@ def _transient(card: ModelCard, e: int, *, tokens: int, queries: int, batch: int
         qk = card.head_dim
         new_kv = 2 * tokens * card.num_kv_heads * qk if fresh_kv else 0
     residual = 3 * tokens * h  # embedding output + block input + normed input
-    scores = batch * heads * queries * keys
-    attention = residual + tokens * heads * qk + new_kv + 2 * scores
+    if card.mla:  # the values: MLA's per-head v (expand), or the latent itself (absorb)
+        v_dim = card.mla.kv_lora_rank if absorb else card.mla.v_head_dim
+    else:
+        v_dim = card.head_dim
+    attention = residual + tokens * heads * qk + new_kv + _softmax(batch * heads * queries, keys, v_dim,
+                                                                    card.attention_sinks)
     if card.relative_attention_num_buckets:  # T5 bias (H x T x S), live with the scores
         attention += heads * queries * keys
     inner = card.ffn_size
@@ -137,6 +143,22 @@ def _transient(card: ModelCard, e: int, *, tokens: int, queries: int, batch: int
         mlp += tokens * (h + 2 * card.moe.num_experts)
     lm_head = tokens * h + rows * card.vocab_size
     return max(e * max(attention, mlp, lm_head), _norm(tokens, h, e) if norm_upcast else 0)
+
+
+def _softmax(rows: int, keys: int, v_dim: int, sinks: bool) -> int:
+    """Elements the reference ``attend`` (kvplan/verify/reference/model.py) holds beyond q, k, v: ``rows`` (B x H x T)
+    score rows of ``keys`` each, at its largest moment. Without sinks, ``s.softmax`` returns a new tensor while the
+    scores are live (2 x scores), then ``del s`` and ``p @ v`` writes the rows x v_dim output beside the
+    probabilities. With gpt-oss's sinks the probabilities are the scores themselves (``s.sub_(m).exp_()`` and
+    ``div_`` in place), so one score tensor is held, beside the row max ``m`` (live to the end) and either the
+    denominator's three row vectors (sum, exp(sink - m), their sum) or the p @ v output. Measured per op with the
+    StorageTracker (tests/test_activations.py). transformers 5.24's eager gpt-oss path (modeling_gpt_oss.py
+    ``eager_attention_forward``) is not what this models: it concatenates the sink column and softmaxes out of place;
+    kvplan's reference runs the equivalent in-place form."""
+    scores = rows * keys
+    if sinks:
+        return scores + rows * max(4, 1 + v_dim)
+    return scores + rows * max(keys, v_dim)
 
 
 def _norm(tokens: int, h: int, e: int) -> int:
