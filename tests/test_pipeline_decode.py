@@ -69,6 +69,22 @@ def test_llamacpp_layer_split_walks_one_batch():
     assert lat.decode_micro_batches == 1
 
 
+def test_one_batch_where_it_bounds_lower():
+    """2 requests of 1,024 tokens on PP 2: two micro-batches of one would read the last stage's weights (its half
+    of the layers and the 2.1 GB LM head) twice a token, more than both stages' weights once with both requests in
+    one batch, which vLLM runs where they were scheduled together: TPOT is that batch's walk, the lower bound."""
+    lat = plan("llama-3.1-70b", gpu="H200", pp=2, max_model_len=1024, concurrency=2).latency
+    card = load_card("llama-3.1-70b")
+    h, kv = card.hidden_size, 8 * 128
+    layer = 2 * h * h + 2 * h * kv + 3 * h * 28672 + 2 * h
+    weights = (80 * layer + h + card.vocab_size * h) * 2 + 2 * h * 2  # + the 2 tokens' embedding rows
+    cache = 2 * 1024 * 80 * 2 * kv * 2 + 2 * 80 * 2 * kv * 2  # read to 1,024 tokens, one token written
+    hand_off = 2 * h * 2 / (H200.interconnect_bandwidth_bytes_per_s / 2)
+    assert lat.tpot_ms == pytest.approx(((weights + cache) / H200.memory_bandwidth_bytes_per_s + hand_off) * 1e3,
+                                        rel=1e-12)
+    assert lat.decode_micro_batches == 1 and any("one batch walking the stages" in n for n in lat.notes)
+
+
 def test_fewer_requests_than_stages():
     """One request on a 4-stage pipeline is one micro-batch: the single-batch bound."""
     lat = plan("llama-3.1-70b", gpu="H200", pp=4, max_model_len=8192, concurrency=1).latency

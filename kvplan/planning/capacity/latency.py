@@ -10,7 +10,8 @@ over the pipeline stages a token passes. Its FLOPs are the model's / tp (Megatro
 A pipeline (pp > 1) decodes as its runtime does (``Runtime.decode_micro_batches``): one batch walking the stages in
 turn, or m micro-batches of the running requests in flight (vLLM's batch queue, SGLang's and TensorRT-LLM's PP
 micro-batches), each stage stepping them one after another; a request then gets a token once per round, the token
-period (``pipelined_decode_s``)."""
+period (``pipelined_decode_s``), unless one batch walking the stages bounds lower (uneven stages, a small batch: the
+engine runs that where the requests were scheduled together), which TPOT then is."""
 
 from __future__ import annotations
 
@@ -44,6 +45,7 @@ def latency(s: Setup, concurrency: int, prompt_len: int | None = None,
     # speculative verification (--acceptance-rate) is bounded as one batch walking the stages (speculative_step_s)
     verify = s.opts.speculative is not None and acceptance_rate is not None
     micro = 1 if verify else micro_batches(s.engine, lay.pp, batch)
+    notes_pp: list[str] = []
     cached = _cached_prefix(s, prompt)
     new_tokens = prompt - cached
     ttft = (gpu_step_s(roof, _one_request_flops(card, prompt, s.engine, cached),
@@ -54,8 +56,13 @@ def latency(s: Setup, concurrency: int, prompt_len: int | None = None,
         def roof_of(b):
             return _roofline(card, b, prompt, s.max_model_len, s.gpu, s.engine, s.kv_t, s.w_t, max(1, s.block_size))
 
-        tpot, decode_comm, dec = pipelined_decode_s(card, roof_of, held, s.engine, _decode_run(s), lay, batch, micro,
-                                                    kw)
+        period, period_comm, step = pipelined_decode_s(card, roof_of, held, s.engine, _decode_run(s), lay, batch,
+                                                       micro, kw)
+        if period < tpot:
+            tpot, decode_comm, dec = period, period_comm, step
+        else:  # uneven stages and a small batch: one batch walking them is the faster schedule, the lower bound
+            notes_pp = [one_batch_note(s.engine.display_name, lay.pp, batch, micro, period)]
+            micro = 1
     price = s.gpu.price_per_hour_usd * lay.gpus if s.gpu.price_per_hour_usd else None  # replicas x GPUs x $/GPU-h
     what = ("one decode step of the replica's batch (TPOT), which reads" if micro == 1 else
             f"the token period of the pipeline's {micro} decode micro-batches (TPOT, below), one micro-batch's step of "
@@ -68,6 +75,7 @@ def latency(s: Setup, concurrency: int, prompt_len: int | None = None,
              + (", summed over the stages." if lay.pp > 1 else ".")]
     if micro > 1:
         notes.append(pipeline_note(s.engine.display_name, lay.pp, batch, micro))
+    notes += notes_pp
     if cached:
         notes.append(f"--shared-prefix-len {s.opts.shared_prefix_len:,}: TTFT prefills the {new_tokens:,} tokens after "
                      f"the {cached:,} cached ones (the shared prefix's whole blocks of {s.block_size}; the last prompt "
@@ -145,13 +153,22 @@ def pipeline_note(engine: str, pp: int, batch: int, micro: int) -> str:
     """The latency note of a pipeline's micro-batched decode (``pipelined_decode_s``)."""
     sizes = sorted({batch // micro + (j < batch % micro) for j in range(micro)}, reverse=True)
     split = " or ".join(f"{b:,}" for b in sizes)
-    return (f"Pipeline: {engine} keeps {micro} decode micro-batches in flight on the {pp} stages, the batch of {batch:,} split into micro-batches of {split} requests; "
+    return (f"Pipeline: {engine} keeps {micro} decode micro-batches in flight on the {pp} stages, the batch of "
+            f"{batch:,} split into micro-batches of {split} requests; "
             f"each stage steps them in turn, so a request gets a token once per round: TPOT >= the largest of the "
             f"slowest stage's bytes of its {micro} steps / bandwidth plus its collectives, their FLOPs / tp / pp, "
             f"and one micro-batch's pass through the stages. The bytes above are one micro-batch's step (each stage "
             f"reads its weights once per micro-batch, {micro} times a token). Still a lower bound: an even split is "
             f"the engine's best case (a request joins the micro-batch being scheduled when it arrives), and where "
             f"the split or the stages are uneven a stage waits.")
+
+
+def one_batch_note(engine: str, pp: int, batch: int, micro: int, period_s: float) -> str:
+    """The latency note where one batch walking a pipeline's stages bounds lower than its micro-batches."""
+    return (f"Pipeline: {engine} keeps up to {micro} decode micro-batches in flight on the {pp} stages, but here their "
+            f"token period (>= {period_s * 1e3:,.3f} ms: the slowest stage reads its weights once per micro-batch) is "
+            f"longer than all {batch:,} requests in one batch walking the stages in turn, which the engine runs "
+            f"where they were scheduled together: TPOT is that batch's step, the lower of the two.")
 
 
 def _decode_run(s: Setup) -> CacheRun:
@@ -182,7 +199,7 @@ def layout_bounds(roof, work: Workload, held, lay, *, e: int, link_bytes_per_s: 
         def roof_of(b):
             return roofline(replace(work, batch=b), gpu, memory_needed_bytes=0)
 
-        tpot = pipelined_decode_s(card, roof_of, held, engine, run, lay, batch, micro, kw)[0]
+        tpot = min(tpot, pipelined_decode_s(card, roof_of, held, engine, run, lay, batch, micro, kw)[0])
     return ttft, one, tpot
 
 
