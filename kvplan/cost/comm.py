@@ -60,13 +60,21 @@ def _reduces(card: ModelCard, layer: int) -> int:
 def comm_time_s(card: ModelCard, layout: Layout, *, batch: int, new_tokens: int, logit_rows: int, e: int,
                 link_bytes_per_s: int | None) -> float:
     """Lower bound on one step's communication time: every stage's collectives in turn (a step crosses them all)."""
+    return sum(stage_comm_times_s(card, layout, batch=batch, new_tokens=new_tokens, logit_rows=logit_rows, e=e,
+                                  link_bytes_per_s=link_bytes_per_s))
+
+
+def stage_comm_times_s(card: ModelCard, layout: Layout, *, batch: int, new_tokens: int, logit_rows: int, e: int,
+                       link_bytes_per_s: int | None) -> list[float]:
+    """Lower bound on each stage's collectives in one step of ``batch`` sequences (its ring all-reduces and
+    all-gathers, its send to the next stage), per stage in pipeline order."""
     if layout.tp == 1 and layout.pp == 1:
-        return 0.0
+        return [0.0]
     if not link_bytes_per_s:
         raise KvplanError("--gpu: the GPU states no interconnect_bandwidth_bytes_per_s; add it with --gpu-file")
     one_way, tp = link_bytes_per_s / 2, layout.tp
-    total = 0.0
+    out = []
     for pp_rank in range(layout.pp):
         b = comm_bytes(card, layout, pp_rank, batch=batch, new_tokens=new_tokens, logit_rows=logit_rows, e=e)
-        total += (2 * (tp - 1) / tp * b["all_reduce"] + (tp - 1) * b["all_gather"] + b["send"]) / one_way
-    return total
+        out.append((2 * (tp - 1) / tp * b["all_reduce"] + (tp - 1) * b["all_gather"] + b["send"]) / one_way)
+    return out

@@ -516,7 +516,13 @@ def formulas(rep: Report, m: ModelReport) -> list[str]:
     if p.running_limit is not None and p.running_limit < p.max_concurrency:
         out.append(f"runs at once on {best.label} = min({p.max_concurrency:,.2f}, {p.running_limit_flag} "
                    f"{fmt_int(p.running_limit)}) = {fmt_int(p.running_limit)} per replica")
-    if p.latency:
+    if p.latency and p.latency.decode_micro_batches > 1:
+        m = p.latency.decode_micro_batches
+        out.append(f"decode on {best.label}, batch {fmt_int(p.latency.batch_per_replica)} in {m} pipeline "
+                   f"micro-batches: token period >= the largest of the slowest stage's {m} steps (its bytes / "
+                   f"bandwidth + its collectives), their FLOPs / {best.tp} / {p.inputs.pp} / peak and one "
+                   f"micro-batch's pass = {fmt_seconds(p.latency.tpot_ms / 1e3)} (kvplan plan's latency notes)")
+    elif p.latency:
         out.append(f"decode step on {best.label}, batch {fmt_int(p.latency.batch_per_replica)}: time >= max(FLOPs / "
                    f"{best.tp} / peak, one GPU's bytes / bandwidth) + all-reduce = "
                    f"{fmt_seconds(p.latency.tpot_ms / 1e3)} (one GPU's bytes: its rank's weights as held and its "

@@ -50,6 +50,12 @@ class Runtime(Engine):
     disagg_roles: ClassVar[dict[str, str] | None] = None
     disagg_note: ClassVar[str] = ""
 
+    def decode_micro_batches(self, pp: int) -> int:
+        """How many decode batches the runtime keeps in flight on a pipeline of ``pp`` stages, each holding a share of
+        the running requests (a request is in one of them at a time): 1 where one batch walks the stages in turn and
+        each stage waits for the others (kvplan.planning.capacity.latency bounds the token period accordingly)."""
+        return 1
+
     def host_read_note(self, s) -> str | None:
         """Where a step also reads bytes held in host memory (CPU layers, offloaded weights): what the GPU bounds leave
         out, for the latency notes; None where the GPUs hold everything a step reads."""

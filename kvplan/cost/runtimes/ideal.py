@@ -17,6 +17,10 @@ class Ideal(Runtime):
     display_name = "ideal"
     reference_cache = True
 
+    def decode_micro_batches(self, pp: int) -> int:
+        """pp: the pipeline kept full (the lower bound any engine can reach)."""
+        return pp
+
     @property
     def mxfp4_layout(self) -> Mxfp4Layout:  # type: ignore[override]
         """The checkpoint's MXFP4 blocks as stored, no kernel's padding: the lower bound (built when a plan first

@@ -315,6 +315,13 @@ class LlamaCpp(Runtime):
     kv_dtypes = ("fp32", "fp16", "bf16")  # -ctk/-ctv f32, f16, bf16 (lc.KV_DTYPE_TYPES)
     _dtype_hint = " (llama.cpp's quantized caches: -ctk/-ctv q8_0, q4_0, ... on estimate and plan)"
 
+    def decode_micro_batches(self, pp: int) -> int:
+        """1: llama-server decodes all its slots in one llama_decode call per loop, and a layer split (-sm layer) runs
+        the GPUs' layers in turn for it; the scheduler's copies ("pipeline parallelism enabled (n_copies=4)",
+        GGML_SCHED_MAX_COPIES) overlap the ubatches of one call, and a decode batch of up to n_ubatch tokens is one
+        (/work/shared/reference/llamacpp.md, llama_context)."""
+        return 1
+
     def default_kv_dtype(self, card_dtype: str) -> tuple[str, str | None]:
         """-ctk/-ctv f16 whatever the weights' dtype (common/common.h cache_type_k, cache_type_v)."""
         return "fp16", None

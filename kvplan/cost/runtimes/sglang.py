@@ -298,6 +298,13 @@ class SGLang(Server):
     # PD decode pre-allocates input_len + num_reserved_decode_tokens per request (srt/disaggregation/decode.py
     # _prealloc_required_tokens; server_args.py num_reserved_decode_tokens, default 512)
     disagg_decode_reserve_tokens = 512
+
+    def decode_micro_batches(self, pp: int) -> int:
+        """pp micro-batches (read in 0.4.8 and 0.5.23): Scheduler.event_loop_pp keeps one running batch per micro-batch
+        (running_mbs, a request in one of them) and runs them in turn on each stage (managers/scheduler.py 0.4.8;
+        scheduler_pp_mixin.py init_pp_loop_state 0.5.7+: pp_loop_size = pp_size + pp_async_batch_depth, default 0 in
+        server_args.py)."""
+        return pp
     # server_args (arg_groups/fields/disagg.py, 0.5.23): disaggregation_mode "null" | "prefill" | "decode",
     # disaggregation_transfer_backend "mooncake" by default
     disagg_roles = {"prefill": "--disaggregation-mode prefill", "decode": "--disaggregation-mode decode"}

@@ -69,6 +69,12 @@ class TensorRTLLM(TokenPool):
     extra_flags = frozenset({"free_gpu_memory_fraction", "max_num_tokens", "max_batch_size", "shared_prefix_len"})
     _dtype_hint = " (TensorRT-LLM kv_cache_config.dtype: auto, fp8)"
 
+    def decode_micro_batches(self, pp: int) -> int:
+        """pp micro-batches: _torch/pyexecutor/py_executor.py PyExecutor.__init__ ("list of requests in each PP micro
+        batch": num_micro_batches = dist.pp_size) and _executor_loop_pp, whose scheduler leaves out the requests of the
+        micro-batches in flight (inflight_req_ids, _add_inflight_ids) (TensorRT-LLM 1.x)."""
+        return pp
+
     def loaded_card(self, card, w_t, model_t):
         """A 16-bit checkpoint at --weight-dtype fp8 is refused: trtllm-serve (PyTorch backend) quantizes nothing at
         load and has no flag for it: it runs FP8 from a checkpoint TensorRT Model Optimizer quantized (TensorRT-LLM 1.0

@@ -223,6 +223,20 @@ class VLLM(Server):
     version = VERSIONS[-1]
     versions = tuple(v.span for v in VERSIONS)
 
+    def decode_micro_batches(self, pp: int) -> int:
+        """pp batches in flight (read in 0.9.1, 0.10.0, 0.20.0, 0.33.0): EngineCore.step_with_batch_queue keeps a
+        batch_queue of max_concurrent_batches = pp_size (the multiproc and Ray executors' property 0.9.1-0.22;
+        config/vllm.py VllmConfig.max_concurrent_batches 0.23+: "PP requires PP-size concurrent batches to fill the
+        pipeline"), and Scheduler.schedule skips a running request whose last step has not returned (num_new_tokens
+        == 0: "PP>1 and we have already scheduled all prompt tokens but they are not finished yet"), so the running
+        requests are split among the batches, each in the one it was scheduled in (nothing rebalances them: an even
+        split is the best case). Async scheduling is off at PP > 1 on the V1 model runner (config/vllm.py 0.33:
+        "does not support it with pipeline parallelism"); on Model Runner V2 AsyncScheduler spaces a request's
+        decodes pp steps apart (next_decode_eligible_step 0.23+, decode_stagger = pp_size 0.31+). V0 (0.9.x): one
+        scheduler per virtual engine, pipeline_parallel_size of them, a new request to the least loaded
+        (engine/llm_engine.py LLMEngine._add_processed_request)."""
+        return pp
+
     description = ("vLLM v1 paged cache: whole blocks of block_size tokens; sliding layers free blocks that left "
                    "the window")
     flops_rule = ("vLLM: logits only for the last position of each sequence; FlashAttention over the sequence's "

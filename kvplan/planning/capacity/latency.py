@@ -5,13 +5,20 @@ interconnect (kvplan.cost.comm: the model the sharded verify checks byte for byt
 A GPU's bytes are its own (kvplan.cost.traffic.path_traffic over ``Runtime.held_stages``): the weights its rank
 holds, as the plan's weights row counts them (quantized formats as stored; llama.cpp's GGUF tensors), and the cache
 its rank keeps (kv_heads_per_rank heads, replicated when TP exceeds them; MLA latents whole on every rank), summed
-over the pipeline stages a token passes. Its FLOPs are the model's / tp (Megatron-LM's split, arXiv:1909.08053)."""
+over the pipeline stages a token passes. Its FLOPs are the model's / tp (Megatron-LM's split, arXiv:1909.08053).
+
+A pipeline (pp > 1) decodes as its runtime does (``Runtime.decode_micro_batches``): one batch walking the stages in
+turn, or m micro-batches of the running requests in flight (vLLM's batch queue, SGLang's and TensorRT-LLM's PP
+micro-batches), each stage stepping them one after another; a request then gets a token once per round, the token
+period (``pipelined_decode_s``), unless one batch walking the stages bounds lower (uneven stages, a small batch: the
+engine runs that where the requests were scheduled together), which TPOT then is."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import lru_cache
 
-from kvplan.cost.comm import comm_time_s
+from kvplan.cost.comm import comm_time_s, stage_comm_times_s
 from kvplan.cost.engines import CacheRun
 from kvplan.cost.flops import prefill_flops
 from kvplan.cost.roofline import Workload, roofline, step_breakdowns
@@ -35,18 +42,40 @@ def latency(s: Setup, concurrency: int, prompt_len: int | None = None,
     kw = dict(e=s.w_t.activation_bytes, link_bytes_per_s=s.gpu.interconnect_bandwidth_bytes_per_s,
               logit_rows=1)  # vLLM computes logits of the last position of each sequence
     decode_comm = comm_time_s(card, lay, batch=batch, new_tokens=1, **kw)
+    # speculative verification (--acceptance-rate) is bounded as one batch walking the stages (speculative_step_s)
+    verify = s.opts.speculative is not None and acceptance_rate is not None
+    micro = 1 if verify else micro_batches(s.engine, lay.pp, batch)
+    notes_pp: list[str] = []
     cached = _cached_prefix(s, prompt)
     new_tokens = prompt - cached
     ttft = (gpu_step_s(roof, _one_request_flops(card, prompt, s.engine, cached),
                        gpu_traffic(s, held, 1, prompt, decode=False), lay.tp)
             + comm_time_s(card, lay, batch=1, new_tokens=new_tokens, **kw))
     tpot = gpu_step_s(roof, roof.decode_step.flops, dec, lay.tp) + decode_comm
+    if micro > 1:
+        def roof_of(b):
+            return _roofline(card, b, prompt, s.max_model_len, s.gpu, s.engine, s.kv_t, s.w_t, max(1, s.block_size))
+
+        period, period_comm, step = pipelined_decode_s(card, roof_of, held, s.engine, _decode_run(s), lay, batch,
+                                                       micro, kw)
+        if period < tpot:
+            tpot, decode_comm, dec = period, period_comm, step
+        else:  # uneven stages and a small batch: one batch walking them is the faster schedule, the lower bound
+            notes_pp = [one_batch_note(s.engine.display_name, lay.pp, batch, micro, period)]
+            micro = 1
     price = s.gpu.price_per_hour_usd * lay.gpus if s.gpu.price_per_hour_usd else None  # replicas x GPUs x $/GPU-h
+    what = ("one decode step of the replica's batch (TPOT), which reads" if micro == 1 else
+            f"the token period of the pipeline's {micro} decode micro-batches (TPOT, below), one micro-batch's step of "
+            f"{cdiv(batch, micro):,} requests reading")
     notes = [f"Lower bounds per GPU: max(FLOPs / tp / peak, the bytes this GPU moves / bandwidth) plus ring "
-             f"all-reduce and PP hand-off time; the prefill of one request alone (TTFT) and one decode step of the "
-             f"replica's batch (TPOT), which reads {dec.weights_read_bytes:,} B of weights (as held: the weights "
+             f"all-reduce and PP hand-off time; the prefill of one request alone (TTFT) and {what} "
+             f"{dec.weights_read_bytes:,} B of weights (as held: the weights "
              f"row less the rotary cache and the embedding table, which a step gathers from, and the experts its "
-             f"tokens leave idle) and {dec.kv_read_bytes:,} B of its rank's cache on each GPU along the pipeline."]
+             f"tokens leave idle) and {dec.kv_read_bytes:,} B of its rank's cache on each GPU along the pipeline"
+             + (", summed over the stages." if lay.pp > 1 else ".")]
+    if micro > 1:
+        notes.append(pipeline_note(s.engine.display_name, lay.pp, batch, micro))
+    notes += notes_pp
     if cached:
         notes.append(f"--shared-prefix-len {s.opts.shared_prefix_len:,}: TTFT prefills the {new_tokens:,} tokens after "
                      f"the {cached:,} cached ones (the shared prefix's whole blocks of {s.block_size}; the last prompt "
@@ -81,16 +110,79 @@ def latency(s: Setup, concurrency: int, prompt_len: int | None = None,
     return Latency(batch_per_replica=batch, prompt_len=prompt, ttft_ms=ttft * 1e3, tpot_ms=tpot * 1e3,
                    allreduce_ms_per_token=decode_comm * 1e3, decode_weights_read_bytes=dec.weights_read_bytes,
                    decode_kv_read_bytes=dec.kv_read_bytes, decode_kv_write_bytes=dec.kv_write_bytes,
-                   tokens_per_step=per_step, price_per_hour=price,
+                   tokens_per_step=per_step, decode_micro_batches=micro, price_per_hour=price,
                    usd_per_million_output_tokens=per_million_tokens(price, concurrency, tpot * 1e3), notes=notes)
 
 
-def layout_bounds(roof, work: Workload, held, lay, *, e: int,
-                  link_bytes_per_s: int | None) -> tuple[float, float, float]:
-    """(TTFT of the batch's prefill, TTFT of one request's, TPOT of the batch's decode step) of ``work`` on a TP x PP
+def micro_batches(engine, pp: int, batch: int) -> int:
+    """The decode micro-batches a pipeline of ``pp`` stages keeps in flight with ``batch`` running requests: the
+    runtime's (``Runtime.decode_micro_batches``), at most one per request; 1 without a pipeline."""
+    return max(1, min(engine.decode_micro_batches(pp), batch)) if pp > 1 else 1
+
+
+def pipelined_decode_s(card, roof_of, held, engine, run: CacheRun, lay, batch: int, micro: int,
+                       comm_kw: dict) -> tuple[float, float, StepTraffic]:
+    """(token period, its communication share, the bytes one GPU of each stage moves in the largest micro-batch's
+    step, summed over the stages) of ``batch`` decoding requests split into ``micro`` micro-batches (sizes differing by
+    one at most) that the ``lay.pp`` stages step in turn: each stage steps every micro-batch once per period, and a
+    micro-batch passes every stage once (vLLM v1/engine/core.py EngineCore.step_with_batch_queue; SGLang
+    Scheduler.event_loop_pp; GPipe, arXiv:1811.06965, for the schedule). The period is at least each of: a stage's
+    bytes of its ``micro`` steps / bandwidth plus its collectives (``stage_comm_times_s``); the FLOPs of those steps
+    / tp / pp (the busiest stage computes at least the mean); one micro-batch's pass through the stages (the
+    single-batch bound of its requests). ``roof_of(b)``: the roofline of a batch of b (its FLOPs and peaks); ``held``:
+    ``Runtime.held_stages``."""
+    sizes = [batch // micro + (j < batch % micro) for j in range(micro)]
+    memory, comm, compute = [0.0] * len(held), [0.0] * len(held), 0.0
+    for b in sizes:
+        roof = roof_of(b)
+        compute += gpu_times(roof, roof.decode_step.flops, StepTraffic(0, 0, 0), lay.tp)[0] / lay.pp
+        for i, stage in enumerate(held):
+            memory[i] += gpu_times(roof, 0, path_traffic([stage], engine, run, b, decode=True), lay.tp)[1]
+        for i, c in enumerate(stage_comm_times_s(card, lay, batch=b, new_tokens=1, **comm_kw)[:len(held)]):
+            comm[i] += c
+    roof, big = roof_of(sizes[0]), sizes[0]
+    path = path_traffic(held, engine, run, big, decode=True)
+    path_comm = comm_time_s(card, lay, batch=big, new_tokens=1, **comm_kw)
+    bounds = [(m + c, c) for m, c in zip(memory, comm)] + [(compute, 0.0)]
+    bounds.append((gpu_step_s(roof, roof.decode_step.flops, path, lay.tp) + path_comm, path_comm))
+    period, period_comm = max(bounds)
+    return period, period_comm, path
+
+
+def pipeline_note(engine: str, pp: int, batch: int, micro: int) -> str:
+    """The latency note of a pipeline's micro-batched decode (``pipelined_decode_s``)."""
+    sizes = sorted({batch // micro + (j < batch % micro) for j in range(micro)}, reverse=True)
+    split = " or ".join(f"{b:,}" for b in sizes)
+    return (f"Pipeline: {engine} keeps {micro} decode micro-batches in flight on the {pp} stages, the batch of "
+            f"{batch:,} split into micro-batches of {split} requests; "
+            f"each stage steps them in turn, so a request gets a token once per round: TPOT >= the largest of the "
+            f"slowest stage's bytes of its {micro} steps / bandwidth plus its collectives, their FLOPs / tp / pp, "
+            f"and one micro-batch's pass through the stages. The bytes above are one micro-batch's step (each stage "
+            f"reads its weights once per micro-batch, {micro} times a token). Still a lower bound: an even split is "
+            f"the engine's best case (a request joins the micro-batch being scheduled when it arrives), and where "
+            f"the split or the stages are uneven a stage waits.")
+
+
+def one_batch_note(engine: str, pp: int, batch: int, micro: int, period_s: float) -> str:
+    """The latency note where one batch walking a pipeline's stages bounds lower than its micro-batches."""
+    return (f"Pipeline: {engine} keeps up to {micro} decode micro-batches in flight on the {pp} stages, but here their "
+            f"token period (>= {period_s * 1e3:,.3f} ms: the slowest stage reads its weights once per micro-batch) is "
+            f"longer than all {batch:,} requests in one batch walking the stages in turn, which the engine runs "
+            f"where they were scheduled together: TPOT is that batch's step, the lower of the two.")
+
+
+def _decode_run(s: Setup) -> CacheRun:
+    """A decode step's cache run at max_model_len, as ``gpu_traffic`` reads it."""
+    return CacheRun(s.max_model_len, 0, None, max(1, s.block_size))
+
+
+def layout_bounds(roof, work: Workload, held, lay, *, e: int, link_bytes_per_s: int | None,
+                  gpu) -> tuple[float, float, float]:
+    """(TTFT of the batch's prefill, TTFT of one request's, TPOT of the batch's decode) of ``work`` on a TP x PP
     layout: each GPU's share (``gpu_step_s``: FLOPs / tp, the bytes ``held`` moves, ``Runtime.held_layout``) plus the
-    ring collectives between the ranks (kvplan.cost.comm; KvplanError where the GPU states no link). ``roof``: the
-    model's roofline of ``work`` (its FLOPs and peaks)."""
+    ring collectives between the ranks (kvplan.cost.comm; KvplanError where the GPU states no link); on a pipeline
+    whose runtime keeps micro-batches in flight, TPOT is their token period (``pipelined_decode_s``, the micro-batches'
+    rooflines on ``gpu``). ``roof``: the model's roofline of ``work`` (its FLOPs and peaks)."""
     card, engine, batch, prompt = work.card, work.engine, work.batch, work.prompt_len
     kw = dict(e=e, link_bytes_per_s=link_bytes_per_s, logit_rows=1)
     run = CacheRun(work.seq_len, work.encoder_len, work.max_cache_len, work.block_size)
@@ -102,6 +194,12 @@ def layout_bounds(roof, work: Workload, held, lay, *, e: int,
            + comm_time_s(card, lay, batch=1, new_tokens=prompt, **kw))
     tpot = (gpu_step_s(roof, roof.decode_step.flops, path_traffic(held, engine, run, batch, decode=True), lay.tp)
             + comm_time_s(card, lay, batch=batch, new_tokens=1, **kw))
+    micro = micro_batches(engine, lay.pp, batch)
+    if micro > 1:
+        def roof_of(b):
+            return roofline(replace(work, batch=b), gpu, memory_needed_bytes=0)
+
+        tpot = min(tpot, pipelined_decode_s(card, roof_of, held, engine, run, lay, batch, micro, kw)[0])
     return ttft, one, tpot
 
 

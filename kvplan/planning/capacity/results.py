@@ -85,6 +85,9 @@ class Latency(BaseModel):
     decode_kv_read_bytes: int = 0
     decode_kv_write_bytes: int = 0
     tokens_per_step: float = 1.0  # speculative decoding: tokens a request gains per step (--acceptance-rate)
+    # pipeline: the decode micro-batches in flight (Runtime.decode_micro_batches); above 1, tpot_ms is their token
+    # period and the decode_* bytes are one micro-batch's step, summed over the stages
+    decode_micro_batches: int = 1
     notes: list[str]
     price_per_hour: float | None = None  # USD, all the layout's GPUs at the catalog's (or --gpu-file's) price
     usd_per_million_output_tokens: float | None = None  # that price over the decode bound's tokens: a floor

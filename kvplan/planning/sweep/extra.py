@@ -62,7 +62,7 @@ def roofline_values(lay, batch: int, seq_len: int, gpu: str, gpu_file: str | Non
     try:
         held = lay.engine.held_layout(lay.card, lay.w_t, lay.kv_t, layout)
         ttft, one, tpot = layout_bounds(r, work, held, layout, e=lay.w_t.activation_bytes,
-                                        link_bytes_per_s=gpu_obj.interconnect_bandwidth_bytes_per_s)
+                                        link_bytes_per_s=gpu_obj.interconnect_bandwidth_bytes_per_s, gpu=gpu_obj)
     except KvplanError:  # a GPU without a stated interconnect, or a split the model cannot take: the plan's columns
         return (None,) * len(ROOFLINE_COLUMNS)  # name the refusal (plan_error)
     memory = r.gpu_memory_bytes * tp * pp
