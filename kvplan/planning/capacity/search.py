@@ -56,7 +56,7 @@ def search(model: ModelCard | str | Path, *, max_model_len: int, concurrency: in
     card = model if isinstance(model, ModelCard) else load_card(model)
     catalog = load_gpus(gpu_file)
     chosen = _chosen(catalog, gpus)
-    options, tried = [], 0
+    options, tried, servable = [], 0, {}
     for g in chosen:
         base = PlanRequest.build(gpu=g, max_model_len=max_model_len, engine=engine, concurrency=concurrency,
                                  prompt_len=prompt_len,
@@ -70,6 +70,10 @@ def search(model: ModelCard | str | Path, *, max_model_len: int, concurrency: in
             tried += 1
             if one_gpu is not None and -(-one_gpu.weights_bytes // (tp * pp)) >= one_gpu.room_bytes:
                 continue  # refused unbuilt: a rank holds at least an even share of one GPU's weights (below)
+            if (tp, pp) not in servable:  # what the runtime refuses of the layout whatever the GPU, asked once
+                servable[tp, pp] = _servable(card, base.runtime, Layout(tp, pp, 1, base.layout.expert_parallel))
+            if not servable[tp, pp]:
+                continue
             try:
                 cand = _option(card, replace(base, layout=Layout(tp, pp, 1, base.layout.expert_parallel)),
                                max_gpus, ttft_ms, tpot_ms)
@@ -85,6 +89,19 @@ def search(model: ModelCard | str | Path, *, max_model_len: int, concurrency: in
     return SearchResult(model=card.name, engine=engine, max_model_len=max_model_len, concurrency=concurrency,
                         ttft_ms=ttft_ms, tpot_ms=tpot_ms, layouts_tried=tried, options=options, sort=sort,
                         notes=_search_notes(options, max_gpus, sort, get_engine(engine)))
+
+
+def _servable(card: ModelCard, rt, layout: Layout) -> bool:
+    """False where the runtime refuses ``layout`` for the card (``Runtime.check_servable``, the first check of
+    ``setup``: of the card as served and the layout, no GPU figure), so that a search skips it on every GPU type
+    unbuilt; any other error is raised as ``setup`` raises it."""
+    try:
+        rt.check_servable(rt.served_card(card)[0], layout)
+    except WeightsDoNotFit:
+        return True
+    except Refused:
+        return False
+    return True
 
 
 def _chosen(catalog: dict[str, GPU], names: list[str] | None) -> list[GPU]:
