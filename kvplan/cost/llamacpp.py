@@ -545,7 +545,10 @@ class Sizes:
             for (d, k, _), b in self.buffers.items():
                 by_kind[d, k] = by_kind.get((d, k), 0) + b
             self.__dict__["_by_kind"] = by_kind
-        return sum(by_kind.get((device, k), 0) for k in kinds)
+        total = 0
+        for k in kinds:
+            total += by_kind.get((device, k), 0)
+        return total
 
 
 @lru_cache(maxsize=4096)

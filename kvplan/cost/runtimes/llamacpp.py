@@ -14,7 +14,7 @@ from functools import lru_cache
 from kvplan.cost import llamacpp as lc
 from kvplan.cost.engines import CacheRun
 from kvplan.cost.runtimes.base import Runtime, longest, rank_row
-from kvplan.cost.runtimes.setup import Options, Pool, ServingFlags, Setup, Stage
+from kvplan.cost.runtimes.setup import LayerSpecs, Options, Pool, ServingFlags, Setup, Stage
 from kvplan.cost.runtimes.results import KVCachePool
 from kvplan.errors import KvplanError, Refused
 from kvplan.units import fmt_bytes, require_positive
@@ -261,8 +261,12 @@ def quant_search(card, f: lc.LlamaFlags, total: int, max_model_len: int, w_bits:
     plan's own rule), else at the last one llama.cpp accepts."""
     rows = []
     for q, rungs in _quant_rungs(card, f, max_model_len, w_bits):
-        fitting = next((g for g, sized in rungs if fits_whole(sized, total, max_model_len)), None)
-        rows.append((q, fitting or rungs[-1][0], fitting is not None))
+        for g, sized in rungs:
+            if fits_whole(sized, total, max_model_len):
+                rows.append((q, g, True))
+                break
+        else:
+            rows.append((q, rungs[-1][0], False))
     return tuple(rows)
 
 
@@ -278,8 +282,11 @@ def _quant_rungs(card, f: lc.LlamaFlags, max_model_len: int, w_bits: int):
         hp, weights = hparams_and_weights(card, w_bits, q)
         rungs = []
         for g in kv_ladder(f.replaced(gguf_quant=q)):
+            # sized with -ngl pinned to every layer where none is given (the same placement: lc._placement takes
+            # None as 999, at least n_layer + 1), as ``choose`` pins it: the slot search then finds these buffers
+            sized_as = g if g.n_gpu_layers is not None else _every_layer(g, hp.n_layer + 1)
             try:
-                rungs.append((g, lc.sizes(hp, at_context(g, max_model_len), weights, lora)))
+                rungs.append((g, lc.sizes(hp, at_context(sized_as, max_model_len), weights, lora)))
             except Refused:  # e.g. a quantized V cache with -fa off given, a block that does not divide the head
                 continue
         if not rungs:  # every pair refused: llama.cpp's reason for the first
@@ -327,6 +334,7 @@ def _cells_per_slot(f: lc.LlamaFlags) -> int:
 
 
 _NO_FLAGS = lc.LlamaFlags()  # llama-server's defaults: no llama.cpp flag given
+_NO_SPECS = LayerSpecs()  # a stage's KV layer specs: llama.cpp's caches are sized by ``lc.memory``, not by specs
 
 
 @lru_cache(maxsize=1024)  # one object per value: a search resolves the same flags for every GPU type
@@ -502,7 +510,7 @@ class LlamaCpp(Runtime):
         for i, (gpu, layers) in enumerate(zip(gpus, _device_layers(tuple(every[:s.card.num_layers]), gpus))):
             weights, compute = m.on(gpu, "model", "lora"), m.on(gpu, "compute")
             out.append(Stage(i, layers, params.get(gpu, 0), weights, 0, compute, 0, 0, s.total,
-                             s.total - weights - compute))
+                             s.total - weights - compute, _NO_SPECS))
         return out
 
     def held_stages(self, s: Setup, sts: list[Stage]):

@@ -10,7 +10,7 @@ Megatron-LM arXiv:1909.08053 section 3); a ring all-reduce moves 2 (tp - 1) / tp
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from kvplan.cost.hardware import GPU, load_gpus
@@ -75,7 +75,7 @@ def search(model: ModelCard | str | Path, *, max_model_len: int, concurrency: in
             if not servable[tp, pp]:
                 continue
             try:
-                cand = _option(card, replace(base, layout=Layout(tp, pp, 1, base.layout.expert_parallel)),
+                cand = _option(card, base.with_layout(Layout(tp, pp, 1, base.layout.expert_parallel)),
                                max_gpus, ttft_ms, tpot_ms)
             except WeightsDoNotFit as exc:
                 cand = None
@@ -152,7 +152,7 @@ def _option(card: ModelCard, req: PlanRequest, max_gpus: int, ttft_ms, tpot_ms) 
     if dp > 1:  # vLLM's MoE: routed experts split over dp x tp, so a GPU of a DP layout holds less (never more);
         # the other engines' replicas are whole copies (Runtime.moe_across_dp): the same plan again
         try:  # a layout vLLM refuses (the MoE's dp x tp group does not divide its intermediate size) is skipped
-            s = setup(card, replace(req, layout=Layout(lay.tp, lay.pp, dp, lay.expert_parallel)))
+            s = setup(card, req.with_layout(Layout(lay.tp, lay.pp, dp, lay.expert_parallel)))
         except Refused:
             return None
         sts = s.engine.stages(s)
