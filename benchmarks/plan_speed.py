@@ -35,6 +35,21 @@ starts where one and two slots point; each quant type's K/V rungs sized once per
 reads once per flags less the context; one hparams object per card; flags hashed once (identical JSON on 35
 llama.cpp, Ollama, vLLM and SGLang plans, searches, estimates and sweeps, and on 1,300 llama.cpp plans and searches
 over the bundled cards).
+Measured 2026-11-29 (same machine, shared and busy: load average 8-13 on the 2 cores, so wall times ran 1.5-3x the
+process's CPU time; main and this change alternated 3 times each in one session, twice): llama.cpp's search on a new
+card 65-152 ms wall, 45-51 ms CPU before; 43-83 ms wall, 30-35 ms CPU after (0.65-0.74x CPU); the same card 35-65 ms
+wall, 22-25 ms CPU before, 15-32 ms wall, 11-15 ms CPU after (about 0.5x); vLLM's over 32 GPU types 31-38 ms CPU
+before, 26-33 ms after; plans 0.16-0.38 ms in both. Profile of a new card (cProfile by cumulative and own time):
+no one hotspot; the flags (quant and K/V choice 21%, of which each quant type's K/V rungs 17%; the slot search
+17%), the latency bounds (18%), the pool (12%) and setup (10%). After (identical JSON on 174 llama.cpp, Ollama,
+vLLM and SGLang searches and plans; capacity_flags.py output byte-identical): llama.cpp's flags interned (the
+slot counts', the resolved flags', -ngl pinned) so each recurs as one object with its hash, and a context
+variant hashed from its context-free twin; the plan's flags and server inputs resolved once per setup; the layouts
+the runtime refuses whatever the GPU (TP above 1 on llama.cpp) asked once per layout, not built per GPU type;
+what setup resolves before the GPU enters (card as served, dtypes, refusals) once per layout; each quant type's
+rungs sized with -ngl pinned as the choice pins it (the slot search finds them); the one-request prefill FLOPs
+and the collectives' payloads once per model and layout; a dense layer's quantized bytes once per tensor-type
+pair; weight tables hashed once.
 """
 
 from __future__ import annotations

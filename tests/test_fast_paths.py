@@ -69,6 +69,7 @@ def test_a_repeated_estimate_walks_no_layers(monkeypatch):
 
 def test_an_estimate_with_a_gpu_counts_each_step_once(monkeypatch):
     """Its flops and its roofline share the prefill and decode-step FLOPs; only the one-request prefill is extra."""
+    roofline_module._one_request_flops.cache_clear()  # once per model and length: count it afresh
     calls = Counter()
     originals = {fn: getattr(flops_module, fn) for fn in ("prefill_flops", "decode_step_flops")}
     for module, fn in ((flops_module, "prefill_flops"), (flops_module, "decode_step_flops"),

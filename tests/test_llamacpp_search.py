@@ -91,3 +91,36 @@ def test_the_context_search_steps_by_llamas_padding():
 
             for hi in (1000, 8192, 131_072, 300_001):
                 assert max_context(card, f, total, 16, hi) == (longest(ok, hi) if ok(1) else 0), (f, total, hi)
+
+
+def test_flags_with_a_context_hash_as_equal_flags_do():
+    """Flags built by ``replaced`` from a context-free twin (the -c and -np searches' way, hashed from the twin) and
+    the same flags built whole are equal, hash alike and find each other's cache entries."""
+    base = lc.LlamaFlags(type_k="q8_0", type_v="q8_0", flash_attn="on", n_gpus=2, gguf_quant="Q4_K_M")
+    built = [lc.LlamaFlags(n_ctx=16384, n_parallel=2, kv_unified=False, type_k="q8_0", type_v="q8_0",
+                           flash_attn="on", n_gpus=2, gguf_quant="Q4_K_M"),
+             base.replaced(n_ctx=16384, n_parallel=2, kv_unified=False),
+             base.replaced(n_ctx=8192).replaced(n_parallel=2, n_ctx=16384, kv_unified=False),
+             lc.LlamaFlags(n_gpus=2).replaced(type_k="q8_0", type_v="q8_0", flash_attn="on", gguf_quant="Q4_K_M",
+                                              n_ctx=16384, n_parallel=2, kv_unified=False)]
+    assert all(f == built[0] and hash(f) == hash(built[0]) for f in built)
+    assert len({f: None for f in built}) == 1
+    assert all(f.without_context() == base and hash(f.without_context()) == hash(base) for f in built)
+    other = base.replaced(n_ctx=16384, n_parallel=4, kv_unified=False)
+    assert other != built[0] and other.without_context() == base
+    assert base.replaced(type_k="f16").replaced(n_ctx=1).without_context() == base.replaced(type_k="f16")
+
+
+def test_a_search_asks_the_runtime_once_per_layout(monkeypatch):
+    """What the runtime refuses of a layout whatever the GPU (llama.cpp: TP above 1) is asked once per layout, not
+    once per GPU type, and the search's options stay the direct plans' (test_search_options_are_the_direct_plans)."""
+    from kvplan.cost.runtimes.llamacpp import LlamaCpp
+
+    asked = []
+    real = LlamaCpp.check_servable
+    monkeypatch.setattr(LlamaCpp, "check_servable", lambda self, card, layout: asked.append(layout) or
+                        real(self, card, layout))
+    card = load_card("llama-3.1-70b").model_copy(update={"name": "llama-3.1-70b-servable-count"})
+    s = search(card, max_model_len=8192, concurrency=64, engine="llamacpp", gpus=["L40S", "A100-80GB", "A10G"])
+    assert s.options and s.layouts_tried > 2 * 11  # L40S and A10G hold it in no layout: every one is tried
+    assert len(asked) <= 2 * 11  # 11 layouts within 8 GPUs: once by the search, at most once more building them

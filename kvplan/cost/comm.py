@@ -73,8 +73,17 @@ def stage_comm_times_s(card: ModelCard, layout: Layout, *, batch: int, new_token
     if not link_bytes_per_s:
         raise KvplanError("--gpu: the GPU states no interconnect_bandwidth_bytes_per_s; add it with --gpu-file")
     one_way, tp = link_bytes_per_s / 2, layout.tp
+    return [(2 * (tp - 1) / tp * all_reduce + (tp - 1) * all_gather + send) / one_way
+            for all_reduce, all_gather, send in _stage_payloads(card, layout, batch, new_tokens, logit_rows, e)]
+
+
+@lru_cache(maxsize=1024)
+def _stage_payloads(card: ModelCard, layout: Layout, batch: int, new_tokens: int, logit_rows: int,
+                    e: int) -> tuple[tuple[int, int, int], ...]:
+    """Each stage's (all-reduce, all-gather, send) payload bytes (``comm_bytes``), which no link figure enters:
+    once per layout and step, not once per GPU type of a search."""
     out = []
     for pp_rank in range(layout.pp):
         b = comm_bytes(card, layout, pp_rank, batch=batch, new_tokens=new_tokens, logit_rows=logit_rows, e=e)
-        out.append((2 * (tp - 1) / tp * b["all_reduce"] + (tp - 1) * b["all_gather"] + b["send"]) / one_way)
-    return out
+        out.append((b["all_reduce"], b["all_gather"], b["send"]))
+    return tuple(out)

@@ -95,23 +95,28 @@ def quant_tensors(card, ftype: str) -> tuple[tuple[int, ...], int, int, tuple[tu
     common += q("attn_k", h, card.num_kv_heads * hd) + q("attn_output", card.num_heads * hd, h)
     common += 4 * (card.num_heads + 2 * card.num_kv_heads) * hd if card.qkv_bias else 0
     layers, experts = [], []
+    dense: dict[tuple[str, str], int] = {}  # a dense layer's bytes by its attn_v and ffn_down types (all that varies)
     for i in range(n):
-        b = common + q("attn_v", h, card.num_kv_heads * hd, i)
-        if card.is_moe_layer(i):
-            m = card.moe
-            b += 4 * h * n_exp  # ffn_gate_inp: the router stays f32
-            ups = 2 if card.gated_ffn else 1
-            up, down = n_exp * q("ffn_up", h, m.expert_ffn_size), n_exp * q("ffn_down", m.expert_ffn_size, h, i)
-            exps = ((f"blk.{i}.ffn_gate_exps.weight", up),) if ups == 2 else ()
-            experts.append(exps + ((f"blk.{i}.ffn_up_exps.weight", up), (f"blk.{i}.ffn_down_exps.weight", down)))
-            b += ups * up + down
-            if m.num_shared_experts:
-                sh = m.shared_ffn * m.num_shared_experts
-                b += ups * q("ffn_up", h, sh) + q("ffn_down", sh, h, i)
-        else:
-            b += (2 if card.gated_ffn else 1) * q("ffn_up", h, card.ffn_size) + q("ffn_down", card.ffn_size, h, i)
-        if len(experts) < len(layers) + 1:
+        if not card.is_moe_layer(i):
+            types = (tensor_type(ftype, "attn_v", i, n, n_exp), tensor_type(ftype, "ffn_down", i, n, n_exp))
+            if types not in dense:
+                dense[types] = (common + q("attn_v", h, card.num_kv_heads * hd, i)
+                                + (2 if card.gated_ffn else 1) * q("ffn_up", h, card.ffn_size)
+                                + q("ffn_down", card.ffn_size, h, i))
+            layers.append(dense[types])
             experts.append(())
+            continue
+        m = card.moe
+        b = common + q("attn_v", h, card.num_kv_heads * hd, i)
+        b += 4 * h * n_exp  # ffn_gate_inp: the router stays f32
+        ups = 2 if card.gated_ffn else 1
+        up, down = n_exp * q("ffn_up", h, m.expert_ffn_size), n_exp * q("ffn_down", m.expert_ffn_size, h, i)
+        exps = ((f"blk.{i}.ffn_gate_exps.weight", up),) if ups == 2 else ()
+        experts.append(exps + ((f"blk.{i}.ffn_up_exps.weight", up), (f"blk.{i}.ffn_down_exps.weight", down)))
+        b += ups * up + down
+        if m.num_shared_experts:
+            sh = m.shared_ffn * m.num_shared_experts
+            b += ups * q("ffn_up", h, sh) + q("ffn_down", sh, h, i)
         layers.append(b)
     # a tied model's token_embd takes the output rule (it is the output); llama.cpp loads it again as the output
     embd = q("output" if card.tie_embeddings else "token_embd", h, card.vocab_size)

@@ -57,6 +57,18 @@ def row_size(type_name: str, ne: int) -> int:
     return size * ne // blck
 
 
+class Weights(tuple):
+    """A card's weight bytes as ``memory`` takes them (per-layer, input, output[, per-layer expert tensors]): a tuple
+    whose hash is computed once (the caches of this module key on it, a few thousand look-ups a search; a tuple
+    hashes its hundreds of items again each time). Equal to, and hashed as, the plain tuple."""
+
+    def __hash__(self) -> int:
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = self.__dict__["_hash"] = tuple.__hash__(self)
+        return h
+
+
 @dataclass(frozen=True)
 class LlamaFlags:
     """llama-server's memory flags (None: its default). ``n_gpus`` GPUs of backend ``backend`` (0: CPU only)."""
@@ -94,20 +106,33 @@ class LlamaFlags:
         new = object.__new__(LlamaFlags)
         state = {**self.__dict__, **changes}
         state.pop("_hash", None)
+        if not changes.keys() <= _CONTEXT_FIELDS:  # a change of the context's size keeps the flags less it
+            state.pop("_without_context", None)
         object.__setattr__(new, "__dict__", state)
         return new
 
     def __hash__(self) -> int:
-        """The fields' hash, computed once: the searches look the same flags up in several caches."""
-        h = self.__dict__.get("_hash")
+        """The fields' hash, computed once: the searches look the same flags up in several caches. Flags with a
+        context (-c, -np, -kvu) hash as their ``without_context`` twin's hash and those three values (equal flags
+        have equal twins): the -c and -np searches' flags, which share the twin, hash in three values, not all."""
+        d = self.__dict__
+        h = d.get("_hash")
         if h is None:
-            h = self.__dict__["_hash"] = hash(_flag_values(self))
+            if d["n_ctx"] is None and d["n_parallel"] is None and d["kv_unified"] is None:
+                h = hash(_flag_values(self))
+            else:
+                h = hash((hash(self.without_context()), d["n_ctx"], d["n_parallel"], d["kv_unified"]))
+            d["_hash"] = h
         return h
 
     def without_context(self) -> LlamaFlags:
         """These flags less the context's size (-c, -np, -kvu), which neither the model's buffers nor a step's reads
-        depend on (``loaded``)."""
-        return self.replaced(n_ctx=None, n_parallel=None, kv_unified=None)
+        depend on (``loaded``). Built once, and kept by the flags ``replaced`` makes from these by changing the
+        context alone (the -c and -np searches' flags share it, and its cached hash)."""
+        out = self.__dict__.get("_without_context")
+        if out is None:
+            out = self.__dict__["_without_context"] = self.replaced(n_ctx=None, n_parallel=None, kv_unified=None)
+        return out
 
     def is_given(self, name: str) -> bool:
         """Whether the flag ``name`` (a field) was given: named by ``llama_flags``, or set to other than its default
@@ -116,6 +141,7 @@ class LlamaFlags:
 
 
 _flag_values = attrgetter(*LlamaFlags.__dataclass_fields__)  # the fields' values, in order
+_CONTEXT_FIELDS = frozenset({"n_ctx", "n_parallel", "kv_unified"})  # what ``without_context`` drops
 
 
 def llama_flags(**given) -> LlamaFlags | None:
@@ -513,7 +539,16 @@ class Sizes:
 
     def on(self, device: str, *kinds: str) -> int:
         """The bytes of ``device``'s buffers of ``kinds`` (model, lora, kv, recurrent, output, compute)."""
-        return sum(b for (d, k, _), b in self.buffers.items() if d == device and k in kinds)
+        by_kind = self.__dict__.get("_by_kind")
+        if by_kind is None:  # summed once per (device, kind): a plan's stages and pool ask for each GPU's
+            by_kind = {}
+            for (d, k, _), b in self.buffers.items():
+                by_kind[d, k] = by_kind.get((d, k), 0) + b
+            self.__dict__["_by_kind"] = by_kind
+        total = 0
+        for k in kinds:
+            total += by_kind.get((device, k), 0)
+        return total
 
 
 @lru_cache(maxsize=4096)
@@ -672,11 +707,12 @@ def _step_view(hp: LlamaHparams, f: LlamaFlags, weights, lora: tuple[tuple[str, 
     kv_dev = "CPU" if f.no_kv_offload else None
     v_less = hp.mla and f.rules == LATEST
     fa_width = max((hp.n_embd_v[il] for il in hp.kv_layers), default=0)
-    specs: Counter = Counter()
+    rows: Counter = Counter()  # (bytes per token, window) of each K/V layer here, in layer order
     for il in hp.kv_layers:
         if (kv_dev or devs[il]) == device:
             v = 0 if v_less else row_size(f.type_v, hp.n_embd_v[il] if fa else fa_width)
-            specs[CacheSpec(row_size(f.type_k, hp.n_embd_k[il]) + v, hp.n_swa if hp.swa[il] else None)] += 1
+            rows[row_size(f.type_k, hp.n_embd_k[il]) + v, hp.n_swa if hp.swa[il] else None] += 1
+    specs: Counter = Counter({CacheSpec(nbytes, window): n for (nbytes, window), n in rows.items()})
     for il in range(hp.n_layer):
         if hp.recurrent[il] and (kv_dev or devs[il]) == device:
             specs[CacheSpec((hp.n_embd_r + hp.n_embd_s) * 4, per_sequence=True, kind="state")] += 1

@@ -9,6 +9,7 @@ matrix), the causal count for ideal and vllm (FlashAttention skips masked blocks
 """
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from kvplan.cost.engines import CacheRun, Engine
@@ -78,8 +79,17 @@ def roofline(work: Workload, gpu: "GPU", *, memory_needed_bytes: int, compute_dt
 def _one_request_prefill_s(card: ModelCard, engine: Engine, held, run: CacheRun, peak: float, bw: float,
                            flops_kw: dict) -> float:
     """The prefill of one request alone: the time to first token a single user sees on an idle GPU."""
-    f = prefill_flops(card, prompt_len=run.seq_len, **{**flops_kw, "batch": 1})
+    f = _one_request_flops(card, engine, run.seq_len, flops_kw["max_cache_len"], flops_kw["encoder_len"])
     return _phase(f, path_traffic(held, engine, run, 1, decode=False), peak, bw, engine.flops_basis).time_s
+
+
+@lru_cache(maxsize=256)
+def _one_request_flops(card: ModelCard, engine: Engine, prompt_len: int, max_cache_len: int | None,
+                       encoder_len: int) -> FlopsBreakdown:
+    """``prefill_flops`` of one request, which no GPU figure enters: once per model and length, not once per GPU
+    type of a search (card, engine and breakdown are immutable)."""
+    return prefill_flops(card, prompt_len=prompt_len, batch=1, engine=engine, max_cache_len=max_cache_len,
+                         encoder_len=encoder_len)
 
 
 def default_compute_dtype(card: ModelCard, w_t: DType, engine: Engine) -> str:

@@ -14,7 +14,7 @@ from functools import lru_cache
 from kvplan.cost import llamacpp as lc
 from kvplan.cost.engines import CacheRun
 from kvplan.cost.runtimes.base import Runtime, longest, rank_row
-from kvplan.cost.runtimes.setup import Options, Pool, ServingFlags, Setup, Stage
+from kvplan.cost.runtimes.setup import LayerSpecs, Options, Pool, ServingFlags, Setup, Stage
 from kvplan.cost.runtimes.results import KVCachePool
 from kvplan.errors import KvplanError, Refused
 from kvplan.units import fmt_bytes, require_positive
@@ -38,7 +38,7 @@ def hparams_and_weights(card, w_bits: int, quant: str | None = None):
     if quant is not None:
         from kvplan.cost.gguf_quant import quant_tensors
 
-        return card_hparams(card), quant_tensors(card, quant)
+        return card_hparams(card), lc.Weights(quant_tensors(card, quant))
     from kvplan.cost.params import count_params
 
     p = count_params(card)
@@ -52,7 +52,7 @@ def hparams_and_weights(card, w_bits: int, quant: str | None = None):
     per[0] += body - sum(per)
     tied_copy = p.embedding if card.tie_embeddings else 0  # llama.cpp loads a tied token_embd again as the output
     layers = tuple(to_bytes(x) + sum(b for _, b in e) for x, e in zip(per, experts))
-    return card_hparams(card), (layers, to_bytes(emb), to_bytes(out + tied_copy), tuple(experts))
+    return card_hparams(card), lc.Weights((layers, to_bytes(emb), to_bytes(out + tied_copy), tuple(experts)))
 
 
 @lru_cache(maxsize=32)
@@ -84,6 +84,24 @@ def _gguf_params_by_device(card, devs: list[str], rules) -> dict[str, int]:
             dev = lc.lora_device(t.name, devs, rules)
             out[dev] = out.get(dev, 0) + t.n_elements
     return out
+
+
+def _gguf_of(card) -> bool:
+    """Whether the card came from a GGUF (its tensor table sizes it)."""
+    from kvplan.model.gguf import gguf_path_of
+
+    return gguf_path_of(card) is not None
+
+
+@lru_cache(maxsize=256)
+def _device_layers(devices: tuple[str, ...], gpus: tuple[str, ...]) -> tuple[range, ...]:
+    """The decoder layers on each of ``gpus``, from each layer's device (``lc.placement``): contiguous, as the split
+    points rise with the layer; an empty range for a GPU without one."""
+    out = []
+    for gpu in gpus:
+        mine = [il for il, d in enumerate(devices) if d == gpu]
+        out.append(range(mine[0], mine[-1] + 1) if mine else range(0))
+    return tuple(out)
 
 
 def _expert_tensors(card, i: int) -> tuple[tuple[str, int], ...]:
@@ -159,6 +177,7 @@ def fits_whole(sized: lc.Sizes, total: int, max_model_len: int) -> bool:
     return sized.gpu <= total and sized.context.n_ctx_seq >= max_model_len
 
 
+@lru_cache(maxsize=4096)  # one object per value: the slot search asks for the same flags again for every GPU type
 def slots(f: lc.LlamaFlags, n: int, max_model_len: int) -> lc.LlamaFlags:
     """``f`` with -np n -c n x max_model_len: n streams of max_model_len cells, as an explicit -np gives."""
     return f.replaced(n_parallel=n, n_ctx=n * max_model_len, kv_unified=False)
@@ -191,7 +210,8 @@ def max_context(card, f: lc.LlamaFlags, total: int, w_bits: int, hi: int) -> int
     padded figure only (``lc.ctx_padding``): the search runs over its multiples."""
     hp, weights = hparams_and_weights(card, w_bits, f.gguf_quant)
     lora = adapters(card, f)
-    ok = lambda n_ctx: lc.sizes(hp, f.replaced(n_ctx=n_ctx), weights, lora).gpu <= total  # noqa: E731
+    ok = lambda n_ctx: lc.sizes(hp, f if n_ctx == f.n_ctx else f.replaced(n_ctx=n_ctx), weights,  # noqa: E731
+                                lora).gpu <= total
     if ok(hi):  # the plan's own context fits (most layouts a search sizes)
         return hi
     if not ok(1):
@@ -241,8 +261,12 @@ def quant_search(card, f: lc.LlamaFlags, total: int, max_model_len: int, w_bits:
     plan's own rule), else at the last one llama.cpp accepts."""
     rows = []
     for q, rungs in _quant_rungs(card, f, max_model_len, w_bits):
-        fitting = next((g for g, sized in rungs if fits_whole(sized, total, max_model_len)), None)
-        rows.append((q, fitting or rungs[-1][0], fitting is not None))
+        for g, sized in rungs:
+            if fits_whole(sized, total, max_model_len):
+                rows.append((q, g, True))
+                break
+        else:
+            rows.append((q, rungs[-1][0], False))
     return tuple(rows)
 
 
@@ -258,8 +282,11 @@ def _quant_rungs(card, f: lc.LlamaFlags, max_model_len: int, w_bits: int):
         hp, weights = hparams_and_weights(card, w_bits, q)
         rungs = []
         for g in kv_ladder(f.replaced(gguf_quant=q)):
+            # sized with -ngl pinned to every layer where none is given (the same placement: lc._placement takes
+            # None as 999, at least n_layer + 1), as ``choose`` pins it: the slot search then finds these buffers
+            sized_as = g if g.n_gpu_layers is not None else _every_layer(g, hp.n_layer + 1)
             try:
-                rungs.append((g, lc.sizes(hp, at_context(g, max_model_len), weights, lora)))
+                rungs.append((g, lc.sizes(hp, at_context(sized_as, max_model_len), weights, lora)))
             except Refused:  # e.g. a quantized V cache with -fa off given, a block that does not divide the head
                 continue
         if not rungs:  # every pair refused: llama.cpp's reason for the first
@@ -288,8 +315,14 @@ def choose(card, f: lc.LlamaFlags, total: int, max_model_len: int, w_bits: int) 
         q, g, ok = next((r for r in order if r[2] and r[1].type_k not in coarse and r[1].type_v not in coarse),
                         next((r for r in order if r[2]), order[-1]))
     if ok and not f.is_given("n_gpu_layers"):
-        g = g.replaced(n_gpu_layers=hparams_and_weights(card, w_bits, q)[0].n_layer + 1)
+        g = _every_layer(g, hparams_and_weights(card, w_bits, q)[0].n_layer + 1)
     return g
+
+
+@lru_cache(maxsize=1024)  # one object per value: the GPU types that choose the same row share its flags (and hash)
+def _every_layer(g: lc.LlamaFlags, n_gpu_layers: int) -> lc.LlamaFlags:
+    """``g`` with -ngl ``n_gpu_layers`` (``choose``: every layer on the GPU)."""
+    return g.replaced(n_gpu_layers=n_gpu_layers)
 
 
 def _cells_per_slot(f: lc.LlamaFlags) -> int:
@@ -298,6 +331,22 @@ def _cells_per_slot(f: lc.LlamaFlags) -> int:
     if f.kv_unified or f.n_parallel is None:
         return lc.pad(f.n_ctx, 256)
     return lc.pad(lc.pad(f.n_ctx, 256) // f.n_parallel, 256)
+
+
+_NO_FLAGS = lc.LlamaFlags()  # llama-server's defaults: no llama.cpp flag given
+_NO_SPECS = LayerSpecs()  # a stage's KV layer specs: llama.cpp's caches are sized by ``lc.memory``, not by specs
+
+
+@lru_cache(maxsize=1024)  # one object per value: a search resolves the same flags for every GPU type
+def _server_flags(f: lc.LlamaFlags, n_gpus: int, default_parallel: int | None, max_model_len: int) -> lc.LlamaFlags:
+    """``f`` on ``n_gpus`` GPUs, with the runtime's default -np where none is given, and where -np is set but not
+    -c, -c for a slot of ``max_model_len`` tokens each (``LlamaCpp.resolve``)."""
+    f = f.replaced(n_gpus=n_gpus)
+    if f.n_parallel is None and default_parallel is not None:
+        f = f.replaced(n_parallel=default_parallel)
+    if f.n_ctx is None and f.n_parallel is not None:  # each slot holds --max-model-len tokens
+        f = f.replaced(n_ctx=max_model_len if f.kv_unified else max_model_len * f.n_parallel)
+    return f
 
 
 class LlamaCpp(Runtime):
@@ -398,16 +447,12 @@ class LlamaCpp(Runtime):
                 raise KvplanError(f"{flag}: not a {self.display_name} option (it sizes by -c, -np and -ngl)")
         self._refuse_sglang_only(flags)
         self._refuse_vllm_only(flags)
-        f = flags.llama or lc.LlamaFlags()
-        if f.tensor_split and len(f.tensor_split) != layout.pp:
-            raise KvplanError(f"-ts/--tensor-split: {len(f.tensor_split)} shares for --pp {layout.pp} GPU(s); give "
-                              "one share per GPU of the server")
-        f = f.replaced(n_gpus=layout.pp)
-        if f.n_parallel is None and self.default_parallel is not None:
-            f = f.replaced(n_parallel=self.default_parallel)
-        if f.n_ctx is None and f.n_parallel is not None:  # each slot holds --max-model-len tokens
-            f = f.replaced(n_ctx=max_model_len if f.kv_unified else max_model_len * f.n_parallel)
-        elif f.n_ctx:  # a slot holds its share of n_ctx cells as llama.cpp pads them (0: the training context)
+        given = flags.llama or _NO_FLAGS
+        if given.tensor_split and len(given.tensor_split) != layout.pp:
+            raise KvplanError(f"-ts/--tensor-split: {len(given.tensor_split)} shares for --pp {layout.pp} GPU(s); "
+                              "give one share per GPU of the server")
+        f = _server_flags(given, layout.pp, self.default_parallel, max_model_len)
+        if given.n_ctx:  # a slot holds its share of n_ctx cells as llama.cpp pads them (0: the training context)
             per_slot = _cells_per_slot(f)
             if per_slot < max_model_len:
                 slots = "" if f.kv_unified or f.n_parallel is None else f" over -np {f.n_parallel} slots"
@@ -423,11 +468,17 @@ class LlamaCpp(Runtime):
         unless given. Neither -c nor -np given: -np N -c N x --max-model-len (a stream of max_model_len cells per
         slot, as an explicit -np gives) for the largest N (at most LLAMA_MAX_SEQ) whose buffers fit every GPU, so
         the plan's concurrency is llama-server's slots; 1 when none does (the plan then says it does not fit).
-        llama-server alone would start 4 unified slots sharing the model's whole context."""
-        f = s.opts.llama
-        if self.searches(s):
-            f = choose(s.card, f, s.total, s.max_model_len, s.w_t.bits)
-        return f if f.n_ctx is not None else most_slots(s.card, f, s.total, s.max_model_len, s.w_t.bits)
+        llama-server alone would start 4 unified slots sharing the model's whole context. Resolved once per setup
+        (its stages, pool, latency and launch line ask again; a setup is frozen)."""
+        f = s.__dict__.get("_llama_flags")
+        if f is None:
+            f = s.opts.llama
+            if self.searches(s):
+                f = choose(s.card, f, s.total, s.max_model_len, s.w_t.bits)
+            if f.n_ctx is None:
+                f = most_slots(s.card, f, s.total, s.max_model_len, s.w_t.bits)
+            s.__dict__["_llama_flags"] = f
+        return f
 
     def searches(self, s: Setup) -> bool:
         """Whether the plan searches quant and K/V types: a card llama-quantize's rules size, its weights not set by
@@ -441,10 +492,13 @@ class LlamaCpp(Runtime):
 
     def memory_inputs(self, s: Setup) -> tuple:
         """(hparams, flags, weights, adapters) of the plan's llama-server: what ``lc.memory`` sizes, and
-        ``lc.sizes`` in figures for the stages and the pool."""
-        f = self.flags(s)
-        hp, weights = hparams_and_weights(s.card, s.w_t.bits, f.gguf_quant)
-        return hp, f, weights, adapters(s.card, f)
+        ``lc.sizes`` in figures for the stages and the pool. Resolved once per setup, as ``flags``."""
+        out = s.__dict__.get("_llama_inputs")
+        if out is None:
+            f = self.flags(s)
+            hp, weights = hparams_and_weights(s.card, s.w_t.bits, f.gguf_quant)
+            out = s.__dict__["_llama_inputs"] = (hp, f, weights, adapters(s.card, f))
+        return out
 
     def memory(self, s: Setup) -> lc.LlamaMemory:
         return lc.memory(*self.memory_inputs(s))
@@ -458,14 +512,12 @@ class LlamaCpp(Runtime):
         server, out = self.memory_inputs(s), []
         hp, f = server[:2]
         every = lc.placement(hp, f)[0]
-        m, devices = lc.sizes(*server), every[:s.card.num_layers]
-        params = _gguf_params_by_device(s.card, every, lc.tensor_overrides(f))
-        for i, gpu in enumerate(self._gpus(s)):
+        m, gpus = lc.sizes(*server), tuple(self._gpus(s))
+        params = _gguf_params_by_device(s.card, every, lc.tensor_overrides(f)) if _gguf_of(s.card) else {}
+        for i, (gpu, layers) in enumerate(zip(gpus, _device_layers(tuple(every[:s.card.num_layers]), gpus))):
             weights, compute = m.on(gpu, "model", "lora"), m.on(gpu, "compute")
-            mine = [il for il, d in enumerate(devices) if d == gpu]  # contiguous: split points rise with the layer
-            layers = range(mine[0], mine[-1] + 1) if mine else range(0)
             out.append(Stage(i, layers, params.get(gpu, 0), weights, 0, compute, 0, 0, s.total,
-                             s.total - weights - compute))
+                             s.total - weights - compute, _NO_SPECS))
         return out
 
     def held_stages(self, s: Setup, sts: list[Stage]):

@@ -16,6 +16,7 @@ the orchestrator; ``plan(...)`` the keyword API.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -85,6 +86,13 @@ class PlanRequest:
             if self.concurrency is None:
                 raise KvplanError("--acceptance-rate: only used with --concurrency (latency bounds)")
             expected_tokens_per_step(self.acceptance_rate, 1)  # a probability in [0, 1]
+
+    def with_layout(self, layout: Layout) -> PlanRequest:
+        """This request on ``layout``: ``dataclasses.replace`` without its walk over the fields and the checks of
+        ``__post_init__``, which no layout enters (a search makes one per GPU type and layout)."""
+        new = object.__new__(PlanRequest)
+        object.__setattr__(new, "__dict__", {**self.__dict__, "layout": layout})
+        return new
 
     @classmethod
     def build(cls, *, gpu: str | GPU, max_model_len: int, tp: int = 1, pp: int = 1, dp: int = 1,
@@ -204,26 +212,14 @@ def assemble(s: Setup) -> tuple[list[Stage], Pool]:
 def setup(card: ModelCard, req: PlanRequest) -> Setup:
     """The request resolved for ``card`` by its runtime: the card as served, options with defaults, dtypes, pages."""
     rt, layout = req.runtime, req.layout
-    card, card_notes = rt.served_card(card)
-    rt.check_servable(card, layout)
-    check_layout(card, rt.replica_layout(layout))  # the MoE split one replica's weights must allow
-    if card.architecture != "decoder-only":
-        raise KvplanError(f"--model: serving capacity is planned for decoder-only models (vLLM V1 and SGLang serve "
-                          f"them as generators); {card.name} is {card.architecture}: size it with `kvplan estimate`"
-                          + (" --encoder-len N" if card.architecture == "encoder-decoder" else ""))
-    kv_dtype, llama = rt.cache_type_flags(req.kv_dtype, req.flags.llama)  # llama.cpp: --kv-dtype is -ctk/-ctv
-    flags = req.flags if llama is req.flags.llama else replace(req.flags, llama=llama)
-    kv_t, w_t = _dtype(card, rt, kv_dtype, "--kv-dtype")[0], _dtype(card, rt, req.weight_dtype, "--weight-dtype")[0]
-    rt.check_dtype(kv_t)
-    if rt.kv_follows_model_dtype and kv_dtype is not None and kv_t.bits >= 16:
-        model_t = w_t if w_t.bits >= 16 else _dtype(card, rt, None, "--weight-dtype")[0]
-        if kv_t.name != model_t.name:
-            raise KvplanError(f"--kv-dtype: {rt.display_name} keeps K/V in the model's dtype ({model_t.name} here: "
-                              f"--kv-cache-dtype auto) or in fp8 (fp8_e4m3, fp8_e5m2); for {kv_t.name} K/V serve the "
-                              f"model in {kv_t.name} (--weight-dtype {kv_t.name})")
-    served, (card, w_t, load_notes) = card, rt.loaded_card(card, w_t, _dtype(card, rt, None, "--weight-dtype")[0])
+    args = (card, rt, layout, req.kv_dtype, req.weight_dtype, req.flags)
+    try:
+        card, notes, flags, kv_t, w_t, online_fp8 = _served(*args)
+    except TypeError as exc:  # a flag value that is unhashable (a list): no cache
+        if "unhashable" not in str(exc):
+            raise
+        card, notes, flags, kv_t, w_t, online_fp8 = _served.__wrapped__(*args)
     total = req.gpu.engine_memory_bytes if req.gpu_memory is None else req.gpu_memory  # what torch sees
-    rt.refuse_flags(flags)
     opts = rt.resolve(flags, card, req.gpu, total, layout, req.max_model_len)
     if opts.shared_prefix_len and opts.shared_prefix_len > req.max_model_len:
         raise KvplanError(f"--shared-prefix-len: {opts.shared_prefix_len:,} tokens; allowed: at most --max-model-len "
@@ -239,9 +235,38 @@ def setup(card: ModelCard, req: PlanRequest) -> Setup:
                  kv_t=kv_t, w_t=w_t, opts=opts, activation=req.activation, non_torch=pick(req.non_torch, non_torch),
                  cuda_graph=pick(req.cuda_graph, cuda_graph), context=pick(req.context, context), block_size=block,
                  state_page_padded=padded, state_page_bytes=state_page, state_t=state_t,
-                 card_notes=card_notes + load_notes, online_fp8=card is not served,
+                 card_notes=notes, online_fp8=online_fp8,
                  given=frozenset(n for n, v in (("non_torch", req.non_torch), ("cuda_graph", req.cuda_graph),
                                                 ("context", req.context)) if v is not None))
+
+
+@lru_cache(maxsize=1024)
+def _served(card: ModelCard, rt: Runtime, layout: Layout, kv_dtype: str | None, weight_dtype: str | None,
+            flags: ServingFlags) -> tuple:
+    """What ``setup`` resolves before the GPU enters: the card as served and loaded (with the notes of how it
+    differs), the flags with the cache types as one choice, the K/V and weight dtypes, whether fp8 is quantized
+    online; the runtime's refusals of the card, layout and flags. Once per request less its GPU: a search asks for
+    each GPU type (cards, runtimes, layouts and flags are immutable; what it raises is raised each time)."""
+    card, card_notes = rt.served_card(card)
+    rt.check_servable(card, layout)
+    check_layout(card, rt.replica_layout(layout))  # the MoE split one replica's weights must allow
+    if card.architecture != "decoder-only":
+        raise KvplanError(f"--model: serving capacity is planned for decoder-only models (vLLM V1 and SGLang serve "
+                          f"them as generators); {card.name} is {card.architecture}: size it with `kvplan estimate`"
+                          + (" --encoder-len N" if card.architecture == "encoder-decoder" else ""))
+    kv_dtype, llama = rt.cache_type_flags(kv_dtype, flags.llama)  # llama.cpp: --kv-dtype is -ctk/-ctv
+    flags = flags if llama is flags.llama else replace(flags, llama=llama)
+    kv_t, w_t = _dtype(card, rt, kv_dtype, "--kv-dtype")[0], _dtype(card, rt, weight_dtype, "--weight-dtype")[0]
+    rt.check_dtype(kv_t)
+    if rt.kv_follows_model_dtype and kv_dtype is not None and kv_t.bits >= 16:
+        model_t = w_t if w_t.bits >= 16 else _dtype(card, rt, None, "--weight-dtype")[0]
+        if kv_t.name != model_t.name:
+            raise KvplanError(f"--kv-dtype: {rt.display_name} keeps K/V in the model's dtype ({model_t.name} here: "
+                              f"--kv-cache-dtype auto) or in fp8 (fp8_e4m3, fp8_e5m2); for {kv_t.name} K/V serve the "
+                              f"model in {kv_t.name} (--weight-dtype {kv_t.name})")
+    served, (card, w_t, load_notes) = card, rt.loaded_card(card, w_t, _dtype(card, rt, None, "--weight-dtype")[0])
+    rt.refuse_flags(flags)
+    return card, card_notes + load_notes, flags, kv_t, w_t, card is not served
 
 
 def result(s: Setup, sts: list[Stage], p: Pool, lat: Latency | None = None,

@@ -10,7 +10,7 @@ Megatron-LM arXiv:1909.08053 section 3); a ring all-reduce moves 2 (tp - 1) / tp
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from kvplan.cost.hardware import GPU, load_gpus
@@ -56,7 +56,7 @@ def search(model: ModelCard | str | Path, *, max_model_len: int, concurrency: in
     card = model if isinstance(model, ModelCard) else load_card(model)
     catalog = load_gpus(gpu_file)
     chosen = _chosen(catalog, gpus)
-    options, tried = [], 0
+    options, tried, servable = [], 0, {}
     for g in chosen:
         base = PlanRequest.build(gpu=g, max_model_len=max_model_len, engine=engine, concurrency=concurrency,
                                  prompt_len=prompt_len,
@@ -70,8 +70,12 @@ def search(model: ModelCard | str | Path, *, max_model_len: int, concurrency: in
             tried += 1
             if one_gpu is not None and -(-one_gpu.weights_bytes // (tp * pp)) >= one_gpu.room_bytes:
                 continue  # refused unbuilt: a rank holds at least an even share of one GPU's weights (below)
+            if (tp, pp) not in servable:  # what the runtime refuses of the layout whatever the GPU, asked once
+                servable[tp, pp] = _servable(card, base.runtime, Layout(tp, pp, 1, base.layout.expert_parallel))
+            if not servable[tp, pp]:
+                continue
             try:
-                cand = _option(card, replace(base, layout=Layout(tp, pp, 1, base.layout.expert_parallel)),
+                cand = _option(card, base.with_layout(Layout(tp, pp, 1, base.layout.expert_parallel)),
                                max_gpus, ttft_ms, tpot_ms)
             except WeightsDoNotFit as exc:
                 cand = None
@@ -85,6 +89,19 @@ def search(model: ModelCard | str | Path, *, max_model_len: int, concurrency: in
     return SearchResult(model=card.name, engine=engine, max_model_len=max_model_len, concurrency=concurrency,
                         ttft_ms=ttft_ms, tpot_ms=tpot_ms, layouts_tried=tried, options=options, sort=sort,
                         notes=_search_notes(options, max_gpus, sort, get_engine(engine)))
+
+
+def _servable(card: ModelCard, rt, layout: Layout) -> bool:
+    """False where the runtime refuses ``layout`` for the card (``Runtime.check_servable``, the first check of
+    ``setup``: of the card as served and the layout, no GPU figure), so that a search skips it on every GPU type
+    unbuilt; any other error is raised as ``setup`` raises it."""
+    try:
+        rt.check_servable(rt.served_card(card)[0], layout)
+    except WeightsDoNotFit:
+        return True
+    except Refused:
+        return False
+    return True
 
 
 def _chosen(catalog: dict[str, GPU], names: list[str] | None) -> list[GPU]:
@@ -135,7 +152,7 @@ def _option(card: ModelCard, req: PlanRequest, max_gpus: int, ttft_ms, tpot_ms) 
     if dp > 1:  # vLLM's MoE: routed experts split over dp x tp, so a GPU of a DP layout holds less (never more);
         # the other engines' replicas are whole copies (Runtime.moe_across_dp): the same plan again
         try:  # a layout vLLM refuses (the MoE's dp x tp group does not divide its intermediate size) is skipped
-            s = setup(card, replace(req, layout=Layout(lay.tp, lay.pp, dp, lay.expert_parallel)))
+            s = setup(card, req.with_layout(Layout(lay.tp, lay.pp, dp, lay.expert_parallel)))
         except Refused:
             return None
         sts = s.engine.stages(s)
