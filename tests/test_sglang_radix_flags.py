@@ -215,3 +215,17 @@ def test_cli_and_check(cli, tmp_path, monkeypatch):
         'disable_radix_cache = true\nmamba_radix_cache_strategy = "no_buffer"\nmin_concurrency = 100\n')
     code, out, err = cli("check")
     assert code == 0, out + err
+
+
+def test_a_logs_launch_line_carries_them(tmp_path):
+    """--from-log reads the three flags from an SGLang launch line (0.5.7 - 0.5.13's --mamba-scheduler-strategy as
+    the strategy) and plans with them."""
+    from kvplan.planning.capacity.logparse import parse_log
+
+    log = tmp_path / "sglang.log"
+    log.write_text("$ python -m sglang.launch_server --model-path Qwen/Qwen3-Next-80B-A3B-Instruct --tp-size 2 "
+                   "--disable-radix-cache --max-mamba-cache-size 1000 --mamba-scheduler-strategy no_buffer\n"
+                   "[2025-10-01 10:00:00 TP0] Load weight end. type=Qwen3NextForCausalLM, dtype=torch.bfloat16, "
+                   "avail mem=60.00 GB, mem usage=74.50 GB.\n")
+    assert parse_log(log).flags == {"tp": 2, "disable_radix_cache": True, "max_mamba_cache_size": 1000,
+                                    "mamba_radix_cache_strategy": "no_buffer"}
