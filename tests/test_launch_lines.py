@@ -153,7 +153,8 @@ OTHER_ENGINE_FLAGS = {
     "--cuda-memory-fraction": "0.8", "--max-batch-prefill-tokens": "4096", "--speculative-algorithm": "EAGLE",
     "--speculative-draft-model-path": "x", "--speculative-num-steps": "2", "--speculative-eagle-topk": "2",
     "--speculative-num-draft-tokens": "4", "--swa-full-tokens-ratio": "0.5", "--disable-hybrid-swa-memory": None,
-    "--max-running-requests": "8",
+    "--max-running-requests": "8", "--disable-radix-cache": None, "--max-mamba-cache-size": "8",
+    "--mamba-radix-cache-strategy": "auto",
 }
 
 

@@ -140,6 +140,12 @@ SwaFullTokensRatio = Annotated[_F, typer.Option("--swa-full-tokens-ratio", help=
                                                 "sliding-window tokens per full-attention token (default 0.8).")]
 DisableHybridSwa = Annotated[bool, typer.Option("--disable-hybrid-swa-memory", metavar="", help="SGLang: one pool for "
                                                 "every layer (gpt-oss, Llama 4 ... get two by default).")]
+DisableRadixCache = Annotated[bool, typer.Option("--disable-radix-cache", metavar="", help="SGLang: no prefix "
+                                                 "caching; a state-space hybrid's state pool by count, ratio 1.")]
+MaxMambaCacheSize = Annotated[_I, typer.Option("--max-mamba-cache-size", help="SGLang: a state-space hybrid's state "
+                                               "slots (default: by memory, mamba_full_memory_ratio 0.9).")]
+MambaRadixCacheStrategy = Annotated[_S, typer.Option("--mamba-radix-cache-strategy", help="SGLang: auto, no_buffer or "
+                                                     "extra_buffer (a hybrid's track slots; default auto).")]
 SharedPrefixLen = Annotated[_I, typer.Option(
     "--shared-prefix-len", help="Prompt tokens every request shares (prefix caching: full blocks held once).")]
 EnableLora = Annotated[bool, typer.Option("--enable-lora", metavar="", help="vLLM: LoRA adapter slots on the GPU.")]

@@ -37,6 +37,8 @@ def plan(
     speculative_num_steps: o.SpecNumSteps = None, speculative_eagle_topk: o.SpecEagleTopk = None,
     speculative_num_draft_tokens: o.SpecDraftTokens = None, swa_full_tokens_ratio: o.SwaFullTokensRatio = None,
     disable_hybrid_swa_memory: o.DisableHybridSwa = False, max_running_requests: o.MaxRunningRequests = None,
+    disable_radix_cache: o.DisableRadixCache = False, max_mamba_cache_size: o.MaxMambaCacheSize = None,
+    mamba_radix_cache_strategy: o.MambaRadixCacheStrategy = None,
     limit_mm_per_prompt: o.LimitMmPerPrompt = None, mm_encoder_tp_mode: o.MmEncoderTpMode = None,
     cpu_offload_gb: o.CpuOffloadGb = None,
 ) -> None:
@@ -119,9 +121,10 @@ def serving_keywords(v: dict) -> dict:
         "max_batch_prefill_tokens", "speculative_config", "shared_prefix_len", "max_loras", "max_lora_rank",
         "pp_layer_partition", "speculative_algorithm", "speculative_draft_model_path", "speculative_num_steps",
         "speculative_eagle_topk", "speculative_num_draft_tokens", "limit_mm_per_prompt", "mm_encoder_tp_mode",
-        "cpu_offload_gb", "swa_full_tokens_ratio", "max_running_requests")}
+        "cpu_offload_gb", "swa_full_tokens_ratio", "max_running_requests", "max_mamba_cache_size",
+        "mamba_radix_cache_strategy")}
     extra.update({k: v[k] or None for k in ("enable_lora", "flashinfer_sampler", "cold_compile",
-                                             "disable_hybrid_swa_memory")})  # a switch left off: not given
+                                             "disable_hybrid_swa_memory", "disable_radix_cache")})  # a switch left off: not given
     common.update({k: x for k, x in extra.items() if x is not None})
     return common
 

@@ -533,19 +533,57 @@ def mamba_tracking_slots(extra_buffer: bool, overlap: bool) -> int:
 
 # 0.5.4 - 0.5.6 turn the radix cache off for the Mamba-2 hybrids (model_runner.py ModelRunner.__init__: "if config :=
 # self.mamba2_config: ... '{class_name} model detected, disable radix cache'"; mamba2_config is FalconH1Config |
-# NemotronHConfig, read in 0.5.4, 0.5.5, 0.5.6; 0.5.3, not read, follows 0.5.4). Then handle_max_mamba_cache sizes the
-# state pool by requests, not memory: max_mamba_cache_size = --max-running-requests, else 512 (read in 0.5.4 - 0.5.8;
-# from 0.5.9 only a given --max-running-requests does, else the ratio split), and the K/V pool gets the rest. 0.5.7
-# drops the switch (server_args.py keeps the radix cache on for NemotronH and FalconH1 and turns the overlap scheduler
-# off instead). The Gated DeltaNet hybrids (Qwen3-Next) keep the radix cache (MambaRadixCache) in every release.
-# (The 0.5.9 change is sglang PR 18786, "Fix oom issue when memory is not enough for 512 max_mamba_cache_size",
-# merged 2026-02-13.)
+# NemotronHConfig, read in 0.5.4, 0.5.5, 0.5.6; 0.5.3, not read, follows 0.5.4), as --disable-radix-cache does for any
+# hybrid: the state pool is then sized by count (mamba_count_size), not memory. 0.5.7 drops the switch (server_args.py
+# keeps the radix cache on for NemotronH and FalconH1 and turns the overlap scheduler off instead). The Gated DeltaNet
+# hybrids (Qwen3-Next) keep the radix cache (MambaRadixCache) in every release unless --disable-radix-cache.
+# (The 0.5.9 change of MAMBA_SIZE_RULES is sglang PR 18786, "Fix oom issue when memory is not enough for 512
+# max_mamba_cache_size", merged 2026-02-13.)
 MAMBA_RADIX_OFF_ARCHITECTURES_0_5_4 = frozenset({"NemotronHForCausalLM", "FalconH1ForCausalLM"})
 MAMBA_CACHE_SIZE_WITHOUT_RADIX = 512
+# How a hybrid's max_mamba_cache_size is set by count (--max-mamba-cache-size N, --max-running-requests R, the radix
+# cache on or off) rather than by the mamba_full_memory_ratio split (mamba_split), release by release (no DP
+# attention: the // dp_size of every branch is 1):
+# - "radix_off" (0.5.4 - 0.5.6, model_runner.py handle_max_mamba_cache, read in 0.5.4, 0.5.5, 0.5.6): without the
+#   radix cache N, else R, else 512; with it the ratio split, which overwrites a given N (the flag is not used);
+# - "radix_off_or_given" (0.5.7 - 0.5.8, model_runner_kv_cache_mixin.py handle_max_mamba_cache, read in 0.5.7, 0.5.8):
+#   without the radix cache or with N given: N, else R, else 512; else the ratio split;
+# - "given" (0.5.9+: model_runner_kv_cache_mixin.py handle_max_mamba_cache 0.5.9 - 0.5.15, mem_cache/
+#   kv_cache_configurator.py _handle_max_mamba_cache 0.5.16+, read in every wheel 0.5.9 - 0.5.23): N if given ("Use
+#   explicitly set max_mamba_cache_size"); else without the radix cache R if given ("Use explicitly set
+#   max_running_requests when radix cache is disabled"; 0.5.23 max(1, R // dp)); else the ratio split.
+# "" (before 0.5.3): the flag does not exist (server_args.py 0.5.1 has no --max-mamba-cache-size).
+# A count is not capped by memory: the K/V pool gets the rest, rest - N x per_req (+ the padding slot 0.5.17+:
+# "(max_mamba_cache_size + 1) * stage_per_req"), and a rest at or below 0 fails the start-up (_profile_available_bytes
+# 0.5.23: "Loaded weights leave no GPU memory for the KV cache").
+MAMBA_SIZE_RULES = ("", "radix_off", "radix_off_or_given", "given")
 
 
-def mamba_fixed(pool: int, per_request: int, slots: int = MAMBA_CACHE_SIZE_WITHOUT_RADIX) -> tuple[int, int]:
+def mamba_count_size(rule: str, radix_cache: bool, given: int | None, running: int | None) -> int | None:
+    """max_mamba_cache_size where ``rule`` (MAMBA_SIZE_RULES) sizes the state pool by count: ``given``
+    --max-mamba-cache-size, ``running`` --max-running-requests (None: not given); None: the ratio split
+    (mamba_split) sizes it."""
+    if rule not in MAMBA_SIZE_RULES:
+        raise ValueError(f"mamba_count_size: rule {rule!r} is none of {MAMBA_SIZE_RULES}")
+    if rule == "given":
+        if given is not None:
+            return given
+        return max(1, running) if not radix_cache and running is not None else None
+    if radix_cache and (rule == "radix_off" or given is None):
+        return None
+    return given if given is not None else running if running is not None else MAMBA_CACHE_SIZE_WITHOUT_RADIX
+
+
+def mamba_fixed(pool: int, per_request: int, slots: int = MAMBA_CACHE_SIZE_WITHOUT_RADIX,
+                padding_slot: bool = False) -> tuple[int, int]:
     """(bytes left for the K/V token pool, max_mamba_cache_size) where handle_max_mamba_cache sizes the state pool by
-    requests (radix cache off, no --max-running-requests, 0.5.4 - 0.5.8): slots = 512 and the K/V pool gets rest -
-    slots x per_req (negative: SGLang's pool has no room; its start-up fails)."""
-    return pool - slots * per_request, slots
+    count (mamba_count_size; 512 requests without the radix cache and without --max-running-requests, 0.5.4 - 0.5.8):
+    the K/V pool gets rest - slots x per_req, one slot more with the padding slot (0.5.17+) (at or below 0: SGLang's
+    pool has no room; its start-up fails)."""
+    return pool - (slots + padding_slot) * per_request, slots
+
+
+# --mamba-radix-cache-strategy (0.5.14+; --mamba-scheduler-strategy 0.5.7 - 0.5.13, kept as a deprecated alias to
+# 0.5.19; server_args.py MAMBA_SCHEDULER_STRATEGY_CHOICES / MAMBA_RADIX_CACHE_STRATEGY_CHOICES, from 0.5.20
+# arg_groups/fields/exec_.py): auto, no_buffer, extra_buffer (extra_buffer_lazy from 0.5.13, not modelled)
+MAMBA_STRATEGIES = ("auto", "no_buffer", "extra_buffer")

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class ServingFlags:
-    """The serving options a plan was given (None: not given); each runtime takes those it has, refuses the rest
+    """The serving options a plan was given, where SGLang uses it (None: not); each runtime takes those it has, refuses the rest
     by flag, and fills its defaults (``Runtime.resolve``)."""
 
     gpu_memory_utilization: float | None = None
@@ -58,6 +58,9 @@ class ServingFlags:
     swa_full_tokens_ratio: float | None = None  # SGLang --swa-full-tokens-ratio (the hybrid SWA pool, default 0.8)
     disable_hybrid_swa_memory: bool = False  # SGLang --disable-hybrid-swa-memory (one pool for every layer)
     max_running_requests: int | None = None  # SGLang --max-running-requests (the scheduler's running cap)
+    disable_radix_cache: bool = False  # SGLang --disable-radix-cache (no prefix caching; a hybrid's radix-off path)
+    max_mamba_cache_size: int | None = None  # SGLang --max-mamba-cache-size (a hybrid's state slots by count)
+    mamba_radix_cache_strategy: str | None = None  # SGLang --mamba-radix-cache-strategy (auto, no_buffer, extra_buffer)
 
 
 # ServingFlags field -> (the flag as the CLI spells it, the engines that take it)
@@ -83,7 +86,10 @@ EXTRA_FLAGS = {"free_gpu_memory_fraction": ("--kv-cache-free-gpu-memory-fraction
                "speculative_num_draft_tokens": ("--speculative-num-draft-tokens", "sglang"),
                "swa_full_tokens_ratio": ("--swa-full-tokens-ratio", "sglang"),
                "disable_hybrid_swa_memory": ("--disable-hybrid-swa-memory", "sglang"),
-               "max_running_requests": ("--max-running-requests", "sglang")}
+               "max_running_requests": ("--max-running-requests", "sglang"),
+               "disable_radix_cache": ("--disable-radix-cache", "sglang"),
+               "max_mamba_cache_size": ("--max-mamba-cache-size", "sglang"),
+               "mamba_radix_cache_strategy": ("--mamba-radix-cache-strategy", "sglang")}
 
 
 @dataclass(frozen=True)
@@ -116,6 +122,10 @@ class Options:
     mm_encoder_mode: str | None = None  # --mm-encoder-tp-mode as given
     cpu_offload_gb: float = 0.0  # vLLM --cpu-offload-gb (kvplan.cost.offload)
     max_running_requests: int | None = None  # SGLang --max-running-requests as given (None: resolve_max_num_reqs')
+    radix_disabled: bool = False  # SGLang --disable-radix-cache given
+    max_mamba_cache_size: int | None = None  # SGLang --max-mamba-cache-size as given, where SGLang uses it (None: not)
+    mamba_strategy: str | None = None  # SGLang --mamba-radix-cache-strategy as given, where SGLang uses it (None: auto's choice)
+    mamba_note: str | None = None  # what SGLang does with those three flags for this model and release
     llama: LlamaFlags | None = None  # llama.cpp's flags with its defaults (llamacpp, ollama)
 
 

@@ -79,12 +79,22 @@ class SglangVersion(VersionRange):
     # layer, read in 0.5.4 - 0.5.16), though each stage allocates only its own layers
     mamba_stage_share: bool = True
     # the state-space hybrids whose radix cache the release turns off (0.5.3 - 0.5.6: serving_sglang.
-    # MAMBA_RADIX_OFF_ARCHITECTURES_0_5_4): a state pool of 512 requests (serving_sglang.mamba_fixed) and a running cap
-    # of max_mamba_cache_size // 1
+    # MAMBA_RADIX_OFF_ARCHITECTURES_0_5_4), as --disable-radix-cache does for any hybrid: the state pool sized by count
+    # (serving_sglang.mamba_count_size: 512 requests without --max-running-requests) and a running cap of
+    # max_mamba_cache_size // 1
     mamba_radix_off: frozenset[str] = frozenset()
+    # how --max-mamba-cache-size, and --max-running-requests without the radix cache, size the state pool
+    # (serving_sglang.MAMBA_SIZE_RULES; "": no --max-mamba-cache-size, before 0.5.3)
+    mamba_sizes: str = "given"
+    # the spelling of the mamba strategy flag ("": none, before 0.5.7; --mamba-scheduler-strategy 0.5.7 - 0.5.13) and
+    # whether an explicit no_buffer needs --disable-overlap-schedule (0.5.14+, server_args.py _validate_mamba_no_buffer,
+    # from 0.5.19 arg_groups/mamba_hook.py validate_mamba_no_buffer: "no_buffer do not support overlap schedule";
+    # before, _handle_mamba_radix_cache turns the overlap scheduler off itself; read in 0.5.10 and 0.5.14 - 0.5.23)
+    mamba_strategy_flag: str = "--mamba-radix-cache-strategy"
+    no_buffer_overlap_off: bool = True
     # the hybrids whose mamba radix cache strategy "auto" becomes extra_buffer (0.5.14+:
     # serving_sglang.MAMBA_EXTRA_BUFFER_ARCHITECTURES_*): each request holds its track buffers too
-    # (serving_sglang.mamba_tracking_slots)
+    # (serving_sglang.mamba_tracking_slots); an explicit extra_buffer is modelled for these alone
     mamba_extra_buffer: frozenset[str] = frozenset()
     # 0.5.7 only (model_runner_kv_cache_mixin.py resolve_max_num_reqs): the ratio takes MAMBA_CACHE_V2_ADDITIONAL_RATIO
     # _OVERLAP = 2 whenever the extra_buffer is not on with speculative decoding, no_buffer included ("if
@@ -94,23 +104,34 @@ class SglangVersion(VersionRange):
     # how a given --max-running-requests becomes the running cap (serving_sglang.GIVEN_RUNNING_RULES)
     given_running: str = "half_tokens"
 
-    def mamba_radix(self, card) -> bool:
-        """This release keeps the radix cache on (MambaRadixCache) for a state-space hybrid ``card`` by default."""
-        return card.hf_architecture not in self.mamba_radix_off
+    def mamba_radix(self, card, opts=None) -> bool:
+        """This release keeps the radix cache on (MambaRadixCache) for a state-space hybrid ``card``: not with
+        --disable-radix-cache (``opts.radix_disabled``), nor for the architectures it turns it off for itself."""
+        return not (opts is not None and opts.radix_disabled) and card.hf_architecture not in self.mamba_radix_off
 
-    def mamba_tracking(self, card, pp: int) -> int:
-        """The extra_buffer track slots a request of ``card`` holds beside its state slot in this release, by default
-        (0: no_buffer); the overlap scheduler, on by default, is off at PP > 1."""
-        extra = self.mamba_radix(card) and card.hf_architecture in self.mamba_extra_buffer
+    def mamba_tracking(self, card, pp: int, opts=None) -> int:
+        """The extra_buffer track slots a request of ``card`` holds beside its state slot in this release (0:
+        no_buffer, or no radix cache): the given --mamba-radix-cache-strategy (``opts.mamba_strategy``), else auto's
+        choice; the overlap scheduler, on by default, is off at PP > 1."""
+        strategy = opts.mamba_strategy if opts is not None else None
+        extra = self.mamba_radix(card, opts) and (
+            strategy == "extra_buffer" or (strategy in (None, "auto") and card.hf_architecture in self.mamba_extra_buffer))
         return sg.mamba_tracking_slots(extra, overlap=pp == 1)
 
-    def mamba_ratio(self, card, pp: int) -> int:
+    def mamba_ratio(self, card, pp: int, opts=None) -> int:
         """resolve_max_num_reqs' ratio for ``card`` (serving_sglang.mamba_running_cap): 1 without the radix cache, else
         3 + the track slots (+ 2 for no_buffer too in 0.5.7)."""
-        if not self.mamba_radix(card):
+        if not self.mamba_radix(card, opts):
             return 1
         return (sg.MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO
-                + (self.mamba_tracking(card, pp) or self.mamba_no_buffer_ratio_extra))
+                + (self.mamba_tracking(card, pp, opts) or self.mamba_no_buffer_ratio_extra))
+
+    def mamba_count(self, card, opts) -> int | None:
+        """max_mamba_cache_size where this release sizes ``card``'s state pool by count (serving_sglang.
+        mamba_count_size: --max-mamba-cache-size, --max-running-requests without the radix cache, 512); None: by
+        memory (mamba_split)."""
+        return sg.mamba_count_size(self.mamba_sizes or "radix_off", self.mamba_radix(card, opts),
+                                   opts.max_mamba_cache_size, opts.max_running_requests)
 
     def is_multimodal(self, card) -> bool:
         """configs/model_config.py is_multimodal, as this release decides it by default (serving_sglang's comment
@@ -164,9 +185,16 @@ _BEFORE_0_5_17 = {"mamba_padding_slot": False, "mamba_stage_share": False}
 # a given --max-running-requests: as given up to 0.5.9 (0.4.8 read; 0.4.0 - 0.4.7 assumed alike), capped by the
 # estimate in 0.5.10 - 0.5.13 (serving_sglang.GIVEN_RUNNING_RULES)
 _AS_GIVEN = {"given_running": "as_given"}
-_EARLY = {"vlm_mfs": False, "vlm_subconfig": False, "mamba_running_cap": False, **_BEFORE_0_5_17, **_AS_GIVEN}
-_LISTED_VLM = {"vlm_subconfig": False, "mamba_running_cap": False, **_BEFORE_0_5_17, **_AS_GIVEN}
+# before 0.5.3: no --max-mamba-cache-size, no mamba strategy flag; 0.5.3 - 0.5.6: the state pool by count only
+# without the radix cache, no strategy flag; 0.5.7 - 0.5.13: the strategy flag is --mamba-scheduler-strategy
+# (serving_sglang.MAMBA_SIZE_RULES, MAMBA_STRATEGIES)
+_NO_MAMBA_FLAGS = {"mamba_sizes": "", "mamba_strategy_flag": "", "no_buffer_overlap_off": False}
+_SCHEDULER_STRATEGY = {"mamba_strategy_flag": "--mamba-scheduler-strategy", "no_buffer_overlap_off": False}
+_EARLY = {"vlm_mfs": False, "vlm_subconfig": False, "mamba_running_cap": False, **_BEFORE_0_5_17, **_AS_GIVEN,
+          **_NO_MAMBA_FLAGS}
+_LISTED_VLM = {"vlm_subconfig": False, "mamba_running_cap": False, **_BEFORE_0_5_17, **_AS_GIVEN, **_NO_MAMBA_FLAGS}
 _MID = {"vlm_subconfig": False, "spec_reserve": "eagle_2g", **_BEFORE_0_5_17, **_AS_GIVEN}
+_RADIX_OFF_SIZES = {"mamba_sizes": "radix_off", "mamba_strategy_flag": "", "no_buffer_overlap_off": False}
 
 
 def _late(span: str, first: tuple[int, int, int], swa_architectures: frozenset[str], pages: tuple[int, ...],
@@ -207,19 +235,20 @@ VERSIONS = (
     SglangVersion("SGLang 0.5.3-0.5.4 (reserved-memory default, no prefill graphs)", (0, 5, 3), (0, 5, 4),
                   "reserved", False, True, sg.MID_TIER_0_5_3, **_MID, trtllm_mha_pages=sg.TRTLLM_MHA_PAGES_0_5_1,
                   trtllm_mha_architectures=sg.TRTLLM_MHA_ARCHITECTURES_0_5_4,
-                  mamba_radix_off=sg.MAMBA_RADIX_OFF_ARCHITECTURES_0_5_4),
+                  mamba_radix_off=sg.MAMBA_RADIX_OFF_ARCHITECTURES_0_5_4, **_RADIX_OFF_SIZES),
     # 0.5.5 - 0.5.6 (read): one pool; trtllm_mha on SM100 for gpt-oss, Olmo2 and Llama 4
     SglangVersion("SGLang 0.5.5-0.5.6 (reserved-memory default, no prefill graphs)", (0, 5, 5), (0, 5, 6),
                   "reserved", False, True, sg.MID_TIER_0_5_5, **_MID, trtllm_mha_pages=sg.TRTLLM_MHA_PAGES_0_5_1,
                   trtllm_mha_architectures=sg.TRTLLM_MHA_ARCHITECTURES_0_5_5,
-                  mamba_radix_off=sg.MAMBA_RADIX_OFF_ARCHITECTURES_0_5_4),
+                  mamba_radix_off=sg.MAMBA_RADIX_OFF_ARCHITECTURES_0_5_4, **_RADIX_OFF_SIZES),
     # 0.5.7: trtllm_mha the SM100 default for every model without MLA; a hybrid pool for MiMo-V2-Flash only
     # (model_config.py is_hybrid_model), split by layers (model_runner_kv_cache_mixin.py set_num_tokens_hybrid_swa)
     SglangVersion("SGLang 0.5.7 (reserved-memory default, no prefill graphs; trtllm_mha on Blackwell)", (0, 5, 7),
                   (0, 5, 7), "reserved", False, True, sg.MID_TIER_0_5_5, sg.HYBRID_SWA_ARCHITECTURES_0_5_7, "layers",
                   **_WHOLE, **_MID, trtllm_mha_pages=sg.TRTLLM_MHA_PAGES_0_5_1,
                   trtllm_mha_exceptions=sg.TRTLLM_MHA_EXCEPTIONS_0_5_7,
-                  mamba_no_buffer_ratio_extra=sg.MAMBA_TRACKING_SLOTS_OVERLAP),
+                  mamba_no_buffer_ratio_extra=sg.MAMBA_TRACKING_SLOTS_OVERLAP, mamba_sizes="radix_off_or_given",
+                  **_SCHEDULER_STRATEGY),
     # 0.5.8: is_hybrid_swa_model (Llama 4, gpt-oss, MiMo-V2), split by layers; gpt-oss single under trtllm_mha or
     # speculative decoding (server_args.py _handle_model_specific_adjustments)
     SglangVersion("SGLang 0.5.8 (reserved-memory default, no prefill graphs; hybrid SWA pool split by layers)",
@@ -227,28 +256,30 @@ VERSIONS = (
                   "layers", **_WHOLE, **_MID,
                   swa_single_under_trtllm_mha=frozenset({"GptOssForCausalLM"}),
                   swa_single_with_speculative=frozenset({"GptOssForCausalLM"}),
-                  trtllm_mha_pages=sg.TRTLLM_MHA_PAGES_0_5_1, trtllm_mha_exceptions=sg.TRTLLM_MHA_EXCEPTIONS_0_5_7),
+                  trtllm_mha_pages=sg.TRTLLM_MHA_PAGES_0_5_1, trtllm_mha_exceptions=sg.TRTLLM_MHA_EXCEPTIONS_0_5_7,
+                  mamba_sizes="radix_off_or_given", **_SCHEDULER_STRATEGY),
     # 0.5.9: 0.5.10's list and split from the single pool's capacity (set_num_tokens_hybrid_swa: "unified
     # memory-based allocation"); gpt-oss single under trtllm_mha only
     SglangVersion("SGLang 0.5.9 (reserved-memory default, no prefill graphs; hybrid SWA pool split by bytes)",
                   (0, 5, 9), (0, 5, 9), "reserved", False, True, sg.MID_TIER_0_5_5, sg.HYBRID_SWA_ARCHITECTURES_0_5_10,
                   "capacity", **_WHOLE, **_MID,
                   swa_single_under_trtllm_mha=frozenset({"GptOssForCausalLM"}),
-                  trtllm_mha_pages=sg.TRTLLM_MHA_PAGES_0_5_1, trtllm_mha_exceptions=sg.TRTLLM_MHA_EXCEPTIONS_0_5_9),
+                  trtllm_mha_pages=sg.TRTLLM_MHA_PAGES_0_5_1, trtllm_mha_exceptions=sg.TRTLLM_MHA_EXCEPTIONS_0_5_9,
+                  **_SCHEDULER_STRATEGY),
     # piecewise (prefill) CUDA graphs on by default from 0.5.10 (docs/logs/sglang-code52132052242-qwen3-8b-b200.log
     # captures them); 0.5.6 has them off (docs/logs/sglang-code46415979912-lfm2-700m.log)
     # 0.5.10's scheduler still charges a request its whole length in the sliding pool (schedule_policy.py
     # PrefillAdder.rem_total_tokens: the min of both pools; _swa_budget_for_req arrives in 0.5.11)
     _late("0.5.10", (0, 5, 10), sg.HYBRID_SWA_ARCHITECTURES_0_5_10, sg.TRTLLM_MHA_PAGES_0_5_1,
           sg.TRTLLM_MHA_EXCEPTIONS_0_5_10, sg.TRTLLM_MHA_SPEC_EXCEPTIONS_0_5_10, swa_split="capacity", **_WHOLE,
-          spec_reserve="eagle_4g", **_BEFORE_0_5_17, given_running="estimate"),
+          spec_reserve="eagle_4g", **_BEFORE_0_5_17, given_running="estimate", **_SCHEDULER_STRATEGY),
     # 0.5.11 - 0.5.15 (0.5.11, 0.5.12, 0.5.13, 0.5.14, 0.5.15 read): schedule_policy.py _swa_budget_for_req charges
     # the window as a floor, and a request the free sliding tokens do not cover waits; no start-up check of the pool.
     # Split at 0.5.14, which drops the default mem_fraction_static's 4 GiB speculative reserve (0.5.11 - 0.5.13 keep it)
     _late("0.5.11-0.5.13", (0, 5, 11), sg.HYBRID_SWA_ARCHITECTURES_0_5_11, sg.TRTLLM_MHA_PAGES_0_5_1,
           sg.TRTLLM_MHA_EXCEPTIONS_0_5_11, sg.TRTLLM_MHA_SPEC_EXCEPTIONS_0_5_11, last=(0, 5, 13),
           swa_charge="window_floor", swa_chunk_shrink=False, swa_pool_check=False, spec_reserve="eagle_4g",
-          **_BEFORE_0_5_17, given_running="estimate"),
+          **_BEFORE_0_5_17, given_running="estimate", **_SCHEDULER_STRATEGY),
     _late("0.5.14-0.5.15", (0, 5, 14), sg.HYBRID_SWA_ARCHITECTURES_0_5_11, sg.TRTLLM_MHA_PAGES_0_5_1,
           sg.TRTLLM_MHA_EXCEPTIONS_0_5_11, sg.TRTLLM_MHA_SPEC_EXCEPTIONS_0_5_11, last=(0, 5, 15),
           swa_charge="window_floor", swa_chunk_shrink=False, swa_pool_check=False, **_BEFORE_0_5_17,
@@ -286,7 +317,8 @@ class SGLang(Server):
     versions = tuple(v.span for v in VERSIONS)
     extra_flags = frozenset({"speculative_algorithm", "speculative_draft_model_path", "speculative_num_steps",
                              "speculative_eagle_topk", "speculative_num_draft_tokens", "swa_full_tokens_ratio",
-                             "disable_hybrid_swa_memory", "max_running_requests"})
+                             "disable_hybrid_swa_memory", "max_running_requests", "disable_radix_cache",
+                             "max_mamba_cache_size", "mamba_radix_cache_strategy"})
     budget_flag = "--mem-fraction-static"
     launches_replicas = True  # --dp-size
     kv_follows_model_dtype = True
@@ -370,6 +402,7 @@ class SGLang(Server):
 
         speculative = parse_sglang_speculative(flags, card)
         running = self._given_running(flags, card, speculative is not None)
+        mamba = self._mamba_flags(flags, card)
         pages = self.version.trtllm_mha_pages
         trtllm = self.version.uses_trtllm_mha(gpu, card, speculative is not None, flags.speculative_eagle_topk)
         changed = trtllm and block not in pages
@@ -395,21 +428,77 @@ class SGLang(Server):
                            f"page size {block}" + (f" (SGLang changes {flags.block_size} to 64)" if changed and
                                                    flags.block_size is not None else "")) if trtllm else None,
                        swa_ratio=swa_ratio,
-                       swa_disabled=flags.disable_hybrid_swa_memory, mfs_note=mfs_note, max_running_requests=running)
+                       swa_disabled=flags.disable_hybrid_swa_memory, mfs_note=mfs_note, max_running_requests=running,
+                       **mamba)
 
     def _given_running(self, flags: ServingFlags, card, speculative: bool) -> int | None:
-        """--max-running-requests as given (a positive count); refused where SGLang sizes a hybrid's state pool from
-        it (the radix cache off: max_mamba_cache_size = N; speculative decoding: its draft states per request)."""
+        """--max-running-requests as given (a positive count); refused where SGLang sizes a hybrid's speculative
+        states from it (its draft states per request, _handle_max_mamba_cache)."""
         n = flags.max_running_requests
         if n is None:
             return None
         n = require_positive("--max-running-requests", n)
-        if card.ssm is not None and (speculative or not self.version.mamba_radix(card)):
-            why = "speculative decoding" if speculative else "the radix cache off for its architecture"
-            raise KvplanError(f"--max-running-requests: with {why}, {self.version.label.split(' (')[0]} sizes "
-                              f"{card.name}'s state pool from it (kv_cache_configurator.py / model_runner's "
-                              "max_mamba_cache_size), which kvplan does not model; plan without it")
+        if card.ssm is not None and speculative:
+            raise KvplanError(f"--max-running-requests: with speculative decoding, {self.version.label.split(' (')[0]} "
+                              f"sizes {card.name}'s intermediate states from it (kv_cache_configurator.py "
+                              "_handle_max_mamba_cache), which kvplan does not model; plan without it")
         return n
+
+    def _mamba_flags(self, flags: ServingFlags, card) -> dict:
+        """--disable-radix-cache, --max-mamba-cache-size and --mamba-radix-cache-strategy, checked once against this
+        release and ``card``: the Options fields (a size or strategy only where SGLang uses it) and a note of what
+        SGLang does with them (serving_sglang.MAMBA_SIZE_RULES, MAMBA_STRATEGIES)."""
+        v, release, hybrid = self.version, self.version.label.split(" (")[0], card.ssm is not None
+        off, size, strategy = bool(flags.disable_radix_cache), flags.max_mamba_cache_size, flags.mamba_radix_cache_strategy
+        notes = []
+        if off and hybrid and not v.mamba_sizes:
+            raise KvplanError(f"--disable-radix-cache: how {release} sizes {card.name}'s state pool without the radix "
+                              "cache is not modelled (handle_max_mamba_cache read from 0.5.4); plan with 0.5.4 or later")
+        if off:
+            notes.append("--disable-radix-cache: no prefix caching (ChunkCache), so no request reuses another's cached "
+                         "prompt" + ("" if hybrid else
+                                     "; the pool is sized as without it (kvplan plans no shared prefix for SGLang)"))
+        if size is not None:
+            size = require_positive("--max-mamba-cache-size", size)
+            if not v.mamba_sizes:
+                raise KvplanError(f"--max-mamba-cache-size: {release} does not take it (server_args.py has it from "
+                                  "0.5.4; 0.5.3 not read); allowed from --engine sglang==0.5.3")
+            if not hybrid:
+                notes.append(f"--max-mamba-cache-size {size}: not used, as SGLang ignores it: {card.name} has no "
+                             "state layers (no mambaish_config)")
+                size = None
+            elif v.mamba_sizes == "radix_off" and v.mamba_radix(card) and not off:
+                notes.append(f"--max-mamba-cache-size {size}: not used: with the radix cache on, {release} sizes the "
+                             "state pool by memory and overwrites it (model_runner.py handle_max_mamba_cache, 0.5.4 - "
+                             "0.5.6); add --disable-radix-cache to size it by count")
+                size = None
+        if strategy is not None:
+            flag = "--mamba-radix-cache-strategy"
+            if strategy not in sg.MAMBA_STRATEGIES:
+                raise KvplanError(f"{flag}: one of {', '.join(sg.MAMBA_STRATEGIES)} (extra_buffer_lazy is not "
+                                  f"modelled), got {strategy!r}")
+            if not v.mamba_strategy_flag:
+                raise KvplanError(f"{flag}: {release} does not take it (server_args.py has --mamba-scheduler-strategy "
+                                  "from 0.5.7, --mamba-radix-cache-strategy from 0.5.14); allowed from --engine "
+                                  "sglang==0.5.7")
+            radix = hybrid and v.mamba_radix(card) and not off
+            if strategy == "extra_buffer":
+                why = (f"{card.name} has no state layers (0.5.23 arg_groups/model_hook.py handle_mamba_radix_cache: "
+                       "'needs mamba state')" if not hybrid else "it needs the radix cache, which is off (0.5.10 - "
+                       "0.5.13 server_args.py _handle_mamba_radix_cache: 'mamba extra_buffer is not compatible with "
+                       "--disable-radix-cache')" if not radix else
+                       f"which hybrids {release} takes it for is not modelled before 0.5.14" if not v.mamba_extra_buffer
+                       else f"SGLang asserts 'extra_buffer is not supported for {card.hf_architecture}; use no_buffer' "
+                       "(mamba_hook.py validate_mamba_extra_buffer)" if card.hf_architecture not in v.mamba_extra_buffer
+                       else None)
+                if why:
+                    raise KvplanError(f"{flag} extra_buffer: {why}; allowed: auto, no_buffer")
+            if not radix:
+                notes.append(f"{flag} {strategy}: not used, as SGLang ignores it: " + (
+                    f"{card.name} has no state layers" if not hybrid else "the radix cache is off"))
+                strategy = None
+        return {"radix_disabled": off, "max_mamba_cache_size": size, "mamba_strategy": strategy,
+                "mamba_note": "; ".join(notes) or None}
 
     def _mfs_note(self, card, speculative: str | None, vision: tuple[int, int] | None) -> str | None:
         """What this release's default mem_fraction_static keeps for speculative decoding and a multimodal model."""
@@ -488,7 +577,8 @@ class SGLang(Server):
     def pool(self, s: Setup, sts: list[Stage]) -> Pool:
         """Tokens per stage = pool // cell_size (page-rounded), MIN across ranks; a request takes its tokens. A hybrid
         first carves its state pool out of the pool (serving_sglang.mamba_split; 512 requests' where the release
-        turns the radix cache off: mamba_fixed) and a request holds its state slot and, under the extra_buffer
+        sizes it by count: --max-mamba-cache-size, or the radix cache off, serving_sglang.mamba_count_size and
+        mamba_fixed) and a request holds its state slot and, under the extra_buffer
         strategy, its track slots (HybridReqToTokenPool.alloc, MambaPool; resolve_max_num_reqs lets
         max_mamba_cache_size // (3 + track slots) run: running_limit); at PP > 1 each stage charges a slot what the
         release charges (_charged_state). A hybrid SWA pool (serving_sglang.hybrid_swa_tokens, split as the release
@@ -500,15 +590,16 @@ class SGLang(Server):
 
         page, L = s.block_size, s.max_model_len
         per_req = cdiv(L, page)
-        taken = 1 + self.version.mamba_tracking(s.card, s.layout.pp)  # state slots a request holds
+        taken = 1 + self.version.mamba_tracking(s.card, s.layout.pp, s.opts)  # state slots a request holds
+        count = self.version.mamba_count(s.card, s.opts) if s.card.ssm is not None else None
         rows, slots, states, swa, concs = [], [], [], [], []
         charged = _charged_state(s.card, sts, self.version.mamba_stage_share)
         for st in sts:
             state = charged if charged is not None else _state_bytes(s.card, st)
             if s.card.ssm is None:
                 kv, n = st.available, None
-            elif not self.version.mamba_radix(s.card):
-                kv, n = sg.mamba_fixed(st.available, state)
+            elif count is not None:  # by count: --max-mamba-cache-size, or the radix cache off
+                kv, n = sg.mamba_fixed(st.available, state, count, self.version.mamba_padding_slot)
             else:
                 kv, n = sg.mamba_split(st.available, state, padding_slot=self.version.mamba_padding_slot)
             split = _swa_split(s, st)
@@ -563,6 +654,13 @@ class SGLang(Server):
             cmd.append("--disable-hybrid-swa-memory")
         if s.opts.max_running_requests is not None:
             cmd.append(f"--max-running-requests {s.opts.max_running_requests}")
+        cmd += ["--disable-radix-cache"] if s.opts.radix_disabled else []
+        if s.opts.max_mamba_cache_size is not None:
+            cmd.append(f"--max-mamba-cache-size {s.opts.max_mamba_cache_size}")
+        if s.opts.mamba_strategy is not None:  # the release's spelling (--mamba-scheduler-strategy 0.5.7 - 0.5.13)
+            cmd.append(f"{self.version.mamba_strategy_flag} {s.opts.mamba_strategy}")
+            if s.opts.mamba_strategy == "no_buffer" and self.version.no_buffer_overlap_off:
+                cmd.append("--disable-overlap-schedule")  # validate_mamba_no_buffer asserts it (0.5.14+)
         spec = s.opts.speculative
         if spec is not None:  # as given: the algorithm, its draft, the chain's steps (k) and the tree's flags
             cmd += [f"--speculative-algorithm {spec.method.upper()}",
@@ -589,7 +687,7 @@ class SGLang(Server):
         return limit
 
     def _mamba_cap(self, s: Setup, slots: int) -> int:
-        return slots // self.version.mamba_ratio(s.card, s.layout.pp)
+        return slots // self._mamba_ratio(s)
 
     def notes(self, s: Setup, p: Pool) -> list[str]:
         out = []
@@ -614,7 +712,7 @@ class SGLang(Server):
                            f"; the sliding pool's is what the admission charges allow together, and as decode frees "
                            f"what leaves the window, requests admitted over time can reach the full pool's {full:,.1f}"
                            if v.swa_charge != "whole" and p.concurrency < full else "") + ".")
-        out += [f"{note}." for note in (s.opts.page_note, s.opts.swa_note, s.opts.mfs_note) if note]
+        out += [f"{note}." for note in (s.opts.page_note, s.opts.swa_note, s.opts.mfs_note, s.opts.mamba_note) if note]
         reqs = self.running_limit(s, p)
         capped = s.card.ssm is not None and self.version.mamba_running_cap
         given, estimate = s.opts.max_running_requests, "clamp(tokens / context_len x 512, 2048, 4096)"
@@ -635,7 +733,7 @@ class SGLang(Server):
         return out
 
     def _mamba_ratio(self, s: Setup) -> int:
-        return self.version.mamba_ratio(s.card, s.layout.pp)
+        return self.version.mamba_ratio(s.card, s.layout.pp, s.opts)
 
     def _mamba_note(self, s: Setup, p: Pool) -> str:
         """How this release sizes a hybrid's state pool and what a request holds of it."""
@@ -643,11 +741,21 @@ class SGLang(Server):
         release = v.label.split(" (")[0]
         states = (f"{fmt_int(slots)} requests of {fmt_bytes(p.pool.state_bytes_per_request)} of states (conv "
                   "bfloat16, SSM float32: SGLang's mamba2_state_dtype defaults)")
-        if not v.mamba_radix(s.card):
-            split = (f"SGLang hybrid: {release} turns the radix cache off for {arch} (model_runner.py: 'model "
-                     "detected, disable radix cache'), so handle_max_mamba_cache sizes the state pool by requests, "
-                     f"not memory: max_mamba_cache_size = {states} (512 without --max-running-requests); the K/V "
-                     "token pool gets the rest.")
+        radix, o = v.mamba_radix(s.card, s.opts), s.opts
+        if v.mamba_count(s.card, o) is not None:
+            why = ("--disable-radix-cache" if o.radix_disabled else
+                   f"{release} turns the radix cache off for {arch} (model_runner.py: 'model detected, disable radix "
+                   "cache')" if not radix else None)
+            source = (f"--max-mamba-cache-size {o.max_mamba_cache_size}" if o.max_mamba_cache_size is not None else
+                      f"--max-running-requests {o.max_running_requests} without the radix cache"
+                      if o.max_running_requests is not None else
+                      f"{sg.MAMBA_CACHE_SIZE_WITHOUT_RADIX} without the radix cache or --max-running-requests "
+                      "(0.5.4 - 0.5.8)")
+            split = (f"SGLang hybrid: {why + ', so ' if why else ''}handle_max_mamba_cache sizes the state pool by "
+                     f"count, not memory (serving_sglang.MAMBA_SIZE_RULES '{v.mamba_sizes or 'radix_off'}'): "
+                     f"max_mamba_cache_size = {states}, from {source}"
+                     + (" beside the pool's padding slot" if v.mamba_padding_slot else "")
+                     + "; the K/V token pool gets the rest, whatever it is (a count is not capped by memory).")
         else:
             split = (f"SGLang hybrid: the pool is split by mamba_full_memory_ratio "
                      f"{sg.DEFAULT_MAMBA_FULL_MEMORY_RATIO} (state pool = pool x r / (1 + r), kv_cache_configurator.py "
@@ -661,17 +769,20 @@ class SGLang(Server):
                 "allocates only its own layers'") + ".")
         if not v.mamba_running_cap:
             return split + " A running request holds one state slot."
-        track, ratio = v.mamba_tracking(s.card, s.layout.pp), self._mamba_ratio(s)
-        if not v.mamba_radix(s.card):
-            hold = "without the radix cache a running request holds its one slot"
+        track, ratio = v.mamba_tracking(s.card, s.layout.pp, o), self._mamba_ratio(s)
+        given = o.mamba_strategy not in (None, "auto")
+        if not radix:
+            hold = "without the radix cache a running request holds its one slot (_calculate_mamba_ratio: 1)"
         elif track:
-            hold = (f"{release} picks the mamba extra_buffer strategy for {arch} (--mamba-radix-cache-strategy auto: "
+            hold = (f"{'--mamba-radix-cache-strategy extra_buffer' if given else release + ' picks'} the mamba "
+                    f"extra_buffer strategy for {arch} ({'' if given else '--mamba-radix-cache-strategy auto: '}"
                     f"the overlap scheduler {'on' if s.layout.pp == 1 else 'off at PP > 1'}, linear-attn backend "
                     f"triton), so a request holds its slot and {track} track slot{'s' if track > 1 else ''} "
                     f"(HybridReqToTokenPool ping-pong buffers): the pool holds {fmt_int(slots // (1 + track))} "
                     f"requests; the ratio is 3 + {track}")
         else:
-            hold = ("with the radix cache (no_buffer) it counts 3 slots a running request, the radix cache's "
+            hold = (("--mamba-radix-cache-strategy no_buffer: " if given else "")
+                    + "with the radix cache (no_buffer) it counts 3 slots a running request, the radix cache's "
                     "checkpoints among them (MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO: 'safe when it is larger than "
                     "2'), though a request takes one; 1 with --disable-radix-cache"
                     + ("; 2 more with --mamba-radix-cache-strategy extra_buffer" if v.mamba_extra_buffer else "")

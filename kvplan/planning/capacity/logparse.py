@@ -204,6 +204,9 @@ _FLAG_NAMES = {
     "max_lora_rank": "max_lora_rank",
     # SGLang's hybrid sliding-window pool
     "swa_full_tokens_ratio": "swa_full_tokens_ratio", "disable_hybrid_swa_memory": "disable_hybrid_swa_memory",
+    # SGLang's radix cache and a state-space hybrid's state pool (--mamba-scheduler-strategy: 0.5.7 - 0.5.13's name)
+    "disable_radix_cache": "disable_radix_cache", "max_mamba_cache_size": "max_mamba_cache_size",
+    "mamba_radix_cache_strategy": "mamba_radix_cache_strategy", "mamba_scheduler_strategy": "mamba_radix_cache_strategy",
     # vLLM --enforce-eager: no CUDA graphs (config/vllm.py VllmConfig.__post_init__: CUDAGraphMode.NONE), so nothing
     # is charged for them where the release charges them before sizing the pool (0.20+)
     "enforce_eager": "enforce_eager",
@@ -223,10 +226,10 @@ UNMODELLED_FLAGS = {
     "lora_paths": "SGLang LoRA adapters (their weights and buffers)",
 }
 _INT_FLAGS = {"tp", "pp", "dp", "max_model_len", "max_num_seqs", "max_num_batched_tokens", "block_size",
-              "max_running_requests", "max_loras", "max_lora_rank"}
+              "max_running_requests", "max_loras", "max_lora_rank", "max_mamba_cache_size"}
 _FLOAT_FLAGS = {"gpu_memory_utilization", "mem_fraction_static", "cpu_offload_gb", "swa_full_tokens_ratio"}
 _BOOL_FLAGS = {"expert_parallel", "flashinfer_sampler", "cold_compile", "enable_lora", "disable_hybrid_swa_memory",
-               "enforce_eager"}
+               "enforce_eager", "disable_radix_cache"}
 MAX_LOG_BYTES = 4 << 20  # the first 4 MiB of a log are read: the start-up's lines come first (docs/errors.md)
 MAX_LINE_CHARS = 1 << 16  # a line is matched on its first 64 KiB (V1's config line, the longest, is a few KiB)
 _MAX_GIB = 2**20  # the largest memory figure a log may state (1 PiB); more is a corrupt line, refused

@@ -34,7 +34,7 @@ ESTIMATE_KEYS = ("batch", "seq_len", "engine", "kv_dtype", "weight_dtype", "enco
 PLAN_KEYS = ("tp", "pp", "dp", "max_model_len", "gpu_memory", "gpu_memory_utilization", "kv_cache_memory",
              "max_num_batched_tokens", "max_num_seqs",  # options only the capacity planner (`kvplan plan`) takes
              "mem_fraction_static", "swa_full_tokens_ratio", "disable_hybrid_swa_memory",  # SGLang's
-             "max_running_requests",
+             "max_running_requests", "disable_radix_cache", "max_mamba_cache_size", "mamba_radix_cache_strategy",
              "speculative_config", "enable_lora", "max_loras", "max_lora_rank", "shared_prefix_len")  # serving features
 DISAGG_KEYS = ("rate", "isl", "osl", "ttft_ms", "tpot_ms")  # `kvplan disagg`: a scenario with these is kind disagg
 SIZE_KEYS = ("max_kv_bytes", "max_total_bytes", "max_gpu_bytes", "gpu_memory", "kv_cache_memory",
@@ -110,6 +110,10 @@ class Scenario(BaseModel):
                                                    "--swa-full-tokens-ratio (SGLang's hybrid SWA pool).")
     disable_hybrid_swa_memory: Optional[bool] = Field(_OPT, description="kvplan plan --disable-hybrid-swa-memory.")
     max_running_requests: Optional[PosInt] = Field(_OPT, description="kvplan plan --max-running-requests (SGLang).")
+    disable_radix_cache: Optional[bool] = Field(_OPT, description="kvplan plan --disable-radix-cache (SGLang).")
+    max_mamba_cache_size: Optional[PosInt] = Field(_OPT, description="kvplan plan --max-mamba-cache-size (SGLang).")
+    mamba_radix_cache_strategy: Optional[str] = Field(_OPT, description="kvplan plan --mamba-radix-cache-strategy "
+                                                      "(SGLang; checked by the runtime).")
     kv_cache_memory: Optional[Size] = Field(_OPT, description="kvplan plan --kv-cache-memory.")
     max_num_batched_tokens: Optional[PosInt] = _OPT
     max_num_seqs: Optional[PosInt] = _OPT
