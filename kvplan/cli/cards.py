@@ -62,7 +62,7 @@ def cards_validate(paths: Annotated[list[str], typer.Argument(help="Card files (
 @app.command("import", epilog=epilog("cards import"))
 def cards_import(
     path: Annotated[str, typer.Argument(
-        help="A config.json, a folder holding one, a Hugging Face Hub id ORG/NAME (ORG/NAME@REVISION: at a revision), or a .gguf file.")],
+        help="A config.json, a folder holding one, a Hugging Face Hub id ORG/NAME\\[@REVISION], or a .gguf file.")],
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the card here instead of printing it.")] = None,
     name: Annotated[Optional[str], typer.Option("--name", help="Card name; default: the config's _name_or_path.")] = None,
     force: Annotated[bool, typer.Option("--force", metavar="", help="Overwrite an existing --output file.")] = False,

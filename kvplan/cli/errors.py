@@ -114,9 +114,15 @@ def _plain_help_when_narrow(group, argv: list[str]) -> bool | None:
 
 def _keep_epilog_lines(command) -> None:
     """Click rewraps an epilog's paragraphs, which would run an example's comment into its command line and a GPU
-    file's lines into one; '\\b' before a paragraph keeps its lines as written (typer's panels print them so)."""
+    file's lines into one; '\\b' before a paragraph keeps its lines as written (typer's panels print them so). The
+    help texts' rich escapes ('kvplan\\\\[gguf]', for the panels) are plain brackets here."""
     if command.epilog and "\b" not in command.epilog:
         command.epilog = "\n\n".join("\b\n" + p for p in command.epilog.split("\n\n"))
+    if command.help:
+        command.help = command.help.replace("\\[", "[")
+    for param in getattr(command, "params", []):
+        if getattr(param, "help", None):
+            param.help = param.help.replace("\\[", "[")
     for sub in getattr(command, "commands", {}).values():
         _keep_epilog_lines(sub)
 

@@ -9,11 +9,11 @@ import typer
 from kvplan.cost.runtimes import disagg_names
 from kvplan.cost.runtimes import names as runtime_names
 
-Model = Annotated[Optional[str], typer.Option(  # no brackets in help: rich reads '[...]' as markup
-    "--model", "-m", help="Bundled card name (llama-2-7b), a card .yaml, or a Hugging Face Hub id ORG/NAME, "
-    "optionally at a revision: ORG/NAME@REVISION.")]
+Model = Annotated[Optional[str], typer.Option(  # '\\[': rich would read '[@REVISION]' as markup and drop it
+    "--model", "-m", help="Bundled card name (llama-2-7b), a card .yaml, or a Hugging Face Hub id "
+    "ORG/NAME\\[@REVISION].")]
 Gguf = Annotated[Optional[str], typer.Option(
-    "--gguf", help="A GGUF model file (llama.cpp; a split GGUF by its first part). Needs kvplan's gguf extra.")]
+    "--gguf", help="A GGUF model file (llama.cpp; a split GGUF by its first part). Needs kvplan\\[gguf].")]
 HfConfig = Annotated[Optional[str], typer.Option("--hf-config", help="A Hugging Face config.json, or its folder.")]
 Json = Annotated[bool, typer.Option("--json", help="Print the result as JSON (exact bytes).", metavar="")]
 Batch = Annotated[int, typer.Option("--batch", help="Sequences held at once.")]
