@@ -135,3 +135,15 @@ def test_deepseek_v3_on_h200_pages_in_blocks_of_16():
     assert "--block-size 64" in given.launch_command
     old = plan("deepseek-v3-fp8", gpu="H200", tp=8, max_model_len=10000, engine="vllm==0.17")
     assert old.kv_cache.block_size == 64 and "--block-size" not in old.launch_command
+
+
+def test_a_sweeps_kv_columns_take_the_fp8_mla_block_as_the_plan_does():
+    """vLLM 0.18+ on Hopper: 16-token blocks for 16-bit K/V, FlashMLA's 64 for fp8 (the sweep's KV columns and the
+    plan's request bytes agree on both)."""
+    from kvplan.planning.sweep import sweep
+
+    for kv, block in ((None, 16), ("fp8", 64)):
+        kw = {} if kv is None else {"kv_dtype": kv}
+        row = list(sweep("deepseek-v2-lite", batch="1", seq_len="5000", gpu="H100-SXM", tp="1", engine="vllm", **kw))[0]
+        assert row["kv_cache.bytes_per_sequence"] == row["request_kv_bytes"]
+        assert row["kv_cache.bytes_per_sequence"] == cdiv(5000, block) * block * row["kv_cache.bytes_per_token"]
