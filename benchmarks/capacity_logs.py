@@ -93,13 +93,13 @@ CASES = [
     Case("public log (file 7292846353)", "Qwen3-Next-80B-A3B-Instruct (36 Gated DeltaNet + 12 attention), 2x H200, TP2, "
          "vLLM 0.10.2, max_len 262,144",
          dict(model=hybrid("Qwen/Qwen3-Next-80B-A3B-Instruct"), gpu="H200", tp=2, max_model_len=262144,
-              kv_cache_memory="44.59GiB"),
+              kv_cache_memory="44.59GiB", engine="vllm==0.10.2"),
          {"block size": 544, "mamba padding %": 1.49, "tokens (0.10 formula)": 973760, "concurrency": 14.77,
           "weights GiB": 74.2812}),
     Case("MetaX C500 lifecycle notes", "LFM2.5-1.2B-Instruct (10 short conv + 6 attention), TP1, vLLM 0.17.0, "
          "max_len 2,048; KV memory implied by the log's two figures (40,738 blocks)",
          dict(model=hybrid("LiquidAI/LFM2.5-1.2B-Instruct"), gpu="L4", max_model_len=2048,
-              kv_cache_memory=40738 * 6 * 32768),
+              kv_cache_memory=40738 * 6 * 32768, engine="vllm==0.17"),
          {"block size": 16, "mamba padding %": 300.0, "padding layers": 2, "tokens (0.10 formula)": 217264,
           "concurrency": 313.37}),
     Case("vllm#24280", "NVIDIA-Nemotron-Nano-9B-v2 (27 Mamba-2 + 4 attention), TP1, vLLM (Sep 2025: SSM state in the "

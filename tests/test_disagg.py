@@ -53,7 +53,8 @@ def test_rate_matching_uses_aiconfigurators_factors():
 def test_mla_hand_over_is_read_once_per_decode_rank():
     r = disagg("deepseek-v2-lite", gpu="H100-SXM", rate=2, isl=1000, osl=100, ttft_ms=5000, tpot_ms=100)
     per_token = 27 * (512 + 64) * 2  # DeepSeek-V2-Lite: 27 MLA layers, kv_lora_rank 512 + rope 64, bf16
-    assert r.kv_transfer_bytes_per_request == 1024 * per_token * r.decode.tp  # 16 blocks of 64 on Hopper
+    # 63 blocks of 16 on Hopper (vLLM 0.18+: FLASH_ATTN_MLA's preferred block, serving_vllm.default_block_size)
+    assert r.kv_transfer_bytes_per_request == 1008 * per_token * r.decode.tp
 
 
 @pytest.mark.parametrize("kw, flag", [

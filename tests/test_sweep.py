@@ -313,24 +313,25 @@ def test_a_capacity_sweeps_max_model_len_column_shows_the_length_planned():
     assert [r["max_model_len"] for r in rows] == [2048, 4096]
 
 
-@pytest.mark.parametrize("gpu, block", [("H100-SXM", 64), ("A100-80GB", 16)])
-def test_an_mla_rows_kv_columns_take_the_engines_block_on_that_gpu(gpu, block):
-    """vLLM pages MLA in FlashMLA's 64-token blocks on Hopper: the KV columns agree with the plan's request bytes
-    (they used 16 beside the plan's 64)."""
-    row = list(sweep("deepseek-v2-lite", batch="1", seq_len="5000", gpu=gpu, tp="1", engine="vllm"))[0]
+@pytest.mark.parametrize("gpu, engine, block", [("H100-SXM", "vllm==0.17", 64), ("B200", "vllm", 32),
+                                               ("A100-80GB", "vllm", 16)])
+def test_an_mla_rows_kv_columns_take_the_engines_block_on_that_gpu(gpu, engine, block):
+    """vLLM pages MLA in its backend's blocks (FlashMLA's 64 on Hopper through 0.17, FlashInfer MLA's 32 on Blackwell
+    from 0.18): the KV columns agree with the plan's request bytes (they used 16 beside the plan's 64)."""
+    row = list(sweep("deepseek-v2-lite", batch="1", seq_len="5000", gpu=gpu, tp="1", engine=engine))[0]
     assert row["kv_cache.bytes_per_sequence"] == row["request_kv_bytes"]
     per_token = row["kv_cache.bytes_per_token"]
     assert row["kv_cache.bytes_per_sequence"] == -(-5000 // block) * block * per_token
 
 
 def test_the_estimate_takes_the_same_block_on_that_gpu():
-    """`estimate --engine vllm --gpu H100-SXM` of an MLA model: FlashMLA's 64-token blocks, as the sweep and the plan
-    (it kept 16); a given --block-size wins, and without --gpu it stays 16."""
-    row = list(sweep("deepseek-v2-lite", batch="1", seq_len="5000", gpu="H100-SXM", engine="vllm"))[0]
-    e = estimate("deepseek-v2-lite", seq_len=5000, engine="vllm", gpu="H100-SXM")
-    assert e.inputs.block_size == 64 and e.kv_cache.bytes_per_sequence == row["kv_cache.bytes_per_sequence"]
+    """`estimate --engine vllm --gpu B200` of an MLA model: FlashInfer MLA's 32-token blocks (vLLM 0.18+), as the
+    sweep and the plan (it kept 16); a given --block-size wins, and without --gpu it stays 16."""
+    row = list(sweep("deepseek-v2-lite", batch="1", seq_len="5000", gpu="B200", engine="vllm"))[0]
+    e = estimate("deepseek-v2-lite", seq_len=5000, engine="vllm", gpu="B200")
+    assert e.inputs.block_size == 32 and e.kv_cache.bytes_per_sequence == row["kv_cache.bytes_per_sequence"]
     assert estimate("deepseek-v2-lite", seq_len=5000, engine="vllm").inputs.block_size == 16
-    given = estimate("deepseek-v2-lite", seq_len=5000, engine="vllm", gpu="H100-SXM", block_size=16)
+    given = estimate("deepseek-v2-lite", seq_len=5000, engine="vllm", gpu="B200", block_size=16)
     assert given.inputs.block_size == 16
 
 

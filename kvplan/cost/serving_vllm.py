@@ -87,14 +87,41 @@ def batch_defaults(total_bytes: int, gpu_name: str, large_gpu_tier: bool = True)
     return 2048, 256
 
 
-def default_block_size(card: ModelCard, compute_capability: float | None) -> int:
-    """16, or the MLA backend's preferred size (platforms/interface.py update_block_size_for_backend): FlashMLA 64 on
-    Hopper, CUTLASS MLA 128 on Blackwell."""
+# The MLA block vLLM takes without --block-size, by release (VllmVersion.mla_block_rule; platforms/cuda.py
+# check_and_update_config forces it through 0.17, read in 0.9.1, 0.10.2, 0.11.0, 0.12.0, 0.14.1, 0.15.0, 0.17.1;
+# the forcing code is absent from 0.18.0 on):
+# "forced": FlashMLA's 64 on Hopper (is_flashmla_supported / is_flashmla_dense_supported: SM 9.x), CUTLASS MLA's
+#   128 on Blackwell (0.10.1 - 0.14: "Blackwell => Force CutlassMLA"; 0.9.x and 0.10.0 force nothing on Blackwell:
+#   not separated in their range), 16 elsewhere
+# "flashinfer": 0.15 - 0.17, Blackwell with qk_nope_head_dim == 128 gets FlashInfer MLA ("Blackwell => Force
+#   FlashInfer MLA"; "Forcing kv cache block size to 64 for FlashInferMLA backend", its block not in [32, 64]),
+#   other Blackwell MLA models CUTLASS's 128; Hopper FlashMLA's 64. Dense FlashMLA is Hopper's only
+#   (is_flashmla_dense_supported: "only supported on Hopper devices"), so SM 8.x and 12.x keep 16 in both.
+# "preferred": 0.18+, platforms/interface.py update_block_size_for_backend: the first backend of
+#   _get_backend_priorities that takes the model, its get_preferred_block_size(16) (16 if it takes 16, else the
+#   smallest of get_supported_kernel_block_sizes; read in 0.18.0, 0.25.1, 0.33.0). SM 9.x: FLASH_ATTN_MLA
+#   ([MultipleOf(16)]: 16) for 16-bit K/V; it takes no fp8, so fp8 K/V gets FLASHMLA ([64]). SM 10.x: FLASHINFER_MLA
+#   ([32, 64]: 32) where qk_nope_head_dim is 64, 128 or 192 (supports_combination), else CUTLASS_MLA ([128]).
+#   Others (SM 8.x: TRITON_MLA, SM 12.x: TRITON_MLA): [MultipleOf(16)], 16.
+MLA_BLOCK_RULES = ("forced", "flashinfer", "preferred")
+
+
+def default_block_size(card: ModelCard, compute_capability: float | None, rule: str = "forced",
+                       kv_dtype: str | None = None) -> int:
+    """16, or the block vLLM takes for an MLA model on a GPU of ``compute_capability`` under the release's ``rule``
+    (MLA_BLOCK_RULES, the note above); ``kv_dtype``: the K/V dtype's name (fp8 moves 0.18+ Hopper to FlashMLA)."""
     if card.mla is None or compute_capability is None:
         return DEFAULT_BLOCK_SIZE
-    if compute_capability >= 10:
-        return 128
-    return 64 if compute_capability >= 9 else DEFAULT_BLOCK_SIZE
+    major = int(compute_capability)
+    if rule == "preferred":
+        if major == 9:
+            return 64 if kv_dtype is not None and kv_dtype.startswith("fp8") else DEFAULT_BLOCK_SIZE
+        if major == 10:
+            return 32 if card.mla.qk_nope_head_dim in (64, 128, 192) else 128
+        return DEFAULT_BLOCK_SIZE
+    if major == 10:
+        return 64 if rule == "flashinfer" and card.mla.qk_nope_head_dim == 128 else 128
+    return 64 if major == 9 else DEFAULT_BLOCK_SIZE
 
 
 # config/cache.py BlockSize, the `--block-size` choices (read in every release 0.9.1 - 0.17.1; 0.18.0 takes any int)
@@ -433,22 +460,38 @@ def max_in_flight_tokens(max_num_batched_tokens: int, pp: int, concurrent_batche
 
 def pages_per_request(spec: KVLayerSpec | MambaPage, max_model_len: int, block_size: int, in_flight: int) -> int:
     """kv_cache_interface.py max_memory_usage_bytes / page_size_bytes: full and MLA cdiv(L, bs); sliding window
-    cdiv(min(W - 1 + in-flight tokens, L), bs) + 1; a state layer (MambaSpec, mamba_cache_mode "none") 1."""
+    cdiv(min(W - 1 + in-flight tokens, L), bs) + 1; a state layer its MambaPage's ``pages`` (``state_pages``)."""
     if spec.per_sequence:
-        return 1
+        return getattr(spec, "pages", 1)
     if spec.window is None:
         return cdiv(max_model_len, block_size)
     return cdiv(min(spec.window - 1 + in_flight, max_model_len), block_size) + 1
+
+
+def state_pages(align: bool, speculative_blocks: int = 0, checkpoint_blocks: int = 0) -> int:
+    """Pages one request holds in a state group (v1/kv_cache_interface.py MambaSpec.max_memory_usage_bytes /
+    page_size_bytes): mamba_cache_mode "none" 1 + num_speculative_blocks; "align" (prefix caching on) 2 +
+    num_speculative_blocks + num_prefill_checkpoint_blocks (0.28.0: 2 + speculative; the checkpoint term from 0.29.0).
+    The callers pass what their release declares (VllmVersion)."""
+    return (2 + checkpoint_blocks if align else 1) + speculative_blocks
+
+
+# platforms/interface.py _align_hybrid_block_size (0.33.0), align mode: "Internal prefill checkpoints land on block
+# boundaries": kernel_block_alignment_size = lcm(it, get_mamba_prefill_checkpoint_alignment) - the Gated DeltaNet
+# layers on FlashInfer's prefill declare FLASHINFER_GDN_CHECKPOINT_ALIGNMENT (v1/attention/backends/gdn_attn.py: "its
+# 64-token chunk"); absent before 0.33.0
+GDN_CHECKPOINT_ALIGNMENT = 64
 
 
 @dataclass(frozen=True)
 class MambaPage:
     """One state layer's page in vLLM's pool (kv_cache_interface.py MambaSpec): its conv and SSM states of one
     request, ``state_bytes`` = sum(prod(shape) x dtype size); ``padded_bytes`` (cache_config.mamba_page_size_padded)
-    makes it the size of an attention page."""
+    makes it the size of an attention page; ``pages``: the pages one request holds (``state_pages``)."""
 
     state_bytes: int
     padded_bytes: int | None = None
+    pages: int = 1
     kind: str = "mamba"
     window: None = None
     per_sequence: bool = True
@@ -501,13 +544,16 @@ def bytes_per_block(groups: list[KVCacheGroup], block_size: int, layers: range |
 
 
 def hybrid_block_size(attn_bytes_per_token: int, mamba_bytes: int, block_size: int,
-                      kernel_alignment: int = DEFAULT_BLOCK_SIZE) -> tuple[int, int | None]:
-    """(attention block size, padded mamba page) of a hybrid model without prefix caching
+                      kernel_alignment: int = DEFAULT_BLOCK_SIZE, checkpoint_alignment: int = 1
+                      ) -> tuple[int, int | None]:
+    """(attention block size, padded mamba page) of a hybrid model in mamba_cache_mode "none" or "align"
     (platforms/interface.py _align_hybrid_block_size; models/config.py HybridAttentionMambaModelConfig before it):
-    alignment = max(kernel block size, block_size); attn_block = alignment x cdiv(mamba page, alignment x attention
-    page of 1 token), taken when larger than block_size ('Setting attention block size to N tokens'); the mamba page
-    is then padded to block x attention page ('Padding mamba page size by p%'), None when already equal."""
-    alignment = max(kernel_alignment, block_size)
+    alignment = max(kernel block size, block_size), in align mode lcm'd with the layers' prefill checkpoint
+    alignment (``checkpoint_alignment``, 0.33+: GDN_CHECKPOINT_ALIGNMENT; 1 otherwise); attn_block = alignment x
+    cdiv(mamba page, alignment x attention page of 1 token), taken when larger than block_size ('Setting attention
+    block size to N tokens'); the mamba page is then padded to block x attention page ('Padding mamba page size by
+    p%'), None when already equal. (0.28 - 0.32 align mode only sets mamba_block_size = block_size.)"""
+    alignment = math.lcm(max(kernel_alignment, block_size), checkpoint_alignment)
     attn_block = alignment * cdiv(mamba_bytes, alignment * attn_bytes_per_token)
     block = max(block_size, attn_block)
     attn_page = block * attn_bytes_per_token
@@ -515,14 +561,15 @@ def hybrid_block_size(attn_bytes_per_token: int, mamba_bytes: int, block_size: i
 
 
 def vllm_layer_specs(layer_specs: list[tuple[int, tuple[KVLayerSpec, ...]]],
-                     padded: int | None = None) -> tuple[list, list[int]]:
+                     padded: int | None = None, pages: int = 1) -> tuple[list, list[int]]:
     """vLLM's per-layer KV cache specs of a rank (get_kv_cache_spec): each attention spec as it is, each state layer's
-    conv and SSM states as one MambaPage (MambaBase.get_kv_cache_spec); and the decoder layer of each."""
+    conv and SSM states as one MambaPage of ``pages`` per request (MambaBase.get_kv_cache_spec); and the decoder
+    layer of each."""
     specs, layers = [], []
     for i, layer in layer_specs:
         attention = [sp for sp in layer if not sp.per_sequence]
         states = sum(sp.bytes_per_token for sp in layer if sp.per_sequence)
-        for sp in attention + ([MambaPage(states, padded)] if states else []):
+        for sp in attention + ([MambaPage(states, padded, pages)] if states else []):
             specs.append(sp)
             layers.append(i)
     return specs, layers

@@ -158,17 +158,18 @@ def _gpu(q: EstimateRequest):
 
 def _default_block(card: ModelCard, q: EstimateRequest) -> int:
     """--block-size not given: ``default_block`` of the engine on --gpu."""
-    return default_block(get_engine(q.engine), card, q.gpu, q.gpu_file)
+    return default_block(get_engine(q.engine), card, q.gpu, q.gpu_file, q.kv_dtype)
 
 
-def default_block(engine: Engine, card: ModelCard, gpu: str | None, gpu_file: str | None) -> int:
-    """The block an estimate (or a sweep's KV columns) takes without --block-size: the runtime's on ``gpu``
-    (``block_size_on``: vLLM pages MLA in FlashMLA's 64 tokens on Hopper), else vLLM's default 16."""
+def default_block(engine: Engine, card: ModelCard, gpu: str | None, gpu_file: str | None,
+                  kv_dtype: str | None = None) -> int:
+    """The block an estimate (or a sweep's KV columns) takes without --block-size: the runtime's on ``gpu`` for
+    ``kv_dtype`` (``block_size_on``: vLLM pages MLA in its backend's blocks, by release), else vLLM's default 16."""
     if gpu is not None:
         from kvplan.cost.hardware import load_gpu
 
         on = getattr(engine, "block_size_on", None)  # a runtime's; bare cache rules choose none
-        block = on(card, load_gpu(gpu, gpu_file)) if on else None
+        block = on(card, load_gpu(gpu, gpu_file), kv_dtype) if on else None
         if block:
             return block
     return 16

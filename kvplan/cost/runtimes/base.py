@@ -228,10 +228,11 @@ class Runtime(Engine):
         """The dtype of conv and SSM states when it differs from the K/V dtype; None: the same."""
         return None
 
-    def hybrid_block(self, card: ModelCard, kv_t: DType, layout: Layout, block_size: int,
+    def hybrid_block(self, card: ModelCard, kv_t: DType, layout: Layout, opts: Options,
                      state_t: DType | None) -> tuple[int, int | None, int]:
-        """(block size, state page padded, state page) after page unification; unpaged runtimes keep the block."""
-        return block_size, None, 0
+        """(block size, state page padded, state page) after page unification of the block ``opts`` resolved;
+        unpaged runtimes keep the block."""
+        return opts.block_size, None, 0
 
     # -- the budget --
 
@@ -354,9 +355,9 @@ class Runtime(Engine):
         engine caps them; None: the pool alone limits them."""
         return None
 
-    def block_size_on(self, card: ModelCard, gpu) -> int | None:
-        """The tokens per page this runtime takes for ``card`` on ``gpu`` by default; None: no GPU-dependent choice
-        (a sweep's KV columns keep their 16)."""
+    def block_size_on(self, card: ModelCard, gpu, kv_dtype: str | None = None) -> int | None:
+        """The tokens per page this runtime takes for ``card`` on ``gpu`` by default (``kv_dtype``: the K/V dtype as
+        given, None: the engine's); None: no GPU-dependent choice (a sweep's KV columns keep their 16)."""
         return None
 
     def running(self, s: Setup, p: Pool) -> float:

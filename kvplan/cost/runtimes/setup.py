@@ -49,6 +49,7 @@ class ServingFlags:
     limit_mm_per_prompt: str | dict | None = None  # vLLM --limit-mm-per-prompt (JSON text or a dict)
     mm_encoder_tp_mode: str | None = None  # vLLM --mm-encoder-tp-mode: weights (default) or data
     cpu_offload_gb: float | None = None  # vLLM --cpu-offload-gb: GiB of decoder-layer weights per GPU kept in CPU memory
+    kv_cache_dtype: str | None = None  # not a flag: the K/V dtype the plan resolved (vLLM's MLA backend depends on it)
     llama: LlamaFlags | None = None  # llama.cpp's own flags (-c, -np, -ctk, -ctv, -fa, -ngl, ...): llamacpp, ollama
     speculative_algorithm: str | None = None  # SGLang --speculative-algorithm EAGLE|EAGLE3|NEXTN|STANDALONE|NGRAM
     speculative_draft_model_path: str | None = None  # SGLang --speculative-draft-model-path
@@ -121,6 +122,9 @@ class Options:
     mm_encoder_data: bool = False  # the vision tower whole on every rank (--mm-encoder-tp-mode data, where supported)
     mm_encoder_mode: str | None = None  # --mm-encoder-tp-mode as given
     cpu_offload_gb: float = 0.0  # vLLM --cpu-offload-gb (kvplan.cost.offload)
+    state_pages: int = 1  # vLLM: pages one request holds in each state group (serving_vllm.state_pages)
+    state_alignment: int = 1  # vLLM: the align-mode checkpoint alignment of the hybrid block (0.33+ GDN: 64)
+    mamba_cache_mode: str | None = None  # vLLM hybrids: "none" or "align" (prefix caching on), as this plan takes it
     max_running_requests: int | None = None  # SGLang --max-running-requests as given (None: resolve_max_num_reqs')
     radix_disabled: bool = False  # SGLang --disable-radix-cache given
     max_mamba_cache_size: int | None = None  # SGLang --max-mamba-cache-size as given, where SGLang uses it (None: not)

@@ -94,6 +94,31 @@ class VllmVersion(VersionRange):
     # from config/cache.py BlockSize (engine/arg_utils.py literal_to_kwargs): Literal[1, 8, 16, 32, 64, 128], 256
     # added in 0.11.1 (the 0.11 range takes it); None: 0.18+, any int > 0 (``SkipValidation[int]``; 0.28: gt=0)
     block_size_choices: tuple[int, ...] | None = None
+    # the MLA block without --block-size (serving_vllm.MLA_BLOCK_RULES): "forced" through 0.14 (FlashMLA 64 on
+    # Hopper, CUTLASS 128 on Blackwell), "flashinfer" 0.15 - 0.17 (FlashInfer MLA's 64 on Blackwell), "preferred"
+    # 0.18+ (the backend's get_preferred_block_size(16): 16 on Hopper, 32 on Blackwell)
+    mla_block_rule: str = "forced"
+    # 0.15+: a state group's pages per request count the speculative tokens (v1/kv_cache_interface.py
+    # MambaSpec.max_memory_usage_bytes: 1 + num_speculative_blocks, mamba/abstract.py num_speculative_blocks =
+    # num_speculative_tokens; read in 0.15.0, 0.20.0, 0.26.0, 0.28.0, 0.33.0); 0.12 - 0.14: cdiv(max_model_len,
+    # mamba_block_size = max_model_len) = 1, 0.10 - 0.11: page_size_bytes, 1
+    state_pages_count_speculative: bool = False
+    # 0.28+: prefix caching on by default for hybrid models (engine/arg_utils.py
+    # _set_default_chunked_prefill_and_prefix_caching_args: default_prefix_caching = is_prefix_caching_supported,
+    # True for generative hybrids in config/model.py; 0.26.0 - 0.27.1 "keep it opt-in for now": `and not is_hybrid`;
+    # 0.12 - 0.25 is_prefix_caching_supported is False for them), so MambaModelConfig.verify_and_update_config
+    # (models/config.py, through HybridAttentionMambaModelConfig for every is_hybrid model) sets mamba_cache_mode
+    # "align": 2 pages per state group and request (serving_vllm.state_pages). Attention-free models keep it off.
+    hybrid_prefix_caching: bool = False
+    # align mode's num_prefill_checkpoint_blocks (one more page per state group and request) by the card's ssm kind:
+    # 0.32+ Mamba-2 (mamba_mixer2.py MambaMixer2.get_kv_cache_spec: replace(spec, num_prefill_checkpoint_blocks=1),
+    # absent in 0.31.0); 0.33+ Gated DeltaNet where its prefill runs FlashInfer's kernel (gdn/qwen_gdn_linear_attn.py
+    # get_kv_cache_spec, ``checkpoint_on_sm90``), which also aligns the block to serving_vllm.GDN_CHECKPOINT_ALIGNMENT
+    checkpoint_state_kinds: frozenset[str] = frozenset()
+    # 0.33+: Gated DeltaNet layers export prefill checkpoints in align mode on SM 9.0 (_resolve_gdn_prefill_backend:
+    # "Hopper (SM90) - no further constraints" picks FlashInfer; on Blackwell it needs head_k_dim 128 and a CUDA 13
+    # runtime, which kvplan cannot see: there it takes Triton/FLA, no checkpoint, and the plan's note says so)
+    gdn_checkpoints: bool = False
 
     def pp_vocab_every_stage(self, hf_architecture: str | None) -> frozenset[str]:
         """What of the vocabulary ("embedding", "lm_head") every pipeline stage holds for this architecture in this
@@ -123,6 +148,8 @@ V0_RANGES = (
     # not modelled. This range is their V0 engine (VLLM_USE_V1=0, or a model V1 did not support).
     _v0("0.7-0.9.0", (0, 7), (0, 9, 0), note="; 0.8.0-0.9.0 ran V1 by default, not modelled: their V0"),
 )
+# 0.18+: the MLA block is the backend's preferred size, and a state group's pages count the speculative tokens
+_V0_18 = dict(mla_block_rule="preferred", state_pages_count_speculative=True)
 VERSIONS = (
     *V0_RANGES,
     # 0.9.1 - 0.9.2 (read in the 0.9.1 wheel against 0.10.0's): determine_available_memory, memory_profiling, the
@@ -132,33 +159,38 @@ VERSIONS = (
     VllmVersion("vLLM 0.9.1-0.10 (V1 engine)", (0, 9, 1), (0, 10), 0.9, False, True, False,
                 vl.SORTED_SAMPLER_BYTES_PER_LOGIT, sampler_holds_hidden=True,
                 block_size_choices=vl.BLOCK_SIZE_CHOICES_0_9_1),
-    # 0.11 and 0.12-0.16 share every rule but the MXFP4 backend on Hopper (serving_vllm.mxfp4_layout: Marlin until
-    # triton_kernels is vendored in 0.12.0, then Triton)
+    # 0.11, 0.12-0.14 and 0.15-0.16 share every rule but the MXFP4 backend on Hopper (serving_vllm.mxfp4_layout:
+    # Marlin until triton_kernels is vendored in 0.12.0, then Triton), and from 0.15 FlashInfer MLA's block on
+    # Blackwell and the speculative tokens in a state group's pages
     *(VllmVersion(f"vLLM {label} (V1 engine)", first, last, 0.9, False, True, False,
                   vl.SORTED_SAMPLER_BYTES_PER_LOGIT, sampler_holds_hidden=True,
-                  compile_benchmarks_kernels=True, block_size_choices=vl.BLOCK_SIZE_CHOICES_0_11_1)
-      for label, first, last in (("0.11", (0, 11), (0, 11)), ("0.12-0.16", (0, 12), (0, 16)))),
+                  compile_benchmarks_kernels=True, block_size_choices=vl.BLOCK_SIZE_CHOICES_0_11_1,
+                  mla_block_rule=mla, state_pages_count_speculative=spec_pages)
+      for label, first, last, mla, spec_pages in (("0.11", (0, 11), (0, 11), "forced", False),
+                                                  ("0.12-0.14", (0, 12), (0, 14), "forced", False),
+                                                  ("0.15-0.16", (0, 15), (0, 16), "flashinfer", True))),
     # 0.17.0 adds ops/topk_topp_triton.py: the dummy sampler's top-k/top-p no longer sorts (serving_vllm)
     VllmVersion("vLLM 0.17 (V1 engine)", (0, 17), (0, 17), 0.9, False, True, False, None,
                 triton_topk_topp_buffer=True, sampler_holds_hidden=True, compile_benchmarks_kernels=True,
-                block_size_choices=vl.BLOCK_SIZE_CHOICES_0_11_1),
+                block_size_choices=vl.BLOCK_SIZE_CHOICES_0_11_1, mla_block_rule="flashinfer",
+                state_pages_count_speculative=True),
     # 0.18.0 - 0.19.1 print profile_cudagraph_memory's estimate without charging it; every release through 0.20.0
     # prints the token count by blocks (kv_cache_utils.py: num_blocks // len(groups) x min block size; 0.20.1:
     # int(max_concurrency x max_model_len)); read in every release's source, 0.9.1 - 0.33.0
     VllmVersion("vLLM 0.18-0.19 (V1 engine)", (0, 18), (0, 19), 0.9, False, True, False, None,
                 cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_19,
-                triton_topk_topp_buffer=True, sampler_holds_hidden=True, compile_benchmarks_kernels=True),
+                triton_topk_topp_buffer=True, sampler_holds_hidden=True, compile_benchmarks_kernels=True, **_V0_18),
     # 0.20.0: CacheConfig's default utilization 0.92 and VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS "1" (charged: its
     # log's "default since v0.21.0" notwithstanding); profile_cudagraph_memory is the same code in 0.19.1, 0.20.0 and
     # 0.21.0, so the charged per-graph ESTIMATE is 0.21's fit
     VllmVersion("vLLM 0.20.0 (V1 engine)", (0, 20, 0), (0, 20, 0), vl.DEFAULT_UTILIZATION, True, True, False, None,
                 cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21,
-                triton_topk_topp_buffer=True, sampler_holds_hidden=True, compile_benchmarks_kernels=True),
+                triton_topk_topp_buffer=True, sampler_holds_hidden=True, compile_benchmarks_kernels=True, **_V0_18),
     # the Triton kernel's buffer is the same in 0.19.1 and 0.28.0 (read), taken as unchanged between them
     *(VllmVersion(f"vLLM {label} (V1 engine)", first, last, vl.DEFAULT_UTILIZATION, True, False, False, None,
                   cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21,
                   triton_topk_topp_buffer=True, sampler_holds_hidden=True, compile_benchmarks_kernels=True,
-                  v2_architectures=frozenset(v2), v2_listed_dense_only=dense_only)
+                  v2_architectures=frozenset(v2), v2_listed_dense_only=dense_only, **_V0_18)
       for label, first, last, v2, dense_only in (
           ("0.20.1-0.21", (0, 20, 1), (0, 21), (), False),
           ("0.22", (0, 22), (0, 22), vl.V2_ARCHITECTURES_0_22, True),
@@ -171,7 +203,7 @@ VERSIONS = (
     VllmVersion("vLLM 0.25 (V1 engine)", (0, 25), (0, 25), vl.DEFAULT_UTILIZATION, True, False, False, None,
                 cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21,
                 dense_runner_without_graph_estimate=True, triton_topk_topp_buffer=True, sampler_holds_hidden=True,
-                compile_benchmarks_kernels=True, v2_architectures=vl.V2_ARCHITECTURES_0_25),
+                compile_benchmarks_kernels=True, v2_architectures=vl.V2_ARCHITECTURES_0_25, **_V0_18),
     # 0.26 - 0.28: 0.28's _dummy_sampler_run (V1 runner) still samples with top_k and top_p (through the Triton
     # kernel, then once more through forward_native with a generator; the peak is one call's); the null-block
     # reservation (PR 47272) first appears in 0.29.0 (kv_cache_utils.py check_enough_kv_cache_memory and
@@ -179,25 +211,36 @@ VERSIONS = (
     VllmVersion("vLLM 0.26 (V1 engine)", (0, 26), (0, 26), vl.DEFAULT_UTILIZATION, True, False, False, None,
                 cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21,
                 dense_runner_without_graph_estimate=True, triton_topk_topp_buffer=True, sampler_holds_hidden=True,
-                compile_benchmarks_kernels=True, in_flight_batches=True, v2_architectures=vl.V2_ARCHITECTURES_0_26),
+                compile_benchmarks_kernels=True, in_flight_batches=True, v2_architectures=vl.V2_ARCHITECTURES_0_26,
+                **_V0_18),
     # 0.27.0's memory_profiling counts total_consumed (the first release with it; 0.26.0 does not)
     VllmVersion("vLLM 0.27 (V1 engine)", (0, 27), (0, 27), vl.DEFAULT_UTILIZATION, True, False, False, None,
                 cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21,
                 dense_runner_without_graph_estimate=True, triton_topk_topp_buffer=True,
                 counts_torch_state_before_profile=True, sampler_holds_hidden=True, compile_benchmarks_kernels=True,
-                in_flight_batches=True, v2_architectures=vl.V2_ARCHITECTURES_0_27),
-    # 0.28.0 adds get_batch_defaults' 160 GiB tier (absent in 0.27.0, present in 0.28.0 and 0.29.0)
+                in_flight_batches=True, v2_architectures=vl.V2_ARCHITECTURES_0_27, **_V0_18),
+    # 0.28.0 adds get_batch_defaults' 160 GiB tier (absent in 0.27.0, present in 0.28.0 and 0.29.0) and turns prefix
+    # caching on for hybrid models (hybrid_prefix_caching: Mamba cache mode "align")
     VllmVersion("vLLM 0.28 (V1 engine)", (0, 28), (0, 28), vl.DEFAULT_UTILIZATION, True, False, False, None,
                 cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21,
                 dense_runner_without_graph_estimate=True, triton_topk_topp_buffer=True,
                 counts_torch_state_before_profile=True, sampler_holds_hidden=True, compile_benchmarks_kernels=True,
-                in_flight_batches=True, large_gpu_batch_defaults=True, v2_architectures=vl.V2_ARCHITECTURES_0_28),
+                in_flight_batches=True, large_gpu_batch_defaults=True, v2_architectures=vl.V2_ARCHITECTURES_0_28,
+                hybrid_prefix_caching=True, **_V0_18),
     # 0.29+: Model Runner V2 for every model it supports (config/vllm.py use_v2_model_runner), and its
-    # profile_cudagraph_memory estimates the graphs (_profile_cudagraph_memory)
-    VllmVersion(f"vLLM 0.29+ (V1 engine; {vl.RULES.split(' (')[0]} rules)", (0, 29), None, vl.DEFAULT_UTILIZATION,
-                True, False, True, None,
-                cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21, compile_benchmarks_kernels=True,
-                in_flight_batches=True, v2_runner_every_model=True, large_gpu_batch_defaults=True),
+    # profile_cudagraph_memory estimates the graphs (_profile_cudagraph_memory); align mode's prefill checkpoint
+    # page: Mamba-2 layers from 0.32.0, Gated DeltaNet on FlashInfer's prefill (and its 64-token block alignment)
+    # from 0.33.0 (checkpoint_state_kinds, gdn_checkpoints)
+    *(VllmVersion(label, first, last, vl.DEFAULT_UTILIZATION, True, False, True, None,
+                  cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21, compile_benchmarks_kernels=True,
+                  in_flight_batches=True, v2_runner_every_model=True, large_gpu_batch_defaults=True,
+                  hybrid_prefix_caching=True, checkpoint_state_kinds=frozenset(kinds), gdn_checkpoints=gdn,
+                  **_V0_18)
+      for label, first, last, kinds, gdn in (
+          ("vLLM 0.29-0.31 (V1 engine)", (0, 29), (0, 31), (), False),
+          ("vLLM 0.32 (V1 engine)", (0, 32), (0, 32), ("mamba2",), False),
+          (f"vLLM 0.33+ (V1 engine; {vl.RULES.split(' (')[0]} rules)", (0, 33), None, ("mamba2", "gated_deltanet"),
+           True))),
 )
 
 
@@ -299,7 +342,7 @@ class VLLM(Server):
             raise KvplanError(f"--engine: vLLM V0 keeps state layers in its own MambaCacheManager (not modelled); "
                                   f"plan {card.name} with --engine vllm==0.10 or later")
         block = (self._block_size(flags.block_size, card, gpu) if flags.block_size is not None
-                 else vl.default_block_size(card, gpu.compute_capability))
+                 else self.default_block(card, gpu, flags.kv_cache_dtype))
         util = utilization(flags.gpu_memory_utilization, self.version.default_utilization)
         self._refuse_sglang_only(flags)
         kv_mem = None if flags.kv_cache_memory is None else positive_size("--kv-cache-memory", flags.kv_cache_memory)
@@ -315,7 +358,7 @@ class VLLM(Server):
         features = vf.resolve_features(flags, card, layout)
         self._check_mtp_spelling(features["speculative"])
         return Options(util=util, kv_cache_memory=kv_mem, block_size=block, pp_layer_partition=split,
-                       cpu_offload_gb=offload,
+                       cpu_offload_gb=offload, **self.state_options(card, gpu, features["speculative"]),
                        mnbt=_given("--max-num-batched-tokens", flags.max_num_batched_tokens, mnbt),
                        max_num_seqs=_given("--max-num-seqs", flags.max_num_seqs, seqs),
                        flashinfer_sampler=flags.flashinfer_sampler, cold_compile=flags.cold_compile,
@@ -390,9 +433,41 @@ class VLLM(Server):
             raise KvplanError(f"--block-size: {why}, got {block}")
         return block
 
-    def block_size_on(self, card, gpu) -> int | None:
-        """config/cache.py's default, or the MLA backend's (FlashMLA 64 on Hopper and newer): serving_vllm."""
-        return vl.default_block_size(card, gpu.compute_capability)
+    def block_size_on(self, card, gpu, kv_dtype: str | None = None) -> int | None:
+        """config/cache.py's default, or this release's MLA block on ``gpu`` (serving_vllm.default_block_size)."""
+        return self.default_block(card, gpu, kv_dtype)
+
+    def default_block(self, card, gpu, kv_dtype: str | None = None) -> int:
+        """The block this release takes without --block-size (serving_vllm.default_block_size under the version's
+        mla_block_rule; ``kv_dtype``: the K/V dtype's name)."""
+        return vl.default_block_size(card, gpu.compute_capability, self.version.mla_block_rule, kv_dtype)
+
+    def prefix_caching_hybrid(self, card) -> bool:
+        """Whether this release serves ``card``, a hybrid (state and attention layers), with prefix caching on by
+        default, so with Mamba cache mode "align" (VllmVersion.hybrid_prefix_caching); False for other models."""
+        return self.version.hybrid_prefix_caching and card.ssm is not None and bool(card.attention_layers)
+
+    def gdn_checkpoints_on(self, card, gpu) -> bool:
+        """0.33+: a Gated DeltaNet hybrid in align mode on SM 9.0 exports prefill checkpoints (FlashInfer's prefill,
+        VllmVersion.gdn_checkpoints): one more page per state group and request, the block aligned to 64 tokens."""
+        return (self.version.gdn_checkpoints and self.prefix_caching_hybrid(card) and card.ssm.kind == "gated_deltanet"
+                and gpu.compute_capability == 9.0)
+
+    def state_options(self, card, gpu, speculative) -> dict:
+        """The Options of a state model's pages (serving_vllm.state_pages): the Mamba cache mode this release takes
+        (VllmVersion.hybrid_prefix_caching), the pages one request holds per state group (the speculative tokens
+        where the release counts them, align mode's checkpoint page where the card's state layers declare one) and
+        the checkpoint alignment of the hybrid block."""
+        if card.ssm is None:
+            return {}
+        align = self.prefix_caching_hybrid(card)
+        v = self.version
+        gdn = self.gdn_checkpoints_on(card, gpu)
+        checkpoint = int(align and (gdn if card.ssm.kind == "gated_deltanet" else card.ssm.kind
+                                    in v.checkpoint_state_kinds))
+        spec = speculative.k if speculative is not None and v.state_pages_count_speculative else 0
+        return dict(state_pages=vl.state_pages(align, spec, checkpoint), mamba_cache_mode="align" if align else "none",
+                    state_alignment=vl.GDN_CHECKPOINT_ALIGNMENT if gdn else 1)
 
     def runs_graphless_v2(self, card, opts: Options) -> bool:
         """0.22 - 0.28: Model Runner V2, whose profile_cudagraph_memory returns 0 and whose dummy sampler takes no
@@ -407,10 +482,12 @@ class VLLM(Server):
         dense = v.dense_runner_without_graph_estimate and card.moe is None and card.ssm is None
         return (listed or dense) and not ngram
 
-    def hybrid_block(self, card, kv_t, layout, block_size, state_t):
+    def hybrid_block(self, card, kv_t, layout, opts, state_t):
         """vLLM hybrid (attention + state layers): (the block size raised so one attention page holds a state page,
         the state page padded to the attention page, the unpadded state page) by serving_vllm.hybrid_block_size,
-        with one rank's shapes; other models keep ``block_size``."""
+        with one rank's shapes and align mode's checkpoint alignment (``opts.state_alignment``); other models keep
+        the block."""
+        block_size = opts.block_size
         if card.ssm is None:
             return block_size, None, 0
         from kvplan.cost.parallel import Layout, rank_layer_specs
@@ -422,7 +499,7 @@ class VLLM(Server):
                      if any(sp.per_sequence for sp in specs))
         if not card.attention_layers:  # attention-free: one MambaSpec group, nothing to unify
             return block_size, None, mamba
-        return (*vl.hybrid_block_size(attn, mamba, block_size, hybrid_alignment(card)), mamba)
+        return (*vl.hybrid_block_size(attn, mamba, block_size, hybrid_alignment(card), opts.state_alignment), mamba)
 
     # -- budget --
 
@@ -530,11 +607,11 @@ class VLLM(Server):
             from kvplan.cost.parallel import Layout, rank_layer_specs
 
             per_layer = rank_layer_specs(s.card, s.kv_t, self, Layout(tp=s.layout.tp), 0, state_t=s.state_t) + drafts
-            specs, layers = vl.vllm_layer_specs(per_layer, s.state_page_padded)
+            specs, layers = vl.vllm_layer_specs(per_layer, s.state_page_padded, s.opts.state_pages)
             groups = vl.kv_cache_groups(specs, s.block_size, layers)
             block_bytes = lambda layers: vl.bytes_per_block(groups, s.block_size, layers)  # noqa: E731
         else:
-            key = (self, s.card, s.kv_t, s.layout.tp, s.state_t, s.state_page_padded, s.block_size)
+            key = (self, s.card, s.kv_t, s.layout.tp, s.state_t, s.state_page_padded, s.block_size, s.opts.state_pages)
             groups, block_bytes = _kv_cache_groups(*key), lambda layers: _block_bytes(*key, layers)  # noqa: E731
         mnbt = vl.scheduled_tokens(s.mnbt, s.max_num_seqs, s.max_model_len)
         inflight = vl.max_in_flight_tokens(mnbt, s.layout.pp, self.version.in_flight_batches,
@@ -615,7 +692,7 @@ class VLLM(Server):
         cmd += ([f"--kv-cache-memory-bytes {s.kv_cache_memory}"] if s.kv_cache_memory is not None
                 else [f"--gpu-memory-utilization {s.util}"])
         # the block size as given: a hybrid's attention block is vLLM's own multiple of it (hybrid_block)
-        if s.opts.block_size != vl.default_block_size(s.card, s.gpu.compute_capability):
+        if s.opts.block_size != s.engine.default_block(s.card, s.gpu, s.kv_t.name):
             cmd.append(f"--block-size {s.opts.block_size}")
         return " ".join(cmd + dtype_flags(s, "--kv-cache-dtype"))
 
@@ -767,22 +844,25 @@ def _v0_note(s: Setup, p: Pool) -> str:
 
 
 @lru_cache(maxsize=512)
-def _kv_cache_groups(rt: VLLM, card, kv_t, tp: int, state_t, padded: int | None, block_size: int) -> list:
+def _kv_cache_groups(rt: VLLM, card, kv_t, tp: int, state_t, padded: int | None, block_size: int,
+                     state_pages: int = 1) -> list:
     """vLLM's KV cache groups of the whole model on one TP rank (serving_vllm.kv_cache_groups over the per-layer
-    table): the same for every pipeline split and memory budget, so computed once per (card, dtypes, tp, block)."""
+    table; ``state_pages``: each state layer's pages per request): the same for every pipeline split and memory
+    budget, so computed once per (card, dtypes, tp, block)."""
     from kvplan.cost.parallel import Layout, rank_layer_specs
 
     per_layer = rank_layer_specs(card, kv_t, rt, Layout(tp=tp), 0, state_t=state_t)
-    specs, layers = vl.vllm_layer_specs(per_layer, padded)
+    specs, layers = vl.vllm_layer_specs(per_layer, padded, state_pages)
     return vl.kv_cache_groups(specs, block_size, layers)
 
 
 @lru_cache(maxsize=2048)
-def _block_bytes(rt: VLLM, card, kv_t, tp: int, state_t, padded: int | None, block_size: int,
+def _block_bytes(rt: VLLM, card, kv_t, tp: int, state_t, padded: int | None, block_size: int, state_pages: int,
                  layers: range | None) -> int:
     """serving_vllm.bytes_per_block of ``_kv_cache_groups`` on a stage's ``layers`` (None: all): once per layout and
     stage in a search, not once per GPU type."""
-    return vl.bytes_per_block(_kv_cache_groups(rt, card, kv_t, tp, state_t, padded, block_size), block_size, layers)
+    groups = _kv_cache_groups(rt, card, kv_t, tp, state_t, padded, block_size, state_pages)
+    return vl.bytes_per_block(groups, block_size, layers)
 
 
 def _graph_counts(opts: Options) -> tuple[int, int]:
@@ -919,16 +999,39 @@ def _state_notes(s: Setup, p: Pool) -> list[str]:
     if s.card.ssm is None:
         return []
     states = fmt_bytes(p.pool.state_bytes_per_request)
-    out = [f"vLLM state layers ({s.card.state_layers} of {s.card.num_layers}): each keeps one page per request "
-           f"(MambaSpec with mamba_cache_mode 'none': vLLM turns prefix caching off by default for hybrid models, "
-           f"engine/arg_utils.py); states {fmt_bytes(s.state_page_bytes)} per layer and request on this GPU, "
-           f"{states} for all its state layers. A request takes {fmt_int(p.pool.blocks_per_request)} blocks over "
-           f"{p.pool.groups} KV cache groups: cdiv(max_model_len, block) per attention group, 1 per state group."]
+    pages, v = s.opts.state_pages, s.engine.version
+    spec = s.opts.speculative.k if s.opts.speculative is not None and v.state_pages_count_speculative else 0
+    if s.opts.mamba_cache_mode == "align":
+        checkpoint = pages - 2 - spec
+        why = (f"{pages} pages per request and state group (MambaSpec.max_memory_usage_bytes, mamba_cache_mode "
+               f"'align': 2" + (f" + {spec} speculative" if spec else "")
+               + (" + 1 prefill checkpoint" if checkpoint else "") + "): this release turns prefix caching on by "
+               "default for hybrid models (engine/arg_utils.py, 0.28+; 'Mamba cache mode is set to 'align' ... when "
+               "prefix caching is enabled'); launched with --no-enable-prefix-caching, vLLM keeps "
+               f"{1 + spec} (mode 'none'), which kvplan does not plan")
+    else:
+        off = ("an attention-free model keeps prefix caching off (config/model.py is_prefix_caching_supported)"
+               if not s.card.attention_layers else
+               "vLLM turns prefix caching off by default for hybrid models before 0.28 (engine/arg_utils.py)")
+        why = (f"{pages} page{'s' if pages > 1 else ''} per request and state group (MambaSpec with mamba_cache_mode "
+               f"'none'" + (f": 1 + {spec} speculative" if spec else "") + f"; {off})")
+    out = [f"vLLM state layers ({s.card.state_layers} of {s.card.num_layers}): {why}; states "
+           f"{fmt_bytes(s.state_page_bytes)} per layer and request on this GPU, {states} for all its state layers. A "
+           f"request takes {fmt_int(p.pool.blocks_per_request)} blocks over {p.pool.groups} KV cache groups: "
+           f"cdiv(max_model_len, block) per attention group, {pages} per state group."]
+    if (v.gdn_checkpoints and s.opts.mamba_cache_mode == "align" and s.card.ssm.kind == "gated_deltanet"
+            and s.opts.state_alignment == 1 and (s.gpu.compute_capability or 0) >= 10):
+        out.append("Gated DeltaNet prefill: on Blackwell kvplan takes vLLM's Triton/FLA kernel (no prefill checkpoint "
+                   "page, no 64-token block alignment); vLLM 0.33 picks FlashInfer's there when head_k_dim is "
+                   "128 and the CUDA runtime is 13 or newer (qwen_gdn_linear_attn.py _resolve_gdn_prefill_backend), "
+                   "which adds both: not modelled.")
     if s.unified_block or s.state_page_padded:
         attn_layers = max(1, sum(1 for sp in p.limiting.specs if not sp.per_sequence))
         attn_page = s.block_size * (p.limiting.kv_bytes_per_token // attn_layers)
         pct = 100 * (attn_page - s.state_page_bytes) / s.state_page_bytes
-        alignment = max(hybrid_alignment(s.card), s.opts.block_size)
+        import math
+
+        alignment = math.lcm(max(hybrid_alignment(s.card), s.opts.block_size), s.opts.state_alignment)
         out.append(f"vLLM hybrid page unification (platforms/interface.py _align_hybrid_block_size): attention block "
                    f"size {fmt_int(s.block_size)} tokens, the smallest multiple of {fmt_int(alignment)} whose "
                    f"attention page ({fmt_int(attn_page)} B) holds one layer's states ({fmt_int(s.state_page_bytes)} "

@@ -5,7 +5,7 @@
 >>> r.kv_cache.num_blocks > 0, r.fits
 (True, True)
 
-Engines: every runtime of ``kvplan.cost.runtimes`` (``vllm``: V1, the newest modelled range, 0.29+ with 0.33's
+Engines: every runtime of ``kvplan.cost.runtimes`` (``vllm``: V1, the newest modelled range, 0.33+ with 0.33's
 rules; ``vllm==0.11`` and the like: an older range's; ``sglang``: 0.5.23 rules;
 ``hf-static`` / ``hf-dynamic``: transformers, one GPU; ``ideal``: exactly the tokens attention needs, no overheads).
 A plan is assembled here from the runtime's answers (options, refusals, budget, pool, launch line, notes); this
@@ -220,6 +220,8 @@ def setup(card: ModelCard, req: PlanRequest) -> Setup:
             raise
         card, notes, flags, kv_t, w_t, online_fp8 = _served.__wrapped__(*args)
     total = req.gpu.engine_memory_bytes if req.gpu_memory is None else req.gpu_memory  # what torch sees
+    if flags.kv_cache_dtype != kv_t.name:  # the resolved K/V dtype (vLLM's MLA block depends on it)
+        flags = replace(flags, kv_cache_dtype=kv_t.name)
     opts = rt.resolve(flags, card, req.gpu, total, layout, req.max_model_len)
     if opts.shared_prefix_len and opts.shared_prefix_len > req.max_model_len:
         raise KvplanError(f"--shared-prefix-len: {opts.shared_prefix_len:,} tokens; allowed: at most --max-model-len "
@@ -229,7 +231,7 @@ def setup(card: ModelCard, req: PlanRequest) -> Setup:
     context = rt.context_default(layout.tp * layout.pp, req.gpu, context)
     non_torch = rt.non_torch_default(opts, non_torch, card)
     state_t = rt.state_dtype(card, kv_t, _dtype(card, rt, None, "--kv-dtype")[0])
-    block, padded, state_page = rt.hybrid_block(card, kv_t, layout, opts.block_size, state_t)
+    block, padded, state_page = rt.hybrid_block(card, kv_t, layout, opts, state_t)
     pick = lambda given, default: default if given is None else given  # noqa: E731
     return Setup(card=card, engine=rt, gpu=req.gpu, total=total, layout=layout, max_model_len=req.max_model_len,
                  kv_t=kv_t, w_t=w_t, opts=opts, activation=req.activation, non_torch=pick(req.non_torch, non_torch),

@@ -199,10 +199,11 @@ class Sweep:
                         yield from (head + (b, s, bpt, ps, b * ps, wb, b * ps + wb) for b in g.batch)
 
     def _block(self, lay: SweepCase, gpu: str | None) -> int:
-        """The block the KV columns and the roofline take: the one given, else the engine's on this GPU (vLLM's MLA:
-        64 on Hopper, as the plan columns beside them), else 16."""
+        """The block the KV columns and the roofline take: the one given, else the engine's on this GPU for the K/V
+        dtype as given (vLLM's MLA by release, as the plan columns beside them), else 16."""
         g = self.grid
-        return g.cache_block if g.block_size is not None else default_block(lay.engine, lay.card, gpu, g.gpu_file)
+        return (g.cache_block if g.block_size is not None
+                else default_block(lay.engine, lay.card, gpu, g.gpu_file, lay.kv_dtype_given))
 
     def _slow_row(self, lay: SweepCase, head: tuple, b: int, s: int, enc, gpu, par, ps: int) -> tuple:
         g = self.grid
