@@ -53,7 +53,7 @@ GpuMemory = Annotated[_S, typer.Option(
 Tp = Annotated[Optional[int], typer.Option("--tp", help="Tensor-parallel size (default 1).")]
 Pp = Annotated[Optional[int], typer.Option("--pp", help="Pipeline-parallel size (default 1).")]
 Dp = Annotated[Optional[int], typer.Option("--dp", help="Data-parallel replicas (default 1).")]
-VERSIONS_HELP = ("0.2-0.6.4, 0.6.5-0.6.6, 0.7-0.9.0 (V0), 0.9.1-0.10, 0.11, 0.12-0.16, 0.17, 0.18-0.19, "
+VERSIONS_HELP = ("0.2-0.6.4, 0.6.5-0.6.6, 0.7-0.9.0 (V0), 0.9.1-0.10, 0.11, 0.12-0.13, 0.14-0.16, 0.17, 0.18-0.19, "
                   "0.20.0, 0.20.1-0.21, 0.22, 0.23, 0.24, 0.25, 0.26, 0.27, 0.28, 0.29+")
 PlanEngine = Annotated[str, typer.Option(
     "--engine", help=f"The serving engine, {ENGINES_HELP}; a version as vllm==0.11 (modelled: {VERSIONS_HELP}; "

@@ -94,6 +94,10 @@ class VllmVersion(VersionRange):
     # from config/cache.py BlockSize (engine/arg_utils.py literal_to_kwargs): Literal[1, 8, 16, 32, 64, 128], 256
     # added in 0.11.1 (the 0.11 range takes it); None: 0.18+, any int > 0 (``SkipValidation[int]``; 0.28: gt=0)
     block_size_choices: tuple[int, ...] | None = None
+    # 0.14+: chunked local attention layers (Llama-4) keep the hybrid KV cache manager, their own groups of
+    # ChunkedLocalAttentionSpec pages (envs.py VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE defaults to "1");
+    # before, the manager is off and they are full attention (serving_vllm.without_hybrid_manager)
+    chunked_local_groups: bool = True
 
     def pp_vocab_every_stage(self, hf_architecture: str | None) -> frozenset[str]:
         """What of the vocabulary ("embedding", "lm_head") every pipeline stage holds for this architecture in this
@@ -107,7 +111,7 @@ def _v0(label: str, first: tuple[int, ...], last: tuple[int, ...], **release) ->
     return VllmVersion(f"vLLM {label} (V0 engine{release.pop('note', '')})", first, last, 0.9, False, False, False,
                        vl.SORTED_SAMPLER_BYTES_PER_LOGIT, v0_engine=True, block_size_choices=v0.BLOCK_SIZE_CHOICES,
                        entry_alignment_bytes=v0.ENTRY_ALIGNMENT_BYTES, swap_space_bytes=v0.DEFAULT_SWAP_SPACE_BYTES,
-                       profile_holds_qkv=False, fixed_max_num_seqs=v0.DEFAULT_MAX_NUM_SEQS,
+                       profile_holds_qkv=False, fixed_max_num_seqs=v0.DEFAULT_MAX_NUM_SEQS, chunked_local_groups=False,
                        mnbt_covers_max_model_len=True, **release)
 
 
@@ -131,13 +135,15 @@ VERSIONS = (
     # sampler runs (_dummy_run returns hidden_states[logit_indices]), which the fitted sort does not separate
     VllmVersion("vLLM 0.9.1-0.10 (V1 engine)", (0, 9, 1), (0, 10), 0.9, False, True, False,
                 vl.SORTED_SAMPLER_BYTES_PER_LOGIT, sampler_holds_hidden=True,
-                block_size_choices=vl.BLOCK_SIZE_CHOICES_0_9_1),
-    # 0.11 and 0.12-0.16 share every rule but the MXFP4 backend on Hopper (serving_vllm.mxfp4_layout: Marlin until
-    # triton_kernels is vendored in 0.12.0, then Triton)
+                block_size_choices=vl.BLOCK_SIZE_CHOICES_0_9_1, chunked_local_groups=False),
+    # 0.11, 0.12-0.13 and 0.14-0.16 share every rule but the MXFP4 backend on Hopper (serving_vllm.mxfp4_layout:
+    # Marlin until triton_kernels is vendored in 0.12.0, then Triton) and chunked local attention's groups (0.14+)
     *(VllmVersion(f"vLLM {label} (V1 engine)", first, last, 0.9, False, True, False,
                   vl.SORTED_SAMPLER_BYTES_PER_LOGIT, sampler_holds_hidden=True,
-                  compile_benchmarks_kernels=True, block_size_choices=vl.BLOCK_SIZE_CHOICES_0_11_1)
-      for label, first, last in (("0.11", (0, 11), (0, 11)), ("0.12-0.16", (0, 12), (0, 16)))),
+                  compile_benchmarks_kernels=True, block_size_choices=vl.BLOCK_SIZE_CHOICES_0_11_1,
+                  chunked_local_groups=first >= (0, 14))
+      for label, first, last in (("0.11", (0, 11), (0, 11)), ("0.12-0.13", (0, 12), (0, 13)),
+                                 ("0.14-0.16", (0, 14), (0, 16)))),
     # 0.17.0 adds ops/topk_topp_triton.py: the dummy sampler's top-k/top-p no longer sorts (serving_vllm)
     VllmVersion("vLLM 0.17 (V1 engine)", (0, 17), (0, 17), 0.9, False, True, False, None,
                 triton_topk_topp_buffer=True, sampler_holds_hidden=True, compile_benchmarks_kernels=True,
@@ -249,7 +255,10 @@ class VLLM(Server):
 
     def chunk_positions(self, chunk: int, run: CacheRun) -> int:
         """``ChunkedLocalAttentionManager``: before a step from C = L - 1 computed tokens, the (C // chunk) * chunk
-        tokens before the current chunk are skipped and their whole blocks freed (get_num_skipped_tokens)."""
+        tokens before the current chunk are skipped and their whole blocks freed (get_num_skipped_tokens). Before
+        0.14 the layer is full attention (serving_vllm.without_hybrid_manager): every block held."""
+        if not self.version.chunked_local_groups:
+            return self.positions_held(None, run)
         skipped = (run.seq_len - 1) // chunk * chunk
         return (cdiv(run.seq_len, run.block_size) - skipped // run.block_size) * run.block_size
 
@@ -516,8 +525,7 @@ class VLLM(Server):
             from kvplan.cost.parallel import Layout, rank_layer_specs
 
             per_layer = rank_layer_specs(s.card, s.kv_t, self, Layout(tp=s.layout.tp), 0, state_t=s.state_t) + drafts
-            specs, layers = vl.vllm_layer_specs(per_layer, s.state_page_padded)
-            groups = vl.kv_cache_groups(specs, s.block_size, layers)
+            groups = _groups_of(self, per_layer, s.state_page_padded, s.block_size)
             block_bytes = lambda layers: vl.bytes_per_block(groups, s.block_size, layers)  # noqa: E731
         else:
             key = (self, s.card, s.kv_t, s.layout.tp, s.state_t, s.state_page_padded, s.block_size)
@@ -759,7 +767,15 @@ def _kv_cache_groups(rt: VLLM, card, kv_t, tp: int, state_t, padded: int | None,
     from kvplan.cost.parallel import Layout, rank_layer_specs
 
     per_layer = rank_layer_specs(card, kv_t, rt, Layout(tp=tp), 0, state_t=state_t)
+    return _groups_of(rt, per_layer, padded, block_size)
+
+
+def _groups_of(rt: VLLM, per_layer: list, padded: int | None, block_size: int) -> list:
+    """serving_vllm.kv_cache_groups of a per-layer table as this release groups it: chunked local layers as full
+    attention before 0.14 (serving_vllm.without_hybrid_manager)."""
     specs, layers = vl.vllm_layer_specs(per_layer, padded)
+    if not rt.version.chunked_local_groups:
+        specs = vl.without_hybrid_manager(specs)
     return vl.kv_cache_groups(specs, block_size, layers)
 
 
