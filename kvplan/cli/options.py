@@ -24,7 +24,8 @@ ENGINES_HELP = "one of: " + ", ".join(runtime_names())  # every runtime of kvpla
 Engine = Annotated[str, typer.Option("--engine", help=f"The runtime whose cache is sized, {ENGINES_HELP}.")]
 BlockSize = Annotated[int, typer.Option("--block-size", help="vllm: tokens per KV block.")]
 EstimateBlockSize = Annotated[Optional[int], typer.Option(
-    "--block-size", help="vllm: tokens per KV block (default 16; with --gpu the engine's, vLLM MLA: 64 on Hopper).")]
+    "--block-size", help="--engine vllm only: tokens per KV block (default 16; with --gpu the engine's, vLLM MLA: 64 on "
+    "Hopper; a hybrid's attention block is then raised as vLLM unifies its pages).")]
 EncoderLen = Annotated[Optional[int], typer.Option("--encoder-len", help="Encoder tokens (encoder-decoder models).")]
 Gpu = Annotated[Optional[str], typer.Option("--gpu", help="A GPU of the catalog (`kvplan gpus list`), e.g. H100-SXM.")]
 GpuFile = Annotated[Optional[str], typer.Option(

@@ -235,6 +235,7 @@ class VLLM(Server):
                   "own tokens (sliding: last W); MLA: expand in prefill, absorb in decode (MLACommonImpl)")
     kv_dtypes = ("fp32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2")
     paged = True
+    takes_estimate_block = True
     reference_cache = True
     _dtype_hint = " (vLLM kv_cache_dtype: auto, fp8, fp8_e4m3, fp8_e5m2)"
     extra_flags = frozenset({"speculative_config", "shared_prefix_len", "enable_lora", "max_loras", "max_lora_rank",
@@ -418,6 +419,18 @@ class VLLM(Server):
         if not card.attention_layers:  # attention-free: one MambaSpec group, nothing to unify
             return block_size, None, mamba
         return (*vl.hybrid_block_size(attn, mamba, block_size, hybrid_alignment(card)), mamba)
+
+    def held_pages(self, spec, run: CacheRun) -> int:
+        """Pages one sequence holds in a KV cache group of ``spec``: a state group's pages per request
+        (serving_vllm.pages_per_request), an attention group's ``positions_held`` in blocks."""
+        if spec.per_sequence:
+            return vl.pages_per_request(spec, run.seq_len, run.block_size, 0)
+        return spec.positions_held(self, run) // run.block_size
+
+    def cache_groups(self, card, kv_t, block_size: int):
+        """V1: the plan's block and KV cache groups at TP 1 (``hybrid_block``'s unified pages, ``_kv_cache_groups``
+        with the plan's state dtype); V0 (one block table, no groups) or a card that caches nothing: None."""
+        return None if self.version.v0_engine or not card.has_kv_cache else _cache_groups(self, card, kv_t, block_size)
 
     # -- budget --
 
@@ -777,6 +790,18 @@ def _groups_of(rt: VLLM, per_layer: list, padded: int | None, block_size: int) -
     if not rt.version.chunked_local_groups:
         specs = vl.without_hybrid_manager(specs)
     return vl.kv_cache_groups(specs, block_size, layers)
+
+
+@lru_cache(maxsize=512)
+def _cache_groups(rt: VLLM, card, kv_t, block_size: int) -> tuple[int, list]:
+    """VLLM.cache_groups: the state dtype and hybrid block as ``plan`` resolves them (planning.capacity.setup) at
+    TP 1, then ``_kv_cache_groups``."""
+    from kvplan.cost.parallel import Layout
+    from kvplan.model.dtypes import parse_dtype
+
+    state_t = rt.state_dtype(card, kv_t, parse_dtype(rt.default_kv_dtype(card.dtype)[0]))
+    block, padded, _ = rt.hybrid_block(card, kv_t, Layout(), block_size, state_t)
+    return block, _kv_cache_groups(rt, card, kv_t, 1, state_t, padded, block)
 
 
 @lru_cache(maxsize=2048)
