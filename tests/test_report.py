@@ -338,19 +338,28 @@ def test_state_card_report_splits_the_cache(cli, tmp_path):
     e = estimate("jamba-1.5-mini", batch=4, seq_len=8192, engine="vllm", block_size=bs, gpu="H200")
     groups = {g.kind: g for g in e.kv_cache.groups}
     parts = doc.tables["jamba-1.5-mini-cache-parts-table"][1:]
+    # vLLM pads each of the 28 state pages to the attention page (the page padding part; 28 layers in 7 groups of 4:
+    # no padding layer slot)
     assert [(r[0][1], _num(r[1]), _num(r[3])) for r in parts] == [
         ("attention K/V", 4, groups["full"].total_bytes), ("conv state", 28, groups["conv_state"].total_bytes),
-        ("recurrent state", 28, groups["ssm_state"].total_bytes)]
+        ("recurrent state", 28, groups["ssm_state"].total_bytes), ("page padding", 0, groups["padding"].total_bytes)]
+    page = 8 * 128 * 2 * 2 * bs  # one attention layer's page: 8 KV heads x 128 x (K,V) x 2 B per token
+    # vLLM 0.28+ (the default release): prefix caching on for hybrids, Mamba cache mode "align", 2 pages per state
+    # layer and request (serving_vllm.state_pages); conv + SSM states once in their own rows
+    assert groups["padding"].bytes_per_sequence == 28 * (2 * page - (8192 * 3 + 8192 * 16) * 2)
     assert sum(_num(r[3]) for r in parts) == e.kv_cache.total_bytes
     rows = doc.tables["jamba-1.5-mini-kv-table"][1:]
-    assert all(len(r) == 7 for r in rows)  # tokens, bf16, fp32 and fp8 totals, then bf16 by part
+    assert all(len(r) == 8 for r in rows)  # tokens, bf16, fp32 and fp8 totals, then bf16 by part
     for r in rows:
         n = _num(r[0])
-        assert _num(r[1]) == _num(r[4]) + _num(r[5]) + _num(r[6])
+        assert _num(r[1]) == _num(r[4]) + _num(r[5]) + _num(r[6]) + _num(r[7])
         # 4 attention layers x 8 KV heads x 128 x (K,V) x 2 B, for the tokens of whole pages
         assert _num(r[4]) == 4 * 8 * 128 * 2 * 2 * -(-n // bs) * bs
-        assert _num(r[3]) == _num(r[4]) // 2 + _num(r[5]) + _num(r[6])  # fp8 K/V beside bf16 states
-        assert (_num(r[5]), _num(r[6])) == (_num(rows[0][5]), _num(rows[0][6]))  # the states are flat
+        fp8 = estimate("jamba-1.5-mini", seq_len=n, engine="vllm", kv_dtype="fp8_e4m3", block_size=bs)
+        assert _num(r[3]) == fp8.kv_cache.bytes_per_sequence  # fp8 K/V beside bf16 states, paged as vLLM does
+        assert _num(r[3]) < _num(r[1])
+        flat = (_num(r[5]), _num(r[6]), _num(r[7]))
+        assert flat == (_num(rows[0][5]), _num(rows[0][6]), _num(rows[0][7]))  # the states are flat
     assert "fp8_e4m3 quantizes attention K/V only: the conv and recurrent states" in text
     assert "change the K/V heads of the 4 attention layers only" in text
     assert "KV cache (full attention) = 4 seq x 4 layers x 8 kv_heads" in text

@@ -46,7 +46,8 @@ def _bamba_card():
 def test_estimate_numbers_by_hand():
     """Bamba tiny (3 layers: mamba, attention, mamba; Mamba-2 of 8 heads x 16, 2 groups, d_state 8, d_conv 4) in
     bf16 on vLLM, batch 3 at 40 tokens, block 16: conv_dim = 128 + 2 x 2 x 8 = 160."""
-    est = estimate(_bamba_card(), batch=3, seq_len=40, engine="vllm", kv_dtype="bf16", block_size=16)
+    est = estimate(_bamba_card(), batch=3, seq_len=40, engine="vllm", kv_dtype="bf16", block_size=16,
+                   engine_groups=False)
     groups = {g.kind: g for g in est.kv_cache.groups}
     assert groups["conv_state"].total_bytes == 3 * 2 * (160 * 3) * 2  # d_conv - 1 inputs held by vLLM
     assert groups["ssm_state"].total_bytes == 3 * 2 * (8 * 16 * 8) * 2  # mamba_ssm_cache_dtype auto: bf16
@@ -54,7 +55,7 @@ def test_estimate_numbers_by_hand():
     assert est.kv_cache.bytes_per_token == 2 * 2 * 16 * 2  # only the attention layer grows with tokens
     assert est.kv_cache.total_bytes == sum(groups[k].total_bytes for k in groups) == 5760 + 12288 + 18432
     assert "one state per sequence" in groups["ssm_state"].formula and groups["ssm_state"].positions_held == 1
-    longer = estimate(_bamba_card(), batch=3, seq_len=400, engine="vllm", kv_dtype="bf16")
+    longer = estimate(_bamba_card(), batch=3, seq_len=400, engine="vllm", kv_dtype="bf16", engine_groups=False)
     assert [g.total_bytes for g in longer.kv_cache.groups][:2] == [5760, 12288]  # constant in tokens
     # one mixer: in_proj 64 x (128 z + 160 xBC + 8 dt) + 296 bias, conv1d 160 x 4 + 160, dt_bias/A_log/D 3 x 8,
     # gated norm 128, out_proj 128 x 64 + 64 bias

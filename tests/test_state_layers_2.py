@@ -47,7 +47,8 @@ def test_falcon_h1_layers_hold_kv_and_both_states():
     vLLM, batch 3 at 40 tokens, block 16: conv_dim = 128 + 2 x 2 x 8 = 160."""
     card = _card("falcon-h1")
     assert (card.attention_layers, card.state_layers, card.mixer(0)) == (2, 2, "hybrid")
-    est = estimate(card, batch=3, seq_len=40, engine="vllm", kv_dtype="bf16", block_size=16)
+    est = estimate(card, batch=3, seq_len=40, engine="vllm", kv_dtype="bf16", block_size=16,
+                   engine_groups=False)
     groups = {g.kind: g.total_bytes for g in est.kv_cache.groups}
     assert groups == {"full": 3 * 2 * 48 * 2 * 2 * 16 * 2, "conv_state": 3 * 2 * 160 * 3 * 2,
                       "ssm_state": 3 * 2 * 8 * 16 * 8 * 2}
@@ -64,7 +65,8 @@ def test_gated_deltanet_and_short_conv_states_by_hand():
     """Qwen3-Next tiny: Gated DeltaNet of 4 value heads x 8 and 2 key heads x 16, kernel 4: conv over q, k, v
     (2 x 2 x 16 + 4 x 8 = 96 channels), recurrent state 4 x 16 x 8 per layer (3 of 4 layers; every 4th attends).
     LFM2 tiny: a short conv over the 64 hidden channels, kernel 3, no recurrent state. bf16 on vLLM, batch 3."""
-    est = estimate(_card("qwen3-next"), batch=3, seq_len=40, engine="vllm", kv_dtype="bf16", block_size=16)
+    est = estimate(_card("qwen3-next"), batch=3, seq_len=40, engine="vllm", kv_dtype="bf16", block_size=16,
+                   engine_groups=False)
     groups = {g.kind: g.total_bytes for g in est.kv_cache.groups}
     assert groups == {"conv_state": 3 * 3 * 96 * 3 * 2, "ssm_state": 3 * 3 * 4 * 16 * 8 * 2,
                       "full": 3 * 1 * 48 * 2 * 2 * 16 * 2}

@@ -53,7 +53,8 @@ def test_kimi_states_and_latents_by_hand():
     card = _card("kimi")
     assert [card.mixer(i) for i in range(5)] == ["mamba"] * 4 + ["attention"]
     assert [card.is_moe_layer(i) for i in range(5)] == [False] + [True] * 4
-    est = estimate(card, batch=3, seq_len=40, engine="vllm", kv_dtype="bf16", block_size=16)
+    est = estimate(card, batch=3, seq_len=40, engine="vllm", kv_dtype="bf16", block_size=16,
+                   engine_groups=False)
     assert {g.kind: g.total_bytes for g in est.kv_cache.groups} == {
         "conv_state": 3 * 4 * 96 * 3 * 2, "ssm_state": 3 * 4 * 4 * 8 * 8 * 4, "mla": 3 * 1 * 48 * 24 * 2}
     # q/k/v 3 x 64 x 32, f_a 64 x 8, f_b 8 x 32, b 64 x 4, g_a 64 x 8, g_b 8 x 32, o 32 x 64; conv 96 x 4; dt_bias
@@ -67,7 +68,8 @@ def test_olmo_hybrid_states_by_hand():
     """OLMo-hybrid tiny GQA: Gated DeltaNet of 4 value heads x 8 and 2 key heads x 16, kernel 3 (conv over q, k, v:
     2 x 2 x 16 + 4 x 8 = 96 channels); bf16 on vLLM, batch 2 at 20 tokens: recurrent 4 x 16 x 8 in the cache dtype
     (mamba_ssm_cache_dtype auto); the attention layer's K/V 2 heads x 16, 32 positions (2 blocks)."""
-    est = estimate(_card("olmo-hybrid-gqa"), batch=2, seq_len=20, engine="vllm", kv_dtype="bf16", block_size=16)
+    est = estimate(_card("olmo-hybrid-gqa"), batch=2, seq_len=20, engine="vllm", kv_dtype="bf16", block_size=16,
+                   engine_groups=False)
     assert {g.kind: g.total_bytes for g in est.kv_cache.groups} == {
         "conv_state": 2 * 2 * 96 * 2 * 2, "ssm_state": 2 * 2 * 4 * 16 * 8 * 2, "full": 2 * 1 * 32 * 2 * 2 * 16 * 2}
 
@@ -96,7 +98,7 @@ def test_kimi_linear_48b_matches_transformers_and_its_published_size():
     assert round((p.active - p.embedding - p.lm_head) / 1e9) == 3
     # vLLM, bf16, one 131,072-token request: 20 KDA layers (conv 3 x 4096 x 3 in bf16, state 32 x 128 x 128 fp32),
     # 7 MLA layers of 576 latent values per token
-    est = estimate(card, batch=1, seq_len=131072, engine="vllm")
+    est = estimate(card, batch=1, seq_len=131072, engine="vllm", engine_groups=False)
     assert {g.kind: g.total_bytes for g in est.kv_cache.groups} == {
         "conv_state": 20 * 3 * 4096 * 3 * 2, "ssm_state": 20 * 32 * 128 * 128 * 4, "mla": 7 * 131072 * 576 * 2}
 

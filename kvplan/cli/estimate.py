@@ -42,7 +42,7 @@ def estimate(
 ) -> None:
     """KV cache bytes (per token, per sequence, whole batch), weights, and the formula with numbers filled in."""
     from kvplan.model.resolve import resolve_card
-    from kvplan.planning.estimate import EstimateRequest, estimate_request
+    from kvplan.planning.estimate import EstimateRequest, check_block_flag, estimate_request
 
     given = dict(n_ctx=ctx_size, n_parallel=parallel, kv_unified=kv_unified, type_k=cache_type_k, type_v=cache_type_v,
                  flash_attn=flash_attn, n_gpu_layers=n_gpu_layers, swa_full=swa_full or None, n_ubatch=ubatch_size,
@@ -58,6 +58,7 @@ def estimate(
         batch=batch, seq_len=seq_len, encoder_len=encoder_len, kv_dtype=kv_dtype, weight_dtype=weight_dtype,
         engine=engine, max_cache_len=max_cache_len, block_size=block_size, kv_heads=kv_heads, attention=attention,
         prompt_len=prompt_len, gpu=gpu, gpu_file=gpu_file, mfu=mfu, mbu=mbu, llama=llama)
+    check_block_flag(request)
     result = estimate_request(resolve_card(model, hf_config, gguf), request)
     from kvplan.report.estimate import render_estimate
 

@@ -46,6 +46,9 @@ class Engine:
 
     serves_fp32: ClassVar[bool] = True  # runs a float32 checkpoint in float32 when no dtype is given
     paged: ClassVar[bool] = False  # holds whole pages of block_size tokens (vLLM's block pool)
+    # estimate's --block-size sets the pages this engine's positions_held rounds to (vLLM's block); False: its
+    # estimate holds positions in pages of its own or none, and refuses the flag (plan takes each engine's own)
+    takes_estimate_block: ClassVar[bool] = False
     static: ClassVar[bool] = False  # preallocates its buffers to max_cache_len and attends every slot
     sliding_view: ClassVar[bool] = False
     reference_cache: ClassVar[bool] = False  # kvplan verify's reference model implements this cache  # holds a sliding layer's cache as a view of a longer tensor
@@ -60,6 +63,11 @@ class Engine:
         SGLang's token pool and TensorRT-LLM hold every token)."""
         n = 4 * window + 4096  # past any page rounding (vLLM's blocks, llama.cpp's n_swa + n_ubatch)
         return self.positions_held(window, CacheRun(n, 0, self.default_max_cache_len(n))) < n
+
+    def held_block(self, run: CacheRun) -> int | None:
+        """The tokens per page ``positions_held`` rounds to, as an estimate's formula names it; None: no pages
+        (every position by itself)."""
+        return run.block_size if self.takes_estimate_block else None
 
     def chunk_positions(self, chunk: int, run: CacheRun) -> int:
         """Positions a chunked local-attention layer holds: the last token's chunk so far, (L-1) // C * C .. L-1."""

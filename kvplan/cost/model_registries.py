@@ -73,6 +73,13 @@ FIRST_RELEASES: dict[str, First] = {
     "SmolLM3ForCausalLM": First("0.10.1", "models/registry.py _TRANSFORMERS_SUPPORTED_MODELS", None, None),
 }
 
+# Encoder-decoder (T5) models: no vLLM registry read holds a T5 class (vllm/model_executor/models/registry.py,
+# 0.9.1 - 0.33.0: its encoder-decoder entries are BART (0.9.1 - 0.10; a plugin from 0.11), Mllama and Whisper) and no
+# SGLang srt/models module names one in its EntryClass (0.4.8 - 0.5.23), so a runtime with a column here loads none;
+# plan refuses every encoder-decoder model (decoder-only serving), estimate the same pairing by this line.
+ENCODER_DECODER_SOURCES = {"vllm": "vllm/model_executor/models/registry.py, read in 0.9.1 - 0.33.0",
+                           "sglang": "sglang/srt/models EntryClass, read in 0.4.8 - 0.5.23"}
+
 # a column of First (a runtime's ``registry_column``) -> its sources written out
 SOURCES = {"vllm": "vllm/model_executor/{}", "sglang": "sglang/srt/models/{} EntryClass"}
 
@@ -97,6 +104,13 @@ def first_release(column: str | None, architecture: str | None) -> tuple[str, st
     if row is None or column not in SOURCES or getattr(row, column) is None:
         return None
     return getattr(row, column), SOURCES[column].format(getattr(row, f"{column}_source"))
+
+
+def encoder_decoder_refusal(column: str | None, display: str, card_name: str, architecture: str | None) -> str:
+    """The one-line refusal of an encoder-decoder card on the runtime of ``column`` (ENCODER_DECODER_SOURCES)."""
+    return (f"--engine: {display} cannot load {card_name}, an encoder-decoder model: no {display} model registry "
+            f"read holds {architecture or 'a T5 class'} ({ENCODER_DECODER_SOURCES[column]}); size it with --engine "
+            f"ideal, hf-static or hf-dynamic")
 
 
 def release_refusal(column: str | None, name: str, display: str, pinned: str, card_name: str,

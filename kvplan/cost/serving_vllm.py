@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from types import MappingProxyType
 
@@ -460,9 +460,13 @@ def max_in_flight_tokens(max_num_batched_tokens: int, pp: int, concurrent_batche
 
 def pages_per_request(spec: KVLayerSpec | MambaPage, max_model_len: int, block_size: int, in_flight: int) -> int:
     """kv_cache_interface.py max_memory_usage_bytes / page_size_bytes: full and MLA cdiv(L, bs); sliding window
-    cdiv(min(W - 1 + in-flight tokens, L), bs) + 1; a state layer its MambaPage's ``pages`` (``state_pages``)."""
+    cdiv(min(W - 1 + in-flight tokens, L), bs) + 1; chunked local attention (ChunkedLocalAttentionSpec, read in
+    0.14.0 and 0.33.0: max_admission_blocks_per_request) cdiv(min(chunk + in-flight tokens, L), bs); a state layer
+    its MambaPage's ``pages`` (``state_pages``)."""
     if spec.per_sequence:
         return getattr(spec, "pages", 1)
+    if spec.chunk is not None:
+        return cdiv(min(spec.chunk + in_flight, max_model_len), block_size)
     if spec.window is None:
         return cdiv(max_model_len, block_size)
     return cdiv(min(spec.window - 1 + in_flight, max_model_len), block_size) + 1
@@ -494,6 +498,7 @@ class MambaPage:
     pages: int = 1
     kind: str = "mamba"
     window: None = None
+    chunk: None = None
     per_sequence: bool = True
 
     def page_size_bytes(self, block_size: int) -> int:
@@ -575,6 +580,18 @@ def vllm_layer_specs(layer_specs: list[tuple[int, tuple[KVLayerSpec, ...]]],
     return specs, layers
 
 
+def without_hybrid_manager(specs: list) -> list:
+    """Before 0.14 the hybrid KV cache manager is off for a model with chunked local attention (config/vllm.py:
+    "Hybrid KV cache manager is not yet supported with chunked local attention" unless
+    VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE, whose envs.py default is "0" in 0.10.0 - 0.13.0 and "1" from
+    0.14.0), and v1/core/kv_cache_utils.py unify_hybrid_kv_cache_specs (read in 0.10.0 and 0.13.0) turns every
+    chunked and sliding layer into a FullAttentionSpec: one group, cdiv(L, bs) pages per layer (0.9.1 has no
+    ChunkedLocalAttentionSpec: its chunked layers are full attention already). Other models: ``specs`` as given."""
+    if not any(getattr(sp, "chunk", None) for sp in specs):
+        return specs
+    return [replace(sp, kind="full", window=None, chunk=None) if sp.window or sp.chunk else sp for sp in specs]
+
+
 def num_blocks(available: int, block_bytes: int) -> int:
     """kv_cache_utils.py get_kv_cache_config_from_groups: available // bytes_per_block (then min over ranks)."""
     return max(0, available) // block_bytes
@@ -616,7 +633,7 @@ def max_model_len_fit(groups: list[KVCacheGroup], block_bytes: int, available: i
 
     if ok(max_model_len):  # the usual case in a search; ok is monotone in length, so the bisection would agree
         return max_model_len
-    if all(g.spec.window is None and not g.spec.per_sequence for g in groups):  # every group cdiv(L, bs) pages:
+    if all(g.spec.window is None and g.spec.chunk is None and not g.spec.per_sequence for g in groups):  # every group cdiv(L, bs) pages:
         # the bisection's answer in closed form, the most whole blocks per group that fit, times the block size
         budget = available - (block_bytes if reserve_null else 0)
         return max(0, budget // (block_bytes * len(groups))) * block_size if budget > 0 and groups else 0

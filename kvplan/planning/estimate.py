@@ -67,6 +67,9 @@ class EstimateRequest:
     mfu: float | None = None
     mbu: float | None = None
     llama: LlamaFlags | None = None
+    # False: every layer by itself, without the runtime's KV cache groups (vLLM's unified pages and padding slots);
+    # kvplan verify's reference cache pages layer by layer
+    engine_groups: bool = True
 
     @classmethod
     def build(cls, **kw) -> EstimateRequest:
@@ -89,24 +92,26 @@ def estimate(model: ModelCard | str | Path, *, batch: int = 1, seq_len: int, enc
              max_cache_len: int | None = None, block_size: int | None = None, kv_heads: int | None = None,
              attention: str | None = None, prompt_len: int | None = None, gpu: str | None = None,
              gpu_file: str | None = None, mfu: float | None = None, mbu: float | None = None,
-             llama: LlamaFlags | None = None) -> Estimate:
+             llama: LlamaFlags | None = None, engine_groups: bool = True) -> Estimate:
     """Estimate KV cache and weight bytes of ``model`` (a card, a bundled name, a card path or a Hub id ORG/NAME).
 
     ``seq_len`` is the tokens each of ``batch`` sequences holds; ``encoder_len`` the encoder tokens that
     cross-attention caches (encoder-decoder models). Dtypes default to what the engine serves the checkpoint in.
+    ``engine_groups`` False: every layer by itself, without vLLM's KV cache groups (unified pages, padding slots).
     ``prompt_len`` (default ``seq_len``) sizes the prefill FLOPs; ``gpu`` adds roofline bounds. Raises KvplanError
     on bad input.
     """
     req = EstimateRequest.build(
         batch=batch, seq_len=seq_len, encoder_len=encoder_len, kv_dtype=kv_dtype, weight_dtype=weight_dtype,
         engine=engine, max_cache_len=max_cache_len, block_size=block_size, kv_heads=kv_heads, attention=attention,
-        prompt_len=prompt_len, gpu=gpu, gpu_file=gpu_file, mfu=mfu, mbu=mbu, llama=llama)
+        prompt_len=prompt_len, gpu=gpu, gpu_file=gpu_file, mfu=mfu, mbu=mbu, llama=llama, engine_groups=engine_groups)
     return estimate_request(model if isinstance(model, ModelCard) else load_card(model), req)
 
 
 def estimate_request(base: ModelCard, q: EstimateRequest) -> Estimate:
     """The orchestrator: the card in the asked layout, the runtime's resolution, KV, weights, FLOPs, roofline."""
     card = with_layout(base, kv_heads=q.kv_heads, attention=q.attention)
+    given_block = q.block_size if get_engine(q.engine).takes_estimate_block else None
     q = q if q.block_size is not None else replace(q, block_size=_default_block(card, q))
     kv_dtype, llama = get_engine(q.engine).cache_type_flags(q.kv_dtype, q.llama)  # llama.cpp: -ctk/-ctv
     q = replace(q, kv_dtype=kv_dtype, llama=llama)
@@ -116,9 +121,11 @@ def estimate_request(base: ModelCard, q: EstimateRequest) -> Estimate:
     _check_compute_flags(card, prompt, q.seq_len, gpu=q.gpu, gpu_file=q.gpu_file, mfu=q.mfu, mbu=q.mbu)
     inputs = EstimateInputs.model_construct(model=card.name, batch=q.batch, seq_len=q.seq_len, encoder_len=q.encoder_len,
                             kv_dtype=r.kv_t.name, weight_dtype=r.w_t.name, engine=r.engine.name,
-                            max_cache_len=r.run.max_cache_len, block_size=q.block_size, kv_heads=q.kv_heads,
+                            max_cache_len=r.run.max_cache_len,
+                            block_size=q.block_size if r.engine.takes_estimate_block else given_block,
+                            kv_heads=q.kv_heads,
                             attention=q.attention, prompt_len=prompt, gpu=q.gpu)
-    kv = kv_cache(r)
+    kv = kv_cache(r, q.engine_groups, _gpu(q))
     weights = _with_checkpoint(served_weights(card, r, _gpu(q)), base)
     notes = list(r.notes) + engine_notes(kv, q.batch)
     if weights.fp32_params:
@@ -145,6 +152,21 @@ def estimate_request(base: ModelCard, q: EstimateRequest) -> Estimate:
     return Estimate.model_construct(inputs=inputs, model=summarize(card, base), kv_cache=kv, weights=weights,
                     total_bytes=kv.total_bytes + weights.bytes, flops=flops, roofline=roof, notes=notes,
                     llamacpp=lcpp)
+
+
+def check_block_flag(q: EstimateRequest) -> None:
+    """``estimate --block-size`` where the engine's estimate has no use for it: refused by name (plan takes each
+    engine's own block or page: SGLang's page size, TensorRT-LLM's tokens_per_block). The CLI asks; the keyword
+    API, whose callers pass one block for every engine (report, verify), echoes None there instead."""
+    if q.block_size is None or get_engine(q.engine).takes_estimate_block:
+        return
+    from kvplan.cost.runtimes import names
+
+    takes = [name for name in names() if get_engine(name).takes_estimate_block]
+    raise KvplanError(f"--block-size: the block of a paged cache whose estimate rounds to it; only for --engine "
+                      f"{' or '.join(takes)} (got --engine {q.engine}, whose estimate holds positions in pages of its "
+                      f"own or none; `kvplan plan --block-size` takes SGLang's page size and TensorRT-LLM's "
+                      f"tokens_per_block)")
 
 
 def _gpu(q: EstimateRequest):
@@ -274,18 +296,76 @@ def _flops(r: Resolved, prompt_len: int, notes: list[str]) -> tuple[FlopsBreakdo
                            max_cache_len=r.run.max_cache_len, encoder_len=r.run.encoder_len)
 
 
-def kv_cache(r: Resolved) -> KVCacheResult:
-    """Sum the per-layer specs; group identical layers for the breakdown."""
+def kv_cache(r: Resolved, engine_groups: bool = True, gpu=None) -> KVCacheResult:
+    """Sum the per-layer specs; group identical layers for the breakdown. Where the runtime pages layers in groups
+    (vLLM V1: ``Runtime.cache_groups``), a sequence's bytes are the plan's fold over them (``fold_bytes``: the
+    unified block, padded state pages, padding layer slots), the rows taken at that block and the padding a row of
+    its own."""
+    fold = paged_groups(r.engine, r.card, r.kv_t, r.run.block_size, gpu) if engine_groups else None
+    if fold is not None:
+        r = replace(r, run=replace(r.run, block_size=fold[0]))
     counts = layer_spec_counts(r.card, r.kv_t, r.engine)  # (spec, layers): equal layers once
     groups: dict[tuple, list] = {}  # (kind, vectors, window) -> [its first spec, layers]
     for spec, n in counts:
         groups.setdefault((spec.kind, spec.vectors, spec.window), [spec, 0])[1] += n
     rows = [_group_row(spec, layers, r) for spec, layers in groups.values()]
     per_seq = sum(n * s.positions_held(r.engine, r.run) * s.bytes_per_token for s, n in counts)
+    if fold is not None and fold_bytes(fold[1], r.engine, r.run) != per_seq:
+        rows.append(_padding_row(fold[1], r, fold_bytes(fold[1], r.engine, r.run) - per_seq))
+        per_seq = fold_bytes(fold[1], r.engine, r.run)
     return KVCacheResult.model_construct(engine=r.engine.name, engine_rule=r.engine.description, dtype=r.kv_t.name,
                          bytes_per_token=kv_bytes_per_token(layer_specs(r.card, r.kv_t, r.engine)),
                          bytes_per_sequence=per_seq,
                          total_bytes=r.batch * per_seq, groups=rows)
+
+
+def paged_groups(engine: Engine, card: ModelCard, kv_t: DType, block_size: int, gpu=None) -> tuple[int, list] | None:
+    """(block, KV cache groups) where ``engine`` pages layers in groups (``Runtime.cache_groups``); None for bare
+    cache rules, runtimes without groups, and layers whose pages vLLM would pad or pack (not modelled: plan refuses
+    them; the per-layer sum stands)."""
+    hook = getattr(engine, "cache_groups", None)
+    if hook is None:
+        return None
+    try:
+        return hook(card, kv_t, block_size, gpu)
+    except KvplanError:
+        return None
+
+
+def fold_bytes(groups: list, engine: Engine, run: CacheRun) -> int:
+    """One sequence's bytes over the KV cache groups, as a plan's one request (serving_vllm.bytes_per_block x
+    blocks): each group its pages held (the runtime's ``held_pages``) x its layer slots, padding included, x the
+    page."""
+    return sum(g.size * engine.held_pages(g.spec, run) * g.spec.page_size_bytes(run.block_size) for g in groups)
+
+
+def _padding_row(groups: list, r: Resolved, pad: int) -> KVGroup:
+    """The bytes the fold adds to the per-layer rows: state pages padded to the attention page
+    (platforms/interface.py _align_hybrid_block_size) and padding layer slots (kv_cache_utils.py 'Add k padding
+    layers')."""
+    states = [g for g in groups if g.spec.per_sequence]
+    pages = {r.engine.held_pages(g.spec, r.run) for g in states}
+    page_pad = sum(len(g.layers) * (r.engine.held_pages(g.spec, r.run) * g.spec.page_size_bytes(r.run.block_size)
+                                    - g.spec.state_bytes) for g in states)
+    slots = sum(g.size - len(g.layers) for g in groups)
+    parts = []
+    if page_pad:
+        page = states[0].spec
+        n = sum(len(g.layers) for g in states)
+        parts.append(f"{n} state layers x {'/'.join(map(str, sorted(pages)))} page(s) of "
+                     f"{page.page_size_bytes(r.run.block_size):,} B (the {r.run.block_size}-token attention page: vLLM "
+                     f"_align_hybrid_block_size pads the state page"
+                     + ("; more than one: prefix caching's Mamba cache mode 'align' holds more pages a request"
+                        if max(pages) > 1 else "") + f") against their {page.state_bytes:,} B of states")
+    if slots:
+        held = sum((g.size - len(g.layers)) * r.engine.held_pages(g.spec, r.run) for g in groups)
+        parts.append(f"{slots} padding layer slots of vLLM's KV cache groups ('Add {slots} padding layers', "
+                     f"kv_cache_utils.py), each holding its group's pages: {held:,} pages of "
+                     f"{groups[0].spec.page_size_bytes(r.run.block_size):,} B")
+    formula = f"{r.batch} seq x ({'; '.join(parts)}) = {fmt_bytes(r.batch * pad)}"
+    return KVGroup.model_construct(kind="padding", layers=slots, window=None, chunk=None, bytes_per_token_per_layer=0,
+                                   positions_held=0, bytes_per_sequence=pad, total_bytes=r.batch * pad,
+                                   formula=formula)
 
 
 def _group_row(spec: KVLayerSpec, layers: int, r: Resolved) -> KVGroup:
@@ -300,8 +380,9 @@ def _group_row(spec: KVLayerSpec, layers: int, r: Resolved) -> KVGroup:
                                        total_bytes=total, formula=formula)
     total = r.batch * layers * held * spec.bytes_per_token
     tokens = f"{held} tokens"
-    if r.engine.paged:
-        tokens += f" ({held // r.run.block_size} blocks of {r.run.block_size})"
+    block = r.engine.held_block(r.run)
+    if block and block > 1 and (spec.kind != "cross" or r.engine.takes_estimate_block):
+        tokens += f" ({held // block} blocks of {block})"
     factor = f" x {spec.factor}" if spec.factor else ""
     formula = f"{r.batch} seq x {layers} layers x {spec.shape} x {tokens}{factor} x {spec.dtype.describe_element()}"
     if spec.scale_bytes_per_token:

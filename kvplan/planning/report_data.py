@@ -27,7 +27,8 @@ DEFAULT_GPUS = ("A100-80GB", "H100-SXM", "H200")
 ROOF_BATCHES = (1, 8, 64)
 KV_DTYPES = ("fp32", "bf16", "fp8_e4m3", "int8", "int4")
 # what a layer kind of the Estimate's kv_cache.groups holds, as the report names it (kvplan.cost.kvspec kinds)
-PART_OF_KIND = {"conv_state": "conv state", "ssm_state": "recurrent state"}  # every other kind: attention K/V
+# every other kind: attention K/V; "padding": vLLM's padded state pages and padding layer slots (estimate's fold)
+PART_OF_KIND = {"conv_state": "conv state", "ssm_state": "recurrent state", "padding": "page padding"}
 ATTENTION_PART = "attention K/V"
 
 
@@ -202,16 +203,24 @@ def _model_report(card: ModelCard, devs: list[GPU], length: int, conc: int, engi
     pick = choose(layouts, conc)
     # the estimate (formulas, KV curve) as the chosen plan's engine holds the model: on its GPU (vLLM's MXFP4
     # backend is the GPU's) and in its pages (vLLM's hybrid models unify them: 544 tokens for Qwen3-Next)
-    block = pick.plan.inputs.block_size if pick else None
+    from kvplan.cost.runtimes import get_engine
+
+    sizing = engine
+    if card.architecture == "encoder-decoder":  # an engine that loads none (vLLM, SGLang: T5): the ideal cache's
+        try:
+            get_engine(engine).check_release(card)
+        except KvplanError as why:
+            sizing, serve_note = "ideal", f"{serve_note} {str(why).split(': ', 1)[1]}: the ideal engine's sizes."
+    block = pick.plan.inputs.block_size if pick and get_engine(sizing).takes_estimate_block else None
     dtypes = {k: opts[k] for k in ("kv_dtype", "weight_dtype") if opts.get(k) is not None}
-    est = estimate(card, batch=conc, seq_len=length, engine=engine, encoder_len=enc, block_size=block,
+    est = estimate(card, batch=conc, seq_len=length, engine=sizing, encoder_len=enc, block_size=block,
                    gpu=pick.gpu.name if pick else None, gpu_file=gpu_file if pick else None, **dtypes)
     curve, parts = {}, {}
     if card.has_kv_cache:
-        curve = kv_curve(card, lengths, engine, est.kv_cache.dtype, enc, est.inputs.block_size)
-        parts = state_parts_curve(card, lengths, engine, est.kv_cache.dtype, est.inputs.block_size) if card.ssm else {}
+        curve = kv_curve(card, lengths, sizing, est.kv_cache.dtype, enc, est.inputs.block_size)
+        parts = state_parts_curve(card, lengths, sizing, est.kv_cache.dtype, est.inputs.block_size) if card.ssm else {}
     at = pick or (layouts[0] if layouts else None)
-    attn, note = _layouts(card, length, conc, at.gpu if at else devs[0], at.tp if at else 1, engine, opts)
+    attn, note = _layouts(card, length, conc, at.gpu if at else devs[0], at.tp if at else 1, sizing, opts)
     roof = []
     if card.architecture == "decoder-only":
         planned = [lay for lay in layouts if lay.plan is not None] or layouts  # a refused layout runs nothing

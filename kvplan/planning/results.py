@@ -22,7 +22,7 @@ class EstimateInputs(BaseModel):
     weight_dtype: str
     engine: str
     max_cache_len: int | None
-    block_size: int
+    block_size: int | None  # --block-size where the engine's estimate takes it (vllm), else None
     kv_heads: int | None
     attention: str | None
     prompt_len: int

@@ -306,9 +306,12 @@ def _state_text(m: ModelReport) -> str:
     c = m.card
     attn = (f"{c.attention_layers} attention layers, whose K/V grows with every token, and " if c.attention_layers
             else "no attention layers and ")
-    held = " and a ".join(p for p in kv_parts(m.estimate) if p != ATTENTION_PART)
+    parts = kv_parts(m.estimate)
+    held = " and a ".join(p for p in parts if p not in (ATTENTION_PART, PART_OF_KIND["padding"]))
+    pad = (f"; {m.estimate.kv_cache.engine} pads the pages (the {PART_OF_KIND['padding']} part)"
+           if PART_OF_KIND["padding"] in parts else "")
     return (f"{c.name} has {attn}{c.state_layers} state layers ({c.ssm.kind}), each holding a {held} of fixed size "
-            "per sequence whatever its length (formulas below). The parts are the estimate's "
+            f"per sequence whatever its length (formulas below){pad}. The parts are the estimate's "
             "kv_cache groups by layer kind; max concurrency divides by one request's K/V and states together.")
 
 
@@ -331,7 +334,7 @@ def _kv_curve(rep: Report, m: ModelReport) -> list[Block]:
     rows = [[count(n)] + [b(v[i]) for v in series.values()] for i, n in enumerate(m.kv_lengths)]
     head = [f"{d} total" if parts else d for d in m.kv_curve] + list(parts)
     t = Table(f"{m.card.name}-kv-table", f"{'Cache' if parts else 'KV'} bytes one running sequence holds "
-              f"({rep.engine}, {_pages(m)}; not the reservation the capacity plan charges a request)",
+              f"({rep.engine}, {_pages(rep, m)}; not the reservation the capacity plan charges a request)",
               ["tokens"] + head, rows)
     heading = "Cache (K/V and states) against context length" if parts else "KV cache against context length"
     text = _curve_text(rep, m, windows)
@@ -339,9 +342,13 @@ def _kv_curve(rep: Report, m: ModelReport) -> list[Block]:
     return out + ([Block("p", text)] if text else []) + [Block("table", table=t)]
 
 
-def _pages(m: ModelReport) -> str:
-    """'blocks of 16 tokens' as the estimate pages the cache (the chosen plan's block), 'no pages' for one token."""
-    bs = m.estimate.inputs.block_size
+def _pages(rep: Report, m: ModelReport) -> str:
+    """'blocks of 16 tokens' as the estimate pages the cache (the chosen plan's block where the engine's estimate
+    takes one, else the engine's own: Engine.held_block), 'no pages' for one token."""
+    from kvplan.cost.engines import CacheRun
+    from kvplan.cost.runtimes import get_engine
+
+    bs = get_engine(rep.engine).held_block(CacheRun(1, block_size=m.estimate.inputs.block_size or 1)) or 1
     return "no pages: every token" if bs == 1 else f"blocks of {fmt_int(bs)} tokens"
 
 
@@ -465,7 +472,8 @@ def _bandwidth(rep: Report, gpu: str) -> int:
 
 _GROUP_NAME = {"full": "KV cache (full attention)", "sliding": "KV cache (sliding window {window})",
                "chunked": "KV cache (chunked local attention)", "mla": "KV cache (MLA latent)",
-               "cross": "KV cache (cross-attention)", "conv_state": "conv state", "ssm_state": "recurrent state"}
+               "cross": "KV cache (cross-attention)", "conv_state": "conv state", "ssm_state": "recurrent state",
+               "padding": "page padding (vLLM)"}
 
 
 def group_name(g) -> str:

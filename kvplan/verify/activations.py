@@ -59,7 +59,9 @@ def activation_peaks(card: ModelCard, *, batch: int, prompt_len: int, dtype: str
     seq_len = prompt_len + decode_steps
     enc = encoder_len if card.architecture == "encoder-decoder" else None
     est = estimate(card, batch=batch, seq_len=seq_len, encoder_len=enc, kv_dtype=dtype, weight_dtype=dtype,
-                   engine=eng.name, max_cache_len=max_cache_len if eng.static else None, block_size=block_size)
+                   engine=eng.name, max_cache_len=max_cache_len if eng.static else None,
+                   block_size=block_size if eng.takes_estimate_block else None,
+                   engine_groups=False)  # the reference cache pages layer by layer
     mcl = est.inputs.max_cache_len
     weights, kv = est.weights.bytes, est.kv_cache.total_bytes
     inputs = TOKEN_ID_BYTES * batch * (prompt_len + (encoder_len if enc else 0))

@@ -80,7 +80,9 @@ def verify(model: ModelCard | str | Path, *, batch: int = 1, seq_len: int = 32, 
     prompt_len = seq_len - steps
     enc_len = (encoder_len or prompt_len) if card.architecture == "encoder-decoder" else None
     est = estimate(card, batch=batch, seq_len=seq_len, encoder_len=enc_len, kv_dtype=dtype, weight_dtype=dtype,
-                   engine=engine, max_cache_len=max_cache_len, block_size=block_size)
+                   engine=engine, max_cache_len=max_cache_len,
+                   block_size=block_size if get_engine(engine).takes_estimate_block else None,
+                   engine_groups=False)  # the reference cache pages layer by layer
     mcl = est.inputs.max_cache_len
     act = activation_peaks(card, batch=batch, prompt_len=prompt_len, dtype=dtype, engine=engine, decode_steps=steps,
                            encoder_len=enc_len, max_cache_len=mcl, block_size=block_size, device=device)

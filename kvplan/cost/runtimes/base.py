@@ -180,10 +180,16 @@ class Runtime(Engine):
     def check_release(self, card: ModelCard) -> None:
         """A pinned release (``--engine vllm==0.6.4``) older than the first whose model registry holds the card's
         architecture (kvplan.cost.model_registries.FIRST_RELEASES): KvplanError naming --engine and that release.
-        No release pinned, or an architecture the table does not know: nothing refused."""
+        No release pinned, or an architecture the table does not know: nothing refused. An encoder-decoder card
+        (T5) on a runtime with a column of the table (vLLM, SGLang), whatever the release: no registry read holds
+        one (model_registries.ENCODER_DECODER_SOURCES)."""
+        from kvplan.cost.model_registries import encoder_decoder_refusal, release_refusal
+
+        if self.registry_column is not None and card.architecture == "encoder-decoder":
+            raise KvplanError(encoder_decoder_refusal(self.registry_column, self.display_name, card.name,
+                                                      card.hf_architecture))
         if self.pinned is None:
             return
-        from kvplan.cost.model_registries import release_refusal
 
         why = release_refusal(self.registry_column, self.name, self.display_name, self.pinned, card.name,
                               card.hf_architecture)
@@ -233,6 +239,13 @@ class Runtime(Engine):
         """(block size, state page padded, state page) after page unification of the block ``opts`` resolved;
         unpaged runtimes keep the block."""
         return opts.block_size, None, 0
+
+    def cache_groups(self, card: ModelCard, kv_t: DType, block_size: int, gpu=None):
+        """(block size, KV cache groups) one TP-1 rank pages a request's cache in, where this runtime pools layers in
+        groups of one block table (vLLM V1: serving_vllm.KVCacheGroup, hybrid pages unified; ``gpu``, where known,
+        for what depends on it); None: every layer by itself, the per-layer sum. ``estimate`` and ``sweep`` fold a
+        request's bytes over them as ``plan`` does."""
+        return None
 
     # -- the budget --
 

@@ -85,6 +85,10 @@ class TensorRTLLM(TokenPool):
                               f"-m nvidia/Llama-3.1-8B-Instruct-FP8); allowed here: {model_t.name}")
         return super().loaded_card(card, w_t, model_t)
 
+    def held_block(self, run) -> int:
+        """tokens_per_block, which ``positions_held`` rounds to."""
+        return DEFAULT_TOKENS_PER_BLOCK
+
     def positions_held(self, window, run):
         """Whole blocks of tokens_per_block (32 by default; a plan's --block-size sets it), no window freeing."""
         return cdiv(run.seq_len, DEFAULT_TOKENS_PER_BLOCK) * DEFAULT_TOKENS_PER_BLOCK

@@ -119,6 +119,10 @@ class VllmVersion(VersionRange):
     # "Hopper (SM90) - no further constraints" picks FlashInfer; on Blackwell it needs head_k_dim 128 and a CUDA 13
     # runtime, which kvplan cannot see: there it takes Triton/FLA, no checkpoint, and the plan's note says so)
     gdn_checkpoints: bool = False
+    # 0.14+: chunked local attention layers (Llama-4) keep the hybrid KV cache manager, their own groups of
+    # ChunkedLocalAttentionSpec pages (envs.py VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE defaults to "1");
+    # before, the manager is off and they are full attention (serving_vllm.without_hybrid_manager)
+    chunked_local_groups: bool = True
 
     def pp_vocab_every_stage(self, hf_architecture: str | None) -> frozenset[str]:
         """What of the vocabulary ("embedding", "lm_head") every pipeline stage holds for this architecture in this
@@ -132,7 +136,7 @@ def _v0(label: str, first: tuple[int, ...], last: tuple[int, ...], **release) ->
     return VllmVersion(f"vLLM {label} (V0 engine{release.pop('note', '')})", first, last, 0.9, False, False, False,
                        vl.SORTED_SAMPLER_BYTES_PER_LOGIT, v0_engine=True, block_size_choices=v0.BLOCK_SIZE_CHOICES,
                        entry_alignment_bytes=v0.ENTRY_ALIGNMENT_BYTES, swap_space_bytes=v0.DEFAULT_SWAP_SPACE_BYTES,
-                       profile_holds_qkv=False, fixed_max_num_seqs=v0.DEFAULT_MAX_NUM_SEQS,
+                       profile_holds_qkv=False, fixed_max_num_seqs=v0.DEFAULT_MAX_NUM_SEQS, chunked_local_groups=False,
                        mnbt_covers_max_model_len=True, **release)
 
 
@@ -158,16 +162,17 @@ VERSIONS = (
     # sampler runs (_dummy_run returns hidden_states[logit_indices]), which the fitted sort does not separate
     VllmVersion("vLLM 0.9.1-0.10 (V1 engine)", (0, 9, 1), (0, 10), 0.9, False, True, False,
                 vl.SORTED_SAMPLER_BYTES_PER_LOGIT, sampler_holds_hidden=True,
-                block_size_choices=vl.BLOCK_SIZE_CHOICES_0_9_1),
-    # 0.11, 0.12-0.14 and 0.15-0.16 share every rule but the MXFP4 backend on Hopper (serving_vllm.mxfp4_layout:
-    # Marlin until triton_kernels is vendored in 0.12.0, then Triton), and from 0.15 FlashInfer MLA's block on
-    # Blackwell and the speculative tokens in a state group's pages
+                block_size_choices=vl.BLOCK_SIZE_CHOICES_0_9_1, chunked_local_groups=False),
+    # 0.11, 0.12-0.13, 0.14 and 0.15-0.16 share every rule but the MXFP4 backend on Hopper (serving_vllm.mxfp4_layout:
+    # Marlin until triton_kernels is vendored in 0.12.0, then Triton), chunked local attention's groups (0.14+), and
+    # from 0.15 FlashInfer MLA's block on Blackwell and the speculative tokens in a state group's pages
     *(VllmVersion(f"vLLM {label} (V1 engine)", first, last, 0.9, False, True, False,
                   vl.SORTED_SAMPLER_BYTES_PER_LOGIT, sampler_holds_hidden=True,
                   compile_benchmarks_kernels=True, block_size_choices=vl.BLOCK_SIZE_CHOICES_0_11_1,
-                  mla_block_rule=mla, state_pages_count_speculative=spec_pages)
+                  mla_block_rule=mla, state_pages_count_speculative=spec_pages, chunked_local_groups=first >= (0, 14))
       for label, first, last, mla, spec_pages in (("0.11", (0, 11), (0, 11), "forced", False),
-                                                  ("0.12-0.14", (0, 12), (0, 14), "forced", False),
+                                                  ("0.12-0.13", (0, 12), (0, 13), "forced", False),
+                                                  ("0.14", (0, 14), (0, 14), "forced", False),
                                                   ("0.15-0.16", (0, 15), (0, 16), "flashinfer", True))),
     # 0.17.0 adds ops/topk_topp_triton.py: the dummy sampler's top-k/top-p no longer sorts (serving_vllm)
     VllmVersion("vLLM 0.17 (V1 engine)", (0, 17), (0, 17), 0.9, False, True, False, None,
@@ -286,6 +291,7 @@ class VLLM(Server):
                   "own tokens (sliding: last W); MLA: expand in prefill, absorb in decode (MLACommonImpl)")
     kv_dtypes = ("fp32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2")
     paged = True
+    takes_estimate_block = True
     reference_cache = True
     _dtype_hint = " (vLLM kv_cache_dtype: auto, fp8, fp8_e4m3, fp8_e5m2)"
     extra_flags = frozenset({"speculative_config", "shared_prefix_len", "enable_lora", "max_loras", "max_lora_rank",
@@ -306,7 +312,10 @@ class VLLM(Server):
 
     def chunk_positions(self, chunk: int, run: CacheRun) -> int:
         """``ChunkedLocalAttentionManager``: before a step from C = L - 1 computed tokens, the (C // chunk) * chunk
-        tokens before the current chunk are skipped and their whole blocks freed (get_num_skipped_tokens)."""
+        tokens before the current chunk are skipped and their whole blocks freed (get_num_skipped_tokens). Before
+        0.14 the layer is full attention (serving_vllm.without_hybrid_manager): every block held."""
+        if not self.version.chunked_local_groups:
+            return self.positions_held(None, run)
         skipped = (run.seq_len - 1) // chunk * chunk
         return (cdiv(run.seq_len, run.block_size) - skipped // run.block_size) * run.block_size
 
@@ -451,7 +460,7 @@ class VLLM(Server):
         """0.33+: a Gated DeltaNet hybrid in align mode on SM 9.0 exports prefill checkpoints (FlashInfer's prefill,
         VllmVersion.gdn_checkpoints): one more page per state group and request, the block aligned to 64 tokens."""
         return (self.version.gdn_checkpoints and self.prefix_caching_hybrid(card) and card.ssm.kind == "gated_deltanet"
-                and gpu.compute_capability == 9.0)
+                and getattr(gpu, "compute_capability", None) == 9.0)
 
     def state_options(self, card, gpu, speculative) -> dict:
         """The Options of a state model's pages (serving_vllm.state_pages): the Mamba cache mode this release takes
@@ -500,6 +509,21 @@ class VLLM(Server):
         if not card.attention_layers:  # attention-free: one MambaSpec group, nothing to unify
             return block_size, None, mamba
         return (*vl.hybrid_block_size(attn, mamba, block_size, hybrid_alignment(card), opts.state_alignment), mamba)
+
+    def held_pages(self, spec, run: CacheRun) -> int:
+        """Pages one sequence holds in a KV cache group of ``spec``: a state group's pages per request
+        (serving_vllm.pages_per_request), an attention group's ``positions_held`` in blocks."""
+        if spec.per_sequence:
+            return vl.pages_per_request(spec, run.seq_len, run.block_size, 0)
+        return spec.positions_held(self, run) // run.block_size
+
+    def cache_groups(self, card, kv_t, block_size: int, gpu=None):
+        """V1: the plan's block and KV cache groups at TP 1 (``hybrid_block``'s unified pages, ``_kv_cache_groups``
+        with the plan's state dtype and this release's state pages: ``state_options`` without speculative decoding,
+        on ``gpu`` where given); V0 (one block table, no groups) or a card that caches nothing: None."""
+        if self.version.v0_engine or not card.has_kv_cache:
+            return None
+        return _cache_groups(self, card, kv_t, block_size, gpu)
 
     # -- budget --
 
@@ -607,8 +631,7 @@ class VLLM(Server):
             from kvplan.cost.parallel import Layout, rank_layer_specs
 
             per_layer = rank_layer_specs(s.card, s.kv_t, self, Layout(tp=s.layout.tp), 0, state_t=s.state_t) + drafts
-            specs, layers = vl.vllm_layer_specs(per_layer, s.state_page_padded, s.opts.state_pages)
-            groups = vl.kv_cache_groups(specs, s.block_size, layers)
+            groups = _groups_of(self, per_layer, s.state_page_padded, s.block_size, s.opts.state_pages)
             block_bytes = lambda layers: vl.bytes_per_block(groups, s.block_size, layers)  # noqa: E731
         else:
             key = (self, s.card, s.kv_t, s.layout.tp, s.state_t, s.state_page_padded, s.block_size, s.opts.state_pages)
@@ -852,8 +875,33 @@ def _kv_cache_groups(rt: VLLM, card, kv_t, tp: int, state_t, padded: int | None,
     from kvplan.cost.parallel import Layout, rank_layer_specs
 
     per_layer = rank_layer_specs(card, kv_t, rt, Layout(tp=tp), 0, state_t=state_t)
+    return _groups_of(rt, per_layer, padded, block_size, state_pages)
+
+
+def _groups_of(rt: VLLM, per_layer: list, padded: int | None, block_size: int, state_pages: int = 1) -> list:
+    """serving_vllm.kv_cache_groups of a per-layer table as this release groups it (``state_pages``: each state
+    layer's pages per request): chunked local layers as full attention before 0.14 (serving_vllm.
+    without_hybrid_manager)."""
     specs, layers = vl.vllm_layer_specs(per_layer, padded, state_pages)
+    if not rt.version.chunked_local_groups:
+        specs = vl.without_hybrid_manager(specs)
     return vl.kv_cache_groups(specs, block_size, layers)
+
+
+@lru_cache(maxsize=512)
+def _cache_groups(rt: VLLM, card, kv_t, block_size: int, gpu) -> tuple[int, list]:
+    """VLLM.cache_groups: the state dtype, state pages and hybrid block as ``plan`` resolves them
+    (planning.capacity.setup, VLLM.state_options) at TP 1, then ``_kv_cache_groups``."""
+    from types import SimpleNamespace
+
+    from kvplan.cost.parallel import Layout
+    from kvplan.model.dtypes import parse_dtype
+
+    state_t = rt.state_dtype(card, kv_t, parse_dtype(rt.default_kv_dtype(card.dtype)[0]))
+    states = rt.state_options(card, gpu, None)
+    opts = SimpleNamespace(block_size=block_size, state_alignment=states.get("state_alignment", 1))
+    block, padded, _ = rt.hybrid_block(card, kv_t, Layout(), opts, state_t)
+    return block, _kv_cache_groups(rt, card, kv_t, 1, state_t, padded, block, states.get("state_pages", 1))
 
 
 @lru_cache(maxsize=2048)

@@ -36,7 +36,7 @@ from kvplan.model.catalog import load_card
 from kvplan.model.dtypes import DType
 from kvplan.model.layouts import with_layout
 from kvplan.planning.sweep.grid import parse_int_axis, parse_name_axis, require_rows
-from kvplan.planning.estimate import default_block, resolve, served_weights
+from kvplan.planning.estimate import default_block, fold_bytes, paged_groups, resolve, served_weights
 from kvplan.planning.sweep import extra
 
 _BLOCK = 4096  # rows per CSV block
@@ -68,8 +68,12 @@ class SweepCase:
         return self.card.name, self.engine_label, self.attention, self.kv_t.name, self.w_t.name
 
     def per_sequence(self, seq_len: int, encoder_len: int, block_size: int) -> int:
-        """KV bytes of one sequence: the engine's positions held per distinct window (or chunk), times its bytes."""
+        """KV bytes of one sequence: the engine's positions held per distinct window (or chunk), times its bytes;
+        where the runtime pages layers in groups (vLLM V1), estimate's fold over them."""
         eng = self.engine
+        fold = paged_groups(eng, self.card, self.kv_t, block_size)  # vLLM V1: the plan's groups (estimate's fold)
+        if fold is not None:
+            return fold_bytes(fold[1], eng, CacheRun(seq_len, encoder_len, eng.default_max_cache_len(seq_len), fold[0]))
         run = CacheRun(seq_len, encoder_len, eng.default_max_cache_len(seq_len), block_size)
         total = self.state_bytes
         for w, c, b in self.windows:  # c: a chunked layer's chunk (Llama-4), held by the engine's own rule

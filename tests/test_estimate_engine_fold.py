@@ -1,0 +1,107 @@
+"""`kvplan estimate` sizes a request's cache as the engine pages it, the same figure `kvplan plan` charges (QA F1 3,
+F1 7; QA F2 4).
+
+vLLM V1 pages layers in KV cache groups: a hybrid's attention block raised until one attention page holds a layer's
+states, the state page padded to it (platforms/interface.py _align_hybrid_block_size, read in 0.33.0) and each group
+``group_size`` layer slots wide, padding included (v1/core/kv_cache_utils.py _get_kv_cache_groups_uniform_page_size).
+The figures below are derived by hand from those rules and the cards' shapes, at vLLM 0.27 (one state page per
+request and state group: prefix caching off by default for hybrids)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from kvplan import estimate, sweep
+from kvplan.cli.app import app
+
+
+def _run(*args: str) -> tuple[int, str, str]:
+    r = CliRunner().invoke(app, list(args))
+    return r.exit_code, r.stdout, r.stderr
+
+
+def _json(*args: str) -> dict:
+    code, out, err = _run(*args, "--json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+# Qwen3-Next at TP 1, bf16: attention 2 KV heads x (256 + 256) x 2 B = 2,048 B a token and layer; a GDN state
+# conv 8,192 x 3 x 2 B + recurrent 32 x 128 x 128 x 2 B = 1,097,728 B; block 16 x cdiv(1,097,728, 16 x 2,048) = 544,
+# page 544 x 2,048 = 1,114,112 B. 10,000 tokens: 36 state pages + 12 layers x cdiv(10,000, 544) = 19 blocks.
+QWEN3_NEXT_10K = (36 + 12 * 19) * 1_114_112
+
+
+def test_qwen3_next_estimate_is_the_plans_one_request():
+    e = _json("estimate", "-m", "qwen3-next-80b-a3b", "--seq-len", "10000", "--engine", "vllm==0.27",
+              "--gpu", "H200")
+    assert e["kv_cache"]["bytes_per_sequence"] == QWEN3_NEXT_10K == 294_125_568
+    rows = {g["kind"]: g for g in e["kv_cache"]["groups"]}
+    assert rows["full"]["positions_held"] == 19 * 544
+    assert "(19 blocks of 544)" in rows["full"]["formula"]
+    assert rows["padding"]["bytes_per_sequence"] == 36 * (1_114_112 - 1_097_728)
+    assert sum(g["bytes_per_sequence"] for g in e["kv_cache"]["groups"]) == QWEN3_NEXT_10K
+    p = _json("plan", "-m", "qwen3-next-80b-a3b", "--gpu", "H200", "--gpu-memory", "400GiB", "--engine", "vllm==0.27",
+              "--max-model-len", "10000")
+    assert p["request_kv_bytes"] == QWEN3_NEXT_10K
+
+
+def test_nemotron_h_pays_its_padding_layer_slots():
+    """54 state layers and 10 attention layers: group_size 10, the states in 6 groups of 10 (6 padding slots);
+    attention 8 x 128 x 2 x 2 B = 4,096 B a token; states 20,480 x 3 x 2 B + 16,777,216 B = 16,900,096 B, so the
+    block is 16 x cdiv(16,900,096, 65,536) = 4,128 and a page 4,128 x 4,096 = 16,908,288 B. 8,000 tokens: 6 state
+    groups x 1 page + cdiv(8,000, 4,128) = 2 attention blocks, each block 10 slots wide."""
+    e = estimate("nemotron-h-56b", seq_len=8000, engine="vllm==0.27")
+    assert e.kv_cache.bytes_per_sequence == (6 + 2) * 10 * 16_908_288
+    pad = next(g for g in e.kv_cache.groups if g.kind == "padding")
+    assert pad.layers == 6
+
+
+def test_sliding_groups_pad_too():
+    """Gemma-3-27B: 52 sliding + 10 full layers, group_size 10, so 6 sliding groups (8 padding slots), each slot
+    holding the 64 blocks a sliding layer keeps at 8,000 tokens (500 - (8,000 - 1,024) // 16) of 16 x 8,192 B."""
+    e = estimate("gemma-3-27b", seq_len=8000, engine="vllm")
+    per_layer = 16 * 128 * 2 * 2
+    assert e.kv_cache.bytes_per_sequence == (52 * 1024 + 10 * 8000 + 8 * 1024) * per_layer
+
+
+def test_sweep_rows_take_the_same_fold():
+    rows = list(sweep("qwen3-next-80b-a3b", seq_len="10000", engine="vllm==0.27"))
+    assert rows[0]["kv_cache.bytes_per_sequence"] == QWEN3_NEXT_10K
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "vllm==0.13"])
+def test_engines_that_load_no_t5_refuse_it(engine):
+    code, out, err = _run("estimate", "-m", "t5-base", "--seq-len", "50", "--encoder-len", "100", "--engine", engine)
+    assert code == 2 and out == ""
+    assert err.startswith("error: --engine: ") and "t5-base" in err and err.count("\n") == 1
+
+
+def test_t5_is_still_sized_by_the_engines_that_hold_it():
+    assert estimate("t5-base", seq_len=50, encoder_len=100, engine="ideal").kv_cache.bytes_per_sequence > 0
+
+
+@pytest.mark.parametrize("engine", ["ideal", "hf-dynamic", "sglang", "tgi", "trtllm", "llamacpp"])
+def test_block_size_refused_where_the_estimate_ignores_it(engine):
+    code, _, err = _run("estimate", "-m", "llama-3-8b", "--seq-len", "100", "--engine", engine, "--block-size", "64")
+    assert code == 2
+    assert err.startswith("error: --block-size: ") and "vllm" in err and err.count("\n") == 1
+
+
+def test_block_size_echoed_only_where_it_applies():
+    ideal = _json("estimate", "-m", "llama-3-8b", "--seq-len", "100", "--engine", "ideal")
+    assert ideal["inputs"]["block_size"] is None
+    e = _json("estimate", "-m", "llama-3-8b", "--seq-len", "100", "--engine", "vllm", "--block-size", "64")
+    assert e["inputs"]["block_size"] == 64
+    assert e["kv_cache"]["bytes_per_sequence"] == 32 * 128 * 8 * 128 * 2 * 2  # 2 blocks of 64
+
+
+def test_formula_names_the_engines_own_pages():
+    """TensorRT-LLM holds 130 tokens in 5 blocks of 32 (tokens_per_block); TGI holds every slot (BLOCK_SIZE 1)."""
+    trt = _json("estimate", "-m", "llama-3-8b", "--seq-len", "130", "--engine", "trtllm")["kv_cache"]["groups"][0]
+    assert "160 tokens (5 blocks of 32)" in trt["formula"]
+    tgi = _json("estimate", "-m", "llama-3-8b", "--seq-len", "129", "--engine", "tgi")["kv_cache"]["groups"][0]
+    assert "129 tokens x" in tgi["formula"] and "blocks of" not in tgi["formula"]
