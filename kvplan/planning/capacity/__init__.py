@@ -215,6 +215,7 @@ def setup(card: ModelCard, req: PlanRequest) -> Setup:
     flags = req.flags if llama is req.flags.llama else replace(req.flags, llama=llama)
     kv_t, w_t = _dtype(card, rt, kv_dtype, "--kv-dtype")[0], _dtype(card, rt, req.weight_dtype, "--weight-dtype")[0]
     rt.check_dtype(kv_t)
+    kv_t = rt.kv_layout(kv_t, card)
     if rt.kv_follows_model_dtype and kv_dtype is not None and kv_t.bits >= 16:
         model_t = w_t if w_t.bits >= 16 else _dtype(card, rt, None, "--weight-dtype")[0]
         if kv_t.name != model_t.name:
