@@ -100,6 +100,7 @@ def _num(cell):
 def test_tables_equal_library_results(html_report):
     from kvplan.errors import KvplanError
     from kvplan.planning.capacity import plan
+    from kvplan.planning.report_data import KV_DTYPES
 
     _, _, doc = html_report
     for name in MODELS:
@@ -131,12 +132,18 @@ def test_tables_equal_library_results(html_report):
         plans = [plan(name, gpu=g, max_model_len=8192, concurrency=16) for g in ("A100-40GB", "H100-SXM")]
         chosen = next((p for p in plans if p.target_met), plans[-1])  # the smallest GPU that runs the target
         bs = chosen.inputs.block_size  # the chosen layout's pages (vLLM's MLA: 64 on Hopper)
+        # after tokens and the model dtype: the others vLLM stores for it (int8/int4_per_token_head: not for MLA)
+        first = estimate(name, seq_len=1, engine="vllm").kv_cache.dtype
+        mla = estimate(name, seq_len=1).model.attention == "MLA"
+        dtypes = [d for d in KV_DTYPES if d != first and not (mla and d in ("int8", "int4"))]
         for row in kv[1:]:
             n = _num(row[0])
+            assert len(row) == 2 + len(dtypes)
             assert _num(row[1]) == estimate(name, seq_len=n, engine="vllm",
                                             block_size=bs).kv_cache.bytes_per_sequence
-            assert _num(row[-1]) == estimate(name, seq_len=n, engine="vllm", kv_dtype="fp8_e4m3",
-                                             block_size=bs).kv_cache.bytes_per_sequence
+            for dtype, cell in zip(dtypes, row[2:]):  # fp8, and vLLM's int8/int4_per_token_head but for MLA
+                assert _num(cell) == estimate(name, seq_len=n, engine="vllm", kv_dtype=dtype,
+                                              block_size=bs).kv_cache.bytes_per_sequence
         for row in doc.tables[f"{name}-roofline-table"][1:]:
             r = estimate(name, batch=_num(row[2]), seq_len=8192, engine="vllm", gpu=row[0][1]).roofline
             p = r.prefill if row[1][1] == "prefill" else r.decode_step
@@ -349,18 +356,23 @@ def test_state_card_report_splits_the_cache(cli, tmp_path):
     assert groups["padding"].bytes_per_sequence == 28 * (2 * page - (8192 * 3 + 8192 * 16) * 2)
     assert sum(_num(r[3]) for r in parts) == e.kv_cache.total_bytes
     rows = doc.tables["jamba-1.5-mini-kv-table"][1:]
-    assert all(len(r) == 8 for r in rows)  # tokens, bf16, fp32 and fp8 totals, then bf16 by part
+    # tokens, bf16, fp32, fp8, int8 and int4 totals (vLLM's int8/int4_per_token_head), then bf16 by part
+    assert all(len(r) == 10 for r in rows)
     for r in rows:
         n = _num(r[0])
-        assert _num(r[1]) == _num(r[4]) + _num(r[5]) + _num(r[6]) + _num(r[7])
+        assert _num(r[1]) == _num(r[6]) + _num(r[7]) + _num(r[8]) + _num(r[9])
         # 4 attention layers x 8 KV heads x 128 x (K,V) x 2 B, for the tokens of whole pages
-        assert _num(r[4]) == 4 * 8 * 128 * 2 * 2 * -(-n // bs) * bs
-        fp8 = estimate("jamba-1.5-mini", seq_len=n, engine="vllm", kv_dtype="fp8_e4m3", block_size=bs)
-        assert _num(r[3]) == fp8.kv_cache.bytes_per_sequence  # fp8 K/V beside bf16 states, paged as vLLM does
-        assert _num(r[3]) < _num(r[1])
-        flat = (_num(r[5]), _num(r[6]), _num(r[7]))
-        assert flat == (_num(rows[0][5]), _num(rows[0][6]), _num(rows[0][7]))  # the states are flat
-    assert "fp8_e4m3 quantizes attention K/V only: the conv and recurrent states" in text
+        assert _num(r[6]) == 4 * 8 * 128 * 2 * 2 * -(-n // bs) * bs
+        for col, dtype, per_head in ((3, "fp8_e4m3", 128), (4, "int8", 128 + 4), (5, "int4", 64 + 4)):
+            q = estimate("jamba-1.5-mini", seq_len=n, engine="vllm", kv_dtype=dtype, block_size=bs)
+            assert _num(r[col]) == q.kv_cache.bytes_per_sequence < _num(r[1])  # beside bf16 states, paged as vLLM
+            # int8: 128 values + one fp32 scale per token, head and K/V; int4: 64 bytes + the scale; the positions
+            # of whole pages of the block vLLM raises for that page (a smaller attention page: a longer block)
+            full = next(g for g in q.kv_cache.groups if g.kind == "full")
+            assert full.bytes_per_sequence == 4 * 8 * per_head * 2 * full.positions_held and full.positions_held >= n
+        flat = (_num(r[7]), _num(r[8]), _num(r[9]))
+        assert flat == (_num(rows[0][7]), _num(rows[0][8]), _num(rows[0][9]))  # the states are flat
+    assert "fp8_e4m3, int8, int4 quantize attention K/V only: the conv and recurrent states" in text
     assert "change the K/V heads of the 4 attention layers only" in text
     assert "KV cache (full attention) = 4 seq x 4 layers x 8 kv_heads" in text
     assert "recurrent state = 4 seq x 28 layers" in text

@@ -112,7 +112,7 @@ _error = one_line_error
     (("-m", "llama-2-7", "--seq-len", "10"), "llama-2-7b"),
     (("-m", "llama-2-7b", "--seq-len", ","), "empty grid"),
     (("-m", "llama-2-7b", "--seq-len", "10", "--batch", "1..10*1"), "never ends"),
-    (("-m", "llama-2-7b", "--seq-len", "10", "--engine", "vllm", "--kv-dtype", "int4"), "--kv-dtype"),
+    (("-m", "llama-2-7b", "--seq-len", "10", "--engine", "sglang", "--kv-dtype", "int4"), "--kv-dtype"),
     (("-m", "llama-2-7b", "--seq-len", "10", "--gpu", "NOPE"), "--gpu"),
     (("-m", "llama-2-7b", "--seq-len", "10", "--format", "xls"), "--format"),
     (("-m", "llama-2-7b", "--seq-len", "10", "--tp", "2"), "--gpu"),

@@ -133,6 +133,19 @@ class Engine:
             raise KvplanError(f"--kv-dtype: {self.name} does not store {kv_dtype.name} K/V; allowed: "
                               f"{', '.join(self.kv_dtypes)}{self._dtype_hint}")
 
+    def kv_dtypes_for(self, card) -> tuple[str, ...] | None:
+        """The K/V dtypes this runtime stores for ``card`` (``kv_dtypes`` unless some are refused for it)."""
+        return self.kv_dtypes
+
+    def kv_layout(self, kv_dtype: DType, card) -> DType:
+        """The K/V layout this runtime stores ``kv_dtype`` in for ``card`` (after ``check_dtype``): kvplan's own
+        (kvplan.model.dtypes) unless the runtime quantizes K/V its own way (vLLM int8/int4), or refuses the card."""
+        return kv_dtype
+
+    def kv_layout_note(self, kv_dtype: DType) -> str | None:
+        """What the output says of a ``kv_layout`` of this runtime's own (None: kvplan's layout)."""
+        return None
+
     def check_run(self, run: CacheRun, has_full_layer: bool) -> None:
         """Refuse lengths the runtime cannot hold."""
         if run.max_cache_len is not None:

@@ -208,6 +208,19 @@ def pool_bytes(free_at_start: int, mem_fraction_static: float, weights: int) -> 
 TRTLLM_MHA_PAGES_0_5_1 = (16, 32, 64)
 TRTLLM_MHA_PAGES_0_5_17 = (16, 32, 64, 128)
 TRTLLM_MHA_PAGE = 64
+# DeepSeek-V3-architecture models on SM100: with no attention backend given, DeepseekV3ForCausalLM (not a DSA/NSA
+# checkpoint) gets trtllm_mla (server_args.py _handle_model_specific_adjustments, 0.5.4 - 0.5.14: "Use trtllm_mla as
+# attention backend on sm100 for DeepseekV3ForCausalLM"; arg_groups/overrides.py in 0.5.15 - 0.5.18,
+# arg_groups/model_overrides/deepseek_v2.py _deepseek_family_overrides in 0.5.19 - 0.5.23; read in every wheel 0.5.4 -
+# 0.5.23; 0.5.1 has no such branch, 0.5.2 - 0.5.3 not read: the 0.5.3-0.5.4 range follows 0.5.4), whose pages hold 32
+# or 64 tokens, any other page size becoming 64 ("TensorRT-LLM MLA only supports page_size of 32 or 64, changing
+# page_size from None to 64": server_args.py _handle_attention_backend_compatibility up to 0.5.14,
+# arg_groups/overrides.py _mla_backend_page_constraints 0.5.15 - 0.5.23, the same in every wheel read). Not modelled:
+# the other architectures later releases add to that branch (KimiK25ForConditionalGeneration, MistralLarge3ForCausalLM
+# from 0.5.9, ...), for which kvplan bundles no card.
+TRTLLM_MLA_FIRST = (0, 5, 3)
+TRTLLM_MLA_ARCHITECTURES = frozenset({"DeepseekV3ForCausalLM"})
+TRTLLM_MLA_PAGES = (32, 64)
 # Before 0.5.7 trtllm_mha was the default on SM100 only for some families, each in server_args.py
 # _handle_model_specific_adjustments (model_specific_adjustments in 0.5.1) when no attention backend is given:
 # GptOssForCausalLM from 0.5.1, Olmo2ForCausalLM from 0.5.4 (its branch is absent in 0.5.1), Llama 4 ('"Llama4" in

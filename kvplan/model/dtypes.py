@@ -10,6 +10,10 @@ Quantization scales are explicit overhead, never folded into the element size:
 - ``int8``: symmetric, one fp16 scale per group of 64 elements of each vector (per token, per head).
 - ``int4``: asymmetric, one fp16 scale and one fp16 zero-point per group of 64 elements of each vector, the layout
   of transformers' ``QuantizedCache`` (``q_group_size=64``) and KIVI (Liu et al. 2024, arXiv:2402.02750).
+
+These are the ``ideal`` layouts. A runtime that stores int8/int4 K/V its own way holds another DType of the same name
+(``Engine.kv_layout``: vLLM's ``int8_per_token_head`` / ``int4_per_token_head``, one fp32 scale per vector,
+``vector_scale_bytes``).
 """
 
 from __future__ import annotations
@@ -26,16 +30,17 @@ class DType:
     group_size: int = 0  # elements sharing one scale group (0: no per-vector scales)
     group_scale_bytes: int = 0  # bytes of scale (+ zero-point) per group
     layer_scale_bytes: int = 0  # fixed per-layer scale bytes (per-tensor K and V scales)
+    vector_scale_bytes: int = 0  # scale bytes per stored vector, whatever its length (one per token and head)
 
     def data_bytes(self, elems: int) -> int:
         """Bytes of one packed vector of ``elems`` elements, without scales: ceil(elems * bits / 8)."""
         return (elems * self.bits + 7) // 8
 
     def scale_bytes(self, elems: int) -> int:
-        """Per-vector scale bytes: ceil(elems / group_size) groups x group_scale_bytes."""
+        """Per-vector scale bytes: ceil(elems / group_size) groups x group_scale_bytes, plus a per-vector scale."""
         if self.group_size == 0:
-            return 0
-        return (elems + self.group_size - 1) // self.group_size * self.group_scale_bytes
+            return self.vector_scale_bytes
+        return (elems + self.group_size - 1) // self.group_size * self.group_scale_bytes + self.vector_scale_bytes
 
     def vector_bytes(self, elems: int) -> int:
         return self.data_bytes(elems) + self.scale_bytes(elems)

@@ -227,6 +227,8 @@ def resolve(card: ModelCard, *, batch: int, seq_len: int, encoder_len: int | Non
     w_t, w_why = _dtype(card, eng, weight_dtype, "--weight-dtype")
     notes += [why for why in {kv_why, w_why} if why]
     eng.check_dtype(kv_t)
+    kv_t = eng.kv_layout(kv_t, card)
+    notes += [n for n in (eng.kv_layout_note(kv_t),) if n]
     if max_cache_len is not None:
         require_positive("--max-cache-len", max_cache_len)
     mcl = eng.default_max_cache_len(seq_len) if max_cache_len is None else max_cache_len

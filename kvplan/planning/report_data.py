@@ -286,7 +286,7 @@ def kv_curve(card: ModelCard, lengths: list[int], engine: str, default_dtype: st
     of ``block_size`` tokens (None: the engine's default)."""
     from kvplan.cost.runtimes import get_engine
 
-    allowed = get_engine(engine).kv_dtypes
+    allowed = get_engine(engine).kv_dtypes_for(card)
     dtypes = [default_dtype] + [d for d in KV_DTYPES if d != default_dtype and (allowed is None or d in allowed)]
     rows = sweep(card, batch=1, seq_len=lengths, kv_dtype=dtypes, engine=engine, encoder_len=encoder_len,
                  block_size=block_size)
@@ -322,7 +322,7 @@ def kv_parts(est: Estimate) -> dict[str, int]:
 def _curve_note(card: ModelCard, engine: str) -> str:
     from kvplan.cost.runtimes import get_engine
 
-    allowed = get_engine(engine).kv_dtypes
+    allowed = get_engine(engine).kv_dtypes_for(card)
     left = [d for d in KV_DTYPES if d not in STATE_DTYPES and (allowed is None or d in allowed)]
     if not card.ssm or not left:
         return ""

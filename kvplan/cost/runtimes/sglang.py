@@ -156,6 +156,12 @@ class SglangVersion(VersionRange):
         return not excepted and sg.trtllm_mha_default(gpu.vendor, gpu.compute_capability, card.mla is not None,
                                                       speculative, eagle_topk)
 
+    def uses_trtllm_mla(self, gpu, card) -> bool:
+        """This release serves ``card`` (MLA) on ``gpu`` with trtllm_mla when no attention backend is given
+        (serving_sglang.TRTLLM_MLA_ARCHITECTURES)."""
+        return (self.first >= sg.TRTLLM_MLA_FIRST and card.mla is not None
+                and card.hf_architecture in sg.TRTLLM_MLA_ARCHITECTURES and sg.sm100(gpu.vendor, gpu.compute_capability))
+
     def default_mfs(self, gpu_mem_mib: int, tp: int, pp: int, mla: bool, cuda: bool, speculative: str | None = None,
                     vision: tuple[int, int] | None = None) -> float:
         """SGLang's mem_fraction_static when --mem-fraction-static is not given, as this release computes it;
@@ -405,7 +411,10 @@ class SGLang(Server):
         mamba = self._mamba_flags(flags, card)
         pages = self.version.trtllm_mha_pages
         trtllm = self.version.uses_trtllm_mha(gpu, card, speculative is not None, flags.speculative_eagle_topk)
-        changed = trtllm and block not in pages
+        mla = not trtllm and self.version.uses_trtllm_mla(gpu, card)
+        if mla:
+            pages = sg.TRTLLM_MLA_PAGES
+        changed = (trtllm or mla) and block not in pages
         if changed:
             block = sg.TRTLLM_MHA_PAGE  # SGLang's own change of the page size, the given one or its default 1
         swa_ratio, single = self._swa_ratio(flags, card, speculative is not None, trtllm)
@@ -422,11 +431,15 @@ class SGLang(Server):
                  is not None else "its default there for a model without MLA from 0.5.7" + (
                      f"; {release} picks triton for {card.hf_architecture} only without speculative decoding"
                      if card.hf_architecture in self.version.trtllm_mha_spec_exceptions else ""))
+        if mla:
+            whose = (f"its default there for {card.hf_architecture} from 0.5.4: _handle_model_specific_adjustments, "
+                     "arg_groups/model_overrides/deepseek_v2.py in 0.5.19+")
+        backend = "trtllm_mla" if mla else "trtllm_mha"
         return Options(mfs=mfs, block_size=block, speculative=speculative, swa_note=note, page_note=(
-                           f"SGLang on {gpu.name} (SM100) serves {card.name} with the trtllm_mha attention backend "
+                           f"SGLang on {gpu.name} (SM100) serves {card.name} with the {backend} attention backend "
                            f"({whose}), whose pages hold {', '.join(map(str, pages))} tokens: "
                            f"page size {block}" + (f" (SGLang changes {flags.block_size} to 64)" if changed and
-                                                   flags.block_size is not None else "")) if trtllm else None,
+                                                   flags.block_size is not None else "")) if trtllm or mla else None,
                        swa_ratio=swa_ratio,
                        swa_disabled=flags.disable_hybrid_swa_memory, mfs_note=mfs_note, max_running_requests=running,
                        **mamba)

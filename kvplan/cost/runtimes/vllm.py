@@ -18,6 +18,7 @@ from kvplan.cost.runtimes import vllm_mm as vm
 from kvplan.cost.runtimes.base import Server, VersionRange, at_range, positive_size, rank_row, refuse_zamba_v1, utilization
 from kvplan.cost.runtimes.setup import Options, Pool, ServingFlags, Setup, Stage
 from kvplan.errors import KvplanError, Refused
+from kvplan.model.dtypes import DType
 from kvplan.units import MAX_BLOCK_TOKENS, cdiv, fmt_bytes, fmt_int, require_positive
 
 if TYPE_CHECKING:
@@ -289,14 +290,57 @@ class VLLM(Server):
                    "the window")
     flops_rule = ("vLLM: logits only for the last position of each sequence; FlashAttention over the sequence's "
                   "own tokens (sliding: last W); MLA: expand in prefill, absorb in decode (MLACommonImpl)")
-    kv_dtypes = ("fp32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2")
+    kv_dtypes = ("fp32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2", "int8", "int4")
     paged = True
     takes_estimate_block = True
     reference_cache = True
-    _dtype_hint = " (vLLM kv_cache_dtype: auto, fp8, fp8_e4m3, fp8_e5m2)"
+    _dtype_hint = (" (vLLM kv_cache_dtype: auto, fp8, fp8_e4m3, fp8_e5m2; 0.20+ int8_per_token_head, 0.25+ "
+                   "int4_per_token_head; not modelled: fp8_per_token_head, nvfp4, turboquant_*)")
     extra_flags = frozenset({"speculative_config", "shared_prefix_len", "enable_lora", "max_loras", "max_lora_rank",
                              "flashinfer_sampler", "pp_layer_partition", "limit_mm_per_prompt", "mm_encoder_tp_mode",
                              "cold_compile", "cpu_offload_gb"})
+
+    def check_dtype(self, kv_dtype) -> None:
+        """Refuse int8/int4 K/V in a release without vLLM's per-token-head cache dtype (PER_TOKEN_HEAD)."""
+        super().check_dtype(kv_dtype)
+        layout = PER_TOKEN_HEAD.get(kv_dtype.name)
+        if layout is not None and self.version.first < layout.first:
+            raise KvplanError(f"--kv-dtype: {self.rules} has no {kv_dtype.name} K/V cache ({layout.flag} is first in "
+                              f"vLLM {'.'.join(map(str, layout.first))}.0); allowed here: {', '.join(self._dtypes_here())}"
+                              f", or --engine vllm=={'.'.join(map(str, layout.first))}")
+
+    def _dtypes_here(self) -> list[str]:
+        return [n for n in self.kv_dtypes if n not in PER_TOKEN_HEAD or self.version.first >= PER_TOKEN_HEAD[n].first]
+
+    def kv_dtypes_for(self, card) -> tuple[str, ...]:
+        """This release's dtypes; an MLA model without int8/int4 (kv_layout)."""
+        return tuple(n for n in self._dtypes_here() if card.mla is None or n not in PER_TOKEN_HEAD)
+
+    def kv_layout(self, kv_dtype, card):
+        """int8/int4: vLLM's per-token-head layout (PER_TOKEN_HEAD), which only the Triton attention backend stores;
+        no MLA backend takes it (supported_kv_cache_dtypes of every v1/attention/backends/mla backend, 0.20.0 -
+        0.33.0: auto, float16, bfloat16, fp8...), so an MLA model is refused as vLLM finds no backend."""
+        layout = PER_TOKEN_HEAD.get(kv_dtype.name)
+        if layout is None:
+            return kv_dtype
+        if card.mla is not None:
+            raise KvplanError(f"--kv-dtype: vLLM stores {kv_dtype.name} K/V ({layout.flag}) only on its Triton "
+                              f"attention backend, which does not run MLA ({card.name}); allowed: fp8_e4m3 or the "
+                              "model dtype")
+        return layout.dtype
+
+    def kv_layout_note(self, kv_dtype):
+        layout = PER_TOKEN_HEAD.get(kv_dtype.name)
+        if layout is None or kv_dtype != layout.dtype:
+            return None
+        return (f"{kv_dtype.name} KV as vLLM stores it (--kv-cache-dtype {layout.flag}, 0.{layout.first[1]}+, Triton "
+                f"attention backend): {kv_dtype.describe_element()} values plus one fp32 scale per token, KV head and "
+                "K/V (v1/kv_cache_interface.py page_size_bytes; TritonAttentionBackend.customize_spec), not kvplan's "
+                "ideal per-64 groups.")
+
+    def kv_dtype_name(self, s: Setup) -> str:
+        layout = PER_TOKEN_HEAD.get(s.kv_t.name)
+        return layout.flag if layout is not None else s.kv_t.name
 
     def at_version(self, text: str) -> VLLM:
         """The runtime for the release ``text`` (``--engine vllm==0.11``): the modelled range that covers it."""
@@ -933,7 +977,32 @@ def hybrid_alignment(card) -> int:
     return vl.MLA_HYBRID_ALIGNMENT if card.mla else vl.DEFAULT_BLOCK_SIZE
 
 
-_KV_DTYPE_FLAG = {"fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2"}
+@dataclass(frozen=True)
+class PerTokenHead:
+    """A vLLM per-token-head K/V cache dtype: its flag, the first release with it, the bytes it stores."""
+
+    flag: str
+    first: tuple[int, int]
+    dtype: DType
+
+
+# vLLM's int8/int4 K/V caches (config/cache.py CacheDType: "int8_per_token_head" from 0.20.0, "int4_per_token_head"
+# from 0.25.0; absent in 0.19.1 and 0.24.0). Only TritonAttentionBackend lists them in supported_kv_cache_dtypes
+# (v1/attention/backends/triton_attn.py, 0.20.0 - 0.33.0), so the backend selector (platforms/cuda.py
+# _get_backend_priorities, validate_configuration: "kv_cache_dtype not supported") passes FlashAttention and
+# FlashInfer over and picks TRITON_ATTN. Per token and KV head, K and V each: head_size values (int4: head_size // 2
+# bytes, two values per byte) and one fp32 scale: v1/kv_cache_interface.py AttentionSpec.page_size_bytes adds
+# 2 x block_size x num_kv_heads x 4 B to real_page_size_bytes (0.20.0 - 0.27.1; int4's head_size // 2 from 0.25.0),
+# TritonAttentionBackend.customize_spec (0.28.0 - 0.33.0): (hs_k + hs_v) x 1 B + 2 x 4 B. The Triton backend takes
+# blocks in multiples of 16 (get_supported_kernel_block_sizes: [MultipleOf(16)]), so the default block 16 stands, and
+# supports CUDA graphs ALWAYS (TritonAttentionMetadataBuilder._cudagraph_support), so FULL_AND_PIECEWISE captures the
+# same graphs. Not modelled: its softmax_segm_* scratch (v1/attention/backends/triton_attn.py __init__ of the
+# metadata builder, float32 [min(128 // kv_heads snapped to a capture size, max_num_seqs), heads, 16,
+# next_power_of_2(head_size)], ~4 MiB for Llama-3.1-8B), allocated with the builders after the pool is sized.
+PER_TOKEN_HEAD = {"int8": PerTokenHead("int8_per_token_head", (0, 20), DType("int8", 8, vector_scale_bytes=4)),
+                  "int4": PerTokenHead("int4_per_token_head", (0, 25), DType("int4", 4, vector_scale_bytes=4))}
+_KV_DTYPE_FLAG = {"fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2",
+                  **{name: p.flag for name, p in PER_TOKEN_HEAD.items()}}  # int8/int4: vLLM only (SGLang refuses)
 
 
 def dtype_flags(s: Setup, kv_flag: str) -> list[str]:

@@ -260,6 +260,7 @@ def _served(card: ModelCard, rt: Runtime, layout: Layout, kv_dtype: str | None, 
     flags = flags if llama is flags.llama else replace(flags, llama=llama)
     kv_t, w_t = _dtype(card, rt, kv_dtype, "--kv-dtype")[0], _dtype(card, rt, weight_dtype, "--weight-dtype")[0]
     rt.check_dtype(kv_t)
+    kv_t = rt.kv_layout(kv_t, card)
     if rt.kv_follows_model_dtype and kv_dtype is not None and kv_t.bits >= 16:
         model_t = w_t if w_t.bits >= 16 else _dtype(card, rt, None, "--weight-dtype")[0]
         if kv_t.name != model_t.name:
