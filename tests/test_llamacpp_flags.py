@@ -8,6 +8,34 @@ import pytest
 GIB = 2**30
 
 
+def test_estimate_unified_without_np_holds_the_batch(cli_json):
+    """--kv-unified without -np: --batch slots (-np's estimate default) sharing --batch x --seq-len cells, so the batch
+    fits at once; was one cache of --seq-len cells for 3 sequences of --seq-len."""
+    r = cli_json("estimate", "-m", "llama-3.1-8b", "--seq-len", "4096", "--batch", "3", "--engine", "llamacpp",
+                 "--kv-unified")
+    c = r["llamacpp"]["context"]
+    assert (c["n_seq_max"], c["n_ctx"], c["n_ctx_seq"], c["kv_unified"]) == (3, 3 * 4096, 3 * 4096, True)
+    assert r["kv_cache"]["total_bytes"] == 3 * 4096 * 32 * 1024 * 2 * 2
+
+
+def test_plan_slot_search_keeps_kv_unified(cli_json):
+    """F2 0: --kv-unified without -c/-np was dropped (22 slots, kv_unified false, no -kvu). llama-context.cpp: a unified
+    cache has n_ctx_seq = n_ctx (each slot reaches every cell), so N slots of --max-model-len L are -np N -c N x L
+    -kvu; gemma-3's sliding layers then hold 1,024 x N + 512 cells (one stream) instead of N x 1,536, so more slots
+    fit. Each slot adds 8 full layers x L cells + 40 sliding layers x 1,024 cells of 8,192 B: the next does not fit."""
+    args = ("plan", "-m", "gemma-3-12b", "--gpu", "H100-SXM", "--max-model-len", "32768", "--engine", "llamacpp")
+    u, split = cli_json(*args, "--kv-unified"), cli_json(*args)
+    c, n = u["context"], u["context"]["n_seq_max"]
+    assert c["kv_unified"] and (c["n_ctx"], c["n_ctx_seq"]) == (n * 32768, n * 32768)
+    assert f"-c {n * 32768} -np {n} -kvu" in u["launch_command"]
+    swa = next(x for x in u["caches"] if x["kind"] == "kv_swa")
+    assert (swa["cells"], swa["streams"]) == (-(-(1024 * n + 512) // 256) * 256, 1)
+    assert u["max_concurrency"] == n > split["max_concurrency"] == split["context"]["n_seq_max"]
+    gpu = sum(b["bytes"] for b in u["buffers"] if b["device"] == "CUDA0")
+    assert gpu <= u["inputs"]["gpu_memory_bytes"] < gpu + 8192 * (8 * 32768 + 40 * 1024)
+    assert not split["context"]["kv_unified"] and "-kvu" not in split["launch_command"]
+
+
 LLAMA_ONLY = [(("--swa-full",), "--swa-full"), (("-ub", "256"), "-ub/--ubatch-size"),
               (("--kv-unified",), "--kv-unified"), (("--no-kv-unified",), "--no-kv-unified"),
               (("--cpu-moe",), "--cpu-moe"), (("-ncmoe", "2"), "-ncmoe/--n-cpu-moe"),
