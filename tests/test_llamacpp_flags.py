@@ -8,6 +8,39 @@ import pytest
 GIB = 2**30
 
 
+def test_estimate_rows_are_llama_cpps_quantized_cache(cli_json):
+    """F1-7: -ctk q8_0 -ctv q4_0 kept the rows, kv_cache.* and total_bytes at f16 (134,217,728 B). ggml's blocks:
+    q8_0 34 B and q4_0 18 B per 32 values (ggml-common.h block_q8_0 / block_q4_0); llama-3.1-8b's K and V rows are
+    8 heads x 128 = 1,024 values, n_ctx 1,000 padded to 1,024 cells (llama-context.cpp GGML_PAD(n_ctx, 256))."""
+    r = cli_json("estimate", "-m", "llama-3.1-8b", "--seq-len", "1000", "--engine", "llamacpp", "-ctk", "q8_0",
+                 "-ctv", "q4_0", "-fa", "on")
+    k_cell, v_cell = 1024 // 32 * 34, 1024 // 32 * 18  # one layer's K and V rows of one cell
+    cache = 1024 * 32 * (k_cell + v_cell)
+    assert cache == 54_525_952
+    kv = r["kv_cache"]
+    assert (kv["total_bytes"], kv["bytes_per_sequence"], kv["bytes_per_token"]) == (cache, cache, 32 * (k_cell + v_cell))
+    assert kv["dtype"] == "q8_0/q4_0"
+    assert r["total_bytes"] == r["weights"]["bytes"] + cache
+    (row,) = kv["groups"]
+    assert (row["layers"], row["positions_held"], row["bytes_per_token_per_layer"]) == (32, 1024, k_cell + v_cell)
+    note = next(n for n in r["notes"] if n.startswith("The KV rows above"))
+    assert "1,024 cells" in note and "134,217,728 B" in note and "without llama.cpp's padding" not in note
+
+
+def test_estimate_rows_of_a_sliding_model_in_a_unified_cache(cli_json):
+    """Gemma-3-12B, -np 4 --kv-unified: one stream; the sliding cache holds GGML_PAD(n_swa x n_seq + n_ubatch, 256) =
+    1,024 x 4 + 512 = 4,608 cells (llama-kv-cache-iswa.cpp), the full one n_ctx = 32,768; 8 KV heads x 256 x 2 B
+    per K or V row. The old rows held 4 streams' worth per sequence at the table's rule (1,536 sliding cells)."""
+    r = cli_json("estimate", "-m", "gemma-3-12b", "--seq-len", "32768", "--engine", "llamacpp", "-np", "4",
+                 "--kv-unified")
+    row = 8 * 256 * 2 * 2  # K and V of one layer and cell, f16
+    full, sliding = (g for g in r["kv_cache"]["groups"])
+    assert (full["kind"], full["layers"], full["positions_held"]) == ("full", 8, 32768)
+    assert (sliding["kind"], sliding["layers"], sliding["window"], sliding["positions_held"]) == ("sliding", 40, 1024,
+                                                                                                   4608)
+    assert r["kv_cache"]["total_bytes"] == row * (8 * 32768 + 40 * 4608)
+
+
 def test_estimate_unified_without_np_holds_the_batch(cli_json):
     """--kv-unified without -np: --batch slots (-np's estimate default) sharing --batch x --seq-len cells, so the batch
     fits at once; was one cache of --seq-len cells for 3 sequences of --seq-len."""
