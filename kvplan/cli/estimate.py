@@ -31,7 +31,7 @@ def estimate(
     gpu_file: o.GpuFile = None,
     mfu: Annotated[Optional[float], typer.Option("--mfu", help="With --gpu: achieved share of peak FLOP/s, (0, 1].")] = None,
     mbu: Annotated[Optional[float], typer.Option("--mbu", help="With --gpu: achieved share of bandwidth, (0, 1].")] = None,
-    ctx_size: o.EstimateCtxSize = None, parallel: o.Parallel = None, kv_unified: o.KvUnified = None,
+    ctx_size: o.EstimateCtxSize = None, parallel: o.EstimateParallel = None, kv_unified: o.KvUnified = None,
     cache_type_k: o.CacheTypeK = None, cache_type_v: o.CacheTypeV = None, flash_attn: o.FlashAttn = None,
     n_gpu_layers: o.NGpuLayers = None, swa_full: o.SwaFull = False, ubatch_size: o.UbatchSize = None,
     llamacpp_rules: o.LlamaRules = None, gguf_quant: o.GgufQuant = None,

@@ -178,9 +178,12 @@ CpuOffloadGb = Annotated[_F, typer.Option(
 CtxSize = Annotated[Optional[int], typer.Option("-c", "--ctx-size", help="llama.cpp n_ctx (default: --max-model-len "
                                                 "x slots, or the whole context with a unified cache).")]
 EstimateCtxSize = Annotated[Optional[int], typer.Option("-c", "--ctx-size", help="llama.cpp n_ctx (default: --seq-len "
-                                                        "x slots, or the whole context with a unified cache).")]
-Parallel = Annotated[Optional[int], typer.Option("-np", "--parallel", help="llama.cpp slots (default: auto, 4 with a "
-                                                 "unified cache; Ollama 1).")]
+                                                        "x slots; --seq-len x --batch with a unified cache).")]
+Parallel = Annotated[Optional[int], typer.Option("-np", "--parallel", help="llama.cpp slots (default: the most of "
+                                                 "--max-model-len that fit; with -c, llama-server's auto: 4, unified; "
+                                                 "Ollama 1).")]
+EstimateParallel = Annotated[Optional[int], typer.Option("-np", "--parallel", help="llama.cpp slots (default: --batch, "
+                                                         "one per sequence, unified or not).")]
 KvUnified = Annotated[Optional[bool], typer.Option("--kv-unified/--no-kv-unified", "-kvu", help="llama.cpp: one "
                                                    "cache shared by all slots.")]
 CacheTypeK = Annotated[Optional[str], typer.Option("-ctk", "--cache-type-k", help="llama.cpp K cache type: f32, f16, "

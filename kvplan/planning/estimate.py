@@ -134,21 +134,25 @@ def estimate_request(base: ModelCard, q: EstimateRequest) -> Estimate:
         notes.append(fp32_note(card, r.w_t, weights.fp32_params))
     steps = _flops(r, prompt, notes)  # the roofline reuses them: computed once
     flops = None if steps is None else StepFlops.model_construct(prefill=steps[0].result(), decode_step=steps[1].result())
-    roof = None if q.gpu is None else _roofline(r, q, prompt, steps, kv.total_bytes + weights.bytes)
     if q.llama is not None:  # llama.cpp's flags: refused by every runtime but llama.cpp's
         from kvplan.cost.runtimes.setup import ServingFlags
 
         r.engine.refuse_flags(ServingFlags(llama=q.llama))
     lcpp = r.engine.estimate_memory(card, r.w_t.bits, q.seq_len, q.batch, q.llama)
-    if lcpp is not None:
-        cache = sum(b.bytes for b in lcpp.buffers if b.kind in ("kv", "recurrent"))
-        if cache != kv.total_bytes:  # -c/-np/-ctk/-ctv, padding: llama-server's own cache beside the table's
+    if lcpp is not None:  # the KV rows are the cache llama-server allocates (its caches block), not a second count
+        table = kv
+        kv = llama_kv(kv, lcpp)
+        if kv.total_bytes != table.total_bytes:  # -c/-np/-ctk/-ctv, unified SWA, MLA: the rows say whose they are
             c = lcpp.context
-            notes.append(f"llama.cpp allocates {fmt_bytes(cache)} ({cache:,} B) of cache for these flags (n_ctx "
-                         f"{c.n_ctx:,} cells, {c.n_seq_max} slot(s), its cache types: the llama_kv_cache and "
-                         f"llama_memory_recurrent lines below); the KV rows above hold --batch {q.batch} x --seq-len "
-                         f"{q.seq_len:,} tokens at {r.kv_t.name}, without llama.cpp's padding and cache types.")
+            notes.append(f"The KV rows above are llama.cpp's cache for these flags ({fmt_bytes(kv.total_bytes)}, "
+                         f"{kv.total_bytes:,} B): n_ctx {c.n_ctx:,} cells, {c.n_ctx_seq:,} per slot, {c.n_seq_max} "
+                         f"slot(s){', one unified cache' if c.kv_unified else ''}, K/V {kv.dtype} (the "
+                         f"{' and '.join(dict.fromkeys(_log_name(x.kind) for x in lcpp.caches))} "
+                         f"lines below). The engine line's rule for --batch {q.batch} x --seq-len {q.seq_len:,} at "
+                         f"{r.kv_t.name}, a stream per sequence, gives {fmt_bytes(table.total_bytes)} "
+                         f"({table.total_bytes:,} B).")
         notes += lcpp.log_lines()
+    roof = None if q.gpu is None else _roofline(r, q, prompt, steps, kv.total_bytes + weights.bytes)
     return Estimate.model_construct(inputs=inputs, model=summarize(card, base), kv_cache=kv, weights=weights,
                     total_bytes=kv.total_bytes + weights.bytes, flops=flops, roofline=roof, notes=notes,
                     llamacpp=lcpp)
@@ -368,6 +372,58 @@ def _padding_row(groups: list, r: Resolved, pad: int) -> KVGroup:
     return KVGroup.model_construct(kind="padding", layers=slots, window=None, chunk=None, bytes_per_token_per_layer=0,
                                    positions_held=0, bytes_per_sequence=pad, total_bytes=r.batch * pad,
                                    formula=formula)
+
+
+def _log_name(kind: str) -> str:
+    """The llama.cpp log line that sums a cache of ``kind`` (``Cache.log_line``)."""
+    return "llama_memory_recurrent" if kind == "recurrent" else "llama_kv_cache"
+
+
+def llama_kv(kv: KVCacheResult, m) -> KVCacheResult:
+    """``kv`` (the table's count) as llama.cpp allocates it: one row per cache of ``m.caches`` (llama_kv_cache: the
+    full layers, kv_swa: the sliding ones, llama_memory_recurrent: the states), its bytes, cells and cache types as
+    that block gives them; the kind and window of the table's rows of the same layers. Per token: one cell of each
+    K/V cache (its bytes / cells x streams, exact); per sequence: a stream of each K/V cache (the whole cache when
+    unified: a slot reaches every cell) and one state."""
+    sliding = [g for g in kv.groups if g.kind in ("sliding", "chunked")]
+    attention = [g for g in kv.groups if g.kind not in ("sliding", "chunked") and g.bytes_per_token_per_layer]
+    states = [g for g in kv.groups if not g.bytes_per_token_per_layer]
+    rows, per_token, per_seq = [], 0, 0
+    for c in m.caches:
+        if not c.layers or not c.bytes:  # an empty base cache beside the sliding one (every layer sliding)
+            continue
+        like = (sliding if c.kind == "kv_swa" else attention) or [None]
+        layers = c.layers
+        if c.kind == "recurrent":  # one state per sequence: R and S of every state layer, f32
+            seq, cell, held, like = c.bytes // c.cells, 0, 1, [None]
+            layers = states[0].layers if states else c.layers  # llama.cpp logs n_layer; the state layers hold them
+            formula = (f"{c.cells} seq x the states of {layers} layers: R (f32) {c.k_bytes:,} B + S (f32) "
+                       f"{c.v_bytes:,} B = {fmt_bytes(c.bytes)}")
+        else:
+            cell = c.bytes // (c.cells * c.streams)  # every layer's K and V rows of one cell (llama_kv_cache ctor)
+            seq, held = cell * c.cells, c.cells
+            per_token += cell
+            v = f" + V ({c.v_type}) {c.v_bytes:,} B" if c.v_bytes else " (no V cache)"
+            formula = (f"{c.streams} stream(s) x {c.cells} cells x {c.layers} layers ({c.seqs} seq): K ({c.k_type}) "
+                       f"{c.k_bytes:,} B{v} = {fmt_bytes(c.bytes)}")
+            if cell % layers:  # layers of unlike widths (0-head layers among them): B/token/layer is their mean
+                formula += f" (layers of unlike widths: {cell:,} B per cell in all, {cell // layers:,} B the mean)"
+        per_seq += seq
+        rows.append(KVGroup.model_construct(
+            kind=like[0].kind if like[0] else ("full" if c.kind == "kv" else c.kind), layers=layers,
+            window=like[0].window if like[0] and c.kind == "kv_swa" else None,
+            chunk=like[0].chunk if like[0] and c.kind == "kv_swa" else None,
+            bytes_per_token_per_layer=cell // layers,
+            positions_held=held, bytes_per_sequence=seq, total_bytes=c.bytes, formula=formula))
+    types = {(c.k_type, c.v_type) for c in m.caches if c.kind != "recurrent" and c.bytes} or {
+        (c.k_type, c.v_type) for c in m.caches}  # a state model's R and S (f32)
+    k, v = types.pop() if len(types) == 1 else (kv.dtype, kv.dtype)
+    from kvplan.cost.llamacpp import KV_DTYPE_TYPES  # loaded with the caches block: --kv-dtype's names
+
+    named = {t: d for d, t in KV_DTYPE_TYPES.items()}
+    dtype = named.get(k, k) if k == v else f"{k}/{v}"
+    return kv.model_copy(update=dict(dtype=dtype, bytes_per_token=per_token, bytes_per_sequence=per_seq,
+                                     total_bytes=sum(c.bytes for c in m.caches), groups=rows))
 
 
 def _group_row(spec: KVLayerSpec, layers: int, r: Resolved) -> KVGroup:

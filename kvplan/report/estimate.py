@@ -38,10 +38,12 @@ def _summary_table(r: Estimate) -> Table:
     t.add_row("attention", m.attention_detail + ("  (what-if layout)" if m.layout_changed else ""))
     t.add_row("engine", f"{kv.engine}: {kv.engine_rule}")
     enc = f", encoder {i.encoder_len} tokens" if i.encoder_len else ""
-    t.add_row("inputs", f"batch {i.batch} x {i.seq_len} tokens{enc}; KV {i.kv_dtype}, weights {i.weight_dtype}")
+    t.add_row("inputs", f"batch {i.batch} x {i.seq_len} tokens{enc}; KV {kv.dtype}, weights {i.weight_dtype}")
     t.add_row("KV per token", exact(kv.bytes_per_token) + " (one sequence, all layers)")
     t.add_row("KV per sequence", exact(kv.bytes_per_sequence))
-    t.add_row("KV total", exact(kv.total_bytes) + f" (batch of {i.batch})")
+    c = r.llamacpp and r.llamacpp.context  # llama.cpp's cache: its slots, not the batch
+    t.add_row("KV total", exact(kv.total_bytes) + (f" (llama.cpp's cache: n_ctx {c.n_ctx:,} cells, {c.n_seq_max} "
+                                                   f"slot(s))" if c else f" (batch of {i.batch})"))
     scales = f" + fp8 KV scales {w.kv_scale_bytes} B" if w.kv_scale_bytes else ""
     q = w.quantization
     stored = weights_format(q.format if q else None, w.dtype)

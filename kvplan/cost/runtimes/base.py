@@ -110,10 +110,11 @@ class Runtime(Engine):
 
     def refuse_flags(self, flags: ServingFlags) -> None:
         """Refuse, by flag, the engine-specific flags of ``EXTRA_FLAGS`` this runtime does not take."""
-        from kvplan.cost.runtimes.setup import EXTRA_FLAGS
+        from kvplan.cost.runtimes.setup import EXTRA_FLAGS, llama_flag_names
 
         for name, (flag, owner) in EXTRA_FLAGS.items():
             if name not in self.extra_flags and getattr(flags, name) not in (None, False):
+                flag = llama_flag_names(flags.llama) if name == "llama" else flag  # the llama.cpp flags given
                 raise KvplanError(f"{flag}: only for --engine {owner} (got --engine {self.name})")
 
     def resolve(self, flags: ServingFlags, card: ModelCard, gpu: GPU, total: int, layout: Layout,

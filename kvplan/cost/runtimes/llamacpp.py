@@ -179,8 +179,10 @@ def fits_whole(sized: lc.Sizes, total: int, max_model_len: int) -> bool:
 
 @lru_cache(maxsize=4096)  # one object per value: the slot search asks for the same flags again for every GPU type
 def slots(f: lc.LlamaFlags, n: int, max_model_len: int) -> lc.LlamaFlags:
-    """``f`` with -np n -c n x max_model_len: n streams of max_model_len cells, as an explicit -np gives."""
-    return f.replaced(n_parallel=n, n_ctx=n * max_model_len, kv_unified=False)
+    """``f`` with -np n -c n x max_model_len: n streams of max_model_len cells, as an explicit -np gives; with
+    --kv-unified given, one cache of n x max_model_len cells the n slots share (llama-context.cpp b10488,
+    llama_context ctor: kv_unified -> n_ctx_seq = n_ctx, one stream), so n requests of max_model_len fit at once."""
+    return f.replaced(n_parallel=n, n_ctx=n * max_model_len, kv_unified=f.kv_unified is True)
 
 
 def at_context(f: lc.LlamaFlags, max_model_len: int) -> lc.LlamaFlags:
@@ -419,12 +421,13 @@ class LlamaCpp(Runtime):
         return f"GGUF (the file's tensor types; {load_gguf(path).params:,} params in the file)"
 
     def _estimate_flags(self, seq_len: int, batch: int, flags: lc.LlamaFlags | None) -> lc.LlamaFlags:
-        """``flags`` with llama-server's -np and -c for ``batch`` slots of ``seq_len`` cells where not given."""
+        """``flags`` with llama-server's -np and -c for ``batch`` slots of ``seq_len`` cells where not given (a
+        unified cache: ``batch`` x ``seq_len`` cells the slots share, each reaching all of them)."""
         f = flags or lc.LlamaFlags()
         if f.n_parallel is None:
             f = replace(f, n_parallel=batch)
         if f.n_ctx is None:
-            f = replace(f, n_ctx=seq_len if f.kv_unified else seq_len * f.n_parallel)
+            f = replace(f, n_ctx=seq_len * (batch if f.kv_unified else f.n_parallel))
         per_slot = _cells_per_slot(f) if f.n_ctx else seq_len  # -c 0: the training context
         if per_slot < seq_len:
             raise KvplanError(f"-c/--ctx-size: {f.n_ctx:,} cells over {f.n_parallel} slot(s) hold {per_slot:,} tokens "
@@ -665,8 +668,9 @@ class LlamaCpp(Runtime):
                "memory."]
         if s.opts.llama.n_ctx is None:
             out.append(f"Slots: neither -c nor -np given, so the plan sizes llama-server for the most slots of "
-                       f"--max-model-len that fit: -np {c.n_seq_max} -c {c.n_ctx:,} (llama-server alone starts 4 "
-                       "unified slots sharing -c).")
+                       f"--max-model-len that fit: -np {c.n_seq_max} -c {c.n_ctx:,}"
+                       + (" -kvu (--kv-unified: one cache of -np x --max-model-len cells the slots share)"
+                          if c.kv_unified else "") + " (llama-server alone starts 4 unified slots sharing -c).")
         ft = self.fit(s)
         moe = "" if ft.min_n_cpu_moe is None else (f"; with every layer on the GPU(s), at least --n-cpu-moe "
                                                    f"{ft.min_n_cpu_moe} (experts of the first layers in host memory)")

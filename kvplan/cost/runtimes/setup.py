@@ -91,6 +91,21 @@ EXTRA_FLAGS = {"free_gpu_memory_fraction": ("--kv-cache-free-gpu-memory-fraction
                "disable_radix_cache": ("--disable-radix-cache", "sglang"),
                "max_mamba_cache_size": ("--max-mamba-cache-size", "sglang"),
                "mamba_radix_cache_strategy": ("--mamba-radix-cache-strategy", "sglang")}
+# LlamaFlags field -> the flag as the CLI spells it (kvplan/cli/options.py): a refusal names those given
+LLAMA_FLAGS = {"n_ctx": "-c/--ctx-size", "n_parallel": "-np/--parallel", "kv_unified": "--kv-unified",
+               "type_k": "-ctk/--cache-type-k", "type_v": "-ctv/--cache-type-v", "flash_attn": "-fa/--flash-attn",
+               "n_gpu_layers": "-ngl/--n-gpu-layers", "swa_full": "--swa-full", "n_ubatch": "-ub/--ubatch-size",
+               "rules": "--llamacpp-rules", "gguf_quant": "--gguf-quant", "tensor_split": "-ts/--tensor-split",
+               "overrides": "-ot/--override-tensor", "cpu_moe": "--cpu-moe", "n_cpu_moe": "-ncmoe/--n-cpu-moe",
+               "lora": "--lora", "lora_rank": "--lora-rank", "lora_targets": "--lora-targets"}
+
+
+def llama_flag_names(f: LlamaFlags) -> str:
+    """The llama.cpp flags given in ``f`` as the CLI spells them (--no-kv-unified for -kvu given off), in the CLI's
+    order; the group's name where none was given by flag (flags built in Python)."""
+    names = [("--no-kv-unified" if k == "kv_unified" and f.kv_unified is False else flag)
+             for k, flag in LLAMA_FLAGS.items() if k in f.given]
+    return ", ".join(names) or EXTRA_FLAGS["llama"][0]
 
 
 @dataclass(frozen=True)
