@@ -93,3 +93,33 @@ def test_sglang_deepseek_v3_b200_concurrency_in_64_token_pages():
     assert r.kv_cache.tokens == cells // 64 * 64 == 16_521 * 64
     assert r.max_concurrency == pytest.approx(16_521 / 157)
     assert round(r.max_concurrency, 2) == 105.23
+
+
+def test_vllms_own_spelling_of_its_int8_cache_is_read_as_int8():
+    """A log's ``kv_cache_dtype='int8_per_token_head'`` (vLLM's flag value) plans as --kv-dtype int8 on vLLM, whose
+    layout it names; another engine does not take vLLM's spelling."""
+    from kvplan.errors import KvplanError
+    from kvplan.planning.capacity import plan
+
+    args = dict(gpu="H100-SXM", max_model_len=8192)
+    spelled = plan("llama-3.1-8b", kv_dtype="int8_per_token_head", **args)
+    assert spelled.kv_cache.num_blocks == plan("llama-3.1-8b", kv_dtype="int8", **args).kv_cache.num_blocks
+    assert spelled.inputs.kv_dtype == "int8_per_token_head"
+    with pytest.raises(KvplanError, match="--kv-dtype"):
+        plan("llama-3.1-8b", kv_dtype="int8_per_token_head", engine="sglang", **args)
+
+
+def test_sglang_trtllm_mla_refuses_fp8_e5m2_kv_on_blackwell_only():
+    """SGLang 0.5.4 - 0.5.23: "TensorRT-LLM MLA backend only supports kv-cache-dtype of fp8_e4m3, [fp4_e2m1, bf16,]
+    or auto" (server_args.py; arg_groups/overrides.py _mla_kv_cache_dtype_checks from 0.5.15): on a B200, where
+    SGLang picks trtllm_mla for DeepSeek-V3, fp8_e5m2 K/V is refused; on an H200 (flashinfer/fa3 MLA) it is not, and a
+    search skips the B200 layouts instead of stopping."""
+    from kvplan.planning.capacity.search import search
+
+    args = dict(tp=8, engine="sglang", max_model_len=10000, kv_dtype="fp8_e5m2")
+    with pytest.raises(KvplanError, match="trtllm_mla"):
+        plan("deepseek-v3-fp8", gpu="B200", **args)
+    assert plan("deepseek-v3-fp8", gpu="H200", **args).fits
+    found = search("deepseek-v3-fp8", concurrency=16, gpus=["B200", "H200"], max_gpus=16, engine="sglang",
+                   max_model_len=10000, kv_dtype="fp8_e5m2")
+    assert found.options and all(o.gpu != "B200" for o in found.options)

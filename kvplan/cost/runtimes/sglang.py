@@ -414,6 +414,11 @@ class SGLang(Server):
         mla = not trtllm and self.version.uses_trtllm_mla(gpu, card)
         if mla:
             pages = sg.TRTLLM_MLA_PAGES
+            if flags.kv_cache_dtype == "fp8_e5m2":  # server_args.py (0.5.4 - 0.5.14), arg_groups/overrides.py
+                # _mla_kv_cache_dtype_checks (0.5.15+): "TensorRT-LLM MLA backend only supports kv-cache-dtype of
+                # fp8_e4m3, [fp4_e2m1, bf16,] or auto" in every release 0.5.4 - 0.5.23
+                raise Refused(f"--kv-dtype: SGLang serves {card.name} on {gpu.name} with trtllm_mla, which refuses "
+                              "fp8_e5m2 K/V; allowed: fp8_e4m3 or the model dtype")
         changed = (trtllm or mla) and block not in pages
         if changed:
             block = sg.TRTLLM_MHA_PAGE  # SGLang's own change of the page size, the given one or its default 1

@@ -316,6 +316,12 @@ class VLLM(Server):
         """This release's dtypes; an MLA model without int8/int4 (kv_layout)."""
         return tuple(n for n in self._dtypes_here() if card.mla is None or n not in PER_TOKEN_HEAD)
 
+    def cache_type_flags(self, kv_dtype, llama):
+        """vLLM's own --kv-cache-dtype spellings of its per-token-head caches (int8_per_token_head, a log's
+        ``kv_cache_dtype``) read as the int8/int4 whose layout ``kv_layout`` gives; other names unchanged."""
+        flags = {p.flag: name for name, p in PER_TOKEN_HEAD.items()}
+        return flags.get(kv_dtype, kv_dtype) if isinstance(kv_dtype, str) else kv_dtype, llama
+
     def kv_layout(self, kv_dtype, card):
         """int8/int4: vLLM's per-token-head layout (PER_TOKEN_HEAD), which only the Triton attention backend stores;
         no MLA backend takes it (supported_kv_cache_dtypes of every v1/attention/backends/mla backend, 0.20.0 -
