@@ -123,3 +123,15 @@ def test_trtllm_serve_underscore_spellings_are_taken():
                                    "--kv_cache_free_gpu_memory_fraction=0.8", "--json"])
     assert got.exit_code == 0, got.stderr
     assert "--max_num_tokens 4096" in got.stdout and "--kv_cache_free_gpu_memory_fraction 0.8" in got.stdout
+
+
+def test_cards_import_refuses_a_name_that_is_no_card_name(tmp_path):
+    """QA F2 9: `cards import --name "bad name!"` wrote the card as `bad-name`; a name the user gives is refused as
+    docs/errors.md says, one derived from the config is still made into one."""
+    from pathlib import Path
+
+    config = str(Path(__file__).parent / "data" / "configs" / "qwen2.5-7b-instruct.json")
+    got = CliRunner().invoke(app, ["cards", "import", config, "--name", "bad name!", "-o", str(tmp_path / "x.yaml")])
+    assert got.exit_code == 2 and got.stderr.startswith("error: --name:") and not (tmp_path / "x.yaml").exists()
+    ok = CliRunner().invoke(app, ["cards", "import", config, "--name", "my-model.v2", "-o", str(tmp_path / "y.yaml")])
+    assert ok.exit_code == 0 and "name: my-model.v2" in (tmp_path / "y.yaml").read_text()

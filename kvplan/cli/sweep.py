@@ -22,7 +22,7 @@ def sweep(
     kv_dtype: Annotated[Axis, typer.Option("--kv-dtype", help="K/V dtypes, comma list; default: the engine's.")] = None,
     weight_dtype: Annotated[Axis, typer.Option("--weight-dtype", help="Weight dtypes, comma list.")] = None,
     attention: Annotated[Axis, typer.Option(
-        "--attention", help="Layouts, comma list: card (the card's own), mha, mqa, gqa:G.")] = None,
+        "--attention", help="Layouts, comma list: card (the card's own), mha, mqa, gqa:G, mla:R.")] = None,
     engine: Annotated[str, typer.Option("--engine", help=f"Engines, comma list, each {o.ENGINES_HELP}.")] = "ideal",
     gpu: Annotated[Axis, typer.Option("--gpu", help="GPUs, comma list: adds roofline columns (slower per row).")] = None,
     gpu_file: o.GpuFile = None,

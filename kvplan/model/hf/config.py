@@ -108,6 +108,9 @@ def _name_or_path(cfg: Config) -> str:
 def _card_name(name: str | None, repo: str, origin: str) -> str:
     """A valid card name (at most 100 characters) from --name, the repo id's last part, or the folder's name (a file
     other than config.json: its own name)."""
+    if name is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}", name):  # the card's name pattern
+        raise KvplanError(f"--name: {clip(name)} is not a card name; allowed: 1-100 letters, digits and . _ -, "
+                          "starting with a letter or digit (e.g. my-model)")
     raw = name or repo.rstrip("/").split("/")[-1]
     if not raw and origin != "config":  # <folder>/config.json names the folder; any other file names itself
         path = Path(origin)
