@@ -105,3 +105,17 @@ def test_formula_names_the_engines_own_pages():
     assert "160 tokens (5 blocks of 32)" in trt["formula"]
     tgi = _json("estimate", "-m", "llama-3-8b", "--seq-len", "129", "--engine", "tgi")["kv_cache"]["groups"][0]
     assert "129 tokens x" in tgi["formula"] and "blocks of" not in tgi["formula"]
+
+
+@pytest.mark.parametrize("gpu", ["H200", "B200"])
+def test_sweep_rows_on_a_gpu_take_its_state_pages(gpu):
+    """vLLM 0.33 on SM 9.0: Qwen3-Next's Gated DeltaNet layers keep a prefill checkpoint page (one more page per state
+    group, the block aligned to 64 tokens), which estimate and plan charge on an H200 and not on a B200; a sweep row
+    on that GPU takes the same bytes (review 36 F2: it took the GPU-less fold)."""
+    from kvplan.planning.estimate import estimate
+    from kvplan.planning.sweep import sweep
+
+    want = estimate("qwen3-next-80b-a3b", seq_len=10000, engine="vllm==0.33", gpu=gpu).kv_cache.bytes_per_sequence
+    rows = list(sweep("qwen3-next-80b-a3b", seq_len=10000, engine="vllm==0.33", gpu=gpu))
+    assert rows[0]["kv_cache.bytes_per_sequence"] == want
+    assert (want == 382_205_952) is (gpu == "H200")

@@ -147,3 +147,17 @@ def test_a_sweeps_kv_columns_take_the_fp8_mla_block_as_the_plan_does():
         row = list(sweep("deepseek-v2-lite", batch="1", seq_len="5000", gpu="H100-SXM", tp="1", engine="vllm", **kw))[0]
         assert row["kv_cache.bytes_per_sequence"] == row["request_kv_bytes"]
         assert row["kv_cache.bytes_per_sequence"] == cdiv(5000, block) * block * row["kv_cache.bytes_per_token"]
+
+
+@pytest.mark.parametrize("engine, gpu, block", [("vllm==0.14", "H200", 64), ("vllm==0.14", "B200", 128),
+                                                ("vllm==0.16", "H200", 64), ("vllm==0.16", "B200", 64),
+                                                ("vllm==0.18", "H200", 16)])
+def test_a_given_mla_block_is_forced_as_vllm_forces_it_through_0_17(engine, gpu, block):
+    """platforms/cuda.py check_and_update_config (0.14.1, 0.15.0): a --block-size 16 on DeepSeek-V3 is served in
+    FlashMLA's 64 (Hopper), CUTLASS MLA's 128 (Blackwell, 0.14) or FlashInfer MLA's 64 (Blackwell, 0.15-0.17, its
+    qk_nope_head_dim 128); from 0.18 the forcing code is gone (review 36 F1: the given 16 was taken as is)."""
+    from kvplan.planning.capacity import plan
+
+    r = plan("deepseek-v3-fp8", gpu=gpu, tp=8, max_model_len=10000, engine=engine, block_size=16)
+    assert r.inputs.block_size == block
+    assert (block != 16) is any(n.startswith("--block-size 16:") for n in r.notes)

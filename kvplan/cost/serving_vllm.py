@@ -124,6 +124,24 @@ def default_block_size(card: ModelCard, compute_capability: float | None, rule: 
     return 64 if major == 9 else DEFAULT_BLOCK_SIZE
 
 
+def forced_mla_block(given: int, card: ModelCard, compute_capability: float | None, rule: str) -> int:
+    """A given --block-size as platforms/cuda.py check_and_update_config forces it for an MLA model through 0.17
+    (rules "forced" and "flashinfer", the note above; read in 0.14.1 and 0.15.0): FlashMLA (SM 9.x) "Forcing kv cache
+    block size to 64" unless a multiple of 64; CUTLASS MLA (Blackwell) to 128 unless a multiple of 128; FlashInfer
+    MLA (0.15 - 0.17, Blackwell, qk_nope_head_dim 128) to 64 unless 32 or a multiple of 64. 0.18+ ("preferred") and
+    other GPUs keep it (the backend then checks it)."""
+    if card.mla is None or compute_capability is None or rule == "preferred":
+        return given
+    major = int(compute_capability)
+    if major == 9:
+        return given if given % 64 == 0 else 64
+    if major == 10:
+        if rule == "flashinfer" and card.mla.qk_nope_head_dim == 128:
+            return given if given == 32 or given % 64 == 0 else 64
+        return given if given % 128 == 0 else 128
+    return given
+
+
 # config/cache.py BlockSize, the `--block-size` choices (read in every release 0.9.1 - 0.17.1; 0.18.0 takes any int)
 BLOCK_SIZE_CHOICES_0_9_1 = (1, 8, 16, 32, 64, 128)
 BLOCK_SIZE_CHOICES_0_11_1 = (*BLOCK_SIZE_CHOICES_0_9_1, 256)

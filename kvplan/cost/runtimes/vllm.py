@@ -416,7 +416,11 @@ class VLLM(Server):
         offload = _offload_gb(flags, card)
         features = vf.resolve_features(flags, card, layout)
         self._check_mtp_spelling(features["speculative"])
-        return Options(util=util, kv_cache_memory=kv_mem, block_size=block, pp_layer_partition=split,
+        forced = None if flags.block_size in (None, block) else (
+            f"--block-size {flags.block_size}: {v.label.split(' (')[0]} serves {card.name} in blocks of {block} on "
+            f"{gpu.name} (platforms/cuda.py check_and_update_config forces the MLA backend's block, 'Forcing kv cache "
+            f"block size to {block}'); the launch line keeps the flag as given")
+        return Options(util=util, kv_cache_memory=kv_mem, block_size=block, pp_layer_partition=split, page_note=forced,
                        cpu_offload_gb=offload, **self.state_options(card, gpu, features["speculative"]),
                        mnbt=_given("--max-num-batched-tokens", flags.max_num_batched_tokens, mnbt),
                        max_num_seqs=_given("--max-num-seqs", flags.max_num_seqs, seqs),
@@ -490,7 +494,7 @@ class VLLM(Server):
         why = None if v.v0_engine else vl.block_size_refusal(block, card.mla is not None, gpu.vendor)
         if why:
             raise KvplanError(f"--block-size: {why}, got {block}")
-        return block
+        return block if v.v0_engine else vl.forced_mla_block(block, card, gpu.compute_capability, v.mla_block_rule)
 
     def block_size_on(self, card, gpu, kv_dtype: str | None = None) -> int | None:
         """config/cache.py's default, or this release's MLA block on ``gpu`` (serving_vllm.default_block_size)."""
@@ -782,6 +786,8 @@ class VLLM(Server):
                            f"({fmt_bytes(heavy.weights)}), activation peak and overheads needs {fmt_bytes(held)} of a "
                            f"GPU that holds {fmt_bytes(s.total - s.context)} after the CUDA context: vLLM would run "
                            "out of memory allocating it on this GPU (the figures fit a larger one).")
+        if s.opts.page_note:
+            out.append(s.opts.page_note + ".")
         if self.version.v0_engine:
             out.append(_v0_note(s, p))
         if s.opts.cpu_offload_gb:

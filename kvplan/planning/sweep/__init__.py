@@ -67,11 +67,12 @@ class SweepCase:
         """The text columns every row of this case starts with (BASE_COLUMNS up to ``batch``)."""
         return self.card.name, self.engine_label, self.attention, self.kv_t.name, self.w_t.name
 
-    def per_sequence(self, seq_len: int, encoder_len: int, block_size: int) -> int:
+    def per_sequence(self, seq_len: int, encoder_len: int, block_size: int, gpu=None) -> int:
         """KV bytes of one sequence: the engine's positions held per distinct window (or chunk), times its bytes;
-        where the runtime pages layers in groups (vLLM V1), estimate's fold over them."""
+        where the runtime pages layers in groups (vLLM V1), estimate's fold over them (on ``gpu``, a catalog GPU,
+        where what the groups hold depends on it: vLLM 0.33's Gated DeltaNet checkpoint pages on SM 9.0)."""
         eng = self.engine
-        fold = paged_groups(eng, self.card, self.kv_t, block_size)  # vLLM V1: the plan's groups (estimate's fold)
+        fold = paged_groups(eng, self.card, self.kv_t, block_size, gpu)  # vLLM V1: the plan's groups (estimate's)
         if fold is not None:
             return fold_bytes(fold[1], eng, CacheRun(seq_len, encoder_len, eng.default_max_cache_len(seq_len), fold[0]))
         run = CacheRun(seq_len, encoder_len, eng.default_max_cache_len(seq_len), block_size)
@@ -81,6 +82,12 @@ class SweepCase:
         if self.cross_bytes_per_token:
             total += eng.cross_positions(run) * self.cross_bytes_per_token
         return total
+
+
+def _catalog_gpu(name: str, gpu_file: str | None):
+    from kvplan.cost.hardware import load_gpu  # only for rows with --gpu: a plain sweep reads no catalog
+
+    return load_gpu(name, gpu_file)
 
 
 def build_case(card: ModelCard, attention: str | None, engine: str | Engine, kv_dtype: str | None,
@@ -193,8 +200,9 @@ class Sweep:
             encoders = g.encoders(lay.card)
             for gpu, par, enc in ((gu, pa, en) for gu in g.gpu for pa in g.parallel for en in encoders):
                 block = self._block(lay, gpu)
+                on = None if gpu is None else _catalog_gpu(gpu, g.gpu_file)
                 for s in g.seq_len:
-                    ps = lay.per_sequence(s, enc or 0, block)
+                    ps = lay.per_sequence(s, enc or 0, block, on)
                     if slow:
                         yield from (self._slow_row(lay, head, b, s, enc, gpu, par, ps) for b in g.batch)
                     elif with_enc:
