@@ -119,3 +119,25 @@ def test_sweep_rows_on_a_gpu_take_its_state_pages(gpu):
     rows = list(sweep("qwen3-next-80b-a3b", seq_len=10000, engine="vllm==0.33", gpu=gpu))
     assert rows[0]["kv_cache.bytes_per_sequence"] == want
     assert (want == 382_205_952) is (gpu == "H200")
+
+
+def test_compare_on_a_gpu_sizes_the_cache_as_estimate_there():
+    """Review 36 F4: compare --gpu sized each layout's cache without the GPU (qwen3-next on vLLM 0.33 H200: 334,233,600
+    B, without the Gated DeltaNet checkpoint page estimate and plan charge there)."""
+    from kvplan.planning.compare import compare
+
+    got = compare("qwen3-next-80b-a3b", attention="mha", seq_len=10000, gpu="H200", engine="vllm==0.33")
+    want = estimate("qwen3-next-80b-a3b", seq_len=10000, engine="vllm==0.33", gpu="H200").kv_cache.total_bytes
+    assert got.rows[0].kv_total_bytes == want == 382_205_952
+
+
+def test_estimate_refuses_a_block_the_release_does_not_take():
+    """Review 36 F3: `estimate --engine vllm==0.14 --block-size 24` was sized (42 blocks of 24) where plan refuses
+    it as vLLM 0.14's --block-size choices do (1, 8, 16, 32, 64, 128, 256); 0.18+ takes any int."""
+    got = CliRunner().invoke(app, ["estimate", "-m", "llama-3.1-8b", "--seq-len", "1000", "--engine", "vllm==0.14",
+                                   "--block-size", "24"])
+    assert got.exit_code == 2 and got.stderr.startswith("error: --block-size:")
+    for engine, block in (("vllm==0.14", "32"), ("vllm", "24")):
+        ok = CliRunner().invoke(app, ["estimate", "-m", "llama-3.1-8b", "--seq-len", "1000", "--engine", engine,
+                                      "--block-size", block, "--json"])
+        assert ok.exit_code == 0 and json.loads(ok.stdout)["inputs"]["block_size"] == int(block)

@@ -102,7 +102,9 @@ def compare(model: ModelCard | str, *, attention: str | list[str], seq_len: int 
     opts = dict(seq_len=seq_len, batch=batch, engine=engine, kv_dtype=kv_dtype, weight_dtype=weight_dtype)
     if plan_kw and dev is None:
         raise KvplanError(f"--{sorted(plan_kw)[0].replace('_', '-')}: plans the layouts on --gpu NAME; give --gpu")
-    rows = [_row(label, v, base_params, dev, tp, opts, plan_kw) for label, v in variants]
+    # the KV columns on a catalog GPU: its block and state pages, as plan's (vLLM's MLA block, 0.33's GDN checkpoints)
+    on = dict(gpu=gpu, gpu_file=gpu_file) if isinstance(gpu, str) else {}
+    rows = [_row(label, v, base_params, dev, tp, opts, plan_kw, on) for label, v in variants]
     first = estimate(card, **opts)
     return CompareResult(model=card.name, gpu=dev.name if dev else None, tp=tp, engine=engine, batch=batch,
                          seq_len=seq_len, kv_dtype=first.kv_cache.dtype, weight_dtype=first.weights.dtype,
@@ -111,8 +113,8 @@ def compare(model: ModelCard | str, *, attention: str | list[str], seq_len: int 
 
 
 def _row(label: str, card: ModelCard, base_params: int, dev: GPU | None, tp: int, opts: dict,
-         plan_kw: dict | None = None) -> LayoutRow:
-    est = estimate(card, **opts)
+         plan_kw: dict | None = None, on: dict | None = None) -> LayoutRow:
+    est = estimate(card, **opts, **(on or {}))
     r = resolve(card, encoder_len=None, max_cache_len=None, block_size=16, **opts)
     traffic = decode_traffic(card, r.w_t, r.kv_t, r.engine, r.run, r.batch)
     flops = decode_step_flops(card, batch=r.batch, cache_len=r.run.seq_len - 1, engine=r.engine)

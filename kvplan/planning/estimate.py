@@ -162,6 +162,10 @@ def check_block_flag(q: EstimateRequest) -> None:
     """``estimate --block-size`` where the engine's estimate has no use for it: refused by name (plan takes each
     engine's own block or page: SGLang's page size, TensorRT-LLM's tokens_per_block). The CLI asks; the keyword
     API, whose callers pass one block for every engine (report, verify), echoes None there instead."""
+    if q.block_size is not None and get_engine(q.engine).takes_estimate_block:
+        check = getattr(get_engine(q.engine), "check_block_choice", None)  # a release's --block-size choices
+        if check is not None:
+            check(q.block_size)
     if q.block_size is None or get_engine(q.engine).takes_estimate_block:
         return
     from kvplan.cost.runtimes import names

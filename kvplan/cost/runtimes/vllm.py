@@ -483,14 +483,19 @@ class VLLM(Server):
         """Whether this version serves ``card`` with Model Runner V2 (0.29+: every model; 0.25 - 0.28: dense ones)."""
         return self.version.v2_runner_every_model or self.runs_graphless_v2(card, opts)
 
-    def _block_size(self, block: int, card, gpu) -> int:
-        """A given --block-size as this release takes it: argparse's choices (VllmVersion.block_size_choices), and on
-        NVIDIA GPUs a multiple of 16 for standard attention (serving_vllm.block_size_refusal)."""
+    def check_block_choice(self, block: int) -> None:
+        """--block-size among this release's argparse choices (VllmVersion.block_size_choices), as plan checks it."""
         require_positive("--block-size", block, MAX_BLOCK_TOKENS)
         v = self.version
         if v.block_size_choices is not None and block not in v.block_size_choices:
             raise KvplanError(f"--block-size: {v.label} takes {', '.join(map(str, v.block_size_choices))} "
                               f"(engine/arg_utils.py: the --block-size choices), got {block}")
+
+    def _block_size(self, block: int, card, gpu) -> int:
+        """A given --block-size as this release takes it: argparse's choices (VllmVersion.block_size_choices), and on
+        NVIDIA GPUs a multiple of 16 for standard attention (serving_vllm.block_size_refusal)."""
+        self.check_block_choice(block)
+        v = self.version
         why = None if v.v0_engine else vl.block_size_refusal(block, card.mla is not None, gpu.vendor)
         if why:
             raise KvplanError(f"--block-size: {why}, got {block}")
