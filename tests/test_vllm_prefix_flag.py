@@ -68,6 +68,9 @@ def test_other_engines_refuse_it_and_shared_prefix_needs_it(cli):
     err = one_line_error(cli, "plan", "-m", "llama-3-8b", "--gpu", "H100-SXM", "--max-model-len", "4096", "--engine",
                          "sglang", "--no-enable-prefix-caching")
     assert "--no-enable-prefix-caching" in err and "vllm" in err
+    err = one_line_error(cli, "plan", "-m", "llama-3-8b", "--gpu", "H100-SXM", "--max-model-len", "4096", "--engine",
+                         "trtllm", "--enable-prefix-caching")
+    assert "--enable-prefix-caching" in err and "vllm" in err
     err = one_line_error(cli, "plan", "-m", "llama-3-8b", "--gpu", "H100-SXM", "--max-model-len", "4096",
                          "--no-enable-prefix-caching", "--shared-prefix-len", "1024")
     assert "--shared-prefix-len" in err

@@ -114,8 +114,8 @@ class Runtime(Engine):
 
         for name, (flag, owner) in EXTRA_FLAGS.items():
             value = getattr(flags, name)  # a switch left off (or 0) is not given; a --flag/--no-flag pair's False is
-            given = value is False if name in TRI_STATE_FLAGS else value not in (None, False)
-            if name not in self.extra_flags and (given or value is True):
+            given = value is not None if name in TRI_STATE_FLAGS else value not in (None, False)
+            if name not in self.extra_flags and given:
                 flag = llama_flag_names(flags.llama) if name == "llama" else flag  # the llama.cpp flags given
                 raise KvplanError(f"{flag}: only for --engine {owner} (got --engine {self.name})")
 
