@@ -1180,8 +1180,10 @@ def _state_notes(s: Setup, p: Pool) -> list[str]:
     else:
         off = ("an attention-free model keeps prefix caching off (config/model.py is_prefix_caching_supported)"
                if not s.card.attention_layers else
-               "--no-enable-prefix-caching: MambaModelConfig.verify_and_update_config (models/config.py) keeps "
-               "mode 'none'" if given is False else
+               ("--no-enable-prefix-caching: MambaModelConfig.verify_and_update_config (models/config.py, read in "
+                "0.26.0 - 0.33.0) keeps mode 'none'" if v.explicit_prefix_caching_all is not None else
+                "--no-enable-prefix-caching: prefix caching off, as this release's default for hybrids")
+               if given is False else
                "vLLM turns prefix caching off by default for hybrid models before 0.28 (engine/arg_utils.py)")
         why = (f"{pages} page{'s' if pages > 1 else ''} per request and state group (MambaSpec with mamba_cache_mode "
                f"'none'" + (f": 1 + {spec} speculative" if spec else "") + f"; {off})")
