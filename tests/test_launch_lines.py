@@ -126,6 +126,7 @@ VLLM_LAUNCH = {
                               """--limit-mm-per-prompt '{"image": 2}'"""),
     "--mm-encoder-tp-mode": ((*_VL, "--tp", "2", "--mm-encoder-tp-mode", "data"), "--mm-encoder-tp-mode data"),
     "--cpu-offload-gb": ((*_DENSE, "--cpu-offload-gb", "2"), "--cpu-offload-gb 2"),
+    "--enable-prefix-caching": ((*_DENSE, "--no-enable-prefix-caching"), "--no-enable-prefix-caching"),
 }
 # the plan's options that are no vLLM flag, and why
 NOT_ENGINE_FLAGS = {

@@ -173,6 +173,10 @@ MmEncoderTpMode = Annotated[_S, typer.Option(
 CpuOffloadGb = Annotated[_F, typer.Option(
     "--cpu-offload-gb", help="vLLM: GiB of decoder-layer weights per GPU kept in CPU memory (read over PCIe each step; "
                              "vLLM's cpu_offload_gb).")]
+EnablePrefixCaching = Annotated[Optional[bool], typer.Option(
+    "--enable-prefix-caching/--no-enable-prefix-caching", show_default=False,
+    help="vLLM: prefix caching on or off (default: the release's; on a hybrid state-space model it sets the Mamba "
+         "cache mode, 'align' or 'none').")]
 
 # llama.cpp's own flag names (`--engine llamacpp|ollama`), so a llama-server command line pastes in
 CtxSize = Annotated[Optional[int], typer.Option("-c", "--ctx-size", help="llama.cpp n_ctx (default: --max-model-len "

@@ -40,7 +40,7 @@ def plan(
     disable_radix_cache: o.DisableRadixCache = False, max_mamba_cache_size: o.MaxMambaCacheSize = None,
     mamba_radix_cache_strategy: o.MambaRadixCacheStrategy = None,
     limit_mm_per_prompt: o.LimitMmPerPrompt = None, mm_encoder_tp_mode: o.MmEncoderTpMode = None,
-    cpu_offload_gb: o.CpuOffloadGb = None,
+    cpu_offload_gb: o.CpuOffloadGb = None, enable_prefix_caching: o.EnablePrefixCaching = None,
 ) -> None:
     """How many concurrent requests of --max-model-len fit, with the engine's own arithmetic; without --gpu, which
     GPUs and how many hold --concurrency of them; with --from-log FILE, kvplan beside every figure of a real vLLM or
@@ -66,7 +66,7 @@ def plan(
                       gpu_memory_utilization=util, mem_fraction_static=mfs, max_num_batched_tokens=mnbt,
                       max_num_seqs=max_num_seqs, block_size=block_size, kv_dtype=kv_dtype, weight_dtype=weight_dtype,
                       expert_parallel=expert_parallel or None, cold_compile=cold_compile or None,
-                      cpu_offload_gb=cpu_offload_gb),
+                      cpu_offload_gb=cpu_offload_gb, enable_prefix_caching=enable_prefix_caching),
               as_json, "render_from_log", "fromlog")
         return
     if calibrate:
@@ -122,7 +122,7 @@ def serving_keywords(v: dict) -> dict:
         "pp_layer_partition", "speculative_algorithm", "speculative_draft_model_path", "speculative_num_steps",
         "speculative_eagle_topk", "speculative_num_draft_tokens", "limit_mm_per_prompt", "mm_encoder_tp_mode",
         "cpu_offload_gb", "swa_full_tokens_ratio", "max_running_requests", "max_mamba_cache_size",
-        "mamba_radix_cache_strategy")}
+        "mamba_radix_cache_strategy", "enable_prefix_caching")}
     extra.update({k: v[k] or None for k in ("enable_lora", "flashinfer_sampler", "cold_compile",
                                              "disable_hybrid_swa_memory", "disable_radix_cache")})  # a switch left off: not given
     common.update({k: x for k, x in extra.items() if x is not None})

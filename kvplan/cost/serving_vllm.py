@@ -69,6 +69,12 @@ V2_ARCHITECTURES_0_26 = V2_ARCHITECTURES_0_25 | {"InklingForCausalLM", "InklingF
                                                  "LongcatFlashNgramForCausalLM"}
 V2_ARCHITECTURES_0_27 = V2_ARCHITECTURES_0_26 | {"KimiK3ForConditionalGeneration"}
 V2_ARCHITECTURES_0_28 = V2_ARCHITECTURES_0_27 | {"DeepseekV4ForCausalLM"}
+# the architectures that declare SupportsMambaPrefixCaching (models/interfaces.py; read in 0.26.0 and 0.27.1:
+# mamba.py, mamba2.py, jamba.py, zamba2.py, falcon_h1.py, granitemoehybrid.py, nemotron_h.py), which 0.26 - 0.27's
+# MambaModelConfig.verify_and_update_config puts in Mamba cache mode "all" under --enable-prefix-caching
+MAMBA_PREFIX_CACHING_ALL_0_26 = frozenset({"MambaForCausalLM", "Mamba2ForCausalLM", "JambaForCausalLM",
+                                           "Zamba2ForCausalLM", "FalconH1ForCausalLM", "GraniteMoeHybridForCausalLM",
+                                           "NemotronHForCausalLM"})
 DEFAULT_NON_TORCH_BYTES = 64 * MIB
 DEFAULT_NON_TORCH_MULTI_GPU_BYTES = 512 * MIB
 # CUDA context + NCCL communicators + custom all-reduce buffers, allocated before the snapshot from 0.11.0 (the context

@@ -110,10 +110,12 @@ class Runtime(Engine):
 
     def refuse_flags(self, flags: ServingFlags) -> None:
         """Refuse, by flag, the engine-specific flags of ``EXTRA_FLAGS`` this runtime does not take."""
-        from kvplan.cost.runtimes.setup import EXTRA_FLAGS, llama_flag_names
+        from kvplan.cost.runtimes.setup import EXTRA_FLAGS, TRI_STATE_FLAGS, llama_flag_names
 
         for name, (flag, owner) in EXTRA_FLAGS.items():
-            if name not in self.extra_flags and getattr(flags, name) not in (None, False):
+            value = getattr(flags, name)  # a switch left off (or 0) is not given; a --flag/--no-flag pair's False is
+            given = value is not None if name in TRI_STATE_FLAGS else value not in (None, False)
+            if name not in self.extra_flags and given:
                 flag = llama_flag_names(flags.llama) if name == "llama" else flag  # the llama.cpp flags given
                 raise KvplanError(f"{flag}: only for --engine {owner} (got --engine {self.name})")
 

@@ -49,6 +49,7 @@ class ServingFlags:
     limit_mm_per_prompt: str | dict | None = None  # vLLM --limit-mm-per-prompt (JSON text or a dict)
     mm_encoder_tp_mode: str | None = None  # vLLM --mm-encoder-tp-mode: weights (default) or data
     cpu_offload_gb: float | None = None  # vLLM --cpu-offload-gb: GiB of decoder-layer weights per GPU kept in CPU memory
+    enable_prefix_caching: bool | None = None  # vLLM --enable-prefix-caching (True) / --no-enable-prefix-caching (False)
     kv_cache_dtype: str | None = None  # not a flag: the K/V dtype the plan resolved (vLLM's MLA backend depends on it)
     llama: LlamaFlags | None = None  # llama.cpp's own flags (-c, -np, -ctk, -ctv, -fa, -ngl, ...): llamacpp, ollama
     speculative_algorithm: str | None = None  # SGLang --speculative-algorithm EAGLE|EAGLE3|NEXTN|STANDALONE|NGRAM
@@ -79,6 +80,7 @@ EXTRA_FLAGS = {"free_gpu_memory_fraction": ("--kv-cache-free-gpu-memory-fraction
                "limit_mm_per_prompt": ("--limit-mm-per-prompt", "vllm"),
                "mm_encoder_tp_mode": ("--mm-encoder-tp-mode", "vllm"),
                "cpu_offload_gb": ("--cpu-offload-gb", "vllm"),
+               "enable_prefix_caching": ("--enable-prefix-caching/--no-enable-prefix-caching", "vllm"),
                "llama": ("-c/-np/-ctk/-ctv/-fa/-ngl", "llamacpp or ollama"),
                "speculative_algorithm": ("--speculative-algorithm", "sglang"),
                "speculative_draft_model_path": ("--speculative-draft-model-path", "sglang"),
@@ -91,6 +93,8 @@ EXTRA_FLAGS = {"free_gpu_memory_fraction": ("--kv-cache-free-gpu-memory-fraction
                "disable_radix_cache": ("--disable-radix-cache", "sglang"),
                "max_mamba_cache_size": ("--max-mamba-cache-size", "sglang"),
                "mamba_radix_cache_strategy": ("--mamba-radix-cache-strategy", "sglang")}
+# EXTRA_FLAGS given both ways (--flag / --no-flag): False is given too, and refused where the engine lacks the flag
+TRI_STATE_FLAGS = frozenset({"enable_prefix_caching"})
 # LlamaFlags field -> the flag as the CLI spells it (kvplan/cli/options.py): a refusal names those given
 LLAMA_FLAGS = {"n_ctx": "-c/--ctx-size", "n_parallel": "-np/--parallel", "kv_unified": "--kv-unified",
                "type_k": "-ctk/--cache-type-k", "type_v": "-ctv/--cache-type-v", "flash_attn": "-fa/--flash-attn",
@@ -140,6 +144,7 @@ class Options:
     state_pages: int = 1  # vLLM: pages one request holds in each state group (serving_vllm.state_pages)
     state_alignment: int = 1  # vLLM: the align-mode checkpoint alignment of the hybrid block (0.33+ GDN: 64)
     mamba_cache_mode: str | None = None  # vLLM hybrids: "none" or "align" (prefix caching on), as this plan takes it
+    prefix_caching: bool | None = None  # vLLM --enable-prefix-caching (True) / --no-enable-prefix-caching (False) given
     max_running_requests: int | None = None  # SGLang --max-running-requests as given (None: resolve_max_num_reqs')
     radix_disabled: bool = False  # SGLang --disable-radix-cache given
     max_mamba_cache_size: int | None = None  # SGLang --max-mamba-cache-size as given, where SGLang uses it (None: not)

@@ -111,6 +111,12 @@ class VllmVersion(VersionRange):
     # (models/config.py, through HybridAttentionMambaModelConfig for every is_hybrid model) sets mamba_cache_mode
     # "align": 2 pages per state group and request (serving_vllm.state_pages). Attention-free models keep it off.
     hybrid_prefix_caching: bool = False
+    # --enable-prefix-caching given on a hybrid (read in 0.26.0, 0.27.0, 0.27.1, 0.28.0 - 0.33.0): the
+    # architectures MambaModelConfig.verify_and_update_config (models/config.py) puts in Mamba cache mode "all"
+    # rather than "align" (0.26 - 0.27: ``"all" if model_config.supports_mamba_prefix_caching else "align"``, the
+    # models declaring SupportsMambaPrefixCaching; 0.28+: "none" becomes "align" for every model: empty); None: a
+    # release whose explicit flag kvplan has not verified on hybrids (refused)
+    explicit_prefix_caching_all: frozenset[str] | None = None
     # align mode's num_prefill_checkpoint_blocks (one more page per state group and request) by the card's ssm kind:
     # 0.32+ Mamba-2 (mamba_mixer2.py MambaMixer2.get_kv_cache_spec: replace(spec, num_prefill_checkpoint_blocks=1),
     # absent in 0.31.0); 0.33+ Gated DeltaNet where its prefill runs FlashInfer's kernel (gdn/qwen_gdn_linear_attn.py
@@ -218,13 +224,14 @@ VERSIONS = (
                 cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21,
                 dense_runner_without_graph_estimate=True, triton_topk_topp_buffer=True, sampler_holds_hidden=True,
                 compile_benchmarks_kernels=True, in_flight_batches=True, v2_architectures=vl.V2_ARCHITECTURES_0_26,
-                **_V0_18),
+                explicit_prefix_caching_all=vl.MAMBA_PREFIX_CACHING_ALL_0_26, **_V0_18),
     # 0.27.0's memory_profiling counts total_consumed (the first release with it; 0.26.0 does not)
     VllmVersion("vLLM 0.27 (V1 engine)", (0, 27), (0, 27), vl.DEFAULT_UTILIZATION, True, False, False, None,
                 cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21,
                 dense_runner_without_graph_estimate=True, triton_topk_topp_buffer=True,
                 counts_torch_state_before_profile=True, sampler_holds_hidden=True, compile_benchmarks_kernels=True,
-                in_flight_batches=True, v2_architectures=vl.V2_ARCHITECTURES_0_27, **_V0_18),
+                in_flight_batches=True, v2_architectures=vl.V2_ARCHITECTURES_0_27,
+                explicit_prefix_caching_all=vl.MAMBA_PREFIX_CACHING_ALL_0_26, **_V0_18),
     # 0.28.0 adds get_batch_defaults' 160 GiB tier (absent in 0.27.0, present in 0.28.0 and 0.29.0) and turns prefix
     # caching on for hybrid models (hybrid_prefix_caching: Mamba cache mode "align")
     VllmVersion("vLLM 0.28 (V1 engine)", (0, 28), (0, 28), vl.DEFAULT_UTILIZATION, True, False, False, None,
@@ -232,7 +239,7 @@ VERSIONS = (
                 dense_runner_without_graph_estimate=True, triton_topk_topp_buffer=True,
                 counts_torch_state_before_profile=True, sampler_holds_hidden=True, compile_benchmarks_kernels=True,
                 in_flight_batches=True, large_gpu_batch_defaults=True, v2_architectures=vl.V2_ARCHITECTURES_0_28,
-                hybrid_prefix_caching=True, **_V0_18),
+                hybrid_prefix_caching=True, explicit_prefix_caching_all=frozenset(), **_V0_18),
     # 0.29+: Model Runner V2 for every model it supports (config/vllm.py use_v2_model_runner), and its
     # profile_cudagraph_memory estimates the graphs (_profile_cudagraph_memory); align mode's prefill checkpoint
     # page: Mamba-2 layers from 0.32.0, Gated DeltaNet on FlashInfer's prefill (and its 64-token block alignment)
@@ -241,7 +248,7 @@ VERSIONS = (
                   cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21, compile_benchmarks_kernels=True,
                   in_flight_batches=True, v2_runner_every_model=True, large_gpu_batch_defaults=True,
                   hybrid_prefix_caching=True, checkpoint_state_kinds=frozenset(kinds), gdn_checkpoints=gdn,
-                  **_V0_18)
+                  explicit_prefix_caching_all=frozenset(), **_V0_18)
       for label, first, last, kinds, gdn in (
           ("vLLM 0.29-0.31 (V1 engine)", (0, 29), (0, 31), (), False),
           ("vLLM 0.32 (V1 engine)", (0, 32), (0, 32), ("mamba2",), False),
@@ -298,7 +305,7 @@ class VLLM(Server):
                    "int4_per_token_head; not modelled: fp8_per_token_head, nvfp4, turboquant_*)")
     extra_flags = frozenset({"speculative_config", "shared_prefix_len", "enable_lora", "max_loras", "max_lora_rank",
                              "flashinfer_sampler", "pp_layer_partition", "limit_mm_per_prompt", "mm_encoder_tp_mode",
-                             "cold_compile", "cpu_offload_gb"})
+                             "cold_compile", "cpu_offload_gb", "enable_prefix_caching"})
 
     def check_dtype(self, kv_dtype) -> None:
         """Refuse int8/int4 K/V in a release without vLLM's per-token-head cache dtype (PER_TOKEN_HEAD)."""
@@ -420,8 +427,14 @@ class VLLM(Server):
             f"--block-size {flags.block_size}: {v.label.split(' (')[0]} serves {card.name} in blocks of {block} on "
             f"{gpu.name} (platforms/cuda.py check_and_update_config forces the MLA backend's block, 'Forcing kv cache "
             f"block size to {block}'); the launch line keeps the flag as given")
+        caching = flags.enable_prefix_caching
+        self.check_prefix_caching(card, caching)
+        if caching is False and features["shared_prefix_len"]:
+            raise KvplanError("--shared-prefix-len: shares blocks through prefix caching, which "
+                              "--no-enable-prefix-caching turns off; give one of them")
         return Options(util=util, kv_cache_memory=kv_mem, block_size=block, pp_layer_partition=split, page_note=forced,
-                       cpu_offload_gb=offload, **self.state_options(card, gpu, features["speculative"]),
+                       cpu_offload_gb=offload, prefix_caching=caching,
+                       **self.state_options(card, gpu, features["speculative"], caching),
                        mnbt=_given("--max-num-batched-tokens", flags.max_num_batched_tokens, mnbt),
                        max_num_seqs=_given("--max-num-seqs", flags.max_num_seqs, seqs),
                        flashinfer_sampler=flags.flashinfer_sampler, cold_compile=flags.cold_compile,
@@ -510,27 +523,49 @@ class VLLM(Server):
         mla_block_rule; ``kv_dtype``: the K/V dtype's name)."""
         return vl.default_block_size(card, gpu.compute_capability, self.version.mla_block_rule, kv_dtype)
 
-    def prefix_caching_hybrid(self, card) -> bool:
-        """Whether this release serves ``card``, a hybrid (state and attention layers), with prefix caching on by
-        default, so with Mamba cache mode "align" (VllmVersion.hybrid_prefix_caching); False for other models."""
-        return self.version.hybrid_prefix_caching and card.ssm is not None and bool(card.attention_layers)
+    def prefix_caching_hybrid(self, card, enabled: bool | None = None) -> bool:
+        """Whether this release serves ``card``, a hybrid (state and attention layers), with prefix caching on, so
+        with Mamba cache mode "align": by default where VllmVersion.hybrid_prefix_caching, or as ``enabled``
+        (--enable-prefix-caching / --no-enable-prefix-caching, checked by check_prefix_caching); False for other
+        models."""
+        if card.ssm is None or not card.attention_layers:
+            return False
+        return self.version.hybrid_prefix_caching if enabled is None else enabled
 
-    def gdn_checkpoints_on(self, card, gpu) -> bool:
+    def check_prefix_caching(self, card, enabled: bool | None) -> None:
+        """Refuse --enable-prefix-caching where kvplan has not verified the Mamba cache mode it gives: a hybrid on a
+        release before 0.26 or an architecture 0.26 - 0.27 put in mode "all" (VllmVersion.explicit_prefix_caching_all,
+        whose pages kvplan does not model), an attention-free state model."""
+        if not enabled or card.ssm is None:
+            return
+        v = self.version
+        if not card.attention_layers:
+            raise KvplanError(f"--enable-prefix-caching: not modelled for an attention-free state model ({card.name}: "
+                              "its Mamba cache mode under prefix caching is not verified); plan it without the flag")
+        if v.explicit_prefix_caching_all is None:
+            raise KvplanError(f"--enable-prefix-caching: not modelled for a hybrid on {v.label} (its Mamba cache mode "
+                              "is verified from vLLM 0.26); use --engine vllm==0.26 or later, or leave the flag off")
+        if card.hf_architecture in v.explicit_prefix_caching_all:
+            raise KvplanError(f"--enable-prefix-caching: {v.label} puts {card.hf_architecture} in Mamba cache mode "
+                              "'all' (models/config.py MambaModelConfig, supports_mamba_prefix_caching), which "
+                              "kvplan does not model; use --engine vllm==0.28 or later ('align'), or leave it off")
+
+    def gdn_checkpoints_on(self, card, gpu, enabled: bool | None = None) -> bool:
         """0.33+: a Gated DeltaNet hybrid in align mode on SM 9.0 exports prefill checkpoints (FlashInfer's prefill,
         VllmVersion.gdn_checkpoints): one more page per state group and request, the block aligned to 64 tokens."""
-        return (self.version.gdn_checkpoints and self.prefix_caching_hybrid(card) and card.ssm.kind == "gated_deltanet"
-                and getattr(gpu, "compute_capability", None) == 9.0)
+        return (self.version.gdn_checkpoints and self.prefix_caching_hybrid(card, enabled)
+                and card.ssm.kind == "gated_deltanet" and getattr(gpu, "compute_capability", None) == 9.0)
 
-    def state_options(self, card, gpu, speculative) -> dict:
+    def state_options(self, card, gpu, speculative, enabled: bool | None = None) -> dict:
         """The Options of a state model's pages (serving_vllm.state_pages): the Mamba cache mode this release takes
         (VllmVersion.hybrid_prefix_caching), the pages one request holds per state group (the speculative tokens
         where the release counts them, align mode's checkpoint page where the card's state layers declare one) and
         the checkpoint alignment of the hybrid block."""
         if card.ssm is None:
             return {}
-        align = self.prefix_caching_hybrid(card)
+        align = self.prefix_caching_hybrid(card, enabled)
         v = self.version
-        gdn = self.gdn_checkpoints_on(card, gpu)
+        gdn = self.gdn_checkpoints_on(card, gpu, enabled)
         checkpoint = int(align and (gdn if card.ssm.kind == "gated_deltanet" else card.ssm.kind
                                     in v.checkpoint_state_kinds))
         spec = speculative.k if speculative is not None and v.state_pages_count_speculative else 0
@@ -771,6 +806,8 @@ class VLLM(Server):
         cmd += ["--enable-expert-parallel"] if lay.expert_parallel else []
         cmd += [f"--max-model-len {s.max_model_len}"] + _scheduler_flags(s) + vf.launch_flags(s) + vm.launch_flags(s)
         cmd += [f"--cpu-offload-gb {s.opts.cpu_offload_gb:g}"] if s.opts.cpu_offload_gb else []
+        if s.opts.prefix_caching is not None:
+            cmd.append("--enable-prefix-caching" if s.opts.prefix_caching else "--no-enable-prefix-caching")
         cmd += ([f"--kv-cache-memory-bytes {s.kv_cache_memory}"] if s.kv_cache_memory is not None
                 else [f"--gpu-memory-utilization {s.util}"])
         # the block size as given: a hybrid's attention block is vLLM's own multiple of it (hybrid_block)
@@ -1129,23 +1166,35 @@ def _sampler_bytes_per_logit(s: Setup) -> int | None:
 
 
 def _state_notes(s: Setup, p: Pool) -> list[str]:
-    """What a plan chose for state layers (conv and SSM states of fixed size per request), and why."""
+    """What a plan chose for state layers (conv and SSM states of fixed size per request), and why; what
+    --enable-prefix-caching / --no-enable-prefix-caching changed (nothing in memory for a model without them)."""
+    given = s.opts.prefix_caching
     if s.card.ssm is None:
-        return []
+        if given is None:
+            return []
+        return [f"--{'' if given else 'no-'}enable-prefix-caching: on the launch line; no memory changes for a model "
+                "without state layers (prefix caching shares full attention blocks between requests, which a plan "
+                "counts only through --shared-prefix-len)"]
     states = fmt_bytes(p.pool.state_bytes_per_request)
     pages, v = s.opts.state_pages, s.engine.version
     spec = s.opts.speculative.k if s.opts.speculative is not None and v.state_pages_count_speculative else 0
     if s.opts.mamba_cache_mode == "align":
         checkpoint = pages - 2 - spec
+        on = ("--enable-prefix-caching turns prefix caching on (MambaModelConfig.verify_and_update_config, "
+              "models/config.py 0.26+: mode 'none' becomes 'align')" if given else
+              "this release turns prefix caching on by default for hybrid models (engine/arg_utils.py, 0.28+)")
         why = (f"{pages} pages per request and state group (MambaSpec.max_memory_usage_bytes, mamba_cache_mode "
                f"'align': 2" + (f" + {spec} speculative" if spec else "")
-               + (" + 1 prefill checkpoint" if checkpoint else "") + "): this release turns prefix caching on by "
-               "default for hybrid models (engine/arg_utils.py, 0.28+; 'Mamba cache mode is set to 'align' ... when "
-               "prefix caching is enabled'); launched with --no-enable-prefix-caching, vLLM keeps "
-               f"{1 + spec} (mode 'none'), which kvplan does not plan")
+               + (" + 1 prefill checkpoint" if checkpoint else "") + f"): {on}; 'Mamba cache mode is set to "
+               "'align' ... when prefix caching is enabled'; launched with --no-enable-prefix-caching, vLLM keeps "
+               f"{1 + spec} (mode 'none')")
     else:
         off = ("an attention-free model keeps prefix caching off (config/model.py is_prefix_caching_supported)"
                if not s.card.attention_layers else
+               ("--no-enable-prefix-caching: MambaModelConfig.verify_and_update_config (models/config.py, read in "
+                "0.26.0 - 0.33.0) keeps mode 'none'" if v.explicit_prefix_caching_all is not None else
+                "--no-enable-prefix-caching: prefix caching off, as this release's default for hybrids")
+               if given is False else
                "vLLM turns prefix caching off by default for hybrid models before 0.28 (engine/arg_utils.py)")
         why = (f"{pages} page{'s' if pages > 1 else ''} per request and state group (MambaSpec with mamba_cache_mode "
                f"'none'" + (f": 1 + {spec} speculative" if spec else "") + f"; {off})")

@@ -210,6 +210,9 @@ _FLAG_NAMES = {
     # vLLM --enforce-eager: no CUDA graphs (config/vllm.py VllmConfig.__post_init__: CUDAGraphMode.NONE), so nothing
     # is charged for them where the release charges them before sizing the pool (0.20+)
     "enforce_eager": "enforce_eager",
+    # vLLM prefix caching (the config line's resolved value; --no-enable-prefix-caching on a launch line: _command):
+    # a hybrid's Mamba cache mode follows it (VLLM.state_options)
+    "enable_prefix_caching": "enable_prefix_caching",
 }
 # launch flags that move the memory a start-up leaves for the cache and that kvplan does not model: named in the
 # comparison's notes where the launch line or the non-default args set them (the config line prints every field)
@@ -229,7 +232,7 @@ _INT_FLAGS = {"tp", "pp", "dp", "max_model_len", "max_num_seqs", "max_num_batche
               "max_running_requests", "max_loras", "max_lora_rank", "max_mamba_cache_size"}
 _FLOAT_FLAGS = {"gpu_memory_utilization", "mem_fraction_static", "cpu_offload_gb", "swa_full_tokens_ratio"}
 _BOOL_FLAGS = {"expert_parallel", "flashinfer_sampler", "cold_compile", "enable_lora", "disable_hybrid_swa_memory",
-               "enforce_eager", "disable_radix_cache"}
+               "enforce_eager", "disable_radix_cache", "enable_prefix_caching"}
 MAX_LOG_BYTES = 4 << 20  # the first 4 MiB of a log are read: the start-up's lines come first (docs/errors.md)
 MAX_LINE_CHARS = 1 << 16  # a line is matched on its first 64 KiB (V1's config line, the longest, is a few KiB)
 _MAX_GIB = 2**20  # the largest memory figure a log may state (1 PiB); more is a corrupt line, refused
@@ -643,4 +646,6 @@ def _command(text: str) -> dict[str, object]:
                     value = "True"
             out[key.replace("-", "_")] = value
         i += 1
+    if out.pop("no_enable_prefix_caching", None) == "True":  # argparse's BooleanOptionalAction negative spelling
+        out["enable_prefix_caching"] = "False"
     return out
