@@ -343,9 +343,10 @@ def paged_groups(engine: Engine, card: ModelCard, kv_t: DType, block_size: int, 
 
 
 def fold_bytes(groups: list, engine: Engine, run: CacheRun) -> int:
-    """One sequence's bytes over the KV cache groups, as a plan's one request (serving_vllm.bytes_per_block x
-    blocks): each group its pages held (the runtime's ``held_pages``) x its layer slots, padding included, x the
-    page."""
+    """One sequence's bytes over the KV cache groups (serving_vllm.bytes_per_block x blocks): each group its pages
+    held (the runtime's ``held_pages``) x its layer slots, padding included, x the page. For full, MLA and state
+    groups this is a plan's one request; sliding and chunked groups hold what a decoding sequence keeps (their freed
+    blocks gone), where a plan reserves the admission bound (window or chunk + in-flight tokens)."""
     return sum(g.size * engine.held_pages(g.spec, run) * g.spec.page_size_bytes(run.block_size) for g in groups)
 
 

@@ -247,7 +247,8 @@ class Runtime(Engine):
         """(block size, KV cache groups) one TP-1 rank pages a request's cache in, where this runtime pools layers in
         groups of one block table (vLLM V1: serving_vllm.KVCacheGroup, hybrid pages unified; ``gpu``, where known,
         for what depends on it); None: every layer by itself, the per-layer sum. ``estimate`` and ``sweep`` fold a
-        request's bytes over them as ``plan`` does."""
+        sequence's bytes over the same groups as ``plan`` (the same pages for full, MLA and state groups; for sliding
+        and chunked ones what a decoding sequence holds, not plan's admission bound)."""
         return None
 
     # -- the budget --
