@@ -71,7 +71,7 @@ def fmt_int(n: int) -> str:
 _TIME_UNITS = (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9))
 
 
-def fmt_seconds(s: float, limit_s: float | None = None, digits: int = 3) -> str:
+def fmt_seconds(s: float, limit_s: float | None = None) -> str:
     """A duration for people, three significant digits and never an exponent: 78.23 -> '78.2 s', 0.15824 ->
     '158 ms', 2.3e-5 -> '23 µs', 1234.5 -> '1,234 s' (thousands separators from 100 up).
 
@@ -80,7 +80,7 @@ def fmt_seconds(s: float, limit_s: float | None = None, digits: int = 3) -> str:
     unit, scale = next(((u, k) for u, k in _TIME_UNITS if abs(s) >= k), _TIME_UNITS[-1])
     v = s / scale
     for extra in range(7):
-        text = f"{v:,.{extra}f}" if abs(v) >= 99.95 else f"{v:.{digits + extra}g}"
+        text = f"{v:,.{extra}f}" if abs(v) >= 99.95 else f"{v:.{3 + extra}g}"
         if limit_s is None or s == limit_s or (float(text.replace(",", "")) * scale - limit_s) * (s - limit_s) > 0:
             break
     return f"{text} {unit}"
@@ -202,3 +202,11 @@ def _bounded(what: str, size: int, text: object) -> int:
     if size > MAX_SIZE_BYTES:
         raise KvplanError(f"{what}: {clip(text)} is more than 16 EiB; allowed: a size of at most 2^64 bytes")
     return size
+
+
+def f32(x: float) -> float:
+    """``x`` rounded to a C / Rust f32 (llama.cpp's split points, TGI's memory arithmetic compute in single
+    precision)."""
+    import struct  # only llama.cpp's and TGI's rules round so: the estimate path imports nothing more
+
+    return struct.unpack("f", struct.pack("f", x))[0]

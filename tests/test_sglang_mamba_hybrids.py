@@ -140,7 +140,7 @@ def test_nemotron_h_56b_states_outgrow_the_pool_without_the_radix_cache():
 
 def test_the_rules_by_release():
     assert [sg.mamba_tracking_slots(e, o) for e, o in ((False, True), (True, True), (True, False))] == [0, 2, 1]
-    assert sg.mamba_running_cap(557, tracking_slots=2) == 111 and sg.mamba_running_cap(512, radix_cache=False) == 512
+    assert 557 // sg.mamba_ratio(tracking_slots=2) == 111 and 512 // sg.mamba_ratio(radix_cache=False) == 512
     assert sg.mamba_fixed(10_000, 10) == (10_000 - 5_120, 512)
     assert [("Qwen3NextForCausalLM" in _at(v).mamba_extra_buffer) for v in
             ("0.5.9", "0.5.13", "0.5.14", "0.5.15", "0.5.16", "0.5.18", "0.5.19", "0.5.23")] == [

@@ -55,7 +55,7 @@ def test_mamba_padding_slot_and_running_cap():
     assert [_at(v).mamba_padding_slot for v in ("0.5.10", "0.5.15", "0.5.16", "0.5.17", "0.5.23")] == [
         False, False, False, True, True]
     assert [_at(v).mamba_running_cap for v in ("0.5.1", "0.5.4", "0.5.9", "0.5.23")] == [False, True, True, True]
-    assert sg.mamba_running_cap(10) == 3 and sg.mamba_running_cap(10, radix_cache=False) == 10
+    assert 10 // sg.mamba_ratio() == 3 and 10 // sg.mamba_ratio(radix_cache=False) == 10
 
 
 def _plan(*args: str) -> dict:

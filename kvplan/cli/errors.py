@@ -105,7 +105,9 @@ def _plain_help_when_narrow(group, argv: list[str]) -> bool | None:
     import typer.core
     from rich.console import Console
 
-    before = typer.core.HAS_RICH
+    before = getattr(typer.core, "HAS_RICH", None)
+    if before is None:  # a typer without the switch: its own help layout
+        return None
     if Console().width < HELP_PANELS_MIN_WIDTH:
         typer.core.HAS_RICH = False
         _keep_epilog_lines(group)
@@ -116,14 +118,17 @@ def _keep_epilog_lines(command) -> None:
     """Click rewraps an epilog's paragraphs, which would run an example's comment into its command line and a GPU
     file's lines into one; '\\b' before a paragraph keeps its lines as written (typer's panels print them so). The
     help texts' rich escapes ('kvplan\\\\[gguf]', for the panels) are plain brackets here."""
-    if command.epilog and "\b" not in command.epilog:
-        command.epilog = "\n\n".join("\b\n" + p for p in command.epilog.split("\n\n"))
+    if command.epilog and "\b" not in command.epilog:  # indented paragraphs (examples, a YAML file) as written
+        command.epilog = "\n\n".join("\b\n" + p if any(line[:1].isspace() for line in p.splitlines()) else p
+                                      for p in command.epilog.split("\n\n"))
     if command.help:
         command.help = command.help.replace("\\[", "[")
     for param in getattr(command, "params", []):
         if getattr(param, "help", None):
             param.help = param.help.replace("\\[", "[")
     for sub in getattr(command, "commands", {}).values():
+        if sub.help and not sub.short_help:  # click would cut a command's summary to 45 characters with "..."
+            sub.short_help = " ".join(sub.help.split("\n\n")[0].split())
         _keep_epilog_lines(sub)
 
 

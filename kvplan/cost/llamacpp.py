@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import math
 import re
-import struct
 from bisect import bisect_right
 from dataclasses import dataclass, replace
 from functools import lru_cache
@@ -32,6 +31,7 @@ from pydantic import BaseModel, ConfigDict
 from kvplan.cost.llamacpp_results import Buffer, Cache, LlamaContext, LlamaFit, LlamaMemory, QuantFit  # noqa: F401
 from kvplan.errors import KvplanError, Refused
 from kvplan.model.llama_hparams import INPUT_TENSORS, LlamaHparams
+from kvplan.units import f32
 
 MIB = 2**20
 RULES = ("2025-02", "2025-12", "2026-08")
@@ -297,19 +297,14 @@ def _undivided_head(hp: LlamaHparams, kv: str, blck: int) -> int | None:
     return min((h for h in heads if h % blck), default=None)
 
 
-def _f32(x: float) -> float:
-    """x rounded to a C float (llama.cpp computes the split points in float)."""
-    return struct.unpack("f", struct.pack("f", x))[0]
-
-
 def split_points(shares: list[float]) -> list[float]:
     """llama-model.cpp ``load_tensors``: the running sums of the --tensor-split shares (given as floats), each divided
     by their total, in float: ``splits[i] = (s_0 + ... + s_i) / sum``."""
     acc, sums = 0.0, []
     for s in shares:
-        acc = _f32(acc + _f32(s))
+        acc = f32(acc + f32(s))
         sums.append(acc)
-    return [_f32(x / acc) for x in sums]
+    return [f32(x / acc) for x in sums]
 
 
 def placement(hp: LlamaHparams, f: LlamaFlags) -> tuple[list[str], int]:
@@ -345,7 +340,7 @@ def _placement(n: int, n_gpus: int, n_gpu_layers: int | None, tensor_split: tupl
     devs = []
     for il in range(n + 1):
         if il >= start and il - start < act:
-            devs.append(f"{backend}{min(bisect_right(splits, _f32((il - start) / act)), n_gpus - 1)}")
+            devs.append(f"{backend}{min(bisect_right(splits, f32((il - start) / act)), n_gpus - 1)}")
         else:
             devs.append("CPU")
     return tuple(devs), sum(d != "CPU" for d in devs)

@@ -493,12 +493,10 @@ def mamba_split(pool: int, per_request: int, ratio: float = DEFAULT_MAMBA_FULL_M
 MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO = 3
 
 
-def mamba_running_cap(max_mamba_cache_size: int, radix_cache: bool = True, tracking_slots: int = 0) -> int:
-    """resolve_max_num_reqs' cap on max_running_requests for a model with state layers: slots // (3 + the extra_buffer
-    tracking slots) with the radix cache (_calculate_mamba_ratio, 0.5.10+), slots // 1 without it."""
-    if not radix_cache:
-        return max_mamba_cache_size
-    return max_mamba_cache_size // (MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO + tracking_slots)
+def mamba_ratio(radix_cache: bool = True, tracking_slots: int = 0) -> int:
+    """resolve_max_num_reqs' divisor of the state slots, which caps max_running_requests for a model with state
+    layers: 3 + the extra_buffer tracking slots with the radix cache (_calculate_mamba_ratio, 0.5.10+), 1 without it."""
+    return MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO + tracking_slots if radix_cache else 1
 
 
 # The mamba "extra_buffer" strategy (--mamba-scheduler-strategy 0.5.7 - 0.5.13, --mamba-radix-cache-strategy from

@@ -111,8 +111,8 @@ def estimate(model: ModelCard | str | Path, *, batch: int = 1, seq_len: int, enc
 def estimate_request(base: ModelCard, q: EstimateRequest) -> Estimate:
     """The orchestrator: the card in the asked layout, the runtime's resolution, KV, weights, FLOPs, roofline."""
     card = with_layout(base, kv_heads=q.kv_heads, attention=q.attention)
-    given_block = q.block_size if get_engine(q.engine).takes_estimate_block else None
-    q = q if q.block_size is not None else replace(q, block_size=_default_block(card, q))
+    dev = _gpu(q)  # --gpu, read once
+    q = q if q.block_size is not None else replace(q, block_size=block_on(get_engine(q.engine), card, dev, q.kv_dtype))
     kv_dtype, llama = get_engine(q.engine).cache_type_flags(q.kv_dtype, q.llama)  # llama.cpp: -ctk/-ctv
     q = replace(q, kv_dtype=kv_dtype, llama=llama)
     r = resolve(card, batch=q.batch, seq_len=q.seq_len, encoder_len=q.encoder_len, kv_dtype=q.kv_dtype,
@@ -122,11 +122,11 @@ def estimate_request(base: ModelCard, q: EstimateRequest) -> Estimate:
     inputs = EstimateInputs.model_construct(model=card.name, batch=q.batch, seq_len=q.seq_len, encoder_len=q.encoder_len,
                             kv_dtype=r.kv_t.name, weight_dtype=r.w_t.name, engine=r.engine.name,
                             max_cache_len=r.run.max_cache_len,
-                            block_size=q.block_size if r.engine.takes_estimate_block else given_block,
+                            block_size=q.block_size if r.engine.takes_estimate_block else None,
                             kv_heads=q.kv_heads,
                             attention=q.attention, prompt_len=prompt, gpu=q.gpu)
-    kv = kv_cache(r, q.engine_groups, _gpu(q))
-    weights = _with_checkpoint(served_weights(card, r, _gpu(q)), base)
+    kv = kv_cache(r, q.engine_groups, dev)
+    weights = _with_checkpoint(served_weights(card, r, dev), base)
     notes = list(r.notes) + engine_notes(kv, q.batch)
     if weights.fp32_params:
         from kvplan.cost.fp32 import fp32_note  # only for a model the runtime keeps partly in float32
@@ -152,7 +152,7 @@ def estimate_request(base: ModelCard, q: EstimateRequest) -> Estimate:
                          f"{r.kv_t.name}, a stream per sequence, gives {fmt_bytes(table.total_bytes)} "
                          f"({table.total_bytes:,} B).")
         notes += lcpp.log_lines()
-    roof = None if q.gpu is None else _roofline(r, q, prompt, steps, kv.total_bytes + weights.bytes)
+    roof = None if dev is None else _roofline(r, q, dev, prompt, steps, kv.total_bytes + weights.bytes)
     return Estimate.model_construct(inputs=inputs, model=summarize(card, base), kv_cache=kv, weights=weights,
                     total_bytes=kv.total_bytes + weights.bytes, flops=flops, roofline=roof, notes=notes,
                     llamacpp=lcpp)
@@ -162,11 +162,12 @@ def check_block_flag(q: EstimateRequest) -> None:
     """``estimate --block-size`` where the engine's estimate has no use for it: refused by name (plan takes each
     engine's own block or page: SGLang's page size, TensorRT-LLM's tokens_per_block). The CLI asks; the keyword
     API, whose callers pass one block for every engine (report, verify), echoes None there instead."""
-    if q.block_size is not None and get_engine(q.engine).takes_estimate_block:
-        check = getattr(get_engine(q.engine), "check_block_choice", None)  # a release's --block-size choices
+    eng = get_engine(q.engine)
+    if q.block_size is not None and eng.takes_estimate_block:
+        check = getattr(eng, "check_block_choice", None)  # a release's --block-size choices
         if check is not None:
             check(q.block_size)
-    if q.block_size is None or get_engine(q.engine).takes_estimate_block:
+    if q.block_size is None or eng.takes_estimate_block:
         return
     from kvplan.cost.runtimes import names
 
@@ -186,34 +187,32 @@ def _gpu(q: EstimateRequest):
     return load_gpu(q.gpu, q.gpu_file)
 
 
-def _default_block(card: ModelCard, q: EstimateRequest) -> int:
-    """--block-size not given: ``default_block`` of the engine on --gpu."""
-    return default_block(get_engine(q.engine), card, q.gpu, q.gpu_file, q.kv_dtype)
-
-
 def default_block(engine: Engine, card: ModelCard, gpu: str | None, gpu_file: str | None,
                   kv_dtype: str | None = None) -> int:
-    """The block an estimate (or a sweep's KV columns) takes without --block-size: the runtime's on ``gpu`` for
-    ``kv_dtype`` (``block_size_on``: vLLM pages MLA in its backend's blocks, by release), else vLLM's default 16."""
-    if gpu is not None:
-        from kvplan.cost.hardware import load_gpu
+    """``block_on`` the catalog GPU named ``gpu`` (or none)."""
+    if gpu is None:
+        return block_on(engine, card, None, kv_dtype)
+    from kvplan.cost.hardware import load_gpu
 
-        on = getattr(engine, "block_size_on", None)  # a runtime's; bare cache rules choose none
-        block = on(card, load_gpu(gpu, gpu_file), kv_dtype) if on else None
-        if block:
-            return block
-    return 16
+    return block_on(engine, card, load_gpu(gpu, gpu_file), kv_dtype)
 
 
-def _roofline(r: Resolved, q: EstimateRequest, prompt: int, steps, memory_needed_bytes: int):
+def block_on(engine: Engine, card: ModelCard, gpu, kv_dtype: str | None = None) -> int:
+    """The block an estimate (or a sweep's KV columns) takes without --block-size: the runtime's on ``gpu`` (a
+    catalog GPU) for ``kv_dtype`` (``block_size_on``: vLLM pages MLA in its backend's blocks, by release), else
+    vLLM's default 16."""
+    on = getattr(engine, "block_size_on", None) if gpu is not None else None  # a runtime's; bare rules choose none
+    return (on(card, gpu, kv_dtype) if on else None) or 16
+
+
+def _roofline(r: Resolved, q: EstimateRequest, dev, prompt: int, steps, memory_needed_bytes: int):
     """The roofline bounds on ``q.gpu`` (only with --gpu), reusing the step FLOPs already computed; the bytes the
     engine's GPU reads where it holds the model otherwise than the rows count it (``Runtime.estimate_held``)."""
-    from kvplan.cost.hardware import load_gpu  # only with --gpu: a plain estimate imports no catalog or roofline code
-    from kvplan.cost.roofline import Workload, roofline
+    from kvplan.cost.roofline import Workload, roofline  # only with --gpu: a plain estimate imports no roofline code
 
     work = Workload(r.card, r.engine, r.kv_t, r.w_t, q.batch, prompt, q.seq_len, r.run.max_cache_len, q.block_size)
     held = getattr(r.engine, "estimate_held", None)  # a runtime's: llama.cpp reads its GGUF buffers
-    return roofline(work, load_gpu(q.gpu, q.gpu_file), memory_needed_bytes=memory_needed_bytes, mfu=q.mfu or 1.0,
+    return roofline(work, dev, memory_needed_bytes=memory_needed_bytes, mfu=q.mfu or 1.0,
                     mbu=q.mbu or 1.0, steps=steps,
                     held=held and held(r.card, r.w_t, q.seq_len, q.batch, q.llama))
 
@@ -320,9 +319,10 @@ def kv_cache(r: Resolved, engine_groups: bool = True, gpu=None) -> KVCacheResult
         groups.setdefault((spec.kind, spec.vectors, spec.window), [spec, 0])[1] += n
     rows = [_group_row(spec, layers, r) for spec, layers in groups.values()]
     per_seq = sum(n * s.positions_held(r.engine, r.run) * s.bytes_per_token for s, n in counts)
-    if fold is not None and fold_bytes(fold[1], r.engine, r.run) != per_seq:
-        rows.append(_padding_row(fold[1], r, fold_bytes(fold[1], r.engine, r.run) - per_seq))
-        per_seq = fold_bytes(fold[1], r.engine, r.run)
+    folded = per_seq if fold is None else fold_bytes(fold[1], r.engine, r.run)
+    if folded != per_seq:
+        rows.append(_padding_row(fold[1], r, folded - per_seq))
+        per_seq = folded
     return KVCacheResult.model_construct(engine=r.engine.name, engine_rule=r.engine.description, dtype=r.kv_t.name,
                          bytes_per_token=kv_bytes_per_token(layer_specs(r.card, r.kv_t, r.engine)),
                          bytes_per_sequence=per_seq,

@@ -71,7 +71,7 @@ class SglangVersion(VersionRange):
     vlm_mfs: bool = True
     vlm_subconfig: bool = True
     # resolve_max_num_reqs caps max_running_requests at max_mamba_cache_size // 3 (0.5.4+;
-    # serving_sglang.mamba_running_cap); the state pool keeps a padding slot (0.5.17+; serving_sglang.mamba_split)
+    # serving_sglang.mamba_ratio); the state pool keeps a padding slot (0.5.17+; serving_sglang.mamba_split)
     mamba_running_cap: bool = True
     mamba_padding_slot: bool = True
     # at PP > 1 every stage charges a slot the largest stage's share of the model's states (0.5.17+:
@@ -119,12 +119,11 @@ class SglangVersion(VersionRange):
         return sg.mamba_tracking_slots(extra, overlap=pp == 1)
 
     def mamba_ratio(self, card, pp: int, opts=None) -> int:
-        """resolve_max_num_reqs' ratio for ``card`` (serving_sglang.mamba_running_cap): 1 without the radix cache, else
+        """resolve_max_num_reqs' ratio for ``card`` (serving_sglang.mamba_ratio): 1 without the radix cache, else
         3 + the track slots (+ 2 for no_buffer too in 0.5.7)."""
         if not self.mamba_radix(card, opts):
             return 1
-        return (sg.MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO
-                + (self.mamba_tracking(card, pp, opts) or self.mamba_no_buffer_ratio_extra))
+        return sg.mamba_ratio(True, self.mamba_tracking(card, pp, opts) or self.mamba_no_buffer_ratio_extra)
 
     def mamba_count(self, card, opts) -> int | None:
         """max_mamba_cache_size where this release sizes ``card``'s state pool by count (serving_sglang.
@@ -694,7 +693,7 @@ class SGLang(Server):
     def running_limit(self, s: Setup, p: Pool) -> int | None:
         """resolve_max_num_reqs from the pool's tokens (serving_sglang.max_running_requests); 0: under two tokens;
         with state layers capped at max_mamba_cache_size // (3 + the extra_buffer track slots), // 1 without the radix
-        cache, where the release does (serving_sglang.mamba_running_cap, 0.5.4+)."""
+        cache, where the release does (serving_sglang.mamba_ratio, 0.5.4+)."""
         given = s.opts.max_running_requests
         if given is not None:
             limit = sg.given_running_requests(given, p.pool.tokens, s.max_model_len, self.version.given_running)

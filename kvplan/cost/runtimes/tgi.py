@@ -33,7 +33,7 @@ from kvplan.cost.runtimes.setup import Options, ServingFlags, Setup, Stage
 from kvplan.cost.features import shared_prefix as _prefix
 from kvplan.cost.runtimes.tokenpool import TokenPool, unverified
 from kvplan.errors import KvplanError, Refused
-from kvplan.units import cdiv, fmt_bytes, fmt_int, require_fraction, require_positive
+from kvplan.units import cdiv, f32, fmt_bytes, fmt_int, require_fraction, require_positive
 
 RULES = "TGI 3.3 (text-generation-inference db931fcf, 2026-01)"
 WIGGLE_ROOM = 0.90  # models/globals.py TGI_WIGGLE_ROOM
@@ -79,13 +79,11 @@ def vram_maximum(card, gpu, shards: int, fraction: float) -> tuple[int | None, b
     available = int(f32(memory.total MiB x 2^20 x shards) x fraction x 0.95); model_vram = 2 B x (layers x (3 x
     intermediate x experts x hidden + (heads + 2 kv heads) x head_dim [no x hidden in TGI] + heads x head_dim x hidden)
     + 2 x hidden x vocab); token_vram = kv heads x 2 x head_dim x 2 x layers + (inter + inter // 2) x experts x 2 x 3."""
-    import struct
     if card.quantization is not None or gpu.name not in TGI_GPU_FLOPS:
         return None, False  # quantize is Some: model_vram None; an Unknown card: compute_type's vram is still read,
         # but kvplan keeps to the GPUs TGI names (an unknown card's vram is read all the same: estimated below)
     estimated = gpu.nvidia_smi_memory_mib is None
     mib = gpu.nvidia_smi_memory_mib or (gpu.visible_memory_bytes or gpu.memory_bytes) // 2**20
-    f32 = lambda x: struct.unpack("f", struct.pack("f", x))[0]  # noqa: E731 (Rust f32 arithmetic)
     available = int(f32(f32(f32(mib * 2**20 * shards) * f32(fraction)) * f32(VRAM_WIGGLE_ROOM)))
     inter = card.ffn_size
     experts = 1

@@ -408,7 +408,7 @@ class VLLM(Server):
             raise KvplanError(f"--engine: vLLM V0 keeps state layers in its own MambaCacheManager (not modelled); "
                                   f"plan {card.name} with --engine vllm==0.10 or later")
         block = (self._block_size(flags.block_size, card, gpu) if flags.block_size is not None
-                 else self.default_block(card, gpu, flags.kv_cache_dtype))
+                 else self.block_size_on(card, gpu, flags.kv_cache_dtype))
         util = utilization(flags.gpu_memory_utilization, self.version.default_utilization)
         self._refuse_sglang_only(flags)
         kv_mem = None if flags.kv_cache_memory is None else positive_size("--kv-cache-memory", flags.kv_cache_memory)
@@ -514,13 +514,9 @@ class VLLM(Server):
             raise KvplanError(f"--block-size: {why}, got {block}")
         return block if v.v0_engine else vl.forced_mla_block(block, card, gpu.compute_capability, v.mla_block_rule)
 
-    def block_size_on(self, card, gpu, kv_dtype: str | None = None) -> int | None:
-        """config/cache.py's default, or this release's MLA block on ``gpu`` (serving_vllm.default_block_size)."""
-        return self.default_block(card, gpu, kv_dtype)
-
-    def default_block(self, card, gpu, kv_dtype: str | None = None) -> int:
-        """The block this release takes without --block-size (serving_vllm.default_block_size under the version's
-        mla_block_rule; ``kv_dtype``: the K/V dtype's name)."""
+    def block_size_on(self, card, gpu, kv_dtype: str | None = None) -> int:
+        """The block this release takes without --block-size: config/cache.py's default, or its MLA block on ``gpu``
+        (serving_vllm.default_block_size under the version's mla_block_rule; ``kv_dtype``: the K/V dtype's name)."""
         return vl.default_block_size(card, gpu.compute_capability, self.version.mla_block_rule, kv_dtype)
 
     def prefix_caching_hybrid(self, card, enabled: bool | None = None) -> bool:
@@ -556,6 +552,11 @@ class VLLM(Server):
         return (self.version.gdn_checkpoints and self.prefix_caching_hybrid(card, enabled)
                 and card.ssm.kind == "gated_deltanet" and getattr(gpu, "compute_capability", None) == 9.0)
 
+    def speculative_state_blocks(self, speculative) -> int:
+        """The pages a state group holds per request for the speculative tokens, where this release counts them
+        (VllmVersion.state_pages_count_speculative: MambaSpec num_speculative_blocks, 0.15+)."""
+        return speculative.k if speculative is not None and self.version.state_pages_count_speculative else 0
+
     def state_options(self, card, gpu, speculative, enabled: bool | None = None) -> dict:
         """The Options of a state model's pages (serving_vllm.state_pages): the Mamba cache mode this release takes
         (VllmVersion.hybrid_prefix_caching), the pages one request holds per state group (the speculative tokens
@@ -568,7 +569,7 @@ class VLLM(Server):
         gdn = self.gdn_checkpoints_on(card, gpu, enabled)
         checkpoint = int(align and (gdn if card.ssm.kind == "gated_deltanet" else card.ssm.kind
                                     in v.checkpoint_state_kinds))
-        spec = speculative.k if speculative is not None and v.state_pages_count_speculative else 0
+        spec = self.speculative_state_blocks(speculative)
         return dict(state_pages=vl.state_pages(align, spec, checkpoint), mamba_cache_mode="align" if align else "none",
                     state_alignment=vl.GDN_CHECKPOINT_ALIGNMENT if gdn else 1)
 
@@ -811,7 +812,7 @@ class VLLM(Server):
         cmd += ([f"--kv-cache-memory-bytes {s.kv_cache_memory}"] if s.kv_cache_memory is not None
                 else [f"--gpu-memory-utilization {s.util}"])
         # the block size as given: a hybrid's attention block is vLLM's own multiple of it (hybrid_block)
-        if s.opts.block_size != s.engine.default_block(s.card, s.gpu, s.kv_t.name):
+        if s.opts.block_size != s.engine.block_size_on(s.card, s.gpu, s.kv_t.name):
             cmd.append(f"--block-size {s.opts.block_size}")
         return " ".join(cmd + dtype_flags(s, "--kv-cache-dtype"))
 
@@ -1177,7 +1178,7 @@ def _state_notes(s: Setup, p: Pool) -> list[str]:
                 "counts only through --shared-prefix-len)"]
     states = fmt_bytes(p.pool.state_bytes_per_request)
     pages, v = s.opts.state_pages, s.engine.version
-    spec = s.opts.speculative.k if s.opts.speculative is not None and v.state_pages_count_speculative else 0
+    spec = s.engine.speculative_state_blocks(s.opts.speculative)
     if s.opts.mamba_cache_mode == "align":
         checkpoint = pages - 2 - spec
         on = ("--enable-prefix-caching turns prefix caching on (MambaModelConfig.verify_and_update_config, "

@@ -15,6 +15,8 @@ engine runs that where the requests were scheduled together), which TPOT then is
 
 from __future__ import annotations
 
+from collections import Counter
+
 from dataclasses import replace
 from functools import lru_cache
 
@@ -131,16 +133,18 @@ def pipelined_decode_s(card, roof_of, held, engine, run: CacheRun, lay, batch: i
     / tp / pp (the busiest stage computes at least the mean); one micro-batch's pass through the stages (the
     single-batch bound of its requests). ``roof_of(b)``: the roofline of a batch of b (its FLOPs and peaks); ``held``:
     ``Runtime.held_stages``."""
-    sizes = [batch // micro + (j < batch % micro) for j in range(micro)]
+    sizes = micro_batch_sizes(batch, micro)
     memory, comm, compute = [0.0] * len(held), [0.0] * len(held), 0.0
-    for b in sizes:
-        roof = roof_of(b)
-        compute += gpu_times(roof, roof.decode_step.flops, StepTraffic(0, 0, 0), lay.tp)[0] / lay.pp
+    roofs = {b: roof_of(b) for b in set(sizes)}  # at most two sizes: each roofline once
+    for b, n in Counter(sizes).items():
+        roof = roofs[b]
+        compute += n * gpu_times(roof, roof.decode_step.flops, StepTraffic(0, 0, 0), lay.tp)[0] / lay.pp
         for i, stage in enumerate(held):
-            memory[i] += gpu_times(roof, 0, path_traffic([stage], engine, run, b, decode=True), lay.tp)[1]
+            memory[i] += n * gpu_times(roof, 0, path_traffic([stage], engine, run, b, decode=True), lay.tp)[1]
         for i, c in enumerate(stage_comm_times_s(card, lay, batch=b, new_tokens=1, **comm_kw)[:len(held)]):
-            comm[i] += c
-    roof, big = roof_of(sizes[0]), sizes[0]
+            comm[i] += n * c
+    big = sizes[0]
+    roof = roofs[big]
     path = path_traffic(held, engine, run, big, decode=True)
     path_comm = comm_time_s(card, lay, batch=big, new_tokens=1, **comm_kw)
     bounds = [(m + c, c) for m, c in zip(memory, comm)] + [(compute, 0.0)]
@@ -149,9 +153,14 @@ def pipelined_decode_s(card, roof_of, held, engine, run: CacheRun, lay, batch: i
     return period, period_comm, path
 
 
+def micro_batch_sizes(batch: int, micro: int) -> list[int]:
+    """``batch`` requests split into ``micro`` micro-batches, sizes differing by one at most, the larger first."""
+    return [batch // micro + (j < batch % micro) for j in range(micro)]
+
+
 def pipeline_note(engine: str, pp: int, batch: int, micro: int) -> str:
     """The latency note of a pipeline's micro-batched decode (``pipelined_decode_s``)."""
-    sizes = sorted({batch // micro + (j < batch % micro) for j in range(micro)}, reverse=True)
+    sizes = sorted(set(micro_batch_sizes(batch, micro)), reverse=True)
     split = " or ".join(f"{b:,}" for b in sizes)
     return (f"Pipeline: {engine} keeps {micro} decode micro-batches in flight on the {pp} stages, the batch of "
             f"{batch:,} split into micro-batches of {split} requests; "

@@ -84,12 +84,6 @@ class SweepCase:
         return total
 
 
-def _catalog_gpu(name: str, gpu_file: str | None):
-    from kvplan.cost.hardware import load_gpu  # only for rows with --gpu: a plain sweep reads no catalog
-
-    return load_gpu(name, gpu_file)
-
-
 def build_case(card: ModelCard, attention: str | None, engine: str | Engine, kv_dtype: str | None,
                  weight_dtype: str | None, encoder_len: int | None, block_size: int) -> SweepCase:
     """Resolve as ``estimate`` does (same checks, same errors) and sum the layer specs per window."""
@@ -199,8 +193,8 @@ class Sweep:
             # nested, not itertools.product: product would hold every (tp, pp, max_model_len) option in memory
             encoders = g.encoders(lay.card)
             for gpu, par, enc in ((gu, pa, en) for gu in g.gpu for pa in g.parallel for en in encoders):
+                on = None if gpu is None else extra.load_gpu(gpu, g.gpu_file)
                 block = self._block(lay, gpu)
-                on = None if gpu is None else _catalog_gpu(gpu, g.gpu_file)
                 for s in g.seq_len:
                     ps = lay.per_sequence(s, enc or 0, block, on)
                     if slow:
