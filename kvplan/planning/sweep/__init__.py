@@ -36,7 +36,7 @@ from kvplan.model.catalog import load_card
 from kvplan.model.dtypes import DType
 from kvplan.model.layouts import with_layout
 from kvplan.planning.sweep.grid import parse_int_axis, parse_name_axis, require_rows
-from kvplan.planning.estimate import default_block, fold_bytes, paged_groups, resolve, served_weights
+from kvplan.planning.estimate import block_on, default_block, fold_bytes, paged_groups, resolve, served_weights
 from kvplan.planning.sweep import extra
 
 _BLOCK = 4096  # rows per CSV block
@@ -193,8 +193,9 @@ class Sweep:
             # nested, not itertools.product: product would hold every (tp, pp, max_model_len) option in memory
             encoders = g.encoders(lay.card)
             for gpu, par, enc in ((gu, pa, en) for gu in g.gpu for pa in g.parallel for en in encoders):
-                on = None if gpu is None else extra.load_gpu(gpu, g.gpu_file)
-                block = self._block(lay, gpu)
+                on = None if gpu is None else extra.load_gpu(gpu, g.gpu_file)  # read once for the row's block and fold
+                block = g.cache_block if g.block_size is not None else block_on(lay.engine, lay.card, on,
+                                                                                lay.kv_dtype_given)
                 for s in g.seq_len:
                     ps = lay.per_sequence(s, enc or 0, block, on)
                     if slow:
