@@ -218,7 +218,7 @@ def test_sglang_max_running_requests_flag_is_planned():
     predicted' and compared nothing; the pool's rows do not move."""
     name = "sglang-docs-k8s-deepseek-r1-tp16-h20.log"
     log = parse_log(_log(name))
-    assert log.running_requests_cap == 20 and log.flags["max_running_requests"] == 20
+    assert log.flags["max_running_requests"] == 20
     r = from_log(_log(name))
     rows = {x.figure: x for x in r.rows}
     assert r.plan.running_limit == 20 and rows["max_running_requests"].flags_alone == 20

@@ -36,12 +36,17 @@ class Cache(BaseModel):
     def bytes(self) -> int:
         return self.k_bytes + self.v_bytes
 
+    @property
+    def log_name(self) -> str:
+        """The llama.cpp log line that sums this cache (llama-memory-recurrent.cpp / llama-kv-cache.cpp)."""
+        return "llama_memory_recurrent" if self.kind == "recurrent" else "llama_kv_cache"
+
     def log_line(self) -> str:
         mib = lambda b: f"{b / MIB:7.2f}"  # noqa: E731 - llama.cpp's %7.2f MiB
         if self.kind == "recurrent":  # llama-memory-recurrent.cpp
-            return (f"llama_memory_recurrent: size = {mib(self.bytes)} MiB ({self.cells:6d} cells, {self.layers:3d} "
+            return (f"{self.log_name}: size = {mib(self.bytes)} MiB ({self.cells:6d} cells, {self.layers:3d} "
                     f"layers, {self.seqs:2d} seqs), R (f32): {mib(self.k_bytes)} MiB, S (f32): {mib(self.v_bytes)} MiB")
-        return (f"llama_kv_cache: size = {mib(self.bytes)} MiB ({self.cells:6d} cells, {self.layers:3d} layers, "
+        return (f"{self.log_name}: size = {mib(self.bytes)} MiB ({self.cells:6d} cells, {self.layers:3d} layers, "
                 f"{self.seqs:2d}/{self.streams} seqs), K ({self.k_type}): {mib(self.k_bytes)} MiB, "
                 f"V ({self.v_type}): {mib(self.v_bytes)} MiB")
 

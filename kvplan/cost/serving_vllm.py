@@ -572,6 +572,12 @@ def bytes_per_block(groups: list[KVCacheGroup], block_size: int, layers: range |
     return slots * groups[0].spec.page_size_bytes(block_size)
 
 
+def hybrid_alignment_tokens(kernel_alignment: int, block_size: int, checkpoint_alignment: int = 1) -> int:
+    """The token multiple a hybrid's attention block is raised to (_align_hybrid_block_size): max(kernel block size,
+    block_size), lcm'd in align mode with the layers' prefill checkpoint alignment (1 otherwise)."""
+    return math.lcm(max(kernel_alignment, block_size), checkpoint_alignment)
+
+
 def hybrid_block_size(attn_bytes_per_token: int, mamba_bytes: int, block_size: int,
                       kernel_alignment: int = DEFAULT_BLOCK_SIZE, checkpoint_alignment: int = 1
                       ) -> tuple[int, int | None]:
@@ -582,7 +588,7 @@ def hybrid_block_size(attn_bytes_per_token: int, mamba_bytes: int, block_size: i
     cdiv(mamba page, alignment x attention page of 1 token), taken when larger than block_size ('Setting attention
     block size to N tokens'); the mamba page is then padded to block x attention page ('Padding mamba page size by
     p%'), None when already equal. (0.28 - 0.32 align mode only sets mamba_block_size = block_size.)"""
-    alignment = math.lcm(max(kernel_alignment, block_size), checkpoint_alignment)
+    alignment = hybrid_alignment_tokens(kernel_alignment, block_size, checkpoint_alignment)
     attn_block = alignment * cdiv(mamba_bytes, alignment * attn_bytes_per_token)
     block = max(block_size, attn_block)
     attn_page = block * attn_bytes_per_token

@@ -147,7 +147,7 @@ def estimate_request(base: ModelCard, q: EstimateRequest) -> Estimate:
             notes.append(f"The KV rows above are llama.cpp's cache for these flags ({fmt_bytes(kv.total_bytes)}, "
                          f"{kv.total_bytes:,} B): n_ctx {c.n_ctx:,} cells, {c.n_ctx_seq:,} per slot, {c.n_seq_max} "
                          f"slot(s){', one unified cache' if c.kv_unified else ''}, K/V {kv.dtype} (the "
-                         f"{' and '.join(dict.fromkeys(_log_name(x.kind) for x in lcpp.caches))} "
+                         f"{' and '.join(dict.fromkeys(x.log_name for x in lcpp.caches))} "
                          f"lines below). The engine line's rule for --batch {q.batch} x --seq-len {q.seq_len:,} at "
                          f"{r.kv_t.name}, a stream per sequence, gives {fmt_bytes(table.total_bytes)} "
                          f"({table.total_bytes:,} B).")
@@ -377,11 +377,6 @@ def _padding_row(groups: list, r: Resolved, pad: int) -> KVGroup:
     return KVGroup.model_construct(kind="padding", layers=slots, window=None, chunk=None, bytes_per_token_per_layer=0,
                                    positions_held=0, bytes_per_sequence=pad, total_bytes=r.batch * pad,
                                    formula=formula)
-
-
-def _log_name(kind: str) -> str:
-    """The llama.cpp log line that sums a cache of ``kind`` (``Cache.log_line``)."""
-    return "llama_memory_recurrent" if kind == "recurrent" else "llama_kv_cache"
 
 
 def llama_kv(kv: KVCacheResult, m) -> KVCacheResult:

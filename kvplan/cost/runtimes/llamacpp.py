@@ -86,13 +86,6 @@ def _gguf_params_by_device(card, devs: list[str], rules) -> dict[str, int]:
     return out
 
 
-def _gguf_of(card) -> bool:
-    """Whether the card came from a GGUF (its tensor table sizes it)."""
-    from kvplan.model.gguf import gguf_path_of
-
-    return gguf_path_of(card) is not None
-
-
 @lru_cache(maxsize=256)
 def _device_layers(devices: tuple[str, ...], gpus: tuple[str, ...]) -> tuple[range, ...]:
     """The decoder layers on each of ``gpus``, from each layer's device (``lc.placement``): contiguous, as the split
@@ -516,7 +509,7 @@ class LlamaCpp(Runtime):
         hp, f = server[:2]
         every = lc.placement(hp, f)[0]
         m, gpus = lc.sizes(*server), tuple(self._gpus(s))
-        params = _gguf_params_by_device(s.card, every, lc.tensor_overrides(f)) if _gguf_of(s.card) else {}
+        params = _gguf_params_by_device(s.card, every, lc.tensor_overrides(f))
         for i, (gpu, layers) in enumerate(zip(gpus, _device_layers(tuple(every[:s.card.num_layers]), gpus))):
             weights, compute = m.on(gpu, "model", "lora"), m.on(gpu, "compute")
             out.append(Stage(i, layers, params.get(gpu, 0), weights, 0, compute, 0, 0, s.total,

@@ -1213,9 +1213,7 @@ def _state_notes(s: Setup, p: Pool) -> list[str]:
         attn_layers = max(1, sum(1 for sp in p.limiting.specs if not sp.per_sequence))
         attn_page = s.block_size * (p.limiting.kv_bytes_per_token // attn_layers)
         pct = 100 * (attn_page - s.state_page_bytes) / s.state_page_bytes
-        import math
-
-        alignment = math.lcm(max(hybrid_alignment(s.card), s.opts.block_size), s.opts.state_alignment)
+        alignment = vl.hybrid_alignment_tokens(hybrid_alignment(s.card), s.opts.block_size, s.opts.state_alignment)
         out.append(f"vLLM hybrid page unification (platforms/interface.py _align_hybrid_block_size): attention block "
                    f"size {fmt_int(s.block_size)} tokens, the smallest multiple of {fmt_int(alignment)} whose "
                    f"attention page ({fmt_int(attn_page)} B) holds one layer's states ({fmt_int(s.state_page_bytes)} "

@@ -103,7 +103,6 @@ class ParsedLog(BaseModel):
     free_at_start_gib: Figure | None  # free memory before the load (SGLang's pool starts from it)
     figures: list[Figure]  # every figure stated, first statement of each name first
     exact_available_bytes: int | None  # "kv cache memory in use is N bytes" (vLLM 0.10.2+): the pool to the byte
-    running_requests_cap: int | None = None  # SGLang --max-running-requests as launched (also in ``flags``)
     header_lines: dict[str, int] = {}  # `# name:` header -> its line number
     flag_lines: dict[str, int] = {}  # keyword of flags -> the line it was read from (0: the `# command:` header)
     unmodelled: dict[str, int] = {}  # UNMODELLED_FLAGS set at launch -> the line (0: the `# command:` header)
@@ -297,9 +296,8 @@ def parse_log(path: str | Path) -> ParsedLog:
     sglang_kv = _sglang_kv(path, body)
     if sglang_kv is not None:
         figures = _ordered([*figures, sglang_kv])
-    cap = flags.get("max_running_requests")  # SGLang's --max-running-requests: planned as given (kvplan plan's flag)
     args_line = flag_lines.pop("args line") or None
-    return ParsedLog(path=str(path), source=header.get("source"), engine=engine, running_requests_cap=cap,
+    return ParsedLog(path=str(path), source=header.get("source"), engine=engine,
                      version=_version(header, body), model_id=flags.pop("model", None),
                      model_header=header.get("model"), gpu_header=header.get("gpu"),
                      gpu_memory_header=header.get("gpu-memory"), flags=flags, flag_sources=sources,
