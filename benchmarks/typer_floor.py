@@ -24,7 +24,10 @@ def estimate(model: Optional[str] = typer.Option(None, "--model", "-m"), gguf: O
              batch: int = 1, seq_len: int = typer.Option(..., "--seq-len"), encoder_len: Optional[int] = None,
              kv_dtype: Optional[str] = None, weight_dtype: Optional[str] = None, kv_heads: Optional[int] = None,
              attention: Optional[str] = None, engine: str = "ideal", max_cache_len: Optional[int] = None,
-             block_size: Optional[int] = None, prompt_len: Optional[int] = None, gpu: Optional[str] = None,
+             block_size: Optional[int] = None,
+             enable_prefix_caching: Optional[bool] = typer.Option(
+                 None, "--enable-prefix-caching/--no-enable-prefix-caching"),
+             prompt_len: Optional[int] = None, gpu: Optional[str] = None,
              gpu_file: Optional[str] = None, mfu: Optional[float] = None, mbu: Optional[float] = None,
              ctx_size: Optional[int] = typer.Option(None, "--ctx-size", "-c"),
              parallel: Optional[int] = typer.Option(None, "--parallel", "-np"),

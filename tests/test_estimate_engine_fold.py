@@ -15,6 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from kvplan import estimate, sweep
+from kvplan.planning.capacity import plan
 from kvplan.cli.app import app
 
 
@@ -141,3 +142,22 @@ def test_estimate_refuses_a_block_the_release_does_not_take():
         ok = CliRunner().invoke(app, ["estimate", "-m", "llama-3.1-8b", "--seq-len", "1000", "--engine", engine,
                                       "--block-size", block, "--json"])
         assert ok.exit_code == 0 and json.loads(ok.stdout)["inputs"]["block_size"] == int(block)
+
+
+@pytest.mark.parametrize("model, engine, flag, pages", [
+    ("qwen3-next-80b-a3b", "vllm==0.27", True, 2),  # no SupportsMambaPrefixCaching: 'align', 2 pages a state group
+    ("qwen3-next-80b-a3b", "vllm==0.28", False, 1),  # 0.28's default 'align' turned off: 'none'
+    ("qwen3-next-80b-a3b", "vllm==0.28", None, 2),
+    ("jamba-1.5-mini", "vllm==0.27", True, None),  # 'all': a page per block (tests/test_vllm_mamba_all_mode.py)
+    ("nemotron-3-nano-30b-a3b", "vllm==0.26", True, None),
+])
+def test_estimate_takes_the_prefix_caching_flag_as_plan_does(model, engine, flag, pages):
+    """estimate --enable-prefix-caching / --no-enable-prefix-caching folds the groups plan sizes a request with (the
+    Mamba cache mode's state pages), so a sequence of L tokens is plan's one request at --max-model-len L. Qwen3-Next
+    at 10,000 tokens (block 544, 12 attention layers, 36 state layers in 3 groups of 12, page 1,114,112 B): 'align'
+    36 x 2 + 12 x 19 pages, 'none' 36 x 1 + 12 x 19."""
+    e = estimate(model, seq_len=10000, engine=engine, gpu="H200", enable_prefix_caching=flag)
+    p = plan(model, gpu="H200", gpu_memory="400GiB", engine=engine, max_model_len=10000, enable_prefix_caching=flag)
+    assert e.kv_cache.bytes_per_sequence == p.request_kv_bytes
+    if pages is not None:
+        assert e.kv_cache.bytes_per_sequence == (36 * pages + 12 * 19) * 1_114_112

@@ -25,6 +25,7 @@ def estimate(
     max_cache_len: Annotated[Optional[int], typer.Option(
         "--max-cache-len", help="hf-static: preallocated positions (default --seq-len).")] = None,
     block_size: o.EstimateBlockSize = None,
+    enable_prefix_caching: o.EnablePrefixCaching = None,
     prompt_len: Annotated[Optional[int], typer.Option(
         "--prompt-len", help="Prefill length for FLOPs; default --seq-len.")] = None,
     gpu: o.Gpu = None,
@@ -57,7 +58,8 @@ def estimate(
     request = EstimateRequest.build(
         batch=batch, seq_len=seq_len, encoder_len=encoder_len, kv_dtype=kv_dtype, weight_dtype=weight_dtype,
         engine=engine, max_cache_len=max_cache_len, block_size=block_size, kv_heads=kv_heads, attention=attention,
-        prompt_len=prompt_len, gpu=gpu, gpu_file=gpu_file, mfu=mfu, mbu=mbu, llama=llama)
+        prompt_len=prompt_len, gpu=gpu, gpu_file=gpu_file, mfu=mfu, mbu=mbu, llama=llama,
+        enable_prefix_caching=enable_prefix_caching)
     check_block_flag(request)
     result = estimate_request(resolve_card(model, hf_config, gguf), request)
     from kvplan.report.estimate import render_estimate

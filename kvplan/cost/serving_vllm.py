@@ -486,14 +486,42 @@ def pages_per_request(spec: KVLayerSpec | MambaPage, max_model_len: int, block_s
     """kv_cache_interface.py max_memory_usage_bytes / page_size_bytes: full and MLA cdiv(L, bs); sliding window
     cdiv(min(W - 1 + in-flight tokens, L), bs) + 1; chunked local attention (ChunkedLocalAttentionSpec, read in
     0.14.0 and 0.33.0: max_admission_blocks_per_request) cdiv(min(chunk + in-flight tokens, L), bs); a state layer
-    its MambaPage's ``pages`` (``state_pages``)."""
+    its MambaPage's ``pages`` (``state_pages``), in Mamba cache mode "all" one more per block of L
+    (``all_mode_pages``)."""
     if spec.per_sequence:
-        return getattr(spec, "pages", 1)
+        pages = getattr(spec, "pages", 1)
+        return all_mode_pages(max_model_len, block_size, pages) if getattr(spec, "per_block", False) else pages
     if spec.chunk is not None:
         return cdiv(min(spec.chunk + in_flight, max_model_len), block_size)
     if spec.window is None:
         return cdiv(max_model_len, block_size)
     return cdiv(min(spec.window - 1 + in_flight, max_model_len), block_size) + 1
+
+
+def all_mode_pages(max_model_len: int, block_size: int, speculative_blocks: int = 0) -> int:
+    """Pages one request holds in a state group in mamba_cache_mode "all" (v1/kv_cache_interface.py
+    MambaSpec.max_memory_usage_bytes, read in 0.26.0, 0.27.0 and 0.27.1: ``(cdiv(max_model_len, self.block_size) +
+    self.num_speculative_blocks) x page_size_bytes``): one state page per block of the sequence, the state after each
+    block's last token (what a later request's prefix hit resumes from), plus the speculative ones. The spec's
+    block_size is cache_config.mamba_block_size, which _align_hybrid_block_size (platforms/interface.py) sets to the
+    hybrid's attention block in this mode (``hybrid_block_size`` with the chunk alignment, ``mamba_chunk_size``).
+    This is what vLLM's fits check and 'Maximum concurrency' count; while a request decodes, MambaManager frees the
+    states before its last computed token into the prefix cache (get_num_skipped_tokens = num_computed_tokens - 1),
+    where they stay until evicted."""
+    return cdiv(max_model_len, block_size) + speculative_blocks
+
+
+# config/model.py ModelConfig.get_mamba_chunk_size (read in 0.26.0, 0.27.0, 0.27.1): the HF config's
+# mamba_chunk_size, else its chunk_size, else 2048 ("Since Mamba1 does not have a chunk notion we use a default chunk
+# size of 2048"): Jamba's and Mamba-1's configs carry neither
+MAMBA1_CHUNK_SIZE = 2048
+
+
+def mamba_chunk_size(ssm) -> int:
+    """The chunk a hybrid's attention block is aligned to in Mamba cache mode "all" (_align_hybrid_block_size: "With
+    prefix caching, align to mamba chunk size for kernel perf"): the card's chunk_size (the HF config's
+    mamba_chunk_size / chunk_size), 2048 for Mamba-1 layers, whose configs have no chunk (MAMBA1_CHUNK_SIZE)."""
+    return MAMBA1_CHUNK_SIZE if ssm.kind == "mamba" else ssm.chunk_size
 
 
 def state_pages(align: bool, speculative_blocks: int = 0, checkpoint_blocks: int = 0) -> int:
@@ -515,11 +543,13 @@ GDN_CHECKPOINT_ALIGNMENT = 64
 class MambaPage:
     """One state layer's page in vLLM's pool (kv_cache_interface.py MambaSpec): its conv and SSM states of one
     request, ``state_bytes`` = sum(prod(shape) x dtype size); ``padded_bytes`` (cache_config.mamba_page_size_padded)
-    makes it the size of an attention page; ``pages``: the pages one request holds (``state_pages``)."""
+    makes it the size of an attention page; ``pages``: the pages one request holds (``state_pages``), and with
+    ``per_block`` (Mamba cache mode "all") one more per block of the request's length (``all_mode_pages``)."""
 
     state_bytes: int
     padded_bytes: int | None = None
     pages: int = 1
+    per_block: bool = False
     kind: str = "mamba"
     window: None = None
     chunk: None = None
@@ -581,10 +611,14 @@ def hybrid_alignment_tokens(kernel_alignment: int, block_size: int, checkpoint_a
 def hybrid_block_size(attn_bytes_per_token: int, mamba_bytes: int, block_size: int,
                       kernel_alignment: int = DEFAULT_BLOCK_SIZE, checkpoint_alignment: int = 1
                       ) -> tuple[int, int | None]:
-    """(attention block size, padded mamba page) of a hybrid model in mamba_cache_mode "none" or "align"
-    (platforms/interface.py _align_hybrid_block_size; models/config.py HybridAttentionMambaModelConfig before it):
-    alignment = max(kernel block size, block_size), in align mode lcm'd with the layers' prefill checkpoint
-    alignment (``checkpoint_alignment``, 0.33+: GDN_CHECKPOINT_ALIGNMENT; 1 otherwise); attn_block = alignment x
+    """(attention block size, padded mamba page) of a hybrid model (platforms/interface.py _align_hybrid_block_size;
+    models/config.py HybridAttentionMambaModelConfig before it): alignment = max(kernel block size, block_size), in
+    align mode lcm'd with the layers' prefill checkpoint alignment (``checkpoint_alignment``, 0.33+:
+    GDN_CHECKPOINT_ALIGNMENT; 1 otherwise), in mode "all" (0.26 - 0.27, read in 0.26.0, 0.27.0, 0.27.1) with the
+    Mamba chunk (``checkpoint_alignment`` = mamba_chunk_size: chunk_size = lcm(base_chunk_size,
+    kernel_block_alignment_size); attn_block_size = chunk_size x cdiv(cdiv(mamba page, attention page of 1 token),
+    chunk_size), the same as the formula below as cdiv(cdiv(m, a), c) = cdiv(m, a x c), and mamba_block_size = that
+    block); attn_block = alignment x
     cdiv(mamba page, alignment x attention page of 1 token), taken when larger than block_size ('Setting attention
     block size to N tokens'); the mamba page is then padded to block x attention page ('Padding mamba page size by
     p%'), None when already equal. (0.28 - 0.32 align mode only sets mamba_block_size = block_size.)"""
@@ -596,15 +630,15 @@ def hybrid_block_size(attn_bytes_per_token: int, mamba_bytes: int, block_size: i
 
 
 def vllm_layer_specs(layer_specs: list[tuple[int, tuple[KVLayerSpec, ...]]],
-                     padded: int | None = None, pages: int = 1) -> tuple[list, list[int]]:
+                     padded: int | None = None, pages: int = 1, per_block: bool = False) -> tuple[list, list[int]]:
     """vLLM's per-layer KV cache specs of a rank (get_kv_cache_spec): each attention spec as it is, each state layer's
-    conv and SSM states as one MambaPage of ``pages`` per request (MambaBase.get_kv_cache_spec); and the decoder
-    layer of each."""
+    conv and SSM states as one MambaPage of ``pages`` per request (MambaBase.get_kv_cache_spec; ``per_block``: Mamba
+    cache mode "all", one more per block); and the decoder layer of each."""
     specs, layers = [], []
     for i, layer in layer_specs:
         attention = [sp for sp in layer if not sp.per_sequence]
         states = sum(sp.bytes_per_token for sp in layer if sp.per_sequence)
-        for sp in attention + ([MambaPage(states, padded, pages)] if states else []):
+        for sp in attention + ([MambaPage(states, padded, pages, per_block)] if states else []):
             specs.append(sp)
             layers.append(i)
     return specs, layers

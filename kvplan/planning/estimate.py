@@ -67,6 +67,9 @@ class EstimateRequest:
     mfu: float | None = None
     mbu: float | None = None
     llama: LlamaFlags | None = None
+    # vLLM --enable-prefix-caching (True) / --no-enable-prefix-caching (False); None: the release's default. On a
+    # hybrid it sets the Mamba cache mode, so the state pages a request holds, as plan takes it
+    enable_prefix_caching: bool | None = None
     # False: every layer by itself, without the runtime's KV cache groups (vLLM's unified pages and padding slots);
     # kvplan verify's reference cache pages layer by layer
     engine_groups: bool = True
@@ -92,19 +95,22 @@ def estimate(model: ModelCard | str | Path, *, batch: int = 1, seq_len: int, enc
              max_cache_len: int | None = None, block_size: int | None = None, kv_heads: int | None = None,
              attention: str | None = None, prompt_len: int | None = None, gpu: str | None = None,
              gpu_file: str | None = None, mfu: float | None = None, mbu: float | None = None,
-             llama: LlamaFlags | None = None, engine_groups: bool = True) -> Estimate:
+             llama: LlamaFlags | None = None, engine_groups: bool = True,
+             enable_prefix_caching: bool | None = None) -> Estimate:
     """Estimate KV cache and weight bytes of ``model`` (a card, a bundled name, a card path or a Hub id ORG/NAME).
 
     ``seq_len`` is the tokens each of ``batch`` sequences holds; ``encoder_len`` the encoder tokens that
     cross-attention caches (encoder-decoder models). Dtypes default to what the engine serves the checkpoint in.
     ``engine_groups`` False: every layer by itself, without vLLM's KV cache groups (unified pages, padding slots).
-    ``prompt_len`` (default ``seq_len``) sizes the prefill FLOPs; ``gpu`` adds roofline bounds. Raises KvplanError
-    on bad input.
+    ``prompt_len`` (default ``seq_len``) sizes the prefill FLOPs; ``gpu`` adds roofline bounds.
+    ``enable_prefix_caching`` (vLLM only): --enable-prefix-caching / --no-enable-prefix-caching, a hybrid's state
+    pages as ``plan`` takes them. Raises KvplanError on bad input.
     """
     req = EstimateRequest.build(
         batch=batch, seq_len=seq_len, encoder_len=encoder_len, kv_dtype=kv_dtype, weight_dtype=weight_dtype,
         engine=engine, max_cache_len=max_cache_len, block_size=block_size, kv_heads=kv_heads, attention=attention,
-        prompt_len=prompt_len, gpu=gpu, gpu_file=gpu_file, mfu=mfu, mbu=mbu, llama=llama, engine_groups=engine_groups)
+        prompt_len=prompt_len, gpu=gpu, gpu_file=gpu_file, mfu=mfu, mbu=mbu, llama=llama, engine_groups=engine_groups,
+        enable_prefix_caching=enable_prefix_caching)
     return estimate_request(model if isinstance(model, ModelCard) else load_card(model), req)
 
 
@@ -125,7 +131,8 @@ def estimate_request(base: ModelCard, q: EstimateRequest) -> Estimate:
                             block_size=q.block_size if r.engine.takes_estimate_block else None,
                             kv_heads=q.kv_heads,
                             attention=q.attention, prompt_len=prompt, gpu=q.gpu)
-    kv = kv_cache(r, q.engine_groups, dev)
+    _check_prefix_caching(r, q.enable_prefix_caching)
+    kv = kv_cache(r, q.engine_groups, dev, q.enable_prefix_caching)
     weights = _with_checkpoint(served_weights(card, r, dev), base)
     notes = list(r.notes) + engine_notes(kv, q.batch)
     if weights.fp32_params:
@@ -156,6 +163,24 @@ def estimate_request(base: ModelCard, q: EstimateRequest) -> Estimate:
     return Estimate.model_construct(inputs=inputs, model=summarize(card, base), kv_cache=kv, weights=weights,
                     total_bytes=kv.total_bytes + weights.bytes, flops=flops, roofline=roof, notes=notes,
                     llamacpp=lcpp)
+
+
+def _check_prefix_caching(r: Resolved, enabled: bool | None) -> None:
+    """--enable-prefix-caching / --no-enable-prefix-caching: refused by name where the engine lacks it (plan's
+    refusal, Runtime.refuse_flags), and where the runtime does not model it for the card (vLLM: a hybrid before 0.26,
+    an attention-free state model: ``check_prefix_caching``), as plan refuses them."""
+    if enabled is None:
+        return
+    from kvplan.cost.runtimes.setup import ServingFlags
+
+    refuse = getattr(r.engine, "refuse_flags", None)  # bare cache rules (ideal, hf-*) are no runtime: none take it
+    if refuse is None:
+        raise KvplanError(f"--{'' if enabled else 'no-'}enable-prefix-caching: only for --engine vllm (got --engine "
+                          f"{r.engine.name})")
+    refuse(ServingFlags(enable_prefix_caching=enabled))
+    check = getattr(r.engine, "check_prefix_caching", None)
+    if check is not None:
+        check(r.card, enabled)
 
 
 def check_block_flag(q: EstimateRequest) -> None:
@@ -305,12 +330,12 @@ def _flops(r: Resolved, prompt_len: int, notes: list[str]) -> tuple[FlopsBreakdo
                            max_cache_len=r.run.max_cache_len, encoder_len=r.run.encoder_len)
 
 
-def kv_cache(r: Resolved, engine_groups: bool = True, gpu=None) -> KVCacheResult:
+def kv_cache(r: Resolved, engine_groups: bool = True, gpu=None, prefix_caching: bool | None = None) -> KVCacheResult:
     """Sum the per-layer specs; group identical layers for the breakdown. Where the runtime pages layers in groups
     (vLLM V1: ``Runtime.cache_groups``), a sequence's bytes are the plan's fold over them (``fold_bytes``: the
     unified block, padded state pages, padding layer slots), the rows taken at that block and the padding a row of
-    its own."""
-    fold = paged_groups(r.engine, r.card, r.kv_t, r.run.block_size, gpu) if engine_groups else None
+    its own. ``prefix_caching``: vLLM's --enable-prefix-caching as given (a hybrid's state pages)."""
+    fold = paged_groups(r.engine, r.card, r.kv_t, r.run.block_size, gpu, prefix_caching) if engine_groups else None
     if fold is not None:
         r = replace(r, run=replace(r.run, block_size=fold[0]))
     counts = layer_spec_counts(r.card, r.kv_t, r.engine)  # (spec, layers): equal layers once
@@ -329,7 +354,8 @@ def kv_cache(r: Resolved, engine_groups: bool = True, gpu=None) -> KVCacheResult
                          total_bytes=r.batch * per_seq, groups=rows)
 
 
-def paged_groups(engine: Engine, card: ModelCard, kv_t: DType, block_size: int, gpu=None) -> tuple[int, list] | None:
+def paged_groups(engine: Engine, card: ModelCard, kv_t: DType, block_size: int, gpu=None,
+                 prefix_caching: bool | None = None) -> tuple[int, list] | None:
     """(block, KV cache groups) where ``engine`` pages layers in groups (``Runtime.cache_groups``); None for bare
     cache rules, runtimes without groups, and layers whose pages vLLM would pad or pack (not modelled: plan refuses
     them; the per-layer sum stands)."""
@@ -337,7 +363,7 @@ def paged_groups(engine: Engine, card: ModelCard, kv_t: DType, block_size: int, 
     if hook is None:
         return None
     try:
-        return hook(card, kv_t, block_size, gpu)
+        return hook(card, kv_t, block_size, gpu, prefix_caching)
     except KvplanError:
         return None
 
@@ -366,8 +392,8 @@ def _padding_row(groups: list, r: Resolved, pad: int) -> KVGroup:
         parts.append(f"{n} state layers x {'/'.join(map(str, sorted(pages)))} page(s) of "
                      f"{page.page_size_bytes(r.run.block_size):,} B (the {r.run.block_size}-token attention page: vLLM "
                      f"_align_hybrid_block_size pads the state page"
-                     + ("; more than one: prefix caching's Mamba cache mode 'align' holds more pages a request"
-                        if max(pages) > 1 else "") + f") against their {page.state_bytes:,} B of states")
+                     + ("; more than one: prefix caching's Mamba cache mode ('align', or 'all': one per block) holds "
+                        "more pages a request" if max(pages) > 1 else "") + f") against their {page.state_bytes:,} B of states")
     if slots:
         held = sum((g.size - len(g.layers)) * r.engine.held_pages(g.spec, r.run) for g in groups)
         parts.append(f"{slots} padding layer slots of vLLM's KV cache groups ('Add {slots} padding layers', "

@@ -243,10 +243,11 @@ class Runtime(Engine):
         unpaged runtimes keep the block."""
         return opts.block_size, None, 0
 
-    def cache_groups(self, card: ModelCard, kv_t: DType, block_size: int, gpu=None):
+    def cache_groups(self, card: ModelCard, kv_t: DType, block_size: int, gpu=None,
+                     prefix_caching: bool | None = None):
         """(block size, KV cache groups) one TP-1 rank pages a request's cache in, where this runtime pools layers in
         groups of one block table (vLLM V1: serving_vllm.KVCacheGroup, hybrid pages unified; ``gpu``, where known,
-        for what depends on it); None: every layer by itself, the per-layer sum. ``estimate`` and ``sweep`` fold a
+        for what depends on it; ``prefix_caching``: vLLM's --enable-prefix-caching as given, None its default); None: every layer by itself, the per-layer sum. ``estimate`` and ``sweep`` fold a
         sequence's bytes over the same groups as ``plan`` (the same pages for full, MLA and state groups; for sliding
         and chunked ones what a decoding sequence holds, not plan's admission bound)."""
         return None

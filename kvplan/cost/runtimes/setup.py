@@ -141,9 +141,9 @@ class Options:
     mm_encoder_data: bool = False  # the vision tower whole on every rank (--mm-encoder-tp-mode data, where supported)
     mm_encoder_mode: str | None = None  # --mm-encoder-tp-mode as given
     cpu_offload_gb: float = 0.0  # vLLM --cpu-offload-gb (kvplan.cost.offload)
-    state_pages: int = 1  # vLLM: pages one request holds in each state group (serving_vllm.state_pages)
-    state_alignment: int = 1  # vLLM: the align-mode checkpoint alignment of the hybrid block (0.33+ GDN: 64)
-    mamba_cache_mode: str | None = None  # vLLM hybrids: "none" or "align" (prefix caching on), as this plan takes it
+    state_pages: int = 1  # vLLM: pages one request holds in each state group (serving_vllm.state_pages; "all": + 1/block)
+    state_alignment: int = 1  # vLLM: the hybrid block's extra alignment (align: 0.33+ GDN 64; "all": the Mamba chunk)
+    mamba_cache_mode: str | None = None  # vLLM hybrids: "none", "align" or "all" (prefix caching on), as planned
     prefix_caching: bool | None = None  # vLLM --enable-prefix-caching (True) / --no-enable-prefix-caching (False) given
     max_running_requests: int | None = None  # SGLang --max-running-requests as given (None: resolve_max_num_reqs')
     radix_disabled: bool = False  # SGLang --disable-radix-cache given

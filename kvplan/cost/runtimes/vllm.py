@@ -114,8 +114,10 @@ class VllmVersion(VersionRange):
     # --enable-prefix-caching given on a hybrid (read in 0.26.0, 0.27.0, 0.27.1, 0.28.0 - 0.33.0): the
     # architectures MambaModelConfig.verify_and_update_config (models/config.py) puts in Mamba cache mode "all"
     # rather than "align" (0.26 - 0.27: ``"all" if model_config.supports_mamba_prefix_caching else "align"``, the
-    # models declaring SupportsMambaPrefixCaching; 0.28+: "none" becomes "align" for every model: empty); None: a
-    # release whose explicit flag kvplan has not verified on hybrids (refused)
+    # models declaring SupportsMambaPrefixCaching; 0.28+: "none" becomes "align" for every model: empty; "all" is then
+    # reached only by --mamba-cache-mode all, which kvplan does not take, and 0.32.0 drops it from MambaCacheMode);
+    # "all" pages: serving_vllm.all_mode_pages, the block aligned to the Mamba chunk (serving_vllm.mamba_chunk_size).
+    # None: a release whose explicit flag kvplan has not verified on hybrids (refused)
     explicit_prefix_caching_all: frozenset[str] | None = None
     # align mode's num_prefill_checkpoint_blocks (one more page per state group and request) by the card's ssm kind:
     # 0.32+ Mamba-2 (mamba_mixer2.py MambaMixer2.get_kv_cache_spec: replace(spec, num_prefill_checkpoint_blocks=1),
@@ -520,18 +522,29 @@ class VLLM(Server):
         return vl.default_block_size(card, gpu.compute_capability, self.version.mla_block_rule, kv_dtype)
 
     def prefix_caching_hybrid(self, card, enabled: bool | None = None) -> bool:
-        """Whether this release serves ``card``, a hybrid (state and attention layers), with prefix caching on, so
-        with Mamba cache mode "align": by default where VllmVersion.hybrid_prefix_caching, or as ``enabled``
-        (--enable-prefix-caching / --no-enable-prefix-caching, checked by check_prefix_caching); False for other
-        models."""
+        """Whether this release serves ``card``, a hybrid (state and attention layers), with prefix caching on (Mamba
+        cache mode "align" or "all", ``mamba_cache_mode``): by default where VllmVersion.hybrid_prefix_caching, or as
+        ``enabled`` (--enable-prefix-caching / --no-enable-prefix-caching, checked by check_prefix_caching); False
+        for other models."""
         if card.ssm is None or not card.attention_layers:
             return False
         return self.version.hybrid_prefix_caching if enabled is None else enabled
 
+    def mamba_cache_mode(self, card, enabled: bool | None = None) -> str:
+        """The Mamba cache mode of ``card``'s state layers (MambaModelConfig.verify_and_update_config, models/config.py
+        0.26.0 - 0.33.0): "none" with prefix caching off; on, "all" where --enable-prefix-caching is given and the
+        release puts the architecture there (VllmVersion.explicit_prefix_caching_all: 0.26 - 0.27, the models
+        declaring SupportsMambaPrefixCaching), else "align" (0.28+'s default for every hybrid keeps "align")."""
+        if not self.prefix_caching_hybrid(card, enabled):
+            return "none"
+        listed = self.version.explicit_prefix_caching_all or frozenset()
+        return "all" if enabled and card.hf_architecture in listed else "align"
+
     def check_prefix_caching(self, card, enabled: bool | None) -> None:
         """Refuse --enable-prefix-caching where kvplan has not verified the Mamba cache mode it gives: a hybrid on a
-        release before 0.26 or an architecture 0.26 - 0.27 put in mode "all" (VllmVersion.explicit_prefix_caching_all,
-        whose pages kvplan does not model), an attention-free state model."""
+        release before 0.26, an attention-free state model (platforms/interface.py _align_hybrid_block_size runs for
+        is_hybrid models only, so in mode "all" an attention-free model's mamba_block_size stays the 16-token block,
+        below the Mamba-2 chunk its prefill kernels step by: not modelled)."""
         if not enabled or card.ssm is None:
             return
         v = self.version
@@ -541,10 +554,6 @@ class VLLM(Server):
         if v.explicit_prefix_caching_all is None:
             raise KvplanError(f"--enable-prefix-caching: not modelled for a hybrid on {v.label} (its Mamba cache mode "
                               "is verified from vLLM 0.26); use --engine vllm==0.26 or later, or leave the flag off")
-        if card.hf_architecture in v.explicit_prefix_caching_all:
-            raise KvplanError(f"--enable-prefix-caching: {v.label} puts {card.hf_architecture} in Mamba cache mode "
-                              "'all' (models/config.py MambaModelConfig, supports_mamba_prefix_caching), which "
-                              "kvplan does not model; use --engine vllm==0.28 or later ('align'), or leave it off")
 
     def gdn_checkpoints_on(self, card, gpu, enabled: bool | None = None) -> bool:
         """0.33+: a Gated DeltaNet hybrid in align mode on SM 9.0 exports prefill checkpoints (FlashInfer's prefill,
@@ -559,18 +568,22 @@ class VLLM(Server):
 
     def state_options(self, card, gpu, speculative, enabled: bool | None = None) -> dict:
         """The Options of a state model's pages (serving_vllm.state_pages): the Mamba cache mode this release takes
-        (VllmVersion.hybrid_prefix_caching), the pages one request holds per state group (the speculative tokens
-        where the release counts them, align mode's checkpoint page where the card's state layers declare one) and
-        the checkpoint alignment of the hybrid block."""
+        (``mamba_cache_mode``), the pages one request holds per state group (the speculative tokens where the
+        release counts them, align mode's checkpoint page where the card's state layers declare one; mode "all": the
+        speculative ones, plus one per block of the request, serving_vllm.all_mode_pages) and the alignment of the
+        hybrid block (align mode's checkpoint alignment; mode "all": the Mamba chunk, serving_vllm.mamba_chunk_size)."""
         if card.ssm is None:
             return {}
-        align = self.prefix_caching_hybrid(card, enabled)
+        mode = self.mamba_cache_mode(card, enabled)
+        spec = self.speculative_state_blocks(speculative)
+        if mode == "all":
+            return dict(state_pages=spec, mamba_cache_mode=mode, state_alignment=vl.mamba_chunk_size(card.ssm))
+        align = mode == "align"
         v = self.version
         gdn = self.gdn_checkpoints_on(card, gpu, enabled)
         checkpoint = int(align and (gdn if card.ssm.kind == "gated_deltanet" else card.ssm.kind
                                     in v.checkpoint_state_kinds))
-        spec = self.speculative_state_blocks(speculative)
-        return dict(state_pages=vl.state_pages(align, spec, checkpoint), mamba_cache_mode="align" if align else "none",
+        return dict(state_pages=vl.state_pages(align, spec, checkpoint), mamba_cache_mode=mode,
                     state_alignment=vl.GDN_CHECKPOINT_ALIGNMENT if gdn else 1)
 
     def runs_graphless_v2(self, card, opts: Options) -> bool:
@@ -612,13 +625,14 @@ class VLLM(Server):
             return vl.pages_per_request(spec, run.seq_len, run.block_size, 0)
         return spec.positions_held(self, run) // run.block_size
 
-    def cache_groups(self, card, kv_t, block_size: int, gpu=None):
+    def cache_groups(self, card, kv_t, block_size: int, gpu=None, prefix_caching: bool | None = None):
         """V1: the plan's block and KV cache groups at TP 1 (``hybrid_block``'s unified pages, ``_kv_cache_groups``
         with the plan's state dtype and this release's state pages: ``state_options`` without speculative decoding,
-        on ``gpu`` where given); V0 (one block table, no groups) or a card that caches nothing: None."""
+        on ``gpu`` where given, with --enable-prefix-caching / --no-enable-prefix-caching as ``prefix_caching``); V0
+        (one block table, no groups) or a card that caches nothing: None."""
         if self.version.v0_engine or not card.has_kv_cache:
             return None
-        return _cache_groups(self, card, kv_t, block_size, gpu)
+        return _cache_groups(self, card, kv_t, block_size, gpu, prefix_caching)
 
     # -- budget --
 
@@ -726,10 +740,12 @@ class VLLM(Server):
             from kvplan.cost.parallel import Layout, rank_layer_specs
 
             per_layer = rank_layer_specs(s.card, s.kv_t, self, Layout(tp=s.layout.tp), 0, state_t=s.state_t) + drafts
-            groups = _groups_of(self, per_layer, s.state_page_padded, s.block_size, s.opts.state_pages)
+            groups = _groups_of(self, per_layer, s.state_page_padded, s.block_size, s.opts.state_pages,
+                                s.opts.mamba_cache_mode == "all")
             block_bytes = lambda layers: vl.bytes_per_block(groups, s.block_size, layers)  # noqa: E731
         else:
-            key = (self, s.card, s.kv_t, s.layout.tp, s.state_t, s.state_page_padded, s.block_size, s.opts.state_pages)
+            key = (self, s.card, s.kv_t, s.layout.tp, s.state_t, s.state_page_padded, s.block_size, s.opts.state_pages,
+                   s.opts.mamba_cache_mode == "all")
             groups, block_bytes = _kv_cache_groups(*key), lambda layers: _block_bytes(*key, layers)  # noqa: E731
         mnbt = vl.scheduled_tokens(s.mnbt, s.max_num_seqs, s.max_model_len)
         inflight = vl.max_in_flight_tokens(mnbt, s.layout.pp, self.version.in_flight_batches,
@@ -967,48 +983,51 @@ def _v0_note(s: Setup, p: Pool) -> str:
 
 @lru_cache(maxsize=512)
 def _kv_cache_groups(rt: VLLM, card, kv_t, tp: int, state_t, padded: int | None, block_size: int,
-                     state_pages: int = 1) -> list:
+                     state_pages: int = 1, per_block: bool = False) -> list:
     """vLLM's KV cache groups of the whole model on one TP rank (serving_vllm.kv_cache_groups over the per-layer
-    table; ``state_pages``: each state layer's pages per request): the same for every pipeline split and memory
-    budget, so computed once per (card, dtypes, tp, block)."""
+    table; ``state_pages``: each state layer's pages per request, ``per_block``: one more per block, Mamba cache mode
+    "all"): the same for every pipeline split and memory budget, so computed once per (card, dtypes, tp, block)."""
     from kvplan.cost.parallel import Layout, rank_layer_specs
 
     per_layer = rank_layer_specs(card, kv_t, rt, Layout(tp=tp), 0, state_t=state_t)
-    return _groups_of(rt, per_layer, padded, block_size, state_pages)
+    return _groups_of(rt, per_layer, padded, block_size, state_pages, per_block)
 
 
-def _groups_of(rt: VLLM, per_layer: list, padded: int | None, block_size: int, state_pages: int = 1) -> list:
+def _groups_of(rt: VLLM, per_layer: list, padded: int | None, block_size: int, state_pages: int = 1,
+               per_block: bool = False) -> list:
     """serving_vllm.kv_cache_groups of a per-layer table as this release groups it (``state_pages``: each state
-    layer's pages per request): chunked local layers as full attention before 0.14 (serving_vllm.
-    without_hybrid_manager)."""
-    specs, layers = vl.vllm_layer_specs(per_layer, padded, state_pages)
+    layer's pages per request, ``per_block``: Mamba cache mode "all"): chunked local layers as full attention before
+    0.14 (serving_vllm.without_hybrid_manager)."""
+    specs, layers = vl.vllm_layer_specs(per_layer, padded, state_pages, per_block)
     if not rt.version.chunked_local_groups:
         specs = vl.without_hybrid_manager(specs)
     return vl.kv_cache_groups(specs, block_size, layers)
 
 
 @lru_cache(maxsize=512)
-def _cache_groups(rt: VLLM, card, kv_t, block_size: int, gpu) -> tuple[int, list]:
+def _cache_groups(rt: VLLM, card, kv_t, block_size: int, gpu, prefix_caching: bool | None = None) -> tuple[int, list]:
     """VLLM.cache_groups: the state dtype, state pages and hybrid block as ``plan`` resolves them
-    (planning.capacity.setup, VLLM.state_options) at TP 1, then ``_kv_cache_groups``."""
+    (planning.capacity.setup, VLLM.state_options with ``prefix_caching`` as --enable-prefix-caching) at TP 1, then
+    ``_kv_cache_groups``."""
     from types import SimpleNamespace
 
     from kvplan.cost.parallel import Layout
     from kvplan.model.dtypes import parse_dtype
 
     state_t = rt.state_dtype(card, kv_t, parse_dtype(rt.default_kv_dtype(card.dtype)[0]))
-    states = rt.state_options(card, gpu, None)
+    states = rt.state_options(card, gpu, None, prefix_caching)
     opts = SimpleNamespace(block_size=block_size, state_alignment=states.get("state_alignment", 1))
     block, padded, _ = rt.hybrid_block(card, kv_t, Layout(), opts, state_t)
-    return block, _kv_cache_groups(rt, card, kv_t, 1, state_t, padded, block, states.get("state_pages", 1))
+    return block, _kv_cache_groups(rt, card, kv_t, 1, state_t, padded, block, states.get("state_pages", 1),
+                                   states.get("mamba_cache_mode") == "all")
 
 
 @lru_cache(maxsize=2048)
 def _block_bytes(rt: VLLM, card, kv_t, tp: int, state_t, padded: int | None, block_size: int, state_pages: int,
-                 layers: range | None) -> int:
+                 per_block: bool, layers: range | None) -> int:
     """serving_vllm.bytes_per_block of ``_kv_cache_groups`` on a stage's ``layers`` (None: all): once per layout and
     stage in a search, not once per GPU type."""
-    groups = _kv_cache_groups(rt, card, kv_t, tp, state_t, padded, block_size, state_pages)
+    groups = _kv_cache_groups(rt, card, kv_t, tp, state_t, padded, block_size, state_pages, per_block)
     return vl.bytes_per_block(groups, block_size, layers)
 
 
@@ -1179,7 +1198,19 @@ def _state_notes(s: Setup, p: Pool) -> list[str]:
     states = fmt_bytes(p.pool.state_bytes_per_request)
     pages, v = s.opts.state_pages, s.engine.version
     spec = s.engine.speculative_state_blocks(s.opts.speculative)
-    if s.opts.mamba_cache_mode == "align":
+    if s.opts.mamba_cache_mode == "all":
+        pages = vl.all_mode_pages(s.max_model_len, s.block_size, spec)
+        why = (f"{pages} pages per request and state group (MambaSpec.max_memory_usage_bytes, mamba_cache_mode 'all': "
+               f"cdiv(max_model_len {fmt_int(s.max_model_len)}, block {fmt_int(s.block_size)})"
+               + (f" + {spec} speculative" if spec else "") + "): --enable-prefix-caching puts "
+               f"{s.card.hf_architecture}, which declares SupportsMambaPrefixCaching, in mode 'all' on {v.label} "
+               "(MambaModelConfig.verify_and_update_config, models/config.py 0.26 - 0.27: 'Mamba cache mode is set "
+               "to 'all' ... when prefix caching is enabled'), a state page per block of the sequence; the block "
+               f"is aligned to the Mamba chunk ({fmt_int(s.opts.state_alignment)} tokens, config/model.py "
+               "get_mamba_chunk_size). vLLM's fits check and concurrency count all of them; a decoding request keeps "
+               "its last state and frees the older ones into the prefix cache (evictable). Launched without the "
+               f"flag, vLLM keeps {1 + spec} (mode 'none'); 0.28+ gives 'align'")
+    elif s.opts.mamba_cache_mode == "align":
         checkpoint = pages - 2 - spec
         on = ("--enable-prefix-caching turns prefix caching on (MambaModelConfig.verify_and_update_config, "
               "models/config.py 0.26+: mode 'none' becomes 'align')" if given else
@@ -1202,7 +1233,7 @@ def _state_notes(s: Setup, p: Pool) -> list[str]:
     out = [f"vLLM state layers ({s.card.state_layers} of {s.card.num_layers}): {why}; states "
            f"{fmt_bytes(s.state_page_bytes)} per layer and request on this GPU, {states} for all its state layers. A "
            f"request takes {fmt_int(p.pool.blocks_per_request)} blocks over {p.pool.groups} KV cache groups: "
-           f"cdiv(max_model_len, block) per attention group, {pages} per state group."]
+           f"cdiv(max_model_len, block) per attention group, {fmt_int(pages)} per state group."]
     if (v.gdn_checkpoints and s.opts.mamba_cache_mode == "align" and s.card.ssm.kind == "gated_deltanet"
             and s.opts.state_alignment == 1 and (s.gpu.compute_capability or 0) >= 10):
         out.append("Gated DeltaNet prefill: on Blackwell kvplan takes vLLM's Triton/FLA kernel (no prefill checkpoint "
@@ -1214,8 +1245,10 @@ def _state_notes(s: Setup, p: Pool) -> list[str]:
         attn_page = s.block_size * (p.limiting.kv_bytes_per_token // attn_layers)
         pct = 100 * (attn_page - s.state_page_bytes) / s.state_page_bytes
         alignment = vl.hybrid_alignment_tokens(hybrid_alignment(s.card), s.opts.block_size, s.opts.state_alignment)
+        chunk = (f" (lcm of the Mamba chunk {fmt_int(s.opts.state_alignment)} and the kernel block: mode 'all')"
+                 if s.opts.mamba_cache_mode == "all" else "")
         out.append(f"vLLM hybrid page unification (platforms/interface.py _align_hybrid_block_size): attention block "
-                   f"size {fmt_int(s.block_size)} tokens, the smallest multiple of {fmt_int(alignment)} whose "
+                   f"size {fmt_int(s.block_size)} tokens, the smallest multiple of {fmt_int(alignment)}{chunk} whose "
                    f"attention page ({fmt_int(attn_page)} B) holds one layer's states ({fmt_int(s.state_page_bytes)} "
                    f"B) ('Setting attention block size to {s.block_size} tokens'); "
                    + (f"the state page is padded by {pct:.2f}% to equal it ('Padding mamba page size by {pct:.2f}%')."

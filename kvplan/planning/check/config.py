@@ -30,7 +30,8 @@ else:  # pragma: no cover - Python 3.10
 CONFIG_FILE = "kvplan.toml"
 DEFAULT_BASELINE = "kvplan-baseline.json"
 ESTIMATE_KEYS = ("batch", "seq_len", "engine", "kv_dtype", "weight_dtype", "encoder_len", "max_cache_len",
-                 "block_size", "kv_heads", "attention", "prompt_len", "gpu", "gpu_file", "mfu", "mbu")
+                 "block_size", "enable_prefix_caching", "kv_heads", "attention", "prompt_len", "gpu", "gpu_file", "mfu",
+                 "mbu")
 PLAN_KEYS = ("tp", "pp", "dp", "max_model_len", "gpu_memory", "gpu_memory_utilization", "kv_cache_memory",
              "max_num_batched_tokens", "max_num_seqs",  # options only the capacity planner (`kvplan plan`) takes
              "mem_fraction_static", "swa_full_tokens_ratio", "disable_hybrid_swa_memory",  # SGLang's
@@ -91,6 +92,9 @@ class Scenario(BaseModel):
     encoder_len: Optional[PosInt] = _OPT
     max_cache_len: Optional[PosInt] = _OPT
     block_size: Optional[PosInt] = _OPT
+    enable_prefix_caching: Optional[bool] = Field(_OPT, description="estimate and plan --enable-prefix-caching (true) "
+                                                  "/ --no-enable-prefix-caching (false), vLLM only; unset: the "
+                                                  "release's default (a hybrid's Mamba cache mode follows it).")
     kv_heads: Optional[PosInt] = _OPT
     attention: Optional[str] = _OPT
     prompt_len: Optional[PosInt] = _OPT

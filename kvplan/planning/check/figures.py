@@ -72,7 +72,7 @@ def evaluate(loaded: LoadedConfig, index: int) -> Evaluated:
             figures.update(_disagg_figures(s, card, loaded.root))
     except KvplanError as exc:
         message = _as_keys(str(exc))
-        key = message.partition(":")[0]
+        key = message.partition(":")[0].split("/")[0]  # a --flag/--no-flag pair: its key
         line = loaded.line(index, key if key in Scenario.model_fields else None)
         raise KvplanError(f"{loaded.path}:{line}: scenario {s.name!r}: {message}") from None
     if not figures:
