@@ -178,3 +178,20 @@ def test_check_carries_the_flag(tmp_path, monkeypatch, cli):
     Path("kvplan.toml").write_text(config.format(engine="sglang"))
     code, out, err = cli("check")
     assert code == 2 and "kvplan.toml:7:" in err and "enable_prefix_caching" in err
+
+
+def test_report_sizes_its_estimate_and_curves_with_the_flag():
+    """kvplan report --enable-prefix-caching: the plans take it (kvplan plan's flags), and the model's estimate and
+    KV curves hold the same state pages: 536,870,912 B at 4,096 tokens (mode 'all'), every length up to 2,048 one
+    2,048-token block in each of the 8 groups (8 x 33,554,432 B); without it 77,332,480 B (mode 'none')."""
+    from kvplan.cost.hardware import load_gpu
+    from kvplan.planning.report_data import _model_report
+
+    card, h200 = load_card("jamba-1.5-mini"), [load_gpu("H200")]
+    on = _model_report(card, h200, 4096, 1, "vllm==0.27", (1,), None, None, {"enable_prefix_caching": True})
+    off = _model_report(card, h200, 4096, 1, "vllm==0.27", (1,), None, None, {})
+    assert on.estimate.kv_cache.bytes_per_sequence == on.layouts[0].plan.request_kv_bytes == 536_870_912
+    assert off.estimate.kv_cache.bytes_per_sequence == off.layouts[0].plan.request_kv_bytes == 77_332_480
+    at = on.kv_lengths.index(4096)
+    assert on.kv_curve["bf16"][at] == 536_870_912 and on.kv_curve["bf16"][0] == 8 * JAMBA_ALL_BLOCK_BYTES
+    assert sum(part[at] for part in on.kv_parts.values()) == 536_870_912

@@ -213,12 +213,16 @@ def _model_report(card: ModelCard, devs: list[GPU], length: int, conc: int, engi
             sizing, serve_note = "ideal", f"{serve_note} {str(why).split(': ', 1)[1]}: the ideal engine's sizes."
     block = pick.plan.inputs.block_size if pick and get_engine(sizing).takes_estimate_block else None
     dtypes = {k: opts[k] for k in ("kv_dtype", "weight_dtype") if opts.get(k) is not None}
+    # --enable-prefix-caching / --no-enable-prefix-caching: the estimate and curves hold the state pages the plans do
+    caching = opts.get("enable_prefix_caching") if sizing == engine else None
     est = estimate(card, batch=conc, seq_len=length, engine=sizing, encoder_len=enc, block_size=block,
-                   gpu=pick.gpu.name if pick else None, gpu_file=gpu_file if pick else None, **dtypes)
+                   gpu=pick.gpu.name if pick else None, gpu_file=gpu_file if pick else None,
+                   enable_prefix_caching=caching, **dtypes)
     curve, parts = {}, {}
     if card.has_kv_cache:
-        curve = kv_curve(card, lengths, sizing, est.kv_cache.dtype, enc, est.inputs.block_size)
-        parts = state_parts_curve(card, lengths, sizing, est.kv_cache.dtype, est.inputs.block_size) if card.ssm else {}
+        curve = kv_curve(card, lengths, sizing, est.kv_cache.dtype, enc, est.inputs.block_size, caching)
+        parts = (state_parts_curve(card, lengths, sizing, est.kv_cache.dtype, est.inputs.block_size, caching)
+                 if card.ssm else {})
     at = pick or (layouts[0] if layouts else None)
     attn, note = _layouts(card, length, conc, at.gpu if at else devs[0], at.tp if at else 1, sizing, opts)
     roof = []
@@ -281,13 +285,19 @@ def kv_lengths(card: ModelCard, length: int) -> list[int]:
 
 
 def kv_curve(card: ModelCard, lengths: list[int], engine: str, default_dtype: str,
-             encoder_len: int | None = None, block_size: int | None = None) -> dict[str, list[int]]:
+             encoder_len: int | None = None, block_size: int | None = None,
+             enable_prefix_caching: bool | None = None) -> dict[str, list[int]]:
     """One sequence's KV bytes at each length, per KV dtype the engine stores (the report's dtype first), in pages
-    of ``block_size`` tokens (None: the engine's default)."""
+    of ``block_size`` tokens (None: the engine's default); ``enable_prefix_caching`` (vLLM's flag, given): each
+    point is estimate's with it (a hybrid's state pages by Mamba cache mode), which a sweep does not take."""
     from kvplan.cost.runtimes import get_engine
 
     allowed = get_engine(engine).kv_dtypes_for(card)
     dtypes = [default_dtype] + [d for d in KV_DTYPES if d != default_dtype and (allowed is None or d in allowed)]
+    if enable_prefix_caching is not None:
+        return {d: [estimate(card, seq_len=n, engine=engine, kv_dtype=d, encoder_len=encoder_len, block_size=block_size,
+                             enable_prefix_caching=enable_prefix_caching).kv_cache.bytes_per_sequence for n in lengths]
+                for d in dtypes}
     rows = sweep(card, batch=1, seq_len=lengths, kv_dtype=dtypes, engine=engine, encoder_len=encoder_len,
                  block_size=block_size)
     curve: dict[str, list[int]] = {d: [] for d in dtypes}
@@ -297,12 +307,13 @@ def kv_curve(card: ModelCard, lengths: list[int], engine: str, default_dtype: st
 
 
 def state_parts_curve(card: ModelCard, lengths: list[int], engine: str, dtype: str,
-                      block_size: int | None = None) -> dict[str, list[int]]:
+                      block_size: int | None = None, enable_prefix_caching: bool | None = None) -> dict[str, list[int]]:
     """One sequence's cache at each length split by part (the Estimate's kv_cache.groups by layer kind): attention
     K/V grows with the context, the conv and recurrent states of the state layers do not."""
     curve: dict[str, list[int]] = {}
     for n in lengths:
-        est = estimate(card, seq_len=n, engine=engine, kv_dtype=dtype, block_size=block_size)
+        est = estimate(card, seq_len=n, engine=engine, kv_dtype=dtype, block_size=block_size,
+                       enable_prefix_caching=enable_prefix_caching)
         for part, nbytes in kv_parts(est).items():
             curve.setdefault(part, []).append(nbytes)
     return curve
