@@ -111,6 +111,7 @@ def test_estimate_takes_the_flag_and_equals_the_plans_request(cli):
     assert on.kv_cache.bytes_per_sequence == plan("jamba-1.5-mini", engine="vllm==0.27", enable_prefix_caching=True,
                                                   **JAMBA).request_kv_bytes
     assert sum(g.bytes_per_sequence for g in on.kv_cache.groups) == 536_870_912
+    assert on.inputs.enable_prefix_caching is True and off.inputs.enable_prefix_caching is None  # echoed as given
     code, out, err = cli("estimate", "-m", "jamba-1.5-mini", "--seq-len", "4096", "--engine", "vllm==0.27",
                          "--enable-prefix-caching", "--json")
     assert code == 0, err

@@ -130,7 +130,8 @@ def estimate_request(base: ModelCard, q: EstimateRequest) -> Estimate:
                             max_cache_len=r.run.max_cache_len,
                             block_size=q.block_size if r.engine.takes_estimate_block else None,
                             kv_heads=q.kv_heads,
-                            attention=q.attention, prompt_len=prompt, gpu=q.gpu)
+                            attention=q.attention, prompt_len=prompt, gpu=q.gpu,
+                            enable_prefix_caching=q.enable_prefix_caching)
     _check_prefix_caching(r, q.enable_prefix_caching)
     kv = kv_cache(r, q.engine_groups, dev, q.enable_prefix_caching)
     weights = _with_checkpoint(served_weights(card, r, dev), base)

@@ -27,6 +27,7 @@ class EstimateInputs(BaseModel):
     attention: str | None
     prompt_len: int
     gpu: str | None = None
+    enable_prefix_caching: bool | None = None  # vLLM --enable-prefix-caching / --no-enable-prefix-caching as given
 
 
 class ModelSummary(BaseModel):
