@@ -194,7 +194,7 @@ def forced_mla_block(given: int, card: ModelCard, compute_capability: float | No
     (rules "forced" and "flashinfer", the note above; read in 0.14.1 and 0.15.0): FlashMLA (SM 9.x) "Forcing kv cache
     block size to 64" unless a multiple of 64; CUTLASS MLA (Blackwell) to 128 unless a multiple of 128; FlashInfer
     MLA (0.15 - 0.17, Blackwell, qk_nope_head_dim 128) to 64 unless 32 or a multiple of 64. 0.18+ ("preferred") and
-    other GPUs keep it (the backend then checks it)."""
+    other GPUs keep it (0.18+: the backend it leaves, mla_backend, checks it)."""
     if card.mla is None or compute_capability is None or rule == "preferred":
         return given
     major = int(compute_capability)
@@ -218,8 +218,8 @@ def block_size_refusal(block_size: int, mla: bool, vendor: str) -> str | None:
     backend, FlashAttention, takes multiples of 16 only (v1/attention/backends/flash_attn.py get_kv_cache_shape:
     "Block size must be a multiple of 16", every release 0.9.1 - 0.33.0), and from the backend selector's block-size
     check on (v1/attention/backend.py supports_block_size) the Triton and FlexAttention backends declare the same
-    (get_supported_kernel_block_sizes: [MultipleOf(16)], read in 0.28.0). MLA backends and other vendors are not
-    checked here."""
+    (get_supported_kernel_block_sizes: [MultipleOf(16)], read in 0.28.0). Other vendors are not checked; MLA models
+    are checked by their backend (mla_backend, 0.18+)."""
     if mla or vendor != "NVIDIA" or block_size % KERNEL_BLOCK_MULTIPLE == 0:
         return None
     return (f"vLLM's attention backends for NVIDIA GPUs page K/V in multiples of {KERNEL_BLOCK_MULTIPLE} tokens "
