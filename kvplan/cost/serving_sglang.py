@@ -10,6 +10,8 @@ weights and the KV pool may take; activations and CUDA graphs live in the rest::
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 from kvplan.errors import KvplanError
 
 RULES = "SGLang 0.5.23"
@@ -208,18 +210,52 @@ def pool_bytes(free_at_start: int, mem_fraction_static: float, weights: int) -> 
 TRTLLM_MHA_PAGES_0_5_1 = (16, 32, 64)
 TRTLLM_MHA_PAGES_0_5_17 = (16, 32, 64, 128)
 TRTLLM_MHA_PAGE = 64
-# DeepSeek-V3-architecture models on SM100: with no attention backend given, DeepseekV3ForCausalLM (not a DSA/NSA
-# checkpoint) gets trtllm_mla (server_args.py _handle_model_specific_adjustments, 0.5.4 - 0.5.14: "Use trtllm_mla as
-# attention backend on sm100 for DeepseekV3ForCausalLM"; arg_groups/overrides.py in 0.5.15 - 0.5.18,
-# arg_groups/model_overrides/deepseek_v2.py _deepseek_family_overrides in 0.5.19 - 0.5.23; read in every wheel 0.5.4 -
-# 0.5.23; 0.5.1 has no such branch, 0.5.2 - 0.5.3 not read: the 0.5.3-0.5.4 range follows 0.5.4), whose pages hold 32
-# or 64 tokens, any other page size becoming 64 ("TensorRT-LLM MLA only supports page_size of 32 or 64, changing
-# page_size from None to 64": server_args.py _handle_attention_backend_compatibility up to 0.5.14,
-# arg_groups/overrides.py _mla_backend_page_constraints 0.5.15 - 0.5.23, the same in every wheel read). Not modelled:
-# the other architectures later releases add to that branch (KimiK25ForConditionalGeneration, MistralLarge3ForCausalLM
-# from 0.5.9, ...), for which kvplan bundles no card.
-TRTLLM_MLA_FIRST = (0, 5, 3)
-TRTLLM_MLA_ARCHITECTURES = frozenset({"DeepseekV3ForCausalLM"})
+# MLA models on SM100 whose architecture is in the release's DeepSeek-family branch get trtllm_mla when no attention
+# backend is given, unless the checkpoint is a DSA/NSA one (index_topk in its config: is_deepseek_nsa, from 0.5.13
+# is_deepseek_dsa; kvplan has no DSA model, so a card is taken as dense MLA): server_args.py
+# _handle_model_specific_adjustments ("Use trtllm_mla as attention backend on sm100 for DeepseekV3ForCausalLM", the
+# message whatever the architecture), 0.5.4 - 0.5.14; arg_groups/overrides.py _deepseek_family_overrides 0.5.15 -
+# 0.5.18; arg_groups/model_overrides/deepseek_v2.py _deepseek_family_overrides 0.5.19 - 0.5.23 (read in every wheel
+# 0.5.4 - 0.5.23; 0.5.1 has no such branch, 0.5.2 - 0.5.3 not read: the 0.5.3-0.5.4 range follows 0.5.4). The branch's
+# architectures by release: DeepseekV3ForCausalLM from 0.5.4 (deepseek-v3, deepseek-v3-fp8, kimi-k2-instruct: the
+# only bundled cards it takes; DeepseekV2ForCausalLM is never in it and keeps SGLang's MLA default, flashinfer on
+# SM100, page size 1); MistralLarge3ForCausalLM and PixtralForConditionalGeneration from 0.5.7;
+# KimiK25ForConditionalGeneration and GlmMoeDsaForCausalLM from 0.5.9; DeepseekV32ForCausalLM from 0.5.12;
+# LongcatFlashForCausalLM(NextN) from 0.5.16; Dots3NoteForCausalLM from 0.5.19; Glm5NextForConditionalGeneration and
+# HYV4ForCausalLM(NextN) from 0.5.20. Kimi-K3 (KimiK3ForConditionalGeneration) has its own override from 0.5.17
+# (overrides.py / model_overrides/kimi_k3.py _kimi_k3_overrides: trtllm_mla for prefill and decode on SM 10.0/10.3
+# without DCP), also 32- or 64-token pages. A range takes its newest release's list. The branch sets trtllm_mla for
+# any model of those architectures; kvplan gives it to MLA cards only. The trtllm_mla pages hold 32 or 64 tokens, any
+# other page size becoming 64 ("TensorRT-LLM MLA only supports page_size of 32 or 64, changing page_size from None to
+# 64": server_args.py _handle_attention_backend_compatibility up to 0.5.14, arg_groups/overrides.py
+# _mla_backend_page_constraints 0.5.15 - 0.5.23, the same in every wheel read). No release picks flashmla (64-token
+# pages), cutlass_mla (128), cutedsl_mla or tokenspeed_mla (32/64) by default, and the MLA default elsewhere (fa3 on
+# Hopper, flashinfer on SM100, triton otherwise: _get_default_attn_backend, model_override_base.py from 0.5.19) keeps
+# page size 1; the DSA branch's own 64-token pages ("Setting page size to 64 for DeepSeek NSA/DSA", 0.5.4+) are not
+# modelled (no DSA cards).
+TRTLLM_MLA_ARCHITECTURES_0_5_4 = frozenset({"DeepseekV3ForCausalLM"})
+TRTLLM_MLA_ARCHITECTURES_0_5_7 = TRTLLM_MLA_ARCHITECTURES_0_5_4 | {"MistralLarge3ForCausalLM",
+                                                                  "PixtralForConditionalGeneration"}
+TRTLLM_MLA_ARCHITECTURES_0_5_9 = TRTLLM_MLA_ARCHITECTURES_0_5_7 | {"KimiK25ForConditionalGeneration",
+                                                                  "GlmMoeDsaForCausalLM"}
+TRTLLM_MLA_ARCHITECTURES_0_5_12 = TRTLLM_MLA_ARCHITECTURES_0_5_9 | {"DeepseekV32ForCausalLM"}
+TRTLLM_MLA_ARCHITECTURES_0_5_16 = TRTLLM_MLA_ARCHITECTURES_0_5_12 | {"LongcatFlashForCausalLM",
+                                                                    "LongcatFlashForCausalLMNextN"}
+TRTLLM_MLA_ARCHITECTURES_0_5_17 = TRTLLM_MLA_ARCHITECTURES_0_5_16 | {"KimiK3ForConditionalGeneration"}
+TRTLLM_MLA_ARCHITECTURES_0_5_19 = TRTLLM_MLA_ARCHITECTURES_0_5_17 | {"Dots3NoteForCausalLM"}
+TRTLLM_MLA_ARCHITECTURES_0_5_20 = TRTLLM_MLA_ARCHITECTURES_0_5_19 | {"Glm5NextForConditionalGeneration",
+                                                                    "HYV4ForCausalLM", "HYV4ForCausalLMNextN"}
+# the first release whose branch names each architecture (for the plan's note)
+TRTLLM_MLA_SINCE = MappingProxyType({
+    **dict.fromkeys(TRTLLM_MLA_ARCHITECTURES_0_5_4, "0.5.4"),
+    **dict.fromkeys(TRTLLM_MLA_ARCHITECTURES_0_5_7 - TRTLLM_MLA_ARCHITECTURES_0_5_4, "0.5.7"),
+    **dict.fromkeys(TRTLLM_MLA_ARCHITECTURES_0_5_9 - TRTLLM_MLA_ARCHITECTURES_0_5_7, "0.5.9"),
+    **dict.fromkeys(TRTLLM_MLA_ARCHITECTURES_0_5_12 - TRTLLM_MLA_ARCHITECTURES_0_5_9, "0.5.12"),
+    **dict.fromkeys(TRTLLM_MLA_ARCHITECTURES_0_5_16 - TRTLLM_MLA_ARCHITECTURES_0_5_12, "0.5.16"),
+    **dict.fromkeys(TRTLLM_MLA_ARCHITECTURES_0_5_17 - TRTLLM_MLA_ARCHITECTURES_0_5_16, "0.5.17"),
+    **dict.fromkeys(TRTLLM_MLA_ARCHITECTURES_0_5_19 - TRTLLM_MLA_ARCHITECTURES_0_5_17, "0.5.19"),
+    **dict.fromkeys(TRTLLM_MLA_ARCHITECTURES_0_5_20 - TRTLLM_MLA_ARCHITECTURES_0_5_19, "0.5.20"),
+})
 TRTLLM_MLA_PAGES = (32, 64)
 # Before 0.5.7 trtllm_mha was the default on SM100 only for some families, each in server_args.py
 # _handle_model_specific_adjustments (model_specific_adjustments in 0.5.1) when no attention backend is given:

@@ -103,13 +103,75 @@ def batch_defaults(total_bytes: int, gpu_name: str, large_gpu_tier: bool = True)
 #   FlashInfer MLA"; "Forcing kv cache block size to 64 for FlashInferMLA backend", its block not in [32, 64]),
 #   other Blackwell MLA models CUTLASS's 128; Hopper FlashMLA's 64. Dense FlashMLA is Hopper's only
 #   (is_flashmla_dense_supported: "only supported on Hopper devices"), so SM 8.x and 12.x keep 16 in both.
-# "preferred": 0.18+, platforms/interface.py update_block_size_for_backend: the first backend of
-#   _get_backend_priorities that takes the model, its get_preferred_block_size(16) (16 if it takes 16, else the
-#   smallest of get_supported_kernel_block_sizes; read in 0.18.0, 0.25.1, 0.33.0). SM 9.x: FLASH_ATTN_MLA
+# "preferred": 0.18+, platforms/interface.py update_block_size_for_backend: the backend vLLM picks for the model
+#   (mla_backend below), its get_preferred_block_size(16) (16 if it takes 16, else the smallest of
+#   get_supported_kernel_block_sizes; read in 0.18.0, 0.25.1, 0.33.0). SM 9.x: FLASH_ATTN_MLA
 #   ([MultipleOf(16)]: 16) for 16-bit K/V; it takes no fp8, so fp8 K/V gets FLASHMLA ([64]). SM 10.x: FLASHINFER_MLA
 #   ([32, 64]: 32) where qk_nope_head_dim is 64, 128 or 192 (supports_combination), else CUTLASS_MLA ([128]).
 #   Others (SM 8.x: TRITON_MLA, SM 12.x: TRITON_MLA): [MultipleOf(16)], 16.
 MLA_BLOCK_RULES = ("forced", "flashinfer", "preferred")
+
+
+@dataclass(frozen=True)
+class MlaBackend:
+    """One of vLLM 0.18+'s dense MLA attention backends on CUDA (v1/attention/backends/mla/<file>), as its
+    validate_configuration sees it: ``majors`` the compute capabilities it runs on (supports_compute_capability;
+    FlashMLA's dense kernel also is_flashmla_dense_supported, "only supported on Hopper devices"; None: any), ``fp8``
+    whether its supported_kv_cache_dtypes hold fp8 / fp8_e4m3 (every one holds auto, float16, bfloat16; none
+    fp8_e5m2), ``blocks`` its get_supported_kernel_block_sizes (a block is taken when a multiple of one:
+    supports_block_size) and ``qk_nope`` the qk_nope_head_dim its supports_combination takes (None: any)."""
+
+    name: str
+    file: str
+    majors: tuple[int, ...] | None
+    fp8: bool
+    blocks: tuple[int, ...]
+    qk_nope: tuple[int, ...] | None = None
+
+    def takes(self, major: int, qk_nope_head_dim: int, kv_dtype: str | None, block_size: int | None) -> bool:
+        """validate_configuration passes (``kv_dtype`` kvplan's K/V dtype name, None: the model's; ``block_size``
+        None: no --block-size, which the selector then does not check)."""
+        fp8 = kv_dtype is not None and kv_dtype.startswith("fp8")
+        return ((self.majors is None or major in self.majors) and (not fp8 or (self.fp8 and kv_dtype != "fp8_e5m2"))
+                and (block_size is None or any(block_size % b == 0 for b in self.blocks))
+                and (self.qk_nope is None or qk_nope_head_dim in self.qk_nope))
+
+    @property
+    def preferred_block(self) -> int:
+        """get_preferred_block_size(16): 16 where the backend takes it, else its smallest kernel block."""
+        return DEFAULT_BLOCK_SIZE if any(DEFAULT_BLOCK_SIZE % b == 0 for b in self.blocks) else min(self.blocks)
+
+
+# platforms/cuda.py get_attn_backend_cls (0.18+): the first backend of _get_backend_priorities(use_mla=True) whose
+# validate_configuration passes, else "No valid attention backend found" (ValueError); a --block-size that rules out
+# backends ahead of the one taken is logged ("--block-size N precluded higher-priority backend(s) ... Using X
+# instead"). SM 10.x: FLASHINFER_MLA, CUTLASS_MLA, FLASH_ATTN_MLA, FLASHMLA, TRITON_MLA (0.21+ puts TOKENSPEED_MLA
+# second: fp8 K/V, DeepSeek-R1's dims, blocks of 32 or 64 and an optional package, so never taken where FLASHINFER_MLA
+# is not); other majors: FLASH_ATTN_MLA, FLASHMLA, FLASHINFER_MLA, TRITON_MLA (0.24+ gives SM 12.x TRITON_MLA alone:
+# the same outcome, the others do not run there). The sparse (DSA) backends take no dense model. FLASHINFER_MLA's
+# qk_nope_head_dim: [64, 128] in 0.18.x, [64, 128, 192] from 0.19.0. Read in 0.18.0, 0.19.0, 0.24.0, 0.31.0, 0.33.0
+# (the backends' checks and the selector otherwise unchanged 0.18.0 - 0.33.0).
+FLASHINFER_MLA = MlaBackend("FLASHINFER_MLA", "flashinfer_mla.py", (10,), True, (32, 64), (64, 128, 192))
+CUTLASS_MLA = MlaBackend("CUTLASS_MLA", "cutlass_mla.py", (10,), True, (128,))
+FLASH_ATTN_MLA = MlaBackend("FLASH_ATTN_MLA", "flashattn_mla.py", (9,), False, (16,))
+FLASHMLA = MlaBackend("FLASHMLA", "flashmla.py", (9,), True, (64,))
+TRITON_MLA = MlaBackend("TRITON_MLA", "triton_mla.py", None, True, (16,))
+MLA_BACKENDS_SM100 = (FLASHINFER_MLA, CUTLASS_MLA, FLASH_ATTN_MLA, FLASHMLA, TRITON_MLA)
+MLA_BACKENDS_OTHER = (FLASH_ATTN_MLA, FLASHMLA, FLASHINFER_MLA, TRITON_MLA)
+
+
+def mla_backends(compute_capability: float) -> tuple[MlaBackend, ...]:
+    """_get_backend_priorities(use_mla=True) for a GPU of ``compute_capability`` (dense backends)."""
+    return MLA_BACKENDS_SM100 if int(compute_capability) == 10 else MLA_BACKENDS_OTHER
+
+
+def mla_backend(card: ModelCard, compute_capability: float, kv_dtype: str | None = None,
+                block_size: int | None = None) -> MlaBackend | None:
+    """The backend vLLM 0.18+ serves MLA ``card`` with on a CUDA GPU of ``compute_capability`` (``kv_dtype``: the K/V
+    dtype's name, None the model's; ``block_size``: a given --block-size), or None where it finds none and raises."""
+    major = int(compute_capability)
+    return next((b for b in mla_backends(compute_capability)
+                 if b.takes(major, card.mla.qk_nope_head_dim, kv_dtype, block_size)), None)
 
 
 def default_block_size(card: ModelCard, compute_capability: float | None, rule: str = "forced",
@@ -119,12 +181,9 @@ def default_block_size(card: ModelCard, compute_capability: float | None, rule: 
     if card.mla is None or compute_capability is None:
         return DEFAULT_BLOCK_SIZE
     major = int(compute_capability)
-    if rule == "preferred":
-        if major == 9:
-            return 64 if kv_dtype is not None and kv_dtype.startswith("fp8") else DEFAULT_BLOCK_SIZE
-        if major == 10:
-            return 32 if card.mla.qk_nope_head_dim in (64, 128, 192) else 128
-        return DEFAULT_BLOCK_SIZE
+    if rule == "preferred":  # no backend (vLLM raises): the runtime refuses (VLLM.mla_backend_note)
+        backend = mla_backend(card, compute_capability, kv_dtype)
+        return DEFAULT_BLOCK_SIZE if backend is None else backend.preferred_block
     if major == 10:
         return 64 if rule == "flashinfer" and card.mla.qk_nope_head_dim == 128 else 128
     return 64 if major == 9 else DEFAULT_BLOCK_SIZE
@@ -135,7 +194,7 @@ def forced_mla_block(given: int, card: ModelCard, compute_capability: float | No
     (rules "forced" and "flashinfer", the note above; read in 0.14.1 and 0.15.0): FlashMLA (SM 9.x) "Forcing kv cache
     block size to 64" unless a multiple of 64; CUTLASS MLA (Blackwell) to 128 unless a multiple of 128; FlashInfer
     MLA (0.15 - 0.17, Blackwell, qk_nope_head_dim 128) to 64 unless 32 or a multiple of 64. 0.18+ ("preferred") and
-    other GPUs keep it (the backend then checks it)."""
+    other GPUs keep it (0.18+: the backend it leaves, mla_backend, checks it)."""
     if card.mla is None or compute_capability is None or rule == "preferred":
         return given
     major = int(compute_capability)
@@ -159,8 +218,8 @@ def block_size_refusal(block_size: int, mla: bool, vendor: str) -> str | None:
     backend, FlashAttention, takes multiples of 16 only (v1/attention/backends/flash_attn.py get_kv_cache_shape:
     "Block size must be a multiple of 16", every release 0.9.1 - 0.33.0), and from the backend selector's block-size
     check on (v1/attention/backend.py supports_block_size) the Triton and FlexAttention backends declare the same
-    (get_supported_kernel_block_sizes: [MultipleOf(16)], read in 0.28.0). MLA backends and other vendors are not
-    checked here."""
+    (get_supported_kernel_block_sizes: [MultipleOf(16)], read in 0.28.0). Other vendors are not checked; MLA models
+    are checked by their backend (mla_backend, 0.18+)."""
     if mla or vendor != "NVIDIA" or block_size % KERNEL_BLOCK_MULTIPLE == 0:
         return None
     return (f"vLLM's attention backends for NVIDIA GPUs page K/V in multiples of {KERNEL_BLOCK_MULTIPLE} tokens "

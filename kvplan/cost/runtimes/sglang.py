@@ -63,6 +63,9 @@ class SglangVersion(VersionRange):
     trtllm_mha_architectures: frozenset[str] | None = None
     trtllm_mha_exceptions: frozenset[str] = frozenset()
     trtllm_mha_spec_exceptions: frozenset[str] = frozenset()
+    # the architectures whose MLA models get trtllm_mla on SM100 when no attention backend is given (0.5.4+:
+    # serving_sglang.TRTLLM_MLA_ARCHITECTURES_*); empty: none
+    trtllm_mla_architectures: frozenset[str] = frozenset()
     # the default mem_fraction_static's speculative-decoding reserve (serving_sglang.SPEC_RESERVES: "any" 0.4.8 -
     # 0.5.2, "eagle_2g" 0.5.3 - 0.5.9, "eagle_4g" 0.5.10 - 0.5.13, "" otherwise)
     spec_reserve: str = ""
@@ -157,9 +160,9 @@ class SglangVersion(VersionRange):
 
     def uses_trtllm_mla(self, gpu, card) -> bool:
         """This release serves ``card`` (MLA) on ``gpu`` with trtllm_mla when no attention backend is given
-        (serving_sglang.TRTLLM_MLA_ARCHITECTURES)."""
-        return (self.first >= sg.TRTLLM_MLA_FIRST and card.mla is not None
-                and card.hf_architecture in sg.TRTLLM_MLA_ARCHITECTURES and sg.sm100(gpu.vendor, gpu.compute_capability))
+        (trtllm_mla_architectures: serving_sglang.TRTLLM_MLA_ARCHITECTURES_*)."""
+        return (card.mla is not None and card.hf_architecture in self.trtllm_mla_architectures
+                and sg.sm100(gpu.vendor, gpu.compute_capability))
 
     def default_mfs(self, gpu_mem_mib: int, tp: int, pp: int, mla: bool, cuda: bool, speculative: str | None = None,
                     vision: tuple[int, int] | None = None) -> float:
@@ -240,11 +243,13 @@ VERSIONS = (
     SglangVersion("SGLang 0.5.3-0.5.4 (reserved-memory default, no prefill graphs)", (0, 5, 3), (0, 5, 4),
                   "reserved", False, True, sg.MID_TIER_0_5_3, **_MID, trtllm_mha_pages=sg.TRTLLM_MHA_PAGES_0_5_1,
                   trtllm_mha_architectures=sg.TRTLLM_MHA_ARCHITECTURES_0_5_4,
+                  trtllm_mla_architectures=sg.TRTLLM_MLA_ARCHITECTURES_0_5_4,
                   mamba_radix_off=sg.MAMBA_RADIX_OFF_ARCHITECTURES_0_5_4, **_RADIX_OFF_SIZES),
     # 0.5.5 - 0.5.6 (read): one pool; trtllm_mha on SM100 for gpt-oss, Olmo2 and Llama 4
     SglangVersion("SGLang 0.5.5-0.5.6 (reserved-memory default, no prefill graphs)", (0, 5, 5), (0, 5, 6),
                   "reserved", False, True, sg.MID_TIER_0_5_5, **_MID, trtllm_mha_pages=sg.TRTLLM_MHA_PAGES_0_5_1,
                   trtllm_mha_architectures=sg.TRTLLM_MHA_ARCHITECTURES_0_5_5,
+                  trtllm_mla_architectures=sg.TRTLLM_MLA_ARCHITECTURES_0_5_4,
                   mamba_radix_off=sg.MAMBA_RADIX_OFF_ARCHITECTURES_0_5_4, **_RADIX_OFF_SIZES),
     # 0.5.7: trtllm_mha the SM100 default for every model without MLA; a hybrid pool for MiMo-V2-Flash only
     # (model_config.py is_hybrid_model), split by layers (model_runner_kv_cache_mixin.py set_num_tokens_hybrid_swa)
@@ -252,6 +257,7 @@ VERSIONS = (
                   (0, 5, 7), "reserved", False, True, sg.MID_TIER_0_5_5, sg.HYBRID_SWA_ARCHITECTURES_0_5_7, "layers",
                   **_WHOLE, **_MID, trtllm_mha_pages=sg.TRTLLM_MHA_PAGES_0_5_1,
                   trtllm_mha_exceptions=sg.TRTLLM_MHA_EXCEPTIONS_0_5_7,
+                  trtllm_mla_architectures=sg.TRTLLM_MLA_ARCHITECTURES_0_5_7,
                   mamba_no_buffer_ratio_extra=sg.MAMBA_TRACKING_SLOTS_OVERLAP, mamba_sizes="radix_off_or_given",
                   **_SCHEDULER_STRATEGY),
     # 0.5.8: is_hybrid_swa_model (Llama 4, gpt-oss, MiMo-V2), split by layers; gpt-oss single under trtllm_mha or
@@ -262,6 +268,7 @@ VERSIONS = (
                   swa_single_under_trtllm_mha=frozenset({"GptOssForCausalLM"}),
                   swa_single_with_speculative=frozenset({"GptOssForCausalLM"}),
                   trtllm_mha_pages=sg.TRTLLM_MHA_PAGES_0_5_1, trtllm_mha_exceptions=sg.TRTLLM_MHA_EXCEPTIONS_0_5_7,
+                  trtllm_mla_architectures=sg.TRTLLM_MLA_ARCHITECTURES_0_5_7,
                   mamba_sizes="radix_off_or_given", **_SCHEDULER_STRATEGY),
     # 0.5.9: 0.5.10's list and split from the single pool's capacity (set_num_tokens_hybrid_swa: "unified
     # memory-based allocation"); gpt-oss single under trtllm_mha only
@@ -270,47 +277,54 @@ VERSIONS = (
                   "capacity", **_WHOLE, **_MID,
                   swa_single_under_trtllm_mha=frozenset({"GptOssForCausalLM"}),
                   trtllm_mha_pages=sg.TRTLLM_MHA_PAGES_0_5_1, trtllm_mha_exceptions=sg.TRTLLM_MHA_EXCEPTIONS_0_5_9,
-                  **_SCHEDULER_STRATEGY),
+                  trtllm_mla_architectures=sg.TRTLLM_MLA_ARCHITECTURES_0_5_9, **_SCHEDULER_STRATEGY),
     # piecewise (prefill) CUDA graphs on by default from 0.5.10 (docs/logs/sglang-code52132052242-qwen3-8b-b200.log
     # captures them); 0.5.6 has them off (docs/logs/sglang-code46415979912-lfm2-700m.log)
     # 0.5.10's scheduler still charges a request its whole length in the sliding pool (schedule_policy.py
     # PrefillAdder.rem_total_tokens: the min of both pools; _swa_budget_for_req arrives in 0.5.11)
     _late("0.5.10", (0, 5, 10), sg.HYBRID_SWA_ARCHITECTURES_0_5_10, sg.TRTLLM_MHA_PAGES_0_5_1,
           sg.TRTLLM_MHA_EXCEPTIONS_0_5_10, sg.TRTLLM_MHA_SPEC_EXCEPTIONS_0_5_10, swa_split="capacity", **_WHOLE,
-          spec_reserve="eagle_4g", **_BEFORE_0_5_17, given_running="estimate", **_SCHEDULER_STRATEGY),
+          spec_reserve="eagle_4g", **_BEFORE_0_5_17, given_running="estimate", **_SCHEDULER_STRATEGY,
+          trtllm_mla_architectures=sg.TRTLLM_MLA_ARCHITECTURES_0_5_9),
     # 0.5.11 - 0.5.15 (0.5.11, 0.5.12, 0.5.13, 0.5.14, 0.5.15 read): schedule_policy.py _swa_budget_for_req charges
     # the window as a floor, and a request the free sliding tokens do not cover waits; no start-up check of the pool.
     # Split at 0.5.14, which drops the default mem_fraction_static's 4 GiB speculative reserve (0.5.11 - 0.5.13 keep it)
     _late("0.5.11-0.5.13", (0, 5, 11), sg.HYBRID_SWA_ARCHITECTURES_0_5_11, sg.TRTLLM_MHA_PAGES_0_5_1,
           sg.TRTLLM_MHA_EXCEPTIONS_0_5_11, sg.TRTLLM_MHA_SPEC_EXCEPTIONS_0_5_11, last=(0, 5, 13),
           swa_charge="window_floor", swa_chunk_shrink=False, swa_pool_check=False, spec_reserve="eagle_4g",
-          **_BEFORE_0_5_17, given_running="estimate", **_SCHEDULER_STRATEGY),
+          **_BEFORE_0_5_17, given_running="estimate", **_SCHEDULER_STRATEGY,
+          trtllm_mla_architectures=sg.TRTLLM_MLA_ARCHITECTURES_0_5_12),
     _late("0.5.14-0.5.15", (0, 5, 14), sg.HYBRID_SWA_ARCHITECTURES_0_5_11, sg.TRTLLM_MHA_PAGES_0_5_1,
           sg.TRTLLM_MHA_EXCEPTIONS_0_5_11, sg.TRTLLM_MHA_SPEC_EXCEPTIONS_0_5_11, last=(0, 5, 15),
           swa_charge="window_floor", swa_chunk_shrink=False, swa_pool_check=False, **_BEFORE_0_5_17,
-          mamba_extra_buffer=sg.MAMBA_EXTRA_BUFFER_ARCHITECTURES_0_5_14),
+          mamba_extra_buffer=sg.MAMBA_EXTRA_BUFFER_ARCHITECTURES_0_5_14,
+          trtllm_mla_architectures=sg.TRTLLM_MLA_ARCHITECTURES_0_5_12),
     # 0.5.16: the same charge (max(alloc - window, 0) + _swa_reserved_tokens); a request it does not fit is admitted
     # with a smaller chunk (_swa_chunk_cap)
     _late("0.5.16", (0, 5, 16), sg.HYBRID_SWA_ARCHITECTURES_0_5_16, sg.TRTLLM_MHA_PAGES_0_5_1,
           sg.TRTLLM_MHA_EXCEPTIONS_0_5_11, sg.TRTLLM_MHA_SPEC_EXCEPTIONS_0_5_11, swa_charge="window_floor",
           swa_pool_check=False, **_BEFORE_0_5_17,
-          mamba_extra_buffer=sg.MAMBA_EXTRA_BUFFER_ARCHITECTURES_0_5_16),
+          mamba_extra_buffer=sg.MAMBA_EXTRA_BUFFER_ARCHITECTURES_0_5_16,
+          trtllm_mla_architectures=sg.TRTLLM_MLA_ARCHITECTURES_0_5_16),
     # 0.5.17 - 0.5.18 (both read): the window in the charge is min(extend + decode, window), no longer a floor;
     # trtllm_mha takes 128-token pages
     _late("0.5.17-0.5.18", (0, 5, 17), sg.HYBRID_SWA_ARCHITECTURES_0_5_17, sg.TRTLLM_MHA_PAGES_0_5_17,
           sg.TRTLLM_MHA_EXCEPTIONS_0_5_17, sg.TRTLLM_MHA_SPEC_EXCEPTIONS_0_5_17, last=(0, 5, 18),
-          swa_pool_check=False, mamba_extra_buffer=sg.MAMBA_EXTRA_BUFFER_ARCHITECTURES_0_5_17),
+          swa_pool_check=False, mamba_extra_buffer=sg.MAMBA_EXTRA_BUFFER_ARCHITECTURES_0_5_17,
+          trtllm_mla_architectures=sg.TRTLLM_MLA_ARCHITECTURES_0_5_17),
     # 0.5.19: Nemotron-H takes trtllm_mha on SM100 (model_overrides/nemotron_h.py)
     _late("0.5.19", (0, 5, 19), sg.HYBRID_SWA_ARCHITECTURES_0_5_19, sg.TRTLLM_MHA_PAGES_0_5_17,
           sg.TRTLLM_MHA_EXCEPTIONS_0_5_19, sg.TRTLLM_MHA_SPEC_EXCEPTIONS_0_5_17, swa_pool_check=False,
-          mamba_extra_buffer=sg.MAMBA_EXTRA_BUFFER_ARCHITECTURES_0_5_19),
+          mamba_extra_buffer=sg.MAMBA_EXTRA_BUFFER_ARCHITECTURES_0_5_19,
+          trtllm_mla_architectures=sg.TRTLLM_MLA_ARCHITECTURES_0_5_19),
     # 0.5.20+ (0.5.20 - 0.5.23 read): pool_configurator.py validate_swa_pool_size refuses a sliding pool of at most the
     # window + a page at start-up
     SglangVersion(f"SGLang 0.5.20+ (read in {sg.RULES.split()[-1]}; reserved-memory default with prefill graphs)",
                   (0, 5, 20), None, "reserved", True, True, swa_architectures=sg.HYBRID_SWA_ARCHITECTURES_0_5_20,
                   trtllm_mha_pages=sg.TRTLLM_MHA_PAGES_0_5_17, trtllm_mha_exceptions=sg.TRTLLM_MHA_EXCEPTIONS_0_5_19,
                   trtllm_mha_spec_exceptions=sg.TRTLLM_MHA_SPEC_EXCEPTIONS_0_5_20,
-                  mamba_extra_buffer=sg.MAMBA_EXTRA_BUFFER_ARCHITECTURES_0_5_23),
+                  mamba_extra_buffer=sg.MAMBA_EXTRA_BUFFER_ARCHITECTURES_0_5_23,
+                  trtllm_mla_architectures=sg.TRTLLM_MLA_ARCHITECTURES_0_5_20),
 )
 
 
@@ -436,8 +450,11 @@ class SGLang(Server):
                      f"; {release} picks triton for {card.hf_architecture} only without speculative decoding"
                      if card.hf_architecture in self.version.trtllm_mha_spec_exceptions else ""))
         if mla:
-            whose = (f"its default there for {card.hf_architecture} from 0.5.4: _handle_model_specific_adjustments, "
-                     "arg_groups/model_overrides/deepseek_v2.py in 0.5.19+")
+            arch = card.hf_architecture
+            whose = f"its default there for {arch} from {sg.TRTLLM_MLA_SINCE[arch]}: " + (
+                "_kimi_k3_overrides, arg_groups/model_overrides/kimi_k3.py in 0.5.19+"
+                if arch == "KimiK3ForConditionalGeneration" else
+                "_handle_model_specific_adjustments, arg_groups/model_overrides/deepseek_v2.py in 0.5.19+")
         backend = "trtllm_mla" if mla else "trtllm_mha"
         return Options(mfs=mfs, block_size=block, speculative=speculative, swa_note=note, page_note=(
                            f"SGLang on {gpu.name} (SM100) serves {card.name} with the {backend} attention backend "

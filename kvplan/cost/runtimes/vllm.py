@@ -425,10 +425,10 @@ class VLLM(Server):
         offload = _offload_gb(flags, card)
         features = vf.resolve_features(flags, card, layout)
         self._check_mtp_spelling(features["speculative"])
-        forced = None if flags.block_size in (None, block) else (
+        forced = self._mla_backend_note(flags, card, gpu) or (None if flags.block_size in (None, block) else (
             f"--block-size {flags.block_size}: {v.label.split(' (')[0]} serves {card.name} in blocks of {block} on "
             f"{gpu.name} (platforms/cuda.py check_and_update_config forces the MLA backend's block, 'Forcing kv cache "
-            f"block size to {block}'); the launch line keeps the flag as given")
+            f"block size to {block}'); the launch line keeps the flag as given"))
         caching = flags.enable_prefix_caching
         self.check_prefix_caching(card, caching)
         if caching is False and features["shared_prefix_len"]:
@@ -515,6 +515,42 @@ class VLLM(Server):
         if why:
             raise KvplanError(f"--block-size: {why}, got {block}")
         return block if v.v0_engine else vl.forced_mla_block(block, card, gpu.compute_capability, v.mla_block_rule)
+
+    def _mla_backend_note(self, flags: ServingFlags, card, gpu) -> str | None:
+        """0.18+, an MLA model on an NVIDIA GPU: the attention backend vLLM's selector takes for the K/V dtype and a
+        given --block-size (serving_vllm.mla_backend). None found, vLLM raises ("No valid attention backend found"),
+        and so does kvplan: fp8_e5m2 K/V (no MLA backend lists it) as Refused, a block no backend takes as bad
+        input. A note where the given block rules out the backends vLLM takes without it (its warning "--block-size N
+        precluded higher-priority backend(s) ..."); else None."""
+        v, cc = self.version, gpu.compute_capability
+        if card.mla is None or v.mla_block_rule != "preferred" or gpu.vendor != "NVIDIA" or cc is None:
+            return None
+        kv, given, release = flags.kv_cache_dtype, flags.block_size, v.label.split(" (")[0]
+        default = vl.mla_backend(card, cc, kv)
+        if default is None:
+            raise Refused(f"--kv-dtype: {release} has no MLA attention backend for {kv} K/V on {gpu.name} "
+                          "(supported_kv_cache_dtypes of each v1/attention/backends/mla backend: auto, float16, "
+                          "bfloat16, fp8, fp8_e4m3; platforms/cuda.py: 'No valid attention backend found'); allowed: "
+                          "fp8_e4m3 or the model dtype")
+        if given is None:
+            return None
+        backend = vl.mla_backend(card, cc, kv, given)
+        ahead = [b for b in vl.mla_backends(cc) if b.takes(int(cc), card.mla.qk_nope_head_dim, kv, None)]
+        if backend is None:
+            takes = ", ".join(f"{b.name} {' or '.join(map(str, b.blocks))}" for b in ahead)
+            sizes = sorted({n for b in ahead for n in b.blocks})
+            least = [n for n in sizes if not any(n % m == 0 for m in sizes if m < n)]
+            raise KvplanError(f"--block-size: {release} finds no MLA attention backend for {card.name} on {gpu.name} "
+                              f"with blocks of {given} tokens (get_supported_kernel_block_sizes, a block a multiple "
+                              f"of one: {takes}; platforms/cuda.py: 'No valid attention backend found'); allowed: a "
+                              f"multiple of {' or '.join(map(str, least))}")
+        if backend is default:
+            return None
+        ruled_out = ", ".join(f"{b.name} ({' or '.join(map(str, b.blocks))})" for b in ahead[:ahead.index(backend)])
+        return (f"--block-size {given}: {release} serves {card.name} on {gpu.name} with the {backend.name} attention "
+                f"backend (v1/attention/backends/mla/{backend.file}), not {default.name}: blocks of {given} rule out "
+                f"{ruled_out} (platforms/cuda.py get_attn_backend_cls: '--block-size {given} precluded higher-"
+                f"priority backend(s)'); the pool's blocks hold the same K/V under either")
 
     def block_size_on(self, card, gpu, kv_dtype: str | None = None) -> int:
         """The block this release takes without --block-size: config/cache.py's default, or its MLA block on ``gpu``
