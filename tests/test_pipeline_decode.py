@@ -102,3 +102,55 @@ def test_sweep_agrees_with_plan(cli):
     assert row["roofline.time_per_output_token_s"] == pytest.approx(
         2 * (w + kv_read + kv_write) / H200.memory_bandwidth_bytes_per_s, rel=1e-12)
     assert row["roofline.time_per_output_token_s"] * 1e3 == pytest.approx(lat.tpot_ms, rel=1e-9)
+
+
+def _table_rows(html: str, table_id: str) -> list[list[tuple[str, str | None]]]:
+    """A report table's rows as (text, data-value) cells, read from the HTML as a reader's tool would."""
+    import re
+
+    body = html[html.index(f'id="{table_id}"'):]
+    body = body[:body.index("</table>")]
+    return [[(text, value) for value, text in re.findall(r'<td(?: class="n" data-value="([^"]*)")?>([^<]*)</td>', row)]
+            for row in re.findall(r"<tr>(.*?)</tr>", body) if "<td" in row]
+
+
+def test_report_roofline_draws_the_micro_batch_step_the_plans_tpot_is_from(cli, cli_json, tmp_path):
+    """`kvplan report --pp 2` beside `kvplan plan --pp 2 --json` with the same flags (llama-3.1-70b, 2x H200, 8,192
+    tokens, 16 requests): the plan's TPOT is the token period of 2 micro-batches of 8, so the report's roofline draws
+    one micro-batch's decode step, labelled so, whose bytes are the plan's decode bytes (the K/V read: 2 stages x 8
+    requests x 8,192 tokens x 40 layers x 2 x 1,024 x 2 B, from the shapes) and whose time is those bytes /
+    4.8 TB/s (memory-bound); its capacity table's TPOT is the plan's. The report drew all 16 requests' step on one
+    pipeline-less setup before (37.91 ms, the TPOT the plan had before micro-batches, at 14.11 FLOP/B; now 33.43 ms
+    at 8.00 FLOP/B beside the plan's 33.87 ms period)."""
+    flags = ["-m", "llama-3.1-70b", "--gpu", "H200", "--pp", "2", "--max-model-len", "8192", "--concurrency", "16"]
+    lat = cli_json("plan", *flags)["latency"]
+    out = tmp_path / "r.html"
+    code, _, err = cli("report", *flags, "-o", str(out))
+    assert code == 0, err
+    html = out.read_text()
+    _, kv_read, _ = _llama70b_stage_bytes(8, 8192)
+    assert lat["decode_micro_batches"] == 2 and lat["decode_kv_read_bytes"] == 2 * kv_read
+    step_bytes = lat["decode_weights_read_bytes"] + lat["decode_kv_read_bytes"] + lat["decode_kv_write_bytes"]
+    decode = [r for r in _table_rows(html, "llama-3.1-70b-roofline-table") if r[1][0].startswith("decode")]
+    at16 = [r for r in decode if r[2][1] == "16"]
+    assert len(at16) == 1
+    layout, phase, _, _, _, time, bound = at16[0]
+    assert layout[0] == "2x H200 (TP 1, PP 2)"
+    assert phase[0] == "decode, 1 of 2 micro-batches (8 requests)" and bound[0] == "memory"
+    assert float(time[1]) == pytest.approx(step_bytes / H200.memory_bandwidth_bytes_per_s, rel=1e-12)
+    capacity = _table_rows(html, "llama-3.1-70b-capacity-table")
+    assert len(capacity) == 1 and float(capacity[0][11][1]) == pytest.approx(lat["tpot_ms"] / 1e3, rel=1e-12)
+    assert ">d16/2<" in html  # the chart's label of that point
+
+
+def test_report_roofline_points_carry_the_plans_decode_bytes():
+    """The report's data beside the plan at PP 2 (llama-3.1-8b, 2x H100-SXM, 64 requests): the decode point at the
+    plan's batch is one micro-batch of 32 (the chart drew all 64 at 25.00 ms, 14.75 FLOP/B; now 14.74 ms, 12.51
+    FLOP/B), its bytes the plan's decode bytes."""
+    from kvplan.planning.report_data import build_report
+
+    rep = build_report(["llama-3.1-8b"], gpus=["H100-SXM"], max_model_len=8192, concurrency=64, pp=2)
+    lat = plan("llama-3.1-8b", gpu="H100-SXM", pp=2, max_model_len=8192, concurrency=64).latency
+    (pt,) = [p for p in rep.models[0].roof if p.phase == "decode" and p.batch == 64]
+    assert (pt.micro_batches, pt.step_batch, pt.pp, pt.label) == (lat.decode_micro_batches, 32, 2, "d64/2")
+    assert pt.bytes_moved == lat.decode_weights_read_bytes + lat.decode_kv_read_bytes + lat.decode_kv_write_bytes

@@ -190,3 +190,25 @@ def test_an_fp16_checkpoint_on_a_gpu_without_fp16_runs_in_bf16():
     search over the catalog used to stop on it)."""
     r = estimate("llama-2-7b", seq_len=1024, batch=1, gpu="Gaudi-3", engine="vllm").roofline
     assert r.compute_dtype == "bf16" and r.peak_flops_per_s == load_gpu("Gaudi-3").peak_flops.bf16
+
+
+def test_hybrid_decode_reads_its_tokens_not_the_raised_blocks_last_page():
+    """A vLLM hybrid's decode step reads the K/V of the tokens it attends and each state once, whatever block the
+    plan raised the attention page to (Qwen3-Next on H200: 576 tokens at TP 2): the paged kernels load a page's rows
+    below the sequence length only (vLLM 0.33.0 v1/attention/ops/triton_unified_attention.py
+    kernel_unified_attention, tile_mask = seq_offset < max_seq_prefix_len on the K and V loads; FlashAttention 3
+    hopper/paged_kv.h PagedKVManager.load_K / load_V, rows < seqlen_k). From config.json: 12 full-attention
+    layers of 2 KV heads x 256 (1 per GPU at TP 2) and 36 Gated DeltaNet layers, conv state 3 x (2 x 16 x 128 +
+    32 x 128) and recurrent state 32 heads x 128 x 128, all bf16, heads split over TP. A guard: kvplan already
+    reads this; whole 576-token pages would read 786,432 B more per request (64 slots x 12 layers x 1,024 B)."""
+    from kvplan.planning.capacity import plan
+
+    L, batch = 32768, 8
+    attention = 12 * 1 * 256 * 2 * 2 * L  # layers x heads per GPU x head_dim x (K, V) x 2 B x tokens
+    states = 36 * (3 * (2 * 16 * 128 + 32 * 128) // 2 * 2 + 32 * 128 * 128 // 2 * 2)  # per GPU at TP 2, bf16
+    p = plan("qwen3-next-80b-a3b", gpu="H200", tp=2, max_model_len=L, concurrency=batch)
+    assert p.inputs.block_size == 576 and p.inputs.block_size != 16  # raised to hold a state page
+    assert p.latency.decode_kv_read_bytes == batch * (attention + states) == 3_379_298_304
+    for block in (16, 576):  # estimate --gpu: the same read at the plan's block as at vLLM's default
+        r = roofline("qwen3-next-80b-a3b", engine="vllm", gpu="H200", seq_len=L, batch=batch, block_size=block)
+        assert r.decode_step.kv_read_bytes == 2 * batch * (attention + states)  # TP 1: every head

@@ -230,7 +230,11 @@ def decode_traffic(card: ModelCard, w_t: DType, kv_t: DType, eng: Engine, run: C
 
 
 def _decode_positions(s, eng: Engine, run: CacheRun) -> int:
-    """Cached positions a decode step reads in the layer of ``s``: its one state, its chunk, or its keys."""
+    """Cached positions a decode step reads in the layer of ``s``: its one state, its chunk, or its keys; on a paged
+    cache the attended tokens, not the whole pages that hold them (the last page's empty slots are not loaded: vLLM
+    0.33.0 v1/attention/ops/triton_unified_attention.py kernel_unified_attention masks its K/V loads by
+    seq_offset < max_seq_prefix_len; FlashAttention 3 hopper/paged_kv.h PagedKVManager.load_K / load_V load rows
+    below seqlen_k), so a vLLM hybrid's raised block changes the pages it holds, not the bytes a step reads."""
     if s.per_sequence:
         return 1
     if s.chunk:

@@ -115,7 +115,9 @@ def compare(model: ModelCard | str, *, attention: str | list[str], seq_len: int 
 def _row(label: str, card: ModelCard, base_params: int, dev: GPU | None, tp: int, opts: dict,
          plan_kw: dict | None = None, on: dict | None = None) -> LayoutRow:
     est = estimate(card, **opts, **(on or {}))
-    r = resolve(card, encoder_len=None, max_cache_len=None, block_size=16, **opts)
+    # the decode column at the block the cache column resolved (vLLM's on --gpu: MLA's by release), the same run;
+    # its K/V read does not depend on it (the paged kernels read the attended tokens: traffic._decode_positions)
+    r = resolve(card, encoder_len=None, max_cache_len=None, block_size=est.inputs.block_size or 16, **opts)
     traffic = decode_traffic(card, r.w_t, r.kv_t, r.engine, r.run, r.batch)
     flops = decode_step_flops(card, batch=r.batch, cache_len=r.run.seq_len - 1, engine=r.engine)
     fit, tpot, ttft = planned(card, dev, tp, opts, plan_kw) if dev is not None else (None, None, None)

@@ -76,6 +76,17 @@ class RoofPoint:
     bound: str
     compute_dtype: str  # the dtype the engine computes in (the served weights'), whose peak bounds compute
     peak_flops_per_s: float
+    flops: int = 0  # the model's FLOPs of the step drawn (one GPU runs 1/tp of them)
+    bytes_moved: int = 0  # the bytes one GPU of each stage moves in it, summed over the stages (plan's decode_*_bytes)
+    micro_batches: int = 1  # decode on a pipeline: the micro-batches in flight, the step drawn one micro-batch's
+    step_batch: int = 0  # requests in the step drawn: batch, or the largest micro-batch's
+    pp: int = 1  # the layout's pipeline stages and replicas (its label)
+    dp: int = 1
+
+    @property
+    def label(self) -> str:
+        """The chart's name of the point: 'p8', 'd64'; one micro-batch's step of a batch of 64 in 2: 'd64/2'."""
+        return f"{self.phase[0]}{self.batch}" + (f"/{self.micro_batches}" if self.micro_batches > 1 else "")
 
 
 @dataclass(frozen=True)
@@ -229,7 +240,8 @@ def _model_report(card: ModelCard, devs: list[GPU], length: int, conc: int, engi
     if card.architecture == "decoder-only":
         planned = [lay for lay in layouts if lay.plan is not None] or layouts  # a refused layout runs nothing
         roof = [p for lay in planned
-                for p in roof_points(card, lay.gpu, lay.tp, length, conc, engine, gpu_file, dtypes)]
+                for p in roof_points(card, lay.gpu, lay.tp, length, _roof_batch(lay, conc), engine, gpu_file, dtypes,
+                                     opts)]
     pools = None
     if targets and card.architecture == "decoder-only":
         from kvplan.planning.disagg import disagg
@@ -367,34 +379,53 @@ def _layouts(card: ModelCard, length: int, conc: int, dev: GPU, tp: int,
                    **(opts or {})), note
 
 
+def _roof_batch(lay: LayoutPlan, conc: int) -> int:
+    """The requests a replica of ``lay`` decodes together at the report's concurrency: the plan's latency batch (the
+    target over the replicas, or the most the layout runs at once), else ``conc``."""
+    lat = lay.plan.latency if lay.plan is not None else None
+    return lat.batch_per_replica if lat is not None else conc
+
+
+# the plan's keywords that shape a layout's setup (not its latency target), which the roofline's setup takes
+_SETUP_OPTS = PLAN_KEYWORDS - {"prompt_len", "acceptance_rate"}
+
+
 def roof_points(card: ModelCard, dev: GPU, tp: int, length: int, conc: int, engine: str,
-                gpu_file: str | None = None, dtypes: dict | None = None) -> list[RoofPoint]:
-    """Prefill and decode of ``length`` tokens at several batch sizes on one GPU of a TP group of ``tp``, as ``kvplan
-    plan`` bounds its latency (kvplan.planning.capacity.latency.step_phases): FLOPs / tp and the bytes that GPU
-    moves (its rank's weights as held, its cache), summed over the stages. A layout the engine refuses (drawn only
-    when every layout is) takes the estimate's roofline / tp. ``dtypes``: the report's kv_dtype, weight_dtype."""
+                gpu_file: str | None = None, dtypes: dict | None = None, opts: dict | None = None) -> list[RoofPoint]:
+    """Prefill and decode of ``length`` tokens at several batch sizes (requests one replica steps; ``conc``: the
+    plan's) on one GPU of each stage of a TP group of ``tp``, as ``kvplan plan`` bounds its latency
+    (kvplan.planning.capacity.latency.step_phases): FLOPs / tp and the bytes that GPU moves (its rank's weights as
+    held, its cache), summed over the stages; on a pipeline whose plan decodes in micro-batches, the decode point is
+    one micro-batch's step, the step its TPOT is computed from. A layout the engine refuses (drawn only when every
+    layout is) takes the estimate's roofline / tp. ``dtypes``: the report's kv_dtype, weight_dtype; ``opts``: the
+    report's other plan keywords (pp, dp, block size, ...), as each layout's plan takes them."""
     from kvplan.planning.capacity import PlanRequest, assemble, setup
     from kvplan.planning.capacity.latency import gpu_times, step_phases
 
+    kw = {k: v for k, v in (opts or {}).items() if k in _SETUP_OPTS} | (dtypes or {})
     try:
-        s = setup(card, PlanRequest.build(gpu=dev, max_model_len=length, tp=tp, engine=engine,
-                                      **(dtypes or {})))
+        s = setup(card, PlanRequest.build(gpu=dev, max_model_len=length, tp=tp, engine=engine, **kw))
         sts = assemble(s)[0]
     except KvplanError:
         s = sts = None
     points = []
     for b in sorted({*ROOF_BATCHES, conc}):
-        if s is None:
+        try:
+            phases = step_phases(s, sts, b) if s is not None else None
+        except KvplanError:  # the collectives of a GPU that states no link: the estimate's roofline below
+            phases = None
+        if phases is None:
             r = estimate(card, batch=b, seq_len=length, engine=engine, gpu=dev.name, gpu_file=gpu_file,
                          **(dtypes or {})).roofline
             for phase, p in (("prefill", r.prefill), ("decode", r.decode_step)):
                 points.append(RoofPoint(dev.name, tp, phase, b, p.arithmetic_intensity_flops_per_byte,
                                         p.flops / p.time_s, p.time_s / tp, p.bound, r.compute_dtype,
-                                        r.peak_flops_per_s))
+                                        r.peak_flops_per_s, p.flops, p.bytes_moved, 1, b))
             continue
-        for phase, flops, traffic, r in step_phases(s, sts, b):
+        for phase, flops, traffic, r, micro, size in phases:
             compute, memory = gpu_times(r, flops, traffic, tp)
             time = max(compute, memory)
             points.append(RoofPoint(dev.name, tp, phase, b, flops / tp / traffic.total_bytes, flops / tp / time, time,
-                                    "compute" if compute >= memory else "memory", r.compute_dtype, r.peak_flops_per_s))
+                                    "compute" if compute >= memory else "memory", r.compute_dtype, r.peak_flops_per_s,
+                                    flops, traffic.total_bytes, micro, size, s.layout.pp, s.layout.dp))
     return points

@@ -162,9 +162,10 @@ def bars(chart_id: str, title: str, labels: list[str], values: list[int], *, xla
 
 
 def roofline(chart_id: str, title: str, roofs: list[tuple[str, float, float]],
-             points: list[tuple[str, str, int, float, float]]) -> str:
+             points: list[tuple[str, str, int | str, float, float]]) -> str:
     """Attainable FLOP/s against arithmetic intensity (log-log): each GPU's roof min(peak, I x bandwidth) and the
-    prefill / decode points (gpu, phase, batch, intensity, FLOP/s)."""
+    prefill / decode points (gpu, phase, batch or the point's label, intensity, FLOP/s); a label 'd64/2' is one
+    micro-batch's decode step of a batch of 64 in 2 (a pipeline's, as the plan's TPOT)."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(7, 4.2))
     xs = [p[3] for p in points] + [peak / bw for _, peak, bw in roofs]
@@ -181,6 +182,11 @@ def roofline(chart_id: str, title: str, roofs: list[tuple[str, float, float]],
         ax.annotate(text, (x, y), xytext=(0, dy), textcoords="offset points", fontsize=7, ha="center")
     ax.scatter([], [], color="0.3", marker="o", label="prefill (p = batch)")
     ax.scatter([], [], facecolors="none", edgecolors="0.3", marker="s", label="decode step (d = batch)")
+    split = next((str(p[2]) for p in points if "/" in str(p[2])), None)
+    if split:  # 'd64/2'
+        batch, micro = split[1:].split("/")
+        ax.scatter([], [], marker="none", label=f"{split}: one micro-batch's step of a batch of {batch} in {micro} "
+                                                "(pipeline)")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOP per byte moved, log scale)")
@@ -190,10 +196,11 @@ def roofline(chart_id: str, title: str, roofs: list[tuple[str, float, float]],
     return _svg(fig, chart_id, title)
 
 
-def roof_labels(points: list[tuple[str, str, int, float, float]]) -> list[tuple[str, float, float, int]]:
-    """Each batch labelled once per phase ('p8', 'd64': the GPUs share the intensities), as (text, x, y, vertical
-    offset in points): above its highest point, except that a label whose neighbour of the same phase lies within a
-    quarter decade of intensity goes under its lowest point, so that close batches ('p32', 'p64') never overlap."""
+def roof_labels(points: list[tuple[str, str, int | str, float, float]]) -> list[tuple[str, float, float, int]]:
+    """Each batch labelled once per phase ('p8', 'd64': the GPUs share the intensities; a label given as text, e.g.
+    'd64/2', as it is), as (text, x, y, vertical offset in points): above its highest point, except that a label
+    whose neighbour of the same phase lies within a quarter decade of intensity goes under its lowest point, so that
+    close batches ('p32', 'p64') never overlap."""
     span: dict[tuple[str, int], tuple[float, float, float]] = {}  # x, lowest y, highest y
     for _, phase, batch, x, y in points:
         _, lo, hi = span.get((phase, batch), (x, y, y))
@@ -204,5 +211,6 @@ def roof_labels(points: list[tuple[str, str, int, float, float]]) -> list[tuple[
         below = False
         for i, (batch, x, lo, hi) in enumerate(row):
             below = i > 0 and math.log10(x / row[i - 1][1]) < 0.25 and not below  # alternate while they crowd
-            out.append((f"{phase[0]}{batch}", x, lo, -12) if below else (f"{phase[0]}{batch}", x, hi, 5))
+            text = batch if isinstance(batch, str) else f"{phase[0]}{batch}"
+            out.append((text, x, lo, -12) if below else (text, x, hi, 5))
     return out

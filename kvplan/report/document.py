@@ -175,7 +175,10 @@ def _capacity(rep: Report, m: ModelReport) -> list[Block]:
                   "concurrency formula charges each; max concurrency: requests the KV pool holds; runs at once: "
                   "those the engine's scheduler runs (its request limit); holds the target: kvplan plan's verdict; TTFT: one "
                   "request's prefill alone; TPOT: one decode step of the TPOT batch (requests decoding at once per "
-                  "replica)",
+                  "replica)" + (", or on a pipeline its micro-batches' token period (the roofline draws one "
+                                "micro-batch's step)" if any(lay.plan is not None and lay.plan.latency is not None
+                                                            and lay.plan.latency.decode_micro_batches > 1
+                                                            for lay in m.layouts) else ""),
                   list(CAPACITY_COLUMNS), rows)
         out.append(Block("table", table=t))
         batches = {lay.plan.latency.batch_per_replica for lay in m.layouts if lay.plan and lay.plan.latency}
@@ -446,19 +449,28 @@ def _roofline(rep: Report, m: ModelReport) -> list[Block]:
     for p in m.roof:
         first.setdefault(p.gpu, p)
     roofs = [(g, p.peak_flops_per_s, _bandwidth(rep, g)) for g, p in first.items()]  # at the dtype computed in
-    pts = [(p.gpu, p.phase, p.batch, p.intensity, p.attainable_flops_per_s) for p in m.roof]
+    pts = [(p.gpu, p.phase, p.label, p.intensity, p.attainable_flops_per_s) for p in m.roof]
     svg = charts.roofline(f"{m.card.name}-roofline", f"Roofline, {fmt_int(rep.max_model_len)}-token sequences",
                           roofs, pts)
-    rows = [[Cell(layout_label(p.gpu, p.tp)), Cell(p.phase), count(p.batch), Cell(_ratio(p.intensity), p.intensity),
+    rows = [[Cell(layout_label(p.gpu, p.tp, p.pp, p.dp)), Cell(_phase(p)), count(p.batch), Cell(_ratio(p.intensity), p.intensity),
              Cell(f"{p.attainable_flops_per_s / 1e12:,.1f} T", p.attainable_flops_per_s), secs(p.time_s),
              Cell(p.bound)]
             for p in m.roof]
     dtypes = sorted({p.compute_dtype for p in m.roof})
     t = Table(f"{m.card.name}-roofline-table", f"Roofline points per GPU of each layout ({', '.join(dtypes)} "
               "compute; lower bounds, mfu = mbu = 1; time = max(FLOPs / tp / peak, the GPU's own bytes / bandwidth), "
-              "the all-reduce is in the plan's TTFT/TPOT)",
+              "the all-reduce is in the plan's TTFT/TPOT" + ("; a pipeline's decode in micro-batches: one micro-batch's "
+                                                              "step, the plan's TPOT is their token period)"
+                                                              if any(p.micro_batches > 1 for p in m.roof) else ")"),
               ["layout", "phase", "batch", "FLOP/B", "FLOP/s", "time", "bound"], rows)
     return [Block("h3", "Roofline"), Block("chart", svg=svg), Block("table", table=t)]
+
+
+def _phase(p) -> str:
+    """A roofline point's phase as the table names it: 'decode', or one micro-batch's step of a pipeline's batch."""
+    if p.micro_batches == 1:
+        return p.phase
+    return f"decode, 1 of {p.micro_batches} micro-batches ({fmt_int(p.step_batch)} requests)"
 
 
 def _ratio(x: float) -> str:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from kvplan.cost.comm import comm_time_s, stage_comm_times_s
@@ -40,31 +40,18 @@ def latency(s: Setup, concurrency: int, prompt_len: int | None = None,
     batch, prompt = cdiv(concurrency, lay.dp), prompt_len or s.max_model_len
     roof = _roofline(card, batch, prompt, s.max_model_len, s.gpu, s.engine, s.kv_t, s.w_t, max(1, s.block_size))
     held = s.engine.held_stages(s, s.engine.stages(s) if stages is None else stages)
-    dec = gpu_traffic(s, held, batch, s.max_model_len, decode=True)
-    kw = dict(e=s.w_t.activation_bytes, link_bytes_per_s=s.gpu.interconnect_bandwidth_bytes_per_s,
-              logit_rows=1)  # vLLM computes logits of the last position of each sequence
-    decode_comm = comm_time_s(card, lay, batch=batch, new_tokens=1, **kw)
+    kw = comm_keywords(s)
     # speculative verification (--acceptance-rate) is bounded as one batch walking the stages (speculative_step_s)
     verify = s.opts.speculative is not None and acceptance_rate is not None
-    micro = 1 if verify else micro_batches(s.engine, lay.pp, batch)
-    notes_pp: list[str] = []
+    step = decode_step(s, held, batch, prompt, kw, micro_batched=not verify)
+    tpot, decode_comm, dec, micro = step.tpot_s, step.comm_s, step.traffic, step.micro
+    notes_pp = ([] if step.lost_period_s is None else
+                [one_batch_note(s.engine.display_name, lay.pp, batch, step.offered, step.lost_period_s)])
     cached = _cached_prefix(s, prompt)
     new_tokens = prompt - cached
     ttft = (gpu_step_s(roof, _one_request_flops(card, prompt, s.engine, cached),
                        gpu_traffic(s, held, 1, prompt, decode=False), lay.tp)
             + comm_time_s(card, lay, batch=1, new_tokens=new_tokens, **kw))
-    tpot = gpu_step_s(roof, roof.decode_step.flops, dec, lay.tp) + decode_comm
-    if micro > 1:
-        def roof_of(b):
-            return _roofline(card, b, prompt, s.max_model_len, s.gpu, s.engine, s.kv_t, s.w_t, max(1, s.block_size))
-
-        period, period_comm, step = pipelined_decode_s(card, roof_of, held, s.engine, _decode_run(s), lay, batch,
-                                                       micro, kw)
-        if period < tpot:
-            tpot, decode_comm, dec = period, period_comm, step
-        else:  # uneven stages and a small batch: one batch walking them is the faster schedule, the lower bound
-            notes_pp = [one_batch_note(s.engine.display_name, lay.pp, batch, micro, period)]
-            micro = 1
     price = s.gpu.price_per_hour_usd * lay.gpus if s.gpu.price_per_hour_usd else None  # replicas x GPUs x $/GPU-h
     what = ("one decode step of the replica's batch (TPOT), which reads" if micro == 1 else
             f"the token period of the pipeline's {micro} decode micro-batches (TPOT, below), one micro-batch's step of "
@@ -114,6 +101,56 @@ def latency(s: Setup, concurrency: int, prompt_len: int | None = None,
                    decode_kv_read_bytes=dec.kv_read_bytes, decode_kv_write_bytes=dec.kv_write_bytes,
                    tokens_per_step=per_step, decode_micro_batches=micro, price_per_hour=price,
                    usd_per_million_output_tokens=per_million_tokens(price, concurrency, tpot * 1e3), notes=notes)
+
+
+def comm_keywords(s: Setup) -> dict:
+    """The collectives' keywords of a plan's steps (kvplan.cost.comm): the activation bytes, the GPU's link, and
+    logits of one row per sequence (vLLM computes the last position's)."""
+    return dict(e=s.w_t.activation_bytes, link_bytes_per_s=s.gpu.interconnect_bandwidth_bytes_per_s, logit_rows=1)
+
+
+@dataclass(frozen=True)
+class DecodeStep:
+    """The decode step a plan's TPOT is computed from (``decode_step``): ``micro`` micro-batches in flight (1: the
+    replica's whole batch walking the stages), the largest of ``size`` requests; ``flops``: the model's FLOPs of
+    that step, ``roof`` its roofline; ``traffic``: the bytes one GPU of each stage moves in it, summed over the
+    stages; ``tpot_s`` and ``comm_s``: the TPOT bound and its communication share. ``offered``: the micro-batches
+    the runtime keeps in flight; ``lost_period_s``: their token period where one batch bounded lower (else None)."""
+
+    tpot_s: float
+    comm_s: float
+    traffic: StepTraffic
+    flops: int
+    roof: object
+    micro: int
+    size: int
+    offered: int
+    lost_period_s: float | None = None
+
+
+def decode_step(s: Setup, held, batch: int, prompt: int, kw: dict, *, micro_batched: bool = True) -> DecodeStep:
+    """The replica's decode of ``batch`` requests at max_model_len as ``latency`` bounds its TPOT (module docstring):
+    one step of the whole batch, or on a pipeline whose runtime keeps micro-batches in flight (``micro_batched``)
+    their token period (``pipelined_decode_s``) where it is the lower, then drawn as one micro-batch's step.
+    ``held``: ``Runtime.held_stages``; ``kw``: ``comm_keywords``."""
+    card, lay = s.card, s.layout
+
+    def roof_of(b):
+        return _roofline(card, b, prompt, s.max_model_len, s.gpu, s.engine, s.kv_t, s.w_t, max(1, s.block_size))
+
+    roof, dec = roof_of(batch), gpu_traffic(s, held, batch, s.max_model_len, decode=True)
+    comm = comm_time_s(card, lay, batch=batch, new_tokens=1, **kw)
+    whole = DecodeStep(gpu_step_s(roof, roof.decode_step.flops, dec, lay.tp) + comm, comm, dec,
+                       roof.decode_step.flops, roof, 1, batch, 1)
+    micro = micro_batches(s.engine, lay.pp, batch) if micro_batched else 1
+    if micro == 1:
+        return whole
+    period, period_comm, step = pipelined_decode_s(card, roof_of, held, s.engine, _decode_run(s), lay, batch, micro,
+                                                   kw)
+    if period >= whole.tpot_s:  # uneven stages and a small batch: one batch walking them is the faster schedule
+        return replace(whole, offered=micro, lost_period_s=period)
+    size = micro_batch_sizes(batch, micro)[0]
+    return DecodeStep(period, period_comm, step, roof_of(size).decode_step.flops, roof_of(size), micro, size, micro)
 
 
 def micro_batches(engine, pp: int, batch: int) -> int:
@@ -224,15 +261,18 @@ def gpu_step_s(roof, flops: int, traffic: StepTraffic, tp: int) -> float:
     return max(gpu_times(roof, flops, traffic, tp))
 
 
-def step_phases(s: Setup, sts: list[Stage], batch: int) -> tuple[tuple[str, int, StepTraffic, object], ...]:
-    """("prefill" | "decode", the model's FLOPs, the bytes one GPU moves, the model's roofline) of a plan's prefill of
-    ``batch`` requests of max_model_len tokens and of their decode step at that length, on one GPU of each stage:
-    the points a report's roofline draws, by the rules of ``latency``."""
+def step_phases(s: Setup, sts: list[Stage], batch: int) -> tuple[tuple[str, int, StepTraffic, object, int, int], ...]:
+    """("prefill" | "decode", the model's FLOPs, the bytes one GPU moves, the model's roofline, micro-batches,
+    requests in the step) of a plan's prefill of ``batch`` requests of max_model_len tokens and of their decode at
+    that length, on one GPU of each stage: the points a report's roofline draws, by the rules of ``latency``. The
+    decode is the step the plan's TPOT is computed from (``decode_step``): on a pipeline that keeps micro-batches in
+    flight, one micro-batch's step (the largest), whose bytes are the plan's decode_*_bytes."""
     L = s.max_model_len
     roof = _roofline(s.card, batch, L, L, s.gpu, s.engine, s.kv_t, s.w_t, max(1, s.block_size))
     held = s.engine.held_stages(s, sts)
-    return (("prefill", roof.prefill.flops, gpu_traffic(s, held, batch, L, decode=False), roof),
-            ("decode", roof.decode_step.flops, gpu_traffic(s, held, batch, L, decode=True), roof))
+    dec = decode_step(s, held, batch, L, comm_keywords(s))
+    return (("prefill", roof.prefill.flops, gpu_traffic(s, held, batch, L, decode=False), roof, 1, batch),
+            ("decode", dec.flops, dec.traffic, dec.roof, dec.micro, dec.size))
 
 
 def gpu_traffic(s: Setup, held, batch: int, seq_len: int, *, decode: bool) -> StepTraffic:
