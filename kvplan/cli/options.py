@@ -189,7 +189,8 @@ Parallel = Annotated[Optional[int], typer.Option("-np", "--parallel", help="llam
 EstimateParallel = Annotated[Optional[int], typer.Option("-np", "--parallel", help="llama.cpp slots (default: --batch, "
                                                          "one per sequence, unified or not).")]
 KvUnified = Annotated[Optional[bool], typer.Option("--kv-unified/--no-kv-unified", "-kvu", help="llama.cpp: one "
-                                                   "cache shared by all slots.")]
+                                                   "cache shared by all slots (plan with -c and no -np: llama-server "
+                                                   "forces it on, --no-kv-unified included).")]
 CacheTypeK = Annotated[Optional[str], typer.Option("-ctk", "--cache-type-k", help="llama.cpp K cache type: f32, f16, "
                                                    "bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1.")]
 CacheTypeV = Annotated[Optional[str], typer.Option("-ctv", "--cache-type-v", help="llama.cpp V cache type (quantized "
