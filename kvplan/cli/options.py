@@ -134,7 +134,8 @@ SpecAlgorithm = Annotated[_S, typer.Option("--speculative-algorithm", help="SGLa
                                            "or NGRAM (the draft's K/V in the token pool).")]
 SpecDraftPath = Annotated[_S, typer.Option("--speculative-draft-model-path", help="SGLang: the draft (EAGLE head, or "
                                            "STANDALONE: a model kvplan reads).")]
-SpecNumSteps = Annotated[_I, typer.Option("--speculative-num-steps", help="SGLang: drafting steps (default 3).")]
+SpecNumSteps = Annotated[_I, typer.Option("--speculative-num-steps", help="SGLang: drafting steps (default: "
+                                                        "the release's auto-choice by architecture, 3 or 5).")]
 SpecEagleTopk = Annotated[_I, typer.Option("--speculative-eagle-topk", help="SGLang: branches per drafting step.")]
 SpecDraftTokens = Annotated[_I, typer.Option("--speculative-num-draft-tokens", help="SGLang: tokens verified per "
                                              "step.")]
