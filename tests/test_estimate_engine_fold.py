@@ -161,3 +161,29 @@ def test_estimate_takes_the_prefix_caching_flag_as_plan_does(model, engine, flag
     assert e.kv_cache.bytes_per_sequence == p.request_kv_bytes
     if pages is not None:
         assert e.kv_cache.bytes_per_sequence == (36 * pages + 12 * 19) * 1_114_112
+
+
+@pytest.mark.parametrize("args", [
+    ("sweep", "-m", "llama-3-8b", "--seq-len", "100", "--engine", "sglang"),
+    ("sweep", "-m", "llama-3-8b", "--seq-len", "100", "--engine", "vllm,ideal"),
+    ("verify", "-m", "llama-3-8b", "--engine", "ideal"),
+    ("verify", "-m", "llama-3-8b", "--engine", "hf-static"),
+])
+def test_block_size_refused_by_sweep_and_verify_where_it_changes_nothing(args):
+    """`sweep --block-size` without plan columns on an engine whose estimate ignores it, and `verify --engine ideal
+    --block-size`, were taken and changed nothing (the sweep's sglang/ideal rows and ideal's reference cache hold
+    exactly seq_len positions): refused as estimate refuses them, one line naming --block-size and vllm, exit 2."""
+    code, out, err = _run(*args, "--block-size", "64")
+    assert code == 2 and out == ""
+    assert err.startswith("error: --block-size: ") and "only for --engine vllm" in err and err.count("\n") == 1
+
+
+def test_block_size_still_taken_by_sweep_where_it_applies():
+    """vLLM's KV columns round to it (2 blocks of 64 for 100 tokens), and a sweep's plan columns take each engine's
+    block or page (SGLang's page size, as plan does)."""
+    rows = _run("sweep", "-m", "llama-3-8b", "--seq-len", "100", "--engine", "vllm", "--block-size", "64",
+                "--format", "jsonl")
+    assert rows[0] == 0 and json.loads(rows[1].splitlines()[0])["kv_cache.bytes_per_sequence"] == 32 * 128 * 8 * 128 * 4
+    plan = _run("sweep", "-m", "llama-3-8b", "--seq-len", "4096", "--engine", "sglang", "--gpu", "H100-SXM", "--tp",
+                "1", "--block-size", "64", "--format", "jsonl")
+    assert plan[0] == 0, plan[2]

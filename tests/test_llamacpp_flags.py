@@ -89,3 +89,21 @@ def test_another_engine_names_the_llama_cpp_flags_given(cli, tmp_path, command, 
     for engine in ("vllm", "sglang"):
         code, _, err = cli(*head, "--engine", engine, *flags)
         assert code == 2 and err.strip() == f"error: {named}: only for --engine llamacpp or ollama (got --engine {engine})"
+
+
+def test_no_kv_unified_without_np_is_llama_servers_four_unified_slots(cli_json):
+    """--no-kv-unified without -np kept 4 split slots (4 sliding streams of 1,536 cells, 8,192 per slot). llama-server
+    ignores it there: tools/server/server.cpp llama_server() (b10644, master 00dd0816) sets n_parallel = 4 and
+    kv_unified = true whenever -np is auto (-1, its server default), after --no-kv-unified set kv_unified = false.
+    Gemma-3-12B -c 32768: one stream, 32,768 cells per slot; the sliding cache holds GGML_PAD(1,024 x 4 + 512, 256) =
+    4,608 cells (llama-kv-cache-iswa.cpp) instead of 4 x GGML_PAD(1,024 + 512, 256) = 6,144; 8 KV heads x 256 x 2 B
+    per K or V row."""
+    r = cli_json("plan", "-m", "gemma-3-12b", "--gpu", "H100-SXM", "--max-model-len", "8192", "--engine",
+                 "llamacpp", "-c", "32768", "--no-kv-unified")
+    c = r["context"]
+    assert (c["n_seq_max"], c["n_ctx"], c["n_ctx_seq"], c["kv_unified"]) == (4, 32768, 32768, True)
+    swa = next(x for x in r["caches"] if x["kind"] == "kv_swa")
+    assert (swa["cells"], swa["streams"]) == (4608, 1)
+    row = 8 * 256 * 2 * 2
+    assert sum(x["k_bytes"] + x["v_bytes"] for x in r["caches"]) == row * (8 * 32768 + 40 * 4608)
+    assert any(n.startswith("--no-kv-unified without -np") for n in r["notes"])

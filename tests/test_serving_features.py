@@ -208,7 +208,8 @@ def test_sglang_eagle_draft_scales_the_cell_size(cli_json, cli):
     assert own["kv_cache"]["tokens"] == avail // 262_144  # a 32-layer draft: the cell twice
     lat = cli_json(*args, "--speculative-algorithm", "EAGLE", "--speculative-draft-model-path", "x/EAGLE",
                    "--concurrency", "1", "--acceptance-rate", "0.5")["latency"]
-    assert lat["tokens_per_step"] == pytest.approx(1 + 0.5 + 0.25 + 0.125)
+    # no --speculative-num-steps: SGLang's auto-choice for LlamaForCausalLM, 5 steps (serving_sglang.SPEC_5_STEPS)
+    assert lat["tokens_per_step"] == pytest.approx(1 + 0.5 + 0.25 + 0.125 + 0.0625 + 0.03125)
     code, _, err = cli(*args, "--speculative-algorithm", "NEXTN")
     assert code == 2 and "NEXTN" in err
     code, _, err = cli(*args, "--speculative-algorithm", "MEDUSA")
@@ -263,3 +264,28 @@ def test_from_log_reads_the_speculative_config(tmp_path, where):
         f", 'speculative_config': {EAGLE!r}", ""))
     rows = {r.figure: r for r in from_log(str(bare)).rows}
     assert next(r for f, r in rows.items() if "tokens" in f).pool_verdict == "off"
+
+
+@pytest.mark.parametrize("engine, model, algo, steps", [
+    # server_args.py auto_choose_speculative_params: 0.4.8 gives every architecture but DeepSeek V2/V3 (5, 4, 8)
+    ("sglang==0.4.8", "llama-3.1-8b", "EAGLE", 5), ("sglang==0.4.8", "qwen3-8b", "EAGLE", 5),
+    ("sglang==0.5.7", "qwen3-8b", "EAGLE3", 5),
+    # 0.5.8+ (0.5.23: arg_groups/speculative_hook.py _auto_choose_speculative_params): (3, 1, 4) but for Llama/Grok
+    ("sglang==0.5.8", "qwen3-8b", "EAGLE3", 3), ("sglang==0.5.23", "qwen3-8b", "EAGLE", 3),
+    ("sglang==0.5.23", "llama-3.1-8b", "EAGLE", 5), ("sglang==0.5.23", "llama-3.1-8b", "STANDALONE", 3),
+])
+def test_sglang_speculative_defaults_are_the_releases_auto_choice(cli_json, engine, model, algo, steps):
+    """Without --speculative-num-steps/--max-running-requests SGLang auto-chooses the draft's steps by release and
+    target architecture, and sets max_running_requests to 48 (0.4.8 server_args.py line 451 ... 0.5.23
+    speculative_hook.py _handle_eagle_family); kvplan assumed 3 steps and the pool's estimate (>= 2,048). The launch
+    line leaves both to SGLang: --speculative-num-steps alone skips the auto-choice and leaves top-k unset (0.4.8)."""
+    draft = "llama-3.1-8b" if algo == "STANDALONE" else "x/EAGLE"
+    r = cli_json("plan", "-m", model, "--gpu", "H100-SXM", "--max-model-len", "8192", "--engine", engine,
+                 "--speculative-algorithm", algo, "--speculative-draft-model-path", draft)
+    assert r["inputs"]["speculative"].startswith(f"{algo.lower()} k={steps} ")
+    assert r["running_limit"] == 48 and "--speculative-num-steps" not in r["launch_command"]
+    given = cli_json("plan", "-m", model, "--gpu", "H100-SXM", "--max-model-len", "8192", "--engine", engine,
+                     "--speculative-algorithm", algo, "--speculative-draft-model-path", draft,
+                     "--speculative-num-steps", "2", "--max-running-requests", "64")
+    assert given["inputs"]["speculative"].startswith(f"{algo.lower()} k=2 ") and given["running_limit"] == 64
+    assert "--speculative-num-steps 2" in given["launch_command"]

@@ -162,3 +162,22 @@ def test_tgi_vram_maximum_counts_num_local_experts_of_every_config_that_names_it
     gpu = load_gpu("H100-SXM")
     assert gpu.nvidia_smi_memory_mib == 81_559
     assert vram_maximum(load_card("llama-4-scout-17b-16e"), gpu, 8, 0.9) == (279_768, False)
+
+
+# ---- the warm-up the launch line runs, and the no-flag max_total_tokens -------------------------------------------
+
+def test_tgi_warmup_requests_each_hold_max_total_tokens():
+    """grpc_client.rs warmup (db931fcf): requests of min(max_input_tokens, what is left of max_batch_prefill_tokens)
+    tokens, each with max_new_tokens = max_total_tokens - its tokens; flash_causal_lm.py gives each
+    ceil((prompt + max_new_tokens - 1) / BLOCK_SIZE) blocks. Llama-3.1-8B on an H100-SXM: prefill 59,870 (TGI's
+    compute_optimal, test_tgi_default_prefill_is_compute_optimal); --max-model-len 131,072 is one request of
+    131,071 blocks of 1 (was 59,870, the prefill alone); 8,192 is 8 requests of 8,191."""
+    r = kvplan.plan("llama-3.1-8b", gpu="H100-SXM", max_model_len=131072, engine="tgi")
+    assert "--max-batch-prefill-tokens 59870" in r.launch_command
+    assert any("+ 131,071 warm-up blocks" in n for n in r.notes)
+    r = kvplan.plan("llama-3.1-8b", gpu="H100-SXM", max_model_len=8192, engine="tgi")
+    assert any(f"+ {8 * 8191:,} warm-up blocks" in n for n in r.notes)
+    # without --max-total-tokens TGI 3.x sets it to min(KV tokens, max_position_embeddings 131,072, model_max_length)
+    # and warms up one request of the prefill alone (max_new_tokens 1): 59,870 blocks
+    note = next(n for n in r.notes if n.startswith("This plan passes --max-model-len 8,192"))
+    assert "max_position_embeddings 131,072" in note and "(59,870 blocks, not 65,528)" in note

@@ -58,7 +58,10 @@ def test_tgi_blocks_follow_warmup_and_the_wiggle_room():
     r = kvplan.plan("llama-3.1-8b", gpu="H100-SXM", gpu_memory=gpu_mem, max_model_len=8192, engine="tgi",
                     activation_memory=act, cuda_memory_fraction=0.95)
     assert r.kv_cache.block_size == 1  # head_dim 128: flashinfer, BLOCK_SIZE 1
-    warm = 59870  # TGI's default max_batch_prefill_tokens: 900e12 // 15,032,385,536 (test_tgi_engine_rules), blocks of 1
+    # TGI's default max_batch_prefill_tokens 59,870 (900e12 // 15,032,385,536, test_tgi_engine_rules) is warmed up as
+    # 8 requests (7 of max_input_tokens 8,191, one of 2,533 tokens; grpc_client.rs warmup), each with max_new_tokens
+    # = 8,192 - its tokens, so each holds 8,191 blocks of 1 (flash_causal_lm.py block_tokens); was 59,870 blocks
+    warm = 8 * 8191
     free = gpu_mem - 512 * MIB - r.per_gpu.weights_bytes - act - 256 * MIB - warm * LLAMA8_TOKEN
     blocks = int((free - 0.05 * gpu_mem) * 0.90) // LLAMA8_TOKEN + warm
     assert r.kv_cache.num_blocks == blocks and r.kv_cache.tokens == blocks

@@ -23,7 +23,8 @@ WeightDtype = Annotated[Optional[str], typer.Option(
     "--weight-dtype", help="Weight dtype (same names); default: what the engine serves the checkpoint in.")]
 ENGINES_HELP = "one of: " + ", ".join(runtime_names())  # every runtime of kvplan.cost.runtimes, registered ones too
 Engine = Annotated[str, typer.Option("--engine", help=f"The runtime whose cache is sized, {ENGINES_HELP}.")]
-BlockSize = Annotated[int, typer.Option("--block-size", help="vllm: tokens per KV block.")]
+BlockSize = Annotated[Optional[int], typer.Option("--block-size", help="--engine vllm only: tokens per KV block "
+                                                  "(default 16).")]
 EstimateBlockSize = Annotated[Optional[int], typer.Option(
     "--block-size", help="--engine vllm only: tokens per KV block (default 16; with --gpu the engine's: vLLM 0.33 MLA 16 "
     "on Hopper, 32 on Blackwell; a hybrid's attention block is then raised as vLLM unifies its pages).")]
@@ -83,6 +84,9 @@ MaxRunningRequests = Annotated[Optional[int], typer.Option(
 PlanBlockSize = Annotated[Optional[int], typer.Option(
     "--block-size", help="vLLM block / SGLang page (default 16 / 1; vLLM MLA by release: 64 on Hopper through 0.17 "
                          "(fp8 K/V: always), 16 from 0.18; Blackwell 128 through 0.14, 64 in 0.15-0.17, 32 from 0.18).")]
+SweepBlockSize = Annotated[Optional[int], typer.Option(
+    "--block-size", help="The KV columns: --engine vllm only (its block; default as estimate's); with plan columns "
+                         "(--tp/--pp/--max-model-len) each engine's block or page, as plan takes it.")]
 ActivationMemory = Annotated[_S, typer.Option(
     "--activation-memory", help="Profile-run activation peak per GPU; default: kvplan's estimate (vLLM).")]
 NonTorchMemory = Annotated[_S, typer.Option(
@@ -134,7 +138,8 @@ SpecAlgorithm = Annotated[_S, typer.Option("--speculative-algorithm", help="SGLa
                                            "or NGRAM (the draft's K/V in the token pool).")]
 SpecDraftPath = Annotated[_S, typer.Option("--speculative-draft-model-path", help="SGLang: the draft (EAGLE head, or "
                                            "STANDALONE: a model kvplan reads).")]
-SpecNumSteps = Annotated[_I, typer.Option("--speculative-num-steps", help="SGLang: drafting steps (default 3).")]
+SpecNumSteps = Annotated[_I, typer.Option("--speculative-num-steps", help="SGLang: drafting steps (default: "
+                                                        "the release's auto-choice by architecture, 3 or 5).")]
 SpecEagleTopk = Annotated[_I, typer.Option("--speculative-eagle-topk", help="SGLang: branches per drafting step.")]
 SpecDraftTokens = Annotated[_I, typer.Option("--speculative-num-draft-tokens", help="SGLang: tokens verified per "
                                              "step.")]
@@ -190,7 +195,8 @@ Parallel = Annotated[Optional[int], typer.Option("-np", "--parallel", help="llam
 EstimateParallel = Annotated[Optional[int], typer.Option("-np", "--parallel", help="llama.cpp slots (default: --batch, "
                                                          "one per sequence, unified or not).")]
 KvUnified = Annotated[Optional[bool], typer.Option("--kv-unified/--no-kv-unified", "-kvu", help="llama.cpp: one "
-                                                   "cache shared by all slots.")]
+                                                   "cache shared by all slots (plan with -c and no -np: llama-server "
+                                                   "forces it on, --no-kv-unified included).")]
 CacheTypeK = Annotated[Optional[str], typer.Option("-ctk", "--cache-type-k", help="llama.cpp K cache type: f32, f16, "
                                                    "bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1.")]
 CacheTypeV = Annotated[Optional[str], typer.Option("-ctv", "--cache-type-v", help="llama.cpp V cache type (quantized "

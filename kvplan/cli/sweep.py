@@ -31,7 +31,7 @@ def sweep(
     pp: Annotated[Axis, typer.Option("--pp", help="Pipeline-parallel sizes (capacity plan columns; needs --gpu).")] = None,
     max_model_len: Annotated[Axis, typer.Option(
         "--max-model-len", help="Capacity plan length(s), as --seq-len (32k = 32,000); default each row's --seq-len.")] = None,
-    block_size: o.PlanBlockSize = None,
+    block_size: o.SweepBlockSize = None,
     fmt: Annotated[Optional[str], typer.Option(
         "--format", help="csv, jsonl, markdown or table; default from -o's suffix, else table on a terminal, csv "
                          "in a pipe.")] = None,
@@ -40,6 +40,13 @@ def sweep(
     """estimate over a grid of scenarios: one row per combination, columns are estimate's JSON keys with dots."""
     from kvplan.planning.sweep import sweep as run
     from kvplan.report.tabular import pick_format, write_sweep
+
+    if block_size is not None and tp is None and pp is None and max_model_len is None:  # the KV columns alone
+        from kvplan.planning.estimate import check_engine_block
+        from kvplan.planning.sweep.grid import parse_name_axis
+
+        for name in parse_name_axis(engine, "--engine"):
+            check_engine_block(name, block_size)
 
     result = run(model, batch=batch, seq_len=seq_len, kv_dtype=kv_dtype, weight_dtype=weight_dtype,
                  attention=attention, engine=engine, gpu=gpu, encoder_len=encoder_len, tp=tp, pp=pp,

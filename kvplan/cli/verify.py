@@ -22,7 +22,7 @@ def verify(
     layers: Annotated[Optional[int], typer.Option("--layers", help="Shrink to N layers (keeps the layer pattern).")] = None,
     scale: Annotated[Optional[float], typer.Option("--scale", help="Shrink widths by this factor in (0, 1].")] = None,
     decode_steps: Annotated[int, typer.Option("--decode-steps", help="Greedy decode steps after the prefill.")] = 2,
-    block_size: o.BlockSize = 16,
+    block_size: o.BlockSize = None,
     encoder_len: o.EncoderLen = None,
     tp: Annotated[int, typer.Option("--tp", help="Tensor-parallel ranks: shard the reference model over N processes "
                                     "(torch.distributed: gloo on cpu, NCCL on cuda).")] = 1,
@@ -37,6 +37,10 @@ def verify(
 
     from kvplan.cost.runtimes import get_engine
 
+    from kvplan.planning.estimate import check_engine_block
+
+    check_engine_block(engine, block_size)  # vllm's block; another engine's cache has none to set
+    block_size = 16 if block_size is None else block_size
     if get_engine(engine).takes_llama_flags:  # the real llama.cpp on small GGUFs (kvplan.verify.llamacpp)
         _verify_llamacpp(model, gguf, hf_config, as_json)
         return

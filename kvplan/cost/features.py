@@ -127,13 +127,17 @@ def draft_card(flag: str, model: str) -> ModelCard:
 
 
 SGLANG_SPEC = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")
-SGLANG_DEFAULT_STEPS = 3  # server_args auto-choice for most models when unset (3 steps, topk 1, 4 draft tokens)
+# NGRAM's chain when --speculative-num-steps is not given (unverified); the EAGLE family's is SGLang's auto-choice
+# by release and architecture (serving_sglang.auto_speculative_params, applied by the SGLang runtime)
+SGLANG_DEFAULT_STEPS = 3
 
 
 def parse_sglang_speculative(flags, card: ModelCard) -> Speculative | None:
     """SGLang's --speculative-* flags (server_args.py): NEXTN runs as EAGLE on the model's own MTP layers; EAGLE /
     EAGLE3 heads have one decoder layer; STANDALONE loads the draft model (a card kvplan reads); NGRAM keeps nothing
-    on the GPU. k = --speculative-num-steps (the drafted chain; default 3, SGLang's usual auto-choice, unverified)."""
+    on the GPU. k = --speculative-num-steps (the drafted chain; not given: SGLANG_DEFAULT_STEPS, which the SGLang
+    runtime replaces by the release's auto-choice for the EAGLE family). The flags given go on to the launch line
+    (passed_on); without them SGLang auto-chooses steps, top-k and draft tokens together."""
     algo = flags.speculative_algorithm
     given = [n for n in ("speculative_draft_model_path", "speculative_num_steps", "speculative_eagle_topk",
                          "speculative_num_draft_tokens") if getattr(flags, n) is not None]
@@ -146,8 +150,9 @@ def parse_sglang_speculative(flags, card: ModelCard) -> Speculative | None:
         raise KvplanError(f"--speculative-algorithm: {str(algo)[:40]!r}; allowed: {', '.join(SGLANG_SPEC)}")
     steps = flags.speculative_num_steps
     k = SGLANG_DEFAULT_STEPS if steps is None else require_positive("--speculative-num-steps", steps, 64)
-    # the draft tree's shape: checked, passed on to the launch line, not modelled (k is the chain's length)
-    passed_on = tuple(f"{flag} {require_positive(flag, v, 1024)}" for flag, v in (
+    # the draft tree's shape: checked, passed on to the launch line as given, not modelled (k is the chain's length)
+    passed_on = ((f"--speculative-num-steps {k}",) if steps is not None else ()) + tuple(
+        f"{flag} {require_positive(flag, v, 1024)}" for flag, v in (
         ("--speculative-eagle-topk", flags.speculative_eagle_topk),
         ("--speculative-num-draft-tokens", flags.speculative_num_draft_tokens)) if v is not None)
     path = flags.speculative_draft_model_path

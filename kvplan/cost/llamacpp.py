@@ -12,7 +12,8 @@ Rules read from llama.cpp's sources (file and function named at each rule); thre
 - ``2026-08`` (b10488, what Ollama ships): MLA caches K only (PR #19067, V-less); a hybrid's attention cache has
   ``n_ctx_seq`` cells; ``-ngl`` offloads the output layer first (``i_gpu_start = n_layer + 1 - n_gpu_layers``).
 
-llama-server's ``-np`` is auto since Nov 2025: without ``-np``, 4 slots and a unified cache (tools/server/server.cpp).
+llama-server's ``-np`` is auto since Nov 2025: without ``-np``, 4 slots and a unified cache, even with --no-kv-unified
+(tools/server/server.cpp, ``AUTO_SLOTS``).
 Compute buffers are measured by llama.cpp's scheduler at start-up; kvplan estimates them (``compute_estimate``) and
 says so (``estimated``).
 """
@@ -75,7 +76,7 @@ class LlamaFlags:
 
     n_ctx: int | None = None  # -c/--ctx-size; None or 0: the model's training context
     n_parallel: int | None = None  # -np; None: auto (4 slots, unified) from 2025-12 on, 1 before
-    kv_unified: bool | None = None  # -kvu; None: on with auto -np, off with an explicit -np
+    kv_unified: bool | None = None  # -kvu; None: off with an explicit -np; auto -np forces it on (AUTO_SLOTS)
     type_k: str = "f16"  # -ctk
     type_v: str = "f16"  # -ctv
     flash_attn: str = "auto"  # -fa on|off|auto
@@ -241,6 +242,15 @@ def ctx_padding(f: LlamaFlags) -> int:
     return 32 if f.rules == "2025-02" and f.flash_attn == "off" else 256
 
 
+# llama-server without -np: 4 slots and one unified cache, forced over -kvu/--no-kv-unified. tools/server/server.cpp
+# ``llama_server()`` at b10644 (d7a207411) and master 00dd0816: ``if (params.n_parallel < 0) { params.n_parallel = 4;
+# params.kv_unified = true; }`` with -np's server default -1 (common/arg.cpp, PR #17997, 2025-12); --no-kv-unified
+# only sets ``params.kv_unified = false`` before it (arg.cpp ``{"-no-kvu", "--no-kv-unified"}``). From PR #16736
+# (2025-11) to #17997 ``main()`` tested ``n_parallel == 1 && kv_unified == false``, which --no-kv-unified meets too.
+# The 2025-12 and 2026-08 rules (ec98e2002, b10488) take it; 2025-02 had no auto slots (-np 1, one cache).
+AUTO_SLOTS = (4, True)
+
+
 def resolve_context(hp: LlamaHparams, f: LlamaFlags) -> Context:
     """n_ctx, n_ctx_seq and streams as llama_context's constructor (and llama-server's -np auto) set them."""
     if f.rules not in RULES:
@@ -253,8 +263,8 @@ def resolve_context(hp: LlamaHparams, f: LlamaFlags) -> Context:
         raise KvplanError("-c/--ctx-size: the GGUF names no context_length; give -c N")
     old = f.rules == "2025-02"
     n_par, unified = f.n_parallel, f.kv_unified
-    if n_par is None:  # server.cpp: n_parallel == 1 (auto) -> 4 slots with a unified cache (PR #17997)
-        n_par, unified = (1, True) if old else (4, True if unified is None else unified)
+    if n_par is None:  # -np not given: llama-server's auto slots (AUTO_SLOTS), whatever --no-kv-unified said
+        n_par, unified = (1, True) if old else AUTO_SLOTS
     if not 1 <= n_par <= MAX_SEQ:
         raise KvplanError(f"-np/--parallel: {n_par}; allowed: 1 to {MAX_SEQ} slots (llama.cpp: n_seq_max must be "
                           f"<= {MAX_SEQ})")

@@ -461,6 +461,42 @@ def _estimated_requests(tokens: int, context_len: int) -> int:
     return max(2048, min(4096, int(tokens / context_len * 512)))
 
 
+# Speculative decoding without --max-running-requests: SGLang sets it to 48 ("Max running requests is reset to 48 for
+# speculative decoding") before the scheduler reads it, which then treats it as given (GIVEN_RUNNING_RULES): EAGLE,
+# EAGLE3 and NEXTN (run as EAGLE) in server_args.py ServerArgs.__post_init__ 0.4.8 (line 451) - 0.5.2; STANDALONE and
+# NGRAM too from 0.5.4 (0.5.4 - 0.5.12 server_args.py; 0.5.13 - 0.5.23 arg_groups/speculative_hook.py
+# _handle_eagle_family, _handle_ngram)
+SPEC_MAX_RUNNING_REQUESTS = 48
+
+# auto_choose_speculative_params (server_args.py 0.4.8 - 0.5.12, arg_groups/speculative_hook.py
+# _auto_choose_speculative_params 0.5.13 - 0.5.23): (speculative_num_steps, speculative_eagle_topk,
+# speculative_num_draft_tokens) for the EAGLE family when --speculative-num-steps is not given, by the target's
+# architectures[0]: (3, 1, 4) for the listed ones, (5, 4, 8) for LlamaForCausalLM, Grok1ForCausalLM and
+# Grok1VForCausalLM, and for every other architecture (5, 4, 8) up to 0.5.7 and (3, 1, 4) from 0.5.8; STANDALONE
+# (0.5.4+) always (3, 1, 4). The list grows by release (read in 0.4.8, 0.4.9, 0.4.10, 0.5.1, 0.5.4 - 0.5.23; 0.5.3
+# taken as 0.5.4, 0.4.0 - 0.4.7 as 0.4.8):
+_SPEC_3_STEPS_0_4 = frozenset({"DeepseekV3ForCausalLM", "DeepseekV2ForCausalLM"})
+_SPEC_3_STEPS_0_5_0 = _SPEC_3_STEPS_0_4 | {"GptOssForCausalLM"}
+_SPEC_3_STEPS_0_5_3 = _SPEC_3_STEPS_0_5_0 | {"DeepseekV32ForCausalLM", "BailingMoeForCausalLM", "BailingMoeV2ForCausalLM"}
+_SPEC_3_STEPS_0_5_7 = _SPEC_3_STEPS_0_5_3 | {"Glm4MoeForCausalLM", "MistralLarge3ForCausalLM",
+                                             "PixtralForConditionalGeneration", "MiMoV2FlashForCausalLM"}
+SPEC_3_STEPS = (((0, 5, 7), _SPEC_3_STEPS_0_5_7), ((0, 5, 3), _SPEC_3_STEPS_0_5_3), ((0, 5, 0), _SPEC_3_STEPS_0_5_0),
+                ((0, 0, 0), _SPEC_3_STEPS_0_4))
+SPEC_5_STEPS = frozenset({"LlamaForCausalLM", "Grok1ForCausalLM", "Grok1VForCausalLM"})
+SPEC_ELSE_3_STEPS_FROM = (0, 5, 8)
+
+
+def auto_speculative_params(release: tuple[int, int, int], arch: str | None, algorithm: str) -> tuple[int, int, int]:
+    """SGLang's auto-chosen (num_steps, eagle_topk, num_draft_tokens) for ``algorithm`` (EAGLE, EAGLE3, NEXTN,
+    STANDALONE) on a target of architecture ``arch`` in ``release`` (the first release of kvplan's range)."""
+    if algorithm.upper() == "STANDALONE":
+        return 3, 1, 4
+    if arch in SPEC_5_STEPS:
+        return 5, 4, 8
+    listed = next(archs for first, archs in SPEC_3_STEPS if release >= first)
+    return (3, 1, 4) if arch in listed or release >= SPEC_ELSE_3_STEPS_FROM else (5, 4, 8)
+
+
 # --max-running-requests N given (one replica, no DP attention), by release:
 # - "as_given" (0.4.8 - 0.5.9; read in 0.4.8, 0.5.4, 0.5.7, 0.5.9): init_memory_pool(max_num_reqs=N) sizes the
 #   ReqToTokenPool at N and tp_worker.py / model_runner.py take min(N // dp, req_to_token_pool.size) = N: no token cap;

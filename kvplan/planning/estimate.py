@@ -188,20 +188,27 @@ def check_block_flag(q: EstimateRequest) -> None:
     """``estimate --block-size`` where the engine's estimate has no use for it: refused by name (plan takes each
     engine's own block or page: SGLang's page size, TensorRT-LLM's tokens_per_block). The CLI asks; the keyword
     API, whose callers pass one block for every engine (report, verify), echoes None there instead."""
-    eng = get_engine(q.engine)
-    if q.block_size is not None and eng.takes_estimate_block:
+    check_engine_block(q.engine, q.block_size)
+
+
+def check_engine_block(engine: str, block_size: int | None) -> None:
+    """--block-size for an estimate's KV sizes on ``engine`` (estimate, a sweep without plan columns, verify):
+    checked against the release's choices where the engine's estimate rounds to it, refused by name where it does
+    not (it would change nothing)."""
+    eng = get_engine(engine)
+    if block_size is not None and eng.takes_estimate_block:
         check = getattr(eng, "check_block_choice", None)  # a release's --block-size choices
         if check is not None:
-            check(q.block_size)
-    if q.block_size is None or eng.takes_estimate_block:
+            check(block_size)
+    if block_size is None or eng.takes_estimate_block:
         return
     from kvplan.cost.runtimes import names
 
     takes = [name for name in names() if get_engine(name).takes_estimate_block]
     raise KvplanError(f"--block-size: the block of a paged cache whose estimate rounds to it; only for --engine "
-                      f"{' or '.join(takes)} (got --engine {q.engine}, whose estimate holds positions in pages of its "
-                      f"own or none; `kvplan plan --block-size` takes SGLang's page size and TensorRT-LLM's "
-                      f"tokens_per_block)")
+                      f"{' or '.join(takes)} (got --engine {engine}, whose estimate holds positions in pages of its "
+                      f"own or none; `kvplan plan --block-size` and a sweep's plan columns (--tp/--pp/"
+                      f"--max-model-len) take SGLang's page size and TensorRT-LLM's tokens_per_block)")
 
 
 def _gpu(q: EstimateRequest):

@@ -664,6 +664,10 @@ class LlamaCpp(Runtime):
                        f"--max-model-len that fit: -np {c.n_seq_max} -c {c.n_ctx:,}"
                        + (" -kvu (--kv-unified: one cache of -np x --max-model-len cells the slots share)"
                           if c.kv_unified else "") + " (llama-server alone starts 4 unified slots sharing -c).")
+        if s.opts.llama.kv_unified is False and s.opts.llama.n_parallel is None:
+            out.append(f"--no-kv-unified without -np: llama-server's auto slots force kv_unified on (tools/server/"
+                       f"server.cpp llama_server(), b10644), so its {c.n_seq_max} slots share one cache of "
+                       f"{c.n_ctx:,} cells; give -np N for N split slots.")
         ft = self.fit(s)
         moe = "" if ft.min_n_cpu_moe is None else (f"; with every layer on the GPU(s), at least --n-cpu-moe "
                                                    f"{ft.min_n_cpu_moe} (experts of the first layers in host memory)")

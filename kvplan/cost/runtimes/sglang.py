@@ -6,7 +6,7 @@ The formulas, each with its SGLang source, are in ``kvplan.cost.serving_sglang``
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kvplan.cost import serving_sglang as sg
 from kvplan.cost.engines import CacheRun
@@ -420,6 +420,9 @@ class SGLang(Server):
         from kvplan.cost.features import parse_sglang_speculative
 
         speculative = parse_sglang_speculative(flags, card)
+        if speculative is not None and flags.speculative_num_steps is None and speculative.method != "ngram":
+            steps = sg.auto_speculative_params(self.version.first, card.hf_architecture, speculative.method)[0]
+            speculative = replace(speculative, k=steps)
         running = self._given_running(flags, card, speculative is not None)
         mamba = self._mamba_flags(flags, card)
         pages = self.version.trtllm_mha_pages
@@ -696,10 +699,9 @@ class SGLang(Server):
             if s.opts.mamba_strategy == "no_buffer" and self.version.no_buffer_overlap_off:
                 cmd.append("--disable-overlap-schedule")  # validate_mamba_no_buffer asserts it (0.5.14+)
         spec = s.opts.speculative
-        if spec is not None:  # as given: the algorithm, its draft, the chain's steps (k) and the tree's flags
+        if spec is not None:  # as given: the algorithm, its draft, the steps and tree flags (none: SGLang's auto-choice)
             cmd += [f"--speculative-algorithm {spec.method.upper()}",
-                    *([f"--speculative-draft-model-path {spec.model}"] if spec.model else []),
-                    f"--speculative-num-steps {spec.k}", *spec.passed_on]
+                    *([f"--speculative-draft-model-path {spec.model}"] if spec.model else []), *spec.passed_on]
         return " ".join(cmd + dtype_flags(s, "--kv-cache-dtype"))
 
     def pool_summary(self, p: Pool, s: Setup) -> str:
@@ -711,7 +713,7 @@ class SGLang(Server):
         """resolve_max_num_reqs from the pool's tokens (serving_sglang.max_running_requests); 0: under two tokens;
         with state layers capped at max_mamba_cache_size // (3 + the extra_buffer track slots), // 1 without the radix
         cache, where the release does (serving_sglang.mamba_ratio, 0.5.4+)."""
-        given = s.opts.max_running_requests
+        given = self._running_cap(s)
         if given is not None:
             limit = sg.given_running_requests(given, p.pool.tokens, s.max_model_len, self.version.given_running)
         else:
@@ -719,6 +721,13 @@ class SGLang(Server):
         if p.pool.state_slots is not None and self.version.mamba_running_cap:
             limit = min(limit, self._mamba_cap(s, p.pool.state_slots))
         return limit
+
+    def _running_cap(self, s: Setup) -> int | None:
+        """max_running_requests as SGLang's scheduler reads it: as given, else 48 with speculative decoding
+        (serving_sglang.SPEC_MAX_RUNNING_REQUESTS), else None (resolve_max_num_reqs' estimate)."""
+        if s.opts.max_running_requests is not None:
+            return s.opts.max_running_requests
+        return sg.SPEC_MAX_RUNNING_REQUESTS if s.opts.speculative is not None else None
 
     def _mamba_cap(self, s: Setup, slots: int) -> int:
         return slots // self._mamba_ratio(s)
@@ -749,11 +758,13 @@ class SGLang(Server):
         out += [f"{note}." for note in (s.opts.page_note, s.opts.swa_note, s.opts.mfs_note, s.opts.mamba_note) if note]
         reqs = self.running_limit(s, p)
         capped = s.card.ssm is not None and self.version.mamba_running_cap
-        given, estimate = s.opts.max_running_requests, "clamp(tokens / context_len x 512, 2048, 4096)"
+        given, estimate = self._running_cap(s), "clamp(tokens / context_len x 512, 2048, 4096)"
+        how = ("" if s.opts.max_running_requests is not None else
+               " (not given: SGLang's default with speculative decoding, server_args.py)")
         terms = ([estimate, "tokens // 2"] if given is None else
-                 {"as_given": [f"--max-running-requests {given:,} as given"],
-                  "estimate": [f"--max-running-requests {given:,}", estimate],
-                  "half_tokens": [f"--max-running-requests {given:,}", "tokens // 2"]}[self.version.given_running])
+                 {"as_given": [f"--max-running-requests {given:,}{how or ' as given'}"],
+                  "estimate": [f"--max-running-requests {given:,}{how}", estimate],
+                  "half_tokens": [f"--max-running-requests {given:,}{how}", "tokens // 2"]}[self.version.given_running])
         terms += [f"max_mamba_cache_size // {self._mamba_ratio(s)}"] if capped else []
         rule = terms[0] if len(terms) == 1 else f"min({', '.join(terms)})"
         out.append(f"SGLang admits at most max_running_requests = {reqs:,} requests at once (resolve_max_num_reqs: "

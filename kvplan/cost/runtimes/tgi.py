@@ -180,6 +180,15 @@ def attention_reason(card, gpu) -> str:
     return f"head dim {card.head_dim}"
 
 
+def warmup_blocks(prefill: int, max_total: int | None, block_size: int) -> int:
+    """The warm-up batch's KV blocks (TGI.warmup_blocks): with --max-total-tokens L (and --max-input-tokens L - 1),
+    ceil(prefill / (L - 1)) requests of ceil((L - 1) / BLOCK_SIZE) blocks each; without them (``max_total`` None) one
+    request of ``prefill`` tokens and max_new_tokens 1, ceil(prefill / BLOCK_SIZE) blocks."""
+    if max_total is None:
+        return cdiv(prefill, block_size)
+    return cdiv(prefill, max_total - 1) * cdiv(max_total - 1, block_size)
+
+
 def num_blocks(free_bytes: int, total_bytes: int, fraction: float, block_bytes: int, warmup_blocks: int) -> int:
     """flash_causal_lm.py warmup: int(max(0, free - (1 - fraction) x total) x 0.90) // block bytes + the warm-up
     batch's blocks (allocated during the warm-up, so outside ``free``)."""
@@ -255,9 +264,12 @@ class TGI(TokenPool):
     # -- the budget --
 
     def warmup_blocks(self, s: Setup) -> int:
-        """The warm-up batch's blocks: its max_batch_prefill_tokens tokens in whole blocks (an estimate: TGI splits
-        the batch into requests of at most max_input_tokens, each rounded up to a block)."""
-        return cdiv(s.mnbt, s.block_size)
+        """The warm-up batch's blocks for the launch line (--max-input-tokens L - 1 --max-total-tokens L), db931fcf:
+        ``backends/v3/src/client/grpc_client.rs`` ``warmup`` sends requests of ``truncate = min(max_input_tokens,
+        max_prefill_tokens - n_tokens)`` tokens until max_batch_prefill_tokens, each with ``max_new_tokens =
+        max_total_tokens - truncate``; ``flash_causal_lm.py`` ``FlashCausalLMBatch.from_tokenized`` gives a request
+        ``ceil((prompt_length + max_new_tokens - 1) / BLOCK_SIZE)`` blocks, so every request holds L - 1 tokens."""
+        return warmup_blocks(s.mnbt, s.max_model_len, s.block_size)
 
     def budget(self, s: Setup, st: Stage) -> int:
         block_bytes = self.token_bytes(s, st) * s.block_size
@@ -292,6 +304,26 @@ class TGI(TokenPool):
             cmd.append("--dtype float16")
         return " ".join(cmd)
 
+    def no_flag_note(self, s: Setup, p) -> str:
+        """What TGI 3.x does without --max-input-tokens/--max-total-tokens (db931fcf): launcher/src/main.rs passes
+        neither to the shard (``max_input_tokens``/``max_total_tokens`` stay None); ``flash_causal_lm.py``
+        ``FlashCausalLM.warmup`` then sets ``max_total_tokens = min(num_blocks x BLOCK_SIZE,
+        tokenizer.model_max_length, max_position_embeddings)`` with prefill chunking (flashinfer, flashdecoding; else
+        the warm-up batch's cache length) and ``max_input_tokens = max_total_tokens - 1`` (since PR #2808, v3.0;
+        2.0's launcher defaulted them to min(max_position_embeddings, 4096) and one less)."""
+        mpe = s.card.max_position_embeddings
+        if self.attention(s) == "paged":
+            total = "the warm-up batch's cache length (paged attention has no prefill chunking; not modelled)"
+        else:
+            total = (f"min(KV tokens {fmt_int(p.pool.tokens)}, max_position_embeddings {fmt_int(mpe)}, the "
+                     f"tokenizer's model_max_length, which kvplan does not read) = at most "
+                     f"{fmt_int(min(p.pool.tokens, mpe))}")
+        return (f"This plan passes --max-model-len {fmt_int(s.max_model_len)} as --max-total-tokens and one less as "
+                f"--max-input-tokens. Without them TGI 3.x sets max_total_tokens = {total} and max_input_tokens one "
+                f"less (flash_causal_lm.py warmup), and warms up one request of max_batch_prefill_tokens "
+                f"({fmt_int(warmup_blocks(s.mnbt, None, s.block_size))} blocks, not "
+                f"{fmt_int(self.warmup_blocks(s))}), so its KV blocks differ slightly.")
+
     def notes(self, s: Setup, p) -> list[str]:
         lim = p.limiting
         attention = self.attention(s)
@@ -315,6 +347,7 @@ class TGI(TokenPool):
             out.append(f"--max-batch-prefill-tokens {fmt_int(s.mnbt)} on the launch line (given, or raised to "
                        f"max_input_tokens under paged attention, which has no prefill chunking); TGI's own default "
                        f"without the flag would be {fmt_int(value)} ({how}).")
+        out.append(self.no_flag_note(s, p))
         if any(sp.window for sp in lim.specs):
             out.append("Sliding-window layers are held in full: TGI keeps every position of every layer.")
         return out
