@@ -200,9 +200,11 @@ def test_sglang_eagle_draft_scales_the_cell_size(cli_json, cli):
     assert eagle["kv_cache"]["tokens"] == avail // 135_168 < plain["kv_cache"]["tokens"]
     assert "eagle k=3" in eagle["inputs"]["speculative"]
     assert ("--speculative-algorithm EAGLE --speculative-draft-model-path yuhuili/EAGLE-LLaMA3.1-Instruct-8B "
-            "--speculative-num-steps 3") in eagle["launch_command"] and "--speculative" not in plain["launch_command"]
+            "--speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4"
+            ) in eagle["launch_command"] and "--speculative" not in plain["launch_command"]
     tree = cli_json(*args, "--speculative-algorithm", "EAGLE", "--speculative-draft-model-path", "x/EAGLE",
-                    "--speculative-eagle-topk", "4", "--speculative-num-draft-tokens", "8")
+                    "--speculative-num-steps", "3", "--speculative-eagle-topk", "4",
+                    "--speculative-num-draft-tokens", "8")
     assert tree["launch_command"].endswith("--speculative-eagle-topk 4 --speculative-num-draft-tokens 8")
     own = cli_json(*args, "--speculative-algorithm", "STANDALONE", "--speculative-draft-model-path", "llama-3.1-8b")
     assert own["kv_cache"]["tokens"] == avail // 262_144  # a 32-layer draft: the cell twice
