@@ -200,16 +200,18 @@ def test_sglang_eagle_draft_scales_the_cell_size(cli_json, cli):
     assert eagle["kv_cache"]["tokens"] == avail // 135_168 < plain["kv_cache"]["tokens"]
     assert "eagle k=3" in eagle["inputs"]["speculative"]
     assert ("--speculative-algorithm EAGLE --speculative-draft-model-path yuhuili/EAGLE-LLaMA3.1-Instruct-8B "
-            "--speculative-num-steps 3") in eagle["launch_command"] and "--speculative" not in plain["launch_command"]
+            "--speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4"
+            ) in eagle["launch_command"] and "--speculative" not in plain["launch_command"]
     tree = cli_json(*args, "--speculative-algorithm", "EAGLE", "--speculative-draft-model-path", "x/EAGLE",
-                    "--speculative-eagle-topk", "4", "--speculative-num-draft-tokens", "8")
+                    "--speculative-num-steps", "3", "--speculative-eagle-topk", "4",
+                    "--speculative-num-draft-tokens", "8")
     assert tree["launch_command"].endswith("--speculative-eagle-topk 4 --speculative-num-draft-tokens 8")
     own = cli_json(*args, "--speculative-algorithm", "STANDALONE", "--speculative-draft-model-path", "llama-3.1-8b")
     assert own["kv_cache"]["tokens"] == avail // 262_144  # a 32-layer draft: the cell twice
     lat = cli_json(*args, "--speculative-algorithm", "EAGLE", "--speculative-draft-model-path", "x/EAGLE",
                    "--concurrency", "1", "--acceptance-rate", "0.5")["latency"]
-    # no --speculative-num-steps: SGLang's auto-choice for LlamaForCausalLM, 5 steps (serving_sglang.SPEC_5_STEPS)
-    assert lat["tokens_per_step"] == pytest.approx(1 + 0.5 + 0.25 + 0.125 + 0.0625 + 0.03125)
+    # no --speculative-num-steps: kvplan's chain of 3, which the line gives (features.SGLANG_DEFAULT_STEPS)
+    assert lat["tokens_per_step"] == pytest.approx(1 + 0.5 + 0.25 + 0.125)
     code, _, err = cli(*args, "--speculative-algorithm", "NEXTN")
     assert code == 2 and "NEXTN" in err
     code, _, err = cli(*args, "--speculative-algorithm", "MEDUSA")
@@ -275,17 +277,23 @@ def test_from_log_reads_the_speculative_config(tmp_path, where):
     ("sglang==0.5.23", "llama-3.1-8b", "EAGLE", 5), ("sglang==0.5.23", "llama-3.1-8b", "STANDALONE", 3),
 ])
 def test_sglang_speculative_defaults_are_the_releases_auto_choice(cli_json, engine, model, algo, steps):
-    """Without --speculative-num-steps/--max-running-requests SGLang auto-chooses the draft's steps by release and
-    target architecture, and sets max_running_requests to 48 (0.4.8 server_args.py line 451 ... 0.5.23
-    speculative_hook.py _handle_eagle_family); kvplan assumed 3 steps and the pool's estimate (>= 2,048). The launch
-    line leaves both to SGLang: --speculative-num-steps alone skips the auto-choice and leaves top-k unset (0.4.8)."""
+    """Without --max-running-requests SGLang sets max_running_requests to 48 with speculative decoding (0.4.8
+    server_args.py line 451 ... 0.5.23 speculative_hook.py _handle_eagle_family); kvplan assumed the pool's estimate
+    (>= 2,048). Without the steps kvplan plans its chain (3 steps, top-k 1, 4 draft tokens) and the line gives all three
+    (SGLang refuses steps alone: tests/test_sglang_spec_lines.py); where SGLang's own auto-choice for the release and
+    architecture differs (``steps``), a note names it."""
     draft = "llama-3.1-8b" if algo == "STANDALONE" else "x/EAGLE"
     r = cli_json("plan", "-m", model, "--gpu", "H100-SXM", "--max-model-len", "8192", "--engine", engine,
                  "--speculative-algorithm", algo, "--speculative-draft-model-path", draft)
-    assert r["inputs"]["speculative"].startswith(f"{algo.lower()} k={steps} ")
-    assert r["running_limit"] == 48 and "--speculative-num-steps" not in r["launch_command"]
+    assert r["inputs"]["speculative"].startswith(f"{algo.lower()} k=3 ")
+    assert r["running_limit"] == 48
+    assert ("--speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4"
+            in r["launch_command"])
+    auto = [n for n in r["notes"] if "would choose" in n]
+    assert (auto[0].count(f"would choose {steps} steps") == 1) if steps != 3 else auto == []
     given = cli_json("plan", "-m", model, "--gpu", "H100-SXM", "--max-model-len", "8192", "--engine", engine,
                      "--speculative-algorithm", algo, "--speculative-draft-model-path", draft,
                      "--speculative-num-steps", "2", "--max-running-requests", "64")
     assert given["inputs"]["speculative"].startswith(f"{algo.lower()} k=2 ") and given["running_limit"] == 64
-    assert "--speculative-num-steps 2" in given["launch_command"]
+    assert ("--speculative-num-steps 2 --speculative-eagle-topk 1 --speculative-num-draft-tokens 3"
+            in given["launch_command"]) and not [n for n in given["notes"] if "would choose" in n]

@@ -55,8 +55,10 @@ def test_state_space_hybrids_keep_page_1_on_b200_where_the_release_picks_another
 ])
 def test_qwen3_next_keeps_trtllm_mha_with_speculative_decoding_from_0_5_10(engine, topk, page):
     # a given --mem-fraction-static: 0.5.10's default keeps 4 GiB more for the draft (QA C 4), too little for 80B
+    # SGLang takes a top-k only with the steps (and, above 1, the draft tokens): features.parse_sglang_speculative
     d = _plan("-m", "qwen3-next-80b-a3b", *B200, "--engine", engine, "--speculative-algorithm", "NEXTN",
-              "--speculative-eagle-topk", topk, "--mem-fraction-static", "0.85")
+              "--speculative-num-steps", "3", "--speculative-eagle-topk", topk, "--speculative-num-draft-tokens", "8",
+              "--mem-fraction-static", "0.85")
     assert d["inputs"]["block_size"] == page
     assert _trtllm_noted(d) == (page == 64)
 

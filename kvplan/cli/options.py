@@ -135,12 +135,15 @@ MaxBatchPrefillTokens = Annotated[_I, typer.Option(
 SpeculativeConfig = Annotated[_S, typer.Option(
     "--speculative-config", help='vLLM: JSON, e.g. \'{"method": "eagle", "model": "...", "num_speculative_tokens": 3}\'.')]
 SpecAlgorithm = Annotated[_S, typer.Option("--speculative-algorithm", help="SGLang: EAGLE, EAGLE3, NEXTN, STANDALONE "
-                                           "or NGRAM (the draft's K/V in the token pool).")]
+                                           "or NGRAM (the last two from 0.5.3; the draft's K/V in the token pool).")]
 SpecDraftPath = Annotated[_S, typer.Option("--speculative-draft-model-path", help="SGLang: the draft (EAGLE head, or "
-                                           "STANDALONE: a model kvplan reads).")]
-SpecNumSteps = Annotated[_I, typer.Option("--speculative-num-steps", help="SGLang: drafting steps (default: "
-                                                        "the release's auto-choice by architecture, 3 or 5).")]
-SpecEagleTopk = Annotated[_I, typer.Option("--speculative-eagle-topk", help="SGLang: branches per drafting step.")]
+                                           "STANDALONE: a model kvplan reads; a card name is launched as its Hub "
+                                           "repo).")]
+SpecNumSteps = Annotated[_I, typer.Option("--speculative-num-steps", help="SGLang: drafting steps (default 3); the "
+                                          "line always gives steps, top-k (default 1) and draft tokens (default "
+                                          "steps + 1) together, as SGLang needs.")]
+SpecEagleTopk = Annotated[_I, typer.Option("--speculative-eagle-topk", help="SGLang: branches per drafting step (above "
+                                           "1 with --speculative-num-steps and --speculative-num-draft-tokens).")]
 SpecDraftTokens = Annotated[_I, typer.Option("--speculative-num-draft-tokens", help="SGLang: tokens verified per "
                                              "step.")]
 SwaFullTokensRatio = Annotated[_F, typer.Option("--swa-full-tokens-ratio", help="SGLang: the hybrid SWA pool's "

@@ -46,6 +46,7 @@ class Speculative:
     passed_on: tuple[str, ...] = ()  # the engine's flags given but not modelled, for the launch line
     spelling: str = ""  # the method as given (vLLM's deepseek_mtp, qwen3_next_mtp, ... are method mtp)
     config: str | None = None  # vLLM: the --speculative-config JSON as given, every key of it (the launch line's)
+    topk: int | None = None  # SGLang: --speculative-eagle-topk on the launch line (1: a chain; None: vLLM, NGRAM)
 
     def __str__(self) -> str:
         draft = f", draft {self.model}" if self.model else ""
@@ -68,7 +69,10 @@ def parse_speculative(value: str | dict, card: ModelCard) -> Speculative:
         config = json.dumps(value)
     except (TypeError, ValueError):  # a dict through the API holding what JSON cannot
         raise KvplanError(f"{flag}: a JSON object of strings and numbers, got {str(value)[:60]!r}") from None
-    return replace(_speculative(value, card), config=config)
+    spec = _speculative(value, card)
+    if spec.draft_card is not None and spec.model != value.get("model"):  # a card name: the engine loads its Hub repo
+        config = json.dumps({**value, "model": spec.model})
+    return replace(spec, config=config)
 
 
 def _speculative(value: dict, card: ModelCard) -> Speculative:
@@ -102,7 +106,7 @@ def _speculative(value: dict, card: ModelCard) -> Speculative:
         if not model:
             raise KvplanError(f"{flag}: method draft_model needs \"model\": a card name, .yaml or Hub id kvplan reads")
         draft = draft_card(f"{flag}: model", model)
-        return Speculative(method, k, model, draft.attention_layers, draft)
+        return Speculative(method, k, hub_repo(draft), draft.attention_layers, draft)
     return Speculative(method, k, model, 0)  # ngram, suffix: proposers on the host, nothing on the GPU
 
 
@@ -116,6 +120,14 @@ def own_mtp_layers(card: ModelCard, what: str) -> int:
     return card.mtp_layers or MTP_LAYERS
 
 
+def hub_repo(draft: ModelCard) -> str:
+    """The repository an engine loads for a draft card, resolved as the target's is (model.origin.hf_repo: the Hub id
+    in the card's source), so a bundled card name given as the draft becomes its Hub id on the launch line."""
+    from kvplan.model.origin import hf_repo
+
+    return hf_repo(draft)
+
+
 def draft_card(flag: str, model: str) -> ModelCard:
     """The draft model's card (a bundled name, .yaml or Hub id), a bad one reported under ``flag``."""
     from kvplan.model.catalog import load_card
@@ -127,17 +139,28 @@ def draft_card(flag: str, model: str) -> ModelCard:
 
 
 SGLANG_SPEC = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")
-# NGRAM's chain when --speculative-num-steps is not given (unverified); the EAGLE family's is SGLang's auto-choice
-# by release and architecture (serving_sglang.auto_speculative_params, applied by the SGLang runtime)
+# kvplan's draft when --speculative-num-steps is not given: a chain of 3 steps (topk 1, 4 draft tokens), printed on the
+# launch line in full. SGLang's own choice (server_args.py auto_choose_speculative_params; 0.5.14+
+# arg_groups/speculative_hook.py _auto_choose_speculative_params) is reached only when none of the three is given and
+# depends on the release and the architecture: 0.4.8 - 0.5.1 (5, 4, 8) but (3, 1, 4) for DeepSeek V2/V3 (+ gpt-oss
+# 0.5.1); 0.5.4 - 0.5.12 also (3, 1, 4) for STANDALONE, Bailing; 0.5.13 - 0.5.23 (3, 1, 4) for every architecture but
+# Llama and Grok ((5, 4, 8)) -- a tree (topk 4) for Llama in every release, which kvplan does not model
 SGLANG_DEFAULT_STEPS = 3
 
 
 def parse_sglang_speculative(flags, card: ModelCard) -> Speculative | None:
     """SGLang's --speculative-* flags (server_args.py): NEXTN runs as EAGLE on the model's own MTP layers; EAGLE /
     EAGLE3 heads have one decoder layer; STANDALONE loads the draft model (a card kvplan reads); NGRAM keeps nothing
-    on the GPU. k = --speculative-num-steps (the drafted chain; not given: SGLANG_DEFAULT_STEPS, which the SGLang
-    runtime replaces by the release's auto-choice for the EAGLE family). The flags given go on to the launch line
-    (passed_on); without them SGLang auto-chooses steps, top-k and draft tokens together."""
+    on the GPU. k = --speculative-num-steps (the drafted chain; kvplan's default SGLANG_DEFAULT_STEPS).
+
+    EAGLE, EAGLE3, NEXTN and STANDALONE get the whole triple on the launch line (``passed_on``): SGLang takes either
+    none of --speculative-num-steps / --speculative-eagle-topk / --speculative-num-draft-tokens (its auto-choice) or
+    the steps with a top-k (server_args.py _handle_speculative_decoding, read in 0.4.8, 0.5.4, 0.5.6, 0.5.10;
+    arg_groups/speculative_hook.py _handle_eagle_family 0.5.13 - 0.5.23): "if speculative_num_steps is None: assert
+    speculative_eagle_topk is None and speculative_num_draft_tokens is None", then ``speculative_eagle_topk > 1``
+    raises a TypeError on a top-k left None (0.5.4+), and a top-k > 1 leaves the draft tokens None (only top-k 1 sets
+    them to steps + 1). So: no steps -> kvplan's chain (3, 1, 4); steps alone -> top-k 1 and steps + 1 draft tokens;
+    a top-k or draft tokens without the steps, or a top-k > 1 without the draft tokens, refused."""
     algo = flags.speculative_algorithm
     given = [n for n in ("speculative_draft_model_path", "speculative_num_steps", "speculative_eagle_topk",
                          "speculative_num_draft_tokens") if getattr(flags, n) is not None]
@@ -150,25 +173,38 @@ def parse_sglang_speculative(flags, card: ModelCard) -> Speculative | None:
         raise KvplanError(f"--speculative-algorithm: {str(algo)[:40]!r}; allowed: {', '.join(SGLANG_SPEC)}")
     steps = flags.speculative_num_steps
     k = SGLANG_DEFAULT_STEPS if steps is None else require_positive("--speculative-num-steps", steps, 64)
-    # the draft tree's shape: checked, passed on to the launch line as given, not modelled (k is the chain's length)
-    passed_on = ((f"--speculative-num-steps {k}",) if steps is not None else ()) + tuple(
-        f"{flag} {require_positive(flag, v, 1024)}" for flag, v in (
+    topk, tokens = (None if v is None else require_positive(f, v, 1024) for f, v in (
         ("--speculative-eagle-topk", flags.speculative_eagle_topk),
-        ("--speculative-num-draft-tokens", flags.speculative_num_draft_tokens)) if v is not None)
+        ("--speculative-num-draft-tokens", flags.speculative_num_draft_tokens)))
     path = flags.speculative_draft_model_path
+    if name == "NGRAM":  # as given: SGLang's NGRAM sets its top-k from --speculative-ngram-max-bfs-breadth itself
+        passed_on = (f"--speculative-num-steps {k}",
+                     *(f"{f} {v}" for f, v in (("--speculative-eagle-topk", topk),
+                                               ("--speculative-num-draft-tokens", tokens)) if v is not None))
+        return Speculative("ngram", k, path, 0, None, passed_on, topk=topk)
+    if steps is None and (topk is not None or tokens is not None):
+        which = "--speculative-eagle-topk" if topk is not None else "--speculative-num-draft-tokens"
+        raise KvplanError(f"--speculative-num-steps: SGLang needs it with {which} (server_args.py "
+                          "_handle_speculative_decoding asserts both unset without it); give all three or none")
+    topk = 1 if topk is None else topk
+    if tokens is None and topk > 1:
+        raise KvplanError(f"--speculative-num-draft-tokens: SGLang needs it with --speculative-eagle-topk {topk} "
+                          "(server_args.py _handle_speculative_decoding sets it only for top-k 1)")
+    tokens = k + 1 if tokens is None else tokens
+    passed_on = (f"--speculative-num-steps {k}", f"--speculative-eagle-topk {topk}",
+                 f"--speculative-num-draft-tokens {tokens}")
     if name == "NEXTN":
-        return Speculative("nextn", k, path, own_mtp_layers(card, "--speculative-algorithm: NEXTN"), None, passed_on)
+        return Speculative("nextn", k, path, own_mtp_layers(card, "--speculative-algorithm: NEXTN"), None, passed_on,
+                           topk=topk)
     if name in ("EAGLE", "EAGLE3"):
         if not path:
             raise KvplanError(f"--speculative-draft-model-path: {name} needs the draft head's repository")
-        return Speculative(name.lower(), k, path, EAGLE_LAYERS, None, passed_on)
-    if name == "STANDALONE":
-        if not path:
-            raise KvplanError("--speculative-draft-model-path: STANDALONE needs the draft model (a card name, .yaml "
-                              "or Hub id kvplan reads)")
-        draft = draft_card("--speculative-draft-model-path", path)
-        return Speculative("standalone", k, path, draft.attention_layers, draft, passed_on)
-    return Speculative("ngram", k, path, 0, None, passed_on)
+        return Speculative(name.lower(), k, path, EAGLE_LAYERS, None, passed_on, topk=topk)
+    if not path:
+        raise KvplanError("--speculative-draft-model-path: STANDALONE needs the draft model (a card name, .yaml "
+                          "or Hub id kvplan reads)")
+    draft = draft_card("--speculative-draft-model-path", path)
+    return Speculative("standalone", k, hub_repo(draft), draft.attention_layers, draft, passed_on, topk=topk)
 
 
 def sglang_spec_cell_size(cell_size: int, spec: Speculative | None, num_layers: int) -> int:

@@ -150,6 +150,7 @@ class Options:
     max_mamba_cache_size: int | None = None  # SGLang --max-mamba-cache-size as given, where SGLang uses it (None: not)
     mamba_strategy: str | None = None  # SGLang --mamba-radix-cache-strategy as given, where SGLang uses it (None: auto's choice)
     mamba_note: str | None = None  # what SGLang does with those three flags for this model and release
+    spec_note: str | None = None  # SGLang: the draft shape the line fixes where SGLang's own choice would differ
     llama: LlamaFlags | None = None  # llama.cpp's flags with its defaults (llamacpp, ollama)
 
 

@@ -328,6 +328,14 @@ VERSIONS = (
 )
 
 
+# the first release taking each --speculative-algorithm kvplan reads beyond EAGLE, EAGLE3, NEXTN
+# (SGLang._refuse_spec_release)
+SPEC_FIRST_RELEASE = {"STANDALONE": (0, 5, 3), "NGRAM": (0, 5, 3)}
+# NGRAM's draft tree width: server_args.py speculative_ngram_max_bfs_breadth = 10 (0.5.4, 0.5.10, 0.5.13 read), which
+# _handle_speculative_decoding copies into speculative_eagle_topk; kvplan does not take the flag
+NGRAM_BFS_BREADTH = 10
+
+
 class SGLang(Server):
     name = "sglang"
     display_name = "SGLang"
@@ -419,14 +427,26 @@ class SGLang(Server):
         self._refuse_vllm_only(flags)
         from kvplan.cost.features import parse_sglang_speculative
 
+        self._refuse_spec_release(flags)
         speculative = parse_sglang_speculative(flags, card)
+        spec_note = None
         if speculative is not None and flags.speculative_num_steps is None and speculative.method != "ngram":
-            steps = sg.auto_speculative_params(self.version.first, card.hf_architecture, speculative.method)[0]
-            speculative = replace(speculative, k=steps)
+            auto = sg.auto_speculative_params(self.version.first, card.hf_architecture, speculative.method)
+            if auto != (speculative.k, speculative.topk, speculative.k + 1):
+                spec_note = (f"SGLang speculative decoding: the launch line fixes kvplan's chain of {speculative.k} "
+                             f"steps (top-k {speculative.topk}, {speculative.k + 1} draft tokens); launched without "
+                             f"the three flags, {self.version.label.split(' (')[0]} would choose "
+                             f"{auto[0]} steps, top-k {auto[1]}, {auto[2]} draft tokens for {card.hf_architecture} "
+                             "(auto_choose_speculative_params), a tree kvplan does not model")
         running = self._given_running(flags, card, speculative is not None)
         mamba = self._mamba_flags(flags, card)
         pages = self.version.trtllm_mha_pages
-        trtllm = self.version.uses_trtllm_mha(gpu, card, speculative is not None, flags.speculative_eagle_topk)
+        # the top-k the launch line gives, as the default backend reads it (utils is_no_spec_infer_or_topk_one, read
+        # in 0.5.7, 0.5.13, 0.5.18, 0.5.23: "speculative_eagle_topk == 1 and (page_size == 1 or page_size is None)"):
+        # a top-k of 1 with a --page-size above 1 is no longer "top-k one", so no trtllm_mha
+        topk = None if speculative is None else speculative.topk
+        trtllm = self.version.uses_trtllm_mha(gpu, card, speculative is not None,
+                                              topk if topk != 1 or block == 1 else None)
         mla = not trtllm and self.version.uses_trtllm_mla(gpu, card)
         if mla:
             pages = sg.TRTLLM_MLA_PAGES
@@ -438,6 +458,8 @@ class SGLang(Server):
         changed = (trtllm or mla) and block not in pages
         if changed:
             block = sg.TRTLLM_MHA_PAGE  # SGLang's own change of the page size, the given one or its default 1
+        speculative = self._spec_backend(speculative, card, gpu, block, "trtllm_mla" if mla else
+                                         "trtllm_mha" if trtllm else None)
         swa_ratio, single = self._swa_ratio(flags, card, speculative is not None, trtllm)
         release = self.version.label.split(" (")[0]
         note = f"{release} gives {card.name} one pool: {single}" if single else None
@@ -466,7 +488,53 @@ class SGLang(Server):
                                                    flags.block_size is not None else "")) if trtllm or mla else None,
                        swa_ratio=swa_ratio,
                        swa_disabled=flags.disable_hybrid_swa_memory, mfs_note=mfs_note, max_running_requests=running,
-                       **mamba)
+                       spec_note=spec_note, **mamba)
+
+    def _refuse_spec_release(self, flags: ServingFlags) -> None:
+        """--speculative-algorithm STANDALONE / NGRAM before 0.5.3: server_args.py ``add_cli_args`` has
+        ``"--speculative-algorithm", choices=["EAGLE", "EAGLE3", "NEXTN"]`` in 0.4.8, 0.4.9, 0.4.10 and 0.5.1 (read;
+        0.4.0 - 0.4.7, 0.5.0 and 0.5.2 assumed alike), ``[..., "STANDALONE", "NGRAM"]`` in 0.5.4 - 0.5.11 and the
+        builtins of SpeculativeAlgorithm from 0.5.12 (read to 0.5.23; 0.5.3, not read, follows 0.5.4)."""
+        name = str(flags.speculative_algorithm or "").upper()
+        if name in SPEC_FIRST_RELEASE and self.version.first < SPEC_FIRST_RELEASE[name]:
+            first = ".".join(map(str, SPEC_FIRST_RELEASE[name]))
+            raise KvplanError(f"--speculative-algorithm {name}: {self.version.label.split(' (')[0]} does not take it "
+                              f"(its choices: EAGLE, EAGLE3, NEXTN); SGLang {first}+ does (--engine sglang=={first} "
+                              "or later)")
+
+    def _spec_backend(self, spec, card, gpu, page: int, trtllm: str | None):
+        """A draft tree (top-k > 1; NGRAM's is speculative_ngram_max_bfs_breadth, default 10) with pages of more
+        than one token (``page``: as SGLang runs it, trtllm_mla's 64 included): 0.5.4+ raise ValueError
+        ("speculative_eagle_topk > 1 with page_size > 1 is unstable") unless the attention backend is flashinfer (server_args.py _handle_speculative_decoding, 0.5.4 - 0.5.5; also fa3
+        0.5.6 - 0.5.12; also triton in arg_groups/speculative_hook.py _handle_eagle_family 0.5.13+; NGRAM flashinfer
+        alone, _handle_ngram). Up to 0.5.6 SGLang picks its default backend after that check (model_runner.py), so it
+        is None there unless the model's adjustments set one; from 0.5.7 it is picked before (flashinfer for a tree on
+        NVIDIA, fa3 on Hopper for NGRAM, whose top-k is set after). The line names flashinfer where SGLang takes it:
+        an NVIDIA GPU, a model without MLA (kvplan's pool is the same K/V for any of these backends; flashinfer
+        is no trtllm backend, which a tree never gets: uses_trtllm_mha), and none of the families whose
+        _handle_model_specific_adjustments assert their own backends (0.5.4: gpt-oss, Olmo 2, Llama 4); else
+        refused, as where SGLang serves the model with ``trtllm`` (trtllm_mla / trtllm_mha, named by its own
+        adjustments: not among the backends the check takes). 0.4.8 sets the top-k to 1 with pages instead; 0.4.9 -
+        0.5.2 take the tree with pages."""
+        topk = NGRAM_BFS_BREADTH if spec is not None and spec.method == "ngram" else getattr(spec, "topk", None)
+        if spec is None or page <= 1 or topk is None or topk <= 1 or self.version.first < (0, 5, 3):
+            return spec
+        tree = "--speculative-algorithm NGRAM" if spec.method == "ngram" else f"--speculative-eagle-topk {topk}"
+        arch = card.hf_architecture or ""
+        if trtllm is not None:
+            raise KvplanError(f"{tree}: SGLang {self.version.span} serves {card.name} on {gpu.name} with {trtllm} "
+                              f"({page}-token pages), and takes a draft tree with pages of more than one token only "
+                              "on flashinfer (server_args.py _handle_speculative_decoding); allowed: "
+                              + ("an algorithm other than NGRAM" if spec.method == "ngram"
+                                 else "--speculative-eagle-topk 1"))
+        if (gpu.vendor != "NVIDIA" or card.mla is not None or arch in ("GptOssForCausalLM", "Olmo2ForCausalLM")
+                or "Llama4" in arch):
+            raise KvplanError(f"--block-size {page}: SGLang {self.version.span} takes {tree} with pages of more "
+                              "than one token only on the flashinfer attention backend (server_args.py "
+                              f"_handle_speculative_decoding), which kvplan does not model for {card.name} on "
+                              f"{gpu.name}; allowed: --block-size 1" + (
+                                  "" if spec.method == "ngram" else " or --speculative-eagle-topk 1"))
+        return replace(spec, passed_on=(*spec.passed_on, "--attention-backend flashinfer"))
 
     def _given_running(self, flags: ServingFlags, card, speculative: bool) -> int | None:
         """--max-running-requests as given (a positive count); refused where SGLang sizes a hybrid's speculative
@@ -699,7 +767,8 @@ class SGLang(Server):
             if s.opts.mamba_strategy == "no_buffer" and self.version.no_buffer_overlap_off:
                 cmd.append("--disable-overlap-schedule")  # validate_mamba_no_buffer asserts it (0.5.14+)
         spec = s.opts.speculative
-        if spec is not None:  # as given: the algorithm, its draft, the steps and tree flags (none: SGLang's auto-choice)
+        if spec is not None:  # the algorithm, its draft, the steps (k), top-k and draft tokens (features.py
+            # parse_sglang_speculative), and the attention backend a tree with pages needs (_spec_backend)
             cmd += [f"--speculative-algorithm {spec.method.upper()}",
                     *([f"--speculative-draft-model-path {spec.model}"] if spec.model else []), *spec.passed_on]
         return " ".join(cmd + dtype_flags(s, "--kv-cache-dtype"))
@@ -755,7 +824,8 @@ class SGLang(Server):
                            f"; the sliding pool's is what the admission charges allow together, and as decode frees "
                            f"what leaves the window, requests admitted over time can reach the full pool's {full:,.1f}"
                            if v.swa_charge != "whole" and p.concurrency < full else "") + ".")
-        out += [f"{note}." for note in (s.opts.page_note, s.opts.swa_note, s.opts.mfs_note, s.opts.mamba_note) if note]
+        out += [f"{note}." for note in (s.opts.page_note, s.opts.swa_note, s.opts.mfs_note, s.opts.mamba_note,
+                                                s.opts.spec_note) if note]
         reqs = self.running_limit(s, p)
         capped = s.card.ssm is not None and self.version.mamba_running_cap
         given, estimate = self._running_cap(s), "clamp(tokens / context_len x 512, 2048, 4096)"
