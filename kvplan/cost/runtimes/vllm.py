@@ -411,6 +411,10 @@ class VLLM(Server):
                  else self.block_size_on(card, gpu, flags.kv_cache_dtype))
         util = utilization(flags.gpu_memory_utilization, self.version.default_utilization)
         self._refuse_sglang_only(flags)
+        if flags.kv_cache_memory is not None and not flags.kv_cache_memory_what_if:
+            self._refuse_before_flag("--kv-cache-memory", "--kv-cache-memory-bytes")
+        if flags.mm_encoder_tp_mode is not None:
+            self._refuse_before_flag("--mm-encoder-tp-mode", "--mm-encoder-tp-mode")
         kv_mem = None if flags.kv_cache_memory is None else positive_size("--kv-cache-memory", flags.kv_cache_memory)
         if flags.cold_compile and not v.compile_benchmarks_kernels:
             raise KvplanError(f"--cold-compile: modelled for vLLM 0.11.1 and later (Inductor's combo-kernel benchmark "
@@ -766,6 +770,26 @@ class VLLM(Server):
     def running_limit(self, s: Setup, p: Pool) -> int | None:
         return s.max_num_seqs
 
+    def release(self) -> tuple[int, ...]:
+        """The release planned: the one pinned (``--engine vllm==0.10.1``), else the range's first (the newest range
+        when no release is given), so a range spanning a flag's first release refuses it unless pinned past it."""
+        from kvplan.cost.runtimes.base import parse_release
+
+        return parse_release("--engine", self.pinned) if self.pinned is not None else self.version.first
+
+    def has_launch_flag(self, flag: str) -> bool:
+        """Whether the release planned takes vLLM's ``flag`` (LAUNCH_FLAG_FIRST: the first release with it)."""
+        first = LAUNCH_FLAG_FIRST.get(flag)
+        return first is None or self.release() >= first
+
+    def _refuse_before_flag(self, given: str, flag: str) -> None:
+        """KvplanError naming ``given`` where the release planned lacks vLLM's ``flag`` (argparse exits on it)."""
+        if not self.has_launch_flag(flag):
+            first = ".".join(map(str, LAUNCH_FLAG_FIRST[flag]))
+            planned = f"vLLM {self.pinned}" if self.pinned is not None else self.rules
+            raise KvplanError(f"{given}: vLLM's {flag} is first in vLLM {first} (engine/arg_utils.py); {planned} "
+                              f"rejects it; use --engine vllm=={first} or later, or leave it off")
+
     def _check_mtp_spelling(self, spec) -> None:
         """A pinned release that does not take the MTP method's spelling refuses the config (SpeculativeConfig's
         Literal): "mtp" is first in 0.11; 0.9.1-0.10 take the model type's name (deepseek_mtp)."""
@@ -1030,6 +1054,14 @@ def hybrid_alignment(card) -> int:
     """The kernel block alignment vLLM's hybrid page unification starts from (before max with block_size): the
     attention backend's smallest kernel block, 16; MLA hybrids (Kimi-Linear) 128 (vl.MLA_HYBRID_ALIGNMENT)."""
     return vl.MLA_HYBRID_ALIGNMENT if card.mla else vl.DEFAULT_BLOCK_SIZE
+
+
+# vLLM flags kvplan prints that a release it models lacks -> the first release with it. --kv-cache-memory-bytes and
+# --mm-encoder-tp-mode: absent from engine/arg_utils.py in 0.9.1, 0.9.2, 0.10.0 and 0.10.1.1, first in 0.10.2
+# (/tmp/audit/src/0.10.2/vllm/engine/arg_utils.py add_cli_args: cache_group "--kv-cache-memory-bytes", multimodal
+# group "--mm-encoder-tp-mode"); FlexibleArgumentParser exits on an unrecognized argument. V0 (0.2 - 0.9.0) has
+# neither.
+LAUNCH_FLAG_FIRST = {"--kv-cache-memory-bytes": (0, 10, 2), "--mm-encoder-tp-mode": (0, 10, 2)}
 
 
 @dataclass(frozen=True)

@@ -102,15 +102,15 @@ def from_log(path: str | Path, *, model=None, gpu: str | None = None, gpu_memory
         notes.append(f"kvplan refuses this deployment from its flags, as the engine did (the log's available KV cache "
                      f"memory is {stated.text} GiB): {refused}; the other figures are planned with a nominal pool"
                      + ("" if calibrate else _FAILED_HINT))
-        flat = plan(card, **{**kw, "kv_cache_memory": "1GiB"})
+        flat = _pool_plan(card, {**kw, "kv_cache_memory": "1GiB"})
     pool_kw, pool_bytes, spread = (_pool_args(log, flat, kw) if refused is None
                                    else (None, log.figure("available").bytes, 0.0))
     if refused is None and pool_bytes is not None and pool_bytes <= 0:  # the engine stopped: "No available memory
         stated = log.figure("available")  # for the cache blocks"; kvplan's plan from the flags did not
         notes.append(f"The log's pool is {stated.text} GiB (line {stated.line}): the engine refused to start, so "
                      f"nothing is planned from it{'' if calibrate else _FAILED_HINT}")
-    pooled = None if pool_kw is None else plan(card, **pool_kw)
-    ends = [] if pool_kw is None or not spread else [plan(card, **{**pool_kw, **_shift(pool_kw, d)})
+    pooled = None if pool_kw is None else _pool_plan(card, pool_kw)
+    ends = [] if pool_kw is None or not spread else [_pool_plan(card, {**pool_kw, **_shift(pool_kw, d)})
                                                      for d in (-spread, spread)]
     rows = [_row(f, flat, pooled, ends, pool_bytes is not None) for f in _stated(log)]
     if "stand-in" in (log.gpu_header or "") and not gpu:  # `# gpu: X (stand-in: ...)`: the total is not known
@@ -219,7 +219,7 @@ def _not_comparable(log: ParsedLog, rows: list[Row], own: tuple | None, plans: t
         card, kw = own
         own_flat = _quietly(lambda: plan(card, **kw))
         pool_kw = None if own_flat is None else _pool_args(log, own_flat, kw)[0]
-        own_pooled = None if pool_kw is None or pooled is None else _quietly(lambda: plan(card, **pool_kw))
+        own_pooled = None if pool_kw is None or pooled is None else _quietly(lambda: _pool_plan(card, pool_kw))
 
     def moved(name: str, now: PlanResult | None, then: PlanResult | None) -> bool:
         return now is not None and (then is None or value_of(name, now) != value_of(name, then))
@@ -539,6 +539,15 @@ def _pool_args(log: ParsedLog, flat: PlanResult, kw: dict) -> tuple[dict | None,
         rest = flat.per_gpu.requested_bytes - flat.per_gpu.weights_bytes - pool
         return ({**kw, "non_torch_memory": rest}, pool, spread) if rest >= 0 else (None, None, 0.0)
     return {**kw, "kv_cache_memory": pool}, pool, spread
+
+
+def _pool_plan(card, kw: dict) -> PlanResult:
+    """``plan(card, **kw)`` where ``kw``'s ``kv_cache_memory`` is kvplan's what-if (the log's pool, or a nominal one),
+    not a launch flag: a release without vLLM's --kv-cache-memory-bytes (before 0.10.2) takes it too, and its plan
+    then prints no launch command (plan's ``kv_cache_memory_what_if``)."""
+    from kvplan.planning.capacity import plan
+
+    return plan(card, **kw, kv_cache_memory_what_if="kv_cache_memory" in kw)
 
 
 def _shift(pool_kw: dict, gib: float) -> dict:

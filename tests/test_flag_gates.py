@@ -1,0 +1,45 @@
+"""Launch flags by engine release and GPU (QA report G, findings 3, 4, 6, 8, 9, 10, 10b): what a release's parser
+lacks is refused with one line, and a launch line kvplan prints is one the engine takes."""
+
+import pytest
+
+from helpers import one_line_error
+
+LLAMA = ("plan", "-m", "llama-3.1-8b", "--gpu", "H100-SXM", "--max-model-len", "8192")
+VL = ("plan", "-m", "qwen2.5-vl-7b", "--gpu", "H100-SXM", "--tp", "2", "--max-model-len", "8192")
+
+
+# ---- 3 + 10: --kv-cache-memory-bytes and --mm-encoder-tp-mode are first in vLLM 0.10.2 ------------------------------
+# (engine/arg_utils.py: absent from 0.9.1, 0.9.2, 0.10.0 and 0.10.1.1; cache_group "--kv-cache-memory-bytes" and
+# "--mm-encoder-tp-mode" in 0.10.2)
+
+@pytest.mark.parametrize("engine", ["vllm==0.9.1", "vllm==0.9.2", "vllm==0.10", "vllm==0.10.1"])
+@pytest.mark.parametrize("args, flag", [((*LLAMA, "--kv-cache-memory", "20GiB"), "--kv-cache-memory"),
+                                        ((*VL, "--mm-encoder-tp-mode", "data"), "--mm-encoder-tp-mode"),
+                                        ((*VL, "--mm-encoder-tp-mode", "weights"), "--mm-encoder-tp-mode")])
+def test_flags_first_in_0_10_2_refused_before(cli, engine, args, flag):
+    line = one_line_error(cli, *args, "--engine", engine)
+    assert line.startswith(f"error: {flag}:") and "0.10.2" in line
+
+
+@pytest.mark.parametrize("engine", ["vllm==0.6.4", "vllm==0.7", "vllm==0.2"])
+def test_kv_cache_memory_refused_on_v0(cli, engine):
+    line = one_line_error(cli, *LLAMA, "--kv-cache-memory", "20GiB", "--engine", engine)
+    assert line.startswith("error: --kv-cache-memory:") and "0.10.2" in line
+
+
+@pytest.mark.parametrize("engine", ["vllm==0.10.2", "vllm==0.11", "vllm"])
+def test_flags_first_in_0_10_2_printed_from_it(cli_json, engine):
+    pool = cli_json(*LLAMA, "--kv-cache-memory", "20GiB", "--engine", engine)
+    assert "--kv-cache-memory-bytes 21474836480" in pool["launch_command"]
+    mm = cli_json(*VL, "--mm-encoder-tp-mode", "data", "--engine", engine)
+    assert "--mm-encoder-tp-mode data" in mm["launch_command"]
+
+
+def test_band_split_keeps_the_rules(cli_json):
+    """0.10.1 and 0.10.2 stay one range of rules: without the gated flags their plans are the same."""
+    a = cli_json(*LLAMA, "--engine", "vllm==0.10.1")
+    b = cli_json(*LLAMA, "--engine", "vllm==0.10.2")
+    assert a["inputs"]["engine_rules"] == b["inputs"]["engine_rules"]
+    for key in ("per_gpu", "kv_cache", "max_concurrency", "launch_command"):
+        assert a[key] == b[key]
