@@ -43,3 +43,43 @@ def test_band_split_keeps_the_rules(cli_json):
     assert a["inputs"]["engine_rules"] == b["inputs"]["engine_rules"]
     for key in ("per_gpu", "kv_cache", "max_concurrency", "launch_command"):
         assert a[key] == b[key]
+
+
+# ---- 4: --from-log's pooled what-if prints no --kv-cache-memory-bytes on a release without it -----------------------
+
+POOLED_OLD = ["vllm-issue10517-llama-3.1-8b-20k.log",  # vLLM 0.6.4
+              "vllm-dennislee22-gpt-oss-120b-a100-tp4-ray.log"]  # vLLM 0.10.1
+
+
+@pytest.mark.parametrize("log", POOLED_OLD)
+def test_pooled_what_if_has_no_launch_line_before_0_10_2(cli_json, log):
+    r = cli_json("plan", "--from-log", f"docs/logs/{log}")
+    assert r["pooled"] is not None and r["pooled"]["launch_command"] is None
+    assert r["pooled"]["inputs"]["kv_cache_memory_bytes"] == r["logged_pool_bytes"]
+    assert any("--kv-cache-memory-bytes" in n and "0.10.2" in n for n in r["pooled"]["notes"])
+    assert "--kv-cache-memory-bytes" not in r["plan"]["launch_command"]  # the flags-alone plan keeps its line
+
+
+def test_pooled_launch_line_from_0_10_2(cli_json):
+    r = cli_json("plan", "--from-log", "docs/logs/vllm-code39689115050-qwen3-30b-a3b-2507-fp8-l40s-tp2.log")
+    assert r["engine"] == "vllm==0.10.2"
+    assert f"--kv-cache-memory-bytes {r['logged_pool_bytes']}" in r["pooled"]["launch_command"]
+
+
+def test_every_bundled_pooled_line_is_taken_by_its_release():
+    """Over every bundled vLLM log: a pooled launch line carries --kv-cache-memory-bytes only from 0.10.2."""
+    from pathlib import Path
+
+    from kvplan.cost.runtimes.base import parse_release
+    from kvplan.planning.capacity.fromlog import from_log
+
+    seen = {True: 0, False: 0}
+    for path in sorted(Path("docs/logs").glob("vllm-*.log")):
+        r = from_log(path)
+        if r.pooled is None or "==" not in r.engine:
+            continue
+        takes = parse_release("--engine", r.engine.split("==")[1]) >= (0, 10, 2)
+        line = r.pooled.launch_command
+        assert (line is not None and "--kv-cache-memory-bytes" in line) if takes else line is None, (path, line)
+        seen[takes] += 1
+    assert seen[True] and seen[False]

@@ -399,6 +399,11 @@ class Runtime(Engine):
         ``long_context_env`` is set."""
         return self.long_context_env is not None and s.max_model_len > s.card.max_position_embeddings
 
+    def no_launch_reason(self, s: Setup) -> str | None:
+        """Why no launch line of this runtime reproduces the plan ``s`` (a what-if given in kvplan's terms that the
+        engine has no flag for); None: ``launch_command`` does."""
+        return None
+
     def pool_summary(self, p: Pool, s: Setup) -> str:
         """What the verdict says about the pool after its size."""
         return ""

@@ -782,6 +782,18 @@ class VLLM(Server):
         first = LAUNCH_FLAG_FIRST.get(flag)
         return first is None or self.release() >= first
 
+    def no_launch_reason(self, s: Setup) -> str | None:
+        """A fixed pool (kvplan's what-if: --from-log's logged pool) on a release without --kv-cache-memory-bytes: no
+        flag of that release sets the pool in bytes (its pool is what the memory profile leaves), so no line."""
+        if s.kv_cache_memory is None or self.has_launch_flag("--kv-cache-memory-bytes"):
+            return None
+        first = ".".join(map(str, LAUNCH_FLAG_FIRST["--kv-cache-memory-bytes"]))
+        planned = f"vLLM {self.pinned}" if self.pinned is not None else self.rules
+        return (f"No launch command: this plan's fixed KV pool ({fmt_bytes(s.kv_cache_memory)}, {s.kv_cache_memory:,} "
+                f"B per GPU) is kvplan's what-if; {planned} has no --kv-cache-memory-bytes (first in vLLM {first}, "
+                "engine/arg_utils.py) and no other flag that sets the pool in bytes: its pool is what the memory "
+                "profile leaves of --gpu-memory-utilization.")
+
     def _refuse_before_flag(self, given: str, flag: str) -> None:
         """KvplanError naming ``given`` where the release planned lacks vLLM's ``flag`` (argparse exits on it)."""
         if not self.has_launch_flag(flag):
@@ -844,7 +856,7 @@ class VLLM(Server):
         return f" ({fmt_int(p.pool.num_blocks)} blocks of {s.block_size})"
 
     def notes(self, s: Setup, p: Pool) -> list[str]:
-        out = [_budget_note(s)]
+        out = [_budget_note(s), *filter(None, [self.no_launch_reason(s)])]
         if s.kv_cache_memory is not None:
             heavy = p.limiting  # the stage whose budget sizes the pool
             held = heavy.weights + s.kv_cache_memory + heavy.activation + heavy.non_torch + heavy.cuda_graph
