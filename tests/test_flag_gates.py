@@ -83,3 +83,33 @@ def test_every_bundled_pooled_line_is_taken_by_its_release():
         assert (line is not None and "--kv-cache-memory-bytes" in line) if takes else line is None, (path, line)
         seen[takes] += 1
     assert seen[True] and seen[False]
+
+
+# ---- 8: trtllm-serve is CUDA-only ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("gpu", ["MI300X", "MI250X", "MI325X", "RX-7900-XTX", "Gaudi-3"])
+def test_trtllm_refused_on_a_gpu_not_nvidia(cli, gpu):
+    from kvplan.cost.hardware import load_gpus
+
+    assert load_gpus()[gpu].vendor != "NVIDIA"  # the catalog's vendor is what decides
+    line = one_line_error(cli, "plan", "-m", "llama-3.1-8b", "--gpu", gpu, "--gpu-memory", "120GiB",
+                          "--max-model-len", "8192", "--engine", "trtllm")
+    assert line.startswith("error: --gpu/--engine:") and gpu in line and "NVIDIA" in line
+
+
+def test_trtllm_search_skips_gpus_not_nvidia(cli_json):
+    r = cli_json("plan", "-m", "llama-3.1-70b", "--max-model-len", "8192", "--concurrency", "64", "--engine", "trtllm",
+                 "--gpus", "H100-SXM,A100-80GB,L40S,MI300X")
+    assert {o["gpu"] for o in r["options"]} == {"H100-SXM", "A100-80GB", "L40S"}
+    every = cli_json("plan", "-m", "llama-3.1-8b", "--max-model-len", "8192", "--concurrency", "8", "--engine", "trtllm")
+    from kvplan.cost.hardware import load_gpus
+
+    assert every["options"] and all(load_gpus()[o["gpu"]].vendor == "NVIDIA" for o in every["options"])
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_other_engines_still_plan_amd(cli_json, engine):
+    """vLLM and SGLang run on ROCm: an MI300X plan stays."""
+    r = cli_json("plan", "-m", "llama-3.1-8b", "--gpu", "MI300X", "--max-model-len", "8192", "--engine", engine)
+    assert r["fits"]
+

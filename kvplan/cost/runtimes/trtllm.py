@@ -60,6 +60,10 @@ class TensorRTLLM(TokenPool):
         which carries kv_cache.yaml's settings too."""
         return f"{launch.replace(' --extra_llm_api_options kv_cache.yaml', '')} {self.disagg_roles[role]}"
     display_name = "TensorRT-LLM"
+    # CUDA only: commands/serve.py get_llm_args counts GPUs with torch.cuda.device_count() ("No GPU devices found"
+    # otherwise) and its kernels (TensorRT, cpp/tensorrt_llm/kernels) are NVIDIA's; the install docs list NVIDIA GPUs
+    # and CUDA only (TensorRT-LLM 1.x, docs/source/installation)
+    gpu_vendors = frozenset({"NVIDIA"})
     rules = RULES
     budget_flag = "--kv-cache-free-gpu-memory-fraction"
     description = ("TensorRT-LLM paged cache: blocks of tokens_per_block (32) tokens, every attention layer in full "

@@ -215,6 +215,7 @@ def assemble(s: Setup) -> tuple[list[Stage], Pool]:
 def setup(card: ModelCard, req: PlanRequest) -> Setup:
     """The request resolved for ``card`` by its runtime: the card as served, options with defaults, dtypes, pages."""
     rt, layout = req.runtime, req.layout
+    rt.check_gpu(req.gpu)
     args = (card, rt, layout, req.kv_dtype, req.weight_dtype, req.flags)
     try:
         card, notes, flags, kv_t, w_t, online_fp8 = _served(*args)
