@@ -113,3 +113,12 @@ def test_other_engines_still_plan_amd(cli_json, engine):
     r = cli_json("plan", "-m", "llama-3.1-8b", "--gpu", "MI300X", "--max-model-len", "8192", "--engine", engine)
     assert r["fits"]
 
+
+# ---- 9: --weight-dtype fp32 where the launch line cannot carry it ------------------------------------------------
+
+@pytest.mark.parametrize("engine", ["tgi", "trtllm"])
+def test_fp32_weights_refused_where_the_line_cannot_say_it(cli, cli_json, engine):
+    line = one_line_error(cli, *LLAMA, "--engine", engine, "--weight-dtype", "fp32")
+    assert line.startswith("error: --weight-dtype:") and "fp32" in line
+    assert cli_json(*LLAMA, "--engine", engine, "--weight-dtype", "bf16")["fits"]  # the 16-bit plans stay
+
