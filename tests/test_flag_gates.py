@@ -122,3 +122,25 @@ def test_fp32_weights_refused_where_the_line_cannot_say_it(cli, cli_json, engine
     assert line.startswith("error: --weight-dtype:") and "fp32" in line
     assert cli_json(*LLAMA, "--engine", engine, "--weight-dtype", "bf16")["fits"]  # the 16-bit plans stay
 
+
+# ---- 10b: --from-log keeps the checkpoint the log launched on its launch lines ------------------------------------
+
+@pytest.mark.parametrize("log, launched", [
+    ("vllm-code69061280988-qwen3-8b-fp8-rtx4090-wsl2.log", "vllm serve Qwen/Qwen3-8B-FP8 "),
+    ("vllm-code39689115050-qwen3-30b-a3b-2507-fp8-l40s-tp2.log", "vllm serve Qwen/Qwen3-30B-A3B-Instruct-2507-FP8 "),
+    ("sglang-issue21348-qwen3-235b-fp8-tp4.log", "--model-path /path/to/Qwen3-235B-A22B-FP8 "),
+])
+def test_from_log_launches_the_logged_checkpoint(cli_json, log, launched):
+    """An FP8 checkpoint (the log's `# command:` line) stays on the plan's and the pool's lines, without the online
+    --quantization fp8 of the card's bf16 repo; the plan still sizes fp8 weights."""
+    r = cli_json("plan", "--from-log", f"docs/logs/{log}")
+    for line in (r["plan"]["launch_command"], (r["pooled"] or {}).get("launch_command")):
+        if line is not None:
+            assert launched in line and "--quantization" not in line, line
+    assert r["plan"]["inputs"]["weight_dtype"].startswith("fp8")
+
+
+def test_from_log_with_model_given_names_that_card(cli_json):
+    r = cli_json("plan", "--from-log", "docs/logs/vllm-code69061280988-qwen3-8b-fp8-rtx4090-wsl2.log",
+                 "--model", "qwen3-8b")
+    assert r["plan"]["launch_command"].startswith("vllm serve Qwen/Qwen3-8B ")

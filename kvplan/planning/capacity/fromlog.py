@@ -127,9 +127,39 @@ def from_log(path: str | Path, *, model=None, gpu: str | None = None, gpu_memory
 
         cal = calibrated(log, card, kw, flat, pool_bytes, {k: v for k, v in given.items() if base.get(k) != v},
                          modelled, rows)
+    if model is None:  # the log's deployment (no --model): the checkpoint it launched
+        flat, pooled = (_own_checkpoint(log, card, r) for r in (flat, pooled))
+        if cal is not None and cal.plan is not None:
+            cal = cal.model_copy(update={"plan": _own_checkpoint(log, card, cal.plan)})
     return FromLog(log=log, model=card.name, model_how=model_how, gpu=g, gpu_memory_bytes=flat.inputs.gpu_memory_bytes,
                    gpu_how=gpu_how, engine=spec, plan_args={k: v for k, v in args.items() if v is not None},
                    logged_pool_bytes=pool_bytes, rows=rows, plan=flat, pooled=pooled, calibration=cal, notes=notes)
+
+
+def _own_checkpoint(log: ParsedLog, card, result: PlanResult | None) -> PlanResult | None:
+    """``result`` with its launch line naming the checkpoint the log launched (``log.model_id``, e.g.
+    Qwen/Qwen3-8B-FP8 or a local folder) where the card was matched to it through another repo (the card's source,
+    Qwen/Qwen3-8B); a pre-quantized checkpoint (a quantization suffix) then loads its own quantization from its
+    config, so the online fp8 flag the plan added for it (--quantization fp8 on the base repo) is dropped."""
+    import shlex
+
+    from kvplan.cost.runtimes import get_engine
+    from kvplan.model.origin import hf_repo, revision
+
+    if result is None or result.launch_command is None or not log.model_id:
+        return result
+    repo = hf_repo(card)
+    words = result.launch_command.split(" ")
+    if log.model_id == repo or repo not in words:
+        return result
+    words = [shlex.quote(log.model_id) if w == repo else w for w in words]
+    line = " ".join(words)
+    if revision(card):  # the card's pinned commit is its own repo's, not the launched checkpoint's
+        line = line.replace(f" --revision {revision(card)}", "", 1)
+    flag = getattr(get_engine(result.inputs.engine), "online_fp8_flag", None)
+    if flag and _quant_suffix(log.model_id) and card.quantization is None:
+        line = line.replace(f" {flag}", "", 1)
+    return result.model_copy(update={"launch_command": line})
 
 
 # launch flags an engine's full argument line (vLLM's non-default args, SGLang's ServerArgs) states by leaving them out
