@@ -144,3 +144,43 @@ def test_from_log_with_model_given_names_that_card(cli_json):
     r = cli_json("plan", "--from-log", "docs/logs/vllm-code69061280988-qwen3-8b-fp8-rtx4090-wsl2.log",
                  "--model", "qwen3-8b")
     assert r["plan"]["launch_command"].startswith("vllm serve Qwen/Qwen3-8B ")
+
+
+# ---- 6: vLLM 0.2 - 0.4 (the "0.2-0.6.4" V0 range): options their parser lacks -----------------------------------
+# (a 0.4-era public engine/arg_utils.py: --kv-cache-dtype auto|fp8_e5m2, --quantization awq|gptq|squeezellm,
+# --enable-prefix-caching store_true; kvplan dates these conservatively, LAUNCH_FLAG_FIRST)
+
+OLD = ("plan", "-m", "llama-2-7b", "--gpu", "A100-80GB", "--max-model-len", "4096")
+
+
+@pytest.mark.parametrize("engine", ["vllm==0.2", "vllm==0.3", "vllm==0.4.0"])
+@pytest.mark.parametrize("args, flag", [(("--kv-dtype", "fp8_e4m3"), "--kv-dtype"),
+                                        (("--weight-dtype", "fp8_e4m3"), "--weight-dtype")])
+def test_old_vllm_refuses_what_its_parser_lacks(cli, engine, args, flag):
+    line = one_line_error(cli, *OLD, "--engine", engine, *args)
+    assert line.startswith(f"error: {flag}:") and "0.5.0" in line and "conservatively" in line
+
+
+def test_old_vllm_fp8_e5m2_and_prefix_caching_by_release(cli, cli_json):
+    assert one_line_error(cli, *OLD, "--engine", "vllm==0.2", "--kv-dtype", "fp8_e5m2").startswith("error: --kv-dtype:")
+    assert "--kv-cache-dtype fp8_e5m2" in cli_json(*OLD, "--engine", "vllm==0.3", "--kv-dtype", "fp8_e5m2")[
+        "launch_command"]
+    line = one_line_error(cli, *OLD, "--engine", "vllm==0.3", "--enable-prefix-caching")
+    assert line.startswith("error: --enable-prefix-caching:") and "0.4.0" in line
+
+
+@pytest.mark.parametrize("engine", ["vllm==0.2", "vllm==0.4.0", "vllm==0.6.4", "vllm==0.7"])
+def test_v0_line_leaves_no_enable_prefix_caching_off(cli_json, engine):
+    """V0 caches no prefix by default: --no-enable-prefix-caching (its --no- form unverified there) is left off."""
+    r = cli_json(*OLD, "--engine", engine, "--no-enable-prefix-caching")
+    assert "prefix-caching" not in r["launch_command"]
+    assert "--no-enable-prefix-caching" in cli_json(*OLD, "--engine", "vllm==0.10", "--no-enable-prefix-caching")[
+        "launch_command"]
+
+
+@pytest.mark.parametrize("engine, start", [("vllm==0.3", "python -m vllm.entrypoints.openai.api_server --model "),
+                                           ("vllm==0.5.2", "python -m vllm.entrypoints.openai.api_server --model "),
+                                           ("vllm==0.6.4", "vllm serve "), ("vllm", "vllm serve ")])
+def test_vllm_serve_from_0_5_3(cli_json, engine, start):
+    """`vllm serve` is vLLM PR 5090 (July 2024); before it the OpenAI server module, which takes the same args."""
+    assert cli_json(*OLD, "--engine", engine)["launch_command"].startswith(start + "meta-llama/Llama-2-7b-hf ")
