@@ -144,7 +144,7 @@ def main() -> None:
     for i, c in enumerate(CASES, 1):
         kw = dict(c.kw)
         model = kw.pop("model")
-        got = figures(plan(model, **kw))
+        got = figures(plan(model, **kw, kv_cache_memory_what_if="kv_cache_memory" in kw))  # logged pools: what-ifs
         memory = kw.get("kv_cache_memory")
         given = (f"{memory / GIB:.2f}GiB" if isinstance(memory, int) else memory) or ("mfs " + str(kw["mem_fraction_static"]) if "mem_fraction_static" in kw
                                               else f"util {kw.get('gpu_memory_utilization')}, {kw.get('gpu_memory')}")

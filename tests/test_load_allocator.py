@@ -25,7 +25,7 @@ def test_model_loading_took_counts_the_allocator_blocks(file, logged, kw, tensor
     cache its 4.5 MiB block, gate/up and down rests of later layers) hold 3.6 MiB more."""
     assert f"took {logged} G" in (LOGS / file).read_text(encoding="utf-8")
     model = "tests/data/configs/" + ("qwen2.5-0.5b" if "0.5b" in file else "qwen2.5-1.5b-instruct")
-    r = plan(model, gpu="T4", kv_cache_memory="1GiB", max_model_len=4096, **kw)
+    r = plan(model, gpu="T4", kv_cache_memory="1GiB", kv_cache_memory_what_if=True, max_model_len=4096, **kw)
     assert f"{r.per_gpu.weights_bytes / GIB:.4f}" == logged
     assert f"{tensors / GIB:.4f}" != logged  # the tensors alone fall short
     assert 3 * MIB < r.per_gpu.weights_bytes - tensors < 5 * MIB

@@ -181,8 +181,8 @@ ALL = LOGS_V0 + LOGS_SGLANG
 
 
 def _plan(log: Log, **extra):
-    kw = dict(log.flags, **extra)
-    return plan(kw.pop("model"), **kw)
+    kw = dict(log.flags, **extra)  # a logged pool: kvplan's what-if (V0 has no --kv-cache-memory-bytes)
+    return plan(kw.pop("model"), **kw, kv_cache_memory_what_if="kv_cache_memory" in kw)
 
 
 def _param(log: Log, open_gap: str = ""):
@@ -233,7 +233,7 @@ def test_v0_pads_each_mla_entry_to_256_bytes():
     """cache_engine.py align_to_256bytes ("for MLA with a head dim of 576 ... 640 elements per cache entry ...
     (1280 bytes"): DeepSeek-V2-Lite's block is 27 layers x 640 x 2 B x 16 in V0, 576 wide in V1; a 4,096-wide
     (non-MLA) entry is not padded."""
-    kw = dict(gpu="L4", max_model_len=32768, kv_cache_memory="1GiB")
+    kw = dict(gpu="L4", max_model_len=32768, kv_cache_memory="1GiB", kv_cache_memory_what_if=True)
     old, new = plan("deepseek-v2-lite", engine="vllm==0.7", **kw), plan("deepseek-v2-lite", engine="vllm==0.10", **kw)
     assert old.kv_cache.bytes_per_block == 27 * 640 * 2 * 16 and new.kv_cache.bytes_per_block == 27 * 576 * 2 * 16
     assert v0.aligned_entry_elems(576, 2) == 640 and v0.aligned_entry_elems(4096, 2) == 4096

@@ -142,7 +142,7 @@ CASES = [
 
 def _run(case: Log, **extra):
     kw = {k: v for k, v in case.flags.items() if k != "model"}
-    return plan(case.card, **kw, **extra)
+    return plan(case.card, **kw, **extra, kv_cache_memory_what_if="kv_cache_memory" in extra)  # a logged pool
 
 
 def _params():

@@ -99,7 +99,7 @@ def card_of(lg: Log):
 
 
 def predicted(lg: Log, **extra):
-    return plan(card_of(lg), **{**lg.flags, **extra})
+    return plan(card_of(lg), **{**lg.flags, **extra}, kv_cache_memory_what_if="kv_cache_memory" in extra)
 
 
 def test_every_log_file_is_covered_and_states_its_source():
@@ -171,7 +171,7 @@ def test_qwen3_moe_holds_the_vocabulary_on_every_pipeline_stage():
     # both stages load alike, as logged (they differ by the final norm, 2,048 x 2 B)
     assert r.ranks[1].weights_bytes - r.ranks[0].weights_bytes == 2048 * 2
     # the original Qwen3-30B-A3B config (40,960 positions) on the same flags: the rotary cache is 6.4x shorter
-    short = plan("qwen3-30b-a3b", **{**lg.flags, "kv_cache_memory": "1GiB"})
+    short = plan("qwen3-30b-a3b", **{**lg.flags, "kv_cache_memory": "1GiB"}, kv_cache_memory_what_if=True)
     tensors = lambda p: p.weights_bytes - p.weights_rounding_bytes  # noqa: E731 - the tensors, without block rests
     assert tensors(r.per_gpu) - tensors(short.per_gpu) == (262144 - 40960) * 128 * 2
 
@@ -193,7 +193,7 @@ def test_fp8_blocks_under_expert_parallelism_hold_whole_experts():
     inter, hidden, layers = card.moe.expert_ffn_size, card.hidden_size, card.num_layers
     per_expert = 3 * inter * hidden + 4 * (2 * (inter // q.block[0]) * (hidden // q.block[1])
                                           + (hidden // q.block[0]) * (inter // q.block[1]))
-    dp_ep = plan(card, **{**lg.flags, "tp": 4, "dp": 2, "kv_cache_memory": "1GiB"})
+    dp_ep = plan(card, **{**lg.flags, "tp": 4, "dp": 2, "kv_cache_memory": "1GiB"}, kv_cache_memory_what_if=True)
     assert dp_ep.per_gpu.weights_bytes > ep.per_gpu.weights_bytes  # attention split over 4, not 8
     no_experts = ep.per_gpu.weights_bytes - layers * 16 * per_expert
     assert 0 < no_experts < 2 * GIB  # attention, embeddings, LM head and norms of one TP-8 rank

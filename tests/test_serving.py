@@ -48,6 +48,7 @@ def test_gpt_oss_concurrency_of_vllm_0_10_counts_one_batch_in_flight():
     pages + cdiv(min(128 - 1 + 2,048, 16,384), 16) + 1 = 137 sliding-window pages, 330,018 / 1,161 = 284.25; two
     batches in flight (0.26+) would give 330,018 / 1,289 = 256.02."""
     kw = dict(gpu="A100-80GB", tp=4, max_model_len=16384, max_num_batched_tokens=2048,
+              kv_cache_memory_what_if=True,  # 0.10.1 has no --kv-cache-memory-bytes: the logged pool as a what-if
               kv_cache_memory=330_018 * 18 * (16 * 2 * (8 // 4) * 64 * 2))  # 18 layer slots of 16 tokens x K, V x 2 heads x 64 x 2 B
     old, new = (plan("gpt-oss-120b", engine=f"vllm=={v}", **kw) for v in ("0.10.1", "0.26"))
     assert old.kv_cache.num_blocks == new.kv_cache.num_blocks

@@ -75,7 +75,7 @@ Util = Annotated[Optional[float], typer.Option(
                                      "default 1.0.")]
 Mfs = Annotated[Optional[float], typer.Option("--mem-fraction-static", help="SGLang; default: its GPU formula.")]
 KvCacheMemory = Annotated[_S, typer.Option(
-    "--kv-cache-memory", help="vLLM kv_cache_memory_bytes: the pool per GPU (6.51GiB), to reproduce a log.")]
+    "--kv-cache-memory", help="vLLM 0.10.2+ kv_cache_memory_bytes: the pool per GPU (6.51GiB), to reproduce a log.")]
 Mnbt = Annotated[Optional[str], typer.Option("--max-num-batched-tokens", metavar="TOKENS",
                                              help=f"vLLM; default by GPU size{_TOKENS}.")]
 MaxNumSeqs = Annotated[Optional[int], typer.Option("--max-num-seqs", help="vLLM; default by GPU size.")]
@@ -177,7 +177,8 @@ LimitMmPerPrompt = Annotated[_S, typer.Option(
                                   'Qwen-VL), JSON like \'{"image": 4}\'; every one 0: text-only, no vision tower '
                                   'where the release skips it.')]
 MmEncoderTpMode = Annotated[_S, typer.Option(
-    "--mm-encoder-tp-mode", help="vLLM: weights (the vision tower split over TP, default) or data (whole per GPU).")]
+    "--mm-encoder-tp-mode", help="vLLM 0.10.2+: weights (the vision tower split over TP, default) or data (whole per "
+                          "GPU).")]
 CpuOffloadGb = Annotated[_F, typer.Option(
     "--cpu-offload-gb", help="vLLM: GiB of decoder-layer weights per GPU kept in CPU memory (read over PCIe each step; "
                              "vLLM's cpu_offload_gb).")]

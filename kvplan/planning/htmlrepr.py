@@ -66,7 +66,7 @@ def compare_html(c) -> str:
 
 def plan_html(p) -> str:
     g, kv, i = p.per_gpu, p.kv_cache, p.inputs
-    rows = [("verdict", p.verdict), ("launch", p.launch_command),
+    rows = [("verdict", p.verdict), ("launch", p.launch_command or "none (see the notes)"),
             ("weights per GPU", exact_bytes(g.weights_bytes)),
             ("activation peak", exact_bytes(g.activation_bytes) + (" (estimated)" if g.activation_estimated else "")),
             ("overheads", exact_bytes(g.overhead_bytes)), ("KV pool per GPU", exact_bytes(kv.available_bytes)),

@@ -27,7 +27,8 @@ def render_plan(r: PlanResult, console: Console) -> None:
                           f"${fmt_usd(lat.usd_per_million_output_tokens)} per million output tokens at the decode "
                           "bound")
     console.print(f"[bold]verdict[/bold] {escape(r.verdict)}")
-    print_command(console, "launch", r.launch_command)
+    if r.launch_command is not None:  # None: no line reproduces the plan, a note says why
+        print_command(console, "launch", r.launch_command)
     if r.checkpoint is not None:  # a Hub model: the checkpoint's bytes beside kvplan's whole-model count
         c = r.checkpoint
         console.print(f"[bold]checkpoint[/bold] {escape(f'{c.repo} @ {c.commit[:12]}')}: {exact(c.bytes)}; kvplan "

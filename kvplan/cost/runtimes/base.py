@@ -40,6 +40,8 @@ class Runtime(Engine):
     rules: ClassVar[str] = ""  # the engine version whose rules are followed; "" for kvplan's own runtimes
     server: ClassVar[bool] = False  # a serving engine: pads the vocabulary, keeps the rotary cache, pages its pool
     single_process: ClassVar[bool] = False  # one process on one GPU: no TP/PP
+    # the GPU vendors (the catalog's ``vendor``) the engine runs on; None: any (check_gpu)
+    gpu_vendors: ClassVar[frozenset[str] | None] = None
     budget_flag: ClassVar[str] = "--gpu-memory-utilization"  # the flag that sizes the pool
     extra_flags: ClassVar[frozenset[str]] = frozenset()  # the ServingFlags of EXTRA_FLAGS this runtime takes
     versions: ClassVar[tuple[str, ...]] = ()  # the release ranges modelled (``--engine NAME==VERSION``)
@@ -399,6 +401,21 @@ class Runtime(Engine):
         """--max-model-len past the model's max_position_embeddings, which this engine refuses unless
         ``long_context_env`` is set."""
         return self.long_context_env is not None and s.max_model_len > s.card.max_position_embeddings
+
+    def runs_on(self, gpu) -> bool:
+        """Whether the engine runs on ``gpu`` at all (its vendor among ``gpu_vendors``)."""
+        return self.gpu_vendors is None or str(gpu.vendor).lower() in {v.lower() for v in self.gpu_vendors}
+
+    def check_gpu(self, gpu) -> None:
+        """KvplanError naming --gpu and --engine where the engine does not run on ``gpu``'s vendor."""
+        if not self.runs_on(gpu):
+            raise KvplanError(f"--gpu/--engine: {gpu.name} is made by {gpu.vendor}; {self.display_name} runs on "
+                              f"{' or '.join(sorted(self.gpu_vendors))} GPUs only; pick another --gpu or --engine")
+
+    def no_launch_reason(self, s: Setup) -> str | None:
+        """Why no launch line of this runtime reproduces the plan ``s`` (a what-if given in kvplan's terms that the
+        engine has no flag for); None: ``launch_command`` does."""
+        return None
 
     def pool_summary(self, p: Pool, s: Setup) -> str:
         """What the verdict says about the pool after its size."""

@@ -50,6 +50,9 @@ class ServingFlags:
     mm_encoder_tp_mode: str | None = None  # vLLM --mm-encoder-tp-mode: weights (default) or data
     cpu_offload_gb: float | None = None  # vLLM --cpu-offload-gb: GiB of decoder-layer weights per GPU kept in CPU memory
     enable_prefix_caching: bool | None = None  # vLLM --enable-prefix-caching (True) / --no-enable-prefix-caching (False)
+    # not a flag: kv_cache_memory is kvplan's what-if (--from-log's logged pool), taken on a release without vLLM's
+    # --kv-cache-memory-bytes, whose launch line then prints no command (Options.no_launch)
+    kv_cache_memory_what_if: bool = False
     kv_cache_dtype: str | None = None  # not a flag: the K/V dtype the plan resolved (vLLM's MLA backend depends on it)
     llama: LlamaFlags | None = None  # llama.cpp's own flags (-c, -np, -ctk, -ctv, -fa, -ngl, ...): llamacpp, ollama
     speculative_algorithm: str | None = None  # SGLang --speculative-algorithm EAGLE|EAGLE3|NEXTN|STANDALONE|NGRAM

@@ -209,6 +209,14 @@ class TGI(TokenPool):
     extra_flags = frozenset({"cuda_memory_fraction", "max_batch_prefill_tokens", "shared_prefix_len"})
     _dtype_hint = " (TGI --kv-cache-dtype: fp8_e4m3fn, fp8_e5m2)"
 
+    def loaded_card(self, card, w_t, model_t):
+        """--weight-dtype fp32 is refused: the launcher's --dtype takes float16 or bfloat16 only (launcher/src/main.rs
+        ``enum Dtype { Float16, BFloat16 }``, text-generation-inference 3.x), so TGI cannot serve float32 weights."""
+        if w_t.name == "fp32":
+            raise KvplanError("--weight-dtype: fp32: TGI serves float16 or bfloat16 only (text-generation-launcher "
+                              "--dtype: float16, bfloat16); allowed here: fp16, bf16, fp8")
+        return super().loaded_card(card, w_t, model_t)
+
     def positions_held(self, window, run):
         """Every position of every layer (flashinfer, BLOCK_SIZE 1 by default; a plan's --block-size rounds up)."""
         return run.seq_len

@@ -60,6 +60,10 @@ class TensorRTLLM(TokenPool):
         which carries kv_cache.yaml's settings too."""
         return f"{launch.replace(' --extra_llm_api_options kv_cache.yaml', '')} {self.disagg_roles[role]}"
     display_name = "TensorRT-LLM"
+    # CUDA only: commands/serve.py get_llm_args counts GPUs with torch.cuda.device_count() ("No GPU devices found"
+    # otherwise) and its kernels (TensorRT, cpp/tensorrt_llm/kernels) are NVIDIA's; the install docs list NVIDIA GPUs
+    # and CUDA only (TensorRT-LLM 1.x, docs/source/installation)
+    gpu_vendors = frozenset({"NVIDIA"})
     rules = RULES
     budget_flag = "--kv-cache-free-gpu-memory-fraction"
     description = ("TensorRT-LLM paged cache: blocks of tokens_per_block (32) tokens, every attention layer in full "
@@ -79,6 +83,13 @@ class TensorRTLLM(TokenPool):
         """A 16-bit checkpoint at --weight-dtype fp8 is refused: trtllm-serve (PyTorch backend) quantizes nothing at
         load and has no flag for it: it runs FP8 from a checkpoint TensorRT Model Optimizer quantized (TensorRT-LLM 1.0
         docs, features/quantization.html "Running Pre-quantized Models"; 0.17 - 0.21 torch.html "Quantization")."""
+        # fp32: trtllm-serve has no dtype option (commands/serve.py); LlmArgs.dtype ("auto") could be set in the
+        # --extra_llm_api_options YAML, but kvplan has not verified that the PyTorch backend's attention and kernels
+        # run float32, so it is refused rather than printed (conservative)
+        if w_t.name == "fp32":
+            raise KvplanError("--weight-dtype: fp32: trtllm-serve has no dtype flag, and float32 through the "
+                              "--extra_llm_api_options YAML (LlmArgs.dtype) is not verified for its PyTorch backend; "
+                              "allowed here: fp16, bf16")
         if w_t.name.startswith("fp8") and card.quantization is None and model_t.bits >= 16:
             raise KvplanError(f"--weight-dtype: {w_t.name}: trtllm-serve has no flag that quantizes a {model_t.name} "
                               "checkpoint (it serves FP8 from a ModelOpt FP8 checkpoint: plan that checkpoint, e.g. "

@@ -310,8 +310,11 @@ class VLLM(Server):
                              "cold_compile", "cpu_offload_gb", "enable_prefix_caching"})
 
     def check_dtype(self, kv_dtype) -> None:
-        """Refuse int8/int4 K/V in a release without vLLM's per-token-head cache dtype (PER_TOKEN_HEAD)."""
+        """Refuse int8/int4 K/V in a release without vLLM's per-token-head cache dtype (PER_TOKEN_HEAD), and fp8 K/V
+        where the release's --kv-cache-dtype lacks it (LAUNCH_FLAG_FIRST)."""
         super().check_dtype(kv_dtype)
+        if kv_dtype.name in ("fp8_e4m3", "fp8_e5m2"):
+            self._refuse_before_flag("--kv-dtype", f"--kv-cache-dtype {kv_dtype.name}")
         layout = PER_TOKEN_HEAD.get(kv_dtype.name)
         if layout is not None and self.version.first < layout.first:
             raise KvplanError(f"--kv-dtype: {self.rules} has no {kv_dtype.name} K/V cache ({layout.flag} is first in "
@@ -413,6 +416,12 @@ class VLLM(Server):
                  else self.block_size_on(card, gpu, flags.kv_cache_dtype))
         util = utilization(flags.gpu_memory_utilization, self.version.default_utilization)
         self._refuse_sglang_only(flags)
+        if flags.kv_cache_memory is not None and not flags.kv_cache_memory_what_if:
+            self._refuse_before_flag("--kv-cache-memory", "--kv-cache-memory-bytes")
+        if flags.mm_encoder_tp_mode is not None:
+            self._refuse_before_flag("--mm-encoder-tp-mode", "--mm-encoder-tp-mode")
+        if flags.enable_prefix_caching:  # off: V0's default, left off the line where --no- is not verified
+            self._refuse_before_flag("--enable-prefix-caching", "--enable-prefix-caching")
         kv_mem = None if flags.kv_cache_memory is None else positive_size("--kv-cache-memory", flags.kv_cache_memory)
         if flags.cold_compile and not v.compile_benchmarks_kernels:
             raise KvplanError(f"--cold-compile: modelled for vLLM 0.11.1 and later (Inductor's combo-kernel benchmark "
@@ -818,6 +827,45 @@ class VLLM(Server):
     def running_limit(self, s: Setup, p: Pool) -> int | None:
         return s.max_num_seqs
 
+    def release(self) -> tuple[int, ...]:
+        """The release planned: the one pinned (``--engine vllm==0.10.1``), else the range's first (the newest range
+        when no release is given), so a range spanning a flag's first release refuses it unless pinned past it."""
+        from kvplan.cost.runtimes.base import parse_release
+
+        return parse_release("--engine", self.pinned) if self.pinned is not None else self.version.first
+
+    def has_launch_flag(self, flag: str) -> bool:
+        """Whether the release planned takes vLLM's ``flag`` (LAUNCH_FLAG_FIRST: the first release with it)."""
+        first = LAUNCH_FLAG_FIRST.get(flag)
+        return first is None or self.release() >= first
+
+    def loaded_card(self, card, w_t, model_t):
+        """Online fp8 (--quantization fp8) where the release's --quantization takes it (LAUNCH_FLAG_FIRST)."""
+        if w_t.name.startswith("fp8") and card.quantization is None and model_t.bits >= 16:
+            self._refuse_before_flag("--weight-dtype", "--quantization fp8")
+        return super().loaded_card(card, w_t, model_t)
+
+    def no_launch_reason(self, s: Setup) -> str | None:
+        """A fixed pool (kvplan's what-if: --from-log's logged pool) on a release without --kv-cache-memory-bytes: no
+        flag of that release sets the pool in bytes (its pool is what the memory profile leaves), so no line."""
+        if s.kv_cache_memory is None or self.has_launch_flag("--kv-cache-memory-bytes"):
+            return None
+        first = ".".join(map(str, LAUNCH_FLAG_FIRST["--kv-cache-memory-bytes"]))
+        planned = f"vLLM {self.pinned}" if self.pinned is not None else self.rules
+        return (f"No launch command: this plan's fixed KV pool ({fmt_bytes(s.kv_cache_memory)}, {s.kv_cache_memory:,} "
+                f"B per GPU) is kvplan's what-if; {planned} has no --kv-cache-memory-bytes (first in vLLM {first}, "
+                "engine/arg_utils.py) and no other flag that sets the pool in bytes: its pool is what the memory "
+                "profile leaves of --gpu-memory-utilization.")
+
+    def _refuse_before_flag(self, given: str, flag: str) -> None:
+        """KvplanError naming ``given`` where the release planned lacks vLLM's ``flag`` (argparse exits on it)."""
+        if not self.has_launch_flag(flag):
+            first = ".".join(map(str, LAUNCH_FLAG_FIRST[flag]))
+            planned = f"vLLM {self.pinned}" if self.pinned is not None else self.rules
+            raise KvplanError(f"{given}: vLLM's {flag} is first in vLLM {first} (engine/arg_utils.py"
+                              f"{'; kvplan dates V0 flags conservatively' if self.version.v0_engine else ''}"
+                              f"); {planned} rejects it; use --engine vllm=={first} or later, or leave it off")
+
     def _check_mtp_spelling(self, spec) -> None:
         """A pinned release that does not take the MTP method's spelling refuses the config (SpeculativeConfig's
         Literal): "mtp" is first in 0.11; 0.9.1-0.10 take the model type's name (deepseek_mtp)."""
@@ -852,15 +900,19 @@ class VLLM(Server):
         env = self.launch_env(s, *([f"VLLM_PP_LAYER_PARTITION={','.join(map(str, s.opts.pp_layer_partition))}"]
                                    if s.opts.pp_layer_partition else []),
                               *(["VLLM_USE_FLASHINFER_SAMPLER=1"] if s.opts.flashinfer_sampler else []))
-        cmd = [f"{env}vllm serve {repo}", *([f"--revision {revision}"] if revision else []),
+        serve = ("vllm serve" if self.has_launch_flag("vllm serve")
+                 else "python -m vllm.entrypoints.openai.api_server --model")
+        cmd = [f"{env}{serve} {repo}", *([f"--revision {revision}"] if revision else []),
                f"--tensor-parallel-size {lay.tp}"]
         cmd += [f"--pipeline-parallel-size {lay.pp}"] if lay.pp > 1 else []
         cmd += [f"--data-parallel-size {lay.dp}"] if lay.dp > 1 else []
         cmd += ["--enable-expert-parallel"] if lay.expert_parallel else []
         cmd += [f"--max-model-len {s.max_model_len}"] + _scheduler_flags(s) + vf.launch_flags(s) + vm.launch_flags(s)
         cmd += [f"--cpu-offload-gb {s.opts.cpu_offload_gb:g}"] if s.opts.cpu_offload_gb else []
-        if s.opts.prefix_caching is not None:
-            cmd.append("--enable-prefix-caching" if s.opts.prefix_caching else "--no-enable-prefix-caching")
+        if s.opts.prefix_caching:
+            cmd.append("--enable-prefix-caching")
+        elif s.opts.prefix_caching is False and self.has_launch_flag("--no-enable-prefix-caching"):
+            cmd.append("--no-enable-prefix-caching")
         cmd += ([f"--kv-cache-memory-bytes {s.kv_cache_memory}"] if s.kv_cache_memory is not None
                 else [f"--gpu-memory-utilization {s.util}"])
         # the block size as given: a hybrid's attention block is vLLM's own multiple of it (hybrid_block)
@@ -872,7 +924,7 @@ class VLLM(Server):
         return f" ({fmt_int(p.pool.num_blocks)} blocks of {s.block_size})"
 
     def notes(self, s: Setup, p: Pool) -> list[str]:
-        out = [_budget_note(s)]
+        out = [_budget_note(s), *filter(None, [self.no_launch_reason(s)])]
         if s.kv_cache_memory is not None:
             heavy = p.limiting  # the stage whose budget sizes the pool
             held = heavy.weights + s.kv_cache_memory + heavy.activation + heavy.non_torch + heavy.cuda_graph
@@ -1087,6 +1139,29 @@ def hybrid_alignment(card) -> int:
     return vl.MLA_HYBRID_ALIGNMENT if card.mla else vl.DEFAULT_BLOCK_SIZE
 
 
+# vLLM flags kvplan prints that a release it models lacks -> the first release with it. --kv-cache-memory-bytes and
+# --mm-encoder-tp-mode: absent from engine/arg_utils.py in 0.9.1, 0.9.2, 0.10.0 and 0.10.1.1, first in 0.10.2
+# (/tmp/audit/src/0.10.2/vllm/engine/arg_utils.py add_cli_args: cache_group "--kv-cache-memory-bytes", multimodal
+# group "--mm-encoder-tp-mode"); FlexibleArgumentParser exits on an unrecognized argument. V0 (0.2 - 0.9.0) has
+# neither.
+#
+# The releases before 0.5 (kvplan's "0.2-0.6.4" range; no source tree of 0.2 - 0.8 on this machine), read in a
+# public copy of vllm/engine/arg_utils.py of the 0.4 era (it has --image-input-type and the tokenizer pool; exact
+# release not pinned): '--kv-cache-dtype' choices=['auto', 'fp8_e5m2'], '--quantization' choices=['awq', 'gptq',
+# 'squeezellm', None], '--enable-prefix-caching' action='store_true' (no --no- form). kvplan cannot pin each flag's
+# first release from it, so it refuses CONSERVATIVELY: fp8_e4m3 K/V (--kv-cache-dtype fp8_e4m3) and online fp8
+# (--quantization fp8) below 0.5.0; fp8_e5m2 K/V below 0.3.0 (vLLM PR 2279, "FP8 E5M2 KV cache", merged 2024-01);
+# --enable-prefix-caching below 0.4.0 (PR 2762, automatic prefix caching, merged after 0.3.3). On every V0 release
+# (< 0.9.1) the line leaves --no-enable-prefix-caching off (a store_true flag in the 0.4-era copy, its --no- form not
+# verified there; V0 caches no prefix by default, so the line without it runs the plan).
+# `vllm serve` is vLLM PR 5090 (merged July 2024; PR 6431 waited for "the release", v0.5.2): below 0.5.3 the line
+# is `python -m vllm.entrypoints.openai.api_server --model MODEL` (every release has that module).
+LAUNCH_FLAG_FIRST = {"--kv-cache-memory-bytes": (0, 10, 2), "--mm-encoder-tp-mode": (0, 10, 2),
+                     "--kv-cache-dtype fp8_e4m3": (0, 5, 0), "--kv-cache-dtype fp8_e5m2": (0, 3, 0),
+                     "--quantization fp8": (0, 5, 0), "--enable-prefix-caching": (0, 4, 0),
+                     "--no-enable-prefix-caching": (0, 9, 1), "vllm serve": (0, 5, 3)}
+
+
 @dataclass(frozen=True)
 class PerTokenHead:
     """A vLLM per-token-head K/V cache dtype: its flag, the first release with it, the bytes it stores."""
@@ -1228,7 +1303,9 @@ def _state_notes(s: Setup, p: Pool) -> list[str]:
     if s.card.ssm is None:
         if given is None:
             return []
-        return [f"--{'' if given else 'no-'}enable-prefix-caching: on the launch line; no memory changes for a model "
+        where = ("on the launch line" if given or s.engine.has_launch_flag("--no-enable-prefix-caching") else
+                 "left off the launch line (V0 caches no prefix by default; its --no- form is not verified)")
+        return [f"--{'' if given else 'no-'}enable-prefix-caching: {where}; no memory changes for a model "
                 "without state layers (prefix caching shares full attention blocks between requests, which a plan "
                 "counts only through --shared-prefix-len)"]
     states = fmt_bytes(p.pool.state_bytes_per_request)

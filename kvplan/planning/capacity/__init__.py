@@ -104,6 +104,7 @@ class PlanRequest:
         flags = ServingFlags(gpu_memory_utilization=kw.pop("gpu_memory_utilization", None),
                              mem_fraction_static=kw.pop("mem_fraction_static", None),
                              kv_cache_memory=kw.pop("kv_cache_memory", None),
+                             kv_cache_memory_what_if=bool(kw.pop("kv_cache_memory_what_if", False)),
                              max_num_batched_tokens=kw.pop("max_num_batched_tokens", None),
                              max_num_seqs=kw.pop("max_num_seqs", None), block_size=kw.pop("block_size", None),
                              **{k: v for k in EXTRA_FLAGS if (v := kw.pop(k, None)) is not None})
@@ -129,14 +130,16 @@ def plan(model: ModelCard | str | Path, *, gpu: str | GPU, max_model_len: int, t
          non_torch_memory: int | str | None = None, cuda_graph_memory: int | str | None = None,
          context_memory: int | str | None = None, concurrency: int | None = None,
          prompt_len: int | None = None, expert_parallel: bool = False, acceptance_rate: float | None = None,
-         **engine_flags) -> PlanResult:
+         kv_cache_memory_what_if: bool = False, **engine_flags) -> PlanResult:
     """Plan ``model`` on ``tp x pp`` GPUs (x ``dp`` replicas) of type ``gpu``; KvplanError on a layout the engine
     refuses or on memory that leaves nothing for the cache. A request that does not fit is an answer (fits=False).
     ``concurrency`` adds latency bounds at that many requests (``prompt_len`` tokens of prefill, default
     max_model_len). ``engine_flags``: the engines' own flags (``kvplan.cost.runtimes.base.EXTRA_FLAGS``:
     free_gpu_memory_fraction, max_num_tokens, max_batch_size for trtllm; cuda_memory_fraction,
     max_batch_prefill_tokens for tgi; speculative_config, enable_lora, max_loras, max_lora_rank for vllm;
-    shared_prefix_len for the paged engines)."""
+    shared_prefix_len for the paged engines). ``kv_cache_memory_what_if``: ``kv_cache_memory`` is kvplan's what-if (a
+    log's pool), not vLLM's --kv-cache-memory-bytes, so a release without that flag (before 0.10.2) takes it too and
+    its plan prints no launch command (``launch_command`` None, a note says why)."""
     unknown = set(engine_flags) - set(EXTRA_FLAGS)
     if unknown:
         raise TypeError(f"plan() got unexpected keyword arguments {sorted(unknown)}")
@@ -148,7 +151,7 @@ def plan(model: ModelCard | str | Path, *, gpu: str | GPU, max_model_len: int, t
         block_size=block_size, kv_dtype=kv_dtype, weight_dtype=weight_dtype, activation_memory=activation_memory,
         non_torch_memory=non_torch_memory, cuda_graph_memory=cuda_graph_memory, context_memory=context_memory,
         concurrency=concurrency, prompt_len=prompt_len, expert_parallel=expert_parallel,
-        acceptance_rate=acceptance_rate, **engine_flags)
+        acceptance_rate=acceptance_rate, kv_cache_memory_what_if=kv_cache_memory_what_if, **engine_flags)
     return plan_request(card, req)
 
 
@@ -212,6 +215,7 @@ def assemble(s: Setup) -> tuple[list[Stage], Pool]:
 def setup(card: ModelCard, req: PlanRequest) -> Setup:
     """The request resolved for ``card`` by its runtime: the card as served, options with defaults, dtypes, pages."""
     rt, layout = req.runtime, req.layout
+    rt.check_gpu(req.gpu)
     args = (card, rt, layout, req.kv_dtype, req.weight_dtype, req.flags)
     try:
         card, notes, flags, kv_t, w_t, online_fp8 = _served(*args)

@@ -102,15 +102,15 @@ def from_log(path: str | Path, *, model=None, gpu: str | None = None, gpu_memory
         notes.append(f"kvplan refuses this deployment from its flags, as the engine did (the log's available KV cache "
                      f"memory is {stated.text} GiB): {refused}; the other figures are planned with a nominal pool"
                      + ("" if calibrate else _FAILED_HINT))
-        flat = plan(card, **{**kw, "kv_cache_memory": "1GiB"})
+        flat = _pool_plan(card, {**kw, "kv_cache_memory": "1GiB"})
     pool_kw, pool_bytes, spread = (_pool_args(log, flat, kw) if refused is None
                                    else (None, log.figure("available").bytes, 0.0))
     if refused is None and pool_bytes is not None and pool_bytes <= 0:  # the engine stopped: "No available memory
         stated = log.figure("available")  # for the cache blocks"; kvplan's plan from the flags did not
         notes.append(f"The log's pool is {stated.text} GiB (line {stated.line}): the engine refused to start, so "
                      f"nothing is planned from it{'' if calibrate else _FAILED_HINT}")
-    pooled = None if pool_kw is None else plan(card, **pool_kw)
-    ends = [] if pool_kw is None or not spread else [plan(card, **{**pool_kw, **_shift(pool_kw, d)})
+    pooled = None if pool_kw is None else _pool_plan(card, pool_kw)
+    ends = [] if pool_kw is None or not spread else [_pool_plan(card, {**pool_kw, **_shift(pool_kw, d)})
                                                      for d in (-spread, spread)]
     rows = [_row(f, flat, pooled, ends, pool_bytes is not None) for f in _stated(log)]
     if "stand-in" in (log.gpu_header or "") and not gpu:  # `# gpu: X (stand-in: ...)`: the total is not known
@@ -127,9 +127,39 @@ def from_log(path: str | Path, *, model=None, gpu: str | None = None, gpu_memory
 
         cal = calibrated(log, card, kw, flat, pool_bytes, {k: v for k, v in given.items() if base.get(k) != v},
                          modelled, rows)
+    if model is None:  # the log's deployment (no --model): the checkpoint it launched
+        flat, pooled = (_own_checkpoint(log, card, r) for r in (flat, pooled))
+        if cal is not None and cal.plan is not None:
+            cal = cal.model_copy(update={"plan": _own_checkpoint(log, card, cal.plan)})
     return FromLog(log=log, model=card.name, model_how=model_how, gpu=g, gpu_memory_bytes=flat.inputs.gpu_memory_bytes,
                    gpu_how=gpu_how, engine=spec, plan_args={k: v for k, v in args.items() if v is not None},
                    logged_pool_bytes=pool_bytes, rows=rows, plan=flat, pooled=pooled, calibration=cal, notes=notes)
+
+
+def _own_checkpoint(log: ParsedLog, card, result: PlanResult | None) -> PlanResult | None:
+    """``result`` with its launch line naming the checkpoint the log launched (``log.model_id``, e.g.
+    Qwen/Qwen3-8B-FP8 or a local folder) where the card was matched to it through another repo (the card's source,
+    Qwen/Qwen3-8B); a pre-quantized checkpoint (a quantization suffix) then loads its own quantization from its
+    config, so the online fp8 flag the plan added for it (--quantization fp8 on the base repo) is dropped."""
+    import shlex
+
+    from kvplan.cost.runtimes import get_engine
+    from kvplan.model.origin import hf_repo, revision
+
+    if result is None or result.launch_command is None or not log.model_id:
+        return result
+    repo = hf_repo(card)
+    words = result.launch_command.split(" ")
+    if log.model_id == repo or repo not in words:
+        return result
+    words = [shlex.quote(log.model_id) if w == repo else w for w in words]
+    line = " ".join(words)
+    if revision(card):  # the card's pinned commit is its own repo's, not the launched checkpoint's
+        line = line.replace(f" --revision {revision(card)}", "", 1)
+    flag = getattr(get_engine(result.inputs.engine), "online_fp8_flag", None)
+    if flag and _quant_suffix(log.model_id) and card.quantization is None:
+        line = line.replace(f" {flag}", "", 1)
+    return result.model_copy(update={"launch_command": line})
 
 
 # launch flags an engine's full argument line (vLLM's non-default args, SGLang's ServerArgs) states by leaving them out
@@ -219,7 +249,7 @@ def _not_comparable(log: ParsedLog, rows: list[Row], own: tuple | None, plans: t
         card, kw = own
         own_flat = _quietly(lambda: plan(card, **kw))
         pool_kw = None if own_flat is None else _pool_args(log, own_flat, kw)[0]
-        own_pooled = None if pool_kw is None or pooled is None else _quietly(lambda: plan(card, **pool_kw))
+        own_pooled = None if pool_kw is None or pooled is None else _quietly(lambda: _pool_plan(card, pool_kw))
 
     def moved(name: str, now: PlanResult | None, then: PlanResult | None) -> bool:
         return now is not None and (then is None or value_of(name, now) != value_of(name, then))
@@ -539,6 +569,15 @@ def _pool_args(log: ParsedLog, flat: PlanResult, kw: dict) -> tuple[dict | None,
         rest = flat.per_gpu.requested_bytes - flat.per_gpu.weights_bytes - pool
         return ({**kw, "non_torch_memory": rest}, pool, spread) if rest >= 0 else (None, None, 0.0)
     return {**kw, "kv_cache_memory": pool}, pool, spread
+
+
+def _pool_plan(card, kw: dict) -> PlanResult:
+    """``plan(card, **kw)`` where ``kw``'s ``kv_cache_memory`` is kvplan's what-if (the log's pool, or a nominal one),
+    not a launch flag: a release without vLLM's --kv-cache-memory-bytes (before 0.10.2) takes it too, and its plan
+    then prints no launch command (plan's ``kv_cache_memory_what_if``)."""
+    from kvplan.planning.capacity import plan
+
+    return plan(card, **kw, kv_cache_memory_what_if="kv_cache_memory" in kw)
 
 
 def _shift(pool_kw: dict, gib: float) -> dict:

@@ -110,7 +110,7 @@ class PlanResult(BaseModel):
     fits: bool  # one request at max_model_len fits every rank
     max_model_len_fit: int  # the longest max_model_len that fits (vLLM's binary search); 0: none
     ranks: list[RankRow]
-    launch_command: str
+    launch_command: str | None  # None: no launch line reproduces the plan (a note says why)
     verdict: str
     latency: Latency | None = None
     notes: list[str]

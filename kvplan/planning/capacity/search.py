@@ -57,7 +57,10 @@ def search(model: ModelCard | str | Path, *, max_model_len: int, concurrency: in
     catalog = load_gpus(gpu_file)
     chosen = _chosen(catalog, gpus)
     options, tried, servable = [], 0, {}
+    runtime = get_engine(engine)
     for g in chosen:
+        if not runtime.runs_on(g):  # an engine that does not run on this vendor's GPUs (TensorRT-LLM: NVIDIA only)
+            continue
         base = PlanRequest.build(gpu=g, max_model_len=max_model_len, engine=engine, concurrency=concurrency,
                                  prompt_len=prompt_len,
                                  **{k: v for k, v in plan_kw.items() if v is not None})

@@ -10,7 +10,10 @@ from kvplan.model.origin import PLACEHOLDER, hf_repo, revision
 from kvplan.units import fmt_bytes, fmt_int
 
 
-def launch_command(s: Setup) -> str:
+def launch_command(s: Setup) -> str | None:
+    """The runtime's launch line; None where none reproduces the plan (Runtime.no_launch_reason, in the notes)."""
+    if s.engine.no_launch_reason(s) is not None:
+        return None
     cmd = s.engine.launch_command(s, hf_repo(s.card), revision(s.card))
     if s.layout.dp > 1 and not s.engine.launches_replicas:  # no DP flag: each replica is a server of its own
         cmd += f"  # once per replica: {s.layout.dp} servers of {s.layout.tp * s.layout.pp} GPU(s) each"
