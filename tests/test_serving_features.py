@@ -276,7 +276,7 @@ def test_from_log_reads_the_speculative_config(tmp_path, where):
     ("sglang==0.5.8", "qwen3-8b", "EAGLE3", 3), ("sglang==0.5.23", "qwen3-8b", "EAGLE", 3),
     ("sglang==0.5.23", "llama-3.1-8b", "EAGLE", 5), ("sglang==0.5.23", "llama-3.1-8b", "STANDALONE", 3),
 ])
-def test_sglang_speculative_defaults_are_the_releases_auto_choice(cli_json, engine, model, algo, steps):
+def test_sglang_speculative_default_chain_cap_48_and_the_releases_own_choice_noted(cli_json, engine, model, algo, steps):
     """Without --max-running-requests SGLang sets max_running_requests to 48 with speculative decoding (0.4.8
     server_args.py line 451 ... 0.5.23 speculative_hook.py _handle_eagle_family); kvplan assumed the pool's estimate
     (>= 2,048). Without the steps kvplan plans its chain (3 steps, top-k 1, 4 draft tokens) and the line gives all three
@@ -297,3 +297,7 @@ def test_sglang_speculative_defaults_are_the_releases_auto_choice(cli_json, engi
     assert given["inputs"]["speculative"].startswith(f"{algo.lower()} k=2 ") and given["running_limit"] == 64
     assert ("--speculative-num-steps 2 --speculative-eagle-topk 1 --speculative-num-draft-tokens 3"
             in given["launch_command"]) and not [n for n in given["notes"] if "would choose" in n]
+    tree = cli_json("plan", "-m", model, "--gpu", "H100-SXM", "--max-model-len", "8192", "--engine", engine,
+                    "--speculative-algorithm", algo, "--speculative-draft-model-path", draft,
+                    "--speculative-num-steps", "5", "--speculative-eagle-topk", "4", "--speculative-num-draft-tokens", "8")
+    assert [n for n in tree["notes"] if "a draft tree (top-k 4, 8 draft tokens" in n and "verifying 6 tokens" in n]

@@ -140,11 +140,8 @@ def draft_card(flag: str, model: str) -> ModelCard:
 
 SGLANG_SPEC = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")
 # kvplan's draft when --speculative-num-steps is not given: a chain of 3 steps (topk 1, 4 draft tokens), printed on the
-# launch line in full. SGLang's own choice (server_args.py auto_choose_speculative_params; 0.5.14+
-# arg_groups/speculative_hook.py _auto_choose_speculative_params) is reached only when none of the three is given and
-# depends on the release and the architecture: 0.4.8 - 0.5.1 (5, 4, 8) but (3, 1, 4) for DeepSeek V2/V3 (+ gpt-oss
-# 0.5.1); 0.5.4 - 0.5.12 also (3, 1, 4) for STANDALONE, Bailing; 0.5.13 - 0.5.23 (3, 1, 4) for every architecture but
-# Llama and Grok ((5, 4, 8)) -- a tree (topk 4) for Llama in every release, which kvplan does not model
+# launch line in full. SGLang's own choice, reached only when none of the three is given, depends on the release and
+# the architecture (serving_sglang.auto_speculative_params; the SGLang runtime names it in a note where it differs)
 SGLANG_DEFAULT_STEPS = 3
 
 

@@ -468,8 +468,8 @@ def _estimated_requests(tokens: int, context_len: int) -> int:
 # _handle_eagle_family, _handle_ngram)
 SPEC_MAX_RUNNING_REQUESTS = 48
 
-# auto_choose_speculative_params (server_args.py 0.4.8 - 0.5.12, arg_groups/speculative_hook.py
-# _auto_choose_speculative_params 0.5.13 - 0.5.23): (speculative_num_steps, speculative_eagle_topk,
+# auto_choose_speculative_params (server_args.py 0.4.8 - 0.5.13, arg_groups/speculative_hook.py
+# _auto_choose_speculative_params 0.5.14 - 0.5.23): (speculative_num_steps, speculative_eagle_topk,
 # speculative_num_draft_tokens) for the EAGLE family when --speculative-num-steps is not given, by the target's
 # architectures[0]: (3, 1, 4) for the listed ones, (5, 4, 8) for LlamaForCausalLM, Grok1ForCausalLM and
 # Grok1VForCausalLM, and for every other architecture (5, 4, 8) up to 0.5.7 and (3, 1, 4) from 0.5.8; STANDALONE

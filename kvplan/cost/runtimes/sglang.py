@@ -430,7 +430,13 @@ class SGLang(Server):
         self._refuse_spec_release(flags)
         speculative = parse_sglang_speculative(flags, card)
         spec_note = None
-        if speculative is not None and flags.speculative_num_steps is None and speculative.method != "ngram":
+        if speculative is not None and speculative.method != "ngram" and (speculative.topk or 1) > 1:
+            spec_note = (f"SGLang speculative decoding: a draft tree (top-k {speculative.topk}, "
+                         f"{flags.speculative_num_draft_tokens} draft tokens verified per step) is launched as given; "
+                         f"kvplan's latency bound takes a chain of {speculative.k} steps verifying "
+                         f"{speculative.k + 1} tokens (the tree's verification width and acceptance are not modelled; "
+                         "its memory is)")
+        elif speculative is not None and flags.speculative_num_steps is None and speculative.method != "ngram":
             auto = sg.auto_speculative_params(self.version.first, card.hf_architecture, speculative.method)
             if auto != (speculative.k, speculative.topk, speculative.k + 1):
                 spec_note = (f"SGLang speculative decoding: the launch line fixes kvplan's chain of {speculative.k} "
@@ -830,7 +836,8 @@ class SGLang(Server):
         capped = s.card.ssm is not None and self.version.mamba_running_cap
         given, estimate = self._running_cap(s), "clamp(tokens / context_len x 512, 2048, 4096)"
         how = ("" if s.opts.max_running_requests is not None else
-               " (not given: SGLang's default with speculative decoding, server_args.py)")
+               " (not given: SGLang's default with speculative decoding, " + (
+                   "arg_groups/speculative_hook.py" if self.version.first >= (0, 5, 13) else "server_args.py") + ")")
         terms = ([estimate, "tokens // 2"] if given is None else
                  {"as_given": [f"--max-running-requests {given:,}{how or ' as given'}"],
                   "estimate": [f"--max-running-requests {given:,}{how}", estimate],
