@@ -104,3 +104,14 @@ def test_explicit_c_beyond_fits_margin_says_fit_keeps_it(cli_json):
     q = cli_json(*PLAN, "-c", "524288", "--gguf-quant", "BF16", "-ctk", "f16", "-ctv", "f16", "-ngl", "33")
     assert q["fits"] and q["llamacpp_fit"]["max_n_ctx"] < q["context"]["n_ctx"]
     assert any("--fit changes neither" in n for n in q["notes"])
+
+
+def test_2025_02_line_offloads_the_layers_it_sizes(cli_json):
+    """Before PR #15434 (2025-08) llama_model_default_params().n_gpu_layers was 0, so a 2025-02 llama-server without
+    -ngl ran every layer on the CPU while the plan sized them on the GPU. The line now gives -ngl n_layer + 1 (33 for
+    Llama-3.1-8B's 32 blocks and output) under 2025-02, also where the plan does not search quants (--weight-dtype);
+    2026-08 leaves it out (default 999, --fit)."""
+    head = (*PLAN, "--weight-dtype", "fp16")
+    old = _flags_of(cli_json(*head, *OLD)["launch_command"])
+    assert old[old.index("-ngl") + 1] == "33"
+    assert "-ngl" not in _flags_of(cli_json(*head)["launch_command"])

@@ -649,7 +649,12 @@ class LlamaCpp(Runtime):
         cmd += [f"-ctk {f.type_k}"] if f.type_k != "f16" else []
         cmd += [f"-ctv {f.type_v}"] if f.type_v != "f16" else []
         cmd += [lc.fa_flag(f)] if lc.fa_flag(f) else []  # the rules' form: a bare switch in 2025-02
-        cmd += [f"-ngl {f.n_gpu_layers}"] if f.n_gpu_layers is not None else []
+        ngl = f.n_gpu_layers
+        if ngl is None and f.rules == "2025-02" and f.n_gpus:
+            # the 2025-02 llama-server offloads no layer without -ngl (llama_model_default_params().n_gpu_layers = 0
+            # until PR #15434, 2025-08, made it 999): the plan sizes every layer on the GPU, so the line says so
+            ngl = m.context.n_layer + 1
+        cmd += [f"-ngl {ngl}"] if ngl is not None else []
         cmd += ["--swa-full"] if f.swa_full else []
         cmd += [f"-ub {f.n_ubatch}"] if f.n_ubatch != 512 else []
         cmd += [f"-ts {','.join(f'{x:g}' for x in f.tensor_split)}"] if f.tensor_split else []
@@ -689,6 +694,9 @@ class LlamaCpp(Runtime):
                      "with less than its 1 GiB margin left free." if f.n_gpu_layers is not None else
                      f" The line gives -c, so --fit keeps it and moves layers to the CPU instead (at most -ngl "
                      f"{ft.max_gpu_layers}); give -ngl to keep them, or a smaller -c.")
+        if f.rules == "2025-02":
+            text += (" (--fit itself came with llama.cpp PR #16653, late 2025: the 2025-02 llama-server has none, and "
+                     "takes -c and -ngl as given.)")
         out.append(text)
         quants = self.quant_table(s)
         if quants:
@@ -721,8 +729,10 @@ class LlamaCpp(Runtime):
         text += f" This plan: {what}, with {flags} (K/V {kv_how}; --gguf-quant and -ctk/-ctv choose others)."
         out = [text]
         if f.n_gpu_layers is not None and not given.is_given("n_gpu_layers"):
-            out.append(f"-ngl {f.n_gpu_layers}: every layer on the GPU, as sized; without it llama-server's --fit (on "
-                       "by default) keeps 1 GiB free and moves layers to the CPU when less is left (the Fit line).")
+            out.append(f"-ngl {f.n_gpu_layers}: every layer on the GPU, as sized; without it " + (
+                "the 2025-02 llama-server offloads no layer (-ngl 0 by default until PR #15434)." if f.rules == "2025-02"
+                else "llama-server's --fit (on by default) keeps 1 GiB free and moves layers to the CPU when less is "
+                     "left (the Fit line)."))
         name = self.model_file(s, hf_repo(s.card))
         out.append(f"launch: {name} stands for a GGUF of {hf_repo(s.card)} at {c.quant} (llama-quantize, or a "
                    "published one; an imatrix or --tensor-type file differs: size it with --gguf FILE); give its "
