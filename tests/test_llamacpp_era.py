@@ -115,3 +115,15 @@ def test_2025_02_line_offloads_the_layers_it_sizes(cli_json):
     old = _flags_of(cli_json(*head, *OLD)["launch_command"])
     assert old[old.index("-ngl") + 1] == "33"
     assert "-ngl" not in _flags_of(cli_json(*head)["launch_command"])
+
+
+def test_2025_02_given_c_too_short_per_slot_is_refused(cli):
+    """2025-02 slots hold GGML_PAD(n_ctx, 256 with -fa, else 32) / -np cells each, unpadded (one cache): -c 16400
+    -np 2 -fa is 16,640 / 2 = 8,320 per slot, short of --max-model-len 8,400 (the 2026 rule, GGML_PAD(16,640 / 2,
+    256) = 8,448, let it through to a "does NOT fit" verdict); without -fa, 16,416 / 2 = 8,208 < 8,300."""
+    head = ("plan", "--gpu", "H100-SXM", "-m", "llama-3.1-8b", "--engine", "llamacpp", *OLD, "-c", "16400", "-np", "2")
+    code, _, err = cli(*head, "-fa", "on", "--max-model-len", "8400")
+    assert code == 2 and err.startswith("error: -c/--ctx-size") and "8,320 tokens per request" in err
+    code, _, err = cli(*head, "--max-model-len", "8300")
+    assert code == 2 and "8,208 tokens per request" in err
+    assert cli(*head, "-fa", "on", "--max-model-len", "8320")[0] == 0

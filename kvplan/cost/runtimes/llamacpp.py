@@ -327,7 +327,10 @@ def _every_layer(g: lc.LlamaFlags, n_gpu_layers: int) -> lc.LlamaFlags:
 
 def _cells_per_slot(f: lc.LlamaFlags) -> int:
     """The cells one slot holds for -c/-np as llama-context.cpp pads them (llamacpp.resolve_context: a unified cache
-    GGML_PAD(n_ctx, 256) for every slot; else GGML_PAD(GGML_PAD(n_ctx, 256) / n_seq_max, 256) each)."""
+    GGML_PAD(n_ctx, 256) for every slot; else GGML_PAD(GGML_PAD(n_ctx, 256) / n_seq_max, 256) each). 2025-02 builds:
+    GGML_PAD(n_ctx, 256 with flash attention, else 32) / -np each, unpadded (one cache; lc.ctx_padding)."""
+    if f.rules == "2025-02":
+        return lc.pad(f.n_ctx, lc.ctx_padding(f)) // (f.n_parallel or 1)
     if f.kv_unified or f.n_parallel is None:
         return lc.pad(f.n_ctx, 256)
     return lc.pad(lc.pad(f.n_ctx, 256) // f.n_parallel, 256)
@@ -422,6 +425,7 @@ class LlamaCpp(Runtime):
         """``flags`` with llama-server's -np and -c for ``batch`` slots of ``seq_len`` cells where not given (a
         unified cache: ``batch`` x ``seq_len`` cells the slots share, each reaching all of them)."""
         f = flags or lc.LlamaFlags()
+        lc.check_era(f)  # a flag the rules' llama.cpp lacks, before the slots' checks
         if f.n_parallel is None:
             f = replace(f, n_parallel=batch)
         if f.n_ctx is None:
@@ -449,6 +453,7 @@ class LlamaCpp(Runtime):
         self._refuse_sglang_only(flags)
         self._refuse_vllm_only(flags)
         given = flags.llama or _NO_FLAGS
+        lc.check_era(given)  # a flag the rules' llama.cpp lacks, before the slots' checks
         if given.tensor_split and len(given.tensor_split) != layout.pp:
             raise KvplanError(f"-ts/--tensor-split: {len(given.tensor_split)} shares for --pp {layout.pp} GPU(s); "
                               "give one share per GPU of the server")
