@@ -137,13 +137,15 @@ def test_ollama_cache_is_the_n_ctx_cells_not_the_free_memory(cli_json):
 
 
 def test_llamacpp_search_shows_each_options_quant(cli):
-    code, out, _ = cli("plan", "-m", "llama-3.1-70b", "--max-model-len", "8192", "--concurrency", "4", "--engine",
+    # --concurrency 2: the slots keep --fit's 1 GiB free, so one H100 holds 3 Q8_0 slots of 8k (not 4), one L40S one
+    # Q4_K_M slot
+    code, out, _ = cli("plan", "-m", "llama-3.1-70b", "--max-model-len", "8192", "--concurrency", "2", "--engine",
                        "llamacpp", "--gpus", "L40S,H100-SXM", "--json")
     options = json.loads(out)["options"]
     assert code == 0 and all(o["per_gpu"]["weights_format"].startswith("GGUF ") for o in options)
     by_gpu = {o["gpu"]: o["per_gpu"]["weights_format"] for o in options}
     assert by_gpu["H100-SXM"] == "GGUF Q8_0" and by_gpu["L40S"] == "GGUF Q4_K_M"
-    code, out, _ = cli("plan", "-m", "llama-3.1-70b", "--max-model-len", "8192", "--concurrency", "4", "--engine",
+    code, out, _ = cli("plan", "-m", "llama-3.1-70b", "--max-model-len", "8192", "--concurrency", "2", "--engine",
                        "llamacpp", "--gpus", "L40S,H100-SXM")
     assert code == 0 and "GGUF Q4_K_M" in out and "--gguf-quant" in out  # the column, and the note saying why
 

@@ -238,8 +238,52 @@ class Context:
 
 def ctx_padding(f: LlamaFlags) -> int:
     """What llama_context pads -c to (``resolve_context``): 256 cells, or 32 without flash attention in 2025-02
-    builds (``llama_kv_cache_get_padding``). Every buffer depends on -c through the padded figure only."""
-    return 32 if f.rules == "2025-02" and f.flash_attn == "off" else 256
+    builds (``llama_kv_cache_get_padding``; flash attention off unless -fa was given then, ``flash_on``). Every
+    buffer depends on -c through the padded figure only."""
+    return 32 if f.rules == "2025-02" and not flash_on(f) else 256
+
+
+def flash_on(f: LlamaFlags) -> bool:
+    """Whether llama.cpp runs flash attention. 2025-02 (c392e509): only with the bare switch -fa (common/arg.cpp
+    ``{"-fa", "--flash-attn"}`` sets ``params.flash_attn = true``; common.h default false), which kvplan holds as
+    "on". From PR #15434 (2025-08, "llama: use FA + max. GPU layers by default") -fa takes on|off|auto, default
+    auto, which resolves to on where the backend has FA kernels (CPU, CUDA, Metal, Vulkan)."""
+    return f.flash_attn == "on" if f.rules == "2025-02" else f.flash_attn != "off"
+
+
+def fa_flag(f: LlamaFlags) -> str | None:
+    """-fa on the launch line in the form of ``f.rules``' llama.cpp: 2025-02 the bare switch for on and nothing for
+    off (its default); later ``-fa on|off``, nothing for auto (the default). ``flash_on`` has the sources."""
+    if f.rules == "2025-02":
+        return "-fa" if f.flash_attn == "on" else None
+    return None if f.flash_attn == "auto" else f"-fa {f.flash_attn}"
+
+
+# Flags the 2025-02 rules' llama.cpp (c392e509, 2025-02-20, ~b4750) does not have, each with the llama.cpp PR that
+# added its option to common/arg.cpp: kvplan refuses them by name under those rules (llama.cpp's parser would reject
+# the line: "error: invalid argument"). All five are in the 2025-12 (ec98e2002) and 2026-08 (b10488) builds.
+NOT_IN_2025_02 = (
+    ("kv_unified", "-kvu/--kv-unified, --no-kv-unified", "PR #14363 (2025-07, per-sequence KV streams; before it "
+     "every slot had n_ctx / -np cells of one shared cache)"),
+    ("swa_full", "--swa-full", "PR #13194 (2025-05, SWA cache; before it sliding layers were cached in full)"),
+    ("overrides", "-ot/--override-tensor", "PR #11397 (2025-04)"),
+    ("cpu_moe", "--cpu-moe", "PR #15077 (2025-08)"),
+    ("n_cpu_moe", "--n-cpu-moe", "PR #15077 (2025-08)"),
+)
+
+
+def check_era(f: LlamaFlags) -> None:
+    """KvplanError naming a flag given that the llama.cpp of ``f.rules`` does not have (``NOT_IN_2025_02``), or a
+    value it does not take (-fa auto before PR #15434, ``flash_on``)."""
+    if f.rules != "2025-02":
+        return
+    for field, flag, added in NOT_IN_2025_02:
+        if field in f.given:
+            raise KvplanError(f"{flag}: not an option of llama.cpp under --llamacpp-rules 2025-02 (c392e509, ~b4750): "
+                              f"added by {added}; allowed: leave it out, or --llamacpp-rules 2025-12 or later")
+    if "flash_attn" in f.given and f.flash_attn == "auto":
+        raise KvplanError("-fa/--flash-attn: 'auto' is not a value under --llamacpp-rules 2025-02 (c392e509: -fa is "
+                          "a switch, off unless given; on/off/auto came with PR #15434, 2025-08); allowed: on, off")
 
 
 # llama-server without -np: 4 slots and one unified cache, forced over -kvu/--no-kv-unified. tools/server/server.cpp
@@ -257,7 +301,8 @@ def resolve_context(hp: LlamaHparams, f: LlamaFlags) -> Context:
         raise KvplanError(f"--llamacpp-rules: {f.rules!r}; allowed: {', '.join(RULES)}")
     if f.flash_attn not in FLASH_ATTN:
         raise KvplanError(f"-fa/--flash-attn: {f.flash_attn!r}; allowed: on, off, auto")
-    fa = f.flash_attn != "off"  # auto resolves to on where the backend has FA kernels (CPU, CUDA, Metal, Vulkan)
+    check_era(f)
+    fa = flash_on(f)
     n_ctx = f.n_ctx or hp.n_ctx_train
     if n_ctx <= 0:
         raise KvplanError("-c/--ctx-size: the GGUF names no context_length; give -c N")
@@ -746,7 +791,7 @@ def fit(hp: LlamaHparams, f: LlamaFlags, budget: int, weights=None, lora: tuple 
     tensors to system memory first) look for (src/llama.cpp llama_params_fit_impl), over kvplan's byte model
     (compute buffer estimated)."""
     ok = lambda **kw: sizes(hp, f.replaced(**kw), weights, lora).gpu <= budget  # noqa: E731
-    lo, hi = 0, max(1, max(hp.n_ctx_train * (f.n_parallel or 1), f.n_ctx or 256) // 256)
+    lo, hi = 0, max(1, -(-max(hp.n_ctx_train * (f.n_parallel or 1), f.n_ctx or 256) // 256))  # -c padded up
     while lo < hi:  # n_ctx in units of 256 cells
         mid = (lo + hi + 1) // 2
         lo, hi = (mid, hi) if ok(n_ctx=mid * 256) else (lo, mid - 1)

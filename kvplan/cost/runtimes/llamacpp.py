@@ -187,14 +187,19 @@ def at_context(f: lc.LlamaFlags, max_model_len: int) -> lc.LlamaFlags:
 @lru_cache(maxsize=256)
 def most_slots(card, f: lc.LlamaFlags, total: int, max_model_len: int, w_bits: int) -> lc.LlamaFlags:
     """``f`` with -np N -c N x max_model_len for the largest N in 1..LLAMA_MAX_SEQ whose buffers fit every GPU of
-    ``total`` bytes (``LlamaCpp.flags``)."""
+    ``total`` bytes less --fit's 1 GiB margin (``LlamaCpp.flags``); 1 when none does."""
     hp, weights = hparams_and_weights(card, w_bits, f.gguf_quant)
     lora = adapters(card, f)
     sized = lambda n: lc.sizes(hp, slots(f, n, max_model_len), weights, lora)  # noqa: E731
     # each slot adds about the same bytes (its cells, its logits): the search starts where one and two slots point
     one, two = sized(1).gpu, sized(2).gpu
-    guess = max(1, (total - one) // (two - one) + 1) if two > one else None
-    fits = lambda n: n <= 1 or fits_whole(sized(n), total, max_model_len)  # noqa: E731
+    guess = max(1, (total - lc.FIT_TARGET - one) // (two - one) + 1) if two > one else None
+    # within the 1 GiB llama-server's --fit keeps free (lc.FIT_TARGET), which the Fit note measures against: the
+    # printed -c and -ngl are explicit, so --fit leaves them (common/fit.cpp common_params_fit_impl, b10488: "context
+    # size set by user ... -> no change"; "n_gpu_layers already set by user ..., abort"), and the margin is what
+    # keeps the line starting as planned with the CUDA context and other memory kvplan does not count beside it
+    budget = total - lc.FIT_TARGET
+    fits = lambda n: n <= 1 or fits_whole(sized(n), budget, max_model_len)  # noqa: E731
     return slots(f, longest(fits, lc.MAX_SEQ, guess) or 1, max_model_len)
 
 
@@ -322,7 +327,10 @@ def _every_layer(g: lc.LlamaFlags, n_gpu_layers: int) -> lc.LlamaFlags:
 
 def _cells_per_slot(f: lc.LlamaFlags) -> int:
     """The cells one slot holds for -c/-np as llama-context.cpp pads them (llamacpp.resolve_context: a unified cache
-    GGML_PAD(n_ctx, 256) for every slot; else GGML_PAD(GGML_PAD(n_ctx, 256) / n_seq_max, 256) each)."""
+    GGML_PAD(n_ctx, 256) for every slot; else GGML_PAD(GGML_PAD(n_ctx, 256) / n_seq_max, 256) each). 2025-02 builds:
+    GGML_PAD(n_ctx, 256 with flash attention, else 32) / -np each, unpadded (one cache; lc.ctx_padding)."""
+    if f.rules == "2025-02":
+        return lc.pad(f.n_ctx, lc.ctx_padding(f)) // (f.n_parallel or 1)
     if f.kv_unified or f.n_parallel is None:
         return lc.pad(f.n_ctx, 256)
     return lc.pad(lc.pad(f.n_ctx, 256) // f.n_parallel, 256)
@@ -417,6 +425,7 @@ class LlamaCpp(Runtime):
         """``flags`` with llama-server's -np and -c for ``batch`` slots of ``seq_len`` cells where not given (a
         unified cache: ``batch`` x ``seq_len`` cells the slots share, each reaching all of them)."""
         f = flags or lc.LlamaFlags()
+        lc.check_era(f)  # a flag the rules' llama.cpp lacks, before the slots' checks
         if f.n_parallel is None:
             f = replace(f, n_parallel=batch)
         if f.n_ctx is None:
@@ -444,6 +453,7 @@ class LlamaCpp(Runtime):
         self._refuse_sglang_only(flags)
         self._refuse_vllm_only(flags)
         given = flags.llama or _NO_FLAGS
+        lc.check_era(given)  # a flag the rules' llama.cpp lacks, before the slots' checks
         if given.tensor_split and len(given.tensor_split) != layout.pp:
             raise KvplanError(f"-ts/--tensor-split: {len(given.tensor_split)} shares for --pp {layout.pp} GPU(s); "
                               "give one share per GPU of the server")
@@ -552,6 +562,10 @@ class LlamaCpp(Runtime):
         slots = c.n_seq_max if not c.kv_unified else min(c.n_seq_max, c.n_ctx // s.max_model_len)
         conc = float(slots) if fits else 0.0
         fit = max_context(s.card, f, s.total, s.w_t.bits, max(c.n_ctx, s.max_model_len))
+        # the longest request that fits: a slot's cells at the largest -c that fits (a unified cache: all of them;
+        # split slots: lc.resolve_context's share, n_ctx / n_seq_max, in 2026 builds whole multiples of 256)
+        if c.n_ctx_seq != c.n_ctx:
+            fit = fit // c.n_seq_max if f.rules == "2025-02" else fit // c.n_seq_max // 256 * 256
         per_cell = cache // max(1, c.n_ctx)
         rows = [rank_row(x, cb // max(1, c.n_ctx), c.n_ctx, fit) for x, cb in zip(sts, caches)]
         pool = KVCachePool(available_bytes=st.available, block_size=1, bytes_per_block=per_cell,
@@ -639,8 +653,13 @@ class LlamaCpp(Runtime):
             cmd.append("-kvu")
         cmd += [f"-ctk {f.type_k}"] if f.type_k != "f16" else []
         cmd += [f"-ctv {f.type_v}"] if f.type_v != "f16" else []
-        cmd += [f"-fa {f.flash_attn}"] if f.flash_attn != "auto" else []
-        cmd += [f"-ngl {f.n_gpu_layers}"] if f.n_gpu_layers is not None else []
+        cmd += [lc.fa_flag(f)] if lc.fa_flag(f) else []  # the rules' form: a bare switch in 2025-02
+        ngl = f.n_gpu_layers
+        if ngl is None and f.rules == "2025-02" and f.n_gpus:
+            # the 2025-02 llama-server offloads no layer without -ngl (llama_model_default_params().n_gpu_layers = 0
+            # until PR #15434, 2025-08, made it 999): the plan sizes every layer on the GPU, so the line says so
+            ngl = m.context.n_layer + 1
+        cmd += [f"-ngl {ngl}"] if ngl is not None else []
         cmd += ["--swa-full"] if f.swa_full else []
         cmd += [f"-ub {f.n_ubatch}"] if f.n_ubatch != 512 else []
         cmd += [f"-ts {','.join(f'{x:g}' for x in f.tensor_split)}"] if f.tensor_split else []
@@ -668,11 +687,22 @@ class LlamaCpp(Runtime):
             out.append(f"--no-kv-unified without -np: llama-server's auto slots force kv_unified on (tools/server/"
                        f"server.cpp llama_server(), b10644), so its {c.n_seq_max} slots share one cache of "
                        f"{c.n_ctx:,} cells; give -np N for N split slots.")
-        ft = self.fit(s)
+        ft, f = self.fit(s), self.flags(s)
         moe = "" if ft.min_n_cpu_moe is None else (f"; with every layer on the GPU(s), at least --n-cpu-moe "
                                                    f"{ft.min_n_cpu_moe} (experts of the first layers in host memory)")
-        out.append(f"Fit (GPU memory less --fit's 1 GiB margin, {fmt_bytes(ft.budget_bytes)} per GPU): at most -c "
-                   f"{ft.max_n_ctx:,} with these layers; at most -ngl {ft.max_gpu_layers} at -c {c.n_ctx:,}{moe}.")
+        text = (f"Fit (GPU memory less --fit's 1 GiB margin, {fmt_bytes(ft.budget_bytes)} per GPU): at most -c "
+                f"{ft.max_n_ctx:,} with these layers; at most -ngl {ft.max_gpu_layers} at -c {c.n_ctx:,}{moe}.")
+        if ft.max_n_ctx < c.n_ctx:  # the line's -c is explicit: common/fit.cpp common_params_fit_impl (b10488)
+            # logs "context size set by user to N -> no change", and with -ngl given throws "n_gpu_layers already
+            # set by user to N, abort", which common_fit_params reports and llama-server starts with the flags as given
+            text += (" The line gives -c and -ngl, so --fit changes neither: llama-server allocates them as planned, "
+                     "with less than its 1 GiB margin left free." if f.n_gpu_layers is not None else
+                     f" The line gives -c, so --fit keeps it and moves layers to the CPU instead (at most -ngl "
+                     f"{ft.max_gpu_layers}); give -ngl to keep them, or a smaller -c.")
+        if f.rules == "2025-02":
+            text += (" (--fit itself came with llama.cpp PR #16653, late 2025: the 2025-02 llama-server has none, and "
+                     "takes -c and -ngl as given.)")
+        out.append(text)
         quants = self.quant_table(s)
         if quants:
             out += self.quant_notes(s, quants)
@@ -691,7 +721,7 @@ class LlamaCpp(Runtime):
         c = next((q for q in quants if q.chosen), None)
         if c is None:
             return [text + " This plan: the card's weights at --weight-dtype; --gguf-quant sizes one of these."]
-        flags = f"-ctk {c.type_k} -ctv {c.type_v}" + (" -fa on" if f.flash_attn == "on" else "")
+        flags = f"-ctk {c.type_k} -ctv {c.type_v}" + (f" {lc.fa_flag(f)}" if f.flash_attn == "on" else "")
         if given.gguf_quant is not None:
             what = f"{c.quant} as given (--gguf-quant)" + ("" if c.fits else ": it does NOT fit")
         elif c.fits:
@@ -704,8 +734,10 @@ class LlamaCpp(Runtime):
         text += f" This plan: {what}, with {flags} (K/V {kv_how}; --gguf-quant and -ctk/-ctv choose others)."
         out = [text]
         if f.n_gpu_layers is not None and not given.is_given("n_gpu_layers"):
-            out.append(f"-ngl {f.n_gpu_layers}: every layer on the GPU, as sized; without it llama-server's --fit (on "
-                       "by default) keeps 1 GiB free and moves layers to the CPU when less is left (the Fit line).")
+            out.append(f"-ngl {f.n_gpu_layers}: every layer on the GPU, as sized; without it " + (
+                "the 2025-02 llama-server offloads no layer (-ngl 0 by default until PR #15434)." if f.rules == "2025-02"
+                else "llama-server's --fit (on by default) keeps 1 GiB free and moves layers to the CPU when less is "
+                     "left (the Fit line)."))
         name = self.model_file(s, hf_repo(s.card))
         out.append(f"launch: {name} stands for a GGUF of {hf_repo(s.card)} at {c.quant} (llama-quantize, or a "
                    "published one; an imatrix or --tensor-type file differs: size it with --gguf FILE); give its "

@@ -1,0 +1,129 @@
+"""llama.cpp launch lines per --llamacpp-rules era, the longest request a split-slot plan fits, and the slot search
+against llama-server's --fit margin (QA report G findings 7, 11, 12)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvplan.cost import llamacpp as lc
+
+PLAN = ("plan", "--gpu", "H100-SXM", "--max-model-len", "8192", "-m", "llama-3.1-8b", "--engine", "llamacpp")
+OLD = ("--llamacpp-rules", "2025-02")
+
+
+def _flags_of(line: str) -> list[str]:
+    return line.split()
+
+
+def test_2025_02_prints_fa_as_a_bare_switch(cli_json):
+    """c392e509 (~b4750) common/arg.cpp: ``{"-fa", "--flash-attn"}`` takes no value (sets params.flash_attn = true),
+    so "-fa on" leaves a stray "on" that llama.cpp's parser rejects; off was the default (common.h flash_attn =
+    false): no flag. The valued -fa on|off|auto came with PR #15434 (2025-08), so 2025-12 and 2026-08 print it."""
+    on = _flags_of(cli_json(*PLAN, *OLD, "-ctk", "q4_0", "-ctv", "q4_0", "-fa", "on")["launch_command"])
+    i = on.index("-fa")
+    assert i == len(on) - 1 or on[i + 1].startswith("-")
+    assert "on" not in on and "off" not in on
+    off = _flags_of(cli_json(*PLAN, *OLD, "-fa", "off")["launch_command"])
+    assert "-fa" not in off and "off" not in off
+    # kvplan's own choice of a quantized V cache (the quant search adds flash attention) takes the same form
+    own = cli_json("plan", "--gpu", "L4", "--max-model-len", "131072", "-m", "llama-3.1-8b", "--engine", "llamacpp",
+                   *OLD, "-np", "1")
+    line = _flags_of(own["launch_command"])
+    if "-ctv" in line and line[line.index("-ctv") + 1] != "f16":
+        assert "-fa" in line and "on" not in line
+    new = _flags_of(cli_json(*PLAN, "--llamacpp-rules", "2025-12", "-ctk", "q4_0", "-ctv", "q4_0", "-fa", "on")
+                    ["launch_command"])
+    assert new[new.index("-fa") + 1] == "on"
+
+
+LATER_FLAGS = [(("-kvu", "-np", "4"), "-kvu/--kv-unified"), (("--no-kv-unified", "-np", "4"), "-kvu/--kv-unified"),
+               (("--swa-full",), "--swa-full"), (("-ot", "exps=CPU"), "-ot/--override-tensor"),
+               (("--cpu-moe",), "--cpu-moe"), (("--n-cpu-moe", "10"), "--n-cpu-moe"), (("-fa", "auto"), "-fa/--flash-attn")]
+
+
+@pytest.mark.parametrize("flags, named", LATER_FLAGS)
+def test_2025_02_refuses_flags_it_did_not_have(cli, flags, named):
+    """Options added after c392e509 (2025-02-20): -kvu/--kv-unified PR #14363 (2025-07), --swa-full PR #13194
+    (2025-05), -ot PR #11397 (2025-04), --cpu-moe/--n-cpu-moe PR #15077 (2025-08), -fa auto PR #15434 (2025-08).
+    Under 2025-02 each is refused by name (exit 2); the 2025-12 rules take them."""
+    code, _, err = cli(*PLAN, *OLD, *flags)
+    assert code == 2 and err.startswith(f"error: {named}") and "2025-02" in err
+    code, _, err = cli("estimate", "-m", "llama-3.1-8b", "--seq-len", "4096", "--engine", "llamacpp", *OLD, *flags)
+    assert code == 2 and err.startswith(f"error: {named}")
+    code, _, err = cli(*PLAN, "--llamacpp-rules", "2025-12", *flags)
+    assert code == 0, err
+
+
+def test_2025_02_has_no_flash_attention_unless_given(cli):
+    """Without -fa a 2025-02 llama.cpp runs without flash attention (common.h flash_attn = false), so a quantized V
+    cache is refused (llama_init_from_model: quantized V cache requires Flash Attention); the 2025-12 default (auto)
+    takes it, and 2025-02 with -fa."""
+    est = ("estimate", "-m", "llama-3.1-8b", "--seq-len", "4096", "--engine", "llamacpp", "-ctv", "q8_0")
+    code, _, err = cli(*est, *OLD)
+    assert code == 2 and "Flash Attention" in err
+    assert cli(*est, *OLD, "-fa", "on")[0] == 0
+    assert cli(*est, "--llamacpp-rules", "2025-12")[0] == 0
+
+
+def test_longest_request_of_split_slots_is_a_slots_share(cli_json):
+    """-np 4 without -kvu: each slot holds n_ctx_seq = GGML_PAD(n_ctx / 4, 256) cells (llama-context.cpp), so when
+    the plan does not fit, the longest --max-model-len that fits is a quarter of the largest -c that fits, not all
+    of it: planning at that figure fits, 256 more does not."""
+    head = ("plan", "--gpu", "L40S", "-m", "llama-3.1-8b", "--engine", "llamacpp", "-np", "4", "--gguf-quant", "BF16",
+            "-ctk", "f16", "-ctv", "f16", "--max-model-len")
+    p = cli_json(*head, "65536")
+    assert not p["fits"]
+    best = p["max_model_len_fit"]
+    assert 0 < best < 65536 and best % 256 == 0
+    assert cli_json(*head, str(best))["fits"]
+    assert not cli_json(*head, str(best + 256))["fits"]
+
+
+def test_slot_search_keeps_fits_margin_and_agrees_with_fit_note(cli_json):
+    """The default slot search sized to the byte (989.7 MiB free on an H100) while the Fit note, at --fit's 1 GiB
+    margin (common.h fit_params_target), said the printed -c did not fit. Now the slots fit within the margin, so the
+    note's largest -c is at least the printed one, with every layer on the GPU."""
+    p = cli_json(*PLAN)
+    gpu = sum(b["bytes"] for b in p["buffers"] if b["device"] == "CUDA0")
+    assert gpu <= p["inputs"]["gpu_memory_bytes"] - lc.FIT_TARGET
+    ft, c = p["llamacpp_fit"], p["context"]
+    assert ft["max_n_ctx"] >= c["n_ctx"] and ft["max_gpu_layers"] == c["n_layer"] + 1
+    assert not any("--fit changes neither" in n for n in p["notes"])
+
+
+def test_explicit_c_beyond_fits_margin_says_fit_keeps_it(cli_json):
+    """An explicit -c that fits the GPU but not --fit's margin: common/fit.cpp common_params_fit_impl (b10488) leaves
+    a -c set by the user ("-> no change") and, with -ngl set, aborts ("n_gpu_layers already set by user"), so the
+    line starts as given; the note says so instead of contradicting the line. The Fit search reaches -c's padded
+    value (it stopped at 519,936 < 520,192 before, beside "at most -ngl 33 at -c 520,192")."""
+    p = cli_json(*PLAN, "-c", "520000")
+    c, ft = p["context"], p["llamacpp_fit"]
+    assert c["n_ctx"] == 520192
+    if ft["max_gpu_layers"] == c["n_layer"] + 1:
+        assert ft["max_n_ctx"] >= c["n_ctx"]
+    q = cli_json(*PLAN, "-c", "524288", "--gguf-quant", "BF16", "-ctk", "f16", "-ctv", "f16", "-ngl", "33")
+    assert q["fits"] and q["llamacpp_fit"]["max_n_ctx"] < q["context"]["n_ctx"]
+    assert any("--fit changes neither" in n for n in q["notes"])
+
+
+def test_2025_02_line_offloads_the_layers_it_sizes(cli_json):
+    """Before PR #15434 (2025-08) llama_model_default_params().n_gpu_layers was 0, so a 2025-02 llama-server without
+    -ngl ran every layer on the CPU while the plan sized them on the GPU. The line now gives -ngl n_layer + 1 (33 for
+    Llama-3.1-8B's 32 blocks and output) under 2025-02, also where the plan does not search quants (--weight-dtype);
+    2026-08 leaves it out (default 999, --fit)."""
+    head = (*PLAN, "--weight-dtype", "fp16")
+    old = _flags_of(cli_json(*head, *OLD)["launch_command"])
+    assert old[old.index("-ngl") + 1] == "33"
+    assert "-ngl" not in _flags_of(cli_json(*head)["launch_command"])
+
+
+def test_2025_02_given_c_too_short_per_slot_is_refused(cli):
+    """2025-02 slots hold GGML_PAD(n_ctx, 256 with -fa, else 32) / -np cells each, unpadded (one cache): -c 16400
+    -np 2 -fa is 16,640 / 2 = 8,320 per slot, short of --max-model-len 8,400 (the 2026 rule, GGML_PAD(16,640 / 2,
+    256) = 8,448, let it through to a "does NOT fit" verdict); without -fa, 16,416 / 2 = 8,208 < 8,300."""
+    head = ("plan", "--gpu", "H100-SXM", "-m", "llama-3.1-8b", "--engine", "llamacpp", *OLD, "-c", "16400", "-np", "2")
+    code, _, err = cli(*head, "-fa", "on", "--max-model-len", "8400")
+    assert code == 2 and err.startswith("error: -c/--ctx-size") and "8,320 tokens per request" in err
+    code, _, err = cli(*head, "--max-model-len", "8300")
+    assert code == 2 and "8,208 tokens per request" in err
+    assert cli(*head, "-fa", "on", "--max-model-len", "8320")[0] == 0
