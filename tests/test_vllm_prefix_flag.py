@@ -51,11 +51,11 @@ def test_enable_prefix_caching_puts_qwen3_next_in_align_on_0_26_and_0_27(engine)
 
 
 def test_unverified_modes_are_refused_by_flag(cli):
-    """A hybrid before 0.26, an attention-free model: one line naming the flag (0.26 - 0.27's 'all' mode is planned:
+    """A hybrid before 0.20, an attention-free model: one line naming the flag (0.20 - 0.27's 'all' mode is planned:
     tests/test_vllm_mamba_all_mode.py). Jamba on 0.28 takes 'align' (2 pages per state group), as by default."""
     common = ("--gpu", "H200", "--max-model-len", "4096", "--enable-prefix-caching")
     assert "--enable-prefix-caching" in one_line_error(cli, "plan", "-m", "qwen3-next-80b-a3b", "--tp", "2",
-                                                       "--engine", "vllm==0.25", *common)
+                                                       "--engine", "vllm==0.19", *common)
     assert "--enable-prefix-caching" in one_line_error(cli, "plan", "-m", "mamba-codestral-7b", "--engine",
                                                        "vllm==0.28", *common)
     j = plan("jamba-1.5-mini", gpu="H200", max_model_len=4096, engine="vllm==0.28", enable_prefix_caching=True)

@@ -185,8 +185,8 @@ CpuOffloadGb = Annotated[_F, typer.Option(
 EnablePrefixCaching = Annotated[Optional[bool], typer.Option(
     "--enable-prefix-caching/--no-enable-prefix-caching", show_default=False,
     help="vLLM: prefix caching on or off (default: the release's; on a hybrid state-space model it sets the Mamba "
-         "cache mode: 'none' off, 'align' on, 'all' on 0.26-0.27 for Mamba/Jamba/Nemotron-H/Falcon-H1/Granite-4/Zamba2: "
-         "a state page per block).")]
+         "cache mode: 'none' off, 'align' on, 'all' on 0.20-0.27 for Mamba/Jamba/Nemotron-H/Falcon-H1/Granite-4/Zamba2 "
+         "(0.20-0.21: without speculative decoding): a state page per block; refused on a hybrid before 0.20).")]
 
 # llama.cpp's own flag names (`--engine llamacpp|ollama`), so a llama-server command line pastes in
 CtxSize = Annotated[Optional[int], typer.Option("-c", "--ctx-size", help="llama.cpp n_ctx (default: --max-model-len "

@@ -69,12 +69,18 @@ V2_ARCHITECTURES_0_26 = V2_ARCHITECTURES_0_25 | {"InklingForCausalLM", "InklingF
                                                  "LongcatFlashNgramForCausalLM"}
 V2_ARCHITECTURES_0_27 = V2_ARCHITECTURES_0_26 | {"KimiK3ForConditionalGeneration"}
 V2_ARCHITECTURES_0_28 = V2_ARCHITECTURES_0_27 | {"DeepseekV4ForCausalLM"}
-# the architectures that declare SupportsMambaPrefixCaching (models/interfaces.py; read in 0.26.0 and 0.27.1:
-# mamba.py, mamba2.py, jamba.py, zamba2.py, falcon_h1.py, granitemoehybrid.py, nemotron_h.py), which 0.26 - 0.27's
-# MambaModelConfig.verify_and_update_config puts in Mamba cache mode "all" under --enable-prefix-caching
-MAMBA_PREFIX_CACHING_ALL_0_26 = frozenset({"MambaForCausalLM", "Mamba2ForCausalLM", "JambaForCausalLM",
+# the architectures that declare SupportsMambaPrefixCaching (models/interfaces.py; read in 0.24.0, 0.25.0, 0.25.1,
+# 0.26.0 and 0.27.1: mamba.py, mamba2.py, jamba.py, zamba2.py, falcon_h1.py, granitemoehybrid.py, nemotron_h.py),
+# which 0.20 - 0.27's MambaModelConfig.verify_and_update_config puts in Mamba cache mode "all" under
+# --enable-prefix-caching
+MAMBA_PREFIX_CACHING_ALL_0_24 = frozenset({"MambaForCausalLM", "Mamba2ForCausalLM", "JambaForCausalLM",
                                            "Zamba2ForCausalLM", "FalconH1ForCausalLM", "GraniteMoeHybridForCausalLM",
                                            "NemotronHForCausalLM"})
+MAMBA_PREFIX_CACHING_ALL_0_26 = MAMBA_PREFIX_CACHING_ALL_0_24
+# 0.20.0 - 0.23.0 add bamba.py's BambaForCausalLM (it declares SupportsMambaPrefixCaching, read in 0.20.0, 0.20.1,
+# 0.20.2, 0.21.0, 0.22.0, 0.22.1, 0.23.0; 0.24.0 removes the model:
+# models/registry.py _PREVIOUSLY_SUPPORTED_MODELS "BambaForCausalLM": "0.23.0")
+MAMBA_PREFIX_CACHING_ALL_0_22 = MAMBA_PREFIX_CACHING_ALL_0_24 | {"BambaForCausalLM"}
 DEFAULT_NON_TORCH_BYTES = 64 * MIB
 DEFAULT_NON_TORCH_MULTI_GPU_BYTES = 512 * MIB
 # CUDA context + NCCL communicators + custom all-reduce buffers, allocated before the snapshot from 0.11.0 (the context
@@ -559,7 +565,8 @@ def pages_per_request(spec: KVLayerSpec | MambaPage, max_model_len: int, block_s
 
 def all_mode_pages(max_model_len: int, block_size: int, speculative_blocks: int = 0) -> int:
     """Pages one request holds in a state group in mamba_cache_mode "all" (v1/kv_cache_interface.py
-    MambaSpec.max_memory_usage_bytes, read in 0.26.0, 0.27.0 and 0.27.1: ``(cdiv(max_model_len, self.block_size) +
+    MambaSpec.max_memory_usage_bytes, read in 0.20.0 - 0.27.1; 0.20 - 0.21 without the speculative term, which
+    their mode "all" never meets, VllmVersion.all_mode_yields_to_speculation: ``(cdiv(max_model_len, self.block_size) +
     self.num_speculative_blocks) x page_size_bytes``): one state page per block of the sequence, the state after each
     block's last token (what a later request's prefix hit resumes from), plus the speculative ones. The spec's
     block_size is cache_config.mamba_block_size, which _align_hybrid_block_size (platforms/interface.py) sets to the
@@ -570,7 +577,7 @@ def all_mode_pages(max_model_len: int, block_size: int, speculative_blocks: int 
     return cdiv(max_model_len, block_size) + speculative_blocks
 
 
-# config/model.py ModelConfig.get_mamba_chunk_size (read in 0.26.0, 0.27.0, 0.27.1): the HF config's
+# config/model.py ModelConfig.get_mamba_chunk_size (read in 0.20.0 - 0.27.1): the HF config's
 # mamba_chunk_size, else its chunk_size, else 2048 ("Since Mamba1 does not have a chunk notion we use a default chunk
 # size of 2048"): Jamba's and Mamba-1's configs carry neither
 MAMBA1_CHUNK_SIZE = 2048
@@ -673,7 +680,7 @@ def hybrid_block_size(attn_bytes_per_token: int, mamba_bytes: int, block_size: i
     """(attention block size, padded mamba page) of a hybrid model (platforms/interface.py _align_hybrid_block_size;
     models/config.py HybridAttentionMambaModelConfig before it): alignment = max(kernel block size, block_size), in
     align mode lcm'd with the layers' prefill checkpoint alignment (``checkpoint_alignment``, 0.33+:
-    GDN_CHECKPOINT_ALIGNMENT; 1 otherwise), in mode "all" (0.26 - 0.27, read in 0.26.0, 0.27.0, 0.27.1) with the
+    GDN_CHECKPOINT_ALIGNMENT; 1 otherwise), in mode "all" (0.20 - 0.27, read in 0.20.0 - 0.27.1) with the
     Mamba chunk (``checkpoint_alignment`` = mamba_chunk_size: chunk_size = lcm(base_chunk_size,
     kernel_block_alignment_size); attn_block_size = chunk_size x cdiv(cdiv(mamba page, attention page of 1 token),
     chunk_size), the same as the formula below as cdiv(cdiv(m, a), c) = cdiv(m, a x c), and mamba_block_size = that

@@ -62,7 +62,7 @@ class SSM(BaseModel):
     head_dim: _Size | None = Field(None, description="Mamba-2 head width; null: intermediate_size / num_heads.")
     n_groups: _Size = Field(1, description="Mamba-2 groups sharing B and C (1 for Mamba-1).")
     chunk_size: _Size = Field(256, description="Mamba-2 SSD chunk length of the prefill scan, lightning's block_size "
-                                               "(FLOPs; and vLLM 0.26-0.27's Mamba cache mode 'all' aligns a "
+                                               "(FLOPs; and vLLM 0.20-0.27's Mamba cache mode 'all' aligns a "
                                                "hybrid's block to it, Mamba-1 to 2048).")
     conv_bias: StrictBool = Field(True, description="The conv1d has a bias (use_conv_bias / mamba_conv_bias).")
     proj_bias: StrictBool = Field(False, description="in_proj and out_proj have biases (use_bias / mamba_proj_bias).")

@@ -168,7 +168,7 @@ def estimate_request(base: ModelCard, q: EstimateRequest) -> Estimate:
 
 def _check_prefix_caching(r: Resolved, enabled: bool | None) -> None:
     """--enable-prefix-caching / --no-enable-prefix-caching: refused by name where the engine lacks it (plan's
-    refusal, Runtime.refuse_flags), and where the runtime does not model it for the card (vLLM: a hybrid before 0.26,
+    refusal, Runtime.refuse_flags), and where the runtime does not model it for the card (vLLM: a hybrid before 0.20,
     an attention-free state model: ``check_prefix_caching``), as plan refuses them."""
     if enabled is None:
         return

@@ -111,14 +111,26 @@ class VllmVersion(VersionRange):
     # (models/config.py, through HybridAttentionMambaModelConfig for every is_hybrid model) sets mamba_cache_mode
     # "align": 2 pages per state group and request (serving_vllm.state_pages). Attention-free models keep it off.
     hybrid_prefix_caching: bool = False
-    # --enable-prefix-caching given on a hybrid (read in 0.26.0, 0.27.0, 0.27.1, 0.28.0 - 0.33.0): the
-    # architectures MambaModelConfig.verify_and_update_config (models/config.py) puts in Mamba cache mode "all"
-    # rather than "align" (0.26 - 0.27: ``"all" if model_config.supports_mamba_prefix_caching else "align"``, the
-    # models declaring SupportsMambaPrefixCaching; 0.28+: "none" becomes "align" for every model: empty; "all" is then
+    # --enable-prefix-caching given on a hybrid (read in 0.19.1 - 0.33.0): the architectures
+    # MambaModelConfig.verify_and_update_config (models/config.py) puts in Mamba cache mode "all" rather than "align"
+    # (0.20 - 0.27: ``"all" if model_config.supports_mamba_prefix_caching else "align"``, the models declaring
+    # SupportsMambaPrefixCaching, serving_vllm.MAMBA_PREFIX_CACHING_ALL_0_22 / _0_24; 0.20.0 - 0.25.1 take the flag as
+    # 0.26 does: the same HybridAttentionMambaModelConfig, platforms/interface.py _align_hybrid_block_size (0.20.x
+    # lacks only 0.21's turboquant_ cache-dtype branch), config/model.py get_mamba_chunk_size and, but for 0.20 - 0.21's
+    # speculative rule (all_mode_yields_to_speculation), MambaModelConfig; _set_default_chunked_prefill_and_prefix_
+    # caching_args only defaults the flag (is_prefix_caching_supported False for hybrids) and keeps a given True;
+    # 0.19.1 has no _align_hybrid_block_size (HybridAttentionMambaModelConfig aligns the block itself) and another
+    # MambaModelConfig: not compared, refused; 0.28+: "none" becomes "align" for every model: empty; "all" is then
     # reached only by --mamba-cache-mode all, which kvplan does not take, and 0.32.0 drops it from MambaCacheMode);
     # "all" pages: serving_vllm.all_mode_pages, the block aligned to the Mamba chunk (serving_vllm.mamba_chunk_size).
     # None: a release whose explicit flag kvplan has not verified on hybrids (refused)
     explicit_prefix_caching_all: frozenset[str] | None = None
+    # 0.20.0 - 0.21.0 (models/config.py MambaModelConfig.verify_and_update_config): a SupportsMambaPrefixCaching model
+    # takes "align", not "all", when a speculative config is given ("Mamba cache mode is set to 'align' ... when
+    # prefix caching and speculative decoding are enabled"; gone in 0.22.0). So their mode "all" never holds
+    # speculative pages, which their MambaSpec.max_memory_usage_bytes ("all": cdiv(max_model_len, block_size) pages,
+    # no num_speculative_blocks; added in 0.22.0) would not count
+    all_mode_yields_to_speculation: bool = False
     # align mode's num_prefill_checkpoint_blocks (one more page per state group and request) by the card's ssm kind:
     # 0.32+ Mamba-2 (mamba_mixer2.py MambaMixer2.get_kv_cache_spec: replace(spec, num_prefill_checkpoint_blocks=1),
     # absent in 0.31.0); 0.33+ Gated DeltaNet where its prefill runs FlashInfer's kernel (gdn/qwen_gdn_linear_attn.py
@@ -199,17 +211,20 @@ VERSIONS = (
     # 0.21.0, so the charged per-graph ESTIMATE is 0.21's fit
     VllmVersion("vLLM 0.20.0 (V1 engine)", (0, 20, 0), (0, 20, 0), vl.DEFAULT_UTILIZATION, True, True, False, None,
                 cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21,
-                triton_topk_topp_buffer=True, sampler_holds_hidden=True, compile_benchmarks_kernels=True, **_V0_18),
+                triton_topk_topp_buffer=True, sampler_holds_hidden=True, compile_benchmarks_kernels=True,
+                explicit_prefix_caching_all=vl.MAMBA_PREFIX_CACHING_ALL_0_22, all_mode_yields_to_speculation=True,
+                **_V0_18),
     # the Triton kernel's buffer is the same in 0.19.1 and 0.28.0 (read), taken as unchanged between them
     *(VllmVersion(f"vLLM {label} (V1 engine)", first, last, vl.DEFAULT_UTILIZATION, True, False, False, None,
                   cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21,
                   triton_topk_topp_buffer=True, sampler_holds_hidden=True, compile_benchmarks_kernels=True,
-                  v2_architectures=frozenset(v2), v2_listed_dense_only=dense_only, **_V0_18)
-      for label, first, last, v2, dense_only in (
-          ("0.20.1-0.21", (0, 20, 1), (0, 21), (), False),
-          ("0.22", (0, 22), (0, 22), vl.V2_ARCHITECTURES_0_22, True),
-          ("0.23", (0, 23), (0, 23), vl.V2_ARCHITECTURES_0_23, True),
-          ("0.24", (0, 24), (0, 24), vl.V2_ARCHITECTURES_0_24, False))),
+                  v2_architectures=frozenset(v2), v2_listed_dense_only=dense_only,
+                  explicit_prefix_caching_all=all_mode, all_mode_yields_to_speculation=first < (0, 22), **_V0_18)
+      for label, first, last, v2, dense_only, all_mode in (
+          ("0.20.1-0.21", (0, 20, 1), (0, 21), (), False, vl.MAMBA_PREFIX_CACHING_ALL_0_22),
+          ("0.22", (0, 22), (0, 22), vl.V2_ARCHITECTURES_0_22, True, vl.MAMBA_PREFIX_CACHING_ALL_0_22),
+          ("0.23", (0, 23), (0, 23), vl.V2_ARCHITECTURES_0_23, True, vl.MAMBA_PREFIX_CACHING_ALL_0_22),
+          ("0.24", (0, 24), (0, 24), vl.V2_ARCHITECTURES_0_24, False, vl.MAMBA_PREFIX_CACHING_ALL_0_24))),
     # 0.25 - 0.28: dense models run Model Runner V2 (config/vllm.py _is_default_v2_model_runner_model: "or not
     # model_config.is_moe", hybrid and attention-free models excluded; first in 0.25.0, absent in 0.24.0), whose
     # profile_cudagraph_memory returns 0 ("NOTE(woosuk): It is TBD whether we keep this API or not", v1/worker/gpu/
@@ -217,7 +232,8 @@ VERSIONS = (
     VllmVersion("vLLM 0.25 (V1 engine)", (0, 25), (0, 25), vl.DEFAULT_UTILIZATION, True, False, False, None,
                 cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21,
                 dense_runner_without_graph_estimate=True, triton_topk_topp_buffer=True, sampler_holds_hidden=True,
-                compile_benchmarks_kernels=True, v2_architectures=vl.V2_ARCHITECTURES_0_25, **_V0_18),
+                compile_benchmarks_kernels=True, v2_architectures=vl.V2_ARCHITECTURES_0_25,
+                explicit_prefix_caching_all=vl.MAMBA_PREFIX_CACHING_ALL_0_24, **_V0_18),
     # 0.26 - 0.28: 0.28's _dummy_sampler_run (V1 runner) still samples with top_k and top_p (through the Triton
     # kernel, then once more through forward_native with a generator; the peak is one call's); the null-block
     # reservation (PR 47272) first appears in 0.29.0 (kv_cache_utils.py check_enough_kv_cache_memory and
@@ -575,19 +591,23 @@ class VLLM(Server):
             return False
         return self.version.hybrid_prefix_caching if enabled is None else enabled
 
-    def mamba_cache_mode(self, card, enabled: bool | None = None) -> str:
+    def mamba_cache_mode(self, card, enabled: bool | None = None, speculative=None) -> str:
         """The Mamba cache mode of ``card``'s state layers (MambaModelConfig.verify_and_update_config, models/config.py
-        0.26.0 - 0.33.0): "none" with prefix caching off; on, "all" where --enable-prefix-caching is given and the
-        release puts the architecture there (VllmVersion.explicit_prefix_caching_all: 0.26 - 0.27, the models
-        declaring SupportsMambaPrefixCaching), else "align" (0.28+'s default for every hybrid keeps "align")."""
+        0.20.0 - 0.33.0): "none" with prefix caching off; on, "all" where --enable-prefix-caching is given and the
+        release puts the architecture there (VllmVersion.explicit_prefix_caching_all: 0.20 - 0.27, the models
+        declaring SupportsMambaPrefixCaching; 0.20 - 0.21 not with ``speculative``, all_mode_yields_to_speculation),
+        else "align" (0.28+'s default for every hybrid keeps "align")."""
         if not self.prefix_caching_hybrid(card, enabled):
             return "none"
-        listed = self.version.explicit_prefix_caching_all or frozenset()
+        v = self.version
+        listed = v.explicit_prefix_caching_all or frozenset()
+        if speculative is not None and v.all_mode_yields_to_speculation:
+            listed = frozenset()
         return "all" if enabled and card.hf_architecture in listed else "align"
 
     def check_prefix_caching(self, card, enabled: bool | None) -> None:
         """Refuse --enable-prefix-caching where kvplan has not verified the Mamba cache mode it gives: a hybrid on a
-        release before 0.26, an attention-free state model (platforms/interface.py _align_hybrid_block_size runs for
+        release before 0.20, an attention-free state model (platforms/interface.py _align_hybrid_block_size runs for
         is_hybrid models only, so in mode "all" an attention-free model's mamba_block_size stays the 16-token block,
         below the Mamba-2 chunk its prefill kernels step by: not modelled)."""
         if not enabled or card.ssm is None:
@@ -598,7 +618,8 @@ class VLLM(Server):
                               "its Mamba cache mode under prefix caching is not verified); plan it without the flag")
         if v.explicit_prefix_caching_all is None:
             raise KvplanError(f"--enable-prefix-caching: not modelled for a hybrid on {v.label} (its Mamba cache mode "
-                              "is verified from vLLM 0.26); use --engine vllm==0.26 or later, or leave the flag off")
+                              "is verified from vLLM 0.20: 0.19's hybrid configuration is other code); use "
+                              "--engine vllm==0.20 or later, or leave the flag off")
 
     def gdn_checkpoints_on(self, card, gpu, enabled: bool | None = None) -> bool:
         """0.33+: a Gated DeltaNet hybrid in align mode on SM 9.0 exports prefill checkpoints (FlashInfer's prefill,
@@ -619,7 +640,7 @@ class VLLM(Server):
         hybrid block (align mode's checkpoint alignment; mode "all": the Mamba chunk, serving_vllm.mamba_chunk_size)."""
         if card.ssm is None:
             return {}
-        mode = self.mamba_cache_mode(card, enabled)
+        mode = self.mamba_cache_mode(card, enabled, speculative)
         spec = self.speculative_state_blocks(speculative)
         if mode == "all":
             return dict(state_pages=spec, mamba_cache_mode=mode, state_alignment=vl.mamba_chunk_size(card.ssm))
@@ -1317,7 +1338,7 @@ def _state_notes(s: Setup, p: Pool) -> list[str]:
                f"cdiv(max_model_len {fmt_int(s.max_model_len)}, block {fmt_int(s.block_size)})"
                + (f" + {spec} speculative" if spec else "") + "): --enable-prefix-caching puts "
                f"{s.card.hf_architecture}, which declares SupportsMambaPrefixCaching, in mode 'all' on {v.label} "
-               "(MambaModelConfig.verify_and_update_config, models/config.py 0.26 - 0.27: 'Mamba cache mode is set "
+               "(MambaModelConfig.verify_and_update_config, models/config.py 0.20 - 0.27: 'Mamba cache mode is set "
                "to 'all' ... when prefix caching is enabled'), a state page per block of the sequence; the block "
                f"is aligned to the Mamba chunk ({fmt_int(s.opts.state_alignment)} tokens, config/model.py "
                "get_mamba_chunk_size). vLLM's fits check and concurrency count all of them; a decoding request keeps "
@@ -1326,7 +1347,10 @@ def _state_notes(s: Setup, p: Pool) -> list[str]:
     elif s.opts.mamba_cache_mode == "align":
         checkpoint = pages - 2 - spec
         on = ("--enable-prefix-caching turns prefix caching on (MambaModelConfig.verify_and_update_config, "
-              "models/config.py 0.26+: mode 'none' becomes 'align')" if given else
+              "models/config.py 0.20+: mode 'none' becomes 'align'"
+              + ("; on 0.20 - 0.21 a model declaring SupportsMambaPrefixCaching takes 'align', not 'all', with a "
+                 "speculative config" if v.all_mode_yields_to_speculation and s.opts.speculative is not None
+                 and s.card.hf_architecture in (v.explicit_prefix_caching_all or ()) else "") + ")" if given else
               "this release turns prefix caching on by default for hybrid models (engine/arg_utils.py, 0.28+)")
         why = (f"{pages} pages per request and state group (MambaSpec.max_memory_usage_bytes, mamba_cache_mode "
                f"'align': 2" + (f" + {spec} speculative" if spec else "")
@@ -1337,7 +1361,7 @@ def _state_notes(s: Setup, p: Pool) -> list[str]:
         off = ("an attention-free model keeps prefix caching off (config/model.py is_prefix_caching_supported)"
                if not s.card.attention_layers else
                ("--no-enable-prefix-caching: MambaModelConfig.verify_and_update_config (models/config.py, read in "
-                "0.26.0 - 0.33.0) keeps mode 'none'" if v.explicit_prefix_caching_all is not None else
+                "0.20.0 - 0.33.0) keeps mode 'none'" if v.explicit_prefix_caching_all is not None else
                 "--no-enable-prefix-caching: prefix caching off, as this release's default for hybrids")
                if given is False else
                "vLLM turns prefix caching off by default for hybrid models before 0.28 (engine/arg_utils.py)")
