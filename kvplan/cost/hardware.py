@@ -286,7 +286,12 @@ def _decode(entry: dict[str, Any]) -> GPU:
 
 
 if __name__ == "__main__":  # python -m kvplan.cost.hardware: rewrite the cache after changing gpus.yaml
+    import argparse
+
     from kvplan.files import write_atomic
 
+    argparse.ArgumentParser(prog="python -m kvplan.cost.hardware", description=(
+        f"Rewrite {bundled_gpu_file().with_name(CACHE_FILE)} (the validated GPU catalog) after changing "
+        f"{bundled_gpu_file().name}.")).parse_args()
     write_atomic(bundled_gpu_file().with_name(CACHE_FILE), cache_text())
     print(f"wrote {bundled_gpu_file().with_name(CACHE_FILE)}")

@@ -121,7 +121,12 @@ def load_card_file(path: str | Path) -> ModelCard:
 
 
 if __name__ == "__main__":  # python -m kvplan.model.catalog: rewrite the cache after changing a bundled card
+    import argparse
+
     from kvplan.files import write_atomic
 
+    argparse.ArgumentParser(prog="python -m kvplan.model.catalog", description=(
+        f"Rewrite {cards_dir() / cardcache.FILE} (the validated bundled cards) after changing a card in "
+        "model_cards/ or the card schema.")).parse_args()
     write_atomic(cards_dir() / cardcache.FILE, card_cache_text())
     print(f"wrote {cards_dir() / cardcache.FILE}")
