@@ -127,3 +127,32 @@ def test_2025_02_given_c_too_short_per_slot_is_refused(cli):
     code, _, err = cli(*head, "--max-model-len", "8300")
     assert code == 2 and "8,208 tokens per request" in err
     assert cli(*head, "-fa", "on", "--max-model-len", "8320")[0] == 0
+
+
+EST = ("estimate", "-m", "llama-3.1-8b", "--seq-len", "4096", "--engine", "llamacpp", "--json")
+
+
+def test_2025_02_estimate_without_ngl_offloads_no_layer(cli, cli_json):
+    """c392e509's llama-server without -ngl offloads no layer: common_params.n_gpu_layers = -1 ("use default") leaves
+    llama_model_default_params().n_gpu_layers = 0 (src/llama-model.cpp, read in Ollama's vendored llama.cpp d7cfe1ff,
+    2025-02-26; 999 only on Metal) until PR #15434 (2025-08). The estimate sized every layer on CUDA0 before (CUDA0
+    model 14,314.52 MiB, CUDA0 KV 512 MiB); it now sizes that build's buffers, those of -ngl 0: the whole model
+    (8,030,261,248 bf16 params, 16,060,522,496 B, plus GGUF alignment) and the K/V (4,096 cells x 32 layers x 8 KV
+    heads x 128 x 2 B, K and V: 512 MiB) on the CPU, none on a GPU, and says so. 2025-12 without -ngl keeps every
+    layer on the GPU (PR #15434's default), and so does Ollama (its 2025 runner passed --n-gpu-layers of its own)."""
+    old = cli_json(*EST, *OLD)["llamacpp"]
+    zero = cli_json(*EST, *OLD, "-ngl", "0")["llamacpp"]
+    assert old["buffers"] == zero["buffers"] and old["context"]["n_gpu_layers"] == 0
+    assert not [b for b in old["buffers"] if b["device"] == "CUDA0"]
+    on_cpu = {b["kind"]: b["bytes"] for b in old["buffers"] if b["device"] == "CPU"}
+    assert on_cpu["kv"] == 4096 * 32 * 8 * 128 * 2 * 2 == 512 * 2**20
+    assert 16_060_522_496 <= on_cpu["model"] < 16_060_522_496 + 2**20
+    assert any(n.startswith("-ngl not given: the 2025-02 llama-server") for n in old["notes"])
+    every = cli_json(*EST, *OLD, "-ngl", "33")["llamacpp"]
+    assert {b["device"] for b in every["buffers"] if b["kind"] in ("model", "kv")} >= {"CUDA0"}
+    new = cli_json(*EST, "--llamacpp-rules", "2025-12")["llamacpp"]
+    assert new["context"]["n_gpu_layers"] == 33
+    ollama = cli_json(*EST[:-2], "ollama", "--json", *OLD)["llamacpp"]
+    assert ollama["context"]["n_gpu_layers"] == 33
+    code, _, err = cli(*EST[:-1], *OLD, "--gpu", "H100-SXM")  # no layer on the GPU: no roofline to bound
+    assert code == 2 and err.startswith("error: -ngl not given") and "2025-02" in err

@@ -107,3 +107,21 @@ def test_no_kv_unified_without_np_is_llama_servers_four_unified_slots(cli_json):
     row = 8 * 256 * 2 * 2
     assert sum(x["k_bytes"] + x["v_bytes"] for x in r["caches"]) == row * (8 * 32768 + 40 * 4608)
     assert any(n.startswith("--no-kv-unified without -np") for n in r["notes"])
+
+
+def test_2025_12_explicit_np_1_is_one_slot(cli_json):
+    """An explicit -np 1 under --llamacpp-rules 2025-12 (ec98e2002) is one slot with a split (non-unified) cache, not
+    the 4 unified slots of issue #17300 (b7079, 2025-11-16: "-c 8000 ... -np 1" gave "n_slots = 4"). Those came from
+    PR #16736's test in llama_server(), ``n_parallel == 1 && kv_unified == false`` (-np's default was 1, so an explicit
+    1 met it too), until PR #17997 ("arg: clarify auto kvu/np being set on server", release b7433, 2025-12-16) made
+    -np's server default -1 and the test ``n_parallel < 0``. ec98e2002 has #17997: Ollama's vendored copy of it
+    (ollama 49a9c9ba6, "GGML update to ec98e2002", 2025-12-17, FETCH_HEAD=ec98e2002) carries the flat
+    ``std::map<llm_tensor, const char *> LLM_TENSOR_NAMES`` of PR #18051 ("arch: refactor LLM_TENSOR_NAMES", release
+    b7434, the build after b7433), where its previous pin 17f7f4ba still had the per-arch map. Llama-3.1-8B -c 8192:
+    8,192 cells x 32 layers x 8 KV heads x 128 x 2 B, K and V: 1 GiB in one stream."""
+    r = cli_json("plan", "-m", "llama-3.1-8b", "--gpu", "H100-SXM", "--max-model-len", "8192", "--engine", "llamacpp",
+                 "--llamacpp-rules", "2025-12", "-c", "8192", "-np", "1")
+    c = r["context"]
+    assert (c["n_seq_max"], c["n_ctx"], c["n_ctx_seq"], c["kv_unified"]) == (1, 8192, 8192, False)
+    assert sum(x["k_bytes"] + x["v_bytes"] for x in r["caches"]) == 8192 * 32 * 8 * 128 * 2 * 2 == 2**30
+    assert " -np 1" in r["launch_command"] and "-kvu" not in r["launch_command"]

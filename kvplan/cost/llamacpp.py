@@ -291,7 +291,9 @@ def check_era(f: LlamaFlags) -> None:
 # params.kv_unified = true; }`` with -np's server default -1 (common/arg.cpp, PR #17997, 2025-12); --no-kv-unified
 # only sets ``params.kv_unified = false`` before it (arg.cpp ``{"-no-kvu", "--no-kv-unified"}``). From PR #16736
 # (2025-11) to #17997 ``main()`` tested ``n_parallel == 1 && kv_unified == false``, which --no-kv-unified meets too.
-# The 2025-12 and 2026-08 rules (ec98e2002, b10488) take it; 2025-02 had no auto slots (-np 1, one cache).
+# The 2025-12 and 2026-08 rules (ec98e2002, b10488) take it; 2025-02 had no auto slots (-np 1, one cache). ec98e2002
+# (2025-12-16) has #17997 (release b7433): Ollama's copy of it (49a9c9ba6, FETCH_HEAD=ec98e2002) has the flat
+# LLM_TENSOR_NAMES of PR #18051 (b7434), so an explicit -np 1 is one slot there, not #16736's 4 (issue #17300, b7079).
 AUTO_SLOTS = (4, True)
 
 

@@ -159,7 +159,7 @@ def estimate_request(base: ModelCard, q: EstimateRequest) -> Estimate:
                          f"lines below). The engine line's rule for --batch {q.batch} x --seq-len {q.seq_len:,} at "
                          f"{r.kv_t.name}, a stream per sequence, gives {fmt_bytes(table.total_bytes)} "
                          f"({table.total_bytes:,} B).")
-        notes += lcpp.log_lines()
+        notes += [n for n in lcpp.notes if n not in notes] + lcpp.log_lines()  # its own (placement, MLA, -ts) first
     roof = None if dev is None else _roofline(r, q, dev, prompt, steps, kv.total_bytes + weights.bytes)
     return Estimate.model_construct(inputs=inputs, model=summarize(card, base), kv_cache=kv, weights=weights,
                     total_bytes=kv.total_bytes + weights.bytes, flops=flops, roofline=roof, notes=notes,

@@ -64,10 +64,27 @@ def card_hparams(card):
     return hparams_from_card(card)
 
 
-def _no_gpu_layers(hp, f) -> None:
-    """KvplanError where llama.cpp offloads no layer (-ngl 0): the GPU's roofline bounds nothing of the step."""
+# The 2025-02 llama-server without -ngl offloads no layer: common_params.n_gpu_layers = -1 ("use default") leaves
+# llama_model_default_params().n_gpu_layers = 0 (common/common.cpp common_model_params_to_llama; src/llama-model.cpp,
+# read in Ollama's vendored llama.cpp d7cfe1ff of 2025-02-26, days after c392e509; 999 only on Metal builds) until PR
+# #15434 (2025-08, "llama: use FA + max. GPU layers by default"). ``plan`` pins -ngl on its 2025-02 lines; ``estimate``
+# sizes what that build allocates: the model, K/V and compute on the CPU device (lc.placement at -ngl 0).
+_OLD_NGL_NOTE = ("-ngl not given: the 2025-02 llama-server (c392e509) offloads no layer by default "
+                 "(llama_model_default_params().n_gpu_layers = 0 until llama.cpp PR #15434, 2025-08), so the buffers "
+                 "below are its CPU ones; give -ngl {every} (every layer) or -ngl N to size layers on the GPU.")
+
+
+def _old_default_ngl(f: lc.LlamaFlags | None) -> bool:
+    """Whether ``f`` is the 2025-02 rules' llama-server with a GPU and no -ngl (``_OLD_NGL_NOTE``)."""
+    return f is not None and f.rules == "2025-02" and f.n_gpu_layers is None and f.n_gpus > 0
+
+
+def _no_gpu_layers(hp, f, defaulted: bool = False) -> None:
+    """KvplanError where llama.cpp offloads no layer (-ngl 0, or no -ngl under 2025-02: ``defaulted``): the GPU's
+    roofline bounds nothing of the step."""
     if f.n_gpus and not lc.placement(hp, f)[1]:
-        raise KvplanError(f"-ngl {f.n_gpu_layers}: llama.cpp runs every layer on the CPU, so the GPU's roofline "
+        said = "-ngl not given (the 2025-02 llama-server's default is 0)" if defaulted else f"-ngl {f.n_gpu_layers}"
+        raise KvplanError(f"{said}: llama.cpp runs every layer on the CPU, so the GPU's roofline "
                           "bounds nothing (kvplan does not model CPU speed); give -ngl N > 0 for latency bounds, or "
                           "leave out --gpu (estimate) / --concurrency (plan) for the memory alone")
 
@@ -363,6 +380,7 @@ class LlamaCpp(Runtime):
     budget_flag = "-ngl/--n-gpu-layers"
     serves_fp32 = False
     default_parallel: int | None = None  # llama-server: auto (4 slots, unified)
+    server_default_ngl = True  # no -ngl: llama-server's own default (under 2025-02 no layer: _OLD_NGL_NOTE)
 
     kv_dtypes = ("fp32", "fp16", "bf16")  # -ctk/-ctv f32, f16, bf16 (lc.KV_DTYPE_TYPES)
     _dtype_hint = " (llama.cpp's quantized caches: -ctk/-ctv q8_0, q4_0, ... on estimate and plan)"
@@ -395,17 +413,21 @@ class LlamaCpp(Runtime):
         return self.positions_held(chunk, run)
 
     def estimate_memory(self, card, w_bits, seq_len, batch, flags):
-        """``batch`` slots of ``seq_len`` cells each (-np batch, -c seq_len x batch) unless the flags say otherwise."""
+        """``batch`` slots of ``seq_len`` cells each (-np batch, -c seq_len x batch) unless the flags say otherwise;
+        under 2025-02 without -ngl, that build's default of no layer on the GPU (``_estimate_flags``), noted."""
         f = self._estimate_flags(seq_len, batch, flags)
         hp, weights = hparams_and_weights(card, w_bits, f.gguf_quant)
-        return lc.memory(hp, f, weights, adapters(card, f))
+        m = lc.memory(hp, f, weights, adapters(card, f))
+        if self.server_default_ngl and _old_default_ngl(flags):
+            m = m.model_copy(update={"notes": [*m.notes, _OLD_NGL_NOTE.format(every=hp.n_layer + 1)]})
+        return m
 
     def estimate_held(self, card, w_t, seq_len, batch, flags):
         """Each GPU of the estimate's llama-server (``estimate_memory``'s flags), as a step reads it: its GGUF
         tensors and caches (``lc.step_views``); None without a GPU backend; refused with no layer on a GPU."""
         f = self._estimate_flags(seq_len, batch, flags)
         hp, weights = hparams_and_weights(card, w_t.bits, f.gguf_quant)
-        _no_gpu_layers(hp, f)
+        _no_gpu_layers(hp, f, self.server_default_ngl and _old_default_ngl(flags))
         lora = adapters(card, f)
         return list(lc.step_views(hp, f, weights, lora, w_t)) or None
 
@@ -426,6 +448,8 @@ class LlamaCpp(Runtime):
         unified cache: ``batch`` x ``seq_len`` cells the slots share, each reaching all of them)."""
         f = flags or lc.LlamaFlags()
         lc.check_era(f)  # a flag the rules' llama.cpp lacks, before the slots' checks
+        if self.server_default_ngl and _old_default_ngl(f):  # 2025-02 without -ngl: no layer offloaded (_OLD_NGL_NOTE)
+            f = f.replaced(n_gpu_layers=0)
         if f.n_parallel is None:
             f = replace(f, n_parallel=batch)
         if f.n_ctx is None:

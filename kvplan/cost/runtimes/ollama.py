@@ -30,6 +30,10 @@ class Ollama(LlamaCpp):
     rules = "Ollama fb307609 (2026-08) over llama.cpp b10488 rules (kvplan.cost.llamacpp)"
     description = "Ollama: llama-server with -c num_ctx x num_parallel -np num_parallel, no unified cache"
     default_parallel = 1  # OLLAMA_NUM_PARALLEL
+    # no num_gpu: not llama-server's 2025-02 default of no layer (Ollama's 2025 runner passed --n-gpu-layers of its
+    # own fit, llm/server.go NewLlamaServer at d7d7e996 of 2025-02-26: opts.NumGPU = EstimateGPULayers(...).Layers;
+    # from #16031 it starts a current llama-server), so an estimate sizes every layer on the GPU as before
+    server_default_ngl = False
 
     def resolve(self, flags, card, gpu, total, layout, max_model_len) -> Options:
         opts = super().resolve(flags, card, gpu, total, layout, max_model_len)
