@@ -97,7 +97,7 @@ def test_gpus_list_shows_the_visible_total(cli):
     ("vllm==0.22.1", "vLLM 0.22 (V1", 0.92), ("vllm==0.24", "vLLM 0.24 (V1", 0.92), ("vllm==0.33", "vLLM 0.33+", 0.92),
     ("vllm==0.30", "vLLM 0.29-0.31", 0.92), ("vllm==0.32.1", "vLLM 0.32 (V1", 0.92),
     ("sglang==0.5.2", "SGLang 0.5.0-0.5.2", None), ("sglang==0.4.3.post4", "SGLang 0.4.2-0.4.5", None),
-    ("sglang==0.5.10", "SGLang 0.5.10 ", None), ("sglang==0.5.12", "SGLang 0.5.11-0.5.13", None),
+    ("sglang==0.5.10", "SGLang 0.5.10 ", None), ("sglang==0.5.12", "SGLang 0.5.11-0.5.12", None),
     ("sglang", "SGLang 0.5.20+", None),
     ("vllm==0.6.3", "vLLM 0.2-0.6.4 (V0", 0.9), ("vllm==0.6", "vLLM 0.2-0.6.4 (V0", 0.9),
     ("vllm==0.6.5", "vLLM 0.6.5-0.6.6 (V0", 0.9), ("vllm==0.6.6.post1", "vLLM 0.6.5-0.6.6 (V0", 0.9),

@@ -178,12 +178,99 @@ def test_pp_stages_charge_the_whole_models_states_before_0_5_17(engine, per_slot
     assert any("At PP > 1 every stage charges a slot" in n for n in d["notes"])
 
 
-def test_speculative_decoding_on_a_hybrid_says_the_state_pool_is_an_estimate():
-    """_handle_max_mamba_cache reserves intermediate states per draft token with speculative decoding (0.5.4: slots //
-    (1 + D); 0.5.7 - 0.5.12: out of the rest; 0.5.13+: a joint solve), which kvplan does not model: the note says so."""
-    d = _plan("-m", "qwen3-next-80b-a3b", *H200, "--tp", "2", "--engine", "sglang==0.5.14",
-              "--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3")
-    assert any("intermediate states per draft token" in n and "ESTIMATES" in n for n in d["notes"])
+NEXTN = ("--speculative-algorithm", "NEXTN")  # Qwen3-Next's own MTP layer: 3 steps, top-k 1, D = 4 draft tokens
+
+
+# the token pool's cell with the MTP layer in it: 12 full-attention layers of 1,024 B a token at TP 2 and the draft's
+# one (features.sglang_spec_cell_size: int(cell x (1 + 1 / 12)))
+NEXTN_CELL = QWEN3_NEXT_CELL * 13 // 12
+
+
+def _spec_pool(d: dict) -> tuple[int, int, int, int, int]:
+    kv = d["kv_cache"]
+    assert kv["state_bytes_per_request"] == QWEN3_NEXT_STATE
+    return kv["available_bytes"], QWEN3_NEXT_STATE, NEXTN_CELL, kv["state_slots"], kv["tokens"]
+
+
+@pytest.mark.parametrize(("engine", "ratio", "pad"), [("sglang==0.5.23", 5, 1), ("sglang==0.5.17", 5, 1),
+                                                      ("sglang==0.5.16", 5, 0)])
+def test_speculative_states_are_solved_jointly_with_the_state_slots(engine, ratio, pad):
+    """0.5.13+ _handle_max_mamba_cache (model_runner_kv_cache_mixin.py 0.5.13 - 0.5.15, kv_cache_configurator.py
+    0.5.16+; 0.5.13 takes speculative decoding only without the radix cache, below): max_mamba_cache_size = int((budget - pad x per_req x (1 + D)) // (per_req x (1 + D / ratio))), the
+    intermediate states per_req x (min(max_running_requests 48, slots // ratio) + pad) x D come out of the rest with
+    (slots + pad) x per_req; pad is the padding slot of 0.5.17+. Before, kvplan split as without speculative decoding
+    (650 / 557 slots here)."""
+    d = _plan("-m", "qwen3-next-80b-a3b", *H200, "--tp", "2", "--engine", engine, *NEXTN)
+    rest, per, cell, slots, tokens = _spec_pool(d)
+    budget, draft = rest * 0.9 / 1.9, 4
+    assert slots == int((budget - pad * per * (1 + draft)) // (per * (1 + draft / ratio)))
+    copies = per * (min(48, slots // ratio) + pad) * draft
+    assert tokens == (rest - copies - (slots + pad) * per) // cell
+    assert d["max_running"] == min(48, slots // ratio)
+    assert any("MAMBA_SPEC_RULES 'joint" in n and f"({copies:,} B)" in n for n in d["notes"])
+
+
+def test_speculative_states_with_a_given_running_count():
+    """--max-running-requests R with speculative decoding on a hybrid (refused before): 0.5.17+ reserves
+    per_req x (min(R, slots // ratio) + 1) x D (kv_cache_configurator.py _handle_max_mamba_cache)."""
+    d = _plan("-m", "qwen3-next-80b-a3b", *H200, "--tp", "2", "--engine", "sglang==0.5.23", *NEXTN,
+              "--max-running-requests", "16")
+    rest, per, cell, slots, tokens = _spec_pool(d)
+    assert slots == int((rest * 0.9 / 1.9 - per * 5) // (per * (1 + 4 / 5)))
+    assert tokens == (rest - per * (16 + 1) * 4 - (slots + 1) * per) // cell and d["max_running"] == 16
+
+
+def test_speculative_states_multiply_every_slot_in_0_5_4_to_0_5_6():
+    """0.5.4 - 0.5.6 model_runner.py handle_max_mamba_cache: speculativa_ratio = D; max_mamba_cache_size =
+    int(budget // per_req // (1 + D)) and the state memory is slots x per_req x (1 + D)."""
+    d = _plan("-m", "qwen3-next-80b-a3b", *H200, "--tp", "2", "--engine", "sglang==0.5.5", *NEXTN)
+    rest, per, cell, slots, tokens = _spec_pool(d)
+    assert slots == int(rest * 0.9 / 1.9 // per // 5)
+    assert tokens == (rest - slots * per * 5) // cell and d["max_running"] == min(48, slots // 3)
+
+
+@pytest.mark.parametrize("engine", ["sglang==0.5.7", "sglang==0.5.8"])
+def test_speculative_states_come_off_the_rest_first_in_0_5_7_to_0_5_8(engine):
+    """0.5.7 - 0.5.12 handle_max_mamba_cache: per_req x max_running_requests x D off the rest, then the ratio split
+    of what is left (0.5.7 and 0.5.8 in the ratio branch alone)."""
+    d = _plan("-m", "qwen3-next-80b-a3b", *H200, "--tp", "2", "--engine", engine, *NEXTN)
+    rest, per, cell, slots, tokens = _spec_pool(d)
+    left = rest - per * 48 * 4
+    assert slots == int(left * 0.9 / 1.9 // per) and tokens == (left - slots * per) // cell
+
+
+def test_speculative_decoding_turns_the_radix_cache_off_in_0_5_9():
+    """0.5.9 server_args.py _handle_mamba_radix_cache: no_buffer (auto's choice) with speculative decoding turns the
+    radix cache off; handle_max_mamba_cache then takes max_running_requests (48, set for speculative decoding) as the
+    state pool's count, after per_req x 48 x D off the rest; the running cap is slots // 1."""
+    d = _plan("-m", "qwen3-next-80b-a3b", *H200, "--tp", "2", "--engine", "sglang==0.5.9", *NEXTN)
+    rest, per, cell, slots, tokens = _spec_pool(d)
+    assert slots == 48 and tokens == (rest - per * 48 * 4 - 48 * per) // cell and d["max_running"] == 48
+    assert any("turns the radix cache off for Qwen3NextForCausalLM under speculative decoding" in n
+               for n in d["notes"])
+
+
+@pytest.mark.parametrize("engine", ["sglang==0.5.10", "sglang==0.5.12", "sglang==0.5.13"])
+def test_speculative_decoding_with_the_radix_cache_refused_in_0_5_10_to_0_5_13(engine):
+    """0.5.10 - 0.5.13 _handle_mamba_radix_cache raises ValueError for speculative decoding with the radix cache
+    under no_buffer; with --disable-radix-cache the pool is counted from max_running_requests 48."""
+    r = CliRunner().invoke(app, ["plan", "-m", "qwen3-next-80b-a3b", *H200, "--tp", "2", "--engine", engine, *NEXTN])
+    assert r.exit_code == 2 and "--speculative-algorithm" in r.output
+    d = _plan("-m", "qwen3-next-80b-a3b", *H200, "--tp", "2", "--engine", engine, *NEXTN, "--disable-radix-cache")
+    rest, per, cell, slots, tokens = _spec_pool(d)
+    copies = per * 48 * 4  # 0.5.10 - 0.5.12 before the count; 0.5.13 min(48, 48 // 1) x D beside it
+    assert slots == 48 and tokens == (rest - copies - 48 * per) // cell
+
+
+def test_mamba_spec_split_rules():
+    """serving_sglang.mamba_spec_split against the formulas read (per_req 10, pool 1900: budget 900, D 4, R 48)."""
+    assert sg.mamba_spec_split("factor", 1900, 10, 4, 48, 3) == (1900 - 18 * 50, 18)  # 900 // 10 // 5
+    assert sg.mamba_spec_split("upfront", 3820, 10, 4, 48, 3) == (1900 - 90 * 10, 90)  # 3820 - 1920 = 1900
+    assert sg.mamba_spec_split("upfront_split", 3820, 10, 4, 48, 3, count=7) == (3820 - 70, 7)
+    assert sg.mamba_spec_split("joint", 1900, 10, 4, 48, 3) == (1900 - 10 * 12 * 4 - 38 * 10, 38)  # 900 // 23.33
+    assert sg.mamba_spec_split("joint_padded", 1900, 10, 4, 48, 3) == (1900 - 10 * 13 * 4 - 37 * 10, 36)  # 850 //
+    with pytest.raises(ValueError):
+        sg.mamba_spec_split("bogus", 1, 1, 1, 1, 1)
 
 
 def _tiny(tmp_path, name: str, arch: str) -> str:

@@ -46,12 +46,11 @@ def test_the_state_slot_cap_applies_after_it():
                 max_running_requests=ASKED).running_limit == slots_cap
 
 
-def test_refused_where_sglang_sizes_speculative_states_from_it():
-    """A hybrid with speculative decoding: _handle_max_mamba_cache reserves intermediate states per request from it.
-    (Without the radix cache it sizes the state pool: tests/test_sglang_radix_flags.py.)"""
-    with pytest.raises(KvplanError, match="^--max-running-requests: with speculative decoding, .*intermediate states"):
-        plan("qwen3-next-80b-a3b", gpu="H200", tp=2, engine="sglang", max_model_len=32768, max_running_requests=50,
-             speculative_algorithm="NEXTN")
+def test_taken_where_sglang_sizes_speculative_states_from_it():
+    """A hybrid with speculative decoding: _handle_max_mamba_cache reserves intermediate states per request from it
+    (serving_sglang.MAMBA_SPEC_RULES; tests/test_sglang_mamba_hybrids.py); refused before that was modelled."""
+    assert plan("qwen3-next-80b-a3b", gpu="H200", tp=2, engine="sglang", max_model_len=32768, max_running_requests=20,
+                speculative_algorithm="NEXTN").running_limit == 20
     for bad in (0, -1, True, 2.5):
         with pytest.raises(KvplanError, match="^--max-running-requests: must be an integer"):
             plan("qwen3-8b", gpu="H100-SXM", engine="sglang", max_model_len=4096, max_running_requests=bad)

@@ -47,6 +47,7 @@ class Speculative:
     spelling: str = ""  # the method as given (vLLM's deepseek_mtp, qwen3_next_mtp, ... are method mtp)
     config: str | None = None  # vLLM: the --speculative-config JSON as given, every key of it (the launch line's)
     topk: int | None = None  # SGLang: --speculative-eagle-topk on the launch line (1: a chain; None: vLLM, NGRAM)
+    draft_tokens: int | None = None  # SGLang: speculative_num_draft_tokens (None: vLLM; NGRAM without the flag)
 
     def __str__(self) -> str:
         draft = f", draft {self.model}" if self.model else ""
@@ -178,7 +179,7 @@ def parse_sglang_speculative(flags, card: ModelCard) -> Speculative | None:
         passed_on = (f"--speculative-num-steps {k}",
                      *(f"{f} {v}" for f, v in (("--speculative-eagle-topk", topk),
                                                ("--speculative-num-draft-tokens", tokens)) if v is not None))
-        return Speculative("ngram", k, path, 0, None, passed_on, topk=topk)
+        return Speculative("ngram", k, path, 0, None, passed_on, topk=topk, draft_tokens=tokens)
     if steps is None and (topk is not None or tokens is not None):
         which = "--speculative-eagle-topk" if topk is not None else "--speculative-num-draft-tokens"
         raise KvplanError(f"--speculative-num-steps: SGLang needs it with {which} (server_args.py "
@@ -192,16 +193,17 @@ def parse_sglang_speculative(flags, card: ModelCard) -> Speculative | None:
                  f"--speculative-num-draft-tokens {tokens}")
     if name == "NEXTN":
         return Speculative("nextn", k, path, own_mtp_layers(card, "--speculative-algorithm: NEXTN"), None, passed_on,
-                           topk=topk)
+                           topk=topk, draft_tokens=tokens)
     if name in ("EAGLE", "EAGLE3"):
         if not path:
             raise KvplanError(f"--speculative-draft-model-path: {name} needs the draft head's repository")
-        return Speculative(name.lower(), k, path, EAGLE_LAYERS, None, passed_on, topk=topk)
+        return Speculative(name.lower(), k, path, EAGLE_LAYERS, None, passed_on, topk=topk, draft_tokens=tokens)
     if not path:
         raise KvplanError("--speculative-draft-model-path: STANDALONE needs the draft model (a card name, .yaml "
                           "or Hub id kvplan reads)")
     draft = draft_card("--speculative-draft-model-path", path)
-    return Speculative("standalone", k, hub_repo(draft), draft.attention_layers, draft, passed_on, topk=topk)
+    return Speculative("standalone", k, hub_repo(draft), draft.attention_layers, draft, passed_on, topk=topk,
+                       draft_tokens=tokens)
 
 
 def sglang_spec_cell_size(cell_size: int, spec: Speculative | None, num_layers: int) -> int:

@@ -666,6 +666,68 @@ def mamba_fixed(pool: int, per_request: int, slots: int = MAMBA_CACHE_SIZE_WITHO
     return pool - (slots + padding_slot) * per_request, slots
 
 
+# Speculative decoding on a hybrid: the verify step keeps, for each running request, the states after each of the
+# speculative_num_draft_tokens (D) draft tokens (mem_cache/memory_pool.py MambaPool: intermediate_ssm_state_cache and
+# intermediate_conv_window, spec_state_size x D copies of a slot's states), which handle_max_mamba_cache charges at
+# mamba_cache_per_req a copy (per_req below), by release (the state pool by count or by the ratio split as
+# MAMBA_SIZE_RULES says; R = max_running_requests: given, else SPEC_MAX_RUNNING_REQUESTS; no DP attention):
+# - "factor" (0.5.3 - 0.5.6; model_runner.py handle_max_mamba_cache, read in 0.5.4, 0.5.5, 0.5.6: speculativa_ratio):
+#   every state slot carries its D copies: by ratio slots = int(budget // per_req // (1 + D)); by count the given
+#   slots; the K/V pool gets rest - slots x per_req x (1 + D);
+# - "upfront_split" (0.5.7 - 0.5.8; model_runner_kv_cache_mixin.py handle_max_mamba_cache, read in 0.5.7, 0.5.8):
+#   the ratio branch alone first takes per_req x R x D off the rest, then splits what is left; by count nothing;
+# - "upfront" (0.5.9 - 0.5.12; the same function, read in 0.5.9 - 0.5.12): per_req x R x D off the rest first,
+#   whatever sizes the state pool;
+# - "joint" (0.5.13 - 0.5.16; model_runner_kv_cache_mixin.py 0.5.13 - 0.5.15, mem_cache/kv_cache_configurator.py
+#   _handle_max_mamba_cache 0.5.16, read in each): by ratio slots = int(budget // (per_req x (1 + D / ratio)))
+#   ("Joint solve: main_state + intermediate = mamba_budget"); the copies are per_req x min(R, slots // ratio) x D
+#   (ratio: _calculate_mamba_ratio, mamba_ratio); the K/V pool gets rest - copies - slots x per_req;
+# - "joint_padded" (0.5.17+; kv_cache_configurator.py _handle_max_mamba_cache, read in every wheel 0.5.17 - 0.5.23):
+#   the same with the padding slot on both buffers: slots = int((budget - per_req x (1 + D)) // (per_req x
+#   (1 + D / ratio))), copies per_req x (min(R, slots // ratio) + 1) x D, state pool (slots + 1) x per_req.
+# "" (before 0.5.3): no state pool rule (server_args.py 0.5.1 has none); the copies are not charged.
+# The copies come out of the pool (mem_fraction_static's), before the K/V token pool gets the rest; ReplaySSM
+# (--enable-linear-replayssm-spec, off by default, 0.5.17+) is not modelled.
+MAMBA_SPEC_RULES = ("", "factor", "upfront_split", "upfront", "joint", "joint_padded")
+# NGRAM's speculative_num_draft_tokens when not given: speculative_ngram_max_match_window_size = 12 (server_args.py
+# 0.5.4 - 0.5.12, "if self.speculative_num_draft_tokens is None"), 12 (arg_groups/speculative_hook.py _handle_ngram,
+# read in 0.5.13 and 0.5.23); the EAGLE family with top-k 1 takes speculative_num_steps + 1 whatever is given
+# ("speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when speculative_eagle_topk == 1")
+NGRAM_DRAFT_TOKENS = 12
+
+
+def mamba_spec_split(rule: str, pool: int, per_request: int, draft_tokens: int, running: int, ratio: int,
+                     count: int | None = None, padding_slot: bool = False) -> tuple[int, int]:
+    """(bytes left for the K/V token pool, max_mamba_cache_size) with speculative decoding's intermediate states
+    (MAMBA_SPEC_RULES ``rule``; ``draft_tokens`` D, ``running`` R, ``ratio`` the running cap's divisor; ``count``:
+    the state pool by count (mamba_count_size), else by the ratio split)."""
+    if rule not in MAMBA_SPEC_RULES:
+        raise ValueError(f"mamba_spec_split: rule {rule!r} is none of {MAMBA_SPEC_RULES}")
+    if per_request <= 0:
+        return pool, 0
+    d = draft_tokens
+    if rule == "":
+        return (mamba_split(pool, per_request, padding_slot=padding_slot) if count is None else
+                mamba_fixed(pool, per_request, count, padding_slot))
+    if rule == "factor":
+        budget = max(0, pool) * DEFAULT_MAMBA_FULL_MEMORY_RATIO / (1 + DEFAULT_MAMBA_FULL_MEMORY_RATIO)
+        slots = count if count is not None else int(budget // per_request // (1 + d))
+        return pool - slots * per_request * (1 + d), slots
+    if rule in ("upfront_split", "upfront"):
+        if count is not None:
+            rest = pool - (per_request * running * d if rule == "upfront" else 0)
+            return mamba_fixed(rest, per_request, count, padding_slot)
+        return mamba_split(pool - per_request * running * d, per_request, padding_slot=padding_slot)
+    pad = int(rule == "joint_padded")
+    if count is None:
+        budget = max(0, pool) * DEFAULT_MAMBA_FULL_MEMORY_RATIO / (1 + DEFAULT_MAMBA_FULL_MEMORY_RATIO)
+        slots = int((budget - per_request * (1 + d) * pad) // (per_request * (1 + d / ratio)))
+    else:
+        slots = count
+    copies = per_request * (min(running, slots // ratio) + pad) * d
+    return pool - copies - (slots + pad) * per_request, slots
+
+
 # --mamba-radix-cache-strategy (0.5.14+; --mamba-scheduler-strategy 0.5.7 - 0.5.13, kept as a deprecated alias to
 # 0.5.19; server_args.py MAMBA_SCHEDULER_STRATEGY_CHOICES / MAMBA_RADIX_CACHE_STRATEGY_CHOICES, from 0.5.20
 # arg_groups/fields/exec_.py): auto, no_buffer, extra_buffer (extra_buffer_lazy from 0.5.13, not modelled)

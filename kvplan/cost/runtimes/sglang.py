@@ -89,6 +89,9 @@ class SglangVersion(VersionRange):
     # how --max-mamba-cache-size, and --max-running-requests without the radix cache, size the state pool
     # (serving_sglang.MAMBA_SIZE_RULES; "": no --max-mamba-cache-size, before 0.5.3)
     mamba_sizes: str = "given"
+    # how speculative decoding's intermediate draft states (speculative_num_draft_tokens copies of a slot's states)
+    # come out of the pool before the K/V token pool (serving_sglang.MAMBA_SPEC_RULES, handle_max_mamba_cache)
+    mamba_spec: str = "joint_padded"
     # the spelling of the mamba strategy flag ("": none, before 0.5.7; --mamba-scheduler-strategy 0.5.7 - 0.5.13) and
     # whether an explicit no_buffer needs --disable-overlap-schedule (0.5.14+, server_args.py _validate_mamba_no_buffer,
     # from 0.5.19 arg_groups/mamba_hook.py validate_mamba_no_buffer: "no_buffer do not support overlap schedule";
@@ -107,9 +110,30 @@ class SglangVersion(VersionRange):
     # how a given --max-running-requests becomes the running cap (serving_sglang.GIVEN_RUNNING_RULES)
     given_running: str = "half_tokens"
 
+    # speculative decoding on a hybrid under the no_buffer strategy (what "auto" becomes 0.5.7 - 0.5.13) with the radix
+    # cache on: "radix_off" turns the radix cache off (0.5.8: NemotronHForCausalLM alone, server_args.py
+    # _handle_model_specific_adjustments "Disabling radix cache since speculative decoding for NemotronHForCausalLM is
+    # not supported with radix cache yet"; 0.5.9: every hybrid through _handle_mamba_radix_cache, "... for
+    # {model_arch} ..."), "refuse": 0.5.10 - 0.5.13 _handle_mamba_radix_cache raises ValueError ("Speculative decoding
+    # for {model_arch} is not compatible with radix cache when using --mamba-scheduler-strategy no_buffer") on CUDA;
+    # "": neither (before 0.5.8; 0.5.14+, read in 0.5.14 - 0.5.23)
+    mamba_spec_no_buffer: str = ""
+    mamba_spec_no_buffer_archs: frozenset[str] | None = None  # None: every hybrid
+
+    def mamba_spec_no_buffer_hit(self, card, opts) -> bool:
+        """``card`` under speculative decoding, the radix cache on and the no_buffer strategy meets this release's
+        mamba_spec_no_buffer rule."""
+        return (bool(self.mamba_spec_no_buffer) and opts is not None and opts.speculative is not None
+                and not opts.radix_disabled and card.hf_architecture not in self.mamba_radix_off
+                and opts.mamba_strategy != "extra_buffer"
+                and (self.mamba_spec_no_buffer_archs is None or card.hf_architecture in self.mamba_spec_no_buffer_archs))
+
     def mamba_radix(self, card, opts=None) -> bool:
         """This release keeps the radix cache on (MambaRadixCache) for a state-space hybrid ``card``: not with
-        --disable-radix-cache (``opts.radix_disabled``), nor for the architectures it turns it off for itself."""
+        --disable-radix-cache (``opts.radix_disabled``), nor for the architectures it turns it off for itself, nor
+        where speculative decoding turns it off (mamba_spec_no_buffer "radix_off")."""
+        if self.mamba_spec_no_buffer == "radix_off" and self.mamba_spec_no_buffer_hit(card, opts):
+            return False
         return not (opts is not None and opts.radix_disabled) and card.hf_architecture not in self.mamba_radix_off
 
     def mamba_tracking(self, card, pp: int, opts=None) -> int:
@@ -132,8 +156,13 @@ class SglangVersion(VersionRange):
         """max_mamba_cache_size where this release sizes ``card``'s state pool by count (serving_sglang.
         mamba_count_size: --max-mamba-cache-size, --max-running-requests without the radix cache, 512); None: by
         memory (mamba_split)."""
+        # max_running_requests as handle_max_mamba_cache reads it: given, else 48 with speculative decoding (set in
+        # __post_init__ before, serving_sglang.SPEC_MAX_RUNNING_REQUESTS)
+        running = opts.max_running_requests
+        if running is None and opts.speculative is not None:
+            running = sg.SPEC_MAX_RUNNING_REQUESTS
         return sg.mamba_count_size(self.mamba_sizes or "radix_off", self.mamba_radix(card, opts),
-                                   opts.max_mamba_cache_size, opts.max_running_requests)
+                                   opts.max_mamba_cache_size, running)
 
     def is_multimodal(self, card) -> bool:
         """configs/model_config.py is_multimodal, as this release decides it by default (serving_sglang's comment
@@ -198,11 +227,11 @@ _AS_GIVEN = {"given_running": "as_given"}
 # (serving_sglang.MAMBA_SIZE_RULES, MAMBA_STRATEGIES)
 _NO_MAMBA_FLAGS = {"mamba_sizes": "", "mamba_strategy_flag": "", "no_buffer_overlap_off": False}
 _SCHEDULER_STRATEGY = {"mamba_strategy_flag": "--mamba-scheduler-strategy", "no_buffer_overlap_off": False}
-_EARLY = {"vlm_mfs": False, "vlm_subconfig": False, "mamba_running_cap": False, **_BEFORE_0_5_17, **_AS_GIVEN,
+_EARLY = {"mamba_spec": "", "vlm_mfs": False, "vlm_subconfig": False, "mamba_running_cap": False, **_BEFORE_0_5_17, **_AS_GIVEN,
           **_NO_MAMBA_FLAGS}
-_LISTED_VLM = {"vlm_subconfig": False, "mamba_running_cap": False, **_BEFORE_0_5_17, **_AS_GIVEN, **_NO_MAMBA_FLAGS}
+_LISTED_VLM = {"mamba_spec": "", "vlm_subconfig": False, "mamba_running_cap": False, **_BEFORE_0_5_17, **_AS_GIVEN, **_NO_MAMBA_FLAGS}
 _MID = {"vlm_subconfig": False, "spec_reserve": "eagle_2g", **_BEFORE_0_5_17, **_AS_GIVEN}
-_RADIX_OFF_SIZES = {"mamba_sizes": "radix_off", "mamba_strategy_flag": "", "no_buffer_overlap_off": False}
+_RADIX_OFF_SIZES = {"mamba_spec": "factor", "mamba_sizes": "radix_off", "mamba_strategy_flag": "", "no_buffer_overlap_off": False}
 
 
 def _late(span: str, first: tuple[int, int, int], swa_architectures: frozenset[str], pages: tuple[int, ...],
@@ -259,6 +288,7 @@ VERSIONS = (
                   trtllm_mha_exceptions=sg.TRTLLM_MHA_EXCEPTIONS_0_5_7,
                   trtllm_mla_architectures=sg.TRTLLM_MLA_ARCHITECTURES_0_5_7,
                   mamba_no_buffer_ratio_extra=sg.MAMBA_TRACKING_SLOTS_OVERLAP, mamba_sizes="radix_off_or_given",
+                  mamba_spec="upfront_split",
                   **_SCHEDULER_STRATEGY),
     # 0.5.8: is_hybrid_swa_model (Llama 4, gpt-oss, MiMo-V2), split by layers; gpt-oss single under trtllm_mha or
     # speculative decoding (server_args.py _handle_model_specific_adjustments)
@@ -269,7 +299,8 @@ VERSIONS = (
                   swa_single_with_speculative=frozenset({"GptOssForCausalLM"}),
                   trtllm_mha_pages=sg.TRTLLM_MHA_PAGES_0_5_1, trtllm_mha_exceptions=sg.TRTLLM_MHA_EXCEPTIONS_0_5_7,
                   trtllm_mla_architectures=sg.TRTLLM_MLA_ARCHITECTURES_0_5_7,
-                  mamba_sizes="radix_off_or_given", **_SCHEDULER_STRATEGY),
+                  mamba_sizes="radix_off_or_given", mamba_spec="upfront_split", **_SCHEDULER_STRATEGY,
+                  mamba_spec_no_buffer="radix_off", mamba_spec_no_buffer_archs=frozenset({"NemotronHForCausalLM"})),
     # 0.5.9: 0.5.10's list and split from the single pool's capacity (set_num_tokens_hybrid_swa: "unified
     # memory-based allocation"); gpt-oss single under trtllm_mha only
     SglangVersion("SGLang 0.5.9 (reserved-memory default, no prefill graphs; hybrid SWA pool split by bytes)",
@@ -277,7 +308,8 @@ VERSIONS = (
                   "capacity", **_WHOLE, **_MID,
                   swa_single_under_trtllm_mha=frozenset({"GptOssForCausalLM"}),
                   trtllm_mha_pages=sg.TRTLLM_MHA_PAGES_0_5_1, trtllm_mha_exceptions=sg.TRTLLM_MHA_EXCEPTIONS_0_5_9,
-                  trtllm_mla_architectures=sg.TRTLLM_MLA_ARCHITECTURES_0_5_9, **_SCHEDULER_STRATEGY),
+                  trtllm_mla_architectures=sg.TRTLLM_MLA_ARCHITECTURES_0_5_9, mamba_spec="upfront",
+                  mamba_spec_no_buffer="radix_off", **_SCHEDULER_STRATEGY),
     # piecewise (prefill) CUDA graphs on by default from 0.5.10 (docs/logs/sglang-code52132052242-qwen3-8b-b200.log
     # captures them); 0.5.6 has them off (docs/logs/sglang-code46415979912-lfm2-700m.log)
     # 0.5.10's scheduler still charges a request its whole length in the sliding pool (schedule_policy.py
@@ -285,26 +317,35 @@ VERSIONS = (
     _late("0.5.10", (0, 5, 10), sg.HYBRID_SWA_ARCHITECTURES_0_5_10, sg.TRTLLM_MHA_PAGES_0_5_1,
           sg.TRTLLM_MHA_EXCEPTIONS_0_5_10, sg.TRTLLM_MHA_SPEC_EXCEPTIONS_0_5_10, swa_split="capacity", **_WHOLE,
           spec_reserve="eagle_4g", **_BEFORE_0_5_17, given_running="estimate", **_SCHEDULER_STRATEGY,
-          trtllm_mla_architectures=sg.TRTLLM_MLA_ARCHITECTURES_0_5_9),
+          trtllm_mla_architectures=sg.TRTLLM_MLA_ARCHITECTURES_0_5_9, mamba_spec="upfront",
+          mamba_spec_no_buffer="refuse"),
     # 0.5.11 - 0.5.15 (0.5.11, 0.5.12, 0.5.13, 0.5.14, 0.5.15 read): schedule_policy.py _swa_budget_for_req charges
     # the window as a floor, and a request the free sliding tokens do not cover waits; no start-up check of the pool.
     # Split at 0.5.14, which drops the default mem_fraction_static's 4 GiB speculative reserve (0.5.11 - 0.5.13 keep it)
-    _late("0.5.11-0.5.13", (0, 5, 11), sg.HYBRID_SWA_ARCHITECTURES_0_5_11, sg.TRTLLM_MHA_PAGES_0_5_1,
-          sg.TRTLLM_MHA_EXCEPTIONS_0_5_11, sg.TRTLLM_MHA_SPEC_EXCEPTIONS_0_5_11, last=(0, 5, 13),
+    # split at 0.5.13, whose handle_max_mamba_cache solves the speculative states jointly (MAMBA_SPEC_RULES "joint")
+    _late("0.5.11-0.5.12", (0, 5, 11), sg.HYBRID_SWA_ARCHITECTURES_0_5_11, sg.TRTLLM_MHA_PAGES_0_5_1,
+          sg.TRTLLM_MHA_EXCEPTIONS_0_5_11, sg.TRTLLM_MHA_SPEC_EXCEPTIONS_0_5_11, last=(0, 5, 12),
           swa_charge="window_floor", swa_chunk_shrink=False, swa_pool_check=False, spec_reserve="eagle_4g",
           **_BEFORE_0_5_17, given_running="estimate", **_SCHEDULER_STRATEGY,
-          trtllm_mla_architectures=sg.TRTLLM_MLA_ARCHITECTURES_0_5_12),
+          trtllm_mla_architectures=sg.TRTLLM_MLA_ARCHITECTURES_0_5_12, mamba_spec="upfront",
+          mamba_spec_no_buffer="refuse"),
+    _late("0.5.13", (0, 5, 13), sg.HYBRID_SWA_ARCHITECTURES_0_5_11, sg.TRTLLM_MHA_PAGES_0_5_1,
+          sg.TRTLLM_MHA_EXCEPTIONS_0_5_11, sg.TRTLLM_MHA_SPEC_EXCEPTIONS_0_5_11,
+          swa_charge="window_floor", swa_chunk_shrink=False, swa_pool_check=False, spec_reserve="eagle_4g",
+          **_BEFORE_0_5_17, given_running="estimate", **_SCHEDULER_STRATEGY,
+          trtllm_mla_architectures=sg.TRTLLM_MLA_ARCHITECTURES_0_5_12, mamba_spec="joint",
+          mamba_spec_no_buffer="refuse"),
     _late("0.5.14-0.5.15", (0, 5, 14), sg.HYBRID_SWA_ARCHITECTURES_0_5_11, sg.TRTLLM_MHA_PAGES_0_5_1,
           sg.TRTLLM_MHA_EXCEPTIONS_0_5_11, sg.TRTLLM_MHA_SPEC_EXCEPTIONS_0_5_11, last=(0, 5, 15),
           swa_charge="window_floor", swa_chunk_shrink=False, swa_pool_check=False, **_BEFORE_0_5_17,
-          mamba_extra_buffer=sg.MAMBA_EXTRA_BUFFER_ARCHITECTURES_0_5_14,
+          mamba_extra_buffer=sg.MAMBA_EXTRA_BUFFER_ARCHITECTURES_0_5_14, mamba_spec="joint",
           trtllm_mla_architectures=sg.TRTLLM_MLA_ARCHITECTURES_0_5_12),
     # 0.5.16: the same charge (max(alloc - window, 0) + _swa_reserved_tokens); a request it does not fit is admitted
     # with a smaller chunk (_swa_chunk_cap)
     _late("0.5.16", (0, 5, 16), sg.HYBRID_SWA_ARCHITECTURES_0_5_16, sg.TRTLLM_MHA_PAGES_0_5_1,
           sg.TRTLLM_MHA_EXCEPTIONS_0_5_11, sg.TRTLLM_MHA_SPEC_EXCEPTIONS_0_5_11, swa_charge="window_floor",
           swa_pool_check=False, **_BEFORE_0_5_17,
-          mamba_extra_buffer=sg.MAMBA_EXTRA_BUFFER_ARCHITECTURES_0_5_16,
+          mamba_extra_buffer=sg.MAMBA_EXTRA_BUFFER_ARCHITECTURES_0_5_16, mamba_spec="joint",
           trtllm_mla_architectures=sg.TRTLLM_MLA_ARCHITECTURES_0_5_16),
     # 0.5.17 - 0.5.18 (both read): the window in the charge is min(extend + decode, window), no longer a floor;
     # trtllm_mha takes 128-token pages
@@ -446,6 +487,7 @@ class SGLang(Server):
                              "(auto_choose_speculative_params), a tree kvplan does not model")
         running = self._given_running(flags, card, speculative is not None)
         mamba = self._mamba_flags(flags, card)
+        self._refuse_spec_no_buffer(card, speculative, mamba)
         pages = self.version.trtllm_mha_pages
         # the top-k the launch line gives, as the default backend reads it (utils is_no_spec_infer_or_topk_one, read
         # in 0.5.7, 0.5.13, 0.5.18, 0.5.23: "speculative_eagle_topk == 1 and (page_size == 1 or page_size is None)"):
@@ -496,6 +538,19 @@ class SGLang(Server):
                        swa_disabled=flags.disable_hybrid_swa_memory, mfs_note=mfs_note, max_running_requests=running,
                        spec_note=spec_note, **mamba)
 
+    def _refuse_spec_no_buffer(self, card, speculative, mamba: dict) -> None:
+        """0.5.10 - 0.5.13 refuse speculative decoding on a hybrid with the radix cache on under no_buffer (what
+        "auto" becomes then): _handle_mamba_radix_cache's ValueError (SglangVersion.mamba_spec_no_buffer)."""
+        v = self.version
+        if (v.mamba_spec_no_buffer != "refuse" or card.ssm is None or speculative is None or mamba["radix_disabled"]
+                or card.hf_architecture in v.mamba_radix_off or mamba["mamba_strategy"] == "extra_buffer"):
+            return
+        raise KvplanError(f"--speculative-algorithm: {v.label.split(' (')[0]} refuses speculative decoding for "
+                          f"{card.hf_architecture} with the radix cache under the no_buffer mamba strategy (what auto "
+                          "becomes in 0.5.7 - 0.5.13): server_args.py _handle_mamba_radix_cache raises 'Speculative "
+                          "decoding ... is not compatible with radix cache'; allowed: add --disable-radix-cache, or "
+                          "plan with sglang 0.5.9 (which turns the radix cache off itself) or 0.5.14+")
+
     def _refuse_spec_release(self, flags: ServingFlags) -> None:
         """--speculative-algorithm STANDALONE / NGRAM before 0.5.3: server_args.py ``add_cli_args`` has
         ``"--speculative-algorithm", choices=["EAGLE", "EAGLE3", "NEXTN"]`` in 0.4.8, 0.4.9, 0.4.10 and 0.5.1 (read;
@@ -543,17 +598,12 @@ class SGLang(Server):
         return replace(spec, passed_on=(*spec.passed_on, "--attention-backend flashinfer"))
 
     def _given_running(self, flags: ServingFlags, card, speculative: bool) -> int | None:
-        """--max-running-requests as given (a positive count); refused where SGLang sizes a hybrid's speculative
-        states from it (its draft states per request, _handle_max_mamba_cache)."""
+        """--max-running-requests as given (a positive count; with speculative decoding on a hybrid it also sizes the
+        intermediate draft states: serving_sglang.MAMBA_SPEC_RULES)."""
         n = flags.max_running_requests
         if n is None:
             return None
-        n = require_positive("--max-running-requests", n)
-        if card.ssm is not None and speculative:
-            raise KvplanError(f"--max-running-requests: with speculative decoding, {self.version.label.split(' (')[0]} "
-                              f"sizes {card.name}'s intermediate states from it (kv_cache_configurator.py "
-                              "_handle_max_mamba_cache), which kvplan does not model; plan without it")
-        return n
+        return require_positive("--max-running-requests", n)
 
     def _mamba_flags(self, flags: ServingFlags, card) -> dict:
         """--disable-radix-cache, --max-mamba-cache-size and --mamba-radix-cache-strategy, checked once against this
@@ -709,6 +759,10 @@ class SGLang(Server):
             state = charged if charged is not None else _state_bytes(s.card, st)
             if s.card.ssm is None:
                 kv, n = st.available, None
+            elif s.opts.speculative is not None:  # the intermediate draft states too (MAMBA_SPEC_RULES)
+                kv, n = sg.mamba_spec_split(self.version.mamba_spec, st.available, state,
+                                            _draft_tokens(s), self._running_cap(s), self._mamba_ratio(s), count,
+                                            self.version.mamba_padding_slot)
             elif count is not None:  # by count: --max-mamba-cache-size, or the radix cache off
                 kv, n = sg.mamba_fixed(st.available, state, count, self.version.mamba_padding_slot)
             else:
@@ -866,11 +920,16 @@ class SGLang(Server):
         radix, o = v.mamba_radix(s.card, s.opts), s.opts
         if v.mamba_count(s.card, o) is not None:
             why = ("--disable-radix-cache" if o.radix_disabled else
+                   f"{release} turns the radix cache off for {arch} under speculative decoding (server_args.py: "
+                   "'Disabling radix cache since speculative decoding for ... is not supported with radix cache "
+                   "yet')" if v.mamba_spec_no_buffer == "radix_off" and v.mamba_spec_no_buffer_hit(s.card, o) else
                    f"{release} turns the radix cache off for {arch} (model_runner.py: 'model detected, disable radix "
                    "cache')" if not radix else None)
             source = (f"--max-mamba-cache-size {o.max_mamba_cache_size}" if o.max_mamba_cache_size is not None else
                       f"--max-running-requests {o.max_running_requests} without the radix cache"
                       if o.max_running_requests is not None else
+                      f"max_running_requests {sg.SPEC_MAX_RUNNING_REQUESTS} (speculative decoding's default) without "
+                      "the radix cache" if o.speculative is not None and v.mamba_sizes != "radix_off" else
                       f"{sg.MAMBA_CACHE_SIZE_WITHOUT_RADIX} without the radix cache or --max-running-requests "
                       "(0.5.4 - 0.5.8)")
             split = (f"SGLang hybrid: {why + ', so ' if why else ''}handle_max_mamba_cache sizes the state pool by "
@@ -911,12 +970,42 @@ class SGLang(Server):
                     + (f"; {release} adds MAMBA_CACHE_V2_ADDITIONAL_RATIO_OVERLAP = {v.mamba_no_buffer_ratio_extra} "
                        "to the ratio of a no_buffer hybrid too (0.5.8 adds it under extra_buffer only)" if v.mamba_no_buffer_ratio_extra
                        else ""))
-        spec = "" if s.opts.speculative is None else (
-            " With --speculative-algorithm SGLang also reserves intermediate states per draft token out of the state "
-            "budget (_handle_max_mamba_cache), which kvplan does not model, nor the radix cache some releases turn off "
-            "with it: the state slots, the K/V pool and the cap are ESTIMATES.")
+        spec = "" if s.opts.speculative is None else " " + self._mamba_spec_note(s, p)
         return (split + f" SGLang runs at most max_mamba_cache_size // {ratio} = "
                 f"{fmt_int(self._mamba_cap(s, slots))} requests at once (resolve_max_num_reqs: {hold})." + spec)
+
+    def _mamba_spec_note(self, s: Setup, p: Pool) -> str:
+        """What speculative decoding's intermediate draft states take (serving_sglang.MAMBA_SPEC_RULES)."""
+        v, d, slots = self.version, _draft_tokens(s), p.pool.state_slots or 0
+        per, running, ratio = p.pool.state_bytes_per_request, self._running_cap(s), self._mamba_ratio(s)
+        count = v.mamba_count(s.card, s.opts)
+        release = v.label.split(" (")[0]
+        if v.mamba_spec == "":
+            return (f"With --speculative-algorithm: {release} has no state pool rule for the intermediate draft "
+                    "states (handle_max_mamba_cache read from 0.5.4); they are not charged: the K/V pool is an "
+                    "ESTIMATE.")
+        if v.mamba_spec == "factor":
+            copies, how = slots * per * d, (f"every state slot carries {d} more copies (x (1 + {d}): "
+                                            "model_runner.py handle_max_mamba_cache, speculativa_ratio)")
+        elif v.mamba_spec in ("upfront_split", "upfront"):
+            copies = 0 if (v.mamba_spec == "upfront_split" and count is not None) else per * running * d
+            how = (f"handle_max_mamba_cache takes max_running_requests {running} x {d} copies off the pool first"
+                   + (" (not when the state pool is sized by count, 0.5.7 - 0.5.8)" if v.mamba_spec == "upfront_split"
+                      else "") + ", then sizes the state pool from the rest")
+        else:
+            pad = int(v.mamba_spec == "joint_padded")
+            copies = per * (min(running, slots // ratio) + pad) * d
+            how = (f"the copies are min(max_running_requests {running}, max_mamba_cache_size // {ratio})"
+                   + (" + 1 (the padding slot)" if pad else "") + f" x {d}, solved with the state slots out of the "
+                   "state budget (_handle_max_mamba_cache: slots = " + (
+                       "(budget - per_req x (1 + D)) // (per_req x (1 + D / ratio))" if pad else
+                       "budget // (per_req x (1 + D / ratio))") + ")" if count is None else
+                   f"the copies are min(max_running_requests {running}, max_mamba_cache_size // {ratio})"
+                   + (" + 1" if pad else "") + f" x {d} beside the counted state pool (_handle_max_mamba_cache)")
+        return (f"With --speculative-algorithm the verify step keeps each running request's states after each of the "
+                f"{d} draft tokens (speculative_num_draft_tokens; memory_pool.py MambaPool intermediate_ssm_state_cache"
+                f" / intermediate_conv_window): {how}; {fmt_bytes(copies)} ({copies:,} B) of them come out of the pool "
+                "before the K/V token pool (serving_sglang.MAMBA_SPEC_RULES '" + v.mamba_spec + "').")
 
     def requested_rule(self, s: Setup) -> str:
         return f"free at start x mem_fraction_static {s.mfs}"
@@ -976,6 +1065,15 @@ def _state_bytes(card, st: Stage) -> int:
     conv = sum(c * e for sp in st.specs if sp.kind == "conv_state" for c, e in sp.vectors)  # elements, all layers
     ssm = sum(c * e for sp in st.specs if sp.kind == "ssm_state" for c, e in sp.vectors)
     return sg.state_bytes_per_request(conv, ssm)
+
+
+def _draft_tokens(s: Setup) -> int:
+    """speculative_num_draft_tokens as SGLang resolves it (serving_sglang.NGRAM_DRAFT_TOKENS): NGRAM's as given, else
+    12; the EAGLE family's steps + 1 at top-k 1, else as given."""
+    spec = s.opts.speculative
+    if spec.method == "ngram":
+        return spec.draft_tokens or sg.NGRAM_DRAFT_TOKENS
+    return spec.k + 1 if (spec.topk or 1) == 1 or spec.draft_tokens is None else spec.draft_tokens
 
 
 def _charged_state(card, sts: list[Stage], stage_share: bool) -> int | None:
