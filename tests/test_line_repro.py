@@ -36,9 +36,21 @@ def _line(model: str, engine: str, **kw):
     return plan(model, engine=engine, gpu="H200", max_model_len=4096, **kw)
 
 
-@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "tgi"])
 def test_bf16_of_a_float16_checkpoint_is_on_the_line(engine):
     # llama-2-7b's config.json: "torch_dtype": "float16"; each server's own default is that dtype
     r = _line("llama-2-7b", engine, weight_dtype="bf16")
     assert r.inputs.weight_dtype == "bf16" and shlex.split(r.launch_command)[-2:] == ["--dtype", "bfloat16"]
     assert "--dtype" not in _line("llama-2-7b", engine).launch_command
+
+
+def test_trtllm_fp16_of_a_bf16_checkpoint_sets_the_yaml_dtype():
+    r = _line("llama-3.1-8b", "trtllm", weight_dtype="fp16")
+    assert r.launch_command.endswith("--extra_llm_api_options kv_cache.yaml")
+    yaml = [n for n in r.notes if n.startswith("kv_cache.yaml for --extra_llm_api_options:")]
+    assert yaml == ["kv_cache.yaml for --extra_llm_api_options: dtype: float16"]
+    plain = _line("llama-3.1-8b", "trtllm")
+    assert "--extra_llm_api_options" not in plain.launch_command
+    assert r.kv_cache.num_blocks == plain.kv_cache.num_blocks  # fp16 and bf16: the same bytes
+    fp8 = _line("llama-3.1-8b", "trtllm", weight_dtype="fp16", kv_dtype="fp8_e4m3")
+    assert "kv_cache.yaml for --extra_llm_api_options: dtype: float16; kv_cache_config: {dtype: fp8}" in fp8.notes
