@@ -27,6 +27,7 @@ def compare(
                                         + " (those without a preallocated static cache).")] = "ideal",
     kv_dtype: o.KvDtype = None,
     weight_dtype: o.WeightDtype = None,
+    enable_prefix_caching: o.EnablePrefixCaching = None,
     as_json: o.Json = False,
 ) -> None:
     """The model under several attention layouts: KV bytes, decode traffic, parameters, max batch, latency bounds."""
@@ -34,7 +35,8 @@ def compare(
     from kvplan.planning.compare import compare as run
 
     result = run(resolve_card(model, hf_config, gguf), attention=attention, seq_len=seq_len, batch=batch, gpu=gpu,
-                 engine=engine, kv_dtype=kv_dtype, weight_dtype=weight_dtype, gpu_file=gpu_file, tp=tp)
+                 engine=engine, kv_dtype=kv_dtype, weight_dtype=weight_dtype, gpu_file=gpu_file, tp=tp,
+                 enable_prefix_caching=enable_prefix_caching)
     from kvplan.report.compare import render_compare
 
     emit(result, as_json, render_compare)

@@ -32,6 +32,7 @@ def sweep(
     max_model_len: Annotated[Axis, typer.Option(
         "--max-model-len", help="Capacity plan length(s), as --seq-len (32k = 32,000); default each row's --seq-len.")] = None,
     block_size: o.SweepBlockSize = None,
+    enable_prefix_caching: o.EnablePrefixCaching = None,
     fmt: Annotated[Optional[str], typer.Option(
         "--format", help="csv, jsonl, markdown or table; default from -o's suffix, else table on a terminal, csv "
                          "in a pipe.")] = None,
@@ -50,7 +51,8 @@ def sweep(
 
     result = run(model, batch=batch, seq_len=seq_len, kv_dtype=kv_dtype, weight_dtype=weight_dtype,
                  attention=attention, engine=engine, gpu=gpu, encoder_len=encoder_len, tp=tp, pp=pp,
-                 max_model_len=max_model_len, block_size=block_size, gpu_file=gpu_file)
+                 max_model_len=max_model_len, block_size=block_size, gpu_file=gpu_file,
+                 enable_prefix_caching=enable_prefix_caching)
     form = pick_format(fmt, output, sys.stdout.isatty())
     if output is None:
         write_sweep(form, result, sys.stdout)

@@ -76,8 +76,10 @@ def compare(model: ModelCard | str, *, attention: str | list[str], seq_len: int 
             weight_dtype: str | None = None, gpu_file: str | None = None, **plan_kw) -> CompareResult:
     """Compare the card's own layout with each layout in ``attention`` ("mha,gqa:8,mqa" or a list); on ``gpu``,
     each one planned on ``tp`` GPUs (a keyword of ``plan_kw``, default 1; its others: the plan's keywords, pp, dp,
-    gpu_memory_utilization ..., which ``kvplan report`` passes)."""
+    gpu_memory_utilization ..., which ``kvplan report`` passes; ``enable_prefix_caching`` (vLLM only), which each row's
+    estimate takes too, as ``estimate`` does: its check refuses it elsewhere, and it needs no --gpu)."""
     tp = plan_kw.pop("tp", 1)
+    enable_prefix_caching = plan_kw.pop("enable_prefix_caching", None)
     require_positive("--tp", tp, maximum=1024)
     if tp > 1 and gpu is None:
         raise KvplanError("--tp: plans the layouts on tp GPUs of --gpu NAME; give --gpu")
@@ -104,8 +106,12 @@ def compare(model: ModelCard | str, *, attention: str | list[str], seq_len: int 
         raise KvplanError(f"--{sorted(plan_kw)[0].replace('_', '-')}: plans the layouts on --gpu NAME; give --gpu")
     # the KV columns on a catalog GPU: its block and state pages, as plan's (vLLM's MLA block, 0.33's GDN checkpoints)
     on = dict(gpu=gpu, gpu_file=gpu_file) if isinstance(gpu, str) else {}
+    if enable_prefix_caching is not None:  # estimate's own check (check_prefix_caching) refuses it by name elsewhere
+        on = dict(on, enable_prefix_caching=enable_prefix_caching)
+        plan_kw = dict(plan_kw, enable_prefix_caching=enable_prefix_caching)
     rows = [_row(label, v, base_params, dev, tp, opts, plan_kw, on) for label, v in variants]
-    first = estimate(card, **opts)
+    first = estimate(card, **opts, **({} if enable_prefix_caching is None else
+                                      {"enable_prefix_caching": enable_prefix_caching}))
     return CompareResult(model=card.name, gpu=dev.name if dev else None, tp=tp, engine=engine, batch=batch,
                          seq_len=seq_len, kv_dtype=first.kv_cache.dtype, weight_dtype=first.weights.dtype,
                          rows=rows, summary=SUMMARY + (MLA_SUMMARY if any(r.num_kv_heads is None for r in rows) else ""),

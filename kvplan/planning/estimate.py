@@ -132,7 +132,7 @@ def estimate_request(base: ModelCard, q: EstimateRequest) -> Estimate:
                             kv_heads=q.kv_heads,
                             attention=q.attention, prompt_len=prompt, gpu=q.gpu,
                             enable_prefix_caching=q.enable_prefix_caching)
-    _check_prefix_caching(r, q.enable_prefix_caching)
+    check_prefix_caching(r, q.enable_prefix_caching)
     kv = kv_cache(r, q.engine_groups, dev, q.enable_prefix_caching)
     weights = _with_checkpoint(served_weights(card, r, dev), base)
     notes = list(r.notes) + engine_notes(kv, q.batch)
@@ -166,10 +166,11 @@ def estimate_request(base: ModelCard, q: EstimateRequest) -> Estimate:
                     llamacpp=lcpp)
 
 
-def _check_prefix_caching(r: Resolved, enabled: bool | None) -> None:
+def check_prefix_caching(r: Resolved, enabled: bool | None) -> None:
     """--enable-prefix-caching / --no-enable-prefix-caching: refused by name where the engine lacks it (plan's
     refusal, Runtime.refuse_flags), and where the runtime does not model it for the card (vLLM: a hybrid before 0.20,
-    an attention-free state model: ``check_prefix_caching``), as plan refuses them."""
+    an attention-free state model: ``check_prefix_caching``), as plan refuses them. ``sweep`` and ``compare``
+    take the flag through this check too."""
     if enabled is None:
         return
     from kvplan.cost.runtimes.setup import ServingFlags

@@ -308,8 +308,12 @@ class TGI(TokenPool):
             cmd.append(f"--kv-cache-dtype {KV_CACHE_DTYPES[s.kv_t.name]}")
         if s.w_t.name.startswith("fp8") or s.online_fp8:  # a 16-bit checkpoint quantized at load (Server.loaded_card)
             cmd.append("--quantize fp8")
+        # --dtype float16|bfloat16 (launcher/src/main.rs enum Dtype) wherever the plan's 16-bit weights are not the
+        # checkpoint's own (bf16 of a float16 checkpoint as well as fp16 of a bfloat16 one)
         if s.w_t.name == "fp16" and s.card.dtype != "float16":
             cmd.append("--dtype float16")
+        elif s.w_t.name == "bf16" and s.card.dtype != "bfloat16":
+            cmd.append("--dtype bfloat16")
         return " ".join(cmd)
 
     def no_flag_note(self, s: Setup, p) -> str:

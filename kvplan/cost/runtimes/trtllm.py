@@ -51,7 +51,8 @@ class TensorRTLLM(TokenPool):
     # CONFIG` lists the context_servers and generation_servers and routes each request through both
     disagg_roles = {role: f"--extra_llm_api_options {role}.yaml" for role in ("prefill", "decode")}
     disagg_note = ("TensorRT-LLM: prefill.yaml and decode.yaml each set cache_transceiver_config (backend DEFAULT), "
-                   "and the kv_cache_config of kv_cache.yaml where the plan has one; `trtllm-serve disaggregated -c "
+                   "and the settings of kv_cache.yaml (dtype, kv_cache_config) where the plan has one; `trtllm-serve "
+                   "disaggregated -c "
                    "CONFIG` (context_servers: the prefill workers, generation_servers: the decode workers) routes "
                    "each request through both")
 
@@ -158,7 +159,7 @@ class TensorRTLLM(TokenPool):
         cmd += [f"--pp_size {lay.pp}"] if lay.pp > 1 else []
         cmd += [f"--max_seq_len {s.max_model_len}", f"--max_num_tokens {s.mnbt}", f"--max_batch_size {s.max_num_seqs}",
                 f"--kv_cache_free_gpu_memory_fraction {s.opts.free_gpu_memory_fraction}"]
-        if s.kv_t.bits == 8 or s.block_size != DEFAULT_TOKENS_PER_BLOCK:
+        if s.kv_t.bits == 8 or s.block_size != DEFAULT_TOKENS_PER_BLOCK or _model_dtype(s):
             cmd.append("--extra_llm_api_options kv_cache.yaml")
         return " ".join(cmd)
 
@@ -179,9 +180,23 @@ class TensorRTLLM(TokenPool):
         if any(sp.window for sp in lim.specs):
             out.append("Sliding-window layers are held in full: TensorRT-LLM's variable sliding window "
                        "(kv_cache_config.max_attention_window) is not modelled.")
-        if s.kv_t.bits == 8 or s.block_size != DEFAULT_TOKENS_PER_BLOCK:
+        if s.kv_t.bits == 8 or s.block_size != DEFAULT_TOKENS_PER_BLOCK or _model_dtype(s):
             yaml = ", ".join((["dtype: fp8"] if s.kv_t.bits == 8 else [])
                              + ([f"tokens_per_block: {s.block_size}"] if s.block_size != DEFAULT_TOKENS_PER_BLOCK
                                 else []))
-            out.append(f"kv_cache.yaml for --extra_llm_api_options: kv_cache_config: {{{yaml}}}")
+            top = f"dtype: {_model_dtype(s)}" if _model_dtype(s) else ""
+            kv = f"kv_cache_config: {{{yaml}}}" if yaml else ""
+            out.append(f"kv_cache.yaml for --extra_llm_api_options: {'; '.join(x for x in (top, kv) if x)}")
         return out
+
+
+def _model_dtype(s) -> str | None:
+    """The YAML's top-level ``dtype`` where the plan's 16-bit weights are not the checkpoint's own: trtllm-serve has
+    no dtype flag (tensorrt_llm/commands/serve.py), and LlmArgs' ``dtype`` field (tensorrt_llm/llmapi/llm_args.py
+    BaseLlmArgs: ``dtype: str = Field(default="auto", description="The data type to use for the model.")``, read in
+    NVIDIA/TensorRT-LLM's stored copy of the PyTorch-backend era) takes it from the --extra_llm_api_options YAML,
+    which serve.py merges into the LLM arguments (fp16 of a bf16 checkpoint: same bytes, but the plan's dtype)."""
+    names = {"fp16": "float16", "bf16": "bfloat16"}
+    if s.w_t.name in names and s.card.quantization is None and names[s.w_t.name] != s.card.dtype:
+        return names[s.w_t.name]
+    return None

@@ -18,7 +18,7 @@ from kvplan.cost.runtimes import vllm_mm as vm
 from kvplan.cost.runtimes.base import Server, VersionRange, at_range, positive_size, rank_row, refuse_zamba_v1, utilization
 from kvplan.cost.runtimes.setup import Options, Pool, ServingFlags, Setup, Stage
 from kvplan.errors import KvplanError, Refused
-from kvplan.model.dtypes import DType
+from kvplan.model.dtypes import TORCH_NAMES, DType
 from kvplan.units import MAX_BLOCK_TOKENS, cdiv, fmt_bytes, fmt_int, require_positive
 
 if TYPE_CHECKING:
@@ -1212,14 +1212,26 @@ _KV_DTYPE_FLAG = {"fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2",
 
 
 def dtype_flags(s: Setup, kv_flag: str) -> list[str]:
-    """The K/V and weight dtype flags of a server's launch line (vLLM and SGLang spell them alike)."""
+    """The K/V and weight dtype flags of a server's launch line (vLLM and SGLang spell them alike): every 16/32-bit
+    model dtype other than the checkpoint's is set with --dtype (vLLM config/model.py ModelConfig.dtype, 0.11.0:
+    "auto" is the checkpoint's torch_dtype, float32 downcast; SGLang 0.5.10 server_args.py --dtype, the same)."""
     flags = [f"{kv_flag} {_KV_DTYPE_FLAG[s.kv_t.name]}"] if s.kv_t.name in _KV_DTYPE_FLAG else []
     if s.w_t.name.startswith("fp8") or s.online_fp8:  # online fp8 for a 16-bit checkpoint
         flags.append("--quantization fp8")
-    if s.w_t.name in ("fp16", "fp32") and s.w_t.name != {"float16": "fp16", "float32": "fp32"}.get(s.card.dtype):
+    ckpt = TORCH_NAMES.get(s.card.dtype)
+    if s.w_t.name in ("fp16", "fp32") and s.w_t.name != ckpt:
         flags.append(f"--dtype {'float16' if s.w_t.name == 'fp16' else 'float32'}")
     elif s.w_t.name == "bf16" and s.gpu.peak_flops.bf16 is None:  # no bf16 units (T4): served in float16
         flags.append("--dtype float16")
+    elif s.w_t.name == "bf16" and ckpt not in ("bf16", None):  # bf16 of a float16/float32 checkpoint
+        flags.append("--dtype bfloat16")
+    elif ((s.w_t.bits < 16 or s.online_fp8 or s.card.quantization is not None) and s.kv_t.name in ("fp16", "fp32")
+          and s.kv_t.name != (s.w_t.name if s.w_t.bits >= 16 else ckpt or "bf16")):
+        # quantized weights with 16/32-bit K/V other than the checkpoint's: only --dtype sets them, since
+        # kv_cache_dtype "auto" is the model's dtype (vLLM 0.11.0 v1/worker/gpu_model_runner.py GPUModelRunner.__init__:
+        # kv_cache_dtype = model_config.dtype when cache_config.cache_dtype == "auto"; SGLang 0.5.10
+        # model_runner.py ModelRunner.configure_kv_cache_dtype: "auto" -> self.dtype)
+        flags.append(f"--dtype {'float16' if s.kv_t.name == 'fp16' else 'float32'}")
     return flags
 
 

@@ -265,8 +265,10 @@ def _served(card: ModelCard, rt: Runtime, layout: Layout, kv_dtype: str | None, 
     kv_t, w_t = _dtype(card, rt, kv_dtype, "--kv-dtype")[0], _dtype(card, rt, weight_dtype, "--weight-dtype")[0]
     rt.check_dtype(kv_t)
     kv_t = rt.kv_layout(kv_t, card)
-    if rt.kv_follows_model_dtype and kv_dtype is not None and kv_t.bits >= 16:
-        model_t = w_t if w_t.bits >= 16 else _dtype(card, rt, None, "--weight-dtype")[0]
+    # quantized weights (fp8, int4, ...): the model's dtype is then the engine's --dtype, which the launch line sets to
+    # the K/V's (the runtime's dtype_flags), so any 16/32-bit K/V is servable
+    if rt.kv_follows_model_dtype and kv_dtype is not None and kv_t.bits >= 16 and w_t.bits >= 16:
+        model_t = w_t
         if kv_t.name != model_t.name:
             raise KvplanError(f"--kv-dtype: {rt.display_name} keeps K/V in the model's dtype ({model_t.name} here: "
                               f"--kv-cache-dtype auto) or in fp8 (fp8_e4m3, fp8_e5m2); for {kv_t.name} K/V serve the "

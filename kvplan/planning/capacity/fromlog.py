@@ -498,6 +498,8 @@ def _source(log: ParsedLog, key: str) -> str:
         return "the model's max_position_embeddings: the log states no max_model_len"
     if key == "weight_dtype":
         return "the log's dtype or quantization"
+    if key == "kv_dtype":
+        return "the log's dtype (kv_cache_dtype auto follows it)"
     return "the log"
 
 
@@ -522,6 +524,12 @@ def _plan_args(log: ParsedLog, card, notes: list[str], say_length: bool) -> dict
     elif dtype is not None and card.quantization is None:
         weight = _DTYPES.get(str(dtype).lower(), str(dtype))
     out = {k: v for k, v in f.items() if k != "dtype"}
+    if dtype is not None and (weight is None or weight not in _DTYPES.values()) and "kv_dtype" not in f:
+        # quantized weights: --dtype still sets the model's dtype, and kv_cache_dtype "auto" follows it (vLLM 0.11.0
+        # v1/worker/gpu_model_runner.py GPUModelRunner.__init__: cache_dtype "auto" -> model_config.dtype;
+        # SGLang 0.5.10 model_runner.py ModelRunner.configure_kv_cache_dtype: "auto" -> self.dtype), so the K/V are planned in
+        # the log's dtype and the launch line carries it (--dtype float16 on a bf16 checkpoint's FP8 copy)
+        out["kv_dtype"] = _DTYPES.get(str(dtype).lower(), str(dtype))
     if eager:  # --enforce-eager: no CUDA graphs captured, none charged
         out["cuda_graph_memory"] = 0
     if weight:

@@ -36,7 +36,8 @@ from kvplan.model.catalog import load_card
 from kvplan.model.dtypes import DType
 from kvplan.model.layouts import with_layout
 from kvplan.planning.sweep.grid import parse_int_axis, parse_name_axis, require_rows
-from kvplan.planning.estimate import block_on, default_block, fold_bytes, paged_groups, resolve, served_weights
+from kvplan.planning.estimate import (block_on, check_prefix_caching, default_block, fold_bytes, paged_groups, resolve,
+                                      served_weights)
 from kvplan.planning.sweep import extra
 
 _BLOCK = 4096  # rows per CSV block
@@ -61,6 +62,7 @@ class SweepCase:
     weights_bytes: int
     state_bytes: int = 0  # conv and SSM states of one sequence, summed over the state layers: constant in tokens
     kv_dtype_given: str | None = None  # --kv-dtype as given (None: the engine's default, as a plan takes it)
+    prefix_caching: bool | None = None  # vLLM --(no-)enable-prefix-caching (None: the release's default)
 
     @property
     def head(self) -> tuple:
@@ -72,7 +74,8 @@ class SweepCase:
         where the runtime pages layers in groups (vLLM V1), estimate's fold over them (on ``gpu``, a catalog GPU,
         where what the groups hold depends on it: vLLM 0.33's Gated DeltaNet checkpoint pages on SM 9.0)."""
         eng = self.engine
-        fold = paged_groups(eng, self.card, self.kv_t, block_size, gpu)  # vLLM V1: the plan's groups (estimate's)
+        fold = paged_groups(eng, self.card, self.kv_t, block_size, gpu,  # vLLM V1: the plan's groups (estimate's)
+                            self.prefix_caching)  # a hybrid's state pages: the Mamba cache mode it sets
         if fold is not None:
             return fold_bytes(fold[1], eng, CacheRun(seq_len, encoder_len, eng.default_max_cache_len(seq_len), fold[0]))
         run = CacheRun(seq_len, encoder_len, eng.default_max_cache_len(seq_len), block_size)
@@ -85,11 +88,14 @@ class SweepCase:
 
 
 def build_case(card: ModelCard, attention: str | None, engine: str | Engine, kv_dtype: str | None,
-                 weight_dtype: str | None, encoder_len: int | None, block_size: int) -> SweepCase:
-    """Resolve as ``estimate`` does (same checks, same errors) and sum the layer specs per window."""
+                 weight_dtype: str | None, encoder_len: int | None, block_size: int,
+                 prefix_caching: bool | None = None) -> SweepCase:
+    """Resolve as ``estimate`` does (same checks, same errors, --enable-prefix-caching's included) and sum the layer
+    specs per window."""
     layout_card = with_layout(card, attention=attention) if attention not in (None, "card") else card
     r = resolve(layout_card, batch=1, seq_len=1, encoder_len=encoder_len, kv_dtype=kv_dtype,
                 weight_dtype=weight_dtype, engine=engine, max_cache_len=None, block_size=block_size)
+    check_prefix_caching(r, prefix_caching)
     specs = layer_specs(layout_card, r.kv_t, r.engine)
     windows: dict[tuple[int | None, int | None], int] = {}  # chunked layers (Llama-4) apart: their own rule
     for s in specs:
@@ -101,7 +107,7 @@ def build_case(card: ModelCard, attention: str | None, engine: str | Engine, kv_
     label = engine if isinstance(engine, str) else r.engine.name
     return SweepCase(layout_card, None if attention in (None, "card") else attention, r.engine, label, r.kv_t, r.w_t,
                   tuple((w, c, b) for (w, c), b in windows.items()), cross, kv_bytes_per_token(specs),
-                  served_weights(layout_card, r).bytes, states, kv_dtype)
+                  served_weights(layout_card, r).bytes, states, kv_dtype, prefix_caching)
 
 
 @dataclass(frozen=True)
@@ -121,6 +127,7 @@ class Grid:
     parallel: tuple[tuple, ...] | extra.Product
     block_size: int | None = None  # None: the engine's default (16 for the KV sizes; the planner's own per engine)
     gpu_file: str | None = None
+    prefix_caching: bool | None = None  # vLLM --enable-prefix-caching / --no-enable-prefix-caching
 
     @property
     def cache_block(self) -> int:
@@ -171,7 +178,8 @@ class Sweep:
 
     def _case(self, card, engine, attention, kv_dtype, weight_dtype) -> SweepCase:
         enc = self.grid.encoders(card)[0]
-        return build_case(card, attention, engine, kv_dtype, weight_dtype, enc, self.grid.cache_block)
+        return build_case(card, attention, engine, kv_dtype, weight_dtype, enc, self.grid.cache_block,
+                          self.grid.prefix_caching)
 
     def _columns(self) -> tuple[str, ...]:
         g = self.grid
@@ -293,10 +301,12 @@ def _chunks(rows, size: int) -> Iterator[list]:
 
 def sweep(model: str | ModelCard | list, *, batch="1", seq_len, kv_dtype=None, weight_dtype=None, attention=None,
           engine="ideal", gpu=None, encoder_len=None, tp=None, pp=None, max_model_len=None,
-          block_size: int | None = None, gpu_file: str | None = None) -> Sweep:
+          block_size: int | None = None, gpu_file: str | None = None,
+          enable_prefix_caching: bool | None = None) -> Sweep:
     """Every combination of the axes. Integer axes take ints, lists, or text ("1..256*2", "1,2,8"); name axes
     take a name, a comma list, or a list. ``attention`` "card" (or None) is the card's own layout. ``block_size``
-    None: the engine's default (16 tokens for the KV sizes; the capacity plan's per engine)."""
+    None: the engine's default (16 tokens for the KV sizes; the capacity plan's per engine). ``enable_prefix_caching``
+    (vLLM only): as ``estimate`` and ``plan`` take it (a hybrid's state pages), None for the release's default."""
     if gpu_file is not None and not isinstance(gpu_file, (str, os.PathLike)):
         raise KvplanError(f"--gpu-file: {clip_text(repr(gpu_file), 60)}; allowed: a path")
     names = [m for m in (model if isinstance(model, (list, tuple)) else [model]) for m in _split(m)]
@@ -312,7 +322,10 @@ def sweep(model: str | ModelCard | list, *, batch="1", seq_len, kv_dtype=None, w
     require_rows(rows * len(parallel), "--model x --batch x ... x --tp x --pp")
     models = [m if isinstance(m, ModelCard) else load_card(m) for m in names]
     _check_encoders(models, axes[-1])
-    grid = Grid(tuple(models), *axes, parallel, block_size, gpu_file)
+    if enable_prefix_caching not in (None, True, False):
+        raise KvplanError(f"--enable-prefix-caching: {clip_text(repr(enable_prefix_caching), 60)}; allowed: True, "
+                          "False or None")
+    grid = Grid(tuple(models), *axes, parallel, block_size, gpu_file, enable_prefix_caching)
     if grid.gpu != (None,):
         extra.check_roofline(grid.models, grid.gpu, gpu_file)
     return Sweep(grid)
