@@ -132,3 +132,19 @@ def test_sglang_eagle_tree_refused_where_sglang_pages_trtllm_mla(cli):
     code, _, err = cli("plan", "-m", "deepseek-v3-fp8", "--gpu", "B200", "--tp", "8", "--max-model-len", "10000",
                        "--engine", "sglang==0.5.6", "--speculative-algorithm", "NEXTN", *TREE)
     assert code == 2 and err.startswith("error: --speculative-eagle-topk 4:") and "trtllm_mla" in err
+
+
+def test_sglang_0_4_8_runs_a_tree_with_pages_as_a_chain_and_says_so(cli_json):
+    """0.4.8 server_args.py __post_init__: "if self.page_size > 1 and self.speculative_eagle_topk > 1:
+    self.speculative_eagle_topk = 1" (warning 'speculative_eagle_topk is adjusted to 1 when page_size > 1'), then
+    top-k 1 sets speculative_num_draft_tokens = steps + 1; 0.4.9 keeps the tree (no such line)."""
+    args = ("plan", "-m", "llama-3.1-8b", "--gpu", "H100-SXM", "--max-model-len", "8192", "--speculative-algorithm",
+            "EAGLE", "--speculative-draft-model-path", "x/EAGLE", "--speculative-num-steps", "3",
+            "--speculative-eagle-topk", "4", "--speculative-num-draft-tokens", "8")
+    old = cli_json(*args, "--engine", "sglang==0.4.8", "--block-size", "16")
+    assert [n for n in old["notes"] if "runs the draft as a chain" in n and "steps + 1 = 4" in n]
+    assert not [n for n in old["notes"] if "is launched as given" in n]
+    for engine, block in (("sglang==0.4.8", "1"), ("sglang==0.4.9", "16")):
+        r = cli_json(*args, "--engine", engine, "--block-size", block)
+        assert not [n for n in r["notes"] if "runs the draft as a chain" in n]
+        assert [n for n in r["notes"] if "a draft tree (top-k 4, 8 draft tokens" in n]

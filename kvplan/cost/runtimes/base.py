@@ -619,6 +619,11 @@ class Server(Runtime):
     loads_hf_checkpoint = True
     online_fp8_flag: ClassVar[str] = "--quantization fp8"  # the flag that quantizes a 16-bit checkpoint to fp8 at load
 
+    def release(self) -> tuple[int, ...]:
+        """The release planned: the one pinned (``--engine vllm==0.10.1``), else the range's first (the newest range
+        when no release is given), so a range spanning a flag's first release refuses it unless pinned past it."""
+        return parse_release("--engine", self.pinned) if self.pinned is not None else self.version.first
+
     def check_servable(self, card: ModelCard, layout: Layout) -> None:
         super().check_servable(card, layout)
         if card.ssm and card.ssm.kind == "rglru":

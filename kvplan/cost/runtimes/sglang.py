@@ -471,7 +471,13 @@ class SGLang(Server):
         self._refuse_spec_release(flags)
         speculative = parse_sglang_speculative(flags, card)
         spec_note = None
-        if speculative is not None and speculative.method != "ngram" and (speculative.topk or 1) > 1:
+        if (speculative is not None and speculative.method != "ngram" and (speculative.topk or 1) > 1 and block > 1
+                and self.release() < (0, 4, 9)):  # 0.4.8 server_args.py __post_init__ (0.4.9+ keep the tree)
+            spec_note = (f"SGLang speculative decoding: {self.version.label.split(' (')[0]} runs the draft as a chain "
+                         f"with pages of {block} tokens ('speculative_eagle_topk is adjusted to 1 when page_size > 1', "
+                         f"then the draft tokens to steps + 1 = {speculative.k + 1}): top-k "
+                         f"{speculative.topk} on the line is not what it runs; kvplan's latency takes that chain")
+        elif speculative is not None and speculative.method != "ngram" and (speculative.topk or 1) > 1:
             spec_note = (f"SGLang speculative decoding: a draft tree (top-k {speculative.topk}, "
                          f"{flags.speculative_num_draft_tokens} draft tokens verified per step) is launched as given; "
                          f"kvplan's latency bound takes a chain of {speculative.k} steps verifying "

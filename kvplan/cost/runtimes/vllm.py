@@ -848,13 +848,6 @@ class VLLM(Server):
     def running_limit(self, s: Setup, p: Pool) -> int | None:
         return s.max_num_seqs
 
-    def release(self) -> tuple[int, ...]:
-        """The release planned: the one pinned (``--engine vllm==0.10.1``), else the range's first (the newest range
-        when no release is given), so a range spanning a flag's first release refuses it unless pinned past it."""
-        from kvplan.cost.runtimes.base import parse_release
-
-        return parse_release("--engine", self.pinned) if self.pinned is not None else self.version.first
-
     def has_launch_flag(self, flag: str) -> bool:
         """Whether the release planned takes vLLM's ``flag`` (LAUNCH_FLAG_FIRST: the first release with it)."""
         first = LAUNCH_FLAG_FIRST.get(flag)
