@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from kvplan.errors import KvplanError
+from kvplan.model.origin import hf_repo  # a draft card is launched as its Hub id, as the target is
 from kvplan.units import cdiv, require_positive
 
 if TYPE_CHECKING:
@@ -107,7 +108,7 @@ def _speculative(value: dict, card: ModelCard) -> Speculative:
         if not model:
             raise KvplanError(f"{flag}: method draft_model needs \"model\": a card name, .yaml or Hub id kvplan reads")
         draft = draft_card(f"{flag}: model", model)
-        return Speculative(method, k, hub_repo(draft), draft.attention_layers, draft)
+        return Speculative(method, k, hf_repo(draft), draft.attention_layers, draft)
     return Speculative(method, k, model, 0)  # ngram, suffix: proposers on the host, nothing on the GPU
 
 
@@ -119,14 +120,6 @@ def own_mtp_layers(card: ModelCard, what: str) -> int:
         raise KvplanError(f"{what} reuses the model's own multi-token-prediction layers (DeepSeek-V3, GLM-4.5, "
                           f"Qwen3-Next, MiMo); {card.name} has none in its card")
     return card.mtp_layers or MTP_LAYERS
-
-
-def hub_repo(draft: ModelCard) -> str:
-    """The repository an engine loads for a draft card, resolved as the target's is (model.origin.hf_repo: the Hub id
-    in the card's source), so a bundled card name given as the draft becomes its Hub id on the launch line."""
-    from kvplan.model.origin import hf_repo
-
-    return hf_repo(draft)
 
 
 def draft_card(flag: str, model: str) -> ModelCard:
@@ -202,7 +195,7 @@ def parse_sglang_speculative(flags, card: ModelCard) -> Speculative | None:
         raise KvplanError("--speculative-draft-model-path: STANDALONE needs the draft model (a card name, .yaml "
                           "or Hub id kvplan reads)")
     draft = draft_card("--speculative-draft-model-path", path)
-    return Speculative("standalone", k, hub_repo(draft), draft.attention_layers, draft, passed_on, topk=topk,
+    return Speculative("standalone", k, hf_repo(draft), draft.attention_layers, draft, passed_on, topk=topk,
                        draft_tokens=tokens)
 
 

@@ -76,7 +76,6 @@ V2_ARCHITECTURES_0_28 = V2_ARCHITECTURES_0_27 | {"DeepseekV4ForCausalLM"}
 MAMBA_PREFIX_CACHING_ALL_0_24 = frozenset({"MambaForCausalLM", "Mamba2ForCausalLM", "JambaForCausalLM",
                                            "Zamba2ForCausalLM", "FalconH1ForCausalLM", "GraniteMoeHybridForCausalLM",
                                            "NemotronHForCausalLM"})
-MAMBA_PREFIX_CACHING_ALL_0_26 = MAMBA_PREFIX_CACHING_ALL_0_24
 # 0.20.0 - 0.23.0 add bamba.py's BambaForCausalLM (it declares SupportsMambaPrefixCaching, read in 0.20.0, 0.20.1,
 # 0.20.2, 0.21.0, 0.22.0, 0.22.1, 0.23.0; 0.24.0 removes the model:
 # models/registry.py _PREVIOUSLY_SUPPORTED_MODELS "BambaForCausalLM": "0.23.0")

@@ -110,8 +110,7 @@ def compare(model: ModelCard | str, *, attention: str | list[str], seq_len: int 
         on = dict(on, enable_prefix_caching=enable_prefix_caching)
         plan_kw = dict(plan_kw, enable_prefix_caching=enable_prefix_caching)
     rows = [_row(label, v, base_params, dev, tp, opts, plan_kw, on) for label, v in variants]
-    first = estimate(card, **opts, **({} if enable_prefix_caching is None else
-                                      {"enable_prefix_caching": enable_prefix_caching}))
+    first = estimate(card, **opts, enable_prefix_caching=enable_prefix_caching)
     return CompareResult(model=card.name, gpu=dev.name if dev else None, tp=tp, engine=engine, batch=batch,
                          seq_len=seq_len, kv_dtype=first.kv_cache.dtype, weight_dtype=first.weights.dtype,
                          rows=rows, summary=SUMMARY + (MLA_SUMMARY if any(r.num_kv_heads is None for r in rows) else ""),

@@ -18,7 +18,7 @@ from kvplan.cost.runtimes.base import Runtime
 from kvplan.cost.flops import FlopsBreakdown, StepFlops, step_breakdowns
 from kvplan.cost.kvspec import KVLayerSpec, has_full_layer, kv_bytes_per_token, layer_spec_counts, layer_specs
 from kvplan.cost.params import count_params
-from kvplan.errors import KvplanError
+from kvplan.errors import KvplanError, clip_text
 from kvplan.model.card import ModelCard
 from kvplan.model.catalog import checkpoint_of, load_card
 from kvplan.model.dtypes import DType, parse_dtype
@@ -87,7 +87,14 @@ class EstimateRequest:
                 require_positive(flag, value)
         if req.block_size is not None:
             require_positive("--block-size", req.block_size, maximum=MAX_BLOCK_TOKENS)
+        require_prefix_flag(req.enable_prefix_caching)
         return req
+
+
+def require_prefix_flag(value) -> None:
+    """--enable-prefix-caching given to the Python API: True, False or None (the release's default)."""
+    if not isinstance(value, (bool, type(None))):
+        raise KvplanError(f"--enable-prefix-caching: {clip_text(repr(value), 60)}; allowed: True, False or None")
 
 
 def estimate(model: ModelCard | str | Path, *, batch: int = 1, seq_len: int, encoder_len: int | None = None,
@@ -173,12 +180,12 @@ def check_prefix_caching(r: Resolved, enabled: bool | None) -> None:
     take the flag through this check too."""
     if enabled is None:
         return
-    from kvplan.cost.runtimes.setup import ServingFlags
+    from kvplan.cost.runtimes.setup import EXTRA_FLAGS, ServingFlags
 
     refuse = getattr(r.engine, "refuse_flags", None)  # bare cache rules (ideal, hf-*) are no runtime: none take it
     if refuse is None:
-        raise KvplanError(f"--{'' if enabled else 'no-'}enable-prefix-caching: only for --engine vllm (got --engine "
-                          f"{r.engine.name})")
+        flag, owner = EXTRA_FLAGS["enable_prefix_caching"]
+        raise KvplanError(f"{flag}: only for --engine {owner} (got --engine {r.engine.name})")
     refuse(ServingFlags(enable_prefix_caching=enabled))
     check = getattr(r.engine, "check_prefix_caching", None)
     if check is not None:

@@ -76,7 +76,6 @@ class RoofPoint:
     bound: str
     compute_dtype: str  # the dtype the engine computes in (the served weights'), whose peak bounds compute
     peak_flops_per_s: float
-    flops: int = 0  # the model's FLOPs of the step drawn (one GPU runs 1/tp of them)
     bytes_moved: int = 0  # the bytes one GPU of each stage moves in it, summed over the stages (plan's decode_*_bytes)
     micro_batches: int = 1  # decode on a pipeline: the micro-batches in flight, the step drawn one micro-batch's
     step_batch: int = 0  # requests in the step drawn: batch, or the largest micro-batch's
@@ -300,18 +299,14 @@ def kv_curve(card: ModelCard, lengths: list[int], engine: str, default_dtype: st
              encoder_len: int | None = None, block_size: int | None = None,
              enable_prefix_caching: bool | None = None) -> dict[str, list[int]]:
     """One sequence's KV bytes at each length, per KV dtype the engine stores (the report's dtype first), in pages
-    of ``block_size`` tokens (None: the engine's default); ``enable_prefix_caching`` (vLLM's flag, given): each
-    point is estimate's with it (a hybrid's state pages by Mamba cache mode), which a sweep does not take."""
+    of ``block_size`` tokens (None: the engine's default); ``enable_prefix_caching`` (vLLM's flag, given): a hybrid's
+    state pages by its Mamba cache mode, as estimate's."""
     from kvplan.cost.runtimes import get_engine
 
     allowed = get_engine(engine).kv_dtypes_for(card)
     dtypes = [default_dtype] + [d for d in KV_DTYPES if d != default_dtype and (allowed is None or d in allowed)]
-    if enable_prefix_caching is not None:
-        return {d: [estimate(card, seq_len=n, engine=engine, kv_dtype=d, encoder_len=encoder_len, block_size=block_size,
-                             enable_prefix_caching=enable_prefix_caching).kv_cache.bytes_per_sequence for n in lengths]
-                for d in dtypes}
     rows = sweep(card, batch=1, seq_len=lengths, kv_dtype=dtypes, engine=engine, encoder_len=encoder_len,
-                 block_size=block_size)
+                 block_size=block_size, enable_prefix_caching=enable_prefix_caching)
     curve: dict[str, list[int]] = {d: [] for d in dtypes}
     for row in rows:
         curve[row["kv_dtype"]].append(row["kv_cache.bytes_per_sequence"])
@@ -420,12 +415,12 @@ def roof_points(card: ModelCard, dev: GPU, tp: int, length: int, conc: int, engi
             for phase, p in (("prefill", r.prefill), ("decode", r.decode_step)):
                 points.append(RoofPoint(dev.name, tp, phase, b, p.arithmetic_intensity_flops_per_byte,
                                         p.flops / p.time_s, p.time_s / tp, p.bound, r.compute_dtype,
-                                        r.peak_flops_per_s, p.flops, p.bytes_moved, 1, b))
+                                        r.peak_flops_per_s, p.bytes_moved, 1, b))
             continue
         for phase, flops, traffic, r, micro, size in phases:
             compute, memory = gpu_times(r, flops, traffic, tp)
             time = max(compute, memory)
             points.append(RoofPoint(dev.name, tp, phase, b, flops / tp / traffic.total_bytes, flops / tp / time, time,
                                     "compute" if compute >= memory else "memory", r.compute_dtype, r.peak_flops_per_s,
-                                    flops, traffic.total_bytes, micro, size, s.layout.pp, s.layout.dp))
+                                    traffic.total_bytes, micro, size, s.layout.pp, s.layout.dp))
     return points

@@ -25,6 +25,7 @@ from kvplan.cost.runtimes.setup import Options, ServingFlags, Setup, Stage
 from kvplan.cost.features import shared_prefix as _prefix
 from kvplan.cost.runtimes.tokenpool import TokenPool, unverified
 from kvplan.errors import KvplanError
+from kvplan.model.dtypes import TORCH_NAMES
 from kvplan.units import MAX_BLOCK_TOKENS, cdiv, fmt_bytes, fmt_int, require_fraction, require_positive
 
 RULES = "TensorRT-LLM 1.x PyTorch backend (2025-2026 sources)"
@@ -159,7 +160,7 @@ class TensorRTLLM(TokenPool):
         cmd += [f"--pp_size {lay.pp}"] if lay.pp > 1 else []
         cmd += [f"--max_seq_len {s.max_model_len}", f"--max_num_tokens {s.mnbt}", f"--max_batch_size {s.max_num_seqs}",
                 f"--kv_cache_free_gpu_memory_fraction {s.opts.free_gpu_memory_fraction}"]
-        if s.kv_t.bits == 8 or s.block_size != DEFAULT_TOKENS_PER_BLOCK or _model_dtype(s):
+        if _needs_yaml(s):
             cmd.append("--extra_llm_api_options kv_cache.yaml")
         return " ".join(cmd)
 
@@ -180,11 +181,12 @@ class TensorRTLLM(TokenPool):
         if any(sp.window for sp in lim.specs):
             out.append("Sliding-window layers are held in full: TensorRT-LLM's variable sliding window "
                        "(kv_cache_config.max_attention_window) is not modelled.")
-        if s.kv_t.bits == 8 or s.block_size != DEFAULT_TOKENS_PER_BLOCK or _model_dtype(s):
+        if _needs_yaml(s):
             yaml = ", ".join((["dtype: fp8"] if s.kv_t.bits == 8 else [])
                              + ([f"tokens_per_block: {s.block_size}"] if s.block_size != DEFAULT_TOKENS_PER_BLOCK
                                 else []))
-            top = f"dtype: {_model_dtype(s)}" if _model_dtype(s) else ""
+            model_dtype = _model_dtype(s)
+            top = f"dtype: {model_dtype}" if model_dtype else ""
             kv = f"kv_cache_config: {{{yaml}}}" if yaml else ""
             out.append(f"kv_cache.yaml for --extra_llm_api_options: {'; '.join(x for x in (top, kv) if x)}")
         return out
@@ -196,7 +198,11 @@ def _model_dtype(s) -> str | None:
     BaseLlmArgs: ``dtype: str = Field(default="auto", description="The data type to use for the model.")``, read in
     NVIDIA/TensorRT-LLM's stored copy of the PyTorch-backend era) takes it from the --extra_llm_api_options YAML,
     which serve.py merges into the LLM arguments (fp16 of a bf16 checkpoint: same bytes, but the plan's dtype)."""
-    names = {"fp16": "float16", "bf16": "bfloat16"}
-    if s.w_t.name in names and s.card.quantization is None and names[s.w_t.name] != s.card.dtype:
-        return names[s.w_t.name]
+    if s.w_t.name in ("fp16", "bf16") and s.card.quantization is None and TORCH_NAMES.get(s.card.dtype) != s.w_t.name:
+        return next(torch for torch, short in TORCH_NAMES.items() if short == s.w_t.name)
     return None
+
+
+def _needs_yaml(s) -> bool:
+    """Whether the line needs --extra_llm_api_options: fp8 K/V, a block other than 32 tokens, or the model's dtype."""
+    return s.kv_t.bits == 8 or s.block_size != DEFAULT_TOKENS_PER_BLOCK or _model_dtype(s) is not None

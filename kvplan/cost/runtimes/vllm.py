@@ -242,14 +242,14 @@ VERSIONS = (
                 cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21,
                 dense_runner_without_graph_estimate=True, triton_topk_topp_buffer=True, sampler_holds_hidden=True,
                 compile_benchmarks_kernels=True, in_flight_batches=True, v2_architectures=vl.V2_ARCHITECTURES_0_26,
-                explicit_prefix_caching_all=vl.MAMBA_PREFIX_CACHING_ALL_0_26, **_V0_18),
+                explicit_prefix_caching_all=vl.MAMBA_PREFIX_CACHING_ALL_0_24, **_V0_18),
     # 0.27.0's memory_profiling counts total_consumed (the first release with it; 0.26.0 does not)
     VllmVersion("vLLM 0.27 (V1 engine)", (0, 27), (0, 27), vl.DEFAULT_UTILIZATION, True, False, False, None,
                 cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21,
                 dense_runner_without_graph_estimate=True, triton_topk_topp_buffer=True,
                 counts_torch_state_before_profile=True, sampler_holds_hidden=True, compile_benchmarks_kernels=True,
                 in_flight_batches=True, v2_architectures=vl.V2_ARCHITECTURES_0_27,
-                explicit_prefix_caching_all=vl.MAMBA_PREFIX_CACHING_ALL_0_26, **_V0_18),
+                explicit_prefix_caching_all=vl.MAMBA_PREFIX_CACHING_ALL_0_24, **_V0_18),
     # 0.28.0 adds get_batch_defaults' 160 GiB tier (absent in 0.27.0, present in 0.28.0 and 0.29.0) and turns prefix
     # caching on for hybrid models (hybrid_prefix_caching: Mamba cache mode "align")
     VllmVersion("vLLM 0.28 (V1 engine)", (0, 28), (0, 28), vl.DEFAULT_UTILIZATION, True, False, False, None,
@@ -864,8 +864,7 @@ class VLLM(Server):
         flag of that release sets the pool in bytes (its pool is what the memory profile leaves), so no line."""
         if s.kv_cache_memory is None or self.has_launch_flag("--kv-cache-memory-bytes"):
             return None
-        first = ".".join(map(str, LAUNCH_FLAG_FIRST["--kv-cache-memory-bytes"]))
-        planned = f"vLLM {self.pinned}" if self.pinned is not None else self.rules
+        first, planned = self._flag_first("--kv-cache-memory-bytes")
         return (f"No launch command: this plan's fixed KV pool ({fmt_bytes(s.kv_cache_memory)}, {s.kv_cache_memory:,} "
                 f"B per GPU) is kvplan's what-if; {planned} has no --kv-cache-memory-bytes (first in vLLM {first}, "
                 "engine/arg_utils.py) and no other flag that sets the pool in bytes: its pool is what the memory "
@@ -874,11 +873,15 @@ class VLLM(Server):
     def _refuse_before_flag(self, given: str, flag: str) -> None:
         """KvplanError naming ``given`` where the release planned lacks vLLM's ``flag`` (argparse exits on it)."""
         if not self.has_launch_flag(flag):
-            first = ".".join(map(str, LAUNCH_FLAG_FIRST[flag]))
-            planned = f"vLLM {self.pinned}" if self.pinned is not None else self.rules
+            first, planned = self._flag_first(flag)
             raise KvplanError(f"{given}: vLLM's {flag} is first in vLLM {first} (engine/arg_utils.py"
                               f"{'; kvplan dates V0 flags conservatively' if self.version.v0_engine else ''}"
                               f"); {planned} rejects it; use --engine vllm=={first} or later, or leave it off")
+
+    def _flag_first(self, flag: str) -> tuple[str, str]:
+        """(the first release with vLLM's ``flag``, the release planned), as the refusals name them."""
+        planned = f"vLLM {self.pinned}" if self.pinned is not None else self.rules
+        return ".".join(map(str, LAUNCH_FLAG_FIRST[flag])), planned
 
     def _check_mtp_spelling(self, spec) -> None:
         """A pinned release that does not take the MTP method's spelling refuses the config (SpeculativeConfig's
@@ -886,9 +889,8 @@ class VLLM(Server):
         if spec is None or spec.method != "mtp" or self.pinned is None:
             return
         from kvplan.cost.features import MTP_FIRST_RELEASES
-        from kvplan.cost.runtimes.base import parse_release
 
-        release, first = parse_release("--engine", self.pinned), MTP_FIRST_RELEASES.get(spec.spelling)
+        release, first = self.release(), MTP_FIRST_RELEASES.get(spec.spelling)
         if first is not None and release < first:
             taken = sorted(n for n, f in MTP_FIRST_RELEASES.items() if f <= release)
             raise KvplanError(f"--speculative-config: method {spec.spelling!r} is first in vLLM "

@@ -36,8 +36,8 @@ from kvplan.model.catalog import load_card
 from kvplan.model.dtypes import DType
 from kvplan.model.layouts import with_layout
 from kvplan.planning.sweep.grid import parse_int_axis, parse_name_axis, require_rows
-from kvplan.planning.estimate import (block_on, check_prefix_caching, default_block, fold_bytes, paged_groups, resolve,
-                                      served_weights)
+from kvplan.planning.estimate import (block_on, check_prefix_caching, default_block, fold_bytes, paged_groups,
+                                      require_prefix_flag, resolve, served_weights)
 from kvplan.planning.sweep import extra
 
 _BLOCK = 4096  # rows per CSV block
@@ -322,9 +322,7 @@ def sweep(model: str | ModelCard | list, *, batch="1", seq_len, kv_dtype=None, w
     require_rows(rows * len(parallel), "--model x --batch x ... x --tp x --pp")
     models = [m if isinstance(m, ModelCard) else load_card(m) for m in names]
     _check_encoders(models, axes[-1])
-    if enable_prefix_caching not in (None, True, False):
-        raise KvplanError(f"--enable-prefix-caching: {clip_text(repr(enable_prefix_caching), 60)}; allowed: True, "
-                          "False or None")
+    require_prefix_flag(enable_prefix_caching)
     grid = Grid(tuple(models), *axes, parallel, block_size, gpu_file, enable_prefix_caching)
     if grid.gpu != (None,):
         extra.check_roofline(grid.models, grid.gpu, gpu_file)

@@ -121,10 +121,10 @@ def capacity_values(cache: dict, lay, seq_len: int, gpu: str, par: tuple, block_
         if len(cache) >= CACHED_PLANS:  # rows come grouped by layout and length: recent plans are the ones reused
             cache.clear()
         try:
-            pfx = {} if lay.prefix_caching is None else {"enable_prefix_caching": lay.prefix_caching}
             result = planner().plan(lay.card, gpu=gpu, tp=tp, pp=pp, max_model_len=mml or seq_len,
                                     engine=lay.engine, kv_dtype=lay.kv_dtype_given, weight_dtype=lay.w_t.name,
-                                    block_size=block_size, gpu_file=gpu_file, **pfx)
+                                    block_size=block_size, gpu_file=gpu_file,
+                                    enable_prefix_caching=lay.prefix_caching)
         except KvplanError as exc:  # a layout the engine refuses, or no memory left for the cache: a row, not a stop
             data = {"max_concurrency": 0.0, "fits": False, "plan_error": str(exc)}
         else:
