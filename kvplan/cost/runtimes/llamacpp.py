@@ -677,9 +677,10 @@ class LlamaCpp(Runtime):
             cmd.append("-kvu")
         cmd += [f"-ctk {f.type_k}"] if f.type_k != "f16" else []
         cmd += [f"-ctv {f.type_v}"] if f.type_v != "f16" else []
-        cmd += [lc.fa_flag(f)] if lc.fa_flag(f) else []  # the rules' form: a bare switch in 2025-02
+        fa = lc.fa_flag(f)
+        cmd += [fa] if fa else []  # the rules' form: a bare switch in 2025-02
         ngl = f.n_gpu_layers
-        if ngl is None and f.rules == "2025-02" and f.n_gpus:
+        if _old_default_ngl(f):
             # the 2025-02 llama-server offloads no layer without -ngl (llama_model_default_params().n_gpu_layers = 0
             # until PR #15434, 2025-08, made it 999): the plan sizes every layer on the GPU, so the line says so
             ngl = m.context.n_layer + 1

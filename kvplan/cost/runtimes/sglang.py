@@ -17,6 +17,14 @@ from kvplan.errors import KvplanError, Refused
 from kvplan.units import MAX_BLOCK_TOKENS, cdiv, fmt_bytes, fmt_int, require_fraction, require_positive
 
 
+def running_cap(opts) -> int | None:
+    """max_running_requests as SGLang reads it: as given, else 48 with speculative decoding (server_args.py
+    __post_init__: serving_sglang.SPEC_MAX_RUNNING_REQUESTS), else None (resolve_max_num_reqs' estimate)."""
+    if opts.max_running_requests is not None:
+        return opts.max_running_requests
+    return sg.SPEC_MAX_RUNNING_REQUESTS if opts.speculative is not None else None
+
+
 @dataclass(frozen=True)
 class SglangVersion(VersionRange):
     """The rules that differ between SGLang releases; one object per modelled range, named in a plan's rules. Each
@@ -156,13 +164,9 @@ class SglangVersion(VersionRange):
         """max_mamba_cache_size where this release sizes ``card``'s state pool by count (serving_sglang.
         mamba_count_size: --max-mamba-cache-size, --max-running-requests without the radix cache, 512); None: by
         memory (mamba_split)."""
-        # max_running_requests as handle_max_mamba_cache reads it: given, else 48 with speculative decoding (set in
-        # __post_init__ before, serving_sglang.SPEC_MAX_RUNNING_REQUESTS)
-        running = opts.max_running_requests
-        if running is None and opts.speculative is not None:
-            running = sg.SPEC_MAX_RUNNING_REQUESTS
+        # max_running_requests as handle_max_mamba_cache reads it (set in __post_init__ before)
         return sg.mamba_count_size(self.mamba_sizes or "radix_off", self.mamba_radix(card, opts),
-                                   opts.max_mamba_cache_size, running)
+                                   opts.max_mamba_cache_size, running_cap(opts))
 
     def is_multimodal(self, card) -> bool:
         """configs/model_config.py is_multimodal, as this release decides it by default (serving_sglang's comment
@@ -554,7 +558,7 @@ class SGLang(Server):
         raise KvplanError(f"--speculative-algorithm: {v.label.split(' (')[0]} refuses speculative decoding for "
                           f"{card.hf_architecture} with the radix cache under the no_buffer mamba strategy (what auto "
                           "becomes in 0.5.7 - 0.5.13): server_args.py _handle_mamba_radix_cache raises 'Speculative "
-                          "decoding ... is not compatible with radix cache'; allowed: add --disable-radix-cache, or "
+                          f"decoding for {card.hf_architecture} is not compatible with radix cache'; allowed: add --disable-radix-cache, or "
                           "plan with sglang 0.5.9 (which turns the radix cache off itself) or 0.5.14+")
 
     def _refuse_spec_release(self, flags: ServingFlags) -> None:
@@ -860,9 +864,7 @@ class SGLang(Server):
     def _running_cap(self, s: Setup) -> int | None:
         """max_running_requests as SGLang's scheduler reads it: as given, else 48 with speculative decoding
         (serving_sglang.SPEC_MAX_RUNNING_REQUESTS), else None (resolve_max_num_reqs' estimate)."""
-        if s.opts.max_running_requests is not None:
-            return s.opts.max_running_requests
-        return sg.SPEC_MAX_RUNNING_REQUESTS if s.opts.speculative is not None else None
+        return running_cap(s.opts)
 
     def _mamba_cap(self, s: Setup, slots: int) -> int:
         return slots // self._mamba_ratio(s)
@@ -927,8 +929,8 @@ class SGLang(Server):
         if v.mamba_count(s.card, o) is not None:
             why = ("--disable-radix-cache" if o.radix_disabled else
                    f"{release} turns the radix cache off for {arch} under speculative decoding (server_args.py: "
-                   "'Disabling radix cache since speculative decoding for ... is not supported with radix cache "
-                   "yet')" if v.mamba_spec_no_buffer == "radix_off" and v.mamba_spec_no_buffer_hit(s.card, o) else
+                   "'Disabling radix cache since speculative decoding for "
+                   f"{arch} is not supported with radix cache yet')" if v.mamba_spec_no_buffer == "radix_off" and v.mamba_spec_no_buffer_hit(s.card, o) else
                    f"{release} turns the radix cache off for {arch} (model_runner.py: 'model detected, disable radix "
                    "cache')" if not radix else None)
             source = (f"--max-mamba-cache-size {o.max_mamba_cache_size}" if o.max_mamba_cache_size is not None else
