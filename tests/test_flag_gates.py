@@ -134,6 +134,7 @@ def test_from_log_launches_the_logged_checkpoint(cli_json, log, launched):
     """An FP8 checkpoint (the log's `# command:` line) stays on the plan's and the pool's lines, without the online
     --quantization fp8 of the card's bf16 repo; the plan still sizes fp8 weights."""
     r = cli_json("plan", "--from-log", f"docs/logs/{log}")
+    assert r["plan"]["launch_command"] is not None
     for line in (r["plan"]["launch_command"], (r["pooled"] or {}).get("launch_command")):
         if line is not None:
             assert launched in line and "--quantization" not in line, line

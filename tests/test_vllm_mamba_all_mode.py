@@ -150,11 +150,15 @@ def test_rules():
     chunk), equals hybrid_block_size with the chunk as alignment; MambaSpec's pages in mode 'all'."""
     assert vl.mamba_chunk_size(load_card("jamba-1.5-mini").ssm) == 2048
     assert vl.mamba_chunk_size(load_card("nemotron-h-56b").ssm) == 128
-    for page, attn, block, chunk in ((311_296, 4096, 16, 2048), (8_450_048, 2048, 16, 128), (8_450_048, 2048, 64, 128),
-                                     (1_000_000, 1024, 16, 256), (1, 4096, 16, 128)):
-        chunk_size = vl.hybrid_alignment_tokens(16, block, chunk)  # lcm(base_chunk_size, max(16, block_size))
-        expected = max(block, chunk_size * cdiv(cdiv(page, attn), chunk_size))
+    # expected by hand: alignment = lcm(chunk, max(16, block)); block = alignment x cdiv(cdiv(page, attn), alignment)
+    for page, attn, block, chunk, expected in (
+            (311_296, 4096, 16, 2048, 2048),  # cdiv = 76 tokens -> one 2,048 chunk
+            (8_450_048, 2048, 16, 128, 4224),  # 4,126 tokens -> 33 x 128
+            (8_450_048, 2048, 64, 128, 4224),  # lcm(128, 64) = 128
+            (1_000_000, 1024, 16, 256, 1024),  # 977 tokens -> 4 x 256
+            (1, 4096, 16, 128, 128)):
         assert vl.hybrid_block_size(attn, page, block, 16, chunk)[0] == expected
+    assert vl.hybrid_alignment_tokens(16, 64, 128) == 128 and vl.hybrid_alignment_tokens(16, 48, 128) == 384
     assert vl.all_mode_pages(4096, 2048) == 2 and vl.all_mode_pages(4097, 2048, 3) == 6
 
 
