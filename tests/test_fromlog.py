@@ -378,6 +378,35 @@ def test_gpu_memory_header_alone_borrows_the_nearest_catalog_gpu(tmp_path):
     assert "stands in" in r.gpu_how and r.gpu_memory_bytes == int(23.80 * GIB)
 
 
+LAB1 = "vllm-code61585879089-qwen3-8b-rtx4090-u090-lab1.log"  # a WSL2 desktop's RTX 4090, no total printed
+
+
+def test_a_windows_log_is_planned_on_the_windows_total(tmp_path):
+    """`# platform: windows` (or vLLM's WSL line in the log) plans on the catalog's Windows/WSL2 total; without it the
+    Linux total; a total the log prints wins over both."""
+    from kvplan.cost.hardware import load_gpu
+
+    gpu = load_gpu("RTX-4090")
+    text = _log(LAB1).read_text()
+    assert "# platform: windows\n" in text
+    on_windows = from_log(_log(LAB1))
+    assert on_windows.gpu_memory_bytes == gpu.windows_visible_memory_bytes and "platform:" in on_windows.gpu_how
+    linux = from_log(_write(tmp_path, text.replace("# platform: windows\n", "")))
+    assert linux.gpu_memory_bytes == gpu.visible_memory_bytes
+    wsl = text.replace("# platform: windows\n", "").replace(
+        "\nModel loading took", "\nWARNING 05-01 10:00:00 [interface.py:1002] Using 'pin_memory=False' as WSL is "
+        "detected. This may slow down the performance.\nModel loading took", 1)
+    assert wsl.count("WSL is detected") == 1
+    r = from_log(_write(tmp_path, wsl))
+    assert r.gpu_memory_bytes == gpu.windows_visible_memory_bytes and "WSL line" in r.gpu_how
+    avail = lambda res: next(x for x in res.rows if x.figure == "available")  # noqa: E731
+    assert abs(avail(on_windows).flags_error_pct) < 0.5 < abs(avail(linux).flags_error_pct)
+    with pytest.raises(KvplanError, match=r"platform: macos.*allowed: linux, windows"):
+        from_log(_write(tmp_path, text.replace("# platform: windows", "# platform: macos")))
+    printed = from_log(_log("vllm-code61815222665-qwen2.5-0.5b-rtx4090-v2runner.log"))
+    assert "the log's total" in printed.gpu_how and "platform" not in printed.gpu_how
+
+
 def test_calibrate_says_when_the_release_is_not_modelled(tmp_path):
     text = _log("vllm-issue10517-llama-3.1-8b-20k.log").read_text().replace("# engine: vllm==0.6.4", "# engine: vllm==0.1")
     c = from_log(_write(tmp_path, text), calibrate=True, max_model_len=29000).calibration

@@ -132,7 +132,7 @@ VLLM_LAUNCH = {
 NOT_ENGINE_FLAGS = {
     "--hf-config": "the model, as --model (the launch line names its repository)",
     "--gguf": "a llama.cpp model file",
-    "--gpu": "the hardware", "--gpu-file": "the hardware", "--gpu-memory": "the hardware",
+    "--gpu": "the hardware", "--gpu-file": "the hardware", "--gpu-memory": "the hardware", "--platform": "the hardware",
     "--engine": "the engine and release that run the line",
     "--activation-memory": "a measured figure of the machine",
     "--non-torch-memory": "a measured figure of the machine",

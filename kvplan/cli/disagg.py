@@ -18,6 +18,7 @@ def disagg(
     ttft_ms: Annotated[float, typer.Option("--ttft-ms", help="Time-to-first-token target.")] = ...,
     tpot_ms: Annotated[float, typer.Option("--tpot-ms", help="Time-per-output-token target.")] = ...,
     engine: o.DisaggEngine = "vllm", gpu_file: o.GpuFile = None, gpu_memory: o.GpuMemory = None,
+    platform: o.Platform = None,
     kv_dtype: o.KvDtype = None, weight_dtype: o.WeightDtype = None,
     max_gpus_per_worker: Annotated[int, typer.Option("--max-gpus-per-worker", help="Largest TP per worker.")] = 8,
     prefill_factor: Annotated[Optional[float], typer.Option(
@@ -36,7 +37,7 @@ def disagg(
     factors = {k: v for k, v in dict(prefill_factor=prefill_factor, decode_factor=decode_factor,
                                      ttft_factor=ttft_factor).items() if v is not None}
     r = d.disagg(card, gpu=gpu, rate=rate, isl=isl, osl=osl, ttft_ms=ttft_ms, tpot_ms=tpot_ms, engine=engine,
-                 gpu_file=gpu_file, gpu_memory=gpu_memory, kv_dtype=kv_dtype, weight_dtype=weight_dtype,
+                 gpu_file=gpu_file, gpu_memory=gpu_memory, platform=platform, kv_dtype=kv_dtype, weight_dtype=weight_dtype,
                  max_gpus_per_worker=max_gpus_per_worker, **factors)
     if as_json:
         from kvplan.report.jsonout import print_json

@@ -53,6 +53,10 @@ Calibrate = Annotated[bool, typer.Option(
     "output says how; another model, engine release or GPU is refused.")]
 GpuMemory = Annotated[_S, typer.Option(
     "--gpu-memory", help="Memory per GPU as torch sees it (79.19GiB, bytes); default: the catalog's visible total.")]
+Platform = Annotated[Optional[str], typer.Option(
+    "--platform", metavar="[linux|windows]",
+    help="The host OS: windows for native Windows or WSL2, where CUDA sees the whole board (RTX 4090: 23.99 GiB, "
+         "23.53 on Linux); default linux, the catalog's total.")]
 Tp = Annotated[Optional[int], typer.Option("--tp", help="Tensor-parallel size (default 1).")]
 Pp = Annotated[Optional[int], typer.Option("--pp", help="Pipeline-parallel size (default 1).")]
 Dp = Annotated[Optional[int], typer.Option("--dp", help="Data-parallel replicas (default 1).")]

@@ -10,7 +10,7 @@ from kvplan.cli import options as o
 def plan(
     model: o.Model = None, hf_config: o.HfConfig = None, gguf: o.Gguf = None, max_model_len: o.PlanMaxModelLen = None,
     gpu: o.Gpu = None,
-    gpu_file: o.GpuFile = None, gpu_memory: o.GpuMemory = None, tp: o.Tp = None, pp: o.Pp = None, dp: o.Dp = None,
+    gpu_file: o.GpuFile = None, gpu_memory: o.GpuMemory = None, platform: o.Platform = None, tp: o.Tp = None, pp: o.Pp = None, dp: o.Dp = None,
     engine: o.PlanEngineOrLog = None, util: o.Util = None, mfs: o.Mfs = None, kv_cache_memory: o.KvCacheMemory = None,
     mnbt: o.Mnbt = None, max_num_seqs: o.MaxNumSeqs = None, block_size: o.PlanBlockSize = None,
     kv_dtype: o.KvDtype = None, weight_dtype: o.WeightDtype = None, activation_memory: o.ActivationMemory = None,
@@ -102,7 +102,7 @@ def serving_keywords(v: dict) -> dict:
     and ``dp`` are the caller's (``default_pp``)."""
     from kvplan.cost.llamacpp import llama_flags
 
-    common = dict(gpu_memory=v["gpu_memory"], gpu_memory_utilization=v["util"], mem_fraction_static=v["mfs"],
+    common = dict(gpu_memory=v["gpu_memory"], platform=v["platform"], gpu_memory_utilization=v["util"], mem_fraction_static=v["mfs"],
                   kv_cache_memory=v["kv_cache_memory"], max_num_batched_tokens=v["mnbt"],
                   max_num_seqs=v["max_num_seqs"], block_size=v["block_size"], kv_dtype=v["kv_dtype"],
                   weight_dtype=v["weight_dtype"], activation_memory=v["activation_memory"],

@@ -21,7 +21,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any, Union
 
-from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictFloat, StrictInt, ValidationError, model_validator
 
 from kvplan.errors import KvplanError, clip, clip_text, require_line, require_name
 from kvplan.units import fmt_bytes, fmt_float
@@ -35,6 +35,8 @@ Count = Annotated[StrictInt, Field(gt=0, le=10**18)]  # bytes, bytes/s: true is 
 # a GPU's memory: no GPU that holds an LLM has less than 256 MiB (a bare figure in GB or GiB is a unit left out)
 Memory = Annotated[StrictInt, Field(ge=256 * 2**20, le=10**18)]
 VISIBLE_RANGE = (0.5, 1.1)  # the visible and nvidia-smi totals as a multiple of the vendor-stated memory
+# the host OS a plan's GPU runs under (--platform): its driver sets the total CUDA reports (GPU.on_platform)
+PLATFORMS: tuple[str, ...] = ("linux", "windows")
 # major.minor as torch.cuda.get_device_capability() gives it: 7.0 (V100) .. 12.1 (DGX Spark)
 ComputeCapability = Annotated[Union[StrictInt, StrictFloat], Field(ge=1, le=99, allow_inf_nan=False)]
 
@@ -62,10 +64,11 @@ class GPU(BaseModel):
                           "cudaMemGetInfo), which vLLM and SGLang start from; plans start from it. Below nvidia-smi's "
                           "figure by what the driver reserves.")
     visible_memory_source: str = Field("", description="The public log or output the visible total was read from.")
-    visible_memory_other_bytes: Memory | None = Field(
-        None, description="A second total torch shows on other hosts of this GPU (RTX 4090: 23.99 GiB under WSL2 and "
-                          "on some Linux hosts, 23.51-23.65 GiB on most), which plans do not start from and name.")
-    visible_memory_other_source: str = Field("", description="The public outputs the second total was read from.")
+    windows_visible_memory_bytes: Memory | None = Field(
+        None, description="The total CUDA reports under Windows and WSL2 (--platform windows), where the WDDM driver "
+                          "manages the memory: the board's whole memory, nvidia-smi's figure less at most 1 MiB "
+                          "(RTX 4090: 24,563 MiB; Linux drivers keep some 0.3-0.9 GiB outside cudaMemGetInfo's total).")
+    windows_visible_memory_source: str = Field("", description="The public Windows/WSL2 output it was read from.")
     nvidia_smi_memory_mib: Count | None = Field(None, description="memory.total as nvidia-smi prints it, MiB.")
     memory_bandwidth_bytes_per_s: Count
     peak_flops: PeakFlops
@@ -87,6 +90,7 @@ class GPU(BaseModel):
         None, description="A public on-demand list price per GPU-hour, USD (the catalog's), or yours (--gpu-file).")
     price_source: str = Field("", description="Where the price was read (pricing page URL, provider, product).")
     price_date: str = Field("", description="The day the price was read, YYYY-MM-DD.")
+    _platform: str = PrivateAttr("linux")
 
     @model_validator(mode="before")
     @classmethod
@@ -105,7 +109,7 @@ class GPU(BaseModel):
         outside is a unit left out or a wrong field. The visible total is at most nvidia-smi's."""
         stated = self.memory_bytes
         for field, total in (("visible_memory_bytes", self.visible_memory_bytes),
-                             ("visible_memory_other_bytes", self.visible_memory_other_bytes),
+                             ("windows_visible_memory_bytes", self.windows_visible_memory_bytes),
                              ("nvidia_smi_memory_mib", (self.nvidia_smi_memory_mib or 0) * 2**20 or None)):
             if total is not None and not stated * VISIBLE_RANGE[0] <= total <= stated * VISIBLE_RANGE[1]:
                 raise ValueError(f"{field}: {total:,} B ({fmt_bytes(total)}) is {total / stated:.3g}x memory_bytes "
@@ -113,14 +117,18 @@ class GPU(BaseModel):
                                  f"{VISIBLE_RANGE[1]}x it (a unit left out, or the wrong figure?)")
         smi = self.nvidia_smi_memory_mib
         for field, total in (("visible_memory_bytes", self.visible_memory_bytes),
-                             ("visible_memory_other_bytes", self.visible_memory_other_bytes)):
+                             ("windows_visible_memory_bytes", self.windows_visible_memory_bytes)):
             if total is not None and smi is not None and total > smi * 2**20:
                 raise ValueError(f"{field}: {fmt_bytes(total)} is more than nvidia-smi's total ({smi:,} MiB); "
                                  "allowed: at most nvidia_smi_memory_mib x 2^20 bytes")
-        if self.visible_memory_other_bytes is not None and (self.visible_memory_bytes is None
-                                                            or not self.visible_memory_other_source):
-            raise ValueError("visible_memory_other_bytes: a second total needs visible_memory_bytes (the one plans "
-                             "start from) and visible_memory_other_source (where it was read)")
+        windows = self.windows_visible_memory_bytes
+        if windows is not None and not self.windows_visible_memory_source:
+            raise ValueError("windows_visible_memory_bytes: needs windows_visible_memory_source (the Windows or WSL2 "
+                             "output it was read from)")
+        if windows is not None and self.visible_memory_bytes is not None and windows < self.visible_memory_bytes:
+            raise ValueError(f"windows_visible_memory_bytes: {fmt_bytes(windows)} is less than visible_memory_bytes "
+                             f"({fmt_bytes(self.visible_memory_bytes)}, Linux's); allowed: at least it (the WDDM "
+                             "driver keeps no share outside the total)")
         return self
 
     @property
@@ -138,6 +146,29 @@ class GPU(BaseModel):
         """The total a plan starts from: the visible total where the catalog records one, else the datasheet's."""
         return self.visible_memory_bytes or self.memory_bytes
 
+    @property
+    def platform(self) -> str:
+        """The host OS the visible total is for: "linux" (the catalog's), "windows" (``on_platform``)."""
+        return self._platform
+
+    def on_platform(self, platform: str) -> "GPU":
+        """This GPU as it shows under ``platform`` (``PLATFORMS``): on Windows and WSL2 (the WDDM driver) CUDA
+        reports the whole board, ``windows_visible_memory_bytes``, which the plan then starts from; KvplanError naming
+        --platform where no Windows reading is recorded."""
+        if require_platform(platform) == self._platform:
+            return self
+        if self._platform != "linux":  # the Linux total is replaced in the copy: ask the catalog's GPU
+            raise ValueError(f"on_platform: {self.name} is already the {self._platform} GPU")
+        if self.windows_visible_memory_bytes is None:
+            known = sorted(g.name for g in load_gpus().values() if g.windows_visible_memory_bytes is not None)
+            raise KvplanError(f"--platform windows: no Windows/WSL2 total is recorded for {self.name} (recorded for "
+                              f"{', '.join(known)}); pass --gpu-memory with torch.cuda.mem_get_info()[1] as that "
+                              "host shows it")
+        gpu = self.model_copy(update={"visible_memory_bytes": self.windows_visible_memory_bytes,
+                                      "visible_memory_source": self.windows_visible_memory_source})
+        gpu._platform = "windows"
+        return gpu
+
     def peak(self, compute: str) -> float:
         """Dense peak FLOP/s for ``compute``; KvplanError where the GPU has no such matrix unit."""
         value = getattr(self.peak_flops, compute, None) if compute in COMPUTE_TYPES else None
@@ -145,6 +176,15 @@ class GPU(BaseModel):
             have = [t for t in COMPUTE_TYPES if getattr(self.peak_flops, t) is not None]
             raise KvplanError(f"--gpu: {self.name} states no {compute} peak; allowed: {', '.join(have)}")
         return value
+
+
+def require_platform(platform: str | None) -> str:
+    """--platform's value (None: linux); KvplanError naming --platform for another."""
+    if platform is None:
+        return "linux"
+    if platform not in PLATFORMS:
+        raise KvplanError(f"--platform: {clip(platform)}; allowed: {', '.join(PLATFORMS)}")
+    return platform
 
 
 def bundled_gpu_file() -> Path:
@@ -216,7 +256,7 @@ def read_gpu_file(path: Path, base: dict[str, GPU] | None = None) -> dict[str, G
             raise KvplanError(f"{where}: {_describe(exc)}") from None
         if out[name].sm_count is not None and not out[name].sm_count_source:
             raise KvplanError(f"{where}: sm_count needs sm_count_source (the output or datasheet it was read from)")
-        for field in ("vendor", "source", "visible_memory_source", "visible_memory_other_source", "sm_count_source"):
+        for field in ("vendor", "source", "visible_memory_source", "windows_visible_memory_source", "sm_count_source"):
             if getattr(out[name], field):
                 require_line(f"{where}: {field}", getattr(out[name], field), 1000)
     return out

@@ -152,7 +152,8 @@ def build_report(models: list[str | ModelCard], *, gpus: list[str] | None = None
     unknown = set(plan_options) - PLAN_KEYWORDS
     if unknown:
         raise TypeError(f"build_report() got unexpected keyword arguments {sorted(unknown)}")
-    devs = [load_gpu(g, gpu_file) for g in (gpus or DEFAULT_GPUS)]
+    platform = plan_options.get("platform")
+    devs = [load_gpu(g, gpu_file).on_platform(platform or "linux") for g in (gpus or DEFAULT_GPUS)]
     tps = tuple(dict.fromkeys(tp))
     for t in tps:
         require_positive("--tp", t, maximum=1024)
@@ -193,7 +194,7 @@ def running(p: PlanResult) -> float:
 
 # kvplan.plan's keywords besides the model, GPU, TP, length, engine and target the report sets itself
 PLAN_KEYWORDS = frozenset({
-    "pp", "dp", "gpu_memory", "gpu_memory_utilization", "mem_fraction_static", "kv_cache_memory",
+    "pp", "dp", "gpu_memory", "platform", "gpu_memory_utilization", "mem_fraction_static", "kv_cache_memory",
     "max_num_batched_tokens", "max_num_seqs", "block_size", "kv_dtype", "weight_dtype", "activation_memory",
     "non_torch_memory", "cuda_graph_memory", "context_memory", "prompt_len", "expert_parallel", "acceptance_rate",
     *EXTRA_FLAGS})

@@ -612,7 +612,10 @@ def _gpu_memory(d) -> str:
     """The total the plans start from (what torch sees) beside the datasheet's figure."""
     if d.visible_memory_bytes is None:
         return f"{fmt_int(d.memory_bytes)} B (the datasheet's; no visible total known: --gpu-memory takes yours)"
-    other = getattr(d, "visible_memory_other_bytes", None)
+    windows = getattr(d, "windows_visible_memory_bytes", None)
+    if getattr(d, "platform", "linux") == "windows":
+        return (f"{fmt_int(d.visible_memory_bytes)} B as CUDA sees it under Windows or WSL2 (--platform windows), "
+                f"which the plans start from (the datasheet's {fmt_int(d.memory_bytes)} B)")
     return (f"{fmt_int(d.visible_memory_bytes)} B as torch sees it, which the plans start from (the datasheet's "
-            f"{fmt_int(d.memory_bytes)} B" + ("" if other is None else f"; some hosts show {fmt_int(other)} B, more "
-                                              "for the cache: --gpu-memory takes yours") + ")")
+            f"{fmt_int(d.memory_bytes)} B" + ("" if windows is None else f"; under Windows or WSL2 "
+                                              f"{fmt_int(windows)} B: --platform windows") + ")")

@@ -100,6 +100,12 @@ class PlanRequest:
         """From the keyword API's values (names, sizes as text); KvplanError naming the flag."""
         g = gpu if isinstance(gpu, GPU) else load_gpu(gpu, kw.pop("gpu_file", None))
         kw.pop("gpu_file", None)
+        platform = kw.pop("platform", None)
+        if platform is not None:
+            if kw.get("gpu_memory") is not None:
+                raise KvplanError("--platform: not used with --gpu-memory, which is the total itself (the platform "
+                                  "only picks the catalog's total for that OS)")
+            g = g.on_platform(platform)  # Windows/WSL2: the total CUDA reports there
         size = lambda flag, v: None if v is None else parse_size(flag, v)  # noqa: E731
         flags = ServingFlags(gpu_memory_utilization=kw.pop("gpu_memory_utilization", None),
                              mem_fraction_static=kw.pop("mem_fraction_static", None),
@@ -123,7 +129,7 @@ class PlanRequest:
 
 def plan(model: ModelCard | str | Path, *, gpu: str | GPU, max_model_len: int, tp: int = 1, pp: int = 1, dp: int = 1,
          engine: str = "vllm", gpu_memory: int | str | None = None, gpu_file: str | None = None,
-         gpu_memory_utilization: float | None = None, mem_fraction_static: float | None = None,
+         platform: str | None = None, gpu_memory_utilization: float | None = None, mem_fraction_static: float | None = None,
          kv_cache_memory: int | str | None = None, max_num_batched_tokens: int | None = None,
          max_num_seqs: int | None = None, block_size: int | None = None, kv_dtype: str | None = None,
          weight_dtype: str | None = None, activation_memory: int | str | None = None,
@@ -133,6 +139,8 @@ def plan(model: ModelCard | str | Path, *, gpu: str | GPU, max_model_len: int, t
          kv_cache_memory_what_if: bool = False, **engine_flags) -> PlanResult:
     """Plan ``model`` on ``tp x pp`` GPUs (x ``dp`` replicas) of type ``gpu``; KvplanError on a layout the engine
     refuses or on memory that leaves nothing for the cache. A request that does not fit is an answer (fits=False).
+    ``platform`` "windows": the GPU under Windows or WSL2, whose total CUDA reports is the whole board
+    (``GPU.on_platform``); default the catalog's Linux total.
     ``concurrency`` adds latency bounds at that many requests (``prompt_len`` tokens of prefill, default
     max_model_len). ``engine_flags``: the engines' own flags (``kvplan.cost.runtimes.base.EXTRA_FLAGS``:
     free_gpu_memory_fraction, max_num_tokens, max_batch_size for trtllm; cuda_memory_fraction,
@@ -146,7 +154,7 @@ def plan(model: ModelCard | str | Path, *, gpu: str | GPU, max_model_len: int, t
     card = model if isinstance(model, ModelCard) else load_card(model)
     req = PlanRequest.build(
         gpu=gpu, gpu_file=gpu_file, max_model_len=max_model_len, tp=tp, pp=pp, dp=dp, engine=engine,
-        gpu_memory=gpu_memory, gpu_memory_utilization=gpu_memory_utilization, mem_fraction_static=mem_fraction_static,
+        gpu_memory=gpu_memory, platform=platform, gpu_memory_utilization=gpu_memory_utilization, mem_fraction_static=mem_fraction_static,
         kv_cache_memory=kv_cache_memory, max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,
         block_size=block_size, kv_dtype=kv_dtype, weight_dtype=weight_dtype, activation_memory=activation_memory,
         non_torch_memory=non_torch_memory, cuda_graph_memory=cuda_graph_memory, context_memory=context_memory,
@@ -284,7 +292,7 @@ def result(s: Setup, sts: list[Stage], p: Pool, lat: Latency | None = None,
 
     rt = s.engine
     inputs = PlanInputs(model=s.card.name, engine=rt.name, engine_rules=rt.rules_text, gpu=s.gpu.name,
-                        gpu_memory_bytes=s.total, tp=s.layout.tp, pp=s.layout.pp, dp=s.layout.dp,
+                        gpu_memory_bytes=s.total, platform=s.gpu.platform, tp=s.layout.tp, pp=s.layout.pp, dp=s.layout.dp,
                         expert_parallel=s.layout.expert_parallel,
                         max_model_len=s.max_model_len, kv_dtype=rt.kv_dtype_name(s),
                         weight_dtype="fp8_e4m3" if s.online_fp8 else s.w_t.name,  # as asked: --quantization fp8

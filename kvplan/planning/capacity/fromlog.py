@@ -432,7 +432,8 @@ def _engine(log: ParsedLog, engine: str | None, notes: list[str]) -> tuple[str, 
 
 def _gpu(log: ParsedLog, gpu: str | None, gpu_memory) -> tuple[str, int | str | None, str]:
     """(catalog GPU, total per GPU, how): --gpu / `# gpu:`, else the catalog GPU whose visible total is the log's;
-    the total is --gpu-memory / `# gpu-memory:`, else the one the log prints, else the catalog's."""
+    the total is --gpu-memory / `# gpu-memory:`, else the one the log prints, else the catalog's for the log's
+    platform (`# platform: windows` or vLLM's WSL line: ``GPU.on_platform``)."""
     from kvplan.cost.hardware import load_gpus
 
     logged = None if log.total_memory_gib is None else log.total_memory_gib.bytes
@@ -441,6 +442,15 @@ def _gpu(log: ParsedLog, gpu: str | None, gpu_memory) -> tuple[str, int | str | 
            else f"the log's total ({log.total_memory_gib.text} GiB, line {log.total_memory_gib.line})" if logged
            else "the catalog's visible total")
     name = gpu or (log.gpu_header or "").split(" (stand-in")[0] or None
+    if name and total is None and log.platform not in (None, "linux"):  # the catalog's total for that OS
+        from kvplan.cost.hardware import load_gpu
+
+        catalog = load_gpu(name)
+        if catalog.windows_visible_memory_bytes is None:  # the log's GPU lacks one: its Linux total, said so
+            how = f"the catalog's visible total (Linux's: none is recorded for {log.platform}, {log.platform_how})"
+        else:
+            total = catalog.on_platform(log.platform).engine_memory_bytes
+            how = f"the catalog's {log.platform} total ({log.platform_how})"
     if name:
         return name, total, f"{'--gpu' if gpu else 'the `# gpu:` header'}; total: {how}"
     if logged:

@@ -96,6 +96,8 @@ class ParsedLog(BaseModel):
     model_header: str | None  # `# model:`: a bundled card name or a card / config path
     gpu_header: str | None  # `# gpu:`
     gpu_memory_header: str | None  # `# gpu-memory:`
+    platform: str | None = None  # "windows": a `# platform: windows` header or vLLM's "WSL is detected" line
+    platform_how: str | None = None  # where the platform was read
     flags: dict[str, int | float | str | bool]  # kvplan.plan keyword -> value (tp, max_model_len, ...)
     flag_sources: dict[str, str]  # keyword -> where it was read (command, non-default args, config, ...)
     quantization: str | None  # the launch's --quantization / the config's quantization=
@@ -236,11 +238,28 @@ MAX_LOG_BYTES = 4 << 20  # the first 4 MiB of a log are read: the start-up's lin
 MAX_LINE_CHARS = 1 << 16  # a line is matched on its first 64 KiB (V1's config line, the longest, is a few KiB)
 _MAX_GIB = 2**20  # the largest memory figure a log may state (1 PiB); more is a corrupt line, refused
 _MAX_COUNT = 10**12  # the largest count (blocks, tokens, requests) or concurrency, as every integer flag
-_HEADERS = ("source", "posted", "gpu", "gpu-memory", "model", "engine", "command")
+_HEADERS = ("source", "posted", "gpu", "gpu-memory", "platform", "model", "engine", "command")
+# vLLM under WSL2: platforms/interface.py is_pin_memory_available "Using 'pin_memory=False' as WSL is detected"
+# (0.2-0.33; platforms/cuda.py also says it from 0.2x): the GPU's total is the Windows driver's (GPU.on_platform)
+_WSL_LINE = r"as WSL is detected"
 # vLLM compiled in this boot (its torch.compile cache missed): backends.py "Compiling a graph for compile range %s
 # takes %.2f s" (0.13.0+; a cache hit logs "Directly load the compiled graph(s) for compile range"), decorators.py
 # save_aot_compiled_function "saved AOT compiled function to %s" (0.15.1+, skipped when loaded from disk)
 _COLD_COMPILE = r"Compiling a graph for compile range|saved AOT compiled function"
+
+
+def _platform(path, header: dict, header_lines: dict, body) -> tuple[str | None, str | None]:
+    """(the host OS, where it was read): the `# platform:` header (linux or windows, Windows or WSL2), else
+    "windows" where the log prints vLLM's WSL line, else (None, None): the catalog's Linux total."""
+    from kvplan.cost.hardware import PLATFORMS
+
+    if "platform" in header:
+        if header["platform"] not in PLATFORMS:
+            raise KvplanError(f"{path}:{header_lines['platform']}: `# platform: {_quote(header['platform'])}`; "
+                              f"allowed: {', '.join(PLATFORMS)} (windows: native Windows or WSL2)")
+        return header["platform"], f"the `# platform:` header, line {header_lines['platform']}"
+    hit = next((n for n, line in body if re.search(_WSL_LINE, line)), None)
+    return ("windows", f"vLLM's WSL line, line {hit}") if hit is not None else (None, None)
 
 
 def parse_log(path: str | Path) -> ParsedLog:
@@ -297,10 +316,12 @@ def parse_log(path: str | Path) -> ParsedLog:
     if sglang_kv is not None:
         figures = _ordered([*figures, sglang_kv])
     args_line = flag_lines.pop("args line") or None
+    platform, platform_how = _platform(path, header, header_lines, body)
     return ParsedLog(path=str(path), source=header.get("source"), engine=engine,
                      version=_version(header, body), model_id=flags.pop("model", None),
                      model_header=header.get("model"), gpu_header=header.get("gpu"),
-                     gpu_memory_header=header.get("gpu-memory"), flags=flags, flag_sources=sources,
+                     gpu_memory_header=header.get("gpu-memory"), platform=platform, platform_how=platform_how,
+                     flags=flags, flag_sources=sources,
                      quantization=quant, total_memory_gib=_total(path, body),
                      free_at_start_gib=_free_at_start(path, body), figures=figures,
                      exact_available_bytes=_exact_available(path, body), header_lines=header_lines,

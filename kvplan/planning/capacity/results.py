@@ -19,7 +19,8 @@ class PlanInputs(BaseModel):
     engine: str
     engine_rules: str  # which engine version's rules are followed
     gpu: str
-    gpu_memory_bytes: int  # per GPU: the catalog's, or --gpu-memory
+    gpu_memory_bytes: int  # per GPU: the catalog's (for the platform), or --gpu-memory
+    platform: str = "linux"  # --platform: the host OS whose total the catalog's is (windows: Windows and WSL2)
     tp: int
     pp: int
     dp: int

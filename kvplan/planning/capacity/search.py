@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from kvplan.cost.hardware import GPU, load_gpus
+from kvplan.cost.hardware import GPU, load_gpus, require_platform
 from kvplan.cost.parallel import Layout
 from kvplan.cost.runtimes import get_engine
 from kvplan.errors import KvplanError, Refused, WeightsDoNotFit
@@ -56,6 +56,9 @@ def search(model: ModelCard | str | Path, *, max_model_len: int, concurrency: in
     card = model if isinstance(model, ModelCard) else load_card(model)
     catalog = load_gpus(gpu_file)
     chosen = _chosen(catalog, gpus)
+    platform = plan_kw.get("platform")
+    if require_platform(platform) == "windows" and not gpus:  # the GPUs with a Windows total (named ones: asked)
+        chosen = [g for g in chosen if g.windows_visible_memory_bytes is not None]
     options, tried, servable = [], 0, {}
     runtime = get_engine(engine)
     for g in chosen:
@@ -91,7 +94,8 @@ def search(model: ModelCard | str | Path, *, max_model_len: int, concurrency: in
     options.sort(key=_KEYS[sort])
     return SearchResult(model=card.name, engine=engine, max_model_len=max_model_len, concurrency=concurrency,
                         ttft_ms=ttft_ms, tpot_ms=tpot_ms, layouts_tried=tried, options=options, sort=sort,
-                        notes=_search_notes(options, max_gpus, sort, get_engine(engine)))
+                        notes=_search_notes(options, max_gpus, sort, get_engine(engine))
+                        + _platform_note(platform, gpus, chosen))
 
 
 def _servable(card: ModelCard, rt, layout: Layout) -> bool:
@@ -198,6 +202,14 @@ _KEYS = {  # the orders of --sort; each breaks ties by the others, then fewer pi
     "cost": lambda o: (_inf(o.price_per_hour), o.num_gpus, _inf(o.tpot_ms), o.pp, o.tp),
     "latency": lambda o: (_inf(o.tpot_ms), _inf(o.price_per_hour), o.num_gpus, o.pp, o.tp),
 }
+
+
+def _platform_note(platform: str | None, named: list[str] | None, chosen: list[GPU]) -> list[str]:
+    """Which GPUs a --platform windows search tried, where it left the others out."""
+    if platform in (None, "linux") or named:
+        return []
+    return [f"--platform {platform}: the GPUs whose {platform} total is recorded ({', '.join(g.name for g in chosen)}"
+            "); the others are left out (--gpus names one, with --gpu-memory for its total there)."]
 
 
 def _search_notes(options: list[PlanOption], max_gpus: int, sort: str, runtime=None) -> list[str]:

@@ -74,16 +74,17 @@ def notes(s: Setup, p: Pool) -> list[str]:
         out.append(f"GPU memory: the catalog's {fmt_bytes(s.total)} (vendor-stated {s.gpu.stated_memory}): no visible "
                    f"total is recorded for {s.gpu.name}; the engine starts from torch's total "
                    "(torch.cuda.mem_get_info), a little less than nvidia-smi's: pass --gpu-memory with it.")
-    elif s.total == s.gpu.visible_memory_bytes and s.gpu.visible_memory_other_bytes is not None:
-        other = s.gpu.visible_memory_other_bytes
-        out.append(f"GPU memory: {fmt_bytes(s.total)}, the total torch sees on most {s.gpu.name} hosts (the datasheet "
-                   f"states {s.gpu.stated_memory}); others show {fmt_bytes(other)} ({other - s.total:+,} B: WSL2 and "
-                   f"some Linux hosts, kvplan/cost/gpus.yaml), which leaves more for the cache: check yours "
-                   f"(torch.cuda.mem_get_info()[1], or vLLM's 'Free memory on device (free/total GiB)' line) and pass "
-                   f"--gpu-memory {other}B if it is the higher.")
+    elif s.total == s.gpu.visible_memory_bytes and s.gpu.platform == "windows":
+        out.append(f"GPU memory: {fmt_bytes(s.total)}, the total CUDA reports for a {s.gpu.name} under Windows or WSL2 "
+                   f"(--platform windows: the WDDM driver keeps no share outside it, where Linux's shows less; the "
+                   f"datasheet states {s.gpu.stated_memory}); another process on the GPU (the desktop) does not "
+                   "lower vLLM's budget, but it lowers the free memory SGLang and llama.cpp start from.")
     elif s.total == s.gpu.visible_memory_bytes:
-        out.append(f"GPU memory: {fmt_bytes(s.total)}, the total torch sees on a {s.gpu.name} (the datasheet states "
-                   f"{s.gpu.stated_memory}); drivers move it by 0.1-0.5 GiB: --gpu-memory takes yours.")
+        windows = s.gpu.windows_visible_memory_bytes
+        out.append(f"GPU memory: {fmt_bytes(s.total)}, the total torch sees on a {s.gpu.name} under Linux (the "
+                   f"datasheet states {s.gpu.stated_memory}); drivers move it by 0.1-0.5 GiB: --gpu-memory takes "
+                   "yours." + ("" if windows is None else f" Under Windows or WSL2 CUDA sees {fmt_bytes(windows)} "
+                                                          f"({windows - s.total:+,} B): --platform windows."))
     if s.max_model_len > s.card.max_position_embeddings:
         env = s.engine.long_context_env
         out.append(f"--max-model-len {s.max_model_len} exceeds the model's max_position_embeddings "

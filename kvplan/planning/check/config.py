@@ -32,7 +32,7 @@ DEFAULT_BASELINE = "kvplan-baseline.json"
 ESTIMATE_KEYS = ("batch", "seq_len", "engine", "kv_dtype", "weight_dtype", "encoder_len", "max_cache_len",
                  "block_size", "enable_prefix_caching", "kv_heads", "attention", "prompt_len", "gpu", "gpu_file", "mfu",
                  "mbu")
-PLAN_KEYS = ("tp", "pp", "dp", "max_model_len", "gpu_memory", "gpu_memory_utilization", "kv_cache_memory",
+PLAN_KEYS = ("tp", "pp", "dp", "max_model_len", "gpu_memory", "platform", "gpu_memory_utilization", "kv_cache_memory",
              "max_num_batched_tokens", "max_num_seqs",  # options only the capacity planner (`kvplan plan`) takes
              "mem_fraction_static", "swa_full_tokens_ratio", "disable_hybrid_swa_memory",  # SGLang's
              "max_running_requests", "disable_radix_cache", "max_mamba_cache_size", "mamba_radix_cache_strategy",
@@ -107,6 +107,8 @@ class Scenario(BaseModel):
     dp: Optional[PosInt] = Field(_OPT, description="kvplan plan --dp: data-parallel replicas.")
     max_model_len: Optional[PosInt] = Field(_OPT, description="kvplan plan --max-model-len.")
     gpu_memory: Optional[Size] = Field(_OPT, description="kvplan plan --gpu-memory: overrides the GPU's total.")
+    platform: Optional[str] = Field(_OPT, description="kvplan plan --platform: linux (default) or windows (native "
+                                                      "Windows or WSL2: the catalog's Windows total).")
     gpu_memory_utilization: Optional[float] = Field(_OPT, gt=0, le=1)
     mem_fraction_static: Optional[float] = Field(_OPT, gt=0, le=1, description="kvplan plan --mem-fraction-static "
                                                                               "(SGLang).")
