@@ -953,6 +953,8 @@ class VLLM(Server):
             out.append(s.opts.page_note + ".")
         if self.version.v0_engine:
             out.append(_v0_note(s, p))
+        elif s.gpu.platform == "windows" and s.kv_cache_memory is None:
+            out.append(_windows_note(s, p))
         if s.opts.cpu_offload_gb:
             out.append(_offload_note(s, p))
         if p.pool.padding_layers:
@@ -1015,6 +1017,34 @@ def _with_offload(s: Setup, st: Stage) -> Stage:
     per_layer = offloaded_per_layer(s.card, s.w_t, s.layout, st.layers, budget_bytes(s.opts.cpu_offload_gb))
     off, copy = sum(per_layer), max(per_layer) if s.engine.version.v0_engine else 0
     return s.charged(st, copy - off, weights=st.weights - off, offloaded=off, activation=st.activation + copy)
+
+
+# GPU memory already in use when vLLM starts on an idle Windows/WSL2 desktop, its own CUDA context included: the
+# public start-up refusals' `Free memory on device (free/total GiB)`: RTX 4090 22.45/23.99 (docs/logs/
+# vllm-code61815222665-...-v2runner.log), RTX 5090 30.2/31.84 (GitHub code index files 69497765629, 60293000203), RTX
+# 4080 13.88/15.99 (file 57768793445)
+WINDOWS_IN_USE_GIB = (1.54, 2.11)
+
+
+def _windows_note(s: Setup, p: Pool) -> str:
+    """Under Windows and WSL2 the total is the whole board, but the desktop holds some of it: V1 refuses to start
+    when the free memory at start is below the requested share (v1/worker/gpu_worker.py init_device 0.9.1,
+    v1/worker/utils.py request_memory 0.14+), so what the plan requests must leave the desktop's share free."""
+    import math
+
+    requested = p.limiting.requested
+    left = s.total - requested
+    low, high = WINDOWS_IN_USE_GIB
+    text = (f"Windows/WSL2: vLLM refuses to start when the free memory at start is below the {fmt_bytes(requested)} "
+            f"this plan requests (util {s.util} x the whole board), which leaves {fmt_bytes(left)} for what is "
+            f"already on the GPU; idle Windows desktops' vLLM start-ups show {low}-{high} GiB in use (the display, "
+            "the CUDA context), an ESTIMATE of yours (nvidia-smi's used memory before the start)")
+    need = int(high * 2**30)
+    if left >= need:
+        return text + "."
+    fits = math.floor((s.total - need) / s.total * 100) / 100
+    return text + (f": below the {high} GiB some showed; --gpu-memory-utilization {fits} leaves it."
+                   if fits > 0 else ".")
 
 
 def _offload_note(s: Setup, p: Pool) -> str:
