@@ -405,6 +405,14 @@ def test_a_windows_log_is_planned_on_the_windows_total(tmp_path):
         from_log(_write(tmp_path, text.replace("# platform: windows", "# platform: macos")))
     printed = from_log(_log("vllm-code61815222665-qwen2.5-0.5b-rtx4090-v2runner.log"))
     assert "the log's total" in printed.gpu_how and "platform" not in printed.gpu_how
+    # --platform: the OS of a log that states none; refused against a printed total or another stated OS
+    given = from_log(_write(tmp_path, text.replace("# platform: windows\n", "")), platform="windows")
+    assert given.gpu_memory_bytes == gpu.windows_visible_memory_bytes and "--platform" in given.gpu_how
+    assert from_log(_log(LAB1), platform="windows").gpu_memory_bytes == gpu.windows_visible_memory_bytes
+    for path, platform in ((_log(LAB1), "linux"), (_log("vllm-code61815222665-qwen2.5-0.5b-rtx4090-v2runner.log"),
+                                                     "windows")):
+        with pytest.raises(KvplanError, match="^--platform"):
+            from_log(path, platform=platform)
 
 
 def test_calibrate_says_when_the_release_is_not_modelled(tmp_path):

@@ -61,7 +61,7 @@ def plan(
                                   "--calibrate reuses its measured overheads)")
 
         card = None if model is None and hf_config is None and gguf is None else _card(model, hf_config, gguf, engine)
-        _emit(run_log(from_log, model=card, gpu=gpu, gpu_memory=gpu_memory, engine=engine,
+        _emit(run_log(from_log, model=card, gpu=gpu, gpu_memory=gpu_memory, engine=engine, platform=platform,
                       calibrate=calibrate, max_model_len=max_model_len, tp=tp, pp=pp, dp=dp,
                       gpu_memory_utilization=util, mem_fraction_static=mfs, max_num_batched_tokens=mnbt,
                       max_num_seqs=max_num_seqs, block_size=block_size, kv_dtype=kv_dtype, weight_dtype=weight_dtype,

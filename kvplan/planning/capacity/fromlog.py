@@ -61,13 +61,13 @@ class FromLog(BaseModel):
 
 
 def from_log(path: str | Path, *, model=None, gpu: str | None = None, gpu_memory: int | str | None = None,
-             engine: str | None = None, calibrate: bool = False, **flags) -> FromLog:
+             engine: str | None = None, calibrate: bool = False, platform: str | None = None, **flags) -> FromLog:
     """Read ``path`` and compare kvplan with every figure it states. ``model`` (a card or its name), ``gpu``,
     ``gpu_memory``, ``engine`` and ``flags`` (kvplan.plan keywords: tp, max_model_len, kv_dtype, ...) override what
     the log says; with ``calibrate`` the flags that differ from the log's are what-ifs on its measured overheads."""
     from kvplan.planning.capacity import plan
 
-    log = parse_log(path)
+    log = _with_platform(parse_log(path), platform)
     card, model_how = _card(log, model)
     notes: list[str] = _read_notes(log)
     spec, modelled = _engine(log, engine, notes)
@@ -428,6 +428,23 @@ def _engine(log: ParsedLog, engine: str | None, notes: list[str]) -> tuple[str, 
                      "max_model_len tokens, the printed token count, V0's 256-byte MLA entry padding) can differ "
                      "for that reason.")
         return f"{log.engine}=={first}", False
+
+
+def _with_platform(log: ParsedLog, platform: str | None) -> ParsedLog:
+    """--platform: the host OS of a log that states none (no `# platform:` header, no WSL line, no printed total),
+    taken as the log's; refused where the log prints its total or states another OS."""
+    from kvplan.cost.hardware import require_platform
+
+    if platform is None:
+        return log
+    platform = require_platform(platform)
+    if log.total_memory_gib is not None:
+        raise KvplanError(f"--platform: {log.path} prints its GPU's total (line {log.total_memory_gib.line}), which "
+                          "the plan starts from whatever the OS; allowed: no --platform with this log")
+    if log.platform not in (None, platform):
+        raise KvplanError(f"--platform {platform}: {log.path} states {log.platform} ({log.platform_how}); allowed: "
+                          f"{log.platform}, or another log")
+    return log.model_copy(update={"platform": platform, "platform_how": log.platform_how or "--platform"})
 
 
 def _gpu(log: ParsedLog, gpu: str | None, gpu_memory) -> tuple[str, int | str | None, str]:
