@@ -162,6 +162,8 @@ def test_a_windows_search_tries_the_gpus_with_a_windows_total_and_says_so():
 def test_gpus_list_shows_the_visible_total(cli):
     code, out, _ = cli("gpus", "list")
     assert code == 0 and "79.2 GiB" in out and "visible" in out
+    windows = next(line for line in out.splitlines() if "--platform windows" in line)  # piped: the full list
+    assert "RTX-4090 24.0 GiB" in windows and "H100" not in windows
 
 
 # ---- engine versions ---------------------------------------------------------------------------------------------

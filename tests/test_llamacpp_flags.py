@@ -125,3 +125,20 @@ def test_2025_12_explicit_np_1_is_one_slot(cli_json):
     assert (c["n_seq_max"], c["n_ctx"], c["n_ctx_seq"], c["kv_unified"]) == (1, 8192, 8192, False)
     assert sum(x["k_bytes"] + x["v_bytes"] for x in r["caches"]) == 8192 * 32 * 8 * 128 * 2 * 2 == 2**30
     assert " -np 1" in r["launch_command"] and "-kvu" not in r["launch_command"]
+
+
+def test_memory_already_in_use_lowers_what_llama_cpp_sizes_from(cli_json):
+    """llama.cpp sizes from the free memory its CUDA backend reports at start (cudaMemGetInfo's free; common/fit.cpp
+    keeps 1 GiB of it): what is already on the GPU (a Windows desktop's display, --context-memory) comes off it.
+    RTX 4090 under Windows, the whole board (24,563 MiB), 2 GiB in use: 24,563 MiB - 2 GiB - 1 GiB of budget."""
+    from kvplan.cost.hardware import load_gpu
+
+    base = ("plan", "-m", "llama-3.1-8b", "--gpu", "RTX-4090", "--engine", "llamacpp", "--max-model-len", "8192",
+            "--platform", "windows")
+    free, busy = cli_json(*base), cli_json(*base, "--context-memory", "2GiB")
+    total = load_gpu("RTX-4090").windows_visible_memory_bytes
+    assert total == 24563 * 2**20
+    assert free["llamacpp_fit"]["budget_bytes"] == total - 2**30
+    assert busy["llamacpp_fit"]["budget_bytes"] == total - 2 * 2**30 - 2**30
+    assert busy["max_concurrency"] < free["max_concurrency"]  # fewer slots of 8,192 fit
+    assert any("2.0 GiB already in use" in n for n in busy["notes"])

@@ -30,10 +30,15 @@ def render_gpus(gpus: list[GPU], console: Console) -> None:
                   "-" if g.price_per_hour_usd is None else f"{g.price_per_hour_usd:,.2f}")
     console.print(t)
     console.print("stated: the vendor's memory (decimal GB); visible: the total torch sees, which plans start from")
+    windows = [f"{g.name} {fmt_bytes(g.windows_visible_memory_bytes)}" for g in gpus
+               if g.windows_visible_memory_bytes is not None]
     if console.width < 120 and len(gpus) > 12:  # a terminal: the table, and where each figure's source is
-        console.print("sources: `kvplan gpus show NAME` (the datasheet, the visible total and the price, each with "
-                      "where it was read); piped, this list prints them all", overflow="fold")
+        console.print("sources: `kvplan gpus show NAME` (each figure, the --platform windows total too, with where "
+                      "it was read); piped, this list prints them all", overflow="fold")
         return
+    if windows:
+        console.print(f"under Windows and WSL2 (--platform windows, the whole board): {escape(', '.join(windows))}",
+                      overflow="fold")
     console.print("sources:")
     by_source: dict[str, list[str]] = {}
     for g in gpus:

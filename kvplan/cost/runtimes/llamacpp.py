@@ -181,6 +181,13 @@ def _tensor_shapes(card) -> dict[str, tuple[int, int]]:
     return out
 
 
+def _free(s: Setup) -> int:
+    """What llama.cpp sizes from on each GPU: the free memory its backend reports at start (ggml-cuda.cu
+    ggml_backend_cuda_device_get_memory, cudaMemGetInfo's free), the total less what is already in use there
+    (--context-memory: none by default; a Windows desktop's display, another process)."""
+    return s.total - s.context
+
+
 def fits_whole(sized: lc.Sizes, total: int, max_model_len: int) -> bool:
     """The plan's fit, one rule for its verdict, its slots and its quant search: every GPU holds its buffers (model,
     LoRA, caches, compute; ``lc.sizes``) in ``total`` bytes, and a slot holds ``max_model_len`` tokens."""
@@ -504,9 +511,9 @@ class LlamaCpp(Runtime):
         if f is None:
             f = s.opts.llama
             if self.searches(s):
-                f = choose(s.card, f, s.total, s.max_model_len, s.w_t.bits)
+                f = choose(s.card, f, _free(s), s.max_model_len, s.w_t.bits)
             if f.n_ctx is None:
-                f = most_slots(s.card, f, s.total, s.max_model_len, s.w_t.bits)
+                f = most_slots(s.card, f, _free(s), s.max_model_len, s.w_t.bits)
             s.__dict__["_llama_flags"] = f
         return f
 
@@ -546,8 +553,8 @@ class LlamaCpp(Runtime):
         params = _gguf_params_by_device(s.card, every, lc.tensor_overrides(f))
         for i, (gpu, layers) in enumerate(zip(gpus, _device_layers(tuple(every[:s.card.num_layers]), gpus))):
             weights, compute = m.on(gpu, "model", "lora"), m.on(gpu, "compute")
-            out.append(Stage(i, layers, params.get(gpu, 0), weights, 0, compute, 0, 0, s.total,
-                             s.total - weights - compute, _NO_SPECS))
+            out.append(Stage(i, layers, params.get(gpu, 0), weights, 0, compute, 0, 0, _free(s),
+                             _free(s) - weights - compute, _NO_SPECS))
         return out
 
     def held_stages(self, s: Setup, sts: list[Stage]):
@@ -582,10 +589,10 @@ class LlamaCpp(Runtime):
         caches = [m.on(gpu, "kv", "recurrent") for gpu in self._gpus(s)]
         lim = max(range(len(sts)), key=lambda i: caches[i] - sts[i].available)
         st, cache = sts[lim], caches[lim]
-        fits = fits_whole(m, s.total, s.max_model_len)  # caches <= available on every GPU
+        fits = fits_whole(m, _free(s), s.max_model_len)  # caches <= available on every GPU
         slots = c.n_seq_max if not c.kv_unified else min(c.n_seq_max, c.n_ctx // s.max_model_len)
         conc = float(slots) if fits else 0.0
-        fit = max_context(s.card, f, s.total, s.w_t.bits, max(c.n_ctx, s.max_model_len))
+        fit = max_context(s.card, f, _free(s), s.w_t.bits, max(c.n_ctx, s.max_model_len))
         # the longest request that fits: a slot's cells at the largest -c that fits (a unified cache: all of them;
         # split slots: lc.resolve_context's share, n_ctx / n_seq_max, in 2026 builds whole multiples of 256)
         if c.n_ctx_seq != c.n_ctx:
@@ -612,7 +619,7 @@ class LlamaCpp(Runtime):
         (``llamacpp_fit``), as llama.cpp's --fit would lower -ngl."""
 
     def fit(self, s: Setup, quant: str | None = None) -> lc.LlamaFit:
-        return _fit(s.card, self.flags(s), s.total, s.w_t.bits, quant)
+        return _fit(s.card, self.flags(s), _free(s), s.w_t.bits, quant)
 
     def quant_table(self, s: Setup) -> list[lc.QuantFit] | None:
         """A card without a GGUF: each llama-quantize type's weights, the K/V types it needs and what fits
@@ -623,9 +630,9 @@ class LlamaCpp(Runtime):
         if not quantizable(s.card):
             return None
         chosen, rows = self.flags(s).gguf_quant, []
-        for q, g, ok in quant_search(s.card, s.opts.llama, s.total, s.max_model_len, s.w_t.bits):
+        for q, g, ok in quant_search(s.card, s.opts.llama, _free(s), s.max_model_len, s.w_t.bits):
             layers, inp, out = quant_weights(s.card, q)
-            ft = _fit(s.card, at_context(g, s.max_model_len), s.total, s.w_t.bits, None)
+            ft = _fit(s.card, at_context(g, s.max_model_len), _free(s), s.w_t.bits, None)
             rows.append(lc.QuantFit(quant=q, model_bytes=sum(layers) + inp + out - (inp if s.card.tie_embeddings
                                                                                     else 0),
                                     max_n_ctx=ft.max_n_ctx, max_gpu_layers=ft.max_gpu_layers, fits=ok,
@@ -715,7 +722,8 @@ class LlamaCpp(Runtime):
         ft, f = self.fit(s), self.flags(s)
         moe = "" if ft.min_n_cpu_moe is None else (f"; with every layer on the GPU(s), at least --n-cpu-moe "
                                                    f"{ft.min_n_cpu_moe} (experts of the first layers in host memory)")
-        text = (f"Fit (GPU memory less --fit's 1 GiB margin, {fmt_bytes(ft.budget_bytes)} per GPU): at most -c "
+        used = f" and the {fmt_bytes(s.context)} already in use (--context-memory)" if s.context else ""
+        text = (f"Fit (GPU memory less --fit's 1 GiB margin{used}, {fmt_bytes(ft.budget_bytes)} per GPU): at most -c "
                 f"{ft.max_n_ctx:,} with these layers; at most -ngl {ft.max_gpu_layers} at -c {c.n_ctx:,}{moe}.")
         if ft.max_n_ctx < c.n_ctx:  # the line's -c is explicit: common/fit.cpp common_params_fit_impl (b10488)
             # logs "context size set by user to N -> no change", and with -ngl given throws "n_gpu_layers already
