@@ -509,3 +509,17 @@ def test_unmodelled_launch_flags_are_named(tmp_path):
     notes = [n for n in from_log(p).notes if "kvplan does not model" in n]
     assert len(notes) == 1 and "--num-gpu-blocks-override (line 4)" in notes[0]
     assert "--compilation-config (line 4)" in notes[0]
+
+
+def test_a_start_up_refused_from_its_flags_prints_no_launch_line_and_serves_nothing():
+    """vLLM 0.17 at util 0.6 on an RTX 3090 (the log: 'Available KV cache memory: -0.7 GiB'): kvplan refuses it too;
+    the plan's pool is a nominal 1 GiB that sizes the other rows, so it launches nothing and serves no request (it
+    printed `--kv-cache-memory-bytes 1073741824` and 2.29 concurrent requests)."""
+    path = _log("vllm-vllm-offload-profiles-qwen2.5-7b-u060-failed-rtx3090.log")
+    assert "Available KV cache memory: -0.7 GiB" in path.read_text()
+    r = from_log(path)
+    assert {x.figure: x.flags_verdict for x in r.rows}["available"] == "refused, as logged"
+    assert r.plan.launch_command is None and not r.plan.fits and r.plan.max_concurrency == 0
+    assert r.plan.verdict.startswith("refused") and "nominal 1 GiB" in r.plan.notes[0]
+    weights = next(x for x in r.rows if x.figure == "weights")
+    assert weights.flags_verdict == "exact"  # the other rows are still planned

@@ -131,6 +131,12 @@ def from_log(path: str | Path, *, model=None, gpu: str | None = None, gpu_memory
         flat, pooled = (_own_checkpoint(log, card, r) for r in (flat, pooled))
         if cal is not None and cal.plan is not None:
             cal = cal.model_copy(update={"plan": _own_checkpoint(log, card, cal.plan)})
+    if refused is not None:  # the plan's pool is a nominal 1 GiB: no line launches it, nothing of it is served
+        flat = flat.model_copy(update={
+            "launch_command": None, "fits": False, "max_concurrency": 0.0, "max_concurrency_total": 0.0,
+            "max_running": 0.0, "verdict": f"refused, as the engine did: {refused}",
+            "notes": [f"Refused from the flags: the pool figures (kv_cache, ranks) are of a nominal 1 GiB pool that sizes "
+                      "the other figures (weights, activations), not a deployment; no launch line.", *flat.notes]})
     return FromLog(log=log, model=card.name, model_how=model_how, gpu=g, gpu_memory_bytes=flat.inputs.gpu_memory_bytes,
                    gpu_how=gpu_how, engine=spec, plan_args={k: v for k, v in args.items() if v is not None},
                    logged_pool_bytes=pool_bytes, rows=rows, plan=flat, pooled=pooled, calibration=cal, notes=notes)
