@@ -48,7 +48,8 @@ def test_sglang_trtllm_mla_architectures_by_release(architecture, before, first)
     for release in (first, "0.5.23"):
         r = plan(card, engine=f"sglang=={release}", **args)
         assert r.inputs.block_size == 64, release
-        assert r.kv_cache.tokens % 64 == 0
+        # a page of 64 MLA cells: (kv_lora_rank 512 + qk_rope 64) x 61 layers x 2 B = 70,272 B each (TP-replicated)
+        assert r.kv_cache.bytes_per_block == 64 * 70_272 and r.kv_cache.tokens % 64 == 0
         assert any("trtllm_mla" in n and f"from {first}" in n for n in r.notes), release
     # Hopper keeps SGLang's MLA default (fa3, page size 1); a given 32 stays, 16 becomes 64
     assert plan(card, engine="sglang==0.5.23", **{**args, "gpu": "H200"}).inputs.block_size == 1
