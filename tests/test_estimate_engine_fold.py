@@ -144,23 +144,37 @@ def test_estimate_refuses_a_block_the_release_does_not_take():
         assert ok.exit_code == 0 and json.loads(ok.stdout)["inputs"]["block_size"] == int(block)
 
 
-@pytest.mark.parametrize("model, engine, flag, pages", [
-    ("qwen3-next-80b-a3b", "vllm==0.27", True, 2),  # no SupportsMambaPrefixCaching: 'align', 2 pages a state group
-    ("qwen3-next-80b-a3b", "vllm==0.28", False, 1),  # 0.28's default 'align' turned off: 'none'
-    ("qwen3-next-80b-a3b", "vllm==0.28", None, 2),
-    ("jamba-1.5-mini", "vllm==0.27", True, None),  # 'all': a page per block (tests/test_vllm_mamba_all_mode.py)
-    ("nemotron-3-nano-30b-a3b", "vllm==0.26", True, None),
+# Qwen3-Next at 10,000 tokens (block 544, 12 attention layers, 36 state layers in 3 groups of 12, page 1,114,112 B):
+# 'align' 36 x 2 + 12 x 19 pages ('none' 36 x 1 + 12 x 19: QWEN3_NEXT_10K above).
+QWEN3_NEXT_10K_ALIGN = (36 * 2 + 12 * 19) * 1_114_112
+# Mode 'all' (MambaSpec.max_memory_usage_bytes: cdiv(L, block) pages in each state group, read in 0.26.0 - 0.27.1),
+# at 10,000 tokens:
+# - Jamba-1.5-Mini (tests/test_vllm_mamba_all_mode.py): block 2,048, group_size 4, page 2,048 x 4,096 B; 1 attention
+#   + 7 state groups x cdiv(10,000, 2,048) = 5 pages = 40 blocks of 4 x 8,388,608 B = 1,342,177,280 B.
+# - Nemotron-3-Nano-30B-A3B (6 attention, 23 Mamba-2 layers): attention 2 KV heads x 128 x 2 x 2 B = 1,024 B a
+#   token; states (mamba2_state_shape) conv (4,096 + 2 x 8 x 128) x (4 - 1) x 2 B = 36,864 + SSM (float32,
+#   mamba_ssm_cache_dtype) 64 x 64 x 128 x 4 B = 2,097,152 -> 2,134,016 B = 2,084 tokens; chunk 128: block
+#   128 x cdiv(2,084, 128) = 2,176, page 2,176 x 1,024 = 2,228,224 B; group_size min(6, 23) = 6, cdiv(23, 6) = 4
+#   state groups; (1 + 4) x cdiv(10,000, 2,176) = 25 blocks of 6 x 2,228,224 B = 334,233,600 B.
+JAMBA_ALL_10K = 40 * 4 * 2048 * 4096
+NEMOTRON_3_NANO_ALL_10K = 25 * 6 * 2176 * 1024
+
+
+@pytest.mark.parametrize("model, engine, flag, expected", [
+    ("qwen3-next-80b-a3b", "vllm==0.27", True, QWEN3_NEXT_10K_ALIGN),  # no SupportsMambaPrefixCaching: 'align'
+    ("qwen3-next-80b-a3b", "vllm==0.28", False, QWEN3_NEXT_10K),  # 0.28's default 'align' turned off: 'none'
+    ("qwen3-next-80b-a3b", "vllm==0.28", None, QWEN3_NEXT_10K_ALIGN),
+    ("jamba-1.5-mini", "vllm==0.27", True, JAMBA_ALL_10K),  # 'all': a page per block
+    ("nemotron-3-nano-30b-a3b", "vllm==0.26", True, NEMOTRON_3_NANO_ALL_10K),
 ])
-def test_estimate_takes_the_prefix_caching_flag_as_plan_does(model, engine, flag, pages):
+def test_estimate_takes_the_prefix_caching_flag_as_plan_does(model, engine, flag, expected):
     """estimate --enable-prefix-caching / --no-enable-prefix-caching folds the groups plan sizes a request with (the
-    Mamba cache mode's state pages), so a sequence of L tokens is plan's one request at --max-model-len L. Qwen3-Next
-    at 10,000 tokens (block 544, 12 attention layers, 36 state layers in 3 groups of 12, page 1,114,112 B): 'align'
-    36 x 2 + 12 x 19 pages, 'none' 36 x 1 + 12 x 19."""
+    Mamba cache mode's state pages), so a sequence of L tokens is plan's one request at --max-model-len L: both the
+    bytes derived by hand above."""
     e = estimate(model, seq_len=10000, engine=engine, gpu="H200", enable_prefix_caching=flag)
     p = plan(model, gpu="H200", gpu_memory="400GiB", engine=engine, max_model_len=10000, enable_prefix_caching=flag)
-    assert e.kv_cache.bytes_per_sequence == p.request_kv_bytes
-    if pages is not None:
-        assert e.kv_cache.bytes_per_sequence == (36 * pages + 12 * 19) * 1_114_112
+    assert e.kv_cache.bytes_per_sequence == expected
+    assert p.request_kv_bytes == expected
 
 
 @pytest.mark.parametrize("args", [

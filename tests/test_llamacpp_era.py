@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-from kvplan.cost import llamacpp as lc
-
 PLAN = ("plan", "--gpu", "H100-SXM", "--max-model-len", "8192", "-m", "llama-3.1-8b", "--engine", "llamacpp")
 OLD = ("--llamacpp-rules", "2025-02")
 
@@ -25,12 +23,13 @@ def test_2025_02_prints_fa_as_a_bare_switch(cli_json):
     assert "on" not in on and "off" not in on
     off = _flags_of(cli_json(*PLAN, *OLD, "-fa", "off")["launch_command"])
     assert "-fa" not in off and "off" not in off
-    # kvplan's own choice of a quantized V cache (the quant search adds flash attention) takes the same form
+    # kvplan's own choice of a quantized V cache (the quant search adds flash attention) takes the same form: 131,072
+    # tokens of f16 K/V (16 GiB) do not fit an L4's 24 GB beside the weights, so the search quantizes V
     own = cli_json("plan", "--gpu", "L4", "--max-model-len", "131072", "-m", "llama-3.1-8b", "--engine", "llamacpp",
                    *OLD, "-np", "1")
     line = _flags_of(own["launch_command"])
-    if "-ctv" in line and line[line.index("-ctv") + 1] != "f16":
-        assert "-fa" in line and "on" not in line
+    assert line[line.index("-ctv") + 1] != "f16"  # the case this clause is about (was an `if`, silent when untrue)
+    assert "-fa" in line and "on" not in line
     new = _flags_of(cli_json(*PLAN, "--llamacpp-rules", "2025-12", "-ctk", "q4_0", "-ctv", "q4_0", "-fa", "on")
                     ["launch_command"])
     assert new[new.index("-fa") + 1] == "on"
@@ -68,24 +67,39 @@ def test_2025_02_has_no_flash_attention_unless_given(cli):
 def test_longest_request_of_split_slots_is_a_slots_share(cli_json):
     """-np 4 without -kvu: each slot holds n_ctx_seq = GGML_PAD(n_ctx / 4, 256) cells (llama-context.cpp), so when
     the plan does not fit, the longest --max-model-len that fits is a quarter of the largest -c that fits, not all
-    of it: planning at that figure fits, 256 more does not."""
+    of it: planning at that figure fits, 256 more does not.
+
+    By hand: a cell of Llama-3.1-8B's f16 K/V is 32 layers x 8 KV heads x 128 x (K, V) x 2 B = 131,072 B. The GPU's
+    room for the cache is its total less the buffers that do not depend on -c (weights, compute, as the plan lists
+    them); the largest -c that fits holds room // 131,072 cells, and each of the 4 slots a multiple of 256 of
+    them: best = room // 131,072 // 4 // 256 x 256; the plan at best runs -c 4 x best, whose K/V is 4 x best x 131,072 B
+    (4 streams of n_ctx_seq = best cells, llama_kv_cache n_stream = n_seq_max when not unified)."""
     head = ("plan", "--gpu", "L40S", "-m", "llama-3.1-8b", "--engine", "llamacpp", "-np", "4", "--gguf-quant", "BF16",
             "-ctk", "f16", "-ctv", "f16", "--max-model-len")
+    cell = 32 * 8 * 128 * 2 * 2
     p = cli_json(*head, "65536")
     assert not p["fits"]
+    room = p["inputs"]["gpu_memory_bytes"] - sum(b["bytes"] for b in p["buffers"]
+                                                 if b["device"] == "CUDA0" and b["kind"] != "kv")
     best = p["max_model_len_fit"]
-    assert 0 < best < 65536 and best % 256 == 0
-    assert cli_json(*head, str(best))["fits"]
+    assert best == room // cell // 4 // 256 * 256 and 0 < best < 65536
+    at = cli_json(*head, str(best))
+    assert at["fits"] and at["context"]["n_ctx"] == 4 * best
+    assert [b["bytes"] for b in at["buffers"] if b["kind"] == "kv"] == [4 * best * cell]
     assert not cli_json(*head, str(best + 256))["fits"]
 
 
 def test_slot_search_keeps_fits_margin_and_agrees_with_fit_note(cli_json):
     """The default slot search sized to the byte (989.7 MiB free on an H100) while the Fit note, at --fit's 1 GiB
     margin (common.h fit_params_target), said the printed -c did not fit. Now the slots fit within the margin, so the
-    note's largest -c is at least the printed one, with every layer on the GPU."""
+    note's largest -c is at least the printed one, with every layer on the GPU. The margin is llama.cpp's, not
+    kvplan's constant: common/common.h ``fit_params_target`` = 1024 MiB per device (b10488; env LLAMA_ARG_FIT_TARGET in
+    MiB), /work/shared/reference/llamacpp.md."""
+    margin = 1024 * 2**20
     p = cli_json(*PLAN)
     gpu = sum(b["bytes"] for b in p["buffers"] if b["device"] == "CUDA0")
-    assert gpu <= p["inputs"]["gpu_memory_bytes"] - lc.FIT_TARGET
+    assert p["llamacpp_fit"]["budget_bytes"] == p["inputs"]["gpu_memory_bytes"] - margin
+    assert gpu <= p["inputs"]["gpu_memory_bytes"] - margin
     ft, c = p["llamacpp_fit"], p["context"]
     assert ft["max_n_ctx"] >= c["n_ctx"] and ft["max_gpu_layers"] == c["n_layer"] + 1
     assert not any("--fit changes neither" in n for n in p["notes"])
@@ -98,9 +112,8 @@ def test_explicit_c_beyond_fits_margin_says_fit_keeps_it(cli_json):
     value (it stopped at 519,936 < 520,192 before, beside "at most -ngl 33 at -c 520,192")."""
     p = cli_json(*PLAN, "-c", "520000")
     c, ft = p["context"], p["llamacpp_fit"]
-    assert c["n_ctx"] == 520192
-    if ft["max_gpu_layers"] == c["n_layer"] + 1:
-        assert ft["max_n_ctx"] >= c["n_ctx"]
+    assert c["n_ctx"] == 520192  # GGML_PAD(520,000, 256) = 2,032 x 256
+    assert ft["max_gpu_layers"] == 33 and ft["max_n_ctx"] >= 520192  # 32 blocks + output (was an `if`)
     q = cli_json(*PLAN, "-c", "524288", "--gguf-quant", "BF16", "-ctk", "f16", "-ctv", "f16", "-ngl", "33")
     assert q["fits"] and q["llamacpp_fit"]["max_n_ctx"] < q["context"]["n_ctx"]
     assert any("--fit changes neither" in n for n in q["notes"])

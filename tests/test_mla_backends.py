@@ -48,7 +48,8 @@ def test_sglang_trtllm_mla_architectures_by_release(architecture, before, first)
     for release in (first, "0.5.23"):
         r = plan(card, engine=f"sglang=={release}", **args)
         assert r.inputs.block_size == 64, release
-        assert r.kv_cache.tokens % 64 == 0
+        # a page of 64 MLA cells: (kv_lora_rank 512 + qk_rope 64) x 61 layers x 2 B = 70,272 B each (TP-replicated)
+        assert r.kv_cache.bytes_per_block == 64 * 70_272 and r.kv_cache.tokens % 64 == 0
         assert any("trtllm_mla" in n and f"from {first}" in n for n in r.notes), release
     # Hopper keeps SGLang's MLA default (fa3, page size 1); a given 32 stays, 16 becomes 64
     assert plan(card, engine="sglang==0.5.23", **{**args, "gpu": "H200"}).inputs.block_size == 1
@@ -58,15 +59,22 @@ def test_sglang_trtllm_mla_architectures_by_release(architecture, before, first)
 
 def test_sglang_kimi_k25_pages_before_and_after_0_5_9():
     """A Kimi-K2.5-architecture MLA model on 8x B200: page size 1 in 0.5.8, 64-token pages from 0.5.9 (the same pool,
-    cut into whole pages; a 10,000-token request holds cdiv(10000, 64) = 157 of them)."""
+    cut into whole pages; a 10,000-token request holds cdiv(10000, 64) = 157 of them).
+
+    By hand: SGLang's MLATokenToKVPool keeps one latent of kv_lora_rank + qk_rope_head_dim = 512 + 64 = 576 values a
+    token and layer, unsharded by TP, bf16: 576 x 61 layers x 2 B = 70,272 B a cell (a 64-token page 4,497,408 B);
+    max_total_num_tokens = pool // cell, rounded down to a multiple of page_size (model_runner.py /
+    pool_configurator.py). The pool is SGLang's mem_fraction_static budget, the same in both releases."""
     card = _kimi_as("KimiK25ForConditionalGeneration")
     args = dict(gpu="B200", tp=8, max_model_len=10_000)
     old, new = plan(card, engine="sglang==0.5.8", **args), plan(card, engine="sglang==0.5.9", **args)
-    assert new.kv_cache.available_bytes == old.kv_cache.available_bytes  # the same mem_fraction_static rule
-    cells = old.kv_cache.tokens  # page size 1: one cell per token
-    assert new.kv_cache.tokens == cells // 64 * 64
-    assert new.max_concurrency == pytest.approx(cells // 64 / 157)
-    assert old.max_concurrency == pytest.approx(cells / 10_000)
+    pool = old.kv_cache.available_bytes
+    assert new.kv_cache.available_bytes == pool  # the same mem_fraction_static rule
+    assert (old.kv_cache.bytes_per_block, new.kv_cache.bytes_per_block) == (70_272, 64 * 70_272) == (70_272, 4_497_408)
+    assert old.kv_cache.tokens == pool // 70_272  # page size 1: one cell per token
+    assert new.kv_cache.tokens == pool // 70_272 // 64 * 64
+    assert new.max_concurrency == pytest.approx(pool // 70_272 // 64 / 157)
+    assert old.max_concurrency == pytest.approx(pool // 70_272 / 10_000)
 
 
 def test_sglang_trtllm_mla_goes_to_mla_models_only():

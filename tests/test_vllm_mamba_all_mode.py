@@ -14,6 +14,11 @@ derived by hand from vLLM's source, read in 0.26.0, 0.27.0 and 0.27.1 (the three
   num_speculative_blocks) x page_size_bytes: one state page per block of the request.
 - v1/core/kv_cache_utils.py: num_blocks = available // (group_size x page); max concurrency = num_blocks / the sum
   over groups of each group's pages per request; group_size = min layers per type (28 >= 1.5 x 4: 4 for Jamba).
+  get_num_blocks: ``available_memory // page_size // num_layers``; get_max_concurrency_for_kv_cache_config:
+  ``num_blocks / num_blocks_per_request``; get_kv_cache_capacity: tokens = int(max_concurrency x max_model_len).
+
+The pool itself (vLLM's profiled budget) is no hand figure, so the block and concurrency counts are pinned on a pool
+given by --kv-cache-memory (kv_cache_memory_bytes, the available_memory of every worker, 0.10.2+).
 """
 
 from pathlib import Path
@@ -41,9 +46,12 @@ def cdiv(a: int, b: int) -> int:
 # page 2,048 x 4,096 = 8,388,608 B (the states padded by 8,077,312 B); a block of group_size 4 slots = 33,554,432 B.
 # Groups: 1 attention group (4 layers), 28 / 4 = 7 state groups. At 4,096 tokens a request holds
 # cdiv(4,096, 2,048) = 2 attention pages + 7 x cdiv(4,096, 2,048) = 16 blocks (mode "none": cdiv(4,096, 80) + 7 = 59).
+# A given pool of 32 GiB: 34,359,738,368 // 8,388,608 // 4 = 1,024 blocks; 1,024 / 16 = 64 requests of 4,096 tokens,
+# int(64 x 4,096) = 262,144 tokens (mode "none": 34,359,738,368 // (80 x 4,096) // 4 = 26,214 blocks, / 59).
 JAMBA = dict(gpu="H200", max_model_len=4096)
 JAMBA_ALL_BLOCK, JAMBA_ALL_BLOCK_BYTES = 2048, 4 * 2048 * 4096
 JAMBA_ALL_PER_REQUEST = 2 + 7 * 2
+POOL_32G = 32 * 2**30
 
 
 @pytest.mark.parametrize("engine", ["vllm==0.26", "vllm==0.27", "vllm==0.27.1"])
@@ -55,9 +63,12 @@ def test_jamba_takes_a_state_page_per_2048_token_block(engine):
     assert (k.block_size, k.bytes_per_block, k.groups) == (JAMBA_ALL_BLOCK, JAMBA_ALL_BLOCK_BYTES, 8)
     assert k.state_page_padded_bytes == 2048 * 4096 == 8_388_608
     assert k.blocks_per_request == JAMBA_ALL_PER_REQUEST == 16
-    assert k.num_blocks == k.available_bytes // JAMBA_ALL_BLOCK_BYTES
-    assert on.max_concurrency == k.num_blocks / 16
     assert on.request_kv_bytes == 16 * JAMBA_ALL_BLOCK_BYTES
+    given = plan("jamba-1.5-mini", engine=engine, enable_prefix_caching=True, kv_cache_memory=POOL_32G, **JAMBA)
+    assert (given.kv_cache.num_blocks, given.max_concurrency, given.kv_cache.tokens) == (1024, 64.0, 262_144)
+    given_off = plan("jamba-1.5-mini", engine=engine, kv_cache_memory=POOL_32G, **JAMBA)
+    assert given_off.kv_cache.num_blocks == POOL_32G // (80 * 4096) // 4 == 26_214
+    assert given_off.max_concurrency == 26_214 / 59
     assert (off.kv_cache.block_size, off.kv_cache.blocks_per_request) == (80, cdiv(4096, 80) + 7) == (80, 59)
     assert off.kv_cache.available_bytes == k.available_bytes  # the budget does not move, only its pages
     assert any("mamba_cache_mode 'all'" in n for n in on.notes)
@@ -70,14 +81,17 @@ def test_nemotron_h_aligns_its_block_to_the_128_token_chunk():
     mamba_ssm_cache_dtype) 128 heads x 64 x 256 x 4 B = 8,388,608 + conv (16,384 + 2 x 8 x 256) / 2 x 3 x 2 B =
     61,440 -> 8,450,048 B = 4,126 attention tokens exactly. Mode "none": 16 x cdiv(4,126, 16) = 4,128; mode "all"
     (chunk_size 128): 128 x cdiv(4,126, 128) = 4,224. A request: none cdiv(8,192, 4,128) + 6 = 8 blocks; all
-    cdiv(8,192, 4,224) + 6 x 2 = 14, of 10 x 4,224 x 2,048 = 86,507,520 B each."""
+    cdiv(8,192, 4,224) + 6 x 2 = 14, of 10 x 4,224 x 2,048 = 86,507,520 B each. A given pool of 16 GiB a GPU:
+    17,179,869,184 // 86,507,520 = 198 blocks (4,224 x 2,048 B pages, 10 a block), 198 / 14 requests."""
     on = plan("nemotron-h-56b", gpu="H200", tp=2, max_model_len=8192, engine="vllm==0.27", enable_prefix_caching=True)
     off = plan("nemotron-h-56b", gpu="H200", tp=2, max_model_len=8192, engine="vllm==0.27")
     assert (off.kv_cache.block_size, off.kv_cache.blocks_per_request) == (4128, 8)
     assert (on.kv_cache.block_size, on.kv_cache.blocks_per_request) == (4224, 14)
     assert on.kv_cache.bytes_per_block == 10 * 4224 * 2048 == 86_507_520
-    assert on.kv_cache.num_blocks == on.kv_cache.available_bytes // 86_507_520
-    assert on.max_concurrency == on.kv_cache.num_blocks / 14
+    given = plan("nemotron-h-56b", gpu="H200", tp=2, max_model_len=8192, engine="vllm==0.27",
+                 enable_prefix_caching=True, kv_cache_memory=16 * 2**30)
+    assert given.kv_cache.num_blocks == 16 * 2**30 // (4224 * 2048) // 10 == 198
+    assert given.max_concurrency == 198 / 14
 
 
 def test_speculative_tokens_add_to_the_per_block_pages():
@@ -108,8 +122,8 @@ def test_estimate_takes_the_flag_and_equals_the_plans_request(cli):
     off = estimate("jamba-1.5-mini", seq_len=4096, engine="vllm==0.27", gpu="H200")
     assert on.kv_cache.bytes_per_sequence == 16 * JAMBA_ALL_BLOCK_BYTES == 536_870_912
     assert off.kv_cache.bytes_per_sequence == 59 * 4 * 80 * 4096 == 77_332_480
-    assert on.kv_cache.bytes_per_sequence == plan("jamba-1.5-mini", engine="vllm==0.27", enable_prefix_caching=True,
-                                                  **JAMBA).request_kv_bytes
+    assert plan("jamba-1.5-mini", engine="vllm==0.27", enable_prefix_caching=True,
+                **JAMBA).request_kv_bytes == 536_870_912
     assert sum(g.bytes_per_sequence for g in on.kv_cache.groups) == 536_870_912
     assert on.inputs.enable_prefix_caching is True and off.inputs.enable_prefix_caching is None  # echoed as given
     code, out, err = cli("estimate", "-m", "jamba-1.5-mini", "--seq-len", "4096", "--engine", "vllm==0.27",
@@ -164,7 +178,8 @@ def test_rules():
 
 def test_check_carries_the_flag(tmp_path, monkeypatch, cli):
     """kvplan.toml's enable_prefix_caching goes to estimate and plan as the flag: kv_bytes 2 x 536,870,912 B, the
-    plan's concurrency num_blocks / 16; on another engine it is bad input naming the key's line."""
+    plan's concurrency on a 32 GiB kv_cache_memory 1,024 blocks / 16 = 64 (without the flag, mode 'none', 26,214 /
+    59); on another engine it is bad input naming the key's line."""
     import json
 
     monkeypatch.chdir(tmp_path)
@@ -172,14 +187,13 @@ def test_check_carries_the_flag(tmp_path, monkeypatch, cli):
     config = ('[[scenarios]]\nname = "jamba"\nmodel = "jamba-1.5-mini"\nbatch = 2\nseq_len = 4096\n'
               'engine = "{engine}"\nenable_prefix_caching = true\n\n'
               '[[scenarios]]\nname = "jamba-plan"\nmodel = "jamba-1.5-mini"\nengine = "vllm==0.27"\n'
-              'enable_prefix_caching = true\ngpu = "H200"\nmax_model_len = 4096\n')
+              'enable_prefix_caching = true\ngpu = "H200"\nmax_model_len = 4096\nkv_cache_memory = "32GiB"\n')
     Path("kvplan.toml").write_text(config.format(engine="vllm==0.27"))
     code, out, err = cli("check", "--json")
     assert code == 0, err
     figures = json.loads(out)["figures"]
     assert figures["jamba"]["kv_bytes"] == 2 * 536_870_912
-    p = plan("jamba-1.5-mini", engine="vllm==0.27", enable_prefix_caching=True, **JAMBA)
-    assert figures["jamba-plan"]["concurrency"] == p.max_concurrency == p.kv_cache.num_blocks / 16
+    assert figures["jamba-plan"]["concurrency"] == 1024 / 16 == 64.0
     Path("kvplan.toml").write_text(config.format(engine="sglang"))
     code, out, err = cli("check")
     assert code == 2 and "kvplan.toml:7:" in err and "enable_prefix_caching" in err

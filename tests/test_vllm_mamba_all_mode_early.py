@@ -45,7 +45,9 @@ def test_jamba_takes_mode_all_from_0_20(engine):
     k = on.kv_cache
     assert (k.block_size, k.bytes_per_block, k.blocks_per_request) == (2048, 4 * 2048 * 4096, 2 + 7 * 2)
     assert k.bytes_per_block == 33_554_432 and k.state_page_padded_bytes == 8_388_608
-    assert on.max_concurrency == k.num_blocks / 16
+    # a given pool of 32 GiB (kv_cache_memory_bytes): 34,359,738,368 // 8,388,608 // 4 = 1,024 blocks, / 16 = 64
+    given = plan("jamba-1.5-mini", engine=engine, enable_prefix_caching=True, kv_cache_memory=32 * 2**30, **JAMBA)
+    assert (given.kv_cache.num_blocks, given.max_concurrency) == (1024, 64.0)
     assert (off.kv_cache.block_size, off.kv_cache.blocks_per_request) == (80, 59)
     assert off.kv_cache.available_bytes == k.available_bytes
     assert any("mamba_cache_mode 'all'" in n for n in on.notes)
