@@ -201,3 +201,8 @@ def test_kv_auto_follows_weight_dtype(cli_json, engine):
                    "--weight-dtype", "fp32")
     assert out["inputs"]["kv_dtype"] == "fp32"
     assert out["per_gpu"]["kv_bytes_per_token"] == 2 * BF16_KV_PER_TOKEN
+    est = cli_json("estimate", "-m", "qwen3-8b", "--seq-len", "8192", "--engine", engine, "--weight-dtype", "fp32")
+    assert (est["kv_cache"]["dtype"], est["kv_cache"]["bytes_per_token"]) == ("fp32", 2 * BF16_KV_PER_TOKEN)
+    given = cli_json("estimate", "-m", "qwen3-8b", "--seq-len", "8192", "--engine", engine, "--weight-dtype", "fp32",
+                     "--kv-dtype", "fp8_e4m3")  # a K/V dtype given stands
+    assert given["kv_cache"]["dtype"] == "fp8_e4m3"

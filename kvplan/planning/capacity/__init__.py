@@ -29,7 +29,7 @@ from kvplan.errors import KvplanError, WeightsDoNotFit
 from kvplan.model.card import ModelCard
 from kvplan.model.catalog import load_card
 from kvplan.planning.capacity.results import Latency, PerGPU, PlanInputs, PlanResult
-from kvplan.planning.estimate import _dtype
+from kvplan.planning.estimate import _dtype, auto_kv
 from kvplan.planning.results import weights_format
 from kvplan.units import parse_size, require_positive
 
@@ -285,13 +285,8 @@ def _served(card: ModelCard, rt: Runtime, layout: Layout, kv_dtype: str | None, 
             raise KvplanError(f"--kv-dtype: {rt.display_name} keeps K/V in the model's dtype ({model_t.name} here: "
                               f"--kv-cache-dtype auto) or in fp8 (fp8_e4m3, fp8_e5m2); for {kv_t.name} K/V serve the "
                               f"model in {kv_t.name} (--weight-dtype {kv_t.name})")
-    elif (rt.kv_follows_model_dtype and kv_dtype is None and weight_dtype is not None and kv_t.bits >= 16
-          and w_t.bits >= 16 and kv_t.name != w_t.name):
-        # --kv-cache-dtype auto is the model dtype --weight-dtype sets (vLLM 0.11.0 v1/worker/gpu_model_runner.py
-        # GPUModelRunner.__init__: kv_cache_dtype = model_config.dtype; 0.33.0 utils/torch_utils.py
-        # kv_cache_dtype_str_to_dtype: "auto" -> model_config.dtype; SGLang 0.5.10 model_runner.py
-        # ModelRunner.configure_kv_cache_dtype: "auto" -> self.dtype): fp32 weights hold fp32 K/V
-        kv_t = rt.kv_layout(w_t, card)
+    elif (auto := auto_kv(rt, kv_t, w_t, kv_dtype is not None, weight_dtype is not None)) is not kv_t:
+        kv_t = rt.kv_layout(auto, card)  # --kv-cache-dtype auto: the model dtype --weight-dtype sets
     served, (card, w_t, load_notes) = card, rt.loaded_card(card, w_t, _dtype(card, rt, None, "--weight-dtype")[0])
     rt.refuse_flags(flags)
     return card, card_notes + load_notes, flags, kv_t, w_t, card is not served
