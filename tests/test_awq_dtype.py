@@ -119,7 +119,7 @@ def test_awq_refused_below_its_minimum_capability(cli, cli_json):
         assert cli_json(*AWQ, "--gpu", "T4", "--engine", engine)["inputs"]["weight_dtype"] == "fp16"
 
 
-def test_vllm_default_bf16_checkpoint_served_float16(cli_json, tmp_path):
+def test_vllm_default_bf16_checkpoint_served_float16(cli, cli_json, tmp_path):
     """An AWQ checkpoint whose torch_dtype is bfloat16 with no --weight-dtype: dtype auto is bfloat16 (vLLM
     config/model.py _resolve_auto_dtype: the config's dtype where the platform supports it, no quantization rule,
     0.9.1 - 0.33.0), which vLLM 0.18.1 refuses on an MI300X (AWQConfig, float16 only): the plan serves float16 and
@@ -136,6 +136,13 @@ def test_vllm_default_bf16_checkpoint_served_float16(cli_json, tmp_path):
     assert "--dtype" not in new["launch_command"] and new["inputs"]["weight_dtype"] == "bf16"
     # the same bytes either way: 2-byte activations and K/V
     assert old["per_gpu"]["kv_bytes_per_token"] == new["per_gpu"]["kv_bytes_per_token"]
+    # a 16-bit --kv-dtype is the model's (--kv-cache-dtype auto): bf16 asks for the refused bfloat16 model; fp8 K/V
+    # leave the model dtype to the default, float16 here
+    args = ("plan", "--hf-config", cfg, "--max-model-len", "8192", "--gpu", "MI300X", "--engine", "vllm==0.18.1")
+    line = one_line_error(cli, *args, "--kv-dtype", "bf16")
+    assert line.startswith("error: --kv-dtype: bf16:") and "allowed: fp16" in line
+    fp8 = cli_json(*args, "--kv-dtype", "fp8_e4m3")
+    assert fp8["launch_command"].endswith("--kv-cache-dtype fp8_e4m3 --dtype float16")
 
 
 def test_search_skips_the_gpus_a_release_refuses(cli_json):
