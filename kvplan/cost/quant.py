@@ -197,3 +197,33 @@ def _check_aligned(q: Quantization, m: Matrix, s: Matrix, tp: int, pack: int, gr
         if size % pack:
             raise KvplanError(f"{m.name}: {size} {what}{where} do not pack into int32 ({pack} {q.bits}-bit values "
                               "per int32)")
+
+
+# ---- the model dtype a quantized checkpoint's kernel takes ----------------------------------------------------------
+
+@dataclass(frozen=True)
+class QuantKernel:
+    """The quantization method a server runs a quantized checkpoint with on one GPU and release, as far as the model
+    dtype (``--dtype``, the activations') goes. vLLM and SGLang check it at load: VllmConfig._get_quantization_config
+    (vLLM config/vllm.py 0.14.0 - 0.33.0; config.py in 0.9.1) and SGLang model_loader/loader.py
+    _get_quantization_config (0.4.8 - 0.5.23) raise "{dtype} is not supported for quantization method {name}.
+    Supported dtypes: [...]" unless ``model_config.dtype in quant_config.get_supported_act_dtypes()``, and "The
+    quantization method {name} is not supported for the current GPU. Minimum capability: ..." below
+    ``get_min_capability()``."""
+
+    name: str  # as the engine names the method it picked (model_config.quantization): awq_marlin, awq, auto_awq
+    dtypes: tuple[str, ...]  # kvplan names of the model dtypes get_supported_act_dtypes accepts, the default first
+    source: str  # where the rule was read: the file and config class, the releases
+    min_capability: float | None = None  # get_min_capability / 10 (NVIDIA compute capability); None: not checked
+    why: str = ""  # why the engine picks this method here (where it is not its fastest)
+
+
+MARLIN_GROUP_SIZES = (-1, 32, 64, 128)  # marlin_utils.py MARLIN_SUPPORTED_GROUP_SIZES (vLLM 0.9.1 - 0.23.0, SGLang
+# 0.4.10 - 0.5.23)
+
+
+def awq_marlin_compatible(q: Quantization) -> bool:
+    """AWQMarlinConfig.is_awq_marlin_compatible's checkpoint half (vLLM awq_marlin.py 0.9.1 - 0.23.0, SGLang awq.py
+    0.4.10 - 0.5.23): 4-bit with zero points (query_marlin_supported_quant_types(has_zp=True) is [uint4] only) and a
+    group size Marlin supports; the platform half is each engine's (the GPU and release)."""
+    return q.method == "awq" and q.bits == 4 and q.sym is not True and q.group_size in MARLIN_GROUP_SIZES

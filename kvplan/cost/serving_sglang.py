@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
+from kvplan.cost import quant
 from kvplan.errors import KvplanError
+from kvplan.model.quant import Quantization
 
 RULES = "SGLang 0.5.23"
 DEFAULT_PAGE_SIZE = 1  # srt/arg_groups/overrides.py _page_size_default: 1 on CUDA
@@ -732,3 +734,34 @@ def mamba_spec_split(rule: str, pool: int, per_request: int, draft_tokens: int, 
 # 0.5.19; server_args.py MAMBA_SCHEDULER_STRATEGY_CHOICES / MAMBA_RADIX_CACHE_STRATEGY_CHOICES, from 0.5.20
 # arg_groups/fields/exec_.py): auto, no_buffer, extra_buffer (extra_buffer_lazy from 0.5.13, not modelled)
 MAMBA_STRATEGIES = ("auto", "no_buffer", "extra_buffer")
+
+
+# ---- AWQ: the method SGLang picks, and the model dtypes it takes ------------------------------------------------
+
+_AWQ_MARLIN_MIN_CAPABILITY = 8.0  # marlin_utils.py query_marlin_supported_quant_types: device_capability < 80 -> []
+
+
+def awq_kernel(vendor: str, compute_capability: float | None, q: Quantization) -> quant.QuantKernel | None:
+    """What SGLang runs an AWQ checkpoint with on a GPU of ``vendor`` (None where kvplan has not read it: other
+    vendors). configs/model_config.py _verify_quantization asks each of QUANTIZATION_METHODS'
+    override_quantization_method; AWQMarlinConfig's returns "awq_marlin" where is_awq_marlin_compatible: CUDA only
+    (``if not _is_cuda: return False``), a Marlin checkpoint (quant.awq_marlin_compatible) and compute capability
+    8.0+ (check_marlin_supported). awq_marlin: get_supported_act_dtypes [torch.half, torch.bfloat16],
+    get_min_capability 80; else awq: AWQConfig.get_supported_act_dtypes [torch.float16] (bfloat16 too on Ascend
+    NPUs only), get_min_capability 75. Read in layers/quantization/awq.py 0.4.10 - 0.5.10 and awq/awq.py 0.5.11 -
+    0.5.23; 0.4.8 - 0.4.9 import AWQMarlinConfig from vLLM (layers/quantization/__init__.py; vLLM 0.9's, the same
+    rule) beside their own AWQConfig ([torch.half]); releases before 0.4.8 are not read here and taken as 0.4.8's."""
+    nvidia, amd = vendor.lower() == "nvidia", vendor.lower() == "amd"
+    if not (nvidia or amd):
+        return None
+    if (nvidia and compute_capability is not None and compute_capability >= _AWQ_MARLIN_MIN_CAPABILITY
+            and quant.awq_marlin_compatible(q)):
+        return quant.QuantKernel("awq_marlin", ("fp16", "bf16"), "layers/quantization/awq.py (awq/awq.py from 0.5.11) "
+                                 "AWQMarlinConfig, SGLang 0.4.10 - 0.5.23", _AWQ_MARLIN_MIN_CAPABILITY)
+    why = ("AWQ-Marlin runs on CUDA only: is_awq_marlin_compatible asks _is_cuda" if amd else
+           f"AWQ-Marlin needs compute capability {_AWQ_MARLIN_MIN_CAPABILITY}+" if not (
+               compute_capability is not None and compute_capability >= _AWQ_MARLIN_MIN_CAPABILITY) else
+           "AWQ-Marlin takes 4-bit checkpoints with zero points and group size -1, 32, 64 or 128 only")
+    return quant.QuantKernel("awq", ("fp16",), "layers/quantization/awq.py (awq/awq.py from 0.5.11) AWQConfig, "
+                             "SGLang 0.4.8 - 0.5.23",
+                             7.5 if nvidia else None, why)

@@ -27,7 +27,7 @@ from kvplan.cost.kvspec import KVLayerSpec
 from kvplan.cost.shapes import attention_matrices, ffn_matrices
 from kvplan.errors import KvplanError
 from kvplan.model.card import ModelCard
-from kvplan.model.quant import Mxfp4Layout
+from kvplan.model.quant import Mxfp4Layout, Quantization
 from kvplan.units import cdiv
 
 RULES = "vLLM 0.33 (V1 engine)"
@@ -771,3 +771,51 @@ def max_model_len_fit(groups: list[KVCacheGroup], block_bytes: int, available: i
         mid = (lo + hi + 1) // 2
         lo, hi = (mid, hi) if ok(mid) else (lo, mid - 1)
     return lo
+
+
+# ---- AWQ: the method vLLM picks, and the model dtypes it takes --------------------------------------------------
+
+AWQ_MARLIN_FIRST = (0, 5, 3)  # vllm PR 6612 (awq_marlin.py with bfloat16, merged 2024-07-21), first in 0.5.3
+_AWQ_MIN_CAPABILITY = 7.5  # awq.py AWQConfig.get_min_capability 75 (0.9.1 - 0.23.0); auto_awq.py the same (0.24+)
+
+
+def awq_kernel(release: tuple[int, ...], vendor: str, compute_capability: float | None,
+               q: Quantization) -> quant.QuantKernel | None:
+    """What vLLM ``release`` runs an AWQ checkpoint with on a GPU of ``vendor`` (and NVIDIA ``compute_capability``),
+    as ModelConfig._verify_quantization picks it (the overrides in order; config.py 0.9.1, config/model.py 0.11.0 -
+    0.33.0): None where kvplan has not read it (other vendors).
+
+    - 0.24.0 - 0.33.0: every AWQ checkpoint is AutoAWQConfig (quantization/__init__.py maps awq, awq_marlin and
+      auto_awq to it; auto_awq.py override_quantization_method returns "auto_awq" on every platform but the CPU),
+      get_supported_act_dtypes [torch.half, torch.bfloat16], get_min_capability 75; it picks Marlin or the Triton /
+      AWQ GEMM kernel per layer, after the dtype check.
+    - 0.5.3 - 0.23.0: AWQMarlinConfig.override_quantization_method ("awq_marlin", get_supported_act_dtypes
+      [torch.half, torch.bfloat16]) where is_awq_marlin_compatible: a Marlin checkpoint (quant.awq_marlin_compatible)
+      on CUDA of compute capability 8.0+ (marlin_utils.py query_marlin_supported_quant_types: ``device_capability <
+      80`` through 0.13.0, ``< 75`` from 0.14.0) or, from 0.19.0, ROCm (``current_platform.is_cuda_alike()`` in
+      is_awq_marlin_compatible, no capability check on ROCm in query_marlin_supported_quant_types; 0.9.1 - 0.18.1:
+      ``is_cuda()``); else awq.py AWQConfig, get_supported_act_dtypes [torch.half] (0.9.1 - 0.23.0). Read in every
+      release 0.9.1 - 0.23.0; 0.5.3 - 0.9.0 not read here, taken as 0.9.1's rule.
+    - before 0.5.3: AWQConfig only (the bfloat16 refusal of vllm issues 1114, 1592, 1823, 2023)."""
+    nvidia, amd = vendor.lower() == "nvidia", vendor.lower() == "amd"
+    if not (nvidia or amd):
+        return None
+    min_cc = _AWQ_MIN_CAPABILITY if nvidia else None  # ROCm reports gfx versions (9.4 for MI300X): above it
+    if release >= (0, 24):
+        return quant.QuantKernel("auto_awq", ("fp16", "bf16"), "quantization/auto_awq.py AutoAWQConfig, vLLM 0.24.0 - "
+                                 "0.33.0", min_cc)
+    marlin_cc = 7.5 if release >= (0, 14) else 8.0
+    platform = (nvidia and compute_capability is not None and compute_capability >= marlin_cc
+                or amd and release >= (0, 19))
+    if release >= AWQ_MARLIN_FIRST and platform and quant.awq_marlin_compatible(q):
+        return quant.QuantKernel("awq_marlin", ("fp16", "bf16"), "quantization/awq_marlin.py AWQMarlinConfig, vLLM "
+                                 "0.9.1 - 0.23.0", min_cc)
+    if release < AWQ_MARLIN_FIRST:
+        why = "no AWQ-Marlin before 0.5.3"
+    elif amd and not platform:
+        why = "AWQ-Marlin runs on CUDA only before 0.19: is_awq_marlin_compatible asks current_platform.is_cuda()"
+    elif not platform:
+        why = f"AWQ-Marlin needs compute capability {marlin_cc}+ in this release"
+    else:
+        why = "AWQ-Marlin takes 4-bit checkpoints with zero points and group size -1, 32, 64 or 128 only"
+    return quant.QuantKernel("awq", ("fp16",), "quantization/awq.py AWQConfig, vLLM 0.9.1 - 0.23.0", min_cc, why)

@@ -274,6 +274,7 @@ def resolve(card: ModelCard, *, batch: int, seq_len: int, encoder_len: int | Non
     kv_t, kv_why = _dtype(card, eng, kv_dtype, "--kv-dtype")
     w_t, w_why = _dtype(card, eng, weight_dtype, "--weight-dtype")
     notes += [why for why in {kv_why, w_why} if why]
+    kv_t = auto_kv(eng, kv_t, w_t, kv_dtype is not None, weight_dtype is not None)
     eng.check_dtype(kv_t)
     kv_t = eng.kv_layout(kv_t, card)
     notes += [n for n in (eng.kv_layout_note(kv_t),) if n]
@@ -283,6 +284,18 @@ def resolve(card: ModelCard, *, batch: int, seq_len: int, encoder_len: int | Non
     run = CacheRun(seq_len, encoder_len or 0, mcl, block_size)
     eng.check_run(run, has_full_layer(card))
     return Resolved(card, eng, kv_t, w_t, run, batch, tuple(notes + _dtype_notes(kv_t, w_t)))
+
+
+def auto_kv(eng: Engine, kv_t: DType, w_t: DType, kv_given: bool, weight_given: bool) -> DType:
+    """The K/V dtype without --kv-dtype where the runtime keeps K/V in the model's dtype (``kv_follows_model_dtype``:
+    vLLM and SGLang's --kv-cache-dtype auto; vLLM 0.11.0 v1/worker/gpu_model_runner.py GPUModelRunner.__init__:
+    kv_cache_dtype = model_config.dtype, 0.33.0 utils/torch_utils.py kv_cache_dtype_str_to_dtype: "auto" ->
+    model_config.dtype; SGLang 0.5.10 model_runner.py ModelRunner.configure_kv_cache_dtype: "auto" -> self.dtype):
+    the 16/32-bit dtype --weight-dtype sets (fp32 weights hold fp32 K/V); else ``kv_t``."""
+    if (getattr(eng, "kv_follows_model_dtype", False) and not kv_given and weight_given and kv_t.bits >= 16
+            and w_t.bits >= 16):
+        return w_t
+    return kv_t
 
 
 def _dtype(card: ModelCard, eng: Engine, given: str | None, flag: str) -> tuple[DType, str | None]:

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from kvplan.cost.llamacpp import LlamaFlags
     from kvplan.cost.kvspec import KVLayerSpec
     from kvplan.cost.parallel import Layout
+    from kvplan.cost.quant import QuantKernel
     from kvplan.cost.runtimes.results import KVCachePool, RankRow
     from kvplan.cost.runtimes.setup import Options, Pool, ServingFlags, Setup, Stage
     from kvplan.cost.traffic import HeldWeights
@@ -234,6 +235,13 @@ class Runtime(Engine):
     def loaded_card(self, card: ModelCard, w_t: DType, model_t: DType) -> tuple[ModelCard, DType, tuple[str, ...]]:
         """(the card as its weights are loaded, the dtype of its unquantized tensors, notes): unchanged here."""
         return card, w_t, ()
+
+    def served_dtypes(self, card: ModelCard, gpu: GPU, w_t: DType, kv_t: DType, weight_given: bool,
+                      kv_given: bool) -> tuple[DType, DType, tuple[str, ...]]:
+        """(the model dtype, the K/V dtype, notes) as this runtime serves ``card`` on ``gpu``, from the dtypes asked
+        (``weight_given``/``kv_given``: by --weight-dtype/--kv-dtype) or defaulted: unchanged here; a server refuses
+        (``Refused``) a dtype its quantization method does not take, or changes a defaulted one (Server)."""
+        return w_t, kv_t, ()
 
     def state_dtype(self, card: ModelCard, kv_t: DType, model_t: DType) -> DType | None:
         """The dtype of conv and SSM states when it differs from the K/V dtype; None: the same."""
@@ -660,6 +668,49 @@ class Server(Runtime):
         return loaded, model_t, (f"{self.online_fp8_flag} (online, {self.display_name}): the linear and MoE layers are "
                                  "quantized to float8 at load with one fp32 scale per tensor; embeddings, the LM head, "
                                  f"norms and routers stay {model_t.name}.",)
+
+    def quant_kernel(self, card: ModelCard, gpu: GPU) -> QuantKernel | None:
+        """The quantization method this release runs ``card``'s quantized checkpoint with on ``gpu``, as far as the
+        model dtype goes (kvplan.cost.quant.QuantKernel); None: no rule read (any 16/32-bit model dtype)."""
+        return None
+
+    def served_dtypes(self, card: ModelCard, gpu: GPU, w_t: DType, kv_t: DType, weight_given: bool,
+                      kv_given: bool) -> tuple[DType, DType, tuple[str, ...]]:
+        """The model dtype checked against ``quant_kernel``: a GPU below the method's minimum compute capability is
+        refused, and so is a model dtype it does not take where --weight-dtype (or a 16/32-bit --kv-dtype, which is
+        the model's) asked for it; a defaulted one (the checkpoint's torch_dtype, dtype auto) becomes the method's
+        first, float16, with a note, since the engine would refuse the checkpoint's at load. Under --kv-cache-dtype
+        auto the K/V follow the model dtype (vLLM v1/worker/gpu_model_runner.py, SGLang model_runner.py
+        configure_kv_cache_dtype: "auto" is the model dtype)."""
+        from kvplan.model.dtypes import parse_dtype
+
+        kernel = self.quant_kernel(card, gpu) if card.quantization is not None else None
+        if kernel is None:
+            return w_t, kv_t, ()
+        method = card.quantization.method.upper()
+        where = f"{self.display_name} {self.pinned or self.version.span}"
+        cc = gpu.compute_capability
+        if kernel.min_capability is not None and cc is not None and cc < kernel.min_capability:
+            raise Refused(f"--gpu: {gpu.name} (compute capability {cc}): {where} runs {card.name}'s {method} "
+                          f"checkpoint as {kernel.name}, which refuses GPUs below compute capability "
+                          f"{kernel.min_capability} ({kernel.source}, get_min_capability); pick another --gpu")
+        # bfloat16 on a GPU without bfloat16 units is served in float16 (kvplan.cost.runtimes.vllm.dtype_flags)
+        model_t = parse_dtype("fp16") if w_t.name == "bf16" and gpu.peak_flops.bf16 is None else w_t
+        if model_t.bits < 16 or model_t.name in kernel.dtypes:
+            return w_t, kv_t, ()
+        allowed = ", ".join(kernel.dtypes)
+        why = (f"{where} runs {card.name}'s {method} linears on {gpu.name} as {kernel.name}"
+               + (f" ({kernel.why})" if kernel.why else "")
+               + f", which takes {allowed} activations only ({kernel.source}, get_supported_act_dtypes)")
+        if weight_given or (kv_given and kv_t.bits >= 16):
+            flag = "--weight-dtype" if weight_given else "--kv-dtype"
+            raise Refused(f"{flag}: {(w_t if weight_given else kv_t).name}: {why}; allowed: {allowed}"
+                          + ("" if weight_given else " (the model dtype), fp8_e4m3, fp8_e5m2"))
+        served = parse_dtype(kernel.dtypes[0])
+        note = (f"{why}: --dtype auto resolves to {model_t.name} here (the checkpoint's torch_dtype {card.dtype}), "
+                f"which the engine refuses at load, so this plan serves {served.name} (--dtype "
+                f"{'float16' if served.name == 'fp16' else 'bfloat16'}); --weight-dtype takes {allowed}.")
+        return served, served if kv_t.bits >= 16 else kv_t, (note,)
 
     def state_dtype(self, card: ModelCard, kv_t: DType, model_t: DType) -> DType | None:
         """vLLM mamba_cache_dtype "auto" is the model dtype (MambaStateDtypeCalculator); SGLang mamba2_state_dtype."""

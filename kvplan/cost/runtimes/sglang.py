@@ -421,6 +421,12 @@ class SGLang(Server):
     kv_dtypes = ("fp32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2")
     _dtype_hint = " (SGLang --kv-cache-dtype: auto, fp8_e4m3, fp8_e5m2)"
 
+    def quant_kernel(self, card, gpu):
+        """AWQ as SGLang picks it on ``gpu`` (serving_sglang.awq_kernel: the same in every release read); other
+        quantizations: no rule read."""
+        q = card.quantization
+        return sg.awq_kernel(str(gpu.vendor), gpu.compute_capability, q) if q.method == "awq" else None
+
     def check_servable(self, card: ModelCard, layout: Layout) -> None:
         super().check_servable(card, layout)
         if card.ssm is not None and card.ssm.kind not in sg.SSM_STATE_KINDS:

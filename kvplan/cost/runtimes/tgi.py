@@ -217,6 +217,35 @@ class TGI(TokenPool):
                               "--dtype: float16, bfloat16); allowed here: fp16, bf16, fp8")
         return super().loaded_card(card, w_t, model_t)
 
+    def served_dtypes(self, card, gpu, w_t, kv_t, weight_given, kv_given):
+        """An AWQ or GPTQ checkpoint as TGI (db931fcf) takes it. server/text_generation_server/models/__init__.py
+        get_model reads quantize from the config's quant_method ("Auto selecting quantization method awq") and, with
+        no --dtype, serves it in float16 whatever its torch_dtype ("These quantizers only work with float16 params"):
+        a defaulted model dtype is float16, and so are the K/V (flash_causal_lm.py: kv_cache_dtype = dtype when none
+        is given). On ROCm an AWQ checkpoint is refused: utils/quantization.py get_loader takes GPTQ-Marlin on CUDA
+        only (layers/marlin/gptq.py can_use_gptq_marlin: SYSTEM == "cuda"), and layers/gptq/__init__.py
+        GPTQWeight.get_linear raises "AWQ GEMM kernel can't be used on ROCm systems" for the AWQ kernel. A --dtype
+        bfloat16 asked for runs on GPTQ-Marlin (compute capability 8.0+, group -1/32/64/128: layers/marlin/gptq.py
+        GPTQMarlinWeight asserts scales float16 or bfloat16); the AWQ GEMM kernel TGI falls back to otherwise
+        (layers/awq/quantize/cuda.py WQLinear, llm-awq's gemm_forward_cuda) is not checked here."""
+        q = card.quantization
+        if q is None or q.method not in ("awq", "gptq"):
+            return w_t, kv_t, ()
+        if q.method == "awq" and str(gpu.vendor).lower() == "amd":
+            raise Refused(f"--engine tgi: {card.name}'s AWQ checkpoint on {gpu.name}: TGI's AWQ kernel refuses ROCm "
+                          "(layers/gptq/__init__.py GPTQWeight.get_linear, db931fcf: NotImplementedError) and "
+                          "GPTQ-Marlin runs on CUDA only; use --engine vllm or sglang, or an NVIDIA --gpu")
+        if weight_given or w_t.name == "fp16":
+            return w_t, kv_t, ()
+        from kvplan.model.dtypes import parse_dtype
+
+        fp16 = parse_dtype("fp16")
+        return fp16, fp16 if not kv_given and kv_t.bits >= 16 else kv_t, (
+            f"TGI serves {card.name}'s {q.method.upper()} checkpoint in float16 without --dtype, whatever its "
+            f"torch_dtype ({card.dtype}) says (models/__init__.py get_model: \"These quantizers only work with float16 "
+            "params\"); the plan does too (fp16 weights, activations and K/V); --weight-dtype bf16 asks for "
+            "--dtype bfloat16.",)
+
     def positions_held(self, window, run):
         """Every position of every layer (flashinfer, BLOCK_SIZE 1 by default; a plan's --block-size rounds up)."""
         return run.seq_len
@@ -310,9 +339,11 @@ class TGI(TokenPool):
             cmd.append("--quantize fp8")
         # --dtype float16|bfloat16 (launcher/src/main.rs enum Dtype) wherever the plan's 16-bit weights are not the
         # checkpoint's own (bf16 of a float16 checkpoint as well as fp16 of a bfloat16 one)
-        if s.w_t.name == "fp16" and s.card.dtype != "float16":
+        # an AWQ/GPTQ checkpoint's own is float16 (get_model, served_dtypes)
+        own = "float16" if s.card.quantization and s.card.quantization.method in ("awq", "gptq") else s.card.dtype
+        if s.w_t.name == "fp16" and own != "float16":
             cmd.append("--dtype float16")
-        elif s.w_t.name == "bf16" and s.card.dtype != "bfloat16":
+        elif s.w_t.name == "bf16" and own != "bfloat16":
             cmd.append("--dtype bfloat16")
         return " ".join(cmd)
 

@@ -29,7 +29,7 @@ from kvplan.errors import KvplanError, WeightsDoNotFit
 from kvplan.model.card import ModelCard
 from kvplan.model.catalog import load_card
 from kvplan.planning.capacity.results import Latency, PerGPU, PlanInputs, PlanResult
-from kvplan.planning.estimate import _dtype
+from kvplan.planning.estimate import _dtype, auto_kv
 from kvplan.planning.results import weights_format
 from kvplan.units import parse_size, require_positive
 
@@ -231,6 +231,10 @@ def setup(card: ModelCard, req: PlanRequest) -> Setup:
         if "unhashable" not in str(exc):
             raise
         card, notes, flags, kv_t, w_t, online_fp8 = _served.__wrapped__(*args)
+    # the model dtype as the runtime takes it on this GPU (a quantization method's own dtypes: Runtime.served_dtypes)
+    w_t, kv_t, dtype_notes = rt.served_dtypes(card, req.gpu, w_t, kv_t, req.weight_dtype is not None,
+                                              req.kv_dtype is not None)
+    notes = notes + dtype_notes
     total = req.gpu.engine_memory_bytes if req.gpu_memory is None else req.gpu_memory  # what torch sees
     if flags.kv_cache_dtype != kv_t.name:  # the resolved K/V dtype (vLLM's MLA block depends on it)
         flags = replace(flags, kv_cache_dtype=kv_t.name)
@@ -281,6 +285,8 @@ def _served(card: ModelCard, rt: Runtime, layout: Layout, kv_dtype: str | None, 
             raise KvplanError(f"--kv-dtype: {rt.display_name} keeps K/V in the model's dtype ({model_t.name} here: "
                               f"--kv-cache-dtype auto) or in fp8 (fp8_e4m3, fp8_e5m2); for {kv_t.name} K/V serve the "
                               f"model in {kv_t.name} (--weight-dtype {kv_t.name})")
+    elif (auto := auto_kv(rt, kv_t, w_t, kv_dtype is not None, weight_dtype is not None)) is not kv_t:
+        kv_t = rt.kv_layout(auto, card)  # --kv-cache-dtype auto: the model dtype --weight-dtype sets
     served, (card, w_t, load_notes) = card, rt.loaded_card(card, w_t, _dtype(card, rt, None, "--weight-dtype")[0])
     rt.refuse_flags(flags)
     return card, card_notes + load_notes, flags, kv_t, w_t, card is not served
