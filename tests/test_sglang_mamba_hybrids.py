@@ -273,6 +273,22 @@ def test_mamba_spec_split_rules():
         sg.mamba_spec_split("bogus", 1, 1, 1, 1, 1)
 
 
+def test_mamba_spec_copies_rules():
+    """serving_sglang.mamba_spec_copies, the one rule for the intermediate states' bytes that both the split and the
+    plan's note read, at test_mamba_spec_split_rules' figures (per_req 10, D 4, R 48, ratio 3)."""
+    assert sg.mamba_spec_copies("", 10, 4, 48, 3, 90) == 0  # before 0.5.3: not charged
+    assert sg.mamba_spec_copies("factor", 10, 4, 48, 3, 18) == 18 * 10 * 4  # every slot's D copies
+    assert sg.mamba_spec_copies("upfront", 10, 4, 48, 3) == sg.mamba_spec_copies("upfront", 10, 4, 48, 3, count=7) \
+        == 48 * 10 * 4
+    assert sg.mamba_spec_copies("upfront_split", 10, 4, 48, 3) == 48 * 10 * 4
+    assert sg.mamba_spec_copies("upfront_split", 10, 4, 48, 3, count=7) == 0  # by count: nothing (0.5.7 - 0.5.8)
+    assert sg.mamba_spec_copies("joint", 10, 4, 48, 3, 38) == 10 * 12 * 4  # min(48, 38 // 3) x D
+    assert sg.mamba_spec_copies("joint_padded", 10, 4, 48, 3, 36) == 10 * 13 * 4  # (min(48, 36 // 3) + 1) x D
+    assert sg.mamba_spec_copies("joint_padded", 10, 4, 8, 3, 36) == 10 * 9 * 4  # R below slots // ratio
+    with pytest.raises(ValueError):
+        sg.mamba_spec_copies("bogus", 1, 1, 1, 1)
+
+
 def _tiny(tmp_path, name: str, arch: str) -> str:
     """tests/cases.py's tiny hybrid config, written where --hf-config reads it."""
     from cases import HYBRID_CASES

@@ -992,17 +992,17 @@ class SGLang(Server):
             return (f"With --speculative-algorithm: {release} has no state pool rule for the intermediate draft "
                     "states (handle_max_mamba_cache read from 0.5.4); they are not charged: the K/V pool is an "
                     "ESTIMATE.")
+        # the rule the pool's split took them by (serving_sglang.mamba_spec_copies), at the slots and states it reports
+        copies = sg.mamba_spec_copies(v.mamba_spec, per, d, running, ratio, slots, count)
         if v.mamba_spec == "factor":
-            copies, how = slots * per * d, (f"every state slot carries {d} more copies (x (1 + {d}): "
-                                            "model_runner.py handle_max_mamba_cache, speculativa_ratio)")
+            how = (f"every state slot carries {d} more copies (x (1 + {d}): model_runner.py handle_max_mamba_cache, "
+                   "speculativa_ratio)")
         elif v.mamba_spec in ("upfront_split", "upfront"):
-            copies = 0 if (v.mamba_spec == "upfront_split" and count is not None) else per * running * d
             how = (f"handle_max_mamba_cache takes max_running_requests {running} x {d} copies off the pool first"
                    + (" (not when the state pool is sized by count, 0.5.7 - 0.5.8)" if v.mamba_spec == "upfront_split"
                       else "") + ", then sizes the state pool from the rest")
         else:
-            pad = int(v.mamba_spec == "joint_padded")
-            copies = per * (min(running, slots // ratio) + pad) * d
+            pad = v.mamba_spec == "joint_padded"
             how = (f"the copies are min(max_running_requests {running}, max_mamba_cache_size // {ratio})"
                    + (" + 1 (the padding slot)" if pad else "") + f" x {d}, solved with the state slots out of the "
                    "state budget (_handle_max_mamba_cache: slots = " + (
