@@ -128,19 +128,21 @@ class SglangVersion(VersionRange):
     mamba_spec_no_buffer: str = ""
     mamba_spec_no_buffer_archs: frozenset[str] | None = None  # None: every hybrid
 
-    def mamba_spec_no_buffer_hit(self, card, opts) -> bool:
-        """``card`` under speculative decoding, the radix cache on and the no_buffer strategy meets this release's
-        mamba_spec_no_buffer rule."""
-        return (bool(self.mamba_spec_no_buffer) and opts is not None and opts.speculative is not None
-                and not opts.radix_disabled and card.hf_architecture not in self.mamba_radix_off
-                and opts.mamba_strategy != "extra_buffer"
-                and (self.mamba_spec_no_buffer_archs is None or card.hf_architecture in self.mamba_spec_no_buffer_archs))
+    def mamba_spec_no_buffer_rule(self, card, opts) -> str:
+        """This release's mamba_spec_no_buffer rule ("radix_off", "refuse") where it meets ``card``: a state-space
+        hybrid under speculative decoding with the radix cache on and the no_buffer strategy (``opts``: Options'
+        speculative, radix_disabled, mamba_strategy); "" where it does not."""
+        hit = (card.ssm is not None and opts is not None and opts.speculative is not None
+               and not opts.radix_disabled and card.hf_architecture not in self.mamba_radix_off
+               and opts.mamba_strategy != "extra_buffer"
+               and (self.mamba_spec_no_buffer_archs is None or card.hf_architecture in self.mamba_spec_no_buffer_archs))
+        return self.mamba_spec_no_buffer if hit else ""
 
     def mamba_radix(self, card, opts=None) -> bool:
         """This release keeps the radix cache on (MambaRadixCache) for a state-space hybrid ``card``: not with
         --disable-radix-cache (``opts.radix_disabled``), nor for the architectures it turns it off for itself, nor
         where speculative decoding turns it off (mamba_spec_no_buffer "radix_off")."""
-        if self.mamba_spec_no_buffer == "radix_off" and self.mamba_spec_no_buffer_hit(card, opts):
+        if self.mamba_spec_no_buffer_rule(card, opts) == "radix_off":
             return False
         return not (opts is not None and opts.radix_disabled) and card.hf_architecture not in self.mamba_radix_off
 
@@ -497,7 +499,7 @@ class SGLang(Server):
                              "(auto_choose_speculative_params), a tree kvplan does not model")
         running = self._given_running(flags, card, speculative is not None)
         mamba = self._mamba_flags(flags, card)
-        self._refuse_spec_no_buffer(card, speculative, mamba)
+        self._refuse_spec_no_buffer(card, Options(speculative=speculative, **mamba))
         pages = self.version.trtllm_mha_pages
         # the top-k the launch line gives, as the default backend reads it (utils is_no_spec_infer_or_topk_one, read
         # in 0.5.7, 0.5.13, 0.5.18, 0.5.23: "speculative_eagle_topk == 1 and (page_size == 1 or page_size is None)"):
@@ -548,12 +550,12 @@ class SGLang(Server):
                        swa_disabled=flags.disable_hybrid_swa_memory, mfs_note=mfs_note, max_running_requests=running,
                        spec_note=spec_note, **mamba)
 
-    def _refuse_spec_no_buffer(self, card, speculative, mamba: dict) -> None:
+    def _refuse_spec_no_buffer(self, card, opts: Options) -> None:
         """0.5.10 - 0.5.13 refuse speculative decoding on a hybrid with the radix cache on under no_buffer (what
-        "auto" becomes then): _handle_mamba_radix_cache's ValueError (SglangVersion.mamba_spec_no_buffer)."""
+        "auto" becomes then): _handle_mamba_radix_cache's ValueError (SglangVersion.mamba_spec_no_buffer "refuse",
+        where SglangVersion.mamba_spec_no_buffer_rule meets ``card`` under ``opts``)."""
         v = self.version
-        if (v.mamba_spec_no_buffer != "refuse" or card.ssm is None or speculative is None or mamba["radix_disabled"]
-                or card.hf_architecture in v.mamba_radix_off or mamba["mamba_strategy"] == "extra_buffer"):
+        if v.mamba_spec_no_buffer_rule(card, opts) != "refuse":
             return
         raise KvplanError(f"--speculative-algorithm: {v.label.split(' (')[0]} refuses speculative decoding for "
                           f"{card.hf_architecture} with the radix cache under the no_buffer mamba strategy (what auto "
@@ -930,7 +932,7 @@ class SGLang(Server):
             why = ("--disable-radix-cache" if o.radix_disabled else
                    f"{release} turns the radix cache off for {arch} under speculative decoding (server_args.py: "
                    "'Disabling radix cache since speculative decoding for "
-                   f"{arch} is not supported with radix cache yet')" if v.mamba_spec_no_buffer == "radix_off" and v.mamba_spec_no_buffer_hit(s.card, o) else
+                   f"{arch} is not supported with radix cache yet')" if v.mamba_spec_no_buffer_rule(s.card, o) == "radix_off" else
                    f"{release} turns the radix cache off for {arch} (model_runner.py: 'model detected, disable radix "
                    "cache')" if not radix else None)
             source = (f"--max-mamba-cache-size {o.max_mamba_cache_size}" if o.max_mamba_cache_size is not None else
