@@ -77,6 +77,13 @@ class SglangVersion(VersionRange):
     # the default mem_fraction_static's speculative-decoding reserve (serving_sglang.SPEC_RESERVES: "any" 0.4.8 -
     # 0.5.2, "eagle_2g" 0.5.3 - 0.5.9, "eagle_4g" 0.5.10 - 0.5.13, "" otherwise)
     spec_reserve: str = ""
+    # where the release sets speculative decoding's max_running_requests of 48 (serving_sglang.
+    # SPEC_MAX_RUNNING_REQUESTS): server_args.py before 0.5.13, arg_groups/speculative_hook.py from 0.5.13 (read in
+    # 0.5.12 and 0.5.13: "Max running requests is reset to 48 for speculative decoding")
+    spec_running_source: str = "arg_groups/speculative_hook.py"
+    # a draft tree (top-k > 1) with pages of more than one token is taken only on the attention backends the release
+    # names (0.5.3+, 0.5.4 read: SGLang._spec_backend); before, 0.4.9 - 0.5.2 take it and 0.4.8 makes it a chain
+    spec_tree_page_check: bool = True
     # the default mem_fraction_static's multimodal cut (serving_sglang.vlm_mem_fraction, 0.4.10+); whether a config
     # with a text sub-config counts as multimodal (has_multimodal_subconfig, 0.5.10+)
     vlm_mfs: bool = True
@@ -233,10 +240,13 @@ _AS_GIVEN = {"given_running": "as_given"}
 # (serving_sglang.MAMBA_SIZE_RULES, MAMBA_STRATEGIES)
 _NO_MAMBA_FLAGS = {"mamba_sizes": "", "mamba_strategy_flag": "", "no_buffer_overlap_off": False}
 _SCHEDULER_STRATEGY = {"mamba_strategy_flag": "--mamba-scheduler-strategy", "no_buffer_overlap_off": False}
-_EARLY = {"mamba_spec": "", "vlm_mfs": False, "vlm_subconfig": False, "mamba_running_cap": False, **_BEFORE_0_5_17, **_AS_GIVEN,
-          **_NO_MAMBA_FLAGS}
-_LISTED_VLM = {"mamba_spec": "", "vlm_subconfig": False, "mamba_running_cap": False, **_BEFORE_0_5_17, **_AS_GIVEN, **_NO_MAMBA_FLAGS}
-_MID = {"vlm_subconfig": False, "spec_reserve": "eagle_2g", **_BEFORE_0_5_17, **_AS_GIVEN}
+# before 0.5.3 (_LISTED_VLM 0.4.10 - 0.5.2; _EARLY before 0.4.10, without the multimodal cut): no state pool rule
+# for speculative decoding, no draft-tree page check, speculative decoding's running default in server_args.py
+_LISTED_VLM = {"mamba_spec": "", "vlm_subconfig": False, "mamba_running_cap": False, "spec_tree_page_check": False,
+               "spec_running_source": "server_args.py", **_BEFORE_0_5_17, **_AS_GIVEN, **_NO_MAMBA_FLAGS}
+_EARLY = {**_LISTED_VLM, "vlm_mfs": False}
+_MID = {"vlm_subconfig": False, "spec_reserve": "eagle_2g", "spec_running_source": "server_args.py", **_BEFORE_0_5_17,
+        **_AS_GIVEN}
 _RADIX_OFF_SIZES = {"mamba_spec": "factor", "mamba_sizes": "radix_off", "mamba_strategy_flag": "", "no_buffer_overlap_off": False}
 
 
@@ -324,7 +334,7 @@ VERSIONS = (
           sg.TRTLLM_MHA_EXCEPTIONS_0_5_10, sg.TRTLLM_MHA_SPEC_EXCEPTIONS_0_5_10, swa_split="capacity", **_WHOLE,
           spec_reserve="eagle_4g", **_BEFORE_0_5_17, given_running="estimate", **_SCHEDULER_STRATEGY,
           trtllm_mla_architectures=sg.TRTLLM_MLA_ARCHITECTURES_0_5_9, mamba_spec="upfront",
-          mamba_spec_no_buffer="refuse"),
+          mamba_spec_no_buffer="refuse", spec_running_source="server_args.py"),
     # 0.5.11 - 0.5.15 (0.5.11, 0.5.12, 0.5.13, 0.5.14, 0.5.15 read): schedule_policy.py _swa_budget_for_req charges
     # the window as a floor, and a request the free sliding tokens do not cover waits; no start-up check of the pool.
     # Split at 0.5.14, which drops the default mem_fraction_static's 4 GiB speculative reserve (0.5.11 - 0.5.13 keep it)
@@ -334,7 +344,7 @@ VERSIONS = (
           swa_charge="window_floor", swa_chunk_shrink=False, swa_pool_check=False, spec_reserve="eagle_4g",
           **_BEFORE_0_5_17, given_running="estimate", **_SCHEDULER_STRATEGY,
           trtllm_mla_architectures=sg.TRTLLM_MLA_ARCHITECTURES_0_5_12, mamba_spec="upfront",
-          mamba_spec_no_buffer="refuse"),
+          mamba_spec_no_buffer="refuse", spec_running_source="server_args.py"),
     _late("0.5.13", (0, 5, 13), sg.HYBRID_SWA_ARCHITECTURES_0_5_11, sg.TRTLLM_MHA_PAGES_0_5_1,
           sg.TRTLLM_MHA_EXCEPTIONS_0_5_11, sg.TRTLLM_MHA_SPEC_EXCEPTIONS_0_5_11,
           swa_charge="window_floor", swa_chunk_shrink=False, swa_pool_check=False, spec_reserve="eagle_4g",
@@ -590,7 +600,7 @@ class SGLang(Server):
         adjustments: not among the backends the check takes). 0.4.8 sets the top-k to 1 with pages instead; 0.4.9 -
         0.5.2 take the tree with pages."""
         topk = NGRAM_BFS_BREADTH if spec is not None and spec.method == "ngram" else getattr(spec, "topk", None)
-        if spec is None or page <= 1 or topk is None or topk <= 1 or self.version.first < (0, 5, 3):
+        if spec is None or page <= 1 or topk is None or topk <= 1 or not self.version.spec_tree_page_check:
             return spec
         tree = "--speculative-algorithm NGRAM" if spec.method == "ngram" else f"--speculative-eagle-topk {topk}"
         arch = card.hf_architecture or ""
@@ -900,8 +910,7 @@ class SGLang(Server):
         capped = s.card.ssm is not None and self.version.mamba_running_cap
         given, estimate = self._running_cap(s), "clamp(tokens / context_len x 512, 2048, 4096)"
         how = ("" if s.opts.max_running_requests is not None else
-               " (not given: SGLang's default with speculative decoding, " + (
-                   "arg_groups/speculative_hook.py" if self.version.first >= (0, 5, 13) else "server_args.py") + ")")
+               f" (not given: SGLang's default with speculative decoding, {self.version.spec_running_source})")
         terms = ([estimate, "tokens // 2"] if given is None else
                  {"as_given": [f"--max-running-requests {given:,}{how or ' as given'}"],
                   "estimate": [f"--max-running-requests {given:,}{how}", estimate],
