@@ -262,6 +262,25 @@ def test_speculative_decoding_with_the_radix_cache_refused_in_0_5_10_to_0_5_13(e
     assert slots == 48 and tokens == (rest - copies - 48 * per) // cell
 
 
+def test_spec_no_buffer_rule_is_one_condition():
+    """SglangVersion.mamba_spec_no_buffer_rule, the one condition behind 0.5.8 - 0.5.9's radix cache off and 0.5.10 -
+    0.5.13's refusal (_handle_mamba_radix_cache, read in 0.5.8 - 0.5.13): a hybrid under speculative decoding with
+    the radix cache on and no_buffer; never an all-attention model, which _handle_mamba_radix_cache leaves alone."""
+    from kvplan.cost.runtimes.setup import Options
+    from kvplan.model.catalog import load_card
+
+    qwen, nemotron, llama = load_card("qwen3-next-80b-a3b"), load_card("nemotron-h-56b"), load_card("llama-3.1-8b")
+    spec = Options(speculative=object())
+    assert [_at(v).mamba_spec_no_buffer_rule(qwen, spec) for v in ("0.5.7", "0.5.8", "0.5.9", "0.5.10", "0.5.13",
+                                                                    "0.5.14")] == ["", "", "radix_off", "refuse",
+                                                                                   "refuse", ""]
+    assert _at("0.5.8").mamba_spec_no_buffer_rule(nemotron, spec) == "radix_off"  # Nemotron-H alone in 0.5.8
+    assert _at("0.5.10").mamba_spec_no_buffer_rule(llama, spec) == ""
+    for off in (Options(), Options(speculative=object(), radix_disabled=True),
+                Options(speculative=object(), mamba_strategy="extra_buffer")):
+        assert _at("0.5.10").mamba_spec_no_buffer_rule(qwen, off) == ""
+
+
 def test_mamba_spec_split_rules():
     """serving_sglang.mamba_spec_split against the formulas read (per_req 10, pool 1900: budget 900, D 4, R 48)."""
     assert sg.mamba_spec_split("factor", 1900, 10, 4, 48, 3) == (1900 - 18 * 50, 18)  # 900 // 10 // 5
@@ -271,6 +290,22 @@ def test_mamba_spec_split_rules():
     assert sg.mamba_spec_split("joint_padded", 1900, 10, 4, 48, 3) == (1900 - 10 * 13 * 4 - 37 * 10, 36)  # 850 //
     with pytest.raises(ValueError):
         sg.mamba_spec_split("bogus", 1, 1, 1, 1, 1)
+
+
+def test_mamba_spec_copies_rules():
+    """serving_sglang.mamba_spec_copies, the one rule for the intermediate states' bytes that both the split and the
+    plan's note read, at test_mamba_spec_split_rules' figures (per_req 10, D 4, R 48, ratio 3)."""
+    assert sg.mamba_spec_copies("", 10, 4, 48, 3, 90) == 0  # before 0.5.3: not charged
+    assert sg.mamba_spec_copies("factor", 10, 4, 48, 3, 18) == 18 * 10 * 4  # every slot's D copies
+    assert sg.mamba_spec_copies("upfront", 10, 4, 48, 3) == sg.mamba_spec_copies("upfront", 10, 4, 48, 3, count=7) \
+        == 48 * 10 * 4
+    assert sg.mamba_spec_copies("upfront_split", 10, 4, 48, 3) == 48 * 10 * 4
+    assert sg.mamba_spec_copies("upfront_split", 10, 4, 48, 3, count=7) == 0  # by count: nothing (0.5.7 - 0.5.8)
+    assert sg.mamba_spec_copies("joint", 10, 4, 48, 3, 38) == 10 * 12 * 4  # min(48, 38 // 3) x D
+    assert sg.mamba_spec_copies("joint_padded", 10, 4, 48, 3, 36) == 10 * 13 * 4  # (min(48, 36 // 3) + 1) x D
+    assert sg.mamba_spec_copies("joint_padded", 10, 4, 8, 3, 36) == 10 * 9 * 4  # R below slots // ratio
+    with pytest.raises(ValueError):
+        sg.mamba_spec_copies("bogus", 1, 1, 1, 1)
 
 
 def _tiny(tmp_path, name: str, arch: str) -> str:

@@ -94,6 +94,18 @@ def test_sglang_eagle_tree_with_pages_refused_where_flashinfer_is_not_there(cli)
     assert code == 2 and err.startswith("error: --block-size 16:") and "--speculative-eagle-topk" in err
 
 
+@pytest.mark.parametrize(("release", "source"), [("0.4.8", "server_args.py"), ("0.5.12", "server_args.py"),
+                                               ("0.5.13", "arg_groups/speculative_hook.py"),
+                                               ("0.5.23", "arg_groups/speculative_hook.py")])
+def test_sglang_names_where_speculative_decoding_sets_its_running_requests(cli_json, release, source):
+    """"Max running requests is reset to 48 for speculative decoding": server_args.py __post_init__ up to 0.5.12
+    (0.5.12 line 3702; 0.4.8 line 451 sets it without the warning), arg_groups/speculative_hook.py from 0.5.13
+    (line 237), which 0.5.12's wheel does not have (SglangVersion.spec_running_source)."""
+    d = cli_json(*H100, "--engine", f"sglang=={release}", *EAGLE)
+    assert any(f"--max-running-requests 48 (not given: SGLang's default with speculative decoding, {source})" in n
+               for n in d["notes"])
+
+
 # ---- 2: STANDALONE and NGRAM by release ---------------------------------------------------------------------------
 
 @pytest.mark.parametrize("release", ["0.4.8", "0.4.10", "0.5.1"])

@@ -698,11 +698,29 @@ MAMBA_SPEC_RULES = ("", "factor", "upfront_split", "upfront", "joint", "joint_pa
 NGRAM_DRAFT_TOKENS = 12
 
 
+def mamba_spec_copies(rule: str, per_request: int, draft_tokens: int, running: int, ratio: int, slots: int = 0,
+                      count: int | None = None) -> int:
+    """The bytes of speculative decoding's intermediate states that come out of the pool before the K/V token pool
+    (MAMBA_SPEC_RULES ``rule``; ``draft_tokens`` D, ``running`` R, ``ratio`` the running cap's divisor, ``slots`` the
+    state pool's max_mamba_cache_size, read by "factor" and the joint rules; ``count``: the state pool by count
+    (mamba_count_size), else by the ratio split): 0 before 0.5.3 ("") and for "upfront_split" by count."""
+    if rule not in MAMBA_SPEC_RULES:
+        raise ValueError(f"mamba_spec_copies: rule {rule!r} is none of {MAMBA_SPEC_RULES}")
+    if rule == "" or (rule == "upfront_split" and count is not None):
+        return 0
+    if rule == "factor":
+        return slots * per_request * draft_tokens
+    if rule in ("upfront_split", "upfront"):
+        return per_request * running * draft_tokens
+    pad = int(rule == "joint_padded")
+    return per_request * (min(running, slots // ratio) + pad) * draft_tokens
+
+
 def mamba_spec_split(rule: str, pool: int, per_request: int, draft_tokens: int, running: int, ratio: int,
                      count: int | None = None, padding_slot: bool = False) -> tuple[int, int]:
     """(bytes left for the K/V token pool, max_mamba_cache_size) with speculative decoding's intermediate states
     (MAMBA_SPEC_RULES ``rule``; ``draft_tokens`` D, ``running`` R, ``ratio`` the running cap's divisor; ``count``:
-    the state pool by count (mamba_count_size), else by the ratio split)."""
+    the state pool by count (mamba_count_size), else by the ratio split); the states' bytes: mamba_spec_copies."""
     if rule not in MAMBA_SPEC_RULES:
         raise ValueError(f"mamba_spec_split: rule {rule!r} is none of {MAMBA_SPEC_RULES}")
     if per_request <= 0:
@@ -711,22 +729,19 @@ def mamba_spec_split(rule: str, pool: int, per_request: int, draft_tokens: int, 
     if rule == "":
         return (mamba_split(pool, per_request, padding_slot=padding_slot) if count is None else
                 mamba_fixed(pool, per_request, count, padding_slot))
-    if rule == "factor":
-        budget = max(0, pool) * DEFAULT_MAMBA_FULL_MEMORY_RATIO / (1 + DEFAULT_MAMBA_FULL_MEMORY_RATIO)
-        slots = count if count is not None else int(budget // per_request // (1 + d))
-        return pool - slots * per_request * (1 + d), slots
-    if rule in ("upfront_split", "upfront"):
-        if count is not None:
-            rest = pool - (per_request * running * d if rule == "upfront" else 0)
-            return mamba_fixed(rest, per_request, count, padding_slot)
-        return mamba_split(pool - per_request * running * d, per_request, padding_slot=padding_slot)
+    if rule in ("upfront_split", "upfront"):  # the copies first, whatever the state pool's size
+        rest = pool - mamba_spec_copies(rule, per_request, d, running, ratio, count=count)
+        return (mamba_fixed(rest, per_request, count, padding_slot) if count is not None else
+                mamba_split(rest, per_request, padding_slot=padding_slot))
     pad = int(rule == "joint_padded")
-    if count is None:
-        budget = max(0, pool) * DEFAULT_MAMBA_FULL_MEMORY_RATIO / (1 + DEFAULT_MAMBA_FULL_MEMORY_RATIO)
-        slots = int((budget - per_request * (1 + d) * pad) // (per_request * (1 + d / ratio)))
-    else:
+    budget = max(0, pool) * DEFAULT_MAMBA_FULL_MEMORY_RATIO / (1 + DEFAULT_MAMBA_FULL_MEMORY_RATIO)
+    if count is not None:
         slots = count
-    copies = per_request * (min(running, slots // ratio) + pad) * d
+    elif rule == "factor":
+        slots = int(budget // per_request // (1 + d))
+    else:
+        slots = int((budget - per_request * (1 + d) * pad) // (per_request * (1 + d / ratio)))
+    copies = mamba_spec_copies(rule, per_request, d, running, ratio, slots, count)
     return pool - copies - (slots + pad) * per_request, slots
 
 

@@ -77,6 +77,13 @@ class SglangVersion(VersionRange):
     # the default mem_fraction_static's speculative-decoding reserve (serving_sglang.SPEC_RESERVES: "any" 0.4.8 -
     # 0.5.2, "eagle_2g" 0.5.3 - 0.5.9, "eagle_4g" 0.5.10 - 0.5.13, "" otherwise)
     spec_reserve: str = ""
+    # where the release sets speculative decoding's max_running_requests of 48 (serving_sglang.
+    # SPEC_MAX_RUNNING_REQUESTS): server_args.py before 0.5.13, arg_groups/speculative_hook.py from 0.5.13 (read in
+    # 0.5.12 and 0.5.13: "Max running requests is reset to 48 for speculative decoding")
+    spec_running_source: str = "arg_groups/speculative_hook.py"
+    # a draft tree (top-k > 1) with pages of more than one token is taken only on the attention backends the release
+    # names (0.5.3+, 0.5.4 read: SGLang._spec_backend); before, 0.4.9 - 0.5.2 take it and 0.4.8 makes it a chain
+    spec_tree_page_check: bool = True
     # the default mem_fraction_static's multimodal cut (serving_sglang.vlm_mem_fraction, 0.4.10+); whether a config
     # with a text sub-config counts as multimodal (has_multimodal_subconfig, 0.5.10+)
     vlm_mfs: bool = True
@@ -128,19 +135,21 @@ class SglangVersion(VersionRange):
     mamba_spec_no_buffer: str = ""
     mamba_spec_no_buffer_archs: frozenset[str] | None = None  # None: every hybrid
 
-    def mamba_spec_no_buffer_hit(self, card, opts) -> bool:
-        """``card`` under speculative decoding, the radix cache on and the no_buffer strategy meets this release's
-        mamba_spec_no_buffer rule."""
-        return (bool(self.mamba_spec_no_buffer) and opts is not None and opts.speculative is not None
-                and not opts.radix_disabled and card.hf_architecture not in self.mamba_radix_off
-                and opts.mamba_strategy != "extra_buffer"
-                and (self.mamba_spec_no_buffer_archs is None or card.hf_architecture in self.mamba_spec_no_buffer_archs))
+    def mamba_spec_no_buffer_rule(self, card, opts) -> str:
+        """This release's mamba_spec_no_buffer rule ("radix_off", "refuse") where it meets ``card``: a state-space
+        hybrid under speculative decoding with the radix cache on and the no_buffer strategy (``opts``: Options'
+        speculative, radix_disabled, mamba_strategy); "" where it does not."""
+        hit = (card.ssm is not None and opts is not None and opts.speculative is not None
+               and not opts.radix_disabled and card.hf_architecture not in self.mamba_radix_off
+               and opts.mamba_strategy != "extra_buffer"
+               and (self.mamba_spec_no_buffer_archs is None or card.hf_architecture in self.mamba_spec_no_buffer_archs))
+        return self.mamba_spec_no_buffer if hit else ""
 
     def mamba_radix(self, card, opts=None) -> bool:
         """This release keeps the radix cache on (MambaRadixCache) for a state-space hybrid ``card``: not with
         --disable-radix-cache (``opts.radix_disabled``), nor for the architectures it turns it off for itself, nor
         where speculative decoding turns it off (mamba_spec_no_buffer "radix_off")."""
-        if self.mamba_spec_no_buffer == "radix_off" and self.mamba_spec_no_buffer_hit(card, opts):
+        if self.mamba_spec_no_buffer_rule(card, opts) == "radix_off":
             return False
         return not (opts is not None and opts.radix_disabled) and card.hf_architecture not in self.mamba_radix_off
 
@@ -231,10 +240,13 @@ _AS_GIVEN = {"given_running": "as_given"}
 # (serving_sglang.MAMBA_SIZE_RULES, MAMBA_STRATEGIES)
 _NO_MAMBA_FLAGS = {"mamba_sizes": "", "mamba_strategy_flag": "", "no_buffer_overlap_off": False}
 _SCHEDULER_STRATEGY = {"mamba_strategy_flag": "--mamba-scheduler-strategy", "no_buffer_overlap_off": False}
-_EARLY = {"mamba_spec": "", "vlm_mfs": False, "vlm_subconfig": False, "mamba_running_cap": False, **_BEFORE_0_5_17, **_AS_GIVEN,
-          **_NO_MAMBA_FLAGS}
-_LISTED_VLM = {"mamba_spec": "", "vlm_subconfig": False, "mamba_running_cap": False, **_BEFORE_0_5_17, **_AS_GIVEN, **_NO_MAMBA_FLAGS}
-_MID = {"vlm_subconfig": False, "spec_reserve": "eagle_2g", **_BEFORE_0_5_17, **_AS_GIVEN}
+# before 0.5.3 (_LISTED_VLM 0.4.10 - 0.5.2; _EARLY before 0.4.10, without the multimodal cut): no state pool rule
+# for speculative decoding, no draft-tree page check, speculative decoding's running default in server_args.py
+_LISTED_VLM = {"mamba_spec": "", "vlm_subconfig": False, "mamba_running_cap": False, "spec_tree_page_check": False,
+               "spec_running_source": "server_args.py", **_BEFORE_0_5_17, **_AS_GIVEN, **_NO_MAMBA_FLAGS}
+_EARLY = {**_LISTED_VLM, "vlm_mfs": False}
+_MID = {"vlm_subconfig": False, "spec_reserve": "eagle_2g", "spec_running_source": "server_args.py", **_BEFORE_0_5_17,
+        **_AS_GIVEN}
 _RADIX_OFF_SIZES = {"mamba_spec": "factor", "mamba_sizes": "radix_off", "mamba_strategy_flag": "", "no_buffer_overlap_off": False}
 
 
@@ -322,7 +334,7 @@ VERSIONS = (
           sg.TRTLLM_MHA_EXCEPTIONS_0_5_10, sg.TRTLLM_MHA_SPEC_EXCEPTIONS_0_5_10, swa_split="capacity", **_WHOLE,
           spec_reserve="eagle_4g", **_BEFORE_0_5_17, given_running="estimate", **_SCHEDULER_STRATEGY,
           trtllm_mla_architectures=sg.TRTLLM_MLA_ARCHITECTURES_0_5_9, mamba_spec="upfront",
-          mamba_spec_no_buffer="refuse"),
+          mamba_spec_no_buffer="refuse", spec_running_source="server_args.py"),
     # 0.5.11 - 0.5.15 (0.5.11, 0.5.12, 0.5.13, 0.5.14, 0.5.15 read): schedule_policy.py _swa_budget_for_req charges
     # the window as a floor, and a request the free sliding tokens do not cover waits; no start-up check of the pool.
     # Split at 0.5.14, which drops the default mem_fraction_static's 4 GiB speculative reserve (0.5.11 - 0.5.13 keep it)
@@ -332,7 +344,7 @@ VERSIONS = (
           swa_charge="window_floor", swa_chunk_shrink=False, swa_pool_check=False, spec_reserve="eagle_4g",
           **_BEFORE_0_5_17, given_running="estimate", **_SCHEDULER_STRATEGY,
           trtllm_mla_architectures=sg.TRTLLM_MLA_ARCHITECTURES_0_5_12, mamba_spec="upfront",
-          mamba_spec_no_buffer="refuse"),
+          mamba_spec_no_buffer="refuse", spec_running_source="server_args.py"),
     _late("0.5.13", (0, 5, 13), sg.HYBRID_SWA_ARCHITECTURES_0_5_11, sg.TRTLLM_MHA_PAGES_0_5_1,
           sg.TRTLLM_MHA_EXCEPTIONS_0_5_11, sg.TRTLLM_MHA_SPEC_EXCEPTIONS_0_5_11,
           swa_charge="window_floor", swa_chunk_shrink=False, swa_pool_check=False, spec_reserve="eagle_4g",
@@ -503,7 +515,7 @@ class SGLang(Server):
                              "(auto_choose_speculative_params), a tree kvplan does not model")
         running = self._given_running(flags, card, speculative is not None)
         mamba = self._mamba_flags(flags, card)
-        self._refuse_spec_no_buffer(card, speculative, mamba)
+        self._refuse_spec_no_buffer(card, Options(speculative=speculative, **mamba))
         pages = self.version.trtllm_mha_pages
         # the top-k the launch line gives, as the default backend reads it (utils is_no_spec_infer_or_topk_one, read
         # in 0.5.7, 0.5.13, 0.5.18, 0.5.23: "speculative_eagle_topk == 1 and (page_size == 1 or page_size is None)"):
@@ -554,12 +566,12 @@ class SGLang(Server):
                        swa_disabled=flags.disable_hybrid_swa_memory, mfs_note=mfs_note, max_running_requests=running,
                        spec_note=spec_note, **mamba)
 
-    def _refuse_spec_no_buffer(self, card, speculative, mamba: dict) -> None:
+    def _refuse_spec_no_buffer(self, card, opts: Options) -> None:
         """0.5.10 - 0.5.13 refuse speculative decoding on a hybrid with the radix cache on under no_buffer (what
-        "auto" becomes then): _handle_mamba_radix_cache's ValueError (SglangVersion.mamba_spec_no_buffer)."""
+        "auto" becomes then): _handle_mamba_radix_cache's ValueError (SglangVersion.mamba_spec_no_buffer "refuse",
+        where SglangVersion.mamba_spec_no_buffer_rule meets ``card`` under ``opts``)."""
         v = self.version
-        if (v.mamba_spec_no_buffer != "refuse" or card.ssm is None or speculative is None or mamba["radix_disabled"]
-                or card.hf_architecture in v.mamba_radix_off or mamba["mamba_strategy"] == "extra_buffer"):
+        if v.mamba_spec_no_buffer_rule(card, opts) != "refuse":
             return
         raise KvplanError(f"--speculative-algorithm: {v.label.split(' (')[0]} refuses speculative decoding for "
                           f"{card.hf_architecture} with the radix cache under the no_buffer mamba strategy (what auto "
@@ -594,7 +606,7 @@ class SGLang(Server):
         adjustments: not among the backends the check takes). 0.4.8 sets the top-k to 1 with pages instead; 0.4.9 -
         0.5.2 take the tree with pages."""
         topk = NGRAM_BFS_BREADTH if spec is not None and spec.method == "ngram" else getattr(spec, "topk", None)
-        if spec is None or page <= 1 or topk is None or topk <= 1 or self.version.first < (0, 5, 3):
+        if spec is None or page <= 1 or topk is None or topk <= 1 or not self.version.spec_tree_page_check:
             return spec
         tree = "--speculative-algorithm NGRAM" if spec.method == "ngram" else f"--speculative-eagle-topk {topk}"
         arch = card.hf_architecture or ""
@@ -904,8 +916,7 @@ class SGLang(Server):
         capped = s.card.ssm is not None and self.version.mamba_running_cap
         given, estimate = self._running_cap(s), "clamp(tokens / context_len x 512, 2048, 4096)"
         how = ("" if s.opts.max_running_requests is not None else
-               " (not given: SGLang's default with speculative decoding, " + (
-                   "arg_groups/speculative_hook.py" if self.version.first >= (0, 5, 13) else "server_args.py") + ")")
+               f" (not given: SGLang's default with speculative decoding, {self.version.spec_running_source})")
         terms = ([estimate, "tokens // 2"] if given is None else
                  {"as_given": [f"--max-running-requests {given:,}{how or ' as given'}"],
                   "estimate": [f"--max-running-requests {given:,}{how}", estimate],
@@ -936,7 +947,7 @@ class SGLang(Server):
             why = ("--disable-radix-cache" if o.radix_disabled else
                    f"{release} turns the radix cache off for {arch} under speculative decoding (server_args.py: "
                    "'Disabling radix cache since speculative decoding for "
-                   f"{arch} is not supported with radix cache yet')" if v.mamba_spec_no_buffer == "radix_off" and v.mamba_spec_no_buffer_hit(s.card, o) else
+                   f"{arch} is not supported with radix cache yet')" if v.mamba_spec_no_buffer_rule(s.card, o) == "radix_off" else
                    f"{release} turns the radix cache off for {arch} (model_runner.py: 'model detected, disable radix "
                    "cache')" if not radix else None)
             source = (f"--max-mamba-cache-size {o.max_mamba_cache_size}" if o.max_mamba_cache_size is not None else
@@ -998,17 +1009,17 @@ class SGLang(Server):
             return (f"With --speculative-algorithm: {release} has no state pool rule for the intermediate draft "
                     "states (handle_max_mamba_cache read from 0.5.4); they are not charged: the K/V pool is an "
                     "ESTIMATE.")
+        # the rule the pool's split took them by (serving_sglang.mamba_spec_copies), at the slots and states it reports
+        copies = sg.mamba_spec_copies(v.mamba_spec, per, d, running, ratio, slots, count)
         if v.mamba_spec == "factor":
-            copies, how = slots * per * d, (f"every state slot carries {d} more copies (x (1 + {d}): "
-                                            "model_runner.py handle_max_mamba_cache, speculativa_ratio)")
+            how = (f"every state slot carries {d} more copies (x (1 + {d}): model_runner.py handle_max_mamba_cache, "
+                   "speculativa_ratio)")
         elif v.mamba_spec in ("upfront_split", "upfront"):
-            copies = 0 if (v.mamba_spec == "upfront_split" and count is not None) else per * running * d
             how = (f"handle_max_mamba_cache takes max_running_requests {running} x {d} copies off the pool first"
                    + (" (not when the state pool is sized by count, 0.5.7 - 0.5.8)" if v.mamba_spec == "upfront_split"
                       else "") + ", then sizes the state pool from the rest")
         else:
-            pad = int(v.mamba_spec == "joint_padded")
-            copies = per * (min(running, slots // ratio) + pad) * d
+            pad = v.mamba_spec == "joint_padded"
             how = (f"the copies are min(max_running_requests {running}, max_mamba_cache_size // {ratio})"
                    + (" + 1 (the padding slot)" if pad else "") + f" x {d}, solved with the state slots out of the "
                    "state budget (_handle_max_mamba_cache: slots = " + (
