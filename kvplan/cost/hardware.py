@@ -151,21 +151,25 @@ class GPU(BaseModel):
         """The host OS the visible total is for: "linux" (the catalog's), "windows" (``on_platform``)."""
         return self._platform
 
-    def on_platform(self, platform: str) -> "GPU":
+    def on_platform(self, platform: str, total_given: bool = False) -> "GPU":
         """This GPU as it shows under ``platform`` (``PLATFORMS``): on Windows and WSL2 (the WDDM driver) CUDA
-        reports the whole board, ``windows_visible_memory_bytes``, which the plan then starts from; KvplanError naming
-        --platform where no Windows reading is recorded."""
+        reports the whole board, ``windows_visible_memory_bytes``, which the plan then starts from; with
+        ``total_given`` (--gpu-memory) only the platform is taken (its notes), the total being the user's.
+        KvplanError naming --platform where no Windows reading is recorded and no total is given."""
         if require_platform(platform) == self._platform:
             return self
         if self._platform != "linux":  # the Linux total is replaced in the copy: ask the catalog's GPU
-            raise ValueError(f"on_platform: {self.name} is already the {self._platform} GPU")
-        if self.windows_visible_memory_bytes is None:
+            raise KvplanError(f"--platform {platform}: {self.name} is already planned as its {self._platform} "
+                              "GPU; allowed: the catalog's GPU (by name)")
+        windows = self.windows_visible_memory_bytes
+        if windows is None and not total_given:
             known = sorted(g.name for g in load_gpus().values() if g.windows_visible_memory_bytes is not None)
             raise KvplanError(f"--platform windows: no Windows/WSL2 total is recorded for {self.name} (recorded for "
-                              f"{', '.join(known)}); pass --gpu-memory with torch.cuda.mem_get_info()[1] as that "
+                              f"{', '.join(known)}); add --gpu-memory with torch.cuda.mem_get_info()[1] as that "
                               "host shows it")
-        gpu = self.model_copy(update={"visible_memory_bytes": self.windows_visible_memory_bytes,
-                                      "visible_memory_source": self.windows_visible_memory_source})
+        gpu = self if windows is None else self.model_copy(update={
+            "visible_memory_bytes": windows, "visible_memory_source": self.windows_visible_memory_source})
+        gpu = gpu.model_copy() if gpu is self else gpu
         gpu._platform = "windows"
         return gpu
 

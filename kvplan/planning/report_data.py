@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kvplan.cost.hardware import GPU, load_gpu
+from kvplan.cost.hardware import GPU, load_gpu, load_gpus
 from kvplan.cost.kvspec import STATE_DTYPES
 from kvplan.errors import KvplanError, Refused
 from kvplan.units import require_positive
@@ -153,7 +153,10 @@ def build_report(models: list[str | ModelCard], *, gpus: list[str] | None = None
     if unknown:
         raise TypeError(f"build_report() got unexpected keyword arguments {sorted(unknown)}")
     platform = plan_options.get("platform")
-    devs = [load_gpu(g, gpu_file).on_platform(platform or "linux") for g in (gpus or DEFAULT_GPUS)]
+    if not gpus and platform == "windows":  # the default GPUs are data-center ones: the catalog's with a Windows total
+        gpus = [n for n, g in load_gpus(gpu_file).items() if g.windows_visible_memory_bytes is not None]
+    given = plan_options.get("gpu_memory") is not None
+    devs = [load_gpu(g, gpu_file).on_platform(platform or "linux", given) for g in (gpus or DEFAULT_GPUS)]
     tps = tuple(dict.fromkeys(tp))
     for t in tps:
         require_positive("--tp", t, maximum=1024)

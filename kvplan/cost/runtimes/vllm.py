@@ -1025,11 +1025,12 @@ def _with_offload(s: Setup, st: Stage) -> Stage:
     return s.charged(st, copy - off, weights=st.weights - off, offloaded=off, activation=st.activation + copy)
 
 
-# GPU memory already in use when vLLM starts on an idle Windows/WSL2 desktop, its own CUDA context included: the
-# public start-up refusals' `Free memory on device (free/total GiB)`: RTX 4090 22.45/23.99 (docs/logs/
-# vllm-code61815222665-...-v2runner.log), RTX 5090 30.2/31.84 (GitHub code index files 69497765629, 60293000203), RTX
-# 4080 13.88/15.99 (file 57768793445)
-WINDOWS_IN_USE_GIB = (1.54, 2.11)
+# GPU memory already in use when an engine starts on a Windows/WSL2 desktop, its own CUDA context included: SGLang
+# 0.4.2 on an RTX 3090 `Load weight begin. avail mem=22.76 GB` of 24.00 (docs/logs/sglang-code8893364747-...log);
+# vLLM's `Free memory on device (free/total GiB)`: RTX 3090 22.6/24.0 (native Windows, GitHub code index file
+# 59875247307), RTX 4090 22.45/23.99 (docs/logs/vllm-code61815222665-...-v2runner.log), RTX 5090 30.2/31.84 (files
+# 69497765629, 60293000203), RTX 4080 13.88/15.99 (file 57768793445, a start after stopping another vLLM service)
+WINDOWS_IN_USE_GIB = (1.24, 2.11)
 
 
 def _windows_note(s: Setup, p: Pool) -> str:
@@ -1043,8 +1044,8 @@ def _windows_note(s: Setup, p: Pool) -> str:
     low, high = WINDOWS_IN_USE_GIB
     text = (f"Windows/WSL2: vLLM refuses to start when the free memory at start is below the {fmt_bytes(requested)} "
             f"this plan requests (util {s.util} x the whole board), which leaves {fmt_bytes(left)} for what is "
-            f"already on the GPU; idle Windows desktops' vLLM start-ups show {low}-{high} GiB in use (the display, "
-            "the CUDA context), an ESTIMATE of yours (nvidia-smi's used memory before the start)")
+            f"already on the GPU; public Windows start-ups show {low}-{high} GiB in use (the display, the CUDA "
+            "context), an ESTIMATE of yours (nvidia-smi's used memory before the start, plus the context)")
     need = int(high * 2**30)
     if left >= need:
         return text + "."

@@ -101,11 +101,8 @@ class PlanRequest:
         g = gpu if isinstance(gpu, GPU) else load_gpu(gpu, kw.pop("gpu_file", None))
         kw.pop("gpu_file", None)
         platform = kw.pop("platform", None)
-        if platform is not None:
-            if kw.get("gpu_memory") is not None:
-                raise KvplanError("--platform: not used with --gpu-memory, which is the total itself (the platform "
-                                  "only picks the catalog's total for that OS)")
-            g = g.on_platform(platform)  # Windows/WSL2: the total CUDA reports there
+        if platform is not None:  # Windows/WSL2: the total CUDA reports there, unless --gpu-memory gives it
+            g = g.on_platform(platform, total_given=kw.get("gpu_memory") is not None)
         size = lambda flag, v: None if v is None else parse_size(flag, v)  # noqa: E731
         flags = ServingFlags(gpu_memory_utilization=kw.pop("gpu_memory_utilization", None),
                              mem_fraction_static=kw.pop("mem_fraction_static", None),

@@ -84,7 +84,8 @@ def from_log(path: str | Path, *, model=None, gpu: str | None = None, gpu_memory
             require_positive(f"--{key}", given[key])
     base = _plan_args(log, card, notes, say_length=calibrate or "max_model_len" not in given)
     args = {**base, **({} if calibrate else given)}
-    kw = dict(gpu=g, gpu_memory=total, engine=spec, **args)
+    kw = dict(gpu=g, gpu_memory=total, engine=spec, **args,
+              **({"platform": log.platform} if log.platform not in (None, "linux") else {}))
     # the log's own deployment where the command line changes what it states (model, engine, GPU, a flag): those
     # rows are another deployment's, not scored against the log (--calibrate: what-ifs, or refused)
     own, changed = _own_deployment(log, card, base, given, (g, total, spec), (model, engine, gpu, gpu_memory),
@@ -134,6 +135,7 @@ def from_log(path: str | Path, *, model=None, gpu: str | None = None, gpu_memory
     if refused is not None:  # the plan's pool is a nominal 1 GiB: no line launches it, nothing of it is served
         flat = flat.model_copy(update={
             "launch_command": None, "fits": False, "max_concurrency": 0.0, "max_concurrency_total": 0.0,
+            "max_model_len_fit": 0,
             "max_running": 0.0, "verdict": f"refused, as the engine did: {refused}",
             "notes": [f"Refused from the flags: the pool figures (kv_cache, ranks) are of a nominal 1 GiB pool that sizes "
                       "the other figures (weights, activations), not a deployment; no launch line.", *flat.notes]})
@@ -233,7 +235,8 @@ def _own_deployment(log: ParsedLog, card, base: dict, given: dict, used: tuple, 
         return None, []
     notes.append(f"{'; '.join(changed)}: the rows these change are another deployment than the log's and are not "
                  "scored (\"not comparable\"); --calibrate answers such what-ifs on the log's measured budget.")
-    return (own_card, dict(gpu=own_gpu[0], gpu_memory=own_gpu[1], engine=own_spec, **own_args)), changed
+    own_platform = {"platform": log.platform} if log.platform not in (None, "linux") else {}
+    return (own_card, dict(gpu=own_gpu[0], gpu_memory=own_gpu[1], engine=own_spec, **own_args, **own_platform)), changed
 
 
 def _quietly(run):
@@ -470,9 +473,9 @@ def _gpu(log: ParsedLog, gpu: str | None, gpu_memory) -> tuple[str, int | str | 
 
         catalog = load_gpu(name)
         if catalog.windows_visible_memory_bytes is None:  # the log's GPU lacks one: its Linux total, said so
+            total = catalog.engine_memory_bytes
             how = f"the catalog's visible total (Linux's: none is recorded for {log.platform}, {log.platform_how})"
-        else:
-            total = catalog.on_platform(log.platform).engine_memory_bytes
+        else:  # the plan takes it through --platform (PlanRequest.build: GPU.on_platform)
             how = f"the catalog's {log.platform} total ({log.platform_how})"
     if name:
         return name, total, f"{'--gpu' if gpu else 'the `# gpu:` header'}; total: {how}"

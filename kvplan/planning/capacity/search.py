@@ -56,8 +56,9 @@ def search(model: ModelCard | str | Path, *, max_model_len: int, concurrency: in
     card = model if isinstance(model, ModelCard) else load_card(model)
     catalog = load_gpus(gpu_file)
     chosen = _chosen(catalog, gpus)
-    platform = plan_kw.get("platform")
-    if require_platform(platform) == "windows" and not gpus:  # the GPUs with a Windows total (named ones: asked)
+    platform, left_out = plan_kw.get("platform"), []
+    if require_platform(platform) == "windows" and plan_kw.get("gpu_memory") is None:  # the GPUs with a Windows total
+        left_out = [g.name for g in chosen if g.windows_visible_memory_bytes is None]
         chosen = [g for g in chosen if g.windows_visible_memory_bytes is not None]
     options, tried, servable = [], 0, {}
     runtime = get_engine(engine)
@@ -95,7 +96,7 @@ def search(model: ModelCard | str | Path, *, max_model_len: int, concurrency: in
     return SearchResult(model=card.name, engine=engine, max_model_len=max_model_len, concurrency=concurrency,
                         ttft_ms=ttft_ms, tpot_ms=tpot_ms, layouts_tried=tried, options=options, sort=sort,
                         notes=_search_notes(options, max_gpus, sort, get_engine(engine))
-                        + _platform_note(platform, gpus, chosen))
+                        + _platform_note(platform, left_out, chosen))
 
 
 def _servable(card: ModelCard, rt, layout: Layout) -> bool:
@@ -204,12 +205,13 @@ _KEYS = {  # the orders of --sort; each breaks ties by the others, then fewer pi
 }
 
 
-def _platform_note(platform: str | None, named: list[str] | None, chosen: list[GPU]) -> list[str]:
-    """Which GPUs a --platform windows search tried, where it left the others out."""
-    if platform in (None, "linux") or named:
+def _platform_note(platform: str | None, left_out: list[str], chosen: list[GPU]) -> list[str]:
+    """Which GPUs a --platform windows search tried, where it left others out (no Windows total recorded)."""
+    if not left_out:
         return []
     return [f"--platform {platform}: the GPUs whose {platform} total is recorded ({', '.join(g.name for g in chosen)}"
-            "); the others are left out (--gpus names one, with --gpu-memory for its total there)."]
+            f"); {len(left_out)} left out ({', '.join(left_out[:6])}{', ...' if len(left_out) > 6 else ''}: "
+            "plan one with --gpu and --gpu-memory for its total there)."]
 
 
 def _search_notes(options: list[PlanOption], max_gpus: int, sort: str, runtime=None) -> list[str]:

@@ -78,8 +78,9 @@ def notes(s: Setup, p: Pool) -> list[str]:
         out.append(f"GPU memory: {fmt_bytes(s.total)}, the total CUDA reports for a {s.gpu.name} under Windows or WSL2 "
                    f"(--platform windows: the WDDM driver keeps no share outside it, where Linux's shows less; the "
                    f"datasheet states {s.gpu.stated_memory}); another process on the GPU (the desktop) does not "
-                   "lower vLLM's budget, but it lowers the free memory SGLang and llama.cpp size from: "
-                   "--context-memory takes what nvidia-smi shows in use before the start.")
+                   "lower vLLM's budget, but it lowers the free memory the other engines size from: --context-memory "
+                   "takes what nvidia-smi shows in use before the start plus the engine's own CUDA context (this "
+                   f"plan counts {fmt_bytes(s.context)}).")
     elif s.total == s.gpu.visible_memory_bytes:
         windows = s.gpu.windows_visible_memory_bytes
         out.append(f"GPU memory: {fmt_bytes(s.total)}, the total torch sees on a {s.gpu.name} under Linux (the "
