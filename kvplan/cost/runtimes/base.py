@@ -689,6 +689,9 @@ class Server(Runtime):
             return w_t, kv_t, ()
         method = card.quantization.method.upper()
         where = f"{self.display_name} {self.pinned or self.version.span}"
+        if kernel.refused:
+            raise Refused(f"--gpu: {gpu.name}: {where} runs {card.name}'s {method} checkpoint as {kernel.name} there, "
+                          f"which it refuses: {kernel.refused}; pick another --gpu or --engine")
         cc = gpu.compute_capability
         if kernel.min_capability is not None and cc is not None and cc < kernel.min_capability:
             raise Refused(f"--gpu: {gpu.name} (compute capability {cc}): {where} runs {card.name}'s {method} "
