@@ -791,8 +791,26 @@ def awq_kernel(vendor: str, compute_capability: float | None, q: Quantization) -
     return int_kernel((0, 5, 23), vendor, compute_capability, q)
 
 
+def fp8_kernel(release: tuple[int, ...], vendor: str, compute_capability: float | None,
+               q: Quantization) -> quant.QuantKernel | None:
+    """The config SGLang loads a float8 checkpoint (or online --quantization fp8) with, as far as the model dtype goes:
+    layers/quantization/fp8.py Fp8Config.get_supported_act_dtypes [torch.bfloat16, torch.half] and
+    compressed_tensors/compressed_tensors.py CompressedTensorsConfig [torch.float16, torch.bfloat16], both in every
+    release 0.4.8 - 0.5.23 (no float32); get_min_capability not modelled here. None on vendors not read."""
+    if vendor.lower() not in ("nvidia", "amd"):
+        return None
+    if q.checkpoint_format == "compressed-tensors":
+        return quant.QuantKernel("compressed-tensors", ("fp16", "bf16"), "layers/quantization/compressed_tensors/"
+                                 "compressed_tensors.py CompressedTensorsConfig, SGLang 0.4.8 - 0.5.23")
+    return quant.QuantKernel("fp8", ("bf16", "fp16"), "layers/quantization/fp8.py Fp8Config, SGLang 0.4.8 - 0.5.23")
+
+
+QUANT_KERNELS = MappingProxyType({"awq": int_kernel, "gptq": int_kernel, "fp8": fp8_kernel})  # per method
+
+
 def quant_kernel(release: tuple[int, ...], vendor: str, compute_capability: float | None,
                  q: Quantization) -> quant.QuantKernel | None:
-    """The method SGLang ``release`` runs checkpoint quantization ``q`` with, as far as the model dtype goes: AWQ and
-    GPTQ by int_kernel; None where kvplan has no rule read."""
-    return int_kernel(release, vendor, compute_capability, q) if q.method in INT_METHODS else None
+    """The method SGLang ``release`` runs checkpoint quantization ``q`` with, as far as the model dtype goes
+    (QUANT_KERNELS by method); None where kvplan has no rule read (mxfp4)."""
+    pick = QUANT_KERNELS.get(q.method)
+    return None if pick is None else pick(release, vendor, compute_capability, q)

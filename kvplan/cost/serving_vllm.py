@@ -822,8 +822,34 @@ def int_kernel(release: tuple[int, ...], vendor: str, compute_capability: float 
 awq_kernel = int_kernel  # the AWQ rows of INT_METHODS (tests, docs)
 
 
+# fp8 checkpoints (and online --quantization fp8, which builds Fp8Config): quantization/fp8.py
+# Fp8Config.get_supported_act_dtypes [torch.bfloat16, torch.half] in every release 0.9.1 - 0.33.0; compressed-tensors
+# float8 checkpoints: compressed_tensors/compressed_tensors.py CompressedTensorsConfig [torch.float16,
+# torch.bfloat16] in 0.9.1 - 0.10.0, [torch.float32, torch.float16, torch.bfloat16] from 0.10.1.1 (0.10.1 not read,
+# taken as 0.10.1.1's)
+CT_FP32_FIRST = (0, 10, 1)
+
+
+def fp8_kernel(release: tuple[int, ...], vendor: str, compute_capability: float | None,
+               q: Quantization) -> quant.QuantKernel | None:
+    """The config vLLM ``release`` loads a float8 checkpoint (or online fp8) with, as far as the model dtype goes; its
+    get_min_capability is not modelled here. None on vendors kvplan has not read."""
+    if vendor.lower() not in ("nvidia", "amd"):
+        return None
+    if q.checkpoint_format == "compressed-tensors":
+        old = release < CT_FP32_FIRST
+        return quant.QuantKernel("compressed-tensors", ("fp16", "bf16") if old else ("fp16", "bf16", "fp32"),
+                                 "quantization/compressed_tensors/compressed_tensors.py CompressedTensorsConfig, vLLM "
+                                 + ("0.9.1 - 0.10.0" if old else "0.10.1.1 - 0.33.0"))
+    return quant.QuantKernel("fp8", ("bf16", "fp16"), "quantization/fp8.py Fp8Config, vLLM 0.9.1 - 0.33.0")
+
+
+QUANT_KERNELS = MappingProxyType({"awq": int_kernel, "gptq": int_kernel, "fp8": fp8_kernel})  # per method
+
+
 def quant_kernel(release: tuple[int, ...], vendor: str, compute_capability: float | None,
                  q: Quantization) -> quant.QuantKernel | None:
-    """The method vLLM ``release`` runs checkpoint quantization ``q`` with, as far as the model dtype goes: AWQ and
-    GPTQ by int_kernel; None where kvplan has no rule read."""
-    return int_kernel(release, vendor, compute_capability, q) if q.method in INT_METHODS else None
+    """The method vLLM ``release`` runs checkpoint quantization ``q`` with, as far as the model dtype goes
+    (QUANT_KERNELS by method); None where kvplan has no rule read (mxfp4)."""
+    pick = QUANT_KERNELS.get(q.method)
+    return None if pick is None else pick(release, vendor, compute_capability, q)
