@@ -122,7 +122,7 @@ def test_hf_import_reads_quantization_config():
         "quant_method": "compressed-tensors", "ignore": ["lm_head"], "config_groups": {"group_0": {
             "weights": {"num_bits": 8, "type": "float", "strategy": "channel"},
             "input_activations": {"num_bits": 8, "type": "float", "dynamic": True}}}}})
-    assert ct.quantization == Quantization(method="fp8", weight_scales="channel")
+    assert ct.quantization == Quantization(method="fp8", weight_scales="channel", checkpoint_format="compressed-tensors")
     for bad, needle in (({"quant_method": "bitsandbytes"}, "supported: awq, compressed-tensors"),
                         ({"quant_method": "awq", "bits": 4, "group_size": 128, "version": "gemv"}, "supported: gemm"),
                         ({"quant_method": "fp8", "modules_to_not_convert": ["model.layers.1.self_attn.o_proj"]},

@@ -216,6 +216,7 @@ class QuantKernel:
     source: str  # where the rule was read: the file and config class, the releases
     min_capability: float | None = None  # get_min_capability / 10 (NVIDIA compute capability); None: not checked
     why: str = ""  # why the engine picks this method here (where it is not its fastest)
+    refused: str = ""  # why the engine refuses the method on this platform at all ("": it does not)
 
 
 MARLIN_GROUP_SIZES = (-1, 32, 64, 128)  # marlin_utils.py MARLIN_SUPPORTED_GROUP_SIZES (vLLM 0.9.1 - 0.23.0, SGLang
@@ -227,3 +228,67 @@ def awq_marlin_compatible(q: Quantization) -> bool:
     0.4.10 - 0.5.23): 4-bit with zero points (query_marlin_supported_quant_types(has_zp=True) is [uint4] only) and a
     group size Marlin supports; the platform half is each engine's (the GPU and release)."""
     return q.method == "awq" and q.bits == 4 and q.sym is not True and q.group_size in MARLIN_GROUP_SIZES
+
+
+def gptq_marlin_compatible(q: Quantization) -> bool:
+    """GPTQMarlinConfig.is_gptq_marlin_compatible's checkpoint half (vLLM gptq_marlin.py 0.9.1 - 0.21.0, SGLang
+    gptq.py 0.4.8 - 0.5.12, gptq/gptq.py 0.5.13 - 0.5.23): TYPE_MAP holds (4, True) and (8, True) only (symmetric:
+    uint4b8, uint8b128, query_marlin_supported_quant_types(has_zp=False)) and a group size Marlin supports; act order
+    (desc_act) either way. ``sym`` null is GPTQ's default, symmetric (kvplan.model.hf.quant reads a missing one so)."""
+    return q.method == "gptq" and q.bits in (4, 8) and q.sym is not False and q.group_size in MARLIN_GROUP_SIZES
+
+
+MARLIN_COMPATIBLE = {"awq": awq_marlin_compatible, "gptq": gptq_marlin_compatible}  # per method: the Marlin twin's
+# checkpoint check (AWQMarlinConfig / GPTQMarlinConfig override_quantization_method)
+
+
+@dataclass(frozen=True)
+class IntMethods:
+    """A packed-int checkpoint format's methods in one engine (vLLM's ModelConfig._verify_quantization, SGLang's
+    configs/model_config.py _verify_quantization: each method's override_quantization_method in order): from
+    ``auto_first`` the one config every name maps to; before it the Marlin twin where its override takes the
+    checkpoint (MARLIN_COMPATIBLE) on the platform, else the plain config. The twins and the auto configs take
+    [torch.half, torch.bfloat16], the plain ones [torch.half] (get_supported_act_dtypes), off Ascend / CPU / XPU."""
+
+    fmt: str  # AWQ, GPTQ
+    plain: str  # the plain config's name and where it was read
+    plain_source: str
+    marlin: str
+    marlin_source: str
+    marlin_first: tuple[int, ...]  # the first release with the Marlin twin taking bfloat16
+    marlin_rocm_first: tuple[int, ...] | None  # from which release the twin runs on ROCm; None: never (before auto)
+    min_capability: float  # get_min_capability / 10 of the plain and auto configs (the twin's is met where picked)
+    checkpoint: str  # which checkpoints the twin takes, for a note
+    auto: str = ""
+    auto_source: str = ""
+    auto_first: tuple[int, ...] | None = None  # None: no auto config in the releases read
+
+
+def pick_int_method(m: IntMethods, release: tuple[int, ...], vendor: str, compute_capability: float | None,
+                    q: Quantization, marlin_cc: float) -> QuantKernel | None:
+    """The config ``m``'s engine builds for checkpoint ``q`` in ``release`` on a GPU of ``vendor``: None where kvplan
+    has not read it (vendors but NVIDIA and AMD). ``marlin_cc``: the compute capability below which the release's
+    marlin_utils.py query_marlin_supported_quant_types returns [] on CUDA (ROCm reports gfx versions, 9.4 for an
+    MI300X, above every threshold, so only the platform check of is_*_marlin_compatible counts there)."""
+    nvidia, amd = vendor.lower() == "nvidia", vendor.lower() == "amd"
+    if not (nvidia or amd):
+        return None
+    min_cc = m.min_capability if nvidia else None
+    if m.auto_first is not None and release >= m.auto_first:
+        return QuantKernel(m.auto, ("fp16", "bf16"), m.auto_source, min_cc)
+    rocm = m.marlin_rocm_first is not None and release >= m.marlin_rocm_first
+    platform = nvidia and compute_capability is not None and compute_capability >= marlin_cc or amd and rocm
+    if release >= m.marlin_first and platform and MARLIN_COMPATIBLE[q.method](q):
+        return QuantKernel(m.marlin, ("fp16", "bf16"), m.marlin_source, min_cc)
+    twin = f"{m.fmt}-Marlin"
+    if release < m.marlin_first:
+        why = f"no {twin} before {'.'.join(map(str, m.marlin_first))}"
+    elif amd and not platform:
+        until = m.marlin_rocm_first or m.auto_first
+        why = (f"{twin} runs on CUDA only" + (f" before {'.'.join(map(str, until))}" if until else "")
+               + f": is_{q.method}_marlin_compatible asks the platform")
+    elif not platform:
+        why = f"{twin} needs compute capability {marlin_cc}+" + (" in this release" if m.auto_first else "")
+    else:
+        why = f"{twin} takes {m.checkpoint} only"
+    return QuantKernel(m.plain, ("fp16",), m.plain_source, min_cc, why)

@@ -10,6 +10,7 @@ weights and the KV pool may take; activations and CUDA graphs live in the rest::
 
 from __future__ import annotations
 
+from dataclasses import replace
 from types import MappingProxyType
 
 from kvplan.cost import quant
@@ -751,32 +752,80 @@ def mamba_spec_split(rule: str, pool: int, per_request: int, draft_tokens: int, 
 MAMBA_STRATEGIES = ("auto", "no_buffer", "extra_buffer")
 
 
-# ---- AWQ: the method SGLang picks, and the model dtypes it takes ------------------------------------------------
+# ---- AWQ and GPTQ: the method SGLang picks, and the model dtypes it takes -------------------------------------
 
-_AWQ_MARLIN_MIN_CAPABILITY = 8.0  # marlin_utils.py query_marlin_supported_quant_types: device_capability < 80 -> []
+INT_METHODS = MappingProxyType({  # configs/model_config.py _verify_quantization: the overrides in order
+    # awq.py (0.4.10 - 0.5.10; awq/awq.py 0.5.11 - 0.5.23) AWQMarlinConfig.is_awq_marlin_compatible: ``if not
+    # _is_cuda: return False``; get_supported_act_dtypes [torch.half, torch.bfloat16]; AWQConfig [torch.float16]
+    # (bfloat16 too on Ascend NPUs only), get_min_capability 75. 0.4.8 - 0.4.9 import AWQMarlinConfig from vLLM
+    # (layers/quantization/__init__.py; vLLM 0.9's, the same rule) beside their own AWQConfig ([torch.half])
+    "awq": quant.IntMethods(
+        "AWQ", plain="awq", plain_source="layers/quantization/awq.py (awq/awq.py from 0.5.11) AWQConfig, SGLang 0.4.8 "
+        "- 0.5.23", marlin="awq_marlin", marlin_source="layers/quantization/awq.py (awq/awq.py from 0.5.11) "
+        "AWQMarlinConfig, SGLang 0.4.10 - 0.5.23", marlin_first=(), marlin_rocm_first=None, min_capability=7.5,
+        checkpoint="4-bit checkpoints with zero points and group size -1, 32, 64 or 128"),
+    # layers/quantization/gptq.py (0.4.8 - 0.5.12; gptq/gptq.py 0.5.13 - 0.5.23): GPTQConfig [torch.half],
+    # get_min_capability 60 (GPTQAscendConfig / CPUGPTQConfig / GPTQXPUConfig take bfloat16 too: not these GPUs);
+    # GPTQMarlinConfig [torch.half, torch.bfloat16], get_min_capability 80; is_gptq_marlin_compatible asks ``if not
+    # _is_cuda: return False`` through 0.5.12 and not from 0.5.13, where check_marlin_supported reads
+    # torch.cuda.get_device_capability, a gfx version on ROCm (9.4 on an MI300X: 94 >= 80)
+    "gptq": quant.IntMethods(
+        "GPTQ", plain="gptq", plain_source="layers/quantization/gptq.py (gptq/gptq.py from 0.5.13) GPTQConfig, SGLang "
+        "0.4.8 - 0.5.23", marlin="gptq_marlin", marlin_source="layers/quantization/gptq.py (gptq/gptq.py from "
+        "0.5.13) GPTQMarlinConfig, SGLang 0.4.8 - 0.5.23", marlin_first=(), marlin_rocm_first=(0, 5, 13),
+        min_capability=6.0, checkpoint="symmetric 4- or 8-bit checkpoints with group size -1, 32, 64 or 128"),
+})
+_MARLIN_MIN_CAPABILITY = 8.0  # marlin_utils.py query_marlin_supported_quant_types: device_capability < 80 -> []
+# configs/model_config.py _verify_quantization: ``if is_hip() and self.quantization not in
+# rocm_supported_quantization: raise ValueError(... "is currently not supported in ROCm.")``, after the overrides.
+# The list holds awq in every release read, gptq_marlin in 0.4.8 - 0.4.10 only and gptq through 0.5.19
+_ROCM_GPTQ_LAST = (0, 5, 19)
+
+
+def int_kernel(release: tuple[int, ...], vendor: str, compute_capability: float | None,
+               q: Quantization) -> quant.QuantKernel | None:
+    """What SGLang ``release`` runs an AWQ or GPTQ checkpoint with on a GPU of ``vendor`` (None where kvplan has not
+    read it: other vendors and formats), by INT_METHODS: the Marlin twin where its is_*_marlin_compatible holds (a
+    Marlin checkpoint, quant.MARLIN_COMPATIBLE, on CUDA of compute capability 8.0+; GPTQ-Marlin on ROCm too from
+    0.5.13), else the plain config. On ROCm GPTQ is refused from 0.5.13 (gptq_marlin, picked, is not in
+    rocm_supported_quantization) and every GPTQ checkpoint from 0.5.20 (gptq left the list). Releases before 0.4.8
+    are not read here and taken as 0.4.8's."""
+    m = INT_METHODS.get(q.method)
+    k = None if m is None else quant.pick_int_method(m, release, vendor, compute_capability, q,
+                                                     _MARLIN_MIN_CAPABILITY)
+    if k is not None and vendor.lower() == "amd" and (
+            k.name == "gptq_marlin" or k.name == "gptq" and release > _ROCM_GPTQ_LAST):
+        listed = "0.5.1 - 0.5.23" if k.name == "gptq_marlin" else "0.5.20 - 0.5.23"
+        return replace(k, refused=f"{k.name} is not in rocm_supported_quantization ({listed}: configs/model_config.py "
+                                  "_verify_quantization raises \"... is currently not supported in ROCm\")")
+    return k
 
 
 def awq_kernel(vendor: str, compute_capability: float | None, q: Quantization) -> quant.QuantKernel | None:
-    """What SGLang runs an AWQ checkpoint with on a GPU of ``vendor`` (None where kvplan has not read it: other
-    vendors). configs/model_config.py _verify_quantization asks each of QUANTIZATION_METHODS'
-    override_quantization_method; AWQMarlinConfig's returns "awq_marlin" where is_awq_marlin_compatible: CUDA only
-    (``if not _is_cuda: return False``), a Marlin checkpoint (quant.awq_marlin_compatible) and compute capability
-    8.0+ (check_marlin_supported). awq_marlin: get_supported_act_dtypes [torch.half, torch.bfloat16],
-    get_min_capability 80; else awq: AWQConfig.get_supported_act_dtypes [torch.float16] (bfloat16 too on Ascend
-    NPUs only), get_min_capability 75. Read in layers/quantization/awq.py 0.4.10 - 0.5.10 and awq/awq.py 0.5.11 -
-    0.5.23; 0.4.8 - 0.4.9 import AWQMarlinConfig from vLLM (layers/quantization/__init__.py; vLLM 0.9's, the same
-    rule) beside their own AWQConfig ([torch.half]); releases before 0.4.8 are not read here and taken as 0.4.8's."""
-    nvidia, amd = vendor.lower() == "nvidia", vendor.lower() == "amd"
-    if not (nvidia or amd):
+    """AWQ as every SGLang release read picks it (int_kernel)."""
+    return int_kernel((0, 5, 23), vendor, compute_capability, q)
+
+
+def fp8_kernel(release: tuple[int, ...], vendor: str, compute_capability: float | None,
+               q: Quantization) -> quant.QuantKernel | None:
+    """The config SGLang loads a float8 checkpoint (or online --quantization fp8) with, as far as the model dtype goes:
+    layers/quantization/fp8.py Fp8Config.get_supported_act_dtypes [torch.bfloat16, torch.half] and
+    compressed_tensors/compressed_tensors.py CompressedTensorsConfig [torch.float16, torch.bfloat16], both in every
+    release 0.4.8 - 0.5.23 (no float32); get_min_capability not modelled here. None on vendors not read."""
+    if vendor.lower() not in ("nvidia", "amd"):
         return None
-    if (nvidia and compute_capability is not None and compute_capability >= _AWQ_MARLIN_MIN_CAPABILITY
-            and quant.awq_marlin_compatible(q)):
-        return quant.QuantKernel("awq_marlin", ("fp16", "bf16"), "layers/quantization/awq.py (awq/awq.py from 0.5.11) "
-                                 "AWQMarlinConfig, SGLang 0.4.10 - 0.5.23", _AWQ_MARLIN_MIN_CAPABILITY)
-    why = ("AWQ-Marlin runs on CUDA only: is_awq_marlin_compatible asks _is_cuda" if amd else
-           f"AWQ-Marlin needs compute capability {_AWQ_MARLIN_MIN_CAPABILITY}+" if not (
-               compute_capability is not None and compute_capability >= _AWQ_MARLIN_MIN_CAPABILITY) else
-           "AWQ-Marlin takes 4-bit checkpoints with zero points and group size -1, 32, 64 or 128 only")
-    return quant.QuantKernel("awq", ("fp16",), "layers/quantization/awq.py (awq/awq.py from 0.5.11) AWQConfig, "
-                             "SGLang 0.4.8 - 0.5.23",
-                             7.5 if nvidia else None, why)
+    if q.checkpoint_format == "compressed-tensors":
+        return quant.QuantKernel("compressed-tensors", ("fp16", "bf16"), "layers/quantization/compressed_tensors/"
+                                 "compressed_tensors.py CompressedTensorsConfig, SGLang 0.4.8 - 0.5.23")
+    return quant.QuantKernel("fp8", ("bf16", "fp16"), "layers/quantization/fp8.py Fp8Config, SGLang 0.4.8 - 0.5.23")
+
+
+QUANT_KERNELS = MappingProxyType({"awq": int_kernel, "gptq": int_kernel, "fp8": fp8_kernel})  # per method
+
+
+def quant_kernel(release: tuple[int, ...], vendor: str, compute_capability: float | None,
+                 q: Quantization) -> quant.QuantKernel | None:
+    """The method SGLang ``release`` runs checkpoint quantization ``q`` with, as far as the model dtype goes
+    (QUANT_KERNELS by method); None where kvplan has no rule read (mxfp4)."""
+    pick = QUANT_KERNELS.get(q.method)
+    return None if pick is None else pick(release, vendor, compute_capability, q)

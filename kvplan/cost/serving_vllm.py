@@ -773,49 +773,83 @@ def max_model_len_fit(groups: list[KVCacheGroup], block_bytes: int, available: i
     return lo
 
 
-# ---- AWQ: the method vLLM picks, and the model dtypes it takes --------------------------------------------------
+# ---- AWQ and GPTQ: the method vLLM picks, and the model dtypes it takes ----------------------------------------
 
 AWQ_MARLIN_FIRST = (0, 5, 3)  # vllm PR 6612 (awq_marlin.py with bfloat16, merged 2024-07-21), first in 0.5.3
-_AWQ_MIN_CAPABILITY = 7.5  # awq.py AWQConfig.get_min_capability 75 (0.9.1 - 0.23.0); auto_awq.py the same (0.24+)
+INT_METHODS = MappingProxyType({  # ModelConfig._verify_quantization: config.py 0.9.1, config/model.py 0.11.0+
+    # awq.py AWQConfig.get_min_capability 75 (0.9.1 - 0.23.0); auto_awq.py the same (0.24+). awq_marlin.py
+    # is_awq_marlin_compatible: current_platform.is_cuda() through 0.18.1, is_cuda_alike() from 0.19.0
+    "awq": quant.IntMethods(
+        "AWQ", plain="awq", plain_source="quantization/awq.py AWQConfig, vLLM 0.9.1 - 0.23.0", marlin="awq_marlin",
+        marlin_source="quantization/awq_marlin.py AWQMarlinConfig, vLLM 0.9.1 - 0.23.0", marlin_first=AWQ_MARLIN_FIRST,
+        marlin_rocm_first=(0, 19), min_capability=7.5,
+        checkpoint="4-bit checkpoints with zero points and group size -1, 32, 64 or 128", auto="auto_awq",
+        auto_source="quantization/auto_awq.py AutoAWQConfig, vLLM 0.24.0 - 0.33.0", auto_first=(0, 24)),
+    # gptq.py GPTQConfig [torch.half], get_min_capability 60 (0.9.1 - 0.21.0); gptq_marlin.py GPTQMarlinConfig
+    # is_gptq_marlin_compatible: current_platform.is_cuda() (0.9.1 - 0.13.0; ``is_cuda() or is_cpu()`` 0.14.0 -
+    # 0.21.0: never ROCm); auto_gptq.py AutoGPTQConfig from 0.22.0: [torch.half, torch.bfloat16], get_min_capability
+    # 60, override_quantization_method "auto_gptq" for every quant_method gptq checkpoint on every platform. When
+    # GPTQ-Marlin took bfloat16 first is not read: every release before 0.9.1 is taken as 0.9.1's
+    "gptq": quant.IntMethods(
+        "GPTQ", plain="gptq", plain_source="quantization/gptq.py GPTQConfig, vLLM 0.9.1 - 0.21.0", marlin="gptq_marlin",
+        marlin_source="quantization/gptq_marlin.py GPTQMarlinConfig, vLLM 0.9.1 - 0.21.0", marlin_first=(),
+        marlin_rocm_first=None, min_capability=6.0,
+        checkpoint="symmetric 4- or 8-bit checkpoints with group size -1, 32, 64 or 128", auto="auto_gptq",
+        auto_source="quantization/auto_gptq.py AutoGPTQConfig, vLLM 0.22.0 - 0.33.0", auto_first=(0, 22)),
+})
 
 
-def awq_kernel(release: tuple[int, ...], vendor: str, compute_capability: float | None,
+def int_kernel(release: tuple[int, ...], vendor: str, compute_capability: float | None,
                q: Quantization) -> quant.QuantKernel | None:
-    """What vLLM ``release`` runs an AWQ checkpoint with on a GPU of ``vendor`` (and NVIDIA ``compute_capability``),
-    as ModelConfig._verify_quantization picks it (the overrides in order; config.py 0.9.1, config/model.py 0.11.0 -
-    0.33.0): None where kvplan has not read it (other vendors).
+    """What vLLM ``release`` runs an AWQ or GPTQ checkpoint with on a GPU of ``vendor`` (and NVIDIA
+    ``compute_capability``), by INT_METHODS: None where kvplan has not read it (other vendors and formats).
 
-    - 0.24.0 - 0.33.0: every AWQ checkpoint is AutoAWQConfig (quantization/__init__.py maps awq, awq_marlin and
-      auto_awq to it; auto_awq.py override_quantization_method returns "auto_awq" on every platform but the CPU),
-      get_supported_act_dtypes [torch.half, torch.bfloat16], get_min_capability 75; it picks Marlin or the Triton /
-      AWQ GEMM kernel per layer, after the dtype check.
-    - 0.5.3 - 0.23.0: AWQMarlinConfig.override_quantization_method ("awq_marlin", get_supported_act_dtypes
-      [torch.half, torch.bfloat16]) where is_awq_marlin_compatible: a Marlin checkpoint (quant.awq_marlin_compatible)
-      on CUDA of compute capability 8.0+ (marlin_utils.py query_marlin_supported_quant_types: ``device_capability <
-      80`` through 0.13.0, ``< 75`` from 0.14.0) or, from 0.19.0, ROCm (``current_platform.is_cuda_alike()`` in
-      is_awq_marlin_compatible, no capability check on ROCm in query_marlin_supported_quant_types; 0.9.1 - 0.18.1:
-      ``is_cuda()``); else awq.py AWQConfig, get_supported_act_dtypes [torch.half] (0.9.1 - 0.23.0). Read in every
-      release 0.9.1 - 0.23.0; 0.5.3 - 0.9.0 not read here, taken as 0.9.1's rule.
-    - before 0.5.3: AWQConfig only (the bfloat16 refusal of vllm issues 1114, 1592, 1823, 2023)."""
-    nvidia, amd = vendor.lower() == "nvidia", vendor.lower() == "amd"
-    if not (nvidia or amd):
+    - AWQ 0.24.0 - 0.33.0, GPTQ 0.22.0 - 0.33.0: AutoAWQConfig / AutoGPTQConfig on every platform but the CPU,
+      [torch.half, torch.bfloat16]; they pick Marlin or another kernel per layer after the dtype check.
+    - before: the Marlin twin (AWQMarlinConfig, GPTQMarlinConfig: [torch.half, torch.bfloat16]) where its
+      is_*_marlin_compatible holds: the checkpoint (quant.MARLIN_COMPATIBLE) on CUDA of compute capability 8.0+
+      (marlin_utils.py query_marlin_supported_quant_types: ``device_capability < 80`` through 0.13.0, ``< 75`` from
+      0.14.0) or, for AWQ from 0.19.0, ROCm (no capability check there); else the plain config ([torch.half]). Read
+      in every release 0.9.1 - 0.23.0; 0.5.3 - 0.9.0 are not read here and taken as 0.9.1's rule (vLLM 0.6.5 ran a
+      bfloat16 GPTQ checkpoint with GPTQMarlinLinearMethod on an H100: docs/logs/vllm-code5773335890-phi-4-gptq-h100).
+    - AWQ before 0.5.3: AWQConfig only (the bfloat16 refusal of vllm issues 1114, 1592, 1823, 2023)."""
+    m = INT_METHODS.get(q.method)
+    if m is None:
         return None
-    min_cc = _AWQ_MIN_CAPABILITY if nvidia else None  # ROCm reports gfx versions (9.4 for MI300X): above it
-    if release >= (0, 24):
-        return quant.QuantKernel("auto_awq", ("fp16", "bf16"), "quantization/auto_awq.py AutoAWQConfig, vLLM 0.24.0 - "
-                                 "0.33.0", min_cc)
-    marlin_cc = 7.5 if release >= (0, 14) else 8.0
-    platform = (nvidia and compute_capability is not None and compute_capability >= marlin_cc
-                or amd and release >= (0, 19))
-    if release >= AWQ_MARLIN_FIRST and platform and quant.awq_marlin_compatible(q):
-        return quant.QuantKernel("awq_marlin", ("fp16", "bf16"), "quantization/awq_marlin.py AWQMarlinConfig, vLLM "
-                                 "0.9.1 - 0.23.0", min_cc)
-    if release < AWQ_MARLIN_FIRST:
-        why = "no AWQ-Marlin before 0.5.3"
-    elif amd and not platform:
-        why = "AWQ-Marlin runs on CUDA only before 0.19: is_awq_marlin_compatible asks current_platform.is_cuda()"
-    elif not platform:
-        why = f"AWQ-Marlin needs compute capability {marlin_cc}+ in this release"
-    else:
-        why = "AWQ-Marlin takes 4-bit checkpoints with zero points and group size -1, 32, 64 or 128 only"
-    return quant.QuantKernel("awq", ("fp16",), "quantization/awq.py AWQConfig, vLLM 0.9.1 - 0.23.0", min_cc, why)
+    return quant.pick_int_method(m, release, vendor, compute_capability, q, 7.5 if release >= (0, 14) else 8.0)
+
+
+awq_kernel = int_kernel  # the AWQ rows of INT_METHODS (tests, docs)
+
+
+# fp8 checkpoints (and online --quantization fp8, which builds Fp8Config): quantization/fp8.py
+# Fp8Config.get_supported_act_dtypes [torch.bfloat16, torch.half] in every release 0.9.1 - 0.33.0; compressed-tensors
+# float8 checkpoints: compressed_tensors/compressed_tensors.py CompressedTensorsConfig [torch.float16,
+# torch.bfloat16] in 0.9.1 - 0.10.0, [torch.float32, torch.float16, torch.bfloat16] from 0.10.1.1 (0.10.1 not read,
+# taken as 0.10.1.1's)
+CT_FP32_FIRST = (0, 10, 1)
+
+
+def fp8_kernel(release: tuple[int, ...], vendor: str, compute_capability: float | None,
+               q: Quantization) -> quant.QuantKernel | None:
+    """The config vLLM ``release`` loads a float8 checkpoint (or online fp8) with, as far as the model dtype goes; its
+    get_min_capability is not modelled here. None on vendors kvplan has not read."""
+    if vendor.lower() not in ("nvidia", "amd"):
+        return None
+    if q.checkpoint_format == "compressed-tensors":
+        old = release < CT_FP32_FIRST
+        return quant.QuantKernel("compressed-tensors", ("fp16", "bf16") if old else ("fp16", "bf16", "fp32"),
+                                 "quantization/compressed_tensors/compressed_tensors.py CompressedTensorsConfig, vLLM "
+                                 + ("0.9.1 - 0.10.0" if old else "0.10.1.1 - 0.33.0"))
+    return quant.QuantKernel("fp8", ("bf16", "fp16"), "quantization/fp8.py Fp8Config, vLLM 0.9.1 - 0.33.0")
+
+
+QUANT_KERNELS = MappingProxyType({"awq": int_kernel, "gptq": int_kernel, "fp8": fp8_kernel})  # per method
+
+
+def quant_kernel(release: tuple[int, ...], vendor: str, compute_capability: float | None,
+                 q: Quantization) -> quant.QuantKernel | None:
+    """The method vLLM ``release`` runs checkpoint quantization ``q`` with, as far as the model dtype goes
+    (QUANT_KERNELS by method); None where kvplan has no rule read (mxfp4)."""
+    pick = QUANT_KERNELS.get(q.method)
+    return None if pick is None else pick(release, vendor, compute_capability, q)

@@ -77,6 +77,10 @@ class Quantization(BaseModel):
     sym: StrictBool | None = Field(None, description="Symmetric; null: the format's default. Both awq and gptq "
                                                      "store qzeros either way, so bytes do not change.")
     scale_dtype: ScaleDType | None = Field(None, description="Scale storage; null: float32 for fp8, float16 else.")
+    checkpoint_format: Literal["compressed-tensors"] | None = Field(
+        None, description="fp8 only: compressed-tensors where llm-compressor wrote the checkpoint (quant_method "
+                          "compressed-tensors: vLLM and SGLang load it with CompressedTensorsConfig, whose model dtypes "
+                          "differ from Fp8Config's); null: the method's own format.")
     kernel_layout: Mxfp4Layout | None = Field(
         None, description="mxfp4 as an engine's MoE backend holds the experts after loading (kvplan.cost.quant "
                           "mxfp4_expert_bytes); null: vLLM's Marlin backend. Set by the runtime, not by a checkpoint.")
@@ -94,6 +98,8 @@ class Quantization(BaseModel):
                              f"{', '.join(map(str, _BITS[method]))}")
         if self.scale_dtype is None:
             object.__setattr__(self, "scale_dtype", _DEFAULT_SCALE_DTYPE[method])
+        if self.checkpoint_format is not None and method != "fp8":
+            raise ValueError("quantization.checkpoint_format: fp8 only (compressed-tensors float8 weights)")
         if method == "fp8":
             self._check_fp8()
         elif method == "mxfp4":

@@ -676,10 +676,11 @@ class Server(Runtime):
 
     def served_dtypes(self, card: ModelCard, gpu: GPU, w_t: DType, kv_t: DType, weight_given: bool,
                       kv_given: bool) -> tuple[DType, DType, tuple[str, ...]]:
-        """The model dtype checked against ``quant_kernel``: a GPU below the method's minimum compute capability is
-        refused, and so is a model dtype it does not take where --weight-dtype (or a 16/32-bit --kv-dtype, which is
-        the model's) asked for it; a defaulted one (the checkpoint's torch_dtype, dtype auto) becomes the method's
-        first, float16, with a note, since the engine would refuse the checkpoint's at load. Under --kv-cache-dtype
+        """The model dtype checked against ``quant_kernel``: a method the platform refuses (``QuantKernel.refused``)
+        and a GPU below the method's minimum compute capability are refused, and so is a model dtype it does not take
+        where --weight-dtype (or a 16/32-bit --kv-dtype, which is the model's: with fp8 weights too) asked for it; a
+        defaulted one (the checkpoint's torch_dtype, dtype auto) becomes the method's first (float16 for AWQ/GPTQ)
+        with a note, since the engine would refuse the checkpoint's at load. Under --kv-cache-dtype
         auto the K/V follow the model dtype (vLLM v1/worker/gpu_model_runner.py, SGLang model_runner.py
         configure_kv_cache_dtype: "auto" is the model dtype)."""
         from kvplan.model.dtypes import parse_dtype
@@ -689,23 +690,30 @@ class Server(Runtime):
             return w_t, kv_t, ()
         method = card.quantization.method.upper()
         where = f"{self.display_name} {self.pinned or self.version.span}"
+        if kernel.refused:
+            raise Refused(f"--gpu: {gpu.name}: {where} runs {card.name}'s {method} checkpoint as {kernel.name} there, "
+                          f"which it refuses: {kernel.refused}; pick another --gpu or --engine")
         cc = gpu.compute_capability
         if kernel.min_capability is not None and cc is not None and cc < kernel.min_capability:
             raise Refused(f"--gpu: {gpu.name} (compute capability {cc}): {where} runs {card.name}'s {method} "
                           f"checkpoint as {kernel.name}, which refuses GPUs below compute capability "
                           f"{kernel.min_capability} ({kernel.source}, get_min_capability); pick another --gpu")
-        # bfloat16 on a GPU without bfloat16 units is served in float16 (kvplan.cost.runtimes.vllm.dtype_flags)
-        model_t = parse_dtype("fp16") if w_t.name == "bf16" and gpu.peak_flops.bf16 is None else w_t
+        # a 16/32-bit --kv-dtype of quantized weights is the model dtype the launch line sets (--dtype: vLLM's and
+        # SGLang's --kv-cache-dtype auto is the model's; kvplan.cost.runtimes.vllm.dtype_flags), as where online
+        # --quantization fp8 asks for float32 K/V; bfloat16 on a GPU without bfloat16 units is served in float16
+        asked_kv = kv_given and kv_t.bits >= 16 and not (weight_given and kv_t.name == w_t.name)
+        model_t = kv_t if asked_kv else w_t
+        model_t = parse_dtype("fp16") if model_t.name == "bf16" and gpu.peak_flops.bf16 is None else model_t
         if model_t.bits < 16 or model_t.name in kernel.dtypes:
             return w_t, kv_t, ()
         allowed = ", ".join(kernel.dtypes)
         why = (f"{where} runs {card.name}'s {method} linears on {gpu.name} as {kernel.name}"
                + (f" ({kernel.why})" if kernel.why else "")
                + f", which takes {allowed} activations only ({kernel.source}, get_supported_act_dtypes)")
-        if weight_given or (kv_given and kv_t.bits >= 16):
-            flag = "--weight-dtype" if weight_given else "--kv-dtype"
-            raise Refused(f"{flag}: {(w_t if weight_given else kv_t).name}: {why}; allowed: {allowed}"
-                          + ("" if weight_given else " (the model dtype), fp8_e4m3, fp8_e5m2"))
+        if weight_given or asked_kv:
+            flag = "--kv-dtype" if asked_kv else "--weight-dtype"
+            raise Refused(f"{flag}: {model_t.name}: {why}; allowed: {allowed}"
+                          + (" (the model dtype), fp8_e4m3, fp8_e5m2" if asked_kv else ""))
         served = parse_dtype(kernel.dtypes[0])
         note = (f"{why}: --dtype auto resolves to {model_t.name} here (the checkpoint's torch_dtype {card.dtype}), "
                 f"which the engine refuses at load, so this plan serves {served.name} (--dtype "

@@ -434,10 +434,9 @@ class SGLang(Server):
     _dtype_hint = " (SGLang --kv-cache-dtype: auto, fp8_e4m3, fp8_e5m2)"
 
     def quant_kernel(self, card, gpu):
-        """AWQ as SGLang picks it on ``gpu`` (serving_sglang.awq_kernel: the same in every release read); other
-        quantizations: no rule read."""
-        q = card.quantization
-        return sg.awq_kernel(str(gpu.vendor), gpu.compute_capability, q) if q.method == "awq" else None
+        """AWQ and GPTQ as this release picks them on ``gpu`` (serving_sglang.int_kernel, by the release planned:
+        Server.release); other quantizations: serving_sglang.quant_kernel."""
+        return sg.quant_kernel(self.release(), str(gpu.vendor), gpu.compute_capability, card.quantization)
 
     def check_servable(self, card: ModelCard, layout: Layout) -> None:
         super().check_servable(card, layout)

@@ -841,10 +841,9 @@ class VLLM(Server):
     running_limit_flag = "--max-num-seqs"
 
     def quant_kernel(self, card, gpu):
-        """AWQ as this release picks it on ``gpu`` (serving_vllm.awq_kernel, by the release planned: Server.release);
-        other quantizations: no rule read."""
-        q = card.quantization
-        return vl.awq_kernel(self.release(), str(gpu.vendor), gpu.compute_capability, q) if q.method == "awq" else None
+        """AWQ and GPTQ as this release picks them on ``gpu`` (serving_vllm.int_kernel, by the release planned:
+        Server.release); other quantizations: serving_vllm.quant_kernel."""
+        return vl.quant_kernel(self.release(), str(gpu.vendor), gpu.compute_capability, card.quantization)
 
     def mxfp4_layout_on(self, gpu) -> Mxfp4Layout | None:
         """The backend this version picks on ``gpu`` (serving_vllm.mxfp4_layout); without one, Marlin's, as on a

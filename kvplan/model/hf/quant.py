@@ -78,7 +78,8 @@ def _compressed_tensors(qc: dict, origin: str) -> dict:
     strategy = _choice(w.get("strategy"), ("tensor", "channel", "block"), "weights.strategy", origin)
     act = group.get("input_activations")
     scheme = "static" if isinstance(act, dict) and act.get("dynamic") is False else "dynamic"
-    out = {"method": "fp8", "weight_scales": strategy, "activation_scheme": scheme}
+    out = {"method": "fp8", "weight_scales": strategy, "activation_scheme": scheme,
+           "checkpoint_format": "compressed-tensors"}
     return out | ({"block": w.get("block_structure")} if strategy == "block" else {})
 
 
