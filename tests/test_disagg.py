@@ -167,3 +167,18 @@ def test_engines_without_disaggregated_serving_are_refused(cli, engine):
     assert code == 2 and not out and err.count("\n") == 1
     assert err.startswith("error: --engine: ") and "no disaggregated prefill/decode serving" in err
     assert "allowed: vllm, sglang, trtllm" in err
+
+
+def test_disagg_on_windows_plans_the_whole_board_and_says_so():
+    """--platform windows: the workers' pools start from the catalog's Windows total (RTX 4090: 24,563 MiB, where
+    Linux shows 24,093), so the same GPUs hold more; the result names the platform."""
+    from kvplan.cost.hardware import load_gpu
+    from kvplan.planning.disagg import disagg
+
+    kw = dict(gpu="RTX-4090", rate=1, isl=1000, osl=200, ttft_ms=2000, tpot_ms=100)
+    linux, windows = disagg("qwen3-8b", **kw), disagg("qwen3-8b", platform="windows", **kw)
+    assert (linux.platform, windows.platform) == ("linux", "windows")
+    assert windows.aggregated_concurrency > linux.aggregated_concurrency
+    total = load_gpu("RTX-4090").windows_visible_memory_bytes
+    assert total == 24563 * 2**20 and any(f"{total:,} B per GPU" in n for n in windows.notes)
+    assert not any("--platform windows" in n for n in linux.notes)

@@ -79,6 +79,7 @@ class DisaggResult(BaseModel):
     prefill_held_bytes_per_worker: int  # K/V a prefill worker holds until decode reads it
     aggregated_concurrency: float  # the same GPUs as aggregated replicas of the decode layout, at ISL + OSL
     notes: list[str]
+    platform: str = "linux"  # --platform: the host OS whose GPU total the pools start from (windows: Windows, WSL2)
 
     def _repr_html_(self) -> str:
         """A notebook shows the two pools as a table (kvplan.planning.htmlrepr)."""
@@ -154,13 +155,17 @@ def disagg(model: ModelCard | str | Path, *, gpu: str, rate: float, isl: int, os
                 f"reserved decode tokens: their pools are planned at {isl + osl + reserve} tokens."]
                if reserve else []),
              f"Aggregated: the same {total} GPUs as {total // (decode.tp * decode.pp)} replicas of TP {decode.tp} hold "
-             f"{agg:,.1f} requests of {isl + osl} tokens (capacity only; prefill then interrupts decode)."]
+             f"{agg:,.1f} requests of {isl + osl} tokens (capacity only; prefill then interrupts decode).",
+             *([f"GPU memory: {base.gpu.name} under Windows or WSL2 (--platform windows), each worker's pool from "
+                f"{base.gpu_memory or base.gpu.engine_memory_bytes:,} B per GPU; what the desktop holds is not "
+                "counted (--context-memory takes it in kvplan plan)."] if base.gpu.platform == "windows" else [])]
     return DisaggResult(model=card.name, engine=base.runtime.name, rate=rate, isl=isl, osl=osl, ttft_ms=ttft_ms,
                         tpot_ms=tpot_ms, prefill=prefill.pool, decode=decode.pool,
                         ratio=f"{prefill.pool.replicas}:{decode.pool.replicas}", total_gpus=total,
                         kv_transfer_bytes_per_request=hand_over, kv_transfer_bytes_per_s=rate * hand_over,
                         link_bytes_per_s_needed=link, transfer_budget_ms=budget_ms,
-                        prefill_held_bytes_per_worker=held, aggregated_concurrency=agg, notes=notes + notes_held)
+                        prefill_held_bytes_per_worker=held, aggregated_concurrency=agg, notes=notes + notes_held,
+                        platform=base.gpu.platform)
 
 
 class _Choice:
