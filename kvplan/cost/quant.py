@@ -292,3 +292,12 @@ def pick_int_method(m: IntMethods, release: tuple[int, ...], vendor: str, comput
     else:
         why = f"{twin} takes {m.checkpoint} only"
     return QuantKernel(m.plain, ("fp16",), m.plain_source, min_cc, why)
+
+
+def pick_kernel(kernels, release: tuple[int, ...], vendor: str, compute_capability: float | None,
+                q: Quantization) -> QuantKernel | None:
+    """The method an engine ``release`` runs checkpoint quantization ``q`` with, as far as the model dtype goes, from
+    that engine's table of pickers by method (serving_vllm.QUANT_KERNELS, serving_sglang.QUANT_KERNELS); None where
+    kvplan has no rule read (mxfp4)."""
+    pick = kernels.get(q.method)
+    return None if pick is None else pick(release, vendor, compute_capability, q)

@@ -11,6 +11,7 @@ weights and the KV pool may take; activations and CUDA graphs live in the rest::
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import partial
 from types import MappingProxyType
 
 from kvplan.cost import quant
@@ -823,9 +824,4 @@ def fp8_kernel(release: tuple[int, ...], vendor: str, compute_capability: float 
 QUANT_KERNELS = MappingProxyType({"awq": int_kernel, "gptq": int_kernel, "fp8": fp8_kernel})  # per method
 
 
-def quant_kernel(release: tuple[int, ...], vendor: str, compute_capability: float | None,
-                 q: Quantization) -> quant.QuantKernel | None:
-    """The method SGLang ``release`` runs checkpoint quantization ``q`` with, as far as the model dtype goes
-    (QUANT_KERNELS by method); None where kvplan has no rule read (mxfp4)."""
-    pick = QUANT_KERNELS.get(q.method)
-    return None if pick is None else pick(release, vendor, compute_capability, q)
+quant_kernel = partial(quant.pick_kernel, QUANT_KERNELS)  # (release, vendor, compute capability, quantization)

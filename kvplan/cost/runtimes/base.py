@@ -683,6 +683,7 @@ class Server(Runtime):
         with a note, since the engine would refuse the checkpoint's at load. Under --kv-cache-dtype
         auto the K/V follow the model dtype (vLLM v1/worker/gpu_model_runner.py, SGLang model_runner.py
         configure_kv_cache_dtype: "auto" is the model dtype)."""
+        from kvplan.cost.roofline import served_compute_dtype
         from kvplan.model.dtypes import parse_dtype
 
         kernel = self.quant_kernel(card, gpu) if card.quantization is not None else None
@@ -703,7 +704,7 @@ class Server(Runtime):
         # --quantization fp8 asks for float32 K/V; bfloat16 on a GPU without bfloat16 units is served in float16
         asked_kv = kv_given and kv_t.bits >= 16 and not (weight_given and kv_t.name == w_t.name)
         model_t = kv_t if asked_kv else w_t
-        model_t = parse_dtype("fp16") if model_t.name == "bf16" and gpu.peak_flops.bf16 is None else model_t
+        model_t = parse_dtype(served_compute_dtype(gpu, "bf16")) if model_t.name == "bf16" else model_t
         if model_t.bits < 16 or model_t.name in kernel.dtypes:
             return w_t, kv_t, ()
         allowed = ", ".join(kernel.dtypes)

@@ -229,7 +229,7 @@ class TGI(TokenPool):
         GPTQMarlinWeight asserts scales float16 or bfloat16); the AWQ GEMM kernel TGI falls back to otherwise
         (layers/awq/quantize/cuda.py WQLinear, llm-awq's gemm_forward_cuda) is not checked here."""
         q = card.quantization
-        if q is None or q.method not in ("awq", "gptq"):
+        if not _forces_float16(card):
             return w_t, kv_t, ()
         if q.method == "awq" and str(gpu.vendor).lower() == "amd":
             raise Refused(f"--engine tgi: {card.name}'s AWQ checkpoint on {gpu.name}: TGI's AWQ kernel refuses ROCm "
@@ -339,8 +339,7 @@ class TGI(TokenPool):
             cmd.append("--quantize fp8")
         # --dtype float16|bfloat16 (launcher/src/main.rs enum Dtype) wherever the plan's 16-bit weights are not the
         # checkpoint's own (bf16 of a float16 checkpoint as well as fp16 of a bfloat16 one)
-        # an AWQ/GPTQ checkpoint's own is float16 (get_model, served_dtypes)
-        own = "float16" if s.card.quantization and s.card.quantization.method in ("awq", "gptq") else s.card.dtype
+        own = _auto_dtype(s.card)  # an AWQ/GPTQ checkpoint's own is float16 (get_model, served_dtypes)
         if s.w_t.name == "fp16" and own != "float16":
             cmd.append("--dtype float16")
         elif s.w_t.name == "bf16" and own != "bfloat16":
@@ -394,3 +393,14 @@ class TGI(TokenPool):
         if any(sp.window for sp in lim.specs):
             out.append("Sliding-window layers are held in full: TGI keeps every position of every layer.")
         return out
+
+
+def _forces_float16(card) -> bool:
+    """A checkpoint of the quantizers get_model serves in float16 without --dtype ("These quantizers only work with
+    float16 params": AWQ, GPTQ; models/__init__.py, db931fcf)."""
+    return card.quantization is not None and card.quantization.method in ("awq", "gptq")
+
+
+def _auto_dtype(card) -> str:
+    """The dtype TGI serves a checkpoint in without --dtype: float16 for those quantizers, else its torch_dtype."""
+    return "float16" if _forces_float16(card) else card.dtype

@@ -1246,13 +1246,15 @@ def dtype_flags(s: Setup, kv_flag: str) -> list[str]:
     """The K/V and weight dtype flags of a server's launch line (vLLM and SGLang spell them alike): every 16/32-bit
     model dtype other than the checkpoint's is set with --dtype (vLLM config/model.py ModelConfig.dtype, 0.11.0:
     "auto" is the checkpoint's torch_dtype, float32 downcast; SGLang 0.5.10 server_args.py --dtype, the same)."""
+    from kvplan.cost.roofline import served_compute_dtype
+
     flags = [f"{kv_flag} {_KV_DTYPE_FLAG[s.kv_t.name]}"] if s.kv_t.name in _KV_DTYPE_FLAG else []
     if s.w_t.name.startswith("fp8") or s.online_fp8:  # online fp8 for a 16-bit checkpoint
         flags.append("--quantization fp8")
     ckpt = TORCH_NAMES.get(s.card.dtype)
     if s.w_t.name in ("fp16", "fp32") and s.w_t.name != ckpt:
         flags.append(f"--dtype {'float16' if s.w_t.name == 'fp16' else 'float32'}")
-    elif s.w_t.name == "bf16" and s.gpu.peak_flops.bf16 is None:  # no bf16 units (T4): served in float16
+    elif s.w_t.name == "bf16" and served_compute_dtype(s.gpu, "bf16") == "fp16":  # no bf16 units (T4): float16
         flags.append("--dtype float16")
     elif s.w_t.name == "bf16" and ckpt not in ("bf16", None):  # bf16 of a float16/float32 checkpoint
         flags.append("--dtype bfloat16")
