@@ -78,33 +78,64 @@ def test_windows_and_wsl2_see_the_whole_board_and_a_plan_takes_it_with_platform_
         assert (abs(got / 2**30 / 5.87 - 1) < 0.005) is within
 
 
-def test_a_windows_vllm_plan_leaves_the_desktops_share_free_or_says_which_utilization_does():
-    """vLLM V1 refuses to start when the free memory is below util x total (v1/worker/utils.py request_memory); on
-    Windows 1.24 GiB (an RTX 3090 desktop under SGLang) to 2.11 GiB (RTX 4080 13.88/15.99) is in use before a start:
-    at 0.95 of an RTX 4090 the plan leaves 1.2 GiB and names the utilization that leaves 2.11."""
+def test_the_windows_in_use_readings_reproduce_their_logs():
+    """Each reading kept in docs/logs is total - free as the log prints it (the others are quoted in their sources)."""
     import re
     from pathlib import Path
 
-    from kvplan.cost.runtimes.vllm import WINDOWS_IN_USE_GIB
+    from kvplan.cost.hardware import WINDOWS_IN_USE_READINGS_GIB
 
     logs = Path(__file__).resolve().parents[1] / "docs" / "logs"
+    by_log = {re.search(r"docs/logs/([\w.-]+\.log)", k).group(1): v for k, v in WINDOWS_IN_USE_READINGS_GIB.items()
+              if "docs/logs/" in k}
+    assert len(by_log) == 2
     line = (logs / "vllm-code61815222665-qwen2.5-0.5b-rtx4090-v2runner.log").read_text()
     free, total = map(float, re.search(r"Free memory on device \(([\d.]+)/([\d.]+) GiB\)", line).groups())
-    assert WINDOWS_IN_USE_GIB[0] < round(total - free, 2) == 1.54 < WINDOWS_IN_USE_GIB[1]
-    # the low end: SGLang 0.4.2 on a Windows desktop's RTX 3090 (24,575 MiB) had 22.76 GB free at its start
+    assert round(total - free, 2) == by_log["vllm-code61815222665-qwen2.5-0.5b-rtx4090-v2runner.log"] == 1.54
+    # SGLang 0.4.2 on a Windows desktop's RTX 3090 (24,575 MiB) had 22.76 GB (GiB) free at its start
     sglang = (logs / "sglang-code8893364747-r1-distill-qwen-7b-rtx3090.log").read_text()
     free = float(re.search(r"Load weight begin\. avail mem=([\d.]+) GB", sglang).group(1))
-    assert round(load_gpu("RTX-3090").windows_visible_memory_bytes / GIB - free, 2) == WINDOWS_IN_USE_GIB[0]
-    windows = load_gpu("RTX-4090").windows_visible_memory_bytes
-    kw = dict(gpu="RTX-4090", max_model_len=4096, platform="windows")
-    note = lambda r: [n for n in r.notes if n.startswith("Windows/WSL2")]  # noqa: E731
-    assert len(note(plan("qwen3-8b", gpu_memory_utilization=0.9, **kw))) == 1
-    assert "--gpu-memory-utilization" not in note(plan("qwen3-8b", gpu_memory_utilization=0.9, **kw))[0]
-    util = float(re.search(r"--gpu-memory-utilization ([\d.]+) leaves",
-                           note(plan("qwen3-8b", gpu_memory_utilization=0.95, **kw))[0]).group(1))
-    need = WINDOWS_IN_USE_GIB[1] * GIB
-    assert windows * (1 - util) >= need > windows * (1 - util - 0.01)
-    assert not note(plan("qwen3-8b", gpu="RTX-4090", max_model_len=4096, gpu_memory_utilization=0.95))
+    assert round(load_gpu("RTX-3090").windows_visible_memory_bytes / GIB - free, 2) == 1.24 == by_log[
+        "sglang-code8893364747-r1-distill-qwen-7b-rtx3090.log"]
+
+
+def test_a_windows_plan_counts_the_least_public_desktop_share_in_use_at_start():
+    """Under --platform windows the memory in use at start defaults to the least public reading (1.24 GiB, to the
+    MiB: 1,270 MiB): SGLang's pool, sized on the free memory, loses it x mem_fraction_static beside Linux's 512 MiB
+    context; vLLM's budget (util x total) does not, but its start-up check does: at 0.95 of an RTX 4090 (1.2 GiB
+    left) vLLM is refused, with --context-memory 1GiB planned with a note naming the utilization that leaves the
+    2.11 GiB the most in use showed."""
+    import re
+
+    from kvplan.cost.hardware import WINDOWS_IN_USE_AT_START_BYTES
+    from kvplan.errors import Refused
+
+    assert WINDOWS_IN_USE_AT_START_BYTES == 1270 * MIB
+    kw = dict(gpu="RTX-3090", max_model_len=8192, engine="sglang==0.4.2")
+    linux, windows = plan("qwen2.5-7b", **kw), plan("qwen2.5-7b", platform="windows", **kw)
+    assert (linux.per_gpu.context_bytes, windows.per_gpu.context_bytes) == (512 * MIB, 1270 * MIB)
+    same = plan("qwen2.5-7b", platform="windows", context_memory=1270 * MIB, **kw)
+    assert same.per_gpu.available_kv_bytes == windows.per_gpu.available_kv_bytes
+    wider = plan("qwen2.5-7b", gpu_memory=load_gpu("RTX-3090").windows_visible_memory_bytes, **kw)  # Linux context
+    lost = wider.per_gpu.available_kv_bytes - windows.per_gpu.available_kv_bytes
+    assert abs(lost - (1270 - 512) * MIB * 0.88) < 2 * MIB  # mem_fraction_static 0.88 at 24 GiB (SGLang 0.4.2)
+    # llama.cpp sizes its slots from the free memory too
+    lc = dict(gpu="RTX-4090", max_model_len=8192, engine="llamacpp")
+    assert plan("llama-3.1-8b", platform="windows", **lc).per_gpu.context_bytes == 1270 * MIB
+    assert plan("llama-3.1-8b", **lc).per_gpu.context_bytes == 0
+    # vLLM: the budget is util x total whatever is in use; the start-up check is not
+    v = dict(gpu="RTX-4090", max_model_len=4096, platform="windows")
+    assert plan("qwen3-8b", gpu_memory_utilization=0.9, **v).per_gpu.available_kv_bytes == plan(
+        "qwen3-8b", gpu_memory_utilization=0.9, context_memory=512 * MIB, **v).per_gpu.available_kv_bytes
+    with pytest.raises(Refused, match="--gpu-memory-utilization"):
+        plan("qwen3-8b", gpu_memory_utilization=0.95, **v)
+    note = [n for n in plan("qwen3-8b", gpu_memory_utilization=0.95, context_memory=GIB, **v).notes
+            if n.startswith("Windows/WSL2")]
+    util = float(re.search(r"--gpu-memory-utilization ([\d.]+) leaves", note[0]).group(1))
+    windows_total = load_gpu("RTX-4090").windows_visible_memory_bytes
+    assert windows_total * (1 - util) >= 2.11 * GIB > windows_total * (1 - util - 0.01)
+    assert "--gpu-memory-utilization" not in [n for n in plan("qwen3-8b", gpu_memory_utilization=0.9, **v).notes
+                                              if n.startswith("Windows/WSL2")][0]
 
 
 def test_a_windows_total_needs_its_source_stays_under_nvidia_smi_and_above_linux():

@@ -130,7 +130,9 @@ def test_2025_12_explicit_np_1_is_one_slot(cli_json):
 def test_memory_already_in_use_lowers_what_llama_cpp_sizes_from(cli_json):
     """llama.cpp sizes from the free memory its CUDA backend reports at start (cudaMemGetInfo's free; common/fit.cpp
     keeps 1 GiB of it): what is already on the GPU (a Windows desktop's display, --context-memory) comes off it.
-    RTX 4090 under Windows, the whole board (24,563 MiB), 2 GiB in use: 24,563 MiB - 2 GiB - 1 GiB of budget."""
+    RTX 4090 under Windows, the whole board (24,563 MiB): by default the least public desktop share in use (1,270
+    MiB, hardware.WINDOWS_IN_USE_AT_START_BYTES), given 2 GiB in use: 24,563 MiB - 2 GiB - 1 GiB of budget; on Linux
+    none by default."""
     from kvplan.cost.hardware import load_gpu
 
     base = ("plan", "-m", "llama-3.1-8b", "--gpu", "RTX-4090", "--engine", "llamacpp", "--max-model-len", "8192",
@@ -138,7 +140,9 @@ def test_memory_already_in_use_lowers_what_llama_cpp_sizes_from(cli_json):
     free, busy = cli_json(*base), cli_json(*base, "--context-memory", "2GiB")
     total = load_gpu("RTX-4090").windows_visible_memory_bytes
     assert total == 24563 * 2**20
-    assert free["llamacpp_fit"]["budget_bytes"] == total - 2**30
+    assert free["llamacpp_fit"]["budget_bytes"] == total - 1270 * 2**20 - 2**30
+    linux = cli_json(*base[:-2])
+    assert linux["llamacpp_fit"]["budget_bytes"] == load_gpu("RTX-4090").visible_memory_bytes - 2**30
     assert busy["llamacpp_fit"]["budget_bytes"] == total - 2 * 2**30 - 2**30
     assert busy["max_concurrency"] < free["max_concurrency"]  # fewer slots of 8,192 fit
     assert any("2.0 GiB already in use" in n for n in busy["notes"])

@@ -37,6 +37,36 @@ Memory = Annotated[StrictInt, Field(ge=256 * 2**20, le=10**18)]
 VISIBLE_RANGE = (0.5, 1.1)  # the visible and nvidia-smi totals as a multiple of the vendor-stated memory
 # the host OS a plan's GPU runs under (--platform): its driver sets the total CUDA reports (GPU.on_platform)
 PLATFORMS: tuple[str, ...] = ("linux", "windows")
+# GPU memory already in use when an engine reads its free memory on a Windows/WSL2 desktop (the display and the
+# desktop's processes hold memory on the one GPU; the engine's own CUDA context is in each figure): total - free as
+# each start-up printed it, GiB. The least of them is what every public Windows start-up had in use.
+WINDOWS_IN_USE_READINGS_GIB: dict[str, float] = {
+    "SGLang 0.4.2, RTX 3090 under WSL2 (docs/logs/sglang-code8893364747-r1-distill-qwen-7b-rtx3090.log: "
+    "`Load weight begin. avail mem=22.76 GB` of 24.00)": 1.24,
+    "vLLM, RTX 3090 on native Windows (GitHub code index file 59875247307: `Free memory on device (22.6/24.0 GiB)`)":
+        1.4,
+    "vLLM 0.27.1, RTX 4090 under WSL2 (docs/logs/vllm-code61815222665-qwen2.5-0.5b-rtx4090-v2runner.log: "
+    "`(22.45/23.99 GiB)`)": 1.54,
+    "vLLM, RTX 5090 under WSL2 and on a Windows desktop (GitHub code index files 69497765629, 60293000203: "
+    "`(30.2/31.84 GiB)`)": 1.64,
+    "vLLM, RTX 4080 under WSL2 after stopping another vLLM service (GitHub code index file 57768793445: "
+    "`(13.88/15.99 GiB)`)": 2.11,
+}
+# the least reading, to the MiB: the default memory in use at an engine's start under --platform windows (an
+# ESTIMATE of a given desktop; --context-memory gives one's own: nvidia-smi's used memory before the start plus the
+# engine's CUDA context)
+WINDOWS_IN_USE_AT_START_BYTES = round(min(WINDOWS_IN_USE_READINGS_GIB.values()) * 1024) * 2**20
+
+
+def windows_in_use_range() -> str:
+    """The public Windows readings' range, "low-high" in GiB (WINDOWS_IN_USE_READINGS_GIB)."""
+    return f"{min(WINDOWS_IN_USE_READINGS_GIB.values())}-{max(WINDOWS_IN_USE_READINGS_GIB.values())}"
+
+
+def in_use_at_start_bytes(gpu: "GPU", default: int) -> int:
+    """The memory in use when an engine on ``gpu`` reads its free memory, by default (``default``: its runtime's on
+    Linux, its CUDA context): under Windows/WSL2 at least WINDOWS_IN_USE_AT_START_BYTES, the desktop's share."""
+    return max(default, WINDOWS_IN_USE_AT_START_BYTES) if gpu.platform == "windows" else default
 # major.minor as torch.cuda.get_device_capability() gives it: 7.0 (V100) .. 12.1 (DGX Spark)
 ComputeCapability = Annotated[Union[StrictInt, StrictFloat], Field(ge=1, le=99, allow_inf_nan=False)]
 

@@ -787,8 +787,10 @@ class VLLM(Server):
     def check_budget(self, s: Setup, sts: list[Stage]) -> None:
         if s.kv_cache_memory is None and s.total - s.context < sts[0].requested:
             free = fmt_bytes(s.total - s.context)
+            held = ("in use on a Windows desktop by default, the least public reading" if
+                    s.gpu.platform == "windows" and "context" not in s.given else "CUDA context/NCCL")
             raise Refused(f"--gpu-memory-utilization: vLLM refuses: free memory on startup ({free} after "
-                          f"{fmt_bytes(s.context)} CUDA context/NCCL, --context-memory) is less than desired GPU "
+                          f"{fmt_bytes(s.context)} {held}, --context-memory) is less than desired GPU "
                           f"memory utilization ({s.util}, {fmt_bytes(sts[0].requested)}) (v1/worker/utils.py "
                           "request_memory)")
         super().check_budget(s, sts)
@@ -1024,27 +1026,22 @@ def _with_offload(s: Setup, st: Stage) -> Stage:
     return s.charged(st, copy - off, weights=st.weights - off, offloaded=off, activation=st.activation + copy)
 
 
-# GPU memory already in use when an engine starts on a Windows/WSL2 desktop, its own CUDA context included: SGLang
-# 0.4.2 on an RTX 3090 `Load weight begin. avail mem=22.76 GB` of 24.00 (docs/logs/sglang-code8893364747-...log);
-# vLLM's `Free memory on device (free/total GiB)`: RTX 3090 22.6/24.0 (native Windows, GitHub code index file
-# 59875247307), RTX 4090 22.45/23.99 (docs/logs/vllm-code61815222665-...-v2runner.log), RTX 5090 30.2/31.84 (files
-# 69497765629, 60293000203), RTX 4080 13.88/15.99 (file 57768793445, a start after stopping another vLLM service)
-WINDOWS_IN_USE_GIB = (1.24, 2.11)
-
-
 def _windows_note(s: Setup, p: Pool) -> str:
     """Under Windows and WSL2 the total is the whole board, but the desktop holds some of it: V1 refuses to start
     when the free memory at start is below the requested share (v1/worker/gpu_worker.py init_device 0.9.1,
     v1/worker/utils.py request_memory 0.14+), so what the plan requests must leave the desktop's share free."""
     import math
 
+    from kvplan.cost.hardware import WINDOWS_IN_USE_READINGS_GIB, windows_in_use_range
+
     requested = p.limiting.requested
     left = s.total - requested
-    low, high = WINDOWS_IN_USE_GIB
+    high = max(WINDOWS_IN_USE_READINGS_GIB.values())
     text = (f"Windows/WSL2: vLLM refuses to start when the free memory at start is below the {fmt_bytes(requested)} "
             f"this plan requests (util {s.util} x the whole board), which leaves {fmt_bytes(left)} for what is "
-            f"already on the GPU; public Windows start-ups show {low}-{high} GiB in use (the display, the CUDA "
-            "context), an ESTIMATE of yours (nvidia-smi's used memory before the start, plus the context)")
+            f"already on the GPU (this plan counts {fmt_bytes(s.context)}, --context-memory); public Windows "
+            f"start-ups show {windows_in_use_range()} GiB in use (the display, the CUDA context), an ESTIMATE of "
+            "yours (nvidia-smi's used memory before the start, plus the context)")
     need = int(high * 2**30)
     if left >= need:
         return text + "."

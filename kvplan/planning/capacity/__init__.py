@@ -20,7 +20,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kvplan.cost.hardware import GPU, load_gpu
+from kvplan.cost.hardware import GPU, in_use_at_start_bytes, load_gpu
 from kvplan.cost.parallel import Layout, check_layout
 from kvplan.cost.runtimes import get_engine
 from kvplan.cost.runtimes.base import Runtime, positive_size
@@ -241,7 +241,7 @@ def setup(card: ModelCard, req: PlanRequest) -> Setup:
                           f"({req.max_model_len:,}), the prefix is part of each request")
     non_torch, cuda_graph, context = rt.overhead_defaults(layout.tp * layout.pp)
     cuda_graph = rt.cuda_graph_default(opts, cuda_graph, card)
-    context = rt.context_default(layout.tp * layout.pp, req.gpu, context)
+    context = rt.context_default(layout.tp * layout.pp, req.gpu, in_use_at_start_bytes(req.gpu, context))
     non_torch = rt.non_torch_default(opts, non_torch, card)
     state_t = rt.state_dtype(card, kv_t, _dtype(card, rt, None, "--kv-dtype")[0])
     block, padded, state_page = rt.hybrid_block(card, kv_t, layout, opts, state_t)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from kvplan.cost.hardware import WINDOWS_IN_USE_AT_START_BYTES, windows_in_use_range
 from kvplan.cost.runtimes.setup import Pool, Setup
 from kvplan.model.origin import PLACEHOLDER, hf_repo, revision
 from kvplan.units import fmt_bytes, fmt_int
@@ -78,9 +79,12 @@ def notes(s: Setup, p: Pool) -> list[str]:
         out.append(f"GPU memory: {fmt_bytes(s.total)}, the total CUDA reports for a {s.gpu.name} under Windows or WSL2 "
                    f"(--platform windows: the WDDM driver keeps no share outside it, where Linux's shows less; the "
                    f"datasheet states {s.gpu.stated_memory}); another process on the GPU (the desktop) does not "
-                   "lower vLLM's budget, but it lowers the free memory the other engines size from: --context-memory "
-                   "takes what nvidia-smi shows in use before the start plus the engine's own CUDA context (this "
-                   f"plan counts {fmt_bytes(s.context)}).")
+                   "lower vLLM's budget, but it lowers the free memory the other engines size from and vLLM's "
+                   "start-up check: --context-memory takes what nvidia-smi shows in use before the start plus the "
+                   f"engine's own CUDA context (this plan counts {fmt_bytes(s.context)}" + (
+                       ")." if "context" in s.given else
+                       f"; by default at least {fmt_bytes(WINDOWS_IN_USE_AT_START_BYTES)}, the least that public "
+                       f"Windows start-ups had in use, {windows_in_use_range()} GiB, an ESTIMATE)."))
     elif s.total == s.gpu.visible_memory_bytes:
         windows = s.gpu.windows_visible_memory_bytes
         out.append(f"GPU memory: {fmt_bytes(s.total)}, the total torch sees on a {s.gpu.name} under Linux (the "
