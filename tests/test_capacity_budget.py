@@ -560,3 +560,27 @@ def test_every_catalog_price_names_its_page_and_date():
     for gpu in load_gpus().values():
         if gpu.price_per_hour_usd is not None:
             assert gpu.price_source.startswith("https://") and len(gpu.price_date) == 10
+
+
+def test_vllm_checks_the_free_memory_at_start_with_a_fixed_pool_too():
+    """v1/worker/utils.py request_memory runs in init_device whatever sizes the pool (vLLM 0.14+; gpu_worker.py
+    init_device before): with --kv-cache-memory-bytes on the line, which then carries no --gpu-memory-utilization,
+    at the release's default utilization (0.9 through 0.19, 0.92 from 0.20.0); a release without the flag (before
+    0.10.2) has no launch line to check."""
+    import math
+
+    from kvplan.errors import Refused
+
+    total = load_gpu("H100-SXM").visible_memory_bytes
+    kw = dict(gpu="H100-SXM", max_model_len=4096, kv_cache_memory=4 * GIB)
+    room = total - math.ceil(total * 0.9)  # what 0.19's default leaves for the context
+    ok = plan("qwen3-8b", engine="vllm==0.19", context_memory=room, **kw)
+    assert ok.per_gpu.available_kv_bytes == 4 * GIB
+    with pytest.raises(Refused, match="^--kv-cache-memory: .*0.9"):
+        plan("qwen3-8b", engine="vllm==0.19", context_memory=room + 1, **kw)
+    room_0_20 = total - math.ceil(total * 0.92)
+    plan("qwen3-8b", engine="vllm==0.20.0", context_memory=room_0_20, **kw)
+    with pytest.raises(Refused, match="0.92"):
+        plan("qwen3-8b", engine="vllm==0.20.0", context_memory=room_0_20 + 1, **kw)
+    # the pool is the given one either way: the check refuses the start, it does not resize the pool
+    assert plan("qwen3-8b", engine="vllm==0.20.0", context_memory=0, **kw).per_gpu.available_kv_bytes == 4 * GIB

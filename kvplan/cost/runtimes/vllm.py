@@ -785,13 +785,26 @@ class VLLM(Server):
         return s.activation is None
 
     def check_budget(self, s: Setup, sts: list[Stage]) -> None:
-        if s.kv_cache_memory is None and s.total - s.context < sts[0].requested:
+        """vLLM's start-up check, free memory at start >= ceil(total x utilization) (v1/worker/gpu_worker.py
+        init_device 0.9.1; v1/worker/utils.py request_memory 0.14+), made whatever sizes the pool: with
+        --kv-cache-memory-bytes on the line (which then carries no --gpu-memory-utilization) at the release's
+        default utilization; a fixed pool of a release without the flag has no launch line to check."""
+        import math
+
+        fixed = s.kv_cache_memory is not None
+        if fixed and not self.has_launch_flag("--kv-cache-memory-bytes"):
+            return super().check_budget(s, sts)
+        util = self.version.default_utilization if fixed else s.util
+        requested = math.ceil(s.total * util) if fixed else sts[0].requested
+        if s.total - s.context < requested:
             free = fmt_bytes(s.total - s.context)
             held = ("in use on a Windows desktop by default, the least public reading" if
                     s.gpu.platform == "windows" and "context" not in s.given else "CUDA context/NCCL")
-            raise Refused(f"--gpu-memory-utilization: vLLM refuses: free memory on startup ({free} after "
-                          f"{fmt_bytes(s.context)} {held}, --context-memory) is less than desired GPU "
-                          f"memory utilization ({s.util}, {fmt_bytes(sts[0].requested)}) (v1/worker/utils.py "
+            which = (f"the default utilization, {util}: the line with --kv-cache-memory-bytes carries no "
+                     "--gpu-memory-utilization" if fixed else f"{util}")
+            raise Refused(f"--{'kv-cache-memory' if fixed else 'gpu-memory-utilization'}: vLLM refuses: free memory "
+                          f"on startup ({free} after {fmt_bytes(s.context)} {held}, --context-memory) is less than "
+                          f"desired GPU memory utilization ({which}, {fmt_bytes(requested)}) (v1/worker/utils.py "
                           "request_memory)")
         super().check_budget(s, sts)
 
