@@ -584,3 +584,14 @@ def test_vllm_checks_the_free_memory_at_start_with_a_fixed_pool_too():
         plan("qwen3-8b", engine="vllm==0.20.0", context_memory=room_0_20 + 1, **kw)
     # the pool is the given one either way: the check refuses the start, it does not resize the pool
     assert plan("qwen3-8b", engine="vllm==0.20.0", context_memory=0, **kw).per_gpu.available_kv_bytes == 4 * GIB
+
+
+def test_vllm_v0_makes_no_free_memory_check_at_start():
+    """V0's worker takes its baseline snapshot and goes on (a V0 0.8.4 start-up at 0.95 of a Windows desktop's RTX
+    2060, docs/logs/vllm-code41236106506-qwen3-4b-rtx2060-wsl2.log); V1 checks from 0.9.1 (gpu_worker.py init_device)."""
+    from kvplan.errors import Refused
+
+    kw = dict(gpu="RTX-4090", platform="windows", max_model_len=4096, gpu_memory_utilization=0.95)
+    assert plan("qwen3-8b", engine="vllm==0.8.4", **kw).per_gpu.available_kv_bytes > 0
+    with pytest.raises(Refused, match="free memory on startup"):
+        plan("qwen3-8b", engine="vllm==0.9.1", **kw)

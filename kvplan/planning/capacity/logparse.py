@@ -406,9 +406,14 @@ def _figures(path, body: list[tuple[int, str]], patterns) -> list[Figure]:
         # a pattern that begins with its number is tried only on lines holding the words after it (" for weight"):
         # re tries such a pattern at every position of every line, a literal-led one only where its words occur
         key = re.match(r"[\w ]+", pattern[len(_GIB):]).group(0) if pattern.startswith(_GIB) else ""
-        for n, line in body:
+        for i, (n, line) in enumerate(body):
             if key in line and (m := rx.search(line)):
                 out.append(_figure(name, m.group(1), n, path))
+            elif i + 1 < len(body):  # a figure line a page wrapped: the match must span the break (DeepSeek-R1 log)
+                head = line.rstrip()
+                joined = head + " " + body[i + 1][1].lstrip()
+                if key in joined and (m := rx.search(joined)) and m.start() < len(head) < m.end():
+                    out.append(_figure(name, m.group(1), n, path))
     return _ordered(out, per_worker=patterns is _VLLM_LINES)
 
 
