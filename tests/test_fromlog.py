@@ -193,6 +193,18 @@ def test_a_figure_line_a_page_wrapped_is_read(tmp_path):
     assert [f.value for f in parse_log(whole).figures if f.name == "available"] == [2.0]
 
 
+def test_non_default_args_listed_one_per_line_are_read(tmp_path):
+    """A post may print vLLM's non-default args one per line (the 0.22.1 RTX 3090 walkthrough: `  max_num_seqs=8`):
+    they are the launch flags as the dict form's are; the list ends at the first line that is not one."""
+    log = _write(tmp_path, "non-default args:\n  host=0.0.0.0\n  max_model_len=4096\n  gpu_memory_utilization=0.9\n"
+                           "  max_num_seqs=8\nResolved architecture: Qwen2ForCausalLM\n  max_num_batched_tokens=99\n"
+                           "Available KV cache memory: 14.43 GiB\n")
+    flags = parse_log(log).flags
+    assert (flags["max_model_len"], flags["gpu_memory_utilization"], flags["max_num_seqs"]) == (4096, 0.9, 8)
+    assert "max_num_batched_tokens" not in flags
+    assert parse_log(_log("vllm-code65863227652-qwen2.5-7b-awq-rtx3090.log")).flags["max_num_seqs"] == 8
+
+
 def test_v0_log_runs_on_the_v0_rules():
     r = from_log(_log("vllm-issue10517-llama-3.1-8b-20k.log"))
     assert r.engine == "vllm==0.6.4" and not any("not modelled" in n for n in r.notes)

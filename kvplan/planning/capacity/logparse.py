@@ -578,8 +578,17 @@ def _flags(header: dict[str, str], body, command_line: int = 0) -> tuple[dict, d
 
 def _non_default_args(body) -> tuple[int, str] | None:
     """(line, the dict of vLLM's ``non-default args: {...}`` line, joined across the line breaks a post may have put
-    in it)."""
+    in it); a post that lists them one per line under ``non-default args:`` (``  max_num_seqs=8``) gives the same
+    dict."""
     for i, (n, line) in enumerate(body):
+        if line.rstrip().endswith("non-default args:"):
+            pairs = []
+            for _, more in body[i + 1:i + 200]:
+                if not (m := re.fullmatch(r"\s+(\w+)\s*[=:]\s*(.*?)\s*", more)):
+                    break
+                pairs.append(f"{m.group(1)!r}: {m.group(2)!r}")
+            if pairs:
+                return n, "{" + ", ".join(pairs) + "}"
         if (at := line.find("non-default args: {")) >= 0:
             text = line[at + len("non-default args: "):]
             for _, more in body[i + 1:i + 20]:
