@@ -171,15 +171,20 @@ def rounding_bytes(card: ModelCard, w_t: DType, layout: Layout, pp_rank: int, *,
                    vocab_every_stage: frozenset[str] = frozenset(), buffers: bool = True, offload: int = 0,
                    tower: bool = True) -> int:
     """What the allocator's blocks hold beyond the tensors of rank (0, ``pp_rank``) (``_replay``, computed once per
-    card, dtype, layout and stage: the layout search asks for the same rank many times). Quantized weights: 0 (they
-    are repacked after loading; kvplan.cost.quant counts what the checkpoint stores). ``offload``: vLLM's
+    card, dtype, layout and stage: the layout search asks for the same rank many times). An AWQ checkpoint
+    (``_awq_replayed``) is replayed with its packed tensors as vLLM creates them (``_gptq_tensors``); the AWQ-Marlin
+    repack is not: it replaces each tensor by one of the same bytes (kvplan.cost.quant), which the allocator places
+    in the blocks the load left, the rests moving by at most 4.3 MiB in the four AWQ cards of docs/capacity.md
+    ("Weights as the caching allocator holds them"). Other quantized weights and online fp8: 0 (not replayed;
+    kvplan.cost.quant counts what the checkpoint stores). ``offload``: vLLM's
     --cpu-offload-gb budget in bytes; the blocks of the parameters it moves are freed as their layer is built
     (kvplan.cost.offload), and the requested bytes of those the replay holds leave ``requested`` with them.
     ``tower`` False: a multimodal card's vision tower and projector are not built (vLLM --limit-mm-per-prompt 0)."""
-    if card.quantization is not None or w_t.bits not in (16, 32):
+    q = card.quantization
+    if (q is not None and not _awq_replayed(card)) or w_t.bits not in (16, 32):
         return 0
     a = _replay(card, w_t, layout, pp_rank, None if stages is None else tuple(stages), frozenset(vocab_every_stage),
-                buffers, False, offload, tower)
+                buffers, q is not None, offload, tower)
     return a.allocated - a.requested
 
 
@@ -209,10 +214,18 @@ def _marlin_gptq(card: ModelCard) -> bool:
             and card.moe is None and card.vision is None)
 
 
+def _awq_replayed(card: ModelCard) -> bool:
+    """An AWQ checkpoint whose load the replay follows: vLLM awq.py AWQLinearMethod / awq_marlin.py
+    AWQMarlinLinearMethod.create_weights (qweight, qzeros, scales; then LinearBase's bias), dense and text-only
+    (fused AWQ experts and vision towers are not replayed)."""
+    return card.quantization.method == "awq" and card.moe is None and card.vision is None
+
+
 def _gptq_tensors(card: ModelCard, w_t: DType, matrices, tp: int) -> list[tuple[str, int]]:
     """One fused GPTQ linear's tensors in GPTQMarlinLinearMethod.create_weights order (vLLM 0.6.5 gptq_marlin.py):
     qweight int32 [k / pack, n], g_idx int32 [k] (one per fused module), qzeros int32 [G, n / pack], scales [G, n],
-    then LinearBase's bias in the model dtype (kvplan.cost.quant.matrix_bytes gives each part's bytes)."""
+    then LinearBase's bias in the model dtype (kvplan.cost.quant.matrix_bytes gives each part's bytes). An AWQ
+    linear has no g_idx: qweight int32 [k, n / pack], qzeros, scales, bias (awq.py / awq_marlin.py create_weights)."""
     from kvplan.cost.quant import matrix_bytes
 
     parts = [matrix_bytes(card.quantization, m, tp, card.num_kv_heads, card.head_dim) for m in matrices]
@@ -248,8 +261,8 @@ def _replay(card: ModelCard, w_t: DType, layout: Layout, pp_rank: int, stages: t
     the rotary cache with its float32 temporaries where the first layer asking for it builds it, the MoE router and
     fused experts w13 / w2 (fused_moe/layer.py FusedMoE.create_weights) and shared experts, or the fused gate_up and
     down; then lm_head); whatever kvplan counts beyond them (norms, scales, state mixers, learned positions) is
-    charged at its requested bytes. ``gptq``: the quantized linears are GPTQ-Marlin modules (_gptq_tensors), repacked
-    once all are built (_gptq_marlin_repack). With ``offload`` each layer's offloaded linears
+    charged at its requested bytes. ``gptq``: the quantized linears are packed AWQ or GPTQ modules (_gptq_tensors),
+    GPTQ-Marlin's repacked once all are built (_gptq_marlin_repack). With ``offload`` each layer's offloaded linears
     (kvplan.cost.offload.moved_prefix) are released after the layer is built, as make_layers offloads a layer before
     building the next: later layers reuse the freed blocks."""
     from kvplan.cost.offload import moved_prefix
@@ -321,5 +334,6 @@ def _replay(card: ModelCard, w_t: DType, layout: Layout, pp_rank: int, stages: t
                 a.release(block, nbytes)
     if lm_head and not card.tie_embeddings:
         a.malloc(w_t.data_bytes(rows * h))
-    _gptq_marlin_repack(a, repack)
+    if gptq and card.quantization.method == "gptq":
+        _gptq_marlin_repack(a, repack)
     return a
