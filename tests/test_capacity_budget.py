@@ -226,8 +226,9 @@ def test_gpus_list_shows_the_visible_total(cli):
     ("sglang", "SGLang 0.5.20+", None),
     ("vllm==0.6.3", "vLLM 0.2-0.6.4 (V0", 0.9), ("vllm==0.6", "vLLM 0.2-0.6.4 (V0", 0.9),
     ("vllm==0.6.5", "vLLM 0.6.5-0.6.6 (V0", 0.9), ("vllm==0.6.6.post1", "vLLM 0.6.5-0.6.6 (V0", 0.9),
-    ("vllm==0.7.0", "vLLM 0.7-0.9.0 (V0", 0.9), ("vllm==0.9", "vLLM 0.7-0.9.0 (V0", 0.9),
-    ("vllm==0.9.0", "vLLM 0.7-0.9.0 (V0", 0.9), ("vllm==0.9.1", "vLLM 0.9.1-0.10 (V1", 0.9),
+    ("vllm==0.7.0", "vLLM 0.7.0 (V0", 0.9), ("vllm==0.7.3", "vLLM 0.7.1-0.7.3 (V0", 0.9),
+    ("vllm==0.8", "vLLM 0.8.0-0.9.0 (V0", 0.9), ("vllm==0.9", "vLLM 0.8.0-0.9.0 (V0", 0.9),
+    ("vllm==0.9.0", "vLLM 0.8.0-0.9.0 (V0", 0.9), ("vllm==0.9.1", "vLLM 0.9.1-0.10 (V1", 0.9),
     ("vllm==0.9.2", "vLLM 0.9.1-0.10 (V1", 0.9), ("vllm==0.27.1", "vLLM 0.27 (V1", 0.92),
     ("vllm==0.28", "vLLM 0.28 (V1", 0.92)])
 def test_engine_version_is_an_input_named_in_the_output(engine, rules, util):

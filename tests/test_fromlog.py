@@ -46,10 +46,6 @@ KNOWN_MISSES = {
     "logged, 30.44 from the logged free memory and load (+0.08%, some 24 MiB); the flags-alone miss is the GPU's "
     "other tenants (36.54 GB free of 93 at the load)",
     ("sglang-sglangplay-qwen2.5-0.5b-h100nvl.log", "tokens"): "the pool above: 2,658,165 logged, 2,660,272",
-    ("vllm-code20903468563-deepseek-r1-h200-tp8.log", "blocks"): "vLLM 0.7.3 kept the 16-token block for MLA on "
-    "Hopper (18,418 blocks x 16 = 294,688 tokens of 78,080 B: the 21.43 GiB logged); kvplan forces FlashMLA's 64 "
-    "(serving_vllm.MLA_BLOCK_RULES 'forced'), which vLLM added after 0.7.3: 4,604 blocks of 64, the same tokens "
-    "and concurrency (an open kvplan rule gap, not the log's)",
 }
 # logs --calibrate refuses, with the reason it names (exit 2): no pool stated, or a budget kvplan cannot split
 CALIBRATE_REFUSED = {
@@ -75,9 +71,7 @@ CALIBRATE_OFF = {"sglang-code46415979912-lfm2-700m.log",
                  "vllm-code31259794699-qwen3-30b-a3b-pp2-gh200.log",  # PP 2: CALIBRATED_STAGE_GAP
                  # the pool to the byte, but a line it holds does not follow from it (KNOWN_MISSES): the LMCache run's
                  # tokens, the DCU log's blocks (another worker's minimum)
-                 "vllm-issue21348-qwen3-235b-fp8-tp4.log", "vllm-code58928701347-r1-distill-qwen-32b-dcu-tp8.log",
-                 # the pool to the byte, its blocks kvplan's 64-token MLA block (KNOWN_MISSES)
-                 "vllm-code20903468563-deepseek-r1-h200-tp8.log"}
+                 "vllm-issue21348-qwen3-235b-fp8-tp4.log", "vllm-code58928701347-r1-distill-qwen-32b-dcu-tp8.log"}
 # PP 2 calibrated: both stages' pools fall in the same block count and the plan shows stage 0's, above the logged pool
 # by the stages' weights' difference (kvplan's last stage holds 4,096 B more); blocks and tokens are the log's
 CALIBRATED_STAGE_GAP = {"vllm-code31259794699-qwen3-30b-a3b-pp2-gh200.log": 7_653_113_856 - 7_653_109_760}

@@ -60,8 +60,9 @@ Platform = Annotated[Optional[str], typer.Option(
 Tp = Annotated[Optional[int], typer.Option("--tp", help="Tensor-parallel size (default 1).")]
 Pp = Annotated[Optional[int], typer.Option("--pp", help="Pipeline-parallel size (default 1).")]
 Dp = Annotated[Optional[int], typer.Option("--dp", help="Data-parallel replicas (default 1).")]
-VERSIONS_HELP = ("0.2-0.6.4, 0.6.5-0.6.6, 0.7-0.9.0 (V0), 0.9.1-0.10, 0.11, 0.12-0.13, 0.14, 0.15-0.16, 0.17, 0.18-0.19, "
-                  "0.20.0, 0.20.1-0.21, 0.22, 0.23, 0.24, 0.25, 0.26, 0.27, 0.28, 0.29-0.31, 0.32, 0.33+")
+VERSIONS_HELP = ("0.2-0.6.4, 0.6.5-0.6.6, 0.7.0, 0.7.1-0.7.3, 0.8.0-0.9.0 (V0), 0.9.1-0.10, 0.11, 0.12-0.13, 0.14, "
+                 "0.15-0.16, 0.17, 0.18-0.19, 0.20.0, 0.20.1-0.21, 0.22, 0.23, 0.24, 0.25, 0.26, 0.27, 0.28, 0.29-0.31, "
+                 "0.32, 0.33+")
 # SGLang's modelled ranges (kvplan.cost.runtimes.sglang.VERSIONS; tests/test_cli_help.py keeps both lists equal to them)
 SGLANG_VERSIONS_HELP = "0.4.0 to 0.5.20+, 20 ranges"
 PlanEngine = Annotated[str, typer.Option(

@@ -114,7 +114,15 @@ def batch_defaults(total_bytes: int, gpu_name: str, large_gpu_tier: bool = True)
 #   ([MultipleOf(16)]: 16) for 16-bit K/V; it takes no fp8, so fp8 K/V gets FLASHMLA ([64]). SM 10.x: FLASHINFER_MLA
 #   ([32, 64]: 32) where qk_nope_head_dim is 64, 128 or 192 (supports_combination), else CUTLASS_MLA ([128]).
 #   Others (SM 8.x: TRITON_MLA, SM 12.x: TRITON_MLA): [MultipleOf(16)], 16.
-MLA_BLOCK_RULES = ("forced", "flashinfer", "preferred")
+# "none": V0 0.7.x, before FlashMLA: the config's 16 on every GPU. Its one MLA backend is Triton's
+#   (attention/backends/mla/utils.py MLACommonBackend.get_name "TRITON_MLA", read in a 0.7.3-era file, commit
+#   04644e3f; 0.7.3's cuda.py itself not read): FlashMLA came with PR 13747, "[Kernel] FlashMLA integration", reviewed
+#   2025-02-25, after 0.7.3's 2025-02-20 release, and the 64-token default with PR 14451, "[Attention] Default to
+#   FlashMLA backend for MLA", opened 2025-03-07, whose check_and_update_config "Forcing kv cache block size to 64 for
+#   FlashMLA backend." the 0.8.0 - 0.9.0 V0 range keeps under "forced" (0.8.0's cuda.py not read). Measured:
+#   docs/logs/vllm-code20903468563 (0.7.3, DeepSeek-R1 on H200) logs 18,418 blocks of 21.43 GiB at 61 x 640 x 2 B a
+#   token: 16-token blocks.
+MLA_BLOCK_RULES = ("none", "forced", "flashinfer", "preferred")
 
 
 @dataclass(frozen=True)
@@ -183,7 +191,7 @@ def default_block_size(card: ModelCard, compute_capability: float | None, rule: 
                        kv_dtype: str | None = None) -> int:
     """16, or the block vLLM takes for an MLA model on a GPU of ``compute_capability`` under the release's ``rule``
     (MLA_BLOCK_RULES, the note above); ``kv_dtype``: the K/V dtype's name (fp8 moves 0.18+ Hopper to FlashMLA)."""
-    if card.mla is None or compute_capability is None:
+    if card.mla is None or compute_capability is None or rule == "none":
         return DEFAULT_BLOCK_SIZE
     major = int(compute_capability)
     if rule == "preferred":  # no backend (vLLM raises): the runtime refuses (VLLM.mla_backend_note)
@@ -200,7 +208,7 @@ def forced_mla_block(given: int, card: ModelCard, compute_capability: float | No
     block size to 64" unless a multiple of 64; CUTLASS MLA (Blackwell) to 128 unless a multiple of 128; FlashInfer
     MLA (0.15 - 0.17, Blackwell, qk_nope_head_dim 128) to 64 unless 32 or a multiple of 64. 0.18+ ("preferred") and
     other GPUs keep it (0.18+: the backend it leaves, mla_backend, checks it)."""
-    if card.mla is None or compute_capability is None or rule == "preferred":
+    if card.mla is None or compute_capability is None or rule in ("none", "preferred"):
         return given
     major = int(compute_capability)
     if major == 9:
@@ -503,22 +511,31 @@ def held_hidden_bytes(num_tokens: int, num_reqs: int, hidden_size: int, act_byte
 @lru_cache(maxsize=4096)  # a search asks for the same few batches per layout and GPU type
 def profile_activation_bytes(card: ModelCard, tp: int, act_bytes: int, num_tokens: int, num_reqs: int,
                              padded_vocab: int, last_stage: bool, expert_tp: int | None = None,
-                             sampler_bytes_per_logit: int | None = None, hold_qkv: bool = True) -> int:
+                             hold_qkv: bool = True, moe_separate_caches: bool = False) -> int:
     """Approximate torch peak of profile_run (gpu_model_runner.py _dummy_run + _dummy_sampler_run), kvplan's own:
     forward: N tokens x (gate_up + act output (3 I/tp) + q/k/v (/tp) + 4 hidden-wide buffers) x act bytes; MoE:
     the Triton fused-MoE workspace N·k·max(I/tp, H) + N·k·max(2I/tp, H) + N·H (fused_moe/experts/triton_moe.py).
-    Sampler (last stage): R rows x padded vocab x ``sampler_bytes_per_logit`` (the version's sorting sampler; None:
-    the sampler without a sort, act bytes + UNSORTED_SAMPLER_EXTRA_BYTES). The peak is the larger of the two phases.
+    Sampler (last stage): R rows x padded vocab x (act bytes + UNSORTED_SAMPLER_EXTRA_BYTES), the sampler without a
+    sort (a sorting release's sampler is the runtime's, VLLM.sampler_peak). The peak is the larger of the two phases.
     ``hold_qkv`` False (V0's eager forward): the q/k/v output is freed before the MLP that sets the peak (measured:
-    a V0 0.7.2 log of Qwen2.5-1.5B over 32,768 tokens logs 2.02 GiB = 32,768 x (3 I + 4 H) x 2 B, docs/logs)."""
+    a V0 0.7.2 log of Qwen2.5-1.5B over 32,768 tokens logs 2.02 GiB = 32,768 x (3 I + 4 H) x 2 B, docs/logs).
+    ``moe_separate_caches`` (V0 through 0.7.3, fused_moe/fused_moe.py fused_experts_impl): three workspaces live
+    together, intermediate_cache1 (N, k, 2I/tp), intermediate_cache2 (N·k, I/tp) and intermediate_cache3 (N, k, H),
+    and the sum is written over the input (``inplace=True`` from FusedMoE's quant methods), so no N·H output; PR
+    13625 ("[Kernel] Optimize moe intermediate_cache usage", opened on 0.7.3's release day, 2025-02-20) made cache3
+    share cache1's memory, from 0.8.0 (its fused_moe.py not read)."""
     h = card.hidden_size
     qkv = sum(m.n_out for m in attention_matrices(card) if m.tp == "column") // tp if hold_qkv else 0
     dense = 3 * card.ffn_size // tp + qkv + 4 * h
     forward = dense if card.moe is None or card.moe.first_dense_layers else 0
     if card.moe:
         k, inner = card.moe.experts_per_token, card.moe.expert_ffn_size // (expert_tp or tp)
-        forward = max(forward, k * max(inner, h) + k * max(2 * inner, h) + h + qkv + 4 * h)
-    sampler = dummy_sampler_bytes(num_reqs, padded_vocab, act_bytes, sampler_bytes_per_logit) if last_stage else 0
+        if moe_separate_caches:
+            workspace = k * (2 * inner + inner + h)
+        else:
+            workspace = k * max(inner, h) + k * max(2 * inner, h) + h
+        forward = max(forward, workspace + qkv + 4 * h)
+    sampler = dummy_sampler_bytes(num_reqs, padded_vocab, act_bytes) if last_stage else 0
     return max(num_tokens * forward * act_bytes, sampler)
 
 
@@ -530,6 +547,43 @@ def mla_dequant_bytes(card: ModelCard, tp: int, layers: int, w_bits: int) -> int
         return 0
     m = card.mla
     return layers * m.kv_lora_rank * (card.num_heads // tp) * (m.qk_nope_head_dim + m.v_head_dim) * 2
+
+
+def mla_absorbed_bytes(card: ModelCard, tp: int, layers: int, act_bytes: int) -> int:
+    """V0 0.7.1 - 0.7.3 (attention/backends/mla/utils.py MLACommonImpl.process_weights_after_loading, read at commit
+    04644e3f, a 0.7.3-era file; VLLM_MLA_PERFORM_MATRIX_ABSORPTION on by default, removed by PR 14770 "[Attention] MLA
+    get rid of materialization", opened 2025-03-13, before 0.8.0's release; 0.8.0's file itself not read): what an
+    MLA layer holds on a rank beyond its checkpoint tensors, per layer, with N = heads / tp, Lq = q_lora_rank
+    (hidden_size without one), Lkv = kv_lora_rank:
+
+    - W_Q_UK = einsum(W_Q, W_UK), Lq x N·Lkv, and W_UV_O = einsum(W_UV, W_O), N·Lkv x hidden: requantized to fp8
+      (scaled_quantize, 1 B) with one float32 scale per weight block (per tensor: one) for an fp8 checkpoint
+      (VLLM_MLA_DISABLE_REQUANTIZATION off by default), else in the model dtype;
+    - W_QR, the rope part of q_proj: Lq x N·qk_rope, in the model dtype (``.to(act_dtype)``; a copy either way:
+      ``.contiguous()`` of a strided slice);
+    - self.W_UK / self.W_UV: views of kv_b_proj's weight, Lkv x N·(nope + v); for an fp8 checkpoint they keep the
+      dequantized copy alive, float32 (scaled_dequantize's default out_dtype), 4 B an element; for a 16-bit one they
+      view the loaded weight (0 B).
+
+    Other quantized checkpoints raise there ("Only FP8 and UnquantizedLinearMethod are supported for MLA"); kvplan
+    counts them as 16-bit. The dequantized and absorbed temporaries are freed before the load's measurement ends."""
+    if card.mla is None:
+        return 0
+    m, q = card.mla, card.quantization
+    heads, lq = card.num_heads // tp, m.q_lora_rank or card.hidden_size
+    fp8 = q is not None and q.method == "fp8"
+
+    def requantized(rows: int, cols: int) -> int:
+        if not fp8:
+            return rows * cols * act_bytes
+        # scaled_quantize(x, weight_block_size): one scale per group_shape tile of the rows x cols product
+        scales = cdiv(rows, q.block[0]) * cdiv(cols, q.block[1]) if q.block else 1
+        return rows * cols + 4 * scales
+
+    uk_uv = m.kv_lora_rank * heads * (m.qk_nope_head_dim + m.v_head_dim) * 4 if fp8 else 0
+    per_layer = (requantized(lq, heads * m.kv_lora_rank) + requantized(heads * m.kv_lora_rank, card.hidden_size)
+                 + lq * heads * m.qk_rope_head_dim * act_bytes + uk_uv)
+    return layers * per_layer
 
 
 def max_in_flight_tokens(max_num_batched_tokens: int, pp: int, concurrent_batches: bool = True,

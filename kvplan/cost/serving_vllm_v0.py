@@ -42,6 +42,12 @@ Only the 0.6.5 - 0.6.6 rule is modelled beyond the default: 0.6.4's would charge
 ``--context-memory`` default, 512 MiB) inside the budget and 0.6.3's the profile's reserved segments, which the public
 0.6.4 logs do not support (docs/capacity.md, "vLLM V0").
 
+MLA and MoE through 0.7.3 (VllmVersion fields; the formulas in serving_vllm.py): 0.7.x has no FlashMLA, so an MLA
+model keeps the 16-token block on every GPU (MLA_BLOCK_RULES "none"; 0.8.0 - 0.9.0 force FlashMLA's 64 on Hopper);
+0.7.1 - 0.7.3 materialize MLA's absorbed W_Q_UK / W_UV_O beside the checkpoint (mla_absorbed_bytes, counted in the
+weights); fused MoE's three intermediate caches are separate through 0.7.3 (profile_activation_bytes
+``moe_separate_caches``; cache3 shares cache1's memory from 0.8.0).
+
 Not modelled: before 0.6.5 the chunked-prefill default was 512 tokens (config.py SchedulerConfig 0.6.4: "the values
 that have the best balance between ITL and TTFT on A100"), 2048 from 0.6.5; kvplan uses 2048 for every V0 release.
 A long-context 0.6.4 run's profile forward is then a quarter of kvplan's; the sampler over 256 rows sets the peak for

@@ -279,9 +279,7 @@ class Runtime(Engine):
 
         w, specs = stage_weights(s, pp_rank, parts)
         weights, act = w.bytes + w.buffers_bytes, self.activation(s, pp_rank == s.layout.pp - 1)
-        q = s.card.quantization  # a quantized kv_b_proj is dequantized into bf16 W_UK / W_UV copies
-        w_bits = q.bits if q and q.quantizes("kv_b_proj") else s.w_t.bits
-        weights += vl.mla_dequant_bytes(s.card, s.layout.tp, len(w.layers), w_bits)
+        weights += self.mla_load_bytes(s, len(w.layers))
         requested = vl.requested_memory(s.total, s.util)
         available = vl.available_kv_bytes(requested, weights, act, s.non_torch, s.cuda_graph)
         if s.kv_cache_memory is not None:  # vLLM gpu_worker.py: kv_cache_memory_bytes skips the profiling arithmetic
@@ -298,6 +296,15 @@ class Runtime(Engine):
     def kv_dtype_name(self, s: Setup) -> str:
         """The K/V cache type as the plan names it."""
         return s.kv_t.name
+
+    def mla_load_bytes(self, s: Setup, layers: int) -> int:
+        """What ``layers`` MLA layers hold beyond the checkpoint tensors after loading: a quantized kv_b_proj is
+        dequantized into bf16 W_UK / W_UV copies (serving_vllm.mla_dequant_bytes)."""
+        from kvplan.cost import serving_vllm as vl
+
+        q = s.card.quantization
+        w_bits = q.bits if q and q.quantizes("kv_b_proj") else s.w_t.bits
+        return vl.mla_dequant_bytes(s.card, s.layout.tp, layers, w_bits)
 
     def activation(self, s: Setup, last_stage: bool) -> int:
         """The activation peak charged to the budget: the given one, else none."""

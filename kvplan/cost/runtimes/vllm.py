@@ -99,6 +99,11 @@ class VllmVersion(VersionRange):
     # Hopper, CUTLASS 128 on Blackwell), "flashinfer" 0.15 - 0.17 (FlashInfer MLA's 64 on Blackwell), "preferred"
     # 0.18+ (the backend's get_preferred_block_size(16): 16 on Hopper, 32 on Blackwell)
     mla_block_rule: str = "forced"
+    # V0 0.7.1 - 0.7.3: MLA's matrix absorption materializes W_Q_UK, W_UV_O and W_QR beside the checkpoint tensors
+    # (serving_vllm.mla_absorbed_bytes), counted in the weights; otherwise the W_UK/W_UV copies (mla_dequant_bytes)
+    mla_absorbed_weights: bool = False
+    # V0 through 0.7.3: fused MoE's three intermediate caches, separate (serving_vllm.profile_activation_bytes)
+    moe_separate_caches: bool = False
     # 0.15+: a state group's pages per request count the speculative tokens (v1/kv_cache_interface.py
     # MambaSpec.max_memory_usage_bytes: 1 + num_speculative_blocks, mamba/abstract.py num_speculative_blocks =
     # num_speculative_tokens; read in 0.15.0, 0.20.0, 0.26.0, 0.28.0, 0.33.0); 0.12 - 0.14: cdiv(max_model_len,
@@ -164,14 +169,22 @@ def _v0(label: str, first: tuple[int, ...], last: tuple[int, ...], **release) ->
 # V0's non-torch figure by release (serving_vllm_v0.py, "Non-torch memory by release"): 0.6.5-0.6.6 count the
 # caching allocator's cached free bytes in it; 0.6.3 and 0.6.4 have rules of their own, not modelled (the default)
 V0_RANGES = (
-    _v0("0.2-0.6.4", (0, 2), (0, 6, 4)),
-    _v0("0.6.5-0.6.6", (0, 6, 5), (0, 6, 6), non_torch_counts_cached_free=True,
+    _v0("0.2-0.6.4", (0, 2), (0, 6, 4), moe_separate_caches=True),
+    _v0("0.6.5-0.6.6", (0, 6, 5), (0, 6, 6), non_torch_counts_cached_free=True, moe_separate_caches=True,
         note="; non-torch counts the allocator's cached free bytes"),
     # 0.8.0 - 0.9.0 ran the V1 engine by default, whose determine_available_memory (v1/worker/gpu_worker.py 0.9.0)
     # charges torch's allocated peak plus all device memory outside torch's live tensors after empty_cache (the CUDA
     # context, other processes, the allocator's cached free bytes) and prints no "Available KV cache memory" line:
     # not modelled. This range is their V0 engine (VLLM_USE_V1=0, or a model V1 did not support).
-    _v0("0.7-0.9.0", (0, 7), (0, 9, 0), note="; 0.8.0-0.9.0 ran V1 by default, not modelled: their V0"),
+    # 0.7.x has no FlashMLA: MLA takes TRITON_MLA with the config's 16-token block (serving_vllm.MLA_BLOCK_RULES
+    # "none"); 0.7.1 - 0.7.3 absorb MLA's up-projections into materialized weights (PR 12528, "[Attention] MLA decode
+    # optimizations", 0.7.1; removed by PR 14770 for 0.8.0). 0.7.0 cached DeepSeek's per-head K/V (MLA came with
+    # 0.7.1), which kvplan does not model: it plans the latent cache there too.
+    _v0("0.7.0", (0, 7, 0), (0, 7, 0), mla_block_rule="none", moe_separate_caches=True),
+    _v0("0.7.1-0.7.3", (0, 7, 1), (0, 7, 3), mla_block_rule="none", mla_absorbed_weights=True,
+        moe_separate_caches=True,
+        note="; MLA: absorbed weights, 16-token blocks"),
+    _v0("0.8.0-0.9.0", (0, 8, 0), (0, 9, 0), note="; 0.8.0-0.9.0 ran V1 by default, not modelled: their V0"),
 )
 # 0.18+: the MLA block is the backend's preferred size, and a state group's pages count the speculative tokens
 _V0_18 = dict(mla_block_rule="preferred", state_pages_count_speculative=True)
@@ -741,6 +754,13 @@ class VLLM(Server):
         extra = vm.data_parallel_extra(s)  # --mm-encoder-tp-mode data: the vision tower whole on every rank
         return s.charged(st, extra, weights=st.weights + extra) if extra else st
 
+    def mla_load_bytes(self, s: Setup, layers: int) -> int:
+        """V0 0.7.1 - 0.7.3: the absorbed MLA weights (serving_vllm.mla_absorbed_bytes); otherwise the W_UK / W_UV
+        copies of a quantized kv_b_proj (Runtime.mla_load_bytes)."""
+        if self.version.mla_absorbed_weights:
+            return vl.mla_absorbed_bytes(s.card, s.layout.tp, layers, s.w_t.activation_bytes)
+        return super().mla_load_bytes(s, layers)
+
     def activation(self, s: Setup, last_stage: bool) -> int:
         """The profile run's peak: forward of max_num_batched_tokens tokens, sampler on max_num_seqs rows."""
         if s.activation is not None:
@@ -751,7 +771,8 @@ class VLLM(Server):
         act_bytes = s.w_t.activation_bytes
         rows, padded = min(s.max_num_seqs, mnbt), pad_vocab(s.card.vocab_size)
         forward = vl.profile_activation_bytes(s.card, s.layout.tp, act_bytes, mnbt, rows, padded, False,
-                                              moe_tp(s.layout), None, self.version.profile_holds_qkv)
+                                              moe_tp(s.layout), self.version.profile_holds_qkv,
+                                              self.version.moe_separate_caches)
         text = max(forward, self.sampler_peak(s, (mnbt, rows), act_bytes) if last_stage else 0)
         return vm.profile_bytes(s, text, act_bytes)  # a multimodal card: the encoder's dummy batch too
 
