@@ -21,6 +21,9 @@ AGREE = ("exact", "within rounding")
 # logged-pool figures that differ for a reason outside kvplan's block arithmetic (docs/capacity.md, "Misses,
 # explained"); each must stay off, so the list cannot outlive its reason
 KNOWN_MISSES = {
+    ("sglang-code53944457073-qwen3.5-9b-tp2-rtx4090.log", "tokens"): "328,234 from the logged pool (9.49 GiB, within "
+    "its rounding) against 327,310 logged (+0.28%): the split of a hybrid's pool between 186 requests' states and "
+    "tokens, not yet traced; compared only since kvplan's weights fit the load usage (rotary cache fixed)",
     ("vllm-issue21348-qwen3-235b-fp8-tp4.log", "tokens"): "the logged pool is one rank's and the run used the LMCache "
     "connector: 178,880 tokens x 48,128 B is 8.02 GiB, not the 8.11 GiB logged",
     ("sglang-didierdurand-qwq-32b-tp4.log", "max_running_requests"): "SGLang 0.4.3 logs 2,049, one above 0.5.23's "
@@ -55,9 +58,6 @@ CALIBRATE_REFUSED = {
     # GPU's other processes (2.61 GiB in use at the file's first start) likely gave memory back during the profile,
     # which vLLM's device-wide non-torch growth counts as negative; nothing is left to split into peak and non-torch
     "vllm-code62571909065-qwen3-0.6b-rtx3060-u075.log": "weights exceed everything",
-    # kvplan's Qwen3.5-9B weights at TP 2, 9.77 GiB per GPU, exceed the 8.85 GB the load took (the whole checkpoint,
-    # MTP layer included, is 19,306,216,416 B: 8.99 GiB per GPU at most): an open kvplan weights gap, not the log's
-    "sglang-code53944457073-qwen3.5-9b-tp2-rtx4090.log": "kvplan's weights exceed the load usage",
 }
 # failed start-ups (a negative pool logged): the measured budget is calibrated, and without a what-if it refuses, as
 # the engine did (a what-if such as --gpu-memory-utilization says what would have fit)
@@ -68,6 +68,7 @@ CALIBRATE_REFUSED_AS_LOGGED = {"vllm-issue23278-gpt-oss-120b-h100.log",  # -2.14
 CALIBRATE_OFF = {"sglang-code46415979912-lfm2-700m.log",
                  "sglang-code69624180828-qwen3-30b-a3b-fp8-h100.log",  # its tokens (KNOWN_MISSES)
                  "sglang-sglangplay-qwen2.5-0.5b-h100nvl.log",  # as those two (KNOWN_MISSES)
+                 "sglang-code53944457073-qwen3.5-9b-tp2-rtx4090.log",  # its tokens (KNOWN_MISSES)
                  "vllm-code31259794699-qwen3-30b-a3b-pp2-gh200.log",  # PP 2: CALIBRATED_STAGE_GAP
                  # the pool to the byte, but a line it holds does not follow from it (KNOWN_MISSES): the LMCache run's
                  # tokens, the DCU log's blocks (another worker's minimum)

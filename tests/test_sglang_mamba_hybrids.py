@@ -30,22 +30,22 @@ def _at(text: str):
 # Qwen3-Next-80B-A3B at TP 2: 36 Gated DeltaNet layers of a conv state (2 x 16 x 128 + 32 x 128) / 2 channels x 3
 # steps = 12,288 bfloat16 = 24,576 B and a recurrent state 16 heads x 128 x 128 = 262,144 float32 = 1,048,576 B:
 # 36 x 1,073,152 = 38,633,472 B a slot; 12 attention layers of 1 KV head x 256 x (K, V) x 2 B = 12,288 B a token
-QWEN3_NEXT_REST, QWEN3_NEXT_STATE, QWEN3_NEXT_CELL = 45_446_370_048, 38_633_472, 12_288
+QWEN3_NEXT_REST, QWEN3_NEXT_STATE, QWEN3_NEXT_CELL = 45_647_696_640, 38_633_472, 12_288
 
 
 @pytest.mark.parametrize(("engine", "slots", "running", "concurrency"), [
-    ("sglang==0.5.4", 557, 185, 1_947_227 / 4096),  # no_buffer: 557 // 3; a request holds one slot
-    ("sglang==0.5.13", 557, 185, 1_947_227 / 4096),  # "auto" -> "no_buffer" in __post_init__
-    ("sglang==0.5.14", 557, 111, 185),  # extra_buffer: 557 // (3 + 2); a request holds 1 + 2 slots: 557 // 3
-    ("sglang==0.5.16", 557, 111, 185),
-    ("sglang==0.5.19", 556, 111, 185),  # the padding slot (0.5.17+): 556 // 5
-    ("sglang", 556, 111, 185),
+    ("sglang==0.5.4", 559, 186, 1_957_323 / 4096),  # no_buffer: 559 // 3; a request holds one slot
+    ("sglang==0.5.13", 559, 186, 1_957_323 / 4096),  # "auto" -> "no_buffer" in __post_init__
+    ("sglang==0.5.14", 559, 111, 186),  # extra_buffer: 559 // (3 + 2); a request holds 1 + 2 slots: 559 // 3
+    ("sglang==0.5.16", 559, 111, 186),
+    ("sglang==0.5.19", 558, 111, 186),  # the padding slot (0.5.17+): 558 // 5
+    ("sglang", 558, 111, 186),
 ])
 def test_qwen3_next_takes_the_extra_buffer_from_0_5_14(engine, slots, running, concurrency):
-    """budget = 45,446,370,048 x 0.9 / 1.9 = 21,527,227,917.5 B: int(budget // 38,633,472) = 557 slots (0.5.17+:
-    int((budget - 38,633,472) // 38,633,472) = 556 beside the padding slot); the K/V pool 45,446,370,048 - 557 x
-    38,633,472 = 23,927,526,144 B, // 12,288 = 1,947,227 tokens either way (the padding slot's bytes leave it too).
-    resolve_max_num_reqs: min(clamp(1,947,227 / 4,096 x 512, 2,048, 4,096) = 4,096, 1,947,227 // 2,
+    """budget = 45,647,696,640 x 0.9 / 1.9 = 21,622,593,145.3 B: int(budget // 38,633,472) = 559 slots (0.5.17+:
+    int((budget - 38,633,472) // 38,633,472) = 558 beside the padding slot); the K/V pool 45,647,696,640 - 559 x
+    38,633,472 = 24,051,585,792 B, // 12,288 = 1,957,323 tokens either way (the padding slot's bytes leave it too).
+    resolve_max_num_reqs: min(clamp(1,957,323 / 4,096 x 512, 2,048, 4,096) = 4,096, 1,957,323 // 2,
     max_mamba_cache_size // _calculate_mamba_ratio()), the ratio 3 with no_buffer and 3 + 2 with extra_buffer and the
     overlap scheduler (MAMBA_CACHE_V2_ADDITIONAL_RATIO_OVERLAP = 2). From 0.5.14 "auto" becomes extra_buffer for
     Qwen3NextForCausalLM (overlap on, --linear-attn-backend triton: _handle_mamba_radix_cache), and alloc takes each
@@ -57,7 +57,7 @@ def test_qwen3_next_takes_the_extra_buffer_from_0_5_14(engine, slots, running, c
     assert slots == (int((budget - QWEN3_NEXT_STATE) // QWEN3_NEXT_STATE) if _at(engine.partition("==")[2] or "0.5.23")
                      .mamba_padding_slot else int(budget // QWEN3_NEXT_STATE))
     assert kv["state_slots"] == slots
-    assert kv["tokens"] == (QWEN3_NEXT_REST - 557 * QWEN3_NEXT_STATE) // QWEN3_NEXT_CELL == 1_947_227
+    assert kv["tokens"] == (QWEN3_NEXT_REST - 559 * QWEN3_NEXT_STATE) // QWEN3_NEXT_CELL == 1_957_323
     assert d["max_running"] == running and d["max_concurrency"] == pytest.approx(concurrency)
     extra = running == slots // 5
     assert d["request_kv_bytes"] == 4096 * QWEN3_NEXT_CELL + (3 if extra else 1) * QWEN3_NEXT_STATE
@@ -69,25 +69,25 @@ def test_one_track_slot_at_pp_2():
     """PP 2 turns the overlap scheduler off after the strategy is chosen (server_args.py _handle_pipeline_parallelism
     0.5.14, arg_groups/overrides.py _pipeline_parallel_overlap_disable 0.5.15+): one ping-pong slot
     (mamba_ping_pong_track_buffer_size 1, MAMBA_CACHE_V2_ADDITIONAL_RATIO_NO_OVERLAP = 1). 0.5.23, the limiting
-    stage's 45,497,011,456 B (18 layers of 2 x 1,073,152 B at TP 1 = 38,633,472 B a slot, the largest stage's share as
-    0.5.17+ _handle_max_mamba_cache charges it): int((45,497,011,456 x 0.9 / 1.9 - 38,633,472) // 38,633,472) = 556;
-    556 // (3 + 1) = 139 running; 556 // 2 = 278 requests' slots."""
+    stage's 45,698,338,048 B (18 layers of 2 x 1,073,152 B at TP 1 = 38,633,472 B a slot, the largest stage's share as
+    0.5.17+ _handle_max_mamba_cache charges it): int((45,698,338,048 x 0.9 / 1.9 - 38,633,472) // 38,633,472) = 559;
+    559 // (3 + 1) = 139 running; 559 // 2 = 279 requests' slots."""
     d = _plan("-m", "qwen3-next-80b-a3b", *H200, "--pp", "2", "--engine", "sglang==0.5.23")
     kv = d["kv_cache"]
-    assert kv["available_bytes"] == 45_497_011_456 and kv["state_bytes_per_request"] == QWEN3_NEXT_STATE
-    assert kv["state_slots"] == int((45_497_011_456 * 0.9 / 1.9 - QWEN3_NEXT_STATE) // QWEN3_NEXT_STATE) == 556
-    assert d["max_running"] == 139 and d["max_concurrency"] == 278
+    assert kv["available_bytes"] == 45_698_338_048 and kv["state_bytes_per_request"] == QWEN3_NEXT_STATE
+    assert kv["state_slots"] == int((45_698_338_048 * 0.9 / 1.9 - QWEN3_NEXT_STATE) // QWEN3_NEXT_STATE) == 559
+    assert d["max_running"] == 139 and d["max_concurrency"] == 279
     assert any("max_mamba_cache_size // 4 = 139" in n and "off at PP > 1" in n for n in d["notes"])
 
 
 def test_qwen3_5_and_lfm2_by_release():
-    """Qwen3.5-27B on one H200 (48 Gated DeltaNet layers of 153,944,064 / 48 = 3,207,168 B): 73,076,681,318 B for the
-    cache, int(x 0.9 / 1.9 // 153,944,064) = 224 slots; 224 // 3 = 74 running in 0.5.13, 224 // 5 = 44 in 0.5.14.
+    """Qwen3.5-27B on one H200 (48 Gated DeltaNet layers of 153,944,064 / 48 = 3,207,168 B): 73,278,007,910 B for the
+    cache, int(x 0.9 / 1.9 // 153,944,064) = 225 slots; 225 // 3 = 75 running in 0.5.13, 225 // 5 = 45 in 0.5.14.
     LFM2 (Lfm2ForCausalLM) is no extra_buffer architecture in any release (_MAMBA_EXTRA_BUFFER_ARCHS): no_buffer,
     ratio 3."""
-    for engine, running in (("sglang==0.5.13", 74), ("sglang==0.5.14", 44)):
+    for engine, running in (("sglang==0.5.13", 75), ("sglang==0.5.14", 45)):
         d = _plan("-m", "qwen3.5-27b", *H200, "--engine", engine)
-        assert d["kv_cache"]["state_slots"] == int(73_076_681_318 * 0.9 / 1.9 // 153_944_064) == 224
+        assert d["kv_cache"]["state_slots"] == int(73_278_007_910 * 0.9 / 1.9 // 153_944_064) == 225
         assert d["max_running"] == running
     d = _plan("--hf-config", "tests/data/configs/lfm2-700m", *H200, "--engine", "sglang")
     slots = d["kv_cache"]["state_slots"]
@@ -154,27 +154,27 @@ def test_the_rules_by_release():
 
 
 @pytest.mark.parametrize(("engine", "per_slot", "slots", "running"), [
-    ("sglang==0.5.13", 2 * QWEN3_NEXT_STATE, 278, 92),  # the whole model's 36 layers; no_buffer: 278 // 3
-    ("sglang==0.5.16", 2 * QWEN3_NEXT_STATE, 278, 69),  # extra_buffer without overlap: 278 // 4
-    ("sglang==0.5.17", QWEN3_NEXT_STATE, 556, 139),  # the largest stage's 18 of 36: int(77,266,944 x 0.5)
+    ("sglang==0.5.13", 2 * QWEN3_NEXT_STATE, 280, 93),  # the whole model's 36 layers; no_buffer: 280 // 3
+    ("sglang==0.5.16", 2 * QWEN3_NEXT_STATE, 280, 70),  # extra_buffer without overlap: 280 // 4
+    ("sglang==0.5.17", QWEN3_NEXT_STATE, 559, 139),  # the largest stage's 18 of 36: int(77,266,944 x 0.5)
 ])
 def test_pp_stages_charge_the_whole_models_states_before_0_5_17(engine, per_slot, slots, running):
     """Qwen3-Next at PP 2 (TP 1: 2 x 1,073,152 = 2,146,304 B a GDN layer, 18 layers a stage): 0.5.4 - 0.5.16's
     _handle_max_mamba_cache divides the budget by mamba_cache_per_req, Mamba2CacheParams' sum over every state layer
     of the model (36 x 2,146,304 = 77,266,944 B), on every stage; 0.5.17+ by int(77,266,944 x 18 / 36) = 38,633,472
-    (pp_layer_scale). The limiting stage's 45,497,011,456 B: int(x 0.9 / 1.9 // 77,266,944) = 278 slots, the K/V
-    pool 45,497,011,456 - 278 x 77,266,944 = 24,016,801,024 B // 12,288 = 1,954,492 tokens (6 attention layers of 2
-    KV heads x 256 x (K, V) x 2 B); 0.5.17: int((x 0.9 / 1.9 - 38,633,472) // 38,633,472) = 556, (45,497,011,456 -
-    557 x 38,633,472) // 12,288 = 1,951,348."""
+    (pp_layer_scale). The limiting stage's 45,698,338,048 B: int(x 0.9 / 1.9 // 77,266,944) = 280 slots, the K/V
+    pool 45,698,338,048 - 280 x 77,266,944 = 24,063,593,728 B // 12,288 = 1,958,300 tokens (6 attention layers of 2
+    KV heads x 256 x (K, V) x 2 B); 0.5.17: int((x 0.9 / 1.9 - 38,633,472) // 38,633,472) = 559, (45,698,338,048 -
+    560 x 38,633,472) // 12,288 = 1,958,300."""
     d = _plan("-m", "qwen3-next-80b-a3b", *H200, "--pp", "2", "--engine", engine)
     kv = d["kv_cache"]
-    rest = 45_497_011_456
+    rest = 45_698_338_048
     assert kv["available_bytes"] == rest and kv["state_bytes_per_request"] == per_slot
     budget = rest * 0.9 / 1.9
     assert slots == (int(budget // per_slot) if per_slot > QWEN3_NEXT_STATE else int((budget - per_slot) // per_slot))
     assert kv["state_slots"] == slots and d["max_running"] == running
     held = slots + (per_slot == QWEN3_NEXT_STATE)  # the padding slot (0.5.17+)
-    assert kv["tokens"] == (rest - held * per_slot) // QWEN3_NEXT_CELL == (1_954_492 if held == 278 else 1_951_348)
+    assert kv["tokens"] == (rest - held * per_slot) // QWEN3_NEXT_CELL == 1_958_300
     assert any("At PP > 1 every stage charges a slot" in n for n in d["notes"])
 
 

@@ -22,10 +22,10 @@ import pytest
 from kvplan.errors import KvplanError
 from kvplan.planning.capacity import plan
 
-REST, STATE, CELL = 45_446_370_048, 38_633_472, 12_288
-# the ratio split: budget = REST x 0.9 / 1.9; int(budget // STATE) = 557 slots before 0.5.17, int((budget - STATE) //
-# STATE) = 556 beside the padding slot from 0.5.17; the K/V pool (REST - 557 x STATE) // CELL = 1,947,227 tokens
-SPLIT_TOKENS = 1_947_227
+REST, STATE, CELL = 45_647_696_640, 38_633_472, 12_288
+# the ratio split: budget = REST x 0.9 / 1.9; int(budget // STATE) = 559 slots before 0.5.17, int((budget - STATE) //
+# STATE) = 558 beside the padding slot from 0.5.17; the K/V pool (REST - 559 x STATE) // CELL = 1,957,323 tokens
+SPLIT_TOKENS = 1_957_323
 
 
 def _qwen3_next(engine: str = "sglang", **flags):
@@ -56,27 +56,27 @@ def test_mamba_count_size_by_rule():
 
 
 def test_the_hand_derived_token_pools():
-    assert _tokens(557) == SPLIT_TOKENS
-    assert (_tokens(65), _tokens(1001), _tokens(1000), _tokens(512)) == (3_494_075, 551_291, 554_435, 2_088_707)
+    assert _tokens(559) == SPLIT_TOKENS
+    assert (_tokens(65), _tokens(1001), _tokens(1000), _tokens(512)) == (3_510_459, 567_675, 570_819, 2_105_091)
 
 
 def test_0_5_23_each_flag():
     """0.5.23 (extra_buffer by default for Qwen3NextForCausalLM: ratio 3 + 2):
-    - default: 556 slots, 1,947,227 tokens, cap min(4,096, tokens // 2, 556 // 5) = 111;
-    - --disable-radix-cache: the ratio split still (no --max-running-requests), cap 556 // 1 = 556;
-    - with --max-running-requests 64: max_mamba_cache_size = 64, the K/V pool REST - 65 x STATE = 3,494,075 tokens,
+    - default: 558 slots, 1,957,323 tokens, cap min(4,096, tokens // 2, 558 // 5) = 111;
+    - --disable-radix-cache: the ratio split still (no --max-running-requests), cap 558 // 1 = 558;
+    - with --max-running-requests 64: max_mamba_cache_size = 64, the K/V pool REST - 65 x STATE = 3,510,459 tokens,
       cap min(64, tokens // 2, 64 // 1) = 64;
-    - --max-mamba-cache-size 1000: REST - 1001 x STATE = 551,291 tokens, cap 1000 // 5 = 200 (not capped by memory);
-    - --mamba-radix-cache-strategy no_buffer: the split unchanged, cap 556 // 3 = 185; extra_buffer: the default."""
-    assert _figures(_qwen3_next()) == (556, SPLIT_TOKENS, 111)
-    assert _figures(_qwen3_next(disable_radix_cache=True)) == (556, SPLIT_TOKENS, 556)
-    assert _figures(_qwen3_next(disable_radix_cache=True, max_running_requests=64)) == (64, 3_494_075, 64)
+    - --max-mamba-cache-size 1000: REST - 1001 x STATE = 567,675 tokens, cap 1000 // 5 = 200 (not capped by memory);
+    - --mamba-radix-cache-strategy no_buffer: the split unchanged, cap 558 // 3 = 186; extra_buffer: the default."""
+    assert _figures(_qwen3_next()) == (558, SPLIT_TOKENS, 111)
+    assert _figures(_qwen3_next(disable_radix_cache=True)) == (558, SPLIT_TOKENS, 558)
+    assert _figures(_qwen3_next(disable_radix_cache=True, max_running_requests=64)) == (64, 3_510_459, 64)
     sized = _qwen3_next(max_mamba_cache_size=1000)
-    assert _figures(sized) == (1000, 551_291, 200)
-    assert sized.max_concurrency == pytest.approx(551_291 / 4096)  # the K/V pool, not the 1000 // 3 slots, limits it
-    assert _figures(_qwen3_next(mamba_radix_cache_strategy="no_buffer")) == (556, SPLIT_TOKENS, 185)
-    assert _figures(_qwen3_next(mamba_radix_cache_strategy="extra_buffer")) == (556, SPLIT_TOKENS, 111)
-    # no_buffer holds no track slot: the state pool holds 556 requests, not 556 // 3
+    assert _figures(sized) == (1000, 567_675, 200)
+    assert sized.max_concurrency == pytest.approx(567_675 / 4096)  # the K/V pool, not the 1000 // 3 slots, limits it
+    assert _figures(_qwen3_next(mamba_radix_cache_strategy="no_buffer")) == (558, SPLIT_TOKENS, 186)
+    assert _figures(_qwen3_next(mamba_radix_cache_strategy="extra_buffer")) == (558, SPLIT_TOKENS, 111)
+    # no_buffer holds no track slot: the state pool holds 558 requests, not 558 // 3
     assert _qwen3_next(mamba_radix_cache_strategy="no_buffer").max_concurrency == pytest.approx(SPLIT_TOKENS / 4096)
     # without the radix cache but with --max-running-requests the state pool is small: more K/V tokens than the split
     assert _qwen3_next(max_running_requests=64).kv_cache.tokens == SPLIT_TOKENS
@@ -84,24 +84,24 @@ def test_0_5_23_each_flag():
 
 @pytest.mark.parametrize(("engine", "flags", "figures"), [
     # 0.5.9 - 0.5.16: a given size without the padding slot; 0.5.16 extra_buffer (ratio 5)
-    ("sglang==0.5.16", {"max_mamba_cache_size": 1000}, (1000, 554_435, 200)),
-    ("sglang==0.5.12", {"max_mamba_cache_size": 1000}, (1000, 554_435, 333)),  # no_buffer (auto): 1000 // 3
+    ("sglang==0.5.16", {"max_mamba_cache_size": 1000}, (1000, 570_819, 200)),
+    ("sglang==0.5.12", {"max_mamba_cache_size": 1000}, (1000, 570_819, 333)),  # no_buffer (auto): 1000 // 3
     # 0.5.9: --disable-radix-cache alone keeps the ratio split (sglang PR 18786); ratio 1
-    ("sglang==0.5.9", {"disable_radix_cache": True}, (557, SPLIT_TOKENS, 557)),
-    # 0.5.7 - 0.5.8: without the radix cache 512 slots (REST - 512 x STATE = 2,088,707 tokens), cap 512 // 1
-    ("sglang==0.5.8", {"disable_radix_cache": True}, (512, 2_088_707, 512)),
+    ("sglang==0.5.9", {"disable_radix_cache": True}, (559, SPLIT_TOKENS, 559)),
+    # 0.5.7 - 0.5.8: without the radix cache 512 slots (REST - 512 x STATE = 2,105,091 tokens), cap 512 // 1
+    ("sglang==0.5.8", {"disable_radix_cache": True}, (512, 2_105_091, 512)),
     # 0.5.8 takes a given size with the radix cache on; ratio 3 (no_buffer); 0.5.7 adds 2 to it (1000 // 5)
-    ("sglang==0.5.8", {"max_mamba_cache_size": 1000}, (1000, 554_435, 333)),
-    ("sglang==0.5.7", {"max_mamba_cache_size": 1000}, (1000, 554_435, 200)),
+    ("sglang==0.5.8", {"max_mamba_cache_size": 1000}, (1000, 570_819, 333)),
+    ("sglang==0.5.7", {"max_mamba_cache_size": 1000}, (1000, 570_819, 200)),
     # 0.5.4 - 0.5.6: a given size only without the radix cache; with it the ratio split overwrites it
-    ("sglang==0.5.6", {"max_mamba_cache_size": 1000}, (557, SPLIT_TOKENS, 185)),
-    ("sglang==0.5.6", {"max_mamba_cache_size": 1000, "disable_radix_cache": True}, (1000, 554_435, 1000)),
-    ("sglang==0.5.6", {"disable_radix_cache": True}, (512, 2_088_707, 512)),
-    ("sglang==0.5.6", {"disable_radix_cache": True, "max_running_requests": 64}, (64, 3_497_219, 64)),
+    ("sglang==0.5.6", {"max_mamba_cache_size": 1000}, (559, SPLIT_TOKENS, 186)),
+    ("sglang==0.5.6", {"max_mamba_cache_size": 1000, "disable_radix_cache": True}, (1000, 570_819, 1000)),
+    ("sglang==0.5.6", {"disable_radix_cache": True}, (512, 2_105_091, 512)),
+    ("sglang==0.5.6", {"disable_radix_cache": True, "max_running_requests": 64}, (64, 3_513_603, 64)),
 ])
 def test_each_release_sizes_the_state_pool_its_way(engine, flags, figures):
-    """(REST - N x STATE) // CELL without the padding slot: N = 1000: 554,435; 512: 2,088,707; 64: 3,497,219."""
-    assert (REST - 64 * STATE) // CELL == 3_497_219
+    """(REST - N x STATE) // CELL without the padding slot: N = 1000: 570,819; 512: 2,105,091; 64: 3,513,603."""
+    assert (REST - 64 * STATE) // CELL == 3_513_603
     assert _figures(_qwen3_next(engine, **flags)) == figures
 
 

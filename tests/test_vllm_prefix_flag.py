@@ -24,16 +24,16 @@ def cdiv(a: int, b: int) -> int:
 
 
 def test_no_enable_prefix_caching_keeps_one_page_per_state_group_on_0_28():
-    """0.28 default: align, 8 attention pages + 3 x 2 = 14 blocks per request, 8,145 / 14 = 581.786 concurrent;
-    --no-enable-prefix-caching: mode 'none', 8 + 3 x 1 = 11, 8,145 / 11 = 740.455 (the same pool)."""
+    """0.28 default: align, 8 attention pages + 3 x 2 = 14 blocks per request, 8,160 / 14 = 582.857 concurrent;
+    --no-enable-prefix-caching: mode 'none', 8 + 3 x 1 = 11, 8,160 / 11 = 741.818 (the same pool)."""
     on = plan("qwen3-next-80b-a3b", engine="vllm==0.28", **QWEN)
     off = plan("qwen3-next-80b-a3b", engine="vllm==0.28", enable_prefix_caching=False, **QWEN)
     given = plan("qwen3-next-80b-a3b", engine="vllm==0.28", enable_prefix_caching=True, **QWEN)
-    assert on.kv_cache.num_blocks == off.kv_cache.num_blocks == given.kv_cache.num_blocks == 8145
+    assert on.kv_cache.num_blocks == off.kv_cache.num_blocks == given.kv_cache.num_blocks == 8160
     assert on.kv_cache.blocks_per_request == given.kv_cache.blocks_per_request == cdiv(4096, 544) + 3 * 2 == 14
     assert off.kv_cache.blocks_per_request == cdiv(4096, 544) + 3 * 1 == 11
-    assert round(on.max_concurrency, 3) == round(8145 / 14, 3) == 581.786
-    assert round(off.max_concurrency, 3) == round(8145 / 11, 3) == 740.455
+    assert round(on.max_concurrency, 3) == round(8160 / 14, 3) == 582.857
+    assert round(off.max_concurrency, 3) == round(8160 / 11, 3) == 741.818
     assert "--no-enable-prefix-caching" in off.launch_command
     assert "--enable-prefix-caching" in given.launch_command and "prefix-caching" not in on.launch_command
     assert any("mamba_cache_mode 'none'" in n and "--no-enable-prefix-caching" in n for n in off.notes)

@@ -35,7 +35,7 @@ from kvplan.cost.params import attention_extras, norm_params
 from kvplan.cost.quant import QuantBytes, matrix_bytes
 from kvplan.cost.shared import shared_rank_params, shared_tp_reason
 from kvplan.cost.ssm import check_state_tp, ssm_rank_params
-from kvplan.cost.vision import rope_cache_positions, tp_reason as vision_tp_reason, vision_params
+from kvplan.cost.vision import MROPE_CACHE_FACTOR, rope_cache_positions, tp_reason as vision_tp_reason, vision_params
 from kvplan.cost.shapes import (Matrix, attention_matrices, ffn_matrices, fused, kv_heads_per_rank,
                                 router_matrices)
 from kvplan.errors import KvplanError, Refused
@@ -330,7 +330,7 @@ def rank_quant(card: ModelCard, layout: Layout, pp_rank: int, *, stages: list[ra
             + _mlp_stage(card, layers, layout, tp_rank, measure))
 
 
-def rope_caches(card: ModelCard) -> tuple[int, ...]:
+def rope_caches(card: ModelCard, mrope_factor: int = MROPE_CACHE_FACTOR) -> tuple[int, ...]:
     """Positions of each rotary cos/sin cache vLLM builds for ``card``: get_rope keeps one per distinct (head_size,
     rotary_dim, max_position, base, is_neox_style, rope_scaling, dtype), shared by every layer asking for it
     (model_executor/layers/rotary_embedding.py ``get_rope`` / ``_ROPE_DICT``, 0.8.x; rotary_embedding/__init__.py in
@@ -351,8 +351,10 @@ def rope_caches(card: ModelCard) -> tuple[int, ...]:
     ``torch.arange`` of a float end holds ceil(end) positions. ``local_rope`` (Gemma 3) adds the sliding layers'
     unscaled cache of max_position_embeddings (gemma3.py ``Gemma3Attention``: base rope_local_base_freq,
     rope_scaling {"rope_type": "default"}, a different key). SGLang's get_rope and gemma3_causal.py build the same
-    caches (srt/layers/rotary_embedding.py, adapted from vLLM 0.6.6)."""
-    positions, scaling = rope_cache_positions(card), card.rope_scaling  # M-RoPE (Qwen-VL): 4 x max_position
+    caches (srt/layers/rotary_embedding.py, adapted from vLLM 0.6.6), but an M-RoPE cache of max_position_embeddings
+    (``mrope_factor`` 1: SGLang's rotary_embedding/mrope.py ``MRotaryEmbedding.__init__`` passes it to
+    ``RotaryEmbedding.__init__`` unenlarged, 0.5.10.post1)."""
+    positions, scaling = rope_cache_positions(card, mrope_factor), card.rope_scaling  # M-RoPE: x mrope_factor
     if scaling is None:
         scaled = positions
     elif scaling.rope_type == "longrope":
@@ -363,17 +365,22 @@ def rope_caches(card: ModelCard) -> tuple[int, ...]:
     return (scaled, card.max_position_embeddings) if card.local_rope else (scaled,)
 
 
-def rope_buffer_bytes(card: ModelCard, dtype_bytes: int) -> int:
+def rope_buffer_bytes(card: ModelCard, dtype_bytes: int, mrope_factor: int = MROPE_CACHE_FACTOR) -> int:
     """vLLM rotary_embedding/base.py ``RotaryEmbedding.__init__``: each cache (rope_caches) is positions x rotary_dim
     in the model dtype (``cache.to(dtype)``, a non-persistent buffer); MLA: rotary_dim = qk_rope_head_dim."""
     if card.position != "rope":
         return 0
-    return sum(rope_caches(card)) * rotary_dim(card) * dtype_bytes
+    return sum(rope_caches(card, mrope_factor)) * rotary_dim(card) * dtype_bytes
 
 
 def rotary_dim(card: ModelCard) -> int:
-    """The width of a rotary cos/sin cache row: the head dimension, MLA's qk_rope_head_dim."""
-    return card.mla.qk_rope_head_dim if card.mla else card.head_dim
+    """The width of a rotary cos/sin cache row: MLA's qk_rope_head_dim, else the head dimension times the card's
+    partial_rotary_factor, floored (``get_rope``: "if partial_rotary_factor < 1.0: rotary_dim = int(rotary_dim *
+    partial_rotary_factor)", vLLM rotary_embedding/__init__.py 0.10+ and SGLang layers/rotary_embedding/factory.py
+    0.5.10.post1; Qwen3-Next / Qwen3.5 pass rotary_dim=head_dim and factor 0.25: 256 -> 64)."""
+    if card.mla:
+        return card.mla.qk_rope_head_dim
+    return card.head_dim if card.partial_rotary_factor == 1 else int(card.head_dim * card.partial_rotary_factor)
 
 
 def rank_weights(card: ModelCard, w_t: DType, layout: Layout, tp_rank: int, pp_rank: int, *,

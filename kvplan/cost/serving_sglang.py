@@ -200,6 +200,36 @@ def rope_cache_bytes(model_dtype_cache: int, model_dtype_bytes: int, fp32: bool)
     return model_dtype_cache // model_dtype_bytes * 4
 
 
+# srt/models/qwen3_vl.py Qwen3VLMoeVisionModel.__init__ (0.5.10.post1; Qwen3.5's tower too): the tower's own
+# ``get_rope(head_size=head_dim, rotary_dim=head_dim // 2, max_position=8192, base=10000.0)``, a RotaryEmbedding with
+# its own cos/sin cache of 8192 positions x head_dim // 2 (kept float32 on CUDA like the decoder's)
+QWEN3_VL_TOWER_ROPE_POSITIONS = 8192
+
+
+def rope_buffers_model_dtype(card, dtype_bytes: int) -> int:
+    """The rotary cos/sin caches SGLang builds for ``card``, in the model dtype (``rope_cache_bytes`` makes them
+    float32): the decoder's as vLLM's (kvplan.cost.parallel.rope_buffer_bytes: partial rotary width, scaling) but an
+    M-RoPE cache unenlarged (rotary_embedding/mrope.py ``MRotaryEmbedding.__init__``: max_position_embeddings, where
+    vLLM's is 4x), plus a Qwen3-VL / Qwen3.5 tower's own (QWEN3_VL_TOWER_ROPE_POSITIONS)."""
+    from kvplan.cost.parallel import rope_buffer_bytes
+
+    tower = 0
+    if card.vision is not None and card.vision.kind == "qwen3_vl":
+        tower = QWEN3_VL_TOWER_ROPE_POSITIONS * (card.vision.hidden_size // card.vision.num_heads // 2) * dtype_bytes
+    return rope_buffer_bytes(card, dtype_bytes, mrope_factor=1) + tower
+
+
+def position_table_saving(card, tp: int) -> int:
+    """Parameters one rank holds fewer than kvplan.cost.parallel's (vLLM's) split: SGLang splits a Qwen3-VL / Qwen3.5
+    tower's position table over TP (kvplan.cost.vision.vision_params ``split_positions``), vLLM keeps it whole."""
+    if card.vision is None or card.vision.kind != "qwen3_vl" or tp == 1:
+        return 0
+    from kvplan.cost.vision import vision_params
+
+    return (vision_params(card, hf=False, tp=tp).total
+            - vision_params(card, hf=False, tp=tp, split_positions=True).total)
+
+
 def pool_bytes(free_at_start: int, mem_fraction_static: float, weights: int) -> int:
     """kv_cache_configurator.py _profile_available_bytes: free - pre x (1 - mfs) = pre x mfs - weights."""
     if not 0 < mem_fraction_static <= 1:

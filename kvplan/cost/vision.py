@@ -68,9 +68,10 @@ def patches_per_side(v: VisionTower) -> int:
     return v.image_size // v.patch_size
 
 
-def _embeddings(v: VisionTower, hf: bool) -> tuple[int, int]:
-    """(parameters held whole, the SigLIP position table split like a vocabulary in vLLM) of the embeddings and the
-    tower's own norms; ``hf``: as transformers builds it (every block, always the post-norm)."""
+def _embeddings(v: VisionTower, hf: bool, split_positions: bool = False) -> tuple[int, int]:
+    """(parameters held whole, the position table split like a vocabulary: SigLIP's in vLLM, Qwen3-VL's with
+    ``split_positions``) of the embeddings and the tower's own norms; ``hf``: as transformers builds it (every block,
+    always the post-norm)."""
     h, c, p = v.hidden_size, v.num_channels, v.patch_size
     post = 2 * h if hf or not v.truncated else 0  # vLLM drops the post-LayerNorm of a truncated tower
     if v.kind == "clip":  # class_embedding, patch conv (no bias), positions (patches + CLS), pre- and post-LayerNorm
@@ -81,8 +82,9 @@ def _embeddings(v: VisionTower, hf: bool) -> tuple[int, int]:
         return h + (patches_per_side(v) ** 2 + 1) * h + 4 * h, 0  # a column-parallel matrix (extra_matrices)
     if v.kind == "pixtral":  # patch_conv (no bias), ln_pre RMSNorm; 2-D RoPE, no table
         return c * p * p * h + h, 0
-    if v.kind == "qwen3_vl":  # Conv3d with bias; pos_embed an nn.Embedding, whole on every rank (qwen3_vl.py)
-        return c * v.temporal_patch_size * p * p * h + h + (v.num_position_embeddings or 0) * h, 0
+    if v.kind == "qwen3_vl":  # Conv3d with bias; pos_embed an nn.Embedding, whole on every rank (vLLM qwen3_vl.py)
+        conv, table = c * v.temporal_patch_size * p * p * h + h, (v.num_position_embeddings or 0) * h
+        return (conv, table) if split_positions else (conv + table, 0)
     return c * v.temporal_patch_size * p * p * h, 0  # qwen2_5_vl: Conv3d patch embedding without bias
 
 
@@ -148,18 +150,22 @@ class VisionParams:
 
 
 @lru_cache(maxsize=1024)
-def vision_params(card: ModelCard, *, hf: bool = True, tp: int = 1, data_parallel: bool = False) -> VisionParams:
+def vision_params(card: ModelCard, *, hf: bool = True, tp: int = 1, data_parallel: bool = False,
+                  split_positions: bool = False) -> VisionParams:
     """The tower and projector of ``card`` on one rank of ``tp``: as transformers builds them (``hf``: every block
     of vision_config, the post-norm; tp 1), else as vLLM does (the feature layers only), split by TP unless the
-    encoder runs data-parallel (``--mm-encoder-tp-mode data``: everything whole)."""
+    encoder runs data-parallel (``--mm-encoder-tp-mode data``: everything whole). ``split_positions``: Qwen3-VL's
+    position table in a VocabParallelEmbedding, as SGLang builds it (srt/models/qwen3_vl.py
+    ``Qwen3VLMoeVisionModel.__init__``: ``VocabParallelEmbedding(num_position_embeddings, hidden_size,
+    enable_tp=not use_data_parallel)``, 0.5.10.post1; --mm-enable-dp-encoder off by default)."""
     v = card.vision
     if v is None:
         return VisionParams(0, 0)
     split = 1 if data_parallel else tp
     layers = v.num_layers if hf else v.built_layers
-    whole, table = _embeddings(v, hf)
+    whole, table = _embeddings(v, hf, split_positions)
     if table and split > 1:  # VocabParallelEmbedding: rows padded to 64, then split evenly
-        table = cdiv(patches_per_side(v) ** 2, POSITION_PADDING) * POSITION_PADDING // split * v.hidden_size
+        table = cdiv(table // v.hidden_size, POSITION_PADDING) * POSITION_PADDING // split * v.hidden_size
     block = sum(m.shard(split).params for m in block_matrices(v)) + block_vectors(v)
     whole += sum(m.shard(split).params for m in extra_matrices(v)) + _head_vectors(v)
     projector = (sum(m.shard(split).params for m in projector_matrices(v, card.hidden_size))
@@ -174,10 +180,11 @@ MROPE_CACHE_FACTOR = 4
 MROPE_KINDS = ("qwen2_5_vl", "qwen3_vl")
 
 
-def rope_cache_positions(card: ModelCard) -> int:
-    """Positions of vLLM's rotary cos/sin cache: max_position_embeddings, four times that for an M-RoPE decoder."""
+def rope_cache_positions(card: ModelCard, mrope_factor: int = MROPE_CACHE_FACTOR) -> int:
+    """Positions of the rotary cos/sin cache: max_position_embeddings, ``mrope_factor`` times that for an M-RoPE
+    decoder (vLLM's four; SGLang's one: kvplan.cost.parallel.rope_caches)."""
     mrope = card.vision is not None and card.vision.kind in MROPE_KINDS
-    return card.max_position_embeddings * (MROPE_CACHE_FACTOR if mrope else 1)
+    return card.max_position_embeddings * (mrope_factor if mrope else 1)
 
 
 def tp_reason(card: ModelCard, tp: int) -> str | None:

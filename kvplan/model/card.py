@@ -165,6 +165,11 @@ class ModelCard(BaseModel):
     local_rope: StrictBool = Field(
         False, description="Sliding layers build their own unscaled rotary embedding (Gemma 3: rope_local_base_freq): "
                            "a second rotary cache beside the global layers'.")
+    partial_rotary_factor: float = Field(
+        1.0, strict=True, gt=0, le=1,
+        description="The fraction of head_dim the rotary embedding turns (transformers' partial_rotary_factor; "
+                    "Qwen3-Next and Qwen3.5: 0.25): the engines' rotary width and cos/sin cache rows are "
+                    "int(head_dim x factor) (vLLM and SGLang get_rope).")
     type_vocab_size: StrictInt = Field(0, ge=0, le=MAX_COUNT, description="BERT token-type embeddings.")
     embedding_norm: StrictBool = Field(False, description="A norm right after the embeddings (BERT, BLOOM).")
     pooler: StrictBool = Field(False, description="BERT's pooler (hidden x hidden dense with bias).")
@@ -233,6 +238,8 @@ class ModelCard(BaseModel):
             raise ValueError("relative_attention_num_buckets: allowed only when position is relative")
         if self.position != "learned" and self.learned_position_offset:
             raise ValueError("learned_position_offset: allowed only when position is learned")
+        if self.position != "rope" and self.partial_rotary_factor != 1:
+            raise ValueError("partial_rotary_factor: allowed only when position is rope")
         for field in ("rope_scaling", "local_rope"):
             if self.position != "rope" and getattr(self, field):
                 raise ValueError(f"{field}: allowed only when position is rope")

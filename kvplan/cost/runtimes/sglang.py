@@ -753,11 +753,12 @@ class SGLang(Server):
     def stage(self, s: Setup, pp_rank: int, parts: list[range]) -> Stage:
         w, specs = stage_weights(s, pp_rank, parts)
         # rank_weights holds the cache in the model dtype: float32 for a float32 model, else 16-bit
-        buffers = sg.rope_cache_bytes(w.buffers_bytes, s.w_t.activation_bytes,
-                                      self.version.rope_cache_fp32 and s.gpu.vendor == "NVIDIA")
-        weights = w.bytes + buffers
+        buffers = sg.rope_cache_bytes(sg.rope_buffers_model_dtype(s.card, s.w_t.activation_bytes),
+                                      s.w_t.activation_bytes, self.version.rope_cache_fp32 and s.gpu.vendor == "NVIDIA")
+        fewer = sg.position_table_saving(s.card, s.layout.tp)  # a Qwen3-VL tower's position table: split
+        weights = w.bytes - s.w_t.data_bytes(fewer) + buffers
         requested = int((s.total - s.context) * s.mfs)
-        return Stage(pp_rank, w.layers, w.params, weights, buffers, 0, s.non_torch, 0, requested,
+        return Stage(pp_rank, w.layers, w.params - fewer, weights, buffers, 0, s.non_torch, 0, requested,
                      sg.pool_bytes(s.total - s.context, s.mfs, weights + s.non_torch), specs)
 
     # -- pool --

@@ -21,7 +21,7 @@ from kvplan.model.validation import card_from_dict
 from kvplan.model.hf.families import DEFAULTS, READERS
 from kvplan.model.hf.quant import read_quantization
 from kvplan.model.hf.reader import NOT_CARRIED, Config
-from kvplan.model.hf.rope import rope_scaling
+from kvplan.model.hf.rope import partial_rotary, rope_scaling
 from kvplan.model.hf.vision import MULTIMODAL, text_part, vision_fields
 
 _TEXT_DECODERS = {"gemma3": "gemma3_text", "qwen3_5": "qwen3_5_text", "qwen3_5_moe": "qwen3_5_moe_text",
@@ -87,6 +87,7 @@ def import_hf_config(config: dict | str | Path, *, name: str | None = None, orig
     fields = READERS[model_type](cfg)
     if fields.get("position") == "rope":  # what the engines size their rotary caches by (model.hf.rope)
         fields.update(rope_scaling(cfg))
+        fields.update(partial_rotary(cfg))
     if name is not None and not isinstance(name, str):
         raise KvplanError(f"name: expected a string, got {type(name).__name__}")
     card_name = _card_name(name, _name_or_path(cfg), origin)

@@ -40,6 +40,24 @@ def rope_scaling(cfg: Config) -> dict:
     return {"rope_scaling": out}
 
 
+def partial_rotary(cfg: Config) -> dict:
+    """``{"partial_rotary_factor": f}`` where the rotary embedding turns only ``f`` of head_dim, else ``{}``: the
+    config's own key (Qwen3-Next, Phi-2), else the one transformers 5.x moves into ``rope_parameters`` (Qwen3.5's
+    text_config), else the config class's default."""
+    raw, key = _raw(cfg)
+    if cfg.has("partial_rotary_factor"):
+        value, key = cfg.data["partial_rotary_factor"], "partial_rotary_factor"
+    elif isinstance(raw, dict) and raw.get("partial_rotary_factor") is not None:
+        value, key = raw["partial_rotary_factor"], f"{key}.partial_rotary_factor"
+    elif "partial_rotary_factor" in cfg.defaults:
+        value, key = cfg.get("partial_rotary_factor"), "partial_rotary_factor"
+    else:
+        return {}
+    if type(value) not in (int, float) or not 0 < value <= 1:
+        raise KvplanError(f"{cfg.origin}: {key}: {clip(value)} is not a rotary fraction; allowed: a number in (0, 1]")
+    return {} if value == 1 else {"partial_rotary_factor": float(value)}
+
+
 def _original(cfg: Config, key: str, raw: dict) -> int:
     """The pre-training context as transformers 5.x standardizes it (modeling_rope_utils.py
     ``standardize_rope_params``): the top-level key first (Phi-3 keeps it there), then the scaling's own, else

@@ -44,7 +44,8 @@ the hidden, head, latent or expert widths), from the transformers 5.23 config cl
 ``__post_init__`` makes of it (Qwen3-Next's mlp_only_layers None -> []). Kimi-Linear's are stored under the names
 ``to_dict`` writes (its attribute_map: num_experts_per_tok -> num_experts_per_token, n_shared_experts ->
 num_shared_experts, max_position_embeddings -> model_max_length); first_k_dense_replace is the ``__post_init__`` kwarg
-default (1). Checked in tests/test_state_layers_kimi.py.
+default (1). Checked in tests/test_state_layers_kimi.py. Qwen3-Next's and Qwen3.5's partial_rotary_factor 0.25 is the
+default rope_parameters entry of their config classes (transformers 5.24, ``Qwen3NextConfig().rope_parameters``).
 """
 
 from __future__ import annotations
@@ -332,12 +333,14 @@ READERS: dict[str, Callable[[Config], dict]] = {
 DEFAULTS: dict[str, dict] = {
     "qwen3_next": {"num_key_value_heads": 2, "head_dim": 256, "attention_bias": False, "decoder_sparse_step": 1,
                    "hidden_act": "silu", "linear_conv_kernel_dim": 4, "max_position_embeddings": 32768,
-                   "mlp_only_layers": [], "num_experts_per_tok": 10, "tie_word_embeddings": False},
+                   "mlp_only_layers": [], "num_experts_per_tok": 10, "tie_word_embeddings": False,
+                   "partial_rotary_factor": 0.25},
     "qwen3_5_text": {"num_key_value_heads": 4, "head_dim": 256, "attention_bias": False, "hidden_act": "silu",
-                     "linear_conv_kernel_dim": 4, "max_position_embeddings": 32768, "tie_word_embeddings": False},
+                     "linear_conv_kernel_dim": 4, "max_position_embeddings": 32768, "tie_word_embeddings": False,
+                     "partial_rotary_factor": 0.25},
     "qwen3_5_moe_text": {"num_key_value_heads": 2, "head_dim": 256, "attention_bias": False, "hidden_act": "silu",
                          "linear_conv_kernel_dim": 4, "max_position_embeddings": 32768, "tie_word_embeddings": False,
-                         "num_experts_per_tok": 8},
+                         "num_experts_per_tok": 8, "partial_rotary_factor": 0.25},
     "lfm2": {"num_key_value_heads": 8, "block_auto_adjust_ff_dim": True, "block_ffn_dim_multiplier": 1.0,
              "block_multiple_of": 256, "conv_L_cache": 3, "conv_bias": False, "max_position_embeddings": 128000,
              "tie_word_embeddings": True},
