@@ -56,7 +56,8 @@ GpuMemory = Annotated[_S, typer.Option(
 Platform = Annotated[Optional[str], typer.Option(
     "--platform", metavar="[linux|windows]",
     help="The host OS: windows for native Windows or WSL2, where CUDA sees the whole board (RTX 4090: 23.99 GiB, "
-         "23.53 on Linux); default linux, the catalog's total.")]
+         "23.53 on Linux) and the desktop holds some of it (1.24 GiB in use at start by default, --context-memory); "
+         "default linux, the catalog's total.")]
 Tp = Annotated[Optional[int], typer.Option("--tp", help="Tensor-parallel size (default 1).")]
 Pp = Annotated[Optional[int], typer.Option("--pp", help="Pipeline-parallel size (default 1).")]
 Dp = Annotated[Optional[int], typer.Option("--dp", help="Data-parallel replicas (default 1).")]
@@ -100,8 +101,9 @@ CudaGraphMemory = Annotated[_S, typer.Option(
     "--cuda-graph-memory", help="vLLM CUDA graphs in the budget (default from 0.20: an ESTIMATE per captured graph; "
                                 "0 for --enforce-eager).")]
 ContextMemory = Annotated[_S, typer.Option(
-    "--context-memory", help="CUDA context + NCCL per GPU (default 512MiB; SGLang at TP x PP > 1 over NVLink: + an "
-                             "estimated 1649MiB of NCCL buffers).")]
+    "--context-memory", help="Memory in use per GPU before the engine sizes from it: CUDA context + NCCL (default "
+                             "512MiB, llama.cpp/Ollama 0; SGLang at TP x PP > 1 over NVLink: + an estimated 1649MiB "
+                             "of NCCL buffers; --platform windows: at least 1270MiB, a desktop's).")]
 Concurrency = Annotated[Optional[int], typer.Option(
     "--concurrency", help="Requests to hold at once: latency bounds with --gpu; without --gpu, search.")]
 Gpus = Annotated[_S, typer.Option("--gpus", help="Search: GPU types to try, comma-separated (default: all).")]
