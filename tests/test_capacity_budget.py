@@ -583,6 +583,12 @@ def test_vllm_checks_the_free_memory_at_start_with_a_fixed_pool_too():
     plan("qwen3-8b", engine="vllm==0.20.0", context_memory=room_0_20, **kw)
     with pytest.raises(Refused, match="0.92"):
         plan("qwen3-8b", engine="vllm==0.20.0", context_memory=room_0_20 + 1, **kw)
+    # a utilization given with the fixed pool stays on the line, and the check reads it
+    given = plan("qwen3-8b", engine="vllm==0.19", context_memory=room + 1, gpu_memory_utilization=0.5, **kw)
+    assert "--kv-cache-memory-bytes 4294967296 --gpu-memory-utilization 0.5" in given.launch_command
+    with pytest.raises(Refused, match="^--gpu-memory-utilization: .*allowed: --gpu-memory-utilization 0.48 or less"):
+        plan("qwen3-8b", engine="vllm==0.19", context_memory=total // 2 + GIB, gpu_memory_utilization=0.5, **kw)
+    assert "--gpu-memory-utilization" not in ok.launch_command
     # the pool is the given one either way: the check refuses the start, it does not resize the pool
     assert plan("qwen3-8b", engine="vllm==0.20.0", context_memory=0, **kw).per_gpu.available_kv_bytes == 4 * GIB
 

@@ -234,7 +234,7 @@ def test_v0_pads_each_mla_entry_to_256_bytes():
     (1280 bytes"): DeepSeek-V2-Lite's block is 27 layers x 640 x 2 B x 16 in V0, 576 wide in V1; a 4,096-wide
     (non-MLA) entry is not padded."""
     kw = dict(gpu="L4", max_model_len=32768, kv_cache_memory="1GiB", kv_cache_memory_what_if=True)
-    old, new = plan("deepseek-v2-lite", engine="vllm==0.7", **kw), plan("deepseek-v2-lite", engine="vllm==0.10", **kw)
+    old, new = plan("deepseek-v2-lite", engine="vllm==0.7.3", **kw), plan("deepseek-v2-lite", engine="vllm==0.10", **kw)
     assert old.kv_cache.bytes_per_block == 27 * 640 * 2 * 16 and new.kv_cache.bytes_per_block == 27 * 576 * 2 * 16
     assert v0.aligned_entry_elems(576, 2) == 640 and v0.aligned_entry_elems(4096, 2) == 4096
     llama = [plan("llama-3.1-8b", engine=e, **kw).kv_cache.bytes_per_block for e in ("vllm==0.6", "vllm==0.10")]

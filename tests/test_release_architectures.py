@@ -128,8 +128,6 @@ def test_a_release_older_than_the_architecture_is_refused_by_name(args, names, f
     ["plan", "-m", "gpt-oss-20b", "--gpu", "H100-SXM", "--max-model-len", "8192", "--engine", "vllm==0.10.1"],
     ["plan", "-m", "qwen3-next-80b-a3b", "--gpu", "H200", "--tp", "2", "--max-model-len", "8192", "--engine",
      "vllm==0.10.2"],
-    ["plan", "-m", "deepseek-v3-fp8", "--gpu", "H200", "--tp", "8", "--max-model-len", "8192", "--engine",
-     "vllm==0.6.6"],
     # SGLang registers no Falcon class in any release read: not in the table's SGLang column, planned as before
     ["plan", "-m", "falcon-7b", "--gpu", "H100-SXM", "--max-model-len", "2048", "--engine", "sglang==0.4.3"],
     ["sweep", "-m", "llama-3.1-8b,gemma-3-1b", "--seq-len", "4096", "--engine", "vllm==0.8.0"],
@@ -137,6 +135,15 @@ def test_a_release_older_than_the_architecture_is_refused_by_name(args, names, f
 def test_the_first_release_plans_it(args):
     r = CliRunner().invoke(app, args)
     assert r.exit_code == 0, r.output
+
+
+def test_deepseek_v3_in_its_first_release_caches_per_head_k_v_which_is_refused():
+    """DeepseekV3ForCausalLM is first in vLLM 0.6.6's registry, but MLA's latent cache is first in 0.7.1: before it
+    vLLM cached the per-head K/V, which kvplan does not model (VllmVersion.mla_latent_cache)."""
+    args = ["plan", "-m", "deepseek-v3-fp8", "--gpu", "H200", "--tp", "8", "--max-model-len", "8192", "--engine"]
+    r = CliRunner().invoke(app, [*args, "vllm==0.6.6"])
+    assert r.exit_code == 2 and "per-head K/V" in r.output and "vllm==0.7.1 or later" in r.output
+    assert CliRunner().invoke(app, [*args, "vllm==0.7.1"]).exit_code == 0
 
 
 def test_the_api_raises_a_plain_kvplan_error_not_a_layout_refusal():

@@ -9,6 +9,7 @@ import pytest
 
 from kvplan import load_card
 from kvplan.cost import serving_vllm as vl
+from kvplan.errors import KvplanError
 from kvplan.planning.capacity import plan
 
 GIB = 2**30
@@ -17,7 +18,7 @@ R1_073 = dict(gpu="H200", tp=8, max_model_len=128_000, gpu_memory_utilization=0.
               max_num_seqs=1024)
 
 
-@pytest.mark.parametrize("engine, block", [("vllm==0.7.0", 16), ("vllm==0.7.3", 16), ("vllm==0.8.0", 64),
+@pytest.mark.parametrize("engine, block", [("vllm==0.7.1", 16), ("vllm==0.7.3", 16), ("vllm==0.8.0", 64),
                                            ("vllm==0.9.0", 64)])
 def test_mla_block_on_hopper_by_release(engine, block):
     """0.7.x has no FlashMLA (TRITON_MLA at the config's 16); 0.8.0-0.9.0 force FlashMLA's 64 on Hopper."""
@@ -33,8 +34,12 @@ def test_the_0_7_3_log_counts_16_token_blocks():
     """`# cuda blocks: 18418` of 21.43 GiB: blocks of 16 tokens x 61 layers x 640 (576 aligned to 256 B) x 2 B, not
     FlashMLA's 64 (4,604 of them)."""
     pool = round(21.43 * GIB)
-    assert pool // (16 * 61 * 640 * 2) == 18_418
-    assert pool // (64 * 61 * 640 * 2) == 4_604
+    planned = plan("deepseek-v3-fp8", engine="vllm==0.7.3", kv_cache_memory=pool, kv_cache_memory_what_if=True,
+                   **R1_073)
+    assert planned.kv_cache.num_blocks == pool // (16 * 61 * 640 * 2) == 18_418
+    forced = plan("deepseek-v3-fp8", engine="vllm==0.8.0", kv_cache_memory=pool, kv_cache_memory_what_if=True,
+                  **R1_073)
+    assert forced.kv_cache.num_blocks == pool // (64 * 61 * 640 * 2) == 4_604
 
 
 def test_absorbed_mla_weights_deepseek_v3_fp8_tp8():
@@ -62,7 +67,8 @@ def test_absorbed_weights_only_in_0_7_1_to_0_7_3():
         return plan("deepseek-v3-fp8", engine=engine, **R1_073).per_gpu.weights_bytes
 
     assert weights("vllm==0.7.3") - weights("vllm==0.8.0") == 61 * (82_854_912 - 512 * 16 * 256 * 2)
-    assert weights("vllm==0.7.0") == weights("vllm==0.8.0")
+    with pytest.raises(KvplanError, match="per-head K/V"):  # 0.7.0: no MLA yet (VllmVersion.mla_latent_cache)
+        weights("vllm==0.7.0")
 
 
 def test_fused_moe_three_caches_through_0_7_3():

@@ -157,8 +157,8 @@ def disagg(model: ModelCard | str | Path, *, gpu: str, rate: float, isl: int, os
              f"Aggregated: the same {total} GPUs as {total // (decode.tp * decode.pp)} replicas of TP {decode.tp} hold "
              f"{agg:,.1f} requests of {isl + osl} tokens (capacity only; prefill then interrupts decode).",
              *([f"GPU memory: {base.gpu.name} under Windows or WSL2 (--platform windows), each worker's pool from "
-                f"{base.gpu_memory or base.gpu.engine_memory_bytes:,} B per GPU; what the desktop holds is not "
-                "counted (--context-memory takes it in kvplan plan)."] if base.gpu.platform == "windows" else [])]
+                f"{base.gpu_memory or base.gpu.engine_memory_bytes:,} B per GPU, with what the desktop holds in use "
+                "at the start as kvplan plan counts it (--context-memory)."] if base.gpu.platform == "windows" else [])]
     return DisaggResult(model=card.name, engine=base.runtime.name, rate=rate, isl=isl, osl=osl, ttft_ms=ttft_ms,
                         tpot_ms=tpot_ms, prefill=prefill.pool, decode=decode.pool,
                         ratio=f"{prefill.pool.replicas}:{decode.pool.replicas}", total_gpus=total,

@@ -184,7 +184,8 @@ def _tensor_shapes(card) -> dict[str, tuple[int, int]]:
 def _free(s: Setup) -> int:
     """What llama.cpp sizes from on each GPU: the free memory its backend reports at start (ggml-cuda.cu
     ggml_backend_cuda_device_get_memory, cudaMemGetInfo's free), the total less what is already in use there
-    (--context-memory: none by default; a Windows desktop's display, another process)."""
+    (--context-memory: none by default on Linux; under --platform windows the desktop's default share,
+    hardware.in_use_at_start_bytes; another process)."""
     return s.total - s.context
 
 

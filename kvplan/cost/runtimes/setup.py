@@ -120,6 +120,7 @@ class Options:
     """A runtime's options with its defaults filled in (None: the runtime has no such option)."""
 
     util: float | None = None
+    util_given: bool = False  # --gpu-memory-utilization given (vLLM: kept on a --kv-cache-memory-bytes line)
     mfs: float | None = None
     kv_cache_memory: int | None = None
     mnbt: int | None = None

@@ -928,7 +928,7 @@ class SGLang(Server):
         out.append(f"SGLang: pool = (free memory at start x mem_fraction_static {s.mfs}) - weights - what the load "
                    f"allocates beyond them ({fmt_bytes(s.non_torch)}, an ESTIMATE: 0.18-0.24 GiB logged at TP 4; "
                    "--non-torch-memory); free memory = "
-                   f"total - {fmt_bytes(s.context)} CUDA context{_nccl_note(s)} (--context-memory). Activations and "
+                   f"total - {fmt_bytes(s.context)} {_in_use(s)}{_nccl_note(s)} (--context-memory). Activations and "
                    "CUDA graphs use "
                    "the remaining (1 - mem_fraction_static); the pool's 'fixed overhead' term is not modelled.")
         return out
@@ -1120,6 +1120,13 @@ def _concurrency(st: Stage, by_tokens: float, slots: int | None, taken: int = 1)
         return by_tokens
     by_slots = float(slots // taken)
     return by_slots if not st.kv_bytes_per_token else min(by_tokens, by_slots)
+
+
+def _in_use(s: Setup) -> str:
+    """What the memory in use at the start is, as the note names it: a Windows desktop's default share, or the CUDA
+    context."""
+    default = s.gpu.platform == "windows" and "context" not in s.given
+    return "in use at the start (a Windows desktop's default, with the CUDA context)" if default else "CUDA context"
 
 
 def _nccl_note(s: Setup) -> str:

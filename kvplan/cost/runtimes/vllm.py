@@ -102,6 +102,9 @@ class VllmVersion(VersionRange):
     # V0 0.7.1 - 0.7.3: MLA's matrix absorption materializes W_Q_UK, W_UV_O and W_QR beside the checkpoint tensors
     # (serving_vllm.mla_absorbed_bytes), counted in the weights; otherwise the W_UK/W_UV copies (mla_dequant_bytes)
     mla_absorbed_weights: bool = False
+    # caches MLA's compressed latent (vLLM's MLA attention, first in 0.7.1); before, DeepSeek's per-head K/V
+    # (not modelled: refused)
+    mla_latent_cache: bool = True
     # V0 through 0.7.3: fused MoE's three intermediate caches, separate (serving_vllm.profile_activation_bytes)
     moe_separate_caches: bool = False
     # 0.15+: a state group's pages per request count the speculative tokens (v1/kv_cache_interface.py
@@ -169,21 +172,21 @@ def _v0(label: str, first: tuple[int, ...], last: tuple[int, ...], **release) ->
 # V0's non-torch figure by release (serving_vllm_v0.py, "Non-torch memory by release"): 0.6.5-0.6.6 count the
 # caching allocator's cached free bytes in it; 0.6.3 and 0.6.4 have rules of their own, not modelled (the default)
 V0_RANGES = (
-    _v0("0.2-0.6.4", (0, 2), (0, 6, 4), moe_separate_caches=True),
+    _v0("0.2-0.6.4", (0, 2), (0, 6, 4), moe_separate_caches=True, mla_latent_cache=False),
     _v0("0.6.5-0.6.6", (0, 6, 5), (0, 6, 6), non_torch_counts_cached_free=True, moe_separate_caches=True,
-        note="; non-torch counts the allocator's cached free bytes"),
+        mla_latent_cache=False, note="; non-torch counts the allocator's cached free bytes"),
     # 0.8.0 - 0.9.0 ran the V1 engine by default, whose determine_available_memory (v1/worker/gpu_worker.py 0.9.0)
     # charges torch's allocated peak plus all device memory outside torch's live tensors after empty_cache (the CUDA
     # context, other processes, the allocator's cached free bytes) and prints no "Available KV cache memory" line:
     # not modelled. This range is their V0 engine (VLLM_USE_V1=0, or a model V1 did not support).
     # 0.7.x has no FlashMLA: MLA takes TRITON_MLA with the config's 16-token block (serving_vllm.MLA_BLOCK_RULES
     # "none"); 0.7.1 - 0.7.3 absorb MLA's up-projections into materialized weights (PR 12528, "[Attention] MLA decode
-    # optimizations", 0.7.1; removed by PR 14770 for 0.8.0). 0.7.0 cached DeepSeek's per-head K/V (MLA came with
-    # 0.7.1), which kvplan does not model: it plans the latent cache there too.
-    _v0("0.7.0", (0, 7, 0), (0, 7, 0), mla_block_rule="none", moe_separate_caches=True),
+    # optimizations", 0.7.1; removed by PR 14770 for 0.8.0). 0.7.0 and before cached DeepSeek's per-head K/V (MLA
+    # came with 0.7.1), which kvplan does not model: an MLA card is refused there (mla_latent_cache).
+    _v0("0.7.0", (0, 7, 0), (0, 7, 0), mla_block_rule="none", moe_separate_caches=True, mla_latent_cache=False),
     _v0("0.7.1-0.7.3", (0, 7, 1), (0, 7, 3), mla_block_rule="none", mla_absorbed_weights=True,
         moe_separate_caches=True,
-        note="; MLA: absorbed weights, 16-token blocks"),
+        note="; for MLA models: absorbed weights, 16-token blocks"),
     _v0("0.8.0-0.9.0", (0, 8, 0), (0, 9, 0), note="; 0.8.0-0.9.0 ran V1 by default, not modelled: their V0"),
 )
 # 0.18+: the MLA block is the backend's preferred size, and a state group's pages count the speculative tokens
@@ -438,6 +441,10 @@ class VLLM(Server):
     def resolve(self, flags: ServingFlags, card, gpu, total, layout, max_model_len) -> Options:
         v = self.version
         mnbt, seqs = self.scheduler_defaults(gpu, total, max_model_len)
+        if card.mla is not None and not v.mla_latent_cache:
+            raise KvplanError(f"--engine: {v.label.split(' (')[0]} caches {card.name}'s per-head K/V, not MLA's "
+                              "latent (vLLM's MLA attention is first in 0.7.1); not modelled: plan it with --engine "
+                              "vllm==0.7.1 or later")
         if v.v0_engine and card.ssm is not None:
             raise KvplanError(f"--engine: vLLM V0 keeps state layers in its own MambaCacheManager (not modelled); "
                                   f"plan {card.name} with --engine vllm==0.10 or later")
@@ -472,7 +479,7 @@ class VLLM(Server):
         if caching is False and features["shared_prefix_len"]:
             raise KvplanError("--shared-prefix-len: shares blocks through prefix caching, which "
                               "--no-enable-prefix-caching turns off; give one of them")
-        return Options(util=util, kv_cache_memory=kv_mem, block_size=block, pp_layer_partition=split, page_note=forced,
+        return Options(util=util, util_given=flags.gpu_memory_utilization is not None, kv_cache_memory=kv_mem, block_size=block, pp_layer_partition=split, page_note=forced,
                        cpu_offload_gb=offload, prefix_caching=caching,
                        **self.state_options(card, gpu, features["speculative"], caching),
                        mnbt=_given("--max-num-batched-tokens", flags.max_num_batched_tokens, mnbt),
@@ -809,7 +816,8 @@ class VLLM(Server):
         """vLLM's start-up check, free memory at start >= ceil(total x utilization) (v1/worker/gpu_worker.py
         init_device 0.9.1; v1/worker/utils.py request_memory 0.14+), made whatever sizes the pool: with
         --kv-cache-memory-bytes on the line (which then carries no --gpu-memory-utilization) at the release's
-        default utilization; a fixed pool of a release without the flag has no launch line to check. V0 makes no
+        default utilization unless one is given (the line then carries it); a fixed pool of a release without the
+        flag has no launch line to check. V0 makes no
         such check (worker/worker.py init_device takes its baseline snapshot and goes on: a V0 start-up at 0.95 of a
         Windows desktop's RTX 2060, docs/logs/vllm-code41236106506-qwen3-4b-rtx2060-wsl2.log)."""
         import math
@@ -817,18 +825,21 @@ class VLLM(Server):
         fixed = s.kv_cache_memory is not None
         if self.version.v0_engine or fixed and not self.has_launch_flag("--kv-cache-memory-bytes"):
             return super().check_budget(s, sts)
-        util = self.version.default_utilization if fixed else s.util
+        util = s.util  # given, or the release's default (the line then carries none)
         requested = math.ceil(s.total * util) if fixed else sts[0].requested
         if s.total - s.context < requested:
             free = fmt_bytes(s.total - s.context)
             held = ("in use on a Windows desktop by default, the least public reading" if
                     s.gpu.platform == "windows" and "context" not in s.given else "CUDA context/NCCL")
             which = (f"the default utilization, {util}: the line with --kv-cache-memory-bytes carries no "
-                     "--gpu-memory-utilization" if fixed else f"{util}")
-            raise Refused(f"--{'kv-cache-memory' if fixed else 'gpu-memory-utilization'}: vLLM refuses: free memory "
-                          f"on startup ({free} after {fmt_bytes(s.context)} {held}, --context-memory) is less than "
-                          f"desired GPU memory utilization ({which}, {fmt_bytes(requested)}) (v1/worker/utils.py "
-                          "request_memory)")
+                     "--gpu-memory-utilization" if fixed and not s.opts.util_given else f"{util}")
+            most = math.floor((s.total - s.context) / s.total * 100) / 100
+            allowed = (f"; allowed: --gpu-memory-utilization {most} or less, or a smaller --context-memory" if most > 0
+                       else "; allowed: a smaller --context-memory")
+            raise Refused(f"--{'kv-cache-memory' if fixed and not s.opts.util_given else 'gpu-memory-utilization'}: "
+                          f"vLLM refuses: free memory on startup ({free} after {fmt_bytes(s.context)} {held}, "
+                          f"--context-memory) is less than desired GPU memory utilization ({which}, "
+                          f"{fmt_bytes(requested)}) (v1/worker/utils.py request_memory){allowed}")
         super().check_budget(s, sts)
 
     # -- pool --
@@ -972,8 +983,10 @@ class VLLM(Server):
             cmd.append("--enable-prefix-caching")
         elif s.opts.prefix_caching is False and self.has_launch_flag("--no-enable-prefix-caching"):
             cmd.append("--no-enable-prefix-caching")
-        cmd += ([f"--kv-cache-memory-bytes {s.kv_cache_memory}"] if s.kv_cache_memory is not None
-                else [f"--gpu-memory-utilization {s.util}"])
+        # a fixed pool ignores the utilization for its size, but vLLM's start-up check reads it (check_budget): kept
+        # when given
+        cmd += ([f"--kv-cache-memory-bytes {s.kv_cache_memory}"] if s.kv_cache_memory is not None else [])
+        cmd += [f"--gpu-memory-utilization {s.util}"] if s.kv_cache_memory is None or s.opts.util_given else []
         # the block size as given: a hybrid's attention block is vLLM's own multiple of it (hybrid_block)
         if s.opts.block_size != s.engine.block_size_on(s.card, s.gpu, s.kv_t.name):
             cmd.append(f"--block-size {s.opts.block_size}")
@@ -1304,7 +1317,8 @@ def dtype_flags(s: Setup, kv_flag: str) -> list[str]:
 def _budget_note(s: Setup) -> str:
     if s.kv_cache_memory is not None:
         return ("--kv-cache-memory: the KV pool is fixed (vLLM kv_cache_memory_bytes skips memory profiling and "
-                "ignores --gpu-memory-utilization); the per-GPU figures above are shown for reference.")
+                "ignores --gpu-memory-utilization for the pool's size; its start-up free-memory check still reads "
+                "it); the per-GPU figures above are shown for reference.")
     act = "given (--activation-memory)" if s.activation is not None else (
         "kvplan's APPROXIMATION of vLLM's profile run (forward of max_num_batched_tokens tokens, sampler on "
         "max_num_seqs rows); vLLM measures it, so pass --activation-memory with the logged figure")
