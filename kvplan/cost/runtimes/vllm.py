@@ -73,6 +73,10 @@ class VllmVersion(VersionRange):
     # absent in 0.25.0 - 0.32.0, which sample once with no request added: serving_vllm.v2_dummy_sampler_bytes);
     # that pass is not traced here, so 0.33+ keeps the unsorted sampler's logits + float32 copies
     v2_sampler_warmup_pass: bool = False
+    # 0.27+: gpu_worker.py determine_available_memory sets peak_activation_memory = transient_peak_headroom +
+    # cudagraph_memory_estimate_applied (read in 0.27.1, 0.28.0, 0.29.0 - 0.33.0; 0.21.0 - 0.26.0:
+    # torch_peak_increase alone), which compile_or_warm_up_model prints as "X GiB for peak activation"
+    peak_line_holds_graph_estimate: bool = False
     # 0.10 - 0.28 (V1 runner, read in 0.10.1.1, 0.17.0 and 0.28.0): profile_run holds the forward's output and its
     # last rows while _dummy_sampler_run runs (serving_vllm.held_hidden_bytes); 0.29+ is not read here
     sampler_holds_hidden: bool = False
@@ -270,7 +274,7 @@ VERSIONS = (
                 cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21,
                 dense_runner_without_graph_estimate=True, triton_topk_topp_buffer=True,
                 counts_torch_state_before_profile=True, sampler_holds_hidden=True, compile_benchmarks_kernels=True,
-                in_flight_batches=True, v2_architectures=vl.V2_ARCHITECTURES_0_27,
+                in_flight_batches=True, v2_architectures=vl.V2_ARCHITECTURES_0_27, peak_line_holds_graph_estimate=True,
                 explicit_prefix_caching_all=vl.MAMBA_PREFIX_CACHING_ALL_0_24, **_V0_18),
     # 0.28.0 adds get_batch_defaults' 160 GiB tier (absent in 0.27.0, present in 0.28.0 and 0.29.0) and turns prefix
     # caching on for hybrid models (hybrid_prefix_caching: Mamba cache mode "align")
@@ -279,6 +283,7 @@ VERSIONS = (
                 dense_runner_without_graph_estimate=True, triton_topk_topp_buffer=True,
                 counts_torch_state_before_profile=True, sampler_holds_hidden=True, compile_benchmarks_kernels=True,
                 in_flight_batches=True, large_gpu_batch_defaults=True, v2_architectures=vl.V2_ARCHITECTURES_0_28,
+                peak_line_holds_graph_estimate=True,
                 hybrid_prefix_caching=True, explicit_prefix_caching_all=frozenset(), **_V0_18),
     # 0.29+: Model Runner V2 for every model it supports (config/vllm.py use_v2_model_runner), and its
     # profile_cudagraph_memory estimates the graphs (_profile_cudagraph_memory); align mode's prefill checkpoint
@@ -289,6 +294,7 @@ VERSIONS = (
                   cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21, compile_benchmarks_kernels=True,
                   in_flight_batches=True, v2_runner_every_model=True, large_gpu_batch_defaults=True,
                   counts_torch_state_before_profile=True, v2_sampler_warmup_pass=warmup,
+                  peak_line_holds_graph_estimate=True,
                   hybrid_prefix_caching=True, checkpoint_state_kinds=frozenset(kinds), gdn_checkpoints=gdn,
                   explicit_prefix_caching_all=frozenset(), **_V0_18)
       for label, first, last, kinds, gdn, warmup in (
@@ -542,6 +548,9 @@ class VLLM(Server):
         if self.runs_graphless_v2(card, opts):
             return 0
         return vl.cuda_graph_estimate_bytes(_graph_counts(opts), v.cuda_graph_bytes_per_graph)
+
+    def peak_line_holds_graphs(self) -> bool:
+        return self.version.peak_line_holds_graph_estimate
 
     def runs_v2(self, card, opts: Options) -> bool:
         """Whether this version serves ``card`` with Model Runner V2 (0.29+: every model, unless a feature V2 lacks
