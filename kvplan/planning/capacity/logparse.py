@@ -509,7 +509,7 @@ def with_graph_estimate(log: ParsedLog, total_bytes: int) -> ParsedLog:
     gib = float((Fraction(u) - Fraction(u2)) * total) / GIB
     estimate = Figure(name="cuda_graph", value=gib, text=f"{gib:.4f}", rounding=0.00005 * total / GIB, line=line,
                       kind="utilization")
-    return log.model_copy(update={"figures": _ordered([*log.figures, estimate], per_worker=log.engine == "vllm")})
+    return log.model_copy(update={"figures": _ordered([*log.figures, estimate], per_worker=True)})  # a vLLM line
 
 
 def _free_at_start(path, body) -> Figure | None:
