@@ -132,7 +132,7 @@ def test_v1_lines_parsed():
     assert lg.flags["tp"] == 2 and lg.flags["max_model_len"] == 262144 and lg.flags["dtype"] == "bfloat16"
     assert lg.flag_sources["tp"] == "launch line"
     got = {f.name: lg.figure(f.name).text for f in lg.figures}
-    assert got == {"weights": "74.2812", "activation": "5.58", "non_torch": "1.38", "cuda_graph": "2.37",
+    assert got == {"weights": "74.2812", "activation": "5.58", "non_torch": "1.38", "cuda_graph_capture": "2.37",
                    "available": "44.59", "blocks": "7162", "tokens": "973,760", "concurrency": "14.77"}
     assert lg.figure("weights").rounding == 0.00005 and lg.figure("tokens").rounding == 0
     assert lg.total_memory_gib.value == 139.81
@@ -392,10 +392,54 @@ def test_newer_v1_lines_parsed(tmp_path):
                "memory.\n")
     lg = parse_log(p)
     assert lg.version == "0.19.1rc1.dev301+g60995c05b" and lg.total_memory_gib.value == 31.4
+    # the estimate (charged from 0.20) and the capture ("X GiB for CUDAGraph memory") are two figures
     assert {f.name: lg.figure(f.name).value for f in lg.figures} == {"blocks": 127626, "activation": 1.59,
-                                                                      "cuda_graph": 6.24}
+                                                                      "cuda_graph": 6.24, "cuda_graph_capture": 0.09}
     assert lg.figure("weights") is None  # "consumed memory (weights + non-torch)" is no weights figure
-    assert sorted(f.value for f in lg.figures if f.name == "cuda_graph") == [0.09, 6.24]
+    assert lg.figure("activation").kind == "summary"  # the summary's peak: 0.27+ sums the charged estimate into it
+
+
+def test_the_charged_graph_estimate_is_read_apart_from_the_capture(tmp_path):
+    """The lines each release prints (gpu_model_runner.py profile_cudagraph_memory "Estimated CUDA graph memory: %.2f
+    GiB total"; gpu_worker.py "CUDA graph pool memory: %s GiB (actual), %s GiB (estimated)" and the utilization
+    advisory, 0.21.0 - 0.33.0; capture_model's "Graph capturing finished in %.0f secs, took %.2f GiB")."""
+    p = _write(tmp_path, "INFO [gpu_model_runner.py:1] Estimated CUDA graph memory: 0.52 GiB\n"
+               "INFO [gpu_model_runner.py:2] Graph capturing finished in 5 secs, took 0.47 GiB\n"
+               "INFO [gpu_worker.py:3] Available KV cache memory: 30.03 GiB\n"
+               "INFO [gpu_worker.py:4] CUDA graph pool memory: 0.47 GiB (actual), 0.52 GiB (estimated), difference: "
+               "0.05 GiB (10.6%).\n")
+    lg = parse_log(p)
+    assert [(f.name, f.text) for f in lg.figures if "graph" in f.name] == [
+        ("cuda_graph", "0.52"), ("cuda_graph", "0.52"), ("cuda_graph_capture", "0.47"), ("cuda_graph_capture", "0.47")]
+
+
+def test_the_utilization_advisory_gives_model_runner_v2s_charged_estimate():
+    """vLLM 0.29's V2 prints no "Estimated CUDA graph memory": the advisory's equivalent utilization U2 =
+    round(U - estimate / total, 4) (gpu_worker.py determine_available_memory) gives (U - U2) x total, here the
+    L40S's 46,068 MiB less what torch does not see (kvplan's catalog total), good to 0.00005 x total."""
+    log = _log("vllm-samilazrak-qwen3-14b-l40s-base.log")
+    assert "--gpu-memory-utilization=0.9200 is equivalent to --gpu-memory-utilization=0.9086" in log.read_text()
+    r = from_log(log)
+    rows = {x.figure: x for x in r.rows}
+    total = r.plan.inputs.gpu_memory_bytes
+    est = rows["cuda_graph"].logged
+    assert est.kind == "utilization" and est.value == pytest.approx(0.0114 * total / GIB, abs=1e-9)
+    assert est.rounding == pytest.approx(0.00005 * total / GIB)
+    assert rows["cuda_graph_capture"].logged.text == "0.44"  # the throwaway capture profile_cudagraph_memory measures
+
+
+def test_0_27_and_later_compare_the_summary_peak_with_kvplans_peak_and_graphs():
+    """0.27.0+'s "X GiB for peak activation" is transient_peak_headroom + cudagraph_memory_estimate_applied
+    (gpu_worker.py determine_available_memory, read in 0.27.1 - 0.33.0; 0.26.0: torch_peak_increase alone)."""
+    r = from_log(_log("vllm-code70682754770-llama-3.1-8b-a100.log"))  # 0.31.0: "1.44 GiB for peak activation"
+    row = next(x for x in r.rows if x.figure == "activation")
+    g = r.plan.per_gpu
+    assert row.flags_alone == (g.activation_bytes + g.cuda_graph_bytes) / GIB and g.cuda_graph_bytes > 0
+    assert "charged CUDA-graph estimate" in row.what
+    from kvplan.cost.runtimes import get_engine
+
+    assert [get_engine(f"vllm=={v}").peak_line_holds_graphs() for v in ("0.26", "0.27", "0.28", "0.31", "0.33")] == [
+        False, True, True, True, True]
 
 
 def test_gpu_memory_header_alone_borrows_the_nearest_catalog_gpu(tmp_path):

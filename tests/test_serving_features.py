@@ -8,6 +8,7 @@ import json
 import pytest
 
 import kvplan
+from kvplan.cost import serving_vllm as vl
 from kvplan.cost.features import concurrency_with_prefix, shared_blocks
 from kvplan.errors import KvplanError
 from kvplan.units import parse_size
@@ -38,7 +39,11 @@ def test_draft_weights_count_unless_the_pool_is_given():
     assert r.per_gpu.weights_bytes - base.per_gpu.weights_bytes == 2 * (layer + 2 * h * h)
     # and the CUDA-graph estimate of decode queries of 1 + 3 tokens (capture sizes from 3, serving_vllm.cudagraph_counts)
     graphs = r.per_gpu.cuda_graph_bytes - base.per_gpu.cuda_graph_bytes
-    assert base.per_gpu.available_kv_bytes - r.per_gpu.available_kv_bytes == 2 * (layer + 2 * h * h) + graphs
+    # and Model Runner V2's grammar bitmask over 4 logits per request instead of 1 (0.29+: serving_vllm.
+    # v2_sampler_state_bytes, 1,024 requests x cdiv(128,256, 32) int32 words x 3 more)
+    state = vl.v2_sampler_state_bytes(1024, 128_256, 4) - vl.v2_sampler_state_bytes(1024, 128_256)
+    assert state == 1024 * 3 * 4008 * 4
+    assert base.per_gpu.available_kv_bytes - r.per_gpu.available_kv_bytes == 2 * (layer + 2 * h * h) + graphs + state
 
 
 def test_mtp_reuses_the_models_mtp_layer():
@@ -81,7 +86,11 @@ def test_ngram_holds_nothing_on_the_gpu():
     # 512 at 1,024 sequences on an H100), three fewer than for 1-token queries (vLLM 0.21 cudagraph_dispatcher.py)
     per_graph = base.per_gpu.cuda_graph_bytes // (51 + 51 - 1)
     assert base.per_gpu.cuda_graph_bytes - r.per_gpu.cuda_graph_bytes == 3 * per_graph
-    assert r.per_gpu.available_kv_bytes - base.per_gpu.available_kv_bytes == 3 * per_graph
+    # and ngram sends the model back to the V1 runner (0.29+: _get_v2_model_runner_unsupported_features), without
+    # Model Runner V2's persistent sampler state over 1,024 requests of Llama's 128,256-entry vocabulary
+    state = vl.v2_sampler_state_bytes(1024, 128_256)
+    assert base.per_gpu.non_torch_bytes - r.per_gpu.non_torch_bytes == state
+    assert r.per_gpu.available_kv_bytes - base.per_gpu.available_kv_bytes == 3 * per_graph + state
 
 
 @pytest.mark.parametrize("value, match", [

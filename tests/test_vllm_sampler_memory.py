@@ -125,3 +125,42 @@ def test_an_sm_count_without_its_source_is_refused(tmp_path):
                  "    source: https://example.invalid/x\n    sm_count: 80\n")
     with pytest.raises(KvplanError, match="sm_count_source"):
         load_gpus(p)
+
+
+def test_0_29_counts_model_runner_v2_state_for_every_model_and_samples_the_logits_alone():
+    # 0.29 - 0.33 run V2 for every model (config/vllm.py use_v2_model_runner) and their memory_profiling counts
+    # total_consumed since init_device's snapshot, which the state V2's load_model allocates after "Model loading
+    # took" joins (utils/mem_utils.py, read in 0.29.0 - 0.33.0): penalties.py PenaltiesState output_bin_counts
+    # (max_num_reqs x vocab int32) + prompt_bin_mask (max_num_reqs x cdiv(vocab, 32) int32), structured_outputs.py
+    # grammar_bitmask (max_num_reqs x decode_query_len x cdiv(vocab, 32) int32)
+    v = 151_936  # Qwen3
+    state = 4 * (256 * v + 256 * 4748 + 256 * 4748)  # cdiv(151,936, 32) = 4,748
+    assert vl.v2_sampler_state_bytes(256, v) == state == 165_306_368
+    assert vl.v2_sampler_state_bytes(256, v, 3) == state + 4 * 256 * 2 * 4748  # EAGLE k = 2: 3 logits per request
+    for engine in ("vllm==0.29", "vllm==0.31", "vllm==0.32", "vllm==0.33"):
+        for model in ("qwen3-8b", "qwen3-30b-a3b"):  # MoE too from 0.29 (0.25 - 0.28 kept it on V1)
+            r = plan(model, gpu="H200", engine=engine, max_model_len=8192)
+            assert r.per_gpu.non_torch_bytes == 64 * MIB + vl.v2_sampler_state_bytes(1024, v), (engine, model)
+    # the dummy sampler: V2's model-dtype logits alone through 0.32 (one pass, no request added), below the forward
+    r = plan("qwen3-30b-a3b", gpu="H200", engine="vllm==0.31", max_model_len=8192)
+    v1 = plan("qwen3-30b-a3b", gpu="H200", engine="vllm==0.28", max_model_len=8192)
+    assert r.per_gpu.activation_bytes < v1.per_gpu.activation_bytes
+    # 0.33's second, warmup-param pass is not traced: the unsorted V1 estimate (logits + float32 copies) stays
+    r33 = plan("qwen3-30b-a3b", gpu="H200", engine="vllm==0.33", max_model_len=8192)
+    assert r33.per_gpu.activation_bytes >= 1024 * 151_936 * (2 + vl.UNSORTED_SAMPLER_EXTRA_BYTES)
+    # ngram speculation sends the model back to V1 (_get_v2_model_runner_unsupported_features, 0.29.0): no state
+    ng = plan("qwen3-8b", gpu="H200", engine="vllm==0.29", max_model_len=8192, speculative_config={"method": "ngram", "num_speculative_tokens": 3})
+    assert ng.per_gpu.non_torch_bytes == 64 * MIB
+
+
+@pytest.mark.parametrize(("log", "pool_pct"), [
+    ("vllm-samilazrak-qwen3-14b-l40s-base.log", -0.29),  # +1.10% without the state
+    ("vllm-samilazrak-qwen3-14b-awq-l40s.log", +0.31),  # +0.84%
+    ("vllm-samilazrak-qwen3-14b-awq-l40s-tuned.log", +0.64),  # +1.66%
+    ("vllm-code70682754770-llama-3.1-8b-a100.log", +0.93),  # +0.84%: the smaller V2 sampler peak outweighs the state
+])
+def test_the_0_29_and_0_31_logs_with_the_v2_state(log, pool_pct):
+    from kvplan.planning.capacity.fromlog import from_log
+
+    rows = {x.figure: x for x in from_log(LOGS / log).rows}
+    assert rows["available"].flags_error_pct == pytest.approx(pool_pct, abs=0.006)

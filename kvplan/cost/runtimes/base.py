@@ -232,6 +232,11 @@ class Runtime(Engine):
         """The non-torch bytes charged when not given, once the options are known (``default``: overhead_defaults')."""
         return default
 
+    def peak_line_holds_graphs(self) -> bool:
+        """Whether the start-up summary's profile peak (a log's "X GiB for peak activation") is the transient peak
+        plus the charged CUDA-graph estimate, so --from-log compares it with kvplan's peak + graphs: no here."""
+        return False
+
     def loaded_card(self, card: ModelCard, w_t: DType, model_t: DType) -> tuple[ModelCard, DType, tuple[str, ...]]:
         """(the card as its weights are loaded, the dtype of its unquantized tensors, notes): unchanged here."""
         return card, w_t, ()

@@ -62,8 +62,21 @@ class VllmVersion(VersionRange):
     # 0.27+: the profile's non-KV figure is total_consumed (free memory dropped since the first snapshot) + the
     # transient peak (utils/mem_utils.py memory_profiling), so torch memory allocated after the weights' measurement
     # and before the profile counts (Model Runner V2's sampler state, serving_vllm.v2_sampler_state_bytes); before
-    # 0.27 it is in no term (weights + the torch peak's increase during the profile + non-torch growth)
+    # 0.27 it is in no term (weights + the torch peak's increase during the profile + non-torch growth). Read in
+    # 0.27.1 - 0.33.0: memory_profiling's total_consumed = before_create.free_memory - after_profile.free_memory,
+    # before_create being gpu_worker.py init_device's init_snapshot (taken before load_model), and V2's
+    # load_model (v1/worker/gpu/model_runner.py) builds Sampler -> PenaltiesState and StructuredOutputsWorker after
+    # "Model loading took" is measured, in every release 0.25.0 - 0.33.0
     counts_torch_state_before_profile: bool = False
+    # 0.33+: Model Runner V2's _dummy_sampler_run samples twice, the second time with SamplingParams.
+    # for_sampler_warmup on every row ("pays for the fp32 logits pipeline", v1/worker/gpu/model_runner.py 0.33.0;
+    # absent in 0.25.0 - 0.32.0, which sample once with no request added: serving_vllm.v2_dummy_sampler_bytes);
+    # that pass is not traced here, so 0.33+ keeps the unsorted sampler's logits + float32 copies
+    v2_sampler_warmup_pass: bool = False
+    # 0.27+: gpu_worker.py determine_available_memory sets peak_activation_memory = transient_peak_headroom +
+    # cudagraph_memory_estimate_applied (read in 0.27.1, 0.28.0, 0.29.0 - 0.33.0; 0.21.0 - 0.26.0:
+    # torch_peak_increase alone), which compile_or_warm_up_model prints as "X GiB for peak activation"
+    peak_line_holds_graph_estimate: bool = False
     # 0.10 - 0.28 (V1 runner, read in 0.10.1.1, 0.17.0 and 0.28.0): profile_run holds the forward's output and its
     # last rows while _dummy_sampler_run runs (serving_vllm.held_hidden_bytes); 0.29+ is not read here
     sampler_holds_hidden: bool = False
@@ -264,7 +277,7 @@ VERSIONS = (
                 cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21,
                 dense_runner_without_graph_estimate=True, triton_topk_topp_buffer=True,
                 counts_torch_state_before_profile=True, sampler_holds_hidden=True, compile_benchmarks_kernels=True,
-                in_flight_batches=True, v2_architectures=vl.V2_ARCHITECTURES_0_27,
+                in_flight_batches=True, v2_architectures=vl.V2_ARCHITECTURES_0_27, peak_line_holds_graph_estimate=True,
                 explicit_prefix_caching_all=vl.MAMBA_PREFIX_CACHING_ALL_0_24, **_V0_18),
     # 0.28.0 adds get_batch_defaults' 160 GiB tier (absent in 0.27.0, present in 0.28.0 and 0.29.0) and turns prefix
     # caching on for hybrid models (hybrid_prefix_caching: Mamba cache mode "align")
@@ -273,21 +286,25 @@ VERSIONS = (
                 dense_runner_without_graph_estimate=True, triton_topk_topp_buffer=True,
                 counts_torch_state_before_profile=True, sampler_holds_hidden=True, compile_benchmarks_kernels=True,
                 in_flight_batches=True, large_gpu_batch_defaults=True, v2_architectures=vl.V2_ARCHITECTURES_0_28,
+                peak_line_holds_graph_estimate=True,
                 hybrid_prefix_caching=True, explicit_prefix_caching_all=frozenset(), **_V0_18),
     # 0.29+: Model Runner V2 for every model it supports (config/vllm.py use_v2_model_runner), and its
     # profile_cudagraph_memory estimates the graphs (_profile_cudagraph_memory); align mode's prefill checkpoint
     # page: Mamba-2 layers from 0.32.0, Gated DeltaNet on FlashInfer's prefill (and its 64-token block alignment)
     # from 0.33.0 (checkpoint_state_kinds, gdn_checkpoints)
+    # (V2's persistent sampler state counts in the non-KV figure as in 0.27 - 0.28: counts_torch_state_before_profile)
     *(VllmVersion(label, first, last, vl.DEFAULT_UTILIZATION, True, False, True, None,
                   cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21, compile_benchmarks_kernels=True,
                   in_flight_batches=True, v2_runner_every_model=True, large_gpu_batch_defaults=True,
+                  counts_torch_state_before_profile=True, v2_sampler_warmup_pass=warmup,
+                  peak_line_holds_graph_estimate=True,
                   hybrid_prefix_caching=True, checkpoint_state_kinds=frozenset(kinds), gdn_checkpoints=gdn,
                   explicit_prefix_caching_all=frozenset(), **_V0_18)
-      for label, first, last, kinds, gdn in (
-          ("vLLM 0.29-0.31 (V1 engine)", (0, 29), (0, 31), (), False),
-          ("vLLM 0.32 (V1 engine)", (0, 32), (0, 32), ("mamba2",), False),
+      for label, first, last, kinds, gdn, warmup in (
+          ("vLLM 0.29-0.31 (V1 engine)", (0, 29), (0, 31), (), False, False),
+          ("vLLM 0.32 (V1 engine)", (0, 32), (0, 32), ("mamba2",), False, False),
           (f"vLLM 0.33+ (V1 engine; {vl.RULES.split(' (')[0]} rules)", (0, 33), None, ("mamba2", "gated_deltanet"),
-           True))),
+           True, True))),
 )
 
 
@@ -539,9 +556,15 @@ class VLLM(Server):
             return 0
         return vl.cuda_graph_estimate_bytes(_graph_counts(opts), v.cuda_graph_bytes_per_graph)
 
+    def peak_line_holds_graphs(self) -> bool:
+        return self.version.peak_line_holds_graph_estimate
+
     def runs_v2(self, card, opts: Options) -> bool:
-        """Whether this version serves ``card`` with Model Runner V2 (0.29+: every model; 0.25 - 0.28: dense ones)."""
-        return self.version.v2_runner_every_model or self.runs_graphless_v2(card, opts)
+        """Whether this version serves ``card`` with Model Runner V2 (0.29+: every model, unless a feature V2 lacks
+        sends it back to V1: ngram speculation, config/vllm.py _get_v2_model_runner_unsupported_features, 0.29.0;
+        0.22 - 0.28: ``runs_graphless_v2``)."""
+        ngram = opts.speculative is not None and opts.speculative.method.startswith("ngram")
+        return (self.version.v2_runner_every_model and not ngram) or self.runs_graphless_v2(card, opts)
 
     def check_block_choice(self, block: int) -> None:
         """--block-size among this release's argparse choices (VllmVersion.block_size_choices), as plan checks it."""
@@ -785,13 +808,14 @@ class VLLM(Server):
 
     def sampler_peak(self, s: Setup, batch: tuple[int, int], act_bytes: int) -> int:
         """The dummy sampler's peak after a forward of ``batch`` = (tokens, rows): Model Runner V2's logits alone
-        (0.25 - 0.28 dense models), else the V1 runner's: the fitted sort, or the float32 copies plus the hidden
+        (where V2 runs: 0.22 - 0.28 by its default lists, 0.29 - 0.32 every model; 0.33's warmup pass is not
+        traced), else the V1 runner's: the fitted sort, or the float32 copies plus the hidden
         states profile_run holds and the Triton top-k/top-p kernel's buffer where this version runs it and the
         catalog knows the GPU's SM count."""
         from kvplan.cost.parallel import pad_vocab
 
         (tokens, rows), padded = batch, pad_vocab(s.card.vocab_size)
-        if self.runs_graphless_v2(s.card, s.opts):
+        if self.runs_v2(s.card, s.opts) and not self.version.v2_sampler_warmup_pass:
             return vl.v2_dummy_sampler_bytes(rows, padded, s.card.vocab_size, act_bytes)
         per_logit = _sampler_bytes_per_logit(s)
         if per_logit is not None:  # the fitted sort (its fit holds the rest)
@@ -802,9 +826,9 @@ class VLLM(Server):
 
     def non_torch_default(self, opts: Options, default: int, card) -> int:
         """The non-torch growth default, plus Model Runner V2's persistent sampler state where this version's non-KV
-        figure counts it (0.27 - 0.28: serving_vllm.v2_sampler_state_bytes; the log's "consumed memory (weights +
+        figure counts it (0.27+: serving_vllm.v2_sampler_state_bytes; the log's "consumed memory (weights +
         non-torch)" holds it). With pipeline parallelism only the last stage holds it; kvplan charges every stage."""
-        if not (self.version.counts_torch_state_before_profile and self.runs_graphless_v2(card, opts)):
+        if not (self.version.counts_torch_state_before_profile and self.runs_v2(card, opts)):
             return default
         reqs = min(opts.max_num_seqs, opts.mnbt)  # arg_utils: max_num_seqs = min(max_num_seqs, max_num_batched_tokens)
         return default + vl.v2_sampler_state_bytes(reqs, card.vocab_size, _decode_query_len(opts))
@@ -1344,14 +1368,14 @@ def _budget_note(s: Setup) -> str:
                f"the vocabulary without a sort ({'FlashInfer' if s.opts.flashinfer_sampler else 'Triton'} top-k/top-p:"
                f" the logits plus {vl.UNSORTED_SAMPLER_EXTRA_BYTES} B of float32 copies per row and entry"
                + _triton_buffer_note(s) + ")")
-    if s.engine.runs_graphless_v2(s.card, s.opts):
-        state = ("; its persistent sampler state (penalty counts and masks, max_num_seqs x vocabulary x 4 B) is in "
-                 "the non-torch figure" if v.counts_torch_state_before_profile else
-                 "; its persistent sampler state is allocated before the profile and this version's non-KV figure "
-                 "leaves it out")
-        sampler = ("; the profile peak is the larger of the dummy forward and Model Runner V2's dummy sampler, which "
-                   "samples the model-dtype logits of max_num_seqs rows without top-k/top-p (no request sets them)"
-                   + state)
+    if s.engine.runs_v2(s.card, s.opts):
+        state = ("; Model Runner V2's persistent sampler state (penalty counts and masks, max_num_seqs x vocabulary x "
+                 "4 B) is in the non-torch figure" if v.counts_torch_state_before_profile else
+                 "; Model Runner V2's persistent sampler state is allocated before the profile and this version's "
+                 "non-KV figure leaves it out")
+        sampler = sampler + state if v.v2_sampler_warmup_pass else (
+            "; the profile peak is the larger of the dummy forward and Model Runner V2's dummy sampler, which "
+            "samples the model-dtype logits of max_num_seqs rows without top-k/top-p (no request sets them)" + state)
     requested = f"total x {s.util}" if v.v0_engine else f"ceil(total x {s.util})"  # V0: a float, then // block
     return (f"{v.label}: available = {requested} - weights - activation peak - non-torch "
             f"({fmt_bytes(s.non_torch)}) - {graphs}; activation peak: {act}{sampler}{_compile_note(s)}. "

@@ -73,19 +73,26 @@ def calibrated(log: ParsedLog, card, kw: dict, flat: PlanResult, pool_bytes: int
     # everything non-KV the log measured beyond kvplan's weights: requested - kvplan's weights - the logged pool
     # (a failed start-up's negative pool is a measured budget too: what-ifs say what would have fit)
     residual = g.requested_bytes - g.weights_bytes - pool_bytes
-    act_f, cg_f = log.figure("activation"), log.figure("cuda_graph")
+    # the charged graph estimate where the log states it, else the capture (kvplan's estimate stands for both)
+    cg_name = "cuda_graph" if log.figure("cuda_graph") else "cuda_graph_capture"
+    act_f, cg_f = log.figure("activation"), log.figure(cg_name)
+    graphs = cg_f.bytes if cg_f and g.cuda_graph_bytes else g.cuda_graph_bytes  # before 0.20: outside (0 charged)
     act = act_f.bytes if act_f else g.activation_bytes
+    from kvplan.cost.runtimes import get_engine
+
+    summed = act_f is not None and act_f.kind == "summary" and get_engine(kw["engine"]).peak_line_holds_graphs()
+    if summed:  # vLLM 0.27+'s summary peak holds the charged graph estimate (VllmVersion.peak_line_holds_graph_estimate)
+        act = max(0, act - graphs)
     peak = "the logged" if act_f else "kvplan's estimated"  # the peak's origin, as every line below names it
     exact = pool_bytes == log.exact_available_bytes
     measured.append(f"the pool: {fmt_bytes(pool_bytes)} "
                     f"({'logged to the byte: kv cache memory in use' if exact else _where(log, 'available')})")
-    measured.append(f"profile peak {fmt_bytes(act)} ({_where(log, 'activation')})" if act_f else
+    measured.append(f"profile peak {fmt_bytes(act)} ({_where(log, 'activation')}"
+                    + (", less the CUDA-graph estimate the line includes" if summed else "") + ")" if act_f else
                     f"profile peak: not logged; kvplan's estimate {fmt_bytes(act)} is kept and the rest of the "
                     "measured budget goes to non-torch")
-    graphs = g.cuda_graph_bytes
-    if cg_f and g.cuda_graph_bytes:  # 0.20+: the graphs are inside the budget; before, outside (0 charged)
-        graphs = cg_f.bytes
-        measured.append(f"CUDA graphs {fmt_bytes(graphs)} ({_where(log, 'cuda_graph')})")
+    if cg_f and g.cuda_graph_bytes:  # 0.20+: the graphs are inside the budget
+        measured.append(f"CUDA graphs {fmt_bytes(graphs)} ({_where(log, cg_name)})")
     non_torch = residual - act - graphs
     w_f = log.figure("weights")
     w_delta = w_f.bytes - g.weights_bytes if w_f else 0

@@ -17,7 +17,7 @@ from kvplan.errors import KvplanError, Refused
 from kvplan.units import require_positive
 from kvplan.planning.capacity.calibrate import Calibration
 from kvplan.planning.capacity.results import PlanResult
-from kvplan.planning.capacity.logparse import FIGURES, GIB, Figure, ParsedLog, parse_log
+from kvplan.planning.capacity.logparse import FIGURES, GIB, Figure, ParsedLog, parse_log, with_graph_estimate
 from kvplan.planning.capacity.verdicts import Verdict, judge, value_of  # noqa: F401 - judge: part of this API
 from kvplan.planning.results import RESULT
 
@@ -110,10 +110,14 @@ def from_log(path: str | Path, *, model=None, gpu: str | None = None, gpu_memory
         stated = log.figure("available")  # for the cache blocks"; kvplan's plan from the flags did not
         notes.append(f"The log's pool is {stated.text} GiB (line {stated.line}): the engine refused to start, so "
                      f"nothing is planned from it{'' if calibrate else _FAILED_HINT}")
+    log = with_graph_estimate(log, flat.inputs.gpu_memory_bytes)
+    from kvplan.cost.runtimes import get_engine
+
+    summed = get_engine(spec).peak_line_holds_graphs()
     pooled = None if pool_kw is None else _pool_plan(card, pool_kw)
     ends = [] if pool_kw is None or not spread else [_pool_plan(card, {**pool_kw, **_shift(pool_kw, d)})
                                                      for d in (-spread, spread)]
-    rows = [_row(f, flat, pooled, ends, pool_bytes is not None) for f in _stated(log)]
+    rows = [_row(f, flat, pooled, ends, pool_bytes is not None, summed) for f in _stated(log)]
     if "stand-in" in (log.gpu_header or "") and not gpu:  # `# gpu: X (stand-in: ...)`: the total is not known
         rows = [r.model_copy(update=dict(flags_alone=None, flags_verdict="GPU unknown", flags_error_pct=None))
                 if r.figure not in ("weights", "load_usage") else r for r in rows]
@@ -645,17 +649,25 @@ def _stated(log: ParsedLog) -> list[Figure]:
     return out
 
 
-def _row(f: Figure, flat: PlanResult, pooled: PlanResult | None, ends: list[PlanResult], pool_given: bool) -> Row:
+def _row(f: Figure, flat: PlanResult, pooled: PlanResult | None, ends: list[PlanResult], pool_given: bool,
+         summed: bool = False) -> Row:
+    """``summed``: the runtime's summary peak holds the charged graph estimate (Runtime.peak_line_holds_graphs),
+    so a "summary" peak is compared with kvplan's peak + graphs."""
     what, unit = FIGURES[f.name]
     ours = value_of(f.name, flat)  # of a per-worker figure, the limiting rank's beside the log's smallest statement
+    if f.name == "activation" and f.kind == "summary" and summed:
+        what, ours = f"{what} + the charged CUDA-graph estimate", ours + value_of("cuda_graph", flat)
+    if f.kind == "utilization":
+        what = f"{what} (the estimate charged: utilization advisory x total)"
     verdict, err = judge(f, ours)
-    if f.name == "cuda_graph" and ours == 0 and f.value > 0:
+    if f.name in ("cuda_graph", "cuda_graph_capture") and ours == 0 and f.value > 0:
         verdict, err = "outside the budget", None  # vLLM before 0.20 sizes the pool before capturing graphs
     pool_value = low = high = None
     pv = pe = None
     # the pool given to the second column is the logged one: its own row (and the overheads, not re-predicted
     # from it) compare nothing new, except SGLang's, whose pool the second column computes from free memory
-    if pooled is not None and f.name not in ("weights", "load_usage", "activation", "non_torch", "cuda_graph") and not (
+    if pooled is not None and f.name not in ("weights", "load_usage", "activation", "non_torch", "cuda_graph",
+                                             "cuda_graph_capture") and not (
             f.name == "available" and pool_given):
         pool_value = value_of(f.name, pooled)
         vals = [value_of(f.name, e) for e in ends]

@@ -56,7 +56,10 @@ FIGURES = {
     "load_usage": ("memory the weights' load took (weights and load overhead)", "GiB"),
     "activation": ("profile-run peak (torch, beyond the weights)", "GiB"),
     "non_torch": ("non-torch memory growth during profiling", "GiB"),
+    # vLLM 0.20+ charges profile_cudagraph_memory's ESTIMATE before sizing the pool (gpu_worker.py
+    # determine_available_memory); the capture itself is measured after the pool is sized: two figures
     "cuda_graph": ("CUDA graphs", "GiB"),
+    "cuda_graph_capture": ("CUDA graphs as captured", "GiB"),
     "available": ("memory left for the KV cache", "GiB"),
     "blocks": ("KV cache blocks (GPU blocks)", "blocks"),
     "tokens": ("KV cache tokens (GPU KV cache size / #tokens)", "tokens"),
@@ -75,6 +78,10 @@ class Figure(BaseModel):
     text: str  # as printed, e.g. "6.51"
     rounding: float  # half the last printed digit: 6.51 -> 0.005; integers -> 0 (exact)
     line: int  # 1-based line number in the file
+    # "summary": vLLM's start-up summary ("X GiB for peak activation"), whose peak the release may sum with the
+    # charged graph estimate (Runtime.peak_line_holds_graphs); "utilization": the graph estimate derived from the
+    # utilization advisory (graph_estimate); "": the line states the figure alone
+    kind: str = ""
 
     @property
     def bytes(self) -> int:
@@ -105,6 +112,10 @@ class ParsedLog(BaseModel):
     free_at_start_gib: Figure | None  # free memory before the load (SGLang's pool starts from it)
     figures: list[Figure]  # every figure stated, first statement of each name first
     exact_available_bytes: int | None  # "kv cache memory in use is N bytes" (vLLM 0.10.2+): the pool to the byte
+    # vLLM's utilization advisory (gpu_worker.py determine_available_memory, 0.21.0 - 0.33.0: "The current
+    # --gpu-memory-utilization=U is equivalent to --gpu-memory-utilization=U2 without CUDA graph memory profiling",
+    # U2 = round(U - estimate / total, 4)): (U, U2, line), the charged estimate where no line prints it (graph_estimate)
+    graph_utilization: tuple[str, str, int] | None = None
     header_lines: dict[str, int] = {}  # `# name:` header -> its line number
     flag_lines: dict[str, int] = {}  # keyword of flags -> the line it was read from (0: the `# command:` header)
     unmodelled: dict[str, int] = {}  # UNMODELLED_FLAGS set at launch -> the line (0: the `# command:` header)
@@ -128,6 +139,7 @@ class ParsedLog(BaseModel):
 _NUM = r"(?<![\d.,])(\d+(?:,\d{3})*(?:\.\d+)?)"
 _GIB = _NUM + r" ?GiB"
 
+_SUMMARY_PEAK = _GIB + r" for peak activation"
 # (figure, pattern); the first group is the value. Memory in GiB (V0's "GB" and SGLang's "GB" are 2**30 bytes).
 _VLLM_LINES = [
     ("weights", r"Model loading took " + _NUM + r" ?G(?:i)?B\b"),  # "GB" before 0.9: the same GiB figure (/ 2**30)
@@ -137,15 +149,27 @@ _VLLM_LINES = [
     ("weights", _GIB + r" for weight\b"),
     ("activation", r"torch peak memory increase: " + _GIB),
     ("activation", r"PyTorch activation peak memory (?:takes )?\s*" + _GIB),
-    ("activation", _GIB + r" for peak activation"),
+    # gpu_worker.py compile_or_warm_up_model's summary: self.peak_activation_memory, which 0.27.0+ sets to the
+    # transient peak + the charged CUDA-graph estimate (determine_available_memory; 0.21.0 - 0.26.0:
+    # torch_peak_increase alone): Figure.kind "summary", read by the runtime (Runtime.peak_line_holds_graphs)
+    ("activation", _SUMMARY_PEAK),
     ("non_torch", r"non-torch forward increase memory: " + _GIB),
     ("non_torch", r"non_torch_memory (?:takes )?\s*" + _GIB),
     ("non_torch", _GIB + r" for non-torch memory"),
     ("non_torch", r"\bnon_torch_memory=" + _GIB),
-    ("cuda_graph", r"Graph capturing finished in \d+ secs?, took " + _GIB),
-    ("cuda_graph", _GIB + r" for CUDAGraph memory"),
-    ("cuda_graph", r"Estimated CUDA graph memory: " + _GIB + " total"),  # 0.20+: charged before the pool is sized
-    ("cuda_graph", r"CUDA graph pool memory: " + _GIB + r" \(actual\)"),
+    # the estimate charged before the pool is sized: V1 runner's profile_cudagraph_memory (gpu_model_runner.py,
+    # "Estimated CUDA graph memory: %.2f GiB total", 0.21.0 - 0.33.0; the " total" optional), and
+    # compile_or_warm_up_model's "CUDA graph pool memory: %s GiB (actual), %s GiB (estimated), ..." (gpu_worker.py,
+    # 0.21.0 - 0.33.0); Model Runner V2 (0.29+) prints neither: its estimate is in the utilization advisory
+    # (graph_utilization below)
+    ("cuda_graph", r"Estimated CUDA graph memory: " + _GIB),
+    ("cuda_graph", r"CUDA graph pool memory: [\d.]+ ?GiB \(actual\), " + _GIB + r" \(estimated\)"),
+    # the capture as measured: capture_model's "Graph capturing finished in %.0f secs, took %.2f GiB" (both runners;
+    # V2 0.29+ also prints it for the throwaway capture profile_cudagraph_memory measures, before "Available KV cache
+    # memory"), compile_or_warm_up_model's "X GiB for CUDAGraph memory" and "CUDA graph pool memory: X GiB (actual)"
+    ("cuda_graph_capture", r"Graph capturing finished in \d+ secs?, took " + _GIB),
+    ("cuda_graph_capture", _GIB + r" for CUDAGraph memory"),
+    ("cuda_graph_capture", r"CUDA graph pool memory: " + _GIB + r" \(actual\)"),
     # negative: no room (the engine stops)
     ("available", r"Available KV cache memory: +" + r"(-?\d+(?:,\d{3})*(?:\.\d+)?) ?GiB"),
     ("available", r"the rest of the memory reserved for KV Cache is " + _GIB),
@@ -324,7 +348,8 @@ def parse_log(path: str | Path) -> ParsedLog:
                      flags=flags, flag_sources=sources,
                      quantization=quant, total_memory_gib=_total(path, body),
                      free_at_start_gib=_free_at_start(path, body), figures=figures,
-                     exact_available_bytes=_exact_available(path, body), header_lines=header_lines,
+                     exact_available_bytes=_exact_available(path, body), graph_utilization=_graph_utilization(body),
+                     header_lines=header_lines,
                      flag_lines=flag_lines, unmodelled=unmodelled, startups=starts if len(starts) > 1 else [],
                      startup=body[0][0] if len(starts) > 1 else None, last_line=len(lines), args_line=args_line,
                      read_bytes=None if size is None else len(text.encode()), size_bytes=size)
@@ -406,14 +431,15 @@ def _figures(path, body: list[tuple[int, str]], patterns) -> list[Figure]:
         # a pattern that begins with its number is tried only on lines holding the words after it (" for weight"):
         # re tries such a pattern at every position of every line, a literal-led one only where its words occur
         key = re.match(r"[\w ]+", pattern[len(_GIB):]).group(0) if pattern.startswith(_GIB) else ""
+        kind = "summary" if pattern == _SUMMARY_PEAK else ""
         for i, (n, line) in enumerate(body):
             if key in line and (m := rx.search(line)):
-                out.append(_figure(name, m.group(1), n, path))
+                out.append(_figure(name, m.group(1), n, path).model_copy(update={"kind": kind}))
             elif i + 1 < len(body):  # a figure line a page wrapped: the match must span the break (DeepSeek-R1 log)
                 head = line.rstrip()
                 joined = head + " " + body[i + 1][1].lstrip()
                 if key in joined and (m := rx.search(joined)) and m.start() < len(head) < m.end():
-                    out.append(_figure(name, m.group(1), n, path))
+                    out.append(_figure(name, m.group(1), n, path).model_copy(update={"kind": kind}))
     return _ordered(out, per_worker=patterns is _VLLM_LINES)
 
 
@@ -465,6 +491,25 @@ def _total(path, body) -> Figure | None:
         if hit := _first(body, pattern):
             return _figure("total", hit[1].group(1), hit[0], path)
     return None
+
+
+def _graph_utilization(body) -> tuple[str, str, int] | None:
+    hit = _first(body, r"--gpu-memory-utilization=" + _NUM + r" is equivalent to --gpu-memory-utilization=" + _NUM
+                 + r" without CUDA graph memory profiling")
+    return (hit[1].group(1), hit[1].group(2), hit[0]) if hit else None
+
+
+def with_graph_estimate(log: ParsedLog, total_bytes: int) -> ParsedLog:
+    """``log`` with the charged CUDA-graph estimate of its utilization advisory, (U - U2) x the GPU's total (the
+    log's, else ``total_bytes``), where no line prints the estimate itself; good to U2's rounding, 0.00005 x total."""
+    if log.graph_utilization is None or log.figure("cuda_graph") is not None:
+        return log
+    u, u2, line = log.graph_utilization
+    total = log.total_memory_gib.bytes if log.total_memory_gib is not None else total_bytes
+    gib = float((Fraction(u) - Fraction(u2)) * total) / GIB
+    estimate = Figure(name="cuda_graph", value=gib, text=f"{gib:.4f}", rounding=0.00005 * total / GIB, line=line,
+                      kind="utilization")
+    return log.model_copy(update={"figures": _ordered([*log.figures, estimate], per_worker=True)})  # a vLLM line
 
 
 def _free_at_start(path, body) -> Figure | None:

@@ -25,6 +25,7 @@ def value_of(name: str, r: PlanResult) -> float | None:
     return {"weights": g.weights_bytes / GIB, "load_usage": (g.weights_bytes + g.non_torch_bytes) / GIB,
             "activation": g.activation_bytes / GIB,
             "non_torch": g.non_torch_bytes / GIB, "cuda_graph": g.cuda_graph_bytes / GIB,
+            "cuda_graph_capture": g.cuda_graph_bytes / GIB,  # kvplan's estimate stands for the capture too
             "available": kv.available_bytes / GIB, "blocks": kv.num_blocks if r.inputs.paged else None,
             "tokens": kv.tokens, "concurrency": r.max_concurrency,
             # V0's "maximum number of tokens that can be stored in KV cache": the pool's tokens, not a length capped
