@@ -303,6 +303,23 @@ def test_a_boot_that_compiled_is_read_as_cold_compile():
     assert errors[0] > 10 and 0 < errors[1] < 2  # +11.7% as a warm boot, +1.77% as a first (docs/capacity.md)
 
 
+def test_a_0_11_boot_that_compiled_with_the_combo_benchmark_is_read_as_cold_compile(tmp_path):
+    """Before 0.13 the cache-miss line is "Compiling a graph for dynamic shape takes" (backends.py, 0.11.0 and
+    0.11.2); it marks a cold compile only beside the config line's 'benchmark_combo_kernel': True (0.11.1+ with torch
+    2.9; 0.11.0's torch 2.8 benchmarks nothing). The Kaggle 0.11.2 gpt-oss-120b boot ("Cache the graph for dynamic
+    shape for later use") then charges one bf16 copy of the 201,088 x 2,880 embedding table as its profile peak."""
+    name = "vllm-huikang-gpt-oss-120b-h100-kaggle.log"
+    cold = from_log(_log(name))
+    assert cold.log.flag_sources["cold_compile"] == "compile line" and cold.plan_args["cold_compile"] is True
+    assert cold.plan.per_gpu.activation_bytes == 201_088 * 2_880 * 2  # 1,158,266,880 B, above the warm forward
+    assert abs({x.figure: x for x in cold.rows}["available"].flags_error_pct) < 0.5  # 8.97 GiB for 8.99 logged
+    text = _log(name).read_text().replace("'benchmark_combo_kernel': True", "'benchmark_combo_kernel': False")
+    (tmp_path / name).write_text(text)
+    warm = from_log(tmp_path / name)
+    assert "cold_compile" not in warm.plan_args
+    assert warm.plan.per_gpu.activation_bytes < cold.plan.per_gpu.activation_bytes
+
+
 def test_flags_override_the_log():
     r = from_log(_log(QWEN_8B), max_model_len=2048)
     assert r.plan.inputs.max_model_len == 2048 and r.plan_args["max_model_len"] == 2048

@@ -270,6 +270,13 @@ _WSL_LINE = r"as WSL is detected"
 # takes %.2f s" (0.13.0+; a cache hit logs "Directly load the compiled graph(s) for compile range"), decorators.py
 # save_aot_compiled_function "saved AOT compiled function to %s" (0.15.1+, skipped when loaded from disk)
 _COLD_COMPILE = r"Compiling a graph for compile range|saved AOT compiled function"
+# Before 0.13 the cache-miss line reads "Compiling a graph for dynamic shape takes %.2f s" (backends.py
+# CompilerManager.compile, read in 0.11.0 and 0.11.2; a hit logs "Directly load the compiled graph(s) for dynamic
+# shape"), which 0.11.0 (torch 2.8) prints too without benchmarking anything: it marks a cold compile only where the
+# engine's config line shows Inductor's combo-kernel benchmark on (config/compilation.py CompilationConfig.__post_init__
+# sets 'benchmark_combo_kernel': True with torch >= 2.9, read in 0.11.2; absent in 0.11.0)
+_COLD_COMPILE_DYNAMIC = r"Compiling a graph for dynamic shape takes"
+_COMBO_BENCHMARK = r"'benchmark_combo_kernel': True"
 
 
 def _platform(path, header: dict, header_lines: dict, body) -> tuple[str | None, str | None]:
@@ -578,6 +585,8 @@ def _flags(header: dict[str, str], body, command_line: int = 0) -> tuple[dict, d
     layer("FlashInfer sampler line", r"Using FlashInfer for top-p & top-k sampling",  # vLLM 0.10-0.16's sampler
           lambda m: {"flashinfer_sampler": "True"})
     layer("compile line", _COLD_COMPILE, lambda m: {"cold_compile": "True"})
+    if _first(body, _COMBO_BENCHMARK):
+        layer("compile line", _COLD_COMPILE_DYNAMIC, lambda m: {"cold_compile": "True"})
     if header.get("command"):
         layers.append(("launch line", command_line, _command(header["command"])))
     elif hit := next(((n, m.group(1)) for n, line in body if (m := _LAUNCH.search(line))), None):
