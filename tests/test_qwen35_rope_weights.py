@@ -39,7 +39,9 @@ def test_rotary_caches_partial_width():
     # vLLM: M-RoPE 4 x 262,144 positions x 64 in bfloat16
     assert rope_buffer_bytes(card, 2) == 4 * 262_144 * 64 * 2
     # SGLang: 262,144 x 64 and the tower's 8,192 x 36 (head_dim 1152 / 16 = 72, rotary_dim 72 // 2), float32 on CUDA
-    assert sg.rope_cache_bytes(sg.rope_buffers_model_dtype(card, 2), 2, True) == (262_144 * 64 + 8192 * 36) * 4
+    assert sg.rope_cache_bytes(sg.rope_buffers_model_dtype(card, 2, True), 2, True) == (262_144 * 64 + 8192 * 36) * 4
+    # 0.5.3 - 0.5.6: the tower keeps no rotary cache (SglangVersion.qwen3_vl_tower_rope)
+    assert sg.rope_cache_bytes(sg.rope_buffers_model_dtype(card, 2, False), 2, True) == 262_144 * 64 * 4
 
 
 def test_sglang_weights_fit_the_logged_load_usage():

@@ -200,29 +200,37 @@ def rope_cache_bytes(model_dtype_cache: int, model_dtype_bytes: int, fp32: bool)
     return model_dtype_cache // model_dtype_bytes * 4
 
 
-# srt/models/qwen3_vl.py Qwen3VLMoeVisionModel.__init__ (0.5.10.post1; Qwen3.5's tower too): the tower's own
-# ``get_rope(head_size=head_dim, rotary_dim=head_dim // 2, max_position=8192, base=10000.0)``, a RotaryEmbedding with
-# its own cos/sin cache of 8192 positions x head_dim // 2 (kept float32 on CUDA like the decoder's)
+# srt/models/qwen3_vl.py Qwen3VLMoeVisionModel.__init__ (Qwen3.5's tower too: qwen3_5.py imports it), from 0.5.7: the
+# tower's own ``get_rope(head_size=head_dim, rotary_dim=head_dim // 2, max_position=8192, base=10000.0)``, a
+# RotaryEmbedding with its own cos/sin cache of 8192 positions x head_dim // 2 (kept float32 on CUDA like the
+# decoder's). 0.5.3 - 0.5.6 (Qwen3-VL's first releases) build transformers' ``Qwen2_5_VisionRotaryEmbedding(head_dim //
+# 2)`` instead, which keeps no position cache (only head_dim // 4 float32 inverse frequencies, not counted, as the
+# decoder's are not): SglangVersion.qwen3_vl_tower_rope. Read in every wheel 0.5.3 - 0.5.23.
 QWEN3_VL_TOWER_ROPE_POSITIONS = 8192
 
 
-def rope_buffers_model_dtype(card, dtype_bytes: int) -> int:
+def rope_buffers_model_dtype(card, dtype_bytes: int, tower_rope: bool) -> int:
     """The rotary cos/sin caches SGLang builds for ``card``, in the model dtype (``rope_cache_bytes`` makes them
     float32): the decoder's as vLLM's (kvplan.cost.parallel.rope_buffer_bytes: partial rotary width, scaling) but an
-    M-RoPE cache unenlarged (rotary_embedding/mrope.py ``MRotaryEmbedding.__init__``: max_position_embeddings, where
-    vLLM's is 4x), plus a Qwen3-VL / Qwen3.5 tower's own (QWEN3_VL_TOWER_ROPE_POSITIONS)."""
+    M-RoPE cache unenlarged (MRotaryEmbedding.__init__ passes max_position_embeddings to RotaryEmbedding, where vLLM's
+    is 4x: srt/layers/rotary_embedding.py 0.4.2 - 0.5.9, rotary_embedding/mrope.py 0.5.10 - 0.5.23, read in every
+    wheel; 0.4.0 - 0.4.1 build vLLM's get_rope, vllm <= 0.6.4.post1, whose MRotaryEmbedding has no 4x either: read in
+    that wheel), plus, with ``tower_rope`` (SglangVersion.qwen3_vl_tower_rope, 0.5.7+), a Qwen3-VL / Qwen3.5 tower's
+    own (QWEN3_VL_TOWER_ROPE_POSITIONS)."""
     from kvplan.cost.parallel import rope_buffer_bytes
 
     tower = 0
-    if card.vision is not None and card.vision.kind == "qwen3_vl":
+    if tower_rope and card.vision is not None and card.vision.kind == "qwen3_vl":
         tower = QWEN3_VL_TOWER_ROPE_POSITIONS * (card.vision.hidden_size // card.vision.num_heads // 2) * dtype_bytes
     return rope_buffer_bytes(card, dtype_bytes, mrope_factor=1) + tower
 
 
-def position_table_saving(card, tp: int) -> int:
+def position_table_saving(card, tp: int, split: bool) -> int:
     """Parameters one rank holds fewer than kvplan.cost.parallel's (vLLM's) split: SGLang splits a Qwen3-VL / Qwen3.5
-    tower's position table over TP (kvplan.cost.vision.vision_params ``split_positions``), vLLM keeps it whole."""
-    if card.vision is None or card.vision.kind != "qwen3_vl" or tp == 1:
+    tower's position table over TP (kvplan.cost.vision.vision_params ``split_positions``), vLLM keeps it whole.
+    ``split``: SglangVersion.qwen3_vl_split_positions (srt/models/qwen3_vl.py Qwen3VLMoeVisionModel.__init__: a
+    ``VocabParallelEmbedding`` from 0.5.8, an ``nn.Embedding`` whole on every rank 0.5.3 - 0.5.7; every wheel read)."""
+    if not split or card.vision is None or card.vision.kind != "qwen3_vl" or tp == 1:
         return 0
     from kvplan.cost.vision import vision_params
 

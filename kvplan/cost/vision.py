@@ -157,7 +157,8 @@ def vision_params(card: ModelCard, *, hf: bool = True, tp: int = 1, data_paralle
     encoder runs data-parallel (``--mm-encoder-tp-mode data``: everything whole). ``split_positions``: Qwen3-VL's
     position table in a VocabParallelEmbedding, as SGLang builds it (srt/models/qwen3_vl.py
     ``Qwen3VLMoeVisionModel.__init__``: ``VocabParallelEmbedding(num_position_embeddings, hidden_size,
-    enable_tp=not use_data_parallel)``, 0.5.10.post1; --mm-enable-dp-encoder off by default)."""
+    enable_tp=not use_data_parallel)``, 0.5.10 - 0.5.23; --mm-enable-dp-encoder off by default; 0.5.8 - 0.5.9 split
+    it too without DP attention; 0.5.3 - 0.5.7 an nn.Embedding, whole: SglangVersion.qwen3_vl_split_positions)."""
     v = card.vision
     if v is None:
         return VisionParams(0, 0)

@@ -29,7 +29,7 @@ def running_cap(opts) -> int | None:
 class SglangVersion(VersionRange):
     """The rules that differ between SGLang releases; one object per modelled range, named in a plan's rules. Each
     range was read in the release's PyPI wheel (srt/server_args.py, srt/arg_groups/memory_hook.py,
-    srt/layers/rotary_embedding.py)."""
+    srt/layers/rotary_embedding.py, srt/models/qwen3_vl.py)."""
 
     label: str
     first: tuple[int, int, int]
@@ -124,6 +124,13 @@ class SglangVersion(VersionRange):
     mamba_no_buffer_ratio_extra: int = 0
     # how a given --max-running-requests becomes the running cap (serving_sglang.GIVEN_RUNNING_RULES)
     given_running: str = "half_tokens"
+    # a Qwen3-VL / Qwen3.5 vision tower (srt/models/qwen3_vl.py Qwen3VLMoeVisionModel.__init__, read in every wheel
+    # 0.5.3 - 0.5.23; Qwen3-VL is not in SGLang before 0.5.3): its own rotary cos/sin cache of 8192 positions (get_rope,
+    # 0.5.7+; transformers' Qwen2_5_VisionRotaryEmbedding, no cache, 0.5.3 - 0.5.6: serving_sglang.
+    # rope_buffers_model_dtype) and its position table split over TP (VocabParallelEmbedding 0.5.8+; nn.Embedding,
+    # whole on every rank, 0.5.3 - 0.5.7: serving_sglang.position_table_saving)
+    qwen3_vl_tower_rope: bool = True
+    qwen3_vl_split_positions: bool = True
 
     # speculative decoding on a hybrid under the no_buffer strategy (what "auto" becomes 0.5.7 - 0.5.13) with the radix
     # cache on: "radix_off" turns the radix cache off (0.5.8: NemotronHForCausalLM alone, server_args.py
@@ -240,10 +247,15 @@ _AS_GIVEN = {"given_running": "as_given"}
 # (serving_sglang.MAMBA_SIZE_RULES, MAMBA_STRATEGIES)
 _NO_MAMBA_FLAGS = {"mamba_sizes": "", "mamba_strategy_flag": "", "no_buffer_overlap_off": False}
 _SCHEDULER_STRATEGY = {"mamba_strategy_flag": "--mamba-scheduler-strategy", "no_buffer_overlap_off": False}
+# the Qwen3-VL tower before 0.5.7 (qwen3_vl_tower_rope) and before 0.5.8 (qwen3_vl_split_positions): no rotary cache
+# of its own, the position table whole
+_WHOLE_POSITIONS = {"qwen3_vl_split_positions": False}
+_NO_TOWER_ROPE = {"qwen3_vl_tower_rope": False, **_WHOLE_POSITIONS}
 # before 0.5.3 (_LISTED_VLM 0.4.10 - 0.5.2; _EARLY before 0.4.10, without the multimodal cut): no state pool rule
 # for speculative decoding, no draft-tree page check, speculative decoding's running default in server_args.py
 _LISTED_VLM = {"mamba_spec": "", "vlm_subconfig": False, "mamba_running_cap": False, "spec_tree_page_check": False,
-               "spec_running_source": "server_args.py", **_BEFORE_0_5_17, **_AS_GIVEN, **_NO_MAMBA_FLAGS}
+               "spec_running_source": "server_args.py", **_BEFORE_0_5_17, **_AS_GIVEN, **_NO_MAMBA_FLAGS,
+               **_NO_TOWER_ROPE}
 _EARLY = {**_LISTED_VLM, "vlm_mfs": False}
 _MID = {"vlm_subconfig": False, "spec_reserve": "eagle_2g", "spec_running_source": "server_args.py", **_BEFORE_0_5_17,
         **_AS_GIVEN}
@@ -286,13 +298,15 @@ VERSIONS = (
     # sglang PR 10975's heuristic (reserved MiB by GPU memory); one pool as in 0.5.1; trtllm_mha on SM100 for gpt-oss
     # and Olmo2 (0.5.4 read; 0.5.3, not read, follows it)
     SglangVersion("SGLang 0.5.3-0.5.4 (reserved-memory default, no prefill graphs)", (0, 5, 3), (0, 5, 4),
-                  "reserved", False, True, sg.MID_TIER_0_5_3, **_MID, trtllm_mha_pages=sg.TRTLLM_MHA_PAGES_0_5_1,
+                  "reserved", False, True, sg.MID_TIER_0_5_3, **_MID, **_NO_TOWER_ROPE,
+                  trtllm_mha_pages=sg.TRTLLM_MHA_PAGES_0_5_1,
                   trtllm_mha_architectures=sg.TRTLLM_MHA_ARCHITECTURES_0_5_4,
                   trtllm_mla_architectures=sg.TRTLLM_MLA_ARCHITECTURES_0_5_4,
                   mamba_radix_off=sg.MAMBA_RADIX_OFF_ARCHITECTURES_0_5_4, **_RADIX_OFF_SIZES),
     # 0.5.5 - 0.5.6 (read): one pool; trtllm_mha on SM100 for gpt-oss, Olmo2 and Llama 4
     SglangVersion("SGLang 0.5.5-0.5.6 (reserved-memory default, no prefill graphs)", (0, 5, 5), (0, 5, 6),
-                  "reserved", False, True, sg.MID_TIER_0_5_5, **_MID, trtllm_mha_pages=sg.TRTLLM_MHA_PAGES_0_5_1,
+                  "reserved", False, True, sg.MID_TIER_0_5_5, **_MID, **_NO_TOWER_ROPE,
+                  trtllm_mha_pages=sg.TRTLLM_MHA_PAGES_0_5_1,
                   trtllm_mha_architectures=sg.TRTLLM_MHA_ARCHITECTURES_0_5_5,
                   trtllm_mla_architectures=sg.TRTLLM_MLA_ARCHITECTURES_0_5_4,
                   mamba_radix_off=sg.MAMBA_RADIX_OFF_ARCHITECTURES_0_5_4, **_RADIX_OFF_SIZES),
@@ -300,7 +314,7 @@ VERSIONS = (
     # (model_config.py is_hybrid_model), split by layers (model_runner_kv_cache_mixin.py set_num_tokens_hybrid_swa)
     SglangVersion("SGLang 0.5.7 (reserved-memory default, no prefill graphs; trtllm_mha on Blackwell)", (0, 5, 7),
                   (0, 5, 7), "reserved", False, True, sg.MID_TIER_0_5_5, sg.HYBRID_SWA_ARCHITECTURES_0_5_7, "layers",
-                  **_WHOLE, **_MID, trtllm_mha_pages=sg.TRTLLM_MHA_PAGES_0_5_1,
+                  **_WHOLE, **_MID, **_WHOLE_POSITIONS, trtllm_mha_pages=sg.TRTLLM_MHA_PAGES_0_5_1,
                   trtllm_mha_exceptions=sg.TRTLLM_MHA_EXCEPTIONS_0_5_7,
                   trtllm_mla_architectures=sg.TRTLLM_MLA_ARCHITECTURES_0_5_7,
                   mamba_no_buffer_ratio_extra=sg.MAMBA_TRACKING_SLOTS_OVERLAP, mamba_sizes="radix_off_or_given",
@@ -753,9 +767,10 @@ class SGLang(Server):
     def stage(self, s: Setup, pp_rank: int, parts: list[range]) -> Stage:
         w, specs = stage_weights(s, pp_rank, parts)
         # rank_weights holds the cache in the model dtype: float32 for a float32 model, else 16-bit
-        buffers = sg.rope_cache_bytes(sg.rope_buffers_model_dtype(s.card, s.w_t.activation_bytes),
-                                      s.w_t.activation_bytes, self.version.rope_cache_fp32 and s.gpu.vendor == "NVIDIA")
-        fewer = sg.position_table_saving(s.card, s.layout.tp)  # a Qwen3-VL tower's position table: split
+        v = self.version
+        cache = sg.rope_buffers_model_dtype(s.card, s.w_t.activation_bytes, v.qwen3_vl_tower_rope)
+        buffers = sg.rope_cache_bytes(cache, s.w_t.activation_bytes, v.rope_cache_fp32 and s.gpu.vendor == "NVIDIA")
+        fewer = sg.position_table_saving(s.card, s.layout.tp, v.qwen3_vl_split_positions)  # a Qwen3-VL tower's table
         weights = w.bytes - s.w_t.data_bytes(fewer) + buffers
         requested = int((s.total - s.context) * s.mfs)
         return Stage(pp_rank, w.layers, w.params - fewer, weights, buffers, 0, s.non_torch, 0, requested,
