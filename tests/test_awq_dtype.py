@@ -57,7 +57,7 @@ def _bf16_awq_config(tmp_path) -> str:
     ((0, 33, 0), "NVIDIA", 7.0, Q, "auto_awq"),
 ])
 def test_vllm_awq_method_by_release(release, vendor, cc, q, name):
-    k = vl.awq_kernel(release, vendor, cc, q)
+    k = vl.int_kernel(release, vendor, cc, q)
     assert k.name == name
     # get_supported_act_dtypes: awq.py AWQConfig [torch.half] (0.9.1 - 0.23.0); awq_marlin.py AWQMarlinConfig and
     # auto_awq.py AutoAWQConfig [torch.half, torch.bfloat16]
@@ -83,7 +83,7 @@ def test_vllm_awq_logs_name_the_method():
         assert needle in " ".join(text.split()) and f"{release[1]}.{release[2]}" in text
         cfg = json.loads((DATA.parent.parent.parent / header["model"]).read_text())
         assert cfg["torch_dtype"] == "float16" and "float16" in text
-        assert vl.awq_kernel(release, gpu.vendor, gpu.compute_capability, Q).name == "awq_marlin"
+        assert vl.int_kernel(release, gpu.vendor, gpu.compute_capability, Q).name == "awq_marlin"
 
 
 # ---- vLLM: what the plan and its launch line do -------------------------------------------------------------------
@@ -163,7 +163,7 @@ def test_search_skips_the_gpus_a_release_refuses(cli_json):
     ("NVIDIA", 9.0, Quantization(method="awq", bits=4, group_size=128, sym=True), "awq"),
 ])
 def test_sglang_awq_method(vendor, cc, q, name):
-    k = sg.awq_kernel(vendor, cc, q)
+    k = sg.int_kernel((0, 5, 23), vendor, cc, q)
     # AWQConfig.get_supported_act_dtypes [torch.float16] off Ascend; AWQMarlinConfig [torch.half, torch.bfloat16]
     assert (k.name, k.dtypes) == (name, ("fp16",) if name == "awq" else ("fp16", "bf16"))
 

@@ -197,9 +197,8 @@ class GPU(BaseModel):
             raise KvplanError(f"--platform windows: no Windows/WSL2 total is recorded for {self.name} (recorded for "
                               f"{', '.join(known)}); add --gpu-memory with torch.cuda.mem_get_info()[1] as that "
                               "host shows it")
-        gpu = self if windows is None else self.model_copy(update={
+        gpu = self.model_copy(update={} if windows is None else {
             "visible_memory_bytes": windows, "visible_memory_source": self.windows_visible_memory_source})
-        gpu = gpu.model_copy() if gpu is self else gpu
         gpu._platform = "windows"
         return gpu
 

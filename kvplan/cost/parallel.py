@@ -380,7 +380,7 @@ def rotary_dim(card: ModelCard) -> int:
     0.5.10.post1; Qwen3-Next / Qwen3.5 pass rotary_dim=head_dim and factor 0.25: 256 -> 64)."""
     if card.mla:
         return card.mla.qk_rope_head_dim
-    return card.head_dim if card.partial_rotary_factor == 1 else int(card.head_dim * card.partial_rotary_factor)
+    return int(card.head_dim * card.partial_rotary_factor)
 
 
 def rank_weights(card: ModelCard, w_t: DType, layout: Layout, tp_rank: int, pp_rank: int, *,

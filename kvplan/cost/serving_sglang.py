@@ -840,11 +840,6 @@ def int_kernel(release: tuple[int, ...], vendor: str, compute_capability: float 
     return k
 
 
-def awq_kernel(vendor: str, compute_capability: float | None, q: Quantization) -> quant.QuantKernel | None:
-    """AWQ as every SGLang release read picks it (int_kernel)."""
-    return int_kernel((0, 5, 23), vendor, compute_capability, q)
-
-
 def fp8_kernel(release: tuple[int, ...], vendor: str, compute_capability: float | None,
                q: Quantization) -> quant.QuantKernel | None:
     """The config SGLang loads a float8 checkpoint (or online --quantization fp8) with, as far as the model dtype goes:

@@ -873,8 +873,6 @@ def int_kernel(release: tuple[int, ...], vendor: str, compute_capability: float 
     return quant.pick_int_method(m, release, vendor, compute_capability, q, 7.5 if release >= (0, 14) else 8.0)
 
 
-awq_kernel = int_kernel  # the AWQ rows of INT_METHODS (tests, docs)
-
 
 # fp8 checkpoints (and online --quantization fp8, which builds Fp8Config): quantization/fp8.py
 # Fp8Config.get_supported_act_dtypes [torch.bfloat16, torch.half] in every release 0.9.1 - 0.33.0; compressed-tensors

@@ -79,6 +79,7 @@ ALIASES: dict[str, str] = {
 
 # The card's `dtype` field uses torch names; this maps them to canonical names.
 TORCH_NAMES = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
+TORCH_NAME_OF = {name: torch for torch, name in TORCH_NAMES.items()}  # the other way: an engine's --dtype value
 
 
 def parse_dtype(name: str, *, what: str = "dtype") -> DType:

@@ -696,7 +696,7 @@ class Server(Runtime):
         auto the K/V follow the model dtype (vLLM v1/worker/gpu_model_runner.py, SGLang model_runner.py
         configure_kv_cache_dtype: "auto" is the model dtype)."""
         from kvplan.cost.roofline import served_compute_dtype
-        from kvplan.model.dtypes import parse_dtype
+        from kvplan.model.dtypes import TORCH_NAME_OF, parse_dtype
 
         kernel = self.quant_kernel(card, gpu) if card.quantization is not None else None
         if kernel is None:
@@ -730,7 +730,7 @@ class Server(Runtime):
         served = parse_dtype(kernel.dtypes[0])
         note = (f"{why}: --dtype auto resolves to {model_t.name} here (the checkpoint's torch_dtype {card.dtype}), "
                 f"which the engine refuses at load, so this plan serves {served.name} (--dtype "
-                f"{'float16' if served.name == 'fp16' else 'bfloat16'}); --weight-dtype takes {allowed}.")
+                f"{TORCH_NAME_OF[served.name]}); --weight-dtype takes {allowed}.")
         return served, served if kv_t.bits >= 16 else kv_t, (note,)
 
     def state_dtype(self, card: ModelCard, kv_t: DType, model_t: DType) -> DType | None:

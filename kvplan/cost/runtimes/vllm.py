@@ -18,7 +18,7 @@ from kvplan.cost.runtimes import vllm_mm as vm
 from kvplan.cost.runtimes.base import Server, VersionRange, at_range, positive_size, rank_row, refuse_zamba_v1, utilization
 from kvplan.cost.runtimes.setup import Options, Pool, ServingFlags, Setup, Stage
 from kvplan.errors import KvplanError, Refused
-from kvplan.model.dtypes import TORCH_NAMES, DType
+from kvplan.model.dtypes import TORCH_NAME_OF, TORCH_NAMES, DType
 from kvplan.units import MAX_BLOCK_TOKENS, cdiv, fmt_bytes, fmt_int, require_positive
 
 if TYPE_CHECKING:
@@ -496,7 +496,8 @@ class VLLM(Server):
         if caching is False and features["shared_prefix_len"]:
             raise KvplanError("--shared-prefix-len: shares blocks through prefix caching, which "
                               "--no-enable-prefix-caching turns off; give one of them")
-        return Options(util=util, util_given=flags.gpu_memory_utilization is not None, kv_cache_memory=kv_mem, block_size=block, pp_layer_partition=split, page_note=forced,
+        return Options(util=util, util_given=flags.gpu_memory_utilization is not None, kv_cache_memory=kv_mem,
+                       block_size=block, pp_layer_partition=split, page_note=forced,
                        cpu_offload_gb=offload, prefix_caching=caching,
                        **self.state_options(card, gpu, features["speculative"], caching),
                        mnbt=_given("--max-num-batched-tokens", flags.max_num_batched_tokens, mnbt),
@@ -844,20 +845,18 @@ class VLLM(Server):
         flag has no launch line to check. V0 makes no
         such check (worker/worker.py init_device takes its baseline snapshot and goes on: a V0 start-up at 0.95 of a
         Windows desktop's RTX 2060, docs/logs/vllm-code41236106506-qwen3-4b-rtx2060-wsl2.log)."""
-        import math
-
         fixed = s.kv_cache_memory is not None
         if self.version.v0_engine or fixed and not self.has_launch_flag("--kv-cache-memory-bytes"):
             return super().check_budget(s, sts)
         util = s.util  # given, or the release's default (the line then carries none)
-        requested = math.ceil(s.total * util) if fixed else sts[0].requested
+        requested = vl.requested_memory(s.total, util) if fixed else sts[0].requested
         if s.total - s.context < requested:
             free = fmt_bytes(s.total - s.context)
-            held = ("in use on a Windows desktop by default, the least public reading" if
+            held = ("in use on a Windows desktop by default, the least public reading, an ESTIMATE" if
                     s.gpu.platform == "windows" and "context" not in s.given else "CUDA context/NCCL")
             which = (f"the default utilization, {util}: the line with --kv-cache-memory-bytes carries no "
                      "--gpu-memory-utilization" if fixed and not s.opts.util_given else f"{util}")
-            most = math.floor((s.total - s.context) / s.total * 100) / 100
+            most = _util_leaving(s.total, s.context)
             allowed = (f"; allowed: --gpu-memory-utilization {most} or less, or a smaller --context-memory" if most > 0
                        else "; allowed: a smaller --context-memory")
             raise Refused(f"--{'kv-cache-memory' if fixed and not s.opts.util_given else 'gpu-memory-utilization'}: "
@@ -1099,12 +1098,18 @@ def _with_offload(s: Setup, st: Stage) -> Stage:
     return s.charged(st, copy - off, weights=st.weights - off, offloaded=off, activation=st.activation + copy)
 
 
+def _util_leaving(total: int, held: int) -> float:
+    """The largest --gpu-memory-utilization, to two decimals, whose requested share leaves ``held`` bytes of
+    ``total`` free (0 where none does): the start-up check's bound (VLLM.check_budget, _windows_note)."""
+    import math
+
+    return max(0.0, math.floor((total - held) / total * 100) / 100)
+
+
 def _windows_note(s: Setup, p: Pool) -> str:
     """Under Windows and WSL2 the total is the whole board, but the desktop holds some of it: V1 refuses to start
     when the free memory at start is below the requested share (v1/worker/gpu_worker.py init_device 0.9.1,
     v1/worker/utils.py request_memory 0.14+), so what the plan requests must leave the desktop's share free."""
-    import math
-
     from kvplan.cost.hardware import WINDOWS_IN_USE_READINGS_GIB, windows_in_use_range
 
     requested = p.limiting.requested
@@ -1118,7 +1123,7 @@ def _windows_note(s: Setup, p: Pool) -> str:
     need = int(high * 2**30)
     if left >= need:
         return text + "."
-    fits = math.floor((s.total - need) / s.total * 100) / 100
+    fits = _util_leaving(s.total, need)
     return text + (f": below the {high} GiB some showed; --gpu-memory-utilization {fits} leaves it."
                    if fits > 0 else ".")
 
@@ -1323,7 +1328,7 @@ def dtype_flags(s: Setup, kv_flag: str) -> list[str]:
         flags.append("--quantization fp8")
     ckpt = TORCH_NAMES.get(s.card.dtype)
     if s.w_t.name in ("fp16", "fp32") and s.w_t.name != ckpt:
-        flags.append(f"--dtype {'float16' if s.w_t.name == 'fp16' else 'float32'}")
+        flags.append(f"--dtype {TORCH_NAME_OF[s.w_t.name]}")
     elif s.w_t.name == "bf16" and served_compute_dtype(s.gpu, "bf16") == "fp16":  # no bf16 units (T4): float16
         flags.append("--dtype float16")
     elif s.w_t.name == "bf16" and ckpt not in ("bf16", None):  # bf16 of a float16/float32 checkpoint
@@ -1334,7 +1339,7 @@ def dtype_flags(s: Setup, kv_flag: str) -> list[str]:
         # kv_cache_dtype "auto" is the model's dtype (vLLM 0.11.0 v1/worker/gpu_model_runner.py GPUModelRunner.__init__:
         # kv_cache_dtype = model_config.dtype when cache_config.cache_dtype == "auto"; SGLang 0.5.10
         # model_runner.py ModelRunner.configure_kv_cache_dtype: "auto" -> self.dtype)
-        flags.append(f"--dtype {'float16' if s.kv_t.name == 'fp16' else 'float32'}")
+        flags.append(f"--dtype {TORCH_NAME_OF[s.kv_t.name]}")
     return flags
 
 

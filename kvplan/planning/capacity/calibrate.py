@@ -15,7 +15,7 @@ from pydantic import BaseModel
 
 from kvplan.errors import KvplanError, Refused
 from kvplan.planning.capacity.results import PlanResult
-from kvplan.planning.capacity.logparse import GIB, ParsedLog
+from kvplan.planning.capacity.logparse import GIB, Figure, ParsedLog
 from kvplan.planning.capacity.verdicts import judge, value_of
 from kvplan.planning.results import RESULT
 from kvplan.units import fmt_bytes
@@ -48,6 +48,16 @@ class Calibration(BaseModel):
     plan: PlanResult | None  # None: refused
 
 
+def summary_peak_holds_graphs(f: Figure | None, engine: str) -> bool:
+    """Whether ``f``, a logged profile peak, is the start-up summary's and ``engine``'s release sums it with the
+    charged CUDA-graph estimate (Runtime.peak_line_holds_graphs; vLLM 0.27+): --from-log then compares it with
+    kvplan's peak + graphs, and --calibrate takes the estimate out of it."""
+    from kvplan.cost.runtimes import get_engine
+
+    return f is not None and f.name == "activation" and f.kind == "summary" and get_engine(
+        engine).peak_line_holds_graphs()
+
+
 def calibrated(log: ParsedLog, card, kw: dict, flat: PlanResult, pool_bytes: int | None, what_ifs: dict,
                modelled: bool = True, rows: list | None = None):
     from kvplan.planning.capacity import plan
@@ -78,9 +88,7 @@ def calibrated(log: ParsedLog, card, kw: dict, flat: PlanResult, pool_bytes: int
     act_f, cg_f = log.figure("activation"), log.figure(cg_name)
     graphs = cg_f.bytes if cg_f and g.cuda_graph_bytes else g.cuda_graph_bytes  # before 0.20: outside (0 charged)
     act = act_f.bytes if act_f else g.activation_bytes
-    from kvplan.cost.runtimes import get_engine
-
-    summed = act_f is not None and act_f.kind == "summary" and get_engine(kw["engine"]).peak_line_holds_graphs()
+    summed = summary_peak_holds_graphs(act_f, kw["engine"])
     if summed:  # vLLM 0.27+'s summary peak holds the charged graph estimate (VllmVersion.peak_line_holds_graph_estimate)
         act = max(0, act - graphs)
     peak = "the logged" if act_f else "kvplan's estimated"  # the peak's origin, as every line below names it

@@ -15,7 +15,7 @@ from pydantic import BaseModel
 
 from kvplan.errors import KvplanError, Refused
 from kvplan.units import require_positive
-from kvplan.planning.capacity.calibrate import Calibration
+from kvplan.planning.capacity.calibrate import Calibration, summary_peak_holds_graphs
 from kvplan.planning.capacity.results import PlanResult
 from kvplan.planning.capacity.logparse import FIGURES, GIB, Figure, ParsedLog, parse_log, with_graph_estimate
 from kvplan.planning.capacity.verdicts import Verdict, judge, value_of  # noqa: F401 - judge: part of this API
@@ -84,8 +84,7 @@ def from_log(path: str | Path, *, model=None, gpu: str | None = None, gpu_memory
             require_positive(f"--{key}", given[key])
     base = _plan_args(log, card, notes, say_length=calibrate or "max_model_len" not in given)
     args = {**base, **({} if calibrate else given)}
-    kw = dict(gpu=g, gpu_memory=total, engine=spec, **args,
-              **({"platform": log.platform} if log.platform not in (None, "linux") else {}))
+    kw = dict(gpu=g, gpu_memory=total, engine=spec, **args, **_platform_kw(log))
     # the log's own deployment where the command line changes what it states (model, engine, GPU, a flag): those
     # rows are another deployment's, not scored against the log (--calibrate: what-ifs, or refused)
     own, changed = _own_deployment(log, card, base, given, (g, total, spec), (model, engine, gpu, gpu_memory),
@@ -111,13 +110,11 @@ def from_log(path: str | Path, *, model=None, gpu: str | None = None, gpu_memory
         notes.append(f"The log's pool is {stated.text} GiB (line {stated.line}): the engine refused to start, so "
                      f"nothing is planned from it{'' if calibrate else _FAILED_HINT}")
     log = with_graph_estimate(log, flat.inputs.gpu_memory_bytes)
-    from kvplan.cost.runtimes import get_engine
-
-    summed = get_engine(spec).peak_line_holds_graphs()
     pooled = None if pool_kw is None else _pool_plan(card, pool_kw)
     ends = [] if pool_kw is None or not spread else [_pool_plan(card, {**pool_kw, **_shift(pool_kw, d)})
                                                      for d in (-spread, spread)]
-    rows = [_row(f, flat, pooled, ends, pool_bytes is not None, summed) for f in _stated(log)]
+    rows = [_row(f, flat, pooled, ends, pool_bytes is not None, summary_peak_holds_graphs(f, spec))
+            for f in _stated(log)]
     if "stand-in" in (log.gpu_header or "") and not gpu:  # `# gpu: X (stand-in: ...)`: the total is not known
         rows = [r.model_copy(update=dict(flags_alone=None, flags_verdict="GPU unknown", flags_error_pct=None))
                 if r.figure not in ("weights", "load_usage") else r for r in rows]
@@ -239,8 +236,13 @@ def _own_deployment(log: ParsedLog, card, base: dict, given: dict, used: tuple, 
         return None, []
     notes.append(f"{'; '.join(changed)}: the rows these change are another deployment than the log's and are not "
                  "scored (\"not comparable\"); --calibrate answers such what-ifs on the log's measured budget.")
-    own_platform = {"platform": log.platform} if log.platform not in (None, "linux") else {}
-    return (own_card, dict(gpu=own_gpu[0], gpu_memory=own_gpu[1], engine=own_spec, **own_args, **own_platform)), changed
+    own = dict(gpu=own_gpu[0], gpu_memory=own_gpu[1], engine=own_spec, **own_args, **_platform_kw(log))
+    return (own_card, own), changed
+
+
+def _platform_kw(log: ParsedLog) -> dict:
+    """--platform for the plans of ``log``: its stated OS where not Linux (the catalog's total)."""
+    return {"platform": log.platform} if log.platform not in (None, "linux") else {}
 
 
 def _quietly(run):
@@ -651,11 +653,11 @@ def _stated(log: ParsedLog) -> list[Figure]:
 
 def _row(f: Figure, flat: PlanResult, pooled: PlanResult | None, ends: list[PlanResult], pool_given: bool,
          summed: bool = False) -> Row:
-    """``summed``: the runtime's summary peak holds the charged graph estimate (Runtime.peak_line_holds_graphs),
-    so a "summary" peak is compared with kvplan's peak + graphs."""
+    """``summed``: ``f`` is a summary peak holding the charged graph estimate (summary_peak_holds_graphs), compared
+    with kvplan's peak + graphs."""
     what, unit = FIGURES[f.name]
     ours = value_of(f.name, flat)  # of a per-worker figure, the limiting rank's beside the log's smallest statement
-    if f.name == "activation" and f.kind == "summary" and summed:
+    if summed:
         what, ours = f"{what} + the charged CUDA-graph estimate", ours + value_of("cuda_graph", flat)
     if f.kind == "utilization":
         what = f"{what} (the estimate charged: utilization advisory x total)"

@@ -210,7 +210,7 @@ def _platform_note(platform: str | None, left_out: list[str], chosen: list[GPU])
     if not left_out:
         return []
     return [f"--platform {platform}: the GPUs whose {platform} total is recorded ({', '.join(g.name for g in chosen)}"
-            f"); {len(left_out)} left out ({', '.join(left_out[:6])}{', ...' if len(left_out) > 6 else ''}: "
+            f"); {len(left_out)} left out ({', '.join(left_out)}: "
             "plan one with --gpu and --gpu-memory for its total there)."]
 
 
