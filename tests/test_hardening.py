@@ -666,3 +666,27 @@ def test_a_file_name_that_is_not_utf8_is_echoed_as_its_bytes(tmp_path):
                                    "-o", str(tmp_path / name)])
     assert got.exit_code == 0 and (tmp_path / name).exists()
     assert "s\\xff.csv" in " ".join(got.stderr.split()) and "udcff" not in got.stderr
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "llamacpp", "ollama", "trtllm", "tgi", "hf-dynamic"])
+def test_a_context_memory_that_fills_the_gpu_is_refused_naming_the_flag(engine):
+    """--context-memory of the GPU's whole total or more leaves no memory at all: every engine refuses it on one line
+    naming the flag and the GPU's total (it had been planned as a weights' misfit, llama.cpp and Ollama planned it)."""
+    from kvplan.cost.hardware import load_gpu
+    from kvplan.units import fmt_bytes
+
+    total = load_gpu("L4").engine_memory_bytes
+    args = ("plan", "-m", "smollm3-3b", "--gpu", "L4", "--max-model-len", "4096", "--engine", engine)
+    line = refused(*args, "--context-memory", str(total))
+    assert line.startswith("error: --context-memory: ") and fmt_bytes(total) in line
+    assert "--context-memory: " not in run(*args, "--context-memory", str(total - 1))[2]  # one byte less: not this
+    code, out, err = run(*args, "--context-memory", "1GiB", "--json")
+    assert code == 0 and json.loads(out)["per_gpu"]["context_bytes"] == 2**30, err
+
+
+def test_a_search_skips_the_gpus_a_context_memory_fills():
+    """A search with a --context-memory larger than some GPUs leaves those out instead of refusing the search."""
+    code, out, err = run("plan", "-m", "qwen3-8b", "--max-model-len", "8192", "--concurrency", "1", "--gpus",
+                         "L4,H100-SXM", "--context-memory", "30GiB", "--gpu-memory-utilization", "0.5", "--json")
+    assert code == 0, err
+    assert [o["gpu"] for o in json.loads(out)["options"]] == ["H100-SXM"]

@@ -233,6 +233,11 @@ def setup(card: ModelCard, req: PlanRequest) -> Setup:
                                               req.kv_dtype is not None)
     notes = notes + dtype_notes
     total = req.gpu.engine_memory_bytes if req.gpu_memory is None else req.gpu_memory  # what torch sees
+    if req.context is not None and req.context >= total:  # nothing would be left for the engine at all
+        from kvplan.units import fmt_bytes
+
+        raise KvplanError(f"--context-memory: {fmt_bytes(req.context)}; allowed: less than the memory per GPU "
+                          f"({fmt_bytes(total)} on {req.gpu.name}, --gpu-memory)")
     if flags.kv_cache_dtype != kv_t.name:  # the resolved K/V dtype (vLLM's MLA block depends on it)
         flags = replace(flags, kv_cache_dtype=kv_t.name)
     opts = rt.resolve(flags, card, req.gpu, total, layout, req.max_model_len)

@@ -68,6 +68,8 @@ def search(model: ModelCard | str | Path, *, max_model_len: int, concurrency: in
         base = PlanRequest.build(gpu=g, max_model_len=max_model_len, engine=engine, concurrency=concurrency,
                                  prompt_len=prompt_len,
                                  **{k: v for k, v in plan_kw.items() if v is not None})
+        if base.context is not None and base.context >= (base.gpu_memory or base.gpu.engine_memory_bytes):
+            continue  # the --context-memory given fills this GPU: nothing is left on it (a plan refuses it)
         best, one_gpu = None, None
         for tp, pp in _LAYOUTS:
             if tp * pp > max_gpus:
