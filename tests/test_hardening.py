@@ -342,9 +342,9 @@ def test_huge_grids_are_refused_at_once_naming_rows_and_limit(batch, seq_len, tp
         tp and pp and "4096" in tp and "4096" in pp)
     if not big:
         return  # a grid that runs: covered by tests/test_sweep.py
-    start = time.monotonic()
+    start = time.process_time()  # CPU time, not wall: a loaded machine must not fail it, an enumerated grid does
     line = refused(*args)
-    assert time.monotonic() - start < 2, line
+    assert time.process_time() - start < 2, line
     assert f"at most {MAX_ROWS:,}" in line or "allowed: 1..4,096" in line, line
 
 

@@ -76,7 +76,7 @@ def notes(s: Setup, p: Pool) -> list[str]:
                    f"total is recorded for {s.gpu.name}; the engine starts from torch's total "
                    "(torch.cuda.mem_get_info), a little less than nvidia-smi's: pass --gpu-memory with it.")
     elif s.total == s.gpu.visible_memory_bytes and s.gpu.platform == "windows":
-        out.append(f"GPU memory: {fmt_bytes(s.total)}, the total CUDA reports for a {s.gpu.name} under Windows or WSL2 "
+        out.append(f"GPU memory: {fmt_bytes(s.total)}, the total CUDA reports for one {s.gpu.name} under Windows or WSL2 "
                    f"(--platform windows: the WDDM driver keeps no share outside it, where Linux's shows less; the "
                    f"datasheet states {s.gpu.stated_memory}); another process on the GPU (the desktop) does not "
                    "lower vLLM's budget, but it lowers the free memory the other engines size from and vLLM's "
@@ -87,7 +87,7 @@ def notes(s: Setup, p: Pool) -> list[str]:
                        f"Windows start-ups had in use, {windows_in_use_range()} GiB, an ESTIMATE)."))
     elif s.total == s.gpu.visible_memory_bytes:
         windows = s.gpu.windows_visible_memory_bytes
-        out.append(f"GPU memory: {fmt_bytes(s.total)}, the total torch sees on a {s.gpu.name} under Linux (the "
+        out.append(f"GPU memory: {fmt_bytes(s.total)}, the total torch sees on one {s.gpu.name} under Linux (the "
                    f"datasheet states {s.gpu.stated_memory}); drivers move it by 0.1-0.5 GiB: --gpu-memory takes "
                    "yours." + ("" if windows is None else f" Under Windows or WSL2 CUDA sees {fmt_bytes(windows)} "
                                                           f"({windows - s.total:+,} B): --platform windows."))
