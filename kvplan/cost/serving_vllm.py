@@ -57,7 +57,8 @@ CUDA_GRAPH_BYTES_PER_GRAPH_0_21 = 9 * MIB
 # snapshot before init_worker_distributed_environment (v1/worker/gpu_worker.py init_device; 0.11.0 moves it after), so
 # there the communicators and custom all-reduce buffers are non-torch growth too (non-torch 1.38 GiB logged at TP 2 on
 # H200, 0.10.2; about 2.5 GiB implied at TP 4 on H100, vllm#21348); how much NCCL takes depends on the GPU, links
-# and NCCL release, so the flat figure stays (docs/capacity.md, the vllm#21348 miss).
+# and NCCL release, so the flat figure stays (docs/capacity.md "NCCL on NVSwitch boards": NCCL's buffers derived
+# per release, 0.35 - 0.5 GiB a process on Hopper unexplained; the vllm#21348 miss).
 # config/vllm.py DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES by release (read in 0.22.0 - 0.28.0; absent in 0.21.0): the
 # architectures that run Model Runner V2 by default (VllmVersion.v2_architectures)
 V2_ARCHITECTURES_0_22 = frozenset({"Qwen3ForCausalLM"})
