@@ -155,7 +155,7 @@ WINDOWS_GPUS = sorted(n for n, g in load_gpus().items() if g.windows_visible_mem
 
 
 def test_the_windows_readings_are_the_geforce_and_workstation_cards_with_a_public_one():
-    assert WINDOWS_GPUS == ["RTX-3090", "RTX-4080", "RTX-4090", "RTX-5090", "RTX-A5000"]
+    assert WINDOWS_GPUS == ["RTX-3060", "RTX-3080", "RTX-3090", "RTX-4080", "RTX-4090", "RTX-5090", "RTX-A5000"]
 
 
 @pytest.mark.parametrize("name", WINDOWS_GPUS)
@@ -169,9 +169,12 @@ def test_every_windows_total_reproduces_its_source_and_is_a_mib_below_nvidia_smi
     v, src = gpu.windows_visible_memory_bytes, gpu.windows_visible_memory_source
     floors = [int(n) for n in re.findall(r"total_memory=(\d+)MB", src)]
     exact = [float(x) for x in re.findall(r"`(\d+\.\d+)MB`", src)]
+    exact += [int(x) / MIB for x in re.findall(r"\((\d+) bytes\)", src)]  # deviceQuery's totalGlobalMem
+    rounded = [int(n) for n in re.findall(r"Total VRAM (\d+) MB", src)]  # ComfyUI: MiB, "{:0.0f}"
     gib = re.findall(r"/(\d+\.\d+) GiB\)`", src) + re.findall(r"`(\d+\.\d+) total", src)
-    assert floors or exact or gib  # the source quotes the total
+    assert floors or exact or gib or rounded  # the source quotes the total
     assert all(v // MIB == n for n in floors) and all(v == x * MIB for x in exact)
+    assert all(round(v / MIB) == n for n in rounded)
     assert all(f"{v / GIB:.{len(x.split('.')[1])}f}" == x for x in gib)
     smi = int(re.search(r"nvidia-smi (\d{2},\d{3}) MiB", src).group(1).replace(",", ""))
     assert smi == (gpu.nvidia_smi_memory_mib or smi) and smi - 1 <= v / MIB < smi
@@ -487,7 +490,7 @@ def test_cli_engine_version_bad_input_exits_2_naming_the_flag(cli):
 @pytest.mark.parametrize("name", sorted(load_gpus()))
 def test_every_visible_total_reproduces_the_output_it_cites(name):
     """The figure is re-derived from the quoted line: torch's `total_memory=NMB` (MiB, floored), deviceQuery's
-    `(B bytes)`, or Unsloth's `Max memory: X GB` (round(total_memory / 1024**3, 3))."""
+    `(B bytes)`, Unsloth's `Max memory: X GB` (round(total_memory / 1024**3, 3)), or ComfyUI's `Total VRAM N MB`."""
     import re
 
     gpu = load_gpu(name)
@@ -511,8 +514,8 @@ def test_every_visible_total_reproduces_the_output_it_cites(name):
         assert f"{v / GIB:.{len(m.group(2).split('.')[1])}f}" == m.group(2)
     elif m := re.match(r"vLLM's start-up log `total_gpu_memory \(([\d.]+)GiB\)", src):
         assert f"{v / GIB:.2f}" == m.group(1)
-    elif m := re.search(r"\((\d+) bytes\)", src):
-        assert v == int(m.group(1))
+    elif m := re.search(r"\(([\d,]+) bytes\)", src, re.I):  # deviceQuery's bytes (some transcriptions: commas)
+        assert v == int(m.group(1).replace(",", ""))
     elif m := re.search(r"([\d,]+) bytes / (\d+) MiB", src):  # a report quoting torch's total in bytes and MiB
         assert v == int(m.group(1).replace(",", "")) == int(m.group(2)) * MIB
     elif m := re.search(r"Max memory: ([\d.]+) GB", src):
@@ -520,6 +523,8 @@ def test_every_visible_total_reproduces_the_output_it_cites(name):
         assert sum(1 for mib in range(v // MIB - 3, v // MIB + 4) if f"{mib / 1024:.3f}" == m.group(1)) == 1
     elif m := re.search(r"total_memory=(\d+)MB", src):
         assert v == int(m.group(1)) * MIB
+    elif m := re.search(r"Total VRAM (\d+) MB", src):  # ComfyUI: mem_get_info's total in MiB, "{:0.0f}"
+        assert round(v / MIB) == int(m.group(1))
     elif m := re.search(r"totalGlobalMem: (\d+) MiB", src):  # a cudaGetDeviceProperties dump in MiB
         assert v == int(m.group(1)) * MIB
         assert all(f"/{v / GIB:.2f} GiB)" in q for q in re.findall(r"Free memory on device \([^`]*", src))

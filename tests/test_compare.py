@@ -125,7 +125,8 @@ def test_tp_needs_a_gpu(cli):
 
 
 def test_compare_and_gpus_list_read_at_80_columns():
-    """A terminal of 80 columns: no line longer, no number cut or split; `gpus list` under 40 lines."""
+    """A terminal of 80 columns: no line longer, no number cut or split; `gpus list` one line per GPU and under 10
+    more (header and footer: the sources are not listed at a terminal; the catalog has 40 GPUs, 32 before)."""
     import re
 
     from rich.console import Console
@@ -147,5 +148,5 @@ def test_compare_and_gpus_list_read_at_80_columns():
     render_gpus(list(load_gpus().values()), c)
     text = c.export_text()
     lines = text.splitlines()
-    assert max(len(line) for line in lines) <= 80 and len(lines) < 40
+    assert max(len(line) for line in lines) <= 80 and len(lines) < len(load_gpus()) + 10
     assert all(re.search(rf"^{re.escape(g)}\s", text, re.M) for g in load_gpus())

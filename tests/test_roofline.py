@@ -21,7 +21,8 @@ def roofline(card, **kw):
 EXPECTED_GPUS = {"A100-40GB", "A100-80GB", "H100-SXM", "H100-PCIe", "H200", "B200", "L4", "L40S", "A10G",
                  "RTX-4090", "RTX-3090", "MI300X", "A40", "T4", "RTX-4080", "RTX-5090", "RTX-6000-Ada", "RTX-PRO-6000", "A10",
                  "L20", "H20", "H100-NVL", "GH200", "MI250X", "MI325X", "Gaudi-3", "RTX-A6000", "RTX-A5000",
-                 "V100-32GB", "V100-16GB", "B300", "RX-7900-XTX"}
+                 "V100-32GB", "V100-16GB", "B300", "RX-7900-XTX", "L40", "RTX-3060", "A30", "RTX-A4000",
+                 "RTX-4000-Ada", "RTX-4060-Ti", "RTX-4070-Ti-Super", "RTX-3080"}
 
 
 def test_catalog_entries_are_sourced_and_dense():
@@ -212,3 +213,28 @@ def test_hybrid_decode_reads_its_tokens_not_the_raised_blocks_last_page():
     for block in (16, 576):  # estimate --gpu: the same read at the plan's block as at vLLM's default
         r = roofline("qwen3-next-80b-a3b", engine="vllm", gpu="H200", seq_len=L, batch=batch, block_size=block)
         assert r.decode_step.kv_read_bytes == 2 * batch * (attention + states)  # TP 1: every head
+
+
+def test_the_figures_derived_for_the_cards_added_2026_11_29():
+    """What the 2026-11-29 entries derive, re-derived from the figures their notes quote."""
+    g = load_gpus()
+    rel = lambda a, b: abs(a - b) / b  # noqa: E731
+    # RTX 3060: the GA102 whitepaper's RTX 3080 (68 SMs, 1,710 MHz, 59.5 dense FP16/FP32-accumulate TFLOPS, 238
+    # INT8 TOPS) is 512 FLOPs and 2,048 ops per SM per clock; at 28 SMs x 1,777 MHz
+    assert round(59.5e12 / (68 * 1.71e9)) == 512 and round(238e12 / (68 * 1.71e9) / 512) == 4  # 2,047: rounding
+    assert rel(g["RTX-3060"].peak("fp16"), 28 * 1.777e9 * 512) < 1e-3
+    assert rel(g["RTX-3060"].peak("int8"), 28 * 1.777e9 * 2048) < 1e-3
+    assert rel(g["RTX-3060"].peak("fp32"), 3584 * 2 * 1.777e9) < 1e-3
+    # GeForce Ada "AI TOPS" is FP8 with FP16 accumulate and sparsity: the RTX 4090's 1,321.2 is 8x its 165.2
+    assert rel(1321.2e12 / 8, g["RTX-4090"].peak("bf16")) < 1e-3
+    for name, tops, sms, mhz in (("RTX-4060-Ti", 353, 34, 2535), ("RTX-4070-Ti-Super", 706, 66, 2610)):
+        assert rel(g[name].peak("bf16"), tops * 1e12 / 8) < 1e-3 and rel(g[name].peak("int8"), tops * 1e12 / 2) < 1e-3
+        assert rel(g[name].peak("bf16"), sms * mhz * 1e6 * 512) < 2e-3
+    # professional cards: the datasheet's one tensor figure is with 2:4 sparsity
+    assert g["RTX-A4000"].peak("bf16") == 153.4e12 / 2 and g["RTX-4000-Ada"].peak("fp8") == 327.6e12 / 2
+    assert g["L40"].peak("bf16") == 362.1e12 / 2 and g["A30"].peak("bf16") == 330e12 / 2
+    # SM counts from CUDA cores at 128 per GA10x / Ada SM
+    assert [g[n].sm_count for n in ("L40", "RTX-A4000", "RTX-4000-Ada", "RTX-4060-Ti")] == [
+        18176 // 128, 6144 // 128, 6144 // 128, 4352 // 128]
+    # the L40's visible total is what vLLM printed on one (docs/logs/vllm-code60430572081-...-l40.log)
+    assert f"{g['L40'].visible_memory_bytes / 2**30:.2f}" == "44.39"

@@ -115,7 +115,9 @@ def from_log(path: str | Path, *, model=None, gpu: str | None = None, gpu_memory
                                                      for d in (-spread, spread)]
     rows = [_row(f, flat, pooled, ends, pool_bytes is not None, summary_peak_holds_graphs(f, spec))
             for f in _stated(log)]
-    if "stand-in" in (log.gpu_header or "") and not gpu:  # `# gpu: X (stand-in: ...)`: the total is not known
+    if "stand-in" in (log.gpu_header or "") and not gpu and not gpu_memory and not log.gpu_memory_header:
+        # `# gpu: X (stand-in: ...)` without `# gpu-memory:`: the total is not known (with it, X lends only its
+        # name and compute capability, as the nearest-in-memory stand-in does)
         rows = [r.model_copy(update=dict(flags_alone=None, flags_verdict="GPU unknown", flags_error_pct=None))
                 if r.figure not in ("weights", "load_usage") else r for r in rows]
     if refused is not None:  # the pool's own figures: both refuse
