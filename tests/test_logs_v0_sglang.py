@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from kvplan.cost import serving_sglang as sg
+from kvplan.cost import serving_vllm as vl
 from kvplan.cost import serving_vllm_v0 as v0
 from kvplan.planning.capacity import plan
 
@@ -94,7 +95,7 @@ LOGS_V0 = [
                  "among it; 3.70 GiB before the profile, 2.37 GiB more after) is 6.07 GiB where kvplan charges 64 "
                  "MiB: +6.8% on the pool. "
                  "The profile peak itself agrees: 86.79 - 67.70 = 19.09 GiB logged, kvplan's sorting sampler over "
-                 "4,096 rows x 128,256 x 38 B = 18.59 GiB (-2.6%)"),
+                 "4,096 rows x 128,256 (38 B an entry) and the 32,768-token forward's output it holds = 19.09 GiB"),
     # ROCm V0 logs (non-torch 0.46 - 1.78 GiB where CUDA V0 0.7+ logs 0.01 - 0.20 GiB; not modelled, docs/capacity.md)
     Log("vendor-builds/vllm-code54382809113-qwen3-0.6b-radeon-pro-vii.log",
         dict(model="tests/data/configs/qwen3-0.6b", gpu="RTX-4080", gpu_memory="15.98GiB", engine="vllm==0.8.5",
@@ -263,7 +264,10 @@ def test_v0_batch_defaults():
     assert [v0.max_num_batched_tokens(n) for n in (1024, 32768, 32769)] == [2048, 32768, 2048]
     a = plan("llama-3.1-8b", gpu="H100-SXM", max_model_len=8192, engine="vllm==0.6").per_gpu.activation_bytes
     b = plan("llama-3.1-8b", gpu="H100-SXM", max_model_len=8192, engine="vllm==0.10").per_gpu.activation_bytes
-    assert b == 4 * a  # the sorting sampler over 1,024 rows in 0.10 vs 256 in V0 (128,256 x 38 B each)
+    # the sorting sampler over 256 rows in V0 and 1,024 in 0.10 (128,256 x 38 B each, serving_vllm.sorting_sampler_bytes)
+    # beside the 8,192-token forward's output (V0), and its last rows and their rand_like too (0.10)
+    assert a == vl.sorting_sampler_bytes(256, 128_256, 128_256, 2) + 8192 * 4096 * 2
+    assert b == vl.sorting_sampler_bytes(1024, 128_256, 128_256, 2) + (8192 + 2 * 1024) * 4096 * 2
 
 
 def test_v0_refuses_state_layers_by_flag():
@@ -387,14 +391,14 @@ def test_v0_a10_peak_is_below_any_256_row_sampler():
     (--flashinfer-sampler) skips the sort but still holds the float32 copy, probabilities and log-probabilities
     beside the logits (sampler.py forward: logits.to(torch.float), softmax, log_softmax): 2 + 12 B a logit. Either
     is far above the logged 0.22 GiB, which is the 2,048-token chunked forward alone (within its print)."""
-    from kvplan.cost import serving_vllm as vl
     from kvplan.model.catalog import load_card
 
     log = next(x for x in LOGS_V0 if x.file.startswith("vllm-code14319663172"))
     rows, vocab, logged = 256, 128_256, 0.22 * GIB
     default, flashinfer = _plan(log), _plan(log, flashinfer_sampler=True)
-    assert default.per_gpu.activation_bytes == rows * vocab * vl.SORTED_SAMPLER_BYTES_PER_LOGIT
-    assert flashinfer.per_gpu.activation_bytes == rows * vocab * (2 + vl.UNSORTED_SAMPLER_EXTRA_BYTES)
+    held = 2048 * 4096 * 2  # the chunked forward's output, which execute_model holds while the sampler runs
+    assert default.per_gpu.activation_bytes == vl.sorting_sampler_bytes(rows, vocab, vocab, 2) + held
+    assert flashinfer.per_gpu.activation_bytes == rows * vocab * (2 + vl.UNSORTED_SAMPLER_EXTRA_BYTES) + held
     assert flashinfer.per_gpu.activation_bytes > 1.9 * logged
     forward = vl.profile_activation_bytes(load_card("llama-3.1-8b"), 1, 2, v0.max_num_batched_tokens(131072), rows,
                                           vocab, last_stage=False, hold_qkv=False)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from kvplan.cost import serving_vllm as vl
 from kvplan.planning.capacity import plan
 
 GIB = 2**30
@@ -182,12 +183,13 @@ def test_logged_pool_within_the_logs_rounding(case: Log):
 
 def test_flashinfer_sampler_is_what_closes_the_a100_logs():
     """Without --flashinfer-sampler kvplan charges vLLM 0.10's sorting sampler (38 B a logit, 1.38 GiB at 256 rows x
-    152,064) where these runs used FlashInfer's (2 + 12 B, 0.51 GiB, beside the 2,048-token forward's output and its
+    152,064, beside the held hidden states) where these runs used FlashInfer's (2 + 12 B, 0.51 GiB, beside the 2,048-token forward's output and its
     last rows that profile_run holds): the 0.25-utilization TP1 log would be -17%."""
     case = CASES[0]
     kw = {k: v for k, v in case.flags.items() if k not in ("model", "flashinfer_sampler")}
     sorted_run, flashinfer_run = plan(case.card, **kw), _run(case)
-    assert sorted_run.per_gpu.activation_bytes == 256 * 152_064 * 38
+    held = (2048 + 2 * 256) * 3584 * 2
+    assert sorted_run.per_gpu.activation_bytes == vl.sorting_sampler_bytes(256, 152_064, 152_064, 2) + held
     assert flashinfer_run.per_gpu.activation_bytes == 256 * 152_064 * (2 + 12) + (2048 + 2 * 256) * 3584 * 2
     assert sorted_run.per_gpu.available_kv_bytes / GIB / case.available_gib - 1 < -0.15
 

@@ -46,8 +46,9 @@ def test_0_17_charges_the_buffer_beside_the_unsorted_sampler_on_a_gpu_with_an_sm
     r = plan("llama-3.1-8b", gpu="L20", engine="vllm==0.17", max_model_len=8192)
     assert r.per_gpu.activation_bytes == sampler
     assert any("no SM count for L20" in n for n in r.notes)
-    # 0.16 sorts (the fitted 38 B): no Triton kernel, no buffer
-    assert _plan("vllm==0.16").per_gpu.activation_bytes == 256 * LLAMA_VOCAB * 38
+    # 0.16 sorts (serving_vllm.sorting_sampler_bytes): no Triton kernel, no buffer
+    assert _plan("vllm==0.16").per_gpu.activation_bytes == (vl.sorting_sampler_bytes(256, LLAMA_VOCAB, LLAMA_VOCAB, 2)
+                                                            + (2048 + 2 * 256) * 4096 * 2)
 
 
 def test_the_buffer_brings_the_0_17_rtx_3090_log_within_a_percent():

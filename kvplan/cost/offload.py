@@ -31,11 +31,13 @@ from __future__ import annotations
 import math
 
 from kvplan.cost.parallel import Layout, layer_parameters
-from kvplan.cost.serving_vllm import GIB
 from kvplan.errors import KvplanError
 from kvplan.model.card import ModelCard
 from kvplan.model.dtypes import DType
 from kvplan.units import MAX_SIZE_BYTES
+
+GIB = 2**30  # --cpu-offload-gb's unit (here, not from serving_vllm, which imports the allocator that imports this)
+
 
 def budget_bytes(cpu_offload_gb: float) -> int:
     """``int(cpu_offload_gb * 1024**3)`` (create_offloader); KvplanError for a negative, non-finite or absurd size."""

@@ -23,6 +23,7 @@ from functools import lru_cache, partial
 from types import MappingProxyType
 
 from kvplan.cost import quant
+from kvplan.cost.allocator import round_size
 from kvplan.cost.kvspec import KVLayerSpec
 from kvplan.cost.shapes import attention_matrices, ffn_matrices
 from kvplan.errors import KvplanError
@@ -336,13 +337,67 @@ def available_kv_bytes(requested: int, weights: int, activation: int, non_torch:
     return requested - weights - activation - non_torch - cuda_graph
 
 
-# The dummy sampler of vLLM 0.10 - 0.16 (v1/worker/gpu_model_runner.py _dummy_sampler_run): max_num_seqs rows of
-# full-vocabulary logits with top_p < 1 and top_k = vocab - 1, so ops/topk_topp_sampler.py (apply_top_k_top_p,
-# PyTorch) sorts the whole vocabulary of every row (float32 logits, sorted values and int64 indices, softmax, cumsum, masks). FITTED, not
-# derived: the non-weight torch peak of public 0.10 - 0.11 logs is about 38 B per row and vocabulary entry (4.8 - 5.6
-# GiB at 1,024 rows on H100 for vocabularies of 128k - 152k, about 1.4 GiB at 256 rows; within 5%,
-# serving-budget.md), the same at TP 1 and TP 2. A run with FlashInfer's sampler logs less (docs/capacity.md).
-SORTED_SAMPLER_BYTES_PER_LOGIT = 38
+# The sorting sampler's peak, DERIVED from the sources (it replaces a constant of 38 B per row and entry fitted to
+# public 0.10 - 0.11 logs, which the derivation gives exactly for 16-bit models). The dummy sampler of vLLM 0.9.1 -
+# 0.16 (v1/worker/gpu_model_runner.py _dummy_sampler_run: max_num_seqs rows, top_p 0.9, top_k = vocab - 1,
+# all_random False) and V0's profile run (0.2 - 0.9.0, worker/model_runner.py _dummy_run: SamplingParams(top_p=0.99,
+# top_k=vocab_size - 1)) sort every row of the vocabulary (v1/sample/ops/topk_topp_sampler.py apply_top_k_top_p,
+# PyTorch path; V0 model_executor/layers/sampler.py _apply_top_k_top_p: ``logits.sort(dim=-1, descending=False)``;
+# read in the wheels of 0.6.5, 0.6.6.post1, 0.7.3, 0.8.5, 0.9.1, 0.10.0, 0.10.1.1, 0.10.2, 0.11.0 - 0.16.0: the same
+# code). Live while the sort runs, R rows, V the config's vocabulary, Vp the LM head's padded one, a the model dtype:
+# - the model-dtype logits, R x Vp x a: model_executor/layers/logits_processor.py _get_logits (the LM head's output,
+#   gathered across TP) returns the view ``logits[..., :org_vocab_size]`` of them; _dummy_sampler_run (V0:
+#   execute_model) keeps them while the sampler runs;
+# - their float32 copy, R x V x 4 (v1/sample/sampler.py forward: ``logits.to(torch.float32)``; V0 sampler.py forward:
+#   ``logits.to(torch.float)``): none for a float32 model whose V = Vp (``to`` returns the tensor itself); a float32
+#   model with V < Vp sorts a strided view, of which aten/src/ATen/native/cuda/Sort.cpp sort_cuda_kernel makes the
+#   contiguous copy (``self_ = at::empty_strided(...)``) instead;
+# - sort's outputs, values R x V x 4 and int64 indices R x V x 8 (Sort.cpp: the structured op's outputs, used in
+#   place since their strides are the input's);
+# - aten/src/ATen/native/cuda/SortStable.cu launch_stable_sort_kernel: 128+ rows (of fewer than 1,000,000 entries)
+#   take segmented_sort_pairs, which allocates ``reverse_indices`` (the iota of int64 indices, R x V x 8) and calls
+#   aten/src/ATen/cuda/cub.cuh segmented_sort_pairs -> CUB_WRAPPER(DeviceSegmentedRadixSort::SortPairs): the
+#   temporary storage from the caching allocator, whose size cub's DispatchSegmentedRadixSort gives as the alternate
+#   key and value buffers (allocation_sizes: num_items x sizeof(KeyT), num_items x sizeof(ValueT), not overwrite-okay)
+#   each aligned to 256 B plus 255 B (util_device.cuh AliasTemporaries); one row (segmented_sort_large_segments) the
+#   same per row: a V-entry int64 iota and radix_sort_pairs' temporaries. 2 - 127 rows take
+#   segmented_sort_pairs_by_full_sort: two int2 buffers (R x V x 8 each) live throughout, and its first
+#   radix_sort_pairs (keys_out nullptr: cub-RadixSortPairs radix_sort_pairs_impl allocates R x V x 4 of keys) runs
+#   DeviceRadixSort::SortPairs, whose temporaries hold the alternate key and value (int2) buffers too; the second sort
+#   (radix_sort_keys, int64) needs less. DeviceRadixSort's digit histograms are not charged (not sized here). Nothing
+#   is chunked below INT_MAX entries (``nbatch = (numel_or_intmax / nsort) * nsort``; 1,024 x 201,088 = 2.1e8).
+# Every allocation counts as the caching allocator rounds it (kvplan.cost.allocator.round_size, 512 B). That is
+# a + 36 B per row and entry (38 for bf16/fp16; 2 - 127 rows: a + 48) + rounding. The rest of the sampler holds
+# less: apply_top_k_top_p after the sort keeps the sorted values and indices, two bool masks, the softmax (cumsum
+# ``out=`` it in V1, a new tensor in V0) and the scatter's output, a + 26 (V1) or a + 34 (V0) B per entry;
+# random_sample after it a + 16.
+# PyTorch: SortStable.cu, Sort.cpp and cub.cuh read at two stored commits of pytorch/pytorch (one before, one after
+# the CCCL 3 changes) with this same path; the releases pin torch 2.5.1 (0.6.5 - 0.7.3), 2.6.0 (0.8.5), 2.7.0/2.7.1
+# (0.9.1 - 0.10.1.1), 2.8.0 (0.10.2 - 0.11.0), 2.9.0/2.9.1 (0.12.0 - 0.16.0) (the wheels' Requires-Dist), whose
+# exact tags were not read. Not charged: the per-row sampling tensors (V1: six [R] metadata vectors and the greedy
+# argmax, under 60 KiB at 1,024 rows) and the up to 1 MiB a large block keeps when the allocator does not split it.
+CUB_ALIGN_BYTES = 256  # cub util_device.cuh AliasTemporaries: ALIGN_BYTES
+
+
+def sorting_sampler_bytes(num_reqs: int, vocab_size: int, padded_vocab: int, act_bytes: int) -> int:
+    """The torch bytes live while the sorting sampler sorts ``num_reqs`` rows (the note above): the model-dtype
+    logits, their float32 copy, sort's values and indices, and what SortStable.cu allocates inside the sort."""
+    n = num_reqs * vocab_size
+    copy = 0 if act_bytes == 4 and vocab_size == padded_vocab else round_size(4 * n)
+    outside = round_size(num_reqs * padded_vocab * act_bytes) + copy + round_size(4 * n) + round_size(8 * n)
+    if 1 < num_reqs < 128:  # segmented_sort_pairs_by_full_sort: two int2 buffers, keys_out, cub's temporaries
+        return outside + 2 * round_size(8 * n) + round_size(4 * n) + _cub_pairs_temp_bytes(n, 4, 8)
+    return outside + round_size(8 * n) + _cub_pairs_temp_bytes(n, 4, 8)  # segmented_sort_pairs (one row: the same)
+
+
+def _cub_pairs_temp_bytes(num_items: int, key_bytes: int, value_bytes: int) -> int:
+    """CUB_WRAPPER's temporary storage for a (segmented) radix sort of key/value pairs that may not overwrite its
+    input: the alternate key and value buffers, each aligned to CUB_ALIGN_BYTES, + CUB_ALIGN_BYTES - 1 (cub
+    AliasTemporaries), as the caching allocator rounds it."""
+    def aligned(nbytes: int) -> int:
+        return cdiv(nbytes, CUB_ALIGN_BYTES) * CUB_ALIGN_BYTES
+
+    return round_size(aligned(num_items * key_bytes) + aligned(num_items * value_bytes) + CUB_ALIGN_BYTES - 1)
 # The dummy sampler WITHOUT a sort, derived from the source: vLLM 0.17+ masks top-k/top-p in place with a Triton kernel
 # for 8+ rows (v1/sample/ops/topk_topp_sampler.py apply_top_k_top_p -> ops/topk_topp_triton.py
 # apply_top_k_top_p_triton, "modified in-place"; first in 0.17.0, absent in 0.16.0), and 0.10-0.11 do the same work in
@@ -494,12 +549,10 @@ def v2_sampler_state_bytes(max_num_reqs: int, vocab_size: int, decode_query_len:
     return 4 * (max_num_reqs * vocab_size + max_num_reqs * words + max_num_reqs * decode_query_len * words)
 
 
-def dummy_sampler_bytes(num_reqs: int, padded_vocab: int, act_bytes: int,
-                        sampler_bytes_per_logit: int | None = None) -> int:
-    """The V1 runner's dummy sampler over ``num_reqs`` rows: ``sampler_bytes_per_logit`` per row and entry (the
-    version's sorting sampler), else the model-dtype logits + UNSORTED_SAMPLER_EXTRA_BYTES of float32 copies."""
-    per_logit = act_bytes + UNSORTED_SAMPLER_EXTRA_BYTES if sampler_bytes_per_logit is None else sampler_bytes_per_logit
-    return num_reqs * padded_vocab * per_logit
+def dummy_sampler_bytes(num_reqs: int, padded_vocab: int, act_bytes: int) -> int:
+    """The V1 runner's dummy sampler without a sort over ``num_reqs`` rows: the model-dtype logits +
+    UNSORTED_SAMPLER_EXTRA_BYTES of float32 copies per row and entry (a sorting release: sorting_sampler_bytes)."""
+    return num_reqs * padded_vocab * (act_bytes + UNSORTED_SAMPLER_EXTRA_BYTES)
 
 
 def held_hidden_bytes(num_tokens: int, num_reqs: int, hidden_size: int, act_bytes: int) -> int:

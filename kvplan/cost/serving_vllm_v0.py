@@ -12,7 +12,8 @@ device name), then ``Maximum concurrency for L tokens per request: C x`` with C 
 (``executor/executor_base.py`` ``initialize_cache``). The profile run (``worker/model_runner.py`` ``profile_run``)
 is a forward of max_num_batched_tokens tokens split over max_num_seqs dummy sequences with ``SamplingParams(top_p=0.99,
 top_k=vocab - 1)``, so V0's sampler sorts the whole vocabulary of every row (``layers/sampler.py``
-``_apply_top_k_top_p``) as V1's dummy sampler does. FlashInfer's top-k/top-p path replaces the sort only when
+``_apply_top_k_top_p``) as V1's dummy sampler does (serving_vllm.sorting_sampler_bytes, beside the forward's output:
+held_forward_bytes). FlashInfer's top-k/top-p path replaces the sort only when
 ``VLLM_USE_FLASHINFER_SAMPLER`` is set (``envs.py``: default "0" in 0.6.x, unset = None from 0.7, which the V0 sampler
 reads as off); it still holds the float32 copy, probabilities and log-probabilities beside the logits (sampler.py
 forward), serving_vllm.UNSORTED_SAMPLER_EXTRA_BYTES, which ``--flashinfer-sampler`` selects. CUDA graphs are captured
@@ -82,6 +83,14 @@ def max_num_batched_tokens(max_model_len: int) -> int:
     if max_model_len > LONG_CONTEXT:
         return DEFAULT_MAX_NUM_BATCHED_TOKENS
     return max(max_model_len, DEFAULT_MAX_NUM_BATCHED_TOKENS)
+
+
+def held_forward_bytes(num_tokens: int, hidden_size: int, act_bytes: int) -> int:
+    """What V0's profile run still holds while its sampler sorts: the forward's output over the profile's tokens
+    (worker/model_runner.py ModelRunner.execute_model keeps ``hidden_or_intermediate_states`` while
+    ``compute_logits`` and the sampler run; the rows compute_logits prunes from it are freed on its return), in the
+    model dtype. Read in 0.6.5, 0.7.3 and 0.8.5."""
+    return num_tokens * hidden_size * act_bytes
 
 
 def aligned_entry_elems(elems: int, model_dtype_bytes: int) -> int:

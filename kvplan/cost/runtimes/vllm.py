@@ -37,10 +37,10 @@ class VllmVersion(VersionRange):
     cuda_graphs_in_budget: bool  # 0.20+: profile_cudagraph_memory subtracts the estimate before sizing the pool
     tokens_by_blocks: bool  # 0.9.1 - 0.20.0: "GPU KV cache size" = num_blocks // groups x block_size
     reserves_null_block: bool  # the fits check and the longest-length search keep BlockPool's null block free
-    # the dummy sampler's peak per row and vocabulary entry when it sorts (None: no sort, serving_vllm's
-    # UNSORTED_SAMPLER_EXTRA_BYTES beside the logits; also what FlashInfer's sampler takes, --flashinfer-sampler; V0
-    # sorts unless VLLM_USE_FLASHINFER_SAMPLER is set, serving_vllm_v0)
-    sampler_bytes_per_logit: int | None
+    # the dummy sampler sorts the vocabulary of every row (serving_vllm.sorting_sampler_bytes; False: no sort,
+    # serving_vllm's UNSORTED_SAMPLER_EXTRA_BYTES beside the logits, also what FlashInfer's sampler takes,
+    # --flashinfer-sampler; V0 sorts unless VLLM_USE_FLASHINFER_SAMPLER is set, serving_vllm_v0)
+    sorts_vocabulary: bool
     # V0 (serving_vllm_v0.py): one block table over all attention layers (no KV cache groups), each MLA entry padded
     # to 256 B, --swap-space CPU blocks, max_num_seqs 256 on every GPU, the whole max_model_len in the profile's
     # forward below 32K tokens, concurrency = blocks x block_size / max_model_len
@@ -176,7 +176,7 @@ class VllmVersion(VersionRange):
 def _v0(label: str, first: tuple[int, ...], last: tuple[int, ...], **release) -> VllmVersion:
     """A range of V0 releases (serving_vllm_v0.py: the rules they share; ``release``: what differs)."""
     return VllmVersion(f"vLLM {label} (V0 engine{release.pop('note', '')})", first, last, 0.9, False, False, False,
-                       vl.SORTED_SAMPLER_BYTES_PER_LOGIT, v0_engine=True, block_size_choices=v0.BLOCK_SIZE_CHOICES,
+                       True, v0_engine=True, block_size_choices=v0.BLOCK_SIZE_CHOICES,
                        entry_alignment_bytes=v0.ENTRY_ALIGNMENT_BYTES, swap_space_bytes=v0.DEFAULT_SWAP_SPACE_BYTES,
                        profile_holds_qkv=False, fixed_max_num_seqs=v0.DEFAULT_MAX_NUM_SEQS, chunked_local_groups=False,
                        mnbt_covers_max_model_len=True, **release)
@@ -209,15 +209,16 @@ VERSIONS = (
     # 0.9.1 - 0.9.2 (read in the 0.9.1 wheel against 0.10.0's): determine_available_memory, memory_profiling, the
     # snapshot before init_worker_distributed_environment, the sorting top-k/top-p sampler, get_batch_defaults and
     # the "GPU KV cache size" formula are 0.10's; profile_run then holds only the forward's last rows while the dummy
-    # sampler runs (_dummy_run returns hidden_states[logit_indices]), which the fitted sort does not separate
+    # sampler runs (_dummy_run returns hidden_states[logit_indices]): kvplan charges 0.10's held hidden states
+    # (serving_vllm.held_hidden_bytes) to them too, max_num_batched_tokens x hidden x act bytes too many there
     VllmVersion("vLLM 0.9.1-0.10 (V1 engine)", (0, 9, 1), (0, 10), 0.9, False, True, False,
-                vl.SORTED_SAMPLER_BYTES_PER_LOGIT, sampler_holds_hidden=True,
+                True, sampler_holds_hidden=True,
                 block_size_choices=vl.BLOCK_SIZE_CHOICES_0_9_1, chunked_local_groups=False),
     # 0.11, 0.12-0.13, 0.14 and 0.15-0.16 share every rule but the MXFP4 backend on Hopper (serving_vllm.mxfp4_layout:
     # Marlin until triton_kernels is vendored in 0.12.0, then Triton), chunked local attention's groups (0.14+), and
     # from 0.15 FlashInfer MLA's block on Blackwell and the speculative tokens in a state group's pages
     *(VllmVersion(f"vLLM {label} (V1 engine)", first, last, 0.9, False, True, False,
-                  vl.SORTED_SAMPLER_BYTES_PER_LOGIT, sampler_holds_hidden=True,
+                  True, sampler_holds_hidden=True,
                   compile_benchmarks_kernels=True, block_size_choices=vl.BLOCK_SIZE_CHOICES_0_11_1,
                   mla_block_rule=mla, state_pages_count_speculative=spec_pages, chunked_local_groups=first >= (0, 14))
       for label, first, last, mla, spec_pages in (("0.11", (0, 11), (0, 11), "forced", False),
@@ -225,26 +226,26 @@ VERSIONS = (
                                                   ("0.14", (0, 14), (0, 14), "forced", False),
                                                   ("0.15-0.16", (0, 15), (0, 16), "flashinfer", True))),
     # 0.17.0 adds ops/topk_topp_triton.py: the dummy sampler's top-k/top-p no longer sorts (serving_vllm)
-    VllmVersion("vLLM 0.17 (V1 engine)", (0, 17), (0, 17), 0.9, False, True, False, None,
+    VllmVersion("vLLM 0.17 (V1 engine)", (0, 17), (0, 17), 0.9, False, True, False, False,
                 triton_topk_topp_buffer=True, sampler_holds_hidden=True, compile_benchmarks_kernels=True,
                 block_size_choices=vl.BLOCK_SIZE_CHOICES_0_11_1, mla_block_rule="flashinfer",
                 state_pages_count_speculative=True),
     # 0.18.0 - 0.19.1 print profile_cudagraph_memory's estimate without charging it; every release through 0.20.0
     # prints the token count by blocks (kv_cache_utils.py: num_blocks // len(groups) x min block size; 0.20.1:
     # int(max_concurrency x max_model_len)); read in every release's source, 0.9.1 - 0.33.0
-    VllmVersion("vLLM 0.18-0.19 (V1 engine)", (0, 18), (0, 19), 0.9, False, True, False, None,
+    VllmVersion("vLLM 0.18-0.19 (V1 engine)", (0, 18), (0, 19), 0.9, False, True, False, False,
                 cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_19,
                 triton_topk_topp_buffer=True, sampler_holds_hidden=True, compile_benchmarks_kernels=True, **_V0_18),
     # 0.20.0: CacheConfig's default utilization 0.92 and VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS "1" (charged: its
     # log's "default since v0.21.0" notwithstanding); profile_cudagraph_memory is the same code in 0.19.1, 0.20.0 and
     # 0.21.0, so the charged per-graph ESTIMATE is 0.21's fit
-    VllmVersion("vLLM 0.20.0 (V1 engine)", (0, 20, 0), (0, 20, 0), vl.DEFAULT_UTILIZATION, True, True, False, None,
+    VllmVersion("vLLM 0.20.0 (V1 engine)", (0, 20, 0), (0, 20, 0), vl.DEFAULT_UTILIZATION, True, True, False, False,
                 cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21,
                 triton_topk_topp_buffer=True, sampler_holds_hidden=True, compile_benchmarks_kernels=True,
                 explicit_prefix_caching_all=vl.MAMBA_PREFIX_CACHING_ALL_0_22, all_mode_yields_to_speculation=True,
                 **_V0_18),
     # the Triton kernel's buffer is the same in 0.19.1 and 0.28.0 (read), taken as unchanged between them
-    *(VllmVersion(f"vLLM {label} (V1 engine)", first, last, vl.DEFAULT_UTILIZATION, True, False, False, None,
+    *(VllmVersion(f"vLLM {label} (V1 engine)", first, last, vl.DEFAULT_UTILIZATION, True, False, False, False,
                   cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21,
                   triton_topk_topp_buffer=True, sampler_holds_hidden=True, compile_benchmarks_kernels=True,
                   v2_architectures=frozenset(v2), v2_listed_dense_only=dense_only,
@@ -258,7 +259,7 @@ VERSIONS = (
     # model_config.is_moe", hybrid and attention-free models excluded; first in 0.25.0, absent in 0.24.0), whose
     # profile_cudagraph_memory returns 0 ("NOTE(woosuk): It is TBD whether we keep this API or not", v1/worker/gpu/
     # model_runner.py 0.25.0 - 0.28.0; implemented from 0.29.0): no graphs in their budget
-    VllmVersion("vLLM 0.25 (V1 engine)", (0, 25), (0, 25), vl.DEFAULT_UTILIZATION, True, False, False, None,
+    VllmVersion("vLLM 0.25 (V1 engine)", (0, 25), (0, 25), vl.DEFAULT_UTILIZATION, True, False, False, False,
                 cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21,
                 dense_runner_without_graph_estimate=True, triton_topk_topp_buffer=True, sampler_holds_hidden=True,
                 compile_benchmarks_kernels=True, v2_architectures=vl.V2_ARCHITECTURES_0_25,
@@ -267,13 +268,13 @@ VERSIONS = (
     # kernel, then once more through forward_native with a generator; the peak is one call's); the null-block
     # reservation (PR 47272) first appears in 0.29.0 (kv_cache_utils.py check_enough_kv_cache_memory and
     # get_kv_cache_configs: available_memory - _pool_bytes_per_block(groups); 0.28.0 checks the whole memory)
-    VllmVersion("vLLM 0.26 (V1 engine)", (0, 26), (0, 26), vl.DEFAULT_UTILIZATION, True, False, False, None,
+    VllmVersion("vLLM 0.26 (V1 engine)", (0, 26), (0, 26), vl.DEFAULT_UTILIZATION, True, False, False, False,
                 cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21,
                 dense_runner_without_graph_estimate=True, triton_topk_topp_buffer=True, sampler_holds_hidden=True,
                 compile_benchmarks_kernels=True, in_flight_batches=True, v2_architectures=vl.V2_ARCHITECTURES_0_26,
                 explicit_prefix_caching_all=vl.MAMBA_PREFIX_CACHING_ALL_0_24, **_V0_18),
     # 0.27.0's memory_profiling counts total_consumed (the first release with it; 0.26.0 does not)
-    VllmVersion("vLLM 0.27 (V1 engine)", (0, 27), (0, 27), vl.DEFAULT_UTILIZATION, True, False, False, None,
+    VllmVersion("vLLM 0.27 (V1 engine)", (0, 27), (0, 27), vl.DEFAULT_UTILIZATION, True, False, False, False,
                 cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21,
                 dense_runner_without_graph_estimate=True, triton_topk_topp_buffer=True,
                 counts_torch_state_before_profile=True, sampler_holds_hidden=True, compile_benchmarks_kernels=True,
@@ -281,7 +282,7 @@ VERSIONS = (
                 explicit_prefix_caching_all=vl.MAMBA_PREFIX_CACHING_ALL_0_24, **_V0_18),
     # 0.28.0 adds get_batch_defaults' 160 GiB tier (absent in 0.27.0, present in 0.28.0 and 0.29.0) and turns prefix
     # caching on for hybrid models (hybrid_prefix_caching: Mamba cache mode "align")
-    VllmVersion("vLLM 0.28 (V1 engine)", (0, 28), (0, 28), vl.DEFAULT_UTILIZATION, True, False, False, None,
+    VllmVersion("vLLM 0.28 (V1 engine)", (0, 28), (0, 28), vl.DEFAULT_UTILIZATION, True, False, False, False,
                 cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21,
                 dense_runner_without_graph_estimate=True, triton_topk_topp_buffer=True,
                 counts_torch_state_before_profile=True, sampler_holds_hidden=True, compile_benchmarks_kernels=True,
@@ -293,7 +294,7 @@ VERSIONS = (
     # page: Mamba-2 layers from 0.32.0, Gated DeltaNet on FlashInfer's prefill (and its 64-token block alignment)
     # from 0.33.0 (checkpoint_state_kinds, gdn_checkpoints)
     # (V2's persistent sampler state counts in the non-KV figure as in 0.27 - 0.28: counts_torch_state_before_profile)
-    *(VllmVersion(label, first, last, vl.DEFAULT_UTILIZATION, True, False, True, None,
+    *(VllmVersion(label, first, last, vl.DEFAULT_UTILIZATION, True, False, True, False,
                   cuda_graph_bytes_per_graph=vl.CUDA_GRAPH_BYTES_PER_GRAPH_0_21, compile_benchmarks_kernels=True,
                   in_flight_batches=True, v2_runner_every_model=True, large_gpu_batch_defaults=True,
                   counts_torch_state_before_profile=True, v2_sampler_warmup_pass=warmup,
@@ -810,19 +811,19 @@ class VLLM(Server):
     def sampler_peak(self, s: Setup, batch: tuple[int, int], act_bytes: int) -> int:
         """The dummy sampler's peak after a forward of ``batch`` = (tokens, rows): Model Runner V2's logits alone
         (where V2 runs: 0.22 - 0.28 by its default lists, 0.29 - 0.32 every model; 0.33's warmup pass is not
-        traced), else the V1 runner's: the fitted sort, or the float32 copies plus the hidden
-        states profile_run holds and the Triton top-k/top-p kernel's buffer where this version runs it and the
-        catalog knows the GPU's SM count."""
+        traced), else the V1 runner's (and V0's): the sort's tensors (serving_vllm.sorting_sampler_bytes) or the
+        float32 copies, plus the hidden states profile_run holds and the Triton top-k/top-p kernel's buffer where
+        this version runs it and the catalog knows the GPU's SM count."""
         from kvplan.cost.parallel import pad_vocab
 
         (tokens, rows), padded = batch, pad_vocab(s.card.vocab_size)
         if self.runs_v2(s.card, s.opts) and not self.version.v2_sampler_warmup_pass:
             return vl.v2_dummy_sampler_bytes(rows, padded, s.card.vocab_size, act_bytes)
-        per_logit = _sampler_bytes_per_logit(s)
-        if per_logit is not None:  # the fitted sort (its fit holds the rest)
-            return vl.dummy_sampler_bytes(rows, padded, act_bytes, per_logit)
-        held = vl.held_hidden_bytes(tokens, rows, s.card.hidden_size, act_bytes)
-        held = held if self.version.sampler_holds_hidden else 0
+        h = s.card.hidden_size
+        held = (vl.held_hidden_bytes(tokens, rows, h, act_bytes) if self.version.sampler_holds_hidden
+                else v0.held_forward_bytes(tokens, h, act_bytes) if self.version.v0_engine else 0)
+        if _sorts(s):
+            return vl.sorting_sampler_bytes(rows, s.card.vocab_size, padded, act_bytes) + held
         return vl.dummy_sampler_bytes(rows, padded, act_bytes) + held + _triton_buffer_bytes(s, rows)
 
     def non_torch_default(self, opts: Options, default: int, card) -> int:
@@ -1352,7 +1353,6 @@ def _budget_note(s: Setup) -> str:
         "kvplan's APPROXIMATION of vLLM's profile run (forward of max_num_batched_tokens tokens, sampler on "
         "max_num_seqs rows); vLLM measures it, so pass --activation-memory with the logged figure")
     v = s.engine.version
-    sorted_bytes = _sampler_bytes_per_logit(s)
     graphs = (f"CUDA graphs ({fmt_bytes(s.cuda_graph)})" if v.cuda_graphs_in_budget or s.cuda_graph
               else "CUDA graphs (captured after the pool is sized before 0.20: not in the budget)")
     if v.cuda_graphs_in_budget and s.engine.runs_graphless_v2(s.card, s.opts):
@@ -1367,8 +1367,10 @@ def _budget_note(s: Setup) -> str:
                    f"fitted to public logs: 'Estimated CUDA graph memory: {est / 2**30:.2f} GiB total'"
                    + ("" if v.cuda_graphs_in_budget else ", printed, not charged, before 0.20") + "]")
     sampler = ("; the profile peak is the larger of the dummy forward and the dummy sampler, which sorts the whole "
-               f"vocabulary of max_num_seqs rows in this version (FITTED: {sorted_bytes} B per row and entry, within "
-               "5% of public V0 (0.6-0.8) and 0.10-0.16 logs; an ESTIMATE)" if sorted_bytes else
+               "vocabulary of max_num_seqs rows in this version (DERIVED from vLLM's sampler and PyTorch's CUDA "
+               "sort: the model-dtype logits, their float32 copy, the sorted values and int64 indices, the sort's "
+               f"own index buffers and cub's alternate key and value buffers, {_sort_note(s)})"
+               if _sorts(s) else
                "; the profile peak is the larger of the dummy forward and the dummy sampler over max_num_seqs rows of "
                f"the vocabulary without a sort ({'FlashInfer' if s.opts.flashinfer_sampler else 'Triton'} top-k/top-p:"
                f" the logits plus {vl.UNSORTED_SAMPLER_EXTRA_BYTES} B of float32 copies per row and entry"
@@ -1432,10 +1434,19 @@ def _triton_buffer_note(s: Setup) -> str:
             f"{fmt_bytes(_triton_buffer_bytes(s, rows))}")
 
 
-def _sampler_bytes_per_logit(s: Setup) -> int | None:
-    """The dummy sampler's sorted bytes per row and vocabulary entry; None where it does not sort (the version's
-    Triton kernel, or FlashInfer's sampler: --flashinfer-sampler, 'Using FlashInfer for top-p & top-k sampling.')."""
-    return None if s.opts.flashinfer_sampler else s.engine.version.sampler_bytes_per_logit
+def _sort_note(s: Setup) -> str:
+    """The sort's bytes (serving_vllm.sorting_sampler_bytes) at the rows the profile samples, for the budget note."""
+    from kvplan.cost.parallel import pad_vocab
+
+    rows = min(s.max_num_seqs, vl.scheduled_tokens(s.mnbt, s.max_num_seqs, s.max_model_len))
+    v = s.card.vocab_size
+    return f"{fmt_bytes(vl.sorting_sampler_bytes(rows, v, pad_vocab(v), s.w_t.activation_bytes))} at {rows} rows"
+
+
+def _sorts(s: Setup) -> bool:
+    """Whether the dummy sampler sorts the vocabulary: the version's PyTorch top-k/top-p, not its Triton kernel nor
+    FlashInfer's sampler (--flashinfer-sampler, 'Using FlashInfer for top-p & top-k sampling.')."""
+    return s.engine.version.sorts_vocabulary and not s.opts.flashinfer_sampler
 
 
 def _state_notes(s: Setup, p: Pool) -> list[str]:
