@@ -223,8 +223,16 @@ def reserved_rest_bytes(card: ModelCard, w_t: DType, layout: Layout, pp_rank: in
     (their loads are not replayed for this engine)."""
     if card.quantization is not None or w_t.bits not in (16, 32):
         return 0
-    a = _replay(card, w_t, layout, pp_rank, None if stages is None else tuple(stages), frozenset(), True, False, 0,
-                tower, rope_fp32, mrope_factor)
+    return _reserved_rests(card, w_t, layout, pp_rank, None if stages is None else tuple(stages), tower, rope_fp32,
+                           mrope_factor)
+
+
+@lru_cache(maxsize=1024)
+def _reserved_rests(card: ModelCard, w_t: DType, layout: Layout, pp_rank: int, stages: tuple[range, ...] | None,
+                    tower: bool, rope_fp32: bool, mrope_factor: int | None) -> int:
+    """``reserved_rest_bytes`` once per card, dtype, layout and stage (a search asks for the same rank per GPU type;
+    cached_free walks every segment)."""
+    a = _replay(card, w_t, layout, pp_rank, stages, frozenset(), True, False, 0, tower, rope_fp32, mrope_factor)
     return a.allocated - a.requested + a.cached_free()
 
 
