@@ -6,7 +6,7 @@ torch.cuda.max_memory_allocated after a peak reset)."""
 from pathlib import Path
 
 from kvplan import load_card, plan
-from kvplan.cost.allocator import (CachingAllocator, _replay, reserved_rest_bytes, rotary_cache, round_size, rounding_bytes,
+from kvplan.cost.allocator import (VLLM_ROPE, CachingAllocator, _replay, reserved_rest_bytes, rotary_cache, round_size, rounding_bytes,
                                    segment_size)
 from kvplan.cost.parallel import Layout, rank_weights
 from kvplan.model.dtypes import parse_dtype
@@ -120,7 +120,7 @@ def test_gptq_marlin_replay_holds_the_phi4_load():
     from kvplan.cost.allocator import _replay, cached_free_bytes
 
     card, bf16 = load_card(str(ROOT / "tests/data/configs/phi-4-gptq")), parse_dtype("bfloat16")
-    a = _replay(card, bf16, Layout(tp=1), 0, None, frozenset(), True, True, 0)
+    a = _replay(card, bf16, Layout(tp=1), 0, None, frozenset(), VLLM_ROPE, True, 0)
     assert abs(a.allocated / GIB - 8.5107) < 0.0002
     assert cached_free_bytes(card, bf16, Layout(tp=1), 0, marlin=True) == a.cached_free() == 156_151_808
     assert cached_free_bytes(card, bf16, Layout(tp=1), 0, marlin=False) is None
@@ -201,6 +201,6 @@ def test_reserved_rests_are_the_rounding_and_the_cached_free_bytes():
     bf16 = parse_dtype("bf16")
     assert reserved_rest_bytes(load_card("llama-3.1-8b"), bf16, Layout(), 0) == 0
     card = load_card(str(ROOT / "tests" / "data" / "configs" / "qwen2.5-0.5b"))
-    a = _replay(card, bf16, Layout(), 0, None, frozenset(), True, False, 0, True, True, 1)
+    a = _replay(card, bf16, Layout(), 0, None, frozenset(), (True, 1), False, 0)
     assert reserved_rest_bytes(card, bf16, Layout(), 0, mrope_factor=1) == a.allocated - a.requested + a.cached_free()
     assert reserved_rest_bytes(card, parse_dtype("fp8_e4m3"), Layout(), 0) == 0  # not replayed

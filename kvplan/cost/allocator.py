@@ -38,6 +38,9 @@ SMALL_BUFFER_BYTES = 2 << 20  # kSmallBuffer: a small-pool segment is 2 MiB
 LARGE_BUFFER_BYTES = 20 << 20  # kLargeBuffer: a large-pool segment for sizes below kMinLargeAlloc is 20 MiB
 MIN_LARGE_ALLOC_BYTES = 10 << 20  # kMinLargeAlloc
 ROUND_LARGE_BYTES = 2 << 20  # kRoundLarge: larger segments are rounded up to 2 MiB
+# How a replay builds the rotary cos/sin caches: (kept in float32, M-RoPE factor or None for the card's default);
+# None in its place: none built. vLLM's: a copy in the model dtype (``rotary_cache``), its M-RoPE length
+VLLM_ROPE: tuple[bool, int | None] = (False, None)
 
 
 def round_size(nbytes: int) -> int:
@@ -189,7 +192,7 @@ def rounding_bytes(card: ModelCard, w_t: DType, layout: Layout, pp_rank: int, *,
     if (q is not None and not _awq_replayed(card)) or w_t.bits not in (16, 32):
         return 0
     a = _replay(card, w_t, layout, pp_rank, None if stages is None else tuple(stages), frozenset(vocab_every_stage),
-                buffers, q is not None, offload, tower)
+                VLLM_ROPE if buffers else None, q is not None, offload, tower)
     return a.allocated - a.requested
 
 
@@ -206,7 +209,7 @@ def cached_free_bytes(card: ModelCard, w_t: DType, layout: Layout, pp_rank: int,
     if q is None and w_t.bits not in (16, 32):
         return None
     a = _replay(card, w_t, layout, pp_rank, None if stages is None else tuple(stages), frozenset(vocab_every_stage),
-                True, q is not None, 0)
+                VLLM_ROPE, q is not None, 0)
     return a.cached_free()
 
 
@@ -232,7 +235,7 @@ def _reserved_rests(card: ModelCard, w_t: DType, layout: Layout, pp_rank: int, s
                     tower: bool, rope_fp32: bool, mrope_factor: int | None) -> int:
     """``reserved_rest_bytes`` once per card, dtype, layout and stage (a search asks for the same rank per GPU type;
     cached_free walks every segment)."""
-    a = _replay(card, w_t, layout, pp_rank, stages, frozenset(), True, False, 0, tower, rope_fp32, mrope_factor)
+    a = _replay(card, w_t, layout, pp_rank, stages, frozenset(), (rope_fp32, mrope_factor), False, 0, tower)
     return a.allocated - a.requested + a.cached_free()
 
 
@@ -285,8 +288,8 @@ def _gptq_marlin_repack(a: CachingAllocator, modules: list[tuple[int, dict[str, 
 
 @lru_cache(maxsize=1024)
 def _replay(card: ModelCard, w_t: DType, layout: Layout, pp_rank: int, stages: tuple[range, ...] | None,
-            vocab_every_stage: frozenset[str], buffers: bool, gptq: bool, offload: int,
-            tower: bool = True, rope_fp32: bool = False, mrope_factor: int | None = None) -> CachingAllocator:
+            vocab_every_stage: frozenset[str], rope: tuple[bool, int | None] | None, gptq: bool, offload: int,
+            tower: bool = True) -> CachingAllocator:
     """The allocator after the rank is built: the large tensors replayed one by one in vLLM's
     construction order (vision tower and projector, embed_tokens, per decoder layer the fused qkv (bias), o_proj,
     the rotary cache with its float32 temporaries where the first layer asking for it builds it, the MoE router and
@@ -295,9 +298,9 @@ def _replay(card: ModelCard, w_t: DType, layout: Layout, pp_rank: int, stages: t
     charged at its requested bytes. ``gptq``: the quantized linears are packed AWQ or GPTQ modules (_gptq_tensors),
     GPTQ-Marlin's repacked once all are built (_gptq_marlin_repack). With ``offload`` each layer's offloaded linears
     (kvplan.cost.offload.moved_prefix) are released after the layer is built, as make_layers offloads a layer before
-    building the next: later layers reuse the freed blocks. ``rope_fp32`` and ``mrope_factor``: SGLang's rotary
-    cache (kept in float32, ``rotary_cache`` keep_fp32; an M-RoPE cache of max_position_embeddings positions,
-    kvplan.cost.parallel.rope_caches); None: vLLM's."""
+    building the next: later layers reuse the freed blocks. ``rope``: how the rotary caches are built (VLLM_ROPE;
+    SGLang's: kept in float32, ``rotary_cache`` keep_fp32, an M-RoPE cache of max_position_embeddings positions,
+    kvplan.cost.parallel.rope_caches), None: not built."""
     from kvplan.cost.offload import moved_prefix
     from kvplan.cost.parallel import (holds_vocab, layer_parameters, local_experts, moe_tp, pad_vocab,
                                       pp_partition, rope_caches, rotary_dim, shard_bytes)
@@ -335,8 +338,9 @@ def _replay(card: ModelCard, w_t: DType, layout: Layout, pp_rank: int, stages: t
         linears(projector_matrices(v, h))
     if embedding:
         a.malloc(w_t.data_bytes(rows * h))
+    rope_fp32, mrope_factor = rope or VLLM_ROPE
     caches = (rope_caches(card, *(() if mrope_factor is None else (mrope_factor,)))
-              if card.position == "rope" and buffers else ())
+              if card.position == "rope" and rope is not None else ())
     built: set[int] = set()
     dim = rotary_dim(card)
     linear_rope = card.rope_scaling is not None and card.rope_scaling.rope_type == "linear"
