@@ -6,7 +6,8 @@ torch.cuda.max_memory_allocated after a peak reset)."""
 from pathlib import Path
 
 from kvplan import load_card, plan
-from kvplan.cost.allocator import CachingAllocator, round_size, rounding_bytes, segment_size
+from kvplan.cost.allocator import (VLLM_ROPE, CachingAllocator, _replay, reserved_rest_bytes, rotary_cache, round_size, rounding_bytes,
+                                   segment_size)
 from kvplan.cost.parallel import Layout, rank_weights
 from kvplan.model.dtypes import parse_dtype
 from kvplan.planning.capacity.fromlog import from_log
@@ -119,7 +120,7 @@ def test_gptq_marlin_replay_holds_the_phi4_load():
     from kvplan.cost.allocator import _replay, cached_free_bytes
 
     card, bf16 = load_card(str(ROOT / "tests/data/configs/phi-4-gptq")), parse_dtype("bfloat16")
-    a = _replay(card, bf16, Layout(tp=1), 0, None, frozenset(), True, True, 0)
+    a = _replay(card, bf16, Layout(tp=1), 0, None, frozenset(), VLLM_ROPE, True, 0)
     assert abs(a.allocated / GIB - 8.5107) < 0.0002
     assert cached_free_bytes(card, bf16, Layout(tp=1), 0, marlin=True) == a.cached_free() == 156_151_808
     assert cached_free_bytes(card, bf16, Layout(tp=1), 0, marlin=False) is None
@@ -176,3 +177,30 @@ def test_awq_tensors_keep_the_rests_of_their_segments():
     assert f"{(g.weights_bytes - g.weights_rounding_bytes) / GIB:.2f}" == "9.30"
     assert 48 * 3 * MIB // 4 < g.weights_rounding_bytes < 80 * MIB
     assert "took 9.38 GiB" in (LOGS / "vllm-code51771234912-qwen2.5-14b-awq-a10g.log").read_text(encoding="utf-8")
+
+
+def test_sglang_keeps_the_float32_rotary_cache_and_its_segment_keeps_the_temporaries_rests():
+    """Worked by hand, 32,768 positions x rotary_dim 64 (Qwen2.5's): the four 128 B inv_freq tensors and t (128 KiB)
+    take a 2 MiB small segment; freqs, cos and sin (4 MiB each, above kSmallSize) take the first 12 MiB of a 20 MiB
+    segment and the 8 MiB float32 concatenation its 8 MiB tail. SGLang keeps that (keep_fp32): the 12 MiB the
+    temporaries free merge at the segment's head and stay reserved beside it. vLLM's cache.to(bfloat16) (4 MiB)
+    takes the head of that 12 MiB and the float32 one is freed: 16 MiB free beside the 4 MiB buffer."""
+    sglang, vllm = CachingAllocator(), CachingAllocator()
+    rotary_cache(sglang, 32768, 64, 2, False, keep_fp32=True)
+    rotary_cache(vllm, 32768, 64, 2, False)
+    assert (sglang.allocated, sglang.requested, sglang.reserved, sglang.cached_free()) == (8 * MIB, 8 * MIB,
+                                                                                          22 * MIB, 12 * MIB)
+    assert (vllm.allocated, vllm.requested, vllm.reserved, vllm.cached_free()) == (4 * MIB, 4 * MIB, 22 * MIB,
+                                                                                  16 * MIB)
+
+
+def test_reserved_rests_are_the_rounding_and_the_cached_free_bytes():
+    """reserved_rest_bytes = (allocated - requested) + cached_free of the same replay; Llama-3.1-8B keeps none: its
+    64 MiB float32 rotary cache fills its own segment, the three 32 MiB temporaries' segments are taken whole by the
+    next three o_proj (4,096 x 4,096 x 2 B = 32 MiB), every other tensor is a multiple of 2 MiB above 10 MiB."""
+    bf16 = parse_dtype("bf16")
+    assert reserved_rest_bytes(load_card("llama-3.1-8b"), bf16, Layout(), 0) == 0
+    card = load_card(str(ROOT / "tests" / "data" / "configs" / "qwen2.5-0.5b"))
+    a = _replay(card, bf16, Layout(), 0, None, frozenset(), (True, 1), False, 0)
+    assert reserved_rest_bytes(card, bf16, Layout(), 0, mrope_factor=1) == a.allocated - a.requested + a.cached_free()
+    assert reserved_rest_bytes(card, parse_dtype("fp8_e4m3"), Layout(), 0) == 0  # not replayed

@@ -142,7 +142,11 @@ def test_sglang_tokens_qwen3_30b_tp8():
     r = plan("qwen3-30b-a3b", gpu="H100-SXM", tp=8, max_model_len=4096, engine="sglang", mem_fraction_static=0.9,
              gpu_memory="80GiB", context_memory=0)
     cell = 48 * 1 * 2 * 128 * 2  # 1 KV head per rank (4 heads replicated over 8)
-    load = 217 * 2**20  # what the load allocates beyond the parameters at TP > 1 (serving_sglang, an estimate)
+    from kvplan.cost.allocator import reserved_rest_bytes
+    from kvplan.cost.parallel import Layout
+
+    # what the load leaves reserved beyond the parameters (the caching allocator's rests, an estimate)
+    load = reserved_rest_bytes(load_card("qwen3-30b-a3b"), DTYPES["bf16"], Layout(tp=8), 0, mrope_factor=1)
     pool = int(80 * GIB * 0.9) - r.per_gpu.weights_bytes - load
     assert r.per_gpu.kv_bytes_per_token == cell and r.kv_cache.tokens == pool // cell
     assert r.per_gpu.non_torch_bytes == load

@@ -30,7 +30,7 @@ SPLIT_TOKENS = 1_957_323
 
 def _qwen3_next(engine: str = "sglang", **flags):
     return plan("qwen3-next-80b-a3b", gpu="H200", tp=2, engine=engine, max_model_len=4096, mem_fraction_static=0.85,
-                **flags)
+                non_torch_memory="217MiB", **flags)  # the load's rests held as REST was worked (test_sglang_mamba_hybrids)
 
 
 def _figures(p) -> tuple[int, int, int]:
@@ -115,7 +115,8 @@ def test_nemotron_h_radix_off_takes_max_running_requests():
     """0.5.6 turns the radix cache off for Nemotron-H itself: --max-running-requests 50 becomes max_mamba_cache_size
     (512 without it, which overflows: 512 x 228,151,296 B > the 104,668,397,312 B pool at TP 4). The K/V pool:
     (104,668,397,312 - 50 x 228,151,296) // 10,240 = 9,107,503 tokens (was refused)."""
-    p = plan("nemotron-h-56b", gpu="H200", tp=4, engine="sglang==0.5.6", max_model_len=32768, max_running_requests=50)
+    p = plan("nemotron-h-56b", gpu="H200", tp=4, engine="sglang==0.5.6", max_model_len=32768, max_running_requests=50,
+             non_torch_memory="217MiB")  # the load's rests held as the pool was worked
     assert (p.kv_cache.available_bytes, p.kv_cache.state_bytes_per_request) == (104_668_397_312, 228_151_296)
     assert (p.kv_cache.state_slots, p.kv_cache.tokens, p.running_limit) == (50, 9_107_503, 50)
     assert (104_668_397_312 - 50 * 228_151_296) // 10_240 == 9_107_503

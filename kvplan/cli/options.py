@@ -96,7 +96,8 @@ SweepBlockSize = Annotated[Optional[int], typer.Option(
 ActivationMemory = Annotated[_S, typer.Option(
     "--activation-memory", help="Profile-run activation peak per GPU; default: kvplan's estimate (vLLM).")]
 NonTorchMemory = Annotated[_S, typer.Option(
-    "--non-torch-memory", help="vLLM non-torch growth (default 64MiB on one GPU, 512MiB on more).")]
+    "--non-torch-memory", help="vLLM non-torch growth (default 64MiB on one GPU, 512MiB on more); SGLang: what "
+    "the load leaves reserved beyond the weights (default: the caching allocator's rests, an ESTIMATE).")]
 CudaGraphMemory = Annotated[_S, typer.Option(
     "--cuda-graph-memory", help="vLLM CUDA graphs in the budget (default from 0.20: an ESTIMATE per captured graph; "
                                 "0 for --enforce-eager).")]

@@ -38,6 +38,9 @@ SMALL_BUFFER_BYTES = 2 << 20  # kSmallBuffer: a small-pool segment is 2 MiB
 LARGE_BUFFER_BYTES = 20 << 20  # kLargeBuffer: a large-pool segment for sizes below kMinLargeAlloc is 20 MiB
 MIN_LARGE_ALLOC_BYTES = 10 << 20  # kMinLargeAlloc
 ROUND_LARGE_BYTES = 2 << 20  # kRoundLarge: larger segments are rounded up to 2 MiB
+# How a replay builds the rotary cos/sin caches: (kept in float32, M-RoPE factor or None for the card's default);
+# None in its place: none built. vLLM's: a copy in the model dtype (``rotary_cache``), its M-RoPE length
+VLLM_ROPE: tuple[bool, int | None] = (False, None)
 
 
 def round_size(nbytes: int) -> int:
@@ -139,12 +142,15 @@ class CachingAllocator:
         return held
 
 
-def rotary_cache(a: CachingAllocator, positions: int, rotary_dim: int, dtype_bytes: int, linear: bool) -> None:
+def rotary_cache(a: CachingAllocator, positions: int, rotary_dim: int, dtype_bytes: int, linear: bool,
+                 keep_fp32: bool = False) -> None:
     """vLLM rotary_embedding.py ``RotaryEmbedding.__init__`` on the device (0.8.x-0.10.x): _compute_inv_freq (float32
     arange, its power and reciprocal; the first three freed), _compute_cos_sin_cache (float32 t, divided by the
     factor for linear scaling; freqs, cos, sin; their concatenation, copied again by
     ``LinearScalingRotaryEmbedding``'s torch.cat(cache_list)), then ``cache.to(dtype)`` kept as the buffer while the
-    float32 temporaries are freed."""
+    float32 temporaries are freed. ``keep_fp32``: SGLang on CUDA keeps the float32 concatenation itself (its
+    rotary_embedding/base.py ``RotaryEmbedding.__init__``, 0.5.10.post1: the same _compute_inv_freq and
+    _compute_cos_sin_cache, then ``if not _is_cuda: cache = cache.to(dtype)``): no copy."""
     half, f32 = rotary_dim // 2, 4
     inv = [a.malloc(half * f32) for _ in range(4)]
     for b in inv[:3]:
@@ -161,6 +167,8 @@ def rotary_cache(a: CachingAllocator, positions: int, rotary_dim: int, dtype_byt
     out = a.malloc(positions * rotary_dim * f32) if linear else cache
     for b, n in temps:
         a.release(b, n)
+    if keep_fp32:
+        return
     if linear:
         a.release(cache, positions * rotary_dim * f32)
     a.malloc(positions * rotary_dim * dtype_bytes)
@@ -184,7 +192,7 @@ def rounding_bytes(card: ModelCard, w_t: DType, layout: Layout, pp_rank: int, *,
     if (q is not None and not _awq_replayed(card)) or w_t.bits not in (16, 32):
         return 0
     a = _replay(card, w_t, layout, pp_rank, None if stages is None else tuple(stages), frozenset(vocab_every_stage),
-                buffers, q is not None, offload, tower)
+                VLLM_ROPE if buffers else None, q is not None, offload, tower)
     return a.allocated - a.requested
 
 
@@ -201,8 +209,34 @@ def cached_free_bytes(card: ModelCard, w_t: DType, layout: Layout, pp_rank: int,
     if q is None and w_t.bits not in (16, 32):
         return None
     a = _replay(card, w_t, layout, pp_rank, None if stages is None else tuple(stages), frozenset(vocab_every_stage),
-                True, q is not None, 0)
+                VLLM_ROPE, q is not None, 0)
     return a.cached_free()
+
+
+def reserved_rest_bytes(card: ModelCard, w_t: DType, layout: Layout, pp_rank: int, *, stages: list[range] | None = None,
+                        tower: bool = True, rope_fp32: bool = True, mrope_factor: int | None = None) -> int:
+    """What the loaded rank's segments hold beyond its tensors' own bytes once ``torch.cuda.empty_cache`` has run:
+    the blocks' rounding (allocated - requested) and the free bytes of segments that still hold a block
+    (CachingAllocator.cached_free), i.e. memory_reserved() less the tensors. SGLang's "Load weight end ... mem usage"
+    is the drop of cudaMemGetInfo's free memory across ``load_model``, each side read right after
+    ``torch.cuda.empty_cache`` (srt/model_executor/model_runner.py ``load_model`` and utils/common.py
+    ``get_available_gpu_memory``, 0.5.10.post1; model_runner.py and utils.py of 0.4.4 the same): reserved memory,
+    not allocated. The replay is ``_replay``'s (the generic decoder's construction order; ``rope_fp32`` /
+    ``mrope_factor``: the rotary cache as the engine builds it); 0 for quantized weights or other than 16/32-bit
+    (their loads are not replayed for this engine)."""
+    if card.quantization is not None or w_t.bits not in (16, 32):
+        return 0
+    return _reserved_rests(card, w_t, layout, pp_rank, None if stages is None else tuple(stages), tower, rope_fp32,
+                           mrope_factor)
+
+
+@lru_cache(maxsize=1024)
+def _reserved_rests(card: ModelCard, w_t: DType, layout: Layout, pp_rank: int, stages: tuple[range, ...] | None,
+                    tower: bool, rope_fp32: bool, mrope_factor: int | None) -> int:
+    """``reserved_rest_bytes`` once per card, dtype, layout and stage (a search asks for the same rank per GPU type;
+    cached_free walks every segment)."""
+    a = _replay(card, w_t, layout, pp_rank, stages, frozenset(), (rope_fp32, mrope_factor), False, 0, tower)
+    return a.allocated - a.requested + a.cached_free()
 
 
 def _marlin_gptq(card: ModelCard) -> bool:
@@ -254,7 +288,7 @@ def _gptq_marlin_repack(a: CachingAllocator, modules: list[tuple[int, dict[str, 
 
 @lru_cache(maxsize=1024)
 def _replay(card: ModelCard, w_t: DType, layout: Layout, pp_rank: int, stages: tuple[range, ...] | None,
-            vocab_every_stage: frozenset[str], buffers: bool, gptq: bool, offload: int,
+            vocab_every_stage: frozenset[str], rope: tuple[bool, int | None] | None, gptq: bool, offload: int,
             tower: bool = True) -> CachingAllocator:
     """The allocator after the rank is built: the large tensors replayed one by one in vLLM's
     construction order (vision tower and projector, embed_tokens, per decoder layer the fused qkv (bias), o_proj,
@@ -264,7 +298,9 @@ def _replay(card: ModelCard, w_t: DType, layout: Layout, pp_rank: int, stages: t
     charged at its requested bytes. ``gptq``: the quantized linears are packed AWQ or GPTQ modules (_gptq_tensors),
     GPTQ-Marlin's repacked once all are built (_gptq_marlin_repack). With ``offload`` each layer's offloaded linears
     (kvplan.cost.offload.moved_prefix) are released after the layer is built, as make_layers offloads a layer before
-    building the next: later layers reuse the freed blocks."""
+    building the next: later layers reuse the freed blocks. ``rope``: how the rotary caches are built (VLLM_ROPE;
+    SGLang's: kept in float32, ``rotary_cache`` keep_fp32, an M-RoPE cache of max_position_embeddings positions,
+    kvplan.cost.parallel.rope_caches), None: not built."""
     from kvplan.cost.offload import moved_prefix
     from kvplan.cost.parallel import (holds_vocab, layer_parameters, local_experts, moe_tp, pad_vocab,
                                       pp_partition, rope_caches, rotary_dim, shard_bytes)
@@ -302,7 +338,9 @@ def _replay(card: ModelCard, w_t: DType, layout: Layout, pp_rank: int, stages: t
         linears(projector_matrices(v, h))
     if embedding:
         a.malloc(w_t.data_bytes(rows * h))
-    caches = rope_caches(card) if card.position == "rope" and buffers else ()
+    rope_fp32, mrope_factor = rope or VLLM_ROPE
+    caches = (rope_caches(card, *(() if mrope_factor is None else (mrope_factor,)))
+              if card.position == "rope" and rope is not None else ())
     built: set[int] = set()
     dim = rotary_dim(card)
     linear_rope = card.rope_scaling is not None and card.rope_scaling.rope_type == "linear"
@@ -314,7 +352,7 @@ def _replay(card: ModelCard, w_t: DType, layout: Layout, pp_rank: int, stages: t
             which = 1 if card.local_rope and card.layer_types[i] == "sliding" else 0
             if caches and which not in built:
                 built.add(which)
-                rotary_cache(a, caches[which], dim, w_t.activation_bytes, linear_rope and which == 0)
+                rotary_cache(a, caches[which], dim, w_t.activation_bytes, linear_rope and which == 0, rope_fp32)
         if card.has_mlp(i) and card.is_moe_layer(i):
             moe = card.moe
             n = local_experts(moe.num_experts, tp * layout.dp, 0) if layout.expert_parallel else moe.num_experts

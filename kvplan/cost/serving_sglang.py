@@ -21,13 +21,6 @@ from kvplan.model.quant import Quantization
 RULES = "SGLang 0.5.23"
 DEFAULT_PAGE_SIZE = 1  # srt/arg_groups/overrides.py _page_size_default: 1 on CUDA
 MIB = 2**20
-# The pool comes from measured memory (model_runner.py profile_max_num_token: rest = free after the load - free at
-# start x (1 - mem_fraction_static)), so whatever the load allocates beyond the parameters counts: SGLang's logged
-# "mem usage" at load runs 0.18 - 0.24 GiB above the parameters and the float32 rotary cache (rope_cache_bytes) at
-# TP 4 (docs/logs/sglang-code55529353766-qwen3-14b-tp4.log: 7.08 GiB logged, 6.90 GiB; sglang-didierdurand-qwq-32b:
-# 15.54 logged, 15.30). kvplan charges the middle, 217 MiB, with more than one GPU (NCCL and custom all-reduce
-# buffers); one GPU: none (0.00 - 0.09 GiB logged: docs/capacity.md). An ESTIMATE; --non-torch-memory overrides it.
-DEFAULT_LOAD_OVERHEAD_MULTI_GPU_BYTES = 217 * MIB
 # The free memory that mem_fraction_static multiplies is read after the distributed init (model_runner.py
 # init_torch_distributed, 0.4.9.post2 and 0.5.x: before_avail_memory, then init_distributed_environment and
 # initialize_model_parallel, then min_per_gpu_memory): at TP > 1 that init builds the TP group's NCCL communicator

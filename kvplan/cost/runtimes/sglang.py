@@ -750,7 +750,7 @@ class SGLang(Server):
     def overhead_defaults(self, gpus: int) -> tuple[int, int, int]:
         from kvplan.cost.serving_vllm import DEFAULT_CONTEXT_BYTES
 
-        return (sg.DEFAULT_LOAD_OVERHEAD_MULTI_GPU_BYTES if gpus > 1 else 0), 0, DEFAULT_CONTEXT_BYTES
+        return 0, 0, DEFAULT_CONTEXT_BYTES  # the load's rests: per stage (_load_rests)
 
     def context_default(self, gpus: int, gpu, default: int) -> int:
         """SGLang reads the free memory that mem_fraction_static multiplies after its communicators are built
@@ -773,8 +773,9 @@ class SGLang(Server):
         fewer = sg.position_table_saving(s.card, s.layout.tp, v.qwen3_vl_split_positions)  # a Qwen3-VL tower's table
         weights = w.bytes - s.w_t.data_bytes(fewer) + buffers
         requested = int((s.total - s.context) * s.mfs)
-        return Stage(pp_rank, w.layers, w.params - fewer, weights, buffers, 0, s.non_torch, 0, requested,
-                     sg.pool_bytes(s.total - s.context, s.mfs, weights + s.non_torch), specs)
+        load = s.non_torch if "non_torch" in s.given else _load_rests(s, pp_rank, parts)
+        return Stage(pp_rank, w.layers, w.params - fewer, weights, buffers, 0, load, 0, requested,
+                     sg.pool_bytes(s.total - s.context, s.mfs, weights + load), specs)
 
     # -- pool --
 
@@ -940,9 +941,12 @@ class SGLang(Server):
         rule = terms[0] if len(terms) == 1 else f"min({', '.join(terms)})"
         out.append(f"SGLang admits at most max_running_requests = {reqs:,} requests at once (resolve_max_num_reqs: "
                    f"{rule}).")
+        rests = fmt_bytes(p.limiting.non_torch)
+        beyond = (f"{rests} as given (--non-torch-memory)" if "non_torch" in s.given else
+                  f"{rests}: the caching allocator's rests the load leaves reserved, an ESTIMATE of a replay of its "
+                  "allocations, kvplan.cost.allocator.reserved_rest_bytes; --non-torch-memory")
         out.append(f"SGLang: pool = (free memory at start x mem_fraction_static {s.mfs}) - weights - what the load "
-                   f"allocates beyond them ({fmt_bytes(s.non_torch)}, an ESTIMATE: 0.18-0.24 GiB logged at TP 4; "
-                   "--non-torch-memory); free memory = "
+                   f"holds beyond them ({beyond}); free memory = "
                    f"total - {fmt_bytes(s.context)} {_in_use(s)}{_nccl_note(s)} (--context-memory). Activations and "
                    "CUDA graphs use "
                    "the remaining (1 - mem_fraction_static); the pool's 'fixed overhead' term is not modelled.")
@@ -1153,3 +1157,17 @@ def _nccl_note(s: Setup) -> str:
         return ""
     return (f" and NCCL communicators over NVLink ({fmt_bytes(sg.NCCL_NVLINK_BYTES)} of it, an ESTIMATE: 1.25-1.96 GiB "
             "logged at TP 8)")
+
+
+def _load_rests(s: Setup, pp_rank: int, parts: list[range]) -> int:
+    """What SGLang's load leaves reserved beyond the tensors: its "mem usage" is free memory read after
+    torch.cuda.empty_cache before and after the load, so the caching allocator's block rounding and the free rests
+    of the segments the weights hold count (kvplan.cost.allocator.reserved_rest_bytes, imported here only; the
+    rotary cache as this release keeps it: float32 on CUDA from 0.4.2, serving_sglang.rope_cache_bytes; an M-RoPE
+    cache unenlarged, serving_sglang.rope_buffers_model_dtype)."""
+    from kvplan.cost.allocator import reserved_rest_bytes
+
+    return reserved_rest_bytes(s.card, s.w_t, s.weight_layout, pp_rank, stages=parts,
+                               tower=not s.opts.mm_tower_skipped,
+                               rope_fp32=s.engine.version.rope_cache_fp32 and s.gpu.vendor == "NVIDIA",
+                               mrope_factor=1)

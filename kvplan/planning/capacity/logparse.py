@@ -52,7 +52,7 @@ GIB = 2**30
 FIGURES = {
     "weights": ("weights per GPU as loaded", "GiB"),
     # SGLang's "Load weight end ... mem usage": free memory before less after the load, the weights and whatever the
-    # load allocated beside them (kvplan: weights + the load overhead it charges, serving_sglang)
+    # load left reserved beside them (kvplan: weights + the caching allocator's rests, allocator.reserved_rest_bytes)
     "load_usage": ("memory the weights' load took (weights and load overhead)", "GiB"),
     "activation": ("profile-run peak (torch, beyond the weights)", "GiB"),
     "non_torch": ("non-torch memory growth during profiling", "GiB"),
