@@ -227,8 +227,13 @@ def test_gpus_list_shows_the_visible_total(cli):
     ("vllm==0.6.3", "vLLM 0.2-0.6.4 (V0", 0.9), ("vllm==0.6", "vLLM 0.2-0.6.4 (V0", 0.9),
     ("vllm==0.6.5", "vLLM 0.6.5-0.6.6 (V0", 0.9), ("vllm==0.6.6.post1", "vLLM 0.6.5-0.6.6 (V0", 0.9),
     ("vllm==0.7.0", "vLLM 0.7.0 (V0", 0.9), ("vllm==0.7.3", "vLLM 0.7.1-0.7.3 (V0", 0.9),
-    ("vllm==0.8", "vLLM 0.8.0-0.9.0 (V0", 0.9), ("vllm==0.9", "vLLM 0.8.0-0.9.0 (V0", 0.9),
-    ("vllm==0.9.0", "vLLM 0.8.0-0.9.0 (V0", 0.9), ("vllm==0.9.1", "vLLM 0.9.1-0.10 (V1", 0.9),
+    ("vllm==0.8", "vLLM 0.8.0-0.8.1 (V1", 0.9), ("vllm==0.9", "vLLM 0.9.0 (V1", 0.9),
+    ("vllm==0.8.1", "vLLM 0.8.0-0.8.1 (V1", 0.9), ("vllm==0.8.2", "vLLM 0.8.2 (V1", 0.9),
+    ("vllm==0.8.3", "vLLM 0.8.3 (V1", 0.9), ("vllm==0.8.4", "vLLM 0.8.4 (V1", 0.9),
+    ("vllm==0.8.5", "vLLM 0.8.5 (V1", 0.9), ("vllm==0.8.5.post1", "vLLM 0.8.5 (V1", 0.9),
+    ("vllm==0.8:v0", "vLLM 0.8.0-0.9.0 (V0", 0.9), ("vllm==0.9.0:v0", "vLLM 0.8.0-0.9.0 (V0", 0.9),
+    ("vllm==0.8.5:v1", "vLLM 0.8.5 (V1", 0.9), ("vllm==0.7.3:v0", "vLLM 0.7.1-0.7.3 (V0", 0.9),
+    ("vllm==0.9.0", "vLLM 0.9.0 (V1", 0.9), ("vllm==0.9.1", "vLLM 0.9.1-0.10 (V1", 0.9),
     ("vllm==0.9.2", "vLLM 0.9.1-0.10 (V1", 0.9), ("vllm==0.27.1", "vLLM 0.27 (V1", 0.92),
     ("vllm==0.28", "vLLM 0.28 (V1", 0.92)])
 def test_engine_version_is_an_input_named_in_the_output(engine, rules, util):
@@ -238,7 +243,8 @@ def test_engine_version_is_an_input_named_in_the_output(engine, rules, util):
 
 
 @pytest.mark.parametrize("engine", ["vllm==0.1", "vllm==0.1.7", "vllm==x", "vllm==", "vllm==0.11==x", "vllm==11",
-                                    "sglang==0.3", "ideal==1", "tgi==1"])
+                                    "sglang==0.3", "ideal==1", "tgi==1", "vllm==0.9.1:v0", "vllm==0.11:v0",
+                                    "vllm==0.7.3:v1", "vllm==0.8.5:v2", "vllm==0.8.5:", "vllm==0.8.5:V0"])
 def test_unmodelled_versions_are_bad_input_naming_the_flag(engine):
     from kvplan.errors import KvplanError
 

@@ -335,6 +335,49 @@ def available_kv_bytes(requested: int, weights: int, activation: int, non_torch:
     return requested - weights - activation - non_torch - cuda_graph
 
 
+# V1 0.8.0 - 0.9.0 (v1/worker/gpu_worker.py Worker.determine_available_memory, the same code in 0.8.0, 0.8.1, 0.8.2,
+# 0.8.3, 0.8.4, 0.8.5, 0.8.5.post1 and 0.9.0 but for a docstring line): after empty_cache and reset_peak_memory_stats,
+# profile_run; peak_memory = memory_stats()["allocated_bytes.all.peak"] (the weights and every live tensor plus the
+# profile's transient peak), then after another empty_cache non_torch_allocations = (total - free) -
+# allocated_bytes.all.current is added when positive: all device memory in use outside torch's live tensors, the
+# CUDA context, NCCL, other processes and the free bytes of segments that still hold a live block;
+# available_kv_cache_memory = total_gpu_memory x gpu_memory_utilization - peak_memory, returned as int(...). No
+# request_memory check: init_device's init_gpu_memory only feeds an assert (init > free after the profile).
+def available_kv_bytes_0_8(total_bytes: int, utilization: float, peak_bytes: int) -> int:
+    """v1/worker/gpu_worker.py determine_available_memory (0.8.0 - 0.9.0): int(total x utilization - peak), the
+    float product of vLLM's own arithmetic (``peak_bytes``: torch's allocated peak + every non-torch byte)."""
+    return int(total_bytes * utilization - peak_bytes)
+
+
+def batch_defaults_0_8(total_bytes: int, gpu_name: str, rule: str) -> tuple[int, int]:
+    """(max_num_batched_tokens, max_num_seqs) for `vllm serve` on V1 0.8.0 - 0.8.5.post1 (engine/arg_utils.py
+    EngineArgs._set_default_args_v1, UsageContext.OPENAI_API_SERVER), by ``rule`` (VllmVersion.batch_rule):
+    "name_1024" 0.8.0 - 0.8.3: 8192 tokens where "h100" or "h200" is in the device name (lower case), else 2048, and
+    max_num_seqs 1024 on every GPU; "name" 0.8.4: the same name test, 1024 sequences there, 256 elsewhere; "memory"
+    0.8.5: total >= 70 GiB (GiB_bytes), A100 80GB included, 8192 / 1024, else 2048 / 256. 0.9.0 is batch_defaults'
+    (">= 70 GiB and 'a100' not in the name")."""
+    if rule == "memory":
+        big = total_bytes >= 70 * GIB
+    elif rule in ("name", "name_1024"):
+        name = gpu_name.lower()
+        big = "h100" in name or "h200" in name
+    else:
+        raise ValueError(f"unknown 0.8 batch rule {rule!r}")
+    return (8192 if big else 2048), (1024 if big or rule == "name_1024" else 256)
+
+
+def specs_0_8(specs: list, sliding_specs: bool) -> list:
+    """The KV cache specs of V1 0.8.0 - 0.9.0, one group of one spec type (kv_cache_utils.py get_kv_cache_config
+    raises NotImplementedError for any other): 0.8.0 - 0.8.2 (``sliding_specs`` False) give every decoder layer a
+    FullAttentionSpec (gpu_model_runner.py get_kv_cache_spec); 0.8.3 - 0.9.0 give a sliding layer a SlidingWindowSpec,
+    and unify_hybrid_kv_cache_specs turns them into FullAttentionSpec where full layers exist too. Chunked local
+    layers (Llama-4) have no spec of their own before 0.10: full attention."""
+    attention = [sp for sp in specs if isinstance(sp, KVLayerSpec)]
+    keep = sliding_specs and all(sp.window and not sp.chunk for sp in attention)
+    return [replace(sp, kind="full", window=None, chunk=None)
+            if isinstance(sp, KVLayerSpec) and (sp.window or sp.chunk) and not keep else sp for sp in specs]
+
+
 # The dummy sampler of vLLM 0.10 - 0.16 (v1/worker/gpu_model_runner.py _dummy_sampler_run): max_num_seqs rows of
 # full-vocabulary logits with top_p < 1 and top_k = vocab - 1, so ops/topk_topp_sampler.py (apply_top_k_top_p,
 # PyTorch) sorts the whole vocabulary of every row (float32 logits, sorted values and int64 indices, softmax, cumsum, masks). FITTED, not
