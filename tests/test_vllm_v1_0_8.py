@@ -130,6 +130,14 @@ def test_v1_where_the_oracle_keeps_it(engine, kw):
     assert "(V1 engine" in plan("llama-3.1-8b", max_model_len=8192, engine=engine, **kw).inputs.engine_rules
 
 
+def test_v1_forced_does_not_fall_back():
+    """`:v1` is VLLM_USE_V1=1: its line says so, and a clause that would fall back is refused naming --engine."""
+    r = plan("llama-3.1-8b", gpu="H100-SXM", max_model_len=8192, engine="vllm==0.8.5:v1")
+    assert r.launch_command.startswith("VLLM_USE_V1=1 vllm serve ") and "(V1 engine" in r.inputs.engine_rules
+    with pytest.raises(KvplanError, match=r"^--engine: vllm==0.8.5:v1 \(VLLM_USE_V1=1\) with pipeline parallelism"):
+        plan("llama-3.1-8b", gpu="H100-SXM", max_model_len=8192, engine="vllm==0.8.5:v1", pp=2)
+
+
 def test_the_v0_line_sets_vllm_use_v1():
     v0 = plan("llama-3.1-8b", gpu="H100-SXM", max_model_len=8192, engine="vllm==0.8.5:v0")
     assert v0.launch_command.startswith("VLLM_USE_V1=0 vllm serve ")

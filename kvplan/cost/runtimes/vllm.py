@@ -434,8 +434,12 @@ def v1_fallback(clauses: frozenset[str], card, gpu, layout, flags: ServingFlags,
     return None
 
 
+_FORCED_V1: dict[type, object] = {}  # VLLM.at_version's ":v1" runtimes
+
+
 class VLLM(Server):
     name = "vllm"
+    use_v1_env = False  # `--engine vllm==X:v1` (0.8.0 - 0.9.0): VLLM_USE_V1=1, no fallback to V0
     moe_across_dp = True  # fused_moe/config.py FusedMoEParallelConfig.make: experts over the flattened dp x tp group
     launches_replicas = True  # --data-parallel-size
     kv_follows_model_dtype = True
@@ -539,7 +543,13 @@ class VLLM(Server):
         """The runtime for the release ``text`` (``--engine vllm==0.11``): the modelled range that covers it; a
         ``:v0`` / ``:v1`` suffix picks the engine of a release that had both (engine_choice)."""
         release, table = engine_choice(text)
-        return at_range(self, VLLM, release, table)
+        rt = at_range(self, VLLM, release, table)
+        if not str(text).strip().endswith(":v1") or rt.version.v1_fallbacks is None:
+            return rt
+        key = type(rt)  # VLLM_USE_V1=1: one subclass per pinned release, as at_range keeps one per release
+        if key not in _FORCED_V1:
+            _FORCED_V1[key] = type(f"{key.__name__}_v1", (key,), {"use_v1_env": True})()
+        return _FORCED_V1[key]
 
     def engine_for(self, card, gpu, layout, flags: ServingFlags, kv_dtype: str | None,
                    weight_dtype: str | None = None) -> tuple[VLLM, str | None]:
@@ -552,6 +562,10 @@ class VLLM(Server):
         if why is None:
             return self, None
         release = self.pinned or ".".join(map(str, self.version.first))
+        if self.use_v1_env:  # VLLM_USE_V1=1: vLLM raises (_raise_or_fallback) or runs a V1 path not modelled here
+            raise KvplanError(f"--engine: vllm=={release}:v1 (VLLM_USE_V1=1) with {why}: vLLM refuses it or runs a V1 "
+                              f"feature of {release} kvplan does not model; allowed: vllm=={release} (vLLM's own "
+                              f"choice, V0 here) or vllm=={release}:v0")
         return self.at_version(f"{release}:v0"), (
             f"vLLM {release} runs this on its V0 engine, not V1 (engine/arg_utils.py _is_v1_supported_oracle: {why}; "
             "V1 would be chosen only by VLLM_USE_V1=1): planned with V0's rules.")
@@ -1160,6 +1174,7 @@ class VLLM(Server):
         dtypes, and the environment it reads (a PP split, FlashInfer's sampler, a max_model_len past the model's)."""
         lay = s.layout
         env = self.launch_env(s, *(["VLLM_USE_V1=0"] if self.version.v0_opt_in else []),
+                              *(["VLLM_USE_V1=1"] if self.use_v1_env else []),
                               *([f"VLLM_PP_LAYER_PARTITION={','.join(map(str, s.opts.pp_layer_partition))}"]
                                 if s.opts.pp_layer_partition else []),
                               *(["VLLM_USE_FLASHINFER_SAMPLER=1"] if s.opts.flashinfer_sampler else []))
