@@ -154,3 +154,11 @@ def test_a_0_8_v1_log_plans_as_v1_and_a_v0_log_as_v0():
     assert v0.engine == "vllm==0.8.5:v0" and v0.plan.inputs.engine_rules.startswith("vLLM 0.8.0-0.9.0 (V0")
     assert any("V0 engine: planned as --engine vllm==0.8.5:v0" in n for n in v0.notes)
     assert v0.log.v0_line == 7 and v1.log.v0_line is None  # "the current vLLM instance can use total_gpu_memory"
+
+
+@pytest.mark.parametrize("engine, gpu, block", [("vllm==0.8.5", "H200", 64), ("vllm==0.8.5", "B200", 16),
+                                               ("vllm==0.8.5:v0", "B200", 16), ("vllm==0.9.1", "B200", 128)])
+def test_the_mla_block_is_forced_on_hopper_only(engine, gpu, block):
+    """platforms/cuda.py 0.8.0 - 0.9.0 forces FlashMLA's 64 where is_flashmla_supported ("only supported on Hopper
+    devices", capability major 9); a B200 keeps the config's 16 (the 0.9.1 range's rule takes CUTLASS MLA's 128)."""
+    assert plan("deepseek-v3-fp8", gpu=gpu, tp=8, max_model_len=8192, engine=engine).inputs.block_size == block

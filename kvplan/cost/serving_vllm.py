@@ -119,10 +119,13 @@ def batch_defaults(total_bytes: int, gpu_name: str, large_gpu_tier: bool = True)
 #   04644e3f; 0.7.3's cuda.py itself not read): FlashMLA came with PR 13747, "[Kernel] FlashMLA integration", reviewed
 #   2025-02-25, after 0.7.3's 2025-02-20 release, and the 64-token default with PR 14451, "[Attention] Default to
 #   FlashMLA backend for MLA", opened 2025-03-07, whose check_and_update_config "Forcing kv cache block size to 64 for
-#   FlashMLA backend." the 0.8.0 - 0.9.0 V0 range keeps under "forced" (0.8.0's cuda.py not read). Measured:
+#   FlashMLA backend." that 0.8.0 - 0.9.0 keep ("hopper": read in 0.8.0, 0.8.5 and 0.9.0 since). Measured:
 #   docs/logs/vllm-code20903468563 (0.7.3, DeepSeek-R1 on H200) logs 18,418 blocks of 21.43 GiB at 61 x 640 x 2 B a
 #   token: 16-token blocks.
-MLA_BLOCK_RULES = ("none", "forced", "flashinfer", "preferred")
+# "hopper": 0.8.0 - 0.9.0 (platforms/cuda.py check_and_update_config forces 64 only where attention/ops/flashmla.py
+#   is_flashmla_supported holds: "FlashMLA is only supported on Hopper devices", capability major 9; read in 0.8.0,
+#   0.8.5 and 0.9.0): 64 on SM 9.x, the config's 16 elsewhere, Blackwell included
+MLA_BLOCK_RULES = ("none", "hopper", "forced", "flashinfer", "preferred")
 
 
 @dataclass(frozen=True)
@@ -197,7 +200,7 @@ def default_block_size(card: ModelCard, compute_capability: float | None, rule: 
     if rule == "preferred":  # no backend (vLLM raises): the runtime refuses (VLLM.mla_backend_note)
         backend = mla_backend(card, compute_capability, kv_dtype)
         return DEFAULT_BLOCK_SIZE if backend is None else backend.preferred_block
-    if major == 10:
+    if major == 10 and rule != "hopper":
         return 64 if rule == "flashinfer" and card.mla.qk_nope_head_dim == 128 else 128
     return 64 if major == 9 else DEFAULT_BLOCK_SIZE
 
@@ -213,7 +216,7 @@ def forced_mla_block(given: int, card: ModelCard, compute_capability: float | No
     major = int(compute_capability)
     if major == 9:
         return given if given % 64 == 0 else 64
-    if major == 10:
+    if major == 10 and rule != "hopper":
         if rule == "flashinfer" and card.mla.qk_nope_head_dim == 128:
             return given if given == 32 or given % 64 == 0 else 64
         return given if given % 128 == 0 else 128

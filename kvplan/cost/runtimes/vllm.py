@@ -108,7 +108,8 @@ class VllmVersion(VersionRange):
     # from config/cache.py BlockSize (engine/arg_utils.py literal_to_kwargs): Literal[1, 8, 16, 32, 64, 128], 256
     # added in 0.11.1 (the 0.11 range takes it); None: 0.18+, any int > 0 (``SkipValidation[int]``; 0.28: gt=0)
     block_size_choices: tuple[int, ...] | None = None
-    # the MLA block without --block-size (serving_vllm.MLA_BLOCK_RULES): "forced" through 0.14 (FlashMLA 64 on
+    # the MLA block without --block-size (serving_vllm.MLA_BLOCK_RULES): "hopper" 0.8.0 - 0.9.0 (FlashMLA's 64 on
+    # Hopper only), "forced" 0.9.1 - 0.14 (FlashMLA 64 on
     # Hopper, CUTLASS 128 on Blackwell), "flashinfer" 0.15 - 0.17 (FlashInfer MLA's 64 on Blackwell), "preferred"
     # 0.18+ (the backend's get_preferred_block_size(16): 16 on Hopper, 32 on Blackwell)
     mla_block_rule: str = "forced"
@@ -225,7 +226,8 @@ V0_RANGES = (
     _v0("0.7.1-0.7.3", (0, 7, 1), (0, 7, 3), mla_block_rule="none", mla_absorbed_weights=True,
         moe_separate_caches=True,
         note="; for MLA models: absorbed weights, 16-token blocks"),
-    _v0("0.8.0-0.9.0", (0, 8, 0), (0, 9, 0), v0_opt_in=True, note="; VLLM_USE_V1=0, --engine vllm==X:v0"),
+    _v0("0.8.0-0.9.0", (0, 8, 0), (0, 9, 0), v0_opt_in=True, mla_block_rule="hopper",
+        note="; VLLM_USE_V1=0, --engine vllm==X:v0"),
 )
 # V1 0.8.0 - 0.9.0, `vllm serve`'s default engine (envs.py VLLM_USE_V1 unset: V1 unless the oracle falls back). Read in
 # the 0.8.0, 0.8.1, 0.8.2, 0.8.3, 0.8.4, 0.8.5, 0.8.5.post1 and 0.9.0 wheels against 0.9.1's: profile_run (_dummy_run
@@ -237,7 +239,7 @@ V0_RANGES = (
 # 0.8.5, 0.9.0), the sliding specs (0.8.3+), the --block-size choices (config.py BlockSize Literal from 0.8.5) and
 # the oracle's clauses
 _V1_0_8 = dict(peak_counts_all_non_torch=True, tokens_over_max_model_len=True, non_torch_counts_cached_free=True,
-               sampler_holds_hidden=True, chunked_local_groups=False)
+               sampler_holds_hidden=True, chunked_local_groups=False, mla_block_rule="hopper")
 V1_0_8_RANGES = tuple(
     VllmVersion(f"vLLM {label} (V1 engine)", first, last, 0.9, False, False, False, vl.SORTED_SAMPLER_BYTES_PER_LOGIT,
                 batch_rule=batch, sliding_specs=sliding, block_size_choices=choices, v1_fallbacks=frozenset(falls),
