@@ -219,7 +219,7 @@ def test_gpus_list_shows_the_visible_total(cli):
 
 @pytest.mark.parametrize("engine, rules, util", [
     ("vllm", "vLLM 0.33+", 0.92), ("vllm==0.11", "vLLM 0.11 (V1", 0.9), ("vllm==0.14", "vLLM 0.14 (V1", 0.9), ("vllm==0.13", "vLLM 0.12-0.13", 0.9),
-    ("vllm==0.15", "vLLM 0.15-0.16", 0.9), ("vllm==0.10.2", "vLLM 0.9.1-0.10 (V1", 0.9),
+    ("vllm==0.15", "vLLM 0.15-0.16", 0.9), ("vllm==0.10.2", "vLLM 0.10 (V1", 0.9),
     ("vllm==0.19", "vLLM 0.18-0.19", 0.9), ("vllm==0.20", "vLLM 0.20.0 (V1", 0.92),
     ("vllm==0.20.1", "vLLM 0.20.1-0.21", 0.92), ("vllm==0.21.0", "vLLM 0.20.1-0.21", 0.92),
     ("vllm==0.22.1", "vLLM 0.22 (V1", 0.92), ("vllm==0.24", "vLLM 0.24 (V1", 0.92), ("vllm==0.33", "vLLM 0.33+", 0.92),
@@ -230,9 +230,14 @@ def test_gpus_list_shows_the_visible_total(cli):
     ("vllm==0.6.3", "vLLM 0.2-0.6.4 (V0", 0.9), ("vllm==0.6", "vLLM 0.2-0.6.4 (V0", 0.9),
     ("vllm==0.6.5", "vLLM 0.6.5-0.6.6 (V0", 0.9), ("vllm==0.6.6.post1", "vLLM 0.6.5-0.6.6 (V0", 0.9),
     ("vllm==0.7.0", "vLLM 0.7.0 (V0", 0.9), ("vllm==0.7.3", "vLLM 0.7.1-0.7.3 (V0", 0.9),
-    ("vllm==0.8", "vLLM 0.8.0-0.9.0 (V0", 0.9), ("vllm==0.9", "vLLM 0.8.0-0.9.0 (V0", 0.9),
-    ("vllm==0.9.0", "vLLM 0.8.0-0.9.0 (V0", 0.9), ("vllm==0.9.1", "vLLM 0.9.1-0.10 (V1", 0.9),
-    ("vllm==0.9.2", "vLLM 0.9.1-0.10 (V1", 0.9), ("vllm==0.27.1", "vLLM 0.27 (V1", 0.92),
+    ("vllm==0.8", "vLLM 0.8.0-0.8.1 (V1", 0.9), ("vllm==0.9", "vLLM 0.9.0 (V1", 0.9),
+    ("vllm==0.8.1", "vLLM 0.8.0-0.8.1 (V1", 0.9), ("vllm==0.8.2", "vLLM 0.8.2 (V1", 0.9),
+    ("vllm==0.8.3", "vLLM 0.8.3 (V1", 0.9), ("vllm==0.8.4", "vLLM 0.8.4 (V1", 0.9),
+    ("vllm==0.8.5", "vLLM 0.8.5 (V1", 0.9), ("vllm==0.8.5.post1", "vLLM 0.8.5 (V1", 0.9),
+    ("vllm==0.8:v0", "vLLM 0.8.0-0.9.0 (V0", 0.9), ("vllm==0.9.0:v0", "vLLM 0.8.0-0.9.0 (V0", 0.9),
+    ("vllm==0.8.5:v1", "vLLM 0.8.5 (V1", 0.9), ("vllm==0.7.3:v0", "vLLM 0.7.1-0.7.3 (V0", 0.9),
+    ("vllm==0.9.0", "vLLM 0.9.0 (V1", 0.9), ("vllm==0.9.1", "vLLM 0.9.1-0.9.2 (V1", 0.9),
+    ("vllm==0.9.2", "vLLM 0.9.1-0.9.2 (V1", 0.9), ("vllm==0.27.1", "vLLM 0.27 (V1", 0.92),
     ("vllm==0.28", "vLLM 0.28 (V1", 0.92)])
 def test_engine_version_is_an_input_named_in_the_output(engine, rules, util):
     r = plan("llama-3.1-8b", gpu="H100-SXM", max_model_len=8192, engine=engine)
@@ -241,7 +246,8 @@ def test_engine_version_is_an_input_named_in_the_output(engine, rules, util):
 
 
 @pytest.mark.parametrize("engine", ["vllm==0.1", "vllm==0.1.7", "vllm==x", "vllm==", "vllm==0.11==x", "vllm==11",
-                                    "sglang==0.3", "ideal==1", "tgi==1"])
+                                    "sglang==0.3", "ideal==1", "tgi==1", "vllm==0.9.1:v0", "vllm==0.11:v0",
+                                    "vllm==0.7.3:v1", "vllm==0.8.5:v2", "vllm==0.8.5:", "vllm==0.8.5:V0"])
 def test_unmodelled_versions_are_bad_input_naming_the_flag(engine):
     from kvplan.errors import KvplanError
 
@@ -256,7 +262,7 @@ def test_the_refusal_lists_each_modelled_range_once_and_plainly():
     with pytest.raises(KvplanError) as err:
         plan("llama-3.1-8b", gpu="H100-SXM", max_model_len=8192, engine="vllm==0.1")
     ranges = str(err.value).split("modelled: ")[1].split(", ")
-    assert "vllm==0.17" in ranges and "vllm==0.6.5-0.6.6" in ranges and "vllm==0.9.1-0.10" in ranges
+    assert "vllm==0.17" in ranges and "vllm==0.6.5-0.6.6" in ranges and "vllm==0.9.1-0.9.2" in ranges
     assert ranges[-1].endswith("+")
     assert not any(r.split("==")[1].split("-")[0] == r.split("-")[-1] for r in ranges if "-" in r)
 

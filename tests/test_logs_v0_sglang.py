@@ -63,7 +63,7 @@ LOGS_V0 = [
                  "--activation-memory 0.22GiB reproduces it"),
     Log("vllm-code13068150713-qwen3-8b-tp4-v0.log",
         dict(model="tests/data/configs/deepseek-r1-0528-qwen3-8b", gpu="A10G", gpu_memory="21.48GiB", tp=4,
-             engine="vllm==0.8.5",
+             engine="vllm==0.8.5:v0",
              gpu_memory_utilization=0.93, max_model_len=65536, weight_dtype="fp16", max_num_batched_tokens=8192),
         14.49, ("model weights take 3.85GiB", "PyTorch activation peak memory takes 1.45GiB",
                 "the rest of the memory reserved for KV Cache is 14.49GiB"),
@@ -98,7 +98,7 @@ LOGS_V0 = [
                  "4,096 rows x 128,256 (38 B an entry) and the 32,768-token forward's output it holds = 19.09 GiB"),
     # ROCm V0 logs (non-torch 0.46 - 1.78 GiB where CUDA V0 0.7+ logs 0.01 - 0.20 GiB; not modelled, docs/capacity.md)
     Log("vendor-builds/vllm-code54382809113-qwen3-0.6b-radeon-pro-vii.log",
-        dict(model="tests/data/configs/qwen3-0.6b", gpu="RTX-4080", gpu_memory="15.98GiB", engine="vllm==0.8.5",
+        dict(model="tests/data/configs/qwen3-0.6b", gpu="RTX-4080", gpu_memory="15.98GiB", engine="vllm==0.8.5:v0",
              max_model_len=40960),
         11.10, ("Model loading took 1.3379 GiB", "non_torch_memory takes 0.46GiB",
                 "the rest of the memory reserved for KV Cache is 11.10GiB", "# rocm blocks: 6495, # CPU blocks: 2340",
@@ -109,7 +109,7 @@ LOGS_V0 = [
         weights_gap="1.3379 GiB logged, 1.12 GiB for Qwen3-0.6B's 596M bf16 parameters (LM head tied, as vLLM's "
                     "Qwen3ForCausalLM ties it): 0.22 GiB not identified, in a gfx906 fork (nalanzeyu/vllm-gfx906)"),
     Log("vendor-builds/vllm-code6727521558-opt-125m-rocm.log",
-        dict(model="tests/data/configs/opt-125m", gpu="RTX-4090", gpu_memory="23.98GiB", engine="vllm==0.9",
+        dict(model="tests/data/configs/opt-125m", gpu="RTX-4090", gpu_memory="23.98GiB", engine="vllm==0.9:v0",
              max_model_len=2048, weight_dtype="fp16"),
         20.33, ("Model loading took 0.2363 GiB", "non_torch_memory takes 0.53GiB",
                 "the rest of the memory reserved for KV Cache is 20.33GiB", "# rocm blocks: 37011, # CPU blocks: 7281",
@@ -120,7 +120,7 @@ LOGS_V0 = [
                     "(load_format=SERVERLESS_LLM), not vLLM's"),
     # no pool figures: the blocks are the minimum over eight workers, the quoted 39.51 GiB one worker's (KNOWN_MISSES)
     Log("vendor-builds/vllm-code58928701347-r1-distill-qwen-32b-dcu-tp8.log",
-        dict(model="qwq-32b", gpu="MI250X", gpu_memory="63.98GiB", tp=8, engine="vllm==0.8.5",
+        dict(model="qwq-32b", gpu="MI250X", gpu_memory="63.98GiB", tp=8, engine="vllm==0.8.5:v0",
              gpu_memory_utilization=0.8, max_model_len=32768, block_size=32, weight_dtype="fp16"),
         39.51, ("model weights take 7.71GiB", "non_torch_memory takes 1.78GiB",
                 "the rest of the memory reserved for KV Cache is 39.51GiB", "# rocm blocks: 40178, # CPU blocks: 4096"),

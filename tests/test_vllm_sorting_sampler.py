@@ -186,3 +186,17 @@ def test_0_11_plan_charges_the_sort_and_the_held_hidden_states():
 def test_v0_holds_the_forward_output_beside_the_sort():
     # V0's execute_model keeps the forward's output (max_num_batched_tokens x hidden) while the sampler sorts 256 rows
     assert v0.held_forward_bytes(8192, 4096, 2) == 64 * 2**20
+
+
+def test_what_profile_run_holds_beside_the_sampler_by_release():
+    """Read in the wheels (v1/worker/gpu_model_runner.py): 0.8.0 - 0.9.2's _dummy_run returns only
+    ``hidden_states[logit_indices]`` (the forward's output is freed before the sampler), 0.10.0 returns both; 0.9.0+'s
+    _dummy_sampler_run adds ``torch.rand_like`` of the rows (absent in 0.8.x). Llama-3.1-8B on an H100 (8,192 batched
+    tokens, 1,024 rows, hidden 4,096, bf16): the peaks differ by exactly those tensors, every other rule equal."""
+    from kvplan import plan
+
+    peak = {e: plan("llama-3.1-8b", gpu="H100-SXM", max_model_len=8192, engine=f"vllm=={e}").per_gpu.activation_bytes
+            for e in ("0.8.5", "0.9.0", "0.9.2", "0.10.0")}
+    assert peak["0.10.0"] - peak["0.9.2"] == 8192 * 4096 * 2  # the forward's output, held from 0.10.0
+    assert peak["0.9.2"] == peak["0.9.0"]
+    assert peak["0.9.0"] - peak["0.8.5"] == 1024 * 4096 * 2  # rand_like of the last rows, from 0.9.0

@@ -18,8 +18,8 @@ R1_073 = dict(gpu="H200", tp=8, max_model_len=128_000, gpu_memory_utilization=0.
               max_num_seqs=1024)
 
 
-@pytest.mark.parametrize("engine, block", [("vllm==0.7.1", 16), ("vllm==0.7.3", 16), ("vllm==0.8.0", 64),
-                                           ("vllm==0.9.0", 64)])
+@pytest.mark.parametrize("engine, block", [("vllm==0.7.1", 16), ("vllm==0.7.3", 16), ("vllm==0.8.0:v0", 64),
+                                           ("vllm==0.9.0:v0", 64), ("vllm==0.8.0", 64), ("vllm==0.9.0", 64)])
 def test_mla_block_on_hopper_by_release(engine, block):
     """0.7.x has no FlashMLA (TRITON_MLA at the config's 16); 0.8.0-0.9.0 force FlashMLA's 64 on Hopper."""
     assert plan("deepseek-v3-fp8", engine=engine, **R1_073).inputs.block_size == block
@@ -37,9 +37,12 @@ def test_the_0_7_3_log_counts_16_token_blocks():
     planned = plan("deepseek-v3-fp8", engine="vllm==0.7.3", kv_cache_memory=pool, kv_cache_memory_what_if=True,
                    **R1_073)
     assert planned.kv_cache.num_blocks == pool // (16 * 61 * 640 * 2) == 18_418
-    forced = plan("deepseek-v3-fp8", engine="vllm==0.8.0", kv_cache_memory=pool, kv_cache_memory_what_if=True,
+    forced = plan("deepseek-v3-fp8", engine="vllm==0.8.0:v0", kv_cache_memory=pool, kv_cache_memory_what_if=True,
                   **R1_073)
     assert forced.kv_cache.num_blocks == pool // (64 * 61 * 640 * 2) == 4_604
+    # V1 0.8.0 (the default engine): FullAttentionSpec(use_mla) pages of 64 x 576 x 2 B a layer, no 256-byte padding
+    v1 = plan("deepseek-v3-fp8", engine="vllm==0.8.0", kv_cache_memory=pool, kv_cache_memory_what_if=True, **R1_073)
+    assert v1.kv_cache.num_blocks == pool // (64 * 61 * 576 * 2) == 5_116
 
 
 def test_absorbed_mla_weights_deepseek_v3_fp8_tp8():
@@ -66,7 +69,7 @@ def test_absorbed_weights_only_in_0_7_1_to_0_7_3():
     def weights(engine):
         return plan("deepseek-v3-fp8", engine=engine, **R1_073).per_gpu.weights_bytes
 
-    assert weights("vllm==0.7.3") - weights("vllm==0.8.0") == 61 * (82_854_912 - 512 * 16 * 256 * 2)
+    assert weights("vllm==0.7.3") - weights("vllm==0.8.0:v0") == 61 * (82_854_912 - 512 * 16 * 256 * 2)
     with pytest.raises(KvplanError, match="per-head K/V"):  # 0.7.0: no MLA yet (VllmVersion.mla_latent_cache)
         weights("vllm==0.7.0")
 

@@ -61,20 +61,24 @@ Platform = Annotated[Optional[str], typer.Option(
 Tp = Annotated[Optional[int], typer.Option("--tp", help="Tensor-parallel size (default 1).")]
 Pp = Annotated[Optional[int], typer.Option("--pp", help="Pipeline-parallel size (default 1).")]
 Dp = Annotated[Optional[int], typer.Option("--dp", help="Data-parallel replicas (default 1).")]
-VERSIONS_HELP = ("0.2-0.6.4, 0.6.5-0.6.6, 0.7.0, 0.7.1-0.7.3, 0.8.0-0.9.0 (V0), 0.9.1-0.10, 0.11, 0.12-0.13, 0.14, "
-                 "0.15-0.16, 0.17, 0.18-0.19, 0.20.0, 0.20.1-0.21, 0.22, 0.23, 0.24, 0.25, 0.26, 0.27, 0.28, 0.29-0.31, "
-                 "0.32, 0.33+")
+VERSIONS_HELP = ("0.2-0.6.4, 0.6.5-0.6.6, 0.7.0, 0.7.1-0.7.3 (V0), 0.8.0-0.8.1, 0.8.2, 0.8.3, 0.8.4, 0.8.5, 0.9.0, "
+                 "0.9.1-0.9.2, 0.10, 0.11, 0.12-0.13, 0.14, 0.15-0.16, 0.17, 0.18-0.19, 0.20.0, 0.20.1-0.21, 0.22, 0.23, "
+                 "0.24, 0.25, 0.26, 0.27, 0.28, 0.29-0.31, 0.32, 0.33+")
+# vLLM 0.8.0 - 0.9.0 ran V1 by default (the ranges above) and V0 under VLLM_USE_V1=0: `vllm==0.8.5:v0`
+V0_SUFFIX_HELP = "0.8.0-0.9.0's V0 engine (VLLM_USE_V1=0) as vllm==0.8.5:v0"
 # SGLang's modelled ranges (kvplan.cost.runtimes.sglang.VERSIONS; tests/test_cli_help.py keeps both lists equal to them)
 SGLANG_VERSIONS_HELP = "0.4.0 to 0.5.20+, 20 ranges"
 PlanEngine = Annotated[str, typer.Option(
     "--engine", help=f"The serving engine, {ENGINES_HELP}; a version as vllm==0.11 (modelled: {VERSIONS_HELP}; "
-                     f"default the newest) or sglang==0.5.6 ({SGLANG_VERSIONS_HELP}).")]
+                     f"{V0_SUFFIX_HELP}; default the newest) or sglang==0.5.6 ({SGLANG_VERSIONS_HELP}).")]
 DisaggEngine = Annotated[str, typer.Option(
     "--engine", help=f"The serving engine, one of: {', '.join(disagg_names())} (those with disaggregated prefill and "
-                     f"decode); a version as vllm==0.11 (modelled: {VERSIONS_HELP}) or sglang==0.5.6.")]
+                     f"decode); a version as vllm==0.11 (modelled: {VERSIONS_HELP}; {V0_SUFFIX_HELP}) or "
+                     "sglang==0.5.6.")]
 PlanEngineOrLog = Annotated[Optional[str], typer.Option(
     "--engine", help=f"The serving engine (default vllm), {ENGINES_HELP}; a version as vllm==0.11 (modelled: "
-                     f"{VERSIONS_HELP}; default the newest) or sglang==0.5.6; with --from-log: the log's engine and "
+                     f"{VERSIONS_HELP}; {V0_SUFFIX_HELP}; default the newest) or sglang==0.5.6; with --from-log: the "
+                     "log's engine and "
                      "version unless given.")]
 Util = Annotated[Optional[float], typer.Option(
     "--gpu-memory-utilization", help="vLLM: share of GPU memory (default 0.92 from 0.20, 0.9 before); hf/ideal: "

@@ -13,7 +13,8 @@ from kvplan.errors import clip_text
 from kvplan.cost.runtimes import dynamic_names
 
 ENGINE_HELP = (f"The serving engine, one of: {', '.join(dynamic_names())}; a version as vllm==0.11 (modelled: "
-               f"{o.VERSIONS_HELP}; default the newest) or sglang==0.5.6 ({o.SGLANG_VERSIONS_HELP}).")
+               f"{o.VERSIONS_HELP}; {o.V0_SUFFIX_HELP}; default the newest) or sglang==0.5.6 "
+               f"({o.SGLANG_VERSIONS_HELP}).")
 
 
 def report(

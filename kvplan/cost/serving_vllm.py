@@ -121,10 +121,13 @@ def batch_defaults(total_bytes: int, gpu_name: str, large_gpu_tier: bool = True)
 #   04644e3f; 0.7.3's cuda.py itself not read): FlashMLA came with PR 13747, "[Kernel] FlashMLA integration", reviewed
 #   2025-02-25, after 0.7.3's 2025-02-20 release, and the 64-token default with PR 14451, "[Attention] Default to
 #   FlashMLA backend for MLA", opened 2025-03-07, whose check_and_update_config "Forcing kv cache block size to 64 for
-#   FlashMLA backend." the 0.8.0 - 0.9.0 V0 range keeps under "forced" (0.8.0's cuda.py not read). Measured:
+#   FlashMLA backend." that 0.8.0 - 0.9.0 keep ("hopper": read in 0.8.0, 0.8.5 and 0.9.0 since). Measured:
 #   docs/logs/vllm-code20903468563 (0.7.3, DeepSeek-R1 on H200) logs 18,418 blocks of 21.43 GiB at 61 x 640 x 2 B a
 #   token: 16-token blocks.
-MLA_BLOCK_RULES = ("none", "forced", "flashinfer", "preferred")
+# "hopper": 0.8.0 - 0.9.0 (platforms/cuda.py check_and_update_config forces 64 only where attention/ops/flashmla.py
+#   is_flashmla_supported holds: "FlashMLA is only supported on Hopper devices", capability major 9; read in 0.8.0,
+#   0.8.5 and 0.9.0): 64 on SM 9.x, the config's 16 elsewhere, Blackwell included
+MLA_BLOCK_RULES = ("none", "hopper", "forced", "flashinfer", "preferred")
 
 
 @dataclass(frozen=True)
@@ -199,7 +202,7 @@ def default_block_size(card: ModelCard, compute_capability: float | None, rule: 
     if rule == "preferred":  # no backend (vLLM raises): the runtime refuses (VLLM.mla_backend_note)
         backend = mla_backend(card, compute_capability, kv_dtype)
         return DEFAULT_BLOCK_SIZE if backend is None else backend.preferred_block
-    if major == 10:
+    if major == 10 and rule != "hopper":
         return 64 if rule == "flashinfer" and card.mla.qk_nope_head_dim == 128 else 128
     return 64 if major == 9 else DEFAULT_BLOCK_SIZE
 
@@ -215,7 +218,7 @@ def forced_mla_block(given: int, card: ModelCard, compute_capability: float | No
     major = int(compute_capability)
     if major == 9:
         return given if given % 64 == 0 else 64
-    if major == 10:
+    if major == 10 and rule != "hopper":
         if rule == "flashinfer" and card.mla.qk_nope_head_dim == 128:
             return given if given == 32 or given % 64 == 0 else 64
         return given if given % 128 == 0 else 128
@@ -398,6 +401,51 @@ def _cub_pairs_temp_bytes(num_items: int, key_bytes: int, value_bytes: int) -> i
         return cdiv(nbytes, CUB_ALIGN_BYTES) * CUB_ALIGN_BYTES
 
     return round_size(aligned(num_items * key_bytes) + aligned(num_items * value_bytes) + CUB_ALIGN_BYTES - 1)
+
+
+# V1 0.8.0 - 0.9.0 (v1/worker/gpu_worker.py Worker.determine_available_memory, the same code in 0.8.0, 0.8.1, 0.8.2,
+# 0.8.3, 0.8.4, 0.8.5, 0.8.5.post1 and 0.9.0 but for a docstring line): after empty_cache and reset_peak_memory_stats,
+# profile_run; peak_memory = memory_stats()["allocated_bytes.all.peak"] (the weights and every live tensor plus the
+# profile's transient peak), then after another empty_cache non_torch_allocations = (total - free) -
+# allocated_bytes.all.current is added when positive: all device memory in use outside torch's live tensors, the
+# CUDA context, NCCL, other processes and the free bytes of segments that still hold a live block;
+# available_kv_cache_memory = total_gpu_memory x gpu_memory_utilization - peak_memory, returned as int(...). No
+# request_memory check: init_device's init_gpu_memory only feeds an assert (init > free after the profile).
+def available_kv_bytes_0_8(total_bytes: int, utilization: float, peak_bytes: int) -> int:
+    """v1/worker/gpu_worker.py determine_available_memory (0.8.0 - 0.9.0): int(total x utilization - peak), the
+    float product of vLLM's own arithmetic (``peak_bytes``: torch's allocated peak + every non-torch byte)."""
+    return int(total_bytes * utilization - peak_bytes)
+
+
+def batch_defaults_0_8(total_bytes: int, gpu_name: str, rule: str) -> tuple[int, int]:
+    """(max_num_batched_tokens, max_num_seqs) for `vllm serve` on V1 0.8.0 - 0.8.5.post1 (engine/arg_utils.py
+    EngineArgs._set_default_args_v1, UsageContext.OPENAI_API_SERVER), by ``rule`` (VllmVersion.batch_rule):
+    "name_1024" 0.8.0 - 0.8.3: 8192 tokens where "h100" or "h200" is in the device name (lower case), else 2048, and
+    max_num_seqs 1024 on every GPU; "name" 0.8.4: the same name test, 1024 sequences there, 256 elsewhere; "memory"
+    0.8.5: total >= 70 GiB (GiB_bytes), A100 80GB included, 8192 / 1024, else 2048 / 256. 0.9.0 is batch_defaults'
+    (">= 70 GiB and 'a100' not in the name")."""
+    if rule == "memory":
+        big = total_bytes >= 70 * GIB
+    elif rule in ("name", "name_1024"):
+        name = gpu_name.lower()
+        big = "h100" in name or "h200" in name
+    else:
+        raise ValueError(f"unknown 0.8 batch rule {rule!r}")
+    return (8192 if big else 2048), (1024 if big or rule == "name_1024" else 256)
+
+
+def specs_0_8(specs: list, sliding_specs: bool) -> list:
+    """The KV cache specs of V1 0.8.0 - 0.9.0, one group of one spec type (kv_cache_utils.py get_kv_cache_config
+    raises NotImplementedError for any other): 0.8.0 - 0.8.2 (``sliding_specs`` False) give every decoder layer a
+    FullAttentionSpec (gpu_model_runner.py get_kv_cache_spec); 0.8.3 - 0.9.0 give a sliding layer a SlidingWindowSpec,
+    and unify_hybrid_kv_cache_specs turns them into FullAttentionSpec where full layers exist too. Chunked local
+    layers (Llama-4) have no spec of their own before 0.10: full attention."""
+    attention = [sp for sp in specs if isinstance(sp, KVLayerSpec)]
+    keep = sliding_specs and all(sp.window and not sp.chunk for sp in attention)
+    return [replace(sp, kind="full", window=None, chunk=None)
+            if isinstance(sp, KVLayerSpec) and (sp.window or sp.chunk) and not keep else sp for sp in specs]
+
+
 # The dummy sampler WITHOUT a sort, derived from the source: vLLM 0.17+ masks top-k/top-p in place with a Triton kernel
 # for 8+ rows (v1/sample/ops/topk_topp_sampler.py apply_top_k_top_p -> ops/topk_topp_triton.py
 # apply_top_k_top_p_triton, "modified in-place"; first in 0.17.0, absent in 0.16.0), and 0.10-0.11 do the same work in
@@ -555,11 +603,12 @@ def dummy_sampler_bytes(num_reqs: int, padded_vocab: int, act_bytes: int) -> int
     return num_reqs * padded_vocab * (act_bytes + UNSORTED_SAMPLER_EXTRA_BYTES)
 
 
-def held_hidden_bytes(num_tokens: int, num_reqs: int, hidden_size: int, act_bytes: int) -> int:
+def held_hidden_bytes(num_tokens: int, num_reqs: int, hidden_size: int, act_bytes: int, noise: bool = True) -> int:
     """What the V1 runner's profile_run still holds while its dummy sampler runs (v1/worker/gpu_model_runner.py,
-    0.10.1 - 0.28.0): the forward's output (num_tokens x hidden), its last rows (``hidden_states[logit_indices]``)
-    and _dummy_sampler_run's ``torch.rand_like`` of them, in the model dtype."""
-    return (num_tokens + 2 * num_reqs) * hidden_size * act_bytes
+    0.10.0 - 0.28.0): the forward's output (``num_tokens`` x hidden; 0 where _dummy_run returns only the last rows,
+    0.8.0 - 0.9.2), its last rows (``hidden_states[logit_indices]``) and, with ``noise`` (0.9.0+),
+    _dummy_sampler_run's ``torch.rand_like`` of them, in the model dtype."""
+    return (num_tokens + (2 if noise else 1) * num_reqs) * hidden_size * act_bytes
 
 
 @lru_cache(maxsize=4096)  # a search asks for the same few batches per layout and GPU type

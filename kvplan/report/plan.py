@@ -54,7 +54,9 @@ def _budget_table(r: PlanResult) -> Table:
     t.columns[0].style = "bold"
     t.add_row("GPU memory", exact(i.gpu_memory_bytes), "--gpu-memory, else the total torch sees (catalog)")
     t.add_row("context + NCCL", exact(g.context_bytes),
-              _overhead_how(g, "context", "--context-memory") + "; before the engine's snapshot, outside the budget")
+              _overhead_how(g, "context", "--context-memory") + ("; in use when the engine measures: charged inside "
+                                                                 "the budget" if g.context_in_budget else
+                                                                 "; before the engine's snapshot, outside the budget"))
     t.add_row("requested", exact(g.requested_bytes), _requested_how(r))
     t.add_row("- weights", exact(g.weights_bytes), _llamacpp_weights_how(r) or (
               f"{fmt_int(g.params)} params on this rank ({g.layers} layers), {g.weights_format or i.weight_dtype}; "

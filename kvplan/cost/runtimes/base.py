@@ -109,6 +109,17 @@ class Runtime(Engine):
         """The runtime for release ``text`` of this engine; KvplanError where no version is modelled."""
         raise KvplanError(f"--engine: {self.name} models no engine versions; use --engine {self.name}")
 
+    def engine_for(self, card: ModelCard, gpu, layout: Layout, flags: ServingFlags, kv_dtype: str | None,
+                   weight_dtype: str | None = None) -> tuple[Runtime, str | None]:
+        """(the runtime that serves ``card`` on ``gpu`` with these flags, why where it is not this one): an engine that
+        picks between its own engines by what it serves (vLLM 0.8 - 0.9.0: V1 or V0) says so; here, this one."""
+        return self, None
+
+    def log_engine(self, spec: str, v0_lines: bool) -> str:
+        """The engine spec to plan a log with, from ``spec`` (its release) and whether it shows V0 start-up lines
+        (``v0_lines``): ``spec`` here."""
+        return spec
+
     # -- options and refusals --
 
     def refuse_flags(self, flags: ServingFlags) -> None:
@@ -455,6 +466,11 @@ class Runtime(Engine):
             out.append(f"{self.name}: no activation peak is charged (pass --activation-memory for generate()'s "
                        "transient memory); memory = requested - weights - the CUDA context (--non-torch-memory).")
         return out
+
+    def context_in_budget(self, s: Setup) -> bool:
+        """Whether the memory in use at start (CUDA context, NCCL; --context-memory) is charged inside the budget
+        (vLLM V1 0.8.0 - 0.9.0) rather than left outside it: no here."""
+        return False
 
     def requested_rule(self, s: Setup) -> str:
         """How the requested memory is computed, for the budget table."""

@@ -77,9 +77,15 @@ class VllmVersion(VersionRange):
     # cudagraph_memory_estimate_applied (read in 0.27.1, 0.28.0, 0.29.0 - 0.33.0; 0.21.0 - 0.26.0:
     # torch_peak_increase alone), which compile_or_warm_up_model prints as "X GiB for peak activation"
     peak_line_holds_graph_estimate: bool = False
-    # 0.10 - 0.28 (V1 runner, read in 0.10.1.1, 0.17.0 and 0.28.0): profile_run holds the forward's output and its
-    # last rows while _dummy_sampler_run runs (serving_vllm.held_hidden_bytes); 0.29+ is not read here
+    # 0.10 - 0.28 (V1 runner, read in 0.10.0, 0.10.1.1, 0.17.0 and 0.28.0): profile_run holds the forward's output and
+    # its last rows while _dummy_sampler_run runs (serving_vllm.held_hidden_bytes); 0.29+ is not read here
     sampler_holds_hidden: bool = False
+    # 0.8.0 - 0.9.2 (V1, read in the 0.8.0 - 0.8.5.post1, 0.9.0 and 0.9.1 wheels): _dummy_run returns only
+    # ``hidden_states[logit_indices]``, so the forward's output is freed before the sampler runs (0.10.0 returns both)
+    profile_keeps_forward_output: bool = True
+    # 0.9.0+: _dummy_sampler_run draws ``hidden_states = torch.rand_like(hidden_states)`` beside the rows profile_run
+    # holds (absent in 0.8.0 - 0.8.5.post1)
+    dummy_sampler_noise: bool = True
     # V0 0.6.5 - 0.6.6 (utils.py memory_profiling): the non-torch figure is the device memory used after the profile's
     # empty_cache minus the baseline, the weights' and the profile's allocated bytes, so the free bytes the caching
     # allocator keeps in segments that hold a live block count (serving_vllm_v0.py, "Non-torch memory by release")
@@ -108,7 +114,8 @@ class VllmVersion(VersionRange):
     # from config/cache.py BlockSize (engine/arg_utils.py literal_to_kwargs): Literal[1, 8, 16, 32, 64, 128], 256
     # added in 0.11.1 (the 0.11 range takes it); None: 0.18+, any int > 0 (``SkipValidation[int]``; 0.28: gt=0)
     block_size_choices: tuple[int, ...] | None = None
-    # the MLA block without --block-size (serving_vllm.MLA_BLOCK_RULES): "forced" through 0.14 (FlashMLA 64 on
+    # the MLA block without --block-size (serving_vllm.MLA_BLOCK_RULES): "hopper" 0.8.0 - 0.9.0 (FlashMLA's 64 on
+    # Hopper only), "forced" 0.9.1 - 0.14 (FlashMLA 64 on
     # Hopper, CUTLASS 128 on Blackwell), "flashinfer" 0.15 - 0.17 (FlashInfer MLA's 64 on Blackwell), "preferred"
     # 0.18+ (the backend's get_preferred_block_size(16): 16 on Hopper, 32 on Blackwell)
     mla_block_rule: str = "forced"
@@ -165,6 +172,31 @@ class VllmVersion(VersionRange):
     # ChunkedLocalAttentionSpec pages (envs.py VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE defaults to "1");
     # before, the manager is off and they are full attention (serving_vllm.without_hybrid_manager)
     chunked_local_groups: bool = True
+    # V1 0.8.0 - 0.9.0 (serving_vllm.available_kv_bytes_0_8, v1/worker/gpu_worker.py determine_available_memory): the
+    # pool is int(total x utilization - (torch's allocated peak + every non-torch byte in use)), so the CUDA context
+    # (--context-memory) and the allocator's cached free bytes are charged inside the budget, and init_device makes
+    # no free >= requested check
+    peak_counts_all_non_torch: bool = False
+    # V1 0.8.0 - 0.9.0 (v1/core/kv_cache_utils.py _get_kv_cache_config_uniform_type): "GPU KV cache size" = num_blocks
+    # x block_size and "Maximum concurrency" = that / max_model_len (serving_vllm_v0.max_tokens / max_concurrency)
+    tokens_over_max_model_len: bool = False
+    # V1 0.8.0 - 0.8.5: engine/arg_utils.py _set_default_args_v1's batch defaults (serving_vllm.batch_defaults_0_8:
+    # "name_1024", "name", "memory"); None: get_batch_defaults' (serving_vllm.batch_defaults)
+    batch_rule: str | None = None
+    # V1 0.8.0 - 0.9.0: one KV cache spec type (serving_vllm.specs_0_8): False 0.8.0 - 0.8.2, every layer full
+    # attention; True 0.8.3 - 0.9.0, a model of sliding layers only keeps them; None: the hybrid manager (0.9.1+)
+    sliding_specs: bool | None = None
+    # V1 0.8.0 - 0.9.0: the clauses of engine/arg_utils.py EngineArgs._is_v1_supported_oracle, read in each release,
+    # under which `vllm serve` without VLLM_USE_V1 runs V0 (VLLM.engine_for): "any_kv_dtype" (0.8.0 - 0.8.1: any
+    # --kv-cache-dtype but auto), "fp8_kv" (0.8.2+: fp8 K/V unless FlashAttention 3 on SM 9.x,
+    # attention/utils/fa_utils.py flash_attn_supports_fp8), "lora_offload" (0.8.0 - 0.8.2: _warn_or_fallback("LORA"),
+    # --cpu-offload-gb), "pp" (0.8.0 - 0.8.5: _warn_or_fallback("PP"), 0.8.3+ "Pipeline Parallelism without Ray"),
+    # "speculative" (0.8.x: every method; ngram and Eagle through _warn_or_fallback), "speculative_0_9" (0.9.0: a
+    # method other than ngram, medusa, eagle, eagle3, deepseek_mtp: "Speculative Decoding"); every range: compute capability
+    # < 8.0, a non-CUDA GPU, --dtype float32, a model V1 does not support (ModelConfig.is_v1_compatible: state models)
+    v1_fallbacks: frozenset[str] | None = None
+    # V0 0.8.0 - 0.9.0: chosen by VLLM_USE_V1=0 (envs.py), which its launch line sets (--engine vllm==X:v0)
+    v0_opt_in: bool = False
 
     def pp_vocab_every_stage(self, hf_architecture: str | None) -> frozenset[str]:
         """What of the vocabulary ("embedding", "lm_head") every pipeline stage holds for this architecture in this
@@ -200,18 +232,48 @@ V0_RANGES = (
     _v0("0.7.1-0.7.3", (0, 7, 1), (0, 7, 3), mla_block_rule="none", mla_absorbed_weights=True,
         moe_separate_caches=True,
         note="; for MLA models: absorbed weights, 16-token blocks"),
-    _v0("0.8.0-0.9.0", (0, 8, 0), (0, 9, 0), note="; 0.8.0-0.9.0 ran V1 by default, not modelled: their V0"),
+    _v0("0.8.0-0.9.0", (0, 8, 0), (0, 9, 0), v0_opt_in=True, mla_block_rule="hopper",
+        note="; VLLM_USE_V1=0, --engine vllm==X:v0"),
 )
+# V1 0.8.0 - 0.9.0, `vllm serve`'s default engine (envs.py VLLM_USE_V1 unset: V1 unless the oracle falls back). Read in
+# the 0.8.0, 0.8.1, 0.8.2, 0.8.3, 0.8.4, 0.8.5, 0.8.5.post1 and 0.9.0 wheels against 0.9.1's: profile_run (_dummy_run
+# returns hidden_states[logit_indices]; _dummy_sampler_run with top_p 0.9 and top_k vocab - 1 through
+# ops/topk_topp_sampler.py forward_native's sort, FlashInfer's only with a FlashInfer older than 0.2.3 installed, as
+# 0.9.1's), the MLA block (platforms/cuda.py: FlashMLA's 64 forced on Hopper) and the CUDA graphs (captured in
+# compile_or_warm_up_model after the pool) are 0.9.1's; the budget, the printed figures, the batch defaults, the
+# cache specs and the oracle differ (the fields above), and between releases: the batch rule (0.8.0 - 0.8.3, 0.8.4,
+# 0.8.5, 0.9.0), the sliding specs (0.8.3+), the --block-size choices (config.py BlockSize Literal from 0.8.5) and
+# the oracle's clauses
+_V1_0_8 = dict(peak_counts_all_non_torch=True, tokens_over_max_model_len=True, non_torch_counts_cached_free=True,
+               sampler_holds_hidden=True, profile_keeps_forward_output=False, chunked_local_groups=False,
+               mla_block_rule="hopper")
+V1_0_8_RANGES = tuple(
+    VllmVersion(f"vLLM {label} (V1 engine)", first, last, 0.9, False, False, False, True,
+                batch_rule=batch, sliding_specs=sliding, block_size_choices=choices, v1_fallbacks=frozenset(falls),
+                dummy_sampler_noise=first >= (0, 9), **_V1_0_8)
+    for label, first, last, batch, sliding, choices, falls in (
+        ("0.8.0-0.8.1", (0, 8, 0), (0, 8, 1), "name_1024", False, v0.BLOCK_SIZE_CHOICES,
+         ("any_kv_dtype", "lora_offload", "pp", "speculative")),
+        ("0.8.2", (0, 8, 2), (0, 8, 2), "name_1024", False, v0.BLOCK_SIZE_CHOICES,
+         ("fp8_kv", "lora_offload", "pp", "speculative")),
+        ("0.8.3", (0, 8, 3), (0, 8, 3), "name_1024", True, v0.BLOCK_SIZE_CHOICES, ("fp8_kv", "pp", "speculative")),
+        ("0.8.4", (0, 8, 4), (0, 8, 4), "name", True, v0.BLOCK_SIZE_CHOICES, ("fp8_kv", "pp", "speculative")),
+        ("0.8.5", (0, 8, 5), (0, 8, 5), "memory", True, vl.BLOCK_SIZE_CHOICES_0_9_1, ("fp8_kv", "pp", "speculative")),
+        ("0.9.0", (0, 9, 0), (0, 9, 0), None, True, vl.BLOCK_SIZE_CHOICES_0_9_1, ("fp8_kv", "speculative_0_9"))))
 # 0.18+: the MLA block is the backend's preferred size, and a state group's pages count the speculative tokens
 _V0_18 = dict(mla_block_rule="preferred", state_pages_count_speculative=True)
 VERSIONS = (
-    *V0_RANGES,
+    *V0_RANGES[:-1],
+    *V1_0_8_RANGES,
     # 0.9.1 - 0.9.2 (read in the 0.9.1 wheel against 0.10.0's): determine_available_memory, memory_profiling, the
     # snapshot before init_worker_distributed_environment, the sorting top-k/top-p sampler, get_batch_defaults and
-    # the "GPU KV cache size" formula are 0.10's; profile_run then holds only the forward's last rows while the dummy
-    # sampler runs (_dummy_run returns hidden_states[logit_indices]): kvplan charges 0.10's held hidden states
-    # (serving_vllm.held_hidden_bytes) to them too, max_num_batched_tokens x hidden x act bytes too many there
-    VllmVersion("vLLM 0.9.1-0.10 (V1 engine)", (0, 9, 1), (0, 10), 0.9, False, True, False,
+    # the "GPU KV cache size" formula are 0.10's; profile_run then holds only the forward's last rows (and their
+    # rand_like) while the dummy sampler runs (_dummy_run returns hidden_states[logit_indices]), 0.10.0 the forward's
+    # output too (profile_keeps_forward_output)
+    VllmVersion("vLLM 0.9.1-0.9.2 (V1 engine)", (0, 9, 1), (0, 9, 2), 0.9, False, True, False,
+                True, sampler_holds_hidden=True, profile_keeps_forward_output=False,
+                block_size_choices=vl.BLOCK_SIZE_CHOICES_0_9_1, chunked_local_groups=False),
+    VllmVersion("vLLM 0.10 (V1 engine)", (0, 10), (0, 10), 0.9, False, True, False,
                 True, sampler_holds_hidden=True,
                 block_size_choices=vl.BLOCK_SIZE_CHOICES_0_9_1, chunked_local_groups=False),
     # 0.11, 0.12-0.13, 0.14 and 0.15-0.16 share every rule but the MXFP4 backend on Hopper (serving_vllm.mxfp4_layout:
@@ -309,8 +371,88 @@ VERSIONS = (
 )
 
 
+V1_DEFAULT_FIRST = V1_0_8_RANGES[0].first  # envs.py VLLM_USE_V1: V1 by default from 0.8.0 (opt-in "1" in 0.7.x)
+V0_LAST = V0_RANGES[-1].last  # V0 is modelled through 0.9.0 (0.9.1 - 0.10 still had it behind VLLM_USE_V1=0)
+ENGINE_SUFFIXES = ("v0", "v1")
+
+
+def engine_choice(text: str) -> tuple[str, tuple[VllmVersion, ...]]:
+    """(the release, the version table to find its range in) of ``--engine vllm==X[:v0|:v1]``: ``:v0`` the V0 ranges
+    (VLLM_USE_V1=0; modelled through 0.9.0), ``:v1`` the V1 engine (the default of 0.8.0 and later; V1 before 0.8.0,
+    an opt-in alpha, is not modelled); KvplanError naming --engine otherwise."""
+    release, sep, engine = str(text).strip().partition(":")
+    if not sep:
+        return release, VERSIONS
+    if engine not in ENGINE_SUFFIXES:
+        raise KvplanError(f"--engine: vllm=={str(text)[:40]}: the engine after ':' is v0 (VLLM_USE_V1=0) or v1; got "
+                          f"{engine[:20]!r}")
+    from kvplan.cost.runtimes.base import parse_release
+
+    at = parse_release("--engine", release)
+    if engine == "v0" and at[:len(V0_LAST)] > V0_LAST:
+        raise KvplanError(f"--engine: vllm=={str(text)[:40]}: vLLM's V0 engine is modelled through "
+                          f"{'.'.join(map(str, V0_LAST))} (0.9.1 - 0.10 kept it behind VLLM_USE_V1=0, not modelled); "
+                          f"allowed: vllm=={release} (V1) or a release up to {'.'.join(map(str, V0_LAST))} with :v0")
+    if engine == "v1" and at < V1_DEFAULT_FIRST:
+        raise KvplanError(f"--engine: vllm=={str(text)[:40]}: vLLM {release}'s V1 engine (an opt-in alpha, "
+                          f"VLLM_USE_V1=1) is not modelled; allowed: vllm=={release} (its V0 engine) or :v1 from "
+                          f"{'.'.join(map(str, V1_DEFAULT_FIRST))}")
+    return release, (V0_RANGES if engine == "v0" else VERSIONS)
+
+
+# the speculative methods 0.9.0's oracle keeps on V1 (engine/arg_utils.py _is_v1_supported_oracle)
+_V1_SPECULATIVE_0_9 = ("ngram", "[ngram]", "medusa", "eagle", "eagle3", "deepseek_mtp")
+
+
+def v1_fallback(clauses: frozenset[str], card, gpu, layout, flags: ServingFlags, kv_dtype: str | None,
+                weight_dtype: str | None = None) -> str | None:
+    """The clause of V1 0.8.0 - 0.9.0's _is_v1_supported_oracle (engine/arg_utils.py, read in each release) that
+    sends ``card`` on ``gpu`` with these flags to V0, as vLLM names it; None: V1 serves it (VllmVersion.v1_fallbacks
+    lists the clauses that differ by release)."""
+    cc = getattr(gpu, "compute_capability", None)
+    if gpu is not None and getattr(gpu, "vendor", "NVIDIA") != "NVIDIA":  # _warn_or_fallback(device_name)
+        return f"{gpu.name} is not a CUDA GPU (_warn_or_fallback(current_platform.device_name))"
+    if cc is not None and cc < 8.0:
+        return f"'Compute Capability < 8.0' ({gpu.name}: {cc})"
+    if card.ssm is not None:  # ModelConfig.is_v1_compatible: the architecture's SupportsV0Only
+        return f"{card.hf_architecture or card.name} is not V1-compatible (ModelConfig.is_v1_compatible)"
+    kv = (kv_dtype or "").lower()
+    if "fp32" in (kv, (weight_dtype or "").lower()):
+        return "'--dtype torch.float32' (V1_SUPPORTED_DTYPES: bfloat16, float16)"
+    if kv and kv not in ("auto", "fp16", "bf16", "float16", "bfloat16", "half"):
+        if "any_kv_dtype" in clauses:
+            return f"'--kv-cache-dtype' ({kv}: any but auto)"
+        if "fp8_kv" in clauses and (not kv.startswith("fp8") or cc is None or int(cc) != 9):
+            return f"'--kv-cache-dtype' ({kv}: fp8 K/V needs FlashAttention 3 on SM 9.x, fa_utils.flash_attn_supports_fp8)"
+    if "lora_offload" in clauses and flags.enable_lora:
+        return "LoRA (_warn_or_fallback('LORA'))"
+    if "lora_offload" in clauses and flags.cpu_offload_gb:
+        return "'--cpu-offload-gb'"
+    if "pp" in clauses and layout.pp > 1:
+        return "pipeline parallelism (_warn_or_fallback('PP'); 0.8.3+: 'Pipeline Parallelism without Ray')"
+    spec = flags.speculative_config
+    if spec is not None and "speculative" in clauses:
+        return "'Speculative Decoding' (ngram and Eagle through _warn_or_fallback)"
+    if spec is not None and "speculative_0_9" in clauses:
+        import json
+
+        try:
+            value = json.loads(spec) if isinstance(spec, str) else spec
+        except ValueError:  # not JSON: the features' parser refuses it, naming the flag
+            return None
+        method = value.get("method") if isinstance(value, dict) else None
+        model = value.get("model") if isinstance(value, dict) else None
+        if (method or model) not in _V1_SPECULATIVE_0_9:
+            return f"'Speculative Decoding' (method {method or model!r}: V1 takes {', '.join(_V1_SPECULATIVE_0_9)})"
+    return None
+
+
+_FORCED_V1: dict[type, object] = {}  # VLLM.at_version's ":v1" runtimes
+
+
 class VLLM(Server):
     name = "vllm"
+    use_v1_env = False  # `--engine vllm==X:v1` (0.8.0 - 0.9.0): VLLM_USE_V1=1, no fallback to V0
     moe_across_dp = True  # fused_moe/config.py FusedMoEParallelConfig.make: experts over the flattened dp x tp group
     launches_replicas = True  # --data-parallel-size
     kv_follows_model_dtype = True
@@ -411,8 +553,42 @@ class VLLM(Server):
         return layout.flag if layout is not None else s.kv_t.name
 
     def at_version(self, text: str) -> VLLM:
-        """The runtime for the release ``text`` (``--engine vllm==0.11``): the modelled range that covers it."""
-        return at_range(self, VLLM, text, VERSIONS)
+        """The runtime for the release ``text`` (``--engine vllm==0.11``): the modelled range that covers it; a
+        ``:v0`` / ``:v1`` suffix picks the engine of a release that had both (engine_choice)."""
+        release, table = engine_choice(text)
+        rt = at_range(self, VLLM, release, table)
+        if not str(text).strip().endswith(":v1") or rt.version.v1_fallbacks is None:
+            return rt
+        key = type(rt)  # VLLM_USE_V1=1: one subclass per pinned release, as at_range keeps one per release
+        if key not in _FORCED_V1:
+            _FORCED_V1[key] = type(f"{key.__name__}_v1", (key,), {"use_v1_env": True})()
+        return _FORCED_V1[key]
+
+    def engine_for(self, card, gpu, layout, flags: ServingFlags, kv_dtype: str | None,
+                   weight_dtype: str | None = None) -> tuple[VLLM, str | None]:
+        """(the engine `vllm serve` runs ``card`` with, why where it is not this one): V1 0.8.0 - 0.9.0 falls back to
+        V0 where engine/arg_utils.py _is_v1_supported_oracle says so (VllmVersion.v1_fallbacks: v1_fallback), as it
+        does without VLLM_USE_V1; the V0 range of the same release is planned, and the note names the clause."""
+        if self.version.v1_fallbacks is None:
+            return self, None
+        why = v1_fallback(self.version.v1_fallbacks, card, gpu, layout, flags, kv_dtype, weight_dtype)
+        if why is None:
+            return self, None
+        release = self.pinned or ".".join(map(str, self.version.first))
+        if self.use_v1_env:  # VLLM_USE_V1=1: vLLM raises (_raise_or_fallback) or runs a V1 path not modelled here
+            raise KvplanError(f"--engine: vllm=={release}:v1 (VLLM_USE_V1=1) with {why}: vLLM refuses it or runs a V1 "
+                              f"feature of {release} kvplan does not model; allowed: vllm=={release} (vLLM's own "
+                              f"choice, V0 here) or vllm=={release}:v0")
+        return self.at_version(f"{release}:v0"), (
+            f"vLLM {release} runs this on its V0 engine, not V1 (engine/arg_utils.py _is_v1_supported_oracle: {why}; "
+            "V1 would be chosen only by VLLM_USE_V1=1): planned with V0's rules.")
+
+    def log_engine(self, spec: str, v0_lines: bool) -> str:
+        """The engine spec of a log that states ``spec``'s release: ``:v0`` for a V0 start-up (``v0_lines``: "# GPU
+        blocks", "Memory profiling takes", "Initializing a V0 LLM engine") of a release whose default is V1 (0.8.0 -
+        0.9.0), so its V0 rules plan it."""
+        chosen = v0_lines and self.version.v1_fallbacks is not None and ":" not in spec  # an engine given stays
+        return f"{spec}:v0" if chosen else spec
 
     # -- cache rules --
 
@@ -450,9 +626,12 @@ class VLLM(Server):
 
     def scheduler_defaults(self, gpu, total: int, max_model_len: int) -> tuple[int, int]:
         """(max_num_batched_tokens, max_num_seqs) this release takes when neither is given: by the GPU's memory
-        (serving_vllm.batch_defaults), V0's 256 sequences and the batch that covers max_model_len."""
+        (serving_vllm.batch_defaults; V1 0.8.0 - 0.8.5: batch_defaults_0_8, whose device-name test reads the catalog's
+        GPU name, "H100-SXM" for torch's "NVIDIA H100 80GB HBM3"), V0's 256 sequences and the batch that covers
+        max_model_len."""
         v = self.version
-        mnbt, seqs = vl.batch_defaults(total, gpu.name, v.large_gpu_batch_defaults)
+        mnbt, seqs = (vl.batch_defaults_0_8(total, gpu.name, v.batch_rule) if v.batch_rule  # V1 0.8.0 - 0.8.5
+                      else vl.batch_defaults(total, gpu.name, v.large_gpu_batch_defaults))
         mnbt = v0.max_num_batched_tokens(max_model_len) if v.mnbt_covers_max_model_len else mnbt
         return mnbt, v.fixed_max_num_seqs or seqs
 
@@ -769,7 +948,9 @@ class VLLM(Server):
         return super().held_stages(mxfp4_loaded(s), sts)
 
     def stage(self, s: Setup, pp_rank: int, parts: list[range]) -> Stage:
-        """The base budget, plus the draft model's weights and K/V layers and the LoRA slots (vllm_features)."""
+        """The base budget, plus the draft model's weights and K/V layers and the LoRA slots (vllm_features); V1
+        0.8.0 - 0.9.0 charges the CUDA context (--context-memory) inside it as well (VllmVersion.
+        peak_counts_all_non_torch, serving_vllm.available_kv_bytes_0_8)."""
         st = super().stage(s, pp_rank, parts)
         params, tower = vm.skipped_tower(s)  # --limit-mm-per-prompt 0 for every modality: no tower is built
         if tower:
@@ -784,7 +965,14 @@ class VLLM(Server):
             st = s.charged(st, cold - st.activation, activation=cold)
         st = vf.with_features(s, st)
         extra = vm.data_parallel_extra(s)  # --mm-encoder-tp-mode data: the vision tower whole on every rank
-        return s.charged(st, extra, weights=st.weights + extra) if extra else st
+        st = s.charged(st, extra, weights=st.weights + extra) if extra else st
+        if self.version.peak_counts_all_non_torch and s.kv_cache_memory is None:  # V1 0.8.0 - 0.9.0
+            peak = st.requested - st.available + s.context  # every non-KV byte charged, and what was in use at start
+            # the table's "requested" less the context, so that its rows add up to the pool (to the byte but for
+            # vLLM's float product, which available_kv_bytes_0_8 keeps)
+            st = st.replaced(requested=st.requested - s.context,
+                             available=vl.available_kv_bytes_0_8(s.total, s.util, peak))
+        return st
 
     def mla_load_bytes(self, s: Setup, layers: int) -> int:
         """V0 0.7.1 - 0.7.3: the absorbed MLA weights (serving_vllm.mla_absorbed_bytes); otherwise the W_UK / W_UV
@@ -820,7 +1008,9 @@ class VLLM(Server):
         if self.runs_v2(s.card, s.opts) and not self.version.v2_sampler_warmup_pass:
             return vl.v2_dummy_sampler_bytes(rows, padded, s.card.vocab_size, act_bytes)
         h = s.card.hidden_size
-        held = (vl.held_hidden_bytes(tokens, rows, h, act_bytes) if self.version.sampler_holds_hidden
+        v = self.version
+        held = (vl.held_hidden_bytes(tokens if v.profile_keeps_forward_output else 0, rows, h, act_bytes,
+                                     v.dummy_sampler_noise) if v.sampler_holds_hidden
                 else v0.held_forward_bytes(tokens, h, act_bytes) if self.version.v0_engine else 0)
         if _sorts(s):
             return vl.sorting_sampler_bytes(rows, s.card.vocab_size, padded, act_bytes) + held
@@ -845,9 +1035,12 @@ class VLLM(Server):
         default utilization unless one is given (the line then carries it); a fixed pool of a release without the
         flag has no launch line to check. V0 makes no
         such check (worker/worker.py init_device takes its baseline snapshot and goes on: a V0 start-up at 0.95 of a
-        Windows desktop's RTX 2060, docs/logs/vllm-code41236106506-qwen3-4b-rtx2060-wsl2.log)."""
+        Windows desktop's RTX 2060, docs/logs/vllm-code41236106506-qwen3-4b-rtx2060-wsl2.log), nor does V1 0.8.0 -
+        0.9.0 (v1/worker/gpu_worker.py init_device keeps init_gpu_memory for an assert only; what is in use at start
+        is charged inside the budget)."""
         fixed = s.kv_cache_memory is not None
-        if self.version.v0_engine or fixed and not self.has_launch_flag("--kv-cache-memory-bytes"):
+        if (self.version.v0_engine or self.version.peak_counts_all_non_torch
+                or fixed and not self.has_launch_flag("--kv-cache-memory-bytes")):
             return super().check_budget(s, sts)
         util = s.util  # given, or the release's default (the line then carries none)
         requested = vl.requested_memory(s.total, util) if fixed else sts[0].requested
@@ -900,8 +1093,12 @@ class VLLM(Server):
         blocks, bpb = rows[lim].num_blocks, rows[lim].bytes_per_block
         conc = (vf.prefix_concurrency(s, blocks, per_req, len(groups)) if s.opts.shared_prefix_len
                 else vl.max_concurrency(blocks, per_req))
-        tokens = (vl.kv_cache_tokens_by_blocks(blocks, len(groups), s.block_size) if self.version.tokens_by_blocks
-                  else vl.kv_cache_tokens(conc, s.max_model_len))
+        if self.version.tokens_over_max_model_len:  # V1 0.8.0 - 0.9.0: num_blocks x block_size, / max_model_len
+            tokens = v0.max_tokens(blocks, s.block_size)
+            conc = conc if s.opts.shared_prefix_len else v0.max_concurrency(blocks, s.block_size, s.max_model_len)
+        else:
+            tokens = (vl.kv_cache_tokens_by_blocks(blocks, len(groups), s.block_size) if self.version.tokens_by_blocks
+                      else vl.kv_cache_tokens(conc, s.max_model_len))
         pool = KVCachePool(available_bytes=sts[lim].available, block_size=s.block_size, bytes_per_block=bpb,
                            num_blocks=blocks, tokens=tokens, groups=len(groups),
                            padding_layers=vl.padding_layers(groups), blocks_per_request=per_req,
@@ -963,7 +1160,7 @@ class VLLM(Server):
 
     def _check_mtp_spelling(self, spec) -> None:
         """A pinned release that does not take the MTP method's spelling refuses the config (SpeculativeConfig's
-        Literal): "mtp" is first in 0.11; 0.9.1-0.10 take the model type's name (deepseek_mtp)."""
+        Literal): "mtp" is first in 0.11; 0.9.1 - 0.10.2 take the model type's name (deepseek_mtp)."""
         if spec is None or spec.method != "mtp" or self.pinned is None:
             return
         from kvplan.cost.features import MTP_FIRST_RELEASES
@@ -991,8 +1188,10 @@ class VLLM(Server):
         """Every input that moves the plan: the layout, the scheduler limits and the budget flags, the features, the
         dtypes, and the environment it reads (a PP split, FlashInfer's sampler, a max_model_len past the model's)."""
         lay = s.layout
-        env = self.launch_env(s, *([f"VLLM_PP_LAYER_PARTITION={','.join(map(str, s.opts.pp_layer_partition))}"]
-                                   if s.opts.pp_layer_partition else []),
+        env = self.launch_env(s, *(["VLLM_USE_V1=0"] if self.version.v0_opt_in else []),
+                              *(["VLLM_USE_V1=1"] if self.use_v1_env else []),
+                              *([f"VLLM_PP_LAYER_PARTITION={','.join(map(str, s.opts.pp_layer_partition))}"]
+                                if s.opts.pp_layer_partition else []),
                               *(["VLLM_USE_FLASHINFER_SAMPLER=1"] if s.opts.flashinfer_sampler else []))
         serve = ("vllm serve" if self.has_launch_flag("vllm serve")
                  else "python -m vllm.entrypoints.openai.api_server --model")
@@ -1043,7 +1242,13 @@ class VLLM(Server):
                        f"{p.pool.blocks_per_request} blocks (sliding layers: the window plus the in-flight tokens).")
         return out + _state_notes(s, p) + vf.notes(s, p) + vm.notes(s)
 
+    def context_in_budget(self, s: Setup) -> bool:
+        return self.version.peak_counts_all_non_torch
+
     def requested_rule(self, s: Setup) -> str:
+        if self.version.peak_counts_all_non_torch:  # gpu_worker.py 0.8.0 - 0.9.0: int(total x util - peak)
+            return (f"total x gpu_memory_utilization {s.util} - context + NCCL (V1 0.8.0-0.9.0 charges what is in use "
+                    "at start inside the budget: gpu_worker.py determine_available_memory)")
         if self.version.v0_engine:  # worker.py determine_num_available_blocks: a float, blocks = int(rest // block)
             return f"total x gpu_memory_utilization {s.util} (V0)"
         return super().requested_rule(s)
@@ -1213,9 +1418,11 @@ def _groups_of(rt: VLLM, per_layer: list, padded: int | None, block_size: int, s
                per_block: bool = False) -> list:
     """serving_vllm.kv_cache_groups of a per-layer table as this release groups it (``state_pages``: each state
     layer's pages per request, ``per_block``: Mamba cache mode "all"): chunked local layers as full attention before
-    0.14 (serving_vllm.without_hybrid_manager)."""
+    0.14 (serving_vllm.without_hybrid_manager); V1 0.8.0 - 0.9.0 one spec type (serving_vllm.specs_0_8)."""
     specs, layers = vl.vllm_layer_specs(per_layer, padded, state_pages, per_block)
-    if not rt.version.chunked_local_groups:
+    if rt.version.sliding_specs is not None:  # V1 0.8.0 - 0.9.0: one spec type
+        specs = vl.specs_0_8(specs, rt.version.sliding_specs)
+    elif not rt.version.chunked_local_groups:
         specs = vl.without_hybrid_manager(specs)
     return vl.kv_cache_groups(specs, block_size, layers)
 
@@ -1384,6 +1591,13 @@ def _budget_note(s: Setup) -> str:
             "; the profile peak is the larger of the dummy forward and Model Runner V2's dummy sampler, which "
             "samples the model-dtype logits of max_num_seqs rows without top-k/top-p (no request sets them)" + state)
     requested = f"total x {s.util}" if v.v0_engine else f"ceil(total x {s.util})"  # V0: a float, then // block
+    if v.peak_counts_all_non_torch:
+        return (f"{v.label}: available = int(total x {s.util} - (torch's allocated peak + every non-torch byte in "
+                f"use)) (v1/worker/gpu_worker.py determine_available_memory, 0.8.0 - 0.9.0): weights + activation peak + "
+                f"non-torch ({fmt_bytes(s.non_torch)}) + the memory in use at start ({fmt_bytes(s.context)}, "
+                "--context-memory: the CUDA context, other processes, an ESTIMATE) + the free bytes the caching "
+                "allocator keeps after empty_cache (an ESTIMATE); no 'Available KV cache memory' line, no start-up "
+                f"free-memory check; CUDA graphs are captured after the pool; activation peak: {act}{sampler}.")
     return (f"{v.label}: available = {requested} - weights - activation peak - non-torch "
             f"({fmt_bytes(s.non_torch)}) - {graphs}; activation peak: {act}{sampler}{_compile_note(s)}. "
             "Non-torch and CUDA-graph figures are documented defaults (--non-torch-memory, --cuda-graph-memory).")

@@ -220,6 +220,8 @@ def assemble(s: Setup) -> tuple[list[Stage], Pool]:
 def setup(card: ModelCard, req: PlanRequest) -> Setup:
     """The request resolved for ``card`` by its runtime: the card as served, options with defaults, dtypes, pages."""
     rt, layout = req.runtime, req.layout
+    # the engine the release runs this with (vLLM 0.8 - 0.9.0: V1, or V0 where its oracle falls back)
+    rt, switched = rt.engine_for(card, req.gpu, layout, req.flags, req.kv_dtype, req.weight_dtype)
     rt.check_gpu(req.gpu)
     args = (card, rt, layout, req.kv_dtype, req.weight_dtype, req.flags)
     try:
@@ -228,6 +230,7 @@ def setup(card: ModelCard, req: PlanRequest) -> Setup:
         if "unhashable" not in str(exc):
             raise
         card, notes, flags, kv_t, w_t, online_fp8 = _served.__wrapped__(*args)
+    notes = notes + ((switched,) if switched else ())
     # the model dtype as the runtime takes it on this GPU (a quantization method's own dtypes: Runtime.served_dtypes)
     w_t, kv_t, dtype_notes = rt.served_dtypes(card, req.gpu, w_t, kv_t, req.weight_dtype is not None,
                                               req.kv_dtype is not None)
@@ -328,6 +331,7 @@ def per_gpu(s: Setup, p: Pool) -> PerGPU:
                   activation_estimated=rt.activation_estimated(s),
                   non_torch_bytes=lim.non_torch, cuda_graph_bytes=lim.cuda_graph,
                   overhead_bytes=lim.non_torch + lim.cuda_graph, context_bytes=s.context,
+                  context_in_budget=rt.context_in_budget(s),
                   requested_bytes=lim.requested, kv_bytes_per_token=rt.kv_bytes_per_token(s, p),
                   available_kv_bytes=lim.available, requested_rule=rt.requested_rule(s),
                   activation_rule=rt.activation_rule(s), vision_bytes=_vision_bytes(s),

@@ -423,8 +423,10 @@ def _engine(log: ParsedLog, engine: str | None, notes: list[str]) -> tuple[str, 
     from kvplan.cost.runtimes import get_engine
 
     if engine:
-        get_engine(engine)
-        return engine, True
+        chosen = get_engine(engine).log_engine(engine, log.v0_line is not None)
+        if chosen != engine:
+            notes.append(f"Line {log.v0_line} is printed by {log.engine}'s V0 engine: planned as --engine {chosen}.")
+        return chosen, True
     if log.version is None:
         notes.append(f"The log prints no {log.engine} version (add `# engine: {log.engine}==X.Y`): the newest "
                      "modelled rules are used.")
@@ -433,10 +435,13 @@ def _engine(log: ParsedLog, engine: str | None, notes: list[str]) -> tuple[str, 
     for spec in ([f"{log.engine}=={m.group(1)}.{m.group(2)}{m.group(3)}", f"{log.engine}=={m.group(1)}.{m.group(2)}"]
                  if m else [log.engine]):  # the release printed (SGLang's rules differ by patch), else its minor
         try:
-            get_engine(spec)
-            return spec, True
+            rt = get_engine(spec)
         except KvplanError:
             continue
+        chosen = rt.log_engine(spec, log.v0_line is not None)  # vLLM 0.8 - 0.9.0: V1 unless the log shows V0
+        if chosen != spec:
+            notes.append(f"Line {log.v0_line} is printed by {log.engine}'s V0 engine: planned as --engine {chosen}.")
+        return chosen, True
     else:
         oldest = get_engine(log.engine).versions[0]
         first = re.match(r"[\d.]+\d", oldest).group(0)

@@ -125,6 +125,9 @@ class ParsedLog(BaseModel):
     args_line: int | None = None  # vLLM's `non-default args` / SGLang's `ServerArgs(...)`: every launch flag not
     # named there is the engine's default, which the log so states
     read_bytes: int | None = None  # the bytes read when the file is longer than MAX_LOG_BYTES (its start is read)
+    # vLLM: the first line only V0 prints (_V0_LINES): a release that had both engines (0.8.0 - 0.9.0) is planned with
+    # its V0 rules (Runtime.log_engine); None: none found
+    v0_line: int | None = None
     size_bytes: int | None = None  # the file's size in that case
 
     def figure(self, name: str) -> Figure | None:
@@ -204,6 +207,12 @@ _SGLANG_LINES = [
 ]
 _SGLANG_MARKERS = re.compile(r"Load weight (?:begin|end)\.|KV Cache is allocated\.|max_total_num_tokens=|"
                              r"sglang\.launch_server|ServerArgs\(")
+# lines only vLLM's V0 engine prints: its engine's config line (engine/llm_engine.py: "Initializing an LLM engine",
+# "Initializing a V0 LLM engine" in 0.8 - 0.10; V1's v1/engine/core.py says "a V1 LLM engine"), the blocks line
+# (executor/executor_base.py initialize_cache), worker/worker.py determine_num_available_blocks's profile summary
+_V0_LINES = [r"Initializing a(?:n| V0) LLM engine \(v", r"# (?:GPU|CUDA|cuda|rocm) blocks: \d",
+             r"GPU blocks: [\d,]+, # CPU blocks", r"the current vLLM instance can use total_gpu_memory",
+             r"model weights take [\d.]+ ?GiB; non_torch_memory takes"]
 _VERSION_LINES = [r"Initializing an? (?:V[01] )?LLM engine \(v(\d+\.\d+[\w.+-]*)\)",
                   r"█ +version (\d+\.\d+[\w.+-]*)",  # the start-up banner of 0.11+
                   r"vLLM API server version (\d+\.\d+[\w.+-]*)", r"\bvllm==(\d+\.\d+[\w.+-]*)"]
@@ -359,7 +368,8 @@ def parse_log(path: str | Path) -> ParsedLog:
                      header_lines=header_lines,
                      flag_lines=flag_lines, unmodelled=unmodelled, startups=starts if len(starts) > 1 else [],
                      startup=body[0][0] if len(starts) > 1 else None, last_line=len(lines), args_line=args_line,
-                     read_bytes=None if size is None else len(text.encode()), size_bytes=size)
+                     read_bytes=None if size is None else len(text.encode()), size_bytes=size,
+                     v0_line=None if sglang_at else _v0_line(body))
 
 
 def _quote(text: str) -> str:
@@ -538,6 +548,12 @@ def _exact_available(path, body) -> int | None:
                               f"most {_MAX_GIB * GIB:,} bytes")
         out = int(digits) if out is None else min(out, int(digits))
     return out
+
+
+def _v0_line(body) -> int | None:
+    """The first line of ``body`` that only vLLM's V0 engine prints (_V0_LINES), or None."""
+    hits = [hit[0] for pattern in _V0_LINES if (hit := _first(body, pattern))]
+    return min(hits) if hits else None
 
 
 def _version(header: dict[str, str], body) -> str | None:
