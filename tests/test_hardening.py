@@ -690,3 +690,4 @@ def test_a_search_skips_the_gpus_a_context_memory_fills():
                          "L4,H100-SXM", "--context-memory", "30GiB", "--gpu-memory-utilization", "0.5", "--json")
     assert code == 0, err
     assert [o["gpu"] for o in json.loads(out)["options"]] == ["H100-SXM"]
+    assert any(n.startswith("Left out: L4, whose memory the --context-memory given fills") for n in json.loads(out)["notes"])

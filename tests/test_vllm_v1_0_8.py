@@ -65,7 +65,7 @@ def test_the_budget_charges_what_is_in_use_at_start():
     assert g.weights_bytes == 8_030_261_248 * 2 + 32 * MIB  # bf16 parameters + the rotary cache
     # 85,030,322,176 x 0.9 = 76,527,289,958.4; less 17,901,821,952 = 58,625,468,006.4
     assert g.available_kv_bytes == int(H100_TOTAL * 0.9 - peak) == 58_625_468_006
-    assert g.context_in_budget and g.requested_bytes == -(-H100_TOTAL * 9 // 10) - 600 * MIB
+    assert g.context_in_budget and g.requested_bytes == int(H100_TOTAL * 0.9) - 600 * MIB  # the rows add up
     blocks = g.available_kv_bytes // LLAMA_BLOCK
     assert r.kv_cache.num_blocks == blocks and r.kv_cache.tokens == blocks * 16
     assert r.max_concurrency == pytest.approx(blocks * 16 / 8192)
@@ -115,7 +115,9 @@ def test_mixed_windows_are_full_attention():
     ("vllm==0.8.1", dict(gpu="H100-SXM", kv_dtype="fp8_e4m3"), "any but auto"),
     ("vllm==0.8.5", dict(gpu="H100-SXM", pp=2), "pipeline parallelism"),
     ("vllm==0.8.2", dict(gpu="H100-SXM", enable_lora=True), "LoRA"),
-    ("vllm==0.8.5", dict(gpu="H100-SXM", weight_dtype="fp32"), "float32")])
+    ("vllm==0.8.5", dict(gpu="H100-SXM", weight_dtype="fp32"), "float32"),
+    ("vllm==0.8.5", dict(gpu="H100-SXM", weight_dtype="float32"), "float32"),  # an alias is the same dtype
+    ("vllm==0.8.5", dict(gpu="L40S", kv_dtype="e4m3"), "--kv-cache-dtype")])
 def test_the_oracle_falls_back_to_v0(engine, kw, clause):
     r = plan(str(ROOT / "tests/data/configs/qwen2.5-0.5b"), max_model_len=8192, engine=engine, **kw)
     assert "(V0 engine" in r.inputs.engine_rules
@@ -125,7 +127,10 @@ def test_the_oracle_falls_back_to_v0(engine, kw, clause):
 @pytest.mark.parametrize("engine, kw", [
     ("vllm==0.8.2", dict(gpu="H100-SXM", kv_dtype="fp8_e4m3")),  # FlashAttention 3 on SM 9.x takes fp8
     ("vllm==0.9.0", dict(gpu="H100-SXM", pp=2)),  # 0.9.0: the mp executor runs PP on V1
-    ("vllm==0.8.3", dict(gpu="H100-SXM", enable_lora=True))])
+    ("vllm==0.8.3", dict(gpu="H100-SXM", enable_lora=True)),
+    ("vllm==0.8.5", dict(gpu="H100-SXM", kv_dtype="e4m3")),  # aliases of fp8_e4m3 are fp8 K/V too
+    ("vllm==0.8.5", dict(gpu="H100-SXM", kv_dtype="float8_e4m3fn")),
+    ("vllm==0.8.5", dict(gpu="H100-SXM", kv_dtype="bfloat16"))])
 def test_v1_where_the_oracle_keeps_it(engine, kw):
     assert "(V1 engine" in plan("llama-3.1-8b", max_model_len=8192, engine=engine, **kw).inputs.engine_rules
 
@@ -162,3 +167,31 @@ def test_the_mla_block_is_forced_on_hopper_only(engine, gpu, block):
     """platforms/cuda.py 0.8.0 - 0.9.0 forces FlashMLA's 64 where is_flashmla_supported ("only supported on Hopper
     devices", capability major 9); a B200 keeps the config's 16 (the 0.9.1 range's rule takes CUTLASS MLA's 128)."""
     assert plan("deepseek-v3-fp8", gpu=gpu, tp=8, max_model_len=8192, engine=engine).inputs.block_size == block
+
+
+def test_a_search_with_v1_forced_leaves_out_what_the_oracle_sends_to_v0():
+    """`:v1` where the oracle would fall back refuses that layout or GPU (errors.Refused), so a search lists the rest:
+    a T4 (compute capability 7.5) and pipeline-parallel layouts are left out, not the whole search refused."""
+    from kvplan.planning.capacity.search import search
+
+    r = search("llama-3.1-8b", max_model_len=8192, concurrency=8, engine="vllm==0.8.5:v1", gpus=["T4", "L4", "H100-SXM"])
+    assert {o.gpu for o in r.options} == {"L4", "H100-SXM"} and all(o.pp == 1 for o in r.options)
+
+
+def test_sglang_says_when_the_load_is_not_replayed():
+    """SGLang's load rests are replayed for 16-bit weights only: an fp8 load charges none and the note says so."""
+    fp8 = plan("qwen3-8b", gpu="H100-SXM", max_model_len=8192, engine="sglang", weight_dtype="fp8_e4m3")
+    assert fp8.per_gpu.non_torch_bytes == 0
+    assert any("none charged, as the load of quantized or 8-bit weights is not replayed" in n for n in fp8.notes)
+    bf16 = plan("qwen3-8b", gpu="H100-SXM", max_model_len=8192, engine="sglang")
+    assert any("an ESTIMATE of a replay" in n for n in bf16.notes)
+    assert not any("not replayed" in n for n in bf16.notes)
+
+
+def test_the_budget_rows_add_up_to_the_pool_to_the_byte():
+    """The table's requested row is int(total x util) less the context: with the non-KV rows it gives the pool vLLM's
+    int(total x util - peak) gives (85,030,322,176 x 0.9 = 76,527,289,958.4: a ceil'd row had been 1 B over)."""
+    g = plan("llama-3.1-8b", gpu="H100-SXM", max_model_len=8192, engine="vllm==0.8.5").per_gpu
+    assert g.requested_bytes == 76_527_289_958 - g.context_bytes
+    assert (g.requested_bytes - g.weights_bytes - g.activation_bytes - g.non_torch_bytes - g.cuda_graph_bytes
+            == g.available_kv_bytes)

@@ -176,7 +176,8 @@ MaxLoraRank = Annotated[_I, typer.Option("--max-lora-rank", help="vLLM: the larg
 FlashinferSampler = Annotated[bool, typer.Option(
     "--flashinfer-sampler", metavar="",
     help="vLLM: top-k/top-p sampling in FlashInfer (the log says 'Using FlashInfer for top-p & top-k sampling.'; "
-         "0.10-0.11 with FlashInfer installed, VLLM_USE_FLASHINFER_SAMPLER=1 later): no sort in the profile run.")]
+         "V1 0.8-0.9 with a FlashInfer older than 0.2.3 installed, 0.10-0.11 with FlashInfer installed, "
+         "VLLM_USE_FLASHINFER_SAMPLER=1 later and on V0): no sort in the profile run.")]
 ColdCompile = Annotated[bool, typer.Option(
     "--cold-compile", metavar="",
     help="vLLM 0.11.1+: a first boot, whose torch.compile cache misses (a new model, --max-num-batched-tokens or "

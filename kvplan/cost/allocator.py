@@ -224,10 +224,15 @@ def reserved_rest_bytes(card: ModelCard, w_t: DType, layout: Layout, pp_rank: in
     not allocated. The replay is ``_replay``'s (the generic decoder's construction order; ``rope_fp32`` /
     ``mrope_factor``: the rotary cache as the engine builds it); 0 for quantized weights or other than 16/32-bit
     (their loads are not replayed for this engine)."""
-    if card.quantization is not None or w_t.bits not in (16, 32):
+    if not rests_replayed(card, w_t):
         return 0
     return _reserved_rests(card, w_t, layout, pp_rank, None if stages is None else tuple(stages), tower, rope_fp32,
                            mrope_factor)
+
+
+def rests_replayed(card: ModelCard, w_t: DType) -> bool:
+    """Whether ``reserved_rest_bytes`` replays this load: 16- or 32-bit weights of an unquantized checkpoint."""
+    return card.quantization is None and w_t.bits in (16, 32)
 
 
 @lru_cache(maxsize=1024)

@@ -941,10 +941,15 @@ class SGLang(Server):
         rule = terms[0] if len(terms) == 1 else f"min({', '.join(terms)})"
         out.append(f"SGLang admits at most max_running_requests = {reqs:,} requests at once (resolve_max_num_reqs: "
                    f"{rule}).")
+        from kvplan.cost.allocator import rests_replayed
+
         rests = fmt_bytes(p.limiting.non_torch)
         beyond = (f"{rests} as given (--non-torch-memory)" if "non_torch" in s.given else
                   f"{rests}: the caching allocator's rests the load leaves reserved, an ESTIMATE of a replay of its "
-                  "allocations, kvplan.cost.allocator.reserved_rest_bytes; --non-torch-memory")
+                  "allocations, kvplan.cost.allocator.reserved_rest_bytes; --non-torch-memory"
+                  if rests_replayed(s.card, s.w_t) else
+                  "none charged, as the load of quantized or 8-bit weights is not replayed: 16-bit loads leave 0 - "
+                  "227 MiB reserved beyond their tensors, so this pool may be that much high; --non-torch-memory")
         out.append(f"SGLang: pool = (free memory at start x mem_fraction_static {s.mfs}) - weights - what the load "
                    f"holds beyond them ({beyond}); free memory = "
                    f"total - {fmt_bytes(s.context)} {_in_use(s)}{_nccl_note(s)} (--context-memory). Activations and "

@@ -18,7 +18,7 @@ from kvplan.cost.runtimes import vllm_mm as vm
 from kvplan.cost.runtimes.base import Server, VersionRange, at_range, positive_size, rank_row, refuse_zamba_v1, utilization
 from kvplan.cost.runtimes.setup import Options, Pool, ServingFlags, Setup, Stage
 from kvplan.errors import KvplanError, Refused
-from kvplan.model.dtypes import TORCH_NAME_OF, TORCH_NAMES, DType
+from kvplan.model.dtypes import TORCH_NAME_OF, TORCH_NAMES, DType, parse_dtype
 from kvplan.units import MAX_BLOCK_TOKENS, cdiv, fmt_bytes, fmt_int, require_positive
 
 if TYPE_CHECKING:
@@ -404,6 +404,18 @@ def engine_choice(text: str) -> tuple[str, tuple[VllmVersion, ...]]:
 _V1_SPECULATIVE_0_9 = ("ngram", "[ngram]", "medusa", "eagle", "eagle3", "deepseek_mtp")
 
 
+def _canonical_dtype(name: str | None) -> str:
+    """kvplan's name of a dtype given by any alias (float32 -> fp32, e4m3 -> fp8_e4m3); "auto" and "" as given; a
+    name kvplan does not know as given (its flag refuses it where it is read)."""
+    text = (name or "").strip().lower()
+    if text in ("", "auto"):
+        return text
+    try:
+        return parse_dtype(text).name
+    except KvplanError:
+        return text
+
+
 def v1_fallback(clauses: frozenset[str], card, gpu, layout, flags: ServingFlags, kv_dtype: str | None,
                 weight_dtype: str | None = None) -> str | None:
     """The clause of V1 0.8.0 - 0.9.0's _is_v1_supported_oracle (engine/arg_utils.py, read in each release) that
@@ -416,10 +428,10 @@ def v1_fallback(clauses: frozenset[str], card, gpu, layout, flags: ServingFlags,
         return f"'Compute Capability < 8.0' ({gpu.name}: {cc})"
     if card.ssm is not None:  # ModelConfig.is_v1_compatible: the architecture's SupportsV0Only
         return f"{card.hf_architecture or card.name} is not V1-compatible (ModelConfig.is_v1_compatible)"
-    kv = (kv_dtype or "").lower()
-    if "fp32" in (kv, (weight_dtype or "").lower()):
+    kv, weights = _canonical_dtype(kv_dtype), _canonical_dtype(weight_dtype)  # every alias as its dtype (float32)
+    if "fp32" in (kv, weights):
         return "'--dtype torch.float32' (V1_SUPPORTED_DTYPES: bfloat16, float16)"
-    if kv and kv not in ("auto", "fp16", "bf16", "float16", "bfloat16", "half"):
+    if kv and kv not in ("auto", "fp16", "bf16"):
         if "any_kv_dtype" in clauses:
             return f"'--kv-cache-dtype' ({kv}: any but auto)"
         if "fp8_kv" in clauses and (not kv.startswith("fp8") or cc is None or int(cc) != 9):
@@ -576,7 +588,7 @@ class VLLM(Server):
             return self, None
         release = self.pinned or ".".join(map(str, self.version.first))
         if self.use_v1_env:  # VLLM_USE_V1=1: vLLM raises (_raise_or_fallback) or runs a V1 path not modelled here
-            raise KvplanError(f"--engine: vllm=={release}:v1 (VLLM_USE_V1=1) with {why}: vLLM refuses it or runs a V1 "
+            raise Refused(f"--engine: vllm=={release}:v1 (VLLM_USE_V1=1) with {why}: vLLM refuses it or runs a V1 "
                               f"feature of {release} kvplan does not model; allowed: vllm=={release} (vLLM's own "
                               f"choice, V0 here) or vllm=={release}:v0")
         return self.at_version(f"{release}:v0"), (
@@ -968,9 +980,9 @@ class VLLM(Server):
         st = s.charged(st, extra, weights=st.weights + extra) if extra else st
         if self.version.peak_counts_all_non_torch and s.kv_cache_memory is None:  # V1 0.8.0 - 0.9.0
             peak = st.requested - st.available + s.context  # every non-KV byte charged, and what was in use at start
-            # the table's "requested" less the context, so that its rows add up to the pool (to the byte but for
-            # vLLM's float product, which available_kv_bytes_0_8 keeps)
-            st = st.replaced(requested=st.requested - s.context,
+            # the table's "requested": int(total x util) less the context, so that its rows add up to the pool to
+            # the byte (int(x - peak) = int(x) - peak for a whole peak, available_kv_bytes_0_8)
+            st = st.replaced(requested=int(s.total * s.util) - s.context,
                              available=vl.available_kv_bytes_0_8(s.total, s.util, peak))
         return st
 
@@ -1247,8 +1259,8 @@ class VLLM(Server):
 
     def requested_rule(self, s: Setup) -> str:
         if self.version.peak_counts_all_non_torch:  # gpu_worker.py 0.8.0 - 0.9.0: int(total x util - peak)
-            return (f"total x gpu_memory_utilization {s.util} - context + NCCL (V1 0.8.0-0.9.0 charges what is in use "
-                    "at start inside the budget: gpu_worker.py determine_available_memory)")
+            return (f"int(total x gpu_memory_utilization {s.util}) - context + NCCL (V1 0.8.0-0.9.0 charges what is in "
+                    "use at start inside the budget: gpu_worker.py determine_available_memory)")
         if self.version.v0_engine:  # worker.py determine_num_available_blocks: a float, blocks = int(rest // block)
             return f"total x gpu_memory_utilization {s.util} (V0)"
         return super().requested_rule(s)
@@ -1576,7 +1588,8 @@ def _budget_note(s: Setup) -> str:
     sampler = ("; the profile peak is the larger of the dummy forward and the dummy sampler, which sorts the whole "
                "vocabulary of max_num_seqs rows in this version (DERIVED from vLLM's sampler and PyTorch's CUDA "
                "sort: the model-dtype logits, their float32 copy, the sorted values and int64 indices, the sort's "
-               f"own index buffers and cub's alternate key and value buffers, {_sort_note(s)})"
+               f"own index buffers and cub's alternate key and value buffers, {_sort_note(s)}; a run whose log says "
+               "'Using FlashInfer for top-p & top-k sampling.' does not sort: --flashinfer-sampler)"
                if _sorts(s) else
                "; the profile peak is the larger of the dummy forward and the dummy sampler over max_num_seqs rows of "
                f"the vocabulary without a sort ({'FlashInfer' if s.opts.flashinfer_sampler else 'Triton'} top-k/top-p:"

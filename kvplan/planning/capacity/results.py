@@ -57,7 +57,7 @@ class PerGPU(BaseModel):
     overhead_bytes: int  # non_torch_bytes + cuda_graph_bytes
     context_bytes: int  # CUDA context + NCCL before the snapshot: outside the budget, inside (1 - util) x total
     context_in_budget: bool = False  # vLLM V1 0.8.0 - 0.9.0: the context is charged inside the budget instead
-    requested_bytes: int  # what the engine may use: ceil(total x util) (SGLang: free x mem_fraction_static)
+    requested_bytes: int  # what the engine may use, by requested_rule: vLLM ceil(total x util) from 0.9.1 (SGLang: free x mem_fraction_static)
     kv_bytes_per_token: int  # one more cached token of one request on this rank, all its layers
     available_kv_bytes: int
     requested_rule: str = ""  # how requested_bytes is computed, by the runtime's rule

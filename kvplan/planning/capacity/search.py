@@ -60,7 +60,7 @@ def search(model: ModelCard | str | Path, *, max_model_len: int, concurrency: in
     if require_platform(platform) == "windows" and plan_kw.get("gpu_memory") is None:  # the GPUs with a Windows total
         left_out = [g.name for g in chosen if g.windows_visible_memory_bytes is None]
         chosen = [g for g in chosen if g.windows_visible_memory_bytes is not None]
-    options, tried, servable = [], 0, {}
+    options, tried, servable, filled = [], 0, {}, []
     runtime = get_engine(engine)
     for g in chosen:
         if not runtime.runs_on(g):  # an engine that does not run on this vendor's GPUs (TensorRT-LLM: NVIDIA only)
@@ -69,7 +69,8 @@ def search(model: ModelCard | str | Path, *, max_model_len: int, concurrency: in
                                  prompt_len=prompt_len,
                                  **{k: v for k, v in plan_kw.items() if v is not None})
         if base.context is not None and base.context >= (base.gpu_memory or base.gpu.engine_memory_bytes):
-            continue  # the --context-memory given fills this GPU: nothing is left on it (a plan refuses it)
+            filled.append(g.name)  # the --context-memory given fills this GPU: nothing is left (a plan refuses it)
+            continue
         best, one_gpu = None, None
         for tp, pp in _LAYOUTS:
             if tp * pp > max_gpus:
@@ -98,7 +99,9 @@ def search(model: ModelCard | str | Path, *, max_model_len: int, concurrency: in
     return SearchResult(model=card.name, engine=engine, max_model_len=max_model_len, concurrency=concurrency,
                         ttft_ms=ttft_ms, tpot_ms=tpot_ms, layouts_tried=tried, options=options, sort=sort,
                         notes=_search_notes(options, max_gpus, sort, get_engine(engine))
-                        + _platform_note(platform, left_out, chosen))
+                        + _platform_note(platform, left_out, chosen)
+                        + ([f"Left out: {', '.join(filled)}, whose memory the --context-memory given fills (a plan "
+                            "needs less in use than the GPU holds)."] if filled else []))
 
 
 def _servable(card: ModelCard, rt, layout: Layout) -> bool:
