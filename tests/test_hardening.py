@@ -474,6 +474,9 @@ def test_junit_stays_well_formed_with_control_characters_in_messages():
 def test_tiny_efficiencies_are_refused_not_infinite(value):
     line = refused("estimate", "-m", "llama-2-7b", "--seq-len", "8", "--gpu", "H100-SXM", "--mbu", repr(value), "--json")
     assert line.startswith("error: --mbu: a fraction in (0, 1]")
+
+
+def test_the_least_efficiency_allowed_gives_finite_json():
     code, out, _ = run("estimate", "-m", "llama-2-7b", "--seq-len", "8", "--gpu", "H100-SXM", "--mbu", "1e-6", "--json")
     assert code == 0 and "Infinity" not in out and "NaN" not in out
 
