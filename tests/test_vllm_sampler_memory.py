@@ -146,9 +146,9 @@ def test_0_29_counts_model_runner_v2_state_for_every_model_and_samples_the_logit
     r = plan("qwen3-30b-a3b", gpu="H200", engine="vllm==0.31", max_model_len=8192)
     v1 = plan("qwen3-30b-a3b", gpu="H200", engine="vllm==0.28", max_model_len=8192)
     assert r.per_gpu.activation_bytes < v1.per_gpu.activation_bytes
-    # 0.33's second, warmup-param pass is not traced: the unsorted V1 estimate (logits + float32 copies) stays
+    # 0.33's second, warmup-param pass: FlashInfer on an H200 (test_0_33_warmup_param_pass_* below)
     r33 = plan("qwen3-30b-a3b", gpu="H200", engine="vllm==0.33", max_model_len=8192)
-    assert r33.per_gpu.activation_bytes >= 1024 * 151_936 * (2 + vl.UNSORTED_SAMPLER_EXTRA_BYTES)
+    assert r33.per_gpu.activation_bytes >= vl.v2_warmup_sampler_bytes(1024, 151_936, 151_936, 2, True)
     # ngram speculation sends the model back to V1 (_get_v2_model_runner_unsupported_features, 0.29.0): no state
     ng = plan("qwen3-8b", gpu="H200", engine="vllm==0.29", max_model_len=8192, speculative_config={"method": "ngram", "num_speculative_tokens": 3})
     assert ng.per_gpu.non_torch_bytes == 64 * MIB
@@ -165,3 +165,51 @@ def test_the_0_29_and_0_31_logs_with_the_v2_state(log, pool_pct):
 
     rows = {x.figure: x for x in from_log(LOGS / log).rows}
     assert rows["available"].flags_error_pct == pytest.approx(pool_pct, abs=0.006)
+
+
+def test_0_33_warmup_param_pass_is_the_float32_pipeline_as_the_source_allocates_it():
+    # v1/worker/gpu/sample/sampler.py 0.33.0 apply_sampling_params: torch.empty_like(logits, dtype=float32), rows x
+    # vocab_size (logits[..., :org_vocab_size] of compute_logits, not dense where the LM head pads); flashinfer-python
+    # 0.7.2.post1 top_k_top_p_sampling_from_logits: top_k_mask_logits' torch.empty_like + torch.softmax (float32), and
+    # the 1 MiB row_states buffer (buffer_bytes = 1024 * 1024)
+    rows, v = 256, 151_936  # Qwen3, already a multiple of the LM head's padding
+    logits, fp32 = rows * v * 2, rows * v * 4  # 77,791,232 and 155,582,464, multiples of 512 B
+    assert vl.v2_warmup_sampler_bytes(rows, v, v, 2, True) == logits + 3 * fp32 + MIB == 545_587_200
+    # without FlashInfer (a T4: compute capability 7.5): the copy, Triton's buffer for 40 SMs (min(next_power_of_2(
+    # min(40, 256)), 40) = 40 float32 rows) and gumbel_sample's int64 + float32 partial maxima (cdiv(151,936, 1,024)
+    # = 149 blocks a row)
+    buf = vl.triton_topk_topp_buffer_bytes(40, rows, v, min_rows=1)
+    assert buf == 40 * v * 4 == 24_309_760
+    assert vl.v2_warmup_sampler_bytes(rows, v, v, 2, False, buf) == logits + fp32 + buf + rows * 149 * 12 == 258_141_184
+    # any row count runs Triton in 0.33.0 (apply_top_k_top_p: "if HAS_TRITON"): 3 rows, 3 programs,
+    # next_power_of_2(3) = 4 buffer rows
+    assert vl.triton_topk_topp_buffer_bytes(40, 3, v, min_rows=1) == 4 * v * 4
+    # each tensor rounds to 512 B (kvplan.cost.allocator.round_size): 3 rows of Qwen2.5-0.5B's 151,655 entries in
+    # float32 are 1,819,860 B -> 1,820,160; its LM head pads to 151,936: bf16 logits 911,616 B -> 911,872
+    assert vl.v2_warmup_sampler_bytes(3, 151_936, 151_655, 2, True) == 911_872 + 3 * 1_820_160 + MIB
+
+
+@pytest.mark.parametrize(("cc", "sms", "flashinfer"), [
+    (9.0, 132, True), (8.9, 142, True), (8.0, 108, True), (12.0, 170, True), (10.0, None, True),
+    (7.5, 40, False),  # FlashInferBackend.supports_compute_capability: 8.0 <= capability <= 12.1
+    (8.6, 16, False),  # "top-k masking requires more than 16 SMs"
+    (None, 304, False),  # ROCm: not current_platform.is_cuda()
+])
+def test_0_33_samples_in_flashinfer_where_flashinfer_sampler_supported_says_so(cc, sms, flashinfer):
+    assert vl.flashinfer_samples(cc, sms) is flashinfer
+
+
+def test_0_33_warmup_param_pass_moves_llama_8b_on_h100_by_the_derived_terms():
+    # Llama-3.1-8B, H100: 1,024 rows (get_batch_defaults), max_num_batched_tokens 8,192. 0.32's sampler (logits alone)
+    # is below the forward: 8,192 x (3 x 14,336 + 6,144 + 4 x 4,096) x 2 B = 1 GiB
+    r32 = plan("llama-3.1-8b", gpu="H100-SXM", engine="vllm==0.32", max_model_len=8192)
+    r33 = plan("llama-3.1-8b", gpu="H100-SXM", engine="vllm==0.33", max_model_len=8192)
+    assert r32.per_gpu.activation_bytes == 8192 * (3 * 14_336 + 6_144 + 4 * 4_096) * 2 == GIB
+    # 0.33: logits 1,024 x 128,256 x 2 + three float32 copies x 4 + FlashInfer's 1 MiB, beside the forward's output
+    # and its last rows that profile_run holds, (8,192 + 1,024) x 4,096 x 2 B
+    warmup = 1024 * LLAMA_VOCAB * (2 + 3 * 4) + MIB
+    held = (8192 + 1024) * 4096 * 2
+    assert r33.per_gpu.activation_bytes == warmup + held == 1_915_224_064
+    assert r32.per_gpu.non_torch_bytes == r33.per_gpu.non_torch_bytes
+    assert r32.per_gpu.cuda_graph_bytes == r33.per_gpu.cuda_graph_bytes
+    assert r32.per_gpu.activation_bytes - r33.per_gpu.activation_bytes == GIB - warmup - held

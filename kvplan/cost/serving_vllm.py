@@ -536,10 +536,12 @@ TRITON_TOPK_TOPP_MIN_ROWS = 8
 TRITON_TOPK_TOPP_BUFFER_BYTES_PER_ENTRY = 4  # float32: apply_top_k_top_p_triton asserts logits.dtype == torch.float32
 
 
-def triton_topk_topp_buffer_bytes(num_sms: int, num_rows: int, vocab_size: int) -> int:
+def triton_topk_topp_buffer_bytes(num_sms: int, num_rows: int, vocab_size: int,
+                                  min_rows: int = TRITON_TOPK_TOPP_MIN_ROWS) -> int:
     """The Triton top-k/top-p kernel's cached scratch buffer (``TRITON_TOPK_TOPP_MIN_ROWS``): min(next_power_of_2(
-    min(num_sm, rows)), num_sm) rows of the vocabulary in float32; none below 8 rows (the PyTorch sort runs then)."""
-    if num_rows < TRITON_TOPK_TOPP_MIN_ROWS:
+    min(num_sm, rows)), num_sm) rows of the vocabulary in float32; none below ``min_rows`` rows (8: the PyTorch sort
+    runs then; 0.33.0's apply_top_k_top_p calls the Triton kernel for any row count wherever Triton is: 1)."""
+    if num_rows < min_rows:
         return 0
     programs = min(num_sms, num_rows)
     rows = min(1 << (programs - 1).bit_length(), num_sms)  # vllm.utils.math_utils.next_power_of_2
@@ -567,6 +569,62 @@ def v2_dummy_sampler_bytes(num_reqs: int, padded_vocab: int, vocab_size: int, ac
     """Model Runner V2's dummy sampler: the model-dtype logits (the LM head's padded width) and gumbel_sample's
     partial maxima, no float32 copy."""
     return num_reqs * padded_vocab * act_bytes + num_reqs * cdiv(vocab_size, GUMBEL_BLOCK) * GUMBEL_PARTIAL_BYTES
+
+
+# vLLM 0.33.0's Model Runner V2 samples twice in the memory profile (v1/worker/gpu/model_runner.py
+# _dummy_sampler_run, called by profile_run inside gpu_worker.py determine_available_memory's memory_profiling; not on
+# the CPU worker): the default pass of 0.25 - 0.32 (v2_dummy_sampler_bytes), then a "warmup-param pass" after
+# sampler.add_request(SamplingParams.for_sampler_warmup()) on every row, min(max_num_seqs, max_num_batched_tokens)
+# of them (_dummy_run: num_reqs = min(num_tokens, max_num_reqs)). for_sampler_warmup (sampling_params.py) sets
+# temperature 0.9, top_p 0.9, top_k 50, min_p 0.1, frequency/presence 0.5, repetition 1.2, min_tokens 2, a logit
+# bias, bad words, logprobs 5, prompt_logprobs 1, watermarking (read by GPUWatermarkSampler only, built when a
+# watermark config is given). Traced in sample/sampler.py Sampler.__call__ (0.33.0):
+# - apply_sampling_params: needs_logits_processing is set (states.py add_request: temperature 0.9), so "Copy logits to
+#   a new FP32 tensor": torch.empty_like(logits, dtype=float32) of compute_logits' logits[..., :org_vocab_size]
+#   (model_executor/layers/logits_processor.py _get_logits), a view that is not dense where the LM head pads the
+#   vocabulary, so a contiguous rows x vocab_size float32 tensor. Logit bias, penalties, bad words (logit_bias.py,
+#   penalties.py, bad_words.py apply), temperature (gumbel.py apply_temperature) and min_p (min_p.py) are Triton
+#   kernels writing it in place; penalties' bincount fills the persistent state (v2_sampler_state_bytes).
+# - sample: top_k and top_p set, no greedy row, no seed and raw_logprobs (config/model.py's default) make the fused
+#   sampler eligible, and Sampler.use_flashinfer = flashinfer_sampler_supported() (v1/sample/ops/topk_topp_sampler.py:
+#   CUDA, VLLM_USE_FLASHINFER_SAMPLER (default 1 in envs.py), FlashInferBackend.supports_compute_capability, 8.0 -
+#   12.1 in v1/attention/backends/flashinfer.py, and more than 16 SMs). flashinfer_sample -> flashinfer-python
+#   0.7.2.post1 (vLLM 0.33.0's pin) sampling.py top_k_top_p_sampling_from_logits, "top_k_first" with a per-row top_k
+#   tensor (no _top_k_first_fast_path: it takes an int): top_k_mask_logits' mask_logits = torch.empty_like(logits)
+#   and torch.softmax(masked_logits), two more rows x vocab_size float32 tensors live together with the copy (12 B a
+#   row and entry, as UNSORTED_SAMPLER_EXTRA_BYTES), and top_k_mask_logits' row_states buffer, 1 MiB from
+#   _get_cache_buf (flashinfer/utils.py), kept process-wide. Without FlashInfer (other GPUs, ROCm): apply_top_k_top_p
+#   -> ops/topk_topp_triton.py apply_top_k_top_p_triton in place on the copy with its cached buffer (any row count:
+#   triton_topk_topp_buffer_bytes with min_rows 1), then gumbel_sample's partial maxima over the copy.
+# - compute_topk_scores (sample/logprob.py) on the raw model-dtype logits: torch.topk(logits, 5) and Triton kernels
+#   whose outputs are rows x 6 wide; prompt logprobs are not computed by _dummy_sampler_run. Per-row tensors (top_k,
+#   top_p gathers, samples, valid flags, a few KiB) are left out.
+FLASHINFER_TOPK_MASK_STATE_BYTES = 1024 * 1024  # sampling.py top_k_mask_logits: buffer_bytes = 1024 * 1024
+V2_WARMUP_FLASHINFER_FP32_TENSORS = 3  # the float32 copy, top_k_mask_logits' mask_logits, torch.softmax's probs
+FLASHINFER_SAMPLER_CC = (8.0, 12.1)  # FlashInferBackend.supports_compute_capability, 0.33.0
+FLASHINFER_SAMPLER_MAX_REFUSED_SMS = 16  # flashinfer_sampler_supported: "top-k masking requires more than 16 SMs"
+
+
+def flashinfer_samples(compute_capability: float | None, sm_count: int | None) -> bool:
+    """Whether vLLM 0.33.0's flashinfer_sampler_supported picks FlashInfer on this GPU (the note above): a CUDA
+    compute capability in FLASHINFER_SAMPLER_CC and more than 16 SMs (an unknown SM count: assumed more)."""
+    lo, hi = FLASHINFER_SAMPLER_CC
+    return (compute_capability is not None and lo <= compute_capability <= hi
+            and (sm_count is None or sm_count > FLASHINFER_SAMPLER_MAX_REFUSED_SMS))
+
+
+def v2_warmup_sampler_bytes(num_reqs: int, padded_vocab: int, vocab_size: int, act_bytes: int, flashinfer: bool,
+                            triton_buffer: int = 0) -> int:
+    """The peak of 0.33.0's warmup-param sampler pass (the note above), each tensor as the caching allocator rounds
+    it: the model-dtype logits (the LM head's padded width) + with FlashInfer three rows x vocab_size float32 tensors
+    and the 1 MiB row-state buffer; without it the float32 copy, the Triton kernel's ``triton_buffer`` and
+    gumbel_sample's partial maxima. It exceeds the default pass (v2_dummy_sampler_bytes), which frees its own."""
+    logits = round_size(num_reqs * padded_vocab * act_bytes)
+    fp32 = round_size(num_reqs * vocab_size * 4)
+    if flashinfer:
+        return logits + V2_WARMUP_FLASHINFER_FP32_TENSORS * fp32 + round_size(FLASHINFER_TOPK_MASK_STATE_BYTES)
+    blocks = num_reqs * cdiv(vocab_size, GUMBEL_BLOCK)
+    return logits + fp32 + triton_buffer + round_size(8 * blocks) + round_size(4 * blocks)
 
 
 # A first boot compiles inside the memory profile. vLLM's torch.compile runs at the first forward, profile_run's

@@ -71,7 +71,7 @@ class VllmVersion(VersionRange):
     # 0.33+: Model Runner V2's _dummy_sampler_run samples twice, the second time with SamplingParams.
     # for_sampler_warmup on every row ("pays for the fp32 logits pipeline", v1/worker/gpu/model_runner.py 0.33.0;
     # absent in 0.25.0 - 0.32.0, which sample once with no request added: serving_vllm.v2_dummy_sampler_bytes);
-    # that pass is not traced here, so 0.33+ keeps the unsorted sampler's logits + float32 copies
+    # that pass's peak, traced in 0.33.0 and flashinfer-python 0.7.2.post1: serving_vllm.v2_warmup_sampler_bytes
     v2_sampler_warmup_pass: bool = False
     # 0.27+: gpu_worker.py determine_available_memory sets peak_activation_memory = transient_peak_headroom +
     # cudagraph_memory_estimate_applied (read in 0.27.1, 0.28.0, 0.29.0 - 0.33.0; 0.21.0 - 0.26.0:
@@ -1010,16 +1010,21 @@ class VLLM(Server):
 
     def sampler_peak(self, s: Setup, batch: tuple[int, int], act_bytes: int) -> int:
         """The dummy sampler's peak after a forward of ``batch`` = (tokens, rows): Model Runner V2's logits alone
-        (where V2 runs: 0.22 - 0.28 by its default lists, 0.29 - 0.32 every model; 0.33's warmup pass is not
-        traced), else the V1 runner's (and V0's): the sort's tensors (serving_vllm.sorting_sampler_bytes) or the
+        (where V2 runs: 0.22 - 0.28 by its default lists, 0.29 - 0.32 every model); 0.33+'s warmup-param pass
+        (serving_vllm.v2_warmup_sampler_bytes) beside the forward's output profile_run holds; else the V1 runner's (and V0's): the sort's tensors (serving_vllm.sorting_sampler_bytes) or the
         float32 copies, plus the hidden states profile_run holds and the Triton top-k/top-p kernel's buffer where
         this version runs it and the catalog knows the GPU's SM count."""
         from kvplan.cost.parallel import pad_vocab
 
         (tokens, rows), padded = batch, pad_vocab(s.card.vocab_size)
-        if self.runs_v2(s.card, s.opts) and not self.version.v2_sampler_warmup_pass:
-            return vl.v2_dummy_sampler_bytes(rows, padded, s.card.vocab_size, act_bytes)
         h = s.card.hidden_size
+        if self.runs_v2(s.card, s.opts) and self.version.v2_sampler_warmup_pass:
+            # profile_run holds _dummy_run's hidden_states and hidden_states[logits_indices] (no noise) meanwhile
+            return (vl.v2_warmup_sampler_bytes(rows, padded, s.card.vocab_size, act_bytes, _v2_flashinfer(s),
+                                               _v2_triton_buffer_bytes(s, rows))
+                    + vl.held_hidden_bytes(tokens, rows, h, act_bytes, noise=False))
+        if self.runs_v2(s.card, s.opts):
+            return vl.v2_dummy_sampler_bytes(rows, padded, s.card.vocab_size, act_bytes)
         v = self.version
         held = (vl.held_hidden_bytes(tokens if v.profile_keeps_forward_output else 0, rows, h, act_bytes,
                                      v.dummy_sampler_noise) if v.sampler_holds_hidden
@@ -1600,7 +1605,7 @@ def _budget_note(s: Setup) -> str:
                  "4 B) is in the non-torch figure" if v.counts_torch_state_before_profile else
                  "; Model Runner V2's persistent sampler state is allocated before the profile and this version's "
                  "non-KV figure leaves it out")
-        sampler = sampler + state if v.v2_sampler_warmup_pass else (
+        sampler = _v2_warmup_note(s) + state if v.v2_sampler_warmup_pass else (
             "; the profile peak is the larger of the dummy forward and Model Runner V2's dummy sampler, which "
             "samples the model-dtype logits of max_num_seqs rows without top-k/top-p (no request sets them)" + state)
     requested = f"total x {s.util}" if v.v0_engine else f"ceil(total x {s.util})"  # V0: a float, then // block
@@ -1650,6 +1655,20 @@ def _triton_buffer_bytes(s: Setup, rows: int) -> int:
     return vl.triton_topk_topp_buffer_bytes(s.gpu.sm_count, rows, s.card.vocab_size)
 
 
+def _v2_flashinfer(s: Setup) -> bool:
+    """Whether 0.33+'s V2 warmup-param pass samples in FlashInfer (serving_vllm.flashinfer_samples; --flashinfer-sampler
+    sets VLLM_USE_FLASHINFER_SAMPLER=1, the default)."""
+    return s.opts.flashinfer_sampler or vl.flashinfer_samples(s.gpu.compute_capability, s.gpu.sm_count)
+
+
+def _v2_triton_buffer_bytes(s: Setup, rows: int) -> int:
+    """0.33+'s Triton top-k/top-p buffer where its V2 warmup-param pass does not sample in FlashInfer (any row count;
+    0 where the catalog has no SM count)."""
+    if _v2_flashinfer(s) or s.gpu.sm_count is None:
+        return 0
+    return vl.triton_topk_topp_buffer_bytes(s.gpu.sm_count, rows, s.card.vocab_size, min_rows=1)
+
+
 def _triton_buffer_note(s: Setup) -> str:
     """What the budget note says of the Triton kernel's per-SM buffer."""
     if not s.engine.version.triton_topk_topp_buffer or s.opts.flashinfer_sampler:
@@ -1659,6 +1678,23 @@ def _triton_buffer_note(s: Setup) -> str:
     rows = min(s.max_num_seqs, vl.scheduled_tokens(s.mnbt, s.max_num_seqs, s.max_model_len))
     return (f", and the kernel's cached scratch rows, one float32 vocabulary row per program on {s.gpu.sm_count} SMs: "
             f"{fmt_bytes(_triton_buffer_bytes(s, rows))}")
+
+
+def _v2_warmup_note(s: Setup) -> str:
+    """What the budget note says of 0.33+'s V2 sampler (serving_vllm.v2_warmup_sampler_bytes), DERIVED from the source."""
+    rows = min(s.max_num_seqs, vl.scheduled_tokens(s.mnbt, s.max_num_seqs, s.max_model_len))
+    if _v2_flashinfer(s):
+        how = (f"FlashInfer's top-k/top-p sampler: {vl.V2_WARMUP_FLASHINFER_FP32_TENSORS} float32 tensors of the "
+               "vocabulary per row (the copy, the top-k-masked logits, their softmax) and its 1 MiB row-state buffer")
+    else:
+        how = "Triton top-k/top-p in place on one float32 copy per row, gumbel-max partial maxima"
+        buf = _v2_triton_buffer_bytes(s, rows)
+        how += (f", and the kernel's cached scratch rows, one float32 vocabulary row per program on "
+                f"{s.gpu.sm_count} SMs: {fmt_bytes(buf)}" if s.gpu.sm_count is not None else
+                f"; the kernel's per-SM scratch rows are not charged: the catalog has no SM count for {s.gpu.name}")
+    return ("; the profile peak is the larger of the dummy forward and Model Runner V2's dummy sampler, whose second "
+            f"pass sets SamplingParams.for_sampler_warmup on all {rows:,} rows (DERIVED from vLLM 0.33.0's sampler: the "
+            f"model-dtype logits, {how}, beside the forward's output profile_run holds)")
 
 
 def _sort_note(s: Setup) -> str:
