@@ -32,6 +32,30 @@ def cli_json(cli):
 
 
 @pytest.fixture(autouse=True, scope="session")
+def _one_click_command_per_app():
+    """typer.testing.CliRunner.invoke rebuilds the click command from the typer app on every call
+    (typer.main.get_command: about 25 ms, half of an `estimate` through the runner): the tests build it once per app
+    and process. The command is what `kvplan` builds once per process too; where a typer release no longer has the
+    name, nothing is patched."""
+    import typer.testing
+
+    original = getattr(typer.testing, "_get_command", None)
+    if original is None:
+        yield
+        return
+    built: dict[int, tuple[object, object]] = {}
+
+    def get_command(app):
+        if id(app) not in built:
+            built[id(app)] = (app, original(app))  # the app kept alive: its id stays its own
+        return built[id(app)][1]
+
+    typer.testing._get_command = get_command
+    yield
+    typer.testing._get_command = original
+
+
+@pytest.fixture(autouse=True, scope="session")
 def _one_torch_thread():
     """The reference-model tests run tiny shapes: one intra-op thread avoids spin-waits on a loaded machine."""
     try:

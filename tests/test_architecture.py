@@ -8,6 +8,7 @@ Every import counts, including the ones inside functions (lazy imports hide cycl
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -54,12 +55,16 @@ def imports(path: Path) -> set[str]:
     return found
 
 
-GRAPH = {m: {i for i in imports(p) if i in MODULES and i != m} for m, p in MODULES.items()}
+@functools.cache
+def graph() -> dict[str, set[str]]:
+    """Each module's kvplan imports, parsed once a process and when a test asks (not at collection, which every
+    xdist worker repeats)."""
+    return {m: {i for i in imports(p) if i in MODULES and i != m} for m, p in MODULES.items()}
 
 
 @pytest.mark.parametrize("module", sorted(set(MODULES) - FACADE))
 def test_imports_follow_the_layers(module):
-    bad = sorted(i for i in GRAPH[module] if i not in FACADE and layer(i) not in ALLOWED[layer(module)])
+    bad = sorted(i for i in graph()[module] if i not in FACADE and layer(i) not in ALLOWED[layer(module)])
     assert not bad, f"{module} ({layer(module)}) imports {bad} against the layers"
 
 
@@ -70,7 +75,7 @@ def test_no_import_cycles():
     def visit(m: str) -> None:
         state[m] = 1
         stack.append(m)
-        for n in sorted(GRAPH[m] - FACADE):
+        for n in sorted(graph()[m] - FACADE):
             if state.get(n) == 1:
                 raise AssertionError("import cycle: " + " -> ".join(stack[stack.index(n):] + [n]))
             if n not in state:

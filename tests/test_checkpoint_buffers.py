@@ -42,20 +42,13 @@ def _meta_model(config):
     return None
 
 
-def _types() -> list[str]:
-    out = []
-    for mt in sorted(set(READERS) | set(MULTIMODAL)):
-        try:
-            transformers.AutoConfig.for_model(mt)
-        except ValueError:  # a reader for remote-code files (RefinedWeb, kimi_k2): no transformers class
-            continue
-        out.append(mt)
-    return out
-
-
-@pytest.mark.parametrize("model_type", _types())
+@pytest.mark.parametrize("model_type", sorted(set(READERS) | set(MULTIMODAL)))
 def test_every_saved_buffer_is_explained(model_type):
-    model = _meta_model(transformers.AutoConfig.for_model(model_type, **_BUILDABLE.get(model_type, {})))
+    try:  # asked here, not at collection (every xdist worker collects; each config class imports its model module)
+        config = transformers.AutoConfig.for_model(model_type, **_BUILDABLE.get(model_type, {}))
+    except ValueError:  # a reader for remote-code files (RefinedWeb, kimi_k2): no transformers class
+        pytest.skip(f"{model_type}: no transformers class (a reader for remote-code files)")
+    model = _meta_model(config)
     if model is None:
         pytest.skip(f"no transformers 5.24 model class builds {model_type} from its defaults")
     params = {n for n, _ in model.named_parameters(remove_duplicate=False)}

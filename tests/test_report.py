@@ -281,7 +281,6 @@ def test_refused_layout_keeps_the_engine_reason(tmp_path, cli):
     assert "H100-SXM: refused: --gpu: the weights alone do not fit" in text
 
 
-@pytest.mark.slow  # renders whole reports' charts: the slow tier (CI runs it)
 def test_tp4_report_describes_one_layout_everywhere(tmp_path, cli):
     """The issue's report: every section is about 4x H100 (TP 4), none about one GPU; one concurrency figure."""
     from kvplan.planning.capacity import plan
@@ -438,7 +437,7 @@ def test_the_disagg_tables_show_a_tpot_under_its_target_under_it(tmp_path):
     assert f"{tpot:.2f} ms" in decode and "| 20 ms |" not in decode
 
 
-@pytest.mark.slow  # renders whole reports' charts: the slow tier (CI runs it)
+@pytest.mark.slow  # builds whole reports' charts, for every engine / twice: the slow tier (CI)
 def test_a_long_report_shows_progress_per_model(monkeypatch):
     """Charts take seconds per model: the CLI's bar (stderr, a terminal only) advances once per model built."""
     from kvplan.planning.report_data import build_report
@@ -522,7 +521,6 @@ def test_charts_keep_their_natural_size_and_the_page_states_the_visible_total(ht
     assert f"{visible:,} B as torch sees it" in text and "--seq-len" not in text
 
 
-@pytest.mark.slow  # renders whole reports' charts: the slow tier (CI runs it)
 def test_report_disagg_section_is_kvplan_disagg(cli, tmp_path):
     """--rate --isl --osl --ttft-ms --tpot-ms add kvplan disagg's section (HTML and Markdown): both pools as
     disagg() computes them, the exact hand-over per request and the link it needs; a partial set exits 2."""
@@ -653,7 +651,6 @@ def test_estimate_table_compares_with_the_visible_total(tmp_path, cli):
     assert "which holds 139.8 GiB" in text
 
 
-@pytest.mark.slow  # renders whole reports' charts: the slow tier (CI runs it)
 def test_a_refused_or_failed_markdown_report_leaves_no_charts(tmp_path, cli, monkeypatch):
     """docs/errors.md: nothing written half-way. The charts folder was renamed into place before the .md target was
     checked or written: a symlink target (exit 2) and a full device left X_charts/ behind; a name that is not UTF-8

@@ -222,7 +222,7 @@ def test_one_token_pages_are_singular(cli):
     assert code == 0 and "1 tokens" not in out
 
 
-@pytest.mark.slow  # renders whole reports' charts: the slow tier (CI runs it)
+@pytest.mark.slow  # builds whole reports' charts, for every engine / twice: the slow tier (CI)
 def test_blocks_build_for_every_engine_of_a_report():
     """Every engine a report takes renders (its verdict, capacity and formulas) without an error."""
     for engine in ("vllm", "sglang", "trtllm", "tgi", "llamacpp", "ollama", "hf-dynamic", "ideal"):
