@@ -589,8 +589,8 @@ class VLLM(Server):
         release = self.pinned or ".".join(map(str, self.version.first))
         if self.use_v1_env:  # VLLM_USE_V1=1: vLLM raises (_raise_or_fallback) or runs a V1 path not modelled here
             raise Refused(f"--engine: vllm=={release}:v1 (VLLM_USE_V1=1) with {why}: vLLM refuses it or runs a V1 "
-                              f"feature of {release} kvplan does not model; allowed: vllm=={release} (vLLM's own "
-                              f"choice, V0 here) or vllm=={release}:v0")
+                          f"feature of {release} kvplan does not model; allowed: vllm=={release} (vLLM's own choice, "
+                          f"V0 here) or vllm=={release}:v0")
         return self.at_version(f"{release}:v0"), (
             f"vLLM {release} runs this on its V0 engine, not V1 (engine/arg_utils.py _is_v1_supported_oracle: {why}; "
             "V1 would be chosen only by VLLM_USE_V1=1): planned with V0's rules.")

@@ -417,16 +417,22 @@ def _bundled_by_source(model_id: str) -> str | None:
     return by_id.get(key) or by_name.get(key.split("/")[-1]) or by_stem.get(_stem(model_id))
 
 
+def _log_engine(rt, spec: str, log: ParsedLog, notes: list[str]) -> str:
+    """The engine spec to plan ``log`` with: ``spec``, or its V0 engine where the release had both and the log shows a
+    line only V0 prints (vLLM 0.8 - 0.9.0: Runtime.log_engine), which a note names."""
+    chosen = rt.log_engine(spec, log.v0_line is not None)
+    if chosen != spec:
+        notes.append(f"Line {log.v0_line} is printed by {log.engine}'s V0 engine: planned as --engine {chosen}.")
+    return chosen
+
+
 def _engine(log: ParsedLog, engine: str | None, notes: list[str]) -> tuple[str, bool]:
     """(``vllm==0.10`` from the version printed, whether that release is modelled); an unmodelled release runs on the
     oldest modelled range, and a log without a version on the newest, said so."""
     from kvplan.cost.runtimes import get_engine
 
     if engine:
-        chosen = get_engine(engine).log_engine(engine, log.v0_line is not None)
-        if chosen != engine:
-            notes.append(f"Line {log.v0_line} is printed by {log.engine}'s V0 engine: planned as --engine {chosen}.")
-        return chosen, True
+        return _log_engine(get_engine(engine), engine, log, notes), True
     if log.version is None:
         notes.append(f"The log prints no {log.engine} version (add `# engine: {log.engine}==X.Y`): the newest "
                      "modelled rules are used.")
@@ -438,10 +444,7 @@ def _engine(log: ParsedLog, engine: str | None, notes: list[str]) -> tuple[str, 
             rt = get_engine(spec)
         except KvplanError:
             continue
-        chosen = rt.log_engine(spec, log.v0_line is not None)  # vLLM 0.8 - 0.9.0: V1 unless the log shows V0
-        if chosen != spec:
-            notes.append(f"Line {log.v0_line} is printed by {log.engine}'s V0 engine: planned as --engine {chosen}.")
-        return chosen, True
+        return _log_engine(rt, spec, log, notes), True
     else:
         oldest = get_engine(log.engine).versions[0]
         first = re.match(r"[\d.]+\d", oldest).group(0)
