@@ -200,3 +200,18 @@ def test_what_profile_run_holds_beside_the_sampler_by_release():
     assert peak["0.10.0"] - peak["0.9.2"] == 8192 * 4096 * 2  # the forward's output, held from 0.10.0
     assert peak["0.9.2"] == peak["0.9.0"]
     assert peak["0.9.0"] - peak["0.8.5"] == 1024 * 4096 * 2  # rand_like of the last rows, from 0.9.0
+
+
+def test_model_runner_v2_holds_the_forward_output_beside_its_sampler():
+    """V2's profile_run (v1/worker/gpu/model_runner.py, read in 0.22.1 - 0.32.0) keeps ``hidden_states`` and
+    ``sample_hidden_states`` (the last rows, an indexed copy) while _dummy_sampler_run samples, no rand_like. Gemma-3-1B
+    on an H100 (8,192 batched tokens, 1,024 rows, hidden 1,152, bf16; vocabulary 262,144) samples above its forward,
+    so the peak is the sampler's logits and partial maxima plus (8,192 + 1,024) x 1,152 x 2 = 21,233,664 B."""
+    from kvplan import plan
+    from kvplan.cost import serving_vllm as vl
+    from kvplan.model.catalog import load_card
+
+    card = load_card("gemma-3-1b")
+    assert (card.hidden_size, card.vocab_size) == (1152, 262144)
+    peak = plan("gemma-3-1b", gpu="H100-SXM", max_model_len=4096, engine="vllm==0.29").per_gpu.activation_bytes
+    assert peak == vl.v2_dummy_sampler_bytes(1024, 262144, 262144, 2) + 21_233_664

@@ -1023,8 +1023,11 @@ class VLLM(Server):
             return (vl.v2_warmup_sampler_bytes(rows, padded, s.card.vocab_size, act_bytes, _v2_flashinfer(s),
                                                _v2_triton_buffer_bytes(s, rows))
                     + vl.held_hidden_bytes(tokens, rows, h, act_bytes, noise=False))
-        if self.runs_v2(s.card, s.opts):
-            return vl.v2_dummy_sampler_bytes(rows, padded, s.card.vocab_size, act_bytes)
+        if self.runs_v2(s.card, s.opts):  # 0.22 - 0.32: profile_run holds the forward's output and its last rows
+            # while _dummy_sampler_run samples (v1/worker/gpu/model_runner.py, read in 0.22.1, 0.24.0, 0.25.0, 0.28.0,
+            # 0.29.0, 0.30.0, 0.32.0: ``hidden_states, sample_hidden_states = self._dummy_run(...)``; no rand_like)
+            return (vl.v2_dummy_sampler_bytes(rows, padded, s.card.vocab_size, act_bytes)
+                    + vl.held_hidden_bytes(tokens, rows, h, act_bytes, noise=False))
         v = self.version
         held = (vl.held_hidden_bytes(tokens if v.profile_keeps_forward_output else 0, rows, h, act_bytes,
                                      v.dummy_sampler_noise) if v.sampler_holds_hidden
