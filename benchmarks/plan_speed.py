@@ -56,6 +56,8 @@ each in one session, load average 1-3): search llama-3.1-70b 38-43 ms over 32 (2
 deepseek-v3 18-20 ms (482), 19-27 ms (610); over 11 unchanged (15-24 / 8-12 ms); llama.cpp's search 31-34 ms on a
 new card and 14-15 ms on the same card over 32, 35-70 and 17-33 ms over 40 (the 10-16 GB cards need the most
 layouts: alone, the RTX 3060 and 3080 searches take 24 ms each, the H100 SXM's 21); plans 0.21-0.25 ms in both.
+Measured 2026-11-29 on session 40's final head (quiet, wall, medians): plans 0.22-0.35 ms; over 40 GPU types
+llama-3.1-70b 42 ms, deepseek-v3 21 ms; over 11 types 16 and 10 ms; llama.cpp 46 ms (new card), 19 ms (same).
 """
 
 from __future__ import annotations
