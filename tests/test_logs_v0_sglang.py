@@ -264,10 +264,11 @@ def test_v0_batch_defaults():
     assert [v0.max_num_batched_tokens(n) for n in (1024, 32768, 32769)] == [2048, 32768, 2048]
     a = plan("llama-3.1-8b", gpu="H100-SXM", max_model_len=8192, engine="vllm==0.6").per_gpu.activation_bytes
     b = plan("llama-3.1-8b", gpu="H100-SXM", max_model_len=8192, engine="vllm==0.10").per_gpu.activation_bytes
-    # the sorting sampler over 256 rows in V0 and 1,024 in 0.10 (128,256 x 38 B each, serving_vllm.sorting_sampler_bytes)
-    # beside the 8,192-token forward's output (V0), and its last rows and their rand_like too (0.10)
-    assert a == vl.sorting_sampler_bytes(256, 128_256, 128_256, 2) + 8192 * 4096 * 2
-    assert b == vl.sorting_sampler_bytes(1024, 128_256, 128_256, 2) + (8192 + 2 * 1024) * 4096 * 2
+    # the sorting sampler over 256 rows in V0 and 1,024 in 0.10: 128,256 entries a row x 38 B (bf16 logits 2, float32
+    # copy 4, values 4, int64 indices 8, the sort's int64 iota 8, cub's alternate keys and values 12) + the 255 B cub
+    # adds, rounded to 512; beside the 8,192-token forward's output (V0), and its last rows and rand_like too (0.10)
+    assert a == 256 * 128_256 * 38 + 512 + 8192 * 4096 * 2
+    assert b == 1024 * 128_256 * 38 + 512 + (8192 + 2 * 1024) * 4096 * 2
 
 
 def test_v0_refuses_state_layers_by_flag():

@@ -17,7 +17,7 @@ from kvplan.cost.runtimes import vllm_features as vf
 from kvplan.cost.runtimes import vllm_mm as vm
 from kvplan.cost.runtimes.base import Server, VersionRange, at_range, positive_size, rank_row, refuse_zamba_v1, utilization
 from kvplan.cost.runtimes.setup import Options, Pool, ServingFlags, Setup, Stage
-from kvplan.errors import KvplanError, Refused
+from kvplan.errors import KvplanError, Refused, clip, clip_text
 from kvplan.model.dtypes import TORCH_NAME_OF, TORCH_NAMES, DType, parse_dtype
 from kvplan.units import MAX_BLOCK_TOKENS, cdiv, fmt_bytes, fmt_int, require_positive
 
@@ -384,17 +384,17 @@ def engine_choice(text: str) -> tuple[str, tuple[VllmVersion, ...]]:
     if not sep:
         return release, VERSIONS
     if engine not in ENGINE_SUFFIXES:
-        raise KvplanError(f"--engine: vllm=={str(text)[:40]}: the engine after ':' is v0 (VLLM_USE_V1=0) or v1; got "
-                          f"{engine[:20]!r}")
+        raise KvplanError(f"--engine: vllm=={clip_text(text, 40)}: the engine after ':' is v0 (VLLM_USE_V1=0) or v1; got "
+                          f"{clip(engine, 20)}")
     from kvplan.cost.runtimes.base import parse_release
 
     at = parse_release("--engine", release)
     if engine == "v0" and at[:len(V0_LAST)] > V0_LAST:
-        raise KvplanError(f"--engine: vllm=={str(text)[:40]}: vLLM's V0 engine is modelled through "
+        raise KvplanError(f"--engine: vllm=={clip_text(text, 40)}: vLLM's V0 engine is modelled through "
                           f"{'.'.join(map(str, V0_LAST))} (0.9.1 - 0.10 kept it behind VLLM_USE_V1=0, not modelled); "
                           f"allowed: vllm=={release} (V1) or a release up to {'.'.join(map(str, V0_LAST))} with :v0")
     if engine == "v1" and at < V1_DEFAULT_FIRST:
-        raise KvplanError(f"--engine: vllm=={str(text)[:40]}: vLLM {release}'s V1 engine (an opt-in alpha, "
+        raise KvplanError(f"--engine: vllm=={clip_text(text, 40)}: vLLM {release}'s V1 engine (an opt-in alpha, "
                           f"VLLM_USE_V1=1) is not modelled; allowed: vllm=={release} (its V0 engine) or :v1 from "
                           f"{'.'.join(map(str, V1_DEFAULT_FIRST))}")
     return release, (V0_RANGES if engine == "v0" else VERSIONS)
